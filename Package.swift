@@ -1,0 +1,37 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+/// Targets, one role each; dependencies point one way:
+/// KVValues ← KVStorage ← KVProtocol ← KVDaemon / KVClient ← kvd / kvctl / habits.
+let package = Package(
+    name: "kvd",
+    products: [
+        .executable(name: "kvd", targets: ["kvd"]),
+        .executable(name: "kvctl", targets: ["kvctl"]),
+        .library(name: "KVClient", targets: ["KVClient"]),
+    ],
+    targets: [
+        .target(name: "KVValues"),
+        .target(name: "KVStorage", dependencies: ["KVValues"]),
+        .target(name: "KVProtocol", dependencies: ["KVValues"]),
+        .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
+        .target(name: "KVDaemon", dependencies: ["KVValues", "KVStorage", "KVProtocol", "CSystemd"]),
+        .executableTarget(name: "kvd", dependencies: ["KVDaemon"]),
+        .target(name: "KVClient", dependencies: ["KVValues", "KVProtocol"]),
+        .target(name: "KVCtl", dependencies: ["KVValues", "KVClient"]),
+        .executableTarget(name: "kvctl", dependencies: ["KVCtl"]),
+
+        .testTarget(name: "KVValuesTests", dependencies: ["KVValues"]),
+        .testTarget(name: "KVStorageTests", dependencies: ["KVStorage"]),
+        .testTarget(name: "KVProtocolTests", dependencies: ["KVProtocol"]),
+        .testTarget(name: "KVDaemonTests", dependencies: ["KVDaemon"]),
+        .testTarget(name: "KVCtlTests", dependencies: ["KVCtl"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["KVClient", "KVValues"]),
+    ]
+)
+
+for target in package.targets where target.type != .system {
+    target.swiftSettings = (target.swiftSettings ?? []) + [
+        .enableUpcomingFeature("ExistentialAny"),
+    ]
+}

@@ -1,0 +1,5 @@
+#ifndef KVD_CSYSTEMD_SHIM_H
+#define KVD_CSYSTEMD_SHIM_H
+#include <systemd/sd-daemon.h>
+#include <systemd/sd-journal.h>
+#endif

@@ -1,0 +1,91 @@
+/// Writes ``JSON`` as UTF-8 text: compact for the wire, indented with sorted members for files
+/// people read. Reals always carry a `.` or an exponent (`1.0`), so they read back as reals.
+public struct JSONWriter {
+    /// Indentation per level when pretty; `nil` writes compact JSON.
+    public var indent: Int?
+    /// Whether object members are written in sorted order (always true when pretty).
+    public var sortKeys: Bool
+
+    public init(pretty: Bool = false, sortKeys: Bool = false) {
+        self.indent = pretty ? 2 : nil
+        self.sortKeys = sortKeys || pretty
+    }
+
+    /// The JSON text of `json`.
+    public func bytes(_ json: JSON) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(64)
+        write(json, into: &out)
+        return out
+    }
+
+    /// The JSON text of `json` as a string.
+    public func string(_ json: JSON) -> String {
+        String(decoding: bytes(json), as: UTF8.self)
+    }
+
+    /// Appends the JSON text of `json` to `out`.
+    public func write(_ json: JSON, into out: inout [UInt8], level: Int = 0) {
+        switch json {
+        case .null: out.append(contentsOf: "null".utf8)
+        case .bool(let flag): out.append(contentsOf: (flag ? "true" : "false").utf8)
+        case .integer(let number): out.append(contentsOf: String(number).utf8)
+        case .real(let number): Self.writeReal(number, into: &out)
+        case .string(let text): Self.writeString(text, into: &out)
+        case .array(let elements):
+            out.append(UInt8(ascii: "["))
+            for (index, element) in elements.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                newline(into: &out, level: level + 1)
+                write(element, into: &out, level: level + 1)
+            }
+            if !elements.isEmpty { newline(into: &out, level: level) }
+            out.append(UInt8(ascii: "]"))
+        case .object(let members):
+            out.append(UInt8(ascii: "{"))
+            let names = sortKeys ? members.keys.sorted() : Array(members.keys)
+            for (index, name) in names.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                newline(into: &out, level: level + 1)
+                Self.writeString(name, into: &out)
+                out.append(UInt8(ascii: ":"))
+                if indent != nil { out.append(UInt8(ascii: " ")) }
+                write(members[name]!, into: &out, level: level + 1)
+            }
+            if !members.isEmpty { newline(into: &out, level: level) }
+            out.append(UInt8(ascii: "}"))
+        }
+    }
+
+    private func newline(into out: inout [UInt8], level: Int) {
+        guard let indent else { return }
+        out.append(UInt8(ascii: "\n"))
+        out.append(contentsOf: repeatElement(UInt8(ascii: " "), count: indent * level))
+    }
+
+    /// Writes a finite double in its shortest round-tripping form, always marked as a real.
+    public static func writeReal(_ number: Double, into out: inout [UInt8]) {
+        precondition(number.isFinite, "JSON cannot carry a non-finite real")
+        let text = number.description  // shortest round-trip digits: "1.0", "1e-05", "5e+20"
+        out.append(contentsOf: text.utf8)
+    }
+
+    /// Writes `text` as a JSON string literal, escaping quotes, backslashes and control characters.
+    public static func writeString(_ text: String, into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): out.append(contentsOf: [0x5C, 0x22])
+            case UInt8(ascii: "\\"): out.append(contentsOf: [0x5C, 0x5C])
+            case 0x0A: out.append(contentsOf: [0x5C, UInt8(ascii: "n")])
+            case 0x0D: out.append(contentsOf: [0x5C, UInt8(ascii: "r")])
+            case 0x09: out.append(contentsOf: [0x5C, UInt8(ascii: "t")])
+            case 0..<0x20:
+                let hex = Array("0123456789abcdef".utf8)
+                out.append(contentsOf: [0x5C, UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
+            default: out.append(byte)
+            }
+        }
+        out.append(UInt8(ascii: "\""))
+    }
+}

@@ -1,0 +1,67 @@
+/// A validated domain name: 1–255 bytes of `A-Z a-z 0-9 . _ -`, not starting with `.` or `-`.
+///
+/// Build one with ``init(validating:)`` at the edge (socket, command line); past that, code takes
+/// `Domain` and never re-checks. Because of the rule, a domain name is always a safe file name.
+public struct Domain: Sendable, Hashable, Comparable, CustomStringConvertible {
+    public let name: String
+
+    /// The global domain, searched after an app's own.
+    public static let global = Domain(unchecked: "NSGlobalDomain")
+
+    public init(validating name: String) throws(NameError) {
+        let bytes = name.utf8
+        guard !bytes.isEmpty else { throw NameError(name: name, reason: "a domain name must not be empty") }
+        guard bytes.count <= 255 else { throw NameError(name: name, reason: "a domain name must be at most 255 bytes, not \(bytes.count)") }
+        guard let first = bytes.first, first != UInt8(ascii: "."), first != UInt8(ascii: "-") else {
+            throw NameError(name: name, reason: "a domain name must not start with '.' or '-'")
+        }
+        for byte in bytes where !Self.isAllowed(byte) {
+            let shown = (0x21...0x7E).contains(byte) ? "'\(Character(Unicode.Scalar(byte)))'" : "byte 0x\(String(byte, radix: 16))"
+            throw NameError(name: name, reason: "a domain name may hold only A-Z a-z 0-9 . _ -, not \(shown)")
+        }
+        self.name = name
+    }
+
+    private init(unchecked name: String) { self.name = name }
+
+    private static func isAllowed(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "-"):
+            true
+        default: false
+        }
+    }
+
+    public var description: String { name }
+    public static func < (lhs: Domain, rhs: Domain) -> Bool { lhs.name < rhs.name }
+}
+
+/// A validated key: 1–1024 bytes of valid UTF-8 (a Swift `String` always is), no NUL.
+public struct Key: Sendable, Hashable, Comparable, CustomStringConvertible {
+    public let name: String
+
+    public init(validating name: String) throws(NameError) {
+        let count = name.utf8.count
+        guard count > 0 else { throw NameError(name: name, reason: "a key must not be empty") }
+        guard count <= 1024 else { throw NameError(name: name, reason: "a key must be at most 1024 bytes, not \(count)") }
+        guard !name.utf8.contains(0) else { throw NameError(name: name, reason: "a key must not contain a NUL character") }
+        self.name = name
+    }
+
+    public var description: String { name }
+    public static func < (lhs: Key, rhs: Key) -> Bool { lhs.name < rhs.name }
+}
+
+/// A domain or key name that breaks its rule; `reason` names the rule.
+public struct NameError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var name: String
+    public var reason: String
+
+    public init(name: String, reason: String) {
+        self.name = name
+        self.reason = reason
+    }
+
+    public var description: String { "invalid name \"\(name)\": \(reason)" }
+}

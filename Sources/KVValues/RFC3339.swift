@@ -1,0 +1,136 @@
+import FoundationEssentials
+
+/// RFC 3339 date-times, written in UTC and read with any offset.
+///
+/// Formatting emits at least millisecond digits and as many more as the `Date` needs, so that
+/// `parse(format(d)) == d` exactly for every date in years 0001–9999.
+public enum RFC3339 {
+    /// Earliest and latest instants representable (0001-01-01 to 9999-12-31, UTC).
+    public static let range: ClosedRange<Double> = -62_135_596_800...253_402_300_799.999
+
+    /// The UTC text of `date`, like `2026-11-29T17:00:00.250Z`.
+    public static func format(_ date: Date) -> String {
+        // Date keeps seconds since 2001 as a Double; split that, not the 1970 interval, to stay exact.
+        let interval = date.timeIntervalSinceReferenceDate
+        let whole = interval.rounded(.down)
+        let seconds = Int64(whole) + referenceOffset
+        let fraction = interval - whole  // exact: no rounding in this subtraction
+        var days = seconds / 86_400
+        var secondOfDay = seconds % 86_400
+        if secondOfDay < 0 {
+            secondOfDay += 86_400
+            days -= 1
+        }
+        let (year, month, day) = civil(fromDays: days)
+        var text = pad(year, 4) + "-" + pad(month, 2) + "-" + pad(day, 2)
+        text += "T" + pad(secondOfDay / 3600, 2) + ":" + pad(secondOfDay / 60 % 60, 2) + ":" + pad(secondOfDay % 60, 2)
+        text += "." + fractionDigits(fraction) + "Z"
+        return text
+    }
+
+    /// Parses `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`; `nil` if malformed or out of range.
+    public static func parse(_ text: String) -> Date? {
+        let bytes = Array(text.utf8)
+        var index = 0
+        func number(_ width: Int) -> Int64? {
+            guard index + width <= bytes.count else { return nil }
+            var value: Int64 = 0
+            for byte in bytes[index..<index + width] {
+                guard byte >= 0x30, byte <= 0x39 else { return nil }
+                value = value * 10 + Int64(byte - 0x30)
+            }
+            index += width
+            return value
+        }
+        func expect(_ characters: String) -> Bool {
+            guard index < bytes.count, characters.utf8.contains(bytes[index]) else { return false }
+            index += 1
+            return true
+        }
+        guard let year = number(4), expect("-"), let month = number(2), expect("-"), let day = number(2),
+            expect("Tt "), let hour = number(2), expect(":"), let minute = number(2), expect(":"),
+            let second = number(2)
+        else { return nil }
+        guard (1...12).contains(month), (1...daysIn(month: month, year: year)).contains(day),
+            hour < 24, minute < 60, second < 61, year >= 1
+        else { return nil }
+        var fraction = 0.0
+        if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
+            let start = index
+            index += 1
+            while index < bytes.count, bytes[index] >= 0x30, bytes[index] <= 0x39 { index += 1 }
+            guard index - start > 1, let value = Double("0" + String(decoding: bytes[start..<index], as: UTF8.self)) else { return nil }
+            fraction = value
+        }
+        var offset: Int64 = 0
+        if expect("Zz") {
+            offset = 0
+        } else if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") {
+            let sign: Int64 = bytes[index] == UInt8(ascii: "-") ? -1 : 1
+            index += 1
+            guard let offsetHours = number(2), expect(":"), let offsetMinutes = number(2), offsetHours < 24, offsetMinutes < 60 else { return nil }
+            offset = sign * (offsetHours * 3600 + offsetMinutes * 60)
+        } else {
+            return nil
+        }
+        guard index == bytes.count else { return nil }
+        let seconds = days(fromCivil: year, month, day) * 86_400 + hour * 3600 + minute * 60 + min(second, 59) - offset
+        return Date(timeIntervalSinceReferenceDate: Double(seconds - referenceOffset) + fraction)
+    }
+
+    /// Seconds from 1970-01-01 to 2001-01-01, Foundation's reference date.
+    private static let referenceOffset: Int64 = 978_307_200
+
+    private static func pad(_ value: Int64, _ width: Int) -> String {
+        let digits = String(value)
+        return String(repeating: "0", count: max(0, width - digits.count)) + digits
+    }
+
+    /// The decimal digits of `fraction` (in [0, 1)), at least three, enough to read back exactly.
+    private static func fractionDigits(_ fraction: Double) -> String {
+        var digits = ""
+        if fraction > 0 {
+            // `description` gives the shortest digits that round-trip: "0.25" or "1.5e-05".
+            let text = fraction.description
+            if let exponentIndex = text.firstIndex(where: { $0 == "e" || $0 == "E" }) {
+                let mantissa = text[..<exponentIndex].filter { $0 != "." }
+                let exponent = Int(text[text.index(after: exponentIndex)...])!
+                digits = String(repeating: "0", count: -exponent - 1) + mantissa
+            } else {
+                digits = String(text.drop(while: { $0 != "." }).dropFirst())
+            }
+        }
+        while digits.count > 3, digits.hasSuffix("0") { digits.removeLast() }
+        return digits.count < 3 ? digits + String(repeating: "0", count: 3 - digits.count) : digits
+    }
+
+    private static func daysIn(month: Int64, year: Int64) -> Int64 {
+        switch month {
+        case 2: (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28
+        case 4, 6, 9, 11: 30
+        default: 31
+        }
+    }
+
+    /// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's algorithm).
+    static func days(fromCivil year: Int64, _ month: Int64, _ day: Int64) -> Int64 {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yearOfEra = y - era * 400
+        let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146_097 + dayOfEra - 719_468
+    }
+
+    static func civil(fromDays days: Int64) -> (Int64, Int64, Int64) {
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let dayOfEra = z - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let mp = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
+    }
+}

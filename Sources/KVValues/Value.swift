@@ -1,0 +1,149 @@
+import FoundationEssentials
+
+/// A property-list value: what kvd stores under a key.
+///
+/// Travels and rests as the contract's typed JSON (``init(typedJSON:)``, ``typedJSON``);
+/// reading back always gives the same case that was written (an integer stays an integer, a
+/// real a real, even `1.0`).
+public indirect enum Value: Sendable, Equatable, Hashable {
+    case string(String)
+    case integer(Int64)
+    case real(Double)
+    case bool(Bool)
+    case date(Date)
+    case data(Data)
+    case array([Value])
+    case dictionary([String: Value])
+
+    /// The name of this value's type as `kvctl read-type` prints it.
+    public var typeName: String {
+        switch self {
+        case .string: "string"
+        case .integer: "integer"
+        case .real: "real"
+        case .bool: "bool"
+        case .date: "date"
+        case .data: "data"
+        case .array: "array"
+        case .dictionary: "dictionary"
+        }
+    }
+}
+
+/// Why a value or name was refused: `path` locates the problem inside the value (`$.a[2]`).
+public struct ValueError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var path: String
+    public var reason: String
+
+    public init(path: String = "$", reason: String) {
+        self.path = path
+        self.reason = reason
+    }
+
+    public var description: String { path == "$" ? reason : "at \(path): \(reason)" }
+}
+
+extension Value {
+    /// Interprets a parsed JSON document as a typed value per the contract.
+    ///
+    /// Refuses `null`, unknown `$`-objects, unwrapped dictionaries with `$`-keys, malformed dates
+    /// and base64; the error's path says where.
+    public init(typedJSON json: JSON) throws(ValueError) {
+        self = try Self.decode(json, path: "$")
+    }
+
+    /// Parses typed JSON text (bounded per ``JSONLimits``): syntax errors become ``ValueError``.
+    public init(typedJSONText text: some Collection<UInt8>, limits: JSONLimits = .default) throws(ValueError) {
+        let json: JSON
+        do { json = try JSONParser.parse(text, limits: limits) } catch { throw ValueError(reason: error.description) }
+        try self.init(typedJSON: json)
+    }
+
+    private static func decode(_ json: JSON, path: String) throws(ValueError) -> Value {
+        switch json {
+        case .null: throw ValueError(path: path, reason: "null is not a value (remove the key instead)")
+        case .bool(let flag): return .bool(flag)
+        case .integer(let number): return .integer(number)
+        case .real(let number): return .real(number)
+        case .string(let text): return .string(text)
+        case .array(let elements):
+            var values: [Value] = []
+            values.reserveCapacity(elements.count)
+            for (index, element) in elements.enumerated() {
+                values.append(try decode(element, path: "\(path)[\(index)]"))
+            }
+            return .array(values)
+        case .object(let members):
+            return try decodeObject(members, path: path)
+        }
+    }
+
+    private static func decodeObject(_ members: [String: JSON], path: String) throws(ValueError) -> Value {
+        guard members.keys.contains(where: { $0.hasPrefix("$") }) else {
+            return .dictionary(try decodeMembers(members, path: path))
+        }
+        guard members.count == 1, let (tag, payload) = members.first else {
+            throw ValueError(path: path, reason: "an object with a key starting with '$' must be exactly one of {\"$date\": ...}, {\"$data\": ...}, {\"$dict\": {...}}")
+        }
+        switch (tag, payload) {
+        case ("$date", .string(let text)):
+            guard let date = RFC3339.parse(text) else {
+                throw ValueError(path: path, reason: "\"\(text)\" is not an RFC 3339 date-time (like 2026-11-29T17:00:00.250Z)")
+            }
+            return .date(date)
+        case ("$data", .string(let text)):
+            guard let data = Data(base64Encoded: text) else { throw ValueError(path: path, reason: "$data is not valid base64") }
+            return .data(data)
+        case ("$dict", .object(let inner)):
+            return .dictionary(try decodeMembers(inner, path: path))
+        case ("$date", _), ("$data", _):
+            throw ValueError(path: path, reason: "\(tag) needs a string, not \(payload.typeName)")
+        case ("$dict", _):
+            throw ValueError(path: path, reason: "$dict needs an object, not \(payload.typeName)")
+        default:
+            throw ValueError(path: path, reason: "unknown tag \"\(tag)\" (a dictionary with '$' keys must be wrapped as {\"$dict\": {...}})")
+        }
+    }
+
+    private static func decodeMembers(_ members: [String: JSON], path: String) throws(ValueError) -> [String: Value] {
+        var result: [String: Value] = [:]
+        result.reserveCapacity(members.count)
+        for (name, member) in members {
+            result[name] = try decode(member, path: "\(path).\(name)")
+        }
+        return result
+    }
+
+    /// The typed JSON of this value per the contract.
+    public var typedJSON: JSON {
+        switch self {
+        case .string(let text): .string(text)
+        case .integer(let number): .integer(number)
+        case .real(let number): .real(number)
+        case .bool(let flag): .bool(flag)
+        case .date(let date): .object(["$date": .string(RFC3339.format(date))])
+        case .data(let data): .object(["$data": .string(data.base64EncodedString())])
+        case .array(let values): .array(values.map(\.typedJSON))
+        case .dictionary(let members):
+            members.keys.contains(where: { $0.hasPrefix("$") })
+                ? .object(["$dict": .object(members.mapValues(\.typedJSON))])
+                : .object(members.mapValues(\.typedJSON))
+        }
+    }
+
+    /// Checks the invariants the JSON form cannot: reals must be finite.
+    public func validate() throws(ValueError) {
+        switch self {
+        case .real(let number) where !number.isFinite:
+            throw ValueError(reason: "a real must be finite, not \(number)")
+        case .date(let date) where !RFC3339.range.contains(date.timeIntervalSince1970):
+            throw ValueError(reason: "a date must lie in the years 0001 to 9999")
+        case .array(let values):
+            for value in values { try value.validate() }
+        case .dictionary(let members):
+            for value in members.values { try value.validate() }
+        default:
+            break
+        }
+    }
+}

@@ -1,0 +1,106 @@
+import FoundationEssentials
+import Testing
+@testable import KVValues
+
+@Suite struct TypedJSONTests {
+    static let samples: [Value] = [
+        .string("héllo \"quoted\" \n\u{1}"),
+        .integer(Int64.min), .integer(Int64.max), .integer(0),
+        .real(1.0), .real(-0.5), .real(1e-300), .real(123456789.125), .real(5e20),
+        .bool(true), .bool(false),
+        .date(Date(timeIntervalSince1970: 1_795_971_600.25)),
+        .date(Date(timeIntervalSinceReferenceDate: 687916240.08548605)),
+        .date(Date(timeIntervalSince1970: -1_000_000_000.123456)),
+        .data(Data([0, 1, 2, 255])), .data(Data()),
+        .array([]), .array([.integer(1), .real(1.0), .string("1")]),
+        .dictionary([:]), .dictionary(["$weird": .bool(true), "plain": .integer(2)]),
+        .dictionary(["nested": .dictionary(["$date": .string("not a date")])]),
+    ]
+
+    @Test(arguments: samples)
+    func everyTypeRoundTripsExactly(value: Value) throws {
+        let text = JSONWriter().bytes(value.typedJSON)
+        let back = try Value(typedJSONText: text)
+        #expect(back == value)
+        #expect(back.typeName == value.typeName)
+    }
+
+    @Test func integerAndRealStayApart() throws {
+        #expect(try Value(typedJSONText: Array("1".utf8)) == .integer(1))
+        #expect(try Value(typedJSONText: Array("1.0".utf8)) == .real(1.0))
+        #expect(try Value(typedJSONText: Array("1e2".utf8)) == .real(100))
+        #expect(JSONWriter().string(Value.real(3).typedJSON) == "3.0")
+    }
+
+    @Test(arguments: [
+        ("null", "null is not a value"),
+        ("{\"$date\": \"yesterday\"}", "RFC 3339"),
+        ("{\"$data\": \"***\"}", "base64"),
+        ("{\"$foo\": 1}", "unknown tag"),
+        ("{\"$date\": \"2026-01-01T00:00:00Z\", \"x\": 1}", "exactly one of"),
+        ("[1, {\"a\": null}]", "$[1].a"),
+        ("99999999999999999999", "signed 64-bit"),
+        ("1e999", "out of range"),
+        ("{\"a\":1,\"a\":2}", "duplicate"),
+        ("\"\\ud800\"", "surrogate"),
+        ("[1,]", "unexpected character"),
+    ])
+    func invalidInputSaysWhereAndWhy(input: String, expected: String) {
+        do {
+            _ = try Value(typedJSONText: Array(input.utf8))
+            Issue.record("accepted \(input)")
+        } catch {
+            #expect(error.description.contains(expected), "\(error.description)")
+        }
+    }
+
+    @Test func invalidUTF8IsRefused() {
+        #expect(throws: ValueError.self) { try Value(typedJSONText: [0x22, 0xFF, 0xFE, 0x22]) }
+    }
+
+    @Test func nestingIsBounded() throws {
+        let deep = String(repeating: "[", count: 10_000) + String(repeating: "]", count: 10_000)
+        #expect(throws: ValueError.self) { try Value(typedJSONText: Array(deep.utf8)) }
+        let ok = String(repeating: "[", count: 512) + String(repeating: "]", count: 512)
+        _ = try Value(typedJSONText: Array(ok.utf8))
+        let tooDeep = String(repeating: "[", count: 513) + String(repeating: "]", count: 513)
+        #expect(throws: ValueError.self) { try Value(typedJSONText: Array(tooDeep.utf8)) }
+    }
+
+    @Test func sizeIsBounded() {
+        let big = Array(repeating: UInt8(ascii: " "), count: 100) + Array("1".utf8)
+        #expect(throws: ValueError.self) { try Value(typedJSONText: big, limits: JSONLimits(maxBytes: 50)) }
+    }
+
+    @Test func datesAcceptOffsetsAndWriteUTC() throws {
+        let date = try #require(RFC3339.parse("2026-11-29T18:00:00.250+01:00"))
+        #expect(RFC3339.format(date) == "2026-11-29T17:00:00.250Z")
+        #expect(RFC3339.parse("2026-02-30T00:00:00Z") == nil)
+        #expect(RFC3339.parse("2026-11-29 17:00:00") == nil)
+    }
+
+    @Test func nonFiniteRealsAndFarDatesAreInvalid() {
+        #expect(throws: ValueError.self) { try Value.real(.infinity).validate() }
+        #expect(throws: ValueError.self) { try Value.array([.real(.nan)]).validate() }
+        #expect(throws: ValueError.self) { try Value.date(Date(timeIntervalSince1970: 1e15)).validate() }
+    }
+}
+
+@Suite struct NameTests {
+    @Test func validNames() throws {
+        _ = try Domain(validating: "com.example.habits")
+        _ = try Domain(validating: String(repeating: "a", count: 255))
+        _ = try Key(validating: "ключ with spaces/and:colons")
+    }
+
+    @Test(arguments: ["", ".hidden", "-flag", "a/b", "a b", "dömain", String(repeating: "a", count: 256)])
+    func invalidDomainsNameTheRule(name: String) {
+        #expect(throws: NameError.self) { try Domain(validating: name) }
+    }
+
+    @Test func invalidKeys() {
+        #expect(throws: NameError.self) { try Key(validating: "") }
+        #expect(throws: NameError.self) { try Key(validating: "a\u{0}b") }
+        #expect(throws: NameError.self) { try Key(validating: String(repeating: "k", count: 1025)) }
+    }
+}
