@@ -1,0 +1,188 @@
+import KVValues
+
+/// One key's change inside `Apply` or a `Watch` reply; `value == nil` removes the key.
+public struct KeyChange: Sendable, Equatable {
+    public var key: Key
+    public var value: Value?
+
+    public init(key: Key, value: Value?) {
+        self.key = key
+        self.value = value
+    }
+
+    /// The `Change` varlink object.
+    public var json: JSON {
+        var members: [String: JSON] = ["key": .string(key.name)]
+        if let value { members["value"] = value.typedJSON }
+        return .object(members)
+    }
+}
+
+/// A call to kvd, validated: names are `Domain`/`Key`, values are `Value`.
+///
+/// Built once at the edge by ``init(call:)``; the daemon dispatches on it and never re-checks.
+public enum DefaultsRequest: Sendable, Equatable {
+    case get(Domain, Key)
+    case set(Domain, Key, Value, ifRevision: Int64?)
+    case delete(Domain, Key?)
+    case apply(Domain, [KeyChange], ifRevision: Int64?)
+    case list(Domain)
+    case domains
+    case watch(Domain, Key?)
+    case getInfo
+    case getInterfaceDescription(String)
+
+    /// Whether the request changes stored data (and so waits for a durable commit).
+    public var isWrite: Bool {
+        switch self {
+        case .set, .delete, .apply: true
+        default: false
+        }
+    }
+
+    /// Validates `call`. Throws the error reply to send: `MethodNotFound`, `InvalidParameter`
+    /// (a missing or mistyped parameter), `InvalidName`, `InvalidValue` or `ExpectedMore`.
+    public init(call: VarlinkCall) throws(RequestError) {
+        let p = Parameters(call.parameters)
+        switch call.method {
+        case "io.kvd.Defaults.Get": self = .get(try p.domain(), try p.key())
+        case "io.kvd.Defaults.Set":
+            self = .set(try p.domain(), try p.key(), try p.value("value"), ifRevision: try p.optionalInt("ifRevision"))
+        case "io.kvd.Defaults.Delete": self = .delete(try p.domain(), try p.optionalKey())
+        case "io.kvd.Defaults.Apply": self = .apply(try p.domain(), try p.changes(), ifRevision: try p.optionalInt("ifRevision"))
+        case "io.kvd.Defaults.List": self = .list(try p.domain())
+        case "io.kvd.Defaults.Domains": self = .domains
+        case "io.kvd.Defaults.Watch":
+            guard call.more else { throw RequestError(.failure(ServiceInterface.Error.expectedMore)) }
+            self = .watch(try p.domain(), try p.optionalKey())
+        case "org.varlink.service.GetInfo": self = .getInfo
+        case "org.varlink.service.GetInterfaceDescription": self = .getInterfaceDescription(try p.string("interface"))
+        default:
+            throw RequestError(.failure(ServiceInterface.Error.methodNotFound, ["method": .string(call.method)]))
+        }
+    }
+}
+
+/// A request refused at the edge, carrying the error reply to send.
+public struct RequestError: Error, Sendable, Equatable {
+    public var reply: VarlinkReply
+
+    public init(_ reply: VarlinkReply) {
+        self.reply = reply
+    }
+}
+
+/// Typed access to call parameters; every failure is the reply the caller gets.
+struct Parameters {
+    let members: [String: JSON]
+
+    init(_ members: [String: JSON]) {
+        self.members = members
+    }
+
+    private func invalid(_ name: String) -> RequestError {
+        RequestError(.failure(ServiceInterface.Error.invalidParameter, ["parameter": .string(name)]))
+    }
+
+    func string(_ name: String) throws(RequestError) -> String {
+        guard case .string(let text)? = members[name] else { throw invalid(name) }
+        return text
+    }
+
+    func optionalInt(_ name: String) throws(RequestError) -> Int64? {
+        switch members[name] {
+        case nil, .null?: return nil
+        case .integer(let number)?: return number
+        default: throw invalid(name)
+        }
+    }
+
+    func domain() throws(RequestError) -> Domain {
+        let name = try string("domain")
+        do { return try Domain(validating: name) } catch { throw RequestError(Self.nameFailure(error)) }
+    }
+
+    func key() throws(RequestError) -> Key {
+        try Self.key(try string("key"))
+    }
+
+    func optionalKey() throws(RequestError) -> Key? {
+        switch members["key"] {
+        case nil, .null?: return nil
+        case .string(let name)?: return try Self.key(name)
+        default: throw invalid("key")
+        }
+    }
+
+    func value(_ name: String) throws(RequestError) -> Value {
+        guard let json = members[name], json != .null else { throw invalid(name) }
+        return try Self.value(json)
+    }
+
+    func changes() throws(RequestError) -> [KeyChange] {
+        guard case .array(let elements)? = members["changes"] else { throw invalid("changes") }
+        var changes: [KeyChange] = []
+        for element in elements {
+            guard case .object(let change) = element, case .string(let name)? = change["key"] else { throw invalid("changes") }
+            let key = try Self.key(name)
+            switch change["value"] {
+            case nil, .null?: changes.append(KeyChange(key: key, value: nil))
+            case let json?: changes.append(KeyChange(key: key, value: try Self.value(json)))
+            }
+        }
+        return changes
+    }
+
+    static func key(_ name: String) throws(RequestError) -> Key {
+        do { return try Key(validating: name) } catch { throw RequestError(nameFailure(error)) }
+    }
+
+    static func value(_ json: JSON) throws(RequestError) -> Value {
+        do {
+            let value = try Value(typedJSON: json)
+            try value.validate()
+            return value
+        } catch {
+            throw RequestError(.failure(DefaultsInterface.Error.invalidValue, ["reason": .string(error.description)]))
+        }
+    }
+
+    static func nameFailure(_ error: NameError) -> VarlinkReply {
+        .failure(DefaultsInterface.Error.invalidName, ["name": .string(error.name), "reason": .string(error.reason)])
+    }
+}
+
+extension DefaultsRequest {
+    /// The varlink call that carries this request (the client side of ``init(call:)``).
+    public var call: VarlinkCall {
+        func method(_ name: String, _ parameters: [String: JSON?], more: Bool = false) -> VarlinkCall {
+            VarlinkCall(method: name, parameters: parameters.compactMapValues { $0 }, more: more)
+        }
+        let interface = DefaultsInterface.name
+        switch self {
+        case .get(let domain, let key):
+            return method("\(interface).Get", ["domain": .string(domain.name), "key": .string(key.name)])
+        case .set(let domain, let key, let value, let ifRevision):
+            return method("\(interface).Set", [
+                "domain": .string(domain.name), "key": .string(key.name), "value": value.typedJSON,
+                "ifRevision": ifRevision.map(JSON.integer),
+            ])
+        case .delete(let domain, let key):
+            return method("\(interface).Delete", ["domain": .string(domain.name), "key": key.map { .string($0.name) }])
+        case .apply(let domain, let changes, let ifRevision):
+            return method("\(interface).Apply", [
+                "domain": .string(domain.name), "changes": .array(changes.map(\.json)), "ifRevision": ifRevision.map(JSON.integer),
+            ])
+        case .list(let domain):
+            return method("\(interface).List", ["domain": .string(domain.name)])
+        case .domains:
+            return method("\(interface).Domains", [:])
+        case .watch(let domain, let key):
+            return method("\(interface).Watch", ["domain": .string(domain.name), "key": key.map { .string($0.name) }], more: true)
+        case .getInfo:
+            return method("\(ServiceInterface.name).GetInfo", [:])
+        case .getInterfaceDescription(let name):
+            return method("\(ServiceInterface.name).GetInterfaceDescription", ["interface": .string(name)])
+        }
+    }
+}

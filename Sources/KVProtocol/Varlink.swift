@@ -1,0 +1,174 @@
+import KVValues
+
+/// One varlink call: `{"method": ..., "parameters": {...}, "more": true, "oneway": true}`.
+public struct VarlinkCall: Sendable, Equatable {
+    public var method: String
+    public var parameters: [String: JSON]
+    /// The caller accepts several replies (`continues: true` on all but the last).
+    public var more: Bool
+    /// The caller wants no reply at all.
+    public var oneway: Bool
+
+    public init(method: String, parameters: [String: JSON] = [:], more: Bool = false, oneway: Bool = false) {
+        self.method = method
+        self.parameters = parameters
+        self.more = more
+        self.oneway = oneway
+    }
+
+    /// The message's bytes, NUL terminator included.
+    public func encoded() -> [UInt8] {
+        var members: [String: JSON] = ["method": .string(method)]
+        if !parameters.isEmpty { members["parameters"] = .object(parameters) }
+        if more { members["more"] = .bool(true) }
+        if oneway { members["oneway"] = .bool(true) }
+        return Varlink.frame(.object(members))
+    }
+
+    /// Reads a call from one message (without its NUL); refuses anything that is not one.
+    public init(message: some Collection<UInt8>, limits: JSONLimits = .default) throws(VarlinkError) {
+        let json: JSON
+        do { json = try JSONParser.parse(message, limits: limits) } catch { throw .malformed(error.description) }
+        guard case .object(let members) = json else { throw .malformed("a call must be a JSON object") }
+        guard case .string(let method)? = members["method"] else { throw .malformed("a call needs a \"method\" string") }
+        var parameters: [String: JSON] = [:]
+        switch members["parameters"] {
+        case nil, .null?: break
+        case .object(let object)?: parameters = object
+        case let other?: throw .malformed("\"parameters\" must be an object, not \(other.typeName)")
+        }
+        func flag(_ name: String) throws(VarlinkError) -> Bool {
+            switch members[name] {
+            case nil, .null?: return false
+            case .bool(let value)?: return value
+            case let other?: throw .malformed("\"\(name)\" must be a bool, not \(other.typeName)")
+            }
+        }
+        self.init(method: method, parameters: parameters, more: try flag("more"), oneway: try flag("oneway"))
+        guard try !flag("upgrade") else { throw .malformed("connection upgrades are not supported") }
+    }
+}
+
+/// One varlink reply: parameters, or an error name with parameters.
+public struct VarlinkReply: Sendable, Equatable {
+    public var parameters: [String: JSON]
+    /// More replies to the same call follow.
+    public var continues: Bool
+    /// A fully qualified error name (`io.kvd.Defaults.NotFound`), or `nil` for success.
+    public var error: String?
+
+    public init(parameters: [String: JSON] = [:], continues: Bool = false, error: String? = nil) {
+        self.parameters = parameters
+        self.continues = continues
+        self.error = error
+    }
+
+    public static func failure(_ name: String, _ parameters: [String: JSON] = [:]) -> VarlinkReply {
+        VarlinkReply(parameters: parameters, error: name)
+    }
+
+    /// The message's bytes, NUL terminator included.
+    public func encoded() -> [UInt8] {
+        var members: [String: JSON] = ["parameters": .object(parameters)]
+        if continues { members["continues"] = .bool(true) }
+        if let error { members["error"] = .string(error) }
+        return Varlink.frame(.object(members))
+    }
+
+    /// Reads a reply from one message (without its NUL).
+    public init(message: some Collection<UInt8>, limits: JSONLimits = .default) throws(VarlinkError) {
+        let json: JSON
+        do { json = try JSONParser.parse(message, limits: limits) } catch { throw .malformed(error.description) }
+        guard case .object(let members) = json else { throw .malformed("a reply must be a JSON object") }
+        var parameters: [String: JSON] = [:]
+        if case .object(let object)? = members["parameters"] { parameters = object }
+        var error: String?
+        if case .string(let name)? = members["error"] { error = name }
+        var continues = false
+        if case .bool(let flag)? = members["continues"] { continues = flag }
+        self.init(parameters: parameters, continues: continues, error: error)
+    }
+}
+
+/// Failures of the varlink layer itself.
+public enum VarlinkError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The bytes are not a varlink message.
+    case malformed(String)
+    /// A message grew past the limit (bytes) without its NUL terminator.
+    case tooLarge(limit: Int)
+
+    public var description: String {
+        switch self {
+        case .malformed(let reason): "malformed varlink message: \(reason)"
+        case .tooLarge(let limit): "varlink message larger than the limit of \(limit) bytes"
+        }
+    }
+}
+
+/// Framing shared by both sides: every message is a JSON object followed by one NUL byte.
+public enum Varlink {
+    /// Largest message either side accepts, in bytes (NUL excluded): 16 MiB.
+    public static let maxMessageBytes = 16 << 20
+
+    /// Serializes `json` compactly and appends the NUL terminator.
+    public static func frame(_ json: JSON) -> [UInt8] {
+        var bytes = JSONWriter().bytes(json)
+        bytes.append(0)
+        return bytes
+    }
+}
+
+/// Splits a byte stream into NUL-terminated messages, refusing any message over a size limit.
+///
+/// Not thread-safe: one per connection, used by the thread that reads it.
+public struct MessageFramer: Sendable {
+    public let limit: Int
+    private var buffer: [UInt8] = []
+    private var start = 0
+    private var scanned = 0
+
+    public init(limit: Int = Varlink.maxMessageBytes) {
+        self.limit = limit
+    }
+
+    /// Bytes received but not yet returned as messages.
+    public var pendingByteCount: Int { buffer.count - start }
+
+    /// Adds received bytes.
+    public mutating func append(_ bytes: UnsafeRawBufferPointer) {
+        if start > 0, start == buffer.count {
+            buffer.removeAll(keepingCapacity: true)
+            start = 0
+            scanned = 0
+        }
+        buffer.append(contentsOf: bytes)
+    }
+
+    /// The next complete message without its NUL, or `nil` until more bytes arrive.
+    /// Throws ``VarlinkError/tooLarge(limit:)`` once a message exceeds the limit; the stream
+    /// cannot be trusted after that and the connection should be closed.
+    public mutating func next() throws(VarlinkError) -> ArraySlice<UInt8>? {
+        var index = max(start, scanned)
+        while index < buffer.count {
+            if buffer[index] == 0 {
+                let message = buffer[start..<index]
+                start = index + 1
+                scanned = start
+                if start == buffer.count {
+                    defer { buffer.removeAll(keepingCapacity: true); start = 0; scanned = 0 }
+                    return ArraySlice(Array(message))
+                }
+                return message
+            }
+            index += 1
+        }
+        scanned = index
+        if buffer.count - start > limit { throw .tooLarge(limit: limit) }
+        if start > 1 << 16, start > buffer.count / 2 {
+            buffer.removeFirst(start)
+            scanned -= start
+            start = 0
+        }
+        return nil
+    }
+}
