@@ -14,8 +14,9 @@ let package = Package(
         .target(name: "KVValues"),
         .target(name: "KVStorage", dependencies: ["KVValues"]),
         .target(name: "KVProtocol", dependencies: ["KVValues"]),
+        .systemLibrary(name: "CLinux"),
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
-        .target(name: "KVDaemon", dependencies: ["KVValues", "KVStorage", "KVProtocol", "CSystemd"]),
+        .target(name: "KVDaemon", dependencies: ["KVValues", "KVStorage", "KVProtocol", "CSystemd", "CLinux"]),
         .executableTarget(name: "kvd", dependencies: ["KVDaemon"]),
         .target(name: "KVClient", dependencies: ["KVValues", "KVProtocol"]),
         .target(name: "KVCtl", dependencies: ["KVValues", "KVClient"]),
@@ -26,6 +27,7 @@ let package = Package(
         .testTarget(name: "KVProtocolTests", dependencies: ["KVProtocol"]),
         .testTarget(name: "KVDaemonTests", dependencies: ["KVDaemon"]),
         .testTarget(name: "KVCtlTests", dependencies: ["KVCtl"]),
+        .testTarget(name: "KVClientTests", dependencies: ["KVClient"]),
         .testTarget(name: "EndToEndTests", dependencies: ["KVClient", "KVValues"]),
     ]
 )

@@ -1,1 +1,4 @@
-print("kvd")
+import Glibc
+import KVDaemon
+
+exit(Daemon.main(arguments: Array(CommandLine.arguments.dropFirst()), environment: Daemon.currentEnvironment()))

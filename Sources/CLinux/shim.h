@@ -1,0 +1,12 @@
+#ifndef KVD_CLINUX_SHIM_H
+#define KVD_CLINUX_SHIM_H
+/* Linux interfaces the Glibc module does not export: the daemon's event loop needs them. */
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <signal.h>
+#include <sys/socket.h>
+
+/* accept4 is declared only under _GNU_SOURCE, which the Glibc module is built without. */
+int accept4(int sockfd, struct sockaddr *addr, socklen_t *addrlen, int flags);
+#endif

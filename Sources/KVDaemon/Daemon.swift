@@ -1,0 +1,80 @@
+import Glibc
+import KVProtocol
+import KVStorage
+
+/// The whole daemon: options → store → listening socket → server loop → orderly exit.
+public enum Daemon {
+    /// Runs kvd with `arguments` (program name excluded); returns the exit status.
+    /// Blocks until the daemon stops.
+    public static func main(arguments: [String], environment: [String: String]) -> Int32 {
+        Poller.blockTerminationSignals()
+        let options: DaemonOptions
+        switch Result(catching: { () throws(UsageError) in try DaemonOptions.parse(arguments, environment: environment) }) {
+        case .success(.help):
+            print(DaemonOptions.usage)
+            return 0
+        case .success(.version):
+            print("kvd \(DaemonOptions.version)")
+            return 0
+        case .success(.run(let parsed)):
+            options = parsed
+        case .failure(let error):
+            writeStderr("kvd: \(error)\n\(DaemonOptions.usage.split(separator: "\n").first!)\n(see kvd --help)\n")
+            return 2
+        }
+        let log = Logger(toJournal: Systemd.stderrIsJournal(environment: environment), verbose: options.verbose)
+        return run(options, log: log)
+    }
+
+    static func run(_ options: DaemonOptions, log: Logger) -> Int32 {
+        let store: Store
+        do {
+            store = try Store(directory: options.stateDirectory, log: { level, message in log.log(level, message) })
+        } catch {
+            log.error("cannot open the state folder: \(error)")
+            Systemd.notify("STATUS=cannot open the state folder: \(error)")
+            return 1
+        }
+        defer { store.close() }
+        let socket: ListeningSocket
+        do {
+            socket = try ListeningSocket.open(path: options.socketPath, log: log)
+        } catch {
+            log.error("\(error)")
+            return 1
+        }
+        defer { socket.close() }
+        do {
+            let server = try Server(store: store, listeners: socket.fds, log: log, idleExit: options.idleExit)
+            let where_ = socket.activated ? "socket from systemd" : options.socketPath
+            log.info("serving \(where_), state in \(options.stateDirectory), revision \(store.revision)")
+            Systemd.notify("READY=1\nSTATUS=serving \(store.domains().count) domain(s) at revision \(store.revision)")
+            let reason = try server.run()
+            log.info("exiting: \(reason)")
+            Systemd.notify("STOPPING=1\nSTATUS=\(reason)")
+            return 0
+        } catch {
+            log.error("event loop failed: \(error)")
+            return 1
+        }
+    }
+
+    /// The process environment as a dictionary.
+    public static func currentEnvironment() -> [String: String] {
+        var result: [String: String] = [:]
+        var pointer = environ
+        while let entry = pointer.pointee {
+            let text = String(cString: entry)
+            if let equals = text.firstIndex(of: "=") {
+                result[String(text[..<equals])] = String(text[text.index(after: equals)...])
+            }
+            pointer += 1
+        }
+        return result
+    }
+
+    static func writeStderr(_ text: String) {
+        let bytes = Array(text.utf8)
+        bytes.withUnsafeBytes { _ = write(STDERR_FILENO, $0.baseAddress, $0.count) }
+    }
+}

@@ -1,0 +1,72 @@
+import Glibc
+import KVProtocol
+
+/// The socket kvd listens on: handed over by systemd, or bound at a path by kvd itself.
+struct ListeningSocket {
+    let fds: [Int32]
+    /// Given by systemd (never unlinked or closed for good by kvd: systemd keeps it).
+    let activated: Bool
+    /// Path and inode bound by kvd, removed on exit if still ours.
+    private let bound: (path: String, inode: UInt64)?
+
+    /// A socket-activation handover if there is one, else `path`, bound with mode 0600.
+    ///
+    /// A socket file with no listener behind it (left by a killed daemon) is replaced; a live
+    /// one, or a file that is not a socket, is an error that says so.
+    static func open(path: String, log: Logger) throws(DaemonError) -> ListeningSocket {
+        let inherited = Systemd.listenFileDescriptors()
+        if !inherited.isEmpty { return ListeningSocket(fds: inherited, activated: true, bound: nil) }
+        let folder = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+        if !folder.isEmpty, Paths.makeDirectory(folder) != 0 {
+            throw DaemonError("cannot create the socket folder \(folder): \(String(cString: strerror(errno)))")
+        }
+        try removeStaleSocket(path, log: log)
+        let fd: Int32
+        do {
+            let previous = umask(0o177)
+            defer { umask(previous) }
+            fd = try Sys.listenUnix(path)
+        } catch {
+            throw DaemonError("cannot listen on \(path): \(error)")
+        }
+        var status = stat()
+        stat(path, &status)
+        return ListeningSocket(fds: [fd], activated: false, bound: (path, UInt64(status.st_ino)))
+    }
+
+    private static func removeStaleSocket(_ path: String, log: Logger) throws(DaemonError) {
+        var status = stat()
+        guard lstat(path, &status) == 0 else { return }
+        guard status.st_mode & S_IFMT == S_IFSOCK else {
+            throw DaemonError("\(path) exists and is not a socket; remove it or choose another path with --socket")
+        }
+        do {
+            let probe = try Sys.connectUnix(path)
+            Sys.close(probe)
+            throw DaemonError("another kvd is already listening on \(path); stop it first (or use --socket for a second one)")
+        } catch let error as SystemError where error.errno == ECONNREFUSED {
+            log.notice("removing stale socket \(path) left by a daemon that is gone")
+            unlink(path)
+        } catch let error as DaemonError {
+            throw error
+        } catch {
+            throw DaemonError("cannot check the existing socket \(path): \(error)")
+        }
+    }
+
+    /// Stops listening; removes the socket file if it is still the one kvd bound.
+    func close() {
+        guard !activated else { return }
+        if let bound {
+            var status = stat()
+            if stat(bound.path, &status) == 0, UInt64(status.st_ino) == bound.inode { unlink(bound.path) }
+        }
+        for fd in fds { Sys.close(fd) }
+    }
+}
+
+/// A reason the daemon cannot start, in one line for the log.
+struct DaemonError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}

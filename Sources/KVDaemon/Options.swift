@@ -1,0 +1,85 @@
+import KVProtocol
+
+/// The daemon's settings, from its command line and environment.
+public struct DaemonOptions: Sendable, Equatable {
+    /// Socket to bind when systemd passes none.
+    public var socketPath: String
+    public var stateDirectory: String
+    /// Exit after this long with no client and nothing pending; `nil` never.
+    public var idleExit: Duration?
+    public var verbose: Bool
+
+    public static let usage = """
+        usage: kvd [--socket PATH] [--state-dir DIR] [--idle-exit SECONDS] [--verbose]
+
+        The kvd settings daemon: serves domain/key values over varlink on a Unix socket and keeps
+        them durably as JSON files in its state folder. systemd normally starts it on demand
+        (kvd.socket); it can also be started by hand, and kvctl starts it when nothing listens.
+
+        options:
+          --socket PATH         socket to listen on when not socket-activated
+                                (default: $KVD_SOCKET, else $XDG_RUNTIME_DIR/kvd.sock,
+                                else /tmp/kvd-UID/kvd.sock)
+          --state-dir DIR       state folder (default: $KVD_STATE_DIR, else $STATE_DIRECTORY,
+                                else $XDG_CONFIG_HOME/kvd, else ~/.config/kvd)
+          --idle-exit SECONDS   exit after this many idle seconds with no client (default 30;
+                                0 = never)
+          --verbose             log every connection and commit
+          -h, --help            show this help
+          --version             show the version
+        """
+
+    public static let version = "0.1.0"
+
+    /// What the command line asks for.
+    public enum Parsed: Equatable, Sendable {
+        case run(DaemonOptions)
+        case help
+        case version
+    }
+
+    /// Parses `arguments` (without the program name). Throws a one-line message on bad usage.
+    public static func parse(_ arguments: [String], environment: [String: String]) throws(UsageError) -> Parsed {
+        var socket: String?
+        var state: String?
+        var idle: Duration? = .seconds(30)
+        var verbose = false
+        var rest = arguments[...]
+        func value(for flag: String) throws(UsageError) -> String {
+            guard let next = rest.popFirst() else { throw UsageError("\(flag) needs a value") }
+            return next
+        }
+        while let argument = rest.popFirst() {
+            var argument = argument
+            if argument.hasPrefix("--"), let equals = argument.firstIndex(of: "=") {
+                rest.insert(String(argument[argument.index(after: equals)...]), at: rest.startIndex)
+                argument = String(argument[..<equals])
+            }
+            switch argument {
+            case "-h", "--help": return .help
+            case "--version": return .version
+            case "--socket": socket = try value(for: argument)
+            case "--state-dir": state = try value(for: argument)
+            case "--verbose", "-v": verbose = true
+            case "--idle-exit":
+                let text = try value(for: argument)
+                guard let seconds = Double(text), seconds >= 0, seconds.isFinite else {
+                    throw UsageError("--idle-exit needs a number of seconds (0 = never), not \"\(text)\"")
+                }
+                idle = seconds == 0 ? nil : .milliseconds(Int64(seconds * 1000))
+            default:
+                throw UsageError("unknown argument \"\(argument)\"")
+            }
+        }
+        return .run(DaemonOptions(
+            socketPath: Paths.socket(explicit: socket, environment: environment),
+            stateDirectory: Paths.stateDirectory(explicit: state, environment: environment),
+            idleExit: idle, verbose: verbose))
+    }
+}
+
+/// A command-line mistake, said in one line.
+public struct UsageError: Error, Equatable, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,345 @@
+import Glibc
+import KVProtocol
+import KVStorage
+import KVValues
+import Synchronization
+
+/// The varlink server: one event-loop thread serving every client without blocking, with the
+/// store's commit thread making writes durable in the background (group commit).
+///
+/// Reads are answered at once from memory. A write is handed to the store; its reply is sent
+/// when the store reports it durable, and the client's later calls wait until then, so replies
+/// keep call order. A slow or stuck client only ever delays itself: sockets are non-blocking,
+/// and a client whose unread replies pass ``Limits/maxPendingOutput`` is not read from until it
+/// catches up (a watcher that falls that far behind is disconnected).
+public final class Server {
+    public struct Limits: Sendable {
+        public var maxPendingOutput = 32 << 20
+        public var readChunk = 64 << 10
+        public var shutdownGrace: Duration = .seconds(10)
+        public init() {}
+    }
+
+    private let store: Store
+    private let handler: RequestHandler
+    private let listeners: [Int32]
+    private let log: Logger
+    private let idleExit: Duration?
+    private let limits: Limits
+    private let poller: Poller
+    private var connections: [Int32: ClientConnection] = [:]
+    private var connectionsByID: [Int: ClientConnection] = [:]
+    private var nextID = 0
+    /// Finished commits handed over from the store's thread, in commit order.
+    private let completions = CompletionQueue()
+    private var commitsInFlight = 0
+    private var lastActivity = ContinuousClock.now
+    private var shutdownDeadline: ContinuousClock.Instant?
+    /// A descriptor kept open to be given up when the process runs out of descriptors, so an
+    /// excess connection can be accepted and closed instead of spinning on `EMFILE`.
+    private var spareFD: Int32 = -1
+    private let watchdog: Duration?
+    private var nextWatchdogPing = ContinuousClock.now
+
+    /// - Parameter listeners: listening sockets (from systemd, or bound by ``Daemon``).
+    public init(store: Store, listeners: [Int32], log: Logger, idleExit: Duration?, limits: Limits = .init()) throws(SystemError) {
+        self.store = store
+        self.handler = RequestHandler(store: store)
+        self.listeners = listeners
+        self.log = log
+        self.idleExit = idleExit
+        self.limits = limits
+        self.poller = try Poller()
+        self.watchdog = Systemd.watchdogInterval()
+        for fd in listeners {
+            try Sys.setNonBlocking(fd)
+            try poller.watch(fd, readable: true, writable: false, adding: true)
+        }
+        spareFD = open("/dev/null", O_RDONLY | O_CLOEXEC)
+    }
+
+    /// Serves until SIGTERM/SIGINT or the idle timeout, then finishes what is in flight.
+    /// Blocks the calling thread; returns the reason it stopped.
+    public func run() throws(SystemError) -> String {
+        while true {
+            let events = try poller.wait(timeoutMilliseconds: nextTimeout())
+            for event in events { try dispatch(event) }
+            deliverCompletions()
+            pingWatchdog()
+            if let reason = stopReason() { return reason }
+        }
+    }
+
+    private func dispatch(_ event: Poller.Event) throws(SystemError) {
+        if event.fd == poller.wakeFD {
+            poller.drainWake()
+        } else if event.fd == poller.signalFD {
+            if let signal = poller.takeTerminationSignal() { beginShutdown(signal: signal) }
+        } else if listeners.contains(event.fd) {
+            acceptAll(from: event.fd)
+        } else if let connection = connections[event.fd] {
+            // Both directions gone: nobody is left to reply to. A commit in flight still completes.
+            if event.hangup { return close(connection) }
+            if event.writable { flush(connection) }
+            if event.readable, connections[event.fd] != nil { read(connection) }
+        }
+    }
+
+    // MARK: connections
+
+    private func acceptAll(from listener: Int32) {
+        guard shutdownDeadline == nil else { return }
+        while true {
+            let fd: Int32
+            do {
+                guard let accepted = try Sys.accept(listener) else { return }
+                fd = accepted
+            } catch {
+                if error.errno == EMFILE || error.errno == ENFILE { refuseOneConnection(listener) } else { log.warning("\(error)") }
+                return
+            }
+            let connection = ClientConnection(id: nextID, fd: fd)
+            nextID += 1
+            do {
+                try poller.watch(fd, readable: true, writable: false, adding: true)
+            } catch {
+                log.warning("cannot watch a new connection: \(error)")
+                Sys.close(fd)
+                continue
+            }
+            connections[fd] = connection
+            connectionsByID[connection.id] = connection
+            log.log(.debug, "client \(connection.id) connected (\(connections.count) open)")
+        }
+    }
+
+    /// Out of descriptors: accept with the spare one and close at once, so the client sees a
+    /// closed connection instead of hanging, and the loop does not spin.
+    private func refuseOneConnection(_ listener: Int32) {
+        log.warning("out of file descriptors with \(connections.count) clients connected: refusing a new connection")
+        guard spareFD >= 0 else { return }
+        Sys.close(spareFD)
+        if let fd = try? Sys.accept(listener) { Sys.close(fd) }
+        spareFD = open("/dev/null", O_RDONLY | O_CLOEXEC)
+    }
+
+    private func close(_ connection: ClientConnection) {
+        poller.forget(connection.fd)
+        Sys.close(connection.fd)
+        connections[connection.fd] = nil
+        connectionsByID[connection.id] = nil
+        lastActivity = .now
+        log.log(.debug, "client \(connection.id) disconnected (\(connections.count) open)")
+    }
+
+    private func read(_ connection: ClientConnection) {
+        if !connection.peerClosed {
+            var chunk = [UInt8](repeating: 0, count: limits.readChunk)
+            do {
+                let count = try chunk.withUnsafeMutableBytes { raw throws(SystemError) in try Sys.read(connection.fd, into: raw) }
+                if let count {
+                    if count == 0 {
+                        connection.peerClosed = true
+                    } else {
+                        chunk.withUnsafeBytes { connection.framer.append(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+                    }
+                }
+            } catch {
+                return close(connection)
+            }
+        }
+        process(connection)
+    }
+
+    private func flush(_ connection: ClientConnection) {
+        do {
+            try connection.flush()
+        } catch {
+            return close(connection)
+        }
+        process(connection)
+    }
+
+    /// Handles queued calls of `connection` while it is free to, then settles its epoll interest
+    /// and closes it when it is finished.
+    private func process(_ connection: ClientConnection) {
+        while canHandleNextCall(connection) {
+            let message: ArraySlice<UInt8>
+            do {
+                guard let next = try connection.framer.next() else { break }
+                message = next
+            } catch {
+                connection.send(.failure(DefaultsInterface.Error.tooLarge, ["limit": .integer(Int64(connection.framer.limit))]))
+                connection.closeAfterFlush = true
+                log.warning("client \(connection.id) sent a message over \(connection.framer.limit) bytes: disconnecting it")
+                break
+            }
+            handle(message, from: connection)
+        }
+        if connection.pendingOutput > 0 {
+            do { try connection.flush() } catch { return close(connection) }
+        }
+        if connection.watch != nil, connection.pendingOutput > limits.maxPendingOutput {
+            log.warning("client \(connection.id) does not read its watch: disconnecting it")
+            return close(connection)
+        }
+        let finished = connection.pendingOutput == 0 && !connection.awaitingCommit
+            && (connection.closeAfterFlush || connection.peerClosed)
+        if finished { return close(connection) }
+        updateInterest(connection)
+    }
+
+    private func canHandleNextCall(_ connection: ClientConnection) -> Bool {
+        !connection.awaitingCommit && connection.watch == nil && !connection.closeAfterFlush
+            && shutdownDeadline == nil && connection.pendingOutput <= limits.maxPendingOutput
+    }
+
+    private func updateInterest(_ connection: ClientConnection) {
+        let readable = !connection.peerClosed && !connection.closeAfterFlush && connection.pendingOutput <= limits.maxPendingOutput
+            && (connection.framer.pendingByteCount <= connection.framer.limit)
+        let writable = connection.pendingOutput > 0
+        guard connection.registered != (readable, writable) else { return }
+        do {
+            try poller.watch(connection.fd, readable: readable, writable: writable)
+            connection.registered = (readable, writable)
+        } catch {
+            close(connection)
+        }
+    }
+
+    // MARK: calls
+
+    private func handle(_ message: ArraySlice<UInt8>, from connection: ClientConnection) {
+        let call: VarlinkCall
+        do {
+            call = try VarlinkCall(message: message)
+        } catch {
+            connection.send(.failure(ServiceInterface.Error.invalidParameter, ["parameter": .string(error.description)]))
+            return
+        }
+        let request: DefaultsRequest
+        do {
+            request = try DefaultsRequest(call: call)
+        } catch {
+            if !call.oneway { connection.send(error.reply) }
+            return
+        }
+        switch handler.handle(request) {
+        case .reply(let reply):
+            if !call.oneway { connection.send(reply) }
+        case .commit(let domain, let mutation):
+            connection.awaitingCommit = true
+            commitsInFlight += 1
+            let id = connection.id
+            let oneway = call.oneway
+            store.submit(domain, mutation) { [completions, poller] result in
+                completions.push(.init(connection: id, oneway: oneway, result: result))
+                poller.wake()
+            }
+        case .watch(let domain, let key):
+            let since = store.revision
+            connection.watch = (domain, key, since)
+            connection.send(handler.initialWatchReply(domain, key, revision: since))
+        }
+    }
+
+    /// Sends the replies of finished commits and the changes to watchers, in commit order.
+    private func deliverCompletions() {
+        for item in completions.takeAll() {
+            commitsInFlight -= 1
+            if case .success(let commit) = item.result { notifyWatchers(commit) }
+            guard let connection = connectionsByID[item.connection] else { continue }
+            connection.awaitingCommit = false
+            if !item.oneway { connection.send(RequestHandler.reply(to: item.result)) }
+            process(connection)
+        }
+    }
+
+    private func notifyWatchers(_ commit: Commit) {
+        for connection in connectionsByID.values {
+            guard let watch = connection.watch, watch.domain == commit.domain, commit.revision > watch.since else { continue }
+            let changes = commit.changes
+                .filter { watch.key == nil || $0.key == watch.key }
+                .map { KeyChange(key: $0.key, value: $0.value) }
+            guard !changes.isEmpty else { continue }
+            connection.send(RequestHandler.watchReply(revision: commit.revision, changes: changes, initial: false))
+            process(connection)
+        }
+    }
+
+    // MARK: lifecycle
+
+    private func beginShutdown(signal: Int32) {
+        guard shutdownDeadline == nil else { return }
+        log.notice("received \(signal == SIGTERM ? "SIGTERM" : "SIGINT"): finishing \(commitsInFlight) pending write(s), then stopping")
+        Systemd.notify("STOPPING=1")
+        shutdownDeadline = .now + limits.shutdownGrace
+        for fd in listeners { poller.forget(fd) }
+    }
+
+    private func stopReason() -> String? {
+        if let deadline = shutdownDeadline {
+            let flushed = connections.values.allSatisfy { $0.pendingOutput == 0 }
+            if commitsInFlight == 0 && (flushed || ContinuousClock.now >= deadline) { return "stopped on request" }
+            return nil
+        }
+        guard let idleExit, connections.isEmpty, commitsInFlight == 0, store.isIdle else { return nil }
+        guard ContinuousClock.now - lastActivity >= idleExit else { return nil }
+        // A client may be waiting in the backlog: serve it instead of exiting.
+        for fd in listeners { acceptAll(from: fd) }
+        guard connections.isEmpty else { return nil }
+        Systemd.notify("STOPPING=1")
+        return "idle for \(idleExit) with no client"
+    }
+
+    private func nextTimeout() -> Int32 {
+        var wait: Duration?
+        func consider(_ candidate: Duration) { wait = min(wait ?? candidate, max(candidate, .zero)) }
+        let now = ContinuousClock.now
+        if let deadline = shutdownDeadline { consider(min(deadline - now, .milliseconds(100))) }
+        if let idleExit, connections.isEmpty { consider(lastActivity + idleExit - now) }
+        if watchdog != nil { consider(nextWatchdogPing - now) }
+        if commitsInFlight > 0 && shutdownDeadline != nil { consider(.milliseconds(10)) }
+        guard let wait else { return -1 }
+        let milliseconds = wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000
+        return Int32(clamping: milliseconds + 1)
+    }
+
+    private func pingWatchdog() {
+        guard let watchdog, ContinuousClock.now >= nextWatchdogPing else { return }
+        Systemd.notify("WATCHDOG=1")
+        nextWatchdogPing = .now + watchdog / 2
+    }
+
+    /// Clients connected now (for status lines).
+    public var clientCount: Int { connections.count }
+
+    deinit {
+        for connection in connections.values { Sys.close(connection.fd) }
+        if spareFD >= 0 { Sys.close(spareFD) }
+    }
+}
+
+/// Finished commits passed from the store's commit thread to the loop thread, in commit order.
+final class CompletionQueue: Sendable {
+    struct Item: Sendable {
+        var connection: Int
+        var oneway: Bool
+        var result: Result<Commit, StorageError>
+    }
+
+    private let items = Mutex<[Item]>([])
+
+    /// Any thread.
+    func push(_ item: Item) {
+        items.withLock { $0.append(item) }
+    }
+
+    /// Everything pushed so far, oldest first; empties the queue.
+    func takeAll() -> [Item] {
+        items.withLock { queue in
+            defer { queue.removeAll(keepingCapacity: true) }
+            return queue
+        }
+    }
+}

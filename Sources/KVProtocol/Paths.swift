@@ -1,0 +1,50 @@
+import Glibc
+
+/// Where kvd's socket and state live, by the contract's rules. Pure functions of the
+/// environment, so every program resolves the same paths and tests can pass their own.
+public enum Paths {
+    /// The socket: `explicit` (`--socket`), else `$KVD_SOCKET`, else `$XDG_RUNTIME_DIR/kvd.sock`,
+    /// else `/tmp/kvd-<uid>/kvd.sock`. Empty variables count as unset.
+    public static func socket(explicit: String?, environment: [String: String], uid: UInt32 = getuid()) -> String {
+        if let explicit, !explicit.isEmpty { return explicit }
+        if let path = environment["KVD_SOCKET"], !path.isEmpty { return path }
+        if let runtime = environment["XDG_RUNTIME_DIR"], !runtime.isEmpty { return runtime + "/kvd.sock" }
+        return fallbackSocketFolder(uid: uid) + "/kvd.sock"
+    }
+
+    /// `/tmp/kvd-<uid>`: the socket folder when there is no runtime directory (mode 0700).
+    public static func fallbackSocketFolder(uid: UInt32 = getuid()) -> String {
+        "/tmp/kvd-\(uid)"
+    }
+
+    /// The daemon's state folder: `explicit` (`--state-dir`), else `$KVD_STATE_DIR`, else
+    /// `$STATE_DIRECTORY` (systemd's `StateDirectory=`; the first if several), else
+    /// `$XDG_CONFIG_HOME/kvd`, else `~/.config/kvd` (`$HOME`, else the password database).
+    public static func stateDirectory(explicit: String?, environment: [String: String]) -> String {
+        if let explicit, !explicit.isEmpty { return explicit }
+        if let path = environment["KVD_STATE_DIR"], !path.isEmpty { return path }
+        if let paths = environment["STATE_DIRECTORY"], let first = paths.split(separator: ":").first {
+            return String(first)
+        }
+        if let config = environment["XDG_CONFIG_HOME"], !config.isEmpty { return config + "/kvd" }
+        return homeDirectory(environment: environment) + "/.config/kvd"
+    }
+
+    static func homeDirectory(environment: [String: String]) -> String {
+        if let home = environment["HOME"], !home.isEmpty { return home }
+        if let entry = getpwuid(getuid()), let directory = entry.pointee.pw_dir { return String(cString: directory) }
+        return "/"
+    }
+
+    /// Creates `path` with mode 0700 if missing, and its parents (0700 as well).
+    /// Returns `errno` on failure, 0 on success.
+    @discardableResult
+    public static func makeDirectory(_ path: String) -> Int32 {
+        var partial = path.hasPrefix("/") ? "" : "."
+        for component in path.split(separator: "/") {
+            partial += "/" + component
+            if mkdir(partial, 0o700) != 0, errno != EEXIST { return errno }
+        }
+        return 0
+    }
+}
