@@ -1,0 +1,135 @@
+import Glibc
+import KVValues
+
+/// The commit thread's side of the store: the lock, the log file, and the domains that
+/// compaction still owes to their files.
+///
+/// Confined to the store's commit queue (and to `Store.init` before that exists), hence
+/// `@unchecked Sendable`; it is not thread-safe. Every method blocks on I/O.
+final class Journal: @unchecked Sendable {
+    let fileSystem: any FileSystem
+    let directory: String
+    let log: @Sendable (LogLevel, String) -> Void
+    var lockDescriptor: FileDescriptor?
+    var logDescriptor: FileDescriptor?
+    /// Length of the log up to the end of its last durable record.
+    var logLength: Int64 = 0
+    /// A write or sync of the log failed: it must be cut back to ``logLength`` and synced
+    /// before anything else is appended (a later sync must not make the failed data durable).
+    var needsRepair = false
+    /// The log's replacement may not be durable: it must be written anew before appending.
+    var needsReset = false
+    /// Domains changed in the log since their files were last written.
+    var dirty: Set<Domain> = []
+
+    init(fileSystem: any FileSystem, directory: String, log: @escaping @Sendable (LogLevel, String) -> Void) {
+        self.fileSystem = fileSystem
+        self.directory = directory
+        self.log = log
+    }
+
+    var logPath: String { path(StorageFormat.logFileName) }
+
+    func path(_ name: String) -> String { directory + "/" + name }
+
+    /// Appends framed records and makes them durable with one `fdatasync`. On failure nothing
+    /// is durable, the log is marked for repair, and `.failure` is thrown.
+    func append(_ bytes: [UInt8], revision: Int64) throws(StorageError) {
+        try repairIfNeeded(revision: revision)
+        guard let descriptor = logDescriptor else { throw .failure("the log \(logPath) is not open") }
+        do {
+            try fileSystem.write(descriptor, bytes)
+            try fileSystem.fdatasync(descriptor)
+        } catch {
+            needsRepair = true
+            try? repairIfNeeded(revision: revision)
+            throw .failure("could not make the change durable in \(logPath): \(error)")
+        }
+        logLength += Int64(bytes.count)
+    }
+
+    /// Before appending after a failure: reopens the log, cuts it back to its last durable
+    /// record and syncs it, or rewrites it if its replacement was not durable. `revision` is
+    /// the store's current revision (nothing was appended since the failure).
+    func repairIfNeeded(revision: Int64) throws(StorageError) {
+        if needsReset {
+            do { try resetLog(baseRevision: revision) } catch { throw .failure("could not rewrite the log \(logPath): \(error)") }
+            return
+        }
+        guard needsRepair else { return }
+        do {
+            if let old = logDescriptor { fileSystem.close(old) }
+            logDescriptor = nil
+            let descriptor = try fileSystem.open(logPath, [.write, .append], permissions: 0o600)
+            logDescriptor = descriptor
+            try fileSystem.truncate(descriptor, to: logLength)
+            try fileSystem.fsync(descriptor)
+        } catch {
+            throw .failure("could not repair the log \(logPath) after a failed write: \(error)")
+        }
+        needsRepair = false
+        log(.warning, "cut the log \(logPath) back to its last durable record after a failed write")
+    }
+
+    /// Replaces the log with one holding only a header: temporary file, fsync, rename, fsync of
+    /// the folder. Only valid once every record is in the domain files.
+    func resetLog(baseRevision: Int64) throws(FileSystemError) {
+        let header = LogFormat.header(baseRevision: baseRevision)
+        needsReset = true
+        try fileSystem.replaceFile(logPath, temporary: path("." + StorageFormat.logFileName + ".tmp"), with: header)
+        if let old = logDescriptor { fileSystem.close(old) }
+        logDescriptor = nil
+        logDescriptor = try fileSystem.open(logPath, [.write, .append], permissions: 0o600)
+        logLength = Int64(header.count)
+        needsRepair = false
+        try fileSystem.syncDirectory(directory)
+        needsReset = false
+    }
+
+    /// Writes every dirty domain file (or removes it, for a domain that no longer exists),
+    /// syncs the folder, then resets the log. On failure the old log stays and still covers
+    /// everything; the dirty set is kept for the next attempt.
+    func compact(_ domains: [Domain: DomainState], revision: Int64) throws(FileSystemError) {
+        for domain in dirty.sorted() {
+            let name = domain.name + StorageFormat.domainSuffix
+            if let state = domains[domain], !state.entries.isEmpty {
+                let bytes = DomainFile.encode(domain, state)
+                try fileSystem.replaceFile(path(name), temporary: path("." + name + ".tmp"), with: bytes)
+            } else {
+                do { try fileSystem.unlink(path(name)) } catch where error.code == ENOENT {}
+            }
+        }
+        try fileSystem.syncDirectory(directory)
+        try resetLog(baseRevision: revision)
+        dirty = []
+    }
+
+    /// Copies `bytes` (the content of `fileName`) to a new backup file beside it, durably,
+    /// and returns the backup's name.
+    func backUp(_ bytes: [UInt8], of fileName: String) throws(FileSystemError) -> String {
+        let stamp = StorageFormat.timestamp()
+        var attempt = 1
+        while true {
+            let name = StorageFormat.backupName(for: fileName, stamp: stamp, attempt: attempt)
+            do {
+                let descriptor = try fileSystem.open(path(name), [.write, .create, .exclusive], permissions: 0o600)
+                defer { fileSystem.close(descriptor) }
+                try fileSystem.write(descriptor, bytes)
+                try fileSystem.fsync(descriptor)
+            } catch where error.code == EEXIST {
+                attempt += 1
+                continue
+            }
+            try fileSystem.syncDirectory(directory)
+            return name
+        }
+    }
+
+    /// Closes the log and releases the lock. Idempotent.
+    func releaseAll() {
+        if let descriptor = logDescriptor { fileSystem.close(descriptor) }
+        if let descriptor = lockDescriptor { fileSystem.close(descriptor) }
+        logDescriptor = nil
+        lockDescriptor = nil
+    }
+}

@@ -1,0 +1,114 @@
+import Glibc
+import KVValues
+
+/// The committed state found in a state folder.
+struct RecoveredState {
+    var domains: [Domain: DomainState] = [:]
+    var revision: Int64 = 0
+}
+
+/// Opening a state folder: create it, lock it, load the domain files, replay the log.
+/// Runs once, on the thread that creates the ``Store``; blocks on I/O.
+struct Recovery {
+    let journal: Journal
+    var fileSystem: any FileSystem { journal.fileSystem }
+    var directory: String { journal.directory }
+
+    /// Prepares and locks the folder and returns its committed state.
+    func run() throws(StorageError) -> RecoveredState {
+        try prepareDirectory()
+        try lock()
+        var state = RecoveredState()
+        var replayedThrough: [Domain: Int64] = [:]
+        for (domain, name) in try domainFiles() {
+            guard let loaded = try load(domain, fileName: name) else { continue }
+            replayedThrough[domain] = loaded.replayedThrough
+            state.revision = max(state.revision, loaded.state.revision)
+            if !loaded.state.entries.isEmpty { state.domains[domain] = loaded.state }
+        }
+        try recoverLog(into: &state, replayedThrough: replayedThrough)
+        return state
+    }
+
+    private func prepareDirectory() throws(StorageError) {
+        do {
+            try fileSystem.makeDirectory(directory, permissions: 0o700)
+        } catch where error.code == EEXIST {
+        } catch {
+            throw .invalidStateDirectory("cannot create the state folder \(directory): \(error)")
+        }
+        do {
+            let descriptor = try fileSystem.open(directory, [.directory], permissions: 0)
+            fileSystem.close(descriptor)
+        } catch {
+            throw .invalidStateDirectory("cannot use the state folder \(directory): \(error)")
+        }
+    }
+
+    private func lock() throws(StorageError) {
+        let lockPath = journal.path(StorageFormat.lockFileName)
+        do {
+            let descriptor = try fileSystem.open(lockPath, [.write, .create], permissions: 0o600)
+            journal.lockDescriptor = descriptor
+            try fileSystem.lockExclusively(descriptor)
+        } catch {
+            journal.releaseAll()
+            if error.code == EWOULDBLOCK {
+                throw .locked("another kvd is already using state folder \(directory) (lock file \(lockPath) is held)")
+            }
+            throw .invalidStateDirectory("cannot lock the state folder \(directory) with \(lockPath): \(error)")
+        }
+    }
+
+    /// The domain files in the folder; removes leftover temporary files on the way.
+    private func domainFiles() throws(StorageError) -> [(Domain, String)] {
+        let names: [String]
+        do { names = try fileSystem.contentsOfDirectory(directory) } catch {
+            throw .invalidStateDirectory("cannot list the state folder \(directory): \(error)")
+        }
+        var found: [(Domain, String)] = []
+        for name in names.sorted() {
+            if name.hasPrefix("."), name.hasSuffix(".tmp") {
+                try? fileSystem.unlink(journal.path(name))
+            } else if let domain = StorageFormat.domain(forFileName: name) {
+                found.append((domain, name))
+            }
+        }
+        return found
+    }
+
+    /// Reads one domain file. An unreadable one is backed up first, logged, and starts empty
+    /// (marked dirty, so the next compaction replaces it); nil then.
+    private func load(_ domain: Domain, fileName: String) throws(StorageError) -> LoadedDomain? {
+        let path = journal.path(fileName)
+        let bytes: [UInt8]
+        do {
+            guard let read = try fileSystem.readFile(path) else { return nil }
+            bytes = read
+        } catch {
+            return try setAside(domain, fileName: fileName, bytes: nil, reason: error.description)
+        }
+        do {
+            let loaded = try DomainFile.decode(bytes, domain: domain)
+            for warning in loaded.warnings { journal.log(.warning, "domain file \(path): \(warning)") }
+            return loaded
+        } catch {
+            return try setAside(domain, fileName: fileName, bytes: bytes, reason: error.reason)
+        }
+    }
+
+    private func setAside(_ domain: Domain, fileName: String, bytes: [UInt8]?, reason: String) throws(StorageError) -> LoadedDomain? {
+        let path = journal.path(fileName)
+        guard let bytes else {
+            throw .failure("cannot read the domain file \(path): \(reason)")
+        }
+        do {
+            let backup = try journal.backUp(bytes, of: fileName)
+            journal.log(.error, "domain file \(path) is unreadable (\(reason)); copied it to \(journal.path(backup)); domain \(domain) starts empty")
+        } catch {
+            throw .failure("domain file \(path) is unreadable (\(reason)) and could not be backed up: \(error)")
+        }
+        journal.dirty.insert(domain)
+        return nil
+    }
+}

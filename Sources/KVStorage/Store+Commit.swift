@@ -1,0 +1,111 @@
+import KVValues
+
+/// The commit queue: group commit of batches, publication, compaction. Everything here runs
+/// on ``Store/queue`` only.
+extension Store {
+    /// One batch being prepared: the domains it changes (copies of the committed ones), the
+    /// framed log records, and the outcome of each mutation in order.
+    struct Batch {
+        var domains: [Domain: DomainState]
+        var revision: Int64
+        var touched: Set<Domain> = []
+        var records: [UInt8] = []
+        var outcomes: [Result<Commit, StorageError>] = []
+    }
+
+    /// Commits batches until nothing is queued; each batch is all that was queued when it
+    /// started, so submitters arriving during a sync share the next one.
+    func drain() {
+        while let pending = takeBatch() {
+            commit(pending)
+            if journal.logLength >= Int64(options.compactionLogBytes) { compact() }
+        }
+    }
+
+    private func takeBatch() -> [Pending]? {
+        state.withLock { state in
+            guard !state.pending.isEmpty else {
+                state.draining = false
+                return nil
+            }
+            defer { state.pending = [] }
+            return state.pending
+        }
+    }
+
+    /// Plans every mutation, writes all records with one sync, and only then publishes the
+    /// new state and calls the completions. If the write fails, every mutation of the batch
+    /// fails with `.failure` and memory is unchanged.
+    private func commit(_ pending: [Pending]) {
+        var batch = state.withLock { Batch(domains: $0.domains, revision: $0.revision) }
+        for item in pending { plan(item, into: &batch) }
+        if !batch.records.isEmpty {
+            do {
+                try journal.append(batch.records, revision: state.withLock { $0.revision })
+            } catch {
+                log(.error, error.description)
+                for item in pending { item.completion(.failure(error)) }
+                return
+            }
+            publish(batch)
+        }
+        for (item, outcome) in zip(pending, batch.outcomes) { item.completion(outcome) }
+    }
+
+    private func plan(_ item: Pending, into batch: inout Batch) {
+        let current = batch.domains[item.domain]
+        let changes: [Change]
+        do {
+            changes = try MutationPlanner.changes(of: item.mutation, in: item.domain, current: current)
+        } catch {
+            batch.outcomes.append(.failure(error))
+            return
+        }
+        guard !changes.isEmpty else {
+            batch.outcomes.append(.success(Commit(revision: batch.revision, domain: item.domain, changes: [])))
+            return
+        }
+        batch.revision += 1
+        var updated = current ?? DomainState()
+        updated.apply(changes, at: batch.revision)
+        batch.domains[item.domain] = updated.entries.isEmpty ? nil : updated
+        batch.touched.insert(item.domain)
+        let record = LogRecord(revision: batch.revision, domain: item.domain, kind: item.mutation.kind, changes: changes)
+        batch.records.append(contentsOf: LogFormat.encode(record))
+        batch.outcomes.append(.success(Commit(revision: batch.revision, domain: item.domain, changes: changes)))
+    }
+
+    /// Makes a durable batch visible to readers.
+    private func publish(_ batch: Batch) {
+        state.withLock { state in
+            for domain in batch.touched { state.domains[domain] = batch.domains[domain] }
+            state.revision = batch.revision
+        }
+        journal.dirty.formUnion(batch.touched)
+    }
+
+    /// Writes the dirty domain files and resets the log; a failure is logged and retried at
+    /// the next batch (the log still holds everything).
+    func compact() {
+        let (domains, revision) = state.withLock { ($0.domains, $0.revision) }
+        let count = journal.dirty.count
+        do {
+            try journal.compact(domains, revision: revision)
+            log(.debug, "compacted the log into \(count) domain files at revision \(revision)")
+        } catch {
+            log(.error, "compaction of \(journal.logPath) failed, the log is kept and compaction will be retried: \(error)")
+        }
+    }
+}
+
+extension Mutation {
+    /// The record kind named in the log.
+    var kind: String {
+        switch self {
+        case .set: "set"
+        case .delete: "delete"
+        case .apply: "apply"
+        case .deleteDomain: "deleteDomain"
+        }
+    }
+}

@@ -1,0 +1,154 @@
+import Dispatch
+import KVValues
+import Synchronization
+
+/// The storage engine: domains of typed values in one state folder, with durable, group-
+/// committed changes (see ``StorageFormat`` for what is on disk).
+///
+/// Threading: every method is thread-safe. Reads (``get(_:_:)``, ``list(_:)``, ``domains()``,
+/// ``revision``) take a short lock on the committed in-memory state and never wait for I/O.
+/// Changes go through ``submit(_:_:completion:)`` to one commit queue that writes each batch
+/// of queued mutations to the log with one sync, then publishes it to readers, then calls the
+/// completions in commit order. Never call the blocking ``commit(_:_:)`` or ``close()`` from a
+/// completion (they would wait for the queue they run on).
+///
+/// Example:
+/// ```swift
+/// let store = try Store(directory: "/home/me/.config/kvd")
+/// let commit = try store.commit(domain, .set(key, .integer(3), ifRevision: nil))
+/// store.get(domain, key)  // .value(.integer(3), revision: commit.revision)
+/// ```
+public final class Store: Sendable {
+    struct Pending: Sendable {
+        var domain: Domain
+        var mutation: Mutation
+        var completion: @Sendable (Result<Commit, StorageError>) -> Void
+    }
+
+    struct State: Sendable {
+        var domains: [Domain: DomainState]
+        var revision: Int64
+        var pending: [Pending] = []
+        /// A drain is scheduled or running on the commit queue.
+        var draining = false
+        var closed = false
+    }
+
+    let options: StoreOptions
+    let log: @Sendable (LogLevel, String) -> Void
+    let state: Mutex<State>
+    let journal: Journal
+    let queue = DispatchQueue(label: "kvd.storage.commit")
+
+    /// Opens (creating it with mode 0700 if missing) and locks the state folder, and recovers
+    /// its committed state. Blocks on I/O.
+    ///
+    /// - Throws: `.locked` if another store holds the folder, `.invalidStateDirectory` if the
+    ///   folder cannot be used, `.failure` if reading or repairing it failed.
+    public init(
+        directory: String, options: StoreOptions = .init(), fileSystem: any FileSystem = SystemFileSystem(),
+        log: @escaping @Sendable (LogLevel, String) -> Void = { _, _ in }
+    ) throws(StorageError) {
+        let journal = Journal(fileSystem: fileSystem, directory: directory, log: log)
+        let recovered = try Recovery(journal: journal).run()
+        self.journal = journal
+        self.options = options
+        self.log = log
+        self.state = Mutex(State(domains: recovered.domains, revision: recovered.revision))
+        log(.info, "opened state folder \(directory) at revision \(recovered.revision) with \(recovered.domains.count) domains")
+    }
+
+    /// Stops as a crash would, for tests: finishes queued work, then releases the folder
+    /// without compacting. Later submissions fail.
+    func abandon() {
+        state.withLock { $0.closed = true }
+        queue.sync {
+            drain()
+            journal.releaseAll()
+        }
+    }
+
+    deinit {
+        journal.releaseAll()  // no queued work can remain: each holds a reference to self
+    }
+
+    /// The value of `key` in `domain` and the revision at which it last changed. Never blocks
+    /// on I/O.
+    public func get(_ domain: Domain, _ key: Key) -> KeyLookup {
+        state.withLock { $0.domains[domain]?.lookup(key) } ?? .missing
+    }
+
+    /// A consistent copy of `domain`, or nil if it does not exist. Never blocks on I/O.
+    public func list(_ domain: Domain) -> DomainSnapshot? {
+        state.withLock { $0.domains[domain] }?.snapshot
+    }
+
+    /// The existing domains, sorted by name. Never blocks on I/O.
+    public func domains() -> [Domain] {
+        state.withLock { Array($0.domains.keys) }.sorted()
+    }
+
+    /// The store-wide revision of the last commit; it never goes back, across restarts too.
+    public var revision: Int64 {
+        state.withLock { $0.revision }
+    }
+
+    /// Whether nothing is queued or being written (or compacted).
+    public var isIdle: Bool {
+        state.withLock { $0.pending.isEmpty && !$0.draining }
+    }
+
+    /// Queues `mutation` for `domain` and returns at once. `completion` runs on the commit
+    /// queue, in commit order, once the change is durable and visible to readers, or with the
+    /// error: `.notFound`, `.revisionMismatch`, or `.failure` (nothing changed; also after
+    /// ``close()``).
+    public func submit(
+        _ domain: Domain, _ mutation: Mutation,
+        completion: @escaping @Sendable (Result<Commit, StorageError>) -> Void
+    ) {
+        let pending = Pending(domain: domain, mutation: mutation, completion: completion)
+        let schedule: Bool? = state.withLock { state in
+            guard !state.closed else { return nil }
+            state.pending.append(pending)
+            defer { state.draining = true }
+            return !state.draining
+        }
+        switch schedule {
+        case nil: queue.async { completion(.failure(.failure("the store is closed"))) }
+        case true?: queue.async { self.drain() }
+        case false?: break
+        }
+    }
+
+    /// Commits `mutation` and waits until it is durable. Blocks the calling thread; must not be
+    /// called on the commit queue (from a completion).
+    public func commit(_ domain: Domain, _ mutation: Mutation) throws(StorageError) -> Commit {
+        dispatchPrecondition(condition: .notOnQueue(queue))
+        let outcome = Mutex<Result<Commit, StorageError>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        submit(domain, mutation) { result in
+            outcome.withLock { $0 = result }
+            done.signal()
+        }
+        done.wait()
+        return try outcome.withLock { $0! }.get()
+    }
+
+    /// Finishes the queued work, compacts the log into the domain files, and releases the
+    /// folder's lock. Later submissions fail; reads keep working. Idempotent; blocks on I/O;
+    /// must not be called from a completion.
+    public func close() {
+        dispatchPrecondition(condition: .notOnQueue(queue))
+        let first = state.withLock { state in
+            defer { state.closed = true }
+            return !state.closed
+        }
+        queue.sync {
+            guard first else { return }
+            drain()
+            if !journal.dirty.isEmpty { compact() }
+            journal.releaseAll()
+            log(.info, "closed state folder \(journal.directory)")
+        }
+    }
+}

@@ -1,0 +1,111 @@
+import KVValues
+
+/// One change to one key: a new value, or `nil` for a removal.
+public struct Change: Sendable, Equatable {
+    public var key: Key
+    /// The new value; `nil` removes the key.
+    public var value: Value?
+
+    public init(key: Key, value: Value?) {
+        self.key = key
+        self.value = value
+    }
+}
+
+/// What a caller asks the store to do to one domain. Each mutation that changes anything becomes
+/// one new store-wide revision and one log record.
+public enum Mutation: Sendable {
+    /// Sets one key. With `ifRevision: r` it commits only if the key last changed at `r`
+    /// (`0`: the key must not exist); otherwise ``StorageError/revisionMismatch(current:)``.
+    case set(Key, Value, ifRevision: Int64?)
+    /// Removes one key; ``StorageError/notFound(_:_:)`` if it does not exist.
+    case delete(Key)
+    /// Applies all changes atomically, in order. With `ifRevision: r` it commits only if the
+    /// domain last changed at `r` (`0`: the domain must not exist). Removing a missing key is a
+    /// no-op; if nothing changes at all, no revision is used and the commit lists no changes.
+    case apply([Change], ifRevision: Int64?)
+    /// Removes the whole domain; ``StorageError/notFound(_:_:)`` if it does not exist.
+    case deleteDomain
+}
+
+/// A committed, durable mutation: its revision and the changes actually applied (for
+/// `deleteDomain`, one removal per key that existed, sorted by key).
+public struct Commit: Sendable, Equatable {
+    public var revision: Int64
+    public var domain: Domain
+    public var changes: [Change]
+
+    public init(revision: Int64, domain: Domain, changes: [Change]) {
+        self.revision = revision
+        self.domain = domain
+        self.changes = changes
+    }
+}
+
+/// The answer to ``Store/get(_:_:)``.
+public enum KeyLookup: Sendable, Equatable {
+    /// The value and the revision at which the key last changed.
+    case value(Value, revision: Int64)
+    case missing
+    /// The key exists on disk but its stored JSON is not a valid typed value; it is kept verbatim.
+    case unreadable(reason: String)
+}
+
+/// A consistent copy of one domain, as of one committed revision.
+public struct DomainSnapshot: Sendable, Equatable {
+    /// The readable values.
+    public var values: [Key: Value]
+    /// The revision at which each key (readable or not) last changed.
+    public var revisions: [Key: Int64]
+    /// Keys whose stored JSON could not be read, with the reason; kept verbatim on disk.
+    public var unreadable: [Key: String]
+    /// The revision at which the domain last changed.
+    public var revision: Int64
+
+    public init(values: [Key: Value], revisions: [Key: Int64], unreadable: [Key: String], revision: Int64) {
+        self.values = values
+        self.revisions = revisions
+        self.unreadable = unreadable
+        self.revision = revision
+    }
+}
+
+/// Why the store refused or failed a request. One error type for the module.
+public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The domain, or the key in it, does not exist.
+    case notFound(Domain, Key?)
+    /// A conditional change found another revision: `current` is the key's (or domain's) one.
+    case revisionMismatch(current: Int64)
+    /// I/O failed; nothing changed, in memory or (after recovery) on disk.
+    case failure(String)
+    /// Another kvd holds the state folder; the message names the folder and the lock file.
+    case locked(String)
+    /// The state folder cannot be used (not a folder, not accessible, written by a newer kvd).
+    case invalidStateDirectory(String)
+
+    public var description: String {
+        switch self {
+        case .notFound(let domain, nil): "domain \(domain) does not exist"
+        case .notFound(let domain, let key?): "key \"\(key)\" does not exist in domain \(domain)"
+        case .revisionMismatch(let current): "revision mismatch: the current revision is \(current)"
+        case .failure(let reason): "storage failure: \(reason)"
+        case .locked(let message): message
+        case .invalidStateDirectory(let message): message
+        }
+    }
+}
+
+/// Severity of a message given to the store's `log` callback.
+public enum LogLevel: Sendable, Comparable {
+    case debug, info, notice, warning, error
+}
+
+/// Tunables of a ``Store``.
+public struct StoreOptions: Sendable {
+    /// The log is compacted into the domain files once it grows past this many bytes.
+    public var compactionLogBytes: Int
+
+    public init(compactionLogBytes: Int = 4 << 20) {
+        self.compactionLogBytes = compactionLogBytes
+    }
+}

@@ -1,0 +1,153 @@
+import FoundationEssentials
+import Glibc
+import KVStorage
+import KVValues
+import Synchronization
+
+/// A fresh, uniquely named state folder under /tmp, removed (with its files) by ``remove()``.
+struct TemporaryFolder {
+    let path: String
+
+    init() {
+        var template = Array("/tmp/kvstorage-test-XXXXXX".utf8CString)
+        path = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+    }
+
+    /// The state folder inside, not yet created (the store creates it).
+    var state: String { path + "/state" }
+
+    func file(_ name: String) -> String { state + "/" + name }
+
+    func names() -> [String] {
+        ((try? SystemFileSystem().contentsOfDirectory(state)) ?? []).sorted()
+    }
+
+    func read(_ name: String) -> String? {
+        guard let fd = try? SystemFileSystem().open(file(name), [], permissions: 0) else { return nil }
+        defer { SystemFileSystem().close(fd) }
+        var bytes: [UInt8] = []
+        while let chunk = try? SystemFileSystem().read(fd, upTo: 65536), !chunk.isEmpty { bytes += chunk }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    func write(_ name: String, _ text: String) {
+        _ = try? SystemFileSystem().makeDirectory(state, permissions: 0o700)
+        let fd = try! SystemFileSystem().open(file(name), [.write, .create, .truncate], permissions: 0o600)
+        try! SystemFileSystem().write(fd, Array(text.utf8))
+        SystemFileSystem().close(fd)
+    }
+
+    func remove() {
+        for folder in [state, path] {
+            for name in (try? SystemFileSystem().contentsOfDirectory(folder)) ?? [] {
+                try? SystemFileSystem().unlink(folder + "/" + name)
+            }
+            rmdir(folder)
+        }
+    }
+}
+
+/// A ``FileSystem`` over the real one that records every call, counts syncs and bytes written
+/// per file name, and fails the calls `failure` picks with the errno it returns.
+final class RecordingFileSystem: FileSystem {
+    struct Counts: Sendable {
+        var calls: [String] = []
+        var paths: [Int32: String] = [:]
+        var syncs = 0
+        var bytesWritten: [String: Int] = [:]
+    }
+
+    let base = SystemFileSystem()
+    let counts = Mutex(Counts())
+    /// Given an operation name and a file name, the errno to fail with, or nil.
+    let failure = Mutex<@Sendable (String, String) -> Int32?>({ _, _ in nil })
+
+    func fail(_ rule: @escaping @Sendable (String, String) -> Int32?) { failure.withLock { $0 = rule } }
+
+    var syncs: Int { counts.withLock { $0.syncs } }
+
+    func bytesWritten(toFilesContaining part: String) -> Int {
+        counts.withLock { $0.bytesWritten.filter { $0.key.contains(part) }.values.reduce(0, +) }
+    }
+
+    func resetCounts() { counts.withLock { $0.syncs = 0; $0.bytesWritten = [:]; $0.calls = [] } }
+
+    private func name(_ fd: FileDescriptor) -> String { counts.withLock { $0.paths[fd.rawValue] ?? "?" } }
+
+    private func check(_ operation: String, _ path: String) throws(FileSystemError) {
+        let file = String(path.split(separator: "/").last ?? "")
+        counts.withLock { $0.calls.append("\(operation) \(file)") }
+        if let code = failure.withLock({ $0 })(operation, file) {
+            throw FileSystemError(operation: operation, path: path, code: code)
+        }
+    }
+
+    func open(_ path: String, _ options: OpenOptions, permissions: UInt32) throws(FileSystemError) -> FileDescriptor {
+        try check("open", path)
+        let fd = try base.open(path, options, permissions: permissions)
+        counts.withLock { $0.paths[fd.rawValue] = path }
+        return fd
+    }
+
+    func close(_ descriptor: FileDescriptor) { base.close(descriptor) }
+
+    func read(_ descriptor: FileDescriptor, upTo count: Int) throws(FileSystemError) -> [UInt8] {
+        try base.read(descriptor, upTo: count)
+    }
+
+    func write(_ descriptor: FileDescriptor, _ bytes: [UInt8]) throws(FileSystemError) {
+        let path = name(descriptor)
+        try check("write", path)
+        counts.withLock { $0.bytesWritten[String(path.split(separator: "/").last ?? ""), default: 0] += bytes.count }
+        try base.write(descriptor, bytes)
+    }
+
+    func fsync(_ descriptor: FileDescriptor) throws(FileSystemError) {
+        try check("fsync", name(descriptor))
+        counts.withLock { $0.syncs += 1 }
+        try base.fsync(descriptor)
+    }
+
+    func fdatasync(_ descriptor: FileDescriptor) throws(FileSystemError) {
+        try check("fdatasync", name(descriptor))
+        counts.withLock { $0.syncs += 1 }
+        try base.fdatasync(descriptor)
+    }
+
+    func truncate(_ descriptor: FileDescriptor, to length: Int64) throws(FileSystemError) {
+        try check("truncate", name(descriptor))
+        try base.truncate(descriptor, to: length)
+    }
+
+    func size(_ descriptor: FileDescriptor) throws(FileSystemError) -> Int64 { try base.size(descriptor) }
+
+    func lockExclusively(_ descriptor: FileDescriptor) throws(FileSystemError) { try base.lockExclusively(descriptor) }
+
+    func rename(_ source: String, to destination: String) throws(FileSystemError) {
+        try check("rename", destination)
+        try base.rename(source, to: destination)
+    }
+
+    func unlink(_ path: String) throws(FileSystemError) {
+        try check("unlink", path)
+        try base.unlink(path)
+    }
+
+    func makeDirectory(_ path: String, permissions: UInt32) throws(FileSystemError) {
+        try base.makeDirectory(path, permissions: permissions)
+    }
+
+    func contentsOfDirectory(_ path: String) throws(FileSystemError) -> [String] { try base.contentsOfDirectory(path) }
+}
+
+/// Collects what a store logs.
+final class LogCollector: Sendable {
+    let lines = Mutex<[(LogLevel, String)]>([])
+
+    var callback: @Sendable (LogLevel, String) -> Void { { level, text in self.lines.withLock { $0.append((level, text)) } } }
+
+    func messages(at level: LogLevel) -> [String] { lines.withLock { $0.filter { $0.0 == level }.map(\.1) } }
+}
+
+func domain(_ name: String) -> Domain { try! Domain(validating: name) }
+func key(_ name: String) -> Key { try! Key(validating: name) }
