@@ -28,7 +28,7 @@ let package = Package(
         .testTarget(name: "KVDaemonTests", dependencies: ["KVDaemon"]),
         .testTarget(name: "KVCtlTests", dependencies: ["KVCtl"]),
         .testTarget(name: "KVClientTests", dependencies: ["KVClient"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["KVClient", "KVValues"]),
+        .testTarget(name: "EndToEndTests"),
     ]
 )
 

@@ -25,7 +25,7 @@ final class Sandbox {
 
     init() {
         var template = Array("/tmp/kvd-e2e-XXXXXX".utf8CString)
-        root = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress)!) }
+        root = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
     }
 
     deinit {
@@ -174,7 +174,7 @@ struct RawClient {
         }
         guard result == 0 else {
             let error = errno
-            close(fd)
+            Glibc.close(fd)
             throw TestFailure("connect \(path): \(String(cString: strerror(error)))")
         }
         var timeout = timeval(tv_sec: 20, tv_usec: 0)
