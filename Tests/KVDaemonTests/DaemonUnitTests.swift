@@ -1,0 +1,99 @@
+import Glibc
+import KVProtocol
+import KVStorage
+import KVValues
+import Testing
+@testable import KVDaemon
+
+@Suite struct OptionsTests {
+    private func parse(_ arguments: [String], _ environment: [String: String] = ["HOME": "/home/u"]) throws(UsageError) -> DaemonOptions.Parsed {
+        try DaemonOptions.parse(arguments, environment: environment)
+    }
+
+    @Test func defaultsFollowTheContract() throws {
+        guard case .run(let options) = try parse([], ["XDG_RUNTIME_DIR": "/run/user/7", "HOME": "/home/u"]) else {
+            Issue.record("expected run")
+            return
+        }
+        #expect(options.socketPath == "/run/user/7/kvd.sock")
+        #expect(options.stateDirectory == "/home/u/.config/kvd")
+        #expect(options.idleExit == .seconds(30))
+    }
+
+    @Test func flagsOverrideTheEnvironment() throws {
+        let parsed = try parse(["--socket", "/s", "--state-dir=/d", "--idle-exit", "0"], ["KVD_SOCKET": "/x", "KVD_STATE_DIR": "/y"])
+        #expect(parsed == .run(DaemonOptions(socketPath: "/s", stateDirectory: "/d", idleExit: nil, verbose: false)))
+        #expect(try parse(["--idle-exit", "1.5"]) == .run(DaemonOptions(socketPath: Paths.socket(explicit: nil, environment: [:]), stateDirectory: "/home/u/.config/kvd", idleExit: .milliseconds(1500), verbose: false)))
+    }
+
+    @Test func badUsageSaysWhatIsWrong() {
+        #expect(throws: UsageError("unknown argument \"--bogus\"")) { try parse(["--bogus"]) }
+        #expect(throws: UsageError("--socket needs a value")) { try parse(["--socket"]) }
+        #expect(throws: UsageError.self) { try parse(["--idle-exit", "soon"]) }
+        #expect(throws: UsageError.self) { try parse(["--idle-exit", "-1"]) }
+    }
+
+    @Test func helpAndVersion() throws {
+        #expect(try parse(["--help"]) == .help)
+        #expect(try parse(["--version"]) == .version)
+        #expect(DaemonOptions.usage.contains("--idle-exit"))
+    }
+}
+
+@Suite struct RequestHandlerTests {
+    final class TempStore {
+        let path: String
+        let store: Store
+        init() throws {
+            var template = Array("/tmp/kvd-handler-XXXXXX".utf8CString)
+            path = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+            store = try Store(directory: path)
+        }
+        deinit {
+            store.close()
+            for name in ["kvd.lock", "kvd.wal", "d.json"] { unlink(path + "/" + name) }
+            rmdir(path)
+        }
+    }
+
+    private func request(_ method: String, _ parameters: [String: JSON]) throws -> DefaultsRequest {
+        try DefaultsRequest(call: VarlinkCall(method: "io.kvd.Defaults." + method, parameters: parameters))
+    }
+
+    @Test func readsAreAnsweredAndWritesBecomeMutations() throws {
+        let temp = try TempStore()
+        let handler = RequestHandler(store: temp.store)
+        let domain = try Domain(validating: "d")
+        let key = try Key(validating: "k")
+        guard case .commit(domain, .set(key, .integer(5), ifRevision: nil)) = handler.handle(try request("Set", ["domain": .string("d"), "key": .string("k"), "value": .integer(5)])) else {
+            Issue.record("Set must become a commit")
+            return
+        }
+        let commit = try temp.store.commit(domain, .set(key, .integer(5), ifRevision: nil))
+        guard case .reply(let reply) = handler.handle(try request("Get", ["domain": .string("d"), "key": .string("k")])) else {
+            Issue.record("Get must be answered at once")
+            return
+        }
+        #expect(reply.parameters == ["value": .integer(5), "revision": .integer(commit.revision)])
+        guard case .reply(let missing) = handler.handle(try request("Get", ["domain": .string("d"), "key": .string("nope")])) else { return }
+        #expect(missing.error == "io.kvd.Defaults.NotFound" && missing.parameters["key"] == .string("nope"))
+        guard case .reply(let list) = handler.handle(try request("List", ["domain": .string("other")])) else { return }
+        #expect(list.error == "io.kvd.Defaults.NotFound")
+    }
+
+    @Test func storageErrorsMapToContractErrors() throws {
+        let domain = try Domain(validating: "d")
+        #expect(RequestHandler.reply(to: .revisionMismatch(current: 7)) == .failure("io.kvd.Defaults.RevisionMismatch", ["revision": .integer(7)]))
+        #expect(RequestHandler.reply(to: .failure("disk full")).error == "io.kvd.Defaults.StorageFailure")
+        #expect(RequestHandler.reply(to: .notFound(domain, nil)) == .failure("io.kvd.Defaults.NotFound", ["domain": .string("d")]))
+    }
+
+    @Test func interfaceDescriptionsAreServed() throws {
+        let temp = try TempStore()
+        let handler = RequestHandler(store: temp.store)
+        guard case .reply(let reply) = handler.handle(.getInterfaceDescription("io.kvd.Defaults")) else { return }
+        #expect(reply.parameters["description"] == .string(DefaultsInterface.description))
+        guard case .reply(let unknown) = handler.handle(.getInterfaceDescription("com.nope")) else { return }
+        #expect(unknown.error == "org.varlink.service.InterfaceNotFound")
+    }
+}
