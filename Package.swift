@@ -21,6 +21,7 @@ let package = Package(
         .target(name: "KVClient", dependencies: ["KVValues", "KVProtocol"]),
         .target(name: "KVCtl", dependencies: ["KVValues", "KVClient"]),
         .executableTarget(name: "kvctl", dependencies: ["KVCtl"]),
+        .executableTarget(name: "kvbench"),
 
         .testTarget(name: "KVValuesTests", dependencies: ["KVValues"]),
         .testTarget(name: "KVStorageTests", dependencies: ["KVStorage"]),

@@ -1,0 +1,122 @@
+import KVProtocol
+import KVValues
+
+/// One reply of a watch: the changes of one commit, or (`initial`) the current values.
+public struct WatchEvent: Sendable, Equatable {
+    /// The store revision of the commit (for the initial event: the revision when the watch began).
+    public var revision: Int64
+    /// What changed; a change with no value is a removal.
+    public var changes: [KeyChange]
+    /// Whether this is the first event, listing the current values.
+    public var initial: Bool
+
+    public init(revision: Int64, changes: [KeyChange], initial: Bool) {
+        self.revision = revision
+        self.changes = changes
+        self.initial = initial
+    }
+}
+
+/// The methods of `io.kvd.Defaults`, typed.
+extension Connection {
+    /// A key's value and the revision at which it last changed. Throws `NotFound` for a missing key.
+    public func get(_ domain: Domain, _ key: Key) throws(ClientError) -> (value: Value, revision: Int64) {
+        let reply = try call(.get(domain, key))
+        return (try Decode.value(reply.parameters["value"], "value"), try Decode.revision(reply))
+    }
+
+    /// Sets a key; with `ifRevision`, only if it last changed then (0: only if absent).
+    /// Returns the revision of the commit, which is durable when this returns.
+    @discardableResult
+    public func set(_ domain: Domain, _ key: Key, _ value: Value, ifRevision: Int64? = nil) throws(ClientError) -> Int64 {
+        try Decode.revision(try call(.set(domain, key, value, ifRevision: ifRevision)))
+    }
+
+    /// Removes a key, or with `key == nil` the whole domain. Returns the revision of the commit.
+    @discardableResult
+    public func delete(_ domain: Domain, _ key: Key? = nil) throws(ClientError) -> Int64 {
+        try Decode.revision(try call(.delete(domain, key)))
+    }
+
+    /// Commits all `changes` atomically; with `ifRevision`, only if the domain last changed then.
+    @discardableResult
+    public func apply(_ domain: Domain, _ changes: [KeyChange], ifRevision: Int64? = nil) throws(ClientError) -> Int64 {
+        try Decode.revision(try call(.apply(domain, changes, ifRevision: ifRevision)))
+    }
+
+    /// All values of a domain and the revision at which the domain last changed.
+    public func list(_ domain: Domain) throws(ClientError) -> (values: [Key: Value], revision: Int64) {
+        let reply = try call(.list(domain))
+        guard case .object(let members)? = reply.parameters["values"] else {
+            throw .protocolError("List reply without a \"values\" object")
+        }
+        var values: [Key: Value] = [:]
+        for (name, json) in members {
+            values[try Decode.key(name)] = try Decode.value(json, "values.\(name)")
+        }
+        return (values, try Decode.revision(reply))
+    }
+
+    /// The names of all domains.
+    public func domains() throws(ClientError) -> [Domain] {
+        let reply = try call(.domains)
+        guard case .array(let names)? = reply.parameters["domains"] else {
+            throw .protocolError("Domains reply without a \"domains\" array")
+        }
+        var domains: [Domain] = []
+        for name in names {
+            guard case .string(let text) = name, let domain = try? Domain(validating: text) else {
+                throw .protocolError("Domains reply with an invalid domain name")
+            }
+            domains.append(domain)
+        }
+        return domains
+    }
+
+    /// Watches a key (or with `key == nil` a whole domain): calls `onEvent` first with the current
+    /// values (`initial: true`), then once per commit that touches them, until `onEvent` returns
+    /// false (then the connection is closed) or kvd ends the stream. A lost connection throws.
+    /// `onEvent` must not use this connection.
+    public func watch(_ domain: Domain, _ key: Key? = nil, onEvent: (WatchEvent) -> Bool) throws(ClientError) {
+        try stream(.watch(domain, key)) { (reply) throws(ClientError) -> Bool in
+            onEvent(try Decode.watchEvent(reply))
+        }
+    }
+}
+
+/// Reading typed results out of replies; anything unexpected is a ``ClientError/protocolError(_:)``.
+enum Decode {
+    static func revision(_ reply: VarlinkReply) throws(ClientError) -> Int64 {
+        guard case .integer(let revision)? = reply.parameters["revision"] else {
+            throw .protocolError("reply without an integer \"revision\"")
+        }
+        return revision
+    }
+
+    static func value(_ json: JSON?, _ member: String) throws(ClientError) -> Value {
+        guard let json else { throw .protocolError("reply without \"\(member)\"") }
+        do { return try Value(typedJSON: json) } catch { throw .protocolError("\"\(member)\" is not a typed value: \(error)") }
+    }
+
+    static func key(_ name: String) throws(ClientError) -> Key {
+        do { return try Key(validating: name) } catch { throw .protocolError("reply with an invalid key: \(error)") }
+    }
+
+    static func watchEvent(_ reply: VarlinkReply) throws(ClientError) -> WatchEvent {
+        guard case .array(let items)? = reply.parameters["changes"] else {
+            throw .protocolError("Watch reply without a \"changes\" array")
+        }
+        var changes: [KeyChange] = []
+        for item in items {
+            guard case .string(let name)? = item["key"] else { throw .protocolError("Watch change without a \"key\"") }
+            let key = try key(name)
+            switch item["value"] {
+            case nil, .null?: changes.append(KeyChange(key: key, value: nil))
+            case let json?: changes.append(KeyChange(key: key, value: try value(json, "changes.value")))
+            }
+        }
+        var initial = false
+        if case .bool(let flag)? = reply.parameters["initial"] { initial = flag }
+        return WatchEvent(revision: try revision(reply), changes: changes, initial: initial)
+    }
+}

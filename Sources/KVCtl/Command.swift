@@ -1,0 +1,192 @@
+import KVValues
+
+/// Wrong use of kvctl: exit status 2, with the command's usage line.
+public struct UsageError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var message: String
+
+    public init(_ message: String) {
+        self.message = message
+    }
+
+    public var description: String { message }
+}
+
+/// A failure outside kvctl (not found, kvd unreachable, a file unreadable): exit status 1.
+public struct Failure: Error, Sendable, Equatable, CustomStringConvertible {
+    public var message: String
+
+    public init(_ message: String) {
+        self.message = message
+    }
+
+    public var description: String { message }
+}
+
+/// Options before the command: `[--socket PATH] [--json] [--no-autostart]`.
+public struct GlobalOptions: Sendable, Equatable {
+    public var socket: String?
+    public var json = false
+    public var autostart = true
+
+    public init(socket: String? = nil, json: Bool = false, autostart: Bool = true) {
+        self.socket = socket
+        self.json = json
+        self.autostart = autostart
+    }
+}
+
+/// One kvctl command with its arguments validated.
+public enum Command: Sendable, Equatable {
+    case get(Domain, Key?)
+    case set(Domain, Key, ValueSpec)
+    case delete(Domain, Key?)
+    case domains
+    case keys(Domain)
+    case readType(Domain, Key)
+    case rename(Domain, Key, Key)
+    case export(Domain, String)
+    case `import`(Domain, String)
+    case watch(Domain, Key?)
+    /// `help [COMMAND]`, `--help`, `COMMAND --help`.
+    case help(String?)
+}
+
+/// The parsed command line.
+public struct Invocation: Sendable, Equatable {
+    public var options: GlobalOptions
+    public var command: Command
+}
+
+extension Invocation {
+    /// Parses kvctl's arguments (without the program name). A usage error carries the command
+    /// name it concerns (for the usage line), if known.
+    public static func parse(_ arguments: [String]) throws(CommandLineError) -> Invocation {
+        var options = GlobalOptions()
+        var index = 0
+        while index < arguments.count, arguments[index].hasPrefix("-") {
+            let option = arguments[index]
+            index += 1
+            switch option {
+            case "--socket":
+                guard index < arguments.count, !arguments[index].isEmpty else {
+                    throw CommandLineError(command: nil, UsageError("--socket needs a PATH"))
+                }
+                options.socket = arguments[index]
+                index += 1
+            case "--json": options.json = true
+            case "--no-autostart": options.autostart = false
+            case "--help", "-h": return Invocation(options: options, command: .help(nil))
+            default:
+                if option.hasPrefix("--socket=") {
+                    options.socket = String(option.dropFirst("--socket=".count))
+                } else {
+                    throw CommandLineError(command: nil, UsageError("unknown option \(option)"))
+                }
+            }
+        }
+        guard index < arguments.count else { throw CommandLineError(command: nil, UsageError("missing COMMAND")) }
+        let name = arguments[index]
+        let rest = Array(arguments[(index + 1)...])
+        guard let canonical = Help.canonicalName(name) else {
+            throw CommandLineError(command: nil, UsageError("unknown command \"\(name)\""))
+        }
+        if rest.first == "--help" || rest.first == "-h" {
+            return Invocation(options: options, command: .help(canonical))
+        }
+        do throws(UsageError) {
+            return Invocation(options: options, command: try parseCommand(canonical, rest))
+        } catch {
+            throw CommandLineError(command: canonical, error)
+        }
+    }
+
+    static func parseCommand(_ name: String, _ arguments: [String]) throws(UsageError) -> Command {
+        var reader = ArgumentReader(arguments)
+        let command: Command
+        switch name {
+        case "get": command = .get(try reader.domain(), try reader.optionalKey())
+        case "set":
+            let domain = try reader.domain()
+            let key = try reader.key()
+            return .set(domain, key, try ValueParser.parse(reader.remaining()))
+        case "delete": command = .delete(try reader.domain(), try reader.optionalKey())
+        case "domains": command = .domains
+        case "keys": command = .keys(try reader.domain())
+        case "read-type": command = .readType(try reader.domain(), try reader.key())
+        case "rename": command = .rename(try reader.domain(), try reader.key("OLD"), try reader.key("NEW"))
+        case "export": command = .export(try reader.domain(), try reader.word("FILE"))
+        case "import": command = .import(try reader.domain(), try reader.word("FILE"))
+        case "watch": command = .watch(try reader.domain(), try reader.optionalKey())
+        case "help":
+            let topic = reader.optionalWord()
+            if let topic, Help.canonicalName(topic) == nil { throw UsageError("no command \"\(topic)\" to explain") }
+            command = .help(topic.flatMap(Help.canonicalName))
+        default: throw UsageError("unknown command \"\(name)\"")
+        }
+        try reader.end()
+        return command
+    }
+}
+
+/// A usage error and the command it concerns.
+public struct CommandLineError: Error, Sendable, Equatable {
+    public var command: String?
+    public var error: UsageError
+
+    public init(command: String?, _ error: UsageError) {
+        self.command = command
+        self.error = error
+    }
+}
+
+/// Takes a command's positional arguments one by one, validating names at the edge.
+struct ArgumentReader {
+    private let arguments: [String]
+    private var index = 0
+
+    init(_ arguments: [String]) {
+        self.arguments = arguments
+    }
+
+    mutating func word(_ name: String) throws(UsageError) -> String {
+        guard let word = optionalWord() else { throw UsageError("missing \(name)") }
+        return word
+    }
+
+    mutating func optionalWord() -> String? {
+        guard index < arguments.count else { return nil }
+        index += 1
+        return arguments[index - 1]
+    }
+
+    /// A domain; `-g` (or `-globalDomain`) stands for `NSGlobalDomain`.
+    mutating func domain() throws(UsageError) -> Domain {
+        let name = try word("DOMAIN")
+        if name == "-g" || name == "-globalDomain" { return .global }
+        do { return try Domain(validating: name) } catch { throw UsageError(error.description) }
+    }
+
+    mutating func key(_ name: String = "KEY") throws(UsageError) -> Key {
+        try Self.key(try word(name))
+    }
+
+    mutating func optionalKey() throws(UsageError) -> Key? {
+        guard let name = optionalWord() else { return nil }
+        return try Self.key(name)
+    }
+
+    static func key(_ name: String) throws(UsageError) -> Key {
+        do { return try Key(validating: name) } catch { throw UsageError(error.description) }
+    }
+
+    mutating func remaining() -> [String] {
+        defer { index = arguments.count }
+        return Array(arguments[index...])
+    }
+
+    func end() throws(UsageError) {
+        guard index == arguments.count else {
+            throw UsageError("unexpected argument\(arguments.count - index > 1 ? "s" : ""): \(arguments[index...].joined(separator: " "))")
+        }
+    }
+}

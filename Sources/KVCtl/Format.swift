@@ -1,0 +1,51 @@
+import KVClient
+import KVProtocol
+import KVValues
+
+/// How kvctl prints values. Plain output is for people and `$(...)`; `--json` is typed JSON.
+enum Format {
+    /// A value as `get` prints it, without the final newline: a string as itself, an integer as
+    /// digits, a real always with a '.' or an exponent, a bool as `true`/`false`, a date as RFC
+    /// 3339 UTC, data as lowercase hex, an array or dictionary as indented typed JSON.
+    static func plain(_ value: Value) -> String {
+        switch value {
+        case .string(let text): text
+        case .integer(let number): String(number)
+        case .real(let number): number.description
+        case .bool(let flag): flag ? "true" : "false"
+        case .date(let date): RFC3339.format(date)
+        case .data(let data): Hex.encode(data)
+        case .array, .dictionary: JSONWriter(pretty: true).string(value.typedJSON)
+        }
+    }
+
+    /// A value as typed JSON: one line, or indented with sorted keys.
+    static func json(_ value: Value, pretty: Bool = false) -> String {
+        JSONWriter(pretty: pretty, sortKeys: true).string(value.typedJSON)
+    }
+
+    /// A domain's values as one typed JSON object (wrapped in `$dict` if a key starts with `$`).
+    static func domain(_ values: [Key: Value], pretty: Bool) -> String {
+        json(.dictionary(Dictionary(uniqueKeysWithValues: values.map { ($0.key.name, $0.value) })), pretty: pretty)
+    }
+
+    /// The lines `watch` prints for one event.
+    static func watchLines(_ event: WatchEvent, json asJSON: Bool) -> [String] {
+        event.changes.sorted { $0.key < $1.key }.map { change in
+            if asJSON {
+                var members: [String: JSON] = ["revision": .integer(event.revision), "key": .string(change.key.name)]
+                if let value = change.value { members["value"] = value.typedJSON }
+                if event.initial { members["initial"] = .bool(true) }
+                return JSONWriter(sortKeys: true).string(.object(members))
+            }
+            guard let value = change.value else { return "\(change.key.name) removed" }
+            return "\(change.key.name) = \(json(value))"
+        }
+    }
+
+    /// A list of names: one a line, or a JSON array.
+    static func names(_ names: [String], json asJSON: Bool) -> String {
+        if asJSON { return JSONWriter().string(.array(names.map(JSON.string))) + "\n" }
+        return names.map { $0 + "\n" }.joined()
+    }
+}

@@ -1,0 +1,148 @@
+/// kvctl's help: one usage line and one explanation per command.
+enum Help {
+    struct Entry {
+        var name: String
+        var aliases: [String]
+        var usage: String
+        var summary: String
+        var details: String
+    }
+
+    static let entries: [Entry] = [
+        Entry(
+            name: "get", aliases: ["read"], usage: "get DOMAIN [KEY]",
+            summary: "print a value, or the whole domain",
+            details: """
+                Prints the value of KEY in DOMAIN, or with no KEY the whole domain as a typed JSON
+                object. Plain output: a string as itself; an integer as digits; a real always with
+                a '.' or an exponent (1.0, 2.5e-07); a bool as true or false; a date as RFC 3339
+                in UTC; data as lowercase hex (what -data takes back); an array or dictionary as
+                indented typed JSON. With --json, any value as typed JSON on one line.
+                """),
+        Entry(
+            name: "set", aliases: ["write"], usage: "set DOMAIN KEY [TYPE-FLAG] VALUE...",
+            summary: "store a value: a string, unless a type flag says otherwise",
+            details: """
+                VALUE is a string unless a type flag comes first:
+                  -string S           a string (use it for strings that start with '-')
+                  -int N, -integer N  a signed 64-bit integer
+                  -float X            a real, even for -float 1
+                  -bool B, -boolean B true/false, yes/no or 1/0 (any case)
+                  -date D             an RFC 3339 date-time, like 2026-11-29T17:00:00Z
+                  -data HEX           bytes as hex digits, two per byte, like 68690a
+                  -array E...         an array; each element a string unless a flag precedes
+                                      it: -array a -int 2 -bool yes
+                  -array-add E...     append to the array at KEY (created if missing)
+                  -dict K V...        a dictionary of K V pairs (V as array elements)
+                  -dict-add K V...    merge pairs into the dictionary at KEY (created if missing)
+                  --json TYPED_JSON   any value as typed JSON, like '{"$data": "aGk="}'
+                -array-add and -dict-add read, change and write back only if nothing changed
+                meanwhile (retried a few times).
+                """),
+        Entry(
+            name: "delete", aliases: [], usage: "delete DOMAIN [KEY]",
+            summary: "remove a key, or the whole domain",
+            details: "Removes KEY from DOMAIN, or with no KEY the whole domain."),
+        Entry(
+            name: "domains", aliases: [], usage: "domains",
+            summary: "list the domains, one a line",
+            details: "Prints the names of all domains, sorted, one a line (with --json, a JSON array)."),
+        Entry(
+            name: "keys", aliases: [], usage: "keys DOMAIN",
+            summary: "list a domain's keys, one a line",
+            details: "Prints the keys of DOMAIN, sorted, one a line (with --json, a JSON array)."),
+        Entry(
+            name: "read-type", aliases: [], usage: "read-type DOMAIN KEY",
+            summary: "print the type of a value",
+            details: "Prints one of: string integer real bool date data array dictionary."),
+        Entry(
+            name: "rename", aliases: [], usage: "rename DOMAIN OLD NEW",
+            summary: "rename a key atomically",
+            details: """
+                Moves the value of OLD to NEW in one atomic change; a value already at NEW is
+                replaced. Fails if the domain changes meanwhile and retrying does not help.
+                """),
+        Entry(
+            name: "export", aliases: [], usage: "export DOMAIN FILE|-",
+            summary: "write the whole domain as typed JSON",
+            details: "Writes all values of DOMAIN as an indented typed JSON object to FILE, or to stdout for -."),
+        Entry(
+            name: "import", aliases: [], usage: "import DOMAIN FILE|-",
+            summary: "replace the whole domain from typed JSON, atomically",
+            details: """
+                Reads a typed JSON object from FILE (or stdin for -) and makes DOMAIN hold exactly
+                its values, in one atomic change: keys in the file are set, keys not in the file
+                are removed (like macOS `defaults import`). Use set to merge single keys.
+                """),
+        Entry(
+            name: "watch", aliases: [], usage: "watch DOMAIN [KEY]",
+            summary: "print changes as they happen, until interrupted",
+            details: """
+                Prints the current values, then each change as it happens, one line each:
+                  KEY = VALUE      (VALUE as compact typed JSON)
+                  KEY removed
+                With --json, one object per line: {"revision": N, "key": K, "value": V}, without
+                "value" for a removal, and with "initial": true for the current values.
+                Runs until interrupted (Ctrl-C).
+                """),
+        Entry(
+            name: "help", aliases: [], usage: "help [COMMAND]",
+            summary: "explain kvctl, or one command",
+            details: "Prints this help, or the help of COMMAND (also: kvctl COMMAND --help)."),
+    ]
+
+    static func canonicalName(_ name: String) -> String? {
+        entries.first { $0.name == name || $0.aliases.contains(name) }?.name
+    }
+
+    static func entry(_ name: String) -> Entry? {
+        entries.first { $0.name == name }
+    }
+
+    /// The usage line of a command, or of kvctl as a whole.
+    static func usageLine(_ command: String?) -> String {
+        guard let command, let entry = entry(command) else {
+            return "usage: kvctl [--socket PATH] [--json] [--no-autostart] COMMAND ... (see: kvctl --help)"
+        }
+        return "usage: kvctl [OPTIONS] \(entry.usage) (see: kvctl help \(entry.name))"
+    }
+
+    /// The full help, or one command's.
+    static func text(_ command: String?) -> String {
+        if let command, let entry = entry(command) {
+            let aliases = entry.aliases.isEmpty ? "" : "\nAlias: \(entry.aliases.joined(separator: ", "))\n"
+            return "usage: kvctl [OPTIONS] \(entry.usage)\n\n\(entry.summary.prefix(1).uppercased() + entry.summary.dropFirst()).\n\n\(entry.details)\n\(aliases)"
+        }
+        let width = entries.map(\.usage.count).max() ?? 0
+        let commands = entries.map { entry in
+            let alias = entry.aliases.isEmpty ? "" : " (alias: \(entry.aliases.joined(separator: ", ")))"
+            return "  " + entry.usage.padding(to: width) + "  " + entry.summary + alias
+        }
+        return """
+            usage: kvctl [--socket PATH] [--json] [--no-autostart] COMMAND ...
+
+            Reads and writes the settings kept by kvd, in the spirit of macOS `defaults`.
+
+            Commands:
+            \(commands.joined(separator: "\n"))
+
+            DOMAIN is a name like com.example.app (A-Z a-z 0-9 . _ -); -g means NSGlobalDomain.
+
+            Options:
+              --socket PATH    kvd's socket (else $KVD_SOCKET, else $XDG_RUNTIME_DIR/kvd.sock,
+                               else /tmp/kvd-<uid>/kvd.sock)
+              --json           print typed JSON (values, lists, revisions)
+              --no-autostart   do not start kvd when nothing listens (also: KVD_NO_AUTOSTART=1)
+              -h, --help       this help; kvctl help COMMAND explains one command
+
+            Exit status: 0 done, 1 not found or failed, 2 wrong usage.
+
+            """
+    }
+}
+
+extension String {
+    func padding(to width: Int) -> String {
+        count >= width ? self : self + String(repeating: " ", count: width - count)
+    }
+}

@@ -1,0 +1,56 @@
+import Glibc
+import KVClient
+
+/// kvctl: the shell client of kvd. All logic lives here; the `kvctl` executable only calls
+/// ``main(arguments:environment:)``.
+public enum KVCtl {
+    /// Runs kvctl with `arguments` (without the program name) and returns the exit status:
+    /// 0 done, 1 not found or failed, 2 wrong usage.
+    public static func main(arguments: [String], environment: [String: String]) -> Int32 {
+        run(arguments: arguments, environment: environment, console: StandardConsole())
+    }
+
+    /// ``main(arguments:environment:)`` with its streams (and, in tests, kvd's location) given.
+    public static func run(
+        arguments: [String], environment: [String: String], console: any Console, daemonPath: String? = nil
+    ) -> Int32 {
+        let invocation: Invocation
+        do {
+            invocation = try Invocation.parse(arguments)
+        } catch {
+            console.err("kvctl: \(error.error.message)\n\(Help.usageLine(error.command))\n")
+            return 2
+        }
+        if case .help(let topic) = invocation.command {
+            console.out(Help.text(topic))
+            return 0
+        }
+        let options = invocation.options
+        let runner = Runner(options: options, console: console) { () throws(ClientError) -> Connection in
+            let path = SocketPath.resolve(explicit: options.socket, environment: environment)
+            return try Autostart.connect(
+                socketPath: path, daemonPath: daemonPath, enabled: options.autostart, environment: environment)
+        }
+        do {
+            try runner.run(invocation.command)
+            return 0
+        } catch {
+            console.err("kvctl: \(error.message)\n")
+            return 1
+        }
+    }
+
+    /// The process's environment, read from `environ`.
+    public static func processEnvironment() -> [String: String] {
+        var environment: [String: String] = [:]
+        var entry = environ
+        while let pointer = entry.pointee {
+            let text = String(cString: pointer)
+            if let equals = text.firstIndex(of: "=") {
+                environment[String(text[..<equals])] = String(text[text.index(after: equals)...])
+            }
+            entry += 1
+        }
+        return environment
+    }
+}

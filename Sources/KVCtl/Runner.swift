@@ -1,0 +1,170 @@
+import KVClient
+import KVProtocol
+import KVValues
+
+/// Carries out one parsed command against kvd, printing through the console.
+struct Runner {
+    let options: GlobalOptions
+    let console: any Console
+    let connect: () throws(ClientError) -> Connection
+
+    /// How often a read-change-write command retries when the data changed meanwhile.
+    static let attempts = 5
+
+    func run(_ command: Command) throws(Failure) {
+        do {
+            try perform(command, on: try connect())
+        } catch let error as ClientError {
+            throw Failure(Self.message(for: error))
+        } catch let error as Failure {
+            throw error
+        } catch {
+            throw Failure("\(error)")
+        }
+    }
+
+    private func perform(_ command: Command, on connection: Connection) throws {
+        switch command {
+        case .get(let domain, let key?):
+            let value = try connection.get(domain, key).value
+            console.out((options.json ? Format.json(value) : Format.plain(value)) + "\n")
+        case .get(let domain, nil):
+            console.out(Format.domain(try connection.list(domain).values, pretty: !options.json) + "\n")
+        case .set(let domain, let key, let spec):
+            printRevision(try set(domain, key, spec, on: connection))
+        case .delete(let domain, let key):
+            printRevision(try connection.delete(domain, key))
+        case .domains:
+            console.out(Format.names(try connection.domains().map(\.name).sorted(), json: options.json))
+        case .keys(let domain):
+            console.out(Format.names(try connection.list(domain).values.keys.map(\.name).sorted(), json: options.json))
+        case .readType(let domain, let key):
+            console.out(try connection.get(domain, key).value.typeName + "\n")
+        case .rename(let domain, let old, let new):
+            printRevision(try rename(domain, old, new, on: connection))
+        case .export(let domain, let file):
+            let text = Format.domain(try connection.list(domain).values, pretty: true) + "\n"
+            if file == "-" { console.out(text) } else { try Files.writeAtomically(file, Array(text.utf8)) }
+        case .import(let domain, let file):
+            let bytes = file == "-" ? try console.readStandardInput() : try Files.read(file)
+            printRevision(try importDomain(domain, try Self.domainValues(bytes, from: file), on: connection))
+        case .watch(let domain, let key):
+            try connection.watch(domain, key) { event in
+                for line in Format.watchLines(event, json: options.json) { console.out(line + "\n") }
+                return true
+            }
+        case .help:
+            break
+        }
+    }
+
+    /// With `--json`, a write prints `{"revision": N}`; otherwise nothing.
+    private func printRevision(_ revision: Int64?) {
+        guard options.json, let revision else { return }
+        console.out("{\"revision\":\(revision)}\n")
+    }
+
+    private func set(_ domain: Domain, _ key: Key, _ spec: ValueSpec, on connection: Connection) throws -> Int64 {
+        if case .replace(let value) = spec { return try connection.set(domain, key, value) }
+        return try retrying {
+            let current = try Self.optional { () throws(ClientError) in try connection.get(domain, key) }
+            let merged = try Self.merge(spec, into: current?.value, key: key)
+            return try connection.set(domain, key, merged, ifRevision: current?.revision ?? 0)
+        }
+    }
+
+    /// The value of `-array-add`/`-dict-add` applied to what is stored (`nil`: nothing).
+    static func merge(_ spec: ValueSpec, into current: Value?, key: Key) throws(Failure) -> Value {
+        switch (spec, current) {
+        case (.replace(let value), _): return value
+        case (.arrayAdd(let added), nil): return .array(added)
+        case (.arrayAdd(let added), .array(let elements)?): return .array(elements + added)
+        case (.dictionaryAdd(let added), nil): return .dictionary(added)
+        case (.dictionaryAdd(let added), .dictionary(let members)?): return .dictionary(members.merging(added) { $1 })
+        case (.arrayAdd, let other?):
+            throw Failure("\"\(key.name)\" holds a \(other.typeName), not an array, so -array-add cannot append to it (replace it with -array)")
+        case (.dictionaryAdd, let other?):
+            throw Failure("\"\(key.name)\" holds a \(other.typeName), not a dictionary, so -dict-add cannot merge into it (replace it with -dict)")
+        }
+    }
+
+    private func rename(_ domain: Domain, _ old: Key, _ new: Key, on connection: Connection) throws -> Int64? {
+        try retrying {
+            let (values, revision) = try connection.list(domain)
+            guard let value = values[old] else {
+                throw ClientError.remote(name: DefaultsInterface.Error.notFound, parameters: ["domain": .string(domain.name), "key": .string(old.name)])
+            }
+            guard old != new else { return nil }
+            let changes = [KeyChange(key: old, value: nil), KeyChange(key: new, value: value)]
+            return try connection.apply(domain, changes, ifRevision: revision)
+        }
+    }
+
+    /// Makes `domain` hold exactly `values`: one atomic Apply that sets every key of the file and
+    /// removes every other key, on condition that the domain did not change since it was listed.
+    private func importDomain(_ domain: Domain, _ values: [Key: Value], on connection: Connection) throws -> Int64? {
+        try retrying {
+            let current = try Self.optional { () throws(ClientError) in try connection.list(domain) }
+            let removals = (current?.values.keys ?? [:].keys).filter { values[$0] == nil }.map { KeyChange(key: $0, value: nil) }
+            let changes = removals + values.map { KeyChange(key: $0.key, value: $0.value) }
+            guard !changes.isEmpty else { return nil }
+            return try connection.apply(domain, changes.sorted { $0.key < $1.key }, ifRevision: current?.revision ?? 0)
+        }
+    }
+
+    /// The values of an import file: a typed JSON object whose members are valid keys.
+    static func domainValues(_ bytes: [UInt8], from file: String) throws(Failure) -> [Key: Value] {
+        let name = file == "-" ? "stdin" : file
+        let value: Value
+        do {
+            value = try Value(typedJSONText: bytes)
+            try value.validate()
+        } catch {
+            throw Failure("\(name) is not typed JSON: \(error) (write one with: kvctl export DOMAIN FILE)")
+        }
+        guard case .dictionary(let members) = value else {
+            throw Failure("\(name) holds a \(value.typeName), but import needs a typed JSON object of key: value")
+        }
+        var values: [Key: Value] = [:]
+        for (name, member) in members {
+            do { values[try Key(validating: name)] = member } catch { throw Failure("\(file): \(error)") }
+        }
+        return values
+    }
+
+    /// Runs `body`, again while it fails with `RevisionMismatch`, at most ``attempts`` times.
+    private func retrying<T>(_ body: () throws -> T) throws -> T {
+        for _ in 1..<Self.attempts {
+            do {
+                return try body()
+            } catch let error as ClientError where error.remoteName == DefaultsInterface.Error.revisionMismatch {
+                continue
+            }
+        }
+        return try body()
+    }
+
+    /// The result of a read, or `nil` when kvd says NotFound.
+    static func optional<T>(_ body: () throws(ClientError) -> T) throws(ClientError) -> T? {
+        do {
+            return try body()
+        } catch where error.remoteName == DefaultsInterface.Error.notFound {
+            return nil
+        }
+    }
+
+    /// One line for the user: what happened and what to do.
+    static func message(for error: ClientError) -> String {
+        guard case .remote(let name, let parameters) = error else { return error.description }
+        switch (name, parameters["domain"], parameters["key"]) {
+        case (DefaultsInterface.Error.notFound, .string(let domain)?, .string?):
+            return "\(error) (list keys with: kvctl keys \(domain))"
+        case (DefaultsInterface.Error.notFound, _, _):
+            return "\(error) (list domains with: kvctl domains)"
+        case (DefaultsInterface.Error.revisionMismatch, _, _):
+            return "the data kept changing while kvctl tried \(attempts) times; try again"
+        default:
+            return error.description
+        }
+    }
+}

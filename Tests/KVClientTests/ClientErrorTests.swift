@@ -1,0 +1,27 @@
+import KVProtocol
+import KVValues
+import Testing
+@testable import KVClient
+
+@Suite struct ClientErrorTests {
+    @Test(arguments: [
+        (DefaultsInterface.Error.notFound, ["domain": JSON.string("com.a"), "key": .string("x")], "no key \"x\" in domain \"com.a\""),
+        (DefaultsInterface.Error.notFound, ["domain": .string("com.a")], "no domain \"com.a\""),
+        (DefaultsInterface.Error.revisionMismatch, ["revision": .integer(9)], "the value changed meanwhile (now at revision 9); read it again and retry"),
+        (DefaultsInterface.Error.invalidName, ["name": .string("a/b"), "reason": .string("bad byte")], "invalid name \"a/b\": bad byte"),
+        (DefaultsInterface.Error.invalidValue, ["reason": .string("null")], "invalid value: null"),
+        (DefaultsInterface.Error.storageFailure, ["reason": .string("disk full")], "kvd could not store the change, so nothing changed: disk full"),
+        (DefaultsInterface.Error.tooLarge, ["limit": .integer(100)], "the request is larger than kvd's limit of 100 bytes; store less under one key"),
+        (ServiceInterface.Error.methodNotFound, ["method": .string("io.kvd.Defaults.Nope")], "kvd does not implement io.kvd.Defaults.Nope (is kvd older than this client?)"),
+        (ServiceInterface.Error.invalidParameter, ["parameter": .string("key")], "kvd refused the parameter \"key\" (is kvd a different version than this client?)"),
+        ("com.other.Weird", ["a": .integer(1)], "kvd replied with the error com.other.Weird {\"a\":1}"),
+    ])
+    func everyRemoteErrorReadsAsOneLine(name: String, parameters: [String: JSON], expected: String) {
+        #expect(ClientError.remote(name: name, parameters: parameters).description == expected)
+    }
+
+    @Test func connectionErrorsSayWhatToDo() {
+        #expect(ClientError.connectionClosed.description.contains("journalctl"))
+        #expect(ClientError.cannotStart(path: "/s", reason: "r").description == "cannot start kvd for /s: r")
+    }
+}
