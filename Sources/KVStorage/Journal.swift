@@ -21,6 +21,8 @@ final class Journal: @unchecked Sendable {
     var needsReset = false
     /// Domains changed in the log since their files were last written.
     var dirty: Set<Domain> = []
+    /// The log length at which the next compaction is due.
+    var nextCompactionLength: Int64 = .max
 
     init(fileSystem: any FileSystem, directory: String, log: @escaping @Sendable (LogLevel, String) -> Void) {
         self.fileSystem = fileSystem

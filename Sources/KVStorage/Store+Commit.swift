@@ -18,7 +18,7 @@ extension Store {
     func drain() {
         while let pending = takeBatch() {
             commit(pending)
-            if journal.logLength >= Int64(options.compactionLogBytes) { compact() }
+            if journal.logLength >= journal.nextCompactionLength { compact() }
         }
     }
 
@@ -53,10 +53,9 @@ extension Store {
     }
 
     private func plan(_ item: Pending, into batch: inout Batch) {
-        let current = batch.domains[item.domain]
         let changes: [Change]
         do {
-            changes = try MutationPlanner.changes(of: item.mutation, in: item.domain, current: current)
+            changes = try MutationPlanner.changes(of: item.mutation, in: item.domain, current: batch.domains[item.domain])
         } catch {
             batch.outcomes.append(.failure(error))
             return
@@ -66,7 +65,8 @@ extension Store {
             return
         }
         batch.revision += 1
-        var updated = current ?? DomainState()
+        // Taken out of the batch so that only its first change in a batch copies a large domain.
+        var updated = batch.domains.removeValue(forKey: item.domain) ?? DomainState()
         updated.apply(changes, at: batch.revision)
         batch.domains[item.domain] = updated.entries.isEmpty ? nil : updated
         batch.touched.insert(item.domain)
@@ -89,10 +89,14 @@ extension Store {
     func compact() {
         let (domains, revision) = state.withLock { ($0.domains, $0.revision) }
         let count = journal.dirty.count
+        let threshold = Int64(options.compactionLogBytes)
         do {
             try journal.compact(domains, revision: revision)
+            journal.nextCompactionLength = threshold
             log(.debug, "compacted the log into \(count) domain files at revision \(revision)")
         } catch {
+            // Retry once the log has grown by another quarter of the threshold, not every batch.
+            journal.nextCompactionLength = journal.logLength + max(threshold / 4, 1)
             log(.error, "compaction of \(journal.logPath) failed, the log is kept and compaction will be retried: \(error)")
         }
     }

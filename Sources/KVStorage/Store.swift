@@ -51,6 +51,7 @@ public final class Store: Sendable {
     ) throws(StorageError) {
         let journal = Journal(fileSystem: fileSystem, directory: directory, log: log)
         let recovered = try Recovery(journal: journal).run()
+        journal.nextCompactionLength = Int64(options.compactionLogBytes)
         self.journal = journal
         self.options = options
         self.log = log
@@ -110,8 +111,9 @@ public final class Store: Sendable {
         let schedule: Bool? = state.withLock { state in
             guard !state.closed else { return nil }
             state.pending.append(pending)
-            defer { state.draining = true }
-            return !state.draining
+            let startDrain = !state.draining
+            state.draining = true
+            return startDrain
         }
         switch schedule {
         case nil: queue.async { completion(.failure(.failure("the store is closed"))) }
@@ -140,8 +142,9 @@ public final class Store: Sendable {
     public func close() {
         dispatchPrecondition(condition: .notOnQueue(queue))
         let first = state.withLock { state in
-            defer { state.closed = true }
-            return !state.closed
+            let wasOpen = !state.closed
+            state.closed = true
+            return wasOpen
         }
         queue.sync {
             guard first else { return }

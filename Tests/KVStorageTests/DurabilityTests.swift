@@ -32,7 +32,7 @@ import Testing
         let revisions = all.compactMap { try? $0.get().revision }
         #expect(revisions == Array(1...Int64(threads * perThread)))  // completions in commit order
         #expect(fileSystem.syncs < threads * perThread / 4, "\(fileSystem.syncs) syncs for \(threads * perThread) commits")
-        #expect(store.isIdle)
+        #expect(waitUntil { store.isIdle })
         store.close()
         let reopened = try Store(directory: folder.state)
         defer { reopened.close() }
@@ -144,5 +144,35 @@ import Testing
         let store = try Store(directory: folder.state)
         defer { store.close() }
         #expect(store.get(app, key("a")) == .value(.integer(1), revision: 1))
+    }
+}
+
+@Suite struct VisibilityTests {
+    @Test func readsSeeOnlyDurableStateAndNeverWaitForASync() throws {
+        let folder = TemporaryFolder()
+        defer { folder.remove() }
+        let fileSystem = RecordingFileSystem()
+        let store = try Store(directory: folder.state, fileSystem: fileSystem)
+        defer { store.close() }
+        let app = domain("com.example.visible")
+        let syncStarted = DispatchSemaphore(value: 0)
+        let releaseSync = DispatchSemaphore(value: 0)
+        fileSystem.fail { operation, _ in
+            if operation == "fdatasync" {
+                syncStarted.signal()
+                releaseSync.wait()
+            }
+            return nil
+        }
+        let done = DispatchSemaphore(value: 0)
+        store.submit(app, .set(key("k"), .integer(1), ifRevision: nil)) { _ in done.signal() }
+        syncStarted.wait()
+        #expect(store.get(app, key("k")) == .missing)  // answered while the sync is still running
+        #expect(store.revision == 0)
+        #expect(!store.isIdle)
+        fileSystem.fail { _, _ in nil }
+        releaseSync.signal()
+        done.wait()
+        #expect(store.get(app, key("k")) == .value(.integer(1), revision: 1))
     }
 }

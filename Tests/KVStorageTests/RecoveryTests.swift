@@ -157,13 +157,52 @@ import Testing
         #expect(logs.messages(at: .warning).contains { $0.contains("kvd.wal.unreadable-") })
     }
 
-    @Test func logFromANewerKvdIsRefused() throws {
+    @Test func logWithADamagedHeaderIsKeptAsideAndReplaced() throws {
         let folder = TemporaryFolder()
         defer { folder.remove() }
         folder.write("kvd.wal", "00000000 {}\n")
-        // A header with a bad checksum is damage, kept aside; the store starts.
         let store = try Store(directory: folder.state)
         store.close()
         #expect(folder.names().contains { $0.hasPrefix("kvd.wal.unreadable-") })
+        #expect(folder.read("kvd.wal")?.contains(#""format":"kvd-wal""#) == true)
+    }
+
+    @Test func logFromANewerKvdIsRefused() throws {
+        let folder = TemporaryFolder()
+        defer { folder.remove() }
+        let header = LogFormat.frame(.object(["format": .string("kvd-wal"), "formatVersion": .integer(2), "baseRevision": .integer(9)]))
+        folder.write("kvd.wal", String(decoding: header, as: UTF8.self))
+        #expect {
+            try Store(directory: folder.state)
+        } throws: { error in
+            guard case .invalidStateDirectory(let message) = error as? StorageError else { return false }
+            return message.contains("newer kvd")
+        }
+        #expect(folder.read("kvd.wal") == String(decoding: header, as: UTF8.self), "left untouched")
+        #expect(throws: StorageError.self) { try Store(directory: folder.state) }
+        do { _ = try Store(directory: folder.state) } catch {
+            #expect(error != .locked("") && !"\(error)".contains("another kvd"), "the refused store released its lock")
+        }
+    }
+
+    @Test func domainFileIsPrettySortedAndVersioned() throws {
+        let folder = TemporaryFolder()
+        defer { folder.remove() }
+        let app = domain("com.example.layout")
+        let store = try Store(directory: folder.state)
+        _ = try store.commit(app, .apply([Change(key: key("b"), value: .integer(2)), Change(key: key("a"), value: .real(1))], ifRevision: nil))
+        store.close()
+        let text = try #require(folder.read("com.example.layout.json"))
+        let json = try JSONParser.parse(text)
+        #expect(json["format"] == .string("kvd-domain"))
+        #expect(json["formatVersion"] == .integer(1))
+        #expect(json["domain"] == .string("com.example.layout"))
+        #expect(json["revision"] == .integer(1))
+        #expect(json["values"] == .object(["a": .real(1), "b": .integer(2)]))
+        #expect(json["revisions"] == .object(["a": .integer(1), "b": .integer(1)]))
+        if case .string(let saved)? = json["savedAt"] { #expect(RFC3339.parse(saved) != nil) } else { Issue.record("no savedAt") }
+        #expect(text == String(decoding: JSONWriter(pretty: true).bytes(json), as: UTF8.self) + "\n")
+        #expect(text.contains("\n  \"domain\": "))
+        #expect(folder.names() == ["com.example.layout.json", "kvd.lock", "kvd.wal"])
     }
 }

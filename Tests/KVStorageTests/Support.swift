@@ -151,3 +151,12 @@ final class LogCollector: Sendable {
 
 func domain(_ name: String) -> Domain { try! Domain(validating: name) }
 func key(_ name: String) -> Key { try! Key(validating: name) }
+
+/// Polls `condition` for up to `seconds`; whether it became true.
+func waitUntil(seconds: Double = 5, _ condition: () -> Bool) -> Bool {
+    for _ in 0..<Int(seconds * 1000) {
+        if condition() { return true }
+        usleep(1000)
+    }
+    return condition()
+}
