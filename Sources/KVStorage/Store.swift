@@ -50,7 +50,11 @@ public final class Store: Sendable {
         log: @escaping @Sendable (LogLevel, String) -> Void = { _, _ in }
     ) throws(StorageError) {
         let journal = Journal(fileSystem: fileSystem, directory: directory, log: log)
-        let recovered = try Recovery(journal: journal).run()
+        let recovered: RecoveredState
+        do { recovered = try Recovery(journal: journal).run() } catch {
+            journal.releaseAll()  // a refused folder is not left locked
+            throw error
+        }
         journal.nextCompactionLength = Int64(options.compactionLogBytes)
         self.journal = journal
         self.options = options
