@@ -64,6 +64,19 @@ final class RecordingFileSystem: FileSystem {
 
     func fail(_ rule: @escaping @Sendable (String, String) -> Int32?) { failure.withLock { $0 = rule } }
 
+    /// Fails only the `index`-th checked call (counting from 0) with `EIO`.
+    func failCall(_ index: Int) {
+        let seen = Mutex(0)
+        fail { _, _ in
+            seen.withLock { count in
+                defer { count += 1 }
+                return count == index ? EIO : nil
+            }
+        }
+    }
+
+    var callCount: Int { counts.withLock { $0.calls.count } }
+
     var syncs: Int { counts.withLock { $0.syncs } }
 
     func bytesWritten(toFilesContaining part: String) -> Int {
