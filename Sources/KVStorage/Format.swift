@@ -39,13 +39,13 @@ import KVValues
 /// - 1: the envelope above (kvd 1.0).
 ///
 /// Version history of the log: 1: the format above (kvd 1.0).
-enum StorageFormat {
+public enum StorageFormat {
     static let domainFormat = "kvd-domain"
     /// The domain file version this kvd writes; see the history above.
-    static let domainFormatVersion: Int64 = 1
+    public static let domainFormatVersion: Int64 = 1
     static let logFormat = "kvd-wal"
     /// The log version this kvd writes and reads; see the history above.
-    static let logFormatVersion: Int64 = 1
+    public static let logFormatVersion: Int64 = 1
 
     static let logFileName = "kvd.wal"
     static let lockFileName = "kvd.lock"

@@ -32,8 +32,7 @@ struct Recovery {
 
     private func prepareDirectory() throws(StorageError) {
         do {
-            try fileSystem.makeDirectory(directory, permissions: 0o700)
-        } catch where error.code == EEXIST {
+            try makeDirectories(directory)
         } catch {
             throw .invalidStateDirectory("cannot create the state folder \(directory): \(error)")
         }
@@ -42,6 +41,18 @@ struct Recovery {
             fileSystem.close(descriptor)
         } catch {
             throw .invalidStateDirectory("cannot use the state folder \(directory): \(error)")
+        }
+    }
+
+    /// Creates `path` and any missing parents (like `mkdir -p`), each with mode 0700.
+    private func makeDirectories(_ path: String) throws(FileSystemError) {
+        do {
+            try fileSystem.makeDirectory(path, permissions: 0o700)
+        } catch where error.code == EEXIST {
+        } catch where error.code == ENOENT {
+            guard let slash = path.lastIndex(of: "/"), slash != path.startIndex else { throw error }
+            try makeDirectories(String(path[..<slash]))
+            try fileSystem.makeDirectory(path, permissions: 0o700)
         }
     }
 

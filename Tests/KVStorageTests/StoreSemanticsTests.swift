@@ -1,4 +1,5 @@
 import FoundationEssentials
+import Glibc
 import KVStorage
 import KVValues
 import Testing
@@ -112,6 +113,23 @@ import Testing
         #expect(store.get(app, key("k")) == .missing)
         #expect(store.list(app) == nil)
         #expect(store.revision == 2)
+    }
+
+    @Test func missingParentFoldersAreCreatedPrivate() throws {
+        let folder = TemporaryFolder()
+        defer {
+            let nested = folder.path + "/a/b"
+            for name in (try? SystemFileSystem().contentsOfDirectory(nested)) ?? [] { try? SystemFileSystem().unlink(nested + "/" + name) }
+            rmdir(nested)
+            rmdir(folder.path + "/a")
+            folder.remove()
+        }
+        let store = try Store(directory: folder.path + "/a/b")
+        store.close()
+        var info = stat()
+        #expect(stat(folder.path + "/a/b", &info) == 0)
+        #expect(info.st_mode & 0o777 == 0o700)
+        #expect(throws: StorageError.self) { try Store(directory: folder.path + "/a/b/kvd.lock") }
     }
 
     @Test func submitAfterCloseFails() throws {
