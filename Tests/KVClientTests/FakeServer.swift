@@ -29,8 +29,9 @@ final class FakeServer: Sendable {
     }
 
     deinit {
+        // Wakes the serving thread, which then closes the listener: closing it here could hand
+        // its number to another test's socket while the thread still accepts on it.
         shutdown(listener, Int32(SHUT_RDWR))
-        close(listener)
         unlink(path)
     }
 
@@ -43,7 +44,10 @@ final class FakeServer: Sendable {
     ) {
         while true {
             let client = accept(listener, nil, nil)
-            guard client >= 0 else { return }
+            guard client >= 0 else {
+                close(listener)
+                return
+            }
             serveConnection(client, calls, respond)
             close(client)
         }

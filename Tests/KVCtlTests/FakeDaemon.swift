@@ -1,0 +1,149 @@
+import Glibc
+import KVProtocol
+import KVValues
+import Synchronization
+@testable import KVClient
+@testable import KVCtl
+
+/// An in-memory kvd for kvctl's tests: serves io.kvd.Defaults (Get, Set, Delete, Apply, List,
+/// Domains, Watch's initial reply) on a fresh socket path, from a background thread.
+final class FakeDaemon: Sendable {
+    let path: String
+    private let listener: Int32
+    let shared = Shared()
+
+    /// The store, in a class so the serving thread can share it without keeping the daemon alive.
+    final class Shared: Sendable {
+        let store = Mutex(Store())
+    }
+
+    struct Store {
+        var revision: Int64 = 0
+        var domains: [Domain: [Key: (value: Value, revision: Int64)]] = [:]
+
+        func domainRevision(_ domain: Domain) -> Int64 {
+            domains[domain]?.values.map(\.revision).max() ?? 0
+        }
+    }
+
+    init() {
+        path = "/tmp/kvctl-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock"
+        listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(path.utf8) + [0]) }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        precondition(bound == 0 && listen(listener, 8) == 0, "cannot listen on \(path)")
+        detachThread { [listener, shared] in
+            while case let client = accept(listener, nil, nil), client >= 0 {
+                Self.serve(client, shared)
+                close(client)
+            }
+            close(listener)
+        }
+    }
+
+    deinit {
+        // Wakes the serving thread, which then closes the listener: closing it here could hand
+        // its number to another test's socket while the thread still accepts on it.
+        shutdown(listener, Int32(SHUT_RDWR))
+        unlink(path)
+    }
+
+    /// Runs kvctl against this daemon; returns the exit status, stdout and stderr.
+    func kvctl(_ arguments: String..., stdin: String = "") -> (status: Int32, out: String, err: String) {
+        let console = RecordingConsole(stdin: stdin)
+        let status = KVCtl.run(arguments: ["--socket", path, "--no-autostart"] + arguments, environment: [:], console: console)
+        return (status, console.output, console.errors)
+    }
+
+    private static func serve(_ client: Int32, _ shared: Shared) {
+        var framer = MessageFramer()
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            while let message = try? framer.next() {
+                guard let call = try? VarlinkCall(message: message) else { return }
+                let reply = shared.store.withLock { store in
+                    do throws(RequestError) {
+                        return try handle(try DefaultsRequest(call: call), &store)
+                    } catch {
+                        return error.reply
+                    }
+                }
+                guard Socket.sendAll(client, reply.encoded()) == nil else { return }
+            }
+            let count = chunk.withUnsafeMutableBytes { recv(client, $0.baseAddress, $0.count, 0) }
+            guard count > 0 else { return }
+            chunk.withUnsafeBytes { framer.append(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+        }
+    }
+
+    private static func notFound(_ domain: Domain, _ key: Key? = nil) -> RequestError {
+        var parameters: [String: JSON] = ["domain": .string(domain.name)]
+        if let key { parameters["key"] = .string(key.name) }
+        return RequestError(.failure(DefaultsInterface.Error.notFound, parameters))
+    }
+
+    private static func mismatch(_ revision: Int64) -> RequestError {
+        RequestError(.failure(DefaultsInterface.Error.revisionMismatch, ["revision": .integer(revision)]))
+    }
+
+    private static func handle(_ request: DefaultsRequest, _ store: inout Store) throws(RequestError) -> VarlinkReply {
+        func revision(_ number: Int64) -> VarlinkReply { VarlinkReply(parameters: ["revision": .integer(number)]) }
+        switch request {
+        case .get(let domain, let key):
+            guard let entry = store.domains[domain]?[key] else { throw notFound(domain, key) }
+            return VarlinkReply(parameters: ["value": entry.value.typedJSON, "revision": .integer(entry.revision)])
+        case .set(let domain, let key, let value, let ifRevision):
+            let current = store.domains[domain]?[key]?.revision ?? 0
+            if let ifRevision, ifRevision != current { throw mismatch(current) }
+            store.revision += 1
+            store.domains[domain, default: [:]][key] = (value, store.revision)
+            return revision(store.revision)
+        case .delete(let domain, let key?):
+            guard store.domains[domain]?.removeValue(forKey: key) != nil else { throw notFound(domain, key) }
+            store.revision += 1
+            return revision(store.revision)
+        case .delete(let domain, nil):
+            guard store.domains.removeValue(forKey: domain) != nil else { throw notFound(domain) }
+            store.revision += 1
+            return revision(store.revision)
+        case .apply(let domain, let changes, let ifRevision):
+            let current = store.domainRevision(domain)
+            if let ifRevision, ifRevision != current { throw mismatch(current) }
+            store.revision += 1
+            for change in changes {
+                store.domains[domain, default: [:]][change.key] = change.value.map { ($0, store.revision) }
+            }
+            return revision(store.revision)
+        case .list(let domain):
+            guard let values = store.domains[domain] else { throw notFound(domain) }
+            let members = Dictionary(uniqueKeysWithValues: values.map { ($0.key.name, $0.value.value.typedJSON) })
+            return VarlinkReply(parameters: ["values": .object(members), "revision": .integer(store.domainRevision(domain))])
+        case .domains:
+            return VarlinkReply(parameters: ["domains": .array(store.domains.keys.map { .string($0.name) })])
+        case .watch(let domain, _):
+            let changes = (store.domains[domain] ?? [:]).map { KeyChange(key: $0.key, value: $0.value.value).json }
+            return VarlinkReply(parameters: ["revision": .integer(store.revision), "changes": .array(changes), "initial": .bool(true)])
+        case .getInfo, .getInterfaceDescription:
+            throw RequestError(.failure(ServiceInterface.Error.methodNotImplemented))
+        }
+    }
+}
+
+/// A console that keeps what kvctl prints.
+final class RecordingConsole: Console {
+    var output = ""
+    var errors = ""
+    let stdin: String
+
+    init(stdin: String = "") {
+        self.stdin = stdin
+    }
+
+    func out(_ text: String) { output += text }
+    func err(_ text: String) { errors += text }
+    func readStandardInput() throws(Failure) -> [UInt8] { Array(stdin.utf8) }
+}
