@@ -106,12 +106,16 @@ public final class Store: Sendable {
     /// Queues `mutation` for `domain` and returns at once. `completion` runs on the commit
     /// queue, in commit order, once the change is durable and visible to readers, or with the
     /// error: `.notFound`, `.revisionMismatch`, or `.failure` (nothing changed; also after
-    /// ``close()``).
+    /// ``close()``, for a value that cannot be stored, and for a domain named like a backup).
     public func submit(
         _ domain: Domain, _ mutation: Mutation,
         completion: @escaping @Sendable (Result<Commit, StorageError>) -> Void
     ) {
         let pending = Pending(domain: domain, mutation: mutation, completion: completion)
+        if StorageFormat.isBackup(domain.name) {  // its file would be skipped as a backup when loading
+            let reason = "the domain name \(domain) looks like a backup of an unreadable file (NAME.unreadable-TIMESTAMP) and cannot be stored"
+            return queue.async { completion(.failure(.failure(reason))) }
+        }
         let schedule: Bool? = state.withLock { state in
             guard !state.closed else { return nil }
             state.pending.append(pending)

@@ -142,4 +142,17 @@ import Testing
             try store.commit(domain("com.example.closed"), .set(key("k"), .integer(1), ifRevision: nil))
         }
     }
+
+    @Test func domainNamedLikeABackupIsRefused() throws {
+        let folder = TemporaryFolder()
+        defer { folder.remove() }
+        let store = try Store(directory: folder.state)
+        defer { store.close() }
+        #expect(throws: StorageError.self) {
+            try store.commit(domain("com.x.unreadable-20261129T181320Z"), .set(key("k"), .integer(1), ifRevision: nil))
+        }
+        #expect(throws: Never.self) {
+            try store.commit(domain("com.x.unreadable-later"), .set(key("k"), .integer(1), ifRevision: nil))
+        }
+    }
 }
