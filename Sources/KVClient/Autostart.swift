@@ -16,7 +16,9 @@ public enum Autostart {
     /// Connects to `socketPath`. If nothing listens there (no socket file, or connection refused),
     /// `enabled` is true and the environment does not disable it, starts the daemon (`daemonPath`,
     /// else `kvd` beside the current executable) as `kvd --socket PATH` in a new session with
-    /// `environment`, polls for up to ``startTimeout``, and returns the connection.
+    /// `environment` (from which it resolves its state folder), polls for up to
+    /// ``startTimeout``, and returns the connection. Two clients starting kvd at once is fine:
+    /// the second daemon cannot take the socket and exits, and both clients connect to the first.
     public static func connect(
         socketPath: String, daemonPath: String? = nil, enabled: Bool = true, environment: [String: String]
     ) throws(ClientError) -> Connection {
@@ -81,7 +83,9 @@ public enum Autostart {
             reason: "\(daemon) started but did not accept connections within 5 s (\(lastFailure)); check its log")
     }
 
-    /// Starts `path` with `arguments` in a new session, stdin and stdout on /dev/null.
+    /// Starts `path` with `arguments` in a new session, with stdin, stdout and stderr on /dev/null:
+    /// the daemon outlives the client, and its log lines must not land in the user's terminal
+    /// later. When it fails at once, the error says how to run it by hand to see why.
     ///
     /// The corresponding C call is `posix_spawn` with `POSIX_SPAWN_SETSID`.
     private static func spawn(
@@ -92,6 +96,7 @@ public enum Autostart {
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }

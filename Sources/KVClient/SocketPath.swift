@@ -1,4 +1,5 @@
 import Glibc
+import KVProtocol
 
 /// Where kvd's socket lives, by the rule every kvd program shares (see CONTRACT.md):
 /// `--socket PATH`, else `$KVD_SOCKET`, else `$XDG_RUNTIME_DIR/kvd.sock`, else
@@ -8,19 +9,19 @@ import Glibc
 /// let path = SocketPath.resolve(explicit: options.socket, environment: environment)
 /// // "/run/user/1000/kvd.sock" in a systemd user session
 /// ```
+///
+/// The rule itself is `KVProtocol.Paths.socket`, which the daemon uses too; this is the
+/// client's name for it.
 public enum SocketPath {
     /// The socket path for an explicit `--socket` value (or `nil`) and an environment.
     /// Empty values count as unset. Pure: touches no file.
     public static func resolve(explicit: String?, environment: [String: String], uid: UInt32 = getuid()) -> String {
-        if let explicit, !explicit.isEmpty { return explicit }
-        if let path = environment["KVD_SOCKET"], !path.isEmpty { return path }
-        if let runtime = environment["XDG_RUNTIME_DIR"], !runtime.isEmpty { return runtime + "/kvd.sock" }
-        return fallbackFolder(uid: uid) + "/kvd.sock"
+        Paths.socket(explicit: explicit, environment: environment, uid: uid)
     }
 
     /// `/tmp/kvd-<uid>`: the socket's folder when there is no runtime directory.
     public static func fallbackFolder(uid: UInt32 = getuid()) -> String {
-        "/tmp/kvd-\(uid)"
+        Paths.fallbackSocketFolder(uid: uid)
     }
 
     /// Makes sure the fallback folder exists, is a real folder owned by `uid` and is private
