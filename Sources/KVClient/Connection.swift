@@ -55,7 +55,8 @@ public final class Connection: Sendable {
     }
 
     /// Sends all `requests` at once, then reads their replies, in order. A failure of the
-    /// connection fails the requests not yet answered.
+    /// connection fails the requests not yet answered. Each request must have exactly one reply:
+    /// no ``DefaultsRequest/watch(_:_:)``.
     public func callPipelined(_ requests: [DefaultsRequest]) -> [Result<VarlinkReply, ClientError>] {
         state.withLock { state in
             var bytes: [UInt8] = []

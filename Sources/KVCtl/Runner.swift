@@ -105,7 +105,7 @@ struct Runner {
     private func importDomain(_ domain: Domain, _ values: [Key: Value], on connection: Connection) throws -> Int64? {
         try retrying {
             let current = try Self.optional { () throws(ClientError) in try connection.list(domain) }
-            let removals = (current?.values.keys ?? [:].keys).filter { values[$0] == nil }.map { KeyChange(key: $0, value: nil) }
+            let removals = (current?.values ?? [:]).keys.filter { values[$0] == nil }.map { KeyChange(key: $0, value: nil) }
             let changes = removals + values.map { KeyChange(key: $0.key, value: $0.value) }
             guard !changes.isEmpty else { return nil }
             return try connection.apply(domain, changes.sorted { $0.key < $1.key }, ifRevision: current?.revision ?? 0)
