@@ -75,7 +75,11 @@ public enum RFC3339 {
         }
         guard index == bytes.count else { return nil }
         let seconds = days(fromCivil: year, month, day) * 86_400 + hour * 3600 + minute * 60 + min(second, 59) - offset
-        return Date(timeIntervalSinceReferenceDate: Double(seconds - referenceOffset) + fraction)
+        // An offset, or a fraction rounded up to the next second, can carry the instant out of
+        // 0001-9999, where ``format(_:)`` could not write it back in four-digit years.
+        let interval = Double(seconds - referenceOffset) + fraction
+        guard range.contains(interval + Double(referenceOffset)) else { return nil }
+        return Date(timeIntervalSinceReferenceDate: interval)
     }
 
     /// Seconds from 1970-01-01 to 2001-01-01, Foundation's reference date.

@@ -47,9 +47,17 @@ extension Value {
     /// Interprets a parsed JSON document as a typed value per the contract.
     ///
     /// Refuses `null`, unknown `$`-objects, unwrapped dictionaries with `$`-keys, malformed dates
-    /// and base64; the error's path says where.
+    /// and base64; the error's path says where. When several members of a dictionary are bad,
+    /// the one reported is the first in name order, so the same input always gets the same error.
     public init(typedJSON json: JSON) throws(ValueError) {
-        self = try Self.decode(json, path: "$")
+        do {
+            self = try Self.decode(json, path: "$", sorted: false)
+        } catch {
+            // Slow path, errors only: a dictionary's members in hash order would name a different
+            // bad member from one run (or one copy of the dictionary) to the next.
+            _ = try Self.decode(json, path: "$", sorted: true)
+            throw error
+        }
     }
 
     /// Parses typed JSON text (bounded per ``JSONLimits``): syntax errors become ``ValueError``.
@@ -59,7 +67,7 @@ extension Value {
         try self.init(typedJSON: json)
     }
 
-    private static func decode(_ json: JSON, path: String) throws(ValueError) -> Value {
+    private static func decode(_ json: JSON, path: String, sorted: Bool) throws(ValueError) -> Value {
         switch json {
         case .null: throw ValueError(path: path, reason: "null is not a value (remove the key instead)")
         case .bool(let flag): return .bool(flag)
@@ -70,17 +78,17 @@ extension Value {
             var values: [Value] = []
             values.reserveCapacity(elements.count)
             for (index, element) in elements.enumerated() {
-                values.append(try decode(element, path: "\(path)[\(index)]"))
+                values.append(try decode(element, path: "\(path)[\(index)]", sorted: sorted))
             }
             return .array(values)
         case .object(let members):
-            return try decodeObject(members, path: path)
+            return try decodeObject(members, path: path, sorted: sorted)
         }
     }
 
-    private static func decodeObject(_ members: [String: JSON], path: String) throws(ValueError) -> Value {
+    private static func decodeObject(_ members: [String: JSON], path: String, sorted: Bool) throws(ValueError) -> Value {
         guard members.keys.contains(where: { $0.hasPrefix("$") }) else {
-            return .dictionary(try decodeMembers(members, path: path))
+            return .dictionary(try decodeMembers(members, path: path, sorted: sorted))
         }
         guard members.count == 1, let (tag, payload) = members.first else {
             throw ValueError(path: path, reason: "an object with a key starting with '$' must be exactly one of {\"$date\": ...}, {\"$data\": ...}, {\"$dict\": {...}}")
@@ -88,14 +96,14 @@ extension Value {
         switch (tag, payload) {
         case ("$date", .string(let text)):
             guard let date = RFC3339.parse(text) else {
-                throw ValueError(path: path, reason: "\"\(text)\" is not an RFC 3339 date-time (like 2026-11-29T17:00:00.250Z)")
+                throw ValueError(path: path, reason: "\"\(text)\" is not an RFC 3339 date-time in the years 0001 to 9999 (like 2026-11-29T17:00:00.250Z)")
             }
             return .date(date)
         case ("$data", .string(let text)):
             guard let data = Data(base64Encoded: text) else { throw ValueError(path: path, reason: "$data is not valid base64") }
             return .data(data)
         case ("$dict", .object(let inner)):
-            return .dictionary(try decodeMembers(inner, path: path))
+            return .dictionary(try decodeMembers(inner, path: path, sorted: sorted))
         case ("$date", _), ("$data", _):
             throw ValueError(path: path, reason: "\(tag) needs a string, not \(payload.typeName)")
         case ("$dict", _):
@@ -105,11 +113,11 @@ extension Value {
         }
     }
 
-    private static func decodeMembers(_ members: [String: JSON], path: String) throws(ValueError) -> [String: Value] {
+    private static func decodeMembers(_ members: [String: JSON], path: String, sorted: Bool) throws(ValueError) -> [String: Value] {
         var result: [String: Value] = [:]
         result.reserveCapacity(members.count)
-        for (name, member) in members {
-            result[name] = try decode(member, path: "\(path).\(name)")
+        for name in sorted ? members.keys.sorted() : Array(members.keys) {
+            result[name] = try decode(members[name]!, path: "\(path).\(name)", sorted: sorted)
         }
         return result
     }
