@@ -1,0 +1,63 @@
+import KVProtocol
+import KVValues
+
+/// Fuzz target: the daemon's input path, bytes → ``MessageFramer`` → ``VarlinkCall`` →
+/// ``DefaultsRequest``, fed in chunks whose size (1-64) is the input's first byte.
+///
+/// Invariants: the framer returns exactly the NUL-separated messages of the stream (never a
+/// NUL inside one, never one more than a read over its limit); a request that validates is
+/// encoded by ``DefaultsRequest/call`` into bytes that validate as the same request; calls and
+/// replies round-trip.
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzVarlink(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
+    guard size > 0 else { return 0 }
+    let chunk = Int(data[0] & 0x3F) + 1
+    let stream = UnsafeBufferPointer(start: data + 1, count: size - 1)
+    var framer = MessageFramer(limit: 4096)
+    var messages: [[UInt8]] = []
+    var offset = 0
+    var refused = false
+    while offset < stream.count, !refused {
+        let end = min(offset + chunk, stream.count)
+        framer.append(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: stream[offset..<end])))
+        offset = end
+        do {
+            while let message = try framer.next() {
+                if message.contains(0) { fail("a framed message holds a NUL") }
+                if message.count > framer.limit + chunk { fail("a framed message exceeds the limit by more than one read") }
+                messages.append(Array(message))
+            }
+        } catch {
+            refused = true
+        }
+    }
+    if !refused {
+        let expected = stream.split(separator: 0, omittingEmptySubsequences: false).dropLast().map(Array.init)
+        if messages != expected { fail("the framer split the stream differently from its NULs") }
+        let rest = stream.count - (expected.reduce(0) { $0 + $1.count + 1 })
+        if framer.pendingByteCount != rest { fail("pendingByteCount \(framer.pendingByteCount), expected \(rest)") }
+    }
+    for message in messages { check(message) }
+    if messages.isEmpty { check(Array(stream)) }
+    return 0
+}
+
+private func check(_ message: [UInt8]) {
+    if let reply = try? VarlinkReply(message: message) {
+        let bytes = reply.encoded()
+        guard bytes.last == 0, let again = try? VarlinkReply(message: bytes.dropLast()), again == reply else {
+            fail("a reply does not round-trip")
+        }
+    }
+    guard let call = try? VarlinkCall(message: message) else { return }
+    let encoded = call.encoded()
+    guard encoded.last == 0, !encoded.dropLast().contains(0), let reread = try? VarlinkCall(message: encoded.dropLast()),
+        reread == call
+    else { fail("a call does not round-trip: \(String(decoding: encoded, as: UTF8.self))") }
+    guard let request = try? DefaultsRequest(call: call) else { return }
+    let carried = request.call.encoded()
+    guard let recall = try? VarlinkCall(message: carried.dropLast()), let again = try? DefaultsRequest(call: recall) else {
+        fail("the call of a valid request does not validate: \(String(decoding: carried, as: UTF8.self))")
+    }
+    if again != request { fail("a request changed in a round trip: \(String(decoding: carried, as: UTF8.self))") }
+}

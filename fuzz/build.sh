@@ -1,0 +1,31 @@
+#!/bin/sh
+# Builds the libFuzzer targets into ${FUZZ_BUILD:-.build/fuzz}/bin with swiftc alone (no SwiftPM):
+# each module the targets need is compiled once, instrumented (-sanitize=fuzzer,address), as a
+# static library; targets that test internal functions are compiled into the module they test.
+set -eu
+cd "$(dirname "$0")/.."
+OUT=${FUZZ_BUILD:-.build/fuzz}
+SWIFTC=${SWIFTC:-swiftc}
+FLAGS="-sanitize=fuzzer,address -swift-version 6 -enable-upcoming-feature ExistentialAny -parse-as-library -O -g -use-ld=lld"
+mkdir -p "$OUT/modules" "$OUT/lib" "$OUT/bin"
+
+library() {  # NAME SOURCES...
+    name=$1; shift
+    echo "fuzz: module $name"
+    $SWIFTC $FLAGS -module-name "$name" -I "$OUT/modules" -emit-module -emit-module-path "$OUT/modules/$name.swiftmodule" \
+        -emit-library -static -o "$OUT/lib/lib$name.a" "$@"
+}
+
+target() {  # NAME MODULE-NAME SOURCES-AND-LIBRARIES...
+    name=$1; module=$2; shift 2
+    echo "fuzz: target $name"
+    $SWIFTC $FLAGS -module-name "$module" -I "$OUT/modules" -o "$OUT/bin/$name" fuzz/Fail.swift "$@"
+}
+
+library KVValues Sources/KVValues/*.swift
+library KVProtocol Sources/KVProtocol/*.swift
+target typed-json FuzzTypedJSON fuzz/FuzzTypedJSON.swift "$OUT/lib/libKVValues.a"
+target varlink FuzzVarlink fuzz/FuzzVarlink.swift "$OUT/lib/libKVProtocol.a" "$OUT/lib/libKVValues.a"
+target domain-file KVStorage fuzz/FuzzDomainFile.swift Sources/KVStorage/*.swift "$OUT/lib/libKVValues.a"
+target log KVStorage fuzz/FuzzLog.swift Sources/KVStorage/*.swift "$OUT/lib/libKVValues.a"
+target value-parser KVCtl fuzz/FuzzValueParser.swift fuzz/UsageErrorShim.swift Sources/KVCtl/ValueParser.swift "$OUT/lib/libKVValues.a"
