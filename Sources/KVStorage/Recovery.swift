@@ -44,16 +44,28 @@ struct Recovery {
         }
     }
 
-    /// Creates `path` and any missing parents (like `mkdir -p`), each with mode 0700.
+    /// Creates `path` and any missing parents (like `mkdir -p`), each with mode 0700, and
+    /// syncs the folder holding each one created: until then a crash may lose the new folder
+    /// with everything committed into it.
     private func makeDirectories(_ path: String) throws(FileSystemError) {
         do {
             try fileSystem.makeDirectory(path, permissions: 0o700)
         } catch where error.code == EEXIST {
+            return
         } catch where error.code == ENOENT {
             guard let slash = path.lastIndex(of: "/"), slash != path.startIndex else { throw error }
             try makeDirectories(String(path[..<slash]))
             try fileSystem.makeDirectory(path, permissions: 0o700)
         }
+        try fileSystem.syncDirectory(Self.parent(of: path))
+    }
+
+    /// The folder holding `path`: `/` for `/x`, `.` for `x`.
+    static func parent(of path: String) -> String {
+        var path = Substring(path)
+        while path.count > 1, path.hasSuffix("/") { path.removeLast() }
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
     }
 
     private func lock() throws(StorageError) {
