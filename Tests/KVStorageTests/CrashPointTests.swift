@@ -1,0 +1,95 @@
+import FoundationEssentials
+import Glibc
+@testable import KVStorage
+import KVValues
+import Testing
+
+/// Simulates a crash after every disk operation of a workload (set, delete, apply, domain
+/// deletion, several compactions, a restart) in every way the unsynced data could reach the
+/// disk, and checks recovery (see ``CrashChecker``). `KVD_CRASH_TRACE=1` prints the operations.
+@Suite struct CrashPointTests {
+    static let options = StoreOptions(compactionLogBytes: 700)
+    static let directory = "/data/state"
+    /// Apply number → key count, for the all-or-nothing check.
+    static let applies = [1: 3, 2: 2, 3: 2, 4: 4, 5: 3]
+    static let checker = CrashChecker(directory: directory, options: options, applies: applies)
+
+    static func run(_ work: CrashWorkload) {
+        let a = domain("com.example.a"), b = domain("com.example.b"), c = domain("com.example.c"), global = domain("NSGlobalDomain")
+        work.open()
+        work.commit(a, .set(key("k1"), .integer(1), ifRevision: nil))
+        work.commit(a, .set(key("k2"), .string("two"), ifRevision: nil))
+        work.commit(b, CrashWorkload.markedApply(1, keys: 3))
+        work.commit(a, .set(key("k1"), .integer(11), ifRevision: nil))
+        work.commit(global, .set(key("AppleLocale"), .string("en_GB"), ifRevision: nil))
+        work.commit(a, .delete(key("k2")))
+        work.commit(b, CrashWorkload.markedApply(2, keys: 2, also: [Change(key: key("plain"), value: .real(2.5))]))
+        work.commit(c, .set(key("x"), .real(1.5), ifRevision: nil))
+        work.commit(c, .set(key("y"), .bool(true), ifRevision: nil))
+        work.commit(c, .deleteDomain)
+        work.commit(a, CrashWorkload.markedApply(3, keys: 2, also: [Change(key: key("k1"), value: nil)]))
+        work.commit(b, .delete(key("plain")))
+        work.restart()  // a crash of the process: recovery replays the log
+        work.commit(b, .deleteDomain)
+        work.commit(b, CrashWorkload.markedApply(4, keys: 4))
+        work.commit(a, .set(key("when"), .date(Date(timeIntervalSince1970: 1_800_000_000.25)), ifRevision: nil))
+        work.commit(a, .set(key("blob"), .data(Data((0..<64).map { UInt8($0) })), ifRevision: nil))
+        work.commit(global, .delete(key("AppleLocale")))
+        work.commit(c, .set(key("list"), .array([.integer(1), .string("two"), .dictionary(["$x": .bool(false)])]), ifRevision: nil))
+        work.commit(a, .set(key("long"), .string(String(repeating: "long value ", count: 30)), ifRevision: nil))
+        work.commit(c, .deleteDomain)
+        work.close()  // compacts
+        work.open()
+        work.commit(a, .set(key("k1"), .integer(42), ifRevision: 0))
+        let removals = (0..<4).map { Change(key: key("m4-\($0)"), value: nil) }
+        work.commit(b, CrashWorkload.markedApply(5, keys: 3, also: removals))
+        work.commit(a, .delete(key("long")))
+        work.close()
+    }
+
+    /// The workload's recorded run and the check of every crash state after each operation.
+    /// Computed once (lazily, thread-safely) and only read afterwards.
+    nonisolated(unsafe) static let enumeration: (SimulatedFileSystem, CrashWorkload, CrashEnumeration.Report) = {
+        let fileSystem = SimulatedFileSystem()
+        let work = CrashWorkload(fileSystem: fileSystem, directory: directory, options: options)
+        run(work)
+        if getenv("KVD_CRASH_TRACE") != nil { for (index, label) in fileSystem.labels.enumerated() { print(index + 1, label) } }
+        return (fileSystem, work, CrashEnumeration.run(fileSystem, work, checker))
+    }()
+
+    @Test func everyCrashPointKeepsEveryAcknowledgedCommit() {
+        let (fileSystem, work, report) = Self.enumeration
+        #expect(work.failedOpens.isEmpty)
+        #expect(work.attempts.count == 23 && work.attempts.allSatisfy(\.succeeded), "every commit of the workload succeeds")
+        let resets = fileSystem.labels.filter { $0 == "rename .kvd.wal.tmp to kvd.wal" }.count
+        #expect(resets >= 5, "the workload compacts several times (\(resets) log resets)")
+        print("crash points: \(report.points) disk operations; crash states checked: \(report.states) (\(report.distinct) distinct disks)")
+        #expect(report.points > 130)
+        #expect(report.failures.count == 0, "crash states failed; the first:\n\(report.failures.prefix(3).joined(separator: "\n\n"))")
+    }
+
+    /// Crashes again at every operation of the recovery (and of one commit and a close) of each
+    /// distinct crashed disk: recovery itself must be crash-safe, and once it has returned, what
+    /// it served must survive.
+    @Test func everyCrashDuringRecoveryRecoversTheSameState() {
+        let (_, _, outer) = Self.enumeration
+        var total = CrashEnumeration.Report()
+        total.recovered = outer.recovered
+        for (disk, recovered) in outer.recovered {
+            guard case .content(let content) = recovered else { continue }
+            let fileSystem = SimulatedFileSystem(disk)
+            let work = CrashWorkload(fileSystem: fileSystem, directory: Self.directory, options: Self.options, base: content)
+            work.open()
+            work.commit(domain("com.example.a"), .set(key("after"), .integer(7), ifRevision: nil))
+            work.close()
+            let report = CrashEnumeration.run(fileSystem, work, Self.checker, known: total.recovered)
+            total.recovered = report.recovered
+            total.distinct += report.distinct
+            total.points += report.points
+            total.states += report.states
+            total.failures += report.failures
+        }
+        print("crashes during recovery: \(outer.recovered.count) crashed disks recovered again, \(total.points) crash points, \(total.states) crash states checked (\(total.distinct) more distinct disks)")
+        #expect(total.failures.count == 0, "crash states failed; the first:\n\(total.failures.prefix(3).joined(separator: "\n\n"))")
+    }
+}

@@ -1,0 +1,297 @@
+import Dispatch
+import Glibc
+@testable import KVStorage
+import KVValues
+import Synchronization
+
+/// What a store holds, as the test's own oracle computes it (independent of the engine's
+/// planner) or as read back from a store through its public API.
+struct StoreContent: Hashable, CustomStringConvertible {
+    struct Stored: Hashable {
+        var value: Value
+        var revision: Int64
+    }
+
+    var domains: [Domain: [Key: Stored]] = [:]
+    var domainRevisions: [Domain: Int64] = [:]
+    var revision: Int64 = 0
+
+    init() {}
+
+    /// Reads everything a store serves.
+    init(of store: Store) {
+        for domain in store.domains() {
+            guard let snapshot = store.list(domain) else { continue }
+            var entries: [Key: Stored] = [:]
+            for (key, value) in snapshot.values { entries[key] = Stored(value: value, revision: snapshot.revisions[key] ?? -1) }
+            for key in snapshot.unreadable.keys { entries[key] = Stored(value: .string("UNREADABLE"), revision: -1) }
+            domains[domain] = entries
+            domainRevisions[domain] = snapshot.revision
+        }
+        revision = store.revision
+    }
+
+    /// Applies a mutation as a successful commit would: the oracle.
+    mutating func apply(_ domain: Domain, _ mutation: Mutation) {
+        var entries = domains[domain] ?? [:]
+        var changed = false
+        let next = revision + 1
+        switch mutation {
+        case .set(let key, let value, _):
+            entries[key] = Stored(value: value, revision: next)
+            changed = true
+        case .delete(let key):
+            changed = entries.removeValue(forKey: key) != nil
+        case .apply(let changes, _):
+            for change in changes {
+                if let value = change.value {
+                    entries[change.key] = Stored(value: value, revision: next)
+                    changed = true
+                } else if entries.removeValue(forKey: change.key) != nil {
+                    changed = true
+                }
+            }
+        case .deleteDomain:
+            changed = !entries.isEmpty
+            entries = [:]
+        }
+        guard changed else { return }
+        revision = next
+        domains[domain] = entries.isEmpty ? nil : entries
+        domainRevisions[domain] = entries.isEmpty ? nil : next
+    }
+
+    var description: String {
+        let parts = domains.keys.sorted().map { domain in
+            let keys = domains[domain]!.keys.sorted().map { "\($0)@\(domains[domain]![$0]!.revision)" }
+            return "\(domain)@\(domainRevisions[domain] ?? -1)[\(keys.joined(separator: " "))]"
+        }
+        return "revision \(revision): " + parts.joined(separator: "; ")
+    }
+}
+
+/// One commit the workload asked for and what became of it.
+struct Attempt {
+    var domain: Domain
+    var mutation: Mutation
+    var outcome: Result<Commit, StorageError>
+    /// Disk operations recorded when its completion ran: a crash at or after this point must
+    /// keep it if it succeeded, and must not show it if it failed.
+    var completedAt: Int
+
+    var succeeded: Bool { (try? outcome.get()) != nil }
+}
+
+/// Runs commits one at a time against a store on a ``SimulatedFileSystem`` and records each
+/// attempt with the operation index at which its completion ran.
+final class CrashWorkload {
+    let fileSystem: SimulatedFileSystem
+    let directory: String
+    let options: StoreOptions
+    /// What the disk held before the workload.
+    let base: StoreContent
+    var store: Store?
+    var attempts: [Attempt] = []
+    /// Why opening the store failed (only with injected faults); each failure is retried.
+    var failedOpens: [String] = []
+
+    init(fileSystem: SimulatedFileSystem, directory: String = "/data/state", options: StoreOptions, base: StoreContent = StoreContent()) {
+        self.fileSystem = fileSystem
+        self.directory = directory
+        self.options = options
+        self.base = base
+    }
+
+    /// Opens the store, retrying (as a restarted daemon would) if recovery fails.
+    func open() {
+        for _ in 0..<3 {
+            do {
+                store = try Store(directory: directory, options: options, fileSystem: fileSystem)
+                return
+            } catch {
+                failedOpens.append(error.description)
+            }
+        }
+    }
+
+    func commit(_ domain: Domain, _ mutation: Mutation) {
+        guard let store else { return }
+        let done = DispatchSemaphore(value: 0)
+        let outcome = Mutex<(Result<Commit, StorageError>, Int)?>(nil)
+        let fileSystem = self.fileSystem
+        store.submit(domain, mutation) { result in
+            outcome.withLock { $0 = (result, fileSystem.operationCount) }
+            done.signal()
+        }
+        done.wait()
+        let (result, index) = outcome.withLock { $0! }
+        attempts.append(Attempt(domain: domain, mutation: mutation, outcome: result, completedAt: index))
+    }
+
+    /// Stops as a crash of the process would (no compaction) and opens the folder again.
+    func restart() {
+        store?.abandon()
+        store = nil
+        open()
+    }
+
+    func close() {
+        store?.close()
+        store = nil
+    }
+
+    /// The contents a recovery from a crash after `operations` disk operations may show: every
+    /// commit that completed successfully by then, plus (optionally) the one in flight.
+    func allowedContents(after operations: Int) -> [StoreContent] {
+        var content = base
+        for attempt in attempts {
+            guard attempt.completedAt <= operations else {
+                var withInFlight = content
+                withInFlight.apply(attempt.domain, attempt.mutation)
+                return withInFlight == content ? [content] : [content, withInFlight]
+            }
+            if attempt.succeeded { content.apply(attempt.domain, attempt.mutation) }
+        }
+        return [content]
+    }
+
+    /// The value every key of an apply holds: `apply-N`, so that a half-visible apply shows.
+    static func marker(_ number: Int) -> Value { .string("apply-\(number)") }
+
+    /// An apply setting keys `mN-0`, `mN-1`... to the marker of apply N, then `extra`.
+    static func markedApply(_ number: Int, keys: Int, also extra: [Change] = []) -> Mutation {
+        let changes = (0..<keys).map { Change(key: key("m\(number)-\($0)"), value: marker(number)) }
+        return .apply(changes + extra, ifRevision: nil)
+    }
+}
+
+/// Checks the state a crash left: that the files parse, that recovery succeeds and shows one of
+/// the allowed contents, that every apply is all or nothing, and that the state recovery leaves
+/// is durable and takes new commits at a higher revision.
+struct CrashChecker {
+    let directory: String
+    let options: StoreOptions
+    /// For each marked apply: its number and key count.
+    let applies: [Int: Int]
+    static let probe = domain("com.example.probe")
+
+    /// What recovering a disk gives, or why it failed. Deterministic, so cached per disk.
+    enum Recovered: Equatable {
+        case content(StoreContent)
+        case failed(String)
+    }
+
+    func recover(_ disk: Disk) -> Recovered {
+        if let problem = unparsableFile(on: disk) { return .failed(problem) }
+        let fileSystem = SimulatedFileSystem(disk)
+        let content: StoreContent
+        do {
+            let store = try Store(directory: directory, options: options, fileSystem: fileSystem)
+            content = StoreContent(of: store)
+            // The revision never goes back: a new commit gets a higher one than anything seen.
+            let probe = try store.commit(Self.probe, .set(key("p"), .integer(1), ifRevision: nil))
+            guard probe.revision == content.revision + 1 else {
+                return .failed("a new commit got revision \(probe.revision) after recovery at \(content.revision)")
+            }
+            store.close()
+        } catch {
+            return .failed("recovery or the first commit after it failed: \(error)")
+        }
+        if let backup = fileSystem.model.current.files(in: directory).keys.first(where: { StorageFormat.isBackup($0) }) {
+            return .failed("recovery found damage and made the backup \(backup)")
+        }
+        // What recovery, the commit and the close wrote must itself survive a crash.
+        var expected = content
+        expected.apply(Self.probe, .set(key("p"), .integer(1), ifRevision: nil))
+        do {
+            let store = try Store(directory: directory, options: options, fileSystem: SimulatedFileSystem(fileSystem.model.durable.reachable()))
+            defer { store.close() }
+            let reread = StoreContent(of: store)
+            guard reread == expected else { return .failed("after recovery, a commit, close and crash: \(reread), expected \(expected)") }
+        } catch {
+            return .failed("the second recovery failed: \(error)")
+        }
+        return .content(content)
+    }
+
+    /// Every domain file on the crashed disk must parse (they are only ever renamed into place
+    /// once synced), and the log must have an intact header and at most a torn tail.
+    func unparsableFile(on disk: Disk) -> String? {
+        for (name, bytes) in disk.files(in: directory) {
+            if name == StorageFormat.logFileName {
+                do {
+                    let scan = try LogFormat.scan(bytes)
+                    if scan.dataAfterDamage { return "the log has damage before valid records: \(scan.damage ?? "")" }
+                } catch {
+                    return "the log does not parse: \(error)"
+                }
+            } else if let domain = StorageFormat.domain(forFileName: name) {
+                do { _ = try DomainFile.decode(bytes, domain: domain) } catch {
+                    return "domain file \(name) does not parse: \(error.reason)"
+                }
+            }
+        }
+        return nil
+    }
+
+    /// Nil if `content` is one of `allowed` and every apply in it is whole; else why not.
+    func judge(_ content: StoreContent, allowed: [StoreContent]) -> String? {
+        for (number, count) in applies {
+            var visible = 0
+            for entries in content.domains.values { visible += entries.values.filter { $0.value == CrashWorkload.marker(number) }.count }
+            if visible != 0, visible != count { return "apply \(number) is half visible: \(visible) of its \(count) keys" }
+        }
+        guard allowed.contains(content) else {
+            return "recovered \(content)\n  allowed:\n" + allowed.map { "    \($0)" }.joined(separator: "\n")
+        }
+        return nil
+    }
+}
+
+/// Walks the operations of a recorded workload and checks every crash state after each.
+enum CrashEnumeration {
+    struct Report {
+        var points = 0
+        var states = 0
+        var distinct = 0
+        var failures: [String] = []
+        /// Each distinct disk checked, with what recovering it gave.
+        var recovered: [Disk: CrashChecker.Recovered] = [:]
+    }
+
+    /// Checks the crash states after each operation (and before the first).
+    /// `known` holds disks already recovered (recovery is deterministic), to skip them.
+    static func run(
+        _ fileSystem: SimulatedFileSystem, _ work: CrashWorkload, _ checker: CrashChecker, known: [Disk: CrashChecker.Recovered] = [:]
+    ) -> Report {
+        let operations = fileSystem.operations
+        let labels = fileSystem.labels
+        var model = DiskModel(fileSystem.initial)
+        var report = Report(points: operations.count)
+        report.recovered = known
+        let before = known.count
+        for point in 0...operations.count {
+            if point > 0 { model.apply(operations[point - 1]) }
+            let allowed = work.allowedContents(after: point)
+            for disk in model.crashStates() {
+                report.states += 1
+                let recovered = report.recovered[disk] ?? checker.recover(disk)
+                report.recovered[disk] = recovered
+                let problem: String? = switch recovered {
+                case .failed(let reason): reason
+                case .content(let content): checker.judge(content, allowed: allowed)
+                }
+                if let problem {
+                    let last = point > 0 ? labels[point - 1] : "nothing"
+                    report.failures.append("crash after operation \(point) (\(last)): \(problem)\n  disk: \(describe(disk, checker.directory))")
+                }
+            }
+        }
+        report.distinct = report.recovered.count - before
+        return report
+    }
+
+    static func describe(_ disk: Disk, _ directory: String) -> String {
+        disk.files(in: directory).sorted { $0.key < $1.key }.map { "\($0.key) (\($0.value.count) bytes)" }.joined(separator: ", ")
+    }
+}

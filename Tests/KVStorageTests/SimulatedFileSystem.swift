@@ -1,0 +1,432 @@
+import Glibc
+import KVStorage
+import Synchronization
+
+/// What a simulated disk holds: folders (names → inode numbers) and file contents, by inode.
+/// Inode 1 is the root folder `/`.
+struct Disk: Sendable, Hashable {
+    var folders: [Int: [String: Int]] = [1: [:]]
+    var files: [Int: [UInt8]] = [:]
+
+    static let root = 1
+
+    /// A disk holding only the (durable) folders of `paths`, like `["/data"]`.
+    static func with(folders paths: [String]) -> Disk {
+        var disk = Disk()
+        for path in paths {
+            var folder = root
+            for part in path.split(separator: "/").map(String.init) {
+                if let next = disk.folders[folder]?[part] {
+                    folder = next
+                } else {
+                    let inode = (disk.folders.keys.max() ?? 1) + 1
+                    disk.folders[folder]?[part] = inode
+                    disk.folders[inode] = [:]
+                    folder = inode
+                }
+            }
+        }
+        return disk
+    }
+
+    /// The same disk without the folders and files no path reaches.
+    func reachable() -> Disk {
+        var kept = Disk(folders: [:], files: [:])
+        var queue = [Disk.root]
+        while let folder = queue.popLast() {
+            guard kept.folders[folder] == nil, let entries = folders[folder] else { continue }
+            kept.folders[folder] = entries
+            for inode in entries.values {
+                if folders[inode] != nil { queue.append(inode) } else { kept.files[inode] = files[inode] ?? [] }
+            }
+        }
+        return kept
+    }
+
+    /// The inode at `path`, if any.
+    func inode(at path: String) -> Int? {
+        var inode = Disk.root
+        for part in path.split(separator: "/") {
+            guard let next = folders[inode]?[String(part)] else { return nil }
+            inode = next
+        }
+        return inode
+    }
+
+    /// The names and contents of the files in the folder at `path`.
+    func files(in path: String) -> [String: [UInt8]] {
+        guard let folder = inode(at: path), let entries = folders[folder] else { return [:] }
+        var found: [String: [UInt8]] = [:]
+        for (name, inode) in entries where folders[inode] == nil { found[name] = files[inode] ?? [] }
+        return found
+    }
+}
+
+/// One change to a folder's entries, replayable on any version of them.
+enum EntryChange: Sendable, Hashable {
+    case link(String, Int)
+    case remove(String)
+    case rename(String, String, Int)
+
+    func apply(to entries: inout [String: Int]) {
+        switch self {
+        case .link(let name, let inode): entries[name] = inode
+        case .remove(let name): entries[name] = nil
+        case .rename(let from, let to, let inode):
+            entries[from] = nil
+            entries[to] = inode
+        }
+    }
+}
+
+/// One operation that changes the simulated disk (reads, opens of existing files, locks and
+/// closes change nothing and are not crash points).
+enum DiskOperation: Sendable, Hashable {
+    /// A change to the entries of folder `folder`; `newFolder` for `mkdir`, `newFile` for a create.
+    case entries(folder: Int, EntryChange, newFolder: Int?, newFile: Int?)
+    case write(Int, offset: Int, [UInt8])
+    case truncate(Int, length: Int)
+    /// A successful `fsync`/`fdatasync` of a file or folder.
+    case sync(Int)
+}
+
+/// The state of a simulated disk as a crash would see it: what is durable, what is only in the
+/// page cache, and which unsynced changes could still reach the disk.
+struct DiskModel: Sendable {
+    /// What a running system sees.
+    var current: Disk
+    /// What survives a crash for sure: folder entries as of their last sync, file data as of
+    /// their last sync.
+    var durable: Disk
+    /// Folder changes not yet made durable by a sync of their folder, in order.
+    var unsyncedEntries: [(folder: Int, change: EntryChange)] = []
+    /// The file and content before the most recent write not yet synced, for torn writes.
+    var lastWrite: (inode: Int, before: [UInt8], offset: Int, bytes: [UInt8])?
+
+    init(_ disk: Disk) {
+        current = disk
+        durable = disk
+    }
+
+    mutating func apply(_ operation: DiskOperation) {
+        switch operation {
+        case .entries(let folder, let change, let newFolder, let newFile):
+            if let newFolder {
+                current.folders[newFolder] = [:]
+                durable.folders[newFolder] = [:]
+            }
+            if let newFile {
+                current.files[newFile] = []
+                durable.files[newFile] = []
+            }
+            change.apply(to: &current.folders[folder, default: [:]])
+            unsyncedEntries.append((folder, change))
+        case .write(let inode, let offset, let bytes):
+            let before = current.files[inode] ?? []
+            current.files[inode] = Self.writing(bytes, at: offset, into: before)
+            lastWrite = (inode, before, offset, bytes)
+        case .truncate(let inode, let length):
+            var content = current.files[inode] ?? []
+            if content.count > length { content.removeSubrange(length...) } else { content += Array(repeating: 0, count: length - content.count) }
+            current.files[inode] = content
+            if lastWrite?.inode == inode { lastWrite = nil }
+        case .sync(let inode):
+            if let entries = current.folders[inode] {
+                durable.folders[inode] = entries
+                unsyncedEntries.removeAll { $0.folder == inode }
+            } else {
+                durable.files[inode] = current.files[inode] ?? []
+                if lastWrite?.inode == inode { lastWrite = nil }
+            }
+        }
+    }
+
+    static func writing(_ bytes: [UInt8], at offset: Int, into content: [UInt8]) -> [UInt8] {
+        var content = content
+        if content.count < offset { content += Array(repeating: 0, count: offset - content.count) }
+        let overlap = min(bytes.count, content.count - offset)
+        content.replaceSubrange(offset..<(offset + overlap), with: bytes[..<overlap])
+        content += bytes[overlap...]
+        return content
+    }
+
+    /// The disks a crash now could leave, each once:
+    /// - folder entries: the durable ones plus each prefix of the unsynced changes (in order, as a
+    ///   journaling file system keeps them), and plus all unsynced changes but one (reordering);
+    /// - file data: all unsynced data lost, all kept, the last unsynced write torn (1 byte, half,
+    ///   all but 1 byte of it kept), and each file's unsynced data lost while the others' is kept.
+    func crashStates() -> [Disk] {
+        var folderChoices: [[Int: [String: Int]]] = []
+        let count = unsyncedEntries.count
+        var subsets: [[Int]] = (0...count).map { Array(0..<$0) }
+        if count >= 2 { subsets += (0..<count).map { skipped in (0..<count).filter { $0 != skipped } } }
+        for subset in subsets {
+            var folders = durable.folders
+            for folder in current.folders.keys where folders[folder] == nil { folders[folder] = [:] }
+            for index in subset {
+                let (folder, change) = unsyncedEntries[index]
+                change.apply(to: &folders[folder, default: [:]])
+            }
+            folderChoices.append(folders)
+        }
+        var fileChoices: [[Int: [UInt8]]] = [durable.files, current.files]
+        if let last = lastWrite, last.bytes.count > 1 {
+            for kept in Set([1, last.bytes.count / 2, last.bytes.count - 1]) {
+                var files = current.files
+                files[last.inode] = Self.writing(Array(last.bytes[..<kept]), at: last.offset, into: last.before)
+                fileChoices.append(files)
+            }
+        }
+        for (inode, content) in current.files where durable.files[inode] != content {
+            var files = current.files
+            files[inode] = durable.files[inode] ?? []
+            fileChoices.append(files)
+        }
+        var seen: Set<Disk> = []
+        var states: [Disk] = []
+        for folders in folderChoices {
+            for files in fileChoices {
+                let disk = Disk(folders: folders, files: files).reachable()
+                if seen.insert(disk).inserted { states.append(disk) }
+            }
+        }
+        return states
+    }
+}
+
+/// A fault to inject into one call of a ``SimulatedFileSystem``.
+struct InjectedFault: Sendable {
+    var code: Int32
+    /// Whether the failed call still took effect: a `write` wrote half its bytes, a sync made
+    /// the data durable, a `rename` or `unlink` happened. Otherwise it did nothing (a failed
+    /// sync leaves the data in the page cache, where a later sync may still write it).
+    var tookEffect: Bool
+}
+
+/// A ``FileSystem`` in memory that models what a crash keeps: file data is durable only after
+/// `fsync`/`fdatasync` of the file, folder entries (create, rename, unlink, mkdir) only after
+/// `fsync` of the folder opened with `.directory`. It records every operation that changes the
+/// disk (the crash points) and can fail any call with an errno.
+final class SimulatedFileSystem: FileSystem {
+    struct Handle {
+        var inode: Int
+        var offset = 0
+        var append: Bool
+        var name: String
+    }
+
+    struct State {
+        var model: DiskModel
+        var operations: [DiskOperation] = []
+        /// A readable line per operation, like `write kvd.wal 87 bytes at 120`.
+        var labels: [String] = []
+        var handles: [Int32: Handle] = [:]
+        var nextDescriptor: Int32 = 3
+        var nextInode: Int
+        var locks: [Int: Int32] = [:]
+        /// Calls that can fail, so far (open, write, fsync, fdatasync, truncate, rename, unlink, mkdir).
+        var calls: [String] = []
+        var inject: @Sendable (_ index: Int, _ operation: String, _ name: String) -> InjectedFault? = { _, _, _ in nil }
+    }
+
+    let state: Mutex<State>
+    /// The disk the simulation started from.
+    let initial: Disk
+
+    init(_ disk: Disk = .with(folders: ["/data"])) {
+        initial = disk
+        let highest = max(disk.folders.keys.max() ?? 1, disk.files.keys.max() ?? 1)
+        state = Mutex(State(model: DiskModel(disk), nextInode: highest + 1))
+    }
+
+    /// Fails the calls `rule` picks (given the call's index among failable calls, its name and
+    /// the file name).
+    func inject(_ rule: @escaping @Sendable (_ index: Int, _ operation: String, _ name: String) -> InjectedFault?) {
+        state.withLock { $0.inject = rule }
+    }
+
+    var operations: [DiskOperation] { state.withLock { $0.operations } }
+    var operationCount: Int { state.withLock { $0.operations.count } }
+    var labels: [String] { state.withLock { $0.labels } }
+    var calls: [String] { state.withLock { $0.calls } }
+    var model: DiskModel { state.withLock { $0.model } }
+
+    // MARK: FileSystem
+
+    func open(_ path: String, _ options: OpenOptions, permissions: UInt32) throws(FileSystemError) -> FileDescriptor {
+        try state.withLock { state throws(FileSystemError) in
+            let (folder, name) = try Self.parent(of: path, in: state.model.current, operation: "open")
+            let effect = Self.check(&state, "open", path)
+            if let effect, !effect.tookEffect { throw FileSystemError(operation: "open", path: path, code: effect.code) }
+            var inode = name == "." ? folder : state.model.current.folders[folder]?[name]
+            if options.contains(.directory) {
+                guard let found = inode else { throw FileSystemError(operation: "open", path: path, code: ENOENT) }
+                guard state.model.current.folders[found] != nil else { throw FileSystemError(operation: "open", path: path, code: ENOTDIR) }
+            } else if let found = inode {
+                if state.model.current.folders[found] != nil, options.contains(.write) {
+                    throw FileSystemError(operation: "open", path: path, code: EISDIR)
+                }
+                if options.contains(.create), options.contains(.exclusive) { throw FileSystemError(operation: "open", path: path, code: EEXIST) }
+                if options.contains(.truncate), state.model.current.files[found]?.isEmpty == false {
+                    Self.record(&state, .truncate(found, length: 0), "truncate \(name) to 0 (open)")
+                }
+            } else {
+                guard options.contains(.create) else { throw FileSystemError(operation: "open", path: path, code: ENOENT) }
+                let created = state.nextInode
+                state.nextInode += 1
+                Self.record(&state, .entries(folder: folder, .link(name, created), newFolder: nil, newFile: created), "create \(name)")
+                inode = created
+            }
+            if let effect { throw FileSystemError(operation: "open", path: path, code: effect.code) }
+            let descriptor = state.nextDescriptor
+            state.nextDescriptor += 1
+            state.handles[descriptor] = Handle(inode: inode!, append: options.contains(.append), name: name)
+            return FileDescriptor(rawValue: descriptor)
+        }
+    }
+
+    func close(_ descriptor: FileDescriptor) {
+        state.withLock { state in
+            guard let handle = state.handles.removeValue(forKey: descriptor.rawValue) else { return }
+            if state.locks[handle.inode] == descriptor.rawValue { state.locks[handle.inode] = nil }
+        }
+    }
+
+    func read(_ descriptor: FileDescriptor, upTo count: Int) throws(FileSystemError) -> [UInt8] {
+        try state.withLock { state throws(FileSystemError) in
+            guard var handle = state.handles[descriptor.rawValue] else { throw FileSystemError(operation: "read", path: nil, code: EBADF) }
+            guard let content = state.model.current.files[handle.inode] else { throw FileSystemError(operation: "read", path: handle.name, code: EISDIR) }
+            let end = min(content.count, handle.offset + count)
+            let chunk = handle.offset < end ? Array(content[handle.offset..<end]) : []
+            handle.offset += chunk.count
+            state.handles[descriptor.rawValue] = handle
+            return chunk
+        }
+    }
+
+    func write(_ descriptor: FileDescriptor, _ bytes: [UInt8]) throws(FileSystemError) {
+        try state.withLock { state throws(FileSystemError) in
+            guard var handle = state.handles[descriptor.rawValue] else { throw FileSystemError(operation: "write", path: nil, code: EBADF) }
+            guard let content = state.model.current.files[handle.inode] else { throw FileSystemError(operation: "write", path: handle.name, code: EISDIR) }
+            let effect = Self.check(&state, "write", handle.name)
+            if handle.append { handle.offset = content.count }
+            let written = effect.map { $0.tookEffect ? Array(bytes.prefix(bytes.count / 2)) : [] } ?? bytes
+            if !written.isEmpty {
+                Self.record(&state, .write(handle.inode, offset: handle.offset, written), "write \(handle.name) \(written.count) bytes at \(handle.offset)")
+                handle.offset += written.count
+            }
+            state.handles[descriptor.rawValue] = handle
+            if let effect { throw FileSystemError(operation: "write", path: handle.name, code: effect.code) }
+        }
+    }
+
+    func fsync(_ descriptor: FileDescriptor) throws(FileSystemError) { try sync(descriptor, "fsync") }
+
+    func fdatasync(_ descriptor: FileDescriptor) throws(FileSystemError) { try sync(descriptor, "fdatasync") }
+
+    private func sync(_ descriptor: FileDescriptor, _ operation: String) throws(FileSystemError) {
+        try state.withLock { state throws(FileSystemError) in
+            guard let handle = state.handles[descriptor.rawValue] else { throw FileSystemError(operation: operation, path: nil, code: EBADF) }
+            let effect = Self.check(&state, operation, handle.name)
+            if effect?.tookEffect ?? true { Self.record(&state, .sync(handle.inode), "\(operation) \(handle.name)") }
+            if let effect { throw FileSystemError(operation: operation, path: handle.name, code: effect.code) }
+        }
+    }
+
+    func truncate(_ descriptor: FileDescriptor, to length: Int64) throws(FileSystemError) {
+        try state.withLock { state throws(FileSystemError) in
+            guard let handle = state.handles[descriptor.rawValue] else { throw FileSystemError(operation: "ftruncate", path: nil, code: EBADF) }
+            if let effect = Self.check(&state, "truncate", handle.name) {
+                throw FileSystemError(operation: "ftruncate", path: handle.name, code: effect.code)
+            }
+            Self.record(&state, .truncate(handle.inode, length: Int(length)), "truncate \(handle.name) to \(length)")
+        }
+    }
+
+    func size(_ descriptor: FileDescriptor) throws(FileSystemError) -> Int64 {
+        try state.withLock { state throws(FileSystemError) in
+            guard let handle = state.handles[descriptor.rawValue] else { throw FileSystemError(operation: "fstat", path: nil, code: EBADF) }
+            return Int64(state.model.current.files[handle.inode]?.count ?? 0)
+        }
+    }
+
+    func lockExclusively(_ descriptor: FileDescriptor) throws(FileSystemError) {
+        try state.withLock { state throws(FileSystemError) in
+            guard let handle = state.handles[descriptor.rawValue] else { throw FileSystemError(operation: "flock", path: nil, code: EBADF) }
+            if let holder = state.locks[handle.inode], holder != descriptor.rawValue {
+                throw FileSystemError(operation: "flock", path: handle.name, code: EWOULDBLOCK)
+            }
+            state.locks[handle.inode] = descriptor.rawValue
+        }
+    }
+
+    func rename(_ source: String, to destination: String) throws(FileSystemError) {
+        try state.withLock { state throws(FileSystemError) in
+            let (folder, from) = try Self.parent(of: source, in: state.model.current, operation: "rename")
+            let (target, to) = try Self.parent(of: destination, in: state.model.current, operation: "rename")
+            guard folder == target else { throw FileSystemError(operation: "rename", path: source, code: EXDEV) }
+            guard let inode = state.model.current.folders[folder]?[from] else { throw FileSystemError(operation: "rename", path: source, code: ENOENT) }
+            let effect = Self.check(&state, "rename", to)
+            if effect?.tookEffect ?? true {
+                Self.record(&state, .entries(folder: folder, .rename(from, to, inode), newFolder: nil, newFile: nil), "rename \(from) to \(to)")
+            }
+            if let effect { throw FileSystemError(operation: "rename", path: source, code: effect.code) }
+        }
+    }
+
+    func unlink(_ path: String) throws(FileSystemError) {
+        try state.withLock { state throws(FileSystemError) in
+            let (folder, name) = try Self.parent(of: path, in: state.model.current, operation: "unlink")
+            guard let inode = state.model.current.folders[folder]?[name] else { throw FileSystemError(operation: "unlink", path: path, code: ENOENT) }
+            guard state.model.current.folders[inode] == nil else { throw FileSystemError(operation: "unlink", path: path, code: EISDIR) }
+            let effect = Self.check(&state, "unlink", name)
+            if effect?.tookEffect ?? true {
+                Self.record(&state, .entries(folder: folder, .remove(name), newFolder: nil, newFile: nil), "unlink \(name)")
+            }
+            if let effect { throw FileSystemError(operation: "unlink", path: path, code: effect.code) }
+        }
+    }
+
+    func makeDirectory(_ path: String, permissions: UInt32) throws(FileSystemError) {
+        try state.withLock { state throws(FileSystemError) in
+            let (folder, name) = try Self.parent(of: path, in: state.model.current, operation: "mkdir")
+            guard state.model.current.folders[folder]?[name] == nil else { throw FileSystemError(operation: "mkdir", path: path, code: EEXIST) }
+            if let effect = Self.check(&state, "mkdir", name) { throw FileSystemError(operation: "mkdir", path: path, code: effect.code) }
+            let created = state.nextInode
+            state.nextInode += 1
+            Self.record(&state, .entries(folder: folder, .link(name, created), newFolder: created, newFile: nil), "mkdir \(name)")
+        }
+    }
+
+    func contentsOfDirectory(_ path: String) throws(FileSystemError) -> [String] {
+        try state.withLock { state throws(FileSystemError) in
+            guard let folder = state.model.current.inode(at: path) else { throw FileSystemError(operation: "opendir", path: path, code: ENOENT) }
+            guard let entries = state.model.current.folders[folder] else { throw FileSystemError(operation: "opendir", path: path, code: ENOTDIR) }
+            return Array(entries.keys)
+        }
+    }
+
+    // MARK: Helpers
+
+    private static func parent(of path: String, in disk: Disk, operation: String) throws(FileSystemError) -> (Int, String) {
+        var parts = path.split(separator: "/").map(String.init)
+        guard let name = parts.popLast() else { return (Disk.root, ".") }
+        guard let folder = disk.inode(at: parts.joined(separator: "/")) else { throw FileSystemError(operation: operation, path: path, code: ENOENT) }
+        guard disk.folders[folder] != nil else { throw FileSystemError(operation: operation, path: path, code: ENOTDIR) }
+        return (folder, name)
+    }
+
+    /// Counts a failable call and returns the fault to inject, if any.
+    private static func check(_ state: inout State, _ operation: String, _ path: String) -> InjectedFault? {
+        let name = String(path.split(separator: "/").last ?? "")
+        let index = state.calls.count
+        state.calls.append("\(operation) \(name)")
+        return state.inject(index, operation, name)
+    }
+
+    private static func record(_ state: inout State, _ operation: DiskOperation, _ label: String) {
+        state.model.apply(operation)
+        state.operations.append(operation)
+        state.labels.append(label)
+    }
+}
