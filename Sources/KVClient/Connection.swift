@@ -16,6 +16,9 @@ public final class Connection: Sendable {
     /// The socket this connection was made to.
     public let socketPath: String
     private let state: Mutex<State>
+    /// The descriptor for ``interrupt()``, which must not wait for the lock of a running stream;
+    /// set to -1 before the descriptor is closed, so a reused number is never shut down.
+    private let interruptible: Mutex<Int32>
 
     struct State: ~Copyable {
         var descriptor: Int32
@@ -34,6 +37,7 @@ public final class Connection: Sendable {
     init(descriptor: Int32, socketPath: String) {
         self.socketPath = socketPath
         self.state = Mutex(State(descriptor: descriptor))
+        self.interruptible = Mutex(descriptor)
     }
 
     deinit {
@@ -42,9 +46,20 @@ public final class Connection: Sendable {
 
     /// Closes the connection; later calls throw ``ClientError/connectionClosed``.
     public func close() {
+        interruptible.withLock { $0 = -1 }
         state.withLock { state in
             if state.descriptor >= 0 { Glibc.close(state.descriptor) }
             state.descriptor = -1
+        }
+    }
+
+    /// Makes a call blocked on this connection (a watch) fail at once with
+    /// ``ClientError/connectionClosed``, from any thread; the connection is then unusable.
+    ///
+    /// The corresponding C call is `shutdown(SHUT_RDWR)`.
+    func interrupt() {
+        interruptible.withLock { descriptor in
+            if descriptor >= 0 { shutdown(descriptor, Int32(SHUT_RDWR)) }
         }
     }
 

@@ -1,0 +1,131 @@
+import FoundationEssentials
+import KVValues
+
+/// The conversions of the Foundation-shaped getters, as `UserDefaults` does them on macOS:
+///
+/// | getter | converts |
+/// |---|---|
+/// | `string(forKey:)` | string; integer and real as their digits (`42`, `1.5`); bool as `"1"`/`"0"` |
+/// | `integer(forKey:)` | integer; real truncated; bool 1/0; string by its leading number (`"42"` → 42, `"3.9"` → 3, else 0) |
+/// | `double(forKey:)` | real; integer; bool 1/0; string by its leading number, else 0 |
+/// | `bool(forKey:)` | bool; number ≠ 0; string `YES`/`true`/`Y`/`T` (any case) or a non-zero number |
+///
+/// Differences from macOS: a date or data value is never converted to a string (macOS returns
+/// nil too); integers are 64-bit, so no value is lost.
+enum Coercion {
+    static func string(_ value: Value) -> String? {
+        switch value {
+        case .string(let text): text
+        case .integer(let number): String(number)
+        case .real(let number): number == number.rounded() && abs(number) < 1e15 ? String(Int64(number)) : String(number)
+        case .bool(let flag): flag ? "1" : "0"
+        default: nil
+        }
+    }
+
+    static func integer(_ value: Value) -> Int {
+        switch value {
+        case .integer(let number): Int(truncatingIfNeeded: number)
+        case .real(let number): Int(exactly: number.rounded(.towardZero)) ?? (number < 0 ? Int.min : Int.max)
+        case .bool(let flag): flag ? 1 : 0
+        case .string(let text): Int(exactly: leadingNumber(text).rounded(.towardZero)) ?? 0
+        default: 0
+        }
+    }
+
+    static func double(_ value: Value) -> Double {
+        switch value {
+        case .integer(let number): Double(number)
+        case .real(let number): number
+        case .bool(let flag): flag ? 1 : 0
+        case .string(let text): leadingNumber(text)
+        default: 0
+        }
+    }
+
+    static func bool(_ value: Value) -> Bool {
+        switch value {
+        case .bool(let flag): return flag
+        case .integer(let number): return number != 0
+        case .real(let number): return number != 0
+        case .string(let text):
+            let trimmed = text.drop { $0 == " " || $0 == "\t" }
+            if let first = trimmed.first, "YyTt".contains(first) { return true }
+            return leadingNumber(text) != 0
+        default: return false
+        }
+    }
+
+    /// The number at the start of `text` after blanks (`"  42abc"` → 42), or 0.
+    static func leadingNumber(_ text: String) -> Double {
+        let characters = Array(text.drop { $0 == " " || $0 == "\t" })
+        var end = 0
+        if end < characters.count, characters[end] == "-" || characters[end] == "+" { end += 1 }
+        while end < characters.count, characters[end].isASCII, characters[end].isNumber { end += 1 }
+        if end < characters.count, characters[end] == "." {
+            end += 1
+            while end < characters.count, characters[end].isASCII, characters[end].isNumber { end += 1 }
+        }
+        return Double(String(characters[..<end])).flatMap { $0.isFinite ? $0 : nil } ?? 0
+    }
+
+    // MARK: Swift values
+
+    /// A Foundation-style value as a stored value: `String`, `Bool`, the integer types, `Double`,
+    /// `Float`, `Date`, `Data`, `URL` (stored as its string), ``Value``, and arrays and
+    /// `[String: Any]` dictionaries of those. `nil` for anything else.
+    static func value(from any: Any) -> Value? {
+        switch any {
+        case let value as Value: return value
+        case let text as String: return .string(text)
+        case let text as Substring: return .string(String(text))
+        case let flag as Bool: return .bool(flag)
+        case let number as Int: return .integer(Int64(number))
+        case let number as Int64: return .integer(number)
+        case let number as Int32: return .integer(Int64(number))
+        case let number as Int16: return .integer(Int64(number))
+        case let number as Int8: return .integer(Int64(number))
+        case let number as UInt8: return .integer(Int64(number))
+        case let number as UInt16: return .integer(Int64(number))
+        case let number as UInt32: return .integer(Int64(number))
+        case let number as UInt: return Int64(exactly: number).map(Value.integer)
+        case let number as UInt64: return Int64(exactly: number).map(Value.integer)
+        case let number as Double: return .real(number)
+        case let number as Float: return .real(Double(number))
+        case let date as Date: return .date(date)
+        case let data as Data: return .data(data)
+        case let url as URL: return .string(url.absoluteString)
+        case let members as [String: Any]:
+            var values: [String: Value] = [:]
+            for (name, member) in members {
+                guard let value = value(from: member) else { return nil }
+                values[name] = value
+            }
+            return .dictionary(values)
+        case let elements as [Any]:
+            var values: [Value] = []
+            for element in elements {
+                guard let value = value(from: element) else { return nil }
+                values.append(value)
+            }
+            return .array(values)
+        default:
+            return nil
+        }
+    }
+
+    /// A stored value as Foundation hands it out: `String`, `Int`, `Double`, `Bool`, `Date`,
+    /// `Data`, `[Any]`, `[String: Any]`.
+    static func any(_ value: Value) -> Any {
+        switch value {
+        case .string(let text): text
+        case .integer(let number): Int(truncatingIfNeeded: number)
+        case .real(let number): number
+        case .bool(let flag): flag
+        case .date(let date): date
+        case .data(let data): data
+        case .array(let values): values.map(any)
+        case .dictionary(let members): members.mapValues(any)
+        }
+    }
+}

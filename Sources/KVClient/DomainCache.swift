@@ -1,0 +1,177 @@
+import KVProtocol
+import KVValues
+import Synchronization
+
+/// The values of one domain in memory, kept coherent with kvd by a watch on a background thread,
+/// so reads need no IPC. The watch reconnects by itself when kvd exits or restarts; the first
+/// reply of each new watch is compared with what is cached and the differences are applied, so
+/// no change is missed (only intermediate values of a key that changed several times while
+/// disconnected are skipped).
+///
+/// Each change carries its commit's revision, and each key remembers the revision of its last
+/// change: a change older than what is cached for its key is ignored, so the process's own writes
+/// (applied when acknowledged) and the watch stream may arrive in either order.
+///
+/// Stops its thread when released.
+final class DomainCache: Sendable {
+    let core: WatchCore
+
+    init(domain: Domain, connect: @escaping @Sendable () throws(ClientError) -> Connection, report: @escaping @Sendable (KVDiagnostic) -> Void) {
+        core = WatchCore(domain: domain, connect: connect, report: report)
+        let core = core
+        detachThread { core.run() }
+    }
+
+    deinit { core.stop() }
+}
+
+final class WatchCore: Sendable {
+    typealias Changes = [String: Value?]
+
+    struct State {
+        var values: [String: Value] = [:]
+        var revisions: [String: Int64] = [:]
+        var loaded = false
+        var live = false
+        var stopped = false
+        var outageReported = false
+        var connection: Connection?
+        var onChange: (@Sendable (Domain, Changes) -> Void)?
+    }
+
+    let domain: Domain
+    private let connect: @Sendable () throws(ClientError) -> Connection
+    private let report: @Sendable (KVDiagnostic) -> Void
+    private let state = Mutex(State())
+    /// Opened after the first snapshot arrived or the first connection failed.
+    let firstAttempt = Gate()
+    private let stopGate = Gate()
+
+    init(domain: Domain, connect: @escaping @Sendable () throws(ClientError) -> Connection, report: @escaping @Sendable (KVDiagnostic) -> Void) {
+        self.domain = domain
+        self.connect = connect
+        self.report = report
+    }
+
+    // MARK: reading
+
+    /// Waits (up to `timeout` seconds) for the first snapshot, only the first time.
+    func waitUntilLoaded(timeout: Double) {
+        if !firstAttempt.opened { firstAttempt.wait(seconds: timeout) }
+    }
+
+    func value(_ key: String) -> Value? { state.withLock { $0.values[key] } }
+    var values: [String: Value] { state.withLock { $0.values } }
+    var isLive: Bool { state.withLock { $0.live } }
+
+    func setOnChange(_ handler: (@Sendable (Domain, Changes) -> Void)?) {
+        state.withLock { $0.onChange = handler }
+    }
+
+    // MARK: changes
+
+    /// A change acknowledged by kvd at `revision` (a write of this process, or a watch event).
+    func apply(_ changes: [KeyChange], revision: Int64) {
+        let (changed, handler) = state.withLock { state -> (Changes, (@Sendable (Domain, Changes) -> Void)?) in
+            var changed: Changes = [:]
+            for change in changes {
+                Self.apply(key: change.key.name, change.value, revision: revision, to: &state, changed: &changed)
+            }
+            return (changed, state.onChange)
+        }
+        if !changed.isEmpty { handler?(domain, changed) }
+    }
+
+    /// A full snapshot taken at `revision`: every key not in it was removed by then.
+    func reconcile(_ snapshot: [String: Value], revision: Int64) {
+        let (changed, handler) = state.withLock { state -> (Changes, (@Sendable (Domain, Changes) -> Void)?) in
+            var changed: Changes = [:]
+            for (key, value) in snapshot {
+                Self.apply(key: key, value, revision: revision, to: &state, changed: &changed)
+            }
+            for key in state.values.keys where snapshot[key] == nil {
+                Self.apply(key: key, nil, revision: revision, to: &state, changed: &changed)
+            }
+            state.loaded = true
+            return (changed, state.onChange)
+        }
+        firstAttempt.open()
+        if !changed.isEmpty { handler?(domain, changed) }
+    }
+
+    private static func apply(key: String, _ value: Value?, revision: Int64, to state: inout State, changed: inout Changes) {
+        guard revision >= state.revisions[key] ?? Int64.min else { return }
+        state.revisions[key] = revision
+        guard state.values[key] != value else { return }
+        state.values[key] = value
+        changed[key] = .some(value)
+    }
+
+    // MARK: the watch thread
+
+    func stop() {
+        let connection = state.withLock { state in
+            state.stopped = true
+            state.onChange = nil
+            return state.connection
+        }
+        stopGate.open()
+        connection?.interrupt()
+    }
+
+    private var isStopped: Bool { state.withLock { $0.stopped } }
+
+    /// Watches the domain until stopped, reconnecting with a backoff of 20 ms doubling to 1 s.
+    func run() {
+        var backoff = 0.02
+        while !isStopped {
+            do throws(ClientError) {
+                let connection = try connect()
+                guard register(connection) else {
+                    connection.close()
+                    return
+                }
+                defer { state.withLock { $0.connection = nil; $0.live = false } }
+                try connection.watch(domain, nil) { event in
+                    if event.initial {
+                        var snapshot: [String: Value] = [:]
+                        for change in event.changes { snapshot[change.key.name] = change.value }
+                        reconcile(snapshot, revision: event.revision)
+                        state.withLock { $0.live = true; $0.outageReported = false }
+                        backoff = 0.02
+                    } else {
+                        apply(event.changes, revision: event.revision)
+                    }
+                    return !isStopped
+                }
+            } catch {
+                noteFailure(error)
+            }
+            firstAttempt.open()
+            if stopGate.wait(seconds: backoff) { return }
+            backoff = min(backoff * 2, 1)
+        }
+    }
+
+    private func register(_ connection: Connection) -> Bool {
+        state.withLock { state in
+            guard !state.stopped else { return false }
+            state.connection = connection
+            return true
+        }
+    }
+
+    /// Reports the first failure to connect of an outage; a watch that merely ends (kvd
+    /// restarting) is not worth a report unless reconnecting fails.
+    private func noteFailure(_ error: ClientError) {
+        guard error != .connectionClosed else { return }
+        let first = state.withLock { state in
+            defer { state.outageReported = true }
+            return !state.outageReported && !state.stopped
+        }
+        guard first else { return }
+        report(KVDiagnostic(
+            domain: domain.name, key: nil, kind: .unavailable,
+            message: "cannot watch for changes (\(error)); serving the last known values and retrying"))
+    }
+}

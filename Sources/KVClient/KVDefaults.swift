@@ -1,0 +1,215 @@
+import Glibc
+import KVProtocol
+import KVValues
+import Synchronization
+
+/// The settings of one app (a suite, stored as one kvd domain), with the API of Foundation's
+/// `UserDefaults`, typed keys, versioned Codable values and live updates.
+///
+/// ```swift
+/// let defaults = KVDefaults(suiteName: "com.example.habits")!   // or KVDefaults.standard
+/// defaults.register(defaults: ["theme": "light"])
+/// defaults.set("dark", forKey: "theme")
+/// defaults.string(forKey: "theme")                             // "dark"
+/// ```
+///
+/// Lookups search, in order: the argument domain (`-key value` on the command line), the suite's
+/// domain, `NSGlobalDomain`, then the registration domain (``register(defaults:)``, in memory
+/// only). Reads come from an in-process cache kept coherent by a watch on kvd (started at the
+/// first read), so a hot read does no IPC; a write is applied to the cache when kvd acknowledges
+/// it, so the process reads its own writes at once, and other processes see it as soon as their
+/// watch delivers it. Reads never throw. Safe to use from any thread.
+public final class KVDefaults: Sendable {
+    /// How a suite reaches kvd.
+    public struct Configuration: Sendable {
+        /// The socket; `nil` follows the contract's rule (`$KVD_SOCKET`, `$XDG_RUNTIME_DIR/kvd.sock`, ...).
+        public var socketPath: String?
+        /// The environment for the socket rule and for an autostarted kvd.
+        public var environment: [String: String]
+        /// The command line whose `-key value` pairs form the argument domain.
+        public var arguments: [String]
+        /// Whether to start kvd (beside this executable, or ``daemonPath``) when nothing listens;
+        /// `KVD_NO_AUTOSTART=1` in ``environment`` turns it off too.
+        public var autostart: Bool
+        /// The kvd executable to autostart; `nil`: `kvd` beside this executable.
+        public var daemonPath: String?
+        /// How long the first read waits for the values to arrive from kvd, in seconds.
+        public var loadTimeout: Double
+        /// Receives what reads and non-throwing writes could not do; one line on stderr by default.
+        public var diagnostics: @Sendable (KVDiagnostic) -> Void
+
+        public init(
+            socketPath: String? = nil, environment: [String: String] = ProcessFacts.environment(),
+            arguments: [String] = CommandLine.arguments, autostart: Bool = true, daemonPath: String? = nil,
+            loadTimeout: Double = 5, diagnostics: @escaping @Sendable (KVDiagnostic) -> Void = KVDiagnostic.standardError
+        ) {
+            self.socketPath = socketPath
+            self.environment = environment
+            self.arguments = arguments
+            self.autostart = autostart
+            self.daemonPath = daemonPath
+            self.loadTimeout = loadTimeout
+            self.diagnostics = diagnostics
+        }
+    }
+
+    /// The suite of this program: its domain is the executable's file name (`habits` for
+    /// `/usr/bin/habits`), with characters a domain cannot hold replaced by `_`. Programs that
+    /// want a reverse-DNS domain use `KVDefaults(suiteName: "com.example.habits")`.
+    public static let standard = KVDefaults(domain: ProcessFacts.executableDomain())
+
+    /// The domain of this suite.
+    public let domain: Domain
+    /// The domain's name, as Foundation calls it.
+    public var suiteName: String { domain.name }
+    let configuration: Configuration
+    let client: RequestClient
+    let argumentDomain: [String: Value]
+    let registration = Mutex<[String: Value]>([:])
+    private let caches = Mutex<[Domain: DomainCache]>([:])
+    let observers = Observers()
+    let reported = Mutex<[String: Value]>([:])
+
+    /// The suite named `suiteName` (a domain name such as `com.example.app`), or ``standard``'s
+    /// domain for `nil`; `nil` if the name breaks the domain rule (the reason goes to the
+    /// diagnostics handler).
+    public convenience init?(suiteName: String?, configuration: Configuration = Configuration()) {
+        guard let suiteName else {
+            self.init(domain: ProcessFacts.executableDomain(), configuration: configuration)
+            return
+        }
+        do {
+            self.init(domain: try Domain(validating: suiteName), configuration: configuration)
+        } catch {
+            configuration.diagnostics(KVDiagnostic(domain: suiteName, key: nil, kind: .undecodable, message: "\(error)"))
+            return nil
+        }
+    }
+
+    /// The suite of `domain`.
+    public init(domain: Domain, configuration: Configuration = Configuration()) {
+        self.domain = domain
+        self.configuration = configuration
+        self.argumentDomain = ArgumentDomain.parse(configuration.arguments)
+        self.client = RequestClient(configuration)
+    }
+
+    // MARK: lookup
+
+    /// Where a value was found.
+    enum Source { case argument, suite, global, registration }
+
+    /// The value of `key` by the search order.
+    /// With `wait: false` (on a watch thread), a domain still loading counts as empty.
+    func lookup(_ key: String, wait: Bool = true) -> (value: Value, source: Source)? {
+        if let value = argumentDomain[key] { return (value, .argument) }
+        if let value = cache(for: domain, wait: wait).value(key) { return (value, .suite) }
+        if domain != .global, let value = cache(for: .global, wait: wait).value(key) { return (value, .global) }
+        if let value = registration.withLock({ $0[key] }) { return (value, .registration) }
+        return nil
+    }
+
+    /// The cache of `domain`, started (and its first snapshot awaited) on first use.
+    func cache(for domain: Domain, wait: Bool = true) -> WatchCore {
+        let (cache, isNew) = caches.withLock { caches -> (DomainCache, Bool) in
+            if let cache = caches[domain] { return (cache, false) }
+            let cache = DomainCache(domain: domain, connect: client.connector, report: configuration.diagnostics)
+            caches[domain] = cache
+            return (cache, true)
+        }
+        if isNew {
+            cache.core.setOnChange { [weak self] domain, changes in self?.observers.changed(domain, changes, in: self) }
+        }
+        if wait { cache.core.waitUntilLoaded(timeout: configuration.loadTimeout) }
+        return cache.core
+    }
+
+    /// Starts watching (if not yet) the domains this suite reads.
+    func startWatching() {
+        _ = cache(for: domain)
+        if domain != .global { _ = cache(for: .global) }
+    }
+
+    func report(_ key: String?, _ kind: KVDiagnostic.Kind, _ message: String) {
+        configuration.diagnostics(KVDiagnostic(domain: domain.name, key: key, kind: kind, message: message))
+    }
+
+    /// Reports the problems with a stored value once per value, not at every read of it.
+    func reportOnce(_ key: String, stored: Value, _ problems: [(KVDiagnostic.Kind, String)]) {
+        guard !problems.isEmpty else { return }
+        let fresh = reported.withLock { reported in
+            defer { reported[key] = stored }
+            return reported[key] != stored
+        }
+        if fresh { for (kind, message) in problems { report(key, kind, message) } }
+    }
+
+    // MARK: writing
+
+    /// Stores `value` under `key` in this suite's domain (`nil` removes the key) and returns when
+    /// kvd has it on disk. Throws when the key or value is invalid or kvd cannot store it.
+    public func write(_ value: Value?, forKey key: String) throws(KVDefaultsError) {
+        let name = try KVDefaultsError.key(key)
+        if let value {
+            do { try value.validate() } catch { throw .invalidValue(key: key, reason: error.description) }
+        }
+        let revision = try client.call { (connection) throws(ClientError) -> Int64 in
+            if let value { return try connection.set(domain, name, value) }
+            return try connection.delete(domain, name)
+        } ifNotFound: { 0 }
+        cacheIfWatching(domain)?.apply([KeyChange(key: name, value: value)], revision: revision)
+    }
+
+    /// The cache of `domain` if it was started, without starting it.
+    func cacheIfWatching(_ domain: Domain) -> WatchCore? {
+        caches.withLock { $0[domain]?.core }
+    }
+
+    /// Fetches the whole domain from kvd and applies it to the cache at once, without waiting
+    /// for the watch: afterwards every write acknowledged to any process before the call is
+    /// visible. Returns false if kvd cannot be reached.
+    @discardableResult
+    public func synchronize() -> Bool {
+        startWatching()
+        var ok = true
+        for domain in domain == .global ? [domain] : [domain, .global] {
+            do {
+                let (values, revision) = try client.call { (connection) throws(ClientError) in try connection.list(domain) }
+                    ifNotFound: { ([:], 0) }
+                var snapshot: [String: Value] = [:]
+                for (key, value) in values { snapshot[key.name] = value }
+                cache(for: domain).reconcile(snapshot, revision: revision)
+            } catch {
+                ok = false
+            }
+        }
+        return ok
+    }
+}
+
+/// Why a write failed. Reads never throw.
+public enum KVDefaultsError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The key breaks the key rule (1–1024 bytes of UTF-8, no NUL).
+    case invalidKey(String, reason: String)
+    /// The value cannot be stored (not a property-list type, a non-finite number, ...).
+    case invalidValue(key: String, reason: String)
+    /// The stored value was written by a newer schema version than the app knows; it is not
+    /// overwritten (remove it first with ``KVDefaults/reset(_:)`` to replace it on purpose).
+    case newerVersionStored(key: String, stored: Int, known: Int)
+    /// kvd could not be reached or refused the write; nothing changed.
+    case client(ClientError)
+
+    public var description: String {
+        switch self {
+        case .invalidKey(let key, let reason): "invalid key \"\(key)\": \(reason)"
+        case .invalidValue(let key, let reason): "cannot store \"\(key)\": \(reason)"
+        case .newerVersionStored(let key, let stored, let known):
+            "\"\(key)\" holds schema version \(stored), newer than this app's \(known); not overwriting it (update the app, or reset the key to replace it)"
+        case .client(let error): error.description
+        }
+    }
+
+    static func key(_ name: String) throws(KVDefaultsError) -> Key {
+        do { return try Key(validating: name) } catch { throw .invalidKey(name, reason: error.reason) }
+    }
+}

@@ -1,0 +1,50 @@
+import Glibc
+
+/// Something a read or a non-throwing write could not do, reported instead of thrown: reads
+/// never throw, so this is how an app learns why it got a default.
+///
+/// ```swift
+/// var configuration = KVDefaults.Configuration()
+/// configuration.diagnostics = { log($0.description) }
+/// let defaults = KVDefaults(suiteName: "com.example.app", configuration: configuration)!
+/// ```
+public struct KVDiagnostic: Sendable, CustomStringConvertible {
+    public enum Kind: Sendable, Equatable {
+        /// A stored value could not be decoded as the key's type; the default was returned.
+        case undecodable
+        /// A stored value was written by a newer schema version than the app knows; the default
+        /// was returned and the stored value is left as it is.
+        case newerSchema(stored: Int, known: Int)
+        /// An element of a stored array was skipped; it stays in the stored array (`index`).
+        case skippedElement(index: Int)
+        /// A non-throwing write (`set(_:forKey:)`) failed; nothing changed.
+        case writeFailed
+        /// kvd cannot be reached; reads return the last known values (or defaults) meanwhile.
+        case unavailable
+    }
+
+    /// The domain (suite) concerned.
+    public var domain: String
+    /// The key concerned, if one.
+    public var key: String?
+    public var kind: Kind
+    /// What happened, in one sentence.
+    public var message: String
+
+    public init(domain: String, key: String?, kind: Kind, message: String) {
+        self.domain = domain
+        self.key = key
+        self.kind = kind
+        self.message = message
+    }
+
+    public var description: String {
+        "kvclient: \(domain)" + (key.map { " \"\($0)\"" } ?? "") + ": " + message
+    }
+
+    /// The default handler: one line on stderr.
+    public static let standardError: @Sendable (KVDiagnostic) -> Void = { diagnostic in
+        let bytes = Array((diagnostic.description + "\n").utf8)
+        _ = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+    }
+}

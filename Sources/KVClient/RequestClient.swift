@@ -1,0 +1,100 @@
+import Glibc
+import KVProtocol
+import KVValues
+import Synchronization
+
+/// The connection a suite makes its calls on (writes, `synchronize`), opened at first use and
+/// opened again when kvd went away (idle exit, restart) since the last call.
+final class RequestClient: Sendable {
+    let connector: @Sendable () throws(ClientError) -> Connection
+    private let current = Mutex<Connection?>(nil)
+
+    init(_ configuration: KVDefaults.Configuration) {
+        let path = SocketPath.resolve(explicit: configuration.socketPath, environment: configuration.environment)
+        let environment = configuration.environment
+        let autostart = configuration.autostart
+        let daemon = configuration.daemonPath
+        connector = { () throws(ClientError) -> Connection in
+            try SocketPath.prepareFolder(for: path)
+            return try Autostart.connect(socketPath: path, daemonPath: daemon, enabled: autostart, environment: environment)
+        }
+    }
+
+    /// Runs `body` on the connection; if the connection turns out closed, once more on a new one
+    /// (a write repeated after kvd restarted stores the same value again, which is harmless).
+    /// `NotFound` gives `ifNotFound()`.
+    func call<T>(
+        _ body: (Connection) throws(ClientError) -> T, ifNotFound: () -> T
+    ) throws(KVDefaultsError) -> T {
+        var attempt = 0
+        while true {
+            attempt += 1
+            do throws(ClientError) {
+                let connection = try connection()
+                do throws(ClientError) {
+                    return try body(connection)
+                } catch where error == .connectionClosed || error.isSendFailure {
+                    current.withLock { if $0 === connection { $0 = nil } }
+                    if attempt < 2 { continue }
+                    throw error
+                }
+            } catch where error.remoteName == DefaultsInterface.Error.notFound {
+                return ifNotFound()
+            } catch {
+                throw .client(error)
+            }
+        }
+    }
+
+    private func connection() throws(ClientError) -> Connection {
+        if let connection = current.withLock({ $0 }) { return connection }
+        let connection = try connector()
+        current.withLock { $0 = connection }
+        return connection
+    }
+}
+
+extension ClientError {
+    var isSendFailure: Bool {
+        if case .protocolError(let reason) = self { return reason.hasPrefix("cannot send") || reason.hasPrefix("cannot receive") }
+        return false
+    }
+}
+
+/// Facts about this process: its environment and the domain of ``KVDefaults/standard``.
+@usableFromInline
+enum ProcessFacts {
+    @usableFromInline
+    static func environment() -> [String: String] {
+        var environment: [String: String] = [:]
+        var entry = environ
+        while let pointer = entry.pointee {
+            let text = String(cString: pointer)
+            if let equals = text.firstIndex(of: "=") {
+                environment[String(text[..<equals])] = String(text[text.index(after: equals)...])
+            }
+            entry += 1
+        }
+        return environment
+    }
+
+    /// The executable's file name as a domain: characters outside `A-Z a-z 0-9 . _ -` become `_`.
+    static func executableDomain() -> Domain {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        let path = count > 0
+            ? String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            : CommandLine.arguments.first ?? "app"
+        return domain(forExecutable: path)
+    }
+
+    static func domain(forExecutable path: String) -> Domain {
+        let name = path.split(separator: "/").last.map(String.init) ?? "app"
+        var cleaned = String(name.unicodeScalars.map { scalar -> Character in
+            scalar.isASCII && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) || "._-".unicodeScalars.contains(scalar))
+                ? Character(scalar) : "_"
+        }.prefix(255))
+        while cleaned.hasPrefix(".") || cleaned.hasPrefix("-") { cleaned = "_" + cleaned.dropFirst() }
+        return (try? Domain(validating: cleaned)) ?? (try! Domain(validating: "app"))
+    }
+}
