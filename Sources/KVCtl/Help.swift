@@ -83,7 +83,8 @@ enum Help {
                   KEY removed
                 With --json, one object per line: {"revision": N, "key": K, "value": V}, without
                 "value" for a removal, and with "initial": true for the current values.
-                Runs until interrupted (Ctrl-C).
+                Runs until interrupted (Ctrl-C). If kvd restarts, kvctl reconnects and prints
+                one line for each key that changed meanwhile, so no change is missed.
                 """),
         Entry(
             name: "help", aliases: [], usage: "help [COMMAND]",

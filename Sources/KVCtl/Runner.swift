@@ -49,10 +49,14 @@ struct Runner {
             let bytes = file == "-" ? try console.readStandardInput() : try Files.read(file)
             printRevision(try importDomain(domain, try Self.domainValues(bytes, from: file), on: connection))
         case .watch(let domain, let key):
-            try connection.watch(domain, key) { event in
-                for line in Format.watchLines(event, json: options.json) { console.out(line + "\n") }
-                return true
-            }
+            var first: Connection? = connection
+            try WatchCommand(domain: domain, key: key, json: options.json, console: console) { () throws(ClientError) in
+                if let connection = first {
+                    first = nil
+                    return connection
+                }
+                return try connect()
+            }.run()
         case .help:
             break
         }

@@ -1,0 +1,93 @@
+import Glibc
+import KVClient
+import KVProtocol
+import KVValues
+
+/// `kvctl watch`: prints the current values, then one line per change, until interrupted.
+///
+/// When the connection is lost (kvd restarted, or was stopped and is started again), it
+/// reconnects, with a backoff of 50 ms doubling to 1 s, and compares the new watch's current
+/// values with the last ones it printed: every key that changed meanwhile gets one line with its
+/// current value (or `removed`), at the new watch's revision, so no change is missed; only
+/// intermediate values of a key that changed several times while disconnected are not seen.
+struct WatchCommand {
+    let domain: Domain
+    let key: Key?
+    let json: Bool
+    let console: any Console
+    let connect: () throws(ClientError) -> Connection
+
+    /// The values as last printed, and the revision of the last event.
+    private final class Seen {
+        var values: [Key: Value] = [:]
+        var revision: Int64 = 0
+        var started = false
+    }
+
+    func run() throws(ClientError) {
+        let seen = Seen()
+        var backoff: UInt32 = 50_000
+        var reportedLoss = false
+        while true {
+            do throws(ClientError) {
+                let connection = try connect()
+                try connection.watch(domain, key) { event in
+                    handle(event, seen)
+                    backoff = 50_000
+                    reportedLoss = false
+                    return true
+                }
+                return
+            } catch where Self.isConnectionLoss(error) && (seen.started || error == .connectionClosed) {
+                if !reportedLoss {
+                    console.err("kvctl: lost the connection to kvd (\(error)); reconnecting\n")
+                    reportedLoss = true
+                }
+                usleep(backoff)
+                backoff = min(backoff * 2, 1_000_000)
+            }
+        }
+    }
+
+    private func handle(_ event: WatchEvent, _ seen: Seen) {
+        if event.initial && seen.started {
+            let changes = differences(from: seen.values, to: event.changes)
+            apply(event.changes, initial: true, to: seen)
+            seen.revision = max(seen.revision, event.revision)
+            print(WatchEvent(revision: event.revision, changes: changes, initial: false))
+            return
+        }
+        guard event.initial || event.revision > seen.revision else { return }
+        seen.started = true
+        apply(event.changes, initial: event.initial, to: seen)
+        seen.revision = max(seen.revision, event.revision)
+        print(event)
+    }
+
+    private func print(_ event: WatchEvent) {
+        for line in Format.watchLines(event, json: json) { console.out(line + "\n") }
+    }
+
+    private func apply(_ changes: [KeyChange], initial: Bool, to seen: Seen) {
+        if initial { seen.values = [:] }
+        for change in changes { seen.values[change.key] = change.value }
+    }
+
+    /// What differs between the values printed before and a new watch's current values.
+    func differences(from old: [Key: Value], to current: [KeyChange]) -> [KeyChange] {
+        var now: [Key: Value] = [:]
+        for change in current { now[change.key] = change.value }
+        var changes = now.filter { old[$0.key] != $0.value }.map { KeyChange(key: $0.key, value: $0.value) }
+        changes += old.keys.filter { now[$0] == nil }.map { KeyChange(key: $0, value: nil) }
+        return changes
+    }
+
+    /// Whether `error` means kvd went away (worth reconnecting), not that the request is wrong.
+    static func isConnectionLoss(_ error: ClientError) -> Bool {
+        switch error {
+        case .connectionClosed, .cannotConnect, .cannotStart: true
+        case .protocolError(let reason): reason.hasPrefix("cannot send") || reason.hasPrefix("cannot receive")
+        case .remote: false
+        }
+    }
+}
