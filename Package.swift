@@ -22,6 +22,7 @@ let package = Package(
         .target(name: "KVCtl", dependencies: ["KVValues", "KVClient"]),
         .executableTarget(name: "kvctl", dependencies: ["KVCtl"]),
         .executableTarget(name: "kvbench"),
+        .executableTarget(name: "kvclient-probe", dependencies: ["KVClient", "KVValues"]),
 
         .testTarget(name: "KVValuesTests", dependencies: ["KVValues"]),
         .testTarget(name: "KVStorageTests", dependencies: ["KVStorage"]),
