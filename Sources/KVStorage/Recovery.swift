@@ -27,7 +27,27 @@ struct Recovery {
             if !loaded.state.entries.isEmpty { state.domains[domain] = loaded.state }
         }
         try recoverLog(into: &state, replayedThrough: replayedThrough)
+        try syncFolders()
         return state
+    }
+
+    /// Makes the folder's entries, and its own entry in its parent, durable before the first
+    /// commit: an earlier run may have failed between a rename or mkdir and the sync after it
+    /// (a log renamed into place whose folder sync failed would otherwise take acknowledged
+    /// commits into a name a crash can undo).
+    private func syncFolders() throws(StorageError) {
+        do {
+            try fileSystem.syncDirectory(directory)
+        } catch {
+            throw .failure("cannot sync the state folder \(directory): \(error)")
+        }
+        do {
+            try fileSystem.syncDirectory(Self.parent(of: directory))
+        } catch where error.code == EACCES || error.code == EPERM {
+            // A parent we may not open is one we did not create the folder in.
+        } catch {
+            throw .failure("cannot sync the folder holding the state folder \(directory): \(error)")
+        }
     }
 
     private func prepareDirectory() throws(StorageError) {
