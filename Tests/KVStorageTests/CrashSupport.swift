@@ -82,6 +82,13 @@ struct Attempt {
     var succeeded: Bool { (try? outcome.get()) != nil }
 }
 
+extension StorageError {
+    var isStorageFailure: Bool {
+        if case .failure = self { return true }
+        return false
+    }
+}
+
 /// Runs commits one at a time against a store on a ``SimulatedFileSystem`` and records each
 /// attempt with the operation index at which its completion ran.
 final class CrashWorkload {
@@ -146,6 +153,7 @@ final class CrashWorkload {
         var content = base
         for attempt in attempts {
             guard attempt.completedAt <= operations else {
+                if case .failure(let error) = attempt.outcome, !error.isStorageFailure { return [content] }  // refused: never written
                 var withInFlight = content
                 withInFlight.apply(attempt.domain, attempt.mutation)
                 return withInFlight == content ? [content] : [content, withInFlight]

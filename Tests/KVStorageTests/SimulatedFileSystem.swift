@@ -227,6 +227,8 @@ final class SimulatedFileSystem: FileSystem {
         /// Calls that can fail, so far (open, write, fsync, fdatasync, truncate, rename, unlink, mkdir).
         var calls: [String] = []
         var inject: @Sendable (_ index: Int, _ operation: String, _ name: String) -> InjectedFault? = { _, _, _ in nil }
+        /// The number of disk operations recorded before each injected fault.
+        var faults: [Int] = []
     }
 
     let state: Mutex<State>
@@ -240,7 +242,7 @@ final class SimulatedFileSystem: FileSystem {
     }
 
     /// Fails the calls `rule` picks (given the call's index among failable calls, its name and
-    /// the file name).
+    /// the file name). `rule` runs under the file system's lock and must not call it.
     func inject(_ rule: @escaping @Sendable (_ index: Int, _ operation: String, _ name: String) -> InjectedFault?) {
         state.withLock { $0.inject = rule }
     }
@@ -250,6 +252,8 @@ final class SimulatedFileSystem: FileSystem {
     var labels: [String] { state.withLock { $0.labels } }
     var calls: [String] { state.withLock { $0.calls } }
     var model: DiskModel { state.withLock { $0.model } }
+    /// The number of disk operations recorded before each injected fault.
+    var faults: [Int] { state.withLock { $0.faults } }
 
     // MARK: FileSystem
 
@@ -421,7 +425,9 @@ final class SimulatedFileSystem: FileSystem {
         let name = String(path.split(separator: "/").last ?? "")
         let index = state.calls.count
         state.calls.append("\(operation) \(name)")
-        return state.inject(index, operation, name)
+        let fault = state.inject(index, operation, name)
+        if fault != nil { state.faults.append(state.operations.count) }
+        return fault
     }
 
     private static func record(_ state: inout State, _ operation: DiskOperation, _ label: String) {
