@@ -26,6 +26,9 @@ extension KVDefaults {
         public let name: String
 
         fileprivate init(name: String) { self.name = name }
+
+        /// So that `Key<T>(...)` inside `extension KVDefaults.Keys` names a typed key.
+        public typealias Key<T: Codable & Sendable> = KVDefaults.Key<T>
     }
 
     /// A key with its value type and default value.
@@ -63,7 +66,7 @@ extension KVDefaults {
             throw .invalidValue(key: key.name, reason: Versioning.describe(error))
         }
         guard node != .null else { return try write(Value?.none, forKey: key.name) }
-        guard T.self is any VersionedValue.Type || T.self is any LenientArray.Type else {
+        guard Versioning.needsGuardedWrite(T.self) else {
             return try write(try Self.stored(node, key.name), forKey: key.name)
         }
         try writeKeepingUnreadable(node, as: T.self, key: key.name)
@@ -129,7 +132,7 @@ extension KVDefaults {
             if let current {
                 let storedNode = Self.storedNode(current.value)
                 if let newer = Versioning.newerVersion(storedNode, for: T.self) {
-                    throw .newerVersionStored(key: key, stored: newer, known: (T.self as! any VersionedValue.Type).schemaVersion)
+                    throw .newerVersionStored(key: key, stored: newer, known: (Versioning.unwrapped(T.self) as! any VersionedValue.Type).schemaVersion)
                 }
                 let kept = Versioning.undecodableElements(storedNode, for: T.self).filter { (try? $0.value()) != nil }
                 if !kept.isEmpty, case .array(let elements) = node { final = .array(elements + kept) }

@@ -114,8 +114,13 @@ struct NodeDecoding: Decoder {
 }
 
 /// Lets the decoder tell `Optional` apart, so `null` decodes as `nil` only where allowed.
-protocol OptionalProtocol {}
-extension Optional: OptionalProtocol {}
+protocol OptionalProtocol {
+    static var wrappedType: Any.Type { get }
+}
+
+extension Optional: OptionalProtocol {
+    static var wrappedType: Any.Type { Wrapped.self }
+}
 
 struct KeyedNodeDecoding<K: CodingKey>: KeyedDecodingContainerProtocol {
     let members: [String: Node]

@@ -94,8 +94,8 @@ enum Versioning {
 
     /// The version of a node stored for `T` when it is newer than `T` knows (only for versioned
     /// types; an array's elements are kept by ``undecodableElements(_:for:)`` instead).
-    static func newerVersion<T>(_ node: Node, for type: T.Type) -> Int? {
-        guard let versioned = T.self as? any VersionedValue.Type else { return nil }
+    static func newerVersion(_ node: Node, for type: Any.Type) -> Int? {
+        guard let versioned = unwrapped(type) as? any VersionedValue.Type else { return nil }
         return newerVersion(node, versioned)
     }
 
@@ -106,9 +106,21 @@ enum Versioning {
 
     /// The elements of a stored array that `T` (an array type) cannot read: they are appended to
     /// the array the app writes, so nothing the app could not read is lost by saving.
-    static func undecodableElements<T>(_ node: Node, for type: T.Type) -> [Node] {
-        guard let arrayType = T.self as? any LenientArray.Type, case .array(let elements) = node else { return [] }
+    static func undecodableElements(_ node: Node, for type: Any.Type) -> [Node] {
+        guard let arrayType = unwrapped(type) as? any LenientArray.Type, case .array(let elements) = node else { return [] }
         return arrayType.decodeLeniently(elements).skipped.map(\.node)
+    }
+
+    /// `Wrapped` for an `Optional` (however deep), else the type itself.
+    static func unwrapped(_ type: Any.Type) -> Any.Type {
+        guard let optional = type as? any OptionalProtocol.Type else { return type }
+        return unwrapped(optional.wrappedType)
+    }
+
+    /// Whether writes of `type` need the guards of ``KVDefaults/set(_:for:)``.
+    static func needsGuardedWrite(_ type: Any.Type) -> Bool {
+        let type = unwrapped(type)
+        return type is any VersionedValue.Type || type is any LenientArray.Type
     }
 
     static func describe(_ error: any Error) -> String {
