@@ -60,7 +60,8 @@ enum Tmpfs {
         for (key, value) in stored.sorted(by: { $0.key < $1.key }) {
             let reply = try call(client, #"{"method":"io.kvd.Defaults.Get","parameters":{"domain":"\#(Self.domain)","key":"\#(key)"}}"#)
             let found = (reply["parameters"] as? [String: Any])?["value"] as? String
-            #expect(found == value, "\(when): key \(key) reads back \(found.map { "\($0.prefix(20))... (\($0.count) bytes)" } ?? "\(reply)")")
+            let same = found == value
+            #expect(same, "\(when): key \(key) reads back \(found.map { "\($0.prefix(20))... (\($0.count) bytes)" } ?? "\(reply)")")
         }
         let list = try call(client, #"{"method":"io.kvd.Defaults.List","parameters":{"domain":"\#(Self.domain)"}}"#)
         let keys = ((list["parameters"] as? [String: Any])?["values"] as? [String: Any])?.keys.sorted()
