@@ -20,6 +20,10 @@ final class ClientConnection {
     var closeAfterFlush = false
     /// The peer closed its sending side; no more calls will come.
     var peerClosed = false
+    /// Both directions are gone: replies are dropped, and the socket is no longer polled.
+    var hungUp = false
+    /// Calls are left over after its turn; it is queued for the next one.
+    var waitingForTurn = false
     /// Interest currently registered with epoll, to skip needless `epoll_ctl` calls.
     var registered: (readable: Bool, writable: Bool) = (true, false)
 
@@ -31,7 +35,14 @@ final class ClientConnection {
     var pendingOutput: Int { output.count - outputStart }
 
     func send(_ reply: VarlinkReply) {
+        guard !hungUp else { return }
         output.append(contentsOf: reply.encoded())
+    }
+
+    /// Forgets unsent replies (nobody is left to read them).
+    func dropOutput() {
+        output = []
+        outputStart = 0
     }
 
     /// Writes as much pending output as the socket takes. Throws when the peer is gone.

@@ -53,8 +53,10 @@ final class Poller: @unchecked Sendable {
     /// Registers `fd` or changes its interest (level-triggered).
     func watch(_ fd: Int32, readable: Bool, writable: Bool, adding: Bool = false) throws(SystemError) {
         var event = epoll_event()
-        var mask = EPOLLRDHUP.rawValue
-        if readable { mask |= EPOLLIN.rawValue }
+        // EPOLLRDHUP only with EPOLLIN: a half-closed peer would otherwise keep the level-triggered
+        // loop spinning while its last call waits for a commit. EPOLLHUP/EPOLLERR always come.
+        var mask: UInt32 = 0
+        if readable { mask |= EPOLLIN.rawValue | EPOLLRDHUP.rawValue }
         if writable { mask |= EPOLLOUT.rawValue }
         event.events = mask
         event.data.fd = fd

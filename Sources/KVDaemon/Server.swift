@@ -11,11 +11,18 @@ import Synchronization
 /// when the store reports it durable, and the client's later calls wait until then, so replies
 /// keep call order. A slow or stuck client only ever delays itself: sockets are non-blocking,
 /// and a client whose unread replies pass ``Limits/maxPendingOutput`` is not read from until it
-/// catches up (a watcher that falls that far behind is disconnected).
+/// catches up (a watcher that falls that far behind is disconnected). A client that pipelines
+/// calls gets a turn of at most ``Limits/callsPerTurn`` calls or ``Limits/outputPerTurn`` bytes of
+/// replies, then waits behind the others, so no pipeline holds up the loop. While a client's
+/// calls wait (for a commit, or for it to read), at most one read chunk of them is buffered.
 public final class Server {
     public struct Limits: Sendable {
         public var maxPendingOutput = 32 << 20
         public var readChunk = 64 << 10
+        /// Most calls of one client handled before the others get a turn.
+        public var callsPerTurn = 64
+        /// Most reply bytes produced for one client before the others get a turn.
+        public var outputPerTurn = 256 << 10
         public var shutdownGrace: Duration = .seconds(10)
         public init() {}
     }
@@ -30,6 +37,8 @@ public final class Server {
     private var connections: [Int32: ClientConnection] = [:]
     private var connectionsByID: [Int: ClientConnection] = [:]
     private var nextID = 0
+    /// Connections with calls left over after their turn, in the order they get the next one.
+    private var ready: [Int] = []
     /// Finished commits handed over from the store's thread, in commit order.
     private let completions = CompletionQueue()
     private var commitsInFlight = 0
@@ -38,6 +47,8 @@ public final class Server {
     /// A descriptor kept open to be given up when the process runs out of descriptors, so an
     /// excess connection can be accepted and closed instead of spinning on `EMFILE`.
     private var spareFD: Int32 = -1
+    private var refusedSinceLog = 0
+    private var lastRefusalLog: ContinuousClock.Instant?
     private let watchdog: Duration?
     private var nextWatchdogPing = ContinuousClock.now
 
@@ -62,8 +73,9 @@ public final class Server {
     /// Blocks the calling thread; returns the reason it stopped.
     public func run() throws(SystemError) -> String {
         while true {
-            let events = try poller.wait(timeoutMilliseconds: nextTimeout())
+            let events = try poller.wait(timeoutMilliseconds: ready.isEmpty ? nextTimeout() : 0)
             for event in events { try dispatch(event) }
+            serveReady()
             deliverCompletions()
             pingWatchdog()
             if let reason = stopReason() { return reason }
@@ -78,8 +90,7 @@ public final class Server {
         } else if listeners.contains(event.fd) {
             acceptAll(from: event.fd)
         } else if let connection = connections[event.fd] {
-            // Both directions gone: nobody is left to reply to. A commit in flight still completes.
-            if event.hangup { return close(connection) }
+            if event.hangup { return hangUp(connection) }
             if event.writable { flush(connection) }
             if event.readable, connections[event.fd] != nil { read(connection) }
         }
@@ -116,7 +127,12 @@ public final class Server {
     /// Out of descriptors: accept with the spare one and close at once, so the client sees a
     /// closed connection instead of hanging, and the loop does not spin.
     private func refuseOneConnection(_ listener: Int32) {
-        log.warning("out of file descriptors with \(connections.count) clients connected: refusing a new connection")
+        refusedSinceLog += 1
+        if lastRefusalLog.map({ ContinuousClock.now - $0 >= .seconds(10) }) ?? true {
+            log.warning("out of file descriptors with \(connections.count) clients connected: refused \(refusedSinceLog) new connection(s)")
+            refusedSinceLog = 0
+            lastRefusalLog = .now
+        }
         guard spareFD >= 0 else { return }
         Sys.close(spareFD)
         if let fd = try? Sys.accept(listener) { Sys.close(fd) }
@@ -132,7 +148,7 @@ public final class Server {
         log.log(.debug, "client \(connection.id) disconnected (\(connections.count) open)")
     }
 
-    private func read(_ connection: ClientConnection) {
+    private func read(_ connection: ClientConnection, thenProcess: Bool = true) {
         if !connection.peerClosed {
             var chunk = [UInt8](repeating: 0, count: limits.readChunk)
             do {
@@ -145,9 +161,27 @@ public final class Server {
                     }
                 }
             } catch {
+                if connection.hungUp { connection.peerClosed = true; return }
                 return close(connection)
             }
         }
+        if thenProcess { process(connection) }
+    }
+
+    /// Both directions are gone, so no reply can be delivered; but calls already received still
+    /// count (a oneway `Set` followed by a close is ordinary varlink use). Reads what is left,
+    /// stops watching the socket (a hung-up socket stays ready forever), handles the calls with
+    /// their replies dropped, and closes once nothing is in flight.
+    private func hangUp(_ connection: ClientConnection) {
+        poller.forget(connection.fd)
+        connection.hungUp = true
+        while !connection.peerClosed, connection.framer.pendingByteCount <= connection.framer.limit {
+            let before = connection.framer.pendingByteCount
+            read(connection, thenProcess: false)
+            if connection.framer.pendingByteCount == before { break }
+        }
+        connection.peerClosed = true
+        connection.dropOutput()
         process(connection)
     }
 
@@ -163,7 +197,14 @@ public final class Server {
     /// Handles queued calls of `connection` while it is free to, then settles its epoll interest
     /// and closes it when it is finished.
     private func process(_ connection: ClientConnection) {
+        var handled = 0
+        let outputBefore = connection.pendingOutput
         while canHandleNextCall(connection) {
+            if handled == limits.callsPerTurn || connection.pendingOutput - outputBefore >= limits.outputPerTurn {
+                giveTurn(connection)
+                break
+            }
+            handled += 1
             let message: ArraySlice<UInt8>
             do {
                 guard let next = try connection.framer.next() else { break }
@@ -176,7 +217,7 @@ public final class Server {
             }
             handle(message, from: connection)
         }
-        if connection.pendingOutput > 0 {
+        if connection.pendingOutput > 0, !connection.hungUp {
             do { try connection.flush() } catch { return close(connection) }
         }
         if connection.watch != nil, connection.pendingOutput > limits.maxPendingOutput {
@@ -186,7 +227,25 @@ public final class Server {
         let finished = connection.pendingOutput == 0 && !connection.awaitingCommit
             && (connection.closeAfterFlush || connection.peerClosed)
         if finished { return close(connection) }
-        updateInterest(connection)
+        if !connection.hungUp { updateInterest(connection) }
+    }
+
+    /// Queues `connection` for another turn on the next pass of the loop.
+    private func giveTurn(_ connection: ClientConnection) {
+        guard !connection.waitingForTurn else { return }
+        connection.waitingForTurn = true
+        ready.append(connection.id)
+    }
+
+    /// Gives each connection that had calls left over its next turn.
+    private func serveReady() {
+        let turns = ready
+        ready = []
+        for id in turns {
+            guard let connection = connectionsByID[id] else { continue }
+            connection.waitingForTurn = false
+            process(connection)
+        }
     }
 
     private func canHandleNextCall(_ connection: ClientConnection) -> Bool {
@@ -195,8 +254,11 @@ public final class Server {
     }
 
     private func updateInterest(_ connection: ClientConnection) {
+        // A client whose calls are waiting may queue one read chunk more, not megabytes of calls.
+        let waiting = connection.awaitingCommit || connection.waitingForTurn
+        let inputRoom = waiting ? limits.readChunk : connection.framer.limit
         let readable = !connection.peerClosed && !connection.closeAfterFlush && connection.pendingOutput <= limits.maxPendingOutput
-            && (connection.framer.pendingByteCount <= connection.framer.limit)
+            && connection.framer.pendingByteCount <= inputRoom
         let writable = connection.pendingOutput > 0
         guard connection.registered != (readable, writable) else { return }
         do {
