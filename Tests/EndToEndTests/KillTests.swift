@@ -6,14 +6,14 @@ import Testing
 /// The real `kvd` killed with SIGKILL at random moments while several clients write: after each
 /// restart, every acknowledged change must be there.
 ///
-/// `KVD_KILL_ROUNDS` sets the number of kills (default 250, about 45 s; try 5000 for a long run).
+/// `KVD_KILL_ROUNDS` sets the number of kills (default 200, about 40 s; try 5000 for a long run).
 @Suite(.serialized) struct KillTests {
     static let domains = ["kill.a", "kill.b"]
     static let keys = (0..<12).map { "k\($0)" }
     static let writers = 4
 
     @Test func everyAcknowledgedChangeSurvivesSIGKILL() throws {
-        let rounds = Int(ProcessInfo.processInfo.environment["KVD_KILL_ROUNDS"] ?? "") ?? 250
+        let rounds = Int(ProcessInfo.processInfo.environment["KVD_KILL_ROUNDS"] ?? "") ?? 200
         let sandbox = Sandbox()
         let model = KillModel()
         var acknowledged = 0
@@ -165,11 +165,25 @@ final class KillModel: Sendable {
             let revision = seen.flatMap { $0 }?.revision ?? expected?.revision ?? 0
             state.entries[id] = Entry(revision: revision, value: seenValue)
         }
-        // An Apply in flight: all of its keys, or none.
-        for change in state.inFlight where change.isApply && change.sets.count >= 2 {
-            let applied = change.sets.map { key, value in observed[KillModel.id(change.domain, key)]??.value == value }
-            if applied.contains(true) && applied.contains(false) {
-                throw TestFailure("round \(round): an Apply in flight at the kill is half there: \(change.sets.keys.sorted()) → \(applied)")
+        // An Apply in flight: all of its keys, or none. Where some key shows its value, that key's
+        // revision is the Apply's; every other key must hold a change made after it.
+        for change in state.inFlight where change.isApply {
+            let seen = { (key: String) in observed[KillModel.id(change.domain, key)] ?? nil }
+            guard let revision = change.sets.compactMap({ key, value in seen(key)?.value == value ? seen(key)?.revision : nil }).first else {
+                continue  // not applied: nothing of it may be there, which the check above ensured
+            }
+            for key in change.sets.keys.sorted() + change.removals where seen(key)?.value != change.sets[key] {
+                let id = KillModel.id(change.domain, key)
+                let later: Bool
+                if let entry = seen(key) {
+                    later = entry.revision > revision
+                } else {  // removed: by this Apply, or by a later delete
+                    later = change.removals.contains(key) || (state.entries[id]?.value == nil && state.entries[id]?.revision ?? 0 > revision)
+                        || state.inFlight.contains { $0.domain == change.domain && $0.removals.contains(key) }
+                }
+                if !later {
+                    throw TestFailure("round \(round): an Apply in flight at the kill (revision \(revision)) is half there: \(id) is \(seen(key).map { "\($0.value?.prefix(30) ?? "") at revision \($0.revision)" } ?? "absent")")
+                }
             }
         }
         state.inFlight = []
