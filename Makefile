@@ -54,13 +54,23 @@ fuzz-smoke: fuzz-build
 	FUZZ_SECONDS=$(SMOKE_SECONDS) fuzz/run.sh
 
 ## The whole suite under AddressSanitizer, then ThreadSanitizer, each in its own build folder.
+## The kvd the end-to-end tests start is built with the same sanitizer; every report (from the
+## test process or a kvd) is kept in .build/sanitizer-reports and fails the target.
 ## Leak checking is off: Swift keeps enum tags in pointers' spare bits, which LeakSanitizer
 ## cannot follow, so it reports live values as leaked. TSan suppressions: tests/tsan.supp.
+## Sanitized code is several times slower: fewer kill rounds, a looser latency bound.
+SANITIZER_REPORTS := $(CURDIR)/.build/sanitizer-reports
+SANITIZE_ENV := SWIFT_BACKTRACE=enable=no KVD_KILL_ROUNDS=20 KVD_TEST_LATENCY_BOUND=2
 test-sanitize: deps
+	rm -rf $(SANITIZER_REPORTS) && mkdir -p $(SANITIZER_REPORTS)
 	$(SWIFT) build --build-tests --sanitize=address --scratch-path .build/asan
-	ASAN_OPTIONS=detect_leaks=0 SWIFT_BACKTRACE=enable=no $(SWIFT) test --skip-build --sanitize=address --scratch-path .build/asan
+	$(SANITIZE_ENV) ASAN_OPTIONS=detect_leaks=0:log_path=$(SANITIZER_REPORTS)/asan \
+	  $(SWIFT) test --skip-build --sanitize=address --scratch-path .build/asan || { cat $(SANITIZER_REPORTS)/* 2>/dev/null; exit 1; }
 	$(SWIFT) build --build-tests --sanitize=thread --scratch-path .build/tsan
-	TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan.supp" SWIFT_BACKTRACE=enable=no $(SWIFT) test --skip-build --sanitize=thread --scratch-path .build/tsan
+	$(SANITIZE_ENV) TSAN_OPTIONS="halt_on_error=1 suppressions=$(CURDIR)/tests/tsan.supp log_path=$(SANITIZER_REPORTS)/tsan" \
+	  $(SWIFT) test --skip-build --sanitize=thread --scratch-path .build/tsan || { cat $(SANITIZER_REPORTS)/* 2>/dev/null; exit 1; }
+	@if ls $(SANITIZER_REPORTS)/* >/dev/null 2>&1; then cat $(SANITIZER_REPORTS)/*; echo "sanitizer reports above"; exit 1; fi
+	@echo "test-sanitize: no AddressSanitizer or ThreadSanitizer reports"
 
 demo: deps
 	$(SWIFT) build
