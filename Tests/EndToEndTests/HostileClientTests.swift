@@ -11,6 +11,9 @@ import Testing
 @Suite(.serialized) struct HostileClientTests {
     /// Seconds per call; `KVD_TEST_LATENCY_BOUND` loosens it for sanitizer builds.
     static let latencyBound = Double(ProcessInfo.processInfo.environment["KVD_TEST_LATENCY_BOUND"] ?? "") ?? 0.2
+    /// `KVD_TEST_NO_RSS_BOUNDS=1` (sanitizer builds, whose quarantine and shadow memory swamp
+    /// the figures) turns the memory bounds off; everything else is still checked.
+    static let checksMemory = ProcessInfo.processInfo.environment["KVD_TEST_NO_RSS_BOUNDS"] == nil
 
     @Test func fiveHundredConnectionsAtOnceAreAllServed() throws {
         let sandbox = Sandbox()
@@ -124,7 +127,7 @@ import Testing
         senders.wait()
         peak = max(peak, daemon.residentMegabytes)
         print("Hostile: \(readers) clients pipelined 4,000 Gets of 256 KiB each without reading: kvd RSS \(baseline) MB before, peak \(peak) MB; probe round trip \(ms(during))")
-        #expect(peak - baseline < bound, "kvd grew from \(baseline) MB to \(peak) MB")
+        #expect(!Self.checksMemory || peak - baseline < bound, "kvd grew from \(baseline) MB to \(peak) MB")
         try expectServed(during, daemon)
         silent.forEach { $0.close() }
         silent = []
@@ -170,7 +173,7 @@ import Testing
         let cutOff = deaf.drainUntilClosed()
         print("Hostile: 400 clients gone mid-Set, 200 watchers gone mid-watch; a watcher that never read 60 MiB of changes was cut off: \(cutOff) (RSS \(baseline) → \(peak) MB); probe round trip \(ms(latencies))")
         #expect(cutOff, "the deaf watcher was not disconnected")
-        #expect(peak - baseline < 150, "kvd grew from \(baseline) MB to \(peak) MB for one watcher")
+        #expect(!Self.checksMemory || peak - baseline < 150, "kvd grew from \(baseline) MB to \(peak) MB for one watcher")
         let list = try probe.client.call(#"{"method":"io.kvd.Defaults.List","parameters":{"domain":"gone"}}"#)
         #expect(((list["parameters"] as? [String: Any])?["values"] as? [String: Any])?.count == 20, "\(list)")
         try expectServed(latencies, daemon)
