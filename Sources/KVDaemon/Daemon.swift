@@ -8,6 +8,7 @@ public enum Daemon {
     /// Blocks until the daemon stops.
     public static func main(arguments: [String], environment: [String: String]) -> Int32 {
         Poller.blockTerminationSignals()
+        closeInheritedDescriptors(environment: environment)
         let options: DaemonOptions
         switch Result(catching: { () throws(UsageError) in try DaemonOptions.parse(arguments, environment: environment) }) {
         case .success(.help):
@@ -57,6 +58,23 @@ public enum Daemon {
             log.error("event loop failed: \(error)")
             return 1
         }
+    }
+
+    /// Closes every descriptor above standard error except the sockets systemd passed, so a
+    /// daemon started from a script or a test never holds the starter's pipes open.
+    static func closeInheritedDescriptors(environment: [String: String]) {
+        var keep = 0
+        if let pid = environment["LISTEN_PID"].flatMap(Int32.init), pid == getpid() {
+            keep = environment["LISTEN_FDS"].flatMap(Int.init) ?? 0
+        }
+        guard let directory = opendir("/proc/self/fd") else { return }
+        var inherited: [Int32] = []
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) }
+            if let fd = Int32(name), fd > 2, fd >= 3 + Int32(keep), fd != dirfd(directory) { inherited.append(fd) }
+        }
+        closedir(directory)
+        for fd in inherited { Sys.close(fd) }
     }
 
     /// The process environment as a dictionary.

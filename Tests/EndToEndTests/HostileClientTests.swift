@@ -289,18 +289,14 @@ extension RawClient {
 /// The real kvd started through `sh -c 'ulimit -n N; exec kvd ...'`, its log in a file (a
 /// pipe nobody reads could fill and block it), its memory readable from /proc.
 final class HostileDaemon {
-    let process = Process()
+    let process: ChildProcess
     let sandbox: Sandbox
     var logFile: String { sandbox.root + "/kvd.log" }
 
     init(_ sandbox: Sandbox, fileLimit: Int? = nil) throws {
         self.sandbox = sandbox
         let command = "kvd=$1; shift; " + (fileLimit.map { "ulimit -n \($0) || exit 99; " } ?? "") + "exec \"$kvd\" \"$@\" 2>\"$0\""
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", command, logFile, Binaries.kvd, "--socket", sandbox.socket, "--state-dir", sandbox.state, "--idle-exit", "0"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        process = try ChildProcess("/bin/sh", ["-c", command, sandbox.root + "/kvd.log", Binaries.kvd, "--socket", sandbox.socket, "--state-dir", sandbox.state, "--idle-exit", "0"])
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline {
             if let fd = try? RawClient.connect(sandbox.socket) {
@@ -317,7 +313,7 @@ final class HostileDaemon {
 
     /// VmRSS of the daemon, in MB.
     var residentMegabytes: Int {
-        let status = (try? String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8)) ?? ""
+        let status = (try? String(contentsOfFile: "/proc/\(process.pid)/status", encoding: .utf8)) ?? ""
         let line = status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") } ?? ""
         return (Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0) / 1024
     }
@@ -326,22 +322,7 @@ final class HostileDaemon {
 
     /// SIGTERM, then the exit status (or -1 after a SIGKILL on timeout).
     func stop(timeout: Double = 20) -> Int32 {
-        guard process.isRunning else { return process.terminationStatus }
-        kill(process.processIdentifier, SIGTERM)
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning, Date() < deadline { usleep(10_000) }
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-            return -1
-        }
-        return process.terminationStatus
-    }
-
-    deinit {
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
+        process.signal(SIGTERM)
+        return process.wait(timeout: timeout)
     }
 }

@@ -53,8 +53,7 @@ import Testing
             }.start()
         }
         usleep(UInt32.random(in: 0...60_000))
-        kill(daemon.process.processIdentifier, SIGKILL)
-        daemon.process.waitUntilExit()
+        daemon.stop(SIGKILL)
         guard done.wait(timeout: .now() + 30) == .success else { throw TestFailure("writers did not stop after the kill") }
         let result = counts.withLock { $0 }
         if let failure = result.failure { throw TestFailure("round \(round): \(failure)") }

@@ -44,29 +44,96 @@ final class Sandbox {
     func stateFiles() -> [String] { ((try? FileManager.default.contentsOfDirectory(atPath: state)) ?? []).sorted() }
 }
 
+/// A child process started with `posix_spawn` and reaped with `waitpid`.
+///
+/// Not Foundation's `Process`: its child monitor can sit in a blocking `wait4` on one child
+/// (a daemon that keeps running) and leave another (a finished kvctl) unreaped, hanging the test.
+final class ChildProcess {
+    let pid: pid_t
+    private var status: Int32?
+
+    /// Starts `program`; standard streams come from and go to the given files (`/dev/null` if nil).
+    init(_ program: String, _ arguments: [String], environment: [String: String]? = nil,
+         stdin: String? = nil, stdout: String? = nil, stderr: String? = nil) throws {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, stdin ?? "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, stdout ?? "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0o600)
+        posix_spawn_file_actions_addopen(&actions, 2, stderr ?? "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0o600)
+        let env = environment ?? ProcessInfo.processInfo.environment
+        let argv = ([program] + arguments).map { strdup($0) } + [nil]
+        let envp = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { for pointer in argv + envp { free(pointer) } }
+        var child: pid_t = 0
+        let result = posix_spawn(&child, program, &actions, nil, argv, envp)
+        guard result == 0 else { throw TestFailure("cannot start \(program): \(String(cString: strerror(result)))") }
+        pid = child
+    }
+
+    /// Whether the child is still running (reaps it if it has exited).
+    var isRunning: Bool {
+        guard status == nil else { return false }
+        var raw: Int32 = 0
+        guard waitpid(pid, &raw, WNOHANG) == pid else { return true }
+        status = Self.decode(raw)
+        return false
+    }
+
+    /// The exit status, or 128 + signal; nil while running.
+    var exitStatus: Int32? { isRunning ? nil : status }
+
+    func signal(_ signal: Int32) {
+        if isRunning { kill(pid, signal) }
+    }
+
+    /// Waits up to `timeout` seconds; then SIGKILLs and returns -1.
+    @discardableResult
+    func wait(timeout: Double) -> Int32 {
+        let deadline = Date().addingTimeInterval(timeout)
+        while isRunning, Date() < deadline { usleep(5_000) }
+        if let status { return status }
+        kill(pid, SIGKILL)
+        var raw: Int32 = 0
+        waitpid(pid, &raw, 0)
+        status = Self.decode(raw)
+        return -1
+    }
+
+    private static func decode(_ raw: Int32) -> Int32 {
+        let signal = raw & 0x7F
+        return signal == 0 ? (raw >> 8) & 0xFF : 128 + signal
+    }
+
+    deinit {
+        if isRunning {
+            kill(pid, SIGKILL)
+            var raw: Int32 = 0
+            waitpid(pid, &raw, 0)
+        }
+    }
+}
+
 /// A running daemon: started by hand or under `systemd-socket-activate`; killed at deinit.
 final class Daemon {
-    let process = Process()
-    let stderr = Pipe()
+    let process: ChildProcess
     let sandbox: Sandbox
+    /// kvd's standard error, one file per start.
+    let logFile: String
 
     enum Mode { case byHand, socketActivated }
 
     init(_ sandbox: Sandbox, mode: Mode = .byHand, idleExit: Double = 0, extra: [String] = []) throws {
         self.sandbox = sandbox
+        logFile = sandbox.root + "/kvd-\(UInt32.random(in: 0...UInt32.max)).log"
         let daemonArguments = ["--state-dir", sandbox.state, "--idle-exit", String(idleExit)] + extra
         switch mode {
         case .byHand:
-            process.executableURL = URL(fileURLWithPath: Binaries.kvd)
-            process.arguments = ["--socket", sandbox.socket] + daemonArguments
+            process = try ChildProcess(Binaries.kvd, ["--socket", sandbox.socket] + daemonArguments, stderr: logFile)
         case .socketActivated:
             unlink(sandbox.socket)
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/systemd-socket-activate")
-            process.arguments = ["-l", sandbox.socket, Binaries.kvd] + daemonArguments
+            process = try ChildProcess("/usr/bin/systemd-socket-activate", ["-l", sandbox.socket, Binaries.kvd] + daemonArguments, stderr: logFile)
         }
-        process.standardError = stderr
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
         try waitForSocket()
     }
 
@@ -84,36 +151,21 @@ final class Daemon {
         throw TestFailure("kvd did not listen on \(sandbox.socket) within \(timeout) s")
     }
 
+    /// What kvd has logged so far.
     func errorOutput() -> String {
-        if process.isRunning { return "(still running)" }
-        return String(decoding: stderr.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        (try? String(contentsOfFile: logFile, encoding: .utf8)) ?? ""
     }
 
     /// Sends `signal` and waits for the exit; returns the exit status (or 128+signal).
     @discardableResult
     func stop(_ signal: Int32 = SIGTERM, timeout: Double = 20) -> Int32 {
-        guard process.isRunning else { return process.terminationStatus }
-        kill(process.processIdentifier, signal)
+        process.signal(signal)
         return waitForExit(timeout: timeout)
     }
 
     @discardableResult
     func waitForExit(timeout: Double) -> Int32 {
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning, Date() < deadline { usleep(10_000) }
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-            return -1
-        }
-        return process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
-    }
-
-    deinit {
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
+        process.wait(timeout: timeout)
     }
 }
 
@@ -129,26 +181,21 @@ struct Run {
     var stderr: String
 }
 
-/// Runs `kvctl` (or another program) with `arguments`, feeding `input`, and waits for it.
+/// Runs `kvctl` (or another program) with `arguments`, feeding `input`, and waits (up to a
+/// minute) for it. Output goes through files, so a grandchild (an autostarted kvd) holding a
+/// descriptor cannot make the test wait.
 func run(_ program: String = Binaries.kvctl, _ arguments: [String], input: String? = nil, environment: [String: String] = [:]) throws -> Run {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: program)
-    process.arguments = arguments
+    var template = Array("/tmp/kvd-run-XXXXXX".utf8CString)
+    let folder = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+    defer { try? FileManager.default.removeItem(atPath: folder) }
     var env = ProcessInfo.processInfo.environment
     env["KVD_NO_AUTOSTART"] = "1"
     for (name, value) in environment { env[name] = value }
-    process.environment = env
-    let out = Pipe(), err = Pipe(), inPipe = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    process.standardInput = inPipe
-    try process.run()
-    if let input { inPipe.fileHandleForWriting.write(Data(input.utf8)) }
-    try inPipe.fileHandleForWriting.close()
-    let outData = out.fileHandleForReading.readDataToEndOfFile()
-    let errData = err.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return Run(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self), stderr: String(decoding: errData, as: UTF8.self))
+    try (input ?? "").write(toFile: folder + "/in", atomically: false, encoding: .utf8)
+    let child = try ChildProcess(program, arguments, environment: env, stdin: folder + "/in", stdout: folder + "/out", stderr: folder + "/err")
+    let status = child.wait(timeout: 60)
+    func text(_ name: String) -> String { (try? String(contentsOfFile: folder + "/" + name, encoding: .utf8)) ?? "" }
+    return Run(status: status, stdout: text("out"), stderr: text("err"))
 }
 
 /// kvctl against the sandbox's socket.

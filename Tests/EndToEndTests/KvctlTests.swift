@@ -1,0 +1,95 @@
+import Foundation
+import Glibc
+import Testing
+
+/// The real `kvctl` as a subprocess against the real `kvd`, as a shell script would use them.
+@Suite(.serialized) struct KvctlTests {
+    @Test func everyTypeFlagStoresItsTypeAndGetPrintsItPlainly() throws {
+        let sandbox = Sandbox()
+        let daemon = try Daemon(sandbox)
+        let cases: [([String], String, String)] = [
+            (["plain text"], "plain text\n", "string"),
+            (["-string", "-dash"], "-dash\n", "string"),
+            (["-int", "42"], "42\n", "integer"),
+            (["-float", "1"], "1.0\n", "real"),
+            (["-bool", "YES"], "true\n", "bool"),
+            (["-date", "2026-11-29T18:00:00.250+01:00"], "2026-11-29T17:00:00.250Z\n", "date"),
+            (["-data", "68690a"], "68690a\n", "data"),
+        ]
+        for (index, (flags, expected, type)) in cases.enumerated() {
+            let set = try run(Binaries.kvctl, ["--socket", sandbox.socket, "set", "com.example.t", "k\(index)"] + flags)
+            #expect(set.status == 0 && set.stdout.isEmpty, "\(flags): \(set.stderr)")
+            let get = try kvctl(sandbox, "get", "com.example.t", "k\(index)")
+            #expect(get.status == 0 && get.stdout == expected, "\(flags): got \(get.stdout.debugDescription)")
+            #expect(try kvctl(sandbox, "read-type", "com.example.t", "k\(index)").stdout == type + "\n")
+        }
+        let array = try kvctl(sandbox, "set", "com.example.t", "list", "-array", "a", "-int", "2")
+        #expect(array.status == 0)
+        #expect(try kvctl(sandbox, "--json", "get", "com.example.t", "list").stdout == "[\"a\",2]\n")
+        #expect(try kvctl(sandbox, "set", "com.example.t", "list", "-array-add", "c").status == 0)
+        #expect(try kvctl(sandbox, "--json", "get", "com.example.t", "list").stdout == "[\"a\",2,\"c\"]\n")
+        #expect(try kvctl(sandbox, "set", "com.example.t", "raw", "--json", #"{"$dict": {"$x": {"$data": "aGk="}}}"#).status == 0)
+        #expect(try kvctl(sandbox, "--json", "get", "com.example.t", "raw").stdout == #"{"$dict":{"$x":{"$data":"aGk="}}}"# + "\n")
+        daemon.stop()
+    }
+
+    @Test func commandSubstitutionGetsExactlyTheString() throws {
+        let sandbox = Sandbox()
+        let daemon = try Daemon(sandbox)
+        _ = try kvctl(sandbox, "set", "com.example.sh", "path", "/home/ada/My Files")
+        let shell = try run("/bin/sh", ["-c", "x=$(\(Binaries.kvctl) --socket \(sandbox.socket) get com.example.sh path); printf '[%s]' \"$x\""])
+        #expect(shell.stdout == "[/home/ada/My Files]")
+        daemon.stop()
+    }
+
+    @Test func exitStatusAndMessagesSayWhatHappened() throws {
+        let sandbox = Sandbox()
+        let daemon = try Daemon(sandbox)
+        let missing = try kvctl(sandbox, "get", "com.example.none", "k")
+        #expect(missing.status == 1 && missing.stdout.isEmpty)
+        #expect(missing.stderr.split(separator: "\n").count == 1 && missing.stderr.contains("com.example.none"), "\(missing.stderr)")
+        let usage = try kvctl(sandbox, "set", "com.example.x")
+        #expect(usage.status == 2 && usage.stderr.contains("usage"), "\(usage.stderr)")
+        let badInt = try kvctl(sandbox, "set", "com.example.x", "k", "-int", "many")
+        #expect(badInt.status == 2 && badInt.stderr.contains("many"))
+        let badDomain = try kvctl(sandbox, "get", "../etc", "k")
+        #expect(badDomain.status != 0 && badDomain.stderr.contains("domain"), "\(badDomain.stderr)")
+        daemon.stop()
+        let down = try kvctl(sandbox, "--no-autostart", "get", "com.example.x", "k")
+        #expect(down.status == 1 && down.stderr.contains(sandbox.socket) && down.stderr.contains("kvd"), "\(down.stderr)")
+    }
+
+    @Test func domainsKeysDeleteRenameExportImport() throws {
+        let sandbox = Sandbox()
+        let daemon = try Daemon(sandbox)
+        _ = try kvctl(sandbox, "set", "com.example.a", "one", "-int", "1")
+        _ = try kvctl(sandbox, "set", "com.example.a", "two", "2")
+        _ = try kvctl(sandbox, "set", "-g", "Global", "yes")
+        #expect(try kvctl(sandbox, "domains").stdout == "NSGlobalDomain\ncom.example.a\n")
+        #expect(try kvctl(sandbox, "rename", "com.example.a", "two", "deux").status == 0)
+        #expect(try kvctl(sandbox, "keys", "com.example.a").stdout == "deux\none\n")
+        let exported = try kvctl(sandbox, "export", "com.example.a", "-")
+        #expect(exported.status == 0)
+        #expect(try kvctl(sandbox, "import", "com.example.b", "-", input: exported.stdout).status == 0)
+        let original = try kvctl(sandbox, "--json", "get", "com.example.a").stdout
+        #expect(try kvctl(sandbox, "--json", "get", "com.example.b").stdout == original)
+        #expect(try kvctl(sandbox, "delete", "com.example.a", "one").status == 0)
+        #expect(try kvctl(sandbox, "get", "com.example.a", "one").status == 1)
+        #expect(try kvctl(sandbox, "delete", "com.example.a").status == 0)
+        #expect(try kvctl(sandbox, "domains").stdout == "NSGlobalDomain\ncom.example.b\n")
+        daemon.stop()
+    }
+
+    @Test func autostartsKvdFromBesideItselfWhenNothingListens() throws {
+        let sandbox = Sandbox()
+        let environment = ["KVD_NO_AUTOSTART": "", "KVD_STATE_DIR": sandbox.state]
+        let set = try run(Binaries.kvctl, ["--socket", sandbox.socket, "set", "com.example.auto", "k", "v"], environment: environment)
+        #expect(set.status == 0, "\(set.stderr)")
+        let get = try run(Binaries.kvctl, ["--socket", sandbox.socket, "get", "com.example.auto", "k"], environment: environment)
+        #expect(get.stdout == "v\n")
+        #expect(sandbox.stateFiles().contains("kvd.lock"), "the started kvd must use KVD_STATE_DIR")
+        // Stop the daemon kvctl started (it listens on our socket; its pid is the lock holder).
+        let pids = try run("/bin/sh", ["-c", "fuser \(sandbox.state)/kvd.lock 2>/dev/null || pgrep -f 'kvd --socket \(sandbox.socket)'"])
+        for pid in pids.stdout.split(whereSeparator: { $0 == " " || $0 == "\n" }).compactMap({ Int32($0) }) { kill(pid, SIGTERM) }
+    }
+}
