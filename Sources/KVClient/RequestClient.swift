@@ -66,16 +66,7 @@ extension ClientError {
 enum ProcessFacts {
     @usableFromInline
     static func environment() -> [String: String] {
-        var environment: [String: String] = [:]
-        var entry = environ
-        while let pointer = entry.pointee {
-            let text = String(cString: pointer)
-            if let equals = text.firstIndex(of: "=") {
-                environment[String(text[..<equals])] = String(text[text.index(after: equals)...])
-            }
-            entry += 1
-        }
-        return environment
+        Paths.processEnvironment()
     }
 
     /// The executable's file name as a domain: characters outside `A-Z a-z 0-9 . _ -` become `_`.

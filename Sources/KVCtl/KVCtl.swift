@@ -1,5 +1,6 @@
 import Glibc
 import KVClient
+import KVProtocol
 
 /// kvctl: the shell client of kvd. All logic lives here; the `kvctl` executable only calls
 /// ``main(arguments:environment:)``.
@@ -40,17 +41,8 @@ public enum KVCtl {
         }
     }
 
-    /// The process's environment, read from `environ`.
+    /// The process's environment.
     public static func processEnvironment() -> [String: String] {
-        var environment: [String: String] = [:]
-        var entry = environ
-        while let pointer = entry.pointee {
-            let text = String(cString: pointer)
-            if let equals = text.firstIndex(of: "=") {
-                environment[String(text[..<equals])] = String(text[text.index(after: equals)...])
-            }
-            entry += 1
-        }
-        return environment
+        Paths.processEnvironment()
     }
 }

@@ -79,16 +79,7 @@ public enum Daemon {
 
     /// The process environment as a dictionary.
     public static func currentEnvironment() -> [String: String] {
-        var result: [String: String] = [:]
-        var pointer = environ
-        while let entry = pointer.pointee {
-            let text = String(cString: entry)
-            if let equals = text.firstIndex(of: "=") {
-                result[String(text[..<equals])] = String(text[text.index(after: equals)...])
-            }
-            pointer += 1
-        }
-        return result
+        Paths.processEnvironment()
     }
 
     static func writeStderr(_ text: String) {

@@ -30,6 +30,20 @@ public enum Paths {
         return homeDirectory(environment: environment) + "/.config/kvd"
     }
 
+    /// This process's environment, read from `environ`.
+    public static func processEnvironment() -> [String: String] {
+        var environment: [String: String] = [:]
+        var entry = environ
+        while let pointer = entry.pointee {
+            let text = String(cString: pointer)
+            if let equals = text.firstIndex(of: "=") {
+                environment[String(text[..<equals])] = String(text[text.index(after: equals)...])
+            }
+            entry += 1
+        }
+        return environment
+    }
+
     static func homeDirectory(environment: [String: String]) -> String {
         if let home = environment["HOME"], !home.isEmpty { return home }
         if let entry = getpwuid(getuid()), let directory = entry.pointee.pw_dir { return String(cString: directory) }

@@ -121,14 +121,7 @@ import Testing
         let sandbox = Sandbox()
         // A socket file with nobody behind it, as a killed daemon leaves.
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            let bytes = Array(sandbox.socket.utf8)
-            raw.copyBytes(from: bytes)
-            raw[bytes.count] = 0
-        }
-        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+        _ = withUnixAddress(sandbox.socket) { bind(fd, $0, $1) }
         close(fd)
         let daemon = try Daemon(sandbox)
         let live = try run(Binaries.kvd, ["--socket", sandbox.socket, "--state-dir", sandbox.root + "/state2"])

@@ -203,22 +203,27 @@ func kvctl(_ sandbox: Sandbox, _ arguments: String..., input: String? = nil) thr
     try run(Binaries.kvctl, ["--socket", sandbox.socket] + arguments, input: input)
 }
 
+/// Calls `body` with `path` as a socket address (`connect`, `bind`).
+func withUnixAddress<T>(_ path: String, _ body: (UnsafePointer<sockaddr>, socklen_t) -> T) -> T {
+    var address = sockaddr_un()
+    address.sun_family = sa_family_t(AF_UNIX)
+    withUnsafeMutableBytes(of: &address.sun_path) { raw in
+        let bytes = Array(path.utf8)
+        raw.copyBytes(from: bytes)
+        raw[bytes.count] = 0
+    }
+    return withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+    }
+}
+
 /// A bare varlink client over a blocking Unix socket, for sending exactly the bytes a test wants.
 struct RawClient {
     let fd: Int32
 
     static func connect(_ path: String) throws -> Int32 {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            let bytes = Array(path.utf8)
-            raw.copyBytes(from: bytes)
-            raw[bytes.count] = 0
-        }
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
+        let result = withUnixAddress(path) { Glibc.connect(fd, $0, $1) }
         guard result == 0 else {
             let error = errno
             Glibc.close(fd)

@@ -12,14 +12,7 @@ import Testing
         init(in sandbox: Sandbox) {
             path = sandbox.root + "/notify"
             fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
-            var address = sockaddr_un()
-            address.sun_family = sa_family_t(AF_UNIX)
-            withUnsafeMutableBytes(of: &address.sun_path) { raw in
-                let bytes = Array(path.utf8)
-                raw.copyBytes(from: bytes)
-                raw[bytes.count] = 0
-            }
-            _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+            _ = withUnixAddress(path) { bind(fd, $0, $1) }
             var timeout = timeval(tv_sec: 10, tv_usec: 0)
             setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         }
