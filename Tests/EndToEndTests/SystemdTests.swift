@@ -70,3 +70,68 @@ import Testing
         #expect(socketUnit.contains("ListenStream=%t/kvd.sock") && socketUnit.contains("SocketMode=0600"))
     }
 }
+
+/// Logging to the journal, and stopping on a signal with nothing lost.
+@Suite(.serialized) struct JournalAndSignalTests {
+    static let journalSocket = "/run/systemd/journal/socket"
+    /// The test plays journald: it needs to bind the journal's fixed socket path, so root and no
+    /// real journald on this machine.
+    static let canPlayJournald = getuid() == 0 && access(journalSocket, F_OK) != 0
+
+    @Test(.enabled(if: canPlayJournald, "needs root and no running journald (it binds /run/systemd/journal/socket)"))
+    func logsToTheJournalWhenSystemdConnectedStderrToIt() throws {
+        let sandbox = Sandbox()
+        mkdir("/run/systemd", 0o755)
+        mkdir("/run/systemd/journal", 0o755)
+        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+        defer { close(fd); unlink(Self.journalSocket); rmdir("/run/systemd/journal") }
+        #expect(withUnixAddress(Self.journalSocket) { bind(fd, $0, $1) } == 0)
+        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        // systemd sets JOURNAL_STREAM to the device:inode of the stream it gives as stderr.
+        let logFile = sandbox.root + "/stderr"
+        FileManager.default.createFile(atPath: logFile, contents: nil)
+        var status = stat()
+        stat(logFile, &status)
+        var environment = ProcessInfo.processInfo.environment
+        environment["JOURNAL_STREAM"] = "\(status.st_dev):\(status.st_ino)"
+        let daemon = try ChildProcess(Binaries.kvd, ["--socket", sandbox.socket, "--state-dir", sandbox.state, "--idle-exit", "0"],
+                                      environment: environment, stderr: logFile)
+        var buffer = [UInt8](repeating: 0, count: 8192)
+        let count = recv(fd, &buffer, buffer.count, 0)
+        let entry = count > 0 ? String(decoding: buffer[..<count], as: UTF8.self) : ""
+        #expect(entry.contains("MESSAGE=") && entry.contains("SYSLOG_IDENTIFIER=kvd") && entry.contains("PRIORITY=6"), "\(entry)")
+        daemon.signal(SIGTERM)
+        #expect(daemon.wait(timeout: 20) == 0)
+        #expect((try? String(contentsOfFile: logFile, encoding: .utf8)) == "", "nothing goes to stderr when it is the journal")
+    }
+
+    @Test(arguments: [SIGTERM, SIGINT])
+    func aSignalFinishesWritesInFlightAndLosesNoAcknowledgedOne(signal: Int32) throws {
+        let sandbox = Sandbox()
+        let daemon = try Daemon(sandbox)
+        let client = try RawClient(sandbox.socket)
+        var batch: [UInt8] = []
+        for index in 0..<300 {
+            batch += Array(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"sig","key":"k\#(index)","value":\#(index)}}"#.utf8) + [0]
+        }
+        client.send(batch)
+        _ = try #require(client.receive(), "the first write must be answered")
+        daemon.process.signal(signal)
+        var acknowledged = 1
+        while let reply = client.receive() {
+            #expect(reply.contains("\"revision\""), "\(reply)")
+            acknowledged += 1
+        }
+        client.close()
+        #expect(daemon.waitForExit(timeout: 20) == 0, "kvd must exit 0 on \(signal): \(daemon.errorOutput())")
+        let again = try Daemon(sandbox)
+        let reader = try RawClient(sandbox.socket)
+        defer { reader.close() }
+        for index in 0..<acknowledged {
+            let reply = try reader.call(#"{"method":"io.kvd.Defaults.Get","parameters":{"domain":"sig","key":"k\#(index)"}}"#)
+            #expect((reply["parameters"] as? [String: Any])?["value"] as? Int == index, "acknowledged k\(index) lost")
+        }
+        again.stop()
+    }
+}
