@@ -37,6 +37,8 @@ public final class Server {
     private var connections: [Int32: ClientConnection] = [:]
     private var connectionsByID: [Int: ClientConnection] = [:]
     private var nextID = 0
+    /// One buffer for every socket read (the loop reads one socket at a time).
+    private var readBuffer: [UInt8]
     /// Connections with calls left over after their turn, in the order they get the next one.
     private var ready: [Int] = []
     /// Finished commits handed over from the store's thread, in commit order.
@@ -61,6 +63,7 @@ public final class Server {
         self.idleExit = idleExit
         self.limits = limits
         self.poller = try Poller()
+        self.readBuffer = [UInt8](repeating: 0, count: limits.readChunk)
         self.watchdog = Systemd.watchdogInterval()
         for fd in listeners {
             try Sys.setNonBlocking(fd)
@@ -150,14 +153,13 @@ public final class Server {
 
     private func read(_ connection: ClientConnection, thenProcess: Bool = true) {
         if !connection.peerClosed {
-            var chunk = [UInt8](repeating: 0, count: limits.readChunk)
             do {
-                let count = try chunk.withUnsafeMutableBytes { raw throws(SystemError) in try Sys.read(connection.fd, into: raw) }
+                let count = try readBuffer.withUnsafeMutableBytes { raw throws(SystemError) in try Sys.read(connection.fd, into: raw) }
                 if let count {
                     if count == 0 {
                         connection.peerClosed = true
                     } else {
-                        chunk.withUnsafeBytes { connection.framer.append(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+                        readBuffer.withUnsafeBytes { connection.framer.append(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
                     }
                 }
             } catch {

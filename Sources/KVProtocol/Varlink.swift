@@ -1,3 +1,4 @@
+import Glibc
 import KVValues
 
 /// One varlink call: `{"method": ..., "parameters": {...}, "more": true, "oneway": true}`.
@@ -148,21 +149,24 @@ public struct MessageFramer: Sendable {
     /// Throws ``VarlinkError/tooLarge(limit:)`` once a message exceeds the limit; the stream
     /// cannot be trusted after that and the connection should be closed.
     public mutating func next() throws(VarlinkError) -> ArraySlice<UInt8>? {
-        var index = max(start, scanned)
-        while index < buffer.count {
-            if buffer[index] == 0 {
-                let message = buffer[start..<index]
-                start = index + 1
-                scanned = start
-                if start == buffer.count {
-                    defer { buffer.removeAll(keepingCapacity: true); start = 0; scanned = 0 }
-                    return ArraySlice(Array(message))
-                }
-                return message
-            }
-            index += 1
+        let from = max(start, scanned)
+        let terminator: Int? = buffer.withUnsafeBufferPointer { bytes in
+            guard from < bytes.count, let base = bytes.baseAddress,
+                let found = memchr(base + from, 0, bytes.count - from)
+            else { return nil }
+            return base.distance(to: found.assumingMemoryBound(to: UInt8.self))
         }
-        scanned = index
+        if let index = terminator {
+            let message = buffer[start..<index]
+            start = index + 1
+            scanned = start
+            if start == buffer.count {
+                defer { buffer.removeAll(keepingCapacity: true); start = 0; scanned = 0 }
+                return ArraySlice(Array(message))
+            }
+            return message
+        }
+        scanned = buffer.count
         if buffer.count - start > limit { throw .tooLarge(limit: limit) }
         if start > 1 << 16, start > buffer.count / 2 {
             buffer.removeFirst(start)

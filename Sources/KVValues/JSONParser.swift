@@ -168,7 +168,7 @@ public struct JSONParser {
             if byte == UInt8(ascii: "\"") {
                 let slice = UnsafeBufferPointer(rebasing: bytes[contentStart..<position])
                 position += 1
-                guard let string = String(validating: slice, as: UTF8.self) else {
+                guard let string = Self.string(fromUTF8: slice) else {
                     throw error("string is not valid UTF-8", at: start)
                 }
                 return string
@@ -197,6 +197,15 @@ public struct JSONParser {
             }
         }
         throw error("unterminated string", at: start)
+    }
+
+    /// `bytes` as a string if they are valid UTF-8. Plain ASCII, the usual case, skips the
+    /// generic validator (which costs a metadata lookup per call on the hot path).
+    private static func string(fromUTF8 bytes: UnsafeBufferPointer<UInt8>) -> String? {
+        var combined: UInt8 = 0
+        for byte in bytes { combined |= byte }
+        if combined < 0x80 { return String(decoding: bytes, as: UTF8.self) }
+        return String(validating: bytes, as: UTF8.self)
     }
 
     private mutating func parseEscape(into scratch: inout [UInt8]) throws(JSONSyntaxError) {
