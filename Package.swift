@@ -9,6 +9,7 @@ let package = Package(
         .executable(name: "kvd", targets: ["kvd"]),
         .executable(name: "kvctl", targets: ["kvctl"]),
         .library(name: "KVClient", targets: ["KVClient"]),
+        .executable(name: "habits", targets: ["habits"]),
     ],
     targets: [
         .target(name: "KVValues"),
@@ -23,6 +24,8 @@ let package = Package(
         .executableTarget(name: "kvctl", dependencies: ["KVCtl"]),
         .executableTarget(name: "kvbench"),
         .executableTarget(name: "kvclient-probe", dependencies: ["KVClient", "KVValues"]),
+        .target(name: "HabitsKit", dependencies: ["KVClient", "KVValues"]),
+        .executableTarget(name: "habits", dependencies: ["HabitsKit"]),
 
         .testTarget(name: "KVValuesTests", dependencies: ["KVValues"]),
         .testTarget(name: "KVStorageTests", dependencies: ["KVStorage"]),
@@ -31,6 +34,7 @@ let package = Package(
         .testTarget(name: "KVCtlTests", dependencies: ["KVCtl"]),
         .testTarget(name: "KVClientTests", dependencies: ["KVClient"]),
         .testTarget(name: "EndToEndTests"),
+        .testTarget(name: "HabitsTests", dependencies: ["HabitsKit", "KVClient", "KVValues"], exclude: ["Fixtures"]),
     ]
 )
 
