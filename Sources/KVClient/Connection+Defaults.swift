@@ -6,11 +6,11 @@ public struct WatchEvent: Sendable, Equatable {
     /// The store revision of the commit (for the initial event: the revision when the watch began).
     public var revision: Int64
     /// What changed; a change with no value is a removal.
-    public var changes: [KeyChange]
+    public var changes: [Change]
     /// Whether this is the first event, listing the current values.
     public var initial: Bool
 
-    public init(revision: Int64, changes: [KeyChange], initial: Bool) {
+    public init(revision: Int64, changes: [Change], initial: Bool) {
         self.revision = revision
         self.changes = changes
         self.initial = initial
@@ -40,7 +40,7 @@ extension Connection {
 
     /// Commits all `changes` atomically; with `ifRevision`, only if the domain last changed then.
     @discardableResult
-    public func apply(_ domain: Domain, _ changes: [KeyChange], ifRevision: Int64? = nil) throws(ClientError) -> Int64 {
+    public func apply(_ domain: Domain, _ changes: [Change], ifRevision: Int64? = nil) throws(ClientError) -> Int64 {
         try Decode.revision(try call(.apply(domain, changes, ifRevision: ifRevision)))
     }
 
@@ -106,13 +106,13 @@ enum Decode {
         guard case .array(let items)? = reply.parameters["changes"] else {
             throw .protocolError("Watch reply without a \"changes\" array")
         }
-        var changes: [KeyChange] = []
+        var changes: [Change] = []
         for item in items {
             guard case .string(let name)? = item["key"] else { throw .protocolError("Watch change without a \"key\"") }
             let key = try key(name)
             switch item["value"] {
-            case nil, .null?: changes.append(KeyChange(key: key, value: nil))
-            case let json?: changes.append(KeyChange(key: key, value: try value(json, "changes.value")))
+            case nil, .null?: changes.append(Change(key: key, value: nil))
+            case let json?: changes.append(Change(key: key, value: try value(json, "changes.value")))
             }
         }
         var initial = false

@@ -71,7 +71,7 @@ final class WatchCore: Sendable {
     // MARK: changes
 
     /// A change acknowledged by kvd at `revision` (a write of this process, or a watch event).
-    func apply(_ changes: [KeyChange], revision: Int64) {
+    func apply(_ changes: [Change], revision: Int64) {
         let (changed, handler) = state.withLock { state -> (Changes, (@Sendable (Domain, Changes) -> Void)?) in
             var changed: Changes = [:]
             for change in changes {

@@ -143,7 +143,7 @@ extension KVDefaults {
                 let revision = try client.call { (connection) throws(ClientError) in
                     try connection.set(domain, name, value, ifRevision: current?.revision ?? 0)
                 } ifNotFound: { 0 }
-                cacheIfWatching(domain)?.apply([KeyChange(key: name, value: value)], revision: revision)
+                cacheIfWatching(domain)?.apply([Change(key: name, value: value)], revision: revision)
                 return
             } catch .client(let error) where error.remoteName == DefaultsInterface.Error.revisionMismatch && attempt < 5 {
                 continue

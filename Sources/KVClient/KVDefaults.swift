@@ -157,7 +157,7 @@ public final class KVDefaults: Sendable {
             if let value { return try connection.set(domain, name, value) }
             return try connection.delete(domain, name)
         } ifNotFound: { 0 }
-        cacheIfWatching(domain)?.apply([KeyChange(key: name, value: value)], revision: revision)
+        cacheIfWatching(domain)?.apply([Change(key: name, value: value)], revision: revision)
     }
 
     /// The cache of `domain` if it was started, without starting it.

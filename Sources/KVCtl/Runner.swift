@@ -99,7 +99,7 @@ struct Runner {
                 throw ClientError.remote(name: DefaultsInterface.Error.notFound, parameters: ["domain": .string(domain.name), "key": .string(old.name)])
             }
             guard old != new else { return nil }
-            let changes = [KeyChange(key: old, value: nil), KeyChange(key: new, value: value)]
+            let changes = [Change(key: old, value: nil), Change(key: new, value: value)]
             return try connection.apply(domain, changes, ifRevision: revision)
         }
     }
@@ -109,8 +109,8 @@ struct Runner {
     private func importDomain(_ domain: Domain, _ values: [Key: Value], on connection: Connection) throws -> Int64? {
         try retrying {
             let current = try Self.optional { () throws(ClientError) in try connection.list(domain) }
-            let removals = (current?.values ?? [:]).keys.filter { values[$0] == nil }.map { KeyChange(key: $0, value: nil) }
-            let changes = removals + values.map { KeyChange(key: $0.key, value: $0.value) }
+            let removals = (current?.values ?? [:]).keys.filter { values[$0] == nil }.map { Change(key: $0, value: nil) }
+            let changes = removals + values.map { Change(key: $0.key, value: $0.value) }
             guard !changes.isEmpty else { return nil }
             return try connection.apply(domain, changes.sorted { $0.key < $1.key }, ifRevision: current?.revision ?? 0)
         }

@@ -68,17 +68,17 @@ struct WatchCommand {
         for line in Format.watchLines(event, json: json) { console.out(line + "\n") }
     }
 
-    private func apply(_ changes: [KeyChange], initial: Bool, to seen: Seen) {
+    private func apply(_ changes: [Change], initial: Bool, to seen: Seen) {
         if initial { seen.values = [:] }
         for change in changes { seen.values[change.key] = change.value }
     }
 
     /// What differs between the values printed before and a new watch's current values.
-    func differences(from old: [Key: Value], to current: [KeyChange]) -> [KeyChange] {
+    func differences(from old: [Key: Value], to current: [Change]) -> [Change] {
         var now: [Key: Value] = [:]
         for change in current { now[change.key] = change.value }
-        var changes = now.filter { old[$0.key] != $0.value }.map { KeyChange(key: $0.key, value: $0.value) }
-        changes += old.keys.filter { now[$0] == nil }.map { KeyChange(key: $0, value: nil) }
+        var changes = now.filter { old[$0.key] != $0.value }.map { Change(key: $0.key, value: $0.value) }
+        changes += old.keys.filter { now[$0] == nil }.map { Change(key: $0, value: nil) }
         return changes
     }
 

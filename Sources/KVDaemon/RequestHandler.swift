@@ -31,7 +31,7 @@ struct RequestHandler: Sendable {
         case .delete(let domain, nil):
             return .commit(domain, .deleteDomain)
         case .apply(let domain, let changes, let ifRevision):
-            return .commit(domain, .apply(changes.map { Change(key: $0.key, value: $0.value) }, ifRevision: ifRevision))
+            return .commit(domain, .apply(changes, ifRevision: ifRevision))
         case .watch(let domain, let key):
             return .watch(domain, key)
         case .getInfo:
@@ -88,17 +88,17 @@ struct RequestHandler: Sendable {
 
     /// The first reply of a watch: the current values (all, or the one key) as changes.
     func initialWatchReply(_ domain: Domain, _ key: Key?, revision: Int64) -> VarlinkReply {
-        var changes: [KeyChange] = []
+        var changes: [Change] = []
         if let snapshot = store.list(domain) {
             for (name, value) in snapshot.values where key == nil || key == name {
-                changes.append(KeyChange(key: name, value: value))
+                changes.append(Change(key: name, value: value))
             }
         }
         changes.sort { $0.key < $1.key }
         return Self.watchReply(revision: revision, changes: changes, initial: true)
     }
 
-    static func watchReply(revision: Int64, changes: [KeyChange], initial: Bool) -> VarlinkReply {
+    static func watchReply(revision: Int64, changes: [Change], initial: Bool) -> VarlinkReply {
         VarlinkReply(
             parameters: ["revision": .integer(revision), "changes": .array(changes.map(\.json)), "initial": .bool(initial)],
             continues: true)

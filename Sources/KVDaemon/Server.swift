@@ -322,9 +322,7 @@ public final class Server {
     private func notifyWatchers(_ commit: Commit) {
         for connection in connectionsByID.values {
             guard let watch = connection.watch, watch.domain == commit.domain, commit.revision > watch.since else { continue }
-            let changes = commit.changes
-                .filter { watch.key == nil || $0.key == watch.key }
-                .map { KeyChange(key: $0.key, value: $0.value) }
+            let changes = commit.changes.filter { watch.key == nil || $0.key == watch.key }
             guard !changes.isEmpty else { continue }
             connection.send(RequestHandler.watchReply(revision: commit.revision, changes: changes, initial: false))
             process(connection)

@@ -1,16 +1,7 @@
 import KVValues
 
-/// One key's change inside `Apply` or a `Watch` reply; `value == nil` removes the key.
-public struct KeyChange: Sendable, Equatable {
-    public var key: Key
-    public var value: Value?
-
-    public init(key: Key, value: Value?) {
-        self.key = key
-        self.value = value
-    }
-
-    /// The `Change` varlink object.
+extension Change {
+    /// The `Change` varlink object: `{"key": ..., "value": ...}`, no `value` for a removal.
     public var json: JSON {
         var members: [String: JSON] = ["key": .string(key.name)]
         if let value { members["value"] = value.typedJSON }
@@ -25,7 +16,7 @@ public enum DefaultsRequest: Sendable, Equatable {
     case get(Domain, Key)
     case set(Domain, Key, Value, ifRevision: Int64?)
     case delete(Domain, Key?)
-    case apply(Domain, [KeyChange], ifRevision: Int64?)
+    case apply(Domain, [Change], ifRevision: Int64?)
     case list(Domain)
     case domains
     case watch(Domain, Key?)
@@ -119,15 +110,15 @@ struct Parameters {
         return try Self.value(json)
     }
 
-    func changes() throws(RequestError) -> [KeyChange] {
+    func changes() throws(RequestError) -> [Change] {
         guard case .array(let elements)? = members["changes"] else { throw invalid("changes") }
-        var changes: [KeyChange] = []
+        var changes: [Change] = []
         for element in elements {
             guard case .object(let change) = element, case .string(let name)? = change["key"] else { throw invalid("changes") }
             let key = try Self.key(name)
             switch change["value"] {
-            case nil, .null?: changes.append(KeyChange(key: key, value: nil))
-            case let json?: changes.append(KeyChange(key: key, value: try Self.value(json)))
+            case nil, .null?: changes.append(Change(key: key, value: nil))
+            case let json?: changes.append(Change(key: key, value: try Self.value(json)))
             }
         }
         return changes

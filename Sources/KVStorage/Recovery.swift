@@ -88,12 +88,28 @@ struct Recovery {
         return slash == path.startIndex ? "/" : String(path[..<slash])
     }
 
+    /// Takes the lock, retrying for up to half a second while it is held: a store closed a moment
+    /// ago can still hold it through a child process that another thread is starting (the lock
+    /// descriptor is close-on-exec, but shared until the child's `exec`), and a kvd that is just
+    /// exiting releases it soon. A live kvd holds it far longer, and is reported.
+    private func lockRetryingBriefly(_ descriptor: FileDescriptor) throws(FileSystemError) {
+        var attempt = 0
+        while true {
+            do {
+                return try fileSystem.lockExclusively(descriptor)
+            } catch where error.code == EWOULDBLOCK && attempt < 50 {
+                attempt += 1
+                usleep(10_000)
+            }
+        }
+    }
+
     private func lock() throws(StorageError) {
         let lockPath = journal.path(StorageFormat.lockFileName)
         do {
             let descriptor = try fileSystem.open(lockPath, [.write, .create], permissions: 0o600)
             journal.lockDescriptor = descriptor
-            try fileSystem.lockExclusively(descriptor)
+            try lockRetryingBriefly(descriptor)
         } catch {
             journal.releaseAll()
             if error.code == EWOULDBLOCK {

@@ -1,17 +1,5 @@
 import KVValues
 
-/// One change to one key: a new value, or `nil` for a removal.
-public struct Change: Sendable, Equatable {
-    public var key: Key
-    /// The new value; `nil` removes the key.
-    public var value: Value?
-
-    public init(key: Key, value: Value?) {
-        self.key = key
-        self.value = value
-    }
-}
-
 /// What a caller asks the store to do to one domain. Each mutation that changes anything becomes
 /// one new store-wide revision and one log record.
 public enum Mutation: Sendable {

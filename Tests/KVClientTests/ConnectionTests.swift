@@ -92,8 +92,8 @@ import Testing
         }
         #expect(events.map(\.revision) == [10, 11, 12, 13])
         #expect(events.map(\.initial) == [true, false, false, false])
-        #expect(events[1].changes == [KeyChange(key: key, value: .integer(1))])
-        #expect(events[3].changes == [KeyChange(key: key, value: nil)])
+        #expect(events[1].changes == [Change(key: key, value: .integer(1))])
+        #expect(events[3].changes == [Change(key: key, value: nil)])
         #expect(throws: ClientError.connectionClosed) { try connection.domains() }
     }
 

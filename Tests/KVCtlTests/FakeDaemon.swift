@@ -125,7 +125,7 @@ final class FakeDaemon: Sendable {
         case .domains:
             return VarlinkReply(parameters: ["domains": .array(store.domains.keys.map { .string($0.name) })])
         case .watch(let domain, _):
-            let changes = (store.domains[domain] ?? [:]).map { KeyChange(key: $0.key, value: $0.value.value).json }
+            let changes = (store.domains[domain] ?? [:]).map { Change(key: $0.key, value: $0.value.value).json }
             return VarlinkReply(parameters: ["revision": .integer(store.revision), "changes": .array(changes), "initial": .bool(true)])
         case .getInfo, .getInterfaceDescription:
             throw RequestError(.failure(ServiceInterface.Error.methodNotImplemented))

@@ -55,6 +55,6 @@ import KVProtocol
 enum WatchEventFixture {
     static let event = WatchEvent(
         revision: 7,
-        changes: [KeyChange(key: try! Key(validating: "b"), value: nil), KeyChange(key: try! Key(validating: "a"), value: .string("x"))],
+        changes: [Change(key: try! Key(validating: "b"), value: nil), Change(key: try! Key(validating: "a"), value: .string("x"))],
         initial: true)
 }

@@ -44,7 +44,7 @@ import KVValues
         let requests: [DefaultsRequest] = [
             .get(domain, key), .set(domain, key, .array([.integer(1), .real(2.5)]), ifRevision: 4),
             .set(domain, key, .bool(true), ifRevision: nil), .delete(domain, key), .delete(domain, nil),
-            .apply(domain, [KeyChange(key: key, value: .string("v")), KeyChange(key: key, value: nil)], ifRevision: 0),
+            .apply(domain, [Change(key: key, value: .string("v")), Change(key: key, value: nil)], ifRevision: 0),
             .list(domain), .domains, .watch(domain, nil), .watch(domain, key), .getInfo,
             .getInterfaceDescription("io.kvd.Defaults"),
         ]
