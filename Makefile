@@ -17,6 +17,7 @@ FUZZ_SECONDS ?= 60
 SMOKE_SECONDS ?= 10
 
 .PHONY: all build release deps test unit-tests python-tests demo install uninstall clean help fuzz fuzz-smoke fuzz-build test-sanitize
+.PHONY: bench bench-smoke
 
 all: build
 
@@ -26,6 +27,7 @@ help:
 	@echo "make install  install kvd, kvctl and the systemd user units (PREFIX=$(PREFIX))"
 	@echo "make fuzz     run each libFuzzer target for FUZZ_SECONDS (default 60)"
 	@echo "make test-sanitize  run the tests under AddressSanitizer and ThreadSanitizer"
+	@echo "make bench    kvd beside Redis, SQLite and UserDefaults: bench/results.{json,md,svg}"
 
 ## deps: Debian packages and the Python varlink client used by the tests.
 deps:
@@ -42,6 +44,21 @@ test: deps
 	$(SWIFT) test --skip-build
 	$(PYTHON) tests/python/test_varlink.py "$$($(SWIFT) build --show-bin-path)"
 	$(MAKE) fuzz-smoke
+	$(MAKE) bench-smoke
+
+## make bench: kvd beside Redis, SQLite and Foundation's UserDefaults in one run (release build;
+## installs redis-server and sqlite3 when missing), into bench/results.{json,md,svg}; about 3 min.
+## BENCH_QUICK=1: the smoke mode (tiny durations, installs nothing, into .build/bench-smoke).
+BENCH_SCRATCH ?= .build
+bench: deps
+	$(SWIFT) build -c release --scratch-path $(BENCH_SCRATCH)
+	$(PYTHON) bench/run.py --bin "$$($(SWIFT) build -c release --scratch-path $(BENCH_SCRATCH) --show-bin-path)" $(if $(filter 1,$(BENCH_QUICK)),--quick)
+
+## The smoke mode on the debug build, as `make test` runs it: proves the benchmark still works
+## (a few seconds; peers that are not installed are skipped).
+bench-smoke:
+	$(SWIFT) build
+	$(PYTHON) bench/run.py --quick --no-install --bin "$$($(SWIFT) build --show-bin-path)"
 
 ## Fuzzing: libFuzzer targets in fuzz/, built with swiftc into .build/fuzz (see fuzz/build.sh).
 fuzz-build:

@@ -26,6 +26,8 @@ let package = Package(
         .executableTarget(name: "kvclient-probe", dependencies: ["KVClient", "KVValues"]),
         .target(name: "HabitsKit", dependencies: ["KVClient", "KVValues"]),
         .executableTarget(name: "habits", dependencies: ["HabitsKit"]),
+        .executableTarget(name: "kvbench-local", dependencies: ["KVClient"]),
+        .executableTarget(name: "kvbench-hello"),
 
         .testTarget(name: "KVValuesTests", dependencies: ["KVValues"]),
         .testTarget(name: "KVStorageTests", dependencies: ["KVStorage"]),

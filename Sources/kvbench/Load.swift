@@ -1,0 +1,106 @@
+// The load: N client threads, each with its own blocking connection, one call in flight, the
+// latency of every call recorded. Nothing is parsed beyond finding the end of the reply, so the
+// generator costs the same whatever it talks to.
+import Glibc
+
+final class Box: @unchecked Sendable {
+    var latencies: [UInt32] = []
+}
+
+/// One call and its whole reply on `fd`; the reply's bytes are left in `buffer[0..<returned]`.
+func roundTrip(_ fd: Int32, _ call: [UInt8], _ proto: String, _ buffer: UnsafeMutableRawBufferPointer) -> Int {
+    sendAll(fd, call)
+    var count = 0
+    repeat {
+        let received = recv(fd, buffer.baseAddress! + count, buffer.count - count, 0)
+        if received <= 0 { print("kvbench: connection closed"); exit(1) }
+        count += received
+    } while !replyComplete(proto, UnsafeRawBufferPointer(buffer), count, sent: call.count)
+    return count
+}
+
+/// Runs one client from `start` until `deadline`; returns its latencies in nanoseconds.
+func runClient(_ options: Options, index: Int, start: UInt64, deadline: UInt64) -> [UInt32] {
+    let fd = connectUnix(options.socket)
+    defer { close(fd) }
+    let call = request(options, client: index)
+    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 8)
+    defer { buffer.deallocate() }
+    let first = roundTrip(fd, call, options.proto, buffer)
+    if !replyIsSuccess(options.proto, Array(buffer[0..<first])) {
+        print("kvbench: \(options.operation) failed: \(String(decoding: buffer[0..<min(first, 300)], as: UTF8.self))")
+        exit(1)
+    }
+    var latencies: [UInt32] = []
+    latencies.reserveCapacity(1 << 20)
+    while now() < start { usleep(100) }
+    while true {
+        let begin = now()
+        if begin >= deadline { break }
+        _ = roundTrip(fd, call, options.proto, buffer)
+        latencies.append(UInt32(min(now() - begin, UInt64(UInt32.max))))
+    }
+    return latencies
+}
+
+/// Runs every client on its own thread; returns all latencies, sorted.
+func runClients(_ options: Options) -> [UInt32] {
+    let start = now() + 50_000_000
+    let deadline = start + UInt64(options.seconds * 1e9)
+    let boxes = (0..<options.clients).map { _ in Box() }
+    let threads = (0..<options.clients).map { index in
+        let box = boxes[index]
+        return startThread { box.latencies = runClient(options, index: index, start: start, deadline: deadline) }
+    }
+    for thread in threads { pthread_join(thread, nil) }
+    return boxes.flatMap(\.latencies).sorted()
+}
+
+/// The keys the get clients read, so each get finds its value.
+func prepareKeys(_ options: Options) {
+    var setup = options
+    setup.operation = "set"
+    let fd = connectUnix(options.socket)
+    defer { close(fd) }
+    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 8)
+    defer { buffer.deallocate() }
+    for index in 0..<options.clients { _ = roundTrip(fd, request(setup, client: index), options.proto, buffer) }
+}
+
+/// Writes `keys` keys of 100 bytes, spread over `domains` domains, in batches (varlink `Apply`,
+/// RESP `MSET`), as fast as the peer takes them.
+func populate(_ options: Options) {
+    let fd = connectUnix(options.socket)
+    defer { close(fd) }
+    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 8)
+    defer { buffer.deallocate() }
+    let perDomain = (options.keys + options.domains - 1) / options.domains
+    for domainIndex in 0..<options.domains {
+        let domain = options.domains == 1 ? options.domain : "\(options.domain).\(domainIndex)"
+        var first = 0
+        while first < perDomain {
+            let batch = first..<min(perDomain, first + 500)
+            let call: [UInt8]
+            if options.proto == "resp" {
+                call = resp(["MSET"] + batch.flatMap { ["\(domain):p\($0)", payload] })
+            } else {
+                let changes = batch.map { #"{"key":"p\#($0)","value":"\#(payload)"}"# }.joined(separator: ",")
+                call = varlink("Apply", #"{"domain":"\#(domain)","changes":[\#(changes)]}"#)
+            }
+            let count = roundTrip(fd, call, options.proto, buffer)
+            if !replyIsSuccess(options.proto, Array(buffer[0..<count])) {
+                print("kvbench: populate failed: \(String(decoding: buffer[0..<min(count, 300)], as: UTF8.self))")
+                exit(1)
+            }
+            first = batch.upperBound
+        }
+    }
+}
+
+/// CPU seconds (user + system) this process has used so far.
+func cpuSeconds() -> Double {
+    var usage = rusage()
+    getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+    func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
+    return seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}

@@ -1,0 +1,107 @@
+"""The Markdown table and the hand-written SVG bar chart of bench/results.json."""
+from html import escape
+
+
+def fmt(value, digits=0):
+    if value is None:
+        return "—"
+    return f"{value:,.{digits}f}"
+
+
+def fmt_load(values):
+    return "unknown" if not values else " / ".join(f"{v:.2f}" for v in values)
+
+
+def measure_cell(row):
+    """What a row measured, whatever its kind."""
+    if "ops_per_s" in row:
+        return (f"{fmt(row['ops_per_s'])} ops/s [{fmt(row['ops_per_s_min'])}–{fmt(row['ops_per_s_max'])}]",
+                fmt(row["p50_us"], 1), fmt(row["p99_us"], 1))
+    if "ns_per_op" in row:
+        return f"{fmt(row['ns_per_op'], 1)} ns/op", "", ""
+    if "ms" in row:
+        return f"{fmt(row['ms'], 2)} ms [{fmt(row['ms_min'], 2)}–{fmt(row['ms_max'], 2)}]", "", ""
+    if "rss_kib" in row:
+        return f"{fmt(row['rss_kib'] / 1024, 1)} MiB RSS (empty: {fmt(row['rss_empty_kib'] / 1024, 1)} MiB)", "", ""
+    return "", "", ""
+
+
+def markdown(result):
+    m = result["machine"]
+    lines = [
+        f"# kvd benchmark — {result['date']}",
+        "",
+        f"Machine: {m['cpu']}, {m['cores']} cores, Linux {m['kernel']}, {m['os']}; {m['swift']}; {m['redis'] or 'no Redis'}.",
+        f"Load average (1, 5, 15 min) at the start {fmt_load(m.get('loadavg_start'))}, at the end {fmt_load(result.get('loadavg_end'))}: "
+        "anything else running on the machine shows in the numbers; subjects of a row are measured in turn, run by run.",
+        f"Each measurement: median of {result['runs']} run(s) of {result['seconds_per_run']} s, [min–max] across runs."
+        + (" **Smoke mode (BENCH_QUICK=1): numbers are not meaningful.**" if result["quick"] else ""),
+        "",
+        "| row | subject | measure | p50 µs | p99 µs | extra |",
+        "|---|---|---|---:|---:|---|",
+    ]
+    for row in result["rows"]:
+        cell, p50, p99 = measure_cell(row)
+        extra = []
+        if "write_bytes_per_op" in row:
+            extra.append(f"{fmt(row['write_bytes_per_op'])} B written/op")
+        if "loadgen_cpu_us_per_op" in row:
+            extra.append(f"load generator {fmt(row['loadgen_cpu_us_per_op'], 1)} µs CPU/op")
+        lines.append(f"| {row['row']} | {row['subject']} | {cell} | {p50} | {p99} | {'; '.join(extra)} |")
+    lines += ["", "## Targets (ratio kvd/peer unless said)", "", "| row | measure | ratio | target | met |", "|---|---|---:|---|---|"]
+    for t in result["targets"]:
+        met = {True: "yes", False: "**no**", None: "n/a"}[t["met"]]
+        ratio = "—" if t["ratio"] is None else f"{t['ratio']:,.2f}"
+        target = "reported" if t["row"] == "raw limit" else t["target"]
+        lines.append(f"| {t['row']} | {t['measure']} | {ratio} | {target} | {met}{' — ' + t['note'] if t['note'] else ''} |")
+    if result["notes"]:
+        lines += ["", "## Notes", ""] + [f"- {note}" for note in result["notes"]]
+    return "\n".join(lines) + "\n"
+
+
+COLORS = {"kvd": "#2b6cb0", "KVDefaults": "#2b6cb0", "raw": "#718096"}
+
+
+def color(subject):
+    for prefix, value in COLORS.items():
+        if subject.startswith(prefix):
+            return value
+    return "#dd6b20"
+
+
+def svg(result):
+    """Three panels (throughput, p50, p99); each row's bars scaled to that row's largest value."""
+    groups = []
+    for row in result["rows"]:
+        if "ops_per_s" not in row:
+            continue
+        if not groups or groups[-1][0] != row["row"]:
+            groups.append((row["row"], []))
+        groups[-1][1].append(row)
+    panels = [("throughput (ops/s, higher is better)", "ops_per_s", 0), ("p50 latency (µs)", "p50_us", 1),
+              ("p99 latency (µs)", "p99_us", 1)]
+    bar, gap, label_width, panel_width = 16, 14, 250, 300
+    height = 60 + sum(len(rows) * bar + gap + 16 for _, rows in groups)
+    width = label_width + panel_width * len(panels) + 20
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="11">',
+           f'<rect width="{width}" height="{height}" fill="white"/>',
+           f'<text x="10" y="18" font-size="14" font-weight="bold">kvd beside its peers — {escape(result["date"])}'
+           f'{" (smoke mode)" if result["quick"] else ""}</text>']
+    for index, (title, _, _) in enumerate(panels):
+        out.append(f'<text x="{label_width + index * panel_width}" y="42" font-weight="bold">{escape(title)}</text>')
+    y = 56
+    for name, rows in groups:
+        out.append(f'<text x="10" y="{y + 10}" font-weight="bold">{escape(name)}</text>')
+        y += 14
+        for row in rows:
+            out.append(f'<text x="20" y="{y + 12}">{escape(row["subject"])}</text>')
+            for index, (_, key, digits) in enumerate(panels):
+                top = max(r[key] for r in rows) or 1
+                length = (panel_width - 90) * row[key] / top
+                x = label_width + index * panel_width
+                out.append(f'<rect x="{x}" y="{y + 2}" width="{length:.1f}" height="{bar - 4}" fill="{color(row["subject"])}"/>')
+                out.append(f'<text x="{x + length + 4:.1f}" y="{y + 12}">{fmt(row[key], digits)}</text>')
+            y += bar
+        y += gap
+    out.append("</svg>")
+    return "\n".join(out) + "\n"

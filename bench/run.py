@@ -1,0 +1,470 @@
+#!/usr/bin/env python3
+"""make bench: kvd beside Redis, SQLite and Foundation's UserDefaults, in one run on one machine.
+
+Starts every server it measures itself (kvd, Redis on a Unix socket only, the raw ping-pong
+server) in a temporary folder on disk, drives them with the same load generator (kvbench:
+varlink to kvd, RESP to Redis), runs the in-process rows with kvbench-local, and writes
+bench/results.json, bench/results.md and bench/results.svg. Every child is bounded in time and
+stopped at the end, whatever happens. A peer that cannot be had is skipped with a note.
+
+    bench/run.py --bin .build/release [--quick] [--out bench] [--no-install]
+
+--quick (BENCH_QUICK=1) is the smoke mode: tiny durations, one run, never installs anything.
+"""
+import argparse
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import chart
+
+CHILD_TIMEOUT = 120  # seconds any one measuring program may take
+ACTIVATE = 'export LISTEN_PID=$$ LISTEN_FDS=1; exec "$0" "$@" {redirect}'
+
+
+class Bench:
+    def __init__(self, args):
+        self.bin = os.path.abspath(args.bin)
+        self.quick = args.quick
+        self.install = not args.no_install and not args.quick
+        self.seconds = 0.2 if self.quick else args.seconds
+        self.runs = 1 if self.quick else args.runs
+        self.out = args.out or (os.path.join(os.path.dirname(__file__), "..", ".build", "bench-smoke") if self.quick
+                                else os.path.dirname(os.path.abspath(__file__)))
+        # BENCH_SKIP=redis,sqlite: behave as if those peers were missing (to check the skips).
+        self.skipped = set(filter(None, os.environ.get("BENCH_SKIP", "").split(",")))
+        # On disk, not tmpfs: fsync and /proc/PID/io must mean what they say.
+        base = os.path.abspath(args.tmp or os.path.join(os.path.dirname(__file__), "..", ".build"))
+        os.makedirs(base, exist_ok=True)
+        self.dir = tempfile.mkdtemp(prefix="bench.", dir=base)
+        self.children = []
+        self.rows = []       # one per measured subject of a row
+        self.targets = []    # one per issue target
+        self.notes = []
+        self.env = dict(os.environ, KVD_NO_AUTOSTART="1", HOME=os.path.join(self.dir, "home"),
+                        XDG_CONFIG_HOME=os.path.join(self.dir, "home", ".config"))
+        os.makedirs(self.env["XDG_CONFIG_HOME"], exist_ok=True)
+
+    # ---- processes -------------------------------------------------------------------
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def tool(self, name):
+        return os.path.join(self.bin, name)
+
+    def start(self, argv, sock, name, **kwargs):
+        """Starts a server and waits (at most 10 s) until `sock` accepts connections."""
+        log = open(self.path(name + ".log"), "wb")
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=self.env, **kwargs)
+        self.children.append(proc)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{name} exited at start (see {self.path(name + '.log')})")
+            try:
+                with socket.socket(socket.AF_UNIX) as probe:
+                    probe.connect(sock)
+                return proc
+            except OSError:
+                time.sleep(0.01)
+        raise RuntimeError(f"{name} did not listen on {sock} within 10 s")
+
+    def stop(self, proc):
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if proc in self.children:
+            self.children.remove(proc)
+
+    def stop_all(self):
+        for proc in list(self.children):
+            self.stop(proc)
+
+    def run_json(self, argv, timeout=CHILD_TIMEOUT):
+        """Runs a measuring program; returns the JSON objects it printed, one a line."""
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=self.env)
+        if done.returncode != 0:
+            raise RuntimeError(f"{os.path.basename(argv[0])} failed: {(done.stdout + done.stderr).strip()[:400]}")
+        return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+    # ---- measuring -------------------------------------------------------------------
+
+    def summarize(self, row, subject, runs, **extra):
+        """Median of the runs with the spread; appends it to the rows."""
+        rates = [r["ops_per_s"] for r in runs]
+        cpu = [r["client_cpu_s"] / max(r["ops"], 1) * 1e6 for r in runs if "client_cpu_s" in r]
+        entry = {
+            "row": row, "subject": subject, "runs": len(runs),
+            "ops_per_s": statistics.median(rates), "ops_per_s_min": min(rates), "ops_per_s_max": max(rates),
+            "p50_us": statistics.median(r["p50_us"] for r in runs),
+            "p99_us": statistics.median(r["p99_us"] for r in runs),
+        }
+        if cpu:
+            entry["loadgen_cpu_us_per_op"] = statistics.median(cpu)
+        entry.update(extra)
+        self.rows.append(entry)
+        print(f"  {row:<22} {subject:<28} {entry['ops_per_s']:>10.0f} ops/s "
+              f"[{entry['ops_per_s_min']:.0f}–{entry['ops_per_s_max']:.0f}]  "
+              f"p50 {entry['p50_us']:.1f} µs  p99 {entry['p99_us']:.1f} µs", flush=True)
+        return entry
+
+    def kvbench(self, sock, proto, op, clients, domain="bench.kvd", io_pid=None):
+        """A subject measured by kvbench: a function that makes one run."""
+        argv = [self.tool("kvbench"), "--socket", sock, "--proto", proto, "--op", op, "--clients", str(clients),
+                "--seconds", str(self.seconds), "--runs", "1", "--domain", domain, "--json"]
+        return lambda: self.run_json(argv)[0], io_pid
+
+    def local(self, mode, *args):
+        """A subject measured in process by kvbench-local."""
+        argv = [self.tool("kvbench-local"), mode, "--seconds", str(self.seconds), "--runs", "1"] + list(args)
+        return lambda: self.run_json(argv)[0], None
+
+    def interleave(self, row, subjects):
+        """Measures the subjects of a row run by run in turn (kvd, peer, kvd, peer, ...), so that
+        whatever else the machine does falls on each alike. Returns their summaries."""
+        runs = {name: [] for name, _ in subjects}
+        written = {name: 0 for name, _ in subjects}
+        for _ in range(self.runs):
+            for name, (measure, io_pid) in subjects:
+                before = read_io(io_pid)
+                result = measure()
+                if before is not None:
+                    written[name] += read_io(io_pid) - before
+                runs[name].append(result)
+        summaries = []
+        for name, (_, io_pid) in subjects:
+            extra = {}
+            if io_pid is not None:
+                extra["write_bytes_per_op"] = written[name] / max(sum(r["ops"] for r in runs[name]), 1)
+            summaries.append(self.summarize(row, name, runs[name], **extra))
+        return summaries
+
+    def populate(self, sock, proto, keys, domain, domains=1):
+        self.run_json([self.tool("kvbench"), "--socket", sock, "--proto", proto, "--op", "populate",
+                       "--keys", str(keys), "--domain", domain, "--domains", str(domains), "--json"], timeout=300)
+
+    def target(self, row, measure, ratio, goal, op, note=""):
+        met = None if ratio is None or row == "raw limit" else (ratio >= goal if op == ">=" else ratio <= goal)
+        self.targets.append({"row": row, "measure": measure, "ratio": ratio, "target": f"{op} {goal}",
+                             "met": met, "note": note})
+
+    def skip(self, what, why):
+        note = f"{what}: skipped — {why}"
+        self.notes.append(note)
+        print("  " + note, flush=True)
+
+    # ---- peers -----------------------------------------------------------------------
+
+    def ensure_packages(self):
+        missing = [p for p, cmd in (("redis-server", "redis-server"), ("redis-tools", "redis-cli"), ("sqlite3", "sqlite3"))
+                   if not shutil.which(cmd)]
+        if not os.path.exists("/usr/include/sqlite3.h"):
+            missing.append("libsqlite3-dev")
+        if not missing:
+            return
+        if not self.install:
+            print(f"not installing {' '.join(missing)} (smoke mode or --no-install)")
+            return
+        sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
+        print(f"installing {' '.join(missing)}", flush=True)
+        try:
+            env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+            subprocess.run(sudo + ["apt-get", "install", "-y", "-qq"] + missing, env=env, timeout=300,
+                           stdout=subprocess.DEVNULL, check=False)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            print(f"could not install: {error}")
+
+    def start_redis(self, name, durable=True):
+        if not shutil.which("redis-server") or "redis" in self.skipped:
+            return None
+        data = self.path(name)
+        os.makedirs(data, exist_ok=True)
+        sock = self.path(name + ".sock")
+        conf = self.path(name + ".conf")
+        with open(conf, "w") as f:
+            f.write(f"port 0\nunixsocket {sock}\nunixsocketperm 700\ndir {data}\nsave \"\"\n"
+                    f"appendonly {'yes' if durable else 'no'}\nappendfsync always\ndaemonize no\n")
+        proc = self.start(["redis-server", conf], sock, name)
+        return proc, sock
+
+    def start_kvd(self, name):
+        sock = self.path(name + ".sock")
+        proc = self.start([self.tool("kvd"), "--socket", sock, "--state-dir", self.path(name + "-state"),
+                           "--idle-exit", "0"], sock, name)
+        return proc, sock
+
+    # ---- the rows --------------------------------------------------------------------
+
+    def run(self):
+        self.ensure_packages()
+        self.machine = machine()
+        kvd, kvd_sock = self.start_kvd("kvd")
+        redis = self.start_redis("redis")
+        if redis is None:
+            self.skip("Redis rows", "redis-server is not installed or BENCH_SKIP has redis (make bench installs it; smoke mode does not)")
+        echo_sock = self.path("echo.sock")
+        self.start([self.tool("kvbench"), "--serve-echo", echo_sock], echo_sock, "echo")
+
+        print("raw limit, get, set", flush=True)
+        redis_sock = redis[1] if redis else None
+        for clients in (1, 50):
+            row = f"get, {clients} client{'s' if clients > 1 else ''}"
+            subjects = [("kvd Get", self.kvbench(kvd_sock, "varlink", "get", clients))]
+            if clients == 1:
+                subjects.append(("raw Unix socket ping-pong", self.kvbench(echo_sock, "echo", "ping", 1)))
+            if redis:
+                subjects.append(("Redis GET", self.kvbench(redis_sock, "resp", "get", clients)))
+            measured = self.interleave(row, subjects)
+            self.compare(row, "throughput kvd/Redis", measured[0], measured[-1] if redis else None, ">=", 1.0)
+            if clients == 1:
+                self.target("raw limit", "kvd Get as share of the raw round trip",
+                            measured[0]["ops_per_s"] / measured[1]["ops_per_s"], 0.0, ">=", "reported, no target")
+        sqlite = self.sqlite_available()
+        for clients in (1, 50):
+            row = f"durable set, {clients} client{'s' if clients > 1 else ''}"
+            subjects = [("kvd Set (fsync)", self.kvbench(kvd_sock, "varlink", "set", clients, io_pid=kvd.pid))]
+            if redis:
+                subjects.append(("Redis SET appendfsync always", self.kvbench(redis_sock, "resp", "set", clients, io_pid=redis[0].pid)))
+            if clients == 1 and sqlite:
+                subjects.append(("SQLite WAL synchronous=FULL", self.local("sqlite-set", "--dir", self.dir)))
+            measured = {m["subject"]: m for m in self.interleave(row, subjects)}
+            mine = measured["kvd Set (fsync)"]
+            self.compare(row, "throughput kvd/Redis", mine, measured.get("Redis SET appendfsync always"), ">=", 1.0)
+            if clients == 1:
+                self.target("write amplification", "bytes written per 100-byte durable set (kvd)",
+                            mine.get("write_bytes_per_op"), 4096, "<=", "from /proc/PID/io write_bytes")
+                self.compare(row, "throughput kvd/SQLite", mine, measured.get("SQLite WAL synchronous=FULL"), ">=", 1.0)
+
+        print("large domain", flush=True)
+        self.populate(kvd_sock, "varlink", 10, "bench.small")
+        self.populate(kvd_sock, "varlink", 20 if self.quick else 100_000, "bench.large")
+        small, large = self.interleave("set, domain size", [
+            ("kvd Set, 10-key domain", self.kvbench(kvd_sock, "varlink", "set", 1, "bench.small")),
+            (f"kvd Set, {'20' if self.quick else '100,000'}-key domain", self.kvbench(kvd_sock, "varlink", "set", 1, "bench.large"))])
+        self.target("set in a large domain", "p50 latency large/small", large["p50_us"] / small["p50_us"], 1.5, "<=")
+
+        print("Foundation, cached read", flush=True)
+        self.foundation_rows(kvd_sock)
+        print("shell", flush=True)
+        self.shell_row(kvd_sock, redis[1] if redis else None)
+        self.stop_all()
+        print("cold start", flush=True)
+        self.cold_start_row()
+        print("memory", flush=True)
+        self.memory_row()
+
+    def compare(self, row, measure, mine, peer, op, goal):
+        if peer is None:
+            self.target(row, measure, None, goal, op, "peer skipped")
+        else:
+            self.target(row, measure, mine["ops_per_s"] / peer["ops_per_s"], goal, op)
+
+    def sqlite_available(self):
+        if "sqlite" in self.skipped:
+            self.skip("SQLite", "BENCH_SKIP=sqlite")
+            return False
+        probe = subprocess.run([self.tool("kvbench-local"), "sqlite-probe"], capture_output=True, text=True, timeout=30)
+        if probe.returncode != 0 or "skipped" in probe.stdout:
+            self.skip("SQLite", (probe.stdout + probe.stderr).strip())
+            return False
+        return True
+
+    def foundation_rows(self, kvd_sock):
+        mine, peer = self.interleave("Foundation", [
+            ("KVDefaults.write (durable)", self.local("kvdefaults-set", "--socket", kvd_sock)),
+            ("UserDefaults.set+synchronize", self.local("userdefaults-set"))])
+        self.target("Foundation", "throughput KVDefaults/UserDefaults", mine["ops_per_s"] / peer["ops_per_s"], 3.0, ">=")
+        count = "20000" if self.quick else "2000000"
+        read = self.run_json([self.tool("kvbench-local"), "cached-read", "--socket", kvd_sock, "--count", count,
+                              "--runs", str(self.runs)])[0]
+        self.rows.append({"row": "cached read", "subject": "KVDefaults.string(forKey:)", "ns_per_op": read["kvdefaults_ns"]})
+        self.rows.append({"row": "cached read", "subject": "UserDefaults.standard.string", "ns_per_op": read["userdefaults_ns"]})
+        print(f"  cached read: KVDefaults {read['kvdefaults_ns']:.0f} ns, UserDefaults {read['userdefaults_ns']:.0f} ns", flush=True)
+        self.target("cached read", "UserDefaults ns / KVDefaults ns", read["userdefaults_ns"] / read["kvdefaults_ns"], 4.0, ">=")
+
+    def time_process(self, argv, count):
+        """Median wall time of `count` runs of a whole process, in ms (each must succeed)."""
+        times = []
+        for _ in range(count):
+            begin = time.perf_counter()
+            done = subprocess.run(argv, capture_output=True, env=self.env, timeout=30)
+            times.append((time.perf_counter() - begin) * 1000)
+            if done.returncode != 0:
+                raise RuntimeError(f"{argv[0]} failed: {done.stderr.decode()[:200]}")
+        return statistics.median(times), min(times), max(times)
+
+    def shell_row(self, kvd_sock, redis_sock):
+        count = 3 if self.quick else 100
+        kvctl = [self.tool("kvctl"), "--socket", kvd_sock, "get", "bench.kvd", "k0"]
+        mine = self.time_process(kvctl, count)
+        self.add_time_row("shell", "kvctl get (whole process)", mine)
+        if redis_sock is None or not shutil.which("redis-cli") or "redis" in self.skipped:
+            self.skip("shell redis-cli", "redis-cli is not installed")
+            self.target("shell", "time kvctl/redis-cli", None, 1.0, "<=", "peer skipped")
+            return
+        peer = self.time_process(["redis-cli", "-s", redis_sock, "get", "bench.kvd:k0"], count)
+        self.add_time_row("shell", "redis-cli get (whole process)", peer)
+        self.target("shell", "time kvctl/redis-cli", mine[0] / peer[0], 1.0, "<=")
+
+    def add_time_row(self, row, subject, timing):
+        self.rows.append({"row": row, "subject": subject, "ms": timing[0], "ms_min": timing[1], "ms_max": timing[2]})
+        print(f"  {row:<22} {subject:<28} {timing[0]:.2f} ms [{timing[1]:.2f}–{timing[2]:.2f}]", flush=True)
+
+    def cold_start_row(self):
+        kvd, sock = self.start_kvd("cold")
+        keys = 200 if self.quick else 10_000
+        self.populate(sock, "varlink", keys, "bench.cold", domains=100)
+        self.stop(kvd)
+        count = 3 if self.quick else 20
+        times = []
+        for index in range(count):
+            times.append(self.activate_and_get(self.path(f"act{index}.sock"), self.path("cold-state")))
+        mine = (statistics.median(times), min(times), max(times))
+        self.add_time_row("cold start", f"kvd activation → first Get ({keys} keys)", mine)
+        hello = self.time_process(["sh", "-c", 'exec "$0"', self.tool("kvbench-hello")], count)
+        self.add_time_row("cold start", "hello-world Swift (Foundation)", hello)
+        self.target("cold start", "time kvd/hello-world", mine[0] / hello[0], 10.0, "<=")
+
+    def activate_and_get(self, path, state):
+        """Socket activation by hand: a listening socket as fd 3, then the time to the first reply."""
+        listener = socket.socket(socket.AF_UNIX)
+        listener.bind(path)
+        listener.listen(16)
+
+        call = json.dumps({"method": "io.kvd.Defaults.Get", "parameters": {"domain": "bench.cold.50", "key": "p0"}}).encode() + b"\0"
+        log = open(self.path("activation.log"), "ab")
+        begin = time.perf_counter()
+        # sh sets LISTEN_PID to its own pid, which exec hands on to kvd (sh's start is timed too,
+        # and so it is for the hello-world program it is compared with).
+        fd = listener.fileno()
+        proc = subprocess.Popen(["sh", "-c", ACTIVATE.format(redirect="" if fd == 3 else f"3<&{fd} {fd}<&-"), self.tool("kvd"), "--state-dir", state, "--idle-exit", "0"],
+                                stdout=log, stderr=subprocess.STDOUT, env=self.env, pass_fds=(fd,))
+        self.children.append(proc)
+        try:
+            with socket.socket(socket.AF_UNIX) as client:
+                client.settimeout(10)
+                client.connect(path)
+                client.sendall(call)
+                reply = b""
+                while not reply.endswith(b"\0"):
+                    chunk = client.recv(65536)
+                    if not chunk:
+                        raise RuntimeError("kvd closed the activated socket")
+                    reply += chunk
+            elapsed = (time.perf_counter() - begin) * 1000
+            if b'"error"' in reply:
+                raise RuntimeError(f"cold Get failed: {reply[:200]!r}")
+            return elapsed
+        finally:
+            listener.close()
+            self.stop(proc)
+
+    def memory_row(self):
+        keys = 1000 if self.quick else 100_000
+        kvd, sock = self.start_kvd("mem-kvd")
+        empty = rss_kib(kvd.pid)
+        self.populate(sock, "varlink", keys, "bench.mem", domains=100)
+        mine = rss_kib(kvd.pid)
+        self.stop(kvd)
+        self.rows.append({"row": "memory", "subject": f"kvd RSS, {keys} keys of 100 B", "rss_kib": mine, "rss_empty_kib": empty})
+        print(f"  memory: kvd {empty} KiB empty, {mine} KiB with {keys} keys", flush=True)
+        redis = self.start_redis("mem-redis", durable=False)
+        if redis is None:
+            self.target("memory", "RSS kvd/Redis", None, 2.0, "<=", "peer skipped")
+            return
+        empty = rss_kib(redis[0].pid)
+        self.populate(redis[1], "resp", keys, "bench.mem", domains=100)
+        peer = rss_kib(redis[0].pid)
+        self.stop(redis[0])
+        self.rows.append({"row": "memory", "subject": f"Redis RSS, {keys} keys of 100 B", "rss_kib": peer, "rss_empty_kib": empty})
+        print(f"  memory: Redis {empty} KiB empty, {peer} KiB with {keys} keys", flush=True)
+        self.target("memory", "RSS kvd/Redis", mine / peer, 2.0, "<=")
+
+    # ---- output ----------------------------------------------------------------------
+
+    def write(self):
+        os.makedirs(self.out, exist_ok=True)
+        result = {
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "machine": self.machine, "quick": self.quick, "seconds_per_run": self.seconds,
+            "runs": self.runs, "loadavg_end": os.getloadavg(), "rows": self.rows, "targets": self.targets, "notes": self.notes,
+        }
+        with open(os.path.join(self.out, "results.json"), "w") as f:
+            json.dump(result, f, indent=2)
+        with open(os.path.join(self.out, "results.md"), "w") as f:
+            f.write(chart.markdown(result))
+        with open(os.path.join(self.out, "results.svg"), "w") as f:
+            f.write(chart.svg(result))
+        print(f"wrote {self.out}/results.json, results.md, results.svg")
+
+
+def read_io(pid):
+    if pid is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/io") as f:
+            for line in f:
+                if line.startswith("write_bytes:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def machine():
+    model = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    swift = subprocess.run(["swift", "--version"], capture_output=True, text=True).stdout.splitlines()
+    redis = subprocess.run(["redis-server", "--version"], capture_output=True, text=True).stdout.strip() if shutil.which("redis-server") else ""
+    return {"cpu": model, "cores": os.cpu_count(), "loadavg_start": os.getloadavg(), "kernel": platform.release(),
+            "os": platform.freedesktop_os_release().get("PRETTY_NAME", "") if hasattr(platform, "freedesktop_os_release") else "",
+            "swift": swift[0] if swift else "", "redis": redis}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bin", required=True, help="folder with kvd, kvctl, kvbench, kvbench-local, kvbench-hello")
+    parser.add_argument("--quick", action="store_true", default=os.environ.get("BENCH_QUICK") == "1")
+    parser.add_argument("--no-install", action="store_true")
+    parser.add_argument("--seconds", type=float, default=2.0, help="length of one run")
+    parser.add_argument("--runs", type=int, default=3, help="runs per measurement (median and spread)")
+    parser.add_argument("--out", help="folder for results.* (default: bench, or .build/bench-smoke with --quick)")
+    parser.add_argument("--tmp", help="folder for the servers' state (default .build; must not be tmpfs)")
+    args = parser.parse_args()
+    bench = Bench(args)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    try:
+        bench.run()
+        bench.write()
+    finally:
+        bench.stop_all()
+        shutil.rmtree(bench.dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
