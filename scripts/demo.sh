@@ -65,5 +65,21 @@ if kill -0 "$daemon_pid" 2>/dev/null; then echo "kvd still running"; else echo "
 wait "$daemon_pid" 2>/dev/null || true
 start 1
 show "$bin/kvctl" get com.example.counter n2
+step "habits: the sample app opens its users' v0.1 data as it is, and stores v2 on the first write"
+kill "$daemon_pid" 2>/dev/null; wait "$daemon_pid" 2>/dev/null || true
+start
+# Seed 002's nine habits, byte for byte as its app's JSONEncoder wrote them into UserDefaults.
+seed="$(cd "$(dirname "$0")/.." && pwd)/Tests/HabitsTests/Fixtures/seed-002-v0.1-habits.json"
+show head -n 8 "$seed"
+echo "# stored as UserDefaults stored it: a data value holding that JSON"
+printf '$ kvctl set com.example.habits Habits -data <hex of the file>\n'
+"$bin/kvctl" set com.example.habits Habits -data "$(od -An -tx1 -v "$seed" | tr -d ' \n')"
+show "$bin/kvctl" read-type com.example.habits Habits
+show "$bin/habits" list
+show "$bin/habits" done Dishes
+printf '$ kvctl get com.example.habits Habits | head -n 17\n'; "$bin/kvctl" get com.example.habits Habits | head -n 17
+printf '$ kvctl --json get com.example.habits Habits | grep -o '"'"'"schemaVersion":2'"'"' | wc -l\n'
+"$bin/kvctl" --json get com.example.habits Habits | grep -o '"schemaVersion":2' | wc -l
+show "$bin/habits" list
 echo
 echo "demo finished"

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import HabitsKit
+import KVValues
 
 final class RecordingConsole: HabitsConsole, @unchecked Sendable {
     var output = ""
@@ -77,6 +78,23 @@ final class RecordingConsole: HabitsConsole, @unchecked Sendable {
         #expect(Preset.named("drink WATER ")?.schedule == Schedule(every: 2, unit: .hours))
         #expect(Preset.named("Swim") == nil)
         #expect(Set(Preset.all.map(\.name)).count == Preset.all.count)
+    }
+
+    /// The warning for a damaged v0.1 element names the field and what is wrong with it.
+    @Test func damagedV01ElementsAreDescribedByField() throws {
+        var members: [String: JSON] = [
+            "id": .string("5D52B636-030A-4571-8B6E-2117AFD69304"), "name": .string("Dishes"), "timesDone": .integer(2),
+            "daysBetweenCompletions": .integer(1), "lastDone": .real(687916240.08548605), "started": .real(687741044.36479199),
+        ]
+        #expect(StoredShape.v01Problem(members) == nil)
+        members["timesDone"] = .string("four")
+        #expect(StoredShape.v01Problem(members) == "\"timesDone\" is the string \"four\", not a whole number")
+        members["timesDone"] = .integer(2)
+        members["id"] = .string("not-a-uuid")
+        #expect(StoredShape.v01Problem(members) == "\"id\" is the string \"not-a-uuid\", not a UUID string")
+        members["id"] = .string("5D52B636-030A-4571-8B6E-2117AFD69304")
+        members["name"] = nil
+        #expect(StoredShape.v01Problem(members) == "\"name\" is missing")
     }
 
     @Test func storedShapeFindsNewerElementsAndNonLists() throws {
