@@ -227,7 +227,7 @@ public final class Server {
             return close(connection)
         }
         let finished = connection.pendingOutput == 0 && !connection.awaitingCommit
-            && (connection.closeAfterFlush || connection.peerClosed)
+            && (connection.closeAfterFlush || (connection.peerClosed && !connection.waitingForTurn))
         if finished { return close(connection) }
         if !connection.hungUp { updateInterest(connection) }
     }

@@ -107,3 +107,22 @@ import Testing
         daemon.stop()
     }
 }
+
+extension DaemonTests {
+    /// A client may send a long pipeline and close its sending side at once (`shutdown(SHUT_WR)`),
+    /// as `printf ... | socat` does: every call is still answered, across the daemon's turns.
+    @Test func aPipelineFollowedByAHalfCloseIsAnsweredInFull() throws {
+        let sandbox = Sandbox()
+        let daemon = try Daemon(sandbox)
+        let client = try RawClient(sandbox.socket)
+        defer { client.close() }
+        var batch: [UInt8] = []
+        for _ in 0..<300 { batch += Array(#"{"method":"io.kvd.Defaults.Domains"}"#.utf8) + [0] }
+        client.send(batch)
+        shutdown(client.fd, Int32(SHUT_WR))
+        var replies = 0
+        while client.receive() != nil { replies += 1 }
+        #expect(replies == 300)
+        daemon.stop()
+    }
+}
