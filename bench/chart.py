@@ -36,6 +36,12 @@ def markdown(result):
         "anything else running on the machine shows in the numbers; subjects of a row are measured in turn, run by run.",
         f"Each measurement: median of {result['runs']} run(s) of {result['seconds_per_run']} s, [min–max] across runs."
         + (" **Smoke mode (BENCH_QUICK=1): numbers are not meaningful.**" if result["quick"] else ""),
+        "Load generator (kvbench, the same for every server): 1 client is a blocking thread; 50 clients are 50 "
+        "non-blocking connections on one poll(2) thread, one call in flight on each; its own CPU per call is in the last column. "
+        "The raw ping-pong row is that generator against an echo server: the ceiling it can measure. "
+        + (f"Servers run on CPU {result['server_cpus']}, load generators and in-process rows on CPU {result['client_cpus']} "
+              "(whole-process rows, shell and cold start, are not pinned)." if result.get("server_cpus")
+           else "Nothing is pinned to a CPU."),
         "",
         "| row | subject | measure | p50 µs | p99 µs | extra |",
         "|---|---|---|---:|---:|---|",

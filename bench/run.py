@@ -46,6 +46,12 @@ class Bench:
         os.makedirs(base, exist_ok=True)
         self.dir = tempfile.mkdtemp(prefix="bench.", dir=base)
         self.children = []
+        # Servers on CPU 0, clients on CPU 1: a round trip always wakes the other core, whatever
+        # the scheduler would have chosen (which otherwise swings 1-client rows by 3x run to run).
+        pin = not args.no_pin and len(os.sched_getaffinity(0)) >= 2
+        cpus = sorted(os.sched_getaffinity(0))
+        self.server_cpus = {cpus[0]} if pin else None
+        self.client_cpus = {cpus[1]} if pin else None
         self.rows = []       # one per measured subject of a row
         self.targets = []    # one per issue target
         self.notes = []
@@ -64,7 +70,8 @@ class Bench:
     def start(self, argv, sock, name, **kwargs):
         """Starts a server and waits (at most 10 s) until `sock` accepts connections."""
         log = open(self.path(name + ".log"), "wb")
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=self.env, **kwargs)
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=self.env,
+                                preexec_fn=self.pinned(self.server_cpus), **kwargs)
         self.children.append(proc)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -77,6 +84,13 @@ class Bench:
             except OSError:
                 time.sleep(0.01)
         raise RuntimeError(f"{name} did not listen on {sock} within 10 s")
+
+    @staticmethod
+    def pinned(cpus):
+        """A preexec_fn that binds the child (and every thread it starts) to `cpus`."""
+        if cpus is None:
+            return None
+        return lambda: os.sched_setaffinity(0, cpus)
 
     def stop(self, proc):
         if proc.poll() is None:
@@ -95,7 +109,8 @@ class Bench:
 
     def run_json(self, argv, timeout=CHILD_TIMEOUT):
         """Runs a measuring program; returns the JSON objects it printed, one a line."""
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=self.env)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=self.env,
+                              preexec_fn=self.pinned(self.client_cpus))
         if done.returncode != 0:
             raise RuntimeError(f"{os.path.basename(argv[0])} failed: {(done.stdout + done.stderr).strip()[:400]}")
         return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
@@ -300,7 +315,7 @@ class Bench:
         times = []
         for _ in range(count):
             begin = time.perf_counter()
-            done = subprocess.run(argv, capture_output=True, env=self.env, timeout=30)
+            done = subprocess.run(argv, capture_output=True, env=self.env, timeout=30)  # not pinned: a shell is not
             times.append((time.perf_counter() - begin) * 1000)
             if done.returncode != 0:
                 raise RuntimeError(f"{argv[0]} failed: {done.stderr.decode()[:200]}")
@@ -400,7 +415,8 @@ class Bench:
         result = {
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "machine": self.machine, "quick": self.quick, "seconds_per_run": self.seconds,
-            "runs": self.runs, "loadavg_end": os.getloadavg(), "rows": self.rows, "targets": self.targets, "notes": self.notes,
+            "runs": self.runs, "server_cpus": sorted(self.server_cpus or []), "client_cpus": sorted(self.client_cpus or []),
+            "loadavg_end": os.getloadavg(), "rows": self.rows, "targets": self.targets, "notes": self.notes,
         }
         with open(os.path.join(self.out, "results.json"), "w") as f:
             json.dump(result, f, indent=2)
@@ -451,8 +467,9 @@ def main():
     parser.add_argument("--bin", required=True, help="folder with kvd, kvctl, kvbench, kvbench-local, kvbench-hello")
     parser.add_argument("--quick", action="store_true", default=os.environ.get("BENCH_QUICK") == "1")
     parser.add_argument("--no-install", action="store_true")
+    parser.add_argument("--no-pin", action="store_true", help="do not bind servers to one core and clients to another")
     parser.add_argument("--seconds", type=float, default=2.0, help="length of one run")
-    parser.add_argument("--runs", type=int, default=3, help="runs per measurement (median and spread)")
+    parser.add_argument("--runs", type=int, default=5, help="runs per measurement (median and spread)")
     parser.add_argument("--out", help="folder for results.* (default: bench, or .build/bench-smoke with --quick)")
     parser.add_argument("--tmp", help="folder for the servers' state (default .build; must not be tmpfs)")
     args = parser.parse_args()

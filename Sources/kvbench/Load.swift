@@ -104,3 +104,60 @@ func cpuSeconds() -> Double {
     func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
     return seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }
+
+/// The same load from one thread: every connection non-blocking, one call in flight on each,
+/// driven by poll(2), so that many clients cost no thread switches in the generator (a reply
+/// wakes no thread but this one). Returns all latencies, sorted.
+func runClientsPolled(_ options: Options) -> [UInt32] {
+    let count = options.clients
+    let fds = (0..<count).map { _ in connectUnix(options.socket) }
+    defer { for fd in fds { close(fd) } }
+    let calls = (0..<count).map { request(options, client: $0) }
+    let buffers = (0..<count).map { _ in UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 8) }
+    defer { for buffer in buffers { buffer.deallocate() } }
+    for index in 0..<count {
+        let first = roundTrip(fds[index], calls[index], options.proto, buffers[index])
+        if !replyIsSuccess(options.proto, Array(buffers[index][0..<first])) {
+            print("kvbench: \(options.operation) failed: \(String(decoding: buffers[index][0..<min(first, 300)], as: UTF8.self))")
+            exit(1)
+        }
+        _ = fcntl(fds[index], F_SETFL, fcntl(fds[index], F_GETFL) | O_NONBLOCK)
+    }
+    var polled = fds.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+    var received = [Int](repeating: 0, count: count)
+    var began = [UInt64](repeating: 0, count: count)
+    var latencies: [UInt32] = []
+    latencies.reserveCapacity(1 << 22)
+    let start = now() + 50_000_000
+    let deadline = start + UInt64(options.seconds * 1e9)
+    while now() < start { usleep(100) }
+    for index in 0..<count {
+        began[index] = now()
+        sendAll(fds[index], calls[index])
+    }
+    var open = count
+    while open > 0 {
+        let ready = poll(&polled, nfds_t(count), 1000)
+        if ready < 0 { if errno == EINTR { continue }; print("kvbench: poll failed"); exit(1) }
+        for index in 0..<count where polled[index].revents != 0 {
+            let buffer = buffers[index]
+            let got = recv(fds[index], buffer.baseAddress! + received[index], buffer.count - received[index], 0)
+            if got < 0, errno == EAGAIN { continue }
+            if got <= 0 { print("kvbench: connection closed"); exit(1) }
+            received[index] += got
+            guard replyComplete(options.proto, UnsafeRawBufferPointer(buffer), received[index], sent: calls[index].count) else { continue }
+            let end = now()
+            latencies.append(UInt32(min(end - began[index], UInt64(UInt32.max))))
+            received[index] = 0
+            if end >= deadline {
+                polled[index].fd = -1  // poll ignores it from now on
+                open -= 1
+            } else {
+                began[index] = end
+                sendAll(fds[index], calls[index])
+            }
+        }
+    }
+    // Calls that started before the deadline count; the run's length is still `seconds`.
+    return latencies.sorted()
+}

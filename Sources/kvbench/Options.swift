@@ -18,6 +18,8 @@ struct Options: Sendable {
     var domains = 1
     /// Prints each run as one JSON object instead of the key=value line.
     var json = false
+    /// Many clients as one thread each (blocking) instead of one epoll thread for them all.
+    var threads = false
     /// Serves the raw ping-pong on this path instead of measuring.
     var serveEcho = ""
 }
@@ -25,7 +27,7 @@ struct Options: Sendable {
 func usage() -> Never {
     print("""
         usage: kvbench --socket PATH [--proto varlink|resp|echo] [--op get|set|ping|populate]
-                       [--clients N] [--seconds S] [--runs N] [--domain D] [--keys N] [--domains N] [--json]
+                       [--clients N] [--seconds S] [--runs N] [--domain D] [--keys N] [--domains N] [--threads] [--json]
                kvbench --serve-echo PATH
         """)
     exit(2)
@@ -36,6 +38,7 @@ func parseOptions() -> Options {
     var arguments = CommandLine.arguments.dropFirst()
     while let flag = arguments.popFirst() {
         if flag == "--json" { options.json = true; continue }
+        if flag == "--threads" { options.threads = true; continue }
         guard let value = arguments.popFirst() else { usage() }
         switch flag {
         case "--socket": options.socket = value

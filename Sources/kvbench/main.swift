@@ -21,7 +21,7 @@ func percentile(_ sorted: [UInt32], _ p: Double) -> Double {
 
 for _ in 0..<options.runs {
     let cpuBefore = cpuSeconds()
-    let all = runClients(options)
+    let all = options.threads || options.clients == 1 ? runClients(options) : runClientsPolled(options)
     let cpu = cpuSeconds() - cpuBefore
     let throughput = Double(all.count) / options.seconds
     let (p50, p99) = (percentile(all, 0.5), percentile(all, 0.99))
