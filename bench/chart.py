@@ -65,7 +65,7 @@ def markdown(result):
     return "\n".join(lines) + "\n"
 
 
-COLORS = {"kvd": "#2b6cb0", "KVDefaults": "#2b6cb0", "raw": "#718096"}
+COLORS = {"kvd": "#2b6cb0", "kvctl": "#2b6cb0", "KVDefaults": "#2b6cb0", "raw": "#718096"}
 
 
 def color(subject):
@@ -86,8 +86,15 @@ def svg(result):
         groups[-1][1].append(row)
     panels = [("throughput (ops/s, higher is better)", "ops_per_s", 0), ("p50 latency (µs)", "p50_us", 1),
               ("p99 latency (µs)", "p99_us", 1)]
+    others = []  # rows with one measure each: (row, [(subject, value, unit)])
+    for row in result["rows"]:
+        for key, unit, scale, digits in (("ns_per_op", "ns/read", 1, 0), ("ms", "ms", 1, 2), ("rss_kib", "MiB RSS", 1 / 1024, 1)):
+            if key in row:
+                if not others or others[-1][0] != row["row"]:
+                    others.append((row["row"], []))
+                others[-1][1].append((row["subject"], row[key] * scale, unit, digits))
     bar, gap, label_width, panel_width = 16, 14, 250, 300
-    height = 60 + sum(len(rows) * bar + gap + 16 for _, rows in groups)
+    height = 90 + sum(len(rows) * bar + gap + 16 for _, rows in groups) + sum(len(rows) * bar + gap + 16 for _, rows in others)
     width = label_width + panel_width * len(panels) + 20
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="11">',
            f'<rect width="{width}" height="{height}" fill="white"/>',
@@ -107,6 +114,19 @@ def svg(result):
                 x = label_width + index * panel_width
                 out.append(f'<rect x="{x}" y="{y + 2}" width="{length:.1f}" height="{bar - 4}" fill="{color(row["subject"])}"/>')
                 out.append(f'<text x="{x + length + 4:.1f}" y="{y + 12}">{fmt(row[key], digits)}</text>')
+            y += bar
+        y += gap
+    out.append(f'<text x="10" y="{y + 14}" font-weight="bold" font-size="12">whole processes, cached reads, memory (lower is better)</text>')
+    y += 26
+    for name, rows in others:
+        out.append(f'<text x="10" y="{y + 10}" font-weight="bold">{escape(name)}</text>')
+        y += 14
+        top = max(value for _, value, _, _ in rows) or 1
+        for subject, value, unit, digits in rows:
+            length = (panel_width * 2 - 90) * value / top
+            out.append(f'<text x="20" y="{y + 12}">{escape(subject)}</text>')
+            out.append(f'<rect x="{label_width}" y="{y + 2}" width="{length:.1f}" height="{bar - 4}" fill="{color(subject)}"/>')
+            out.append(f'<text x="{label_width + length + 4:.1f}" y="{y + 12}">{fmt(value, digits)} {unit}</text>')
             y += bar
         y += gap
     out.append("</svg>")
