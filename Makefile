@@ -97,7 +97,7 @@ demo: deps
 install: deps
 	$(SWIFT) build -c release
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(DOCDIR)
-	install -m 0755 .build/release/kvd .build/release/kvctl $(DESTDIR)$(BINDIR)/
+	install -m 0755 .build/release/kvd .build/release/kvctl .build/release/habits $(DESTDIR)$(BINDIR)/
 	install -m 0644 README.md $(DESTDIR)$(DOCDIR)/
 	for unit in kvd.socket kvd.service; do \
 	  sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@DOCDIR@|$(DOCDIR)|g' systemd/$$unit > $(DESTDIR)$(UNITDIR)/$$unit; \
@@ -106,7 +106,7 @@ install: deps
 	@echo "installed; enable with: systemctl --user daemon-reload && systemctl --user enable --now kvd.socket"
 
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/kvd $(DESTDIR)$(BINDIR)/kvctl $(DESTDIR)$(UNITDIR)/kvd.socket $(DESTDIR)$(UNITDIR)/kvd.service
+	rm -f $(DESTDIR)$(BINDIR)/kvd $(DESTDIR)$(BINDIR)/kvctl $(DESTDIR)$(BINDIR)/habits $(DESTDIR)$(UNITDIR)/kvd.socket $(DESTDIR)$(UNITDIR)/kvd.service
 	rm -rf $(DESTDIR)$(DOCDIR)
 
 clean:
