@@ -24,7 +24,7 @@ public enum RFC3339 {
         let (year, month, day) = civil(fromDays: days)
         var text = pad(year, 4) + "-" + pad(month, 2) + "-" + pad(day, 2)
         text += "T" + pad(secondOfDay / 3600, 2) + ":" + pad(secondOfDay / 60 % 60, 2) + ":" + pad(secondOfDay % 60, 2)
-        text += "." + fractionDigits(fraction) + "Z"
+        text += "." + fractionDigits(fraction, whole: whole) + "Z"
         return text
     }
 
@@ -90,8 +90,31 @@ public enum RFC3339 {
         return String(repeating: "0", count: max(0, width - digits.count)) + digits
     }
 
-    /// The decimal digits of `fraction` (in [0, 1)), at least three, enough to read back exactly.
-    private static func fractionDigits(_ fraction: Double) -> String {
+    /// The fewest decimal digits of `fraction` (at least three) that read back exactly:
+    /// `whole + 0.DIGITS == whole + fraction`, as ``parse(_:)`` computes it. A date taken from
+    /// the clock needs about seven, not the seventeen the fraction alone would.
+    private static func fractionDigits(_ fraction: Double, whole: Double) -> String {
+        var scale = 1000.0
+        for count in 3...17 {
+            defer { scale *= 10 }
+            let scaled = (fraction * scale).rounded()
+            guard scaled < scale else { continue }
+            let digits = String(Int64(scaled))
+            let padded = String(repeating: "0", count: count - digits.count) + digits
+            if let back = Double("0." + padded), whole + back == whole + fraction { return trimmed(padded) }
+        }
+        return exactDigits(fraction)
+    }
+
+    /// Drops trailing zeros beyond the third digit.
+    private static func trimmed(_ digits: String) -> String {
+        var digits = digits
+        while digits.count > 3, digits.hasSuffix("0") { digits.removeLast() }
+        return digits
+    }
+
+    /// All the digits of `fraction` (shortest round-trip form of the fraction alone).
+    private static func exactDigits(_ fraction: Double) -> String {
         var digits = ""
         if fraction > 0 {
             // `description` gives the shortest digits that round-trip: "0.25" or "1.5e-05".

@@ -104,3 +104,24 @@ import Testing
         #expect(throws: NameError.self) { try Key(validating: String(repeating: "k", count: 1025)) }
     }
 }
+
+@Suite struct DateFormatTests {
+    @Test func everyDateReadsBackToTheBitWithTheFewestDigits() throws {
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<20_000 {
+            let interval = Double.random(in: -63_000_000_000...252_000_000_000, using: &generator)
+            let date = Date(timeIntervalSinceReferenceDate: interval)
+            let text = RFC3339.format(date)
+            #expect(RFC3339.parse(text) == date, "\(interval) → \(text)")
+        }
+    }
+
+    @Test func aClockDateIsWrittenWithAboutMicrosecondDigits() throws {
+        let date = Date(timeIntervalSinceReferenceDate: 786_139_978.157_002_8)
+        let text = RFC3339.format(date)
+        #expect(RFC3339.parse(text) == date)
+        let fraction = text.split(separator: ".").last!.dropLast()
+        #expect(fraction.count <= 8, "\(text)")
+        #expect(RFC3339.format(Date(timeIntervalSince1970: 1_795_971_600.25)) == "2026-11-29T17:00:00.250Z")
+    }
+}
