@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Glibc
+import KVClient
 
 /// Where habits writes: standard output and standard error, replaceable in tests.
 public protocol HabitsConsole: AnyObject {
@@ -55,18 +56,9 @@ public enum HabitsCLI {
         isTerminal && (environment["NO_COLOR"] ?? "").isEmpty && environment["TERM"] != "dumb"
     }
 
-    /// The process's environment, read from `environ`.
+    /// The process's environment.
     public static func processEnvironment() -> [String: String] {
-        var environment: [String: String] = [:]
-        var entry = environ
-        while let pointer = entry.pointee {
-            let text = String(cString: pointer)
-            if let equals = text.firstIndex(of: "=") {
-                environment[String(text[..<equals])] = String(text[text.index(after: equals)...])
-            }
-            entry += 1
-        }
-        return environment
+        ProcessEnvironment.current()
     }
 
     static func run(

@@ -61,6 +61,14 @@ extension ClientError {
     }
 }
 
+/// This process's environment, for programs built on KVClient that pass it on (as `habits` does).
+public enum ProcessEnvironment {
+    /// The environment, read from `environ`.
+    public static func current() -> [String: String] {
+        Paths.processEnvironment()
+    }
+}
+
 /// Facts about this process: its environment and the domain of ``KVDefaults/standard``.
 @usableFromInline
 enum ProcessFacts {
