@@ -38,7 +38,8 @@ def markdown(result):
         + (" **Smoke mode (BENCH_QUICK=1): numbers are not meaningful.**" if result["quick"] else ""),
         "Load generator (kvbench, the same for every server): 1 client is a blocking thread; 50 clients are 50 "
         "non-blocking connections on one poll(2) thread, one call in flight on each; its own CPU per call is in the last column. "
-        "The raw ping-pong row is that generator against an echo server: the ceiling it can measure. "
+        "The raw ping-pong row is that generator against an echo server (a thread per connection): with 1 client the "
+        "physical limit of a Unix-socket round trip; with 50 the generator's ceiling is at least the highest rate of the row. "
         + (f"Servers run on CPU {result['server_cpus']}, load generators and in-process rows on CPU {result['client_cpus']} "
               "(whole-process rows, shell and cold start, are not pinned)." if result.get("server_cpus")
            else "Nothing is pinned to a CPU."),
