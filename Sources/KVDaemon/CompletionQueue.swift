@@ -11,9 +11,13 @@ final class CompletionQueue: Sendable {
 
     private let items = Mutex<[Item]>([])
 
-    /// Any thread.
-    func push(_ item: Item) {
-        items.withLock { $0.append(item) }
+    /// Any thread. Returns whether the queue was empty, that is whether the loop needs a wake:
+    /// otherwise a wake is already on its way, and one per batch is enough.
+    func push(_ item: Item) -> Bool {
+        items.withLock { queue in
+            queue.append(item)
+            return queue.count == 1
+        }
     }
 
     /// Everything pushed so far, oldest first; empties the queue.

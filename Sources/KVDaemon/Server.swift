@@ -297,8 +297,7 @@ public final class Server {
             let id = connection.id
             let oneway = call.oneway
             store.submit(domain, mutation) { [completions, poller] result in
-                completions.push(.init(connection: id, oneway: oneway, result: result))
-                poller.wake()
+                if completions.push(.init(connection: id, oneway: oneway, result: result)) { poller.wake() }
             }
         case .watch(let domain, let key):
             let since = store.revision
