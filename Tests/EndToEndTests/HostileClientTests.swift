@@ -297,16 +297,7 @@ final class HostileDaemon {
         self.sandbox = sandbox
         let command = "kvd=$1; shift; " + (fileLimit.map { "ulimit -n \($0) || exit 99; " } ?? "") + "exec \"$kvd\" \"$@\" 2>\"$0\""
         process = try ChildProcess("/bin/sh", ["-c", command, sandbox.root + "/kvd.log", Binaries.kvd, "--socket", sandbox.socket, "--state-dir", sandbox.state, "--idle-exit", "0"])
-        let deadline = Date().addingTimeInterval(10)
-        while Date() < deadline {
-            if let fd = try? RawClient.connect(sandbox.socket) {
-                close(fd)
-                return
-            }
-            guard process.isRunning else { throw TestFailure("kvd exited early: \(errorOutput())") }
-            usleep(10_000)
-        }
-        throw TestFailure("kvd did not listen on \(sandbox.socket)")
+        try waitForListener(sandbox.socket, of: process, log: errorOutput)
     }
 
     var isRunning: Bool { process.isRunning }

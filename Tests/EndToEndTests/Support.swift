@@ -139,16 +139,7 @@ final class Daemon {
 
     /// Waits until the socket accepts connections (the daemon, or systemd's stand-in, listens).
     func waitForSocket(timeout: Double = 10) throws {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            if let fd = try? RawClient.connect(sandbox.socket) {
-                close(fd)
-                return
-            }
-            guard process.isRunning else { throw TestFailure("kvd exited early: \(errorOutput())") }
-            usleep(10_000)
-        }
-        throw TestFailure("kvd did not listen on \(sandbox.socket) within \(timeout) s")
+        try waitForListener(sandbox.socket, of: process, timeout: timeout, log: errorOutput)
     }
 
     /// What kvd has logged so far.
@@ -167,6 +158,20 @@ final class Daemon {
     func waitForExit(timeout: Double) -> Int32 {
         process.wait(timeout: timeout)
     }
+}
+
+/// Waits until `socket` accepts connections; fails early, with `log()`, if `process` exits.
+func waitForListener(_ socket: String, of process: ChildProcess, timeout: Double = 10, log: () -> String) throws {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        if let fd = try? RawClient.connect(socket) {
+            close(fd)
+            return
+        }
+        guard process.isRunning else { throw TestFailure("kvd exited early: \(log())") }
+        usleep(10_000)
+    }
+    throw TestFailure("kvd did not listen on \(socket) within \(timeout) s")
 }
 
 struct TestFailure: Error, CustomStringConvertible {
