@@ -3,12 +3,13 @@ import KVValues
 /// The commit queue: group commit of batches, publication, compaction. Everything here runs
 /// on ``Store/queue`` only.
 extension Store {
-    /// One batch being prepared: the domains it changes (copies of the committed ones), the
-    /// framed log records, and the outcome of each mutation in order.
+    /// One batch being prepared: a view of each domain it changes (sharing the committed
+    /// state, never copying it), the changes to publish in order, the framed log records, and
+    /// the outcome of each mutation in order.
     struct Batch {
-        var domains: [Domain: DomainState]
+        var views: [Domain: DomainView] = [:]
         var revision: Int64
-        var touched: Set<Domain> = []
+        var planned: [(domain: Domain, changes: [Change], revision: Int64)] = []
         var records: [UInt8] = []
         var outcomes: [Result<Commit, StorageError>] = []
     }
@@ -37,8 +38,9 @@ extension Store {
     /// new state and calls the completions. If the write fails, every mutation of the batch
     /// fails with `.failure` and memory is unchanged.
     private func commit(_ pending: [Pending]) {
-        var batch = state.withLock { Batch(domains: $0.domains, revision: $0.revision) }
+        var batch = state.withLock { Batch(revision: $0.revision) }
         for item in pending { plan(item, into: &batch) }
+        batch.views = [:]  // drop the shared references, so publishing changes the state in place
         if !batch.records.isEmpty {
             do {
                 try journal.append(batch.records, revision: state.withLock { $0.revision })
@@ -54,8 +56,9 @@ extension Store {
 
     private func plan(_ item: Pending, into batch: inout Batch) {
         let changes: [Change]
+        var view = batch.views[item.domain] ?? DomainView(state.withLock { $0.domains[item.domain] })
         do {
-            changes = try MutationPlanner.changes(of: item.mutation, in: item.domain, current: batch.domains[item.domain])
+            changes = try MutationPlanner.changes(of: item.mutation, in: item.domain, current: view)
         } catch {
             batch.outcomes.append(.failure(error))
             return
@@ -65,23 +68,25 @@ extension Store {
             return
         }
         batch.revision += 1
-        // Taken out of the batch so that only its first change in a batch copies a large domain.
-        var updated = batch.domains.removeValue(forKey: item.domain) ?? DomainState()
-        updated.apply(changes, at: batch.revision)
-        batch.domains[item.domain] = updated.entries.isEmpty ? nil : updated
-        batch.touched.insert(item.domain)
+        view.apply(changes, at: batch.revision)
+        batch.views[item.domain] = view
+        batch.planned.append((item.domain, changes, batch.revision))
         let record = LogRecord(revision: batch.revision, domain: item.domain, kind: item.mutation.kind, changes: changes)
         batch.records.append(contentsOf: LogFormat.encode(record))
         batch.outcomes.append(.success(Commit(revision: batch.revision, domain: item.domain, changes: changes)))
     }
 
-    /// Makes a durable batch visible to readers.
+    /// Makes a durable batch visible to readers: applies its changes in place (the committed
+    /// dictionaries are not shared at this point, so no copy is made) and drops emptied domains.
     private func publish(_ batch: Batch) {
         state.withLock { state in
-            for domain in batch.touched { state.domains[domain] = batch.domains[domain] }
+            for (domain, changes, revision) in batch.planned {
+                state.domains[domain, default: DomainState()].apply(changes, at: revision)
+                if state.domains[domain]?.entries.isEmpty == true { state.domains[domain] = nil }
+            }
             state.revision = batch.revision
         }
-        journal.dirty.formUnion(batch.touched)
+        journal.dirty.formUnion(batch.planned.map(\.domain))
     }
 
     /// Writes the dirty domain files and resets the log; a failure is logged and retried at
