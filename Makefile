@@ -11,6 +11,9 @@ PREFIX     ?= $(HOME)/.local
 UNITDIR    ?= $(HOME)/.local/share/systemd/user
 endif
 BINDIR     ?= $(PREFIX)/bin
+# Installed and benchmarked programs link the Swift runtime statically: kvctl then starts in about
+# 2 ms instead of 4 (a shell script calls it once per setting), and kvd starts faster on activation.
+RELEASE_FLAGS ?= -c release --static-swift-stdlib
 DOCDIR     ?= $(PREFIX)/share/doc/kvd
 
 FUZZ_SECONDS ?= 60
@@ -51,8 +54,8 @@ test: deps
 ## BENCH_QUICK=1: the smoke mode (tiny durations, installs nothing, into .build/bench-smoke).
 BENCH_SCRATCH ?= .build
 bench: deps
-	$(SWIFT) build -c release --scratch-path $(BENCH_SCRATCH)
-	$(PYTHON) bench/run.py --bin "$$($(SWIFT) build -c release --scratch-path $(BENCH_SCRATCH) --show-bin-path)" $(if $(filter 1,$(BENCH_QUICK)),--quick)
+	$(SWIFT) build $(RELEASE_FLAGS) --scratch-path $(BENCH_SCRATCH)
+	$(PYTHON) bench/run.py --bin "$$($(SWIFT) build $(RELEASE_FLAGS) --scratch-path $(BENCH_SCRATCH) --show-bin-path)" $(if $(filter 1,$(BENCH_QUICK)),--quick)
 
 ## The smoke mode on the debug build, as `make test` runs it: proves the benchmark still works
 ## (a few seconds; peers that are not installed are skipped).
@@ -95,7 +98,7 @@ demo: deps
 	scripts/demo.sh "$$($(SWIFT) build --show-bin-path)"
 
 install: deps
-	$(SWIFT) build -c release
+	$(SWIFT) build $(RELEASE_FLAGS)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(DOCDIR)
 	install -m 0755 .build/release/kvd .build/release/kvctl .build/release/habits $(DESTDIR)$(BINDIR)/
 	install -m 0644 README.md $(DESTDIR)$(DOCDIR)/
