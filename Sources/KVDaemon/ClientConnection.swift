@@ -24,6 +24,10 @@ final class ClientConnection {
     var hungUp = false
     /// Calls are left over after its turn; it is queued for the next one.
     var waitingForTurn = false
+    /// Queued to be settled (flushed, closed or re-registered) at the end of the loop's pass.
+    var needsSettling = false
+    /// Closed by the server; a queued settle skips it.
+    var isClosed = false
     /// Interest currently registered with epoll, to skip needless `epoll_ctl` calls.
     var registered: (readable: Bool, writable: Bool) = (true, false)
 
@@ -36,7 +40,7 @@ final class ClientConnection {
 
     func send(_ reply: VarlinkReply) {
         guard !hungUp else { return }
-        output.append(contentsOf: reply.encoded())
+        reply.encode(into: &output)
     }
 
     /// Forgets unsent replies (nobody is left to read them).

@@ -1,7 +1,8 @@
 import KVStorage
 import Synchronization
 
-/// Finished commits passed from the store's commit thread to the loop thread, in commit order.
+/// Finished commits passed to the loop thread, in commit order: from the loop's own inline
+/// commits, or from the store's commit thread when that was busy compacting.
 final class CompletionQueue: Sendable {
     struct Item: Sendable {
         var connection: Int
@@ -9,22 +10,36 @@ final class CompletionQueue: Sendable {
         var result: Result<Commit, StorageError>
     }
 
-    private let items = Mutex<[Item]>([])
+    private struct Items {
+        var queue: [Item] = []
+        /// The loop is committing on its own thread and takes every item once it is done.
+        var loopCommitting = false
+    }
 
-    /// Any thread. Returns whether the queue was empty, that is whether the loop needs a wake:
-    /// otherwise a wake is already on its way, and one per batch is enough.
+    private let items = Mutex(Items())
+
+    /// Any thread. Returns whether the loop needs a wake: not while it is committing itself
+    /// (it takes everything right after), nor when a wake is already on its way (one per batch).
     func push(_ item: Item) -> Bool {
-        items.withLock { queue in
-            queue.append(item)
-            return queue.count == 1
+        items.withLock { items in
+            items.queue.append(item)
+            return items.queue.count == 1 && !items.loopCommitting
         }
+    }
+
+    /// Loop thread: runs `commit` (the store's inline commit) with wakes suppressed. The loop
+    /// must ``takeAll()`` afterwards.
+    func whileLoopCommits(_ commit: () -> Void) {
+        items.withLock { $0.loopCommitting = true }
+        commit()
+        items.withLock { $0.loopCommitting = false }
     }
 
     /// Everything pushed so far, oldest first; empties the queue.
     func takeAll() -> [Item] {
-        items.withLock { queue in
-            defer { queue.removeAll(keepingCapacity: true) }
-            return queue
+        items.withLock { items in
+            defer { items.queue.removeAll(keepingCapacity: true) }
+            return items.queue
         }
     }
 }

@@ -52,7 +52,7 @@ struct RequestHandler: Sendable {
     private func get(_ domain: Domain, _ key: Key) -> VarlinkReply {
         switch store.get(domain, key) {
         case .value(let value, let revision):
-            VarlinkReply(parameters: ["value": value.typedJSON, "revision": .integer(revision)])
+            VarlinkReply(members: ["value": value.typedJSON, "revision": .integer(revision)])
         case .missing:
             Self.notFound(domain, key)
         case .unreadable(let reason):

@@ -4,12 +4,15 @@ import KVStorage
 import KVValues
 import Synchronization
 
-/// The varlink server: one event-loop thread serving every client without blocking, with the
-/// store's commit thread making writes durable in the background (group commit).
+/// The varlink server: one event-loop thread serving every client, reads from memory, writes
+/// group-committed once per pass of the loop.
 ///
-/// Reads are answered at once from memory. A write is handed to the store; its reply is sent
-/// when the store reports it durable, and the client's later calls wait until then, so replies
-/// keep call order. A slow or stuck client only ever delays itself: sockets are non-blocking,
+/// Reads are answered at once from memory. The writes a pass of the loop receives are queued
+/// in the store and made durable together, with one sync, on the loop thread at the end of
+/// the pass (as Redis does with `appendfsync always`: no thread hand-off; the sync is the only
+/// time the loop blocks, and a compaction runs on the store's own thread). A write's reply is
+/// sent once it is durable, and the client's later calls wait until then, so replies keep
+/// call order. A slow or stuck client only ever delays itself: sockets are non-blocking,
 /// and a client whose unread replies pass ``Limits/maxPendingOutput`` is not read from until it
 /// catches up (a watcher that falls that far behind is disconnected). A client that pipelines
 /// calls gets a turn of at most ``Limits/callsPerTurn`` calls or ``Limits/outputPerTurn`` bytes of
@@ -41,9 +44,13 @@ public final class Server {
     private var readBuffer: [UInt8]
     /// Connections with calls left over after their turn, in the order they get the next one.
     private var ready: [Int] = []
+    /// Connections handled this pass, to be settled at its end (replies sent together).
+    private var unsettled: [ClientConnection] = []
     /// Finished commits handed over from the store's thread, in commit order.
     private let completions = CompletionQueue()
     private var commitsInFlight = 0
+    /// Writes were queued in the store this pass and await ``commitQueued()``.
+    private var commitsQueued = false
     private var lastActivity = ContinuousClock.now
     private var shutdownDeadline: ContinuousClock.Instant?
     /// A descriptor kept open to be given up when the process runs out of descriptors, so an
@@ -76,10 +83,13 @@ public final class Server {
     /// Blocks the calling thread; returns the reason it stopped.
     public func run() throws(SystemError) -> String {
         while true {
-            let events = try poller.wait(timeoutMilliseconds: ready.isEmpty ? nextTimeout() : 0)
+            let events = try poller.wait(timeoutMilliseconds: ready.isEmpty && !commitsQueued ? nextTimeout() : 0)
             for event in events { try dispatch(event) }
             serveReady()
+            settleAll()  // replies to reads go out before the sync, not after it
+            commitQueued()
             deliverCompletions()
+            settleAll()
             pingWatchdog()
             if let reason = stopReason() { return reason }
         }
@@ -143,6 +153,7 @@ public final class Server {
     }
 
     private func close(_ connection: ClientConnection) {
+        connection.isClosed = true
         poller.forget(connection.fd)
         Sys.close(connection.fd)
         connections[connection.fd] = nil
@@ -196,8 +207,8 @@ public final class Server {
         process(connection)
     }
 
-    /// Handles queued calls of `connection` while it is free to, then settles its epoll interest
-    /// and closes it when it is finished.
+    /// Handles queued calls of `connection` while it is free to, and queues it to be settled
+    /// at the end of the pass.
     private func process(_ connection: ClientConnection) {
         var handled = 0
         let outputBefore = connection.pendingOutput
@@ -219,6 +230,29 @@ public final class Server {
             }
             handle(message, from: connection)
         }
+        if !connection.needsSettling {
+            connection.needsSettling = true
+            unsettled.append(connection)
+        }
+    }
+
+    /// Settles every connection handled this pass: its replies go out together at the end of
+    /// the pass (as Redis writes them before it sleeps), so a client is woken once per pass
+    /// and not once per reply while the loop still works on others.
+    private func settleAll() {
+        while !unsettled.isEmpty {
+            let batch = unsettled
+            unsettled = []
+            for connection in batch where !connection.isClosed {
+                connection.needsSettling = false
+                settle(connection)
+            }
+        }
+    }
+
+    /// Sends what the socket takes, disconnects a watcher that does not read, closes a
+    /// finished connection, and otherwise updates its epoll interest.
+    private func settle(_ connection: ClientConnection) {
         if connection.pendingOutput > 0, !connection.hungUp {
             do { try connection.flush() } catch { return close(connection) }
         }
@@ -296,7 +330,8 @@ public final class Server {
             commitsInFlight += 1
             let id = connection.id
             let oneway = call.oneway
-            store.submit(domain, mutation) { [completions, poller] result in
+            commitsQueued = true
+            store.enqueue(domain, mutation) { [completions, poller] result in
                 if completions.push(.init(connection: id, oneway: oneway, result: result)) { poller.wake() }
             }
         case .watch(let domain, let key):
@@ -304,6 +339,13 @@ public final class Server {
             connection.watch = (domain, key, since)
             connection.send(handler.initialWatchReply(domain, key, revision: since))
         }
+    }
+
+    /// Makes this pass's writes durable with one sync (blocks the loop for it).
+    private func commitQueued() {
+        guard commitsQueued else { return }
+        commitsQueued = false
+        completions.whileLoopCommits { store.commitQueued() }
     }
 
     /// Sends the replies of finished commits and the changes to watchers, in commit order.

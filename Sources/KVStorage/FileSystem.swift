@@ -62,6 +62,13 @@ public protocol FileSystem: Sendable {
     /// Writes all of `bytes` at the current offset (or the end, with ``OpenOptions/append``),
     /// or throws; a throw may leave a part written. C: `write`.
     func write(_ descriptor: FileDescriptor, _ bytes: [UInt8]) throws(FileSystemError)
+    /// Writes all of `bytes` at `offset`, whatever the descriptor's offset or append mode, or
+    /// throws; a throw may leave a part written. C: `pwrite`.
+    func write(_ descriptor: FileDescriptor, _ bytes: [UInt8], at offset: Int64) throws(FileSystemError)
+    /// Reserves disk space so the file is at least `length` bytes long; the added bytes read as
+    /// zeros. Syncing data written into reserved space is cheaper than syncing an append (the
+    /// file's size does not change). C: `fallocate` (mode 0).
+    func preallocate(_ descriptor: FileDescriptor, to length: Int64) throws(FileSystemError)
     /// Makes the file's data and metadata durable. C: `fsync`.
     func fsync(_ descriptor: FileDescriptor) throws(FileSystemError)
     /// Makes the file's data (and its size) durable. C: `fdatasync`.

@@ -29,6 +29,8 @@ import KVValues
 /// mutation `{"revision": N, "domain": "d", "kind": "set|delete|apply|deleteDomain",
 /// "changes": [{"key": "k", "value": <typed JSON>}, {"key": "gone"}]}` with absolute values (a
 /// change without `value` removes the key), so replaying is idempotent. Revisions rise strictly.
+/// The file may end in zero bytes: space reserved ahead of the records (`fallocate`), so that a
+/// commit's sync overwrites it instead of growing the file; they end the log as its end would.
 /// Recovery loads the domain files, then applies each record whose revision is above the
 /// domain file's `revision`; the first torn or corrupt record ends the log (it was never
 /// acknowledged). The store revision is the largest of the header's base, the records' and

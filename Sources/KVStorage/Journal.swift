@@ -12,8 +12,11 @@ final class Journal: @unchecked Sendable {
     let log: @Sendable (LogLevel, String) -> Void
     var lockDescriptor: FileDescriptor?
     var logDescriptor: FileDescriptor?
-    /// Length of the log up to the end of its last durable record.
+    /// Length of the log up to the end of its last durable record: where the next goes.
     var logLength: Int64 = 0
+    /// The log file's size: past ``logLength`` it holds zeros (space reserved ahead, so that a
+    /// sync need not change the file's size) or, after a failed write, data being cut off.
+    var fileLength: Int64 = 0
     /// A write or sync of the log failed: it must be cut back to ``logLength`` and synced
     /// before anything else is appended (a later sync must not make the failed data durable).
     var needsRepair = false
@@ -23,6 +26,8 @@ final class Journal: @unchecked Sendable {
     var dirty: Set<Domain> = []
     /// The log length at which the next compaction is due.
     var nextCompactionLength: Int64 = .max
+    /// Bytes reserved ahead of the log's end when it grows past its file.
+    var reservation: Int64 = 256 << 10
 
     init(fileSystem: any FileSystem, directory: String, log: @escaping @Sendable (LogLevel, String) -> Void) {
         self.fileSystem = fileSystem
@@ -34,20 +39,38 @@ final class Journal: @unchecked Sendable {
 
     func path(_ name: String) -> String { directory + "/" + name }
 
-    /// Appends framed records and makes them durable with one `fdatasync`. On failure nothing
-    /// is durable, the log is marked for repair, and `.failure` is thrown.
+    /// Writes framed records after the last durable one and makes them durable with one
+    /// `fdatasync`. On failure nothing is durable, the log is marked for repair, and
+    /// `.failure` is thrown.
     func append(_ bytes: [UInt8], revision: Int64) throws(StorageError) {
         try repairIfNeeded(revision: revision)
         guard let descriptor = logDescriptor else { throw .failure("the log \(logPath) is not open") }
+        let end = logLength + Int64(bytes.count)
+        reserve(descriptor, for: end)
         do {
-            try fileSystem.write(descriptor, bytes)
+            try fileSystem.write(descriptor, bytes, at: logLength)
+            fileLength = max(fileLength, end)
             try fileSystem.fdatasync(descriptor)
         } catch {
             needsRepair = true
             try? repairIfNeeded(revision: revision)
             throw .failure("could not make the change durable in \(logPath): \(error)")
         }
-        logLength += Int64(bytes.count)
+        logLength = end
+    }
+
+    /// Reserves space ahead when the log would grow past its file, so most syncs overwrite
+    /// reserved zeros instead of appending (on ext4 about a third cheaper). Best effort: where
+    /// it fails (a full disk, a file system without `fallocate`) the write appends.
+    private func reserve(_ descriptor: FileDescriptor, for end: Int64) {
+        guard end > fileLength, reservation > 0 else { return }
+        let length = end + reservation
+        do {
+            try fileSystem.preallocate(descriptor, to: length)
+            fileLength = length
+        } catch {
+            log(.debug, "could not reserve space in \(logPath): \(error)")
+        }
     }
 
     /// Before appending after a failure: reopens the log, cuts it back to its last durable
@@ -62,10 +85,11 @@ final class Journal: @unchecked Sendable {
         do {
             if let old = logDescriptor { fileSystem.close(old) }
             logDescriptor = nil
-            let descriptor = try fileSystem.open(logPath, [.write, .append], permissions: 0o600)
+            let descriptor = try fileSystem.open(logPath, [.write], permissions: 0o600)
             logDescriptor = descriptor
             try fileSystem.truncate(descriptor, to: logLength)
             try fileSystem.fsync(descriptor)
+            fileLength = logLength
         } catch {
             throw .failure("could not repair the log \(logPath) after a failed write: \(error)")
         }
@@ -81,8 +105,9 @@ final class Journal: @unchecked Sendable {
         try fileSystem.replaceFile(logPath, temporary: path("." + StorageFormat.logFileName + ".tmp"), with: header)
         if let old = logDescriptor { fileSystem.close(old) }
         logDescriptor = nil
-        logDescriptor = try fileSystem.open(logPath, [.write, .append], permissions: 0o600)
+        logDescriptor = try fileSystem.open(logPath, [.write], permissions: 0o600)
         logLength = Int64(header.count)
+        fileLength = logLength
         needsRepair = false
         try fileSystem.syncDirectory(directory)
         needsReset = false

@@ -9,9 +9,10 @@ enum LogHeaderProblem: Error {
 }
 
 extension LogFormat {
-    /// Reads the header and every valid record of a whole log. Scanning stops at the first
-    /// torn or corrupt record (or one whose revision does not rise); ``LogScan/dataAfterDamage``
-    /// tells whether valid-looking records follow it.
+    /// Reads the header and every valid record of a whole log. Scanning ends cleanly at the
+    /// end of the file or where only zeros (space reserved ahead) follow; it stops at the
+    /// first torn or corrupt record (or one whose revision does not rise), and
+    /// ``LogScan/dataAfterDamage`` tells whether valid-looking records follow it.
     static func scan(_ bytes: [UInt8]) throws(LogHeaderProblem) -> LogScan {
         guard let (header, start) = line(in: bytes, at: 0) else {
             throw .damaged("the header line is torn or fails its checksum")
@@ -21,6 +22,7 @@ extension LogFormat {
         var position = start
         var last = base
         while position < bytes.count {
+            if bytes[position] == 0, onlyZeros(bytes, from: position) { break }  // space reserved ahead
             guard let (json, next) = line(in: bytes, at: position), let record = decodeRecord(json), record.revision > last else {
                 scan.damage = "the record at byte \(position) is torn or corrupt"
                 scan.dataAfterDamage = hasValidLine(in: bytes, after: position)
@@ -43,6 +45,27 @@ extension LogFormat {
             throw .damaged("the header has no valid formatVersion and baseRevision")
         }
         return base
+    }
+
+    /// Whether `bytes` holds only zeros from `start` on (8 bytes at a time: it runs over the
+    /// reserved space at every start).
+    static func onlyZeros(_ bytes: [UInt8], from start: Int) -> Bool {
+        bytes.withUnsafeBytes { raw in
+            var index = start
+            while index < raw.count, index % 8 != 0 {
+                if raw[index] != 0 { return false }
+                index += 1
+            }
+            while index + 8 <= raw.count {
+                if raw.loadUnaligned(fromByteOffset: index, as: UInt64.self) != 0 { return false }
+                index += 8
+            }
+            while index < raw.count {
+                if raw[index] != 0 { return false }
+                index += 1
+            }
+            return true
+        }
     }
 
     /// Whether any complete, checksummed line starts after the line at `position`.

@@ -27,7 +27,7 @@ extension Recovery {
             if scan.dataAfterDamage { try keepCopy(of: bytes, reason: damage) }
             journal.log(.warning, "ignored the end of the log \(journal.logPath) from byte \(scan.validLength): \(damage) (never acknowledged)")
         }
-        try openLog(cuttingTo: Int64(scan.validLength), fileLength: Int64(bytes.count))
+        try openLog(validLength: Int64(scan.validLength), fileLength: Int64(bytes.count), damaged: scan.damage != nil)
     }
 
     private func replay(_ scan: LogScan, into state: inout RecoveredState, replayedThrough: [Domain: Int64]) {
@@ -45,14 +45,17 @@ extension Recovery {
         }
     }
 
-    /// Opens the log for appending; cuts off a damaged tail durably first.
-    private func openLog(cuttingTo validLength: Int64, fileLength: Int64) throws(StorageError) {
+    /// Opens the log for writing after its last valid record; cuts off a damaged tail durably
+    /// first (reserved zeros after the last record are kept).
+    private func openLog(validLength: Int64, fileLength: Int64, damaged: Bool) throws(StorageError) {
         do {
-            let descriptor = try fileSystem.open(journal.logPath, [.write, .append], permissions: 0o600)
+            let descriptor = try fileSystem.open(journal.logPath, [.write], permissions: 0o600)
             journal.logDescriptor = descriptor
-            if validLength < fileLength {
+            journal.fileLength = fileLength
+            if damaged {
                 try fileSystem.truncate(descriptor, to: validLength)
                 try fileSystem.fsync(descriptor)
+                journal.fileLength = validLength
             }
             journal.logLength = validLength
         } catch {

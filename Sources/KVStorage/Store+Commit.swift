@@ -15,11 +15,20 @@ extension Store {
     }
 
     /// Commits batches until nothing is queued; each batch is all that was queued when it
-    /// started, so submitters arriving during a sync share the next one.
-    func drain() {
+    /// started, so submitters arriving during a sync share the next one. Called with
+    /// `State.draining` set; clears it when done. Without `compactingInline` (on a caller's
+    /// thread), a compaction that falls due goes to the commit queue, which keeps draining.
+    func drain(compactingInline: Bool = true) {
         while let pending = takeBatch() {
             commit(pending)
-            if journal.logLength >= journal.nextCompactionLength { compact() }
+            guard journal.logLength >= journal.nextCompactionLength else { continue }
+            guard compactingInline else {
+                return queue.async {
+                    self.compact()
+                    self.drain()
+                }
+            }
+            compact()
         }
     }
 

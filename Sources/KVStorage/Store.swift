@@ -9,8 +9,10 @@ import Synchronization
 /// ``revision``) take a short lock on the committed in-memory state and never wait for I/O.
 /// Changes go through ``submit(_:_:completion:)`` to one commit queue that writes each batch
 /// of queued mutations to the log with one sync, then publishes it to readers, then calls the
-/// completions in commit order. Never call the blocking ``commit(_:_:)`` or ``close()`` from a
-/// completion (they would wait for the queue they run on).
+/// completions in commit order. An event loop can instead ``enqueue(_:_:completion:)`` the
+/// changes of one pass and ``commitQueued()`` them on its own thread (no thread hand-off; the
+/// commit queue still serializes it with everything else). Never call the blocking
+/// ``commit(_:_:)``, ``commitQueued()`` or ``close()`` from a completion.
 ///
 /// Example:
 /// ```swift
@@ -56,6 +58,7 @@ public final class Store: Sendable {
             throw error
         }
         journal.nextCompactionLength = Int64(options.compactionLogBytes)
+        journal.reservation = Int64(max(options.logReservationBytes, 0))
         self.journal = journal
         self.options = options
         self.log = log
@@ -111,20 +114,49 @@ public final class Store: Sendable {
         _ domain: Domain, _ mutation: Mutation,
         completion: @escaping @Sendable (Result<Commit, StorageError>) -> Void
     ) {
-        let pending = Pending(domain: domain, mutation: mutation, completion: completion)
-        if StorageFormat.isBackup(domain.name) {  // its file would be skipped as a backup when loading
-            let reason = "the domain name \(domain) looks like a backup of an unreadable file (NAME.unreadable-TIMESTAMP) and cannot be stored"
-            return queue.async { completion(.failure(.failure(reason))) }
+        add(Pending(domain: domain, mutation: mutation, completion: completion), startDrain: true)
+    }
+
+    /// Queues `mutation` like ``submit(_:_:completion:)``, but leaves its commit to the next
+    /// ``commitQueued()`` of the caller (an event loop that group-commits once per pass), so no
+    /// thread is woken for it. `completion` then runs on that caller's thread, or on the commit
+    /// queue if that queue was busy (compacting) at the time.
+    public func enqueue(
+        _ domain: Domain, _ mutation: Mutation,
+        completion: @escaping @Sendable (Result<Commit, StorageError>) -> Void
+    ) {
+        add(Pending(domain: domain, mutation: mutation, completion: completion), startDrain: false)
+    }
+
+    /// Commits everything queued, on the calling thread, with one sync per batch, and calls
+    /// the completions there; returns at once if nothing is queued. If the commit queue is busy
+    /// (a drain or compaction runs there), leaves the work to it instead of waiting. A
+    /// compaction that falls due is handed to the commit queue, so the caller never waits for
+    /// one. Blocks on I/O (a sync); must not be called from a completion.
+    public func commitQueued() {
+        let mine = state.withLock { state in
+            guard !state.draining, !state.pending.isEmpty else { return false }
+            state.draining = true
+            return true
+        }
+        guard mine else { return }
+        queue.sync { drain(compactingInline: false) }
+    }
+
+    private func add(_ pending: Pending, startDrain: Bool) {
+        if StorageFormat.isBackup(pending.domain.name) {  // its file would be skipped as a backup when loading
+            let reason = "the domain name \(pending.domain) looks like a backup of an unreadable file (NAME.unreadable-TIMESTAMP) and cannot be stored"
+            return queue.async { pending.completion(.failure(.failure(reason))) }
         }
         let schedule: Bool? = state.withLock { state in
             guard !state.closed else { return nil }
             state.pending.append(pending)
-            let startDrain = !state.draining
+            guard startDrain, !state.draining else { return false }
             state.draining = true
-            return startDrain
+            return true
         }
         switch schedule {
-        case nil: queue.async { completion(.failure(.failure("the store is closed"))) }
+        case nil: queue.async { pending.completion(.failure(.failure("the store is closed"))) }
         case true?: queue.async { self.drain() }
         case false?: break
         }

@@ -40,6 +40,20 @@ public struct SystemFileSystem: FileSystem {
         }
     }
 
+    public func write(_ descriptor: FileDescriptor, _ bytes: [UInt8], at offset: Int64) throws(FileSystemError) {
+        var done = 0
+        while done < bytes.count {
+            let wrote = try retryingInterrupts("pwrite", nil) {
+                bytes.withUnsafeBytes { Glibc.pwrite(descriptor.rawValue, $0.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done)) }
+            }
+            done += wrote
+        }
+    }
+
+    public func preallocate(_ descriptor: FileDescriptor, to length: Int64) throws(FileSystemError) {
+        _ = try retryingInterrupts("fallocate", nil) { systemFallocate(descriptor.rawValue, 0, 0, off_t(length)) }
+    }
+
     public func fsync(_ descriptor: FileDescriptor) throws(FileSystemError) {
         _ = try retryingInterrupts("fsync", nil) { Glibc.fsync(descriptor.rawValue) }
     }
@@ -107,3 +121,7 @@ public struct SystemFileSystem: FileSystem {
 /// C `flock`, which Swift cannot name through Glibc: the `struct flock` of `fcntl` hides it.
 @_silgen_name("flock")
 private func systemFlock(_ descriptor: Int32, _ operation: Int32) -> Int32
+
+/// C `fallocate` (Linux), which Glibc declares only under `_GNU_SOURCE`.
+@_silgen_name("fallocate")
+private func systemFallocate(_ descriptor: Int32, _ mode: Int32, _ offset: off_t, _ length: off_t) -> Int32

@@ -93,7 +93,12 @@ public struct StoreOptions: Sendable {
     /// The log is compacted into the domain files once it grows past this many bytes.
     public var compactionLogBytes: Int
 
-    public init(compactionLogBytes: Int = 4 << 20) {
+    /// Space reserved ahead at the end of the log, so that a commit's sync overwrites
+    /// reserved zeros instead of growing the file (cheaper: the file size does not change).
+    public var logReservationBytes: Int
+
+    public init(compactionLogBytes: Int = 4 << 20, logReservationBytes: Int = 256 << 10) {
         self.compactionLogBytes = compactionLogBytes
+        self.logReservationBytes = logReservationBytes
     }
 }

@@ -8,7 +8,8 @@ import Testing
 /// deletion, several compactions, a restart) in every way the unsynced data could reach the
 /// disk, and checks recovery (see ``CrashChecker``). `KVD_CRASH_TRACE=1` prints the operations.
 @Suite struct CrashPointTests {
-    static let options = StoreOptions(compactionLogBytes: 700)
+    /// A small reservation: crash states still hold reserved zeros after the records.
+    static let options = StoreOptions(compactionLogBytes: 700, logReservationBytes: 64)
     static let directory = "/data/state"
     /// Apply number → key count, for the all-or-nothing check.
     static let applies = [1: 3, 2: 2, 3: 2, 4: 4, 5: 3]

@@ -73,7 +73,7 @@ import Testing
                 _ = try store.commit(app, .set(key("k\(index % 13)"), .integer(Int64(index)), ifRevision: nil))
                 if index % 50 == 49 { _ = try store.commit(app, .deleteDomain) }
             }
-            let log = folder.read("kvd.wal") ?? ""
+            let log = (folder.read("kvd.wal") ?? "").prefix { $0 != "\0" }  // records, not reserved space
             #expect(log.utf8.count < 4_000, "the log was compacted while running")
             for app in store.domains() { expected[app] = store.list(app) }
             revision = store.revision

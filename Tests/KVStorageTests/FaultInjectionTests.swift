@@ -13,7 +13,7 @@ import Testing
     /// Runs the session; returns the expected contents of the two domains from the commits that
     /// succeeded, or nil if the store could not even open.
     func session(_ folder: TemporaryFolder, _ fileSystem: RecordingFileSystem) -> [Domain: [Key: Value]]? {
-        guard let store = try? Store(directory: folder.state, options: StoreOptions(compactionLogBytes: 400), fileSystem: fileSystem) else {
+        guard let store = try? Store(directory: folder.state, options: StoreOptions(compactionLogBytes: 400, logReservationBytes: 64), fileSystem: fileSystem) else {
             return nil
         }
         var model: [Domain: [Key: Value]] = [:]

@@ -309,16 +309,28 @@ final class SimulatedFileSystem: FileSystem {
     }
 
     func write(_ descriptor: FileDescriptor, _ bytes: [UInt8]) throws(FileSystemError) {
+        try write(descriptor, bytes, at: nil)
+    }
+
+    func write(_ descriptor: FileDescriptor, _ bytes: [UInt8], at offset: Int64) throws(FileSystemError) {
+        try write(descriptor, bytes, at: Int(offset))
+    }
+
+    /// `write` at the descriptor's offset (or end, when appending), `pwrite` at `position`.
+    private func write(_ descriptor: FileDescriptor, _ bytes: [UInt8], at position: Int?) throws(FileSystemError) {
         try state.withLock { state throws(FileSystemError) in
             guard var handle = state.handles[descriptor.rawValue] else { throw FileSystemError(operation: "write", path: nil, code: EBADF) }
             guard let content = state.model.current.files[handle.inode] else { throw FileSystemError(operation: "write", path: handle.name, code: EISDIR) }
             let effect = Self.check(&state, "write", handle.name)
+            let keepOffset = handle.offset
             if handle.append { handle.offset = content.count }
+            if let position { handle.offset = position }
             let written = effect.map { $0.tookEffect ? Array(bytes.prefix(bytes.count / 2)) : [] } ?? bytes
             if !written.isEmpty {
                 Self.record(&state, .write(handle.inode, offset: handle.offset, written), "write \(handle.name) \(written.count) bytes at \(handle.offset)")
                 handle.offset += written.count
             }
+            if position != nil { handle.offset = keepOffset }  // pwrite leaves the offset alone
             state.handles[descriptor.rawValue] = handle
             if let effect { throw FileSystemError(operation: "write", path: handle.name, code: effect.code) }
         }
@@ -344,6 +356,19 @@ final class SimulatedFileSystem: FileSystem {
                 throw FileSystemError(operation: "ftruncate", path: handle.name, code: effect.code)
             }
             Self.record(&state, .truncate(handle.inode, length: Int(length)), "truncate \(handle.name) to \(length)")
+        }
+    }
+
+    /// Extends the file with zeros, like `ftruncate` (durable only once synced); a fault leaves
+    /// the file unchanged.
+    func preallocate(_ descriptor: FileDescriptor, to length: Int64) throws(FileSystemError) {
+        try state.withLock { state throws(FileSystemError) in
+            guard let handle = state.handles[descriptor.rawValue] else { throw FileSystemError(operation: "fallocate", path: nil, code: EBADF) }
+            if let effect = Self.check(&state, "preallocate", handle.name) {
+                throw FileSystemError(operation: "fallocate", path: handle.name, code: effect.code)
+            }
+            guard (state.model.current.files[handle.inode]?.count ?? 0) < length else { return }
+            Self.record(&state, .truncate(handle.inode, length: Int(length)), "preallocate \(handle.name) to \(length)")
         }
     }
 

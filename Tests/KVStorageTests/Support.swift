@@ -115,6 +115,18 @@ final class RecordingFileSystem: FileSystem {
         try base.write(descriptor, bytes)
     }
 
+    func write(_ descriptor: FileDescriptor, _ bytes: [UInt8], at offset: Int64) throws(FileSystemError) {
+        let path = name(descriptor)
+        try check("write", path)
+        counts.withLock { $0.bytesWritten[String(path.split(separator: "/").last ?? ""), default: 0] += bytes.count }
+        try base.write(descriptor, bytes, at: offset)
+    }
+
+    func preallocate(_ descriptor: FileDescriptor, to length: Int64) throws(FileSystemError) {
+        try check("preallocate", name(descriptor))
+        try base.preallocate(descriptor, to: length)
+    }
+
     func fsync(_ descriptor: FileDescriptor) throws(FileSystemError) {
         try check("fsync", name(descriptor))
         counts.withLock { $0.syncs += 1 }
