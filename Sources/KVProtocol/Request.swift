@@ -34,7 +34,7 @@ public enum DefaultsRequest: Sendable, Equatable {
     /// Validates `call`. Throws the error reply to send: `MethodNotFound`, `InvalidParameter`
     /// (a missing or mistyped parameter), `InvalidName`, `InvalidValue` or `ExpectedMore`.
     public init(call: VarlinkCall) throws(RequestError) {
-        let p = Parameters(call.parameters)
+        let p = Parameters(call.parameterMembers)
         switch call.method {
         case "io.kvd.Defaults.Get": self = .get(try p.domain(), try p.key())
         case "io.kvd.Defaults.Set":
@@ -65,9 +65,9 @@ public struct RequestError: Error, Sendable, Equatable {
 
 /// Typed access to call parameters; every failure is the reply the caller gets.
 struct Parameters {
-    let members: [String: JSON]
+    let members: JSONMembers
 
-    init(_ members: [String: JSON]) {
+    init(_ members: JSONMembers) {
         self.members = members
     }
 

@@ -4,38 +4,52 @@ import KVValues
 /// One varlink call: `{"method": ..., "parameters": {...}, "more": true, "oneway": true}`.
 public struct VarlinkCall: Sendable, Equatable {
     public var method: String
-    public var parameters: [String: JSON]
+    /// The parameters in the order received (a call's few members need no dictionary).
+    public var parameterMembers: JSONMembers
     /// The caller accepts several replies (`continues: true` on all but the last).
     public var more: Bool
     /// The caller wants no reply at all.
     public var oneway: Bool
 
     public init(method: String, parameters: [String: JSON] = [:], more: Bool = false, oneway: Bool = false) {
+        self.init(method: method, parameterMembers: JSONMembers(parameters), more: more, oneway: oneway)
+    }
+
+    public init(method: String, parameterMembers: JSONMembers, more: Bool = false, oneway: Bool = false) {
         self.method = method
-        self.parameters = parameters
+        self.parameterMembers = parameterMembers
         self.more = more
         self.oneway = oneway
+    }
+
+    /// The parameters as a dictionary.
+    public var parameters: [String: JSON] {
+        get { parameterMembers.dictionary }
+        set { parameterMembers = JSONMembers(newValue) }
     }
 
     /// The message's bytes, NUL terminator included.
     public func encoded() -> [UInt8] {
         var members: [String: JSON] = ["method": .string(method)]
-        if !parameters.isEmpty { members["parameters"] = .object(parameters) }
+        if !parameterMembers.isEmpty { members["parameters"] = .object(parameters) }
         if more { members["more"] = .bool(true) }
         if oneway { members["oneway"] = .bool(true) }
         return Varlink.frame(.object(members))
     }
 
     /// Reads a call from one message (without its NUL); refuses anything that is not one.
+    /// Reads the members in order, without building dictionaries (this runs for every call).
     public init(message: some Collection<UInt8>, limits: JSONLimits = .default) throws(VarlinkError) {
-        let json: JSON
-        do { json = try JSONParser.parse(message, limits: limits) } catch { throw .malformed(error.description) }
-        guard case .object(let members) = json else { throw .malformed("a call must be a JSON object") }
+        let parsed: (members: JSONMembers, inner: JSONMembers?)?
+        do { parsed = try JSONParser.parseMembers(message, limits: limits, inner: "parameters") } catch {
+            throw .malformed(error.description)
+        }
+        guard let (members, inner) = parsed else { throw .malformed("a call must be a JSON object") }
         guard case .string(let method)? = members["method"] else { throw .malformed("a call needs a \"method\" string") }
-        var parameters: [String: JSON] = [:]
+        var parameters = inner ?? JSONMembers()
         switch members["parameters"] {
         case nil, .null?: break
-        case .object(let object)?: parameters = object
+        case .object(let object)?: parameters = JSONMembers(object)  // not reached: parsed as `inner`
         case let other?: throw .malformed("\"parameters\" must be an object, not \(other.typeName)")
         }
         func flag(_ name: String) throws(VarlinkError) -> Bool {
@@ -45,23 +59,34 @@ public struct VarlinkCall: Sendable, Equatable {
             case let other?: throw .malformed("\"\(name)\" must be a bool, not \(other.typeName)")
             }
         }
-        self.init(method: method, parameters: parameters, more: try flag("more"), oneway: try flag("oneway"))
+        self.init(method: method, parameterMembers: parameters, more: try flag("more"), oneway: try flag("oneway"))
         guard try !flag("upgrade") else { throw .malformed("connection upgrades are not supported") }
     }
 }
 
 /// One varlink reply: parameters, or an error name with parameters.
 public struct VarlinkReply: Sendable, Equatable {
-    public var parameters: [String: JSON]
+    /// The parameters in order (written in this order; a reply's few members need no dictionary).
+    public var parameterMembers: JSONMembers
     /// More replies to the same call follow.
     public var continues: Bool
     /// A fully qualified error name (`io.kvd.Defaults.NotFound`), or `nil` for success.
     public var error: String?
 
     public init(parameters: [String: JSON] = [:], continues: Bool = false, error: String? = nil) {
-        self.parameters = parameters
+        self.init(members: JSONMembers(parameters), continues: continues, error: error)
+    }
+
+    public init(members: JSONMembers, continues: Bool = false, error: String? = nil) {
+        self.parameterMembers = members
         self.continues = continues
         self.error = error
+    }
+
+    /// The parameters as a dictionary.
+    public var parameters: [String: JSON] {
+        get { parameterMembers.dictionary }
+        set { parameterMembers = JSONMembers(newValue) }
     }
 
     public static func failure(_ name: String, _ parameters: [String: JSON] = [:]) -> VarlinkReply {
@@ -70,24 +95,44 @@ public struct VarlinkReply: Sendable, Equatable {
 
     /// The message's bytes, NUL terminator included.
     public func encoded() -> [UInt8] {
-        var members: [String: JSON] = ["parameters": .object(parameters)]
-        if continues { members["continues"] = .bool(true) }
-        if let error { members["error"] = .string(error) }
-        return Varlink.frame(.object(members))
+        var bytes: [UInt8] = []
+        encode(into: &bytes)
+        return bytes
+    }
+
+    /// Appends the message's bytes, NUL terminator included, to `out` (a connection's output
+    /// buffer: no intermediate array, no dictionary).
+    public func encode(into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"parameters":{"#.utf8)
+        let writer = JSONWriter()
+        for (index, member) in parameterMembers.pairs.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            JSONWriter.writeString(member.name, into: &out)
+            out.append(UInt8(ascii: ":"))
+            writer.write(member.value, into: &out)
+        }
+        out.append(UInt8(ascii: "}"))
+        if continues { out.append(contentsOf: #","continues":true"#.utf8) }
+        if let error {
+            out.append(contentsOf: #","error":"#.utf8)
+            JSONWriter.writeString(error, into: &out)
+        }
+        out.append(UInt8(ascii: "}"))
+        out.append(0)
     }
 
     /// Reads a reply from one message (without its NUL).
     public init(message: some Collection<UInt8>, limits: JSONLimits = .default) throws(VarlinkError) {
-        let json: JSON
-        do { json = try JSONParser.parse(message, limits: limits) } catch { throw .malformed(error.description) }
-        guard case .object(let members) = json else { throw .malformed("a reply must be a JSON object") }
-        var parameters: [String: JSON] = [:]
-        if case .object(let object)? = members["parameters"] { parameters = object }
+        let parsed: (members: JSONMembers, inner: JSONMembers?)?
+        do { parsed = try JSONParser.parseMembers(message, limits: limits, inner: "parameters") } catch {
+            throw .malformed(error.description)
+        }
+        guard let (members, inner) = parsed else { throw .malformed("a reply must be a JSON object") }
         var error: String?
         if case .string(let name)? = members["error"] { error = name }
         var continues = false
         if case .bool(let flag)? = members["continues"] { continues = flag }
-        self.init(parameters: parameters, continues: continues, error: error)
+        self.init(members: inner ?? JSONMembers(), continues: continues, error: error)
     }
 }
 

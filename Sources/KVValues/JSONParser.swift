@@ -36,6 +36,36 @@ public struct JSONParser {
         try parse(Array(text.utf8), limits: limits)
     }
 
+    /// Parses one JSON object into its members in document order, without building a
+    /// dictionary (for small, hot messages such as varlink calls). A member named `inner` whose
+    /// value is an object comes back the same way, as `inner`, and not among `members`.
+    /// Limits, errors and the refusal of duplicate members are those of ``parse(_:limits:)``;
+    /// returns nil for valid JSON that is not an object.
+    public static func parseMembers(
+        _ input: some Collection<UInt8>, limits: JSONLimits = .default, inner: String
+    ) throws(JSONSyntaxError) -> (members: JSONMembers, inner: JSONMembers?)? {
+        guard input.count <= limits.maxBytes else { _ = try parse(input, limits: limits); return nil }
+        typealias Outcome = Result<(members: JSONMembers, inner: JSONMembers?)?, JSONSyntaxError>
+        func run(_ buffer: UnsafeBufferPointer<UInt8>) -> Outcome {
+            var parser = JSONParser(bytes: buffer, limits: limits)
+            do throws(JSONSyntaxError) {
+                parser.skipWhitespace()
+                guard parser.position < buffer.count, buffer[parser.position] == UInt8(ascii: "{") else {
+                    _ = try parse(buffer, limits: limits)  // the syntax error, if any
+                    return .success(nil)
+                }
+                let object = try parser.parseMemberList(inner: inner)
+                parser.skipWhitespace()
+                guard parser.position == buffer.count else { throw parser.error("unexpected data after the JSON value") }
+                return .success(object)
+            } catch {
+                return .failure(error)
+            }
+        }
+        let result: Outcome? = input.withContiguousStorageIfAvailable { run($0) }
+        return try (result ?? Array(input).withUnsafeBufferPointer { run($0) }).get()
+    }
+
     private static func parseBuffer(_ buffer: UnsafeBufferPointer<UInt8>, limits: JSONLimits) -> Result<JSON, JSONSyntaxError> {
         var parser = JSONParser(bytes: buffer, limits: limits)
         do throws(JSONSyntaxError) {
@@ -99,14 +129,45 @@ public struct JSONParser {
     }
 
     private mutating func parseObject() throws(JSONSyntaxError) -> JSON {
+        var members: [String: JSON] = [:]
+        try forEachMember { parser, name, nameOffset throws(JSONSyntaxError) in
+            let value = try parser.parseValue()
+            guard members.updateValue(value, forKey: name) == nil else {
+                throw parser.error("duplicate member \"\(name)\"", at: nameOffset)
+            }
+        }
+        return .object(members)
+    }
+
+    /// ``parseObject()`` in document order, with the object member `inner` parsed the same way.
+    private mutating func parseMemberList(inner: String?) throws(JSONSyntaxError) -> (members: JSONMembers, inner: JSONMembers?) {
+        var result: (members: JSONMembers, inner: JSONMembers?) = (JSONMembers(), nil)
+        result.members.pairs.reserveCapacity(4)
+        var names = MemberNameSet()
+        try forEachMember { parser, name, nameOffset throws(JSONSyntaxError) in
+            let seen = (inner != nil && result.inner != nil && name == inner) || names.contains(name, among: result.members.pairs)
+            if name == inner, parser.position < parser.bytes.count, parser.bytes[parser.position] == UInt8(ascii: "{") {
+                result.inner = try parser.parseMemberList(inner: nil).members
+            } else {
+                result.members.pairs.append((name, try parser.parseValue()))
+            }
+            guard !seen else { throw parser.error("duplicate member \"\(name)\"", at: nameOffset) }
+        }
+        return result
+    }
+
+    /// Reads an object from its `{`: for each member, its name and the offset of the name,
+    /// with the parser positioned at the value, which `value` must consume.
+    private mutating func forEachMember(
+        _ value: (inout JSONParser, String, Int) throws(JSONSyntaxError) -> Void
+    ) throws(JSONSyntaxError) {
         try enterNesting()
         position += 1
-        var members: [String: JSON] = [:]
         skipWhitespace()
         if position < bytes.count, bytes[position] == UInt8(ascii: "}") {
             position += 1
             depth -= 1
-            return .object(members)
+            return
         }
         while true {
             skipWhitespace()
@@ -119,10 +180,7 @@ public struct JSONParser {
             guard position < bytes.count, bytes[position] == UInt8(ascii: ":") else { throw error("expected ':' after member name") }
             position += 1
             skipWhitespace()
-            let value = try parseValue()
-            guard members.updateValue(value, forKey: name) == nil else {
-                throw error("duplicate member \"\(name)\"", at: nameOffset)
-            }
+            try value(&self, name, nameOffset)
             skipWhitespace()
             guard position < bytes.count else { throw error("unexpected end of input in object") }
             let byte = bytes[position]
@@ -131,7 +189,6 @@ public struct JSONParser {
             guard byte == UInt8(ascii: ",") else { throw error("expected ',' or '}' in object", at: position - 1) }
         }
         depth -= 1
-        return .object(members)
     }
 
     private mutating func parseArray() throws(JSONSyntaxError) -> JSON {

@@ -29,7 +29,7 @@ public struct JSONWriter {
         switch json {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let flag): out.append(contentsOf: (flag ? "true" : "false").utf8)
-        case .integer(let number): out.append(contentsOf: String(number).utf8)
+        case .integer(let number): Self.writeInteger(number, into: &out)
         case .real(let number): Self.writeReal(number, into: &out)
         case .string(let text): Self.writeString(text, into: &out)
         case .array(let elements):
@@ -43,14 +43,20 @@ public struct JSONWriter {
             out.append(UInt8(ascii: "]"))
         case .object(let members):
             out.append(UInt8(ascii: "{"))
-            let names = sortKeys ? members.keys.sorted() : Array(members.keys)
-            for (index, name) in names.enumerated() {
-                if index > 0 { out.append(UInt8(ascii: ",")) }
+            var first = true
+            func member(_ name: String, _ value: JSON) {
+                if !first { out.append(UInt8(ascii: ",")) }
+                first = false
                 newline(into: &out, level: level + 1)
                 Self.writeString(name, into: &out)
                 out.append(UInt8(ascii: ":"))
                 if indent != nil { out.append(UInt8(ascii: " ")) }
-                write(members[name]!, into: &out, level: level + 1)
+                write(value, into: &out, level: level + 1)
+            }
+            if sortKeys {
+                for name in members.keys.sorted() { member(name, members[name]!) }
+            } else {
+                for (name, value) in members { member(name, value) }
             }
             if !members.isEmpty { newline(into: &out, level: level) }
             out.append(UInt8(ascii: "}"))
@@ -61,6 +67,22 @@ public struct JSONWriter {
         guard let indent else { return }
         out.append(UInt8(ascii: "\n"))
         out.append(contentsOf: repeatElement(UInt8(ascii: " "), count: indent * level))
+    }
+
+    /// Writes a signed integer in decimal, without making a `String` first.
+    public static func writeInteger(_ number: Int64, into out: inout [UInt8]) {
+        if number < 0 { out.append(UInt8(ascii: "-")) }
+        var magnitude = number.magnitude
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: room for 20 digits
+        var count = 0
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            repeat {
+                buffer[23 - count] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+                count += 1
+            } while magnitude > 0
+            out.append(contentsOf: buffer[(24 - count)...])
+        }
     }
 
     /// Writes a finite double in its shortest round-tripping form, always marked as a real.
