@@ -22,7 +22,7 @@ let package = Package(
         .target(name: "KVClient", dependencies: ["KVValues", "KVProtocol"]),
         .target(name: "KVCtl", dependencies: ["KVValues", "KVClient"]),
         .executableTarget(name: "kvctl", dependencies: ["KVCtl"]),
-        .executableTarget(name: "kvbench"),
+        .executableTarget(name: "kvbench", dependencies: ["CLinux"]),
         .executableTarget(name: "kvclient-probe", dependencies: ["KVClient", "KVValues"]),
         .target(name: "HabitsKit", dependencies: ["KVClient", "KVValues"]),
         .executableTarget(name: "habits", dependencies: ["HabitsKit"]),
