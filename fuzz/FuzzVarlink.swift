@@ -7,7 +7,9 @@ import KVValues
 /// Invariants: the framer returns exactly the NUL-separated messages of the stream (never a
 /// NUL inside one, never one more than a read over its limit); a request that validates is
 /// encoded by ``DefaultsRequest/call`` into bytes that validate as the same request; calls and
-/// replies round-trip.
+/// replies round-trip; ``JSONParser/parseMembers(_:limits:inner:)`` (the daemon's fast path)
+/// accepts and refuses exactly what ``JSONParser/parse(_:limits:)`` does, with the same error
+/// and the same members.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzVarlink(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     guard size > 0 else { return 0 }
@@ -43,6 +45,7 @@ public func fuzzVarlink(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
 }
 
 private func check(_ message: [UInt8]) {
+    checkMembersMatchParse(message)
     if let reply = try? VarlinkReply(message: message) {
         let bytes = reply.encoded()
         guard bytes.last == 0, let again = try? VarlinkReply(message: bytes.dropLast()), again == reply else {
@@ -60,4 +63,24 @@ private func check(_ message: [UInt8]) {
         fail("the call of a valid request does not validate: \(String(decoding: carried, as: UTF8.self))")
     }
     if again != request { fail("a request changed in a round trip: \(String(decoding: carried, as: UTF8.self))") }
+}
+
+private func checkMembersMatchParse(_ message: [UInt8]) {
+    let general = Result { () throws(JSONSyntaxError) in try JSONParser.parse(message) }
+    let ordered = Result { () throws(JSONSyntaxError) in try JSONParser.parseMembers(message, inner: "parameters") }
+    switch (general, ordered) {
+    case (.failure(let expected), .failure(let got)):
+        if expected != got { fail("parseMembers refused with \(got), parse with \(expected)") }
+    case (.success(.object(var members)), .success(let split?)):
+        if let inner = split.inner {
+            guard case .object(let parameters)? = members.removeValue(forKey: "parameters"), parameters == inner.dictionary else {
+                fail("parseMembers split off other parameters")
+            }
+        }
+        if members != split.members.dictionary || split.members.pairs.count != members.count { fail("parseMembers read other members") }
+    case (.success(let json), .success(nil)):
+        if case .object = json { fail("parseMembers missed an object") }
+    default:
+        fail("parse and parseMembers disagree: \(general) / \(ordered)")
+    }
 }

@@ -108,6 +108,36 @@ import Testing
         #expect(store.list(app)?.unreadable.keys.map(\.name) == ["nulled"])
     }
 
+    /// Commits overwrite space reserved ahead of the log's end instead of growing the file;
+    /// the zeros left after the last record are the log's end, not damage.
+    @Test func reservedSpaceAfterTheLastRecordIsNotDamage() throws {
+        let folder = TemporaryFolder()
+        defer { folder.remove() }
+        let app = domain("com.example.reserved")
+        let fileSystem = RecordingFileSystem()
+        do {
+            let store = try Store(directory: folder.state, options: StoreOptions(logReservationBytes: 4096), fileSystem: fileSystem)
+            for index in 0..<50 { _ = try store.commit(app, .set(key("k\(index)"), .integer(Int64(index)), ifRevision: nil)) }
+            let reservations = fileSystem.calls.filter { $0 == "preallocate kvd.wal" }.count
+            #expect((1...3).contains(reservations), "one reservation per 4 KiB of records, not one per commit: \(reservations)")
+            let log = try #require(folder.read("kvd.wal"))
+            #expect(log.hasSuffix("\0\0\0\0"), "the file ends in reserved zeros")
+            store.abandon()
+        }
+        let logs = LogCollector()
+        do {
+            let store = try Store(directory: folder.state, log: logs.callback)
+            #expect(store.list(app)?.values.count == 50)
+            #expect(logs.messages(at: .warning).isEmpty, "\(logs.messages(at: .warning))")
+            _ = try store.commit(app, .set(key("after"), .integer(1), ifRevision: nil))
+            store.abandon()
+        }
+        let store = try Store(directory: folder.state)
+        defer { store.close() }
+        #expect(store.list(app)?.values.count == 51)
+        #expect(store.revision == 51)
+    }
+
     @Test func tornLogTailIsIgnored() throws {
         let folder = TemporaryFolder()
         defer { folder.remove() }

@@ -77,6 +77,9 @@ final class RecordingFileSystem: FileSystem {
 
     var callCount: Int { counts.withLock { $0.calls.count } }
 
+    /// Every checked call so far, like `preallocate kvd.wal`.
+    var calls: [String] { counts.withLock { $0.calls } }
+
     var syncs: Int { counts.withLock { $0.syncs } }
 
     func bytesWritten(toFilesContaining part: String) -> Int {
