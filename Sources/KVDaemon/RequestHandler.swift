@@ -49,7 +49,8 @@ struct RequestHandler: Sendable {
         }
     }
 
-    private func get(_ domain: Domain, _ key: Key) -> VarlinkReply {
+    /// The reply to `Get`; never waits for I/O.
+    func get(_ domain: Domain, _ key: Key) -> VarlinkReply {
         switch store.get(domain, key) {
         case .value(let value, let revision):
             VarlinkReply(members: ["value": value.typedJSON, "revision": .integer(revision)])

@@ -39,6 +39,8 @@ public final class Server {
     private let poller: Poller
     private var connections: [Int32: ClientConnection] = [:]
     private var connectionsByID: [Int: ClientConnection] = [:]
+    /// The connections streaming a `Watch`, by id (a commit looks at these only).
+    private var watchers: [Int: ClientConnection] = [:]
     private var nextID = 0
     /// One buffer for every socket read (the loop reads one socket at a time).
     private var readBuffer: [UInt8]
@@ -158,6 +160,7 @@ public final class Server {
         Sys.close(connection.fd)
         connections[connection.fd] = nil
         connectionsByID[connection.id] = nil
+        watchers[connection.id] = nil
         lastActivity = .now
         log.log(.debug, "client \(connection.id) disconnected (\(connections.count) open)")
     }
@@ -308,6 +311,7 @@ public final class Server {
     // MARK: calls
 
     private func handle(_ message: ArraySlice<UInt8>, from connection: ClientConnection) {
+        if let (domain, key) = DefaultsRequest.fastGet(message) { return connection.send(handler.get(domain, key)) }
         let call: VarlinkCall
         do {
             call = try VarlinkCall(message: message)
@@ -337,6 +341,7 @@ public final class Server {
         case .watch(let domain, let key):
             let since = store.revision
             connection.watch = (domain, key, since)
+            watchers[connection.id] = connection
             connection.send(handler.initialWatchReply(domain, key, revision: since))
         }
     }
@@ -361,7 +366,7 @@ public final class Server {
     }
 
     private func notifyWatchers(_ commit: Commit) {
-        for connection in connectionsByID.values {
+        for connection in watchers.values {
             guard let watch = connection.watch, watch.domain == commit.domain, commit.revision > watch.since else { continue }
             let changes = commit.changes.filter { watch.key == nil || $0.key == watch.key }
             guard !changes.isEmpty else { continue }

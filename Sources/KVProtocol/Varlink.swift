@@ -28,13 +28,20 @@ public struct VarlinkCall: Sendable, Equatable {
         set { parameterMembers = JSONMembers(newValue) }
     }
 
-    /// The message's bytes, NUL terminator included.
+    /// The message's bytes, NUL terminator included: `method` first, then the parameters in
+    /// order, then the flags that are set.
     public func encoded() -> [UInt8] {
-        var members: [String: JSON] = ["method": .string(method)]
-        if !parameterMembers.isEmpty { members["parameters"] = .object(parameters) }
-        if more { members["more"] = .bool(true) }
-        if oneway { members["oneway"] = .bool(true) }
-        return Varlink.frame(.object(members))
+        var out: [UInt8] = []
+        out.append(contentsOf: #"{"method":"#.utf8)
+        JSONWriter.writeString(method, into: &out)
+        if !parameterMembers.isEmpty {
+            out.append(contentsOf: #","parameters":"#.utf8)
+            Varlink.write(parameterMembers, into: &out)
+        }
+        if more { out.append(contentsOf: #","more":true"#.utf8) }
+        if oneway { out.append(contentsOf: #","oneway":true"#.utf8) }
+        out.append(contentsOf: [UInt8(ascii: "}"), 0])
+        return out
     }
 
     /// Reads a call from one message (without its NUL); refuses anything that is not one.
@@ -103,15 +110,8 @@ public struct VarlinkReply: Sendable, Equatable {
     /// Appends the message's bytes, NUL terminator included, to `out` (a connection's output
     /// buffer: no intermediate array, no dictionary).
     public func encode(into out: inout [UInt8]) {
-        out.append(contentsOf: #"{"parameters":{"#.utf8)
-        let writer = JSONWriter()
-        for (index, member) in parameterMembers.pairs.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            JSONWriter.writeString(member.name, into: &out)
-            out.append(UInt8(ascii: ":"))
-            writer.write(member.value, into: &out)
-        }
-        out.append(UInt8(ascii: "}"))
+        out.append(contentsOf: #"{"parameters":"#.utf8)
+        Varlink.write(parameterMembers, into: &out)
         if continues { out.append(contentsOf: #","continues":true"#.utf8) }
         if let error {
             out.append(contentsOf: #","error":"#.utf8)
@@ -155,6 +155,19 @@ public enum VarlinkError: Error, Sendable, Equatable, CustomStringConvertible {
 public enum Varlink {
     /// Largest message either side accepts, in bytes (NUL excluded): 16 MiB.
     public static let maxMessageBytes = 16 << 20
+
+    /// Writes `members` as a compact JSON object, in their order.
+    static func write(_ members: JSONMembers, into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "{"))
+        let writer = JSONWriter()
+        for (index, member) in members.pairs.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            JSONWriter.writeString(member.name, into: &out)
+            out.append(UInt8(ascii: ":"))
+            writer.write(member.value, into: &out)
+        }
+        out.append(UInt8(ascii: "}"))
+    }
 
     /// Serializes `json` compactly and appends the NUL terminator.
     public static func frame(_ json: JSON) -> [UInt8] {

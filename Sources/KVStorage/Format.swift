@@ -63,12 +63,27 @@ public enum StorageFormat {
 
     /// Whether `name` is a backup made by ``backupName(for:stamp:attempt:)``: it contains
     /// `.unreadable-` followed by a timestamp like `20261129T181320Z`.
+    /// Checked for every submitted change, so it scans bytes rather than searching substrings.
     static func isBackup(_ name: String) -> Bool {
-        guard let range = name.firstRange(of: backupMarker) else { return false }
-        let stamp = Array(name[range.upperBound...].utf8.prefix(16))
-        guard stamp.count == 16, stamp[8] == UInt8(ascii: "T"), stamp[15] == UInt8(ascii: "Z") else { return false }
-        return (stamp[0..<8] + stamp[9..<15]).allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
+        var name = name
+        return name.withUTF8 { bytes in
+            let marker = backupMarkerBytes
+            guard bytes.count >= marker.count + 16 else { return false }
+            for start in 0...(bytes.count - marker.count - 16) where bytes[start] == marker[0] {
+                guard (0..<marker.count).allSatisfy({ bytes[start + $0] == marker[$0] }) else { continue }
+                let stamp = bytes[(start + marker.count)..<(start + marker.count + 16)]
+                let digits = stamp.indices.filter { $0 - stamp.startIndex != 8 && $0 - stamp.startIndex != 15 }
+                if stamp[stamp.startIndex + 8] == UInt8(ascii: "T"), stamp[stamp.startIndex + 15] == UInt8(ascii: "Z"),
+                    digits.allSatisfy({ bytes[$0] >= 0x30 && bytes[$0] <= 0x39 })
+                {
+                    return true
+                }
+            }
+            return false
+        }
     }
+
+    private static let backupMarkerBytes = Array(backupMarker.utf8)
 
     /// `com.x.unreadable-20261129T181320Z.json`, with `-2`, `-3`... before `.json` on retries.
     static func backupName(for fileName: String, stamp: String, attempt: Int) -> String {

@@ -32,35 +32,50 @@ enum LogFormat {
         ]))
     }
 
-    /// The framed line of one record.
+    /// The framed line of one record, written straight to bytes (it runs for every change).
     static func encode(_ record: LogRecord) -> [UInt8] {
-        let changes: [JSON] = record.changes.map { change in
-            var member: [String: JSON] = ["key": .string(change.key.name)]
-            if let value = change.value { member["value"] = value.typedJSON }
-            return .object(member)
+        var payload: [UInt8] = []
+        payload.reserveCapacity(128)
+        payload.append(contentsOf: #"{"revision":"#.utf8)
+        JSONWriter.writeInteger(record.revision, into: &payload)
+        payload.append(contentsOf: #","domain":"#.utf8)
+        JSONWriter.writeString(record.domain.name, into: &payload)
+        payload.append(contentsOf: #","kind":"#.utf8)
+        JSONWriter.writeString(record.kind, into: &payload)
+        payload.append(contentsOf: #","changes":["#.utf8)
+        let writer = JSONWriter()
+        for (index, change) in record.changes.enumerated() {
+            payload.append(contentsOf: (index == 0 ? #"{"key":"# : #",{"key":"#).utf8)
+            JSONWriter.writeString(change.key.name, into: &payload)
+            if let value = change.value {
+                payload.append(contentsOf: #","value":"#.utf8)
+                writer.write(value.typedJSON, into: &payload)
+            }
+            payload.append(UInt8(ascii: "}"))
         }
-        return frame(.object([
-            "revision": .integer(record.revision),
-            "domain": .string(record.domain.name),
-            "kind": .string(record.kind),
-            "changes": .array(changes),
-        ]))
+        payload.append(contentsOf: "]}".utf8)
+        return frame(payload: payload)
     }
 
     /// `crc32hex SP json LF`.
     static func frame(_ json: JSON) -> [UInt8] {
-        let payload = JSONWriter().bytes(json)
-        var line = Array(hex(CRC32.checksum(payload)).utf8)
+        frame(payload: JSONWriter().bytes(json))
+    }
+
+    private static func frame(payload: [UInt8]) -> [UInt8] {
+        var line: [UInt8] = []
+        line.reserveCapacity(payload.count + 10)
+        let crc = CRC32.checksum(payload)
+        for shift in stride(from: 28, through: 0, by: -4) {
+            line.append(hexDigits[Int((crc >> UInt32(shift)) & 0xF)])
+        }
         line.append(UInt8(ascii: " "))
         line.append(contentsOf: payload)
         line.append(UInt8(ascii: "\n"))
         return line
     }
 
-    private static func hex(_ value: UInt32) -> String {
-        let digits = String(value, radix: 16)
-        return String(repeating: "0", count: 8 - digits.count) + digits
-    }
+    private static let hexDigits = Array("0123456789abcdef".utf8)
 
     /// The JSON payload of the line starting at `start`, and where the next line starts; nil
     /// if the line is torn (no LF) or its checksum or JSON is wrong.
@@ -84,6 +99,10 @@ enum CRC32 {
     }
 
     static func checksum(_ bytes: some Collection<UInt8>) -> UInt32 {
+        bytes.withContiguousStorageIfAvailable { checksum(UnsafeRawBufferPointer($0)) } ?? Array(bytes).withUnsafeBytes { checksum($0) }
+    }
+
+    private static func checksum(_ bytes: UnsafeRawBufferPointer) -> UInt32 {
         var crc: UInt32 = 0xFFFF_FFFF
         table.withUnsafeBufferPointer { table in
             for byte in bytes { crc = table[Int((crc ^ UInt32(byte)) & 0xFF)] ^ (crc >> 8) }

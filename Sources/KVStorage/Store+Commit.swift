@@ -65,9 +65,11 @@ extension Store {
 
     private func plan(_ item: Pending, into batch: inout Batch) {
         let changes: [Change]
-        var view = batch.views[item.domain] ?? DomainView(state.withLock { $0.domains[item.domain] })
+        if batch.views[item.domain] == nil {
+            batch.views[item.domain] = DomainView(state.withLock { $0.domains[item.domain] })
+        }
         do {
-            changes = try MutationPlanner.changes(of: item.mutation, in: item.domain, current: view)
+            changes = try MutationPlanner.changes(of: item.mutation, in: item.domain, current: batch.views[item.domain]!)
         } catch {
             batch.outcomes.append(.failure(error))
             return
@@ -77,8 +79,7 @@ extension Store {
             return
         }
         batch.revision += 1
-        view.apply(changes, at: batch.revision)
-        batch.views[item.domain] = view
+        batch.views[item.domain]!.apply(changes, at: batch.revision)  // in place: no copy of the view's overlay
         batch.planned.append((item.domain, changes, batch.revision))
         let record = LogRecord(revision: batch.revision, domain: item.domain, kind: item.mutation.kind, changes: changes)
         batch.records.append(contentsOf: LogFormat.encode(record))

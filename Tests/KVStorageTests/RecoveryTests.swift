@@ -237,3 +237,21 @@ import Testing
         #expect(folder.names() == ["com.example.layout.json", "kvd.lock", "kvd.wal"])
     }
 }
+
+/// Backup names are recognised by bytes now (the check runs for every submitted change).
+@Suite struct BackupNameTests {
+    @Test(arguments: [
+        ("com.x.unreadable-20261129T181320Z.json", true),
+        ("com.x.unreadable-20261129T181320Z-2.json", true),
+        ("kvd.wal.unreadable-20261129T181320Z", true),
+        ("a.unreadable-x.unreadable-20261129T181320Z", true),
+        ("com.x.unreadable-2026112XT181320Z.json", false),
+        ("com.x.unreadable-20261129T181320", false),
+        ("com.x.unreadable.json", false),
+        ("com.example.app.json", false),
+        ("", false),
+    ])
+    func backupNamesAreRecognised(name: String, isBackup: Bool) {
+        #expect(StorageFormat.isBackup(name) == isBackup)
+    }
+}

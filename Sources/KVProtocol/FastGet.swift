@@ -1,0 +1,61 @@
+import Glibc
+import KVValues
+
+extension DefaultsRequest {
+    private static let getPrefix = Array(#"{"method":"io.kvd.Defaults.Get","parameters":{"#.utf8)
+
+    /// The daemon's fast path for its commonest call: a `Get` written compactly, as kvd's own
+    /// clients write it: `{"method":"io.kvd.Defaults.Get","parameters":{"domain":"D","key":"K"}}`
+    /// (`domain` and `key` in either order; no whitespace, no escapes, ASCII names). Returns
+    /// nil for anything else, which then takes the general path (``VarlinkCall`` and
+    /// ``init(call:)``); what it returns is what the general path would make of the message,
+    /// a `Get` that is neither `oneway` nor `more` (the varlink fuzz target checks this).
+    public static func fastGet(_ message: ArraySlice<UInt8>) -> (Domain, Key)? {
+        message.withUnsafeBufferPointer { bytes -> (Domain, Key)? in
+            let prefix = getPrefix
+            guard bytes.count > prefix.count + 2, bytes[bytes.count - 1] == UInt8(ascii: "}"),
+                bytes[bytes.count - 2] == UInt8(ascii: "}"),
+                prefix.withUnsafeBufferPointer({ memcmp($0.baseAddress!, bytes.baseAddress!, prefix.count) == 0 })
+            else { return nil }
+            var position = prefix.count
+            var domain: String?
+            var key: String?
+            for index in 0..<2 {
+                if index == 1 {
+                    guard position < bytes.count, bytes[position] == UInt8(ascii: ",") else { return nil }
+                    position += 1
+                }
+                guard let name = plainString(bytes, &position), position < bytes.count, bytes[position] == UInt8(ascii: ":") else {
+                    return nil
+                }
+                position += 1
+                guard let text = plainString(bytes, &position) else { return nil }
+                switch name {
+                case "domain" where domain == nil: domain = text
+                case "key" where key == nil: key = text
+                default: return nil
+                }
+            }
+            guard position == bytes.count - 2, let domain, let key,
+                let validDomain = try? Domain(validating: domain), let validKey = try? Key(validating: key)
+            else { return nil }
+            return (validDomain, validKey)
+        }
+    }
+
+    /// A string at `position` with no escape, control or non-ASCII byte; moves past it.
+    private static func plainString(_ bytes: UnsafeBufferPointer<UInt8>, _ position: inout Int) -> String? {
+        guard position < bytes.count, bytes[position] == UInt8(ascii: "\"") else { return nil }
+        let start = position + 1
+        var end = start
+        while end < bytes.count {
+            let byte = bytes[end]
+            if byte == UInt8(ascii: "\"") { break }
+            guard byte >= 0x20, byte < 0x80, byte != UInt8(ascii: "\\") else { return nil }
+            end += 1
+        }
+        guard end < bytes.count else { return nil }
+        position = end + 1
+        return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self)
+    }
+}
