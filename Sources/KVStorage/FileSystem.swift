@@ -25,6 +25,9 @@ public struct OpenOptions: OptionSet, Sendable, Hashable {
     public static let append = OpenOptions(rawValue: 1 << 4)
     /// The path must be a folder (`O_DIRECTORY`), opened to sync or lock it.
     public static let directory = OpenOptions(rawValue: 1 << 5)
+    /// Writes bypass the page cache (`O_DIRECT`): each must cover whole blocks of the device
+    /// (offset and length multiples of its logical block size), or it fails with `EINVAL`.
+    public static let direct = OpenOptions(rawValue: 1 << 6)
 }
 
 /// A failed file-system call: the operation, the path if known, and the `errno` code.
@@ -63,7 +66,8 @@ public protocol FileSystem: Sendable {
     /// or throws; a throw may leave a part written. C: `write`.
     func write(_ descriptor: FileDescriptor, _ bytes: [UInt8]) throws(FileSystemError)
     /// Writes all of `bytes` at `offset`, whatever the descriptor's offset or append mode, or
-    /// throws; a throw may leave a part written. C: `pwrite`.
+    /// throws; a throw may leave a part written. Works on ``OpenOptions/direct`` descriptors
+    /// (the bytes are copied to aligned memory). C: `pwrite`.
     func write(_ descriptor: FileDescriptor, _ bytes: [UInt8], at offset: Int64) throws(FileSystemError)
     /// Reserves disk space so the file is at least `length` bytes long; the added bytes read as
     /// zeros. Syncing data written into reserved space is cheaper than syncing an append (the

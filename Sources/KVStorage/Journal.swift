@@ -28,6 +28,16 @@ final class Journal: @unchecked Sendable {
     var nextCompactionLength: Int64 = .max
     /// Bytes reserved ahead of the log's end when it grows past its file.
     var reservation: Int64 = 256 << 10
+    /// The log's bytes from the start of its last, partly filled block up to ``logLength``:
+    /// a commit rewrites that block with its records appended (see ``append(_:revision:)``).
+    var tail: [UInt8] = []
+    /// The log descriptor bypasses the page cache (`O_DIRECT`).
+    var direct = false
+
+    /// The block the log is written in. A commit writes whole blocks from the start of the
+    /// partly filled last one, zero-padded, through an `O_DIRECT` descriptor where the file
+    /// system takes one: a 100-byte change then writes 512 bytes, not a 4 KiB page.
+    static let blockSize = 512
 
     init(fileSystem: any FileSystem, directory: String, log: @escaping @Sendable (LogLevel, String) -> Void) {
         self.fileSystem = fileSystem
@@ -45,11 +55,13 @@ final class Journal: @unchecked Sendable {
     func append(_ bytes: [UInt8], revision: Int64) throws(StorageError) {
         try repairIfNeeded(revision: revision)
         guard let descriptor = logDescriptor else { throw .failure("the log \(logPath) is not open") }
+        let start = logLength - Int64(tail.count)
         let end = logLength + Int64(bytes.count)
-        reserve(descriptor, for: end)
+        let block = Self.padded(tail + bytes, direct: direct)
+        reserve(descriptor, for: start + Int64(block.count))
         do {
-            try fileSystem.write(descriptor, bytes, at: logLength)
-            fileLength = max(fileLength, end)
+            try fileSystem.write(descriptor, block, at: start)
+            fileLength = max(fileLength, start + Int64(block.count))
             try fileSystem.fdatasync(descriptor)
         } catch {
             needsRepair = true
@@ -57,6 +69,42 @@ final class Journal: @unchecked Sendable {
             throw .failure("could not make the change durable in \(logPath): \(error)")
         }
         logLength = end
+        let kept = Int(end % Int64(Self.blockSize))
+        tail = Array(block[(Int(end - start) - kept)..<Int(end - start)])
+    }
+
+    /// `bytes` with zeros up to a whole number of blocks when writing directly.
+    private static func padded(_ bytes: [UInt8], direct: Bool) -> [UInt8] {
+        guard direct, bytes.count % blockSize != 0 else { return bytes }
+        return bytes + [UInt8](repeating: 0, count: blockSize - bytes.count % blockSize)
+    }
+
+    /// Opens the log for writing, given its content from the last block boundary up to
+    /// ``logLength``: with `O_DIRECT` if the file system takes it (checked by writing that
+    /// block back as it is), else through the page cache.
+    func openLog(tail: [UInt8]) throws(FileSystemError) {
+        self.tail = tail
+        let start = logLength - Int64(tail.count)
+        if let descriptor = try? fileSystem.open(logPath, [.write, .direct], permissions: 0o600) {
+            let block = Self.padded(tail, direct: true)
+            do {
+                try fileSystem.write(descriptor, block, at: start)
+                fileLength = max(fileLength, start + Int64(block.count))
+                logDescriptor = descriptor
+                direct = true
+                return
+            } catch {
+                fileSystem.close(descriptor)
+                log(.debug, "writing the log \(logPath) without O_DIRECT: \(error)")
+            }
+        }
+        direct = false
+        logDescriptor = try fileSystem.open(logPath, [.write], permissions: 0o600)
+    }
+
+    /// The last, partly filled block of `bytes` (a log's content up to its `length`).
+    static func tail(of bytes: some Collection<UInt8>, length: Int) -> [UInt8] {
+        Array(bytes.prefix(length).suffix(length % blockSize))
     }
 
     /// Reserves space ahead when the log would grow past its file, so most syncs overwrite
@@ -85,8 +133,8 @@ final class Journal: @unchecked Sendable {
         do {
             if let old = logDescriptor { fileSystem.close(old) }
             logDescriptor = nil
-            let descriptor = try fileSystem.open(logPath, [.write], permissions: 0o600)
-            logDescriptor = descriptor
+            try openLog(tail: tail)
+            guard let descriptor = logDescriptor else { return }
             try fileSystem.truncate(descriptor, to: logLength)
             try fileSystem.fsync(descriptor)
             fileLength = logLength
@@ -105,9 +153,9 @@ final class Journal: @unchecked Sendable {
         try fileSystem.replaceFile(logPath, temporary: path("." + StorageFormat.logFileName + ".tmp"), with: header)
         if let old = logDescriptor { fileSystem.close(old) }
         logDescriptor = nil
-        logDescriptor = try fileSystem.open(logPath, [.write], permissions: 0o600)
         logLength = Int64(header.count)
         fileLength = logLength
+        try openLog(tail: Self.tail(of: header, length: header.count))
         needsRepair = false
         try fileSystem.syncDirectory(directory)
         needsReset = false

@@ -27,7 +27,8 @@ extension Recovery {
             if scan.dataAfterDamage { try keepCopy(of: bytes, reason: damage) }
             journal.log(.warning, "ignored the end of the log \(journal.logPath) from byte \(scan.validLength): \(damage) (never acknowledged)")
         }
-        try openLog(validLength: Int64(scan.validLength), fileLength: Int64(bytes.count), damaged: scan.damage != nil)
+        try openLog(validLength: Int64(scan.validLength), fileLength: Int64(bytes.count), damaged: scan.damage != nil,
+                    tail: Journal.tail(of: bytes, length: scan.validLength))
     }
 
     private func replay(_ scan: LogScan, into state: inout RecoveredState, replayedThrough: [Domain: Int64]) {
@@ -47,11 +48,12 @@ extension Recovery {
 
     /// Opens the log for writing after its last valid record; cuts off a damaged tail durably
     /// first (reserved zeros after the last record are kept).
-    private func openLog(validLength: Int64, fileLength: Int64, damaged: Bool) throws(StorageError) {
+    private func openLog(validLength: Int64, fileLength: Int64, damaged: Bool, tail: [UInt8]) throws(StorageError) {
         do {
-            let descriptor = try fileSystem.open(journal.logPath, [.write], permissions: 0o600)
-            journal.logDescriptor = descriptor
+            journal.logLength = validLength
             journal.fileLength = fileLength
+            try journal.openLog(tail: tail)
+            guard let descriptor = journal.logDescriptor else { return }
             if damaged {
                 try fileSystem.truncate(descriptor, to: validLength)
                 try fileSystem.fsync(descriptor)
