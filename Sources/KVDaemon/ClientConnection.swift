@@ -15,7 +15,11 @@ final class ClientConnection {
     /// A write of this client is being committed; its reply goes out before anything else.
     var awaitingCommit = false
     /// Set by `Watch`: the connection then only streams changes.
-    var watch: (domain: Domain, key: Key?, since: Int64)?
+    var watch: (domain: Domain, key: Key?, since: Int64)? {
+        didSet { isWatching = watch != nil }
+    }
+    /// `watch != nil`, kept as a plain flag: it is checked for every call.
+    private(set) var isWatching = false
     /// Close once the output is flushed (after a fatal protocol error, or the peer hung up).
     var closeAfterFlush = false
     /// The peer closed its sending side; no more calls will come.
@@ -41,6 +45,12 @@ final class ClientConnection {
     func send(_ reply: VarlinkReply) {
         guard !hungUp else { return }
         reply.encode(into: &output)
+    }
+
+    /// Queues a reply that `write` appends (whole message, NUL included).
+    func send(writing write: (inout [UInt8]) -> Void) {
+        guard !hungUp else { return }
+        write(&output)
     }
 
     /// Forgets unsent replies (nobody is left to read them).

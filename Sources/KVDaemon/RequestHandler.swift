@@ -49,6 +49,16 @@ struct RequestHandler: Sendable {
         }
     }
 
+    /// Appends the reply to `Get` to `out` (a value is written straight, without a
+    /// ``VarlinkReply``); never waits for I/O.
+    func writeGetReply(_ domain: Domain, _ key: Key, into out: inout [UInt8]) {
+        if case .value(let value, let revision) = store.get(domain, key) {
+            VarlinkReply.encodeValue(value.typedJSON, revision: revision, into: &out)
+        } else {
+            get(domain, key).encode(into: &out)
+        }
+    }
+
     /// The reply to `Get`; never waits for I/O.
     func get(_ domain: Domain, _ key: Key) -> VarlinkReply {
         switch store.get(domain, key) {

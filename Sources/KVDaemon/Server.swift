@@ -259,7 +259,7 @@ public final class Server {
         if connection.pendingOutput > 0, !connection.hungUp {
             do { try connection.flush() } catch { return close(connection) }
         }
-        if connection.watch != nil, connection.pendingOutput > limits.maxPendingOutput {
+        if connection.isWatching, connection.pendingOutput > limits.maxPendingOutput {
             log.warning("client \(connection.id) does not read its watch: disconnecting it")
             return close(connection)
         }
@@ -288,7 +288,7 @@ public final class Server {
     }
 
     private func canHandleNextCall(_ connection: ClientConnection) -> Bool {
-        !connection.awaitingCommit && connection.watch == nil && !connection.closeAfterFlush
+        !connection.awaitingCommit && !connection.isWatching && !connection.closeAfterFlush
             && shutdownDeadline == nil && connection.pendingOutput <= limits.maxPendingOutput
     }
 
@@ -311,7 +311,9 @@ public final class Server {
     // MARK: calls
 
     private func handle(_ message: ArraySlice<UInt8>, from connection: ClientConnection) {
-        if let (domain, key) = DefaultsRequest.fastGet(message) { return connection.send(handler.get(domain, key)) }
+        if let (domain, key) = DefaultsRequest.fastGet(message) {
+            return connection.send { handler.writeGetReply(domain, key, into: &$0) }
+        }
         let call: VarlinkCall
         do {
             call = try VarlinkCall(message: message)

@@ -121,6 +121,16 @@ public struct VarlinkReply: Sendable, Equatable {
         out.append(0)
     }
 
+    /// Appends the bytes of `VarlinkReply(members: ["value": value, "revision": revision])`
+    /// without building it: the reply to every `Get` that finds its key.
+    public static func encodeValue(_ value: JSON, revision: Int64, into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"parameters":{"value":"#.utf8)
+        JSONWriter().write(value, into: &out)
+        out.append(contentsOf: #","revision":"#.utf8)
+        JSONWriter.writeInteger(revision, into: &out)
+        out.append(contentsOf: [UInt8(ascii: "}"), UInt8(ascii: "}"), 0])
+    }
+
     /// Reads a reply from one message (without its NUL).
     public init(message: some Collection<UInt8>, limits: JSONLimits = .default) throws(VarlinkError) {
         let parsed: (members: JSONMembers, inner: JSONMembers?)?

@@ -99,16 +99,40 @@ public struct JSONWriter {
         out.append(UInt8(ascii: "\""))
         text.withUTF8 { bytes in
             var runStart = 0
-            for index in bytes.indices {
+            var index = plainPrefixLength(bytes)
+            while index < bytes.count {
                 let byte = bytes[index]
-                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
-                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<index]))
-                appendEscape(byte, into: &out)
-                runStart = index + 1
+                if byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+                    out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart..<index]))
+                    appendEscape(byte, into: &out)
+                    runStart = index + 1
+                }
+                index += 1
             }
             out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[runStart...]))
         }
         out.append(UInt8(ascii: "\""))
+    }
+
+    /// How many leading bytes need no escape, checked 8 at a time (most strings need none).
+    private static func plainPrefixLength(_ bytes: UnsafeBufferPointer<UInt8>) -> Int {
+        guard let base = bytes.baseAddress else { return 0 }
+        let raw = UnsafeRawPointer(base)
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        var index = 0
+        while index + 8 <= bytes.count {
+            let word = raw.loadUnaligned(fromByteOffset: index, as: UInt64.self)
+            // A byte below 0x20, or equal to '"' or '\\', sets its high bit in one of these
+            // (the classic has-zero-byte test; bytes of 0x80 and above are excluded).
+            let control = (word &- ones &* 0x20) & ~word
+            let quote = word ^ (ones &* 0x22)
+            let backslash = word ^ (ones &* 0x5C)
+            let found = (control | ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash)) & highs
+            if found != 0 { return index }
+            index += 8
+        }
+        return index
     }
 
     private static func appendEscape(_ byte: UInt8, into out: inout [UInt8]) {

@@ -33,6 +33,15 @@ import Testing
         #expect(DefaultsRequest.fastGet(ArraySlice(Array(text.utf8))) == nil)
     }
 
+    @Test(arguments: [JSON.string("v \"quoted\""), .integer(-3), .object(["$date": .string("2026-11-29T18:13:20Z")])])
+    func valueRepliesAreTheRepliesTheyStandFor(value: JSON) throws {
+        var out: [UInt8] = []
+        VarlinkReply.encodeValue(value, revision: 42, into: &out)
+        #expect(out.last == 0)
+        let read = try VarlinkReply(message: out.dropLast())
+        #expect(read == VarlinkReply(members: ["value": value, "revision": .integer(42)]))
+    }
+
     @Test func callsAreWrittenMethodFirst() throws {
         let call = DefaultsRequest.get(try Domain(validating: "a.b"), try Key(validating: "k")).call
         let text = String(decoding: call.encoded().dropLast(), as: UTF8.self)

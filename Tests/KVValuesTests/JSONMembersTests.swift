@@ -61,6 +61,29 @@ import Testing
         #expect(split.members["missing"] == nil)
     }
 
+    /// writeString checks 8 bytes at a time for bytes to escape; compare it with the
+    /// byte-by-byte rule on strings with each special byte at every position.
+    @Test func stringsAreEscapedWhereverTheSpecialByteFalls() throws {
+        for special: UInt8 in [0x00, 0x01, 0x0A, 0x1F, 0x20, 0x22, 0x5C, 0x7F, 0x21, 0x5B, 0x5D] {
+            for length in [1, 7, 8, 9, 16, 17, 31] {
+                for position in 0..<length {
+                    var bytes = [UInt8](repeating: UInt8(ascii: "a"), count: length)
+                    bytes[position] = special
+                    let text = String(decoding: bytes, as: UTF8.self)
+                    var out: [UInt8] = []
+                    JSONWriter.writeString(text, into: &out)
+                    #expect(try JSONParser.parse(out) == .string(text))
+                    let escaped = special < 0x20 || special == 0x22 || special == 0x5C
+                    #expect(out.count == length + 2 + (escaped ? (special == 0x0A || special == 0x22 || special == 0x5C ? 1 : 5) : 0),
+                            "byte \(special) at \(position) of \(length)")
+                }
+            }
+        }
+        var out: [UInt8] = []
+        JSONWriter.writeString("héllo wörld, ünïcode ✓ \u{80}\u{FF}", into: &out)
+        #expect(try JSONParser.parse(out) == .string("héllo wörld, ünïcode ✓ \u{80}\u{FF}"))
+    }
+
     @Test(arguments: [Int64.min, -1, 0, 7, 10, 1_000_000_007, Int64.max])
     func integersAreWrittenAsTheirDecimalText(number: Int64) {
         var out: [UInt8] = []
