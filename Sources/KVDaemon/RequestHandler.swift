@@ -76,7 +76,7 @@ struct RequestHandler: Sendable {
     /// The reply to a write once the store has finished with it.
     static func reply(to result: Result<Commit, StorageError>) -> VarlinkReply {
         switch result {
-        case .success(let commit): VarlinkReply(parameters: ["revision": .integer(commit.revision)])
+        case .success(let commit): VarlinkReply(members: ["revision": .integer(commit.revision)])
         case .failure(let error): reply(to: error)
         }
     }

@@ -46,7 +46,10 @@ struct DomainState: Sendable, Equatable {
 
     /// Applies absolute changes made at `revision`. Idempotent: replaying a log record twice
     /// gives the same state.
-    mutating func apply(_ changes: [Change], at revision: Int64) {
+    /// Returns whether the domain is empty afterwards.
+    @discardableResult
+    mutating func apply(_ changes: [Change], at revision: Int64) -> Bool {
+        defer { self.revision = revision }
         for change in changes {
             if let value = change.value {
                 entries[change.key] = StoredEntry(content: .value(value), revision: revision)
@@ -54,7 +57,7 @@ struct DomainState: Sendable, Equatable {
                 entries[change.key] = nil
             }
         }
-        self.revision = revision
+        return entries.isEmpty
     }
 }
 
@@ -96,9 +99,13 @@ struct DomainView {
     /// Records changes planned at `revision`, as ``DomainState/apply(_:at:)`` will make them.
     mutating func apply(_ changes: [Change], at revision: Int64) {
         for change in changes {
-            let existed = entry(change.key) != nil
             let now = change.value.map { StoredEntry(content: .value($0), revision: revision) }
-            overlay.updateValue(now, forKey: change.key)
+            let existed: Bool
+            if let earlier = overlay.updateValue(now, forKey: change.key) {  // one lookup, not three
+                existed = earlier != nil
+            } else {
+                existed = base?.entries[change.key] != nil
+            }
             count += (now != nil ? 1 : 0) - (existed ? 1 : 0)
         }
         overlayRevision = revision

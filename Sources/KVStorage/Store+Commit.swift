@@ -91,12 +91,16 @@ extension Store {
     private func publish(_ batch: Batch) {
         state.withLock { state in
             for (domain, changes, revision) in batch.planned {
-                state.domains[domain, default: DomainState()].apply(changes, at: revision)
-                if state.domains[domain]?.entries.isEmpty == true { state.domains[domain] = nil }
+                let emptied = state.domains[domain, default: DomainState()].apply(changes, at: revision)
+                if emptied { state.domains[domain] = nil }
             }
             state.revision = batch.revision
         }
-        journal.dirty.formUnion(batch.planned.map(\.domain))
+        var last: Domain?
+        for (domain, _, _) in batch.planned where domain != last {  // a run of changes to one domain: one insert
+            journal.dirty.insert(domain)
+            last = domain
+        }
     }
 
     /// Writes the dirty domain files and resets the log; a failure is logged and retried at
