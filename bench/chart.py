@@ -37,7 +37,7 @@ def markdown(result):
         f"Each measurement: median of {result['runs']} run(s) of {result['seconds_per_run']} s, [min–max] across runs."
         + (" **Smoke mode (BENCH_QUICK=1): numbers are not meaningful.**" if result["quick"] else ""),
         "Load generator (kvbench, the same for every server): 1 client is a blocking thread; 50 clients are 50 "
-        "non-blocking connections on one poll(2) thread, one call in flight on each; its own CPU per call is in the last column. "
+        "non-blocking connections on one epoll thread, one call in flight on each; its own CPU per call is in the last column. "
         "The raw ping-pong row is that generator against an echo server (a thread per connection): with 1 client the "
         "physical limit of a Unix-socket round trip; with 50 the generator's ceiling is at least the highest rate of the row. "
         + (f"Servers run on CPU {result['server_cpus']}, load generators and in-process rows on CPU {result['client_cpus']} "
