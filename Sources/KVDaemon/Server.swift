@@ -48,7 +48,8 @@ public final class Server {
     private var ready: [Int] = []
     /// Connections handled this pass, to be settled at its end (replies sent together).
     private var unsettled: [ClientConnection] = []
-    /// Finished commits handed over from the store's thread, in commit order.
+    /// Finished commits, in commit order: from this loop's own commits, or from the store's
+    /// thread when it was busy compacting.
     private let completions = CompletionQueue()
     private var commitsInFlight = 0
     /// Writes were queued in the store this pass and await ``commitQueued()``.
