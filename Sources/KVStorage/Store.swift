@@ -101,6 +101,9 @@ public final class Store: Sendable {
         state.withLock { $0.revision }
     }
 
+    /// Whether the log is written with `O_DIRECT` (for tests).
+    var journalIsDirect: Bool { queue.sync { journal.direct } }
+
     /// Whether nothing is queued or being written (or compacted).
     public var isIdle: Bool {
         state.withLock { $0.pending.isEmpty && !$0.draining }

@@ -130,3 +130,34 @@ import Testing
         #expect(failures.count == 0, "crash states failed; the first:\n\(failures.prefix(3).joined(separator: "\n\n"))")
     }
 }
+
+/// Where the file system refuses `O_DIRECT` writes (`EINVAL`: other alignment, or none at all),
+/// the log is written through the page cache, unpadded, and nothing is lost.
+@Suite struct DirectWriteFallbackTests {
+    @Test func refusedDirectWritesFallBackToThePageCache() throws {
+        let fileSystem = SimulatedFileSystem()
+        let refused = Mutex(true)
+        fileSystem.inject { _, operation, name in  // the first log write is the O_DIRECT probe
+            guard operation == "write", name == "kvd.wal" else { return nil }
+            return refused.withLock { first in
+                defer { first = false }
+                return first ? InjectedFault(code: EINVAL, tookEffect: false) : nil
+            }
+        }
+        let app = domain("com.example.fallback")
+        do {
+            let store = try Store(directory: "/data/state", options: CrashPointTests.options, fileSystem: fileSystem)
+            #expect(store.journalIsDirect == false)
+            for index in 0..<5 { _ = try store.commit(app, .set(key("k\(index)"), .integer(Int64(index)), ifRevision: nil)) }
+            store.abandon()
+        }
+        // Without O_DIRECT the records are not padded to whole 512-byte blocks.
+        let logWrites = fileSystem.labels.filter { $0.hasPrefix("write kvd.wal ") }
+        #expect(logWrites.count >= 5)
+        #expect(logWrites.allSatisfy { !$0.hasPrefix("write kvd.wal 512 ") && !$0.hasPrefix("write kvd.wal 1024 ") }, "\(logWrites)")
+        let reopened = try Store(directory: "/data/state", fileSystem: SimulatedFileSystem(fileSystem.model.durable.reachable()))
+        defer { reopened.close() }
+        #expect(reopened.list(app)?.values.count == 5)
+        #expect(reopened.journalIsDirect == true, "the simulated disk takes O_DIRECT when not told otherwise")
+    }
+}
