@@ -47,16 +47,10 @@ public struct VarlinkCall: Sendable, Equatable {
     /// Reads a call from one message (without its NUL); refuses anything that is not one.
     /// Reads the members in order, without building dictionaries (this runs for every call).
     public init(message: some Collection<UInt8>, limits: JSONLimits = .default) throws(VarlinkError) {
-        let parsed: (members: JSONMembers, inner: JSONMembers?)?
-        do { parsed = try JSONParser.parseMembers(message, limits: limits, inner: "parameters") } catch {
-            throw .malformed(error.description)
-        }
-        guard let (members, inner) = parsed else { throw .malformed("a call must be a JSON object") }
+        let (members, parameters) = try Varlink.envelope(message, limits: limits, of: "a call")
         guard case .string(let method)? = members["method"] else { throw .malformed("a call needs a \"method\" string") }
-        var parameters = inner ?? JSONMembers()
-        switch members["parameters"] {
+        switch members["parameters"] {  // an object came back as `parameters`
         case nil, .null?: break
-        case .object(let object)?: parameters = JSONMembers(object)  // not reached: parsed as `inner`
         case let other?: throw .malformed("\"parameters\" must be an object, not \(other.typeName)")
         }
         func flag(_ name: String) throws(VarlinkError) -> Bool {
@@ -133,16 +127,12 @@ public struct VarlinkReply: Sendable, Equatable {
 
     /// Reads a reply from one message (without its NUL).
     public init(message: some Collection<UInt8>, limits: JSONLimits = .default) throws(VarlinkError) {
-        let parsed: (members: JSONMembers, inner: JSONMembers?)?
-        do { parsed = try JSONParser.parseMembers(message, limits: limits, inner: "parameters") } catch {
-            throw .malformed(error.description)
-        }
-        guard let (members, inner) = parsed else { throw .malformed("a reply must be a JSON object") }
+        let (members, parameters) = try Varlink.envelope(message, limits: limits, of: "a reply")
         var error: String?
         if case .string(let name)? = members["error"] { error = name }
         var continues = false
         if case .bool(let flag)? = members["continues"] { continues = flag }
-        self.init(members: inner ?? JSONMembers(), continues: continues, error: error)
+        self.init(members: parameters, continues: continues, error: error)
     }
 }
 
@@ -179,11 +169,17 @@ public enum Varlink {
         out.append(UInt8(ascii: "}"))
     }
 
-    /// Serializes `json` compactly and appends the NUL terminator.
-    public static func frame(_ json: JSON) -> [UInt8] {
-        var bytes = JSONWriter().bytes(json)
-        bytes.append(0)
-        return bytes
+    /// The members of a message (`what`: "a call", "a reply") and its `parameters` object, read
+    /// in order without dictionaries; `.malformed` for anything that is not a JSON object.
+    static func envelope(
+        _ message: some Collection<UInt8>, limits: JSONLimits, of what: String
+    ) throws(VarlinkError) -> (members: JSONMembers, parameters: JSONMembers) {
+        let parsed: (members: JSONMembers, inner: JSONMembers?)?
+        do { parsed = try JSONParser.parseMembers(message, limits: limits, inner: "parameters") } catch {
+            throw .malformed(error.description)
+        }
+        guard let (members, inner) = parsed else { throw .malformed("\(what) must be a JSON object") }
+        return (members, inner ?? JSONMembers())
     }
 }
 

@@ -71,10 +71,9 @@ public enum StorageFormat {
             guard bytes.count >= marker.count + 16 else { return false }
             for start in 0...(bytes.count - marker.count - 16) where bytes[start] == marker[0] {
                 guard (0..<marker.count).allSatisfy({ bytes[start + $0] == marker[$0] }) else { continue }
-                let stamp = bytes[(start + marker.count)..<(start + marker.count + 16)]
-                let digits = stamp.indices.filter { $0 - stamp.startIndex != 8 && $0 - stamp.startIndex != 15 }
-                if stamp[stamp.startIndex + 8] == UInt8(ascii: "T"), stamp[stamp.startIndex + 15] == UInt8(ascii: "Z"),
-                    digits.allSatisfy({ bytes[$0] >= 0x30 && bytes[$0] <= 0x39 })
+                let stamp = Array(bytes[(start + marker.count)...].prefix(16))  // made only where the marker is
+                if stamp[8] == UInt8(ascii: "T"), stamp[15] == UInt8(ascii: "Z"),
+                    (stamp[0..<8] + stamp[9..<15]).allSatisfy({ $0 >= 0x30 && $0 <= 0x39 })
                 {
                     return true
                 }

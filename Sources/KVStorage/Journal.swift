@@ -79,10 +79,11 @@ final class Journal: @unchecked Sendable {
         return bytes + [UInt8](repeating: 0, count: blockSize - bytes.count % blockSize)
     }
 
-    /// Opens the log for writing, given its content from the last block boundary up to
-    /// ``logLength``: with `O_DIRECT` if the file system takes it (checked by writing that
-    /// block back as it is), else through the page cache.
-    func openLog(tail: [UInt8]) throws(FileSystemError) {
+    /// Opens the log for writing (and returns it, as ``logDescriptor``), given its content from
+    /// the last block boundary up to ``logLength``: with `O_DIRECT` if the file system takes it
+    /// (checked by writing that block back as it is), else through the page cache.
+    @discardableResult
+    func openLog(tail: [UInt8]) throws(FileSystemError) -> FileDescriptor {
         self.tail = tail
         let start = logLength - Int64(tail.count)
         if let descriptor = try? fileSystem.open(logPath, [.write, .direct], permissions: 0o600) {
@@ -92,14 +93,16 @@ final class Journal: @unchecked Sendable {
                 fileLength = max(fileLength, start + Int64(block.count))
                 logDescriptor = descriptor
                 direct = true
-                return
+                return descriptor
             } catch {
                 fileSystem.close(descriptor)
                 log(.debug, "writing the log \(logPath) without O_DIRECT: \(error)")
             }
         }
         direct = false
-        logDescriptor = try fileSystem.open(logPath, [.write], permissions: 0o600)
+        let descriptor = try fileSystem.open(logPath, [.write], permissions: 0o600)
+        logDescriptor = descriptor
+        return descriptor
     }
 
     /// The last, partly filled block of `bytes` (a log's content up to its `length`).
@@ -133,8 +136,7 @@ final class Journal: @unchecked Sendable {
         do {
             if let old = logDescriptor { fileSystem.close(old) }
             logDescriptor = nil
-            try openLog(tail: tail)
-            guard let descriptor = logDescriptor else { return }
+            let descriptor = try openLog(tail: tail)
             try fileSystem.truncate(descriptor, to: logLength)
             try fileSystem.fsync(descriptor)
             fileLength = logLength

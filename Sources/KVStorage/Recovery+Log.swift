@@ -52,14 +52,12 @@ extension Recovery {
         do {
             journal.logLength = validLength
             journal.fileLength = fileLength
-            try journal.openLog(tail: tail)
-            guard let descriptor = journal.logDescriptor else { return }
+            let descriptor = try journal.openLog(tail: tail)
             if damaged {
                 try fileSystem.truncate(descriptor, to: validLength)
                 try fileSystem.fsync(descriptor)
                 journal.fileLength = validLength
             }
-            journal.logLength = validLength
         } catch {
             journal.releaseAll()
             throw .failure("cannot open the log \(journal.logPath): \(error)")
