@@ -19,7 +19,16 @@ public struct JSONParser {
     public static func parse(
         _ input: some Collection<UInt8>, limits: JSONLimits = .default
     ) throws(JSONSyntaxError) -> JSON {
-        try parseWhole(input, limits: limits) { parser throws(JSONSyntaxError) in try parser.parseValue() }
+        guard input.count <= limits.maxBytes else {
+            throw JSONSyntaxError(offset: 0, reason: "input of \(input.count) bytes exceeds the limit of \(limits.maxBytes)")
+        }
+        let result: Result<JSON, JSONSyntaxError>? = input.withContiguousStorageIfAvailable { buffer in
+            parseBuffer(buffer, limits: limits)
+        }
+        switch result ?? Array(input).withUnsafeBufferPointer({ parseBuffer($0, limits: limits) }) {
+        case .success(let json): return json
+        case .failure(let error): throw error
+        }
     }
 
     /// Parses a JSON text given as a Swift string.
@@ -35,38 +44,39 @@ public struct JSONParser {
     public static func parseMembers(
         _ input: some Collection<UInt8>, limits: JSONLimits = .default, inner: String
     ) throws(JSONSyntaxError) -> (members: JSONMembers, inner: JSONMembers?)? {
-        try parseWhole(input, limits: limits) { parser throws(JSONSyntaxError) in
-            guard parser.position < parser.bytes.count, parser.bytes[parser.position] == UInt8(ascii: "{") else {
-                _ = try parser.parseValue()  // valid JSON that is not an object, or its syntax error
-                return nil
-            }
-            return try parser.parseMemberList(inner: inner)
-        }
-    }
-
-    /// Runs `read` over the whole of `input`: refuses input over the size limit, skips the
-    /// whitespace around what `read` reads, and refuses anything after it.
-    private static func parseWhole<Parsed>(
-        _ input: some Collection<UInt8>, limits: JSONLimits,
-        _ read: (inout JSONParser) throws(JSONSyntaxError) -> Parsed
-    ) throws(JSONSyntaxError) -> Parsed {
-        guard input.count <= limits.maxBytes else {
-            throw JSONSyntaxError(offset: 0, reason: "input of \(input.count) bytes exceeds the limit of \(limits.maxBytes)")
-        }
-        func run(_ buffer: UnsafeBufferPointer<UInt8>) -> Result<Parsed, JSONSyntaxError> {
+        guard input.count <= limits.maxBytes else { _ = try parse(input, limits: limits); return nil }
+        typealias Outcome = Result<(members: JSONMembers, inner: JSONMembers?)?, JSONSyntaxError>
+        func run(_ buffer: UnsafeBufferPointer<UInt8>) -> Outcome {
             var parser = JSONParser(bytes: buffer, limits: limits)
             do throws(JSONSyntaxError) {
                 parser.skipWhitespace()
-                let parsed = try read(&parser)
+                guard parser.position < buffer.count, buffer[parser.position] == UInt8(ascii: "{") else {
+                    _ = try parse(buffer, limits: limits)  // the syntax error, if any
+                    return .success(nil)
+                }
+                let object = try parser.parseMemberList(inner: inner)
                 parser.skipWhitespace()
                 guard parser.position == buffer.count else { throw parser.error("unexpected data after the JSON value") }
-                return .success(parsed)
+                return .success(object)
             } catch {
                 return .failure(error)
             }
         }
-        let result = input.withContiguousStorageIfAvailable { run($0) }
+        let result: Outcome? = input.withContiguousStorageIfAvailable { run($0) }
         return try (result ?? Array(input).withUnsafeBufferPointer { run($0) }).get()
+    }
+
+    private static func parseBuffer(_ buffer: UnsafeBufferPointer<UInt8>, limits: JSONLimits) -> Result<JSON, JSONSyntaxError> {
+        var parser = JSONParser(bytes: buffer, limits: limits)
+        do throws(JSONSyntaxError) {
+            parser.skipWhitespace()
+            let value = try parser.parseValue()
+            parser.skipWhitespace()
+            guard parser.position == buffer.count else { throw parser.error("unexpected data after the JSON value") }
+            return .success(value)
+        } catch {
+            return .failure(error)
+        }
     }
 
     private func error(_ reason: String, at offset: Int? = nil) -> JSONSyntaxError {
