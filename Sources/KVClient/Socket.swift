@@ -1,4 +1,5 @@
 import Glibc
+import KVProtocol
 
 /// The system calls of the client, in one place: a Unix stream socket's connect, send and
 /// receive, with `EINTR` retried here and nowhere else.
@@ -7,24 +8,12 @@ enum Socket {
     ///
     /// The corresponding C calls are `socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC)` and `connect`.
     static func connect(path: String) -> Result<Int32, SystemError> {
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        let capacity = MemoryLayout.size(ofValue: address.sun_path)
-        guard !bytes.isEmpty, bytes.count < capacity, !bytes.contains(0) else {
-            return .failure(SystemError(code: ENAMETOOLONG, detail: "a socket path must be 1 to \(capacity - 1) bytes"))
-        }
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: bytes)
-            raw[bytes.count] = 0
+        guard !path.isEmpty, !path.utf8.contains(0), let address = UnixSocketAddress(path) else {
+            return .failure(SystemError(code: ENAMETOOLONG, detail: "a socket path must be 1 to \(UnixSocketAddress.maxPathBytes) bytes"))
         }
         let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard descriptor >= 0 else { return .failure(SystemError(code: errno)) }
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                Glibc.connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
-        }
+        let result = address.withSockaddr { Glibc.connect(descriptor, $0, $1) }
         guard result == 0 else {
             let code = errno
             close(descriptor)

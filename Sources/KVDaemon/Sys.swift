@@ -1,5 +1,6 @@
 import CLinux
 import Glibc
+import KVProtocol
 
 /// A failed system call: the call's name and `errno`.
 public struct SystemError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -76,27 +77,17 @@ enum Sys {
         try retrying("fcntl") { fcntl(fd, F_SETFL, flags | O_NONBLOCK) }
     }
 
-    /// A `sockaddr_un` for `path`; fails with `ENAMETOOLONG` when the path does not fit.
-    static func unixAddress(_ path: String) throws(SystemError) -> sockaddr_un {
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        let capacity = MemoryLayout.size(ofValue: address.sun_path)
-        guard bytes.count < capacity else { throw SystemError("socket path", errno: ENAMETOOLONG) }
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: bytes)
-            raw[bytes.count] = 0
-        }
+    /// The address of `path`; fails with `ENAMETOOLONG` when the path does not fit.
+    static func unixAddress(_ path: String) throws(SystemError) -> UnixSocketAddress {
+        guard let address = UnixSocketAddress(path) else { throw SystemError("socket path", errno: ENAMETOOLONG) }
         return address
     }
 
     /// Connects a blocking Unix stream socket to `path` (used to probe for a live daemon).
     static func connectUnix(_ path: String) throws(SystemError) -> Int32 {
-        var address = try unixAddress(path)
+        let address = try unixAddress(path)
         let fd = try retrying("socket") { socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0) }
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
+        let result = address.withSockaddr { Glibc.connect(fd, $0, $1) }
         if result != 0 {
             let error = SystemError("connect")
             close(fd)
@@ -107,14 +98,12 @@ enum Sys {
 
     /// Creates, binds and listens on a Unix stream socket at `path`, non-blocking.
     static func listenUnix(_ path: String, backlog: Int32 = 512) throws(SystemError) -> Int32 {
-        var address = try unixAddress(path)
+        let address = try unixAddress(path)
         let fd = try retrying("socket") {
             socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
         }
         do throws(SystemError) {
-            let bound = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-            }
+            let bound = address.withSockaddr { bind(fd, $0, $1) }
             guard bound == 0 else { throw SystemError("bind") }
             try retrying("listen") { Glibc.listen(fd, backlog) }
             return fd

@@ -16,14 +16,7 @@ final class FakeServer: Sendable {
         path = "/tmp/kvclient-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock"
         self.respond = respond
         listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: Array(path.utf8) + [0])
-        }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
+        let bound = UnixSocketAddress(path)!.withSockaddr { bind(listener, $0, $1) }
         precondition(bound == 0 && listen(listener, 8) == 0, "cannot listen on \(path)")
         detachThread { [listener, calls, respond] in Self.serve(listener, calls, respond) }
     }
