@@ -38,9 +38,11 @@ public struct DueState: Sendable, Equatable {
 
 /// Lengths of time as a person says them, roughly: "5 min", "3 h", "4 d", "3 w", "5 mo", "4 y".
 public enum Span {
+    /// Total for any length, NaN and infinities included: past 9,999 years, "over 9999 y".
     public static func text(_ seconds: Double) -> String {
         let s = abs(seconds)
         switch s {
+        case _ where !(s < 10_000 * 365.25 * 86_400): return "over 9999 y"
         case ..<60: return "<1 min"
         case ..<3_600: return "\(Int(s / 60)) min"
         case ..<(48 * 3_600): return "\(Int(s / 3_600)) h"

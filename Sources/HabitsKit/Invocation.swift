@@ -61,7 +61,7 @@ public struct Invocation: Equatable, Sendable {
             var schedule: Schedule?
             if let every {
                 guard let parsed = Schedule(parsing: every) else {
-                    throw .usage("--every needs a positive number of days (1, 0.5, 7) or a length such as 12h, 3d, 2w or 90m, not \"\(every)\"")
+                    throw .usage("--every needs a positive number of days up to 36525 (1, 0.5, 7) or a length such as 12h, 3d, 2w or 90m, not \"\(every)\"")
                 }
                 schedule = parsed
             }

@@ -47,8 +47,9 @@ public struct Schedule: Codable, Sendable, Equatable {
     /// The interval in days (12 hours → 0.5).
     public var everyDays: Double { seconds / Unit.days.seconds }
 
-    /// The interval in seconds.
-    public var seconds: Double { every * unit.seconds }
+    /// The interval in seconds; always finite (a stored `every` too large for seconds, from a
+    /// hand edit or another app, saturates at the largest finite Double).
+    public var seconds: Double { min(every * unit.seconds, .greatestFiniteMagnitude) }
 
     /// "every day", "every 12 hours", "every 2 weeks".
     public var phrase: String {
@@ -62,17 +63,22 @@ public struct Schedule: Codable, Sendable, Equatable {
         "\(Self.number(every))\(unit.rawValue.prefix(1) == "m" ? "min" : String(unit.rawValue.prefix(1)))"
     }
 
+    /// The longest interval `--every` takes: 100 years (36,525 days). Longer ones could not be
+    /// shown as a due date; a stored one (hand-edited, or from another app) is still listed.
+    public static let maxSeconds = 36_525 * Unit.days.seconds
+
     /// Parses `--every`: a number of days (`1`, `0.5`, `7`), or a number with a unit suffix
-    /// (`90m`/`90min`, `12h`, `3d`, `2w`). Nil if it is not a positive finite interval.
+    /// (`90m`/`90min`, `12h`, `3d`, `2w`). Nil if it is not a positive interval of at most
+    /// ``maxSeconds``.
     public init?(parsing text: String) {
         let lowered = NameMatch.trimmed(text).lowercased()
         let suffixes: [(String, Unit)] = [("min", .minutes), ("m", .minutes), ("h", .hours), ("d", .days), ("w", .weeks)]
         for (suffix, unit) in suffixes where lowered.hasSuffix(suffix) {
-            guard let count = Double(lowered.dropLast(suffix.count)), count.isFinite, count > 0 else { return nil }
+            guard let count = Double(lowered.dropLast(suffix.count)), count > 0, count * unit.seconds <= Self.maxSeconds else { return nil }
             self.init(every: count, unit: unit)
             return
         }
-        guard let days = Double(lowered), days.isFinite, days > 0 else { return nil }
+        guard let days = Double(lowered), days > 0, days * Unit.days.seconds <= Self.maxSeconds else { return nil }
         self.init(legacyDays: days)
     }
 

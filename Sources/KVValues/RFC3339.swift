@@ -8,8 +8,14 @@ public enum RFC3339 {
     /// Earliest and latest instants representable (0001-01-01 to 9999-12-31, UTC).
     public static let range: ClosedRange<Double> = -62_135_596_800...253_402_300_799.999
 
-    /// The UTC text of `date`, like `2026-11-29T17:00:00.250Z`.
+    /// The UTC text of `date`, like `2026-11-29T17:00:00.250Z`. Total: a date outside
+    /// ``range`` (which no valid ``Value`` holds; see ``Value/validate()``), NaN included, is
+    /// written as the nearest end of the range instead of trapping.
     public static func format(_ date: Date) -> String {
+        let since1970 = date.timeIntervalSince1970
+        guard range.contains(since1970) else {
+            return format(Date(timeIntervalSince1970: since1970 > range.upperBound ? range.upperBound : range.lowerBound))
+        }
         // Date keeps seconds since 2001 as a Double; split that, not the 1970 interval, to stay exact.
         let interval = date.timeIntervalSinceReferenceDate
         let whole = interval.rounded(.down)

@@ -71,3 +71,28 @@ import Testing
         #expect(ListFormat.json([]) == "[]\n")
     }
 }
+
+/// Issue 17 item 12: an interval too long for a date once crashed `list`, `list --json` and `done`.
+@Suite struct OutOfRangeIntervalTests {
+    let now = Date(timeIntervalSinceReferenceDate: 800_000_000)
+
+    @Test func intervalsBeyondAHundredYearsAreRefusedAtInput() {
+        for text in ["1e308", "1e20", "36526", "5300000w", "inf", "nan", "0", "-1"] {
+            #expect(Schedule(parsing: text) == nil, "--every \(text)")
+        }
+        #expect(Schedule(parsing: "36525") != nil)
+        #expect(Schedule(parsing: "5217w") != nil)
+        #expect(Schedule(parsing: "5218w") == nil)
+    }
+
+    @Test func aStoredIntervalOfAnySizeIsListedWithoutATrap() throws {
+        for every in [1e308, 1e20, Double.greatestFiniteMagnitude] {
+            let habit = Habit(name: "Forever", started: now, lastDone: now, timesDone: 1, schedule: Schedule(every: every, unit: .weeks))
+            let table = ListFormat.table([habit], now: now, colour: false)
+            #expect(table.contains("Forever") && table.contains("in over 9999 y"), "\(table)")
+            let json = ListFormat.json([habit])
+            #expect(json.contains("\"due\": \"9999-12-31T23:59:59.999Z\""), "\(json)")
+            #expect(Span.text(habit.schedule.seconds) == "over 9999 y")
+        }
+    }
+}

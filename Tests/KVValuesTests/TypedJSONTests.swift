@@ -125,3 +125,14 @@ import Testing
         #expect(RFC3339.format(Date(timeIntervalSince1970: 1_795_971_600.25)) == "2026-11-29T17:00:00.250Z")
     }
 }
+
+@Suite struct RFC3339RangeTests {
+    /// Issue 17 item 12: formatting a date outside 0001–9999 trapped (`Int64(Double)` overflow).
+    @Test func datesOutsideTheRangeAreWrittenAsTheNearestEndInsteadOfTrapping() {
+        #expect(RFC3339.format(Date(timeIntervalSinceReferenceDate: 1e20)) == "9999-12-31T23:59:59.999Z")
+        #expect(RFC3339.format(Date(timeIntervalSinceReferenceDate: 1e308)) == "9999-12-31T23:59:59.999Z")
+        #expect(RFC3339.format(Date(timeIntervalSinceReferenceDate: -1e20)) == "0001-01-01T00:00:00.000Z")
+        #expect(RFC3339.format(Date(timeIntervalSinceReferenceDate: .infinity)) == "9999-12-31T23:59:59.999Z")
+        #expect(RFC3339.format(Date(timeIntervalSinceReferenceDate: .nan)) == "0001-01-01T00:00:00.000Z")
+    }
+}
