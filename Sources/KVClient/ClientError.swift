@@ -61,6 +61,9 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
             return "invalid value: \(text("reason") ?? "refused by kvd")"
         case Names.storageFailure:
             return "kvd could not store the change, so nothing changed: \(text("reason") ?? "unknown reason")"
+        case Names.unreadableValue:
+            let key = text("key") ?? "?"
+            return "the stored value of \"\(key)\" in \(domain) cannot be read (\(text("reason") ?? "no reason given")); kvd keeps it as it is. Replace it with `kvctl set \(domain) \(key) ...` or remove it with `kvctl delete \(domain) \(key)`"
         case Names.tooLarge:
             let limit = number("limit").map { " of \($0) bytes" } ?? ""
             return "the request is larger than kvd's limit\(limit); store less under one key"

@@ -17,6 +17,22 @@ public struct WatchEvent: Sendable, Equatable {
     }
 }
 
+/// A domain as `List` returns it.
+public struct DomainListing: Sendable, Equatable {
+    /// The values kvd can read.
+    public var values: [Key: Value]
+    /// Keys whose stored values kvd cannot read (it keeps them as they are), with the reason.
+    public var unreadable: [Key: String]
+    /// The revision at which the domain last changed.
+    public var revision: Int64
+
+    public init(values: [Key: Value], unreadable: [Key: String], revision: Int64) {
+        self.values = values
+        self.unreadable = unreadable
+        self.revision = revision
+    }
+}
+
 /// The methods of `io.kvd.Defaults`, typed.
 extension Connection {
     /// A key's value and the revision at which it last changed. Throws `NotFound` for a missing key.
@@ -44,17 +60,27 @@ extension Connection {
         try Decode.revision(try call(.apply(domain, changes, ifRevision: ifRevision)))
     }
 
-    /// All values of a domain and the revision at which the domain last changed.
-    public func list(_ domain: Domain) throws(ClientError) -> (values: [Key: Value], revision: Int64) {
+    /// All values of a domain, the keys whose stored values kvd cannot read, and the revision
+    /// at which the domain last changed.
+    public func list(_ domain: Domain) throws(ClientError) -> DomainListing {
         let reply = try call(.list(domain))
         guard case .object(let members)? = reply.parameters["values"] else {
             throw .protocolError("List reply without a \"values\" object")
         }
-        var values: [Key: Value] = [:]
+        var listing = DomainListing(values: [:], unreadable: [:], revision: try Decode.revision(reply))
         for (name, json) in members {
-            values[try Decode.key(name)] = try Decode.value(json, "values.\(name)")
+            listing.values[try Decode.key(name)] = try Decode.value(json, "values.\(name)")
         }
-        return (values, try Decode.revision(reply))
+        switch reply.parameters["unreadable"] {
+        case nil: break
+        case .object(let unreadable)?:
+            for (name, reason) in unreadable {
+                guard case .string(let text) = reason else { throw .protocolError("List reply with a reason that is not a string") }
+                listing.unreadable[try Decode.key(name)] = text
+            }
+        case _?: throw .protocolError("List reply whose \"unreadable\" is not an object")
+        }
+        return listing
     }
 
     /// The names of all domains.

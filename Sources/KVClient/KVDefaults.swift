@@ -174,11 +174,11 @@ public final class KVDefaults: Sendable {
         var ok = true
         for domain in domain == .global ? [domain] : [domain, .global] {
             do {
-                let (values, revision) = try client.call { (connection) throws(ClientError) in try connection.list(domain) }
-                    ifNotFound: { ([:], 0) }
+                let listing = try client.call { (connection) throws(ClientError) in try connection.list(domain) }
+                    ifNotFound: { DomainListing(values: [:], unreadable: [:], revision: 0) }
                 var snapshot: [String: Value] = [:]
-                for (key, value) in values { snapshot[key.name] = value }
-                cache(for: domain).reconcile(snapshot, revision: revision)
+                for (key, value) in listing.values { snapshot[key.name] = value }
+                cache(for: domain).reconcile(snapshot, revision: listing.revision)
             } catch {
                 ok = false
             }

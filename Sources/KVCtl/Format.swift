@@ -43,9 +43,28 @@ enum Format {
         }
     }
 
-    /// A list of names: one a line, or a JSON array.
+    /// A list of names: one a line, or a JSON array (exact). A line is never ambiguous: a
+    /// backslash and control characters are written escaped (`\\`, `\n`, `\t`, `\r`, `\x1b`).
     static func names(_ names: [String], json asJSON: Bool) -> String {
         if asJSON { return JSONWriter().string(.array(names.map(JSON.string))) + "\n" }
-        return names.map { $0 + "\n" }.joined()
+        return names.map { escapedLine($0) + "\n" }.joined()
+    }
+
+    /// `name` with a backslash and each control character escaped, so that it fits on one line.
+    static func escapedLine(_ name: String) -> String {
+        guard name.unicodeScalars.contains(where: { $0 == "\\" || $0.value < 0x20 || $0.value == 0x7F }) else { return name }
+        var line = ""
+        for scalar in name.unicodeScalars {
+            switch scalar {
+            case "\\": line += "\\\\"
+            case "\n": line += "\\n"
+            case "\t": line += "\\t"
+            case "\r": line += "\\r"
+            case _ where scalar.value < 0x20 || scalar.value == 0x7F:
+                line += "\\x" + (scalar.value < 0x10 ? "0" : "") + String(scalar.value, radix: 16)
+            default: line.unicodeScalars.append(scalar)
+            }
+        }
+        return line
     }
 }

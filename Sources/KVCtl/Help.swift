@@ -50,7 +50,12 @@ enum Help {
         Entry(
             name: "keys", aliases: [], usage: "keys DOMAIN",
             summary: "list a domain's keys, one a line",
-            details: "Prints the keys of DOMAIN, sorted, one a line (with --json, a JSON array)."),
+            details: """
+                Prints the keys of DOMAIN, sorted, one a line, including keys whose stored values
+                kvd cannot read. A backslash or control character in a key is printed escaped
+                (\\\\, \\n, \\t, \\r, \\xHH), so each line is one key; --json prints the exact names
+                as a JSON array.
+                """),
         Entry(
             name: "read-type", aliases: [], usage: "read-type DOMAIN KEY",
             summary: "print the type of a value",
@@ -65,14 +70,19 @@ enum Help {
         Entry(
             name: "export", aliases: [], usage: "export DOMAIN FILE|-",
             summary: "write the whole domain as typed JSON",
-            details: "Writes all values of DOMAIN as an indented typed JSON object to FILE, or to stdout for -."),
+            details: """
+                Writes all values of DOMAIN as an indented typed JSON object to FILE, or to stdout
+                for -. If kvd cannot read some stored values, the file is written without them and
+                kvctl names them and exits 1 (as does get DOMAIN).
+                """),
         Entry(
             name: "import", aliases: [], usage: "import DOMAIN FILE|-",
             summary: "replace the whole domain from typed JSON, atomically",
             details: """
                 Reads a typed JSON object from FILE (or stdin for -) and makes DOMAIN hold exactly
                 its values, in one atomic change: keys in the file are set, keys not in the file
-                are removed (like macOS `defaults import`). Use set to merge single keys.
+                are removed (like macOS `defaults import`), unreadable ones too (named on stderr).
+                Use set to merge single keys.
                 """),
         Entry(
             name: "watch", aliases: [], usage: "watch DOMAIN [KEY]",

@@ -29,7 +29,9 @@ struct Runner {
             let value = try connection.get(domain, key).value
             console.out((options.json ? Format.json(value) : Format.plain(value)) + "\n")
         case .get(let domain, nil):
-            console.out(Format.domain(try connection.list(domain).values, pretty: !options.json) + "\n")
+            let listing = try connection.list(domain)
+            console.out(Format.domain(listing.values, pretty: !options.json) + "\n")
+            try Self.refuseLeftOut(listing, of: domain, from: "the output above")
         case .set(let domain, let key, let spec):
             printRevision(try set(domain, key, spec, on: connection))
         case .delete(let domain, let key):
@@ -37,17 +39,21 @@ struct Runner {
         case .domains:
             console.out(Format.names(try connection.domains().map(\.name).sorted(), json: options.json))
         case .keys(let domain):
-            console.out(Format.names(try connection.list(domain).values.keys.map(\.name).sorted(), json: options.json))
+            let listing = try connection.list(domain)
+            let names = (Array(listing.values.keys) + Array(listing.unreadable.keys)).map(\.name).sorted()
+            console.out(Format.names(names, json: options.json))
         case .readType(let domain, let key):
             console.out(try connection.get(domain, key).value.typeName + "\n")
         case .rename(let domain, let old, let new):
             printRevision(try rename(domain, old, new, on: connection))
         case .export(let domain, let file):
-            let text = Format.domain(try connection.list(domain).values, pretty: true) + "\n"
+            let listing = try connection.list(domain)
+            let text = Format.domain(listing.values, pretty: true) + "\n"
             if file == "-" { console.out(text) } else { try Files.writeAtomically(file, Array(text.utf8)) }
+            try Self.refuseLeftOut(listing, of: domain, from: file == "-" ? "the export" : file)
         case .import(let domain, let file):
             let bytes = file == "-" ? try console.readStandardInput() : try Files.read(file)
-            printRevision(try importDomain(domain, try Self.domainValues(bytes, from: file), on: connection))
+            printRevision(try importDomain(domain, try Self.domainValues(bytes, from: file), from: file, on: connection))
         case .watch(let domain, let key):
             var first: Connection? = connection
             try WatchCommand(domain: domain, key: key, json: options.json, console: console) { () throws(ClientError) in
@@ -94,26 +100,54 @@ struct Runner {
 
     private func rename(_ domain: Domain, _ old: Key, _ new: Key, on connection: Connection) throws -> Int64? {
         try retrying {
-            let (values, revision) = try connection.list(domain)
-            guard let value = values[old] else {
+            let listing = try connection.list(domain)
+            if let reason = listing.unreadable[old] {
+                throw ClientError.remote(name: DefaultsInterface.Error.unreadableValue, parameters: [
+                    "domain": .string(domain.name), "key": .string(old.name), "reason": .string(reason),
+                ])
+            }
+            guard let value = listing.values[old] else {
                 throw ClientError.remote(name: DefaultsInterface.Error.notFound, parameters: ["domain": .string(domain.name), "key": .string(old.name)])
             }
             guard old != new else { return nil }
             let changes = [Change(key: old, value: nil), Change(key: new, value: value)]
-            return try connection.apply(domain, changes, ifRevision: revision)
+            return try connection.apply(domain, changes, ifRevision: listing.revision)
         }
     }
 
     /// Makes `domain` hold exactly `values`: one atomic Apply that sets every key of the file and
-    /// removes every other key, on condition that the domain did not change since it was listed.
-    private func importDomain(_ domain: Domain, _ values: [Key: Value], on connection: Connection) throws -> Int64? {
-        try retrying {
+    /// removes every other key (unreadable ones too, named on stderr), on condition that the
+    /// domain did not change since it was listed.
+    private func importDomain(_ domain: Domain, _ values: [Key: Value], from file: String, on connection: Connection) throws -> Int64? {
+        let (revision, removedUnreadable) = try retrying { () throws -> (Int64?, [Key]) in
             let current = try Self.optional { () throws(ClientError) in try connection.list(domain) }
-            let removals = (current?.values ?? [:]).keys.filter { values[$0] == nil }.map { Change(key: $0, value: nil) }
+            let present = Array((current?.values ?? [:]).keys) + Array((current?.unreadable ?? [:]).keys)
+            let removals = present.filter { values[$0] == nil }.map { Change(key: $0, value: nil) }
             let changes = removals + values.map { Change(key: $0.key, value: $0.value) }
-            guard !changes.isEmpty else { return nil }
-            return try connection.apply(domain, changes.sorted { $0.key < $1.key }, ifRevision: current?.revision ?? 0)
+            guard !changes.isEmpty else { return (nil, []) }
+            let revision = try connection.apply(domain, changes.sorted { $0.key < $1.key }, ifRevision: current?.revision ?? 0)
+            return (revision, (current?.unreadable ?? [:]).keys.filter { values[$0] == nil }.sorted())
         }
+        if !removedUnreadable.isEmpty {
+            console.err("kvctl: removed \(Self.quoted(removedUnreadable)) from \(domain.name): not in \(file == "-" ? "stdin" : file), and their stored values could not be read\n")
+        }
+        return revision
+    }
+
+    /// Fails (after the output was written) when `listing` left out unreadable keys, naming them.
+    static func refuseLeftOut(_ listing: DomainListing, of domain: Domain, from output: String) throws(Failure) {
+        guard !listing.unreadable.isEmpty else { return }
+        let keys = listing.unreadable.keys.sorted()
+        throw Failure(
+            "\(output) left out \(quoted(keys)) of \(domain.name): kvd cannot read \(keys.count == 1 ? "its stored value" : "their stored values") and keeps \(keys.count == 1 ? "it" : "them") as stored (see why with: kvctl get \(domain.name) KEY)")
+    }
+
+    /// `"a"`, `"a" and "b"`, `"a", "b" and 3 more`.
+    static func quoted(_ keys: [Key]) -> String {
+        let names = keys.prefix(2).map { "\"\($0.name)\"" }
+        let rest = keys.count - names.count
+        if rest > 0 { return names.joined(separator: ", ") + " and \(rest) more" }
+        return names.joined(separator: " and ")
     }
 
     /// The values of an import file: a typed JSON object whose members are valid keys.

@@ -21,7 +21,11 @@ struct RequestHandler: Sendable {
         case .list(let domain):
             guard let snapshot = store.list(domain) else { return .reply(Self.notFound(domain, nil)) }
             let values = snapshot.values.reduce(into: [String: JSON]()) { $0[$1.key.name] = $1.value.typedJSON }
-            return .reply(VarlinkReply(parameters: ["values": .object(values), "revision": .integer(snapshot.revision)]))
+            var parameters: [String: JSON] = ["values": .object(values), "revision": .integer(snapshot.revision)]
+            if !snapshot.unreadable.isEmpty {
+                parameters["unreadable"] = .object(snapshot.unreadable.reduce(into: [:]) { $0[$1.key.name] = .string($1.value) })
+            }
+            return .reply(VarlinkReply(parameters: parameters))
         case .domains:
             return .reply(VarlinkReply(parameters: ["domains": .array(store.domains().map { .string($0.name) })]))
         case .set(let domain, let key, let value, let ifRevision):
@@ -67,8 +71,8 @@ struct RequestHandler: Sendable {
         case .missing:
             Self.notFound(domain, key)
         case .unreadable(let reason):
-            .failure(DefaultsInterface.Error.storageFailure, [
-                "reason": .string("the stored value of \"\(key.name)\" in \(domain.name) cannot be read and is kept as it is: \(reason)")
+            .failure(DefaultsInterface.Error.unreadableValue, [
+                "domain": .string(domain.name), "key": .string(key.name), "reason": .string(reason),
             ])
         }
     }

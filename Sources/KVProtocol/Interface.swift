@@ -28,8 +28,9 @@ public enum DefaultsInterface {
         # Commits all changes atomically. With ifRevision, only if the domain last changed then.
         method Apply(domain: string, changes: []Change, ifRevision: ?int) -> (revision: int)
 
-        # All values of a domain.
-        method List(domain: string) -> (values: [string]object, revision: int)
+        # All values of a domain. Keys whose stored values kvd cannot read (kept as they are
+        # in the domain file) are in unreadable, with the reason, and not in values.
+        method List(domain: string) -> (values: [string]object, revision: int, unreadable: ?[string]string)
 
         # The names of all domains.
         method Domains() -> (domains: []string)
@@ -44,6 +45,8 @@ public enum DefaultsInterface {
         error RevisionMismatch (revision: int)
         error StorageFailure (reason: string)
         error TooLarge (limit: int)
+        # The key's stored value cannot be read (it is kept as it is); nothing changed.
+        error UnreadableValue (domain: string, key: string, reason: string)
 
         """
 
@@ -55,6 +58,7 @@ public enum DefaultsInterface {
         public static let revisionMismatch = "io.kvd.Defaults.RevisionMismatch"
         public static let storageFailure = "io.kvd.Defaults.StorageFailure"
         public static let tooLarge = "io.kvd.Defaults.TooLarge"
+        public static let unreadableValue = "io.kvd.Defaults.UnreadableValue"
     }
 }
 

@@ -21,10 +21,10 @@ import Testing
         let server = FakeServer { _ in
             [VarlinkReply(parameters: ["values": .object(["when": .object(["$date": .string("2026-11-29T17:00:00Z")]), "n": .real(1)]), "revision": .integer(3)])]
         }
-        let (values, revision) = try Connection(socketPath: server.path).list(domain)
-        #expect(revision == 3)
-        #expect(values[try Key(validating: "n")] == .real(1))
-        #expect(values[try Key(validating: "when")]?.typeName == "date")
+        let listing = try Connection(socketPath: server.path).list(domain)
+        #expect(listing.revision == 3 && listing.unreadable.isEmpty)
+        #expect(listing.values[try Key(validating: "n")] == .real(1))
+        #expect(listing.values[try Key(validating: "when")]?.typeName == "date")
     }
 
     @Test func errorReplyBecomesRemoteErrorWithReadableText() throws {
