@@ -13,7 +13,9 @@ public enum Autostart {
         environment["KVD_NO_AUTOSTART"] == "1"
     }
 
-    /// Connects to `socketPath`. If nothing listens there (no socket file, or connection refused),
+    /// Connects to `socketPath`, after checking its folder (``SocketPath/prepareFolder(for:uid:)``:
+    /// a folder another user may control gets ``ClientError/unsafeSocketFolder(_:)``, with nothing
+    /// sent and nothing started). If nothing listens there (no socket file, or connection refused),
     /// `enabled` is true and the environment does not disable it, starts the daemon (`daemonPath`,
     /// else `kvd` beside the current executable) as `kvd --socket PATH` in a new session with
     /// `environment` (from which it resolves its state folder), polls for up to
@@ -22,6 +24,7 @@ public enum Autostart {
     public static func connect(
         socketPath: String, daemonPath: String? = nil, enabled: Bool = true, environment: [String: String]
     ) throws(ClientError) -> Connection {
+        try SocketPath.prepareFolder(for: socketPath)
         let firstFailure: SystemError
         switch Socket.connect(path: socketPath) {
         case .success(let descriptor): return Connection(descriptor: descriptor, socketPath: socketPath)

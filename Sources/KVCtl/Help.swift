@@ -131,7 +131,8 @@ enum Help {
 
             Options:
               --socket PATH    kvd's socket (else $KVD_SOCKET, else $XDG_RUNTIME_DIR/kvd.sock,
-                               else /tmp/kvd-<uid>/kvd.sock)
+                               else /tmp/kvd-<uid>/kvd.sock, whose folder must be yours
+                               with mode 0700)
               --json           print typed JSON (values, lists, revisions)
               --no-autostart   do not start kvd when nothing listens (also: KVD_NO_AUTOSTART=1)
               -h, --help       this help; kvctl help COMMAND explains one command

@@ -19,7 +19,8 @@ public struct DaemonOptions: Sendable, Equatable {
         options:
           --socket PATH         socket to listen on when not socket-activated
                                 (default: $KVD_SOCKET, else $XDG_RUNTIME_DIR/kvd.sock,
-                                else /tmp/kvd-UID/kvd.sock)
+                                else /tmp/kvd-UID/kvd.sock, whose folder must be kvd's
+                                user's with mode 0700)
           --state-dir DIR       state folder (default: $KVD_STATE_DIR, else $STATE_DIRECTORY,
                                 else $XDG_CONFIG_HOME/kvd, else ~/.config/kvd)
           --idle-exit SECONDS   exit after this many idle seconds with no client (default 30;

@@ -1,0 +1,171 @@
+import Foundation
+import Glibc
+import Synchronization
+import Testing
+
+/// Local users on this machine, made with `useradd` for one test and removed with `userdel`
+/// afterwards: one plays the victim who runs kvctl, the other the user who plants a socket folder.
+final class LocalUser {
+    let name: String
+    let uid: UInt32
+    let gid: UInt32
+    /// A home folder of its own, removed at deinit.
+    let home: String
+
+    /// Whether users can be made and switched to here (root only).
+    static var available: Bool { getuid() == 0 && access("/usr/sbin/useradd", X_OK) == 0 && access("/usr/bin/setpriv", X_OK) == 0 }
+
+    init(role: String) throws {
+        name = "kvd\(role)\(getpid() % 100_000)"
+        let added = try run("/usr/sbin/useradd", ["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name])
+        guard added.status == 0, let entry = getpwnam(name) else { throw TestFailure("useradd \(name) failed: \(added.stderr)") }
+        uid = entry.pointee.pw_uid
+        gid = entry.pointee.pw_gid
+        var template = Array("/tmp/kvd-home-XXXXXX".utf8CString)
+        home = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+        chown(home, uid, gid)
+    }
+
+    deinit {
+        try? FileManager.default.removeItem(atPath: home)
+        _ = try? run("/usr/sbin/userdel", [name])
+    }
+
+    /// Runs `program` as this user (`setpriv`) with a home, a `PATH` and `environment`: nothing
+    /// of the test's own environment (no `XDG_RUNTIME_DIR`, no `KVD_SOCKET`).
+    func runAs(_ program: String, _ arguments: [String], environment: [String: String] = [:]) throws -> Run {
+        var clean = ["PATH": "/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8"]
+        for (key, value) in environment { clean[key] = value }
+        let command = ["/usr/bin/env", "-i"] + clean.map { "\($0.key)=\($0.value)" } + [program] + arguments
+        return try run("/usr/bin/setpriv", ["--reuid", String(uid), "--regid", String(gid), "--init-groups", "--"] + command)
+    }
+
+    /// Makes `path` as this user, with `mode` (not masked by a umask).
+    func makeFolder(_ path: String, mode: String) throws {
+        let made = try runAs("/bin/mkdir", ["-m", mode, path])
+        guard made.status == 0 else { throw TestFailure("mkdir \(path) as \(name) failed: \(made.stderr)") }
+    }
+}
+
+/// A listener planted in another user's socket folder: records what any client sends it, then
+/// hangs up without answering.
+final class PlantedListener: Sendable {
+    let path: String
+    let fd: Int32
+    private let received = Mutex<[UInt8]>([])
+    private let done = DispatchSemaphore(value: 0)
+
+    init(at path: String) throws {
+        self.path = path
+        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        guard withUnixAddress(path, { bind(fd, $0, $1) }) == 0, listen(fd, 8) == 0 else {
+            throw TestFailure("cannot listen on \(path): \(String(cString: strerror(errno)))")
+        }
+        chmod(path, 0o777)
+        let listener = fd
+        DispatchQueue.global().async { [self] in
+            let client = accept(listener, nil, nil)
+            if client >= 0 {
+                var timeout = timeval(tv_sec: 5, tv_usec: 0)
+                setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+                var buffer = [UInt8](repeating: 0, count: 65_536)
+                let count = recv(client, &buffer, buffer.count, 0)
+                if count > 0 { self.received.withLock { $0 += buffer[..<count] } }
+                close(client)
+            }
+            self.done.signal()
+        }
+    }
+
+    /// Stops listening and returns what was received.
+    func stop() -> String {
+        shutdown(fd, Int32(SHUT_RDWR))
+        done.wait()
+        close(fd)
+        return received.withLock { String(decoding: $0, as: UTF8.self) }
+    }
+}
+
+/// Sends SIGTERM to every kvd started with `--socket socket` (an autostarted one), and waits
+/// for each to exit.
+func stopDaemons(listeningOn socket: String) {
+    let processes = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+    for pid in processes.compactMap(Int32.init) {
+        guard let data = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") else { continue }
+        let words = data.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+        guard words.first?.hasSuffix("/kvd") == true, let index = words.firstIndex(of: "--socket"),
+              index + 1 < words.count, words[index + 1] == socket else { continue }
+        kill(pid, SIGTERM)
+        for _ in 0..<500 where kill(pid, 0) == 0 { usleep(10_000) }
+    }
+}
+
+/// Issue 17, item 4: with no `XDG_RUNTIME_DIR` and no `KVD_SOCKET`, the socket is in
+/// `/tmp/kvd-<uid>`, which any local user can make first. The real programs, run as a freshly
+/// made user, must refuse such a folder: send nothing there, start no kvd there.
+@Suite(.serialized, .enabled(if: LocalUser.available, "needs root, useradd and setpriv to play two local users"))
+struct SocketFolderOfAnotherUserTests {
+    /// The victim, the intruder and the folder the intruder planted for the victim, mode 0777.
+    final class Scene {
+        let victim: LocalUser
+        let intruder: LocalUser
+        var folder: String { "/tmp/kvd-\(victim.uid)" }
+        var socket: String { folder + "/kvd.sock" }
+
+        init() throws {
+            victim = try LocalUser(role: "v")
+            intruder = try LocalUser(role: "i")
+            try? FileManager.default.removeItem(atPath: folder)
+            try intruder.makeFolder(folder, mode: "0777")
+        }
+
+        deinit {
+            stopDaemons(listeningOn: socket)
+            try? FileManager.default.removeItem(atPath: folder)
+        }
+
+        /// The victim's environment: no runtime folder, no KVD_SOCKET, state in its home.
+        var environment: [String: String] { ["KVD_STATE_DIR": victim.home + "/state"] }
+    }
+
+    @Test func kvctlSendsNothingToAListenerInAFolderAnotherUserMade() throws {
+        let scene = try Scene()
+        let listener = try PlantedListener(at: scene.socket)
+        let set = try scene.victim.runAs(Binaries.kvctl, ["set", "com.example.mail", "password", "hunter2"], environment: scene.environment)
+        let received = listener.stop()
+        #expect(received.isEmpty, "kvctl sent \(received) to the other user's socket")
+        #expect(set.status == 1)
+        #expect(set.stderr.contains(scene.folder) && set.stderr.contains("belongs to uid \(scene.intruder.uid)"), "\(set.stderr)")
+        #expect(set.stderr.split(separator: "\n").count == 1, "one line: \(set.stderr)")
+    }
+
+    @Test func kvctlStartsNoKvdInAFolderAnotherUserMade() throws {
+        let scene = try Scene()
+        // A dead socket: what a kvd killed there would leave.
+        let dead = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        #expect(withUnixAddress(scene.socket, { bind(dead, $0, $1) }) == 0)
+        close(dead)
+        chmod(scene.socket, 0o777)
+        let set = try scene.victim.runAs(Binaries.kvctl, ["set", "com.example.mail", "password", "hunter2"], environment: scene.environment)
+        #expect(set.status == 1, "kvctl autostarted kvd into the other user's folder: \(set.stdout)\(set.stderr)")
+        #expect(set.stderr.contains(scene.folder), "\(set.stderr)")
+        #expect((try? RawClient.connect(scene.socket)) == nil, "a kvd listens in the other user's folder")
+        #expect(access(scene.victim.home + "/state/kvd.lock", F_OK) != 0, "a kvd was started")
+    }
+
+    @Test func kvdRefusesToListenInAFolderAnotherUserMade() throws {
+        let scene = try Scene()
+        let started = try scene.victim.runAs(Binaries.kvd, ["--idle-exit", "1"], environment: scene.environment)
+        #expect(started.status == 1, "kvd served from the other user's folder: \(started.stderr)")
+        #expect(started.stderr.contains(scene.folder) && started.stderr.contains("belongs to uid \(scene.intruder.uid)"), "\(started.stderr)")
+    }
+
+    @Test func habitsRefusesAFolderAnotherUserMade() throws {
+        let scene = try Scene()
+        let listener = try PlantedListener(at: scene.socket)
+        let added = try scene.victim.runAs(Binaries.directory + "/habits", ["add", "Secret"], environment: scene.environment)
+        #expect(listener.stop().isEmpty)
+        #expect(added.status == 1)
+        #expect(added.stderr.contains(scene.folder), "\(added.stderr)")
+    }
+}
