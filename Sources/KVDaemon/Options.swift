@@ -22,7 +22,8 @@ public struct DaemonOptions: Sendable, Equatable {
                                 else /tmp/kvd-UID/kvd.sock, whose folder must be kvd's
                                 user's with mode 0700)
           --state-dir DIR       state folder (default: $KVD_STATE_DIR, else $STATE_DIRECTORY,
-                                else $XDG_CONFIG_HOME/kvd, else ~/.config/kvd)
+                                else $XDG_CONFIG_HOME/kvd, else ~/.config/kvd; it must
+                                be kvd's user's and not writable by others)
           --idle-exit SECONDS   exit after this many idle seconds with no client (default 30;
                                 0 = never)
           --verbose             log every connection and commit

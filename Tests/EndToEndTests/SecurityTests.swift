@@ -169,3 +169,45 @@ struct SocketFolderOfAnotherUserTests {
         #expect(added.stderr.contains(scene.folder), "\(added.stderr)")
     }
 }
+
+/// Issue 17, item 5: kvd's state folder must be its user's alone, and kvd never writes through a
+/// link planted in it.
+@Suite struct StateFolderSafetyTests {
+    @Test func aLinkPlantedAtTheTemporaryFileIsNotFollowedAndCompactionStillWorks() throws {
+        let sandbox = Sandbox()
+        let daemon = try Daemon(sandbox)
+        #expect(try kvctl(sandbox, "set", "com.example.d", "k", "v").status == 0)
+        let target = sandbox.root + "/target"
+        try "untouched\n".write(toFile: target, atomically: false, encoding: .utf8)
+        #expect(symlink(target, sandbox.file(".com.example.d.json.tmp")) == 0)
+        #expect(daemon.stop() == 0, "\(daemon.errorOutput())")  // stopping compacts the log into the domain files
+        #expect(try String(contentsOfFile: target, encoding: .utf8) == "untouched\n", "kvd wrote through the planted link")
+        #expect(sandbox.read("com.example.d.json")?.contains(#""k": "v""#) == true, "compaction did not write the domain file")
+        #expect(!daemon.errorOutput().contains("compaction"), "\(daemon.errorOutput())")
+        let again = try Daemon(sandbox)
+        #expect(try kvctl(sandbox, "get", "com.example.d", "k").stdout == "v\n")
+        again.stop()
+    }
+
+    @Test func aStateFolderOthersCanWriteIsRefused() throws {
+        let sandbox = Sandbox()
+        try FileManager.default.createDirectory(atPath: sandbox.state, withIntermediateDirectories: true)
+        chmod(sandbox.state, 0o777)
+        let started = try run(Binaries.kvd, ["--socket", sandbox.socket, "--state-dir", sandbox.state, "--idle-exit", "1"])
+        #expect(started.status == 1, "kvd used a state folder of mode 0777: \(started.stderr)")
+        #expect(started.stderr.contains(sandbox.state) && started.stderr.contains("0777"), "\(started.stderr)")
+        #expect(!sandbox.stateFiles().contains("kvd.lock"))
+    }
+
+    @Test(.enabled(if: getuid() == 0, "needs root to give a folder to another user"))
+    func aStateFolderOfAnotherUserIsRefused() throws {
+        let sandbox = Sandbox()
+        try FileManager.default.createDirectory(atPath: sandbox.state, withIntermediateDirectories: true)
+        let stranger: UInt32 = 4_000_017
+        #expect(chown(sandbox.state, stranger, stranger) == 0)
+        let started = try run(Binaries.kvd, ["--socket", sandbox.socket, "--state-dir", sandbox.state, "--idle-exit", "1"])
+        #expect(started.status == 1, "kvd used a state folder of uid \(stranger): \(started.stderr)")
+        #expect(started.stderr.contains(sandbox.state) && started.stderr.contains("uid \(stranger)"), "\(started.stderr)")
+        #expect(!sandbox.stateFiles().contains("kvd.lock"))
+    }
+}
