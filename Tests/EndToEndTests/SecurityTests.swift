@@ -211,3 +211,39 @@ struct SocketFolderOfAnotherUserTests {
         #expect(!sandbox.stateFiles().contains("kvd.lock"))
     }
 }
+
+/// Issue 17, item 11: an empty path option (a script's unset variable) is a usage error, never
+/// the default path with the user's real data.
+@Suite struct EmptyPathOptionTests {
+    /// A sandbox whose `HOME` is inside it, so the defaults would land there, and whose
+    /// `KVD_SOCKET` has a kvd behind it: what an empty option would fall back to.
+    final class Scene {
+        let sandbox = Sandbox()
+        var home: String { sandbox.root + "/home" }
+        var environment: [String: String] { ["HOME": home, "KVD_SOCKET": sandbox.socket, "XDG_RUNTIME_DIR": "", "XDG_CONFIG_HOME": ""] }
+    }
+
+    @Test(arguments: [["--state-dir", ""], ["--state-dir="], ["--socket", ""], ["--socket="]])
+    func kvdRefusesAnEmptyPath(arguments: [String]) throws {
+        let scene = Scene()
+        let started = try run(Binaries.kvd, arguments + ["--idle-exit", "1"], environment: scene.environment)
+        #expect(started.status == 2, "kvd \(arguments) ran: \(started.stderr)")
+        #expect(started.stderr.hasPrefix("kvd: \(arguments[0].prefix { $0 != "=" }) needs a"), "\(started.stderr)")
+        #expect(started.stderr.contains("empty"), "\(started.stderr)")
+        #expect(access(scene.home, F_OK) != 0, "kvd created its default state folder")
+    }
+
+    @Test(arguments: [["--socket="], ["--socket", ""]])
+    func kvctlAndHabitsRefuseAnEmptySocket(arguments: [String]) throws {
+        let scene = Scene()
+        let daemon = try Daemon(scene.sandbox)
+        let set = try run(Binaries.kvctl, arguments + ["set", "com.example.x", "k", "v"], environment: scene.environment)
+        #expect(set.status == 2, "kvctl \(arguments) wrote to the default socket: \(set.stderr)")
+        #expect(set.stderr.contains("--socket needs a PATH") && set.stderr.contains("empty"), "\(set.stderr)")
+        let habits = try run(Binaries.directory + "/habits", arguments + ["add", "X"], environment: scene.environment)
+        #expect(habits.status == 2, "habits \(arguments) wrote to the default socket: \(habits.stderr)")
+        #expect(habits.stderr.contains("--socket needs a PATH") && habits.stderr.contains("empty"), "\(habits.stderr)")
+        #expect(try kvctl(scene.sandbox, "domains").stdout == "", "something was written")
+        daemon.stop()
+    }
+}
