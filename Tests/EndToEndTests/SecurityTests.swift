@@ -247,3 +247,28 @@ struct SocketFolderOfAnotherUserTests {
         daemon.stop()
     }
 }
+
+/// Issue 17, item 14: what kvctl starts must not act for its caller.
+@Suite struct ClientSideEffectTests {
+    @Test func anAutostartedKvdDoesNotTalkToTheCallersServiceManager() throws {
+        let sandbox = Sandbox()
+        let notify = SystemdTests.NotifySocket(in: sandbox)
+        var timeout = timeval(tv_sec: 0, tv_usec: 300_000)
+        setsockopt(notify.fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        // What systemd gives a service that runs kvctl: kvd must take none of it as its own.
+        let callersState = sandbox.root + "/callers-state"
+        let environment = [
+            "KVD_NO_AUTOSTART": "", "HOME": sandbox.root + "/home", "XDG_CONFIG_HOME": "", "KVD_STATE_DIR": "",
+            "STATE_DIRECTORY": callersState, "NOTIFY_SOCKET": notify.path,
+            "WATCHDOG_USEC": "100000", "LISTEN_FDS": "1", "LISTEN_PID": String(getpid()),
+        ]
+        let set = try run(Binaries.kvctl, ["--socket", sandbox.socket, "set", "com.example.auto", "k", "v"], environment: environment)
+        #expect(set.status == 0, "\(set.stderr)")
+        usleep(300_000)  // a watchdog ping would come within 50 ms
+        stopDaemons(listeningOn: sandbox.socket)
+        let messages = notify.waitFor("never sent")
+        #expect(messages.isEmpty, "the autostarted kvd told the caller's service manager: \(messages)")
+        #expect(access(callersState, F_OK) != 0, "the autostarted kvd kept its state in the caller's StateDirectory")
+        #expect(access(sandbox.root + "/home/.config/kvd/com.example.auto.json", F_OK) == 0, "kvd did not use ~/.config/kvd")
+    }
+}
