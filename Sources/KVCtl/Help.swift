@@ -65,7 +65,12 @@ enum Help {
         Entry(
             name: "export", aliases: [], usage: "export DOMAIN FILE|-",
             summary: "write the whole domain as typed JSON",
-            details: "Writes all values of DOMAIN as an indented typed JSON object to FILE, or to stdout for -."),
+            details: """
+                Writes all values of DOMAIN as an indented typed JSON object to FILE, or to stdout for -.
+                FILE is replaced atomically; an existing file keeps its mode and owner, a symbolic
+                link is written through to its target, and a new file gets mode 0600 (the values
+                may hold secrets).
+                """),
         Entry(
             name: "import", aliases: [], usage: "import DOMAIN FILE|-",
             summary: "replace the whole domain from typed JSON, atomically",

@@ -248,7 +248,7 @@ struct SocketFolderOfAnotherUserTests {
     }
 }
 
-/// Issue 17, item 14: what kvctl starts must not act for its caller.
+/// Issue 17, item 14: what kvctl starts or writes must not act for its caller.
 @Suite struct ClientSideEffectTests {
     @Test func anAutostartedKvdDoesNotTalkToTheCallersServiceManager() throws {
         let sandbox = Sandbox()
@@ -270,5 +270,66 @@ struct SocketFolderOfAnotherUserTests {
         #expect(messages.isEmpty, "the autostarted kvd told the caller's service manager: \(messages)")
         #expect(access(callersState, F_OK) != 0, "the autostarted kvd kept its state in the caller's StateDirectory")
         #expect(access(sandbox.root + "/home/.config/kvd/com.example.auto.json", F_OK) == 0, "kvd did not use ~/.config/kvd")
+    }
+
+    /// A kvd for `sandbox` whose domain com.example.e holds `key` = `value`.
+    private func daemon(_ sandbox: Sandbox, holding key: String, _ value: String) throws -> Daemon {
+        let daemon = try Daemon(sandbox)
+        #expect(try kvctl(sandbox, "set", "com.example.e", key, value).status == 0)
+        return daemon
+    }
+
+    /// `kvctl export` of com.example.e over `file`.
+    private func export(_ sandbox: Sandbox, to file: String) throws -> Run {
+        try kvctl(sandbox, "export", "com.example.e", file)
+    }
+
+    /// Writes `{}` to `path` and gives it `permissions`.
+    private func placeFile(_ path: String, permissions: mode_t) throws {
+        try "{}\n".write(toFile: path, atomically: false, encoding: .utf8)
+        chmod(path, permissions)
+    }
+
+    private func mode(_ path: String) -> mode_t {
+        var info = stat()
+        return lstat(path, &info) == 0 ? info.st_mode : 0
+    }
+
+    @Test func exportKeepsTheModeAndOwnerOfAnExistingFile() throws {
+        let sandbox = Sandbox()
+        let daemon = try daemon(sandbox, holding: "password", "hunter2")
+        let file = sandbox.root + "/secret.json"
+        try placeFile(file, permissions: 0o600)
+        let owner: UInt32 = getuid() == 0 ? 4_000_018 : getuid()
+        chown(file, owner, owner)
+        let exported = try export(sandbox, to: file)
+        #expect(exported.status == 0, "\(exported.stderr)")
+        #expect(mode(file) & 0o7777 == 0o600, "mode became \(String(mode(file) & 0o7777, radix: 8))")
+        var info = stat()
+        #expect(stat(file, &info) == 0 && info.st_uid == owner && info.st_gid == owner)
+        #expect(try String(contentsOfFile: file, encoding: .utf8).contains("hunter2"))
+        daemon.stop()
+    }
+
+    @Test func exportWritesThroughASymbolicLinkAndCreatesNewFilesPrivate() throws {
+        let sandbox = Sandbox()
+        let daemon = try daemon(sandbox, holding: "k", "v")
+        let target = sandbox.root + "/target.json"
+        try placeFile(target, permissions: 0o640)
+        let link = sandbox.root + "/link.json"
+        #expect(symlink(target, link) == 0)
+        #expect(try export(sandbox, to: link).status == 0)
+        #expect(mode(link) & S_IFMT == S_IFLNK, "the link was replaced by a file")
+        #expect(try String(contentsOfFile: target, encoding: .utf8).contains(#""k""#))
+        #expect(mode(target) & 0o7777 == 0o640)
+        let fresh = sandbox.root + "/new.json"
+        #expect(try export(sandbox, to: fresh).status == 0)
+        #expect(mode(fresh) & 0o777 == 0o600, "a new export is \(String(mode(fresh) & 0o777, radix: 8)), readable by others")
+        let dangling = sandbox.root + "/dangling.json"
+        #expect(symlink(sandbox.root + "/missing/x.json", dangling) == 0)
+        let refused = try export(sandbox, to: dangling)
+        #expect(refused.status == 1 && refused.stderr.contains("symbolic link"), "\(refused.stderr)")
+        #expect(mode(dangling) & S_IFMT == S_IFLNK)
+        daemon.stop()
     }
 }
