@@ -26,13 +26,17 @@ public struct Invocation: Equatable, Sendable {
             guard let next = rest.popFirst() else { throw .usage("\(option) needs a value") }
             return next
         }
+        func socketPath(_ value: String) throws(HabitsError) -> String {
+            guard !value.isEmpty else { throw .usage("--socket needs a PATH, not an empty value (is a variable unset?)") }
+            return value
+        }
         while let argument = rest.popFirst() {
             switch argument {
             case "--": words += rest; rest = []
-            case "--socket": socket = try value(argument)
+            case "--socket": socket = try socketPath(try value(argument))
             case "--every": every = try value(argument)
             case "--json", "--preset", "--help", "-h": flags.insert(argument == "-h" ? "--help" : argument)
-            case _ where argument.hasPrefix("--socket="): socket = String(argument.dropFirst("--socket=".count))
+            case _ where argument.hasPrefix("--socket="): socket = try socketPath(String(argument.dropFirst("--socket=".count)))
             case _ where argument.hasPrefix("--every="): every = String(argument.dropFirst("--every=".count))
             case _ where argument.hasPrefix("-") && argument.count > 1 && Double(argument) == nil:
                 throw .usage("unknown option \(argument)")

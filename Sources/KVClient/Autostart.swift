@@ -13,15 +13,19 @@ public enum Autostart {
         environment["KVD_NO_AUTOSTART"] == "1"
     }
 
-    /// Connects to `socketPath`. If nothing listens there (no socket file, or connection refused),
+    /// Connects to `socketPath`, after checking its folder (``SocketPath/prepareFolder(for:uid:)``:
+    /// a folder another user may control gets ``ClientError/unsafeSocketFolder(_:)``, with nothing
+    /// sent and nothing started). If nothing listens there (no socket file, or connection refused),
     /// `enabled` is true and the environment does not disable it, starts the daemon (`daemonPath`,
     /// else `kvd` beside the current executable) as `kvd --socket PATH` in a new session with
-    /// `environment` (from which it resolves its state folder), polls for up to
-    /// ``startTimeout``, and returns the connection. Two clients starting kvd at once is fine:
-    /// the second daemon cannot take the socket and exits, and both clients connect to the first.
+    /// `environment` less the service manager's variables (``daemonEnvironment(_:)``), polls for
+    /// up to ``startTimeout``, and returns the connection. Two clients starting kvd at once is
+    /// fine: the second daemon cannot take the socket and exits, and both clients connect to the
+    /// first.
     public static func connect(
         socketPath: String, daemonPath: String? = nil, enabled: Bool = true, environment: [String: String]
     ) throws(ClientError) -> Connection {
+        try SocketPath.prepareFolder(for: socketPath)
         let firstFailure: SystemError
         switch Socket.connect(path: socketPath) {
         case .success(let descriptor): return Connection(descriptor: descriptor, socketPath: socketPath)
@@ -38,8 +42,23 @@ public enum Autostart {
                 path: socketPath,
                 reason: "kvd is not at \(daemon) (\(errnoText())); install kvd beside this program or start it yourself")
         }
-        let process = try spawn(daemon, arguments: ["--socket", socketPath], environment: environment, socketPath: socketPath)
+        let process = try spawn(
+            daemon, arguments: ["--socket", socketPath], environment: daemonEnvironment(environment), socketPath: socketPath)
         return try waitForDaemon(process, daemon: daemon, socketPath: socketPath)
+    }
+
+    /// The variables a service manager sets for the process it started, which a kvd started by
+    /// that process must not take as its own: it would report `READY=1`/`STOPPING=1` and watchdog
+    /// pings to the caller's service manager, take the caller's sockets or journal stream, and
+    /// keep its state in the caller's `StateDirectory=`.
+    public static let serviceManagerVariables: Set<String> = [
+        "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES",
+        "JOURNAL_STREAM", "STATE_DIRECTORY",
+    ]
+
+    /// `environment` without ``serviceManagerVariables``: what an autostarted kvd gets.
+    public static func daemonEnvironment(_ environment: [String: String]) -> [String: String] {
+        environment.filter { !serviceManagerVariables.contains($0.key) }
     }
 
     /// `kvd` in the folder of the running executable (`/proc/self/exe`), or `nil` if unknown.

@@ -8,6 +8,8 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
     case cannotConnect(path: String, reason: String)
     /// kvd could not be started to serve `path` (autostart).
     case cannotStart(path: String, reason: String)
+    /// The socket's folder may belong to another user: nothing was sent and no kvd started.
+    case unsafeSocketFolder(SocketFolderError)
     /// kvd answered with the error `name` (`io.kvd.Defaults.NotFound`, ...).
     case remote(name: String, parameters: [String: JSON])
     /// kvd's reply broke the protocol.
@@ -21,6 +23,8 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
             "cannot connect to kvd at \(path): \(reason) (is kvd running? start it with `systemctl --user start kvd.socket` or run `kvd`)"
         case .cannotStart(let path, let reason):
             "cannot start kvd for \(path): \(reason)"
+        case .unsafeSocketFolder(let error):
+            error.description
         case .remote(let name, let parameters):
             Self.describeRemote(name: name, parameters)
         case .protocolError(let reason):

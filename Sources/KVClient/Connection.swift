@@ -25,9 +25,12 @@ public final class Connection: Sendable {
         var framer = MessageFramer()
     }
 
-    /// Connects to the kvd socket at `socketPath`.
-    /// Throws ``ClientError/cannotConnect(path:reason:)`` naming the path when that fails.
+    /// Connects to the kvd socket at `socketPath`, after checking its folder
+    /// (``SocketPath/prepareFolder(for:uid:)``). Throws ``ClientError/cannotConnect(path:reason:)``
+    /// naming the path when that fails, ``ClientError/unsafeSocketFolder(_:)`` for a folder
+    /// another user may control.
     public convenience init(socketPath: String) throws(ClientError) {
+        try SocketPath.prepareFolder(for: socketPath)
         switch Socket.connect(path: socketPath) {
         case .success(let descriptor): self.init(descriptor: descriptor, socketPath: socketPath)
         case .failure(let error): throw .cannotConnect(path: socketPath, reason: error.text)

@@ -15,8 +15,7 @@ final class RequestClient: Sendable {
         let autostart = configuration.autostart
         let daemon = configuration.daemonPath
         connector = { () throws(ClientError) -> Connection in
-            try SocketPath.prepareFolder(for: path)
-            return try Autostart.connect(socketPath: path, daemonPath: daemon, enabled: autostart, environment: environment)
+            try Autostart.connect(socketPath: path, daemonPath: daemon, enabled: autostart, environment: environment)
         }
     }
 

@@ -24,25 +24,17 @@ public enum SocketPath {
         Paths.fallbackSocketFolder(uid: uid)
     }
 
-    /// Makes sure the fallback folder exists, is a real folder owned by `uid` and is private
-    /// (mode 0700), creating it if missing. Does nothing for a path outside the fallback folder:
-    /// those folders belong to the user or the service manager.
+    /// Makes sure the folder of the socket at `path` may be trusted, by the rule every kvd
+    /// program shares (``SocketFolder/prepare(forSocket:fallback:owner:)``): the fallback folder
+    /// (`/tmp/kvd-<uid>`) is created with mode 0700 if missing and must be a folder owned by the
+    /// user with mode 0700; a path elsewhere is left alone. Blocks for a `mkdir` and an `lstat`.
     ///
-    /// The corresponding C calls are `mkdir` and `lstat`.
+    /// Throws ``ClientError/unsafeSocketFolder(_:)`` saying what to do.
     public static func prepareFolder(for path: String, uid: UInt32 = getuid()) throws(ClientError) {
-        let folder = fallbackFolder(uid: uid)
-        guard path.hasPrefix(folder + "/") else { return }
-        if mkdir(folder, 0o700) != 0, errno != EEXIST {
-            throw .cannotConnect(path: path, reason: "cannot create the folder \(folder): \(errnoText())")
-        }
-        var info = stat()
-        guard lstat(folder, &info) == 0 else {
-            throw .cannotConnect(path: path, reason: "cannot inspect the folder \(folder): \(errnoText())")
-        }
-        guard info.st_mode & S_IFMT == S_IFDIR, info.st_uid == uid, info.st_mode & 0o077 == 0 else {
-            throw .cannotConnect(
-                path: path,
-                reason: "\(folder) must be a folder owned by uid \(uid) with mode 0700; remove it or set KVD_SOCKET")
+        do {
+            try SocketFolder.prepare(forSocket: path, fallback: fallbackFolder(uid: uid))
+        } catch {
+            throw .unsafeSocketFolder(error)
         }
     }
 }

@@ -68,17 +68,15 @@ extension Invocation {
             index += 1
             switch option {
             case "--socket":
-                guard index < arguments.count, !arguments[index].isEmpty else {
-                    throw CommandLineError(command: nil, UsageError("--socket needs a PATH"))
-                }
-                options.socket = arguments[index]
+                guard index < arguments.count else { throw CommandLineError(command: nil, UsageError("--socket needs a PATH")) }
+                options.socket = try socketPath(arguments[index])
                 index += 1
             case "--json": options.json = true
             case "--no-autostart": options.autostart = false
             case "--help", "-h": return Invocation(options: options, command: .help(nil))
             default:
                 if option.hasPrefix("--socket=") {
-                    options.socket = String(option.dropFirst("--socket=".count))
+                    options.socket = try socketPath(String(option.dropFirst("--socket=".count)))
                 } else {
                     throw CommandLineError(command: nil, UsageError("unknown option \(option)"))
                 }
@@ -98,6 +96,15 @@ extension Invocation {
         } catch {
             throw CommandLineError(command: canonical, error)
         }
+    }
+
+    /// The value of `--socket`: an empty one (a script's unset variable) is a usage error, not
+    /// the default socket.
+    private static func socketPath(_ value: String) throws(CommandLineError) -> String {
+        guard !value.isEmpty else {
+            throw CommandLineError(command: nil, UsageError("--socket needs a PATH, not an empty value (is a variable unset?)"))
+        }
+        return value
     }
 
     static func parseCommand(_ name: String, _ arguments: [String]) throws(UsageError) -> Command {

@@ -53,19 +53,72 @@ enum Files {
         return try readAll(descriptor, name: path)
     }
 
-    /// Replaces the file at `path` with `bytes` atomically: a temporary file beside it, written,
-    /// synced and renamed over it.
+    /// Replaces the file at `path` with `bytes` atomically, as editors save: a new file beside it,
+    /// written, synced and renamed over it.
+    ///
+    /// - A symbolic link is written through: its target is replaced and the link stays. A link
+    ///   whose target does not exist is refused.
+    /// - An existing file keeps its permissions and its owner and group; where the owner cannot
+    ///   be kept (a file of another user, without root) the write is refused, not taken over.
+    ///   A new file gets mode 0600 (less the umask): exported settings may hold secrets.
+    /// - Anything but a regular file (a folder, a FIFO, a device) is refused: `-` is standard
+    ///   output.
+    ///
+    /// Hard links to the old file keep the old content. The corresponding C calls are `lstat`,
+    /// `realpath`, `open(O_CREAT|O_EXCL|O_NOFOLLOW)`, `fchown`, `fchmod`, `fsync` and `rename`.
     static func writeAtomically(_ path: String, _ bytes: [UInt8]) throws(Failure) {
-        let temporary = path + ".kvctl-\(getpid()).tmp"
-        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else { throw Failure("cannot create \(temporary): \(String(cString: strerror(errno)))") }
-        var failure = writeAll(descriptor, bytes)
-        if failure == nil, fsync(descriptor) != 0 { failure = errno }
+        let (target, existing) = try replacedFile(path)
+        let temporary = target + ".kvctl-\(getpid()).tmp"
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw Failure("cannot create \(temporary): \(systemError())") }
+        var failure = existing.flatMap { keepOwnerAndMode(of: $0, on: descriptor) }
+        if failure == nil, let code = writeAll(descriptor, bytes) { failure = systemError(code) }
+        if failure == nil, fsync(descriptor) != 0 { failure = systemError() }
         close(descriptor)
-        if failure == nil, rename(temporary, path) != 0 { failure = errno }
+        if failure == nil, rename(temporary, target) != 0 { failure = systemError() }
         if let failure {
             unlink(temporary)
-            throw Failure("cannot write \(path): \(String(cString: strerror(failure)))")
+            throw Failure("cannot write \(path): \(failure)")
         }
+    }
+
+    /// The file a write to `path` replaces (the target of a link) and its status, `nil` if
+    /// there is none yet.
+    private static func replacedFile(_ path: String) throws(Failure) -> (path: String, status: stat?) {
+        var info = stat()
+        guard lstat(path, &info) == 0 else {
+            guard errno == ENOENT else { throw Failure("cannot write \(path): \(systemError())") }
+            return (path, nil)
+        }
+        var target = path
+        if info.st_mode & S_IFMT == S_IFLNK {
+            let resolved = realpath(path, nil)
+            defer { free(resolved) }
+            guard let resolved, stat(resolved, &info) == 0 else {
+                throw Failure("cannot write \(path): it is a symbolic link to a file that cannot be reached (\(systemError())); create that file first, or remove the link")
+            }
+            target = String(cString: resolved)
+        }
+        guard info.st_mode & S_IFMT == S_IFREG else {
+            throw Failure("cannot write \(path): it is not a regular file; give the name of a file, or - for standard output")
+        }
+        return (target, info)
+    }
+
+    /// Gives the new file open at `descriptor` the owner, group and permissions of `existing`;
+    /// returns why it could not, or `nil`.
+    private static func keepOwnerAndMode(of existing: stat, on descriptor: Int32) -> String? {
+        var created = stat()
+        guard fstat(descriptor, &created) == 0 else { return systemError() }
+        if created.st_uid != existing.st_uid || created.st_gid != existing.st_gid,
+           fchown(descriptor, existing.st_uid, existing.st_gid) != 0 {
+            return "it belongs to uid \(existing.st_uid) and gid \(existing.st_gid), which a new copy cannot keep (\(systemError())); export as its owner, or to another file"
+        }
+        return fchmod(descriptor, existing.st_mode & 0o7777) == 0 ? nil : systemError()
+    }
+
+    /// The system's message for `code`, like "Permission denied".
+    private static func systemError(_ code: Int32 = errno) -> String {
+        String(cString: strerror(code))
     }
 }

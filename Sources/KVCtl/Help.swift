@@ -72,8 +72,10 @@ enum Help {
             summary: "write the whole domain as typed JSON",
             details: """
                 Writes all values of DOMAIN as an indented typed JSON object to FILE, or to stdout
-                for -. If kvd cannot read some stored values, the file is written without them and
-                kvctl names them and exits 1 (as does get DOMAIN).
+                for -. FILE is replaced atomically; an existing file keeps its mode and owner, a
+                symbolic link is written through to its target, and a new file gets mode 0600
+                (the values may hold secrets). If kvd cannot read some stored values, the file is
+                written without them and kvctl names them and exits 1 (as does get DOMAIN).
                 """),
         Entry(
             name: "import", aliases: [], usage: "import DOMAIN FILE|-",
@@ -141,7 +143,8 @@ enum Help {
 
             Options:
               --socket PATH    kvd's socket (else $KVD_SOCKET, else $XDG_RUNTIME_DIR/kvd.sock,
-                               else /tmp/kvd-<uid>/kvd.sock)
+                               else /tmp/kvd-<uid>/kvd.sock, whose folder must be yours
+                               with mode 0700)
               --json           print typed JSON (values, lists, revisions)
               --no-autostart   do not start kvd when nothing listens (also: KVD_NO_AUTOSTART=1)
               -h, --help       this help; kvctl help COMMAND explains one command

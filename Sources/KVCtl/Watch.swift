@@ -87,7 +87,7 @@ struct WatchCommand {
         switch error {
         case .connectionClosed, .cannotConnect, .cannotStart: true
         case .protocolError(let reason): reason.hasPrefix("cannot send") || reason.hasPrefix("cannot receive")
-        case .remote: false
+        case .remote, .unsafeSocketFolder: false
         }
     }
 }

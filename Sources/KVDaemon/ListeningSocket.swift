@@ -11,11 +11,18 @@ struct ListeningSocket {
 
     /// A socket-activation handover if there is one, else `path`, bound with mode 0600.
     ///
-    /// A socket file with no listener behind it (left by a killed daemon) is replaced; a live
-    /// one, or a file that is not a socket, is an error that says so.
+    /// The fallback folder (`/tmp/kvd-<uid>`) must pass the check all kvd programs share
+    /// (``SocketFolder/prepare(forSocket:fallback:owner:)``): kvd never binds in a folder another
+    /// user may control. A socket file with no listener behind it (left by a killed daemon) is
+    /// replaced; a live one, or a file that is not a socket, is an error that says so.
     static func open(path: String, log: Logger) throws(DaemonError) -> ListeningSocket {
         let inherited = Systemd.listenFileDescriptors()
         if !inherited.isEmpty { return ListeningSocket(fds: inherited, activated: true, bound: nil) }
+        do {
+            try SocketFolder.prepare(forSocket: path)
+        } catch {
+            throw DaemonError(error.description)
+        }
         let folder = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
         if !folder.isEmpty, Paths.makeDirectory(folder) != 0 {
             throw DaemonError("cannot create the socket folder \(folder): \(String(cString: strerror(errno)))")

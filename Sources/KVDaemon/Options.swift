@@ -19,9 +19,11 @@ public struct DaemonOptions: Sendable, Equatable {
         options:
           --socket PATH         socket to listen on when not socket-activated
                                 (default: $KVD_SOCKET, else $XDG_RUNTIME_DIR/kvd.sock,
-                                else /tmp/kvd-UID/kvd.sock)
+                                else /tmp/kvd-UID/kvd.sock, whose folder must be kvd's
+                                user's with mode 0700)
           --state-dir DIR       state folder (default: $KVD_STATE_DIR, else $STATE_DIRECTORY,
-                                else $XDG_CONFIG_HOME/kvd, else ~/.config/kvd)
+                                else $XDG_CONFIG_HOME/kvd, else ~/.config/kvd; it must
+                                be kvd's user's and not writable by others)
           --idle-exit SECONDS   exit after this many idle seconds with no client (default 30;
                                 0 = never)
           --verbose             log every connection and commit
@@ -38,7 +40,15 @@ public struct DaemonOptions: Sendable, Equatable {
         case version
     }
 
-    /// Parses `arguments` (without the program name). Throws a one-line message on bad usage.
+    /// `value` of the path option `flag`: an empty one (a script's unset variable) is a usage
+    /// error, never the default path with the user's real data.
+    private static func path(_ value: String, for flag: String, naming name: String) throws(UsageError) -> String {
+        guard !value.isEmpty else { throw UsageError("\(flag) needs a \(name), not an empty value (is a variable unset?)") }
+        return value
+    }
+
+    /// Parses `arguments` (without the program name). Throws a one-line message on bad usage;
+    /// an empty `--socket` or `--state-dir` is one (empty environment variables count as unset).
     public static func parse(_ arguments: [String], environment: [String: String]) throws(UsageError) -> Parsed {
         var socket: String?
         var state: String?
@@ -58,8 +68,8 @@ public struct DaemonOptions: Sendable, Equatable {
             switch argument {
             case "-h", "--help": return .help
             case "--version": return .version
-            case "--socket": socket = try value(for: argument)
-            case "--state-dir": state = try value(for: argument)
+            case "--socket": socket = try path(try value(for: argument), for: argument, naming: "PATH")
+            case "--state-dir": state = try path(try value(for: argument), for: argument, naming: "DIR")
             case "--verbose", "-v": verbose = true
             case "--idle-exit":
                 let text = try value(for: argument)

@@ -28,6 +28,22 @@ public struct OpenOptions: OptionSet, Sendable, Hashable {
     /// Writes bypass the page cache (`O_DIRECT`): each must cover whole blocks of the device
     /// (offset and length multiples of its logical block size), or it fails with `EINVAL`.
     public static let direct = OpenOptions(rawValue: 1 << 6)
+    /// Fail with `ELOOP` if the last component of the path is a symbolic link (`O_NOFOLLOW`):
+    /// every file kvd writes in its state folder is opened so, never through a planted link.
+    public static let noFollow = OpenOptions(rawValue: 1 << 7)
+}
+
+/// Who owns a file or folder and who may do what with it, as `fstat` reports.
+public struct FileStatus: Sendable, Equatable {
+    /// The owner's user id (`st_uid`).
+    public var owner: UInt32
+    /// The permission bits, with set-user-id, set-group-id and sticky (`st_mode & 07777`).
+    public var permissions: UInt32
+
+    public init(owner: UInt32, permissions: UInt32) {
+        self.owner = owner
+        self.permissions = permissions
+    }
 }
 
 /// A failed file-system call: the operation, the path if known, and the `errno` code.
@@ -43,9 +59,11 @@ public struct FileSystemError: Error, Sendable, Equatable, CustomStringConvertib
     }
 
     /// Like "fsync of /x/kvd.wal failed: Input/output error (errno 5)".
+    /// With `ELOOP` (a link met by ``OpenOptions/noFollow``) it says what to do about the link.
     public var description: String {
         let subject = path.map { "\(operation) of \($0)" } ?? operation
-        return "\(subject) failed: \(String(cString: strerror(code))) (errno \(code))"
+        let advice = code == ELOOP ? "; kvd does not follow symbolic links in its state folder: remove the link" : ""
+        return "\(subject) failed: \(String(cString: strerror(code))) (errno \(code))\(advice)"
     }
 }
 
@@ -81,6 +99,10 @@ public protocol FileSystem: Sendable {
     func truncate(_ descriptor: FileDescriptor, to length: Int64) throws(FileSystemError)
     /// The file's size in bytes. C: `fstat`.
     func size(_ descriptor: FileDescriptor) throws(FileSystemError) -> Int64
+    /// The owner and permissions of an open file or folder. C: `fstat`.
+    func status(_ descriptor: FileDescriptor) throws(FileSystemError) -> FileStatus
+    /// The user this process acts as, who must own the state folder. C: `geteuid`.
+    var effectiveUserID: UInt32 { get }
     /// Takes an exclusive lock without waiting; `EWOULDBLOCK` if another holds it.
     /// C: `flock(LOCK_EX | LOCK_NB)`.
     func lockExclusively(_ descriptor: FileDescriptor) throws(FileSystemError)
@@ -120,9 +142,12 @@ extension FileSystem {
     /// Writes a new file durably under a temporary name and renames it to `path`: open, write,
     /// fsync, close, rename. The caller syncs the folder. On failure the temporary file is
     /// removed and `path` is untouched.
+    ///
+    /// The temporary file is always a new file (`O_CREAT|O_EXCL|O_NOFOLLOW`): whatever is at its
+    /// name (left by a crash, or a link planted there) is unlinked, never written through.
     func replaceFile(_ path: String, temporary: String, with bytes: [UInt8]) throws(FileSystemError) {
         do {
-            let descriptor = try open(temporary, [.write, .create, .truncate], permissions: 0o600)
+            let descriptor = try createNew(temporary)
             defer { close(descriptor) }
             try write(descriptor, bytes)
             try fsync(descriptor)
@@ -135,6 +160,18 @@ extension FileSystem {
         } catch {
             try? unlink(temporary)
             throw error
+        }
+    }
+
+    /// Creates `path` as a new file, mode 0600, for writing; if something is at that name,
+    /// unlinks it (without following a link) and tries once more.
+    private func createNew(_ path: String) throws(FileSystemError) -> FileDescriptor {
+        let options: OpenOptions = [.write, .create, .exclusive, .noFollow]
+        do {
+            return try open(path, options, permissions: 0o600)
+        } catch where error.code == EEXIST {
+            try unlink(path)
+            return try open(path, options, permissions: 0o600)
         }
     }
 

@@ -86,7 +86,7 @@ final class Journal: @unchecked Sendable {
     func openLog(tail: [UInt8]) throws(FileSystemError) -> FileDescriptor {
         self.tail = tail
         let start = logLength - Int64(tail.count)
-        if let descriptor = try? fileSystem.open(logPath, [.write, .direct], permissions: 0o600) {
+        if let descriptor = try? fileSystem.open(logPath, [.write, .direct, .noFollow], permissions: 0o600) {
             let block = Self.padded(tail, direct: true)
             do {
                 try fileSystem.write(descriptor, block, at: start)
@@ -100,7 +100,7 @@ final class Journal: @unchecked Sendable {
             }
         }
         direct = false
-        let descriptor = try fileSystem.open(logPath, [.write], permissions: 0o600)
+        let descriptor = try fileSystem.open(logPath, [.write, .noFollow], permissions: 0o600)
         logDescriptor = descriptor
         return descriptor
     }
@@ -189,7 +189,7 @@ final class Journal: @unchecked Sendable {
         while true {
             let name = StorageFormat.backupName(for: fileName, stamp: stamp, attempt: attempt)
             do {
-                let descriptor = try fileSystem.open(path(name), [.write, .create, .exclusive], permissions: 0o600)
+                let descriptor = try fileSystem.open(path(name), [.write, .create, .exclusive, .noFollow], permissions: 0o600)
                 defer { fileSystem.close(descriptor) }
                 try fileSystem.write(descriptor, bytes)
                 try fileSystem.fsync(descriptor)

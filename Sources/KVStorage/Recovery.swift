@@ -50,18 +50,38 @@ struct Recovery {
         }
     }
 
+    /// Creates the folder if missing and refuses one that is not the user's alone: owned by
+    /// another user, or writable by group or others (who could plant links or files in it).
     private func prepareDirectory() throws(StorageError) {
         do {
             try makeDirectories(directory)
         } catch {
             throw .invalidStateDirectory("cannot create the state folder \(directory): \(error)")
         }
+        let status: FileStatus
         do {
             let descriptor = try fileSystem.open(directory, [.directory], permissions: 0)
-            fileSystem.close(descriptor)
+            defer { fileSystem.close(descriptor) }
+            status = try fileSystem.status(descriptor)
         } catch {
             throw .invalidStateDirectory("cannot use the state folder \(directory): \(error)")
         }
+        if let refusal = Self.refusal(of: status, at: directory, user: fileSystem.effectiveUserID) {
+            throw .invalidStateDirectory(refusal)
+        }
+    }
+
+    /// Why a state folder with `status` must not be used by `user`, or `nil` if it may.
+    static func refusal(of status: FileStatus, at directory: String, user: UInt32) -> String? {
+        if status.owner != user {
+            return "the state folder \(directory) belongs to uid \(status.owner), not to uid \(user) that kvd runs as, so kvd will not "
+                + "keep settings there; use a folder of your own (--state-dir DIR), or have it given to uid \(user) (chown)"
+        }
+        if status.permissions & 0o022 != 0 {
+            return "the state folder \(directory) has mode 0\(String(status.permissions, radix: 8)), so other users can write to it "
+                + "and plant files kvd would write through; if nothing in it is foreign, run `chmod go-w \(directory)` and start kvd again"
+        }
+        return nil
     }
 
     /// Creates `path` and any missing parents (like `mkdir -p`), each with mode 0700, and
@@ -107,7 +127,7 @@ struct Recovery {
     private func lock() throws(StorageError) {
         let lockPath = journal.path(StorageFormat.lockFileName)
         do {
-            let descriptor = try fileSystem.open(lockPath, [.write, .create], permissions: 0o600)
+            let descriptor = try fileSystem.open(lockPath, [.write, .create, .noFollow], permissions: 0o600)
             journal.lockDescriptor = descriptor
             try lockRetryingBriefly(descriptor)
         } catch {

@@ -14,6 +14,7 @@ public struct SystemFileSystem: FileSystem {
         if options.contains(.append) { flags |= O_APPEND }
         if options.contains(.directory) { flags |= O_DIRECTORY }
         if options.contains(.direct) { flags |= Self.directFlag }
+        if options.contains(.noFollow) { flags |= O_NOFOLLOW }
         let raw = try retryingInterrupts("open", path) { Glibc.open(path, flags, mode_t(permissions)) }
         return FileDescriptor(rawValue: raw)
     }
@@ -86,6 +87,14 @@ public struct SystemFileSystem: FileSystem {
         _ = try retryingInterrupts("fstat", nil) { Glibc.fstat(descriptor.rawValue, &info) }
         return Int64(info.st_size)
     }
+
+    public func status(_ descriptor: FileDescriptor) throws(FileSystemError) -> FileStatus {
+        var info = stat()
+        _ = try retryingInterrupts("fstat", nil) { Glibc.fstat(descriptor.rawValue, &info) }
+        return FileStatus(owner: info.st_uid, permissions: UInt32(info.st_mode & 0o7777))
+    }
+
+    public var effectiveUserID: UInt32 { geteuid() }
 
     public func lockExclusively(_ descriptor: FileDescriptor) throws(FileSystemError) {
         _ = try retryingInterrupts("flock", nil) { systemFlock(descriptor.rawValue, LOCK_EX | LOCK_NB) }

@@ -31,6 +31,8 @@ final class RecordingConsole: HabitsConsole, @unchecked Sendable {
             (["done", "  "], "needs the habit's NAME"), (["add", "x", "--every", "soon"], "\"soon\""),
             (["add", "x", "--every"], "--every needs a value"), (["list", "--every", "2"], "does not take --every"),
             (["done", "x", "--json"], "does not take --json"), (["list", "--colour"], "unknown option --colour"),
+            (["--socket=", "list"], "--socket needs a PATH, not an empty value"),
+            (["--socket", "", "list"], "--socket needs a PATH, not an empty value"),
         ]
         for (arguments, reason) in cases {
             #expect {

@@ -43,6 +43,8 @@ import Testing
         ([], nil, "missing COMMAND"),
         (["--bogus", "domains"], nil, "unknown option --bogus"),
         (["--socket"], nil, "--socket needs a PATH"),
+        (["--socket=", "domains"], nil, "--socket needs a PATH, not an empty value"),
+        (["--socket", "", "domains"], nil, "--socket needs a PATH, not an empty value"),
         (["frobnicate"], nil, "unknown command \"frobnicate\""),
         (["get"], "get", "missing DOMAIN"),
         (["get", "a/b"], "get", "a domain name may hold only"),

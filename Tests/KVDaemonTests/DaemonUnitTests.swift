@@ -97,3 +97,20 @@ import Testing
         #expect(unknown.error == "org.varlink.service.InterfaceNotFound")
     }
 }
+
+/// Issue 17, item 11: an empty path is a usage error, not the default path.
+@Suite struct EmptyPathOptionUnitTests {
+    @Test(arguments: [
+        (["--socket", ""], "--socket needs a PATH"), (["--socket="], "--socket needs a PATH"),
+        (["--state-dir", ""], "--state-dir needs a DIR"), (["--state-dir="], "--state-dir needs a DIR"),
+    ])
+    func anEmptyPathIsAUsageError(arguments: [String], expected: String) {
+        let error = #expect(throws: UsageError.self) { try DaemonOptions.parse(arguments, environment: ["HOME": "/home/u"]) }
+        #expect(error?.description.hasPrefix(expected) == true && error?.description.contains("empty") == true, "\(String(describing: error))")
+    }
+
+    @Test func emptyVariablesStillCountAsUnset() throws {
+        let parsed = try DaemonOptions.parse([], environment: ["HOME": "/home/u", "KVD_SOCKET": "", "KVD_STATE_DIR": "", "XDG_RUNTIME_DIR": "/run/user/7"])
+        #expect(parsed == .run(DaemonOptions(socketPath: "/run/user/7/kvd.sock", stateDirectory: "/home/u/.config/kvd", idleExit: .seconds(30), verbose: false)))
+    }
+}

@@ -206,7 +206,8 @@ struct InjectedFault: Sendable {
 /// A ``FileSystem`` in memory that models what a crash keeps: file data is durable only after
 /// `fsync`/`fdatasync` of the file, folder entries (create, rename, unlink, mkdir) only after
 /// `fsync` of the folder opened with `.directory`. It records every operation that changes the
-/// disk (the crash points) and can fail any call with an errno.
+/// disk (the crash points) and can fail any call with an errno. It has no symbolic links, so
+/// ``OpenOptions/noFollow`` changes nothing here.
 final class SimulatedFileSystem: FileSystem {
     struct Handle {
         var inode: Int
@@ -229,7 +230,14 @@ final class SimulatedFileSystem: FileSystem {
         var inject: @Sendable (_ index: Int, _ operation: String, _ name: String) -> InjectedFault? = { _, _, _ in nil }
         /// The number of disk operations recorded before each injected fault.
         var faults: [Int] = []
+        /// Owners and permissions set by ``setStatus(of:owner:permissions:)``, by inode; any
+        /// other file or folder belongs to ``effectiveUserID`` with mode 0700 (folders) or 0600.
+        var statuses: [Int: (owner: UInt32, permissions: UInt32)] = [:]
     }
+
+    /// The user the simulated process runs as, who owns every file and folder unless a test
+    /// says otherwise.
+    let effectiveUserID: UInt32 = 1000
 
     let state: Mutex<State>
     /// The disk the simulation started from.
@@ -376,6 +384,23 @@ final class SimulatedFileSystem: FileSystem {
         try state.withLock { state throws(FileSystemError) in
             guard let handle = state.handles[descriptor.rawValue] else { throw FileSystemError(operation: "fstat", path: nil, code: EBADF) }
             return Int64(state.model.current.files[handle.inode]?.count ?? 0)
+        }
+    }
+
+    func status(_ descriptor: FileDescriptor) throws(FileSystemError) -> FileStatus {
+        try state.withLock { state throws(FileSystemError) in
+            guard let handle = state.handles[descriptor.rawValue] else { throw FileSystemError(operation: "fstat", path: nil, code: EBADF) }
+            let isFolder = state.model.current.folders[handle.inode] != nil
+            let set = state.statuses[handle.inode] ?? (effectiveUserID, isFolder ? 0o700 : 0o600)
+            return FileStatus(owner: set.owner, permissions: set.permissions)
+        }
+    }
+
+    /// Gives the file or folder at `path` (which must exist) another owner or permissions.
+    func setStatus(of path: String, owner: UInt32, permissions: UInt32) {
+        state.withLock { state in
+            guard let inode = state.model.current.inode(at: path) else { preconditionFailure("no \(path) on the simulated disk") }
+            state.statuses[inode] = (owner, permissions)
         }
     }
 
