@@ -24,7 +24,7 @@ let package = Package(
         .executableTarget(name: "kvctl", dependencies: ["KVCtl"]),
         .executableTarget(name: "kvbench", dependencies: ["CLinux"]),
         .executableTarget(name: "kvclient-probe", dependencies: ["KVClient", "KVValues"]),
-        .target(name: "HabitsKit", dependencies: ["KVClient", "KVValues"]),
+        .target(name: "HabitsKit", dependencies: ["KVClient", "KVProtocol", "KVValues"]),
         .executableTarget(name: "habits", dependencies: ["HabitsKit"]),
         .executableTarget(name: "kvbench-local", dependencies: ["KVClient"]),
         .executableTarget(name: "kvbench-hello"),

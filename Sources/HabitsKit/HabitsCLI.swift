@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Glibc
 import KVClient
+import KVProtocol
 
 /// Where habits writes: standard output and standard error, replaceable in tests.
 public protocol HabitsConsole: AnyObject {
@@ -71,6 +72,9 @@ public enum HabitsCLI {
         case .presets:
             console.out(ListFormat.presets(Preset.all))
             return
+        case .version:
+            console.out("habits \(KVDVersion.current)\n")
+            return
         default:
             break
         }
@@ -110,7 +114,7 @@ public enum HabitsCLI {
             let removed = habits.remove(at: index)
             try store.save(habits)
             console.out("Removed \"\(removed.name)\" (done \(removed.timesDone) time\(removed.timesDone == 1 ? "" : "s")).\n")
-        case .presets, .help:
+        case .presets, .help, .version:
             break
         }
     }

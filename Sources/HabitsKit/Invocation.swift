@@ -8,6 +8,8 @@ public struct Invocation: Equatable, Sendable {
         case remove(String)
         case presets
         case help
+        /// `--version`: prints `habits VERSION`.
+        case version
     }
 
     public var socket: String?
@@ -35,7 +37,7 @@ public struct Invocation: Equatable, Sendable {
             case "--": words += rest; rest = []
             case "--socket": socket = try socketPath(try value(argument))
             case "--every": every = try value(argument)
-            case "--json", "--preset", "--help", "-h": flags.insert(argument == "-h" ? "--help" : argument)
+            case "--json", "--preset", "--help", "-h", "--version": flags.insert(argument == "-h" ? "--help" : argument)
             case _ where argument.hasPrefix("--socket="): socket = try socketPath(String(argument.dropFirst("--socket=".count)))
             case _ where argument.hasPrefix("--every="): every = String(argument.dropFirst("--every=".count))
             case _ where argument.hasPrefix("-") && argument.count > 1 && Double(argument) == nil:
@@ -44,6 +46,7 @@ public struct Invocation: Equatable, Sendable {
             }
         }
         if flags.contains("--help") || words.first == "help" { return Invocation(socket: socket, command: .help) }
+        if flags.contains("--version") { return Invocation(socket: socket, command: .version) }
         guard let verb = words.first else { throw .usage("no command given") }
         let name = words.dropFirst().joined(separator: " ")
         func allowOnly(_ allowed: Set<String>) throws(HabitsError) {
@@ -100,6 +103,7 @@ public struct Invocation: Equatable, Sendable {
           remove NAME                remove a habit
           presets                    list the built-in suggestions
           help                       this text
+          --version                  print the version
 
         NAME may be several words, and matches ignoring case and surrounding spaces.
         Markers: ● just done, then ◕ ◑ ◔ as the interval runs out, ○ due.

@@ -49,6 +49,8 @@ public enum Command: Sendable, Equatable {
     case watch(Domain, Key?)
     /// `help [COMMAND]`, `--help`, `COMMAND --help`.
     case help(String?)
+    /// `--version`: prints `kvctl VERSION`.
+    case version
 }
 
 /// The parsed command line.
@@ -74,6 +76,7 @@ extension Invocation {
             case "--json": options.json = true
             case "--no-autostart": options.autostart = false
             case "--help", "-h": return Invocation(options: options, command: .help(nil))
+            case "--version": return Invocation(options: options, command: .version)
             default:
                 if option.hasPrefix("--socket=") {
                     options.socket = try socketPath(String(option.dropFirst("--socket=".count)))

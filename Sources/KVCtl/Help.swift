@@ -147,6 +147,7 @@ enum Help {
                                with mode 0700)
               --json           print typed JSON (values, lists, revisions)
               --no-autostart   do not start kvd when nothing listens (also: KVD_NO_AUTOSTART=1)
+              --version        print kvctl's version
               -h, --help       this help; kvctl help COMMAND explains one command
 
             Exit status: 0 done, 1 not found or failed, 2 wrong usage.

@@ -26,6 +26,10 @@ public enum KVCtl {
             console.out(Help.text(topic))
             return 0
         }
+        if invocation.command == .version {
+            console.out("kvctl \(KVDVersion.current)\n")
+            return 0
+        }
         let options = invocation.options
         let runner = Runner(options: options, console: console) { () throws(ClientError) -> Connection in
             let path = SocketPath.resolve(explicit: options.socket, environment: environment)

@@ -63,7 +63,7 @@ struct Runner {
                 }
                 return try connect()
             }.run()
-        case .help:
+        case .help, .version:
             break
         }
     }

@@ -31,7 +31,7 @@ public struct DaemonOptions: Sendable, Equatable {
           --version             show the version
         """
 
-    public static let version = "0.1.0"
+    public static let version = KVDVersion.current
 
     /// What the command line asks for.
     public enum Parsed: Equatable, Sendable {

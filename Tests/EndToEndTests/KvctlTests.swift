@@ -93,3 +93,15 @@ import Testing
         for pid in pids.stdout.split(whereSeparator: { $0 == " " || $0 == "\n" }).compactMap({ Int32($0) }) { kill(pid, SIGTERM) }
     }
 }
+
+/// Every program answers `--version` with its name and the one version of the suite, exit 0.
+@Suite struct VersionTests {
+    @Test(arguments: ["kvd", "kvctl", "habits"])
+    func everyProgramAnswersVersion(program: String) throws {
+        let result = try run(Binaries.directory + "/" + program, ["--version"])
+        #expect(result.status == 0 && result.stderr.isEmpty, "\(program): \(result.stderr)")
+        let words = result.stdout.split(separator: " ")
+        #expect(words.count == 2 && words[0] == program && result.stdout.hasSuffix("\n"), "\(result.stdout)")
+        #expect(words.last.map { $0.dropLast().split(separator: ".").count == 3 } == true, "\(result.stdout)")
+    }
+}
