@@ -6,12 +6,15 @@ import KVValues
 ///
 /// ```swift
 /// try defaults.apply { batch in
-///     try batch.set(0.5, for: .quality)
-///     try batch.set(templates, for: .templates, unread: .keep)
-///     try batch.write("dark", forKey: "theme")
+///     batch.set(0.5, for: .quality)
+///     batch.set(templates, for: .templates, unread: .keep)
+///     batch.write("dark", forKey: "theme")
 ///     batch.reset(.nickname)
 /// }
 /// ```
+///
+/// Adding to a batch never throws; the first write that cannot be made (a value that cannot be
+/// encoded, an invalid key) is thrown by `apply`, which then commits nothing.
 extension KVDefaults {
     /// The writes of one ``KVDefaults/apply(_:)``, in order (a later write of a key wins).
     public struct Batch {
@@ -21,43 +24,51 @@ extension KVDefaults {
         }
 
         var entries: [(key: KVValues.Key, entry: Entry)] = []
+        /// The first write that could not be added; `apply` throws it.
+        var failure: KVDefaultsError?
 
         /// Adds a typed write, guarded as ``KVDefaults/set(_:for:unread:)`` is, against the
-        /// value stored when the batch commits. Throws at once if the value cannot be encoded.
-        public mutating func set<T>(_ value: T, for key: KVDefaults.Key<T>, unread policy: UnreadPolicy = .refuse) throws(KVDefaultsError) {
-            let node: Node
-            do { node = try NodeEncoder().encode(value) } catch {
-                throw .invalidValue(key: key.name, reason: Versioning.describe(error))
+        /// value stored when the batch commits.
+        public mutating func set<T>(_ value: T, for key: KVDefaults.Key<T>, unread policy: UnreadPolicy = .refuse) {
+            add(key.name) { () throws(KVDefaultsError) -> Entry in
+                let node: Node
+                do { node = try NodeEncoder().encode(value) } catch {
+                    throw .invalidValue(key: key.name, reason: Versioning.describe(error))
+                }
+                return .typed { (stored) throws(KVDefaultsError) -> Value? in
+                    try WriteGuard.prepare(node, as: T.self, over: stored, unread: policy, key: key.name)
+                }
             }
-            let name = key.name
-            entries.append((try KVDefaultsError.key(name), .typed { (stored) throws(KVDefaultsError) -> Value? in
-                try WriteGuard.prepare(node, as: T.self, over: stored, unread: policy, key: name)
-            }))
         }
 
         /// Adds a plain write, as ``KVDefaults/write(_:forKey:)`` does (nil removes the key).
-        public mutating func write(_ value: Value?, forKey key: String) throws(KVDefaultsError) {
-            if let value {
-                do { try value.validate() } catch { throw .invalidValue(key: key, reason: error.description) }
+        public mutating func write(_ value: Value?, forKey key: String) {
+            add(key) { () throws(KVDefaultsError) -> Entry in
+                if let value { try KVDefaultsError.validate(value, key: key) }
+                return .plain(value)
             }
-            entries.append((try KVDefaultsError.key(key), .plain(value)))
         }
 
         /// Adds the removal of a typed key.
         public mutating func reset(_ key: Keys) {
-            guard let name = try? KVDefaultsError.key(key.name) else { return }
-            entries.append((name, .plain(nil)))
+            add(key.name) { .plain(nil) }
+        }
+
+        private mutating func add(_ key: String, _ entry: () throws(KVDefaultsError) -> Entry) {
+            guard failure == nil else { return }
+            do { entries.append((try KVDefaultsError.key(key), try entry())) } catch { failure = error }
         }
     }
 
     /// Builds a batch with `build` and commits it as one atomic `Apply`: returns when kvd has
-    /// every change on disk; if `build` or a guarded write throws, nothing is written. The typed
-    /// writes are checked against the domain as it is at the commit (one `List`), and the commit
-    /// is conditional on the domain not changing meanwhile (retried if it did). Blocks for two
-    /// round trips to kvd.
-    public func apply(_ build: (inout Batch) throws(KVDefaultsError) -> Void) throws(KVDefaultsError) {
+    /// every change on disk. If a write cannot be made (invalid key or value, or a typed write
+    /// whose guard refuses), throws it and writes nothing. The typed writes are checked against
+    /// the domain as it is at the commit (one `List`), and the commit is conditional on the
+    /// domain not changing meanwhile (retried if it did). Blocks for two round trips to kvd.
+    public func apply(_ build: (inout Batch) -> Void) throws(KVDefaultsError) {
         var batch = Batch()
-        try build(&batch)
+        build(&batch)
+        if let failure = batch.failure { throw failure }
         guard !batch.entries.isEmpty else { return }
         for attempt in 1...5 {
             let listing = try client.call { (connection) throws(ClientError) in try connection.list(domain) }

@@ -150,9 +150,7 @@ public final class KVDefaults: Sendable {
     /// kvd has it on disk. Throws when the key or value is invalid or kvd cannot store it.
     public func write(_ value: Value?, forKey key: String) throws(KVDefaultsError) {
         let name = try KVDefaultsError.key(key)
-        if let value {
-            do { try value.validate() } catch { throw .invalidValue(key: key, reason: error.description) }
-        }
+        if let value { try KVDefaultsError.validate(value, key: key) }
         let revision = try client.call { (connection) throws(ClientError) -> Int64 in
             if let value { return try connection.set(domain, name, value) }
             return try connection.delete(domain, name)
@@ -216,6 +214,11 @@ public enum KVDefaultsError: Error, Sendable, Equatable, CustomStringConvertible
     private static func summary(_ report: KVReadReport) -> String {
         let shown = report.findings.prefix(3).map(\.description).joined(separator: "; ")
         return report.findings.count > 3 ? shown + "; and \(report.findings.count - 3) more" : shown
+    }
+
+    /// Checks what typed JSON cannot say (finite reals, dates in range) before a write.
+    static func validate(_ value: Value, key: String) throws(KVDefaultsError) {
+        do { try value.validate() } catch { throw .invalidValue(key: key, reason: error.description) }
     }
 
     static func key(_ name: String) throws(KVDefaultsError) -> Key {

@@ -151,6 +151,8 @@ enum Versioning {
         case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context),
             DecodingError.dataCorrupted(let context):
             return context.debugDescription + at(context.codingPath)
+        case EncodingError.invalidValue(_, let context):
+            return context.debugDescription + at(context.codingPath)
         default:
             return "\(error)"
         }

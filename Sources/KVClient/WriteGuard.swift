@@ -63,7 +63,7 @@ enum WriteGuard {
         guard node != .null else { return nil }
         let value: Value
         do { value = try node.value() } catch { throw .invalidValue(key: key, reason: error.description) }
-        do { try value.validate() } catch { throw .invalidValue(key: key, reason: error.description) }
+        try KVDefaultsError.validate(value, key: key)
         return value
     }
 
