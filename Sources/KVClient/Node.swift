@@ -80,18 +80,4 @@ enum Node: Sendable, Equatable {
         case .object: "a dictionary"
         }
     }
-
-    var typeName: String {
-        switch self {
-        case .null: "null"
-        case .bool: "bool"
-        case .integer: "integer"
-        case .real: "real"
-        case .string: "string"
-        case .date: "date"
-        case .data: "data"
-        case .array: "array"
-        case .object: "dictionary"
-        }
-    }
 }

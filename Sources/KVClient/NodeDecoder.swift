@@ -59,7 +59,7 @@ final class Access {
         case .object(let members) where keyed:
             for name in members.keys.sorted() where !read.contains(name) && members[name] != .null {
                 context.log.record(Finding(
-                    path + [MemberKey(name)], .unread, "\(typeName) has no member \"\(name)\", so it was not read",
+                    path + [MemberKey(name)], .unread, "\(typeName) does not read the stored member \"\(name)\"",
                     stored: members[name], keep: .memberIfAbsent, stable: context.stable))
             }
         case .array(let elements) where unkeyed && consumed < elements.count:
