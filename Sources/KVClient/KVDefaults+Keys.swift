@@ -77,8 +77,7 @@ extension KVDefaults {
         guard let (stored, source) = lookup(key.name) else {
             return KVReading(value: key.defaultValue, report: KVReadReport(), isStored: false)
         }
-        let read = Self.typedRead(T.self, stored, argument: source == .argument)
-        reportOnce(key.name, stored: stored, read.findings.filter(\.blocksWrite).map(Self.diagnostic))
+        let read = typedRead(T.self, stored, source: source, key: key.name)
         return KVReading(value: read.value ?? key.defaultValue, report: KVReadReport(findings: read.findings.map(\.visible)), isStored: true)
     }
 
@@ -124,9 +123,14 @@ extension KVDefaults {
     /// Decodes a stored value as `T` (nil if it cannot), reporting what it could not read once
     /// per stored value.
     func decode<T: Decodable>(_ type: T.Type, _ stored: Value, source: Source, key: String) -> T? {
+        typedRead(T.self, stored, source: source, key: key).value
+    }
+
+    /// ``typedRead(_:_:argument:)``, with what blocks a save reported once per stored value.
+    private func typedRead<T: Decodable>(_ type: T.Type, _ stored: Value, source: Source, key: String) -> (value: T?, findings: [Finding]) {
         let read = Self.typedRead(T.self, stored, argument: source == .argument)
         reportOnce(key, stored: stored, read.findings.filter(\.blocksWrite).map(Self.diagnostic))
-        return read.value
+        return read
     }
 
     /// A stored value read as `T`: as typed JSON, else converted as the getters do (scalars),
