@@ -18,11 +18,15 @@ import KVClient
 ///   `preset`, the built-in suggestion the habit was added from. The conversion from v0.1 is
 ///   ``init(migrating:)``: id, name, dates and count are kept exactly.
 ///
+/// v0.1 wrote no version and every later version writes one, so data without a version is
+/// v0.1 (``unversionedSchemaVersion``): it is never tried as v2 first.
+///
 /// A later version adds a type here, names this one as its `Previous` and raises the number;
 /// an older habits that meets it leaves the list alone (see ``HabitStore``).
 public struct Habit: VersionedValue, Equatable {
     public typealias Previous = HabitItemV01
     public static let schemaVersion = 2
+    public static let unversionedSchemaVersion: Int? = 1
 
     public var id: UUID
     public var name: String
@@ -67,8 +71,7 @@ public struct Habit: VersionedValue, Equatable {
 
     private enum CodingKeys: String, CodingKey { case id, name, started, lastDone, timesDone, schedule, preset }
 
-    /// `schedule` is required, so a v0.1 element (which has none) fails here and is read as
-    /// ``HabitItemV01`` instead.
+    /// Every member but `preset` is required.
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         self.init(

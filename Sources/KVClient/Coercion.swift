@@ -69,6 +69,89 @@ enum Coercion {
         return Double(String(characters[..<end])).flatMap { $0.isFinite ? $0 : nil } ?? 0
     }
 
+    // MARK: typed keys
+
+    /// A stored scalar as the scalar type `T` (or an optional of one) of a typed key, converted
+    /// as the getters do where nothing is lost; nil when `T` is not such a type or the value
+    /// does not convert exactly:
+    ///
+    /// | key type | reads besides its own type |
+    /// |---|---|
+    /// | `Int` (and other integers) | a string that is a whole number (`"20"`, `" 20 "`); a real without a fraction; a bool as 1/0 |
+    /// | `Double`, `Float` | a string that is a number (`"0.5"`); an integer; a bool as 1/0 |
+    /// | `Bool` | the strings `YES NO true false Y N T F 1 0` (any case, blanks around); the integers 0 and 1 |
+    /// | `String` | an integer or a real, as its digits |
+    static func typed<T>(_ type: T.Type, _ value: Value) -> T? {
+        let wanted = Versioning.unwrapped(T.self)
+        let converted: Any?
+        switch wanted {
+        case let integer as any FixedWidthInteger.Type: converted = wholeNumber(value).flatMap { exactly(integer, $0) }
+        case is Double.Type: converted = number(value)
+        case is Float.Type: converted = number(value).map { Float($0) }
+        case is Bool.Type: converted = flag(value)
+        case is String.Type: converted = digits(value)
+        default: converted = nil
+        }
+        guard let converted else { return nil }
+        if let exact = converted as? T { return exact }
+        return (T.self as? any OptionalProtocol.Type)?.wrapping(converted) as? T
+    }
+
+    private static func exactly<I: FixedWidthInteger>(_ type: I.Type, _ number: Int64) -> Any? {
+        I(exactly: number)
+    }
+
+    /// `text` without blanks around it.
+    private static func trimmed(_ text: String) -> String {
+        var rest = Substring(text)
+        while let first = rest.first, first == " " || first == "\t" { rest.removeFirst() }
+        while let last = rest.last, last == " " || last == "\t" { rest.removeLast() }
+        return String(rest)
+    }
+
+    private static func number(_ value: Value) -> Double? {
+        switch value {
+        case .integer(let number): Double(number)
+        case .real(let number): number
+        case .bool(let flag): flag ? 1 : 0
+        case .string(let text): Double(trimmed(text)).flatMap { $0.isFinite ? $0 : nil }
+        default: nil
+        }
+    }
+
+    private static func wholeNumber(_ value: Value) -> Int64? {
+        switch value {
+        case .integer(let number): number
+        case .bool(let flag): flag ? 1 : 0
+        case .string(let text): Int64(trimmed(text)) ?? number(value).flatMap { Int64(exactly: $0) }
+        case .real(let number): Int64(exactly: number)
+        default: nil
+        }
+    }
+
+    private static func flag(_ value: Value) -> Bool? {
+        switch value {
+        case .bool(let flag): return flag
+        case .integer(0): return false
+        case .integer(1): return true
+        case .string(let text):
+            switch trimmed(text).lowercased() {
+            case "yes", "true", "y", "t", "1": return true
+            case "no", "false", "n", "f", "0": return false
+            default: return nil
+            }
+        default: return nil
+        }
+    }
+
+    private static func digits(_ value: Value) -> String? {
+        switch value {
+        case .string(let text): text
+        case .integer, .real: string(value)
+        default: nil
+        }
+    }
+
     // MARK: Swift values
 
     /// A Foundation-style value as a stored value: `String`, `Bool`, the integer types, `Double`,

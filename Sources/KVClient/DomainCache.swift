@@ -165,13 +165,14 @@ final class WatchCore: Sendable {
     /// restarting) is not worth a report unless reconnecting fails.
     private func noteFailure(_ error: ClientError) {
         guard error != .connectionClosed else { return }
-        let first = state.withLock { state in
+        let (first, loaded) = state.withLock { state in
             defer { state.outageReported = true }
-            return !state.outageReported && !state.stopped
+            return (!state.outageReported && !state.stopped, state.loaded)
         }
         guard first else { return }
+        let serving = loaded ? "serving the last known values" : "reads return registered values and defaults until it can be reached"
         report(KVDiagnostic(
             domain: domain.name, key: nil, kind: .unavailable,
-            message: "cannot watch for changes (\(error)); serving the last known values and retrying"))
+            message: "cannot reach kvd to read or watch the domain (\(error)); \(serving), and retrying"))
     }
 }

@@ -14,11 +14,19 @@ import KVValues
 /// ```
 ///
 /// Reads never throw: a missing value reads as the default, and so does one that cannot be
-/// decoded (the reason goes to the diagnostics handler). Any `Codable` type works; a
-/// ``VersionedValue`` migrates from older versions; an array decodes leniently (an element that
-/// cannot be read is skipped and reported, and kept: see ``set(_:for:)``). A value stored as
-/// data holding JSON (how `UserDefaults` apps stored Codable values, `JSONEncoder` defaults:
-/// dates as seconds since 2001) is read too, and stored as typed JSON on the next write.
+/// decoded (the reason goes to the diagnostics handler; ``KVDefaults/read(_:)`` returns it as a
+/// ``KVReadReport``). Any `Codable` type works; a ``VersionedValue`` migrates from older
+/// versions; arrays and string-keyed dictionaries decode leniently at every depth (an element or
+/// entry that cannot be read is skipped and reported), and an optional member that cannot be
+/// read reads as nil (reported). A value stored as data holding JSON (how `UserDefaults` apps
+/// stored Codable values, `JSONEncoder` defaults: dates as seconds since 2001) is read too, and
+/// stored as typed JSON on the next write. A scalar key converts as the getters do, where
+/// nothing is lost: `Key<Int>` reads the string `"20"` (and an integral real, and a bool as
+/// 1/0), `Key<Double>` a numeric string, an integer or a bool, `Key<Bool>` the strings
+/// `YES`/`NO`/`true`/`false`/`Y`/`N`/`T`/`F`/`1`/`0` (any case) and the integers 0 and 1,
+/// `Key<String>` an integer or a real as its digits.
+///
+/// Saves never lose what a read did not understand: see ``KVDefaults/set(_:for:unread:)``.
 extension KVDefaults {
     /// The namespace typed keys are declared in, as static members.
     public class Keys: @unchecked Sendable {
@@ -42,66 +50,119 @@ extension KVDefaults {
         }
     }
 
+    /// What ``set(_:for:unread:)`` does when the stored value did not read cleanly as the key's
+    /// type (something skipped, unknown, newer, or read as a fallback, at any depth).
+    public enum UnreadPolicy: Sendable, Equatable {
+        /// Write nothing and throw ``KVDefaultsError/wouldLoseStoredData(key:report:)`` (the default).
+        case refuse
+        /// Put each unread part back where it provably belongs (by member names from the root:
+        /// skipped elements appended to their array, unknown members and untouched unreadable
+        /// members restored); throw as `.refuse` if a part cannot be placed (inside an array
+        /// element or a migrated value, or the whole value).
+        case keep
+        /// Write the new value; the unread parts are lost, on purpose.
+        case replace
+    }
+
     /// The key's value by the search order, or its default.
-    public subscript<T>(key: Key<T>) -> T { value(for: key) }
+    public subscript<T>(key: Key<T>) -> T { read(key).value }
 
     /// The key's value by the search order, or its default if missing or unreadable.
-    public func value<T>(for key: Key<T>) -> T {
-        guard let (stored, source) = lookup(key.name) else { return key.defaultValue }
-        return decode(T.self, stored, source: source, key: key.name) ?? key.defaultValue
+    public func value<T>(for key: Key<T>) -> T { read(key).value }
+
+    /// The key's value by the search order (its default if missing or unreadable), with what the
+    /// read skipped or did not know: ``KVReadReport/isClean``, ``KVReadReport/newerVersion``
+    /// (a newer app wrote part of it), and each finding with its path.
+    public func read<T>(_ key: Key<T>) -> KVReading<T> {
+        guard let (stored, source) = lookup(key.name) else {
+            return KVReading(value: key.defaultValue, report: KVReadReport(), isStored: false)
+        }
+        let read = typedRead(T.self, stored, source: source, key: key.name)
+        return KVReading(value: read.value ?? key.defaultValue, report: KVReadReport(findings: read.findings.map(\.visible)), isStored: true)
     }
 
     /// Stores `value` as the key's value and returns when kvd has it on disk; a nil `Optional`
     /// removes the key.
     ///
-    /// Two guards keep what the app cannot read: if the stored value has a newer schema version
-    /// than `T` knows, this throws ``KVDefaultsError/newerVersionStored(key:stored:known:)`` and
-    /// changes nothing (``reset(_:)`` first to replace it on purpose); and when `T` is an array,
-    /// the stored elements it cannot decode (malformed, or of a newer version) are appended after
-    /// `value`'s elements, so saving never drops them. Both read and write in one conditional
-    /// commit, retried if another process wrote meanwhile.
-    public func set<T>(_ value: T, for key: Key<T>) throws(KVDefaultsError) {
+    /// Never overwrites what was not read cleanly: the stored value is read as `T` first, and if
+    /// anything in it was skipped, unknown, newer or read as a fallback, `unread` decides
+    /// (``UnreadPolicy``; by default the save throws
+    /// ``KVDefaultsError/wouldLoseStoredData(key:report:)`` and changes nothing). The read and
+    /// the write are one conditional commit, retried if another process wrote meanwhile; after
+    /// a failed save, reads still return what is stored. Blocks for two round trips to kvd.
+    public func set<T>(_ value: T, for key: Key<T>, unread policy: UnreadPolicy = .refuse) throws(KVDefaultsError) {
         let node: Node
         do { node = try NodeEncoder().encode(value) } catch {
             throw .invalidValue(key: key.name, reason: Versioning.describe(error))
         }
-        guard node != .null else { return try write(Value?.none, forKey: key.name) }
-        guard Versioning.needsGuardedWrite(T.self) else {
-            return try write(try Self.stored(node, key.name), forKey: key.name)
+        let name = try KVDefaultsError.key(key.name)
+        for attempt in 1...5 {
+            let (stored, revision) = try storedForWrite(name)
+            let final = try WriteGuard.prepare(node, as: T.self, over: stored, unread: policy, key: key.name)
+            do {
+                let committed = try client.call { (connection) throws(ClientError) -> Int64 in
+                    guard let final else { return try connection.delete(domain, name) }
+                    return try connection.set(domain, name, final, ifRevision: revision)
+                } ifNotFound: { 0 }
+                cacheIfWatching(domain)?.apply([Change(key: name, value: final)], revision: committed)
+                return
+            } catch .client(let error) where error.remoteName == DefaultsInterface.Error.revisionMismatch && attempt < 5 {
+                continue
+            }
         }
-        try writeKeepingUnreadable(node, as: T.self, key: key.name)
     }
 
-    /// Removes the key from this suite's domain, so it reads as its default.
+    /// Removes the key from this suite's domain, so it reads as its default; this is how to
+    /// replace a stored value a save refused to overwrite.
     public func reset(_ key: Keys) throws(KVDefaultsError) {
         try write(Value?.none, forKey: key.name)
     }
 
     // MARK: decoding
 
-    /// Decodes a stored value as `T`, reporting why not (once per stored value).
+    /// Decodes a stored value as `T` (nil if it cannot), reporting what it could not read once
+    /// per stored value.
     func decode<T: Decodable>(_ type: T.Type, _ stored: Value, source: Source, key: String) -> T? {
-        var attempt = Versioning.decode(T.self, from: Node(stored))
-        if case .failure = attempt.result, let node = Self.jsonInData(stored) {
-            attempt = Versioning.decode(T.self, from: node)
+        typedRead(T.self, stored, source: source, key: key).value
+    }
+
+    /// ``typedRead(_:_:argument:)``, with what blocks a save reported once per stored value.
+    private func typedRead<T: Decodable>(_ type: T.Type, _ stored: Value, source: Source, key: String) -> (value: T?, findings: [Finding]) {
+        let read = Self.typedRead(T.self, stored, argument: source == .argument)
+        reportOnce(key, stored: stored, read.findings.filter(\.blocksWrite).map(Self.diagnostic))
+        return read
+    }
+
+    /// A stored value read as `T`: as typed JSON, else converted as the getters do (scalars),
+    /// else as the JSON inside a data value, else (`argument`) as typed JSON text. The findings
+    /// are those of the attempt that read it, or of the most telling failure.
+    static func typedRead<T: Decodable>(_ type: T.Type, _ stored: Value, argument: Bool) -> (value: T?, findings: [Finding]) {
+        let direct = Versioning.read(T.self, from: Node(stored))
+        if direct.value != nil { return direct }
+        if let converted = Coercion.typed(T.self, stored) { return (converted, []) }
+        if let node = jsonInData(stored) { return Versioning.read(T.self, from: node) }
+        if argument, case .string(let text) = stored, let parsed = try? Value(typedJSONText: Array(text.utf8)) {
+            let fromText = Versioning.read(T.self, from: Node(parsed))
+            if fromText.value != nil { return fromText }
         }
-        if case .failure = attempt.result, source == .argument, case .string(let text) = stored,
-            let parsed = try? Value(typedJSONText: Array(text.utf8))
-        {
-            attempt = Versioning.decode(T.self, from: Node(parsed))
-        }
-        var problems = attempt.skipped.map { skipped -> (KVDiagnostic.Kind, String) in
-            (.skippedElement(index: skipped.index),
-             "element \(skipped.index) skipped: \(skipped.failure.message); it stays stored and is kept when the array is saved")
-        }
-        switch attempt.result {
-        case .success(let value):
-            reportOnce(key, stored: stored, problems)
-            return value
-        case .failure(let failure):
-            problems.append((failure.kind, "reading the default instead: \(failure.message)"))
-            reportOnce(key, stored: stored, problems)
-            return nil
+        return direct
+    }
+
+    /// A finding as a diagnostic: the whole value (the default was read), an element of a
+    /// top-level array (skipped), or a part deeper in.
+    static func diagnostic(_ finding: Finding) -> (KVDiagnostic.Kind, String) {
+        let keeping = "it stays stored, and a save refuses to overwrite it unless told to keep or replace it"
+        let path = PathStep.text(finding.steps)
+        switch finding.kind {
+        case .newerVersion(let stored, let known) where finding.steps.isEmpty:
+            return (.newerSchema(stored: stored, known: known), "reading the default instead: \(finding.message); \(keeping)")
+        case _ where finding.steps.isEmpty:
+            return (.undecodable, "reading the default instead: \(finding.message)")
+        case .undecodable, .newerVersion:
+            guard finding.steps.count == 1, case .index(let index) = finding.steps[0] else { fallthrough }
+            return (.skippedElement(index: index), "element \(index) \(finding.message); \(keeping)")
+        default:
+            return (.notRead(path: path), "\(path): \(finding.message); \(keeping)")
         }
     }
 
@@ -111,43 +172,20 @@ extension KVDefaults {
         return Node(plainJSON: json)
     }
 
-    /// The node to compare with when writing: the JSON inside a data value, else the value.
-    static func storedNode(_ stored: Value) -> Node {
-        jsonInData(stored) ?? Node(stored)
-    }
-
-    static func stored(_ node: Node, _ key: String) throws(KVDefaultsError) -> Value {
-        do { return try node.value() } catch { throw .invalidValue(key: key, reason: error.description) }
-    }
-
-    // MARK: guarded writes
-
-    private func writeKeepingUnreadable<T>(_ node: Node, as type: T.Type, key: String) throws(KVDefaultsError) {
-        let name = try KVDefaultsError.key(key)
-        for attempt in 1...5 {
+    /// What is stored under `name` in this suite's domain, and the revision a conditional write
+    /// over it needs (0: absent; nil: unconditional, for a value kvd cannot read).
+    private func storedForWrite(_ name: KVValues.Key) throws(KVDefaultsError) -> (WriteGuard.Stored, Int64?) {
+        do {
             let current = try client.call { (connection) throws(ClientError) -> (value: Value, revision: Int64)? in
                 try connection.get(domain, name)
             } ifNotFound: { nil }
-            var final = node
-            if let current {
-                let storedNode = Self.storedNode(current.value)
-                if let newer = Versioning.newerVersion(storedNode, for: T.self) {
-                    throw .newerVersionStored(key: key, stored: newer, known: (Versioning.unwrapped(T.self) as! any VersionedValue.Type).schemaVersion)
-                }
-                let kept = Versioning.undecodableElements(storedNode, for: T.self).filter { (try? $0.value()) != nil }
-                if !kept.isEmpty, case .array(let elements) = node { final = .array(elements + kept) }
+            guard let current else { return (.absent, 0) }
+            return (.value(current.value), current.revision)
+        } catch .client(let error) where error.remoteName == DefaultsInterface.Error.unreadableValue {
+            guard case .remote(_, let parameters) = error, case .string(let reason)? = parameters["reason"] else {
+                return (.unreadable("no reason given"), nil)
             }
-            let value = try Self.stored(final, key)
-            do { try value.validate() } catch { throw .invalidValue(key: key, reason: error.description) }
-            do {
-                let revision = try client.call { (connection) throws(ClientError) in
-                    try connection.set(domain, name, value, ifRevision: current?.revision ?? 0)
-                } ifNotFound: { 0 }
-                cacheIfWatching(domain)?.apply([Change(key: name, value: value)], revision: revision)
-                return
-            } catch .client(let error) where error.remoteName == DefaultsInterface.Error.revisionMismatch && attempt < 5 {
-                continue
-            }
+            return (.unreadable(reason), nil)
         }
     }
 }

@@ -11,7 +11,8 @@ extension KVDefaults {
     /// released.
     ///
     /// ```swift
-    /// let observation = defaults.observe("theme") { print("theme is now", $0 ?? "unset") }
+    /// let observation = defaults.observe("theme") { print("theme is now", $0?.description ?? "unset") }
+    /// // after defaults.set("dark", forKey: "theme"): theme is now dark
     /// ```
     public func observe(_ key: String, handler: @escaping @Sendable (Value?) -> Void) -> KVObservation {
         startWatching()

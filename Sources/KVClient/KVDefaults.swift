@@ -150,9 +150,7 @@ public final class KVDefaults: Sendable {
     /// kvd has it on disk. Throws when the key or value is invalid or kvd cannot store it.
     public func write(_ value: Value?, forKey key: String) throws(KVDefaultsError) {
         let name = try KVDefaultsError.key(key)
-        if let value {
-            do { try value.validate() } catch { throw .invalidValue(key: key, reason: error.description) }
-        }
+        if let value { try KVDefaultsError.validate(value, key: key) }
         let revision = try client.call { (connection) throws(ClientError) -> Int64 in
             if let value { return try connection.set(domain, name, value) }
             return try connection.delete(domain, name)
@@ -193,9 +191,11 @@ public enum KVDefaultsError: Error, Sendable, Equatable, CustomStringConvertible
     case invalidKey(String, reason: String)
     /// The value cannot be stored (not a property-list type, a non-finite number, ...).
     case invalidValue(key: String, reason: String)
-    /// The stored value was written by a newer schema version than the app knows; it is not
-    /// overwritten (remove it first with ``KVDefaults/reset(_:)`` to replace it on purpose).
-    case newerVersionStored(key: String, stored: Int, known: Int)
+    /// The stored value did not read cleanly as the key's type (`report` says what was skipped,
+    /// unknown, newer or read as a fallback, and where), and the save would have lost that, so
+    /// nothing was written. Save with `unread: .keep` to keep those parts, `unread: .replace`
+    /// (or ``KVDefaults/reset(_:)`` first) to replace them on purpose.
+    case wouldLoseStoredData(key: String, report: KVReadReport)
     /// kvd could not be reached or refused the write; nothing changed.
     case client(ClientError)
 
@@ -203,10 +203,22 @@ public enum KVDefaultsError: Error, Sendable, Equatable, CustomStringConvertible
         switch self {
         case .invalidKey(let key, let reason): "invalid key \"\(key)\": \(reason)"
         case .invalidValue(let key, let reason): "cannot store \"\(key)\": \(reason)"
-        case .newerVersionStored(let key, let stored, let known):
-            "\"\(key)\" holds schema version \(stored), newer than this app's \(known); not overwriting it (update the app, or reset the key to replace it)"
+        case .wouldLoseStoredData(let key, let report):
+            "\"\(key)\" was not overwritten, because its stored value holds data this app did not read (\(Self.summary(report)))"
+                + (report.newerVersion.map { "; a newer version of the app (schema version \($0)) wrote it, so update the app" } ?? "")
+                + "; save with unread: .keep to keep that data, or unread: .replace (or reset the key) to replace it"
         case .client(let error): error.description
         }
+    }
+
+    private static func summary(_ report: KVReadReport) -> String {
+        let shown = report.findings.prefix(3).map(\.description).joined(separator: "; ")
+        return report.findings.count > 3 ? shown + "; and \(report.findings.count - 3) more" : shown
+    }
+
+    /// Checks what typed JSON cannot say (finite reals, dates in range) before a write.
+    static func validate(_ value: Value, key: String) throws(KVDefaultsError) {
+        do { try value.validate() } catch { throw .invalidValue(key: key, reason: error.description) }
     }
 
     static func key(_ name: String) throws(KVDefaultsError) -> Key {

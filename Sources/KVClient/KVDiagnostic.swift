@@ -15,8 +15,13 @@ public struct KVDiagnostic: Sendable, CustomStringConvertible {
         /// A stored value was written by a newer schema version than the app knows; the default
         /// was returned and the stored value is left as it is.
         case newerSchema(stored: Int, known: Int)
-        /// An element of a stored array was skipped; it stays in the stored array (`index`).
+        /// An element of a stored top-level array was skipped; it stays in the stored array
+        /// (`index`).
         case skippedElement(index: Int)
+        /// A part deeper in a stored value (at `path`, such as `$.notes[1]`) was not read: a
+        /// skipped element or entry, an unreadable optional, an unknown member or enum case, a
+        /// newer nested version. The rest was read.
+        case notRead(path: String)
         /// A non-throwing write (`set(_:forKey:)`) failed; nothing changed.
         case writeFailed
         /// kvd cannot be reached; reads return the last known values (or defaults) meanwhile.

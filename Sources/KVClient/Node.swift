@@ -66,17 +66,18 @@ enum Node: Sendable, Equatable {
         }
     }
 
-    var typeName: String {
+    /// The node in a message, with its article: `an integer (5)`, `the string "four"`.
+    var phrase: String {
         switch self {
         case .null: "null"
-        case .bool: "bool"
-        case .integer: "integer"
-        case .real: "real"
-        case .string: "string"
-        case .date: "date"
-        case .data: "data"
-        case .array: "array"
-        case .object: "dictionary"
+        case .bool(let flag): "a bool (\(flag))"
+        case .integer(let number): "an integer (\(number))"
+        case .real(let number): "a real (\(number))"
+        case .string(let text): text.count > 40 ? "the string \"\(text.prefix(40))…\"" : "the string \"\(text)\""
+        case .date(let date): "a date (\(RFC3339.format(date)))"
+        case .data(let data): "a data value (\(data.count) bytes)"
+        case .array(let elements): "an array (\(elements.count) elements)"
+        case .object: "a dictionary"
         }
     }
 }

@@ -23,10 +23,14 @@
 /// - version stored and current: decoded as the current type;
 /// - an older version: decoded as the type of that version, then migrated step by step with
 ///   ``init(migrating:)``;
-/// - no version (written before the app had versions): the current type is tried, then each
-///   older type, newest first;
+/// - no version (written before the app had versions): as version
+///   ``unversionedSchemaVersion`` if the type says which one; otherwise the newest version
+///   that reads every stored member (a decode that leaves a member unread is not a clean read
+///   of that type), newest first; if none does, the one that leaves the fewest parts unread,
+///   and those parts are reported;
 /// - a newer version than this app knows (after a downgrade): not decoded; a typed key reads its
-///   default, and ``KVDefaults/set(_:for:)`` refuses to overwrite the stored value;
+///   default (an array element or optional member is skipped), ``KVReadReport/newerVersion``
+///   says so, and ``KVDefaults/set(_:for:unread:)`` will not overwrite it;
 /// - writing always stores the current version, so a migrated value is migrated for good when
 ///   the app saves it.
 ///
@@ -44,6 +48,11 @@ public protocol VersionedValue: Codable, Sendable {
     /// The member of the stored object that holds the version; `"schemaVersion"` by default.
     static var schemaVersionKey: String { get }
 
+    /// The version of stored data that has no version member, for an app whose first version
+    /// shipped without one (`1`); `nil` (the default) tries each version, newest first. Declared
+    /// on the current type; it makes reading unversioned data unambiguous.
+    static var unversionedSchemaVersion: Int? { get }
+
     /// This version built from the previous one. Throwing makes the stored value unreadable (a
     /// typed key reads its default; an array skips the element and keeps it stored).
     init(migrating previous: Previous) throws
@@ -51,6 +60,7 @@ public protocol VersionedValue: Codable, Sendable {
 
 extension VersionedValue {
     public static var schemaVersionKey: String { "schemaVersion" }
+    public static var unversionedSchemaVersion: Int? { nil }
 }
 
 extension VersionedValue where Previous == NoPreviousVersion {
@@ -81,6 +91,11 @@ public enum NoPreviousVersion: VersionedValue {
 /// }
 /// // "diagonal" decodes as .bottomTrailing
 /// ```
+///
+/// The read reports the unknown raw value (``KVReadReport/Finding/Kind/unknownCase(raw:kept:)``):
+/// saving the fallback would lose it, so a save refuses unless the raw value can be put back
+/// where it was. To keep it through a round trip anywhere (inside arrays too), declare the
+/// property `@KeepsUnknownCase`.
 public protocol DecodableWithFallback: Decodable, RawRepresentable where RawValue: Decodable {
     /// The case an unknown raw value decodes as.
     static var decodingFallback: Self { get }
@@ -88,18 +103,42 @@ public protocol DecodableWithFallback: Decodable, RawRepresentable where RawValu
 
 extension DecodableWithFallback {
     public init(from decoder: any Decoder) throws {
-        self = Self(rawValue: try decoder.singleValueContainer().decode(RawValue.self)) ?? Self.decodingFallback
+        self = try Self.decodeReporting(decoder)
+    }
+
+    /// The case of the stored raw value, or the fallback and the raw value it stands for.
+    static func decodeKnownOrFallback(_ decoder: any Decoder) throws -> (value: Self, unknown: RawValue?) {
+        let raw = try decoder.singleValueContainer().decode(RawValue.self)
+        if let known = Self(rawValue: raw) { return (known, nil) }
+        return (decodingFallback, raw)
+    }
+
+    /// Decodes, reporting an unknown raw value to a kvd read (not kept: a save must not write
+    /// the fallback over it).
+    static func decodeReporting(_ decoder: any Decoder) throws -> Self {
+        let (value, unknown) = try decodeKnownOrFallback(decoder)
+        if let unknown { recordUnknownCase(decoder, raw: unknown, kept: false) }
+        return value
+    }
+
+    static func recordUnknownCase(_ decoder: any Decoder, raw: RawValue, kept: Bool) {
+        guard let decoding = decoder as? NodeDecoding else { return }
+        let message = "\"\(raw)\" is not a case of \(Self.self); read as \(decodingFallback)"
+            + (kept ? ", and written back as \"\(raw)\" unless the app changes it" : "")
+        decoding.context.log.record(Finding(
+            decoder.codingPath, .unknownCase(raw: "\(raw)", kept: kept), message, stored: decoding.node,
+            keep: .memberIfUnchanged, stable: decoding.context.stable))
     }
 }
 
 extension DecodableWithFallback where RawValue == String {
     public init(from decoder: any Decoder) throws {
-        self = Self(rawValue: try decoder.singleValueContainer().decode(String.self)) ?? Self.decodingFallback
+        self = try Self.decodeReporting(decoder)
     }
 }
 
 extension DecodableWithFallback where RawValue == Int {
     public init(from decoder: any Decoder) throws {
-        self = Self(rawValue: try decoder.singleValueContainer().decode(Int.self)) ?? Self.decodingFallback
+        self = try Self.decodeReporting(decoder)
     }
 }

@@ -1,66 +1,113 @@
 import FoundationEssentials
 import KVValues
 
-/// The rules of ``VersionedValue`` and of lenient arrays, applied to stored nodes.
+/// The rules of ``VersionedValue``, applied to stored nodes, and the top of a typed read.
 enum Versioning {
     /// Why a stored node could not be read as the wanted type.
     struct Failure: Error, Sendable {
-        var kind: KVDiagnostic.Kind
+        var kind: KVReadReport.Finding.Kind
         var message: String
     }
 
-    /// An element of a stored array that could not be read; it stays in the stored array.
-    struct SkippedElement: Sendable {
-        var index: Int
-        var node: Node
-        var failure: Failure
+    /// One version of a chain ending at `V`: how to read a node as that version and migrate it
+    /// up to `V`.
+    struct Step<V> {
+        let version: Int
+        let typeName: String
+        let decode: (Node, [any CodingKey], DecodingContext) throws -> V
     }
 
     // MARK: reading
 
-    /// Decodes `node` as `T`: versioned types by the version rules, arrays leniently (bad
-    /// elements are returned in `skipped`), anything else as plain Codable.
-    static func decode<T: Decodable>(_ type: T.Type, from node: Node) -> (result: Result<T, Failure>, skipped: [SkippedElement]) {
-        if let arrayType = T.self as? any LenientArray.Type, case .array(let elements) = node {
-            let (array, skipped) = arrayType.decodeLeniently(elements)
-            return (.success(array as! T), skipped)
-        }
-        return (decodeOne(type, from: node), [])
-    }
-
-    /// Decodes one value (an array element, or a whole non-array value).
-    static func decodeOne<T: Decodable>(_ type: T.Type, from node: Node) -> Result<T, Failure> {
+    /// Reads `node` as `T`: the value (nil when the value itself cannot be read) and every
+    /// finding, the failure included.
+    static func read<T: Decodable>(_ type: T.Type, from node: Node) -> (value: T?, findings: [Finding]) {
+        let log = ReadLog()
         do {
-            return .success(try NodeDecoder().decode(type, from: node))
-        } catch let failure as Failure {
-            return .failure(failure)
+            let value = try NodeDecoder().decode(type, from: node, log: log)
+            return (value, log.findings)
         } catch {
-            return .failure(Failure(kind: .undecodable, message: "cannot decode \(T.self): \(describe(error))"))
+            let failure = Finding([], kind(of: error), "cannot read it as \(T.self): \(describe(error))", stored: node, keep: .never, stable: false)
+            return (nil, [failure])
         }
     }
 
     /// Decodes a ``VersionedValue`` by the version rules (called by the decoder for every
-    /// versioned type in the tree, so nested versioned values migrate too).
-    static func decodeVersioned<V: VersionedValue>(_ type: V.Type, _ node: Node, codingPath: [any CodingKey]) throws -> V {
-        guard let stored = storedVersion(node, key: V.schemaVersionKey) else {
-            if let value = try tryEachVersion(V.self, node, codingPath) { return value }
-            throw Failure(kind: .undecodable, message: "no version of \(V.self) can read it (no \(V.schemaVersionKey) stored)")
+    /// versioned type in the tree, so nested versioned values migrate too):
+    /// - a stored version newer than `V`'s: a failure of kind `newerVersion`;
+    /// - a stored version, or none and `V.unversionedSchemaVersion`: read as that version's type
+    ///   and migrated up;
+    /// - no version: the newest version that reads every stored member; if none does, the one
+    ///   that leaves the fewest parts unread (they are recorded).
+    static func decodeVersioned<V: VersionedValue>(_ type: V.Type, _ node: Node, _ codingPath: [any CodingKey], _ context: DecodingContext) throws -> V {
+        let key = V.schemaVersionKey
+        let steps = chain(V.self)
+        guard let stored = storedVersion(node, key: key) ?? V.unversionedSchemaVersion else {
+            return try newestClean(steps, node, codingPath, context)
         }
+        let how = storedVersion(node, key: key) == nil ? "no \"\(key)\", which \(V.self) reads as version \(stored)" : "\(key) \(stored)"
         if stored > V.schemaVersion {
             throw Failure(
-                kind: .newerSchema(stored: stored, known: V.schemaVersion),
-                message: "it was written by a newer version of the app (\(V.schemaVersionKey) \(stored); this app knows up to \(V.schemaVersion)); it is left as stored")
+                kind: .newerVersion(stored: stored, known: V.schemaVersion),
+                message: "it was written by a newer version of the app (\(key) \(stored); this app knows up to \(V.schemaVersion))")
+        }
+        guard let step = steps.first(where: { $0.version == stored }) else {
+            throw Failure(kind: .undecodable, message: "\(V.self) has no type for \(key) \(stored)")
         }
         do {
-            guard let value = try decodeVersion(stored, as: V.self, node, codingPath) else {
-                throw Failure(kind: .undecodable, message: "\(V.self) has no type for \(V.schemaVersionKey) \(stored)")
-            }
-            return value
-        } catch let failure as Failure {
-            throw failure
+            return try step.decode(node, codingPath, context)
         } catch {
-            throw Failure(kind: .undecodable, message: "cannot decode \(V.self) of \(V.schemaVersionKey) \(stored): \(describe(error))")
+            throw Failure(kind: kind(of: error), message: "cannot read it as \(step.typeName) (\(how)): \(describe(error))")
         }
+    }
+
+    /// The versions of the chain ending at `V`, newest first; each older one decodes as its own
+    /// type (in an unstable context: its stored shape is not `V`'s) and migrates up.
+    static func chain<V: VersionedValue>(_ type: V.Type) -> [Step<V>] {
+        if V.self == NoPreviousVersion.self { return [] }
+        let current = Step<V>(version: V.schemaVersion, typeName: "\(V.self)") { node, path, context in
+            try NodeDecoding.decodeTracked(V.self, node, path, context, alreadyRead: [V.schemaVersionKey])
+        }
+        let older = chain(V.Previous.self).map { step in
+            Step<V>(version: step.version, typeName: step.typeName) { node, path, context in
+                let previous = try step.decode(node, path, context.unstable)
+                do { return try V(migrating: previous) } catch {
+                    throw Failure(kind: .undecodable, message: "cannot migrate \(step.typeName) to \(V.self): \(describe(error))")
+                }
+            }
+        }
+        return [current] + older
+    }
+
+    /// For a node with no version: the newest version that reads it cleanly, else the one with
+    /// the fewest findings that block a save (its findings recorded), else a failure naming why
+    /// each version could not read it.
+    private static func newestClean<V: VersionedValue>(_ steps: [Step<V>], _ node: Node, _ path: [any CodingKey], _ context: DecodingContext) throws -> V {
+        var best: (value: V, findings: [Finding], blocking: Int)?
+        var failures: [String] = []
+        for step in steps {
+            let mark = context.log.mark
+            do {
+                let value = try step.decode(node, path, context)
+                let found = Array(context.log.since(mark))
+                context.log.rollback(to: mark)
+                let blocking = found.filter(\.blocksWrite).count
+                if blocking == 0 {
+                    context.log.append(found)
+                    return value
+                }
+                if blocking < best?.blocking ?? .max { best = (value, found, blocking) }
+            } catch {
+                failures.append("as \(step.typeName) (version \(step.version)): \(describe(error))")
+            }
+        }
+        if let best {
+            context.log.append(best.findings)
+            return best.value
+        }
+        throw Failure(
+            kind: .undecodable,
+            message: "no version of \(V.self) can read it (it has no \"\(V.schemaVersionKey)\"): " + failures.joined(separator: "; "))
     }
 
     /// The version stored in an object node under `key`.
@@ -73,43 +120,18 @@ enum Versioning {
         }
     }
 
-    /// Decodes `node` as the type of `version` in the chain ending at `V`, then migrates up to
-    /// `V`; `nil` when the chain has no type of that version.
-    private static func decodeVersion<V: VersionedValue>(_ version: Int, as type: V.Type, _ node: Node, _ path: [any CodingKey]) throws -> V? {
-        if V.self == NoPreviousVersion.self || V.schemaVersion < version { return nil }
-        if V.schemaVersion == version { return try V(from: NodeDecoding(node: node, codingPath: path)) }
-        guard let previous = try decodeVersion(version, as: V.Previous.self, node, path) else { return nil }
-        return try V(migrating: previous)
+    /// A failure when a list of versioned elements is stored as an object stamped with a newer
+    /// version: a newer app reshaped the whole list.
+    static func newerReshaped(_ elementType: Any.Type, _ node: Node) -> Failure? {
+        guard let versioned = unwrapped(elementType) as? any VersionedValue.Type,
+            let stored = storedVersion(node, key: versioned.schemaVersionKey), stored > versioned.schemaVersion
+        else { return nil }
+        return Failure(
+            kind: .newerVersion(stored: stored, known: versioned.schemaVersion),
+            message: "it is not a list but a dictionary written by a newer version of the app (\(versioned.schemaVersionKey) \(stored); this app knows up to \(versioned.schemaVersion))")
     }
 
-    /// For a node with no version: `V`, else each older type newest first, migrated up to `V`.
-    private static func tryEachVersion<V: VersionedValue>(_ type: V.Type, _ node: Node, _ path: [any CodingKey]) throws -> V? {
-        if V.self == NoPreviousVersion.self { return nil }
-        if let value = try? V(from: NodeDecoding(node: node, codingPath: path)) { return value }
-        guard let previous = try tryEachVersion(V.Previous.self, node, path) else { return nil }
-        return try V(migrating: previous)
-    }
-
-    // MARK: writing
-
-    /// The version of a node stored for `T` when it is newer than `T` knows (only for versioned
-    /// types; an array's elements are kept by ``undecodableElements(_:for:)`` instead).
-    static func newerVersion(_ node: Node, for type: Any.Type) -> Int? {
-        guard let versioned = unwrapped(type) as? any VersionedValue.Type else { return nil }
-        return newerVersion(node, versioned)
-    }
-
-    private static func newerVersion<V: VersionedValue>(_ node: Node, _ type: V.Type) -> Int? {
-        guard let stored = storedVersion(node, key: V.schemaVersionKey), stored > V.schemaVersion else { return nil }
-        return stored
-    }
-
-    /// The elements of a stored array that `T` (an array type) cannot read: they are appended to
-    /// the array the app writes, so nothing the app could not read is lost by saving.
-    static func undecodableElements(_ node: Node, for type: Any.Type) -> [Node] {
-        guard let arrayType = unwrapped(type) as? any LenientArray.Type, case .array(let elements) = node else { return [] }
-        return arrayType.decodeLeniently(elements).skipped.map(\.node)
-    }
+    // MARK: naming
 
     /// `Wrapped` for an `Optional` (however deep), else the type itself.
     static func unwrapped(_ type: Any.Type) -> Any.Type {
@@ -117,10 +139,8 @@ enum Versioning {
         return unwrapped(optional.wrappedType)
     }
 
-    /// Whether writes of `type` need the guards of ``KVDefaults/set(_:for:)``.
-    static func needsGuardedWrite(_ type: Any.Type) -> Bool {
-        let type = unwrapped(type)
-        return type is any VersionedValue.Type || type is any LenientArray.Type
+    static func kind(of error: any Error) -> KVReadReport.Finding.Kind {
+        (error as? Failure)?.kind ?? .undecodable
     }
 
     static func describe(_ error: any Error) -> String {
@@ -131,32 +151,14 @@ enum Versioning {
         case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context),
             DecodingError.dataCorrupted(let context):
             return context.debugDescription + at(context.codingPath)
+        case EncodingError.invalidValue(_, let context):
+            return context.debugDescription + at(context.codingPath)
         default:
             return "\(error)"
         }
     }
 
     private static func at(_ path: [any CodingKey]) -> String {
-        guard !path.isEmpty else { return "" }
-        return " at " + path.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined()
-    }
-}
-
-/// Arrays decode element by element: one bad element is skipped, not fatal to the rest.
-protocol LenientArray {
-    static func decodeLeniently(_ elements: [Node]) -> (array: Any, skipped: [Versioning.SkippedElement])
-}
-
-extension Array: LenientArray where Element: Decodable {
-    static func decodeLeniently(_ elements: [Node]) -> (array: Any, skipped: [Versioning.SkippedElement]) {
-        var decoded: [Element] = []
-        var skipped: [Versioning.SkippedElement] = []
-        for (index, node) in elements.enumerated() {
-            switch Versioning.decodeOne(Element.self, from: node) {
-            case .success(let element): decoded.append(element)
-            case .failure(let failure): skipped.append(.init(index: index, node: node, failure: failure))
-            }
-        }
-        return (decoded, skipped)
+        path.isEmpty ? "" : " at " + PathStep.text(PathStep.steps(path))
     }
 }

@@ -163,6 +163,26 @@ import Testing
         daemon.stop()
     }
 
+    /// Issue 18: a v2 habit with a member this version does not know (a later habits added it
+    /// without a new schema version) is shown, but saving would drop the member: no rewrite.
+    @Test func aHabitWithAMemberThisVersionDoesNotReadIsShownAndTheListIsNotRewritten() throws {
+        let sandbox = Sandbox()
+        let daemon = try Daemon(sandbox)
+        let list = """
+            [{"schemaVersion": 2, "id": "5D52B636-030A-4571-8B6E-2117AFD69304", "name": "Dishes", "started": {"$date": "2022-10-17T23:10:44.364Z"},
+              "lastDone": {"$date": "2022-10-19T23:50:40.085Z"}, "timesDone": 2, "schedule": {"every": 1.0, "unit": "days"}, "streak": 5}]
+            """
+        #expect(try kvctl(sandbox, "set", "com.example.habits", "Habits", "--json", list).status == 0)
+        let original = try stored(sandbox)
+        let shown = try habits(sandbox, "list", "--json")
+        #expect(shown.status == 0 && shown.stdout.contains("Dishes"))
+        #expect(shown.stderr.contains("stored habit #1 holds something this version of habits does not read ($[0].streak"), "\(shown.stderr)")
+        let done = try habits(sandbox, "done", "Dishes")
+        #expect(done.status == 1 && done.stderr.contains("habits will not rewrite the stored list") && done.stderr.contains("$[0].streak"), "\(done.stderr)")
+        #expect(try stored(sandbox) == original)
+        daemon.stop()
+    }
+
     @Test func presetsStayInCodeUntilAddedAndErrorsArePlainSentences() throws {
         let sandbox = Sandbox()
         let daemon = try Daemon(sandbox)

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Testing
 @testable import HabitsKit
+@testable import KVClient
 import KVValues
 
 final class RecordingConsole: HabitsConsole, @unchecked Sendable {
@@ -82,37 +83,50 @@ final class RecordingConsole: HabitsConsole, @unchecked Sendable {
         #expect(Set(Preset.all.map(\.name)).count == Preset.all.count)
     }
 
-    /// The warning for a damaged v0.1 element names the field and what is wrong with it.
-    @Test func damagedV01ElementsAreDescribedByField() throws {
-        var members: [String: JSON] = [
-            "id": .string("5D52B636-030A-4571-8B6E-2117AFD69304"), "name": .string("Dishes"), "timesDone": .integer(2),
-            "daysBetweenCompletions": .integer(1), "lastDone": .real(687916240.08548605), "started": .real(687741044.36479199),
-        ]
-        #expect(StoredShape.v01Problem(members) == nil)
-        members["timesDone"] = .string("four")
-        #expect(StoredShape.v01Problem(members) == "\"timesDone\" is the string \"four\", not a whole number")
-        members["timesDone"] = .integer(2)
-        members["id"] = .string("not-a-uuid")
-        #expect(StoredShape.v01Problem(members) == "\"id\" is the string \"not-a-uuid\", not a UUID string")
-        members["id"] = .string("5D52B636-030A-4571-8B6E-2117AFD69304")
-        members["name"] = nil
-        #expect(StoredShape.v01Problem(members) == "\"name\" is missing")
+    /// What KVClient's read of a stored list reports, as habits words it.
+    private func warnings(_ stored: Value) -> (habits: [Habit]?, report: KVReadReport, warnings: [String]) {
+        let read = KVDefaults.typedRead([Habit].self, stored, argument: false)
+        let report = KVReadReport(findings: read.findings.map(\.visible))
+        return (read.value, report, report.findings.filter(\.blocksWrite).map(HabitStore.warning))
     }
 
-    @Test func storedShapeFindsNewerElementsAndNonLists() throws {
-        guard case .list(let elements) = StoredShape(.array([.dictionary(["name": .string("A"), "schemaVersion": .integer(3)]), .string("junk")])) else {
-            Issue.record("not a list")
-            return
-        }
-        #expect(elements.map(\.version) == [3, nil])
-        #expect(elements.map(\.name) == ["A", nil])
-        if case .list(let fromData) = StoredShape(.data(Fixture.seed002)) {
-            #expect(fromData.count == 9 && fromData[0].name == "Dishes" && fromData[0].version == nil)
-        } else {
-            Issue.record("the seed's data value is not read as a list")
-        }
-        if case .newerList(3) = StoredShape(.dictionary(["schemaVersion": .integer(3), "habits": .array([])])) {} else { Issue.record("newer list not seen") }
-        if case .other("a string") = StoredShape(.string("x")) {} else { Issue.record("a string is not other") }
-        if case .absent = StoredShape(nil) {} else { Issue.record("nil is not absent") }
+    /// The warning for a damaged v0.1 element names the habit, the field and what is wrong.
+    @Test func damagedV01ElementsAreDescribedByField() throws {
+        var elements = try JSONSerialization.jsonObject(with: Fixture.seed002) as! [[String: Any]]
+        elements[1]["timesDone"] = "four"
+        elements[3]["id"] = "not-a-uuid"
+        elements[4].removeValue(forKey: "name")
+        let (habits, _, lines) = warnings(.data(try JSONSerialization.data(withJSONObject: elements)))
+        #expect(habits?.count == 6)
+        #expect(lines.count == 3, "\(lines)")
+        #expect(lines[0].hasPrefix("warning: stored habit #2 (\"Bed\") cannot be read (") && lines[0].contains("HabitItemV01"), "\(lines[0])")
+        #expect(lines[0].contains("found the string \"four\" at $[1].timesDone") && lines[0].hasSuffix("kept when habits saves the list"), "\(lines[0])")
+        #expect(lines[1].contains("#4 (\"Brush teeth\")") && lines[1].contains("$[3].id"), "\(lines[1])")
+        #expect(lines[2].contains("#5 cannot be read") && lines[2].contains("no member \"name\""), "\(lines[2])")
+    }
+
+    /// Elements from a newer habits, members it does not know, a reshaped list, something else.
+    @Test func newerElementsUnknownMembersAndNonListsAreReported() throws {
+        let newer = warnings(.array([.dictionary(["name": .string("A"), "schemaVersion": .integer(3)])]))
+        #expect(newer.habits == [] && newer.report.newerVersion == 3)
+        #expect(newer.warnings == ["warning: stored habit #1 (\"A\") was written by a newer version of habits (schema version 3; this one knows up to 2); it is not shown, and habits will not change the list until it is updated"])
+        let v2 = Habit(name: "Run", started: Date(timeIntervalSinceReferenceDate: 0), schedule: Schedule(every: 1, unit: .days))
+        guard case .array(let elements) = try #require(try StoredHabits.stored([v2])), case .dictionary(var members) = elements[0] else { return }
+        members["mood"] = .string("keen")
+        let unknown = warnings(.array([.dictionary(members)]))
+        #expect(unknown.habits == [v2])
+        #expect(unknown.warnings.count == 1 && unknown.warnings[0].contains("stored habit #1 holds something this version of habits does not read ($[0].mood"), "\(unknown.warnings)")
+        let reshaped = warnings(.dictionary(["schemaVersion": .integer(3), "habits": .array([])]))
+        #expect(reshaped.habits == nil && reshaped.report.readDefault && reshaped.report.newerVersion == 3)
+        let other = warnings(.string("x"))
+        #expect(other.habits == nil && other.report.readDefault && other.report.newerVersion == nil)
+        #expect(warnings(.data(Fixture.seed002)).warnings.isEmpty, "the seed reads cleanly")
+    }
+}
+
+/// Habits as KVClient stores them (typed JSON, v2), for building stored values in tests.
+enum StoredHabits {
+    static func stored(_ habits: [Habit]) throws -> Value? {
+        try NodeEncoder().encode(habits).value()
     }
 }

@@ -120,7 +120,14 @@ extension KVDefaults.Keys {
         let error = #expect(throws: KVDefaultsError.self) {
             try defaults.set(WatermarkTemplate(name: "Mine", text: "t", relativeSize: 0.2), for: .favorite)
         }
-        #expect(error == .newerVersionStored(key: "favorite", stored: 3, known: 2))
+        // Issue 18: one error for every save that would lose stored data (it was
+        // `newerVersionStored` for this case alone); the report says a newer version wrote it.
+        guard case .wouldLoseStoredData(key: "favorite", let report)? = error else {
+            Issue.record("not refused for the newer version: \(String(describing: error))")
+            return
+        }
+        #expect(report.newerVersion == 3 && report.readDefault)
+        #expect(defaults.read(.favorite).report.newerVersion == 3, "reads after the failed save say what is stored")
         #expect(try daemon.connection().get(domain("com.example.downgrade"), key("favorite")).value == newer)
         // On purpose: reset, then write.
         try defaults.reset(.favorite)
@@ -140,7 +147,10 @@ extension KVDefaults.Keys {
         var templates = defaults[.templates]
         #expect(templates.map(\.name) == ["Shop"])
         templates.append(WatermarkTemplate(name: "Added", text: "t", relativeSize: 0.02))
-        try defaults.set(templates, for: .templates)
+        // Issue 18: keeping them is asked for; a plain save refuses and changes nothing.
+        #expect(throws: KVDefaultsError.self) { try defaults.set(templates, for: .templates) }
+        #expect(try daemon.connection().get(domain("com.example.lenient"), key("templates")).value == original)
+        try defaults.set(templates, for: .templates, unread: .keep)
         guard case .array(let elements) = try daemon.connection().get(domain("com.example.lenient"), key("templates")).value else {
             Issue.record("not an array")
             return
