@@ -61,9 +61,15 @@ extension Connection {
     }
 
     /// All values of a domain, the keys whose stored values kvd cannot read, and the revision
-    /// at which the domain last changed.
+    /// at which the domain last changed (`ListAll`; from a kvd older than `ListAll`, `List`,
+    /// without the unreadable keys).
     public func list(_ domain: Domain) throws(ClientError) -> DomainListing {
-        let reply = try call(.list(domain))
+        let reply: VarlinkReply
+        do {
+            reply = try call(.listAll(domain))
+        } catch where error.remoteName == ServiceInterface.Error.methodNotFound {
+            reply = try call(.list(domain))
+        }
         guard case .object(let members)? = reply.parameters["values"] else {
             throw .protocolError("List reply without a \"values\" object")
         }

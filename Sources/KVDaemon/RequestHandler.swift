@@ -18,11 +18,11 @@ struct RequestHandler: Sendable {
         switch request {
         case .get(let domain, let key):
             return .reply(get(domain, key))
-        case .list(let domain):
+        case .list(let domain), .listAll(let domain):
             guard let snapshot = store.list(domain) else { return .reply(Self.notFound(domain, nil)) }
             let values = snapshot.values.reduce(into: [String: JSON]()) { $0[$1.key.name] = $1.value.typedJSON }
             var parameters: [String: JSON] = ["values": .object(values), "revision": .integer(snapshot.revision)]
-            if !snapshot.unreadable.isEmpty {
+            if case .listAll = request {
                 parameters["unreadable"] = .object(snapshot.unreadable.reduce(into: [:]) { $0[$1.key.name] = .string($1.value) })
             }
             return .reply(VarlinkReply(parameters: parameters))

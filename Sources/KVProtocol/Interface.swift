@@ -28,9 +28,12 @@ public enum DefaultsInterface {
         # Commits all changes atomically. With ifRevision, only if the domain last changed then.
         method Apply(domain: string, changes: []Change, ifRevision: ?int) -> (revision: int)
 
-        # All values of a domain. Keys whose stored values kvd cannot read (kept as they are
-        # in the domain file) are in unreadable, with the reason, and not in values.
-        method List(domain: string) -> (values: [string]object, revision: int, unreadable: ?[string]string)
+        # All values of a domain.
+        method List(domain: string) -> (values: [string]object, revision: int)
+
+        # List, and also the keys whose stored values kvd cannot read (it keeps them as they are
+        # in the domain file), each with the reason; those keys are not in values.
+        method ListAll(domain: string) -> (values: [string]object, revision: int, unreadable: [string]string)
 
         # The names of all domains.
         method Domains() -> (domains: []string)

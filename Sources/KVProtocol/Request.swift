@@ -18,6 +18,8 @@ public enum DefaultsRequest: Sendable, Equatable {
     case delete(Domain, Key?)
     case apply(Domain, [Change], ifRevision: Int64?)
     case list(Domain)
+    /// `ListAll`: `List` plus the keys whose stored values cannot be read.
+    case listAll(Domain)
     case domains
     case watch(Domain, Key?)
     case getInfo
@@ -42,6 +44,7 @@ public enum DefaultsRequest: Sendable, Equatable {
         case "io.kvd.Defaults.Delete": self = .delete(try p.domain(), try p.optionalKey())
         case "io.kvd.Defaults.Apply": self = .apply(try p.domain(), try p.changes(), ifRevision: try p.optionalInt("ifRevision"))
         case "io.kvd.Defaults.List": self = .list(try p.domain())
+        case "io.kvd.Defaults.ListAll": self = .listAll(try p.domain())
         case "io.kvd.Defaults.Domains": self = .domains
         case "io.kvd.Defaults.Watch":
             guard call.more else { throw RequestError(.failure(ServiceInterface.Error.expectedMore)) }
@@ -166,6 +169,8 @@ extension DefaultsRequest {
             ])
         case .list(let domain):
             return method("\(interface).List", ["domain": .string(domain.name)])
+        case .listAll(let domain):
+            return method("\(interface).ListAll", ["domain": .string(domain.name)])
         case .domains:
             return method("\(interface).Domains", [:])
         case .watch(let domain, let key):

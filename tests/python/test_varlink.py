@@ -61,6 +61,7 @@ class KvdUnderPythonVarlink(unittest.TestCase):
             kv.Set("com.example.py", "when", {"$date": "2026-11-29T17:00:00.250Z"}, None)
             listed = kv.List("com.example.py")
             self.assertEqual(listed["values"]["when"], {"$date": "2026-11-29T17:00:00.250Z"})
+            self.assertEqual(kv.ListAll("com.example.py"), {**listed, "unreadable": {}})
             self.assertIn("com.example.py", kv.Domains()["domains"])
             self.assertGreater(kv.Delete("com.example.py", "greeting")["revision"], revision)
 
