@@ -117,6 +117,9 @@ final class FakeDaemon: Sendable {
             guard let values = store.domains[domain] else { throw notFound(domain) }
             let members = Dictionary(uniqueKeysWithValues: values.map { ($0.key.name, $0.value.value.typedJSON) })
             return VarlinkReply(parameters: ["values": .object(members), "revision": .integer(store.domainRevision(domain))])
+        case .listAll:
+            // Plays a kvd older than ListAll, so every kvctl unit test also runs the fallback to List.
+            throw RequestError(.failure(ServiceInterface.Error.methodNotFound, ["method": .string("io.kvd.Defaults.ListAll")]))
         case .domains:
             return VarlinkReply(parameters: ["domains": .array(store.domains.keys.map { .string($0.name) })])
         case .watch(let domain, _):
