@@ -87,9 +87,9 @@ extension ListeningSocket {
     /// accepted, so none can be queued that kvd will not see. Does nothing to a socket from
     /// systemd: systemd shares it and keeps queueing clients for the next kvd.
     /// The corresponding C call is `shutdown(SHUT_RDWR)`.
-    func refuseNewConnections() {
+    func refuseNewConnections() throws(SystemError) {
         guard !activated else { return }
-        for fd in fds { _ = shutdown(fd, Int32(SHUT_RDWR)) }
+        for fd in fds { try Sys.shutdown(fd) }
     }
 
     /// A fresh socket at the same path, bound beside it and renamed over it, so the path never

@@ -30,7 +30,9 @@ extension Server {
     /// systemd keeps queueing clients on it and starts kvd again for them.
     func exitUnlessClientsWait(idle: Duration) -> String? {
         idleExitHook?(.deciding)
-        socket.refuseNewConnections()
+        do { try socket.refuseNewConnections() } catch {
+            log.warning("cannot shut the listening socket before exiting on idle (\(error)): a client connecting now may be dropped")
+        }
         for fd in listeners { acceptAll(from: fd) }
         guard connections.isEmpty else {
             if !socket.activated { listenAgain() }
@@ -52,7 +54,7 @@ extension Server {
             try watchListeners()
             log.notice("a client came as kvd was about to exit on idle: serving it on a fresh socket")
         } catch {
-            socket.refuseNewConnections()
+            try? socket.refuseNewConnections()  // already shut, unless it is the fresh one
             listeners = []
             log.error("\(error): serving the \(connections.count) client(s) connected, then exiting")
         }
