@@ -2,10 +2,13 @@ import KVProtocol
 import KVValues
 
 /// Fuzz target: the daemon's input path, bytes → ``MessageFramer`` → ``VarlinkCall`` →
-/// ``DefaultsRequest``, fed in chunks whose size (1-64) is the input's first byte.
+/// ``DefaultsRequest``, fed in reads whose size (1-64) is the low six bits of the input's first
+/// byte; its top two bits say how many messages are taken after each read (all, one, up to
+/// three, none until the end), as the daemon takes fewer while a client's calls wait.
 ///
 /// Invariants: the framer returns exactly the NUL-separated messages of the stream (never a
-/// NUL inside one, never one more than a read over its limit); a request that validates is
+/// NUL inside one, never one over its limit) and, after every read, holds no more memory than
+/// ``MessageFramer/keptCapacity`` or twice the bytes in flight; a request that validates is
 /// encoded by ``DefaultsRequest/call`` into bytes that validate as the same request; calls and
 /// replies round-trip; ``JSONParser/parseMembers(_:limits:inner:)`` (the daemon's fast path)
 /// accepts and refuses exactly what ``JSONParser/parse(_:limits:)`` does, with the same error
@@ -15,24 +18,32 @@ import KVValues
 public func fuzzVarlink(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     guard size > 0 else { return 0 }
     let chunk = Int(data[0] & 0x3F) + 1
+    let takenPerRead = [Int.max, 1, 3, 0][Int(data[0] >> 6)]
     let stream = UnsafeBufferPointer(start: data + 1, count: size - 1)
     var framer = MessageFramer(limit: 4096)
     var messages: [[UInt8]] = []
     var offset = 0
     var refused = false
-    while offset < stream.count, !refused {
+    while !refused, offset < stream.count || framer.pendingByteCount > 0 {
         let end = min(offset + chunk, stream.count)
         framer.append(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: stream[offset..<end])))
         offset = end
+        if framer.retainedByteCount > max(MessageFramer.keptCapacity, 2 * framer.pendingByteCount) {
+            fail("the framer holds \(framer.retainedByteCount) bytes for \(framer.pendingByteCount) in flight")
+        }
+        let take = offset == stream.count ? Int.max : takenPerRead
+        var taken = 0
         do {
-            while let message = try framer.next() {
+            while taken < take, let message = try framer.next() {
                 if message.contains(0) { fail("a framed message holds a NUL") }
-                if message.count > framer.limit + chunk { fail("a framed message exceeds the limit by more than one read") }
+                if message.count > framer.limit { fail("a framed message exceeds the limit") }
                 messages.append(Array(message))
+                taken += 1
             }
         } catch {
             refused = true
         }
+        if offset == stream.count, taken == 0 { break }
     }
     if !refused {
         let expected = stream.split(separator: 0, omittingEmptySubsequences: false).dropLast().map(Array.init)

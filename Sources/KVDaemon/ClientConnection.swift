@@ -5,13 +5,29 @@ import KVValues
 ///
 /// Calls are handled one at a time in arrival order, so replies leave in call order: while a
 /// write waits for its durable commit, later pipelined calls wait in ``framer``.
+///
+/// Memory: what the connection holds (its input buffer, its own unsent replies) is charged to
+/// the server's ``ClientMemory`` by ``recharge()``; a large watch reply is a ``SharedReply``,
+/// held once for every watcher that has yet to send it.
 final class ClientConnection {
     let id: Int
     let fd: Int32
     var framer = MessageFramer()
-    /// Reply bytes not yet accepted by the socket, from ``outputStart`` on.
+    /// Reply bytes not yet accepted by the socket, from ``outputStart`` on; they go out after
+    /// everything in ``queue``.
     private(set) var output: [UInt8] = []
     private var outputStart = 0
+    /// Replies queued before ``output``: shared watch replies, and own bytes that were pending
+    /// when one was queued. The first is sent from ``queueOffset`` on.
+    private var queue: [Piece] = []
+    private var queueOffset = 0
+    /// Bytes in ``queue``, the sent part of the first piece included.
+    private var queuedBytes = 0
+    /// Capacity of the own pieces in ``queue``.
+    private var queuedOwnCapacity = 0
+    private let memory: ClientMemory
+    /// What ``recharge()`` last charged to ``memory``.
+    private var charged = 0
     /// A write of this client is being committed; its reply goes out before anything else.
     var awaitingCommit = false
     /// Set by `Watch`: the connection then only streams changes.
@@ -35,12 +51,26 @@ final class ClientConnection {
     /// Interest currently registered with epoll, to skip needless `epoll_ctl` calls.
     var registered: (readable: Bool, writable: Bool) = (true, false)
 
-    init(id: Int, fd: Int32) {
-        self.id = id
-        self.fd = fd
+    private enum Piece {
+        case own([UInt8])
+        case shared(SharedReply)
+
+        var bytes: [UInt8] {
+            switch self {
+            case .own(let bytes): bytes
+            case .shared(let reply): reply.bytes
+            }
+        }
     }
 
-    var pendingOutput: Int { output.count - outputStart }
+    init(id: Int, fd: Int32, memory: ClientMemory) {
+        self.id = id
+        self.fd = fd
+        self.memory = memory
+    }
+
+    /// Reply bytes not yet accepted by the socket.
+    var pendingOutput: Int { queuedBytes - queueOffset + output.count - outputStart }
 
     func send(_ reply: VarlinkReply) {
         guard !hungUp else { return }
@@ -53,28 +83,105 @@ final class ClientConnection {
         write(&output)
     }
 
+    /// Queues a reply encoded once for several watchers: a small one is copied into the
+    /// output, a large one is held by reference (charged to ``memory`` while anyone holds it).
+    func send(shared reply: SharedReply) {
+        guard !hungUp else { return }
+        guard reply.bytes.count >= SharedReply.minimumShared else { return output.append(contentsOf: reply.bytes) }
+        if outputStart < output.count {
+            let own = Array(output[outputStart...])
+            queue.append(.own(own))
+            queuedBytes += own.count
+            queuedOwnCapacity += own.capacity
+        }
+        output.removeAll(keepingCapacity: output.capacity <= 1 << 16)
+        outputStart = 0
+        reply.hold(memory)
+        queue.append(.shared(reply))
+        queuedBytes += reply.bytes.count
+    }
+
     /// Forgets unsent replies (nobody is left to read them).
     func dropOutput() {
+        while !queue.isEmpty { popPiece() }
         output = []
         outputStart = 0
     }
 
+    /// Charges what the connection holds now to ``memory`` (its input buffer, its own unsent
+    /// replies; shared replies are charged once, by themselves).
+    func recharge() {
+        let now = framer.retainedByteCount + output.capacity + queuedOwnCapacity
+        memory.add(now - charged)
+        charged = now
+    }
+
+    /// Gives back everything the connection holds (it is being closed).
+    func releaseMemory() {
+        dropOutput()
+        memory.add(-charged)
+        charged = 0
+    }
+
+    /// Bytes that closing this connection would let go of at most: its input buffer and every
+    /// unsent reply, shared ones counted in full.
+    var heldBytes: Int { framer.retainedByteCount + output.capacity + queuedOwnCapacity + queuedSharedBytes }
+
+    /// "16.0 MiB: 16.0 MiB of input (an unfinished message), 0 B of unsent replies".
+    var memoryDescription: String {
+        let input = framer.retainedByteCount
+        let unfinished = framer.pendingByteCount > 0 ? " (an unfinished message or queued calls)" : ""
+        return "\(ClientMemory.text(heldBytes)): \(ClientMemory.text(input)) of input\(unfinished), "
+            + "\(ClientMemory.text(pendingOutput)) of unsent replies"
+    }
+
+    private var queuedSharedBytes: Int {
+        queue.reduce(0) { sum, piece in
+            if case .shared(let reply) = piece { return sum + reply.bytes.count }
+            return sum
+        }
+    }
+
     /// Writes as much pending output as the socket takes. Throws when the peer is gone.
     func flush() throws(SystemError) {
-        while outputStart < output.count {
-            let start = outputStart
-            let written = try output.withUnsafeBytes { raw in
-                Result { () throws(SystemError) in try Sys.send(fd, UnsafeRawBufferPointer(rebasing: raw[start...])) }
-            }.get()
-            if written == 0 { break }
-            outputStart += written
+        while let first = queue.first {
+            let bytes = first.bytes
+            queueOffset += try send(bytes, from: queueOffset)
+            guard queueOffset == bytes.count else { return }
+            popPiece()
         }
+        outputStart += try send(output, from: outputStart)
         if outputStart == output.count {
-            output.removeAll(keepingCapacity: output.count <= 1 << 16)
+            output.removeAll(keepingCapacity: output.capacity <= 1 << 16)
             outputStart = 0
         } else if outputStart > 1 << 20 {
             output.removeFirst(outputStart)
             outputStart = 0
+        }
+    }
+
+    /// Sends `bytes` from `start` on until the socket is full; returns the count sent.
+    private func send(_ bytes: [UInt8], from start: Int) throws(SystemError) -> Int {
+        var sent = 0
+        while start + sent < bytes.count {
+            let offset = start + sent
+            let written = try bytes.withUnsafeBytes { raw in
+                Result { () throws(SystemError) in try Sys.send(fd, UnsafeRawBufferPointer(rebasing: raw[offset...])) }
+            }.get()
+            if written == 0 { break }
+            sent += written
+        }
+        return sent
+    }
+
+    /// Removes the first queued piece, sent or dropped.
+    private func popPiece() {
+        let first = queue.removeFirst()
+        queuedBytes -= first.bytes.count
+        queueOffset = 0
+        switch first {
+        case .own(let bytes): queuedOwnCapacity -= bytes.capacity
+        case .shared(let reply): reply.release(memory)
         }
     }
 }

@@ -44,20 +44,31 @@ public enum Daemon {
             log.error("\(error)")
             return 1
         }
-        defer { socket.close() }
+        var limits = Server.Limits()
+        limits.maxClientMemory = options.maxClientMemory
+        let server: Server
         do {
-            let server = try Server(store: store, listeners: socket.fds, log: log, idleExit: options.idleExit)
-            let where_ = socket.activated ? "socket from systemd" : options.socketPath
-            log.info("serving \(where_), state in \(options.stateDirectory), revision \(store.revision)")
-            Systemd.notify("READY=1\nSTATUS=serving \(store.domains().count) domain(s) at revision \(store.revision)")
-            let reason = try server.run()
-            log.info("exiting: \(reason)")
-            Systemd.notify("STOPPING=1\nSTATUS=\(reason)")
-            return 0
+            server = try Server(store: store, socket: socket, log: log, idleExit: options.idleExit, limits: limits)
         } catch {
+            socket.close()
             log.error("event loop failed: \(error)")
             return 1
         }
+        let where_ = socket.activated ? "socket from systemd" : options.socketPath
+        log.info("serving \(where_), state in \(options.stateDirectory), revision \(store.revision)")
+        Systemd.notify("READY=1\nSTATUS=serving \(store.domains().count) domain(s) at revision \(store.revision)")
+        let outcome = Result { () throws(SystemError) in try server.run() }
+        switch outcome {
+        case .success(let reason): log.info("exiting: \(reason)")
+        case .failure(let error): log.error("event loop failed: \(error)")
+        }
+        // The state folder's lock goes first: a client refused at an idle exit may be starting
+        // the next kvd. Then the socket, perhaps a fresh one by now.
+        store.close()
+        server.socket.close()
+        guard case .success(let reason) = outcome else { return 1 }
+        Systemd.notify("STOPPING=1\nSTATUS=\(reason)")
+        return 0
     }
 
     /// Closes every descriptor above standard error except the sockets systemd passed, so a

@@ -17,7 +17,7 @@ struct ListeningSocket {
     /// replaced; a live one, or a file that is not a socket, is an error that says so.
     static func open(path: String, log: Logger) throws(DaemonError) -> ListeningSocket {
         let inherited = Systemd.listenFileDescriptors()
-        if !inherited.isEmpty { return ListeningSocket(fds: inherited, activated: true, bound: nil) }
+        if !inherited.isEmpty { return .handedOver(inherited) }
         do {
             try SocketFolder.prepare(forSocket: path)
         } catch {
@@ -29,13 +29,19 @@ struct ListeningSocket {
         }
         try removeStaleSocket(path, log: log)
         let fd: Int32
-        do {
-            let previous = umask(0o177)
-            defer { umask(previous) }
-            fd = try Sys.listenUnix(path)
-        } catch {
-            throw DaemonError("cannot listen on \(path): \(error)")
-        }
+        do { fd = try listenPrivately(path) } catch { throw DaemonError("cannot listen on \(path): \(error)") }
+        return bound(fd, at: path)
+    }
+
+    /// A socket listening at `path` with mode 0600.
+    private static func listenPrivately(_ path: String) throws(SystemError) -> Int32 {
+        let previous = umask(0o177)
+        defer { umask(previous) }
+        return try Sys.listenUnix(path)
+    }
+
+    /// kvd's own socket `fd`, bound at `path` (whose inode `close` checks before removing it).
+    private static func bound(_ fd: Int32, at path: String) -> ListeningSocket {
         var status = stat()
         stat(path, &status)
         return ListeningSocket(fds: [fd], activated: false, bound: (path, UInt64(status.st_ino)))
@@ -76,4 +82,38 @@ struct ListeningSocket {
 struct DaemonError: Error, CustomStringConvertible {
     var description: String
     init(_ description: String) { self.description = description }
+}
+
+extension ListeningSocket {
+    /// Listening sockets handed over by systemd (`open` takes them from `LISTEN_FDS`).
+    static func handedOver(_ fds: [Int32]) -> ListeningSocket {
+        ListeningSocket(fds: fds, activated: true, bound: nil)
+    }
+
+    /// Makes new connections fail with `ECONNREFUSED` while those already queued can still be
+    /// accepted, so none can be queued that kvd will not see. Does nothing to a socket from
+    /// systemd: systemd shares it and keeps queueing clients for the next kvd.
+    /// The corresponding C call is `shutdown(SHUT_RDWR)`.
+    func refuseNewConnections() throws(SystemError) {
+        guard !activated else { return }
+        for fd in fds { try Sys.shutdown(fd) }
+    }
+
+    /// A fresh socket at the same path, bound beside it and renamed over it, so the path never
+    /// lacks a listener; closes this one's descriptors on success. kvd's own socket only.
+    func rebound() throws(DaemonError) -> ListeningSocket {
+        guard let bound, !activated else { throw DaemonError("a socket from systemd cannot be bound again") }
+        let fresh = bound.path + ".new"
+        unlink(fresh)
+        let fd: Int32
+        do { fd = try Self.listenPrivately(fresh) } catch { throw DaemonError("cannot listen again on \(bound.path): \(error)") }
+        guard rename(fresh, bound.path) == 0 else {
+            let reason = String(cString: strerror(errno))
+            unlink(fresh)
+            Sys.close(fd)
+            throw DaemonError("cannot put a fresh socket at \(bound.path): \(reason)")
+        }
+        for old in fds { Sys.close(old) }
+        return Self.bound(fd, at: bound.path)
+    }
 }

@@ -8,9 +8,11 @@ public struct DaemonOptions: Sendable, Equatable {
     /// Exit after this long with no client and nothing pending; `nil` never.
     public var idleExit: Duration?
     public var verbose: Bool
+    /// Most bytes all clients together may hold in kvd (``Server/Limits/maxClientMemory``).
+    public var maxClientMemory = Server.Limits().maxClientMemory
 
     public static let usage = """
-        usage: kvd [--socket PATH] [--state-dir DIR] [--idle-exit SECONDS] [--verbose]
+        usage: kvd [--socket PATH] [--state-dir DIR] [--idle-exit SECONDS] [--max-client-memory SIZE] [--verbose]
 
         The kvd settings daemon: serves domain/key values over varlink on a Unix socket and keeps
         them durably as JSON files in its state folder. systemd normally starts it on demand
@@ -26,6 +28,12 @@ public struct DaemonOptions: Sendable, Equatable {
                                 be kvd's user's and not writable by others)
           --idle-exit SECONDS   exit after this many idle seconds with no client (default 30;
                                 0 = never)
+          --max-client-memory SIZE
+                                most memory all clients together may hold in kvd: unsent
+                                replies and unfinished messages (default 256M; bytes, or with
+                                K, M or G; at least 1M). Past it, the clients holding the most
+                                are disconnected and logged. Keep it above 16M, the
+                                largest message.
           --verbose             log every connection and commit
           -h, --help            show this help
           --version             show the version
@@ -54,6 +62,7 @@ public struct DaemonOptions: Sendable, Equatable {
         var state: String?
         var idle: Duration? = .seconds(30)
         var verbose = false
+        var clientMemory = Server.Limits().maxClientMemory
         var rest = arguments[...]
         func value(for flag: String) throws(UsageError) -> String {
             guard let next = rest.popFirst() else { throw UsageError("\(flag) needs a value") }
@@ -77,6 +86,8 @@ public struct DaemonOptions: Sendable, Equatable {
                     throw UsageError("--idle-exit needs a number of seconds (0 = never), not \"\(text)\"")
                 }
                 idle = seconds == 0 ? nil : .milliseconds(Int64(seconds * 1000))
+            case "--max-client-memory":
+                clientMemory = try byteCount(try value(for: argument), for: argument)
             default:
                 throw UsageError("unknown argument \"\(argument)\"")
             }
@@ -84,7 +95,18 @@ public struct DaemonOptions: Sendable, Equatable {
         return .run(DaemonOptions(
             socketPath: Paths.socket(explicit: socket, environment: environment),
             stateDirectory: Paths.stateDirectory(explicit: state, environment: environment),
-            idleExit: idle, verbose: verbose))
+            idleExit: idle, verbose: verbose, maxClientMemory: clientMemory))
+    }
+
+    /// `1048576`, `512K`, `256M`, `1G` (binary units) as bytes, at least 1 MiB.
+    static func byteCount(_ text: String, for flag: String) throws(UsageError) -> Int {
+        let units: [Character: Int] = ["K": 10, "M": 20, "G": 30]
+        let shift = text.last.flatMap { units[Character($0.uppercased())] }
+        let digits = shift == nil ? Substring(text) : text.dropLast()
+        guard let number = Int(digits), number >= 0, number <= Int.max >> (shift ?? 0), number << (shift ?? 0) >= 1 << 20 else {
+            throw UsageError("\(flag) needs a size of at least 1M, in bytes or with K, M or G (such as 256M), not \"\(text)\"")
+        }
+        return number << (shift ?? 0)
     }
 }
 

@@ -16,12 +16,20 @@ import Synchronization
 /// and a client whose unread replies pass ``Limits/maxPendingOutput`` is not read from until it
 /// catches up (a watcher that falls that far behind is disconnected). A client that pipelines
 /// calls gets a turn of at most ``Limits/callsPerTurn`` calls or ``Limits/outputPerTurn`` bytes of
-/// replies, then waits behind the others, so no pipeline holds up the loop. While a client's
-/// calls wait (for a commit, or for it to read), at most one read chunk of them is buffered.
+/// replies, then waits behind the others, so no pipeline holds up the loop.
+///
+/// Memory: a client's input is read only while it has room (see `inputRoom`): while its calls
+/// cannot be handled (they wait for a commit or their turn, or follow a `Watch`), it holds at
+/// most one read chunk of input; otherwise one message being received, up to the limit. What
+/// all clients hold (input buffers, unsent replies; a watch reply is encoded once and shared by
+/// the watchers that have yet to send it) is counted against ``Limits/maxClientMemory``; past
+/// it, the clients holding the most are disconnected, each with a warning, and the rest served.
 public final class Server {
     public struct Limits: Sendable {
         public var maxPendingOutput = 32 << 20
         public var readChunk = 64 << 10
+        /// Most bytes all clients together may hold (``ClientMemory``).
+        public var maxClientMemory = 256 << 20
         /// Most calls of one client handled before the others get a turn.
         public var callsPerTurn = 64
         /// Most reply bytes produced for one client before the others get a turn.
@@ -30,14 +38,18 @@ public final class Server {
         public init() {}
     }
 
-    private let store: Store
+    let store: Store
     private let handler: RequestHandler
-    private let listeners: [Int32]
-    private let log: Logger
-    private let idleExit: Duration?
-    private let limits: Limits
-    private let poller: Poller
-    private var connections: [Int32: ClientConnection] = [:]
+    /// kvd's own socket or systemd's; replaced by a fresh one if a client comes at idle exit.
+    var socket: ListeningSocket
+    /// `socket.fds`, checked for every event.
+    var listeners: [Int32]
+    let log: Logger
+    let idleExit: Duration?
+    let limits: Limits
+    let poller: Poller
+    private let memory: ClientMemory
+    var connections: [Int32: ClientConnection] = [:]
     private var connectionsByID: [Int: ClientConnection] = [:]
     /// The connections streaming a `Watch`, by id (a commit looks at these only).
     private var watchers: [Int: ClientConnection] = [:]
@@ -51,35 +63,47 @@ public final class Server {
     /// Finished commits, in commit order: from this loop's own commits, or from the store's
     /// thread when it was busy compacting.
     private let completions = CompletionQueue()
-    private var commitsInFlight = 0
+    var commitsInFlight = 0
     /// Writes were queued in the store this pass and await ``commitQueued()``.
     private var commitsQueued = false
-    private var lastActivity = ContinuousClock.now
-    private var shutdownDeadline: ContinuousClock.Instant?
+    var lastActivity = ContinuousClock.now
+    var shutdownDeadline: ContinuousClock.Instant?
     /// A descriptor kept open to be given up when the process runs out of descriptors, so an
     /// excess connection can be accepted and closed instead of spinning on `EMFILE`.
     private var spareFD: Int32 = -1
     private var refusedSinceLog = 0
     private var lastRefusalLog: ContinuousClock.Instant?
-    private let watchdog: Duration?
-    private var nextWatchdogPing = ContinuousClock.now
+    let watchdog: Duration?
+    var nextWatchdogPing = ContinuousClock.now
+    /// Tests: called when the idle timeout has passed, before kvd looks at its backlog
+    /// (`.deciding`), and when it found nobody there and returns (`.exiting`).
+    var idleExitHook: ((IdleExitStep) -> Void)?
 
-    /// - Parameter listeners: listening sockets (from systemd, or bound by ``Daemon``).
-    public init(store: Store, listeners: [Int32], log: Logger, idleExit: Duration?, limits: Limits = .init()) throws(SystemError) {
+    enum IdleExitStep { case deciding, exiting }
+
+    /// - Parameter socket: the listening socket (from systemd, or bound by ``Daemon``); the
+    ///   caller closes ``socket`` (which may be a fresh one by then) after ``run()``.
+    init(store: Store, socket: ListeningSocket, log: Logger, idleExit: Duration?, limits: Limits = .init()) throws(SystemError) {
         self.store = store
         self.handler = RequestHandler(store: store)
-        self.listeners = listeners
+        self.socket = socket
+        self.listeners = socket.fds
         self.log = log
         self.idleExit = idleExit
         self.limits = limits
         self.poller = try Poller()
+        self.memory = ClientMemory(budget: limits.maxClientMemory)
         self.readBuffer = [UInt8](repeating: 0, count: limits.readChunk)
         self.watchdog = Systemd.watchdogInterval()
+        try watchListeners()
+        spareFD = open("/dev/null", O_RDONLY | O_CLOEXEC)
+    }
+
+    func watchListeners() throws(SystemError) {
         for fd in listeners {
             try Sys.setNonBlocking(fd)
             try poller.watch(fd, readable: true, writable: false, adding: true)
         }
-        spareFD = open("/dev/null", O_RDONLY | O_CLOEXEC)
     }
 
     /// Serves until SIGTERM/SIGINT or the idle timeout, then finishes what is in flight.
@@ -114,7 +138,7 @@ public final class Server {
 
     // MARK: connections
 
-    private func acceptAll(from listener: Int32) {
+    func acceptAll(from listener: Int32) {
         guard shutdownDeadline == nil else { return }
         while true {
             let fd: Int32
@@ -125,7 +149,7 @@ public final class Server {
                 if error.errno == EMFILE || error.errno == ENFILE { refuseOneConnection(listener) } else { log.warning("\(error)") }
                 return
             }
-            let connection = ClientConnection(id: nextID, fd: fd)
+            let connection = ClientConnection(id: nextID, fd: fd, memory: memory)
             nextID += 1
             do {
                 try poller.watch(fd, readable: true, writable: false, adding: true)
@@ -157,6 +181,7 @@ public final class Server {
 
     private func close(_ connection: ClientConnection) {
         connection.isClosed = true
+        connection.releaseMemory()
         poller.forget(connection.fd)
         Sys.close(connection.fd)
         connections[connection.fd] = nil
@@ -166,23 +191,41 @@ public final class Server {
         log.log(.debug, "client \(connection.id) disconnected (\(connections.count) open)")
     }
 
-    private func read(_ connection: ClientConnection, thenProcess: Bool = true) {
-        if !connection.peerClosed {
-            do {
-                let count = try readBuffer.withUnsafeMutableBytes { raw throws(SystemError) in try Sys.read(connection.fd, into: raw) }
-                if let count {
-                    if count == 0 {
-                        connection.peerClosed = true
-                    } else {
-                        readBuffer.withUnsafeBytes { connection.framer.append(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
-                    }
-                }
-            } catch {
-                if connection.hungUp { connection.peerClosed = true; return }
-                return close(connection)
+    private func read(_ connection: ClientConnection) {
+        receive(connection, upTo: inputRoom(connection))
+        if !connection.isClosed { process(connection) }
+    }
+
+    /// Input bytes `connection` may still hold: while its calls cannot be handled (they wait for
+    /// a commit or their turn, follow a `Watch`, or kvd is stopping), one read chunk in all;
+    /// otherwise one whole message and its NUL, so a message over the limit shows as one.
+    private func inputRoom(_ connection: ClientConnection) -> Int {
+        let waiting = connection.awaitingCommit || connection.waitingForTurn || connection.isWatching || shutdownDeadline != nil
+        return (waiting ? limits.readChunk : connection.framer.limit + 1) - connection.framer.pendingByteCount
+    }
+
+    /// Reads at most `room` bytes (and one read chunk) of what the socket holds into the
+    /// connection's framer and charges them to the budget; notes the end of the stream; closes
+    /// the connection when reading fails (unless it already hung up).
+    private func receive(_ connection: ClientConnection, upTo room: Int) {
+        guard !connection.peerClosed, room > 0 else { return }
+        let count: Int?
+        do {
+            count = try readBuffer.withUnsafeMutableBytes { raw throws(SystemError) in
+                try Sys.read(connection.fd, into: UnsafeMutableRawBufferPointer(rebasing: raw[..<min(raw.count, room)]))
             }
+        } catch {
+            if connection.hungUp { connection.peerClosed = true } else { close(connection) }
+            return
         }
-        if thenProcess { process(connection) }
+        guard let count else { return }
+        guard count > 0 else {
+            connection.peerClosed = true
+            return
+        }
+        readBuffer.withUnsafeBytes { connection.framer.append(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+        connection.recharge()
+        if memory.isOverBudget { shedClients() }
     }
 
     /// Both directions are gone, so no reply can be delivered; but calls already received still
@@ -192,11 +235,12 @@ public final class Server {
     private func hangUp(_ connection: ClientConnection) {
         poller.forget(connection.fd)
         connection.hungUp = true
-        while !connection.peerClosed, connection.framer.pendingByteCount <= connection.framer.limit {
+        while !connection.peerClosed, !connection.isClosed {
             let before = connection.framer.pendingByteCount
-            read(connection, thenProcess: false)
+            receive(connection, upTo: connection.framer.limit + 1 - before)
             if connection.framer.pendingByteCount == before { break }
         }
+        guard !connection.isClosed else { return }
         connection.peerClosed = true
         connection.dropOutput()
         process(connection)
@@ -214,6 +258,7 @@ public final class Server {
     /// Handles queued calls of `connection` while it is free to, and queues it to be settled
     /// at the end of the pass.
     private func process(_ connection: ClientConnection) {
+        guard !connection.isClosed else { return }
         var handled = 0
         let outputBefore = connection.pendingOutput
         while canHandleNextCall(connection) {
@@ -234,7 +279,10 @@ public final class Server {
             }
             handle(message, from: connection)
         }
-        if !connection.needsSettling {
+        connection.framer.compact()  // the handled calls' bytes, and a large message's buffer
+        connection.recharge()
+        if memory.isOverBudget { shedClients() }
+        if !connection.isClosed, !connection.needsSettling {
             connection.needsSettling = true
             unsettled.append(connection)
         }
@@ -255,17 +303,19 @@ public final class Server {
     }
 
     /// Sends what the socket takes, disconnects a watcher that does not read, closes a
-    /// finished connection, and otherwise updates its epoll interest.
+    /// finished connection, and otherwise updates its epoll interest. A watcher that closed its
+    /// sending side is not finished: it still reads, until it hangs up.
     private func settle(_ connection: ClientConnection) {
         if connection.pendingOutput > 0, !connection.hungUp {
             do { try connection.flush() } catch { return close(connection) }
         }
+        connection.recharge()
         if connection.isWatching, connection.pendingOutput > limits.maxPendingOutput {
             log.warning("client \(connection.id) does not read its watch: disconnecting it")
             return close(connection)
         }
-        let finished = connection.pendingOutput == 0 && !connection.awaitingCommit
-            && (connection.closeAfterFlush || (connection.peerClosed && !connection.waitingForTurn))
+        let noMoreCalls = connection.peerClosed && !connection.waitingForTurn && (!connection.isWatching || connection.hungUp)
+        let finished = connection.pendingOutput == 0 && !connection.awaitingCommit && (connection.closeAfterFlush || noMoreCalls)
         if finished { return close(connection) }
         if !connection.hungUp { updateInterest(connection) }
     }
@@ -294,11 +344,8 @@ public final class Server {
     }
 
     private func updateInterest(_ connection: ClientConnection) {
-        // A client whose calls are waiting may queue one read chunk more, not megabytes of calls.
-        let waiting = connection.awaitingCommit || connection.waitingForTurn
-        let inputRoom = waiting ? limits.readChunk : connection.framer.limit
         let readable = !connection.peerClosed && !connection.closeAfterFlush && connection.pendingOutput <= limits.maxPendingOutput
-            && connection.framer.pendingByteCount <= inputRoom
+            && inputRoom(connection) > 0
         let writable = connection.pendingOutput > 0
         guard connection.registered != (readable, writable) else { return }
         do {
@@ -368,58 +415,41 @@ public final class Server {
         }
     }
 
+    /// Sends the commit's changes to the watchers of its domain: encoded once per key filter,
+    /// the same bytes shared by every watcher that uses it.
     private func notifyWatchers(_ commit: Commit) {
-        for connection in watchers.values {
+        var encoded: [Key?: SharedReply?] = [:]
+        for connection in watchers.values where !connection.isClosed {
             guard let watch = connection.watch, watch.domain == commit.domain, commit.revision > watch.since else { continue }
-            let changes = commit.changes.filter { watch.key == nil || $0.key == watch.key }
-            guard !changes.isEmpty else { continue }
-            connection.send(RequestHandler.watchReply(revision: commit.revision, changes: changes, initial: false))
+            let reply: SharedReply?
+            if let known = encoded[watch.key] {
+                reply = known
+            } else {
+                reply = watchReply(to: commit, key: watch.key)
+                encoded[watch.key] = .some(reply)
+            }
+            guard let reply else { continue }
+            connection.send(shared: reply)
             process(connection)
         }
     }
 
-    // MARK: lifecycle
-
-    private func beginShutdown(signal: Int32) {
-        guard shutdownDeadline == nil else { return }
-        log.notice("received \(signal == SIGTERM ? "SIGTERM" : "SIGINT"): finishing \(commitsInFlight) pending write(s), then stopping")
-        Systemd.notify("STOPPING=1")
-        shutdownDeadline = .now + limits.shutdownGrace
-        for fd in listeners { poller.forget(fd) }
+    /// The watch reply for the commit's changes of `key` (all if `nil`); `nil` if there are none.
+    private func watchReply(to commit: Commit, key: Key?) -> SharedReply? {
+        let changes = commit.changes.filter { key == nil || $0.key == key }
+        guard !changes.isEmpty else { return nil }
+        return SharedReply(RequestHandler.watchReply(revision: commit.revision, changes: changes, initial: false).encoded())
     }
 
-    private func stopReason() -> String? {
-        if let deadline = shutdownDeadline {
-            let flushed = connections.values.allSatisfy { $0.pendingOutput == 0 }
-            if commitsInFlight == 0 && (flushed || ContinuousClock.now >= deadline) { return "stopped on request" }
-            return nil
+    /// Clients together hold more than ``Limits/maxClientMemory``: disconnects those holding the
+    /// most (unsent replies, unfinished messages) until the rest fit, each with a warning that
+    /// names it and what it held.
+    private func shedClients() {
+        while memory.isOverBudget, let largest = connections.values.max(by: { $0.heldBytes < $1.heldBytes }) {
+            log.warning("clients hold \(ClientMemory.text(memory.total)), over the budget of \(ClientMemory.text(memory.budget)) "
+                + "(--max-client-memory): disconnecting client \(largest.id), which holds the most, \(largest.memoryDescription)")
+            close(largest)
         }
-        guard let idleExit, connections.isEmpty, commitsInFlight == 0, store.isIdle else { return nil }
-        guard ContinuousClock.now - lastActivity >= idleExit else { return nil }
-        // A client may be waiting in the backlog: serve it instead of exiting.
-        for fd in listeners { acceptAll(from: fd) }
-        guard connections.isEmpty else { return nil }
-        Systemd.notify("STOPPING=1")
-        return "idle for \(idleExit) with no client"
-    }
-
-    private func nextTimeout() -> Int32 {
-        var wait: Duration?
-        func consider(_ candidate: Duration) { wait = min(wait ?? candidate, max(candidate, .zero)) }
-        let now = ContinuousClock.now
-        if let deadline = shutdownDeadline { consider(min(deadline - now, .milliseconds(100))) }
-        if let idleExit, connections.isEmpty { consider(lastActivity + idleExit - now) }
-        if watchdog != nil { consider(nextWatchdogPing - now) }
-        if commitsInFlight > 0 && shutdownDeadline != nil { consider(.milliseconds(10)) }
-        guard let wait else { return -1 }
-        let milliseconds = wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000
-        return Int32(clamping: milliseconds + 1)
-    }
-
-    private func pingWatchdog() {
-        guard let watchdog, ContinuousClock.now >= nextWatchdogPing else { return }
-        Systemd.notify("WATCHDOG=1")
-        nextWatchdogPing = .now + watchdog / 2
     }
 
     /// Clients connected now (for status lines).

@@ -72,6 +72,12 @@ enum Sys {
         }
     }
 
+    /// Shuts both directions of `fd`. On a listening socket, later connects are refused while
+    /// connections already queued can still be accepted.
+    static func shutdown(_ fd: Int32) throws(SystemError) {
+        try retrying("shutdown") { Glibc.shutdown(fd, Int32(SHUT_RDWR)) }
+    }
+
     static func setNonBlocking(_ fd: Int32) throws(SystemError) {
         let flags = try retrying("fcntl") { fcntl(fd, F_GETFL) }
         try retrying("fcntl") { fcntl(fd, F_SETFL, flags | O_NONBLOCK) }

@@ -185,11 +185,24 @@ public enum Varlink {
 
 /// Splits a byte stream into NUL-terminated messages, refusing any message over a size limit.
 ///
-/// Not thread-safe: one per connection, used by the thread that reads it.
+/// Memory follows what is in flight: ``append(_:)`` first drops the bytes already returned as
+/// messages and lets go of spare capacity, so right after it the framer holds at most
+/// ``keptCapacity`` or twice ``pendingByteCount`` bytes (the messages not yet taken and the
+/// unfinished one), whatever the caller takes in between; ``compact()`` does the same at any
+/// other time (the daemon calls it after each turn, so an idle connection keeps no large buffer).
+///
+/// Not thread-safe: one per connection, used by the thread that reads it. A message returned by
+/// ``next()`` shares the buffer: drop it before the next ``append(_:)`` or ``compact()``, or
+/// they copy the buffer.
 public struct MessageFramer: Sendable {
+    /// Largest message accepted, in bytes without its NUL.
     public let limit: Int
+    /// Capacity kept for the next read once the buffer's messages are consumed.
+    public static let keptCapacity = 64 << 10
     private var buffer: [UInt8] = []
+    /// Bytes before `start` were returned as messages.
     private var start = 0
+    /// Bytes before `scanned` hold no NUL after `start`.
     private var scanned = 0
 
     public init(limit: Int = Varlink.maxMessageBytes) {
@@ -199,19 +212,49 @@ public struct MessageFramer: Sendable {
     /// Bytes received but not yet returned as messages.
     public var pendingByteCount: Int { buffer.count - start }
 
-    /// Adds received bytes.
+    /// Bytes of memory the framer holds now (its buffer's capacity).
+    public var retainedByteCount: Int { buffer.capacity }
+
+    /// Adds received bytes. Moves the pending bytes to the front first when messages were taken
+    /// since the last compaction (see ``compact(reserving:)``).
     public mutating func append(_ bytes: UnsafeRawBufferPointer) {
-        if start > 0, start == buffer.count {
-            buffer.removeAll(keepingCapacity: true)
-            start = 0
-            scanned = 0
+        compact(reserving: bytes.count)
+        let needed = buffer.count + bytes.count
+        if needed > buffer.capacity {
+            // Double, as arrays do, but not past what one message and this read can need.
+            let ceiling = limit + 1 + bytes.count
+            let doubled = 2 * buffer.capacity
+            buffer.reserveCapacity(needed > ceiling ? max(needed, doubled) : max(needed, min(doubled, ceiling)))
         }
         buffer.append(contentsOf: bytes)
     }
 
+    /// Drops the bytes already returned as messages, and reallocates when the capacity exceeds
+    /// both ``keptCapacity`` and twice what the pending bytes and `room` more need. Costs nothing
+    /// when no message was taken since the last call; otherwise moves the pending bytes.
+    public mutating func compact(reserving room: Int = 0) {
+        let pending = buffer.count - start
+        let needed = pending + room
+        if buffer.capacity > max(Self.keptCapacity, 2 * needed) {
+            var smaller: [UInt8] = []
+            smaller.reserveCapacity(needed)
+            smaller.append(contentsOf: buffer[start...])
+            buffer = smaller
+        } else if start == buffer.count {
+            buffer.removeAll(keepingCapacity: true)
+        } else if start > 0 {
+            buffer.removeSubrange(..<start)
+        } else {
+            return
+        }
+        scanned -= start
+        start = 0
+    }
+
     /// The next complete message without its NUL, or `nil` until more bytes arrive.
-    /// Throws ``VarlinkError/tooLarge(limit:)`` once a message exceeds the limit; the stream
-    /// cannot be trusted after that and the connection should be closed.
+    /// Throws ``VarlinkError/tooLarge(limit:)`` once a message is known to exceed the limit
+    /// (its NUL comes later than `limit` bytes after its start, or has not come by then); the
+    /// stream cannot be trusted after that and the connection should be closed.
     public mutating func next() throws(VarlinkError) -> ArraySlice<UInt8>? {
         let from = max(start, scanned)
         let terminator: Int? = buffer.withUnsafeBufferPointer { bytes in
@@ -220,23 +263,15 @@ public struct MessageFramer: Sendable {
             else { return nil }
             return base.distance(to: found.assumingMemoryBound(to: UInt8.self))
         }
-        if let index = terminator {
-            let message = buffer[start..<index]
-            start = index + 1
-            scanned = start
-            if start == buffer.count {
-                defer { buffer.removeAll(keepingCapacity: true); start = 0; scanned = 0 }
-                return ArraySlice(Array(message))
-            }
-            return message
+        guard let index = terminator else {
+            scanned = buffer.count
+            if buffer.count - start > limit { throw .tooLarge(limit: limit) }
+            return nil
         }
-        scanned = buffer.count
-        if buffer.count - start > limit { throw .tooLarge(limit: limit) }
-        if start > 1 << 16, start > buffer.count / 2 {
-            buffer.removeFirst(start)
-            scanned -= start
-            start = 0
-        }
-        return nil
+        if index - start > limit { throw .tooLarge(limit: limit) }
+        let message = buffer[start..<index]
+        start = index + 1
+        scanned = start
+        return message
     }
 }

@@ -230,6 +230,30 @@ import Testing
         #expect(daemon.stop() == 0, "\(daemon.errorOutput())")
     }
 
+    /// Issue 17, item 14: a watcher may close its sending side after `Watch` (it has nothing
+    /// more to ask); it still reads, so the changes keep coming until it hangs up.
+    @Test func aWatcherThatHalfClosesKeepsReceivingChanges() throws {
+        let sandbox = Sandbox()
+        let daemon = try HostileDaemon(sandbox)
+        let probe = try Probe(sandbox.socket)
+        let watcher = try RawClient(sandbox.socket)
+        defer { watcher.close() }
+        watcher.setTimeouts(seconds: 5)
+        watcher.send(#"{"method":"io.kvd.Defaults.Watch","parameters":{"domain":"half"},"more":true}"#)
+        shutdown(watcher.fd, Int32(SHUT_WR))
+        let initial = try #require(watcher.receive(), "no initial reply")
+        #expect(initial.contains(#""initial":true"#), "\(initial)")
+        for index in 0..<3 {
+            let reply = try probe.client.call(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"half","key":"k","value":\#(index)}}"#)
+            #expect(reply["error"] == nil, "\(reply)")
+            let change = watcher.receive()
+            #expect(change?.contains(#""value":\#(index)"#) == true, "change \(index) after the half-close: \(change ?? "connection closed")")
+        }
+        watcher.close()
+        try expectServed(try probe.roundTrips(5), daemon)
+        #expect(daemon.stop() == 0, "\(daemon.errorOutput())")
+    }
+
     /// Every probe call came back within the bound and the daemon still runs.
     private func expectServed(_ latencies: [Double], _ daemon: HostileDaemon) throws {
         #expect(daemon.isRunning, "kvd died: \(daemon.errorOutput())")
@@ -293,10 +317,10 @@ final class HostileDaemon {
     let sandbox: Sandbox
     var logFile: String { sandbox.root + "/kvd.log" }
 
-    init(_ sandbox: Sandbox, fileLimit: Int? = nil) throws {
+    init(_ sandbox: Sandbox, fileLimit: Int? = nil, extra: [String] = []) throws {
         self.sandbox = sandbox
         let command = "kvd=$1; shift; " + (fileLimit.map { "ulimit -n \($0) || exit 99; " } ?? "") + "exec \"$kvd\" \"$@\" 2>\"$0\""
-        process = try ChildProcess("/bin/sh", ["-c", command, sandbox.root + "/kvd.log", Binaries.kvd, "--socket", sandbox.socket, "--state-dir", sandbox.state, "--idle-exit", "0"])
+        process = try ChildProcess("/bin/sh", ["-c", command, sandbox.root + "/kvd.log", Binaries.kvd, "--socket", sandbox.socket, "--state-dir", sandbox.state, "--idle-exit", "0"] + extra)
         try waitForListener(sandbox.socket, of: process, log: errorOutput)
     }
 

@@ -23,6 +23,101 @@ import KVValues
         feed(&framer, String(repeating: "x", count: 11))
         #expect(throws: VarlinkError.tooLarge(limit: 10)) { try framer.next() }
     }
+
+    /// The limit counts the message without its NUL: exactly the limit is a message, one byte
+    /// more is `tooLarge` whether or not its NUL came in the same read.
+    @Test func aMessageOfExactlyTheLimitIsTakenAndOneByteMoreIsRefused() throws {
+        var exact = MessageFramer(limit: 10)
+        feed(&exact, String(repeating: "x", count: 10))
+        #expect(try exact.next() == nil)
+        feed(&exact, "\0")
+        #expect(try exact.next().map { $0.count } == 10)
+        for text in [String(repeating: "x", count: 11), String(repeating: "x", count: 11) + "\0", "{}\0" + String(repeating: "x", count: 11) + "\0"] {
+            var over = MessageFramer(limit: 10)
+            feed(&over, text)
+            if text.hasPrefix("{}") { #expect(try over.next().map { Array($0) } == Array("{}".utf8)) }
+            #expect(throws: VarlinkError.tooLarge(limit: 10), "\(text.debugDescription)") { try over.next() }
+        }
+    }
+
+    /// A client that keeps calls queued (the daemon takes one, waits for its commit, reads one
+    /// more chunk, ...) never lets the buffer empty or run out of complete messages: the bytes
+    /// already handled must still be released.
+    @Test func aPipelineThatNeverLetsTheBufferEmptyKeepsMemoryBounded() throws {
+        let message = Array(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"d","key":"k","value":1}}"#.utf8) + [0]
+        var stream: [UInt8] = []
+        for _ in 0..<(8 << 20) / message.count { stream.append(contentsOf: message) }
+        let chunk = 64 << 10
+        var framer = MessageFramer()
+        var offset = 0
+        var worst = 0
+        var handled = 0
+        while offset < stream.count {
+            if framer.pendingByteCount <= chunk {
+                let end = min(offset + chunk - 7, stream.count)  // reads end inside a message
+                stream[offset..<end].withUnsafeBytes { framer.append($0) }
+                offset = end
+            }
+            if try framer.next() != nil { handled += 1 }
+            worst = max(worst, framer.retainedByteCount)
+        }
+        #expect(handled > 0)
+        #expect(worst <= 4 * chunk, "the framer held \(worst) bytes for at most \(2 * chunk) in flight")
+    }
+
+    /// Property over random streams, read sizes and ways of consuming: the framer returns exactly
+    /// the stream's NUL-separated messages, and after every read it holds no more memory than
+    /// ``MessageFramer/keptCapacity`` or twice what is in flight (unconsumed messages and the
+    /// unfinished one), whatever the consumer does.
+    @Test(arguments: 0..<24)
+    func retainedMemoryFollowsWhatIsInFlight(seed: UInt64) throws {
+        var random = SplitMix64(seed: seed)
+        let limit = 1 << 20
+        var expected: [[UInt8]] = []
+        var stream: [UInt8] = []
+        while stream.count < 6 << 20 {
+            let size = random.below(10) == 0 ? random.below(limit + 1) : random.below(300)
+            let body = [UInt8](repeating: UInt8(ascii: "a") + UInt8(expected.count % 26), count: size)
+            expected.append(body)
+            stream += body + [0]
+        }
+        var framer = MessageFramer(limit: limit)
+        var received: [[UInt8]] = []
+        var offset = 0
+        while offset < stream.count || framer.pendingByteCount > 0 {
+            let end = min(offset + 1 + random.below(64 << 10), stream.count)
+            stream[offset..<end].withUnsafeBytes { framer.append($0) }
+            offset = end
+            let bound = max(MessageFramer.keptCapacity, 2 * framer.pendingByteCount)
+            try #require(framer.retainedByteCount <= bound, "holds \(framer.retainedByteCount) bytes for \(framer.pendingByteCount) in flight")
+            // Consume as the daemon may: everything, a few (its turn ended, a commit waits), or none.
+            let take = offset == stream.count ? Int.max : [Int.max, 1, 3, 0][random.below(4)]
+            var taken = 0
+            while taken < take, let message = try framer.next() {
+                received.append(Array(message))
+                taken += 1
+            }
+            if offset == stream.count, taken == 0 { break }
+        }
+        #expect(received.count == expected.count && received == expected, "the framer split the stream differently from its NULs")
+    }
+}
+
+/// A small seeded generator, so a failing property run can be repeated.
+struct SplitMix64 {
+    var state: UInt64
+    init(seed: UInt64) { state = seed &* 0x9E37_79B9_7F4A_7C15 &+ 1 }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    /// A number in `0..<bound`.
+    mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
 }
 
 @Suite struct CallTests {

@@ -1,0 +1,81 @@
+import Glibc
+import KVStorage
+
+/// How the server stops: on SIGTERM/SIGINT after what is in flight, or on idle; and the loop's
+/// timers (the shutdown deadline, the idle timeout, systemd's watchdog). Loop thread only.
+extension Server {
+    func beginShutdown(signal: Int32) {
+        guard shutdownDeadline == nil else { return }
+        log.notice("received \(signal == SIGTERM ? "SIGTERM" : "SIGINT"): finishing \(commitsInFlight) pending write(s), then stopping")
+        Systemd.notify("STOPPING=1")
+        shutdownDeadline = .now + limits.shutdownGrace
+        for fd in listeners { poller.forget(fd) }
+    }
+
+    func stopReason() -> String? {
+        if let deadline = shutdownDeadline {
+            let flushed = connections.values.allSatisfy { $0.pendingOutput == 0 }
+            if commitsInFlight == 0 && (flushed || ContinuousClock.now >= deadline) { return "stopped on request" }
+            return nil
+        }
+        guard let idleExit, connections.isEmpty, commitsInFlight == 0, store.isIdle else { return nil }
+        guard ContinuousClock.now - lastActivity >= idleExit else { return nil }
+        return exitUnlessClientsWait(idle: idleExit)
+    }
+
+    /// Idle long enough: exits unless a client waits in the backlog. kvd's own socket is shut
+    /// first, so from then on a connecting client is refused (kvctl then starts a fresh kvd)
+    /// and one already queued is accepted and served, kvd going on with a fresh socket in its
+    /// place: no connection is queued and then dropped. A socket from systemd is left alone:
+    /// systemd keeps queueing clients on it and starts kvd again for them.
+    func exitUnlessClientsWait(idle: Duration) -> String? {
+        idleExitHook?(.deciding)
+        do { try socket.refuseNewConnections() } catch {
+            log.warning("cannot shut the listening socket before exiting on idle (\(error)): a client connecting now may be dropped")
+        }
+        for fd in listeners { acceptAll(from: fd) }
+        guard connections.isEmpty else {
+            if !socket.activated { listenAgain() }
+            return nil
+        }
+        idleExitHook?(.exiting)
+        Systemd.notify("STOPPING=1")
+        return "idle for \(idle) with no client"
+    }
+
+    /// Replaces kvd's own socket, shut at an idle exit that found a client waiting. Failing
+    /// that, kvd keeps its socket shut (no client is queued unseen), serves the clients it has
+    /// and exits when idle again.
+    func listenAgain() {
+        for fd in listeners { poller.forget(fd) }
+        do {
+            socket = try socket.rebound()
+            listeners = socket.fds
+            try watchListeners()
+            log.notice("a client came as kvd was about to exit on idle: serving it on a fresh socket")
+        } catch {
+            try? socket.refuseNewConnections()  // already shut, unless it is the fresh one
+            listeners = []
+            log.error("\(error): serving the \(connections.count) client(s) connected, then exiting")
+        }
+    }
+
+    func nextTimeout() -> Int32 {
+        var wait: Duration?
+        func consider(_ candidate: Duration) { wait = min(wait ?? candidate, max(candidate, .zero)) }
+        let now = ContinuousClock.now
+        if let deadline = shutdownDeadline { consider(min(deadline - now, .milliseconds(100))) }
+        if let idleExit, connections.isEmpty { consider(lastActivity + idleExit - now) }
+        if watchdog != nil { consider(nextWatchdogPing - now) }
+        if commitsInFlight > 0 && shutdownDeadline != nil { consider(.milliseconds(10)) }
+        guard let wait else { return -1 }
+        let milliseconds = wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000
+        return Int32(clamping: milliseconds + 1)
+    }
+
+    func pingWatchdog() {
+        guard let watchdog, ContinuousClock.now >= nextWatchdogPing else { return }
+        Systemd.notify("WATCHDOG=1")
+        nextWatchdogPing = .now + watchdog / 2
+    }
+}
