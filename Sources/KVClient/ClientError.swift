@@ -63,7 +63,7 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
             return "kvd could not store the change, so nothing changed: \(text("reason") ?? "unknown reason")"
         case Names.tooLarge:
             let limit = number("limit").map { " of \($0) bytes" } ?? ""
-            return "the request is larger than kvd's limit\(limit); store less under one key"
+            return "the request, or the domain after it, is larger than kvd's limit\(limit) (one message); store less under one key, or in one domain"
         case Service.methodNotFound, Service.methodNotImplemented:
             return "kvd does not implement \(text("method") ?? "the method") (is kvd older than this client?)"
         case Service.interfaceNotFound:
