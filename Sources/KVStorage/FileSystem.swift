@@ -9,9 +9,9 @@ public struct FileDescriptor: Sendable, Hashable {
 
 /// How ``FileSystem/open(_:_:permissions:)`` opens a path. Without ``write`` it opens read-only.
 public struct OpenOptions: OptionSet, Sendable, Hashable {
-    public let rawValue: UInt8
+    public let rawValue: UInt16
 
-    public init(rawValue: UInt8) { self.rawValue = rawValue }
+    public init(rawValue: UInt16) { self.rawValue = rawValue }
 
     /// Read and write (`O_RDWR`).
     public static let write = OpenOptions(rawValue: 1 << 0)
@@ -28,6 +28,42 @@ public struct OpenOptions: OptionSet, Sendable, Hashable {
     /// Writes bypass the page cache (`O_DIRECT`): each must cover whole blocks of the device
     /// (offset and length multiples of its logical block size), or it fails with `EINVAL`.
     public static let direct = OpenOptions(rawValue: 1 << 6)
+    /// Fail with `ELOOP` if the path's last component is a symbolic link (`O_NOFOLLOW`).
+    public static let noFollow = OpenOptions(rawValue: 1 << 7)
+    /// Do not wait to open or read (`O_NONBLOCK`): opening a FIFO with no writer returns at once.
+    public static let nonBlocking = OpenOptions(rawValue: 1 << 8)
+}
+
+/// What kind of file an open descriptor refers to, and its size.
+public struct FileStatus: Sendable, Hashable {
+    public enum Kind: Sendable, Hashable {
+        case regular, directory, symbolicLink, fifo, socket, characterDevice, blockDevice, unknown
+    }
+
+    public var kind: Kind
+    /// Size in bytes (meaningful for a regular file).
+    public var size: Int64
+
+    public init(kind: Kind, size: Int64) {
+        self.kind = kind
+        self.size = size
+    }
+}
+
+extension FileStatus.Kind: CustomStringConvertible {
+    /// Like "a directory", for messages.
+    public var description: String {
+        switch self {
+        case .regular: "a regular file"
+        case .directory: "a directory"
+        case .symbolicLink: "a symbolic link"
+        case .fifo: "a FIFO"
+        case .socket: "a socket"
+        case .characterDevice: "a character device"
+        case .blockDevice: "a block device"
+        case .unknown: "a file of an unknown kind"
+        }
+    }
 }
 
 /// A failed file-system call: the operation, the path if known, and the `errno` code.
@@ -81,6 +117,8 @@ public protocol FileSystem: Sendable {
     func truncate(_ descriptor: FileDescriptor, to length: Int64) throws(FileSystemError)
     /// The file's size in bytes. C: `fstat`.
     func size(_ descriptor: FileDescriptor) throws(FileSystemError) -> Int64
+    /// The kind and size of the open file. C: `fstat`.
+    func status(_ descriptor: FileDescriptor) throws(FileSystemError) -> FileStatus
     /// Takes an exclusive lock without waiting; `EWOULDBLOCK` if another holds it.
     /// C: `flock(LOCK_EX | LOCK_NB)`.
     func lockExclusively(_ descriptor: FileDescriptor) throws(FileSystemError)
@@ -94,26 +132,45 @@ public protocol FileSystem: Sendable {
     func contentsOfDirectory(_ path: String) throws(FileSystemError) -> [String]
 }
 
+/// Why ``FileSystem/readRegularFile(_:limit:)`` did not read a file.
+enum FileReadError: Error {
+    /// The path is not a regular file (a symbolic link is not followed).
+    case notRegular(FileStatus.Kind)
+    /// The file holds more than the limit: `size` bytes.
+    case tooLarge(size: Int64)
+    case system(FileSystemError)
+}
+
 extension FileSystem {
-    /// The whole content of the file at `path`, or `nil` if it does not exist.
-    func readFile(_ path: String) throws(FileSystemError) -> [UInt8]? {
+    /// The whole content of the regular file at `path`, or `nil` if nothing is there. Never
+    /// follows a symbolic link, never waits on a FIFO, and reads at most `limit` bytes: anything
+    /// else throws ``FileReadError`` without reading. C: `open(O_NOFOLLOW|O_NONBLOCK)`, `fstat`.
+    func readRegularFile(_ path: String, limit: Int64) throws(FileReadError) -> [UInt8]? {
         let descriptor: FileDescriptor
         do {
-            descriptor = try open(path, [], permissions: 0)
+            descriptor = try open(path, [.noFollow, .nonBlocking], permissions: 0)
         } catch where error.code == ENOENT {
             return nil
+        } catch where error.code == ELOOP {
+            throw .notRegular(.symbolicLink)
+        } catch where error.code == ENXIO {
+            throw .notRegular(.socket)  // a Unix socket cannot be opened
+        } catch {
+            throw .system(error)
         }
         defer { close(descriptor) }
-        return try readAll(descriptor)
-    }
-
-    /// Reads from the current offset to the end of the file.
-    func readAll(_ descriptor: FileDescriptor) throws(FileSystemError) -> [UInt8] {
+        let status: FileStatus
+        do { status = try self.status(descriptor) } catch { throw .system(error) }
+        guard status.kind == .regular else { throw .notRegular(status.kind) }
+        guard status.size <= limit else { throw .tooLarge(size: status.size) }
         var content: [UInt8] = []
+        content.reserveCapacity(Int(status.size))
         while true {
-            let chunk = try read(descriptor, upTo: 1 << 20)
+            let chunk: [UInt8]
+            do { chunk = try read(descriptor, upTo: 1 << 20) } catch { throw .system(error) }
             if chunk.isEmpty { return content }
             content.append(contentsOf: chunk)
+            guard content.count <= limit else { throw .tooLarge(size: Int64(content.count)) }  // it grew meanwhile
         }
     }
 

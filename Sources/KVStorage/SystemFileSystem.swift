@@ -14,6 +14,8 @@ public struct SystemFileSystem: FileSystem {
         if options.contains(.append) { flags |= O_APPEND }
         if options.contains(.directory) { flags |= O_DIRECTORY }
         if options.contains(.direct) { flags |= Self.directFlag }
+        if options.contains(.noFollow) { flags |= O_NOFOLLOW }
+        if options.contains(.nonBlocking) { flags |= O_NONBLOCK }
         let raw = try retryingInterrupts("open", path) { Glibc.open(path, flags, mode_t(permissions)) }
         return FileDescriptor(rawValue: raw)
     }
@@ -85,6 +87,23 @@ public struct SystemFileSystem: FileSystem {
         var info = stat()
         _ = try retryingInterrupts("fstat", nil) { Glibc.fstat(descriptor.rawValue, &info) }
         return Int64(info.st_size)
+    }
+
+    public func status(_ descriptor: FileDescriptor) throws(FileSystemError) -> FileStatus {
+        var info = stat()
+        _ = try retryingInterrupts("fstat", nil) { Glibc.fstat(descriptor.rawValue, &info) }
+        let kind: FileStatus.Kind
+        switch info.st_mode & S_IFMT {
+        case S_IFREG: kind = .regular
+        case S_IFDIR: kind = .directory
+        case S_IFLNK: kind = .symbolicLink
+        case S_IFIFO: kind = .fifo
+        case S_IFSOCK: kind = .socket
+        case S_IFCHR: kind = .characterDevice
+        case S_IFBLK: kind = .blockDevice
+        default: kind = .unknown
+        }
+        return FileStatus(kind: kind, size: Int64(info.st_size))
     }
 
     public func lockExclusively(_ descriptor: FileDescriptor) throws(FileSystemError) {

@@ -379,6 +379,15 @@ final class SimulatedFileSystem: FileSystem {
         }
     }
 
+    /// A folder or a regular file: the simulated disk has nothing else.
+    func status(_ descriptor: FileDescriptor) throws(FileSystemError) -> FileStatus {
+        try state.withLock { state throws(FileSystemError) in
+            guard let handle = state.handles[descriptor.rawValue] else { throw FileSystemError(operation: "fstat", path: nil, code: EBADF) }
+            guard let content = state.model.current.files[handle.inode] else { return FileStatus(kind: .directory, size: 0) }
+            return FileStatus(kind: .regular, size: Int64(content.count))
+        }
+    }
+
     func lockExclusively(_ descriptor: FileDescriptor) throws(FileSystemError) {
         try state.withLock { state throws(FileSystemError) in
             guard let handle = state.handles[descriptor.rawValue] else { throw FileSystemError(operation: "flock", path: nil, code: EBADF) }

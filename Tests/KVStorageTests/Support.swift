@@ -149,6 +149,8 @@ final class RecordingFileSystem: FileSystem {
 
     func size(_ descriptor: FileDescriptor) throws(FileSystemError) -> Int64 { try base.size(descriptor) }
 
+    func status(_ descriptor: FileDescriptor) throws(FileSystemError) -> FileStatus { try base.status(descriptor) }
+
     func lockExclusively(_ descriptor: FileDescriptor) throws(FileSystemError) { try base.lockExclusively(descriptor) }
 
     func rename(_ source: String, to destination: String) throws(FileSystemError) {
