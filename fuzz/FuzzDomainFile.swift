@@ -2,16 +2,24 @@
 import FoundationEssentials
 import KVValues
 
-/// Fuzz target: the domain-file loader (``DomainFile/decode(_:domain:)``), every version.
+/// Fuzz target: the domain-file loader (``DomainFile/decode(_:domain:)``), every version, read
+/// both as `com.example.fuzz.json` and as a `~` file (domain named inside).
 ///
 /// Invariants: a file that loads is written back by ``DomainFile/encode(_:_:savedAt:)`` as a
-/// current-version file that loads to the same state (values, unreadable keys kept verbatim
-/// with the same reason, revisions), and writing that again gives the same bytes.
+/// current-version file that loads to the same state (values, unreadable values and keys no
+/// request can name kept verbatim with the same reason, revisions, budget) with nothing to
+/// warn about but those, and writing that again gives the same bytes.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzDomainFile(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     let bytes = Array(UnsafeBufferPointer(start: data, count: size))
-    let domain = try! Domain(validating: "com.example.fuzz")
-    guard let loaded = try? DomainFile.decode(bytes, domain: domain) else { return 0 }
+    if let named = try? DomainFile.decode(bytes, domain: nil) { check(named) }
+    guard let loaded = try? DomainFile.decode(bytes, domain: try! Domain(validating: "com.example.fuzz")) else { return 0 }
+    check(loaded)
+    return 0
+}
+
+private func check(_ loaded: LoadedDomain) {
+    let domain = loaded.domain
     for (_, entry) in loaded.state.entries where entry.revision > max(loaded.state.revision, 1) {
         fail("a key's revision \(entry.revision) is above its domain's \(loaded.state.revision)")
     }
@@ -24,5 +32,5 @@ public func fuzzDomainFile(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
         fail("the domain changed in a write and load: \(String(decoding: written, as: UTF8.self))")
     }
     if DomainFile.encode(domain, reread.state, savedAt: savedAt) != written { fail("writing a loaded file again changed it") }
-    return 0
+    if reread.copyReason != nil { fail("a written file has a key twice") }
 }

@@ -28,4 +28,5 @@ target typed-json FuzzTypedJSON fuzz/FuzzTypedJSON.swift "$OUT/lib/libKVValues.a
 target varlink FuzzVarlink fuzz/FuzzVarlink.swift "$OUT/lib/libKVProtocol.a" "$OUT/lib/libKVValues.a"
 target domain-file KVStorage fuzz/FuzzDomainFile.swift Sources/KVStorage/*.swift "$OUT/lib/libKVValues.a"
 target log KVStorage fuzz/FuzzLog.swift Sources/KVStorage/*.swift "$OUT/lib/libKVValues.a"
+target commit KVStorage fuzz/FuzzCommit.swift Sources/KVStorage/*.swift "$OUT/lib/libKVProtocol.a" "$OUT/lib/libKVValues.a"
 target value-parser KVCtl fuzz/FuzzValueParser.swift fuzz/UsageErrorShim.swift Sources/KVCtl/ValueParser.swift "$OUT/lib/libKVValues.a"

@@ -70,7 +70,7 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
             return "the stored value of \"\(key)\" in \(domain) cannot be read (\(text("reason") ?? "no reason given")); kvd keeps it as it is. Replace it with `kvctl set \(domain) \(key) ...` or remove it with `kvctl delete \(domain) \(key)`"
         case Names.tooLarge:
             let limit = number("limit").map { " of \($0) bytes" } ?? ""
-            return "the request is larger than kvd's limit\(limit); store less under one key"
+            return "the request, or the domain after it, is larger than kvd's limit\(limit) (one message); store less under one key, or in one domain"
         case Service.methodNotFound, Service.methodNotImplemented:
             return "kvd does not implement \(text("method") ?? "the method") (is kvd older than this client?)"
         case Service.interfaceNotFound:

@@ -20,12 +20,11 @@ struct RequestHandler: Sendable {
             return .reply(get(domain, key))
         case .list(let domain), .listAll(let domain):
             guard let snapshot = store.list(domain) else { return .reply(Self.notFound(domain, nil)) }
-            let values = snapshot.values.reduce(into: [String: JSON]()) { $0[$1.key.name] = $1.value.typedJSON }
-            var parameters: [String: JSON] = ["values": .object(values), "revision": .integer(snapshot.revision)]
+            guard snapshot.fitsOneReply else { return .reply(Self.tooLargeToList(domain, snapshot)) }
             if case .listAll = request {
-                parameters["unreadable"] = .object(snapshot.unreadable.reduce(into: [:]) { $0[$1.key.name] = .string($1.value) })
+                return .reply(.list(snapshot.values, revision: snapshot.revision, unreadable: snapshot.unreadable))
             }
-            return .reply(VarlinkReply(parameters: parameters))
+            return .reply(.list(snapshot.values, revision: snapshot.revision))
         case .domains:
             return .reply(VarlinkReply(parameters: ["domains": .array(store.domains().map { .string($0.name) })]))
         case .set(let domain, let key, let value, let ifRevision):
@@ -92,7 +91,19 @@ struct RequestHandler: Sendable {
             .failure(DefaultsInterface.Error.revisionMismatch, ["revision": .integer(current)])
         case .failure(let reason), .locked(let reason), .invalidStateDirectory(let reason):
             .failure(DefaultsInterface.Error.storageFailure, ["reason": .string(reason)])
+        case .tooLarge(let limit, _):
+            .failure(DefaultsInterface.Error.tooLarge, ["limit": .integer(Int64(limit))])
+        case .invalidValue(let reason):
+            .failure(DefaultsInterface.Error.invalidValue, ["reason": .string(reason)])
         }
+    }
+
+    /// The reply to `List` of a domain no reply can carry (only a hand-made file can be that
+    /// large: kvd refuses writes that would make one).
+    static func tooLargeToList(_ domain: Domain, _ snapshot: DomainSnapshot) -> VarlinkReply {
+        .failure(DefaultsInterface.Error.storageFailure, [
+            "reason": .string("domain \(domain.name) takes \(snapshot.budgetBytes) bytes as typed JSON, more than one reply carries (\(Limits.domainBytes)); read its keys one by one, or remove some"),
+        ])
     }
 
     static func notFound(_ domain: Domain, _ key: Key?) -> VarlinkReply {
@@ -114,8 +125,6 @@ struct RequestHandler: Sendable {
     }
 
     static func watchReply(revision: Int64, changes: [Change], initial: Bool) -> VarlinkReply {
-        VarlinkReply(
-            parameters: ["revision": .integer(revision), "changes": .array(changes.map(\.json)), "initial": .bool(initial)],
-            continues: true)
+        .watch(revision: revision, changes: changes, initial: initial)
     }
 }

@@ -9,6 +9,29 @@ extension Change {
     }
 }
 
+extension VarlinkReply {
+    /// The reply to `List`: every value of a domain, and the revision at which it last changed.
+    /// Its size is what ``DomainBudget`` counts, with less overhead per key than ``watch(revision:changes:initial:)``.
+    /// With `unreadable`, the reply to `ListAll`, which also names the keys whose stored values
+    /// cannot be read, with the reason.
+    public static func list(_ values: [Key: Value], revision: Int64, unreadable: [Key: String]? = nil) -> VarlinkReply {
+        let members = values.reduce(into: [String: JSON]()) { $0[$1.key.name] = $1.value.typedJSON }
+        var parameters: [String: JSON] = ["values": .object(members), "revision": .integer(revision)]
+        if let unreadable {
+            parameters["unreadable"] = .object(unreadable.reduce(into: [:]) { $0[$1.key.name] = .string($1.value) })
+        }
+        return VarlinkReply(parameters: parameters)
+    }
+
+    /// A reply to `Watch`: the current values as changes (`initial`), or the changes of one
+    /// commit. ``DomainBudget`` counts what one costs, per key.
+    public static func watch(revision: Int64, changes: [Change], initial: Bool) -> VarlinkReply {
+        VarlinkReply(
+            parameters: ["revision": .integer(revision), "changes": .array(changes.map(\.json)), "initial": .bool(initial)],
+            continues: true)
+    }
+}
+
 /// A call to kvd, validated: names are `Domain`/`Key`, values are `Value`.
 ///
 /// Built once at the edge by ``init(call:)``; the daemon dispatches on it and never re-checks.

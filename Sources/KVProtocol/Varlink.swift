@@ -46,7 +46,9 @@ public struct VarlinkCall: Sendable, Equatable {
 
     /// Reads a call from one message (without its NUL); refuses anything that is not one.
     /// Reads the members in order, without building dictionaries (this runs for every call).
-    public init(message: some Collection<UInt8>, limits: JSONLimits = .default) throws(VarlinkError) {
+    /// The default limits allow a value as deep as the contract does inside the deepest call
+    /// (`Apply`); the value rule itself is checked when the parameters become values.
+    public init(message: some Collection<UInt8>, limits: JSONLimits = .message) throws(VarlinkError) {
         let (members, parameters) = try Varlink.envelope(message, limits: limits, of: "a call")
         guard case .string(let method)? = members["method"] else { throw .malformed("a call needs a \"method\" string") }
         switch members["parameters"] {  // an object came back as `parameters`
@@ -125,8 +127,9 @@ public struct VarlinkReply: Sendable, Equatable {
         out.append(contentsOf: [UInt8(ascii: "}"), UInt8(ascii: "}"), 0])
     }
 
-    /// Reads a reply from one message (without its NUL).
-    public init(message: some Collection<UInt8>, limits: JSONLimits = .default) throws(VarlinkError) {
+    /// Reads a reply from one message (without its NUL). The default limits take every reply
+    /// kvd sends: a value as deep as the contract allows inside a `Watch` or `List` reply.
+    public init(message: some Collection<UInt8>, limits: JSONLimits = .message) throws(VarlinkError) {
         let (members, parameters) = try Varlink.envelope(message, limits: limits, of: "a reply")
         var error: String?
         if case .string(let name)? = members["error"] { error = name }
@@ -153,8 +156,8 @@ public enum VarlinkError: Error, Sendable, Equatable, CustomStringConvertible {
 
 /// Framing shared by both sides: every message is a JSON object followed by one NUL byte.
 public enum Varlink {
-    /// Largest message either side accepts, in bytes (NUL excluded): 16 MiB.
-    public static let maxMessageBytes = 16 << 20
+    /// Largest message either side accepts, in bytes (NUL excluded): 16 MiB (``Limits``).
+    public static let maxMessageBytes = Limits.messageBytes
 
     /// Writes `members` as a compact JSON object, in their order.
     static func write(_ members: JSONMembers, into out: inout [UInt8]) {

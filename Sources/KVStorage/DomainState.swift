@@ -1,23 +1,50 @@
 import KVValues
 
-/// What is stored under one key: a value, or JSON from a file that is not a valid typed value,
-/// kept verbatim so that it is written back unchanged.
+/// What is stored under one key: a value, or the text of a hand-edited value that is not valid
+/// typed JSON, kept verbatim so that it is written back unchanged.
 enum StoredContent: Sendable, Equatable {
     case value(Value)
-    case unreadable(raw: JSON, reason: String)
+    case unreadable(raw: [UInt8], reason: String)
 }
 
-/// One key's content and the revision at which it last changed.
+/// One key's content, the revision at which it last changed, and its size.
 struct StoredEntry: Sendable, Equatable {
     var content: StoredContent
     var revision: Int64
+    /// The key and the value as compact typed JSON, in bytes (for an unreadable value, the key
+    /// and the text kept): what the entry costs in a reply (see ``DomainBudget``).
+    var bytes: Int
+
+    /// The size of `key` with `value` as ``bytes`` counts it (encodes them: for loading).
+    static func measure(_ key: String, _ value: Value) -> Int {
+        var out: [UInt8] = []
+        JSONWriter.writeString(key, into: &out)
+        JSONWriter().write(value.typedJSON, into: &out)
+        return out.count
+    }
+
+    /// The size of `key` with a kept text of `raw` bytes.
+    static func measure(_ key: String, raw: Int) -> Int {
+        var out: [UInt8] = []
+        JSONWriter.writeString(key, into: &out)
+        return out.count + raw
+    }
 }
 
-/// The committed content of one domain in memory. A domain with no keys does not exist.
+/// The committed content of one domain in memory. A domain with no (nameable) keys does not
+/// exist for requests.
 struct DomainState: Sendable, Equatable {
     var entries: [Key: StoredEntry] = [:]
+    /// Entries of a hand-edited file whose key no request can name (`""`, over 1024 bytes):
+    /// never served, kept verbatim and written back, so that nothing of the file is dropped.
+    var foreign: [String: StoredEntry] = [:]
     /// The revision at which the domain last changed.
     var revision: Int64 = 0
+    /// What all entries, foreign ones too, take of ``Limits/domainBytes`` (``DomainBudget``).
+    var budgetBytes = 0
+
+    /// Whether nothing at all is stored (then the domain's file is removed).
+    var isEmpty: Bool { entries.isEmpty && foreign.isEmpty }
 
     func lookup(_ key: Key) -> KeyLookup {
         switch entries[key] {
@@ -31,7 +58,7 @@ struct DomainState: Sendable, Equatable {
     }
 
     var snapshot: DomainSnapshot {
-        var snapshot = DomainSnapshot(values: [:], revisions: [:], unreadable: [:], revision: revision)
+        var snapshot = DomainSnapshot(values: [:], revisions: [:], unreadable: [:], revision: revision, budgetBytes: budgetBytes)
         snapshot.values.reserveCapacity(entries.count)
         snapshot.revisions.reserveCapacity(entries.count)
         for (key, entry) in entries {
@@ -44,20 +71,47 @@ struct DomainState: Sendable, Equatable {
         return snapshot
     }
 
-    /// Applies absolute changes made at `revision`. Idempotent: replaying a log record twice
-    /// gives the same state.
+    /// Adds an entry read from a file.
+    mutating func load(_ name: String, _ entry: StoredEntry) {
+        if let key = try? Key(validating: name) {
+            budgetBytes -= entries.updateValue(entry, forKey: key).map { DomainBudget.cost(entryBytes: $0.bytes) } ?? 0
+        } else {
+            budgetBytes -= foreign.updateValue(entry, forKey: name).map { DomainBudget.cost(entryBytes: $0.bytes) } ?? 0
+        }
+        budgetBytes += DomainBudget.cost(entryBytes: entry.bytes)
+    }
+
+    /// Applies absolute changes made at `revision`, each of `entryBytes` (as
+    /// ``EncodedRecord/entryBytes``), leaving the domain at `budgetBytes` (as
+    /// ``budgetBytes(_:after:entryBytes:entry:)`` computed it). Idempotent: replaying a log
+    /// record twice gives the same state.
     /// Returns whether the domain is empty afterwards.
     @discardableResult
-    mutating func apply(_ changes: [Change], at revision: Int64) -> Bool {
+    mutating func apply(_ changes: [Change], entryBytes: [Int], budgetBytes: Int, at revision: Int64) -> Bool {
         defer { self.revision = revision }
-        for change in changes {
+        for (change, bytes) in zip(changes, entryBytes) {
             if let value = change.value {
-                entries[change.key] = StoredEntry(content: .value(value), revision: revision)
+                entries[change.key] = StoredEntry(content: .value(value), revision: revision, bytes: bytes)
             } else {
                 entries[change.key] = nil
             }
         }
-        return entries.isEmpty
+        self.budgetBytes = budgetBytes
+        return isEmpty
+    }
+
+    /// The budget of a domain at `current` after `changes` of `entryBytes`, where `entry` finds
+    /// the entries before them. Costs a lookup per change (a second for a key changed twice).
+    static func budgetBytes(_ current: Int, after changes: [Change], entryBytes: [Int], entry: (Key) -> StoredEntry?) -> Int {
+        var total = current
+        var changed: [Key: Int] = [:]  // the cost now of keys changed earlier in `changes`
+        for (change, bytes) in zip(changes, entryBytes) {
+            let before = changed[change.key] ?? entry(change.key).map { DomainBudget.cost(entryBytes: $0.bytes) } ?? 0
+            let after = change.value == nil ? 0 : DomainBudget.cost(entryBytes: bytes)
+            total += after - before
+            if changes.count > 1 { changed[change.key] = after }
+        }
+        return total
     }
 }
 
@@ -69,12 +123,15 @@ struct DomainView {
     /// Keys changed earlier in this batch: their entry now, `nil` when removed.
     private var overlay: [Key: StoredEntry?] = [:]
     private var overlayRevision: Int64?
-    /// How many keys the domain has with the overlay applied.
+    /// How many (nameable) keys the domain has with the overlay applied.
     private(set) var count: Int
+    /// The domain's budget with the overlay applied.
+    private(set) var budgetBytes: Int
 
     init(_ base: DomainState?) {
         self.base = base
         count = base?.entries.count ?? 0
+        budgetBytes = base?.budgetBytes ?? 0
     }
 
     func entry(_ key: Key) -> StoredEntry? {
@@ -96,10 +153,15 @@ struct DomainView {
         return keys.sorted()
     }
 
-    /// Records changes planned at `revision`, as ``DomainState/apply(_:at:)`` will make them.
-    mutating func apply(_ changes: [Change], at revision: Int64) {
-        for change in changes {
-            let now = change.value.map { StoredEntry(content: .value($0), revision: revision) }
+    /// The budget after `changes` of `entryBytes`, as ``DomainState/apply(_:entryBytes:budgetBytes:at:)`` will leave it.
+    func budgetBytes(after changes: [Change], entryBytes: [Int]) -> Int {
+        DomainState.budgetBytes(budgetBytes, after: changes, entryBytes: entryBytes, entry: entry)
+    }
+
+    /// Records changes planned at `revision`, as ``DomainState/apply(_:entryBytes:budgetBytes:at:)`` will make them.
+    mutating func apply(_ changes: [Change], entryBytes: [Int], budgetBytes: Int, at revision: Int64) {
+        for (change, bytes) in zip(changes, entryBytes) {
+            let now = change.value.map { StoredEntry(content: .value($0), revision: revision, bytes: bytes) }
             let existed: Bool
             if let earlier = overlay.updateValue(now, forKey: change.key) {  // one lookup, not three
                 existed = earlier != nil
@@ -109,14 +171,15 @@ struct DomainView {
             count += (now != nil ? 1 : 0) - (existed ? 1 : 0)
         }
         overlayRevision = revision
+        self.budgetBytes = budgetBytes
     }
 }
 
 /// Turns mutations into the absolute changes they make, checking their conditions.
 enum MutationPlanner {
     /// The changes `mutation` makes to `current`; empty if it changes nothing. Throws
-    /// `.notFound`, `.revisionMismatch`, or `.failure` for a value that cannot be stored (a
-    /// non-finite real).
+    /// `.notFound`, `.revisionMismatch`, or `.invalidValue` for a value that breaks a rule of
+    /// the contract (a non-finite real, nesting over 512 levels).
     static func changes(
         of mutation: Mutation, in domain: Domain, current: DomainView
     ) throws(StorageError) -> [Change] {
@@ -158,6 +221,6 @@ enum MutationPlanner {
     }
 
     private static func validate(_ value: Value, key: Key) throws(StorageError) {
-        do { try value.validate() } catch { throw .failure("value of key \"\(key)\" cannot be stored: \(error)") }
+        do { try value.validate() } catch { throw .invalidValue("value of key \"\(key)\" cannot be stored: \(error)") }
     }
 }

@@ -9,9 +9,9 @@ public struct FileDescriptor: Sendable, Hashable {
 
 /// How ``FileSystem/open(_:_:permissions:)`` opens a path. Without ``write`` it opens read-only.
 public struct OpenOptions: OptionSet, Sendable, Hashable {
-    public let rawValue: UInt8
+    public let rawValue: UInt16
 
-    public init(rawValue: UInt8) { self.rawValue = rawValue }
+    public init(rawValue: UInt16) { self.rawValue = rawValue }
 
     /// Read and write (`O_RDWR`).
     public static let write = OpenOptions(rawValue: 1 << 0)
@@ -31,18 +31,45 @@ public struct OpenOptions: OptionSet, Sendable, Hashable {
     /// Fail with `ELOOP` if the last component of the path is a symbolic link (`O_NOFOLLOW`):
     /// every file kvd writes in its state folder is opened so, never through a planted link.
     public static let noFollow = OpenOptions(rawValue: 1 << 7)
+    /// Do not wait to open or read (`O_NONBLOCK`): opening a FIFO with no writer returns at once.
+    public static let nonBlocking = OpenOptions(rawValue: 1 << 8)
 }
 
-/// Who owns a file or folder and who may do what with it, as `fstat` reports.
-public struct FileStatus: Sendable, Equatable {
+/// What an open descriptor refers to, as `fstat` reports: its kind, size, owner and permissions.
+public struct FileStatus: Sendable, Hashable {
+    public enum Kind: Sendable, Hashable {
+        case regular, directory, symbolicLink, fifo, socket, characterDevice, blockDevice, unknown
+    }
+
+    public var kind: Kind
+    /// Size in bytes (meaningful for a regular file).
+    public var size: Int64
     /// The owner's user id (`st_uid`).
     public var owner: UInt32
     /// The permission bits, with set-user-id, set-group-id and sticky (`st_mode & 07777`).
     public var permissions: UInt32
 
-    public init(owner: UInt32, permissions: UInt32) {
+    public init(kind: Kind, size: Int64, owner: UInt32 = 0, permissions: UInt32 = 0o600) {
+        self.kind = kind
+        self.size = size
         self.owner = owner
         self.permissions = permissions
+    }
+}
+
+extension FileStatus.Kind: CustomStringConvertible {
+    /// Like "a directory", for messages.
+    public var description: String {
+        switch self {
+        case .regular: "a regular file"
+        case .directory: "a directory"
+        case .symbolicLink: "a symbolic link"
+        case .fifo: "a FIFO"
+        case .socket: "a socket"
+        case .characterDevice: "a character device"
+        case .blockDevice: "a block device"
+        case .unknown: "a file of an unknown kind"
+        }
     }
 }
 
@@ -99,7 +126,7 @@ public protocol FileSystem: Sendable {
     func truncate(_ descriptor: FileDescriptor, to length: Int64) throws(FileSystemError)
     /// The file's size in bytes. C: `fstat`.
     func size(_ descriptor: FileDescriptor) throws(FileSystemError) -> Int64
-    /// The owner and permissions of an open file or folder. C: `fstat`.
+    /// The kind, size, owner and permissions of an open file or folder. C: `fstat`.
     func status(_ descriptor: FileDescriptor) throws(FileSystemError) -> FileStatus
     /// The user this process acts as, who must own the state folder. C: `geteuid`.
     var effectiveUserID: UInt32 { get }
@@ -116,26 +143,45 @@ public protocol FileSystem: Sendable {
     func contentsOfDirectory(_ path: String) throws(FileSystemError) -> [String]
 }
 
+/// Why ``FileSystem/readRegularFile(_:limit:)`` did not read a file.
+enum FileReadError: Error {
+    /// The path is not a regular file (a symbolic link is not followed).
+    case notRegular(FileStatus.Kind)
+    /// The file holds more than the limit: `size` bytes.
+    case tooLarge(size: Int64)
+    case system(FileSystemError)
+}
+
 extension FileSystem {
-    /// The whole content of the file at `path`, or `nil` if it does not exist.
-    func readFile(_ path: String) throws(FileSystemError) -> [UInt8]? {
+    /// The whole content of the regular file at `path`, or `nil` if nothing is there. Never
+    /// follows a symbolic link, never waits on a FIFO, and reads at most `limit` bytes: anything
+    /// else throws ``FileReadError`` without reading. C: `open(O_NOFOLLOW|O_NONBLOCK)`, `fstat`.
+    func readRegularFile(_ path: String, limit: Int64) throws(FileReadError) -> [UInt8]? {
         let descriptor: FileDescriptor
         do {
-            descriptor = try open(path, [], permissions: 0)
+            descriptor = try open(path, [.noFollow, .nonBlocking], permissions: 0)
         } catch where error.code == ENOENT {
             return nil
+        } catch where error.code == ELOOP {
+            throw .notRegular(.symbolicLink)
+        } catch where error.code == ENXIO {
+            throw .notRegular(.socket)  // a Unix socket cannot be opened
+        } catch {
+            throw .system(error)
         }
         defer { close(descriptor) }
-        return try readAll(descriptor)
-    }
-
-    /// Reads from the current offset to the end of the file.
-    func readAll(_ descriptor: FileDescriptor) throws(FileSystemError) -> [UInt8] {
+        let status: FileStatus
+        do { status = try self.status(descriptor) } catch { throw .system(error) }
+        guard status.kind == .regular else { throw .notRegular(status.kind) }
+        guard status.size <= limit else { throw .tooLarge(size: status.size) }
         var content: [UInt8] = []
+        content.reserveCapacity(Int(status.size))
         while true {
-            let chunk = try read(descriptor, upTo: 1 << 20)
+            let chunk: [UInt8]
+            do { chunk = try read(descriptor, upTo: 1 << 20) } catch { throw .system(error) }
             if chunk.isEmpty { return content }
             content.append(contentsOf: chunk)
+            guard content.count <= limit else { throw .tooLarge(size: Int64(content.count)) }  // it grew meanwhile
         }
     }
 

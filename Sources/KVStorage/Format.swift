@@ -8,10 +8,26 @@ import KVValues
 ///   kvd.lock                             flock(LOCK_EX|LOCK_NB) by the one kvd using STATE
 ///   kvd.wal                              write-ahead log: header + one record per mutation
 ///   DOMAIN.json                          one file per domain, pretty JSON, sorted keys
-///   DOMAIN.unreadable-20261129T181320Z.json   copy of an unreadable domain file (-2, -3 if taken)
-///   kvd.wal.unreadable-20261129T181320Z  copy of a log with damage before its end
+///   PREFIX~HASH.json                     the file of a domain named with over 200 bytes
+///   DOMAIN.unreadable-20261129T181320Z.json   an unreadable domain file set aside (-2, -3 if taken)
+///   kvd.wal.unreadable-20261129T181320Z  a copy of a log with damage before its end
 ///   .DOMAIN.json.tmp, .kvd.wal.tmp       temporary files, renamed into place (never a domain)
 /// ```
+///
+/// File names: a domain named with at most 200 bytes has the file `DOMAIN.json`; a longer one
+/// (the contract allows 255) has `PREFIX~HASH.json`, where PREFIX is the name's first 167 bytes
+/// and HASH the 32 hex digits of the name's FNV-1a 128-bit hash, so that the file, its temporary
+/// file and its backups stay within the 255 bytes a Linux file name may have. `~` never occurs
+/// in a domain name, so the two forms cannot collide; the domain of a `~` file is the one its
+/// `domain` member names (a file whose member does not hash to its name is unreadable). A
+/// `DOMAIN.json` of a longer name (written by hand, or by kvd before 1.1) is still read, and
+/// replaced by the `~` file when kvd next writes that domain.
+///
+/// Only regular files are read: a directory, FIFO, socket, device or symbolic link named like
+/// a domain file is renamed aside (as `DOMAIN.unreadable-STAMP.json`) and logged, and so is a
+/// domain file over ``maxDomainFileBytes``; the other domains are served. At `kvd.wal` such an
+/// entry is renamed aside and a new log started, except a symbolic link, which may lead to the
+/// log holding acknowledged writes: then kvd refuses to start and says so.
 ///
 /// Domain file (`formatVersion` 1):
 /// ```
@@ -21,7 +37,20 @@ import KVValues
 ///  "values": {"key": <typed JSON>, ...},
 ///  "revisions": {"key": 41, ...}}        // the revision at which each key last changed
 /// ```
-/// A value that is not valid typed JSON costs only its key: it is kept and written back verbatim.
+/// Written with sorted members, indented down to level ``maxIndentedLevel`` (a value's
+/// members or elements and three levels below them); deeper levels go on one line. So
+/// indentation adds at most `1 + 2 × 6` bytes per byte of compact JSON, and a domain within
+/// ``Limits/domainBytes`` gives a file within ``maxDomainFileBytes`` (16 × 16 MiB): values at
+/// most 14 times their compact size, `revisions` at most 2 times the entries' budget.
+///
+/// Reading is lenient where a hand edit costs only a key: a byte-order mark is skipped; each
+/// value is read on its own, and one that is not valid typed JSON (an integer out of range, a
+/// `null`, nesting over 512 levels, broken JSON inside the value) is kept verbatim and written
+/// back as it was; a key no request can name (`""`, over 1024 bytes) is kept the same way; a
+/// key given twice is unreadable (its last text is kept) and the file is copied aside first,
+/// since the rewrite cannot keep both texts. Where the file's structure cannot be followed
+/// (an unterminated string, unbalanced brackets, no envelope members), the whole file is set
+/// aside and the domain starts empty.
 ///
 /// Log `kvd.wal`: lines of `CRC SP JSON LF`, where CRC is the CRC-32 (IEEE) of the JSON bytes
 /// as 8 lowercase hex digits and JSON is compact (so it holds no raw LF). The first line is the
@@ -31,14 +60,27 @@ import KVValues
 /// change without `value` removes the key), so replaying is idempotent. Revisions rise strictly.
 /// The file may end in zero bytes: space reserved ahead of the records (`fallocate`), so that a
 /// commit's sync overwrites it instead of growing the file; they end the log as its end would.
+/// A record's value nests at most 3 levels below the line (`LogFormat.limits`); the writer
+/// refuses a change whose record would be larger than a reader takes, or whose changes, or
+/// domain after it, would not fit one reply (``Limits``).
+///
 /// Recovery loads the domain files, then applies each record whose revision is above the
-/// domain file's `revision`; the first torn or corrupt record ends the log (it was never
-/// acknowledged). The store revision is the largest of the header's base, the records' and
-/// the domain files' revisions.
+/// domain file's `revision`. A torn or corrupt record with no valid record after it is the
+/// torn tail of a write never acknowledged: it is cut off. Any other record the reader cannot
+/// use — a complete line (its checksum holds) that does not decode, or a corrupt line followed
+/// by valid ones — costs only itself: the log is copied aside, the record is logged as an
+/// error, the records after it are replayed, its revision (when it can be read) counts, and
+/// the log is compacted at once so the damage is reported once. The store revision is the
+/// largest of the header's base, every record's and the domain files' revisions.
 ///
 /// Version history of the domain file (one reader per version is kept):
 /// - 0: a bare JSON object of typed values (no envelope, no revisions; keys load at revision 1).
-/// - 1: the envelope above (kvd 1.0).
+/// - 1: the envelope above (kvd 1.0). kvd 1.1 writes values deeper than ``maxIndentedLevel``
+///   on one line, and reads hand edits leniently as described above.
+///
+/// Version history of the folder: kvd 1.1 names the file of a domain over 200 bytes
+/// `PREFIX~HASH.json` (before, such names could not be compacted or backed up); it still reads
+/// `DOMAIN.json` for any name.
 ///
 /// Version history of the log: 1: the format above (kvd 1.0).
 public enum StorageFormat {
@@ -54,12 +96,59 @@ public enum StorageFormat {
     static let domainSuffix = ".json"
     static let backupMarker = ".unreadable-"
 
-    /// The domain whose file is named `name`, or nil for anything else in the folder (lock,
-    /// log, temporary files, backups).
-    static func domain(forFileName name: String) -> Domain? {
-        guard name.hasSuffix(domainSuffix), !name.hasPrefix("."), !isBackup(name) else { return nil }
-        return try? Domain(validating: String(name.dropLast(domainSuffix.count)))
+    /// What a name in the state folder is, for loading.
+    enum Entry: Equatable {
+        /// `DOMAIN.json`: the file of that domain (of any length, for older folders).
+        case domainFile(Domain)
+        /// `PREFIX~HASH.json`: the file of a long domain, named inside the file.
+        case longDomainFile
     }
+
+    /// What the file `name` holds, or nil for anything else in the folder (lock, log,
+    /// temporary files, backups).
+    static func entry(forFileName name: String) -> Entry? {
+        guard name.hasSuffix(domainSuffix), !name.hasPrefix("."), !isBackup(name) else { return nil }
+        let stem = name.dropLast(domainSuffix.count)
+        if let tilde = stem.firstIndex(of: "~") {
+            let hash = stem[stem.index(after: tilde)...]
+            guard hash.count == 32, hash.allSatisfy(\.isHexDigit), (try? Domain(validating: String(stem[..<tilde]))) != nil else { return nil }
+            return .longDomainFile
+        }
+        return (try? Domain(validating: String(stem))).map { .domainFile($0) }
+    }
+
+    /// Domain names longer than this have a `PREFIX~HASH.json` file (see the format above).
+    static let plainFileNameBytes = 200
+    static let longNamePrefixBytes = 167
+
+    /// The name of `domain`'s file: `DOMAIN.json`, or `PREFIX~HASH.json` for a long name.
+    static func fileName(for domain: Domain) -> String {
+        let name = domain.name
+        guard name.utf8.count > plainFileNameBytes else { return name + domainSuffix }
+        let prefix = String(decoding: name.utf8.prefix(longNamePrefixBytes), as: UTF8.self)
+        return prefix + "~" + hash128(name) + domainSuffix
+    }
+
+    /// FNV-1a, 128 bits, as 32 lowercase hex digits.
+    static func hash128(_ text: String) -> String {
+        var hash: UInt128 = 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d
+        let prime: UInt128 = 0x0000_0000_0100_0000_0000_0000_0000_013b
+        for byte in text.utf8 {
+            hash ^= UInt128(byte)
+            hash &*= prime
+        }
+        let digits = String(hash, radix: 16)
+        return String(repeating: "0", count: 32 - digits.count) + digits
+    }
+
+    /// The largest domain file read (16 × 16 MiB): the most a domain within
+    /// ``Limits/domainBytes`` is written as (see the format above). Also the largest log record
+    /// read, so that any record an older kvd wrote is read.
+    static let maxDomainFileBytes = 16 * Limits.messageBytes
+
+    /// The deepest level of a domain file put on lines of its own (the envelope is level 0, its
+    /// members 1, the keys of `values` 2).
+    static let maxIndentedLevel = 6
 
     /// Whether `name` is a backup made by ``backupName(for:stamp:attempt:)``: it contains
     /// `.unreadable-` followed by a timestamp like `20261129T181320Z`.

@@ -24,6 +24,9 @@ final class Journal: @unchecked Sendable {
     var needsReset = false
     /// Domains changed in the log since their files were last written.
     var dirty: Set<Domain> = []
+    /// Files a domain was read from under another name than its own (an older kvd's
+    /// `DOMAIN.json` of a long name): removed once the domain's own file is written.
+    var staleFiles: [Domain: String] = [:]
     /// The log length at which the next compaction is due.
     var nextCompactionLength: Int64 = .max
     /// Bytes reserved ahead of the log's end when it grows past its file.
@@ -164,21 +167,53 @@ final class Journal: @unchecked Sendable {
     }
 
     /// Writes every dirty domain file (or removes it, for a domain that no longer exists),
-    /// syncs the folder, then resets the log. On failure the old log stays and still covers
-    /// everything; the dirty set is kept for the next attempt.
+    /// syncs the folder, removes the stale files of those domains, then resets the log. On
+    /// failure the old log stays and still covers everything; the dirty set is kept for the
+    /// next attempt. A stale file goes only once its replacement is durable: a crash between
+    /// leaves both, and recovery reads the newer.
     func compact(_ domains: [Domain: DomainState], revision: Int64) throws(FileSystemError) {
         for domain in dirty.sorted() {
-            let name = domain.name + StorageFormat.domainSuffix
-            if let state = domains[domain], !state.entries.isEmpty {
+            let name = StorageFormat.fileName(for: domain)
+            if let state = domains[domain], !state.isEmpty {
                 let bytes = DomainFile.encode(domain, state)
                 try fileSystem.replaceFile(path(name), temporary: path("." + name + ".tmp"), with: bytes)
             } else {
-                do { try fileSystem.unlink(path(name)) } catch where error.code == ENOENT {}
+                try removeIfPresent(name)
             }
         }
         try fileSystem.syncDirectory(directory)
+        for domain in dirty.sorted() {
+            if let stale = staleFiles.removeValue(forKey: domain) { try removeIfPresent(stale) }
+        }
         try resetLog(baseRevision: revision)
         dirty = []
+    }
+
+    private func removeIfPresent(_ name: String) throws(FileSystemError) {
+        do { try fileSystem.unlink(path(name)) } catch where error.code == ENOENT {}
+    }
+
+    /// Renames `fileName` (whatever kind of entry it is) to a free backup name beside it,
+    /// durably, and returns the backup's name.
+    func moveAside(_ fileName: String) throws(FileSystemError) -> String {
+        let stamp = StorageFormat.timestamp()
+        var attempt = 1
+        while exists(StorageFormat.backupName(for: fileName, stamp: stamp, attempt: attempt)) { attempt += 1 }
+        let name = StorageFormat.backupName(for: fileName, stamp: stamp, attempt: attempt)
+        try fileSystem.rename(path(fileName), to: path(name))
+        try fileSystem.syncDirectory(directory)
+        return name
+    }
+
+    /// Whether anything is named `name` in the folder (a link is not followed, a FIFO not
+    /// waited on).
+    private func exists(_ name: String) -> Bool {
+        do {
+            fileSystem.close(try fileSystem.open(path(name), [.noFollow, .nonBlocking], permissions: 0))
+            return true
+        } catch {
+            return error.code != ENOENT
+        }
     }
 
     /// Copies `bytes` (the content of `fileName`) to a new backup file beside it, durably,

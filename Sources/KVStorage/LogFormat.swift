@@ -12,13 +12,48 @@ struct LogRecord: Sendable, Equatable {
 /// What a scan of the log found.
 struct LogScan {
     var baseRevision: Int64
+    /// The records to replay, in order.
     var records: [LogRecord]
-    /// Bytes of the header and the valid records: where the next record goes.
+    /// Bytes up to the end of the last record to replay: where the next record goes.
     var validLength: Int
-    /// Why the scan stopped before the end of the file, if it did.
-    var damage: String?
-    /// Whether a valid-looking record follows the damage (then it was not a torn tail).
-    var dataAfterDamage: Bool
+    /// Records that cannot be used but were written whole, or are followed by valid records:
+    /// never the torn tail of an unacknowledged write, so they are kept and reported.
+    var damage: [LogDamage] = []
+    /// Why the log ends before the file does: a torn record with nothing valid after it.
+    var tornTail: String?
+
+    /// The largest revision of any record, used or not: the store's revision must not fall
+    /// below one that may have been acknowledged.
+    var highestRevision: Int64 {
+        max(records.last?.revision ?? baseRevision, damage.compactMap(\.revision).max() ?? 0)
+    }
+}
+
+/// One record of the log that could not be used.
+struct LogDamage: Equatable, CustomStringConvertible {
+    /// Where its line starts.
+    var offset: Int
+    var reason: String
+    /// Its revision, when that much of it can be read.
+    var revision: Int64?
+
+    var description: String {
+        "the record at byte \(offset)\(revision.map { " (revision \($0))" } ?? "") \(reason)"
+    }
+}
+
+/// A record framed for the log, with the sizes the limits are checked on.
+struct EncodedRecord {
+    /// `crc32hex SP json LF`.
+    var line: [UInt8]
+    /// For each change, its key and value as compact typed JSON, in bytes (for a removal, the
+    /// key alone): what it costs in a reply (see ``DomainBudget``).
+    var entryBytes: [Int]
+    /// The bytes of the `changes` array's members: what a `Watch` reply of this commit carries.
+    var changesBytes: Int
+
+    /// The JSON payload's bytes (the line without its checksum, space and LF).
+    var payloadBytes: Int { line.count - 10 }
 }
 
 /// Encodes and scans `kvd.wal`. Pure functions; thread-safe.
@@ -32,8 +67,22 @@ enum LogFormat {
         ]))
     }
 
-    /// The framed line of one record, written straight to bytes (it runs for every change).
+    /// The parser limits of a record's line: a value sits 3 levels deep in it
+    /// (`{"changes":[{"value": V}]}`); any record kvd has ever written is read.
+    static let limits = JSONLimits(framingDepth: 3, maxBytes: maxRecordBytes)
+
+    /// The largest record payload written and read (``StorageFormat/maxDomainFileBytes``): the
+    /// writer refuses a change whose record would be larger.
+    static let maxRecordBytes = StorageFormat.maxDomainFileBytes
+
+    /// The framed line of one record.
     static func encode(_ record: LogRecord) -> [UInt8] {
+        encodeMeasured(record).line
+    }
+
+    /// The framed line of one record, written straight to bytes (it runs for every change),
+    /// with the sizes of its parts.
+    static func encodeMeasured(_ record: LogRecord) -> EncodedRecord {
         var payload: [UInt8] = []
         payload.reserveCapacity(128)
         payload.append(contentsOf: #"{"revision":"#.utf8)
@@ -43,18 +92,27 @@ enum LogFormat {
         payload.append(contentsOf: #","kind":"#.utf8)
         JSONWriter.writeString(record.kind, into: &payload)
         payload.append(contentsOf: #","changes":["#.utf8)
+        let changesStart = payload.count
+        var entryBytes: [Int] = []
+        entryBytes.reserveCapacity(record.changes.count)
         let writer = JSONWriter()
         for (index, change) in record.changes.enumerated() {
             payload.append(contentsOf: (index == 0 ? #"{"key":"# : #",{"key":"#).utf8)
+            var start = payload.count
             JSONWriter.writeString(change.key.name, into: &payload)
+            var bytes = payload.count - start
             if let value = change.value {
                 payload.append(contentsOf: #","value":"#.utf8)
+                start = payload.count
                 writer.write(value.typedJSON, into: &payload)
+                bytes += payload.count - start
             }
+            entryBytes.append(bytes)
             payload.append(UInt8(ascii: "}"))
         }
+        let changesBytes = payload.count - changesStart
         payload.append(contentsOf: "]}".utf8)
-        return frame(payload: payload)
+        return EncodedRecord(line: frame(payload: payload), entryBytes: entryBytes, changesBytes: changesBytes)
     }
 
     /// `crc32hex SP json LF`.
@@ -77,16 +135,15 @@ enum LogFormat {
 
     private static let hexDigits = Array("0123456789abcdef".utf8)
 
-    /// The JSON payload of the line starting at `start`, and where the next line starts; nil
-    /// if the line is torn (no LF) or its checksum or JSON is wrong.
-    static func line(in bytes: [UInt8], at start: Int) -> (JSON, next: Int)? {
+    /// The line starting at `start`, if it is whole and its checksum holds: where its JSON
+    /// payload lies and where the next line starts. Nil for a torn or corrupt line.
+    static func line(in bytes: [UInt8], at start: Int) -> (payload: Range<Int>, next: Int)? {
         guard let end = bytes[start...].firstIndex(of: UInt8(ascii: "\n")), end - start > 9,
             bytes[start + 8] == UInt8(ascii: " "),
-            let crc = UInt32(String(decoding: bytes[start..<start + 8], as: UTF8.self), radix: 16)
+            let crc = UInt32(String(decoding: bytes[start..<start + 8], as: UTF8.self), radix: 16),
+            CRC32.checksum(bytes[(start + 9)..<end]) == crc
         else { return nil }
-        let payload = bytes[(start + 9)..<end]
-        guard CRC32.checksum(payload) == crc, let json = try? JSONParser.parse(payload) else { return nil }
-        return (json, end + 1)
+        return ((start + 9)..<end, end + 1)
     }
 }
 

@@ -9,29 +9,40 @@ enum LogHeaderProblem: Error {
 }
 
 extension LogFormat {
-    /// Reads the header and every valid record of a whole log. Scanning ends cleanly at the
-    /// end of the file or where only zeros (space reserved ahead) follow; it stops at the
-    /// first torn or corrupt record (or one whose revision does not rise), and
-    /// ``LogScan/dataAfterDamage`` tells whether valid-looking records follow it.
+    /// Reads the header and every usable record of a whole log. Scanning ends cleanly at the
+    /// end of the file or where only zeros (space reserved ahead) follow. A torn or corrupt
+    /// record with no valid line after it ends the log as its torn tail (``LogScan/tornTail``);
+    /// any other record that cannot be used (see ``LogDamage``) is skipped and recorded, and
+    /// the scan goes on with the next valid line.
     static func scan(_ bytes: [UInt8]) throws(LogHeaderProblem) -> LogScan {
-        guard let (header, start) = line(in: bytes, at: 0) else {
+        guard let (headerRange, start) = line(in: bytes, at: 0), let header = try? JSONParser.parse(bytes[headerRange]) else {
             throw .damaged("the header line is torn or fails its checksum")
         }
-        let base = try baseRevision(of: header)
-        var scan = LogScan(baseRevision: base, records: [], validLength: start, damage: nil, dataAfterDamage: false)
+        var scan = LogScan(baseRevision: try baseRevision(of: header), records: [], validLength: start)
         var position = start
-        var last = base
         while position < bytes.count {
             if bytes[position] == 0, onlyZeros(bytes, from: position) { break }  // space reserved ahead
-            guard let (json, next) = line(in: bytes, at: position), let record = decodeRecord(json), record.revision > last else {
-                scan.damage = "the record at byte \(position) is torn or corrupt"
-                scan.dataAfterDamage = hasValidLine(in: bytes, after: position)
-                break
+            guard let (payload, next) = line(in: bytes, at: position) else {
+                guard let resume = nextValidLine(in: bytes, after: position) else {
+                    scan.tornTail = "the record at byte \(position) is torn or corrupt"
+                    break
+                }
+                scan.damage.append(LogDamage(offset: position, reason: "fails its checksum, and valid records follow it"))
+                position = resume
+                continue
             }
-            scan.records.append(record)
-            last = record.revision
+            do throws(RecordError) {
+                let record = try decodeRecord(bytes[payload])
+                let last = scan.records.last?.revision ?? scan.baseRevision
+                guard record.revision > last else {
+                    throw RecordError(reason: "does not follow revision \(last)", revision: record.revision)
+                }
+                scan.records.append(record)
+                scan.validLength = next
+            } catch {
+                scan.damage.append(LogDamage(offset: position, reason: error.reason, revision: error.revision ?? leadingRevision(bytes[payload])))
+            }
             position = next
-            scan.validLength = next
         }
         return scan
     }
@@ -68,35 +79,58 @@ extension LogFormat {
         }
     }
 
-    /// Whether any complete, checksummed line starts after the line at `position`.
-    private static func hasValidLine(in bytes: [UInt8], after position: Int) -> Bool {
+    /// Where the first whole line with a valid checksum after the line at `position` starts.
+    private static func nextValidLine(in bytes: [UInt8], after position: Int) -> Int? {
         var index = position
         while let newline = bytes[index...].firstIndex(of: UInt8(ascii: "\n")) {
             index = newline + 1
-            if index < bytes.count, line(in: bytes, at: index) != nil { return true }
+            if index < bytes.count, line(in: bytes, at: index) != nil { return index }
         }
-        return false
+        return nil
     }
 
-    /// The record a checksummed payload holds, or nil if it is not a valid record.
-    static func decodeRecord(_ json: JSON) -> LogRecord? {
-        guard case .integer(let revision)? = json["revision"], revision > 0,
-            case .string(let domainName)? = json["domain"], let domain = try? Domain(validating: domainName),
-            case .array(let items)? = json["changes"]
-        else { return nil }
+    /// The revision a record payload starts with (`{"revision":N,`, as kvd writes it), for a
+    /// record whose JSON cannot be read.
+    private static func leadingRevision(_ payload: ArraySlice<UInt8>) -> Int64? {
+        let prefix = Array(#"{"revision":"#.utf8)
+        guard payload.starts(with: prefix) else { return nil }
+        let digits = payload.dropFirst(prefix.count).prefix { $0 >= 0x30 && $0 <= 0x39 }
+        return Int64(String(decoding: digits, as: UTF8.self))
+    }
+
+    /// The record a checksummed payload holds; the error says why it is not a valid record.
+    static func decodeRecord(_ payload: ArraySlice<UInt8>) throws(RecordError) -> LogRecord {
+        let json: JSON
+        do { json = try JSONParser.parse(payload, limits: limits) } catch {
+            throw RecordError(reason: "cannot be read: \(error)")
+        }
+        guard case .integer(let revision)? = json["revision"], revision > 0 else {
+            throw RecordError(reason: "has no positive \"revision\"")
+        }
+        func refuse(_ reason: String) -> RecordError { RecordError(reason: reason, revision: revision) }
+        guard case .string(let domainName)? = json["domain"], let domain = try? Domain(validating: domainName) else {
+            throw refuse("names no valid domain")
+        }
+        guard case .array(let items)? = json["changes"] else { throw refuse("has no \"changes\" array") }
         var kind = "apply"
         if case .string(let found)? = json["kind"] { kind = found }
         var changes: [Change] = []
         changes.reserveCapacity(items.count)
         for item in items {
-            guard case .string(let name)? = item["key"], let key = try? Key(validating: name) else { return nil }
+            guard case .string(let name)? = item["key"], let key = try? Key(validating: name) else { throw refuse("has a change without a valid key") }
             var value: Value?
             if let json = item["value"] {
-                guard let decoded = try? Value(typedJSON: json) else { return nil }
-                value = decoded
+                do { value = try Value(typedJSON: json) } catch { throw refuse("holds an invalid value for key \"\(name)\": \(error)") }
             }
             changes.append(Change(key: key, value: value))
         }
         return LogRecord(revision: revision, domain: domain, kind: kind, changes: changes)
     }
+}
+
+/// Why a checksummed log line is not a usable record.
+struct RecordError: Error {
+    var reason: String
+    /// The record's revision, when it was read.
+    var revision: Int64?
 }

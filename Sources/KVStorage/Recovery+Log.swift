@@ -2,14 +2,11 @@ import KVValues
 
 extension Recovery {
     /// Replays the log on top of the loaded domain files and leaves it open for appending.
-    /// A missing or unusable log is replaced by a fresh one; a damaged tail is cut off (after
-    /// a backup if valid-looking records follow the damage).
+    /// A missing or unusable log is replaced by a fresh one; a torn tail is cut off; records
+    /// that cannot be used elsewhere are reported, the log is copied aside, the records after
+    /// them are replayed, and the log is compacted at once (see ``StorageFormat``).
     func recoverLog(into state: inout RecoveredState, replayedThrough: [Domain: Int64]) throws(StorageError) {
-        let bytes: [UInt8]?
-        do { bytes = try fileSystem.readFile(journal.logPath) } catch {
-            throw .failure("cannot read the log \(journal.logPath): \(error)")
-        }
-        guard let bytes else { return try startFreshLog(state) }
+        guard let bytes = try readLog() else { return try startFreshLog(state) }
         let scan: LogScan
         do {
             scan = try LogFormat.scan(bytes)
@@ -23,26 +20,71 @@ extension Recovery {
             }
         }
         replay(scan, into: &state, replayedThrough: replayedThrough)
-        if let damage = scan.damage {
-            if scan.dataAfterDamage { try keepCopy(of: bytes, reason: damage) }
-            journal.log(.warning, "ignored the end of the log \(journal.logPath) from byte \(scan.validLength): \(damage) (never acknowledged)")
+        if !scan.damage.isEmpty {
+            try keepCopy(of: bytes, reason: "\(scan.damage.count) records cannot be used")
+            for damage in scan.damage {
+                journal.log(.error, "the log \(journal.logPath): \(damage); that change is lost, the records after it are replayed")
+            }
         }
-        try openLog(validLength: Int64(scan.validLength), fileLength: Int64(bytes.count), damaged: scan.damage != nil,
+        if let torn = scan.tornTail {
+            journal.log(.warning, "ignored the end of the log \(journal.logPath) from byte \(scan.validLength): \(torn) (never acknowledged)")
+        }
+        try openLog(validLength: Int64(scan.validLength), fileLength: Int64(bytes.count), damaged: scan.tornTail != nil || !scan.damage.isEmpty,
                     tail: Journal.tail(of: bytes, length: scan.validLength))
+        if !scan.damage.isEmpty { compactAfterDamage(state) }
     }
 
+    /// The log's bytes, or nil if there is none. Something other than a regular file at its
+    /// name is renamed aside (then nil), except a symbolic link: it may lead to the log holding
+    /// acknowledged writes, so kvd refuses to start rather than follow it or drop it.
+    private func readLog() throws(StorageError) -> [UInt8]? {
+        let path = journal.logPath
+        do {
+            return try fileSystem.readRegularFile(path, limit: .max)
+        } catch {
+            switch error {
+            case .notRegular(.symbolicLink):
+                throw .invalidStateDirectory("the log \(path) is a symbolic link; kvd does not follow links in its state folder: replace the link with the file it leads to (or remove it to start a new log) and start kvd again")
+            case .notRegular(let kind):
+                do {
+                    let backup = try journal.moveAside(StorageFormat.logFileName)
+                    journal.log(.error, "the log \(path) is \(kind), not a regular file; moved it to \(journal.path(backup)) and started a new log")
+                    return nil
+                } catch {
+                    throw .failure("the log \(path) is \(kind), not a regular file, and could not be moved aside: \(error)")
+                }
+            case .tooLarge, .system:
+                throw .failure("cannot read the log \(path): \(error)")
+            }
+        }
+    }
+
+    /// Replays `scan`'s records; the store revision becomes at least that of every record,
+    /// used or not.
     private func replay(_ scan: LogScan, into state: inout RecoveredState, replayedThrough: [Domain: Int64]) {
-        state.revision = max(state.revision, scan.baseRevision)
+        state.revision = max(state.revision, scan.highestRevision)
         for record in scan.records {
-            state.revision = max(state.revision, record.revision)
             guard record.revision > replayedThrough[record.domain] ?? 0 else { continue }
-            var domain = state.domains[record.domain] ?? DomainState()
-            domain.apply(record.changes, at: record.revision)
-            state.domains[record.domain] = domain.entries.isEmpty ? nil : domain
+            let entryBytes = LogFormat.encodeMeasured(record).entryBytes
+            let current = state.domains[record.domain]
+            let budget = DomainState.budgetBytes(current?.budgetBytes ?? 0, after: record.changes, entryBytes: entryBytes) { current?.entries[$0] }
+            let emptied = state.domains[record.domain, default: DomainState()]  // in place: no copy of the domain
+                .apply(record.changes, entryBytes: entryBytes, budgetBytes: budget, at: record.revision)
+            if emptied { state.domains[record.domain] = nil }
             journal.dirty.insert(record.domain)
         }
         if !scan.records.isEmpty {
             journal.log(.info, "replayed \(scan.records.count) records of the log \(journal.logPath) up to revision \(state.revision)")
+        }
+    }
+
+    /// Writes the domains out and starts a new log, so that damage kept aside is reported
+    /// once; if that fails, the damaged log stays in use and is reported again next time.
+    private func compactAfterDamage(_ state: RecoveredState) {
+        do {
+            try journal.compact(state.domains, revision: state.revision)
+        } catch {
+            journal.log(.error, "could not compact the damaged log \(journal.logPath), it stays in use (and its damage will be reported again): \(error)")
         }
     }
 
@@ -76,7 +118,7 @@ extension Recovery {
     private func keepCopy(of bytes: [UInt8], reason: String) throws(StorageError) {
         do {
             let backup = try journal.backUp(bytes, of: StorageFormat.logFileName)
-            journal.log(.warning, "the log \(journal.logPath) is damaged before its end (\(reason)); copied it to \(journal.path(backup))")
+            journal.log(.warning, "the log \(journal.logPath) is damaged (\(reason)); copied it to \(journal.path(backup))")
         } catch {
             journal.releaseAll()
             throw .failure("the log \(journal.logPath) is damaged (\(reason)) and could not be backed up: \(error)")

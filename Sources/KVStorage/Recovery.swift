@@ -19,14 +19,12 @@ struct Recovery {
         try prepareDirectory()
         try lock()
         var state = RecoveredState()
-        var replayedThrough: [Domain: Int64] = [:]
-        for (domain, name) in try domainFiles() {
-            guard let loaded = try load(domain, fileName: name) else { continue }
-            replayedThrough[domain] = loaded.replayedThrough
-            state.revision = max(state.revision, loaded.state.revision)
-            if !loaded.state.entries.isEmpty { state.domains[domain] = loaded.state }
+        var loaded: [Domain: (file: String, replayedThrough: Int64)] = [:]
+        for (name, entry) in try domainFiles() {
+            guard let domain = try load(name, entry) else { continue }
+            keep(domain, from: name, into: &state, loaded: &loaded)
         }
-        try recoverLog(into: &state, replayedThrough: replayedThrough)
+        try recoverLog(into: &state, replayedThrough: loaded.mapValues(\.replayedThrough))
         try syncFolders()
         return state
     }
@@ -139,55 +137,104 @@ struct Recovery {
         }
     }
 
-    /// The domain files in the folder; removes leftover temporary files on the way.
-    private func domainFiles() throws(StorageError) -> [(Domain, String)] {
+    /// The domain files in the folder, sorted; removes leftover temporary files on the way.
+    private func domainFiles() throws(StorageError) -> [(String, StorageFormat.Entry)] {
         let names: [String]
         do { names = try fileSystem.contentsOfDirectory(directory) } catch {
             throw .invalidStateDirectory("cannot list the state folder \(directory): \(error)")
         }
-        var found: [(Domain, String)] = []
+        var found: [(String, StorageFormat.Entry)] = []
         for name in names.sorted() {
             if name.hasPrefix("."), name.hasSuffix(".tmp") {
                 try? fileSystem.unlink(journal.path(name))
-            } else if let domain = StorageFormat.domain(forFileName: name) {
-                found.append((domain, name))
+            } else if let entry = StorageFormat.entry(forFileName: name) {
+                found.append((name, entry))
             }
         }
         return found
     }
 
-    /// Reads one domain file. An unreadable one is backed up first, logged, and starts empty
-    /// (marked dirty, so the next compaction replaces it); nil then.
-    private func load(_ domain: Domain, fileName: String) throws(StorageError) -> LoadedDomain? {
-        let path = journal.path(fileName)
+    /// Adds a loaded domain file to `state`. A domain read from two files (its own and an older
+    /// kvd's name for it, after a crash between writing one and removing the other) keeps the
+    /// newer; a file under another name than the domain's own is removed at the next compaction.
+    private func keep(_ file: LoadedDomain, from name: String, into state: inout RecoveredState, loaded: inout [Domain: (file: String, replayedThrough: Int64)]) {
+        let domain = file.domain
+        let own = StorageFormat.fileName(for: domain)
+        state.revision = max(state.revision, file.state.revision)
+        if let earlier = loaded[domain] {
+            let newer = file.replayedThrough > earlier.replayedThrough || (file.replayedThrough == earlier.replayedThrough && name == own)
+            journal.log(.warning, "domain \(domain) is in two files, \(earlier.file) and \(name); the newer (\(newer ? name : earlier.file)) is read, the other will be removed")
+            journal.staleFiles[domain] = name == own ? earlier.file : name
+            journal.dirty.insert(domain)
+            guard newer else { return }
+        } else if name != own {
+            journal.staleFiles[domain] = name
+            journal.dirty.insert(domain)
+        }
+        loaded[domain] = (name, file.replayedThrough)
+        state.domains[domain] = file.state.isEmpty ? nil : file.state
+    }
+
+    /// Reads one domain file. One that cannot be read — not a regular file, over the size
+    /// limit, or unreadable as a whole — is renamed aside and logged, and its domain starts
+    /// empty; nil then.
+    private func load(_ name: String, _ entry: StorageFormat.Entry) throws(StorageError) -> LoadedDomain? {
+        let path = journal.path(name)
         let bytes: [UInt8]
         do {
-            guard let read = try fileSystem.readFile(path) else { return nil }
+            guard let read = try fileSystem.readRegularFile(path, limit: Int64(StorageFormat.maxDomainFileBytes)) else { return nil }
             bytes = read
         } catch {
-            return try setAside(domain, fileName: fileName, bytes: nil, reason: error.description)
+            switch error {
+            case .notRegular(let kind): try setAside(name, reason: "it is \(kind), not a regular file")
+            case .tooLarge(let size): try setAside(name, reason: "it holds \(size) bytes, more than the \(StorageFormat.maxDomainFileBytes) a domain file may")
+            case .system(let error): throw .failure("cannot read the domain file \(path): \(error)")
+            }
+            return nil
         }
-        do {
-            let loaded = try DomainFile.decode(bytes, domain: domain)
-            for warning in loaded.warnings { journal.log(.warning, "domain file \(path): \(warning)") }
-            return loaded
+        var known: Domain?
+        if case .domainFile(let domain) = entry { known = domain }
+        let loaded: LoadedDomain
+        do throws(DomainFileError) {
+            loaded = try DomainFile.decode(bytes, domain: known)
+            guard known != nil || StorageFormat.fileName(for: loaded.domain) == name else {
+                throw DomainFileError(reason: "its \"domain\" member names \(loaded.domain), whose file is \(StorageFormat.fileName(for: loaded.domain))")
+            }
         } catch {
-            return try setAside(domain, fileName: fileName, bytes: bytes, reason: error.reason)
+            try setAside(name, reason: error.reason)
+            return nil
+        }
+        for warning in loaded.warnings { journal.log(.warning, "domain file \(path): \(warning)") }
+        if let reason = loaded.copyReason { try keepCopy(of: bytes, name: name, reason: reason) }
+        if loaded.state.budgetBytes > Limits.domainBytes {
+            journal.log(.warning, "domain \(loaded.domain) in \(path) takes \(loaded.state.budgetBytes) bytes as typed JSON, more than one reply carries (\(Limits.domainBytes)): its keys are served one by one, List of the whole domain fails, and writes that grow it are refused")
+        }
+        return loaded
+    }
+
+    /// Renames an unreadable file `name` aside and logs it.
+    private func setAside(_ name: String, reason: String) throws(StorageError) {
+        let path = journal.path(name)
+        let which = StorageFormat.entry(forFileName: name).flatMap { entry -> String? in
+            if case .domainFile(let domain) = entry { return "domain \(domain)" }
+            return nil
+        } ?? "the domain it holds"
+        do {
+            let backup = try journal.moveAside(name)
+            journal.log(.error, "domain file \(path) is unreadable (\(reason)); moved it to \(journal.path(backup)); \(which) starts empty")
+        } catch {
+            throw .failure("domain file \(path) is unreadable (\(reason)) and could not be moved aside: \(error)")
         }
     }
 
-    private func setAside(_ domain: Domain, fileName: String, bytes: [UInt8]?, reason: String) throws(StorageError) -> LoadedDomain? {
-        let path = journal.path(fileName)
-        guard let bytes else {
-            throw .failure("cannot read the domain file \(path): \(reason)")
-        }
+    /// Copies a domain file that is read, but that its next rewrite cannot keep whole.
+    private func keepCopy(of bytes: [UInt8], name: String, reason: String) throws(StorageError) {
+        let path = journal.path(name)
         do {
-            let backup = try journal.backUp(bytes, of: fileName)
-            journal.log(.error, "domain file \(path) is unreadable (\(reason)); copied it to \(journal.path(backup)); domain \(domain) starts empty")
+            let backup = try journal.backUp(bytes, of: name)
+            journal.log(.warning, "domain file \(path): \(reason); copied it to \(journal.path(backup)) first")
         } catch {
-            throw .failure("domain file \(path) is unreadable (\(reason)) and could not be backed up: \(error)")
+            throw .failure("domain file \(path): \(reason), and it could not be copied aside: \(error)")
         }
-        journal.dirty.insert(domain)
-        return nil
     }
 }

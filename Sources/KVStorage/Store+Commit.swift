@@ -9,9 +9,18 @@ extension Store {
     struct Batch {
         var views: [Domain: DomainView] = [:]
         var revision: Int64
-        var planned: [(domain: Domain, changes: [Change], revision: Int64)] = []
+        var planned: [PlannedCommit] = []
         var records: [UInt8] = []
         var outcomes: [Result<Commit, StorageError>] = []
+    }
+
+    /// One planned commit: its changes with their sizes, and the domain's budget after it.
+    struct PlannedCommit {
+        var domain: Domain
+        var changes: [Change]
+        var entryBytes: [Int]
+        var budgetBytes: Int
+        var revision: Int64
     }
 
     /// Commits batches until nothing is queued; each batch is all that was queued when it
@@ -64,42 +73,48 @@ extension Store {
     }
 
     private func plan(_ item: Pending, into batch: inout Batch) {
-        let changes: [Change]
         if batch.views[item.domain] == nil {
             batch.views[item.domain] = DomainView(state.withLock { $0.domains[item.domain] })
         }
+        let planned: PlannedCommit
+        let record: EncodedRecord
         do {
-            changes = try MutationPlanner.changes(of: item.mutation, in: item.domain, current: batch.views[item.domain]!)
+            let view = batch.views[item.domain]!
+            let changes = try MutationPlanner.changes(of: item.mutation, in: item.domain, current: view)
+            guard !changes.isEmpty else {
+                batch.outcomes.append(.success(Commit(revision: batch.revision, domain: item.domain, changes: [])))
+                return
+            }
+            let revision = batch.revision + 1
+            record = LogFormat.encodeMeasured(LogRecord(revision: revision, domain: item.domain, kind: item.mutation.kind, changes: changes))
+            let budget = try CommitLimits.check(record, changes: changes, in: item.domain, view: view)
+            planned = PlannedCommit(domain: item.domain, changes: changes, entryBytes: record.entryBytes, budgetBytes: budget, revision: revision)
         } catch {
             batch.outcomes.append(.failure(error))
             return
         }
-        guard !changes.isEmpty else {
-            batch.outcomes.append(.success(Commit(revision: batch.revision, domain: item.domain, changes: [])))
-            return
-        }
-        batch.revision += 1
-        batch.views[item.domain]!.apply(changes, at: batch.revision)  // in place: no copy of the view's overlay
-        batch.planned.append((item.domain, changes, batch.revision))
-        let record = LogRecord(revision: batch.revision, domain: item.domain, kind: item.mutation.kind, changes: changes)
-        batch.records.append(contentsOf: LogFormat.encode(record))
-        batch.outcomes.append(.success(Commit(revision: batch.revision, domain: item.domain, changes: changes)))
+        batch.revision = planned.revision
+        batch.views[item.domain]!.apply(planned.changes, entryBytes: planned.entryBytes, budgetBytes: planned.budgetBytes, at: planned.revision)  // in place: no copy of the view's overlay
+        batch.planned.append(planned)
+        batch.records.append(contentsOf: record.line)
+        batch.outcomes.append(.success(Commit(revision: planned.revision, domain: item.domain, changes: planned.changes)))
     }
 
     /// Makes a durable batch visible to readers: applies its changes in place (the committed
     /// dictionaries are not shared at this point, so no copy is made) and drops emptied domains.
     private func publish(_ batch: Batch) {
         state.withLock { state in
-            for (domain, changes, revision) in batch.planned {
-                let emptied = state.domains[domain, default: DomainState()].apply(changes, at: revision)
-                if emptied { state.domains[domain] = nil }
+            for commit in batch.planned {
+                let emptied = state.domains[commit.domain, default: DomainState()]
+                    .apply(commit.changes, entryBytes: commit.entryBytes, budgetBytes: commit.budgetBytes, at: commit.revision)
+                if emptied { state.domains[commit.domain] = nil }
             }
             state.revision = batch.revision
         }
         var last: Domain?
-        for (domain, _, _) in batch.planned where domain != last {  // a run of changes to one domain: one insert
-            journal.dirty.insert(domain)
-            last = domain
+        for commit in batch.planned where commit.domain != last {  // a run of changes to one domain: one insert
+            journal.dirty.insert(commit.domain)
+            last = commit.domain
         }
     }
 
@@ -118,6 +133,30 @@ extension Store {
             journal.nextCompactionLength = journal.logLength + max(threshold / 4, 1)
             log(.error, "compaction of \(journal.logPath) failed, the log is kept and compaction will be retried: \(error)")
         }
+    }
+}
+
+/// What the store checks before it acknowledges a change: that every reader can take it back.
+enum CommitLimits {
+    /// The domain's budget after the change whose `record` was just encoded (with `changes`),
+    /// or `.tooLarge` if the log could not read the record back, a `Watch` reply could not
+    /// carry its changes, or the domain would grow past what one `List` or `Watch` reply
+    /// carries. Removals alone, and a change that does not grow the domain, are never refused
+    /// for a reply's size (a hand-made domain over the limit can still be shrunk). A few
+    /// comparisons.
+    static func check(_ record: EncodedRecord, changes: [Change], in domain: Domain, view: DomainView) throws(StorageError) -> Int {
+        guard record.payloadBytes <= LogFormat.maxRecordBytes else {
+            throw .tooLarge(limit: LogFormat.maxRecordBytes, reason: "the change's log record would take \(record.payloadBytes) bytes, more than kvd reads back; make it in smaller parts")
+        }
+        let limit = Limits.messageBytes
+        guard record.changesBytes <= Limits.domainBytes || !changes.contains(where: { $0.value != nil }) else {
+            throw .tooLarge(limit: limit, reason: "the change takes \(record.changesBytes) bytes as typed JSON, more than one reply carries; store less at once")
+        }
+        let budget = view.budgetBytes(after: changes, entryBytes: record.entryBytes)
+        guard budget <= Limits.domainBytes || budget <= view.budgetBytes else {
+            throw .tooLarge(limit: limit, reason: "domain \(domain) would take \(budget) bytes as typed JSON, more than one List or Watch reply carries; store less in it, or use another domain")
+        }
+        return budget
     }
 }
 

@@ -86,14 +86,15 @@ public final class Store: Sendable {
         state.withLock { $0.domains[domain]?.lookup(key) } ?? .missing
     }
 
-    /// A consistent copy of `domain`, or nil if it does not exist. Never blocks on I/O.
+    /// A consistent copy of `domain`, or nil if it does not exist (has no key a request can
+    /// name). Never blocks on I/O.
     public func list(_ domain: Domain) -> DomainSnapshot? {
-        state.withLock { $0.domains[domain] }?.snapshot
+        state.withLock { $0.domains[domain] }.flatMap { $0.entries.isEmpty ? nil : $0.snapshot }
     }
 
     /// The existing domains, sorted by name. Never blocks on I/O.
     public func domains() -> [Domain] {
-        state.withLock { Array($0.domains.keys) }.sorted()
+        state.withLock { $0.domains.compactMap { $0.value.entries.isEmpty ? nil : $0.key } }.sorted()
     }
 
     /// The store-wide revision of the last commit; it never goes back, across restarts too.

@@ -15,6 +15,7 @@ public struct SystemFileSystem: FileSystem {
         if options.contains(.directory) { flags |= O_DIRECTORY }
         if options.contains(.direct) { flags |= Self.directFlag }
         if options.contains(.noFollow) { flags |= O_NOFOLLOW }
+        if options.contains(.nonBlocking) { flags |= O_NONBLOCK }
         let raw = try retryingInterrupts("open", path) { Glibc.open(path, flags, mode_t(permissions)) }
         return FileDescriptor(rawValue: raw)
     }
@@ -91,7 +92,18 @@ public struct SystemFileSystem: FileSystem {
     public func status(_ descriptor: FileDescriptor) throws(FileSystemError) -> FileStatus {
         var info = stat()
         _ = try retryingInterrupts("fstat", nil) { Glibc.fstat(descriptor.rawValue, &info) }
-        return FileStatus(owner: info.st_uid, permissions: UInt32(info.st_mode & 0o7777))
+        let kind: FileStatus.Kind
+        switch info.st_mode & S_IFMT {
+        case S_IFREG: kind = .regular
+        case S_IFDIR: kind = .directory
+        case S_IFLNK: kind = .symbolicLink
+        case S_IFIFO: kind = .fifo
+        case S_IFSOCK: kind = .socket
+        case S_IFCHR: kind = .characterDevice
+        case S_IFBLK: kind = .blockDevice
+        default: kind = .unknown
+        }
+        return FileStatus(kind: kind, size: Int64(info.st_size), owner: info.st_uid, permissions: UInt32(info.st_mode & 0o7777))
     }
 
     public var effectiveUserID: UInt32 { geteuid() }

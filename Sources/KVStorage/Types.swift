@@ -49,13 +49,21 @@ public struct DomainSnapshot: Sendable, Equatable {
     public var unreadable: [Key: String]
     /// The revision at which the domain last changed.
     public var revision: Int64
+    /// What the domain's entries take of ``Limits/domainBytes`` (see ``DomainBudget``): above
+    /// it, a `List` or `Watch` reply of the whole domain would not fit in one message (only a
+    /// domain file made by hand can be that large; writes that would make it so are refused).
+    public var budgetBytes: Int
 
-    public init(values: [Key: Value], revisions: [Key: Int64], unreadable: [Key: String], revision: Int64) {
+    public init(values: [Key: Value], revisions: [Key: Int64], unreadable: [Key: String], revision: Int64, budgetBytes: Int = 0) {
         self.values = values
         self.revisions = revisions
         self.unreadable = unreadable
         self.revision = revision
+        self.budgetBytes = budgetBytes
     }
+
+    /// Whether one reply can carry the whole domain.
+    public var fitsOneReply: Bool { budgetBytes <= Limits.domainBytes }
 }
 
 /// Why the store refused or failed a request. One error type for the module.
@@ -66,6 +74,11 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
     case revisionMismatch(current: Int64)
     /// I/O failed; nothing changed, in memory or (after recovery) on disk.
     case failure(String)
+    /// The change is refused because a reader could not take it back: its typed JSON, or the
+    /// domain after it, would exceed `limit` bytes (one reply). Nothing changed.
+    case tooLarge(limit: Int, reason: String)
+    /// A value breaks a rule of the contract (`reason` names it). Nothing changed.
+    case invalidValue(String)
     /// Another kvd holds the state folder; the message names the folder and the lock file.
     case locked(String)
     /// The state folder cannot be used (not a folder, not accessible, written by a newer kvd).
@@ -77,6 +90,8 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
         case .notFound(let domain, let key?): "key \"\(key)\" does not exist in domain \(domain)"
         case .revisionMismatch(let current): "revision mismatch: the current revision is \(current)"
         case .failure(let reason): "storage failure: \(reason)"
+        case .tooLarge(let limit, let reason): "too large (limit \(limit) bytes): \(reason)"
+        case .invalidValue(let reason): "invalid value: \(reason)"
         case .locked(let message): message
         case .invalidStateDirectory(let message): message
         }

@@ -35,12 +35,14 @@ public enum JSON: Sendable, Equatable {
 
 /// Limits that bound the work and memory of parsing untrusted input.
 public struct JSONLimits: Sendable {
-    /// Deepest nesting of arrays and objects accepted; the contract fixes 512 for values.
+    /// Deepest nesting of arrays and objects accepted.
     public var maxDepth: Int
     /// Largest input in bytes.
     public var maxBytes: Int
 
-    public init(maxDepth: Int = 512, maxBytes: Int = 16 << 20) {
+    /// By default, one bare value as the contract bounds it (``Limits``); a framing around
+    /// values uses ``init(framingDepth:maxBytes:)``.
+    public init(maxDepth: Int = Limits.valueDepth, maxBytes: Int = Limits.messageBytes) {
         self.maxDepth = maxDepth
         self.maxBytes = maxBytes
     }

@@ -5,10 +5,15 @@ public struct JSONWriter {
     public var indent: Int?
     /// Whether object members are written in sorted order (always true when pretty).
     public var sortKeys: Bool
+    /// When pretty, the deepest level put on lines of its own: the members and elements of
+    /// containers deeper than this are written on one line, as compact JSON with `": "`. This
+    /// bounds how much indentation can add to a text (see ``StorageFormat`` in KVStorage).
+    public var maxIndentedLevel: Int
 
-    public init(pretty: Bool = false, sortKeys: Bool = false) {
+    public init(pretty: Bool = false, sortKeys: Bool = false, maxIndentedLevel: Int = .max) {
         self.indent = pretty ? 2 : nil
         self.sortKeys = sortKeys || pretty
+        self.maxIndentedLevel = maxIndentedLevel
     }
 
     /// The JSON text of `json`.
@@ -33,24 +38,24 @@ public struct JSONWriter {
         case .real(let number): Self.writeReal(number, into: &out)
         case .string(let text): Self.writeString(text, into: &out)
         case .array(let elements):
+            let lines = indentsChildren(at: level)
             out.append(UInt8(ascii: "["))
-            for (index, element) in elements.enumerated() {
+            for index in elements.indices {
                 if index > 0 { out.append(UInt8(ascii: ",")) }
-                newline(into: &out, level: level + 1)
-                write(element, into: &out, level: level + 1)
+                if lines { newline(into: &out, level: level + 1) }
+                write(elements[index], into: &out, level: level + 1)
             }
-            if !elements.isEmpty { newline(into: &out, level: level) }
+            if lines, !elements.isEmpty { newline(into: &out, level: level) }
             out.append(UInt8(ascii: "]"))
         case .object(let members):
+            let lines = indentsChildren(at: level)
             out.append(UInt8(ascii: "{"))
             var first = true
             func member(_ name: String, _ value: JSON) {
                 if !first { out.append(UInt8(ascii: ",")) }
                 first = false
-                newline(into: &out, level: level + 1)
-                Self.writeString(name, into: &out)
-                out.append(UInt8(ascii: ":"))
-                if indent != nil { out.append(UInt8(ascii: " ")) }
+                if lines { newline(into: &out, level: level + 1) }
+                writeMemberName(name, into: &out)
                 write(value, into: &out, level: level + 1)
             }
             if sortKeys {
@@ -58,12 +63,25 @@ public struct JSONWriter {
             } else {
                 for (name, value) in members { member(name, value) }
             }
-            if !members.isEmpty { newline(into: &out, level: level) }
+            if lines, !members.isEmpty { newline(into: &out, level: level) }
             out.append(UInt8(ascii: "}"))
         }
     }
 
-    private func newline(into out: inout [UInt8], level: Int) {
+    /// Writes `"name":`, with a space after the colon when pretty.
+    public func writeMemberName(_ name: String, into out: inout [UInt8]) {
+        Self.writeString(name, into: &out)
+        out.append(UInt8(ascii: ":"))
+        if indent != nil { out.append(UInt8(ascii: " ")) }
+    }
+
+    /// Whether the children of a container at `level` go on lines of their own.
+    private func indentsChildren(at level: Int) -> Bool {
+        indent != nil && level < maxIndentedLevel
+    }
+
+    /// When pretty, a line break and the indentation of `level`.
+    public func newline(into out: inout [UInt8], level: Int) {
         guard let indent else { return }
         out.append(UInt8(ascii: "\n"))
         out.append(contentsOf: repeatElement(UInt8(ascii: " "), count: indent * level))

@@ -11,7 +11,9 @@ public struct Domain: Sendable, Hashable, Comparable, CustomStringConvertible {
     public init(validating name: String) throws(NameError) {
         let bytes = name.utf8
         guard !bytes.isEmpty else { throw NameError(name: name, reason: "a domain name must not be empty") }
-        guard bytes.count <= 255 else { throw NameError(name: name, reason: "a domain name must be at most 255 bytes, not \(bytes.count)") }
+        guard bytes.count <= Limits.domainNameBytes else {
+            throw NameError(name: name, reason: "a domain name must be at most \(Limits.domainNameBytes) bytes, not \(bytes.count)")
+        }
         guard let first = bytes.first, first != UInt8(ascii: "."), first != UInt8(ascii: "-") else {
             throw NameError(name: name, reason: "a domain name must not start with '.' or '-'")
         }
@@ -44,7 +46,7 @@ public struct Key: Sendable, Hashable, Comparable, CustomStringConvertible {
     public init(validating name: String) throws(NameError) {
         let count = name.utf8.count
         guard count > 0 else { throw NameError(name: name, reason: "a key must not be empty") }
-        guard count <= 1024 else { throw NameError(name: name, reason: "a key must be at most 1024 bytes, not \(count)") }
+        guard count <= Limits.keyBytes else { throw NameError(name: name, reason: "a key must be at most \(Limits.keyBytes) bytes, not \(count)") }
         guard !name.utf8.contains(0) else { throw NameError(name: name, reason: "a key must not contain a NUL character") }
         self.name = name
     }

@@ -47,15 +47,18 @@ extension Value {
     /// Interprets a parsed JSON document as a typed value per the contract.
     ///
     /// Refuses `null`, unknown `$`-objects, unwrapped dictionaries with `$`-keys, malformed dates
-    /// and base64; the error's path says where. When several members of a dictionary are bad,
-    /// the one reported is the first in name order, so the same input always gets the same error.
+    /// and base64, and nesting deeper than ``Limits/valueDepth`` (whatever parser read the JSON:
+    /// a framing's parser allows its own levels on top); the error's path says where. When
+    /// several members of a dictionary are bad, the one reported is the first in name order, so
+    /// the same input always gets the same error.
     public init(typedJSON json: JSON) throws(ValueError) {
         do {
-            self = try Self.decode(json, path: "$", sorted: false)
+            self = try Self.decode(json, path: nil, level: 0, sorted: false)
         } catch {
-            // Slow path, errors only: a dictionary's members in hash order would name a different
+            // Slow path, errors only, that says where: paths cost a string per level (quadratic
+            // in the depth), and a dictionary's members in hash order would name a different
             // bad member from one run (or one copy of the dictionary) to the next.
-            _ = try Self.decode(json, path: "$", sorted: true)
+            _ = try Self.decode(json, path: "$", level: 0, sorted: true)
             throw error
         }
     }
@@ -67,57 +70,74 @@ extension Value {
         try self.init(typedJSON: json)
     }
 
-    private static func decode(_ json: JSON, path: String, sorted: Bool) throws(ValueError) -> Value {
+    /// The nesting rule, for a container whose JSON opens `levels` levels below `level`.
+    @inline(__always)
+    static func checkDepth(_ level: Int, adding levels: Int = 1, path: String?) throws(ValueError) {
+        guard level + levels <= Limits.valueDepth else {
+            throw ValueError(path: path ?? "$", reason: "nesting deeper than \(Limits.valueDepth) levels (the limit for a value)")
+        }
+    }
+
+    /// `level`: the JSON levels of the containers around `json`; `path`: where it is, or nil
+    /// when not tracked (then errors say `$`).
+    private static func decode(_ json: JSON, path: String?, level: Int, sorted: Bool) throws(ValueError) -> Value {
         switch json {
-        case .null: throw ValueError(path: path, reason: "null is not a value (remove the key instead)")
+        case .null: throw ValueError(path: path ?? "$", reason: "null is not a value (remove the key instead)")
         case .bool(let flag): return .bool(flag)
         case .integer(let number): return .integer(number)
         case .real(let number): return .real(number)
         case .string(let text): return .string(text)
         case .array(let elements):
+            try checkDepth(level, path: path)
             var values: [Value] = []
             values.reserveCapacity(elements.count)
-            for (index, element) in elements.enumerated() {
-                values.append(try decode(element, path: "\(path)[\(index)]", sorted: sorted))
+            for index in elements.indices {
+                values.append(try decode(elements[index], path: path.map { "\($0)[\(index)]" }, level: level + 1, sorted: sorted))
             }
             return .array(values)
         case .object(let members):
-            return try decodeObject(members, path: path, sorted: sorted)
+            try checkDepth(level, path: path)
+            return try decodeObject(members, path: path, level: level + 1, sorted: sorted)
         }
     }
 
-    private static func decodeObject(_ members: [String: JSON], path: String, sorted: Bool) throws(ValueError) -> Value {
+    /// `level` counts the object itself.
+    private static func decodeObject(_ members: [String: JSON], path: String?, level: Int, sorted: Bool) throws(ValueError) -> Value {
+        let here = path ?? "$"
         guard members.keys.contains(where: { $0.hasPrefix("$") }) else {
-            return .dictionary(try decodeMembers(members, path: path, sorted: sorted))
+            return .dictionary(try decodeMembers(members, path: path, level: level, sorted: sorted))
         }
         guard members.count == 1, let (tag, payload) = members.first else {
-            throw ValueError(path: path, reason: "an object with a key starting with '$' must be exactly one of {\"$date\": ...}, {\"$data\": ...}, {\"$dict\": {...}}")
+            throw ValueError(path: here, reason: "an object with a key starting with '$' must be exactly one of {\"$date\": ...}, {\"$data\": ...}, {\"$dict\": {...}}")
         }
         switch (tag, payload) {
         case ("$date", .string(let text)):
             guard let date = RFC3339.parse(text) else {
-                throw ValueError(path: path, reason: "\"\(text)\" is not an RFC 3339 date-time in the years 0001 to 9999 (like 2026-11-29T17:00:00.250Z)")
+                throw ValueError(path: here, reason: "\"\(text)\" is not an RFC 3339 date-time in the years 0001 to 9999 (like 2026-11-29T17:00:00.250Z)")
             }
             return .date(date)
         case ("$data", .string(let text)):
-            guard let data = Data(base64Encoded: text) else { throw ValueError(path: path, reason: "$data is not valid base64") }
+            guard let data = Data(base64Encoded: text) else { throw ValueError(path: here, reason: "$data is not valid base64") }
             return .data(data)
         case ("$dict", .object(let inner)):
-            return .dictionary(try decodeMembers(inner, path: path, sorted: sorted))
+            try checkDepth(level, path: path)
+            return .dictionary(try decodeMembers(inner, path: path, level: level + 1, sorted: sorted))
         case ("$date", _), ("$data", _):
-            throw ValueError(path: path, reason: "\(tag) needs a string, not \(payload.typeName)")
+            throw ValueError(path: here, reason: "\(tag) needs a string, not \(payload.typeName)")
         case ("$dict", _):
-            throw ValueError(path: path, reason: "$dict needs an object, not \(payload.typeName)")
+            throw ValueError(path: here, reason: "$dict needs an object, not \(payload.typeName)")
         default:
-            throw ValueError(path: path, reason: "unknown tag \"\(tag)\" (a dictionary with '$' keys must be wrapped as {\"$dict\": {...}})")
+            throw ValueError(path: here, reason: "unknown tag \"\(tag)\" (a dictionary with '$' keys must be wrapped as {\"$dict\": {...}})")
         }
     }
 
-    private static func decodeMembers(_ members: [String: JSON], path: String, sorted: Bool) throws(ValueError) -> [String: Value] {
+    private static func decodeMembers(_ members: [String: JSON], path: String?, level: Int, sorted: Bool) throws(ValueError) -> [String: Value] {
         var result: [String: Value] = [:]
         result.reserveCapacity(members.count)
-        for name in sorted ? members.keys.sorted() : Array(members.keys) {
-            result[name] = try decode(members[name]!, path: "\(path).\(name)", sorted: sorted)
+        if sorted {
+            for name in members.keys.sorted() { result[name] = try decode(members[name]!, path: path.map { "\($0).\(name)" }, level: level, sorted: true) }
+        } else {
+            for (name, member) in members { result[name] = try decode(member, path: path.map { "\($0).\(name)" }, level: level, sorted: false) }
         }
         return result
     }
@@ -131,25 +151,38 @@ extension Value {
         case .bool(let flag): .bool(flag)
         case .date(let date): .object(["$date": .string(RFC3339.format(date))])
         case .data(let data): .object(["$data": .string(data.base64EncodedString())])
-        case .array(let values): .array(values.map(\.typedJSON))
+        case .array(let values): .array(values.map { $0.typedJSON })
         case .dictionary(let members):
             members.keys.contains(where: { $0.hasPrefix("$") })
-                ? .object(["$dict": .object(members.mapValues(\.typedJSON))])
-                : .object(members.mapValues(\.typedJSON))
+                ? .object(["$dict": .object(members.mapValues { $0.typedJSON })])
+                : .object(members.mapValues { $0.typedJSON })
         }
     }
 
-    /// Checks the invariants the JSON form cannot: reals must be finite.
+    /// Checks the invariants the JSON form cannot: reals must be finite, dates within years
+    /// 0001–9999, and the typed JSON at most ``Limits/valueDepth`` levels deep (for values built
+    /// in code; ``init(typedJSON:)`` checks the depth as it reads).
     public func validate() throws(ValueError) {
+        try validate(level: 0)
+    }
+
+    /// `level`: the JSON levels of the containers around this value.
+    private func validate(level: Int) throws(ValueError) {
         switch self {
         case .real(let number) where !number.isFinite:
             throw ValueError(reason: "a real must be finite, not \(number)")
-        case .date(let date) where !RFC3339.range.contains(date.timeIntervalSince1970):
-            throw ValueError(reason: "a date must lie in the years 0001 to 9999")
+        case .date(let date):
+            guard RFC3339.range.contains(date.timeIntervalSince1970) else { throw ValueError(reason: "a date must lie in the years 0001 to 9999") }
+            try Self.checkDepth(level, path: "$")
+        case .data:
+            try Self.checkDepth(level, path: "$")
         case .array(let values):
-            for value in values { try value.validate() }
+            try Self.checkDepth(level, path: "$")
+            for value in values { try value.validate(level: level + 1) }
         case .dictionary(let members):
-            for value in members.values { try value.validate() }
+            let levels = members.keys.contains(where: { $0.hasPrefix("$") }) ? 2 : 1
+            try Self.checkDepth(level, adding: levels, path: "$")
+            for value in members.values { try value.validate(level: level + levels) }
         default:
             break
         }

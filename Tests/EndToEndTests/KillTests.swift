@@ -34,6 +34,43 @@ import Testing
         #expect(acknowledged > rounds, "too few writes were acknowledged for the test to mean anything")
     }
 
+    /// Issue 17, item 1's shape: each round writes a value as deep as a request takes (and one
+    /// that grows when written), then small writes, and is killed at a random moment; after
+    /// each restart every acknowledged write is there and revisions keep rising.
+    @Test func writesAfterADeepOrGrowingWriteSurviveSIGKILL() throws {
+        let sandbox = Sandbox()
+        var acknowledged: [String: (value: String, revision: Int)] = [:]
+        var highest = 0
+        let deep = String(repeating: "[", count: 510) + "1" + String(repeating: "]", count: 510)
+        let grows = "[" + Array(repeating: "1e15", count: 2000).joined(separator: ",") + "]"
+        for round in 0..<20 {
+            let daemon = try Daemon(sandbox)
+            let client = try RawClient(sandbox.socket)
+            for (key, entry) in acknowledged {
+                let reply = client.receiveRaw(#"{"method":"io.kvd.Defaults.Get","parameters":{"domain":"kill.deep","key":"\#(key)"}}"#) ?? "no reply"
+                #expect(reply.hasPrefix(#"{"parameters":{"value":\#(entry.value),"revision":\#(entry.revision)}"#), "round \(round): \(key) lost: \(reply.prefix(120))")
+            }
+            let pid = daemon.process.pid
+            let killer = Thread { usleep(UInt32.random(in: 0...30_000)); kill(pid, SIGKILL) }
+            killer.start()
+            for index in 0... {
+                let key = "r\(round)-\(index)"
+                let value = index == 0 ? deep : index == 1 ? grows : #""small \#(index)""#
+                guard let reply = client.receiveRaw(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"kill.deep","key":"\#(key)","value":\#(value)}}"#),
+                    let range = reply.range(of: #"{"parameters":{"revision":"#)
+                else { break }
+                let revision = Int(reply[range.upperBound...].prefix { $0.isNumber })!
+                #expect(revision > highest, "round \(round): revision \(revision) after \(highest)")
+                highest = max(highest, revision)
+                let written = index == 1 ? "[" + Array(repeating: "1000000000000000.0", count: 2000).joined(separator: ",") + "]" : value
+                acknowledged[key] = (written, revision)
+            }
+            client.close()
+            daemon.waitForExit(timeout: 10)
+        }
+        #expect(acknowledged.count > 20, "too few writes were acknowledged for the test to mean anything")
+    }
+
     /// Runs the writers against `daemon` and kills it after a random 0-60 ms; returns when every
     /// writer has seen its connection drop.
     private func writeUntilKilled(_ daemon: Daemon, model: KillModel, round: Int) throws -> (acknowledged: Int, inFlight: Int) {

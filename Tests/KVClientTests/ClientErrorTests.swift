@@ -13,7 +13,7 @@ import Testing
         (DefaultsInterface.Error.storageFailure, ["reason": .string("disk full")], "kvd could not store the change, so nothing changed: disk full"),
         (DefaultsInterface.Error.unreadableValue, ["domain": .string("com.a"), "key": .string("x"), "reason": .string("not a date")],
          "the stored value of \"x\" in com.a cannot be read (not a date); kvd keeps it as it is. Replace it with `kvctl set com.a x ...` or remove it with `kvctl delete com.a x`"),
-        (DefaultsInterface.Error.tooLarge, ["limit": .integer(100)], "the request is larger than kvd's limit of 100 bytes; store less under one key"),
+        (DefaultsInterface.Error.tooLarge, ["limit": .integer(100)], "the request, or the domain after it, is larger than kvd's limit of 100 bytes (one message); store less under one key, or in one domain"),
         (ServiceInterface.Error.methodNotFound, ["method": .string("io.kvd.Defaults.Nope")], "kvd does not implement io.kvd.Defaults.Nope (is kvd older than this client?)"),
         (ServiceInterface.Error.invalidParameter, ["parameter": .string("key")], "kvd refused the parameter \"key\" (is kvd a different version than this client?)"),
         ("com.other.Weird", ["a": .integer(1)], "kvd replied with the error com.other.Weird {\"a\":1}"),

@@ -94,3 +94,48 @@ import Testing
         #expect(total.failures.count == 0, "crash states failed; the first:\n\(total.failures.prefix(3).joined(separator: "\n\n"))")
     }
 }
+
+/// Issue 17, item 1's shape at every crash point: values as deep as the contract allows, and
+/// values that grow when written, each followed by other acknowledged writes, through a
+/// compaction and a restart; every crash, and every crash during the recovery from one, keeps
+/// every acknowledged write (a record the log could not read used to take the later ones with it).
+@Suite struct LimitsCrashPointTests {
+    static let options = StoreOptions(compactionLogBytes: 1500, logReservationBytes: 64)
+    static let checker = CrashChecker(directory: CrashPointTests.directory, options: options, applies: [:])
+
+    static func run(_ work: CrashWorkload) {
+        let a = domain("com.example.a"), b = domain("com.example.b")
+        work.open()
+        work.commit(a, .set(key("deep"), StorageLimitsTests.nested(512), ifRevision: nil))  // 515 levels in its record
+        work.commit(b, .set(key("after-deep"), .integer(1), ifRevision: nil))
+        work.commit(a, .set(key("grows"), .array(Array(repeating: .real(1e15), count: 40)), ifRevision: nil))  // "1e15" is written in 18 bytes
+        work.commit(b, .set(key("after-grows"), .integer(2), ifRevision: nil))
+        work.restart()
+        work.commit(b, .set(key("after-restart"), .string("three"), ifRevision: nil))
+        work.close()
+    }
+
+    @Test func deepAndGrowingWritesAndTheWritesAfterThemSurviveEveryCrash() {
+        let fileSystem = SimulatedFileSystem()
+        let work = CrashWorkload(fileSystem: fileSystem, directory: CrashPointTests.directory, options: Self.options)
+        Self.run(work)
+        #expect(work.attempts.count == 5 && work.attempts.allSatisfy(\.succeeded), "every commit of the workload succeeds")
+        let report = CrashEnumeration.run(fileSystem, work, Self.checker)
+        #expect(report.points > 20)
+        #expect(report.failures.isEmpty, "crash states failed; the first:\n\(report.failures.prefix(3).joined(separator: "\n\n"))")
+        var again = CrashEnumeration.Report()
+        again.recovered = report.recovered
+        for (disk, recovered) in report.recovered {
+            guard case .content(let content) = recovered else { continue }
+            let crashed = SimulatedFileSystem(disk)
+            let rerun = CrashWorkload(fileSystem: crashed, directory: CrashPointTests.directory, options: Self.options, base: content)
+            rerun.open()
+            rerun.commit(domain("com.example.b"), .set(key("after-recovery"), .integer(4), ifRevision: nil))
+            rerun.close()
+            let report = CrashEnumeration.run(crashed, rerun, Self.checker, known: again.recovered)
+            again.recovered = report.recovered
+            again.failures += report.failures
+        }
+        #expect(again.failures.isEmpty, "crash states during recovery failed; the first:\n\(again.failures.prefix(3).joined(separator: "\n\n"))")
+    }
+}

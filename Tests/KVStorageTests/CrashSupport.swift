@@ -229,11 +229,13 @@ struct CrashChecker {
             if name == StorageFormat.logFileName {
                 do {
                     let scan = try LogFormat.scan(bytes)
-                    if scan.dataAfterDamage { return "the log has damage before valid records: \(scan.damage ?? "")" }
+                    if !scan.damage.isEmpty { return "the log has damage besides a torn tail: \(scan.damage)" }
                 } catch {
                     return "the log does not parse: \(error)"
                 }
-            } else if let domain = StorageFormat.domain(forFileName: name) {
+            } else if let entry = StorageFormat.entry(forFileName: name) {
+                var domain: Domain?
+                if case .domainFile(let known) = entry { domain = known }
                 do { _ = try DomainFile.decode(bytes, domain: domain) } catch {
                     return "domain file \(name) does not parse: \(error.reason)"
                 }

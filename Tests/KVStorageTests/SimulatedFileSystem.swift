@@ -387,12 +387,15 @@ final class SimulatedFileSystem: FileSystem {
         }
     }
 
+    /// A folder or a regular file (the simulated disk has nothing else), with the owner and
+    /// permissions ``setStatus(of:owner:permissions:)`` gave it.
     func status(_ descriptor: FileDescriptor) throws(FileSystemError) -> FileStatus {
         try state.withLock { state throws(FileSystemError) in
             guard let handle = state.handles[descriptor.rawValue] else { throw FileSystemError(operation: "fstat", path: nil, code: EBADF) }
-            let isFolder = state.model.current.folders[handle.inode] != nil
-            let set = state.statuses[handle.inode] ?? (effectiveUserID, isFolder ? 0o700 : 0o600)
-            return FileStatus(owner: set.owner, permissions: set.permissions)
+            let content = state.model.current.files[handle.inode]
+            let set = state.statuses[handle.inode] ?? (effectiveUserID, content == nil ? 0o700 : 0o600)
+            return FileStatus(
+                kind: content == nil ? .directory : .regular, size: Int64(content?.count ?? 0), owner: set.owner, permissions: set.permissions)
         }
     }
 
