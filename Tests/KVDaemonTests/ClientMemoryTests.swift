@@ -1,5 +1,6 @@
 import Glibc
 import KVProtocol
+import KVSystem
 import Testing
 @testable import KVDaemon
 
@@ -14,7 +15,7 @@ import Testing
             guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0 else { throw SystemError("socketpair") }
             daemon = fds[0]
             peer = fds[1]
-            try Sys.setNonBlocking(daemon)
+            try system.setNonBlocking(daemon)
         }
         deinit {
             close(daemon)
@@ -35,7 +36,7 @@ import Testing
     @Test func aSharedReplyIsChargedOnceAndKeepsItsPlaceInTheOutput() throws {
         let memory = ClientMemory(budget: 1 << 30)
         let pairs = [try SocketPair(), try SocketPair()]
-        let watchers = pairs.enumerated().map { ClientConnection(id: $0.offset, fd: $0.element.daemon, memory: memory) }
+        let watchers = pairs.enumerated().map { ClientConnection(id: $0.offset, fd: $0.element.daemon, memory: memory, system: system) }
         let shared = SharedReply([UInt8](repeating: UInt8(ascii: "s"), count: SharedReply.minimumShared) + [0])
         for watcher in watchers {
             watcher.send(writing: { $0 += Array("first".utf8) + [0] })
@@ -60,7 +61,7 @@ import Testing
     @Test func aSmallSharedReplyIsCopied() throws {
         let memory = ClientMemory(budget: 1 << 30)
         let pair = try SocketPair()
-        let watcher = ClientConnection(id: 0, fd: pair.daemon, memory: memory)
+        let watcher = ClientConnection(id: 0, fd: pair.daemon, memory: memory, system: system)
         watcher.send(shared: SharedReply(Array("small".utf8) + [0]))
         watcher.recharge()
         #expect(watcher.output == Array("small".utf8) + [0])
