@@ -78,7 +78,10 @@ import Testing
         #expect(try budget("2048K") == 2 << 20)
         #expect(try budget("64M") == 64 << 20)
         #expect(try budget("1g") == 1 << 30)
-        guard case .run(let defaults) = try DaemonOptions.parse([], environment: environment) else { return }
+        guard case .run(let defaults) = try DaemonOptions.parse([], environment: environment) else {
+            Issue.record("no options given must mean run")
+            return
+        }
         #expect(defaults.maxClientMemory == 256 << 20)
         for bad in ["", "1000", "12X", "-5M", "M", "99999999999999999999G"] {
             #expect(throws: UsageError.self, "\(bad.debugDescription)") { try budget(bad) }
