@@ -5,25 +5,9 @@ import Testing
 
 /// What ``SystemCalls``' policies do about each error, for every conformer (issue 10, item 2).
 @Suite struct PolicyTests {
-    /// A connected pair of Unix stream sockets, non-blocking on the first end.
-    final class Pair {
-        let near: Int32
-        let far: Int32
-        init() throws {
-            var fds: [Int32] = [0, 0]
-            guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0 else { throw SystemError("socketpair") }
-            (near, far) = (fds[0], fds[1])
-            try LinuxSystem().setNonBlocking(near)
-        }
-        deinit {
-            close(near)
-            close(far)
-        }
-    }
-
     @Test func readAvailableRetriesEINTRAndReadsEAGAINAsNothingNow() throws {
         let system = FaultInjectingSystem()
-        let pair = try Pair()
+        let pair = try SocketPair()
         var buffer = [UInt8](repeating: 0, count: 16)
         let nothing = try buffer.withUnsafeMutableBytes { try system.readAvailable(pair.near, into: $0) }
         #expect(nothing == nil)
@@ -38,7 +22,7 @@ import Testing
 
     @Test func sendAvailableReadsAFullSocketAsZeroAndSendAllFinishesShortWrites() throws {
         let system = FaultInjectingSystem()
-        let pair = try Pair()
+        let pair = try SocketPair()
         system.inject(.fail(.wouldBlock), on: .send)
         #expect(try [UInt8](repeating: 1, count: 10).withUnsafeBytes { try system.sendAvailable(pair.near, $0) } == 0)
         system.inject(.short(3), on: .send, times: 10)
