@@ -52,10 +52,10 @@ public final class Connection: Sendable {
         self.interruptible = Mutex(descriptor)
     }
 
-    /// Why connecting failed, in the words `cannotConnect` shows: the system's message, or what
-    /// is wrong with the path.
+    /// Why connecting failed, in the words `cannotConnect` shows: the system's message
+    /// ("No such file or directory"), or what is wrong with the path.
     static func reason(_ error: SystemError) -> String {
-        error.call == "connect" ? error.errno.description : error.description
+        error.errno == .nameTooLong ? error.description : error.errno.description
     }
 
     deinit {

@@ -74,7 +74,16 @@ final class ClientConnection {
         case hungUp
     }
 
-    var isClosed: Bool { phase == .closed }
+    var isClosed: Bool {
+        if case .closed = phase { return true }
+        return false
+    }
+
+    /// Whether the connection handles its calls now (checked for every call).
+    var isServing: Bool {
+        if case .serving = phase { return true }
+        return false
+    }
 
     /// Nothing is left to send, and no call will come or is still to be answered: the server
     /// closes the connection. A watcher that closed its sending side is not finished: it still

@@ -69,13 +69,14 @@ final class Poller: @unchecked Sendable {
     /// Waits for readiness up to `timeoutMilliseconds` (-1: forever). Blocks. A wait
     /// interrupted by a signal returns no events.
     func wait(timeoutMilliseconds: Int32) throws(SystemError) -> [Event] {
+        let outcome = events.withUnsafeMutableBufferPointer { buffer in
+            Result { () throws(Errno) in try system.epollWait(epollFD, into: buffer, timeoutMilliseconds: timeoutMilliseconds) }
+        }
         let count: Int
-        do {
-            count = try waitOnce(timeoutMilliseconds)
-        } catch where error == .interrupted {
-            return []
-        } catch {
-            throw SystemError("epoll_wait", error)
+        switch outcome {
+        case .success(let found): count = found
+        case .failure(.interrupted): return []
+        case .failure(let error): throw SystemError("epoll_wait", error)
         }
         return (0..<count).map { index in
             let event = events[index]
@@ -86,12 +87,6 @@ final class Poller: @unchecked Sendable {
                 writable: mask & EPOLLOUT.rawValue != 0,
                 hangup: mask & (EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0)
         }
-    }
-
-    private func waitOnce(_ timeoutMilliseconds: Int32) throws(Errno) -> Int {
-        try events.withUnsafeMutableBufferPointer { buffer in
-            Result { () throws(Errno) in try system.epollWait(epollFD, into: buffer, timeoutMilliseconds: timeoutMilliseconds) }
-        }.get()
     }
 
     /// Wakes the loop. Thread-safe and non-blocking.

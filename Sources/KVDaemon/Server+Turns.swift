@@ -44,7 +44,7 @@ extension Server {
     /// commit or its turn, watching or closing), kvd is not stopping, and its unread replies are
     /// within ``Limits/maxPendingOutput``.
     private func canHandleNextCall(_ connection: ClientConnection) -> Bool {
-        connection.phase == .serving && shutdownDeadline == nil && connection.pendingOutput <= limits.maxPendingOutput
+        connection.isServing && shutdownDeadline == nil && connection.pendingOutput <= limits.maxPendingOutput
     }
 
     /// Queues `connection` for another turn on the next pass of the loop.
@@ -68,7 +68,7 @@ extension Server {
     /// a commit or their turn, follow a `Watch`, or kvd is stopping), one read chunk in all;
     /// otherwise one whole message and its NUL, so a message over the limit shows as one.
     func inputRoom(_ connection: ClientConnection) -> Int {
-        let waiting = connection.phase != .serving || shutdownDeadline != nil
+        let waiting = !connection.isServing || shutdownDeadline != nil
         return (waiting ? limits.readChunk : connection.framer.limit + 1) - connection.framer.pendingByteCount
     }
 

@@ -7,7 +7,7 @@ import Glibc
 extension SystemCalls {
     /// Runs `body` until it does not fail with `EINTR`; another failure becomes a ``SystemError``
     /// naming `call`.
-    @inline(__always)
+    @inlinable
     public func retrying<T>(_ call: String, _ body: () throws(Errno) -> T) throws(SystemError) -> T {
         while true {
             do {
@@ -24,27 +24,42 @@ extension SystemCalls {
 
     /// Reads what `fd` holds, up to `buffer.count`: the count, 0 at end of stream, `nil` when
     /// nothing is there now (`EAGAIN`). C: `read`.
+    @inlinable
     public func readAvailable(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Int? {
-        do {
-            return try retrying("read") { () throws(Errno) in try read(fd, into: buffer) }
-        } catch where error.errno == .wouldBlock {
-            return nil
+        while true {  // the loop's hot path: no closure
+            do {
+                return try read(fd, into: buffer)
+            } catch where error == .interrupted {
+                continue
+            } catch where error == .wouldBlock {
+                return nil
+            } catch {
+                throw SystemError("read", error)
+            }
         }
     }
 
     /// Sends what the socket takes of `bytes`; returns the count (0 when it is full, `EAGAIN`).
     /// C: `send(..., MSG_NOSIGNAL)`.
+    @inlinable
     public func sendAvailable(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(SystemError) -> Int {
-        do {
-            return try retrying("send") { () throws(Errno) in try send(fd, bytes) }
-        } catch where error.errno == .wouldBlock {
-            return 0
+        while true {  // the loop's hot path: no closure
+            do {
+                return try send(fd, bytes)
+            } catch where error == .interrupted {
+                continue
+            } catch where error == .wouldBlock {
+                return 0
+            } catch {
+                throw SystemError("send", error)
+            }
         }
     }
 
     /// Accepts one waiting connection, non-blocking and close-on-exec; `nil` when none waits.
     /// A connection that went away before it was accepted (`ECONNABORTED`) is skipped.
     /// C: `accept4`.
+    @inlinable
     public func acceptWaiting(_ listener: Int32) throws(SystemError) -> Int32? {
         while true {
             do {
@@ -58,6 +73,7 @@ extension SystemCalls {
     }
 
     /// Makes `fd` non-blocking. C: `fcntl(F_GETFL)`, `fcntl(F_SETFL)`.
+    @inlinable
     public func setNonBlocking(_ fd: Int32) throws(SystemError) {
         let flags = try retrying("fcntl") { () throws(Errno) in try statusFlags(fd) }
         try retrying("fcntl") { () throws(Errno) in try setStatusFlags(fd, flags | O_NONBLOCK) }
@@ -66,6 +82,7 @@ extension SystemCalls {
     // MARK: blocking descriptors (the client, kvd's log)
 
     /// Writes all of `bytes` to a blocking descriptor, as few calls as it takes. C: `write`.
+    @inlinable
     public func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(SystemError) {
         var offset = 0
         while offset < bytes.count {
@@ -75,6 +92,7 @@ extension SystemCalls {
     }
 
     /// Sends all of `bytes` on a blocking socket. C: `send(..., MSG_NOSIGNAL)`.
+    @inlinable
     public func sendAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(SystemError) {
         var offset = 0
         while offset < bytes.count {
@@ -85,6 +103,7 @@ extension SystemCalls {
 
     /// Receives up to `buffer.count` bytes from a blocking socket; 0 when the peer closed.
     /// C: `read`.
+    @inlinable
     public func receive(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Int {
         try retrying("read") { () throws(Errno) in try read(fd, into: buffer) }
     }

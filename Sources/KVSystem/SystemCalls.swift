@@ -96,7 +96,9 @@ public protocol SystemCalls: Sendable {
     /// Whether `path` may be executed; the reason when not. C: `access(path, X_OK)`.
     func checkExecutable(_ path: String) throws(Errno)
     /// Starts `path` with `arguments` and exactly `environment`, in a new session, with standard
-    /// input, output and error on `/dev/null`. C: `posix_spawn` with `POSIX_SPAWN_SETSID`.
+    /// input, output and error on `/dev/null` (an autostarted kvd outlives its client, and its
+    /// log lines must not land in the user's terminal later). C: `posix_spawn` with
+    /// `POSIX_SPAWN_SETSID`.
     func spawn(_ path: String, arguments: [String], environment: [String: String]) throws(Errno) -> pid_t
     /// The wait status of child `process` once it has exited; with `blocking: false`, `nil` while
     /// it runs. C: `waitpid`.
