@@ -26,11 +26,11 @@ public enum Daemon {
             return 2
         }
         let log = Logger(toJournal: Systemd.stderrIsJournal(environment: environment), verbose: options.verbose, system: system)
-        return run(options, log: log)
+        return run(options, log: log, system: system)
     }
 
-    static func run(_ options: DaemonOptions, log: Logger) -> Int32 {
-        let system = log.system
+    /// Serves with `options` until stopped; returns the exit status. Blocks.
+    static func run(_ options: DaemonOptions, log: Logger, system: any SystemCalls) -> Int32 {
         let store: Store
         do {
             store = try Store(directory: options.stateDirectory, log: { level, message in log.log(level, message) })

@@ -7,7 +7,7 @@ import KVSystem
 public struct Logger: Sendable {
     public let toJournal: Bool
     public let verbose: Bool
-    let system: any SystemCalls
+    private let system: any SystemCalls
 
     public init(toJournal: Bool, verbose: Bool = false, system: any SystemCalls = LinuxSystem()) {
         self.toJournal = toJournal
