@@ -44,6 +44,8 @@ release:
 
 test: deps
 	$(SWIFT) build --build-tests
+	SWIFT=$(SWIFT) $(PYTHON) scripts/check-imports.py
+	SWIFT=$(SWIFT) scripts/check-seams.sh
 	$(SWIFT) test --skip-build
 	$(PYTHON) tests/python/test_varlink.py "$$($(SWIFT) build --show-bin-path)"
 	$(MAKE) fuzz-smoke

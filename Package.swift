@@ -1,8 +1,22 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-/// Targets, one role each; dependencies point one way:
-/// KVValues ← KVStorage ← KVProtocol ← KVDaemon / KVClient ← kvd / kvctl / habits.
+/// Targets, one role each; dependencies point one way (a target uses only those after "←"):
+///
+///     KVValues                                 typed values, names
+///     KVSystem ← CLinux                        the OS seam: errno, system calls (daemon and client)
+///     KVStorage ← KVValues, KVSystem           domain files, log, recovery; no sockets
+///     KVProtocol ← KVValues                    varlink framing, the interface, paths, socket folder
+///     KVDaemon ← KVValues, KVStorage, KVProtocol, KVSystem, CSystemd, CLinux   the event loop
+///     KVClient ← KVValues, KVProtocol, KVSystem     the Swift library
+///     KVCtl ← KVValues, KVProtocol, KVClient        kvctl's commands
+///     HabitsKit ← KVClient, KVProtocol, KVValues    the sample app
+///     kvd ← KVDaemon; kvctl ← KVCtl; habits ← HabitsKit (thin mains)
+///     KVTestSupport ← KVSystem, KVProtocol, CLinux     shared by test targets only (fake server, faults)
+///
+/// `scripts/check-imports.py` (run by `make test`) fails when a target imports a target it does
+/// not declare here; the `MemberImportVisibility` feature fails the build when a file uses a
+/// module's members without importing it.
 let package = Package(
     name: "kvd",
     products: [
@@ -13,14 +27,15 @@ let package = Package(
     ],
     targets: [
         .target(name: "KVValues"),
-        .target(name: "KVStorage", dependencies: ["KVValues"]),
-        .target(name: "KVProtocol", dependencies: ["KVValues"]),
         .systemLibrary(name: "CLinux"),
+        .target(name: "KVSystem", dependencies: ["CLinux"]),
+        .target(name: "KVStorage", dependencies: ["KVValues", "KVSystem"]),
+        .target(name: "KVProtocol", dependencies: ["KVValues"]),
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
-        .target(name: "KVDaemon", dependencies: ["KVValues", "KVStorage", "KVProtocol", "CSystemd", "CLinux"]),
+        .target(name: "KVDaemon", dependencies: ["KVValues", "KVStorage", "KVProtocol", "KVSystem", "CSystemd", "CLinux"]),
         .executableTarget(name: "kvd", dependencies: ["KVDaemon"]),
-        .target(name: "KVClient", dependencies: ["KVValues", "KVProtocol"]),
-        .target(name: "KVCtl", dependencies: ["KVValues", "KVClient"]),
+        .target(name: "KVClient", dependencies: ["KVValues", "KVProtocol", "KVSystem"]),
+        .target(name: "KVCtl", dependencies: ["KVValues", "KVProtocol", "KVClient"]),
         .executableTarget(name: "kvctl", dependencies: ["KVCtl"]),
         .executableTarget(name: "kvbench", dependencies: ["CLinux"]),
         .executableTarget(name: "kvclient-probe", dependencies: ["KVClient", "KVValues"]),
@@ -28,13 +43,15 @@ let package = Package(
         .executableTarget(name: "habits", dependencies: ["HabitsKit"]),
         .executableTarget(name: "kvbench-local", dependencies: ["KVClient"]),
         .executableTarget(name: "kvbench-hello"),
+        .target(name: "KVTestSupport", dependencies: ["KVSystem", "KVProtocol", "CLinux"], path: "Tests/Support"),
 
         .testTarget(name: "KVValuesTests", dependencies: ["KVValues"]),
-        .testTarget(name: "KVStorageTests", dependencies: ["KVStorage"]),
-        .testTarget(name: "KVProtocolTests", dependencies: ["KVProtocol"]),
-        .testTarget(name: "KVDaemonTests", dependencies: ["KVDaemon"]),
-        .testTarget(name: "KVCtlTests", dependencies: ["KVCtl"]),
-        .testTarget(name: "KVClientTests", dependencies: ["KVClient"]),
+        .testTarget(name: "KVSystemTests", dependencies: ["KVSystem", "KVTestSupport"]),
+        .testTarget(name: "KVStorageTests", dependencies: ["KVStorage", "KVValues", "KVSystem"]),
+        .testTarget(name: "KVProtocolTests", dependencies: ["KVProtocol", "KVValues"]),
+        .testTarget(name: "KVDaemonTests", dependencies: ["KVDaemon", "KVStorage", "KVProtocol", "KVValues", "KVSystem", "KVTestSupport"]),
+        .testTarget(name: "KVCtlTests", dependencies: ["KVCtl", "KVClient", "KVProtocol", "KVValues", "KVTestSupport"]),
+        .testTarget(name: "KVClientTests", dependencies: ["KVClient", "KVProtocol", "KVValues", "KVSystem", "KVTestSupport"]),
         .testTarget(name: "EndToEndTests"),
         .testTarget(name: "HabitsTests", dependencies: ["HabitsKit", "KVClient", "KVValues"], exclude: ["Fixtures"]),
     ]
@@ -43,5 +60,6 @@ let package = Package(
 for target in package.targets where target.type != .system {
     target.swiftSettings = (target.swiftSettings ?? []) + [
         .enableUpcomingFeature("ExistentialAny"),
+        .enableUpcomingFeature("MemberImportVisibility"),
     ]
 }

@@ -23,10 +23,11 @@ target() {  # NAME MODULE-NAME SOURCES-AND-LIBRARIES...
 }
 
 library KVValues Sources/KVValues/*.swift
+library KVSystem -I Sources/CLinux Sources/KVSystem/*.swift
 library KVProtocol Sources/KVProtocol/*.swift
 target typed-json FuzzTypedJSON fuzz/FuzzTypedJSON.swift "$OUT/lib/libKVValues.a"
 target varlink FuzzVarlink fuzz/FuzzVarlink.swift "$OUT/lib/libKVProtocol.a" "$OUT/lib/libKVValues.a"
-target domain-file KVStorage fuzz/FuzzDomainFile.swift Sources/KVStorage/*.swift "$OUT/lib/libKVValues.a"
-target log KVStorage fuzz/FuzzLog.swift Sources/KVStorage/*.swift "$OUT/lib/libKVValues.a"
-target commit KVStorage fuzz/FuzzCommit.swift Sources/KVStorage/*.swift "$OUT/lib/libKVProtocol.a" "$OUT/lib/libKVValues.a"
+target domain-file KVStorage -I Sources/CLinux fuzz/FuzzDomainFile.swift Sources/KVStorage/*.swift "$OUT/lib/libKVValues.a" "$OUT/lib/libKVSystem.a"
+target log KVStorage -I Sources/CLinux fuzz/FuzzLog.swift Sources/KVStorage/*.swift "$OUT/lib/libKVValues.a" "$OUT/lib/libKVSystem.a"
+target commit KVStorage -I Sources/CLinux fuzz/FuzzCommit.swift Sources/KVStorage/*.swift "$OUT/lib/libKVProtocol.a" "$OUT/lib/libKVValues.a" "$OUT/lib/libKVSystem.a"
 target value-parser KVCtl fuzz/FuzzValueParser.swift fuzz/UsageErrorShim.swift Sources/KVCtl/ValueParser.swift "$OUT/lib/libKVValues.a"

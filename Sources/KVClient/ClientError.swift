@@ -1,8 +1,14 @@
 import KVProtocol
+import KVSystem
 import KVValues
 
 /// Why a call to kvd failed. Each description is one line that says what happened and, where
 /// there is something to do, what to do.
+///
+/// kvd's error replies are decoded once, by ``init(errorReply:)``, into the cases from
+/// ``notFound(domain:key:)`` to ``methodNotFound(method:)``: callers match cases and never
+/// compare error names. An error kvd may add later gets a case there (the next ones are a locked
+/// key and a permission check on a domain); until then it is ``remote(name:parameters:)``.
 public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Nothing accepted the connection at `path`; `reason` is the system's word for it.
     case cannotConnect(path: String, reason: String)
@@ -10,12 +16,83 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
     case cannotStart(path: String, reason: String)
     /// The socket's folder may belong to another user: nothing was sent and no kvd started.
     case unsafeSocketFolder(SocketFolderError)
-    /// kvd answered with the error `name` (`io.kvd.Defaults.NotFound`, ...).
+
+    /// `NotFound`: no such domain, or no such key in it.
+    case notFound(domain: String, key: String?)
+    /// `RevisionMismatch`: a conditional write found the data changed since; nothing changed.
+    /// `current` is the revision now (if kvd said).
+    case revisionMismatch(current: Int64?)
+    /// `InvalidName`: a domain or key name breaks the naming rule (`reason` says which).
+    case invalidName(name: String, reason: String)
+    /// `InvalidValue`: the value cannot be stored.
+    case invalidValue(reason: String)
+    /// `StorageFailure`: kvd could not make the change durable, so nothing changed.
+    case storageFailure(reason: String)
+    /// `TooLarge`: the request, or the domain after it, was over what one message carries
+    /// (`limit` bytes, if kvd said); nothing changed.
+    case tooLarge(limit: Int64?)
+    /// `UnreadableValue`: the stored value cannot be read; kvd keeps it as it is.
+    case unreadableValue(domain: String, key: String, reason: String)
+    /// `org.varlink.service.PermissionDenied`.
+    case permissionDenied
+    /// `org.varlink.service.MethodNotFound`: kvd is older than this client.
+    case methodNotFound(method: String)
+    /// Any other error reply (`InvalidParameter`, `InterfaceNotFound`, a name this client does
+    /// not know), with its parameters.
     case remote(name: String, parameters: [String: JSON])
+
     /// kvd's reply broke the protocol.
     case protocolError(String)
+    /// Sending to or receiving from kvd failed (the system's error).
+    case connectionFailed(SystemError)
     /// kvd closed the connection before replying.
     case connectionClosed
+
+    /// The error kvd replied with: the one place where error names are read.
+    public init(errorReply reply: VarlinkReply) {
+        let parameters = reply.parameters
+        func text(_ member: String) -> String {
+            if case .string(let value)? = parameters[member] { return value }
+            return "?"
+        }
+        func number(_ member: String) -> Int64? {
+            if case .integer(let value)? = parameters[member] { return value }
+            return nil
+        }
+        typealias Names = DefaultsInterface.Error
+        switch reply.error ?? "" {
+        case Names.notFound: self = .notFound(domain: text("domain"), key: parameters["key"] == nil ? nil : text("key"))
+        case Names.revisionMismatch: self = .revisionMismatch(current: number("revision"))
+        case Names.invalidName: self = .invalidName(name: text("name"), reason: text("reason"))
+        case Names.invalidValue: self = .invalidValue(reason: text("reason"))
+        case Names.storageFailure: self = .storageFailure(reason: text("reason"))
+        case Names.tooLarge: self = .tooLarge(limit: number("limit"))
+        case Names.unreadableValue: self = .unreadableValue(domain: text("domain"), key: text("key"), reason: text("reason"))
+        case ServiceInterface.Error.permissionDenied: self = .permissionDenied
+        case ServiceInterface.Error.methodNotFound: self = .methodNotFound(method: text("method"))
+        case let name: self = .remote(name: name, parameters: parameters)
+        }
+    }
+
+    /// Whether kvd answered with this error (the connection is fine), rather than the
+    /// connection or the reply failing.
+    public var isErrorReply: Bool {
+        switch self {
+        case .notFound, .revisionMismatch, .invalidName, .invalidValue, .storageFailure, .tooLarge, .unreadableValue,
+             .permissionDenied, .methodNotFound, .remote:
+            true
+        case .cannotConnect, .cannotStart, .unsafeSocketFolder, .protocolError, .connectionFailed, .connectionClosed:
+            false
+        }
+    }
+
+    /// Whether the connection went away (kvd stopped or restarted): a new one may succeed.
+    public var isConnectionLost: Bool {
+        switch self {
+        case .connectionClosed, .connectionFailed: true
+        default: false
+        }
+    }
 
     public var description: String {
         switch self {
@@ -25,62 +102,58 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
             "cannot start kvd for \(path): \(reason)"
         case .unsafeSocketFolder(let error):
             error.description
+        case .notFound(let domain, let key?):
+            "no key \"\(key)\" in domain \"\(domain)\""
+        case .notFound(let domain, nil):
+            "no domain \"\(domain)\""
+        case .revisionMismatch(let current):
+            "the value changed meanwhile\(current.map { " (now at revision \($0))" } ?? ""); read it again and retry"
+        case .invalidName(let name, let reason):
+            "invalid name \"\(name)\": \(reason)"
+        case .invalidValue(let reason):
+            "invalid value: \(reason)"
+        case .storageFailure(let reason):
+            "kvd could not store the change, so nothing changed: \(reason)"
+        case .tooLarge(let limit):
+            "the request, or the domain after it, is larger than kvd's limit\(limit.map { " of \($0) bytes" } ?? "") (one message); store less under one key, or in one domain"
+        case .unreadableValue(let domain, let key, let reason):
+            "the stored value of \"\(key)\" in \(domain) cannot be read (\(reason)); kvd keeps it as it is. "
+                + "Replace it with `kvctl set \(domain) \(key) ...` or remove it with `kvctl delete \(domain) \(key)`"
+        case .permissionDenied:
+            "kvd denied access"
+        case .methodNotFound(let method):
+            Self.olderKVD(method)
         case .remote(let name, let parameters):
-            Self.describeRemote(name: name, parameters)
+            Self.describeOther(name: name, parameters)
         case .protocolError(let reason):
             "kvd sent an invalid reply: \(reason)"
+        case .connectionFailed(let error):
+            "the connection to kvd failed (\(error)); try again"
         case .connectionClosed:
             "kvd closed the connection before replying (did it stop or crash? see `journalctl --user -u kvd`)"
         }
     }
 
-    /// The error name when this is a ``remote(name:parameters:)`` error.
-    public var remoteName: String? {
-        if case .remote(let name, _) = self { return name }
-        return nil
+    private static func olderKVD(_ method: String) -> String {
+        "kvd does not implement \(method) (is kvd older than this client?)"
     }
 
-    private static func describeRemote(name: String, _ parameters: [String: JSON]) -> String {
+    /// The varlink service's other errors, and errors this client does not know.
+    private static func describeOther(name: String, _ parameters: [String: JSON]) -> String {
         func text(_ member: String) -> String? {
             if case .string(let value)? = parameters[member] { return value }
             return nil
         }
-        func number(_ member: String) -> Int64? {
-            if case .integer(let value)? = parameters[member] { return value }
-            return nil
-        }
-        let domain = text("domain") ?? "?"
-        typealias Names = DefaultsInterface.Error
         typealias Service = ServiceInterface.Error
         switch name {
-        case Names.notFound:
-            if let key = text("key") { return "no key \"\(key)\" in domain \"\(domain)\"" }
-            return "no domain \"\(domain)\""
-        case Names.revisionMismatch:
-            let now = number("revision").map { " (now at revision \($0))" } ?? ""
-            return "the value changed meanwhile\(now); read it again and retry"
-        case Names.invalidName:
-            return "invalid name \"\(text("name") ?? "?")\": \(text("reason") ?? "refused by kvd")"
-        case Names.invalidValue:
-            return "invalid value: \(text("reason") ?? "refused by kvd")"
-        case Names.storageFailure:
-            return "kvd could not store the change, so nothing changed: \(text("reason") ?? "unknown reason")"
-        case Names.unreadableValue:
-            let key = text("key") ?? "?"
-            return "the stored value of \"\(key)\" in \(domain) cannot be read (\(text("reason") ?? "no reason given")); kvd keeps it as it is. Replace it with `kvctl set \(domain) \(key) ...` or remove it with `kvctl delete \(domain) \(key)`"
-        case Names.tooLarge:
-            let limit = number("limit").map { " of \($0) bytes" } ?? ""
-            return "the request, or the domain after it, is larger than kvd's limit\(limit) (one message); store less under one key, or in one domain"
-        case Service.methodNotFound, Service.methodNotImplemented:
-            return "kvd does not implement \(text("method") ?? "the method") (is kvd older than this client?)"
+        case Service.methodNotImplemented:
+            return olderKVD(text("method") ?? "the method")
         case Service.interfaceNotFound:
             return "kvd does not serve the interface \(text("interface") ?? "?") (is kvd older than this client?)"
         case Service.invalidParameter:
             return "kvd refused the parameter \"\(text("parameter") ?? "?")\" (is kvd a different version than this client?)"
         case Service.expectedMore:
             return "kvd expects this call with \"more\": true"
-        case "org.varlink.service.PermissionDenied":
-            return "kvd denied access"
         default:
             let shown = parameters.isEmpty ? "" : " " + JSONWriter(sortKeys: true).string(.object(parameters))
             return "kvd replied with the error \(name)\(shown)"

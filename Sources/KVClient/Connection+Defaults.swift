@@ -67,7 +67,7 @@ extension Connection {
         let reply: VarlinkReply
         do {
             reply = try call(.listAll(domain))
-        } catch where error.remoteName == ServiceInterface.Error.methodNotFound {
+        } catch .methodNotFound {
             reply = try call(.list(domain))
         }
         guard case .object(let members)? = reply.parameters["values"] else {

@@ -1,12 +1,13 @@
-import Glibc
 import KVProtocol
+import KVSystem
 import KVValues
 import Synchronization
 
 /// A blocking connection to kvd over its Unix socket.
 ///
 /// Calls are serialized by an internal lock, so one connection may be shared between threads;
-/// each call waits for its reply. Closed when released or by ``close()``.
+/// each call waits for its reply. Closed when released or by ``close()``. Every system call goes
+/// through the ``SystemCalls`` it was made with.
 ///
 /// ```swift
 /// let connection = try Connection(socketPath: SocketPath.resolve(explicit: nil, environment: env))
@@ -15,6 +16,7 @@ import Synchronization
 public final class Connection: Sendable {
     /// The socket this connection was made to.
     public let socketPath: String
+    private let system: any SystemCalls
     private let state: Mutex<State>
     /// The descriptor for ``interrupt()``, which must not wait for the lock of a running stream;
     /// set to -1 before the descriptor is closed, so a reused number is never shut down.
@@ -30,17 +32,30 @@ public final class Connection: Sendable {
     /// naming the path when that fails, ``ClientError/unsafeSocketFolder(_:)`` for a folder
     /// another user may control.
     public convenience init(socketPath: String) throws(ClientError) {
+        try self.init(socketPath: socketPath, system: LinuxSystem())
+    }
+
+    convenience init(socketPath: String, system: any SystemCalls) throws(ClientError) {
         try SocketPath.prepareFolder(for: socketPath)
-        switch Socket.connect(path: socketPath) {
-        case .success(let descriptor): self.init(descriptor: descriptor, socketPath: socketPath)
-        case .failure(let error): throw .cannotConnect(path: socketPath, reason: error.text)
+        do {
+            self.init(descriptor: try system.connectUnix(socketPath), socketPath: socketPath, system: system)
+        } catch {
+            throw .cannotConnect(path: socketPath, reason: Self.reason(error))
         }
     }
 
-    init(descriptor: Int32, socketPath: String) {
+    /// A connection over `descriptor`, a connected blocking Unix stream socket it now owns.
+    init(descriptor: Int32, socketPath: String, system: any SystemCalls) {
         self.socketPath = socketPath
+        self.system = system
         self.state = Mutex(State(descriptor: descriptor))
         self.interruptible = Mutex(descriptor)
+    }
+
+    /// Why connecting failed, in the words `cannotConnect` shows: the system's message
+    /// ("No such file or directory"), or what is wrong with the path.
+    static func reason(_ error: SystemError) -> String {
+        error.errno == .nameTooLong ? error.description : error.errno.description
     }
 
     deinit {
@@ -51,7 +66,7 @@ public final class Connection: Sendable {
     public func close() {
         interruptible.withLock { $0 = -1 }
         state.withLock { state in
-            if state.descriptor >= 0 { Glibc.close(state.descriptor) }
+            if state.descriptor >= 0 { system.close(state.descriptor) }
             state.descriptor = -1
         }
     }
@@ -62,11 +77,12 @@ public final class Connection: Sendable {
     /// The corresponding C call is `shutdown(SHUT_RDWR)`.
     func interrupt() {
         interruptible.withLock { descriptor in
-            if descriptor >= 0 { shutdown(descriptor, Int32(SHUT_RDWR)) }
+            if descriptor >= 0 { _ = try? system.shutdown(descriptor) }
         }
     }
 
-    /// Sends `request` and returns its reply; an error reply throws ``ClientError/remote(name:parameters:)``.
+    /// Sends `request` and returns its reply; an error reply throws its case of ``ClientError``
+    /// (``ClientError/init(errorReply:)``).
     /// Not for ``DefaultsRequest/watch(_:_:)``, which has many replies: use ``watch(_:_:onEvent:)``.
     public func call(_ request: DefaultsRequest) throws(ClientError) -> VarlinkReply {
         try callPipelined([request])[0].get()
@@ -79,16 +95,16 @@ public final class Connection: Sendable {
         state.withLock { state in
             var bytes: [UInt8] = []
             for request in requests { bytes += request.call.encoded() }
-            if let failure = Self.send(bytes, on: &state) {
+            if let failure = send(bytes, on: &state) {
                 return requests.map { _ in .failure(failure) }
             }
             var results: [Result<VarlinkReply, ClientError>] = []
             for _ in requests {
                 do throws(ClientError) {
-                    results.append(.success(try Self.checked(Self.readReply(from: &state))))
+                    results.append(.success(try Self.checked(readReply(from: &state))))
                 } catch {
                     results.append(.failure(error))
-                    if error.remoteName == nil {
+                    if !error.isErrorReply {
                         return results + Array(repeating: .failure(error), count: requests.count - results.count)
                     }
                 }
@@ -103,9 +119,9 @@ public final class Connection: Sendable {
     /// the call may still be on their way.
     public func stream(_ request: DefaultsRequest, onReply: (VarlinkReply) throws(ClientError) -> Bool) throws(ClientError) {
         let stopped = try state.withLock { (state: inout State) throws(ClientError) -> Bool in
-            if let failure = Self.send(request.call.encoded(), on: &state) { throw failure }
+            if let failure = send(request.call.encoded(), on: &state) { throw failure }
             while true {
-                let reply = try Self.checked(Self.readReply(from: &state))
+                let reply = try Self.checked(readReply(from: &state))
                 guard try onReply(reply) else { return true }
                 guard reply.continues else { return false }
             }
@@ -113,13 +129,18 @@ public final class Connection: Sendable {
         if stopped { close() }
     }
 
-    private static func send(_ bytes: [UInt8], on state: inout State) -> ClientError? {
+    private func send(_ bytes: [UInt8], on state: inout State) -> ClientError? {
         guard state.descriptor >= 0 else { return .connectionClosed }
-        guard let error = Socket.sendAll(state.descriptor, bytes) else { return nil }
-        return error.code == EPIPE || error.code == ECONNRESET ? .connectionClosed : .protocolError("cannot send: \(error.text)")
+        let descriptor = state.descriptor
+        do {
+            try bytes.withUnsafeBytes { raw in Result { () throws(SystemError) in try system.sendAll(descriptor, raw) } }.get()
+            return nil
+        } catch {
+            return error.errno == .brokenPipe || error.errno == .connectionReset ? .connectionClosed : .connectionFailed(error)
+        }
     }
 
-    private static func readReply(from state: inout State) throws(ClientError) -> VarlinkReply {
+    private func readReply(from state: inout State) throws(ClientError) -> VarlinkReply {
         while true {
             let message: ArraySlice<UInt8>?
             do { message = try state.framer.next() } catch { throw .protocolError(error.description) }
@@ -128,18 +149,19 @@ public final class Connection: Sendable {
             }
             guard state.descriptor >= 0 else { throw .connectionClosed }
             var chunk = [UInt8](repeating: 0, count: 65_536)
-            let received = chunk.withUnsafeMutableBytes { Socket.receive(state.descriptor, into: $0) }
+            let descriptor = state.descriptor
+            let received = chunk.withUnsafeMutableBytes { raw in Result { () throws(SystemError) in try system.receive(descriptor, into: raw) } }
             switch received {
             case .success(0): throw .connectionClosed
             case .success(let count): chunk.withUnsafeBytes { state.framer.append(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
-            case .failure(let error) where error.code == ECONNRESET: throw .connectionClosed
-            case .failure(let error): throw .protocolError("cannot receive: \(error.text)")
+            case .failure(let error) where error.errno == .connectionReset: throw .connectionClosed
+            case .failure(let error): throw .connectionFailed(error)
             }
         }
     }
 
     private static func checked(_ reply: VarlinkReply) throws(ClientError) -> VarlinkReply {
-        if let name = reply.error { throw .remote(name: name, parameters: reply.parameters) }
+        if reply.error != nil { throw ClientError(errorReply: reply) }
         return reply
     }
 }

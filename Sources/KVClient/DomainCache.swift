@@ -12,6 +12,10 @@ import Synchronization
 /// change: a change older than what is cached for its key is ignored, so the process's own writes
 /// (applied when acknowledged) and the watch stream may arrive in either order.
 ///
+/// Memory follows the keys present, not the keys ever seen: a removed key is remembered only
+/// until the watch has delivered its removal (``WatchCore/State/complete``); past that point a
+/// change to a key the cache knows nothing of is stale by construction.
+///
 /// Stops its thread when released.
 final class DomainCache: Sendable {
     let core: WatchCore
@@ -30,9 +34,16 @@ final class WatchCore: Sendable {
 
     struct State {
         var values: [String: Value] = [:]
+        /// The revision of each present key's last change.
         var revisions: [String: Int64] = [:]
+        /// Removed keys whose removal is newer than ``complete`` (this process's own deletes,
+        /// acknowledged before the watch delivered them), with the revision of the removal.
+        var removals: [String: Int64] = [:]
+        /// Every change up to this revision is in the cache (the watch's last event, or the
+        /// last snapshot): a change at or below it to a key the cache knows nothing of is older
+        /// than that key's removal.
+        var complete = Int64.min
         var loaded = false
-        var live = false
         var stopped = false
         var outageReported = false
         var connection: Connection?
@@ -62,7 +73,11 @@ final class WatchCore: Sendable {
 
     func value(_ key: String) -> Value? { state.withLock { $0.values[key] } }
     var values: [String: Value] { state.withLock { $0.values } }
-    var isLive: Bool { state.withLock { $0.live } }
+    /// Keys the cache keeps anything for (a value, a revision, a removal): what its memory
+    /// grows with.
+    var footprint: Int {
+        state.withLock { Set($0.values.keys).union($0.revisions.keys).union($0.removals.keys).count }
+    }
 
     func setOnChange(_ handler: (@Sendable (Domain, Changes) -> Void)?) {
         state.withLock { $0.onChange = handler }
@@ -70,13 +85,15 @@ final class WatchCore: Sendable {
 
     // MARK: changes
 
-    /// A change acknowledged by kvd at `revision` (a write of this process, or a watch event).
-    func apply(_ changes: [Change], revision: Int64) {
+    /// A change acknowledged by kvd at `revision`: a write of this process, or (`streamed`) a
+    /// watch event, after which every change up to `revision` has been seen.
+    func apply(_ changes: [Change], revision: Int64, streamed: Bool = false) {
         let (changed, handler) = state.withLock { state -> (Changes, (@Sendable (Domain, Changes) -> Void)?) in
             var changed: Changes = [:]
             for change in changes {
                 Self.apply(key: change.key.name, change.value, revision: revision, to: &state, changed: &changed)
             }
+            if streamed { Self.complete(through: revision, &state) }
             return (changed, state.onChange)
         }
         if !changed.isEmpty { handler?(domain, changed) }
@@ -92,6 +109,7 @@ final class WatchCore: Sendable {
             for key in state.values.keys where snapshot[key] == nil {
                 Self.apply(key: key, nil, revision: revision, to: &state, changed: &changed)
             }
+            Self.complete(through: revision, &state)
             state.loaded = true
             return (changed, state.onChange)
         }
@@ -100,11 +118,28 @@ final class WatchCore: Sendable {
     }
 
     private static func apply(key: String, _ value: Value?, revision: Int64, to state: inout State, changed: inout Changes) {
-        guard revision >= state.revisions[key] ?? Int64.min else { return }
-        state.revisions[key] = revision
+        if let last = state.revisions[key] ?? state.removals[key] {
+            guard revision >= last else { return }
+        } else {
+            guard revision > state.complete else { return }
+        }
+        if value != nil {
+            state.revisions[key] = revision
+            state.removals[key] = nil
+        } else {
+            state.revisions[key] = nil
+            state.removals[key] = revision > state.complete ? revision : nil
+        }
         guard state.values[key] != value else { return }
         state.values[key] = value
         changed[key] = .some(value)
+    }
+
+    /// Every change up to `revision` is in the cache: forgets the removals it covers.
+    private static func complete(through revision: Int64, _ state: inout State) {
+        guard revision > state.complete else { return }
+        state.complete = revision
+        if !state.removals.isEmpty { state.removals = state.removals.filter { $0.value > revision } }
     }
 
     // MARK: the watch thread
@@ -131,16 +166,16 @@ final class WatchCore: Sendable {
                     connection.close()
                     return
                 }
-                defer { state.withLock { $0.connection = nil; $0.live = false } }
+                defer { state.withLock { $0.connection = nil } }
                 try connection.watch(domain, nil) { event in
                     if event.initial {
                         var snapshot: [String: Value] = [:]
                         for change in event.changes { snapshot[change.key.name] = change.value }
                         reconcile(snapshot, revision: event.revision)
-                        state.withLock { $0.live = true; $0.outageReported = false }
+                        state.withLock { $0.outageReported = false }
                         backoff = 0.02
                     } else {
-                        apply(event.changes, revision: event.revision)
+                        apply(event.changes, revision: event.revision, streamed: true)
                     }
                     return !isStopped
                 }

@@ -86,7 +86,7 @@ extension KVDefaults {
                 } ifNotFound: { 0 }
                 cacheIfWatching(domain)?.apply(changes, revision: revision)
                 return
-            } catch .client(let error) where error.remoteName == DefaultsInterface.Error.revisionMismatch && attempt < 5 {
+            } catch .client(.revisionMismatch) where attempt < 5 {
                 continue
             }
         }

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import KVValues
+import Synchronization
 
 /// The getters and setters of Foundation's `UserDefaults`, with its conversions between types
 /// (see ``Coercion``): `integer(forKey:)` of a stored `"42"` is 42, `string(forKey:)` of a

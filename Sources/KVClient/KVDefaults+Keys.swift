@@ -106,7 +106,7 @@ extension KVDefaults {
                 } ifNotFound: { 0 }
                 cacheIfWatching(domain)?.apply([Change(key: name, value: final)], revision: committed)
                 return
-            } catch .client(let error) where error.remoteName == DefaultsInterface.Error.revisionMismatch && attempt < 5 {
+            } catch .client(.revisionMismatch) where attempt < 5 {
                 continue
             }
         }
@@ -181,10 +181,7 @@ extension KVDefaults {
             } ifNotFound: { nil }
             guard let current else { return (.absent, 0) }
             return (.value(current.value), current.revision)
-        } catch .client(let error) where error.remoteName == DefaultsInterface.Error.unreadableValue {
-            guard case .remote(_, let parameters) = error, case .string(let reason)? = parameters["reason"] else {
-                return (.unreadable("no reason given"), nil)
-            }
+        } catch .client(.unreadableValue(_, _, let reason)) {
             return (.unreadable(reason), nil)
         }
     }

@@ -1,4 +1,3 @@
-import Glibc
 import KVProtocol
 import KVValues
 import Synchronization

@@ -1,4 +1,4 @@
-import Glibc
+import KVSystem
 
 /// Something a read or a non-throwing write could not do, reported instead of thrown: reads
 /// never throw, so this is how an app learns why it got a default.
@@ -50,6 +50,6 @@ public struct KVDiagnostic: Sendable, CustomStringConvertible {
     /// The default handler: one line on stderr.
     public static let standardError: @Sendable (KVDiagnostic) -> Void = { diagnostic in
         let bytes = Array((diagnostic.description + "\n").utf8)
-        _ = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+        bytes.withUnsafeBytes { _ = try? LinuxSystem().writeAll(2, $0) }
     }
 }

@@ -1,5 +1,5 @@
-import Glibc
 import KVProtocol
+import KVSystem
 import KVValues
 import Synchronization
 
@@ -32,12 +32,12 @@ final class RequestClient: Sendable {
                 let connection = try connection()
                 do throws(ClientError) {
                     return try body(connection)
-                } catch where error == .connectionClosed || error.isSendFailure {
+                } catch where error.isConnectionLost {
                     current.withLock { if $0 === connection { $0 = nil } }
                     if attempt < 2 { continue }
                     throw error
                 }
-            } catch where error.remoteName == DefaultsInterface.Error.notFound {
+            } catch .notFound {
                 return ifNotFound()
             } catch {
                 throw .client(error)
@@ -50,13 +50,6 @@ final class RequestClient: Sendable {
         let connection = try connector()
         current.withLock { $0 = connection }
         return connection
-    }
-}
-
-extension ClientError {
-    var isSendFailure: Bool {
-        if case .protocolError(let reason) = self { return reason.hasPrefix("cannot send") || reason.hasPrefix("cannot receive") }
-        return false
     }
 }
 
@@ -78,12 +71,7 @@ enum ProcessFacts {
 
     /// The executable's file name as a domain: characters outside `A-Z a-z 0-9 . _ -` become `_`.
     static func executableDomain() -> Domain {
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-        let path = count > 0
-            ? String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            : CommandLine.arguments.first ?? "app"
-        return domain(forExecutable: path)
+        domain(forExecutable: LinuxSystem().executablePath() ?? CommandLine.arguments.first ?? "app")
     }
 
     static func domain(forExecutable path: String) -> Domain {

@@ -38,8 +38,3 @@ public enum SocketPath {
         }
     }
 }
-
-/// The message of an `errno` value, like "No such file or directory".
-func errnoText(_ code: Int32 = errno) -> String {
-    String(cString: strerror(code))
-}

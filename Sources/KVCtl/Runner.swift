@@ -1,5 +1,4 @@
 import KVClient
-import KVProtocol
 import KVValues
 
 /// Carries out one parsed command against kvd, printing through the console.
@@ -102,12 +101,10 @@ struct Runner {
         try retrying {
             let listing = try connection.list(domain)
             if let reason = listing.unreadable[old] {
-                throw ClientError.remote(name: DefaultsInterface.Error.unreadableValue, parameters: [
-                    "domain": .string(domain.name), "key": .string(old.name), "reason": .string(reason),
-                ])
+                throw ClientError.unreadableValue(domain: domain.name, key: old.name, reason: reason)
             }
             guard let value = listing.values[old] else {
-                throw ClientError.remote(name: DefaultsInterface.Error.notFound, parameters: ["domain": .string(domain.name), "key": .string(old.name)])
+                throw ClientError.notFound(domain: domain.name, key: old.name)
             }
             guard old != new else { return nil }
             let changes = [Change(key: old, value: nil), Change(key: new, value: value)]
@@ -175,7 +172,7 @@ struct Runner {
         for _ in 1..<Self.attempts {
             do {
                 return try body()
-            } catch let error as ClientError where error.remoteName == DefaultsInterface.Error.revisionMismatch {
+            } catch ClientError.revisionMismatch {
                 continue
             }
         }
@@ -186,23 +183,22 @@ struct Runner {
     static func optional<T>(_ body: () throws(ClientError) -> T) throws(ClientError) -> T? {
         do {
             return try body()
-        } catch where error.remoteName == DefaultsInterface.Error.notFound {
+        } catch .notFound {
             return nil
         }
     }
 
     /// One line for the user: what happened and what to do.
     static func message(for error: ClientError) -> String {
-        guard case .remote(let name, let parameters) = error else { return error.description }
-        switch (name, parameters["domain"], parameters["key"]) {
-        case (DefaultsInterface.Error.notFound, .string(let domain)?, .string?):
-            return "\(error) (list keys with: kvctl keys \(domain))"
-        case (DefaultsInterface.Error.notFound, _, _):
-            return "\(error) (list domains with: kvctl domains)"
-        case (DefaultsInterface.Error.revisionMismatch, _, _):
-            return "the data kept changing while kvctl tried \(attempts) times; try again"
+        switch error {
+        case .notFound(let domain, _?):
+            "\(error) (list keys with: kvctl keys \(domain))"
+        case .notFound(_, nil):
+            "\(error) (list domains with: kvctl domains)"
+        case .revisionMismatch:
+            "the data kept changing while kvctl tried \(attempts) times; try again"
         default:
-            return error.description
+            error.description
         }
     }
 }

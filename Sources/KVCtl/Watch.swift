@@ -85,9 +85,8 @@ struct WatchCommand {
     /// Whether `error` means kvd went away (worth reconnecting), not that the request is wrong.
     static func isConnectionLoss(_ error: ClientError) -> Bool {
         switch error {
-        case .connectionClosed, .cannotConnect, .cannotStart: true
-        case .protocolError(let reason): reason.hasPrefix("cannot send") || reason.hasPrefix("cannot receive")
-        case .remote, .unsafeSocketFolder: false
+        case .cannotConnect, .cannotStart: true
+        default: error.isConnectionLost
         }
     }
 }

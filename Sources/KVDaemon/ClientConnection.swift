@@ -1,4 +1,5 @@
 import KVProtocol
+import KVSystem
 import KVValues
 
 /// One client's state on the event loop thread (never touched from another thread).
@@ -26,30 +27,76 @@ final class ClientConnection {
     /// Capacity of the own pieces in ``queue``.
     private var queuedOwnCapacity = 0
     private let memory: ClientMemory
+    private let system: any SystemCalls
     /// What ``recharge()`` last charged to ``memory``.
     private var charged = 0
-    /// A write of this client is being committed; its reply goes out before anything else.
-    var awaitingCommit = false
-    /// Set by `Watch`: the connection then only streams changes.
-    var watch: (domain: Domain, key: Key?, since: Int64)? {
-        didSet { isWatching = watch != nil }
-    }
-    /// `watch != nil`, kept as a plain flag: it is checked for every call.
-    private(set) var isWatching = false
-    /// Close once the output is flushed (after a fatal protocol error, or the peer hung up).
-    var closeAfterFlush = false
-    /// The peer closed its sending side; no more calls will come.
-    var peerClosed = false
-    /// Both directions are gone: replies are dropped, and the socket is no longer polled.
-    var hungUp = false
-    /// Calls are left over after its turn; it is queued for the next one.
-    var waitingForTurn = false
-    /// Queued to be settled (flushed, closed or re-registered) at the end of the loop's pass.
+    /// What the connection does with its calls now.
+    var phase: Phase = .serving
+    /// How much of the peer is still there.
+    var peer: Peer = .connected
+    /// Bookkeeping, not state: queued to be settled (flushed, closed or re-registered) at the
+    /// end of the loop's pass.
     var needsSettling = false
-    /// Closed by the server; a queued settle skips it.
-    var isClosed = false
-    /// Interest currently registered with epoll, to skip needless `epoll_ctl` calls.
+    /// Bookkeeping, not state: the interest registered with epoll, to skip needless `epoll_ctl`.
     var registered: (readable: Bool, writable: Bool) = (true, false)
+
+    /// What a connection does with its calls. One value at a time, so no invalid mix (a watcher
+    /// awaiting a commit, a closed connection waiting for its turn) can be written.
+    enum Phase: Equatable {
+        /// Handles its calls as they come.
+        case serving
+        /// Had calls left after its turn; handles them when the loop gives it the next one.
+        case waitingForTurn
+        /// A write of this client is being committed; later calls wait for its reply.
+        case awaitingCommit
+        /// Streams the changes of a `Watch`; handles no more calls.
+        case watching(Watch)
+        /// Sends what it has, then closes (after a fatal protocol error); reads nothing more.
+        case closingAfterFlush
+        /// Closed by the server; a queued settle or turn skips it.
+        case closed
+    }
+
+    /// What a `Watch` streams: the changes of `domain` (of `key` only, if given) after `since`.
+    struct Watch: Equatable {
+        var domain: Domain
+        var key: Key?
+        var since: Int64
+    }
+
+    /// How much of the peer is still there.
+    enum Peer: Equatable {
+        /// Both directions open.
+        case connected
+        /// The peer closed its sending side: no more calls will come; replies still go out.
+        case doneSending
+        /// Both directions are gone: replies are dropped, and the socket is no longer polled.
+        case hungUp
+    }
+
+    var isClosed: Bool {
+        if case .closed = phase { return true }
+        return false
+    }
+
+    /// Whether the connection handles its calls now (checked for every call).
+    var isServing: Bool {
+        if case .serving = phase { return true }
+        return false
+    }
+
+    /// Nothing is left to send, and no call will come or is still to be answered: the server
+    /// closes the connection. A watcher that closed its sending side is not finished: it still
+    /// reads, until it hangs up.
+    var isFinished: Bool {
+        guard pendingOutput == 0 else { return false }
+        switch phase {
+        case .closingAfterFlush: return true
+        case .serving: return peer != .connected
+        case .watching: return peer == .hungUp
+        case .waitingForTurn, .awaitingCommit, .closed: return false
+        }
+    }
 
     private enum Piece {
         case own([UInt8])
@@ -63,30 +110,31 @@ final class ClientConnection {
         }
     }
 
-    init(id: Int, fd: Int32, memory: ClientMemory) {
+    init(id: Int, fd: Int32, memory: ClientMemory, system: any SystemCalls) {
         self.id = id
         self.fd = fd
         self.memory = memory
+        self.system = system
     }
 
     /// Reply bytes not yet accepted by the socket.
     var pendingOutput: Int { queuedBytes - queueOffset + output.count - outputStart }
 
     func send(_ reply: VarlinkReply) {
-        guard !hungUp else { return }
+        guard peer != .hungUp else { return }
         reply.encode(into: &output)
     }
 
     /// Queues a reply that `write` appends (whole message, NUL included).
     func send(writing write: (inout [UInt8]) -> Void) {
-        guard !hungUp else { return }
+        guard peer != .hungUp else { return }
         write(&output)
     }
 
     /// Queues a reply encoded once for several watchers: a small one is copied into the
     /// output, a large one is held by reference (charged to ``memory`` while anyone holds it).
     func send(shared reply: SharedReply) {
-        guard !hungUp else { return }
+        guard peer != .hungUp else { return }
         guard reply.bytes.count >= SharedReply.minimumShared else { return output.append(contentsOf: reply.bytes) }
         if outputStart < output.count {
             let own = Array(output[outputStart...])
@@ -166,7 +214,7 @@ final class ClientConnection {
         while start + sent < bytes.count {
             let offset = start + sent
             let written = try bytes.withUnsafeBytes { raw in
-                Result { () throws(SystemError) in try Sys.send(fd, UnsafeRawBufferPointer(rebasing: raw[offset...])) }
+                Result { () throws(SystemError) in try system.sendAvailable(fd, UnsafeRawBufferPointer(rebasing: raw[offset...])) }
             }.get()
             if written == 0 { break }
             sent += written

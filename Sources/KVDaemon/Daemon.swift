@@ -1,14 +1,15 @@
 import Glibc
 import KVProtocol
 import KVStorage
+import KVSystem
 
 /// The whole daemon: options → store → listening socket → server loop → orderly exit.
 public enum Daemon {
     /// Runs kvd with `arguments` (program name excluded); returns the exit status.
-    /// Blocks until the daemon stops.
-    public static func main(arguments: [String], environment: [String: String]) -> Int32 {
-        Poller.blockTerminationSignals()
-        closeInheritedDescriptors(environment: environment)
+    /// Blocks until the daemon stops. Every system call goes through `system`.
+    public static func main(arguments: [String], environment: [String: String], system: any SystemCalls = LinuxSystem()) -> Int32 {
+        Poller.blockTerminationSignals(system)
+        closeInheritedDescriptors(environment: environment, system: system)
         let options: DaemonOptions
         switch Result(catching: { () throws(UsageError) in try DaemonOptions.parse(arguments, environment: environment) }) {
         case .success(.help):
@@ -20,14 +21,16 @@ public enum Daemon {
         case .success(.run(let parsed)):
             options = parsed
         case .failure(let error):
-            writeStderr("kvd: \(error)\n\(DaemonOptions.usage.split(separator: "\n").first!)\n(see kvd --help)\n")
+            let text = "kvd: \(error)\n\(DaemonOptions.usage.split(separator: "\n").first!)\n(see kvd --help)\n"
+            Array(text.utf8).withUnsafeBytes { _ = try? system.writeAll(STDERR_FILENO, $0) }
             return 2
         }
-        let log = Logger(toJournal: Systemd.stderrIsJournal(environment: environment), verbose: options.verbose)
-        return run(options, log: log)
+        let log = Logger(toJournal: Systemd.stderrIsJournal(environment: environment), verbose: options.verbose, system: system)
+        return run(options, log: log, system: system)
     }
 
-    static func run(_ options: DaemonOptions, log: Logger) -> Int32 {
+    /// Serves with `options` until stopped; returns the exit status. Blocks.
+    static func run(_ options: DaemonOptions, log: Logger, system: any SystemCalls) -> Int32 {
         let store: Store
         do {
             store = try Store(directory: options.stateDirectory, log: { level, message in log.log(level, message) })
@@ -39,7 +42,7 @@ public enum Daemon {
         defer { store.close() }
         let socket: ListeningSocket
         do {
-            socket = try ListeningSocket.open(path: options.socketPath, log: log)
+            socket = try ListeningSocket.open(path: options.socketPath, log: log, system: system)
         } catch {
             log.error("\(error)")
             return 1
@@ -48,7 +51,7 @@ public enum Daemon {
         limits.maxClientMemory = options.maxClientMemory
         let server: Server
         do {
-            server = try Server(store: store, socket: socket, log: log, idleExit: options.idleExit, limits: limits)
+            server = try Server(store: store, socket: socket, log: log, idleExit: options.idleExit, limits: limits, system: system)
         } catch {
             socket.close()
             log.error("event loop failed: \(error)")
@@ -73,28 +76,16 @@ public enum Daemon {
 
     /// Closes every descriptor above standard error except the sockets systemd passed, so a
     /// daemon started from a script or a test never holds the starter's pipes open.
-    static func closeInheritedDescriptors(environment: [String: String]) {
-        var keep = 0
+    static func closeInheritedDescriptors(environment: [String: String], system: any SystemCalls) {
+        var keep: Int32 = 0
         if let pid = environment["LISTEN_PID"].flatMap(Int32.init), pid == getpid() {
-            keep = environment["LISTEN_FDS"].flatMap(Int.init) ?? 0
+            keep = environment["LISTEN_FDS"].flatMap(Int32.init) ?? 0
         }
-        guard let directory = opendir("/proc/self/fd") else { return }
-        var inherited: [Int32] = []
-        while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) }
-            if let fd = Int32(name), fd > 2, fd >= 3 + Int32(keep), fd != dirfd(directory) { inherited.append(fd) }
-        }
-        closedir(directory)
-        for fd in inherited { Sys.close(fd) }
+        for fd in system.openDescriptors() where fd > 2 && fd >= 3 + keep { system.close(fd) }
     }
 
     /// The process environment as a dictionary.
     public static func currentEnvironment() -> [String: String] {
         Paths.processEnvironment()
-    }
-
-    static func writeStderr(_ text: String) {
-        let bytes = Array(text.utf8)
-        bytes.withUnsafeBytes { _ = write(STDERR_FILENO, $0.baseAddress, $0.count) }
     }
 }

@@ -1,15 +1,18 @@
 import Glibc
 import KVStorage
+import KVSystem
 
 /// The daemon's log: the journal (with priorities) when systemd runs kvd, standard error
-/// otherwise. Thread-safe; each line is written with one system call.
+/// otherwise (through ``system``). Thread-safe; each line is written with one system call.
 public struct Logger: Sendable {
     public let toJournal: Bool
     public let verbose: Bool
+    private let system: any SystemCalls
 
-    public init(toJournal: Bool, verbose: Bool = false) {
+    public init(toJournal: Bool, verbose: Bool = false, system: any SystemCalls = LinuxSystem()) {
         self.toJournal = toJournal
         self.verbose = verbose
+        self.system = system
     }
 
     public func log(_ level: LogLevel, _ message: String) {
@@ -18,7 +21,7 @@ public struct Logger: Sendable {
             Systemd.journal(priority: level.syslogPriority, message: message, identifier: "kvd")
         } else {
             let line = Array("kvd: \(level.label)\(message)\n".utf8)
-            line.withUnsafeBytes { _ = Glibc.write(STDERR_FILENO, $0.baseAddress, $0.count) }
+            line.withUnsafeBytes { _ = try? system.writeAll(STDERR_FILENO, $0) }
         }
     }
 

@@ -1,10 +1,11 @@
 import CLinux
 import Glibc
+import KVSystem
 
 /// The event loop's readiness source: an epoll instance, an eventfd to wake it from other
-/// threads, and a signalfd for SIGTERM/SIGINT.
+/// threads, and a signalfd for SIGTERM/SIGINT; every call through the loop's ``SystemCalls``.
 ///
-/// Only the loop thread calls ``wait(timeoutMilliseconds:)``, ``watch(_:readable:writable:)``
+/// Only the loop thread calls ``wait(timeoutMilliseconds:)``, ``watch(_:readable:writable:adding:)``
 /// and ``forget(_:)``; ``wake()`` may be called from any thread.
 final class Poller: @unchecked Sendable {
     struct Event {
@@ -14,70 +15,70 @@ final class Poller: @unchecked Sendable {
         var hangup: Bool
     }
 
+    /// The signals that stop kvd; they must be blocked in every thread (see
+    /// ``blockTerminationSignals(_:)``) and arrive through ``signalFD``.
+    static let terminationSignals = [SIGTERM, SIGINT]
+
+    private let system: any SystemCalls
     private let epollFD: Int32
     /// Written by ``wake()``; readable means "look at the completion queue".
     let wakeFD: Int32
-    /// Readable when SIGTERM or SIGINT arrived; those signals must be blocked in every thread.
+    /// Readable when SIGTERM or SIGINT arrived.
     let signalFD: Int32
     private var events = [epoll_event](repeating: epoll_event(), count: 256)
 
-    init() throws(SystemError) {
-        epollFD = try Sys.retrying("epoll_create1") { epoll_create1(Int32(EPOLL_CLOEXEC)) }
-        wakeFD = try Sys.retrying("eventfd") { eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC)) }
-        var mask = sigset_t()
-        sigemptyset(&mask)
-        sigaddset(&mask, SIGTERM)
-        sigaddset(&mask, SIGINT)
-        signalFD = try Sys.retrying("signalfd") { signalfd(-1, &mask, Int32(SFD_NONBLOCK | SFD_CLOEXEC)) }
+    init(system: any SystemCalls) throws(SystemError) {
+        self.system = system
+        epollFD = try system.retrying("epoll_create1") { () throws(Errno) in try system.epollCreate() }
+        wakeFD = try system.retrying("eventfd") { () throws(Errno) in try system.eventCounter() }
+        signalFD = try system.retrying("signalfd") { () throws(Errno) in try system.signalDescriptor(for: Self.terminationSignals) }
         try watch(wakeFD, readable: true, writable: false, adding: true)
         try watch(signalFD, readable: true, writable: false, adding: true)
     }
 
     deinit {
-        Sys.close(signalFD)
-        Sys.close(wakeFD)
-        Sys.close(epollFD)
+        system.close(signalFD)
+        system.close(wakeFD)
+        system.close(epollFD)
     }
 
     /// Blocks SIGTERM and SIGINT in the calling thread and in threads it starts later, so they
-    /// arrive only through ``signalFD``. Call first thing in `main`, before any thread starts.
-    static func blockTerminationSignals() {
-        var mask = sigset_t()
-        sigemptyset(&mask)
-        sigaddset(&mask, SIGTERM)
-        sigaddset(&mask, SIGINT)
-        pthread_sigmask(SIG_BLOCK, &mask, nil)
-        signal(SIGPIPE, SIG_IGN)
+    /// arrive only through ``signalFD``, and ignores SIGPIPE. Call first thing in `main`, before
+    /// any thread starts.
+    static func blockTerminationSignals(_ system: any SystemCalls) {
+        system.blockSignals(terminationSignals)
+        system.ignoreSignal(SIGPIPE)
     }
 
     /// Registers `fd` or changes its interest (level-triggered).
     func watch(_ fd: Int32, readable: Bool, writable: Bool, adding: Bool = false) throws(SystemError) {
-        var event = epoll_event()
         // EPOLLRDHUP only with EPOLLIN: a half-closed peer would otherwise keep the level-triggered
         // loop spinning while its last call waits for a commit. EPOLLHUP/EPOLLERR always come.
         var mask: UInt32 = 0
         if readable { mask |= EPOLLIN.rawValue | EPOLLRDHUP.rawValue }
         if writable { mask |= EPOLLOUT.rawValue }
-        event.events = mask
-        event.data.fd = fd
-        try Sys.retrying("epoll_ctl") { epoll_ctl(epollFD, adding ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, fd, &event) }
+        let operation = adding ? EPOLL_CTL_ADD : EPOLL_CTL_MOD
+        try system.retrying("epoll_ctl") { () throws(Errno) in try system.epollControl(epollFD, operation, fd, events: mask) }
     }
 
     /// Removes `fd` before it is closed.
     func forget(_ fd: Int32) {
-        _ = epoll_ctl(epollFD, EPOLL_CTL_DEL, fd, nil)
+        _ = try? system.epollControl(epollFD, EPOLL_CTL_DEL, fd, events: 0)
     }
 
-    /// Waits for readiness up to `timeoutMilliseconds` (-1: forever). Blocks.
+    /// Waits for readiness up to `timeoutMilliseconds` (-1: forever). Blocks. A wait
+    /// interrupted by a signal returns no events.
     func wait(timeoutMilliseconds: Int32) throws(SystemError) -> [Event] {
-        let count = events.withUnsafeMutableBufferPointer { buffer in
-            epoll_wait(epollFD, buffer.baseAddress, Int32(buffer.count), timeoutMilliseconds)
+        let outcome = events.withUnsafeMutableBufferPointer { buffer in
+            Result { () throws(Errno) in try system.epollWait(epollFD, into: buffer, timeoutMilliseconds: timeoutMilliseconds) }
         }
-        if count < 0 {
-            if errno == EINTR { return [] }
-            throw SystemError("epoll_wait")
+        let count: Int
+        switch outcome {
+        case .success(let found): count = found
+        case .failure(.interrupted): return []
+        case .failure(let error): throw SystemError("epoll_wait", error)
         }
-        return (0..<Int(count)).map { index in
+        return (0..<count).map { index in
             let event = events[index]
             let mask = event.events
             return Event(
@@ -91,20 +92,21 @@ final class Poller: @unchecked Sendable {
     /// Wakes the loop. Thread-safe and non-blocking.
     func wake() {
         var one: UInt64 = 1
-        _ = Glibc.write(wakeFD, &one, 8)
+        _ = try? withUnsafeBytes(of: &one) { bytes throws(Errno) in try system.write(wakeFD, bytes) }
     }
 
     /// Clears the wake counter (loop thread).
     func drainWake() {
         var counter: UInt64 = 0
-        _ = Glibc.read(wakeFD, &counter, 8)
+        _ = try? withUnsafeMutableBytes(of: &counter) { buffer throws(Errno) in try system.read(wakeFD, into: buffer) }
     }
 
-    /// Reads pending signals; returns whether SIGTERM or SIGINT arrived (loop thread).
+    /// Reads a pending signal; returns SIGTERM or SIGINT if one arrived (loop thread).
     func takeTerminationSignal() -> Int32? {
         var info = signalfd_siginfo()
         let size = MemoryLayout<signalfd_siginfo>.size
-        guard Glibc.read(signalFD, &info, size) == size else { return nil }
+        let count = try? withUnsafeMutableBytes(of: &info) { buffer throws(Errno) in try system.read(signalFD, into: buffer) }
+        guard count == size else { return nil }
         return Int32(info.ssi_signo)
     }
 }

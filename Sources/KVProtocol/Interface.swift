@@ -115,5 +115,6 @@ public enum ServiceInterface {
         public static let methodNotImplemented = "org.varlink.service.MethodNotImplemented"
         public static let invalidParameter = "org.varlink.service.InvalidParameter"
         public static let expectedMore = "org.varlink.service.ExpectedMore"
+        public static let permissionDenied = "org.varlink.service.PermissionDenied"
     }
 }

@@ -49,16 +49,4 @@ public enum Paths {
         if let entry = getpwuid(getuid()), let directory = entry.pointee.pw_dir { return String(cString: directory) }
         return "/"
     }
-
-    /// Creates `path` with mode 0700 if missing, and its parents (0700 as well).
-    /// Returns `errno` on failure, 0 on success.
-    @discardableResult
-    public static func makeDirectory(_ path: String) -> Int32 {
-        var partial = path.hasPrefix("/") ? "" : "."
-        for component in path.split(separator: "/") {
-            partial += "/" + component
-            if mkdir(partial, 0o700) != 0, errno != EEXIST { return errno }
-        }
-        return 0
-    }
 }

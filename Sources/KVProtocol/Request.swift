@@ -48,14 +48,6 @@ public enum DefaultsRequest: Sendable, Equatable {
     case getInfo
     case getInterfaceDescription(String)
 
-    /// Whether the request changes stored data (and so waits for a durable commit).
-    public var isWrite: Bool {
-        switch self {
-        case .set, .delete, .apply: true
-        default: false
-        }
-    }
-
     /// Validates `call`. Throws the error reply to send: `MethodNotFound`, `InvalidParameter`
     /// (a missing or mistyped parameter), `InvalidName`, `InvalidValue` or `ExpectedMore`.
     public init(call: VarlinkCall) throws(RequestError) {

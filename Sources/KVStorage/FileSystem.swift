@@ -1,4 +1,5 @@
 import Glibc
+import KVSystem
 
 /// An open file or folder, as the ``FileSystem`` that opened it numbers it.
 public struct FileDescriptor: Sendable, Hashable {
@@ -73,24 +74,31 @@ extension FileStatus.Kind: CustomStringConvertible {
     }
 }
 
-/// A failed file-system call: the operation, the path if known, and the `errno` code.
+/// A failed file-system call: the operation, the path if known, and the ``Errno``.
 public struct FileSystemError: Error, Sendable, Equatable, CustomStringConvertible {
     public var operation: String
     public var path: String?
-    public var code: Int32
+    public var errno: Errno
 
-    public init(operation: String, path: String?, code: Int32) {
+    public init(operation: String, path: String?, errno: Errno) {
         self.operation = operation
         self.path = path
-        self.code = code
+        self.errno = errno
     }
+
+    public init(operation: String, path: String?, code: Int32) {
+        self.init(operation: operation, path: path, errno: Errno(rawValue: code))
+    }
+
+    /// The raw `errno` value.
+    public var code: Int32 { errno.rawValue }
 
     /// Like "fsync of /x/kvd.wal failed: Input/output error (errno 5)".
     /// With `ELOOP` (a link met by ``OpenOptions/noFollow``) it says what to do about the link.
     public var description: String {
         let subject = path.map { "\(operation) of \($0)" } ?? operation
-        let advice = code == ELOOP ? "; kvd does not follow symbolic links in its state folder: remove the link" : ""
-        return "\(subject) failed: \(String(cString: strerror(code))) (errno \(code))\(advice)"
+        let advice = errno == .tooManySymbolicLinks ? "; kvd does not follow symbolic links in its state folder: remove the link" : ""
+        return "\(subject) failed: \(errno) (errno \(code))\(advice)"
     }
 }
 

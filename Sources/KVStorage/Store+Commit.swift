@@ -1,4 +1,6 @@
+import Dispatch
 import KVValues
+import Synchronization
 
 /// The commit queue: group commit of batches, publication, compaction. Everything here runs
 /// on ``Store/queue`` only.

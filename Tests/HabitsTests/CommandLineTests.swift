@@ -111,7 +111,11 @@ final class RecordingConsole: HabitsConsole, @unchecked Sendable {
         #expect(newer.habits == [] && newer.report.newerVersion == 3)
         #expect(newer.warnings == ["warning: stored habit #1 (\"A\") was written by a newer version of habits (schema version 3; this one knows up to 2); it is not shown, and habits will not change the list until it is updated"])
         let v2 = Habit(name: "Run", started: Date(timeIntervalSinceReferenceDate: 0), schedule: Schedule(every: 1, unit: .days))
-        guard case .array(let elements) = try #require(try StoredHabits.stored([v2])), case .dictionary(var members) = elements[0] else { return }
+        let stored = try #require(try StoredHabits.stored([v2]))
+        guard case .array(let elements) = stored, case .dictionary(var members)? = elements.first else {
+            Issue.record("a stored habit list is not an array of dictionaries: \(stored)")
+            return
+        }
         members["mood"] = .string("keen")
         let unknown = warnings(.array([.dictionary(members)]))
         #expect(unknown.habits == [v2])

@@ -1,5 +1,6 @@
 import Glibc
 import KVProtocol
+import KVTestSupport
 import Testing
 @testable import KVClient
 
@@ -55,7 +56,7 @@ import Testing
     }
 
     @Test func startedDaemonIsAwaitedAndConnected() throws {
-        let server = FakeServer { _ in [VarlinkReply(parameters: ["domains": .array([.string("com.a")])])] }
+        let server = FakeVarlinkServer { _ in [VarlinkReply(parameters: ["domains": .array([.string("com.a")])])] }
         let path = unusedPath()
         // The "daemon" makes the socket appear after a moment: a link to the fake server's socket.
         let daemon = script("sleep 0.3; ln -s \(server.path) \"$2\"; sleep 1")

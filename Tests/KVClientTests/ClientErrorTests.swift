@@ -1,9 +1,32 @@
 import KVProtocol
+import KVSystem
 import KVValues
 import Testing
 @testable import KVClient
 
 @Suite struct ClientErrorTests {
+    /// Issue 10, item 4: kvd's error replies are decoded once, here, into cases; kvctl and
+    /// KVDefaults match cases and never compare error names.
+    @Test(arguments: [
+        (DefaultsInterface.Error.notFound, ["domain": JSON.string("com.a"), "key": .string("x")], ClientError.notFound(domain: "com.a", key: "x")),
+        (DefaultsInterface.Error.notFound, ["domain": .string("com.a")], .notFound(domain: "com.a", key: nil)),
+        (DefaultsInterface.Error.revisionMismatch, ["revision": .integer(9)], .revisionMismatch(current: 9)),
+        (DefaultsInterface.Error.invalidName, ["name": .string("a/b"), "reason": .string("bad byte")], .invalidName(name: "a/b", reason: "bad byte")),
+        (DefaultsInterface.Error.invalidValue, ["reason": .string("null")], .invalidValue(reason: "null")),
+        (DefaultsInterface.Error.storageFailure, ["reason": .string("disk full")], .storageFailure(reason: "disk full")),
+        (DefaultsInterface.Error.tooLarge, ["limit": .integer(100)], .tooLarge(limit: 100)),
+        (DefaultsInterface.Error.unreadableValue, ["domain": .string("com.a"), "key": .string("x"), "reason": .string("not a date")],
+         .unreadableValue(domain: "com.a", key: "x", reason: "not a date")),
+        (ServiceInterface.Error.methodNotFound, ["method": .string("io.kvd.Defaults.ListAll")], .methodNotFound(method: "io.kvd.Defaults.ListAll")),
+        (ServiceInterface.Error.permissionDenied, [:], .permissionDenied),
+        ("com.other.Weird", ["a": .integer(1)], .remote(name: "com.other.Weird", parameters: ["a": .integer(1)])),
+    ])
+    func errorRepliesAreDecodedIntoCases(name: String, parameters: [String: JSON], expected: ClientError) {
+        let decoded = ClientError(errorReply: VarlinkReply.failure(name, parameters))
+        #expect(decoded == expected)
+        #expect(decoded.isErrorReply)
+    }
+
     @Test(arguments: [
         (DefaultsInterface.Error.notFound, ["domain": JSON.string("com.a"), "key": .string("x")], "no key \"x\" in domain \"com.a\""),
         (DefaultsInterface.Error.notFound, ["domain": .string("com.a")], "no domain \"com.a\""),
@@ -16,14 +39,18 @@ import Testing
         (DefaultsInterface.Error.tooLarge, ["limit": .integer(100)], "the request, or the domain after it, is larger than kvd's limit of 100 bytes (one message); store less under one key, or in one domain"),
         (ServiceInterface.Error.methodNotFound, ["method": .string("io.kvd.Defaults.Nope")], "kvd does not implement io.kvd.Defaults.Nope (is kvd older than this client?)"),
         (ServiceInterface.Error.invalidParameter, ["parameter": .string("key")], "kvd refused the parameter \"key\" (is kvd a different version than this client?)"),
+        (ServiceInterface.Error.permissionDenied, [:], "kvd denied access"),
         ("com.other.Weird", ["a": .integer(1)], "kvd replied with the error com.other.Weird {\"a\":1}"),
     ])
     func everyRemoteErrorReadsAsOneLine(name: String, parameters: [String: JSON], expected: String) {
-        #expect(ClientError.remote(name: name, parameters: parameters).description == expected)
+        #expect(ClientError(errorReply: VarlinkReply.failure(name, parameters)).description == expected)
     }
 
     @Test func connectionErrorsSayWhatToDo() {
         #expect(ClientError.connectionClosed.description.contains("journalctl"))
         #expect(ClientError.cannotStart(path: "/s", reason: "r").description == "cannot start kvd for /s: r")
+        let failed = ClientError.connectionFailed(SystemError("read", .connectionAborted))
+        #expect(failed.description == "the connection to kvd failed (read: Software caused connection abort); try again")
+        #expect(failed.isConnectionLost && ClientError.connectionClosed.isConnectionLost && !failed.isErrorReply)
     }
 }

@@ -1,5 +1,7 @@
 import Glibc
 import KVProtocol
+import KVSystem
+import KVTestSupport
 import KVValues
 import Testing
 @testable import KVClient
@@ -9,7 +11,7 @@ import Testing
     let key = try! Key(validating: "theme")
 
     @Test func getSendsTheCallAndDecodesValueAndRevision() throws {
-        let server = FakeServer { _ in [VarlinkReply(parameters: ["value": .string("dark"), "revision": .integer(42)])] }
+        let server = FakeVarlinkServer { _ in [VarlinkReply(parameters: ["value": .string("dark"), "revision": .integer(42)])] }
         let connection = try Connection(socketPath: server.path)
         let (value, revision) = try connection.get(domain, key)
         #expect(value == .string("dark"))
@@ -18,7 +20,7 @@ import Testing
     }
 
     @Test func typedValuesComeBackTyped() throws {
-        let server = FakeServer { _ in
+        let server = FakeVarlinkServer { _ in
             [VarlinkReply(parameters: ["values": .object(["when": .object(["$date": .string("2026-11-29T17:00:00Z")]), "n": .real(1)]), "revision": .integer(3)])]
         }
         let listing = try Connection(socketPath: server.path).list(domain)
@@ -28,17 +30,17 @@ import Testing
     }
 
     @Test func errorReplyBecomesRemoteErrorWithReadableText() throws {
-        let server = FakeServer { _ in
+        let server = FakeVarlinkServer { _ in
             [.failure(DefaultsInterface.Error.notFound, ["domain": .string("com.example.test"), "key": .string("theme")])]
         }
         let connection = try Connection(socketPath: server.path)
         let error = #expect(throws: ClientError.self) { try connection.get(domain, key) }
-        #expect(error?.remoteName == DefaultsInterface.Error.notFound)
+        #expect(error == .notFound(domain: "com.example.test", key: "theme"))
         #expect(error?.description == "no key \"theme\" in domain \"com.example.test\"")
     }
 
     @Test func pipelinedCallsGetTheirRepliesInOrder() throws {
-        let server = FakeServer { call in
+        let server = FakeVarlinkServer { call in
             guard case .string(let name)? = call.parameters["key"] else { return nil }
             return [VarlinkReply(parameters: ["revision": .integer(Int64(name.count))])]
         }
@@ -52,7 +54,7 @@ import Testing
     }
 
     @Test func oneErrorInAPipelineFailsOnlyItsOwnCall() throws {
-        let server = FakeServer { call in
+        let server = FakeVarlinkServer { call in
             call.parameters["key"] == .string("bad")
                 ? [.failure(DefaultsInterface.Error.invalidValue, ["reason": .string("no")])]
                 : [VarlinkReply(parameters: ["revision": .integer(1)])]
@@ -65,7 +67,7 @@ import Testing
     }
 
     @Test func closedConnectionFailsEveryPendingCall() throws {
-        let server = FakeServer { _ in nil }
+        let server = FakeVarlinkServer { _ in nil }
         let connection = try Connection(socketPath: server.path)
         let results = connection.callPipelined([.domains, .domains])
         for result in results {
@@ -74,7 +76,7 @@ import Testing
     }
 
     @Test func watchStreamsUntilTheCallbackStops() throws {
-        let server = FakeServer { call in
+        let server = FakeVarlinkServer { call in
             guard call.more else { return [.failure(ServiceInterface.Error.expectedMore)] }
             return (0..<3).map { index in
                 VarlinkReply(
@@ -110,5 +112,29 @@ import Testing
         let path = "/tmp/" + String(repeating: "x", count: 200)
         let error = #expect(throws: ClientError.self) { try Connection(socketPath: path) }
         #expect(error?.description.contains("1 to 107 bytes") == true)
+    }
+
+    /// The client's system calls go through its seam too (issue 10, item 2): short writes and
+    /// `EINTR` are absorbed, a reset connection reads as closed, another failure is named.
+    @Test func transientErrorsAreAbsorbedAndAResetReadsAsClosed() throws {
+        let system = FaultInjectingSystem()
+        var fds: [Int32] = [0, 0]
+        #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0)
+        defer { close(fds[1]) }
+        let connection = Connection(descriptor: fds[0], socketPath: "a socket pair", system: system)
+        let reply = VarlinkReply(parameters: ["domains": .array([.string("com.a")])]).encoded()
+        #expect(send(fds[1], reply, reply.count, 0) == reply.count)
+        system.inject(.short(5), on: .send, times: 1000)
+        system.inject(.fail(.interrupted), on: .send)
+        system.inject(.fail(.interrupted), on: .read, times: 2)
+        #expect(try connection.domains().map(\.name) == ["com.a"])
+        let call = DefaultsRequest.domains.call.encoded()
+        var received = [UInt8](repeating: 0, count: 256)
+        #expect(Array(received[..<max(0, recv(fds[1], &received, received.count, 0))]) == call, "the call arrived damaged")
+
+        system.inject(.fail(.ioError), on: .read)
+        #expect(throws: ClientError.connectionFailed(SystemError("read", .ioError))) { try connection.domains() }
+        system.inject(.fail(.connectionReset), on: .read)
+        #expect(throws: ClientError.connectionClosed) { try connection.domains() }
     }
 }

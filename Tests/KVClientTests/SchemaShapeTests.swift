@@ -125,7 +125,10 @@ enum ShapeFixture {
         // Asked to keep it: the damaged note is appended to the notes, the rest is the app's.
         try defaults.set(notebook, for: .notebook, unread: .keep)
         let kept = try storedNow(daemon, "notebook")
-        guard case .dictionary(let after) = kept, case .array(let keptNotes)? = after["notes"] else { return }
+        guard case .dictionary(let after) = kept, case .array(let keptNotes)? = after["notes"] else {
+            Issue.record("the kept notebook is not a dictionary with a notes array: \(kept)")
+            return
+        }
         #expect(after["name"] == .string("Kitchen"))
         let damaged = try stored(#"{"schemaVersion": 2, "title": 42, "text": "damaged"}"#)
         #expect(keptNotes.count == 3 && keptNotes[2] == damaged)
@@ -222,12 +225,20 @@ enum ShapeFixture {
         #expect(reading.report.isClean && reading.report.findings.map(\.kind) == [.unknownCase(raw: "urgent", kept: true)])
         tasks[1].text = "2 litres"
         try defaults.set(tasks, for: .tasks)
-        guard case .array(let elements) = try storedNow(daemon, "notes"), case .dictionary(let first) = elements[0],
-            case .dictionary(let second) = elements[1] else { return }
+        let saved = try storedNow(daemon, "notes")
+        guard case .array(let elements) = saved, elements.count == 2, case .dictionary(let first) = elements[0],
+            case .dictionary(let second) = elements[1] else {
+            Issue.record("the saved tasks are not two dictionaries: \(saved)")
+            return
+        }
         #expect(first["priority"] == .string("urgent") && second["text"] == .string("2 litres"))
         tasks[0].priority = .high
         try defaults.set(tasks, for: .tasks)
-        guard case .array(let changed) = try storedNow(daemon, "notes"), case .dictionary(let task) = changed[0] else { return }
+        let resaved = try storedNow(daemon, "notes")
+        guard case .array(let changed) = resaved, case .dictionary(let task)? = changed.first else {
+            Issue.record("the saved tasks are not an array of dictionaries: \(resaved)")
+            return
+        }
         #expect(task["priority"] == .string("high"), "set by the app: the app's case")
     }
 

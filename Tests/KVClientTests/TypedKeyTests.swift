@@ -1,6 +1,7 @@
-import FoundationEssentials
+import Foundation
 import Glibc
 import KVValues
+import Synchronization
 import Testing
 @testable import KVClient
 

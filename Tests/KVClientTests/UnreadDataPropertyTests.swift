@@ -153,30 +153,45 @@ struct Scenario {
     }
 
     mutating func edit(items body: (inout [Node]) -> Void) {
-        guard case .object(var root) = stored, case .array(var elements)? = root["items"] else { return }
+        guard case .object(var root) = stored, case .array(var elements)? = root["items"] else {
+            Issue.record("the stored shelf has no items array to edit: \(stored)")
+            return
+        }
         body(&elements)
         root["items"] = .array(elements)
         stored = .object(root)
     }
 
     mutating func edit(counts body: (inout [String: Node]) -> Void) {
-        guard case .object(var root) = stored, case .object(var counts)? = root["counts"] else { return }
+        guard case .object(var root) = stored, case .object(var counts)? = root["counts"] else {
+            Issue.record("the stored shelf has no counts object to edit: \(stored)")
+            return
+        }
         body(&counts)
         root["counts"] = .object(counts)
         stored = .object(root)
     }
 
     mutating func edit(_ owner: Owner, _ body: (inout [String: Node]) -> Void) {
-        guard case .object(var root) = stored else { return }
+        guard case .object(var root) = stored else {
+            Issue.record("the stored shelf is not an object: \(stored)")
+            return
+        }
         switch owner {
         case .root:
             body(&root)
         case .meta:
-            guard case .object(var meta)? = root["meta"] else { return }
+            guard case .object(var meta)? = root["meta"] else {
+                Issue.record("the stored shelf has no meta object to edit: \(root)")
+                return
+            }
             body(&meta)
             root["meta"] = .object(meta)
         case .item(let id):
-            guard case .array(var elements)? = root["items"] else { return }
+            guard case .array(var elements)? = root["items"] else {
+                Issue.record("the stored shelf has no items array to edit: \(root)")
+                return
+            }
             for index in elements.indices {
                 guard case .object(var members) = elements[index], members["id"] == .integer(Int64(id)) else { continue }
                 body(&members)

@@ -1,16 +1,16 @@
-import Glibc
+import KVClient
 import KVProtocol
+import KVTestSupport
 import KVValues
 import Synchronization
-@testable import KVClient
 @testable import KVCtl
 
 /// An in-memory kvd for kvctl's tests: serves io.kvd.Defaults (Get, Set, Delete, Apply, List,
-/// Domains, Watch's initial reply) on a fresh socket path, from a background thread.
+/// Domains, Watch's initial reply) on the shared fake varlink server, from a background thread.
 final class FakeDaemon: Sendable {
-    let path: String
-    private let listener: Int32
-    let shared = Shared()
+    private let server: FakeVarlinkServer
+    let shared: Shared
+    var path: String { server.path }
 
     /// The store, in a class so the serving thread can share it without keeping the daemon alive.
     final class Shared: Sendable {
@@ -27,24 +27,18 @@ final class FakeDaemon: Sendable {
     }
 
     init() {
-        path = "/tmp/kvctl-test-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock"
-        listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        let bound = UnixSocketAddress(path)!.withSockaddr { bind(listener, $0, $1) }
-        precondition(bound == 0 && listen(listener, 8) == 0, "cannot listen on \(path)")
-        detachThread { [listener, shared] in
-            while case let client = accept(listener, nil, nil), client >= 0 {
-                Self.serve(client, shared)
-                close(client)
+        let shared = Shared()
+        self.shared = shared
+        server = FakeVarlinkServer(prefix: "kvctl-test") { call in
+            let reply = shared.store.withLock { store in
+                do throws(RequestError) {
+                    return try Self.handle(try DefaultsRequest(call: call), &store)
+                } catch {
+                    return error.reply
+                }
             }
-            close(listener)
+            return [reply]
         }
-    }
-
-    deinit {
-        // Wakes the serving thread, which then closes the listener: closing it here could hand
-        // its number to another test's socket while the thread still accepts on it.
-        shutdown(listener, Int32(SHUT_RDWR))
-        unlink(path)
     }
 
     /// Runs kvctl against this daemon; returns the exit status, stdout and stderr.
@@ -52,27 +46,6 @@ final class FakeDaemon: Sendable {
         let console = RecordingConsole(stdin: stdin)
         let status = KVCtl.run(arguments: ["--socket", path, "--no-autostart"] + arguments, environment: [:], console: console)
         return (status, console.output, console.errors)
-    }
-
-    private static func serve(_ client: Int32, _ shared: Shared) {
-        var framer = MessageFramer()
-        var chunk = [UInt8](repeating: 0, count: 65_536)
-        while true {
-            while let message = try? framer.next() {
-                guard let call = try? VarlinkCall(message: message) else { return }
-                let reply = shared.store.withLock { store in
-                    do throws(RequestError) {
-                        return try handle(try DefaultsRequest(call: call), &store)
-                    } catch {
-                        return error.reply
-                    }
-                }
-                guard Socket.sendAll(client, reply.encoded()) == nil else { return }
-            }
-            let count = chunk.withUnsafeMutableBytes { recv(client, $0.baseAddress, $0.count, 0) }
-            guard count > 0 else { return }
-            chunk.withUnsafeBytes { framer.append(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
-        }
     }
 
     private static func notFound(_ domain: Domain, _ key: Key? = nil) -> RequestError {

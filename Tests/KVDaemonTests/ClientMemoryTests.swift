@@ -1,41 +1,18 @@
 import Glibc
 import KVProtocol
+import KVSystem
+import KVTestSupport
 import Testing
 @testable import KVDaemon
 
 /// What clients hold in kvd, as ``ClientMemory`` counts it, and the option that bounds it.
 @Suite struct ClientMemoryTests {
-    /// A connected pair of non-blocking Unix stream sockets: the daemon's side and the peer's.
-    final class SocketPair {
-        let daemon: Int32
-        let peer: Int32
-        init() throws {
-            var fds: [Int32] = [0, 0]
-            guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0 else { throw SystemError("socketpair") }
-            daemon = fds[0]
-            peer = fds[1]
-            try Sys.setNonBlocking(daemon)
-        }
-        deinit {
-            close(daemon)
-            close(peer)
-        }
-
-        /// Everything the peer can read now.
-        func received() -> [UInt8] {
-            var bytes: [UInt8] = []
-            var chunk = [UInt8](repeating: 0, count: 1 << 16)
-            while case let count = recv(peer, &chunk, chunk.count, Int32(MSG_DONTWAIT)), count > 0 { bytes += chunk[..<count] }
-            return bytes
-        }
-    }
-
     /// A shared watch reply is charged once however many watchers hold it, stays charged until
     /// the last one has sent or dropped it, and leaves in order between a watcher's own replies.
     @Test func aSharedReplyIsChargedOnceAndKeepsItsPlaceInTheOutput() throws {
         let memory = ClientMemory(budget: 1 << 30)
         let pairs = [try SocketPair(), try SocketPair()]
-        let watchers = pairs.enumerated().map { ClientConnection(id: $0.offset, fd: $0.element.daemon, memory: memory) }
+        let watchers = pairs.enumerated().map { ClientConnection(id: $0.offset, fd: $0.element.near, memory: memory, system: system) }
         let shared = SharedReply([UInt8](repeating: UInt8(ascii: "s"), count: SharedReply.minimumShared) + [0])
         for watcher in watchers {
             watcher.send(writing: { $0 += Array("first".utf8) + [0] })
@@ -60,7 +37,7 @@ import Testing
     @Test func aSmallSharedReplyIsCopied() throws {
         let memory = ClientMemory(budget: 1 << 30)
         let pair = try SocketPair()
-        let watcher = ClientConnection(id: 0, fd: pair.daemon, memory: memory)
+        let watcher = ClientConnection(id: 0, fd: pair.near, memory: memory, system: system)
         watcher.send(shared: SharedReply(Array("small".utf8) + [0]))
         watcher.recharge()
         #expect(watcher.output == Array("small".utf8) + [0])
@@ -77,7 +54,10 @@ import Testing
         #expect(try budget("2048K") == 2 << 20)
         #expect(try budget("64M") == 64 << 20)
         #expect(try budget("1g") == 1 << 30)
-        guard case .run(let defaults) = try DaemonOptions.parse([], environment: environment) else { return }
+        guard case .run(let defaults) = try DaemonOptions.parse([], environment: environment) else {
+            Issue.record("no options given must mean run")
+            return
+        }
         #expect(defaults.maxClientMemory == 256 << 20)
         for bad in ["", "1000", "12X", "-5M", "M", "99999999999999999999G"] {
             #expect(throws: UsageError.self, "\(bad.debugDescription)") { try budget(bad) }

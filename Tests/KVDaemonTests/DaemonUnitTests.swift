@@ -60,6 +60,12 @@ import Testing
         try DefaultsRequest(call: VarlinkCall(method: "io.kvd.Defaults." + method, parameters: parameters))
     }
 
+    /// The reply of `outcome`; fails the test when `call` was not answered at once.
+    private func answer(_ outcome: RequestHandler.Outcome, _ call: String) throws -> VarlinkReply {
+        guard case .reply(let reply) = outcome else { throw TestFailure("\(call) must be answered at once, not become \(outcome)") }
+        return reply
+    }
+
     @Test func readsAreAnsweredAndWritesBecomeMutations() throws {
         let temp = try TempStore()
         let handler = RequestHandler(store: temp.store)
@@ -70,14 +76,11 @@ import Testing
             return
         }
         let commit = try temp.store.commit(domain, .set(key, .integer(5), ifRevision: nil))
-        guard case .reply(let reply) = handler.handle(try request("Get", ["domain": .string("d"), "key": .string("k")])) else {
-            Issue.record("Get must be answered at once")
-            return
-        }
+        let reply = try answer(handler.handle(try request("Get", ["domain": .string("d"), "key": .string("k")])), "Get")
         #expect(reply.parameters == ["value": .integer(5), "revision": .integer(commit.revision)])
-        guard case .reply(let missing) = handler.handle(try request("Get", ["domain": .string("d"), "key": .string("nope")])) else { return }
+        let missing = try answer(handler.handle(try request("Get", ["domain": .string("d"), "key": .string("nope")])), "Get")
         #expect(missing.error == "io.kvd.Defaults.NotFound" && missing.parameters["key"] == .string("nope"))
-        guard case .reply(let list) = handler.handle(try request("List", ["domain": .string("other")])) else { return }
+        let list = try answer(handler.handle(try request("List", ["domain": .string("other")])), "List")
         #expect(list.error == "io.kvd.Defaults.NotFound")
     }
 
@@ -91,9 +94,9 @@ import Testing
     @Test func interfaceDescriptionsAreServed() throws {
         let temp = try TempStore()
         let handler = RequestHandler(store: temp.store)
-        guard case .reply(let reply) = handler.handle(.getInterfaceDescription("io.kvd.Defaults")) else { return }
+        let reply = try answer(handler.handle(.getInterfaceDescription("io.kvd.Defaults")), "GetInterfaceDescription")
         #expect(reply.parameters["description"] == .string(DefaultsInterface.description))
-        guard case .reply(let unknown) = handler.handle(.getInterfaceDescription("com.nope")) else { return }
+        let unknown = try answer(handler.handle(.getInterfaceDescription("com.nope")), "GetInterfaceDescription")
         #expect(unknown.error == "org.varlink.service.InterfaceNotFound")
     }
 }

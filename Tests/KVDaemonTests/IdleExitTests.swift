@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import KVProtocol
 import KVStorage
+import KVSystem
 import Testing
 @testable import KVDaemon
 
@@ -23,8 +24,8 @@ import Testing
             store = try Store(directory: folder + "/state")
             let log = Logger(toJournal: false)
             let socket = systemdSocket
-                ? ListeningSocket.handedOver([try Sys.listenUnix(folder + "/kvd.sock")])
-                : try ListeningSocket.open(path: folder + "/kvd.sock", log: log)
+                ? ListeningSocket.handedOver([try system.listenUnix(folder + "/kvd.sock")], system: system)
+                : try ListeningSocket.open(path: folder + "/kvd.sock", log: log, system: system)
             server = try Server(store: store, socket: socket, log: log, idleExit: .milliseconds(50))
         }
 
@@ -55,12 +56,12 @@ import Testing
         nonisolated(unsafe) var late: Int32?
         fixture.server.idleExitHook = { step in
             guard step == .exiting else { return }
-            late = try? Sys.connectUnix(fixture.socketPath)
+            late = try? system.connectUnix(fixture.socketPath)
         }
         let reason = try fixture.run()
         #expect(reason.hasPrefix("idle"), "\(reason)")
         guard let late else { return }  // refused: the right outcome
-        defer { Sys.close(late) }
+        defer { system.close(late) }
         let reply = exchange(late, #"{"method":"io.kvd.Defaults.Domains"}"#)
         Issue.record("a client connected as kvd exited on idle, then got \(reply ?? "the connection closed before a reply")")
     }
@@ -76,7 +77,7 @@ import Testing
             guard step == .deciding else { return }
             decisions += 1
             guard decisions == 1 else { return }
-            early = try? Sys.connectUnix(fixture.socketPath)
+            early = try? system.connectUnix(fixture.socketPath)
             connected.signal()
         }
         nonisolated(unsafe) var reason: String?
@@ -88,10 +89,10 @@ import Testing
         #expect(connected.wait(timeout: .now() + 10) == .success)
         let client = try #require(early, "the client could not connect before kvd decided")
         #expect(exchange(client, #"{"method":"io.kvd.Defaults.Domains"}"#)?.contains("domains") == true, "the queued client was not served")
-        let fresh = try Sys.connectUnix(fixture.socketPath)
+        let fresh = try system.connectUnix(fixture.socketPath)
         #expect(exchange(fresh, #"{"method":"io.kvd.Defaults.Domains"}"#)?.contains("domains") == true, "the fresh socket does not serve")
-        Sys.close(fresh)
-        Sys.close(client)
+        system.close(fresh)
+        system.close(client)
         #expect(done.wait(timeout: .now() + 20) == .success)
         #expect(reason?.hasPrefix("idle") == true, "\(reason ?? "no reason")")
         #expect(decisions >= 2)
@@ -104,17 +105,17 @@ import Testing
         nonisolated(unsafe) var late: Int32?
         fixture.server.idleExitHook = { step in
             guard step == .exiting else { return }
-            late = try? Sys.connectUnix(fixture.socketPath)
+            late = try? system.connectUnix(fixture.socketPath)
             if let late { _ = send(late, "x", 1, Int32(MSG_NOSIGNAL)) }
         }
         let listener = fixture.server.socket.fds[0]
-        defer { Sys.close(listener) }
+        defer { system.close(listener) }
         let reason = try fixture.run()
         #expect(reason.hasPrefix("idle"), "\(reason)")
         let client = try #require(late, "the client was refused: systemd's socket was shut")
-        defer { Sys.close(client) }
-        let next = try #require(try Sys.accept(listener), "the client was not left queued for the next kvd")
-        defer { Sys.close(next) }
+        defer { system.close(client) }
+        let next = try #require(try system.acceptWaiting(listener), "the client was not left queued for the next kvd")
+        defer { system.close(next) }
         var byte: UInt8 = 0
         usleep(10_000)
         #expect(read(next, &byte, 1) == 1 && byte == UInt8(ascii: "x"))
@@ -136,6 +137,9 @@ import Testing
         return nil
     }
 }
+
+/// The real system calls, for the tests' own sockets.
+let system = LinuxSystem()
 
 struct TestFailure: Error, CustomStringConvertible {
     var description: String

@@ -1,6 +1,7 @@
 import Glibc
 @testable import KVStorage
 import KVValues
+import Synchronization
 import Testing
 
 /// Fails each file-system call of a session in turn (with `EIO`) and checks that reopening

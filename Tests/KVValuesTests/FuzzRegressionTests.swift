@@ -30,7 +30,10 @@ import Testing
         var messages: Set<String> = []
         for _ in 0..<50 {
             let json = try JSONParser.parse(text)
-            guard case .object(let members) = json else { return }
+            guard case .object(let members) = json else {
+                Issue.record("the test document did not parse as an object: \(json)")
+                return
+            }
             // Copies built in other orders and capacities iterate in other orders.
             var copy: [String: JSON] = [:]
             for name in members.keys.shuffled() { copy[name] = members[name] }

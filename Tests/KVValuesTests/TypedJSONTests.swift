@@ -87,10 +87,14 @@ import Testing
 }
 
 @Suite struct NameTests {
-    @Test func validNames() throws {
-        _ = try Domain(validating: "com.example.habits")
-        _ = try Domain(validating: String(repeating: "a", count: 255))
-        _ = try Key(validating: "ключ with spaces/and:colons")
+    @Test(arguments: ["com.example.habits", "NSGlobalDomain", "a", "A-Z_0.9", String(repeating: "a", count: 255)])
+    func validDomainsAreAcceptedAsGiven(name: String) throws {
+        #expect(try Domain(validating: name).name == name)
+    }
+
+    @Test(arguments: ["ключ with spaces/and:colons", "k", "$dollar", String(repeating: "k", count: 1024)])
+    func validKeysAreAcceptedAsGiven(name: String) throws {
+        #expect(try Key(validating: name).name == name)
     }
 
     @Test(arguments: ["", ".hidden", "-flag", "a/b", "a b", "dömain", String(repeating: "a", count: 256)])

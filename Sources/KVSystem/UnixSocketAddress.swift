@@ -2,7 +2,7 @@ import Glibc
 
 /// The address of kvd's Unix socket, built once for the daemon (bind, probe) and the client
 /// (connect) alike. Pure; thread-safe.
-public struct UnixSocketAddress {
+public struct UnixSocketAddress: Sendable {
     private var address: sockaddr_un
 
     /// The address of `path`, or nil when it does not fit (`sun_path` holds 107 bytes and a NUL).

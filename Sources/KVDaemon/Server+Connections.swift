@@ -1,0 +1,133 @@
+import KVProtocol
+import KVStorage
+import KVSystem
+
+/// Connections: accepting (and refusing when out of descriptors), reading, writing, hanging
+/// up, closing. Loop thread only; every system call through ``Server/system``.
+extension Server {
+    /// Accepts every connection waiting on `listener`. Out of descriptors (`EMFILE`, `ENFILE`),
+    /// refuses one (see ``refuseOneConnection(_:)``) and leaves the rest for the next pass.
+    func acceptAll(from listener: Int32) {
+        guard shutdownDeadline == nil else { return }
+        while true {
+            let fd: Int32
+            do {
+                guard let accepted = try system.acceptWaiting(listener) else { return }
+                fd = accepted
+            } catch where error.errno == .tooManyOpenFiles || error.errno == .tooManyOpenFilesInSystem {
+                return refuseOneConnection(listener)
+            } catch {
+                return log.warning("\(error)")
+            }
+            let connection = ClientConnection(id: nextID, fd: fd, memory: memory, system: system)
+            nextID += 1
+            do {
+                try poller.watch(fd, readable: true, writable: false, adding: true)
+            } catch {
+                log.warning("cannot watch a new connection: \(error)")
+                system.close(fd)
+                continue
+            }
+            connections[fd] = connection
+            connectionsByID[connection.id] = connection
+            log.log(.debug, "client \(connection.id) connected (\(connections.count) open)")
+        }
+    }
+
+    /// Out of descriptors: accept with the spare one and close at once, so the client sees a
+    /// closed connection instead of hanging, and the loop does not spin on a listener that
+    /// stays readable. Logged at most every 10 s, with the count refused since.
+    private func refuseOneConnection(_ listener: Int32) {
+        refusedSinceLog += 1
+        if lastRefusalLog.map({ ContinuousClock.now - $0 >= .seconds(10) }) ?? true {
+            log.warning("out of file descriptors with \(connections.count) clients connected: refused \(refusedSinceLog) new connection(s)")
+            refusedSinceLog = 0
+            lastRefusalLog = .now
+        }
+        guard spareFD >= 0 else { return }
+        system.close(spareFD)
+        if let fd = try? system.acceptWaiting(listener) { system.close(fd) }
+        spareFD = (try? system.openReadOnly("/dev/null")) ?? -1
+    }
+
+    func close(_ connection: ClientConnection) {
+        connection.phase = .closed
+        connection.releaseMemory()
+        poller.forget(connection.fd)
+        system.close(connection.fd)
+        connections[connection.fd] = nil
+        connectionsByID[connection.id] = nil
+        watchers[connection.id] = nil
+        lastActivity = .now
+        log.log(.debug, "client \(connection.id) disconnected (\(connections.count) open)")
+    }
+
+    func read(_ connection: ClientConnection) {
+        receive(connection, upTo: inputRoom(connection))
+        if !connection.isClosed { process(connection) }
+    }
+
+    /// Reads what the socket holds, up to `room`, into the connection's framer (see
+    /// ``readInput(_:upTo:)``); notes the end of the stream; closes the connection when reading
+    /// fails.
+    private func receive(_ connection: ClientConnection, upTo room: Int) {
+        guard connection.peer == .connected else { return }
+        switch readInput(connection, upTo: room) {
+        case .ended: connection.peer = .doneSending
+        case .failed: close(connection)
+        case .received, .nothingNow: break
+        }
+    }
+
+    /// What one read of a connection's socket gave.
+    enum ReadOutcome { case received, nothingNow, ended, failed }
+
+    /// Reads at most `room` bytes (and one read chunk) of what the socket holds into the
+    /// connection's framer and charges them to the budget, which may disconnect clients (this
+    /// one too).
+    private func readInput(_ connection: ClientConnection, upTo room: Int) -> ReadOutcome {
+        guard room > 0 else { return .nothingNow }
+        let count: Int?
+        do {
+            count = try readBuffer.withUnsafeMutableBytes { raw in
+                Result { () throws(SystemError) in
+                    try system.readAvailable(connection.fd, into: UnsafeMutableRawBufferPointer(rebasing: raw[..<min(raw.count, room)]))
+                }
+            }.get()
+        } catch {
+            log.log(.debug, "client \(connection.id): \(error)")
+            return .failed
+        }
+        guard let count else { return .nothingNow }
+        guard count > 0 else { return .ended }
+        readBuffer.withUnsafeBytes { connection.framer.append(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+        connection.recharge()
+        if memory.isOverBudget { shedClients() }
+        return .received
+    }
+
+    /// Both directions are gone, so no reply can be delivered; but calls already received still
+    /// count (a oneway `Set` followed by a close is ordinary varlink use). Stops watching the
+    /// socket (a hung-up socket stays ready forever), reads what is left, handles the calls
+    /// with their replies dropped, and closes once nothing is in flight.
+    func hangUp(_ connection: ClientConnection) {
+        poller.forget(connection.fd)
+        let room = { connection.framer.limit + 1 - connection.framer.pendingByteCount }
+        if connection.peer == .connected {
+            while !connection.isClosed, case .received = readInput(connection, upTo: room()) {}
+        }
+        guard !connection.isClosed else { return }
+        connection.peer = .hungUp
+        connection.dropOutput()
+        process(connection)
+    }
+
+    func flush(_ connection: ClientConnection) {
+        do {
+            try connection.flush()
+        } catch {
+            return close(connection)
+        }
+        process(connection)
+    }
+}

@@ -1,0 +1,206 @@
+import CLinux
+import Glibc
+
+/// The real ``SystemCalls``: each method is its C call and nothing else (no retry; the policies
+/// in `SystemCalls+Policy.swift` decide). The only file of kvd's daemon and client that calls
+/// these C functions. Thread-safe; stateless.
+public struct LinuxSystem: SystemCalls {
+    public init() {}
+
+    /// -1 becomes the thrown `errno`.
+    @inline(__always)
+    private func check<T: BinaryInteger>(_ result: T) throws(Errno) -> T {
+        if result == -1 { throw Errno.current }
+        return result
+    }
+
+    // MARK: descriptors
+
+    public func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(Errno) -> Int {
+        try check(Glibc.read(fd, buffer.baseAddress, buffer.count))
+    }
+
+    public func write(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(Errno) -> Int {
+        try check(Glibc.write(fd, bytes.baseAddress, bytes.count))
+    }
+
+    public func send(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(Errno) -> Int {
+        try check(Glibc.send(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL)))
+    }
+
+    public func close(_ fd: Int32) {
+        _ = Glibc.close(fd)
+    }
+
+    public func openReadOnly(_ path: String) throws(Errno) -> Int32 {
+        try check(Glibc.open(path, O_RDONLY | O_CLOEXEC))
+    }
+
+    public func statusFlags(_ fd: Int32) throws(Errno) -> Int32 {
+        try check(fcntl(fd, F_GETFL))
+    }
+
+    public func setStatusFlags(_ fd: Int32, _ flags: Int32) throws(Errno) {
+        _ = try check(fcntl(fd, F_SETFL, flags))
+    }
+
+    public func openDescriptors() -> [Int32] {
+        guard let directory = opendir("/proc/self/fd") else { return [] }
+        defer { closedir(directory) }
+        var descriptors: [Int32] = []
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) }
+            if let fd = Int32(name), fd != dirfd(directory) { descriptors.append(fd) }
+        }
+        return descriptors
+    }
+
+    // MARK: sockets
+
+    public func socket(nonBlocking: Bool) throws(Errno) -> Int32 {
+        var type = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
+        if nonBlocking { type |= Int32(SOCK_NONBLOCK.rawValue) }
+        return try check(Glibc.socket(AF_UNIX, type, 0))
+    }
+
+    public func bind(_ fd: Int32, to address: UnixSocketAddress) throws(Errno) {
+        _ = try check(address.withSockaddr { Glibc.bind(fd, $0, $1) })
+    }
+
+    public func listen(_ fd: Int32, backlog: Int32) throws(Errno) {
+        _ = try check(Glibc.listen(fd, backlog))
+    }
+
+    public func connect(_ fd: Int32, to address: UnixSocketAddress) throws(Errno) {
+        _ = try check(address.withSockaddr { Glibc.connect(fd, $0, $1) })
+    }
+
+    public func accept(_ listener: Int32) throws(Errno) -> Int32 {
+        try check(CLinux.accept4(listener, nil, nil, Int32(SOCK_NONBLOCK.rawValue | SOCK_CLOEXEC.rawValue)))
+    }
+
+    public func shutdown(_ fd: Int32) throws(Errno) {
+        _ = try check(Glibc.shutdown(fd, Int32(SHUT_RDWR)))
+    }
+
+    // MARK: readiness and signals
+
+    public func epollCreate() throws(Errno) -> Int32 {
+        try check(epoll_create1(Int32(EPOLL_CLOEXEC)))
+    }
+
+    public func epollControl(_ epoll: Int32, _ operation: Int32, _ fd: Int32, events: UInt32) throws(Errno) {
+        var event = epoll_event()
+        event.events = events
+        event.data.fd = fd
+        _ = try check(epoll_ctl(epoll, operation, fd, &event))
+    }
+
+    public func epollWait(_ epoll: Int32, into events: UnsafeMutableBufferPointer<epoll_event>, timeoutMilliseconds: Int32) throws(Errno) -> Int {
+        Int(try check(epoll_wait(epoll, events.baseAddress, Int32(events.count), timeoutMilliseconds)))
+    }
+
+    public func eventCounter() throws(Errno) -> Int32 {
+        try check(eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC)))
+    }
+
+    public func signalDescriptor(for signals: [Int32]) throws(Errno) -> Int32 {
+        var mask = Self.signalSet(signals)
+        return try check(signalfd(-1, &mask, Int32(SFD_NONBLOCK | SFD_CLOEXEC)))
+    }
+
+    public func blockSignals(_ signals: [Int32]) {
+        var mask = Self.signalSet(signals)
+        pthread_sigmask(SIG_BLOCK, &mask, nil)
+    }
+
+    public func ignoreSignal(_ signal: Int32) {
+        Glibc.signal(signal, SIG_IGN)
+    }
+
+    private static func signalSet(_ signals: [Int32]) -> sigset_t {
+        var mask = sigset_t()
+        sigemptyset(&mask)
+        for signal in signals { sigaddset(&mask, signal) }
+        return mask
+    }
+
+    // MARK: paths
+
+    public func status(_ path: String, followingLinks: Bool) throws(Errno) -> PathStatus {
+        var info = stat()
+        let result: Int32 = followingLinks ? stat(path, &info) : lstat(path, &info)
+        _ = try check(result)
+        let kind: PathStatus.Kind = switch info.st_mode & S_IFMT {
+        case S_IFREG: .file
+        case S_IFDIR: .directory
+        case S_IFLNK: .symbolicLink
+        case S_IFSOCK: .socket
+        default: .other
+        }
+        return PathStatus(kind: kind, inode: UInt64(info.st_ino), owner: info.st_uid, permissions: UInt32(info.st_mode & 0o7777))
+    }
+
+    public func makeDirectory(_ path: String, permissions: UInt32) throws(Errno) {
+        _ = try check(mkdir(path, mode_t(permissions)))
+    }
+
+    public func unlink(_ path: String) throws(Errno) {
+        _ = try check(Glibc.unlink(path))
+    }
+
+    public func rename(_ source: String, to destination: String) throws(Errno) {
+        _ = try check(Glibc.rename(source, destination))
+    }
+
+    public func setCreationMask(_ mask: UInt32) -> UInt32 {
+        UInt32(umask(mode_t(mask)))
+    }
+
+    // MARK: processes
+
+    public func executablePath() -> String? {
+        var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
+        let count = buffer.withUnsafeMutableBytes { readlink("/proc/self/exe", $0.baseAddress!, $0.count - 1) }
+        guard count > 0 else { return nil }
+        return String(decoding: buffer[..<count], as: UTF8.self)
+    }
+
+    public func checkExecutable(_ path: String) throws(Errno) {
+        _ = try check(access(path, X_OK))
+    }
+
+    public func spawn(_ path: String, arguments: [String], environment: [String: String]) throws(Errno) -> pid_t {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        posix_spawnattr_setflags(&attributes, Int16(Self.setsidFlag))
+
+        let argv = ([path] + arguments).map { strdup($0) } + [nil]
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { for pointer in argv + envp { free(pointer) } }
+        var process: pid_t = 0
+        let result = posix_spawn(&process, path, &actions, &attributes, argv, envp)
+        guard result == 0 else { throw Errno(rawValue: result) }
+        return process
+    }
+
+    /// `POSIX_SPAWN_SETSID` from glibc's spawn.h (a macro Swift does not import).
+    private static let setsidFlag: Int32 = 0x80
+
+    public func waitForExit(_ process: pid_t, blocking: Bool) throws(Errno) -> Int32? {
+        var status: Int32 = 0
+        let result = try check(waitpid(process, &status, blocking ? 0 : WNOHANG))
+        return result == process ? status : nil
+    }
+
+    public func sleep(microseconds: UInt32) {
+        usleep(microseconds)
+    }
+}

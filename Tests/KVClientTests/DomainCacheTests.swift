@@ -1,0 +1,54 @@
+import Glibc
+import KVProtocol
+import KVValues
+import Testing
+@testable import KVClient
+
+/// The in-process cache of a watched domain (issue 10, item 7).
+@Suite(.serialized) struct DomainCacheTests {
+    /// A long-running app's memory must not grow with churn: 10,000 distinct keys are each set
+    /// and deleted — half by this suite (applied when acknowledged, and again by the watch),
+    /// half by another client (seen through the watch only) — and the cache holds no more than
+    /// it did before.
+    @Test func setAndDeleteOfManyDistinctKeysDoesNotGrowTheCache() throws {
+        let daemon = try RealDaemon()
+        let name = domain("com.example.churn")
+        let defaults = daemon.suite(name.name)
+        try defaults.write(.string("kept"), forKey: "kept")
+        let cache = defaults.cache(for: name)
+        let before = cache.footprint
+        for index in 0..<5_000 {
+            try defaults.write(.integer(Int64(index)), forKey: "own\(index)")
+            try defaults.write(nil, forKey: "own\(index)")
+        }
+        let other = try daemon.connection()
+        for batch in stride(from: 0, to: 5_000, by: 500) {
+            let requests = (batch..<batch + 500).flatMap { index -> [DefaultsRequest] in
+                [.set(name, key("other\(index)"), .integer(Int64(index)), ifRevision: nil), .delete(name, key("other\(index)"))]
+            }
+            for result in other.callPipelined(requests) { _ = try result.get() }
+        }
+        try other.set(name, key("last"), .bool(true))
+        #expect(eventually(20) { cache.value("last") == .bool(true) }, "the watch did not deliver the last change")
+        #expect(cache.value("kept") == .string("kept") && cache.values.count == 2)
+        #expect(cache.footprint <= before + 1, "the cache tracks \(cache.footprint) keys after the churn, \(before) before")
+    }
+
+    /// Forgetting removed keys keeps the ordering rule: a change older than a key's removal
+    /// never brings the key back, whether the removal is still remembered (own delete ahead of
+    /// the watch) or already forgotten (the watch delivered it).
+    @Test func staleChangesStayIgnoredOnceRemovalsAreForgotten() {
+        let core = WatchCore(domain: domain("com.example.order"), connect: { () throws(ClientError) in throw .connectionClosed }, report: { _ in })
+        core.reconcile(["a": Value.integer(1)], revision: 10)
+        core.apply([Change(key: key("a"), value: nil)], revision: 12)  // own delete, ahead of the watch
+        core.apply([Change(key: key("a"), value: .integer(2))], revision: 11, streamed: true)  // older, from the watch
+        #expect(core.value("a") == nil, "a change older than the removal brought the key back")
+        #expect(core.footprint == 1, "the removal must be kept until the watch delivers it")
+        core.apply([Change(key: key("a"), value: nil)], revision: 12, streamed: true)
+        #expect(core.footprint == 0, "the removal is still kept after the watch delivered it")
+        core.apply([Change(key: key("a"), value: .integer(3))], revision: 11)  // a late acknowledgement
+        #expect(core.value("a") == nil && core.footprint == 0)
+        core.apply([Change(key: key("a"), value: .integer(4))], revision: 13)
+        #expect(core.value("a") == .integer(4), "a newer change was ignored")
+    }
+}
