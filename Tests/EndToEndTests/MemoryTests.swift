@@ -85,7 +85,7 @@ extension MemoryTests {
             #expect(reply["error"] == nil, "Set \(index): \(reply)")
             peak = max(peak, daemon.residentMegabytes)
             let change = messages.next().map { String(decoding: $0.prefix(200) + $0.suffix(200), as: UTF8.self) }
-            #expect(change?.contains(#"w\#(index)"}]"#) == true, "the watcher that reads did not get change \(index): \(change ?? "closed")")
+            #expect(change?.contains(#"w\#(index)""#) == true, "the watcher that reads did not get change \(index): \(change ?? "closed")")
         }
         let latencies = try probe.roundTrips(10)
         peak = max(peak, daemon.residentMegabytes)

@@ -1,6 +1,7 @@
 import FoundationEssentials
 @testable import KVStorage
 import KVValues
+import Synchronization
 import Testing
 
 /// Issue 17, item 3: in a hand-edited domain file, a bad value or key costs only that key; it is

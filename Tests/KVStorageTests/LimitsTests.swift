@@ -1,6 +1,7 @@
 import FoundationEssentials
 @testable import KVStorage
 import KVValues
+import Synchronization
 import Testing
 
 /// Issue 17, items 1 and 2: what the store acknowledges is always read back, and a domain it

@@ -1,6 +1,7 @@
 import FoundationEssentials
 @testable import KVStorage
 import KVValues
+import Synchronization
 import Testing
 
 /// Issue 17, item 1: a record the log reader cannot use never takes the records after it with
