@@ -23,13 +23,16 @@ public func fuzzCommit(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     default: return 0
     }
     let view = DomainView(nil)
-    guard let changes = try? MutationPlanner.changes(of: mutation, in: domain, current: view), !changes.isEmpty else { return 0 }
+    guard let planned = try? MutationPlanner.changes(of: mutation, in: domain, current: view), !planned.changes.isEmpty else { return 0 }
+    let changes = planned.changes
     let record = LogRecord(revision: 7, domain: domain, kind: mutation.kind, changes: changes)
-    let encoded = LogFormat.encodeMeasured(record)
-    guard let budget = try? CommitLimits.check(encoded, changes: changes, in: domain, view: view) else { return 0 }  // refused: never acknowledged
-    checkLog(record, encoded)
+    var line: [UInt8] = []
+    var entryBytes: [Int] = []
+    let sizes = LogFormat.append(record, to: &line, entryBytes: &entryBytes)
+    guard let budget = try? CommitLimits.check(sizes, planned, entryBytes: entryBytes[...], in: domain, view: view) else { return 0 }  // refused: never acknowledged
+    checkLog(record, line)
     var state = DomainState()
-    state.apply(changes, entryBytes: encoded.entryBytes, budgetBytes: budget, at: 7)
+    state.apply(changes, entryBytes: entryBytes[...], budgetBytes: budget, at: 7)
     checkDomainFile(domain, state)
     checkReplies(changes, state)
     return 0
@@ -37,10 +40,10 @@ public func fuzzCommit(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
 
 private func text(_ bytes: [UInt8]) -> String { String(decoding: bytes.prefix(2000), as: UTF8.self) }
 
-private func checkLog(_ record: LogRecord, _ encoded: EncodedRecord) {
-    let log = LogFormat.header(baseRevision: 6) + encoded.line
+private func checkLog(_ record: LogRecord, _ line: [UInt8]) {
+    let log = LogFormat.header(baseRevision: 6) + line
     guard let scan = try? LogFormat.scan(log), scan.damage.isEmpty, scan.tornTail == nil, scan.records == [record] else {
-        fail("an accepted change's log record does not scan back to it: \(text(encoded.line))")
+        fail("an accepted change's log record does not scan back to it: \(text(line))")
     }
 }
 

@@ -1,3 +1,4 @@
+import Glibc
 import KVValues
 
 extension DomainFile {
@@ -67,29 +68,30 @@ extension DomainFile {
     /// read, as JSON readers commonly do, and ``LoadedDomain/copyReason`` asks for a copy of
     /// the file, since its rewrite keeps only that one.
     private static func readValues(_ values: [(name: String, value: Range<Int>)], revisions: [String: Int64], from bytes: [UInt8], into loaded: inout LoadedDomain) {
-        var counts: [String: Int] = [:]
-        for (name, _) in values { counts[name, default: 0] += 1 }
+        var repeated: Set<String> = []
         for (name, range) in values {
             let revision = revisions[name] ?? loaded.state.revision
             let raw = bytes[range]
             var problems: [String] = []
+            var key: Key?
+            do { key = try Key(validating: name) } catch { problems.append("no request can name this key: \(error.reason)") }
+            let entry: StoredEntry
             do throws(ValueError) {
                 let json: JSON
                 do { json = try JSONParser.parse(raw, limits: valueLimits) } catch { throw ValueError(reason: error.description) }
                 let value = try Value(typedJSON: json)
-                loaded.state.load(name, StoredEntry(content: .value(value), revision: revision, bytes: StoredEntry.measure(name, value)))
+                entry = StoredEntry(content: .value(value), revision: revision, bytes: StoredEntry.measure(name, value))
             } catch {
-                problems.append(error.description)
-                loaded.state.load(name, StoredEntry(content: .unreadable(raw: Array(raw), reason: error.description), revision: revision, bytes: StoredEntry.measure(name, raw: raw.count)))
+                problems.insert(error.description, at: 0)
+                entry = StoredEntry(content: .unreadable(raw: Array(raw), reason: error.description), revision: revision, bytes: StoredEntry.measure(name, raw: raw.count))
             }
-            do { _ = try Key(validating: name) } catch { problems.append("no request can name this key: \(error.reason)") }
+            if loaded.state.load(key, name: name, entry) { repeated.insert(name) }
             if !problems.isEmpty {
                 loaded.warnings.append("key \"\(name.prefix(80))\" is unreadable (\(problems.joined(separator: "; "))); it is kept in the file as it is")
             }
         }
-        let repeated = counts.filter { $0.value > 1 }.keys.sorted()
         if !repeated.isEmpty {
-            loaded.copyReason = "it gives the keys \(repeated.map { "\"\($0.prefix(80))\"" }.joined(separator: ", ")) more than once; the last of each is read, and a rewrite keeps only that one"
+            loaded.copyReason = "it gives the keys \(repeated.sorted().map { "\"\($0.prefix(80))\"" }.joined(separator: ", ")) more than once; the last of each is read, and a rewrite keeps only that one"
         }
     }
 
@@ -146,7 +148,7 @@ private struct JSONScanner {
             let nameStart = position
             guard position < end, bytes[position] == UInt8(ascii: "\"") else { throw error("expected a member name in quotes") }
             try skipString()
-            guard case .string(let name) = try JSONParser.parse(bytes[nameStart..<position]) else { throw error("expected a member name") }
+            let name = try memberName(nameStart..<position)
             try expect(UInt8(ascii: ":"))
             skipWhitespace()
             let valueStart = position
@@ -160,21 +162,32 @@ private struct JSONScanner {
         }
     }
 
-    /// From a `"` to past its closing quote.
+    /// The string in quotes at `range`: a plain ASCII name is taken as it is, anything else
+    /// read by the strict parser.
+    func memberName(_ range: Range<Int>) throws(JSONSyntaxError) -> String {
+        let inner = bytes[(range.lowerBound + 1)..<(range.upperBound - 1)]
+        if inner.allSatisfy({ $0 >= 0x20 && $0 < 0x80 && $0 != UInt8(ascii: "\\") }) { return String(decoding: inner, as: UTF8.self) }
+        guard case .string(let name) = try JSONParser.parse(bytes[range]) else { throw error("expected a member name") }
+        return name
+    }
+
+    /// From a `"` to past its closing quote: the next quote not escaped (an odd number of
+    /// backslashes before it), found with `memchr`.
     mutating func skipString() throws(JSONSyntaxError) {
         let start = position
-        position += 1
-        while position < end {
-            switch bytes[position] {
-            case UInt8(ascii: "\\"): position += 2
-            case UInt8(ascii: "\""):
-                position += 1
-                return
-            default: position += 1
+        let closing: Int? = bytes.withUnsafeBufferPointer { buffer in
+            var from = start + 1
+            while from < end, let found = memchr(buffer.baseAddress! + from, 0x22, end - from) {
+                let quote = buffer.baseAddress!.distance(to: found.assumingMemoryBound(to: UInt8.self))
+                var backslashes = 0
+                while quote - backslashes - 1 > start, buffer[quote - backslashes - 1] == UInt8(ascii: "\\") { backslashes += 1 }
+                if backslashes % 2 == 0 { return quote }
+                from = quote + 1
             }
+            return nil
         }
-        position = start
-        throw error("unterminated string")
+        guard let closing else { throw error("unterminated string") }
+        position = closing + 1
     }
 
     /// Past one value: a string, a bracketed text (brackets and strings matched, the rest left

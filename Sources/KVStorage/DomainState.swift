@@ -71,27 +71,26 @@ struct DomainState: Sendable, Equatable {
         return snapshot
     }
 
-    /// Adds an entry read from a file.
-    mutating func load(_ name: String, _ entry: StoredEntry) {
-        if let key = try? Key(validating: name) {
-            budgetBytes -= entries.updateValue(entry, forKey: key).map { DomainBudget.cost(entryBytes: $0.bytes) } ?? 0
-        } else {
-            budgetBytes -= foreign.updateValue(entry, forKey: name).map { DomainBudget.cost(entryBytes: $0.bytes) } ?? 0
-        }
-        budgetBytes += DomainBudget.cost(entryBytes: entry.bytes)
+    /// Adds an entry read from a file, under `key`, or under `name` when no request can name it
+    /// (`key` nil). Returns whether it replaced one (a key the file gives twice).
+    mutating func load(_ key: Key?, name: String, _ entry: StoredEntry) -> Bool {
+        let replaced = key.map { entries.updateValue(entry, forKey: $0) } ?? foreign.updateValue(entry, forKey: name)
+        budgetBytes += DomainBudget.cost(entryBytes: entry.bytes) - (replaced.map { DomainBudget.cost(entryBytes: $0.bytes) } ?? 0)
+        return replaced != nil
     }
 
     /// Applies absolute changes made at `revision`, each of `entryBytes` (as
-    /// ``EncodedRecord/entryBytes``), leaving the domain at `budgetBytes` (as
+    /// ``LogFormat/append(_:to:entryBytes:)`` measures them), leaving the domain at `budgetBytes` (as
     /// ``budgetBytes(_:after:entryBytes:entry:)`` computed it). Idempotent: replaying a log
     /// record twice gives the same state.
     /// Returns whether the domain is empty afterwards.
     @discardableResult
-    mutating func apply(_ changes: [Change], entryBytes: [Int], budgetBytes: Int, at revision: Int64) -> Bool {
+    mutating func apply(_ changes: [Change], entryBytes: ArraySlice<Int>, budgetBytes: Int, at revision: Int64) -> Bool {
         defer { self.revision = revision }
-        for (change, bytes) in zip(changes, entryBytes) {
+        for index in changes.indices {
+            let change = changes[index]
             if let value = change.value {
-                entries[change.key] = StoredEntry(content: .value(value), revision: revision, bytes: bytes)
+                entries[change.key] = StoredEntry(content: .value(value), revision: revision, bytes: entryBytes[entryBytes.startIndex + index])
             } else {
                 entries[change.key] = nil
             }
@@ -102,7 +101,7 @@ struct DomainState: Sendable, Equatable {
 
     /// The budget of a domain at `current` after `changes` of `entryBytes`, where `entry` finds
     /// the entries before them. Costs a lookup per change (a second for a key changed twice).
-    static func budgetBytes(_ current: Int, after changes: [Change], entryBytes: [Int], entry: (Key) -> StoredEntry?) -> Int {
+    static func budgetBytes(_ current: Int, after changes: [Change], entryBytes: ArraySlice<Int>, entry: (Key) -> StoredEntry?) -> Int {
         var total = current
         var changed: [Key: Int] = [:]  // the cost now of keys changed earlier in `changes`
         for (change, bytes) in zip(changes, entryBytes) {
@@ -153,15 +152,20 @@ struct DomainView {
         return keys.sorted()
     }
 
-    /// The budget after `changes` of `entryBytes`, as ``DomainState/apply(_:entryBytes:budgetBytes:at:)`` will leave it.
-    func budgetBytes(after changes: [Change], entryBytes: [Int]) -> Int {
-        DomainState.budgetBytes(budgetBytes, after: changes, entryBytes: entryBytes, entry: entry)
+    /// The budget after `planned` with `entryBytes`, as ``DomainState/apply(_:entryBytes:budgetBytes:at:)``
+    /// will leave it: a few additions when planning knew the entry replaced, else a lookup per change.
+    func budgetBytes(after planned: PlannedChanges, entryBytes: ArraySlice<Int>) -> Int {
+        if let replaced = planned.replacedCost, planned.changes.count == 1, let bytes = entryBytes.first {
+            return budgetBytes - replaced + (planned.changes[0].value == nil ? 0 : DomainBudget.cost(entryBytes: bytes))
+        }
+        return DomainState.budgetBytes(budgetBytes, after: planned.changes, entryBytes: entryBytes, entry: entry)
     }
 
     /// Records changes planned at `revision`, as ``DomainState/apply(_:entryBytes:budgetBytes:at:)`` will make them.
-    mutating func apply(_ changes: [Change], entryBytes: [Int], budgetBytes: Int, at revision: Int64) {
-        for (change, bytes) in zip(changes, entryBytes) {
-            let now = change.value.map { StoredEntry(content: .value($0), revision: revision, bytes: bytes) }
+    mutating func apply(_ changes: [Change], entryBytes: ArraySlice<Int>, budgetBytes: Int, at revision: Int64) {
+        for index in changes.indices {
+            let change = changes[index]
+            let now = change.value.map { StoredEntry(content: .value($0), revision: revision, bytes: entryBytes[entryBytes.startIndex + index]) }
             let existed: Bool
             if let earlier = overlay.updateValue(now, forKey: change.key) {  // one lookup, not three
                 existed = earlier != nil
@@ -175,6 +179,16 @@ struct DomainView {
     }
 }
 
+/// The absolute changes a mutation makes, and, where planning looked it up anyway (a `Set`, a
+/// `Delete`), the budget cost of the one entry they replace, so that the budget costs no
+/// second lookup.
+struct PlannedChanges {
+    var changes: [Change]
+    /// The cost (``DomainBudget``) of the entry the single change replaces, 0 if none; nil when
+    /// not known.
+    var replacedCost: Int?
+}
+
 /// Turns mutations into the absolute changes they make, checking their conditions.
 enum MutationPlanner {
     /// The changes `mutation` makes to `current`; empty if it changes nothing. Throws
@@ -182,21 +196,22 @@ enum MutationPlanner {
     /// the contract (a non-finite real, nesting over 512 levels).
     static func changes(
         of mutation: Mutation, in domain: Domain, current: DomainView
-    ) throws(StorageError) -> [Change] {
+    ) throws(StorageError) -> PlannedChanges {
         switch mutation {
         case .set(let key, let value, let condition):
-            let revision = current.entry(key)?.revision ?? 0
+            let entry = current.entry(key)
+            let revision = entry?.revision ?? 0
             if let condition, condition != revision { throw .revisionMismatch(current: revision) }
             try validate(value, key: key)
-            return [Change(key: key, value: value)]
+            return PlannedChanges(changes: [Change(key: key, value: value)], replacedCost: entry.map { DomainBudget.cost(entryBytes: $0.bytes) } ?? 0)
         case .delete(let key):
-            guard current.entry(key) != nil else { throw .notFound(domain, key) }
-            return [Change(key: key, value: nil)]
+            guard let entry = current.entry(key) else { throw .notFound(domain, key) }
+            return PlannedChanges(changes: [Change(key: key, value: nil)], replacedCost: DomainBudget.cost(entryBytes: entry.bytes))
         case .apply(let changes, let condition):
-            return try applied(changes, condition: condition, current: current)
+            return PlannedChanges(changes: try applied(changes, condition: condition, current: current))
         case .deleteDomain:
             guard current.count > 0 else { throw .notFound(domain, nil) }
-            return current.sortedKeys.map { Change(key: $0, value: nil) }
+            return PlannedChanges(changes: current.sortedKeys.map { Change(key: $0, value: nil) })
         }
     }
 

@@ -185,8 +185,10 @@ extension FileSystem {
         var content: [UInt8] = []
         content.reserveCapacity(Int(status.size))
         while true {
+            // Reads sized to what is left (a read buffer is zeroed first: 1 MiB a file cost more than parsing it).
+            let want = Int(min(max(status.size + 1 - Int64(content.count), 4096), 1 << 20))
             let chunk: [UInt8]
-            do { chunk = try read(descriptor, upTo: 1 << 20) } catch { throw .system(error) }
+            do { chunk = try read(descriptor, upTo: want) } catch { throw .system(error) }
             if chunk.isEmpty { return content }
             content.append(contentsOf: chunk)
             guard content.count <= limit else { throw .tooLarge(size: Int64(content.count)) }  // it grew meanwhile

@@ -20,7 +20,7 @@ import KVValues
 /// file and its backups stay within the 255 bytes a Linux file name may have. `~` never occurs
 /// in a domain name, so the two forms cannot collide; the domain of a `~` file is the one its
 /// `domain` member names (a file whose member does not hash to its name is unreadable). A
-/// `DOMAIN.json` of a longer name (written by hand, or by kvd before 1.1) is still read, and
+/// `DOMAIN.json` of a longer name (written by hand, or by an older kvd) is still read, and
 /// replaced by the `~` file when kvd next writes that domain.
 ///
 /// Only regular files are read: a directory, FIFO, socket, device or symbolic link named like
@@ -46,9 +46,9 @@ import KVValues
 /// Reading is lenient where a hand edit costs only a key: a byte-order mark is skipped; each
 /// value is read on its own, and one that is not valid typed JSON (an integer out of range, a
 /// `null`, nesting over 512 levels, broken JSON inside the value) is kept verbatim and written
-/// back as it was; a key no request can name (`""`, over 1024 bytes) is kept the same way; a
-/// key given twice is unreadable (its last text is kept) and the file is copied aside first,
-/// since the rewrite cannot keep both texts. Where the file's structure cannot be followed
+/// back as it was; a key no request can name (`""`, over 1024 bytes) is kept the same way; of a
+/// key given twice the last is read (as JSON readers commonly do), and the file is copied aside
+/// first, since the rewrite keeps only that one. Where the file's structure cannot be followed
 /// (an unterminated string, unbalanced brackets, no envelope members), the whole file is set
 /// aside and the domain starts empty.
 ///
@@ -75,12 +75,13 @@ import KVValues
 ///
 /// Version history of the domain file (one reader per version is kept):
 /// - 0: a bare JSON object of typed values (no envelope, no revisions; keys load at revision 1).
-/// - 1: the envelope above (kvd 1.0). kvd 1.1 writes values deeper than ``maxIndentedLevel``
-///   on one line, and reads hand edits leniently as described above.
+/// - 1: the envelope above (kvd 1.0). Since issue 17 (2026-11-30) kvd writes values deeper than
+///   ``maxIndentedLevel`` on one line, and reads hand edits leniently as described above; the
+///   version is unchanged, since every reader of version 1 reads such files.
 ///
-/// Version history of the folder: kvd 1.1 names the file of a domain over 200 bytes
-/// `PREFIX~HASH.json` (before, such names could not be compacted or backed up); it still reads
-/// `DOMAIN.json` for any name.
+/// Version history of the folder: since issue 17 (2026-11-30) the file of a domain over 200
+/// bytes is `PREFIX~HASH.json` (before, such names could not be compacted or backed up), and
+/// `DOMAIN.json` is still read for any name. An older kvd does not see `~` files.
 ///
 /// Version history of the log: 1: the format above (kvd 1.0).
 public enum StorageFormat {

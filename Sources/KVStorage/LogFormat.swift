@@ -42,18 +42,12 @@ struct LogDamage: Equatable, CustomStringConvertible {
     }
 }
 
-/// A record framed for the log, with the sizes the limits are checked on.
-struct EncodedRecord {
-    /// `crc32hex SP json LF`.
-    var line: [UInt8]
-    /// For each change, its key and value as compact typed JSON, in bytes (for a removal, the
-    /// key alone): what it costs in a reply (see ``DomainBudget``).
-    var entryBytes: [Int]
+/// The sizes of a record as the limits check them (see ``LogFormat/append(_:to:entryBytes:)``).
+struct RecordSizes {
+    /// The JSON payload's bytes (the line without its checksum, space and LF).
+    var payloadBytes: Int
     /// The bytes of the `changes` array's members: what a `Watch` reply of this commit carries.
     var changesBytes: Int
-
-    /// The JSON payload's bytes (the line without its checksum, space and LF).
-    var payloadBytes: Int { line.count - 10 }
 }
 
 /// Encodes and scans `kvd.wal`. Pure functions; thread-safe.
@@ -77,60 +71,66 @@ enum LogFormat {
 
     /// The framed line of one record.
     static func encode(_ record: LogRecord) -> [UInt8] {
-        encodeMeasured(record).line
+        var line: [UInt8] = []
+        var entryBytes: [Int] = []
+        append(record, to: &line, entryBytes: &entryBytes)
+        return line
     }
 
-    /// The framed line of one record, written straight to bytes (it runs for every change),
-    /// with the sizes of its parts.
-    static func encodeMeasured(_ record: LogRecord) -> EncodedRecord {
-        var payload: [UInt8] = []
-        payload.reserveCapacity(128)
-        payload.append(contentsOf: #"{"revision":"#.utf8)
-        JSONWriter.writeInteger(record.revision, into: &payload)
-        payload.append(contentsOf: #","domain":"#.utf8)
-        JSONWriter.writeString(record.domain.name, into: &payload)
-        payload.append(contentsOf: #","kind":"#.utf8)
-        JSONWriter.writeString(record.kind, into: &payload)
-        payload.append(contentsOf: #","changes":["#.utf8)
-        let changesStart = payload.count
-        var entryBytes: [Int] = []
-        entryBytes.reserveCapacity(record.changes.count)
+    /// Appends the framed line of one record to `out`, written straight to bytes (it runs for
+    /// every change), and for each change its key and value as compact typed JSON, in bytes (for
+    /// a removal, the key alone), to `entryBytes`: what it costs in a reply (``DomainBudget``).
+    @discardableResult
+    static func append(_ record: LogRecord, to out: inout [UInt8], entryBytes: inout [Int]) -> RecordSizes {
+        let lineStart = out.count
+        out.append(contentsOf: "00000000 ".utf8)  // the checksum, filled in below
+        let payloadStart = out.count
+        out.append(contentsOf: #"{"revision":"#.utf8)
+        JSONWriter.writeInteger(record.revision, into: &out)
+        out.append(contentsOf: #","domain":"#.utf8)
+        JSONWriter.writeString(record.domain.name, into: &out)
+        out.append(contentsOf: #","kind":"#.utf8)
+        JSONWriter.writeString(record.kind, into: &out)
+        out.append(contentsOf: #","changes":["#.utf8)
+        let changesStart = out.count
         let writer = JSONWriter()
         for (index, change) in record.changes.enumerated() {
-            payload.append(contentsOf: (index == 0 ? #"{"key":"# : #",{"key":"#).utf8)
-            var start = payload.count
-            JSONWriter.writeString(change.key.name, into: &payload)
-            var bytes = payload.count - start
+            out.append(contentsOf: (index == 0 ? #"{"key":"# : #",{"key":"#).utf8)
+            var start = out.count
+            JSONWriter.writeString(change.key.name, into: &out)
+            var bytes = out.count - start
             if let value = change.value {
-                payload.append(contentsOf: #","value":"#.utf8)
-                start = payload.count
-                writer.write(value.typedJSON, into: &payload)
-                bytes += payload.count - start
+                out.append(contentsOf: #","value":"#.utf8)
+                start = out.count
+                writer.write(value.typedJSON, into: &out)
+                bytes += out.count - start
             }
             entryBytes.append(bytes)
-            payload.append(UInt8(ascii: "}"))
+            out.append(UInt8(ascii: "}"))
         }
-        let changesBytes = payload.count - changesStart
-        payload.append(contentsOf: "]}".utf8)
-        return EncodedRecord(line: frame(payload: payload), entryBytes: entryBytes, changesBytes: changesBytes)
+        let changesBytes = out.count - changesStart
+        out.append(contentsOf: "]}".utf8)
+        let payloadBytes = out.count - payloadStart
+        finishLine(in: &out, from: lineStart)
+        return RecordSizes(payloadBytes: payloadBytes, changesBytes: changesBytes)
     }
 
     /// `crc32hex SP json LF`.
     static func frame(_ json: JSON) -> [UInt8] {
-        frame(payload: JSONWriter().bytes(json))
+        var line = Array("00000000 ".utf8)
+        JSONWriter().write(json, into: &line)
+        finishLine(in: &line, from: 0)
+        return line
     }
 
-    private static func frame(payload: [UInt8]) -> [UInt8] {
-        var line: [UInt8] = []
-        line.reserveCapacity(payload.count + 10)
-        let crc = CRC32.checksum(payload)
-        for shift in stride(from: 28, through: 0, by: -4) {
-            line.append(hexDigits[Int((crc >> UInt32(shift)) & 0xF)])
+    /// Fills in the checksum of the line at `lineStart` of `out` (`00000000 ` and its payload
+    /// up to the end) and ends it with LF.
+    private static func finishLine(in out: inout [UInt8], from lineStart: Int) {
+        let crc = CRC32.checksum(out[(lineStart + 9)...])
+        for (index, shift) in stride(from: 28, through: 0, by: -4).enumerated() {
+            out[lineStart + index] = hexDigits[Int((crc >> UInt32(shift)) & 0xF)]
         }
-        line.append(UInt8(ascii: " "))
-        line.append(contentsOf: payload)
-        line.append(UInt8(ascii: "\n"))
-        return line
+        out.append(UInt8(ascii: "\n"))
     }
 
     private static let hexDigits = Array("0123456789abcdef".utf8)

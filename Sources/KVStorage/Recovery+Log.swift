@@ -63,13 +63,17 @@ extension Recovery {
     /// used or not.
     private func replay(_ scan: LogScan, into state: inout RecoveredState, replayedThrough: [Domain: Int64]) {
         state.revision = max(state.revision, scan.highestRevision)
+        var line: [UInt8] = []
+        var entryBytes: [Int] = []
         for record in scan.records {
             guard record.revision > replayedThrough[record.domain] ?? 0 else { continue }
-            let entryBytes = LogFormat.encodeMeasured(record).entryBytes
+            line.removeAll(keepingCapacity: true)
+            entryBytes.removeAll(keepingCapacity: true)
+            LogFormat.append(record, to: &line, entryBytes: &entryBytes)  // measures the changes as a commit does
             let current = state.domains[record.domain]
-            let budget = DomainState.budgetBytes(current?.budgetBytes ?? 0, after: record.changes, entryBytes: entryBytes) { current?.entries[$0] }
+            let budget = DomainState.budgetBytes(current?.budgetBytes ?? 0, after: record.changes, entryBytes: entryBytes[...]) { current?.entries[$0] }
             let emptied = state.domains[record.domain, default: DomainState()]  // in place: no copy of the domain
-                .apply(record.changes, entryBytes: entryBytes, budgetBytes: budget, at: record.revision)
+                .apply(record.changes, entryBytes: entryBytes[...], budgetBytes: budget, at: record.revision)
             if emptied { state.domains[record.domain] = nil }
             journal.dirty.insert(record.domain)
         }

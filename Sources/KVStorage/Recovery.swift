@@ -205,7 +205,10 @@ struct Recovery {
             return nil
         }
         for warning in loaded.warnings { journal.log(.warning, "domain file \(path): \(warning)") }
-        if let reason = loaded.copyReason { try keepCopy(of: bytes, name: name, reason: reason) }
+        if let reason = loaded.copyReason {
+            try keepCopy(of: bytes, name: name, reason: reason)
+            journal.dirty.insert(loaded.domain)  // rewritten at the next compaction, so copied once
+        }
         if loaded.state.budgetBytes > Limits.domainBytes {
             journal.log(.warning, "domain \(loaded.domain) in \(path) takes \(loaded.state.budgetBytes) bytes as typed JSON, more than one reply carries (\(Limits.domainBytes)): its keys are served one by one, List of the whole domain fails, and writes that grow it are refused")
         }

@@ -13,14 +13,17 @@ extension Store {
         var revision: Int64
         var planned: [PlannedCommit] = []
         var records: [UInt8] = []
+        /// Each planned change's size (``LogFormat/append(_:to:entryBytes:)``), in order.
+        var entryBytes: [Int] = []
         var outcomes: [Result<Commit, StorageError>] = []
     }
 
-    /// One planned commit: its changes with their sizes, and the domain's budget after it.
+    /// One planned commit: its changes, where their sizes are in ``Batch/entryBytes``, and the
+    /// domain's budget after it.
     struct PlannedCommit {
         var domain: Domain
         var changes: [Change]
-        var entryBytes: [Int]
+        var entryBytes: Range<Int>
         var budgetBytes: Int
         var revision: Int64
     }
@@ -74,32 +77,38 @@ extension Store {
         for (item, outcome) in zip(pending, batch.outcomes) { item.completion(outcome) }
     }
 
+    /// Plans one mutation into `batch`: its changes, its record appended to the batch's bytes
+    /// (removed again if the limits refuse it), its outcome.
     private func plan(_ item: Pending, into batch: inout Batch) {
         if batch.views[item.domain] == nil {
             batch.views[item.domain] = DomainView(state.withLock { $0.domains[item.domain] })
         }
-        let planned: PlannedCommit
-        let record: EncodedRecord
+        let changes: PlannedChanges
         do {
-            let view = batch.views[item.domain]!
-            let changes = try MutationPlanner.changes(of: item.mutation, in: item.domain, current: view)
-            guard !changes.isEmpty else {
-                batch.outcomes.append(.success(Commit(revision: batch.revision, domain: item.domain, changes: [])))
-                return
-            }
-            let revision = batch.revision + 1
-            record = LogFormat.encodeMeasured(LogRecord(revision: revision, domain: item.domain, kind: item.mutation.kind, changes: changes))
-            let budget = try CommitLimits.check(record, changes: changes, in: item.domain, view: view)
-            planned = PlannedCommit(domain: item.domain, changes: changes, entryBytes: record.entryBytes, budgetBytes: budget, revision: revision)
+            changes = try MutationPlanner.changes(of: item.mutation, in: item.domain, current: batch.views[item.domain]!)
         } catch {
-            batch.outcomes.append(.failure(error))
-            return
+            return batch.outcomes.append(.failure(error))
         }
-        batch.revision = planned.revision
-        batch.views[item.domain]!.apply(planned.changes, entryBytes: planned.entryBytes, budgetBytes: planned.budgetBytes, at: planned.revision)  // in place: no copy of the view's overlay
-        batch.planned.append(planned)
-        batch.records.append(contentsOf: record.line)
-        batch.outcomes.append(.success(Commit(revision: planned.revision, domain: item.domain, changes: planned.changes)))
+        guard !changes.changes.isEmpty else {
+            return batch.outcomes.append(.success(Commit(revision: batch.revision, domain: item.domain, changes: [])))
+        }
+        let revision = batch.revision + 1
+        let (recordStart, sizesStart) = (batch.records.count, batch.entryBytes.count)
+        let record = LogRecord(revision: revision, domain: item.domain, kind: item.mutation.kind, changes: changes.changes)
+        let sizes = LogFormat.append(record, to: &batch.records, entryBytes: &batch.entryBytes)
+        let entryBytes = sizesStart..<batch.entryBytes.count
+        let budget: Int
+        do {
+            budget = try CommitLimits.check(sizes, changes, entryBytes: batch.entryBytes[entryBytes], in: item.domain, view: batch.views[item.domain]!)
+        } catch {
+            batch.records.removeSubrange(recordStart...)
+            batch.entryBytes.removeSubrange(sizesStart...)
+            return batch.outcomes.append(.failure(error))
+        }
+        batch.revision = revision
+        batch.views[item.domain]!.apply(changes.changes, entryBytes: batch.entryBytes[entryBytes], budgetBytes: budget, at: revision)  // in place: no copy of the view's overlay
+        batch.planned.append(PlannedCommit(domain: item.domain, changes: changes.changes, entryBytes: entryBytes, budgetBytes: budget, revision: revision))
+        batch.outcomes.append(.success(Commit(revision: revision, domain: item.domain, changes: changes.changes)))
     }
 
     /// Makes a durable batch visible to readers: applies its changes in place (the committed
@@ -108,7 +117,7 @@ extension Store {
         state.withLock { state in
             for commit in batch.planned {
                 let emptied = state.domains[commit.domain, default: DomainState()]
-                    .apply(commit.changes, entryBytes: commit.entryBytes, budgetBytes: commit.budgetBytes, at: commit.revision)
+                    .apply(commit.changes, entryBytes: batch.entryBytes[commit.entryBytes], budgetBytes: commit.budgetBytes, at: commit.revision)
                 if emptied { state.domains[commit.domain] = nil }
             }
             state.revision = batch.revision
@@ -140,21 +149,24 @@ extension Store {
 
 /// What the store checks before it acknowledges a change: that every reader can take it back.
 enum CommitLimits {
-    /// The domain's budget after the change whose `record` was just encoded (with `changes`),
+    /// The domain's budget after the change `planned`, whose record has `sizes` and whose
+    /// changes `entryBytes` (``LogFormat/append(_:to:entryBytes:)``),
     /// or `.tooLarge` if the log could not read the record back, a `Watch` reply could not
     /// carry its changes, or the domain would grow past what one `List` or `Watch` reply
     /// carries. Removals alone, and a change that does not grow the domain, are never refused
     /// for a reply's size (a hand-made domain over the limit can still be shrunk). A few
     /// comparisons.
-    static func check(_ record: EncodedRecord, changes: [Change], in domain: Domain, view: DomainView) throws(StorageError) -> Int {
+    static func check(
+        _ record: RecordSizes, _ planned: PlannedChanges, entryBytes: ArraySlice<Int>, in domain: Domain, view: DomainView
+    ) throws(StorageError) -> Int {
         guard record.payloadBytes <= LogFormat.maxRecordBytes else {
             throw .tooLarge(limit: LogFormat.maxRecordBytes, reason: "the change's log record would take \(record.payloadBytes) bytes, more than kvd reads back; make it in smaller parts")
         }
         let limit = Limits.messageBytes
-        guard record.changesBytes <= Limits.domainBytes || !changes.contains(where: { $0.value != nil }) else {
+        guard record.changesBytes <= Limits.domainBytes || !planned.changes.contains(where: { $0.value != nil }) else {
             throw .tooLarge(limit: limit, reason: "the change takes \(record.changesBytes) bytes as typed JSON, more than one reply carries; store less at once")
         }
-        let budget = view.budgetBytes(after: changes, entryBytes: record.entryBytes)
+        let budget = view.budgetBytes(after: planned, entryBytes: entryBytes)
         guard budget <= Limits.domainBytes || budget <= view.budgetBytes else {
             throw .tooLarge(limit: limit, reason: "domain \(domain) would take \(budget) bytes as typed JSON, more than one List or Watch reply carries; store less in it, or use another domain")
         }

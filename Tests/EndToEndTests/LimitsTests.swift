@@ -103,7 +103,7 @@ import Testing
         let watch = try ChildProcess(Binaries.kvctl, ["--socket", sandbox.socket, "--json", "watch", "deep"], stdout: output, stderr: errors)
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline, (try? String(contentsOfFile: output, encoding: .utf8))?.isEmpty ?? true, watch.isRunning { usleep(20_000) }
-        watch.signal(SIGTERM)
+        watch.signal(SIGKILL)
         watch.wait(timeout: 5)
         let watched = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
         #expect(watched.contains(Self.nestedArrays(depth)), "watch printed \(watched.prefix(200)); stderr: \((try? String(contentsOfFile: errors, encoding: .utf8)) ?? "")")

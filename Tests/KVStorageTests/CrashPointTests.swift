@@ -74,21 +74,8 @@ import Testing
     /// it served must survive.
     @Test func everyCrashDuringRecoveryRecoversTheSameState() {
         let (_, _, outer) = Self.enumeration
-        var total = CrashEnumeration.Report()
-        total.recovered = outer.recovered
-        for (disk, recovered) in outer.recovered {
-            guard case .content(let content) = recovered else { continue }
-            let fileSystem = SimulatedFileSystem(disk)
-            let work = CrashWorkload(fileSystem: fileSystem, directory: Self.directory, options: Self.options, base: content)
-            work.open()
+        let total = CrashEnumeration.crashDuringRecovery(of: outer, directory: Self.directory, options: Self.options, checker: Self.checker) { work in
             work.commit(domain("com.example.a"), .set(key("after"), .integer(7), ifRevision: nil))
-            work.close()
-            let report = CrashEnumeration.run(fileSystem, work, Self.checker, known: total.recovered)
-            total.recovered = report.recovered
-            total.distinct += report.distinct
-            total.points += report.points
-            total.states += report.states
-            total.failures += report.failures
         }
         print("crashes during recovery: \(outer.recovered.count) crashed disks recovered again, \(total.points) crash points, \(total.states) crash states checked (\(total.distinct) more distinct disks)")
         #expect(total.failures.count == 0, "crash states failed; the first:\n\(total.failures.prefix(3).joined(separator: "\n\n"))")
@@ -123,18 +110,8 @@ import Testing
         let report = CrashEnumeration.run(fileSystem, work, Self.checker)
         #expect(report.points > 20)
         #expect(report.failures.isEmpty, "crash states failed; the first:\n\(report.failures.prefix(3).joined(separator: "\n\n"))")
-        var again = CrashEnumeration.Report()
-        again.recovered = report.recovered
-        for (disk, recovered) in report.recovered {
-            guard case .content(let content) = recovered else { continue }
-            let crashed = SimulatedFileSystem(disk)
-            let rerun = CrashWorkload(fileSystem: crashed, directory: CrashPointTests.directory, options: Self.options, base: content)
-            rerun.open()
-            rerun.commit(domain("com.example.b"), .set(key("after-recovery"), .integer(4), ifRevision: nil))
-            rerun.close()
-            let report = CrashEnumeration.run(crashed, rerun, Self.checker, known: again.recovered)
-            again.recovered = report.recovered
-            again.failures += report.failures
+        let again = CrashEnumeration.crashDuringRecovery(of: report, directory: CrashPointTests.directory, options: Self.options, checker: Self.checker) { work in
+            work.commit(domain("com.example.b"), .set(key("after-recovery"), .integer(4), ifRevision: nil))
         }
         #expect(again.failures.isEmpty, "crash states during recovery failed; the first:\n\(again.failures.prefix(3).joined(separator: "\n\n"))")
     }

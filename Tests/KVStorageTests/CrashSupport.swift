@@ -269,6 +269,31 @@ enum CrashEnumeration {
         var recovered: [Disk: CrashChecker.Recovered] = [:]
     }
 
+    /// Recovers each distinct crashed disk of `outer` again, crashing at every operation of
+    /// that recovery and of `then` (a commit and a close, say): recovery itself must be
+    /// crash-safe, and once it has returned, what it served must survive.
+    static func crashDuringRecovery(
+        of outer: Report, directory: String, options: StoreOptions, checker: CrashChecker, then: (CrashWorkload) -> Void
+    ) -> Report {
+        var total = Report()
+        total.recovered = outer.recovered
+        for (disk, recovered) in outer.recovered {
+            guard case .content(let content) = recovered else { continue }
+            let fileSystem = SimulatedFileSystem(disk)
+            let work = CrashWorkload(fileSystem: fileSystem, directory: directory, options: options, base: content)
+            work.open()
+            then(work)
+            work.close()
+            let report = run(fileSystem, work, checker, known: total.recovered)
+            total.recovered = report.recovered
+            total.distinct += report.distinct
+            total.points += report.points
+            total.states += report.states
+            total.failures += report.failures
+        }
+        return total
+    }
+
     /// Checks the crash states after each operation (and before the first).
     /// `known` holds disks already recovered (recovery is deterministic), to skip them.
     static func run(

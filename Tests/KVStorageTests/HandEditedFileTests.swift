@@ -72,6 +72,19 @@ import Testing
         #expect(backups.first.flatMap(folder.read) == original)
     }
 
+    /// Without any write, the file is still rewritten at the next compaction, so the copy is
+    /// made once, not at every start.
+    @Test func fileWithADuplicateKeyIsCopiedOnce() throws {
+        let folder = TemporaryFolder()
+        defer { folder.remove() }
+        folder.write("com.example.hand.json", Self.envelope(#"{"good": 1, "twice": 1, "twice": 2}"#))
+        for _ in 0..<3 { try Store(directory: folder.state).close() }
+        #expect(folder.names().filter { $0.hasPrefix("com.example.hand.unreadable-") }.count == 1)
+        let store = try Store(directory: folder.state)
+        defer { store.close() }
+        #expect(store.get(Self.app, key("twice")) == .value(.integer(2), revision: 5))
+    }
+
     @Test func byteOrderMarkIsSkipped() throws {
         let folder = TemporaryFolder()
         defer { folder.remove() }

@@ -137,10 +137,49 @@ import Testing
         ]
         for shape in shapes {
             var state = DomainState(revision: Int64.max)
-            for (name, stored) in shape { state.load(name, stored) }
+            for (name, stored) in shape { _ = state.load(try? Key(validating: name), name: name, stored) }
             let file = DomainFile.encode(domain(String(repeating: "d", count: 255)), state)
             #expect(file.count <= 16 * state.budgetBytes + 1024, "\(shape.first!.0): \(file.count) bytes for a budget of \(state.budgetBytes)")
         }
         #expect(StorageFormat.maxDomainFileBytes >= 16 * Limits.domainBytes + 1024)
+    }
+
+    /// The budget the store keeps as it goes (a few additions a write) is what measuring every
+    /// entry gives, after each kind of change, after a replay of the log, and after loading
+    /// the domain file.
+    @Test func budgetKeptPerWriteMatchesTheEntries() throws {
+        let folder = TemporaryFolder()
+        defer { folder.remove() }
+        let app = domain("budget")
+        func measured(_ store: Store) -> Int? {
+            guard let snapshot = store.list(app) else { return nil }
+            return snapshot.values.reduce(0) { $0 + DomainBudget.cost(entryBytes: StoredEntry.measure($1.key.name, $1.value)) }
+        }
+        let steps: [Mutation] = [
+            .set(key("a"), .string("one"), ifRevision: nil),
+            .set(key("a"), .array([.real(1e15), .date(Date(timeIntervalSince1970: 1))]), ifRevision: nil),
+            .set(key("quote\""), .dictionary(["$x": .integer(-1)]), ifRevision: nil),
+            .apply([Change(key: key("b"), value: .bool(true)), Change(key: key("b"), value: .string("twice")), Change(key: key("a"), value: nil)], ifRevision: nil),
+            .delete(key("quote\"")),
+            .apply([Change(key: key("c"), value: .data(Data([1, 2, 3]))), Change(key: key("c"), value: nil), Change(key: key("d"), value: .integer(4))], ifRevision: nil),
+        ]
+        do {
+            let store = try Store(directory: folder.state, options: StoreOptions(compactionLogBytes: 1 << 30))
+            for step in steps {
+                _ = try store.commit(app, step)
+                #expect(store.list(app)?.budgetBytes == measured(store), "after \(step)")
+            }
+            store.abandon()
+        }
+        do {
+            let store = try Store(directory: folder.state)  // replays the log
+            #expect(store.list(app)?.budgetBytes == measured(store))
+            store.close()  // compacts
+        }
+        let store = try Store(directory: folder.state)  // loads the domain file
+        defer { store.close() }
+        #expect(store.list(app)?.budgetBytes == measured(store))
+        _ = try store.commit(app, .deleteDomain)
+        #expect(store.list(app) == nil)
     }
 }
