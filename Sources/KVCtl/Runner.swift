@@ -150,19 +150,34 @@ struct Runner {
     /// The values of an import file: a typed JSON object whose members are valid keys.
     static func domainValues(_ bytes: [UInt8], from file: String) throws(Failure) -> [Key: Value] {
         let name = file == "-" ? "stdin" : file
-        let value: Value
+        let json: JSON
         do {
-            value = try Value(typedJSONText: bytes)
-            try value.validate()
+            // The file is a dictionary of values: each may be as deep as the contract allows
+            // inside the object and its `$dict` wrapper, as `export` writes it.
+            json = try JSONParser.parse(bytes, limits: JSONLimits(framingDepth: 2, maxBytes: Int.max))
         } catch {
             throw Failure("\(name) is not typed JSON: \(error) (write one with: kvctl export DOMAIN FILE)")
         }
-        guard case .dictionary(let members) = value else {
-            throw Failure("\(name) holds a \(value.typeName), but import needs a typed JSON object of key: value")
+        var members: [String: JSON]
+        switch json {
+        case .object(let object) where object.count == 1 && object["$dict"] != nil:
+            guard case .object(let wrapped)? = object["$dict"] else { throw Failure("\(name): \"$dict\" must hold a JSON object") }
+            members = wrapped
+        case .object(let object) where !object.keys.contains(where: { $0.hasPrefix("$") }):
+            members = object
+        default:
+            let shown = (try? Value(typedJSON: json)).map { "a \($0.typeName)" } ?? "no typed JSON object"
+            throw Failure("\(name) holds \(shown), but import needs a typed JSON object of key: value")
         }
         var values: [Key: Value] = [:]
-        for (name, member) in members {
-            do { values[try Key(validating: name)] = member } catch { throw Failure("\(file): \(error)") }
+        for (keyName, member) in members {
+            do {
+                let value = try Value(typedJSON: member)
+                try value.validate()
+                values[try Key(validating: keyName)] = value
+            } catch {
+                throw Failure("\(name): the value of \"\(keyName)\" is not valid typed JSON: \(error)")
+            }
         }
         return values
     }

@@ -105,3 +105,28 @@ import Testing
         #expect(words.last.map { $0.dropLast().split(separator: ".").count == 3 } == true, "\(result.stdout)")
     }
 }
+
+/// What kvctl exports, it imports: a value as deep as the contract allows sits one level deeper
+/// in the export file (two under a `$dict` wrapper) than on its own.
+@Suite struct ExportImportLimitTests {
+    @Test func anExportHoldingAValueOf512LevelsImportsBack() throws {
+        let sandbox = Sandbox()
+        let daemon = try Daemon(sandbox)
+        let deep = String(repeating: "[", count: 512) + "1" + String(repeating: "]", count: 512)
+        let deepDictionary = String(repeating: "[", count: 510) + #"{"$dict": {"$x": 1}}"# + String(repeating: "]", count: 510)
+        #expect(try kvctl(sandbox, "set", "com.example.deep", "deep", "--json", deep).status == 0)
+        for (domain, value) in [("com.example.deep", deep), ("com.example.dollar", deepDictionary)] {
+            let set = try kvctl(sandbox, "set", domain, "$key", "--json", value)
+            #expect(set.status == 0, "\(set.stderr)")
+            let file = sandbox.file("\(domain).export.json")
+            let export = try kvctl(sandbox, "export", domain, file)
+            #expect(export.status == 0, "\(export.stderr)")
+            let imported = try kvctl(sandbox, "import", domain + ".copy", file)
+            #expect(imported.status == 0, "\(imported.stderr)")
+            #expect(try kvctl(sandbox, "--json", "get", domain + ".copy", "$key").stdout == (try kvctl(sandbox, "--json", "get", domain, "$key").stdout))
+        }
+        let tooDeep = try kvctl(sandbox, "import", "com.example.x", "-", input: #"{"k": "# + "[" + deep + "]}")
+        #expect(tooDeep.status == 1 && tooDeep.stderr.contains("\"k\"") && tooDeep.stderr.contains("512"), "\(tooDeep.stderr)")
+        daemon.stop()
+    }
+}
