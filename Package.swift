@@ -48,7 +48,7 @@ let package = Package(
         .testTarget(name: "KVValuesTests", dependencies: ["KVValues"]),
         .testTarget(name: "KVSystemTests", dependencies: ["KVSystem", "KVTestSupport"]),
         .testTarget(name: "KVStorageTests", dependencies: ["KVStorage", "KVValues", "KVSystem"]),
-        .testTarget(name: "KVProtocolTests", dependencies: ["KVProtocol", "KVValues"]),
+        .testTarget(name: "KVProtocolTests", dependencies: ["KVProtocol", "KVValues", "KVTestSupport"]),
         .testTarget(name: "KVDaemonTests", dependencies: ["KVDaemon", "KVStorage", "KVProtocol", "KVValues", "KVSystem", "KVTestSupport"]),
         .testTarget(name: "KVCtlTests", dependencies: ["KVCtl", "KVClient", "KVProtocol", "KVValues", "KVTestSupport"]),
         .testTarget(name: "KVClientTests", dependencies: ["KVClient", "KVProtocol", "KVValues", "KVSystem", "KVTestSupport"]),

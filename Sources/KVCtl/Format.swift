@@ -9,13 +9,9 @@ enum Format {
     /// 3339 UTC, data as lowercase hex, an array or dictionary as indented typed JSON.
     static func plain(_ value: Value) -> String {
         switch value {
-        case .string(let text): text
-        case .integer(let number): String(number)
-        case .real(let number): number.description
-        case .bool(let flag): flag ? "true" : "false"
-        case .date(let date): RFC3339.format(date)
         case .data(let data): Hex.encode(data)
         case .array, .dictionary: JSONWriter(pretty: true).string(value.typedJSON)
+        case .string, .integer, .real, .bool, .date: value.description  // as Value prints them
         }
     }
 

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import KVTestSupport
 import KVValues
 import Testing
 @testable import KVClient
@@ -46,18 +47,6 @@ struct Shelf: Codable, Sendable, Equatable {
     var counts: [String: Int]
     var mood: Mood?
     var meta: Meta
-}
-
-/// SplitMix64: the same cases on every run.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
 }
 
 /// Whose member something is, found again in the saved value by identity, not position.

@@ -1,5 +1,6 @@
 import Testing
 @testable import KVProtocol
+import KVTestSupport
 import KVValues
 
 @Suite struct FramingTests {
@@ -71,7 +72,7 @@ import KVValues
     /// unfinished one), whatever the consumer does.
     @Test(arguments: 0..<24)
     func retainedMemoryFollowsWhatIsInFlight(seed: UInt64) throws {
-        var random = SplitMix64(seed: seed)
+        var random = SeededGenerator(seed: seed)
         let limit = 1 << 20
         var expected: [[UInt8]] = []
         var stream: [UInt8] = []
@@ -101,23 +102,6 @@ import KVValues
         }
         #expect(received.count == expected.count && received == expected, "the framer split the stream differently from its NULs")
     }
-}
-
-/// A small seeded generator, so a failing property run can be repeated.
-struct SplitMix64 {
-    var state: UInt64
-    init(seed: UInt64) { state = seed &* 0x9E37_79B9_7F4A_7C15 &+ 1 }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    /// A number in `0..<bound`.
-    mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
 }
 
 @Suite struct CallTests {
