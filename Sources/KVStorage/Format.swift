@@ -95,7 +95,7 @@ public enum StorageFormat {
     static let logFileName = "kvd.wal"
     static let lockFileName = "kvd.lock"
     static let domainSuffix = ".json"
-    static let backupMarker = ".unreadable-"
+    static let backupMarker = Domain.backupMarker
 
     /// What a name in the state folder is, for loading.
     enum Entry: Equatable {
@@ -152,27 +152,11 @@ public enum StorageFormat {
     static let maxIndentedLevel = 6
 
     /// Whether `name` is a backup made by ``backupName(for:stamp:attempt:)``: it contains
-    /// `.unreadable-` followed by a timestamp like `20261129T181320Z`.
-    /// Checked for every submitted change, so it scans bytes rather than searching substrings.
+    /// `.unreadable-` followed by a timestamp like `20261129T181320Z` (``Domain`` refuses such
+    /// names, so no domain's file is ever taken for a backup).
     static func isBackup(_ name: String) -> Bool {
-        var name = name
-        return name.withUTF8 { bytes in
-            let marker = backupMarkerBytes
-            guard bytes.count >= marker.count + 16 else { return false }
-            for start in 0...(bytes.count - marker.count - 16) where bytes[start] == marker[0] {
-                guard (0..<marker.count).allSatisfy({ bytes[start + $0] == marker[$0] }) else { continue }
-                let stamp = Array(bytes[(start + marker.count)...].prefix(16))  // made only where the marker is
-                if stamp[8] == UInt8(ascii: "T"), stamp[15] == UInt8(ascii: "Z"),
-                    (stamp[0..<8] + stamp[9..<15]).allSatisfy({ $0 >= 0x30 && $0 <= 0x39 })
-                {
-                    return true
-                }
-            }
-            return false
-        }
+        Domain.containsBackupStamp(name)
     }
-
-    private static let backupMarkerBytes = Array(backupMarker.utf8)
 
     /// `com.x.unreadable-20261129T181320Z.json`, with `-2`, `-3`... before `.json` on retries.
     static func backupName(for fileName: String, stamp: String, attempt: Int) -> String {

@@ -148,10 +148,6 @@ public final class Store: Sendable {
     }
 
     private func add(_ pending: Pending, startDrain: Bool) {
-        if StorageFormat.isBackup(pending.domain.name) {  // its file would be skipped as a backup when loading
-            let reason = "the domain name \(pending.domain) looks like a backup of an unreadable file (NAME.unreadable-TIMESTAMP) and cannot be stored"
-            return queue.async { pending.completion(.failure(.failure(reason))) }
-        }
         let schedule: Bool? = state.withLock { state in
             guard !state.closed else { return nil }
             state.pending.append(pending)

@@ -21,8 +21,40 @@ public struct Domain: Sendable, Hashable, Comparable, CustomStringConvertible {
             let shown = (0x21...0x7E).contains(byte) ? "'\(Character(Unicode.Scalar(byte)))'" : "byte 0x\(String(byte, radix: 16))"
             throw NameError(name: name, reason: "a domain name may hold only A-Z a-z 0-9 . _ -, not \(shown)")
         }
+        if Self.containsBackupStamp(name) {
+            throw NameError(
+                name: name,
+                reason: "a domain name must not contain \"\(Self.backupMarker)\" followed by a time like 20261129T181320Z: kvd names its copies of unreadable files so")
+        }
         self.name = name
     }
+
+    /// What kvd puts between a file's name and the time when it sets the file aside as
+    /// unreadable: `com.x.unreadable-20261129T181320Z.json`.
+    public static let backupMarker = ".unreadable-"
+
+    /// Whether `name` contains ``backupMarker`` followed by a time like `20261129T181320Z`, as
+    /// the names of kvd's copies of unreadable files do (no domain name does).
+    public static func containsBackupStamp(_ name: String) -> Bool {
+        var name = name
+        return name.withUTF8 { bytes in
+            let marker = backupMarkerBytes
+            guard bytes.count >= marker.count + 16 else { return false }
+            for start in 0...(bytes.count - marker.count - 16) where bytes[start] == marker[0] {
+                guard (0..<marker.count).allSatisfy({ bytes[start + $0] == marker[$0] }) else { continue }
+                let stamp = bytes[(start + marker.count)..<(start + marker.count + 16)]
+                let digits = stamp.indices.filter { $0 - stamp.startIndex != 8 && $0 - stamp.startIndex != 15 }
+                if stamp[stamp.startIndex + 8] == UInt8(ascii: "T"), stamp[stamp.startIndex + 15] == UInt8(ascii: "Z"),
+                    digits.allSatisfy({ stamp[$0] >= 0x30 && stamp[$0] <= 0x39 })
+                {
+                    return true
+                }
+            }
+            return false
+        }
+    }
+
+    private static let backupMarkerBytes = Array(backupMarker.utf8)
 
     private init(unchecked name: String) { self.name = name }
 

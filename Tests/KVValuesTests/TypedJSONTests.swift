@@ -102,6 +102,25 @@ import Testing
         #expect(throws: NameError.self) { try Domain(validating: name) }
     }
 
+    /// Issue 10, item 6: a name shaped like kvd's copy of an unreadable file is refused at the
+    /// edge, with the rule, instead of by the store on every Set.
+    @Test(arguments: [
+        "com.x.unreadable-20261129T181320Z", "com.x.unreadable-20261129T181320Z-2",
+        "a.unreadable-x.unreadable-20261129T181320Z", "x.unreadable-20261129T181320Z.more",
+    ])
+    func namesShapedLikeBackupsAreRefusedWithTheRule(name: String) {
+        #expect {
+            try Domain(validating: name)
+        } throws: { error in
+            (error as? NameError)?.reason.contains(".unreadable-") == true
+        }
+    }
+
+    @Test(arguments: ["com.x.unreadable-2026112XT181320Z", "com.x.unreadable-20261129T181320", "unreadable-20261129T181320Z"])
+    func namesThatOnlyResembleBackupsAreAccepted(name: String) throws {
+        #expect(try Domain(validating: name).name == name)
+    }
+
     @Test func invalidKeys() {
         #expect(throws: NameError.self) { try Key(validating: "") }
         #expect(throws: NameError.self) { try Key(validating: "a\u{0}b") }
