@@ -37,10 +37,14 @@ public final class HabitStore: Sendable {
         let reading = defaults.read(.habits)
         if reading.report.readDefault {
             if let version = reading.report.newerVersion {
-                throw .failure("the stored habit list was written by a newer version of habits (schema version \(version); this one knows up to \(Habit.schemaVersion)), so it is left untouched; update habits to use it")
+                throw .failure(
+                    "the stored habit list was written by a newer version of habits (schema version \(version); this one knows up to \(Habit.schemaVersion)), so it is left untouched; update habits to use it"
+                )
             }
             let what = defaults.value(forKey: Self.key).map(Self.describe) ?? "something else"
-            throw .failure("\(Self.domain) \"\(Self.key)\" holds \(what), not a list of habits, so it is left untouched; see it with `kvctl get \(Self.domain) \(Self.key)` and remove it with `kvctl delete \(Self.domain) \(Self.key)` to start afresh")
+            throw .failure(
+                "\(Self.domain) \"\(Self.key)\" holds \(what), not a list of habits, so it is left untouched; see it with `kvctl get \(Self.domain) \(Self.key)` and remove it with `kvctl delete \(Self.domain) \(Self.key)` to start afresh"
+            )
         }
         return (reading.value, reading.report.findings.filter(\.blocksWrite).map(Self.warning))
     }
@@ -52,13 +56,17 @@ public final class HabitStore: Sendable {
         if let newer = report.findings.first(where: { if case .newerVersion = $0.kind { true } else { false } }),
             case .newerVersion(let version, let known) = newer.kind
         {
-            throw .failure("\(Self.which(newer)) was written by a newer version of habits (schema version \(version); this one knows up to \(known)), so habits will not rewrite the list and changed nothing; update habits to make changes")
+            throw .failure(
+                "\(Self.which(newer)) was written by a newer version of habits (schema version \(version); this one knows up to \(known)), so habits will not rewrite the list and changed nothing; update habits to make changes"
+            )
         }
         do {
             try defaults.set(habits, for: .habits, unread: .keep)
         } catch .wouldLoseStoredData(_, let report) {
             let parts = report.findings.map { "\(Self.which($0)): \($0.message)" }.joined(separator: "; ")
-            throw .failure("habits will not rewrite the stored list, because saving it would lose what this version cannot read (\(parts)); it changed nothing. See it with `kvctl get \(Self.domain) \(Self.key)`")
+            throw .failure(
+                "habits will not rewrite the stored list, because saving it would lose what this version cannot read (\(parts)); it changed nothing. See it with `kvctl get \(Self.domain) \(Self.key)`"
+            )
         } catch .client(let error) {
             if case .cannotConnect = error { throw .failure(unreachable) }
             throw .failure("the change was not stored: \(error)")
@@ -77,11 +85,13 @@ public final class HabitStore: Sendable {
         let isElement = finding.path == "$[\(finding.topLevelIndex ?? -1)]"
         switch finding.kind {
         case .newerVersion(let stored, let known):
-            return "warning: \(which) was written by a newer version of habits (schema version \(stored); this one knows up to \(known)); it is not shown, and habits will not change the list until it is updated"
+            return
+                "warning: \(which) was written by a newer version of habits (schema version \(stored); this one knows up to \(known)); it is not shown, and habits will not change the list until it is updated"
         case .undecodable where isElement:
             return "warning: \(which) cannot be read (\(reason(finding.message))); it is not shown, stays stored as it is, and is kept when habits saves the list"
         default:
-            return "warning: \(which) holds something this version of habits does not read (\(finding.path): \(finding.message)); habits will not rewrite the list while it is there"
+            return
+                "warning: \(which) holds something this version of habits does not read (\(finding.path): \(finding.message)); habits will not rewrite the list while it is there"
         }
     }
 

@@ -19,7 +19,8 @@ public enum ListFormat {
         func line(_ cells: [String], _ state: DueState?) -> String {
             var parts: [String] = []
             for (i, cell) in cells.enumerated() {
-                let padded = i == cells.count - 1
+                let padded =
+                    i == cells.count - 1
                     ? String(repeating: " ", count: widths[i] - cell.count) + cell
                     : cell + String(repeating: " ", count: widths[i] - cell.count)
                 if colour, let state, i == 0 || i == 4 {
@@ -40,20 +41,21 @@ public enum ListFormat {
     /// The contract's `list --json`: an array of objects with `id`, `name`, `started`,
     /// `lastDone` (RFC 3339), `timesDone`, `everyDays`, and also `due`, `schedule` and `preset`.
     public static func json(_ habits: [Habit]) -> String {
-        let array = JSON.array(habits.map { habit in
-            var members: [String: JSON] = [
-                "id": .string(habit.id.uuidString),
-                "name": .string(habit.name),
-                "started": .string(RFC3339.format(habit.started)),
-                "lastDone": .string(RFC3339.format(habit.lastDone)),
-                "timesDone": .integer(Int64(habit.timesDone)),
-                "everyDays": .real(habit.everyDays),
-                "due": .string(RFC3339.format(habit.due)),
-                "schedule": .object(["every": .real(habit.schedule.every), "unit": .string(habit.schedule.unit.rawValue)]),
-            ]
-            if let preset = habit.preset { members["preset"] = .string(preset) }
-            return .object(members)
-        })
+        let array = JSON.array(
+            habits.map { habit in
+                var members: [String: JSON] = [
+                    "id": .string(habit.id.uuidString),
+                    "name": .string(habit.name),
+                    "started": .string(RFC3339.format(habit.started)),
+                    "lastDone": .string(RFC3339.format(habit.lastDone)),
+                    "timesDone": .integer(Int64(habit.timesDone)),
+                    "everyDays": .real(habit.everyDays),
+                    "due": .string(RFC3339.format(habit.due)),
+                    "schedule": .object(["every": .real(habit.schedule.every), "unit": .string(habit.schedule.unit.rawValue)]),
+                ]
+                if let preset = habit.preset { members["preset"] = .string(preset) }
+                return .object(members)
+            })
         return JSONWriter(pretty: true, sortKeys: true).string(array) + "\n"
     }
 

@@ -79,7 +79,7 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
     public var isErrorReply: Bool {
         switch self {
         case .notFound, .revisionMismatch, .invalidName, .invalidValue, .storageFailure, .tooLarge, .unreadableValue,
-             .permissionDenied, .methodNotFound, .remote:
+            .permissionDenied, .methodNotFound, .remote:
             true
         case .cannotConnect, .cannotStart, .unsafeSocketFolder, .protocolError, .connectionFailed, .connectionClosed:
             false

@@ -206,8 +206,9 @@ final class WatchCore: Sendable {
         }
         guard first else { return }
         let serving = loaded ? "serving the last known values" : "reads return registered values and defaults until it can be reached"
-        report(KVDiagnostic(
-            domain: domain.name, key: nil, kind: .unavailable,
-            message: "cannot reach kvd to read or watch the domain (\(error)); \(serving), and retrying"))
+        report(
+            KVDiagnostic(
+                domain: domain.name, key: nil, kind: .unavailable,
+                message: "cannot reach kvd to read or watch the domain (\(error)); \(serving), and retrying"))
     }
 }

@@ -71,8 +71,11 @@ extension KVDefaults {
         if let failure = batch.failure { throw failure }
         guard !batch.entries.isEmpty else { return }
         for attempt in 1...5 {
-            let listing = try client.call { (connection) throws(ClientError) in try connection.list(domain) }
-                ifNotFound: { DomainListing(values: [:], unreadable: [:], revision: 0) }
+            let listing = try client.call { (connection) throws(ClientError) in
+                try connection.list(domain)
+            } ifNotFound: {
+                DomainListing(values: [:], unreadable: [:], revision: 0)
+            }
             var changes: [Change] = []
             for (key, entry) in batch.entries {
                 switch entry {
@@ -83,7 +86,9 @@ extension KVDefaults {
             do {
                 let revision = try client.call { (connection) throws(ClientError) in
                     try connection.apply(domain, changes, ifRevision: listing.revision)
-                } ifNotFound: { 0 }
+                } ifNotFound: {
+                    0
+                }
                 cacheIfWatching(domain)?.apply(changes, revision: revision)
                 return
             } catch .client(.revisionMismatch) where attempt < 5 {

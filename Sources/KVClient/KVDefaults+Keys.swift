@@ -103,7 +103,9 @@ extension KVDefaults {
                 let committed = try client.call { (connection) throws(ClientError) -> Int64 in
                     guard let final else { return try connection.delete(domain, name) }
                     return try connection.set(domain, name, final, ifRevision: revision)
-                } ifNotFound: { 0 }
+                } ifNotFound: {
+                    0
+                }
                 cacheIfWatching(domain)?.apply([Change(key: name, value: final)], revision: committed)
                 return
             } catch .client(.revisionMismatch) where attempt < 5 {
@@ -178,7 +180,9 @@ extension KVDefaults {
         do {
             let current = try client.call { (connection) throws(ClientError) -> (value: Value, revision: Int64)? in
                 try connection.get(domain, name)
-            } ifNotFound: { nil }
+            } ifNotFound: {
+                nil
+            }
             guard let current else { return (.absent, 0) }
             return (.value(current.value), current.revision)
         } catch .client(.unreadableValue(_, _, let reason)) {

@@ -153,7 +153,9 @@ public final class KVDefaults: Sendable {
         let revision = try client.call { (connection) throws(ClientError) -> Int64 in
             if let value { return try connection.set(domain, name, value) }
             return try connection.delete(domain, name)
-        } ifNotFound: { 0 }
+        } ifNotFound: {
+            0
+        }
         cacheIfWatching(domain)?.apply([Change(key: name, value: value)], revision: revision)
     }
 
@@ -171,8 +173,11 @@ public final class KVDefaults: Sendable {
         var ok = true
         for domain in domain == .global ? [domain] : [domain, .global] {
             do {
-                let listing = try client.call { (connection) throws(ClientError) in try connection.list(domain) }
-                    ifNotFound: { DomainListing(values: [:], unreadable: [:], revision: 0) }
+                let listing = try client.call { (connection) throws(ClientError) in
+                    try connection.list(domain)
+                } ifNotFound: {
+                    DomainListing(values: [:], unreadable: [:], revision: 0)
+                }
                 var snapshot: [String: Value] = [:]
                 for (key, value) in listing.values { snapshot[key.name] = value }
                 cache(for: domain).reconcile(snapshot, revision: listing.revision)

@@ -36,9 +36,10 @@ struct KeyedNodeDecoding<K: CodingKey>: KeyedDecodingContainerProtocol {
         do {
             return try body(node, path)
         } catch {
-            context.log.record(Finding(
-                path, Versioning.kind(of: error), "read as nil: " + Versioning.describe(error),
-                stored: node, keep: .memberIfUnchanged, stable: context.stable))
+            context.log.record(
+                Finding(
+                    path, Versioning.kind(of: error), "read as nil: " + Versioning.describe(error),
+                    stored: node, keep: .memberIfUnchanged, stable: context.stable))
             return nil
         }
     }

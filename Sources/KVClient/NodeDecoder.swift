@@ -58,14 +58,16 @@ final class Access {
         switch node {
         case .object(let members) where keyed:
             for name in members.keys.sorted() where !read.contains(name) && members[name] != .null {
-                context.log.record(Finding(
-                    path + [MemberKey(name)], .unread, "\(typeName) does not read the stored member \"\(name)\"",
-                    stored: members[name], keep: .memberIfAbsent, stable: context.stable))
+                context.log.record(
+                    Finding(
+                        path + [MemberKey(name)], .unread, "\(typeName) does not read the stored member \"\(name)\"",
+                        stored: members[name], keep: .memberIfAbsent, stable: context.stable))
             }
         case .array(let elements) where unkeyed && consumed < elements.count:
-            context.log.record(Finding(
-                path + [IndexKey(consumed)], .unread, "\(typeName) read \(consumed) of the \(elements.count) elements",
-                stored: nil, keep: .never, stable: context.stable))
+            context.log.record(
+                Finding(
+                    path + [IndexKey(consumed)], .unread, "\(typeName) read \(consumed) of the \(elements.count) elements",
+                    stored: nil, keep: .never, stable: context.stable))
         case .null:
             break
         default:
@@ -256,9 +258,10 @@ extension Array: LenientArray where Element: Decodable {
             do {
                 decoded.append(try NodeDecoding.unbox(Element.self, node, path, context.unstable))
             } catch {
-                context.log.record(Finding(
-                    path, Versioning.kind(of: error), "skipped: " + Versioning.describe(error),
-                    stored: node, keep: .append, stable: context.stable))
+                context.log.record(
+                    Finding(
+                        path, Versioning.kind(of: error), "skipped: " + Versioning.describe(error),
+                        stored: node, keep: .append, stable: context.stable))
             }
         }
         return decoded
@@ -279,9 +282,10 @@ extension Dictionary: LenientDictionary where Key == String, Value: Decodable {
             do {
                 decoded[name] = try NodeDecoding.unbox(Value.self, members[name]!, path, context)
             } catch {
-                context.log.record(Finding(
-                    path, Versioning.kind(of: error), "skipped: " + Versioning.describe(error),
-                    stored: members[name], keep: .memberIfUnchanged, stable: context.stable))
+                context.log.record(
+                    Finding(
+                        path, Versioning.kind(of: error), "skipped: " + Versioning.describe(error),
+                        stored: members[name], keep: .memberIfUnchanged, stable: context.stable))
             }
         }
         return decoded

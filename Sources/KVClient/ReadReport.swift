@@ -127,12 +127,13 @@ enum PathStep: Sendable, Equatable {
     }
 
     static func text(_ steps: [PathStep]) -> String {
-        "$" + steps.map { step in
-            switch step {
-            case .member(let name): "." + name
-            case .index(let index): "[\(index)]"
-            }
-        }.joined()
+        "$"
+            + steps.map { step in
+                switch step {
+                case .member(let name): "." + name
+                case .index(let index): "[\(index)]"
+                }
+            }.joined()
     }
 }
 

@@ -32,7 +32,7 @@ final class RequestClient: Sendable {
                 let connection = try connection()
                 do throws(ClientError) {
                     return try body(connection)
-                } catch where error.isConnectionLost {
+                } catch  where error.isConnectionLost {
                     current.withLock { if $0 === connection { $0 = nil } }
                     if attempt < 2 { continue }
                     throw error
@@ -76,10 +76,11 @@ enum ProcessFacts {
 
     static func domain(forExecutable path: String) -> Domain {
         let name = path.split(separator: "/").last.map(String.init) ?? "app"
-        var cleaned = String(name.unicodeScalars.map { scalar -> Character in
-            scalar.isASCII && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) || "._-".unicodeScalars.contains(scalar))
-                ? Character(scalar) : "_"
-        }.prefix(255))
+        var cleaned = String(
+            name.unicodeScalars.map { scalar -> Character in
+                scalar.isASCII && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) || "._-".unicodeScalars.contains(scalar))
+                    ? Character(scalar) : "_"
+            }.prefix(255))
         while cleaned.hasPrefix(".") || cleaned.hasPrefix("-") { cleaned = "_" + cleaned.dropFirst() }
         return (try? Domain(validating: cleaned)) ?? (try! Domain(validating: "app"))
     }

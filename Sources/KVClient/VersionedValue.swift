@@ -123,11 +123,13 @@ extension DecodableWithFallback {
 
     static func recordUnknownCase(_ decoder: any Decoder, raw: RawValue, kept: Bool) {
         guard let decoding = decoder as? NodeDecoding else { return }
-        let message = "\"\(raw)\" is not a case of \(Self.self); read as \(decodingFallback)"
+        let message =
+            "\"\(raw)\" is not a case of \(Self.self); read as \(decodingFallback)"
             + (kept ? ", and written back as \"\(raw)\" unless the app changes it" : "")
-        decoding.context.log.record(Finding(
-            decoder.codingPath, .unknownCase(raw: "\(raw)", kept: kept), message, stored: decoding.node,
-            keep: .memberIfUnchanged, stable: decoding.context.stable))
+        decoding.context.log.record(
+            Finding(
+                decoder.codingPath, .unknownCase(raw: "\(raw)", kept: kept), message, stored: decoding.node,
+                keep: .memberIfUnchanged, stable: decoding.context.stable))
     }
 }
 

@@ -128,7 +128,9 @@ enum Versioning {
         else { return nil }
         return Failure(
             kind: .newerVersion(stored: stored, known: versioned.schemaVersion),
-            message: "it is not a list but a dictionary written by a newer version of the app (\(versioned.schemaVersionKey) \(stored); this app knows up to \(versioned.schemaVersion))")
+            message:
+                "it is not a list but a dictionary written by a newer version of the app (\(versioned.schemaVersionKey) \(stored); this app knows up to \(versioned.schemaVersion))"
+        )
     }
 
     // MARK: naming

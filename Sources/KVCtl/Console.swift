@@ -111,7 +111,8 @@ enum Files {
         var created = stat()
         guard fstat(descriptor, &created) == 0 else { return systemError() }
         if created.st_uid != existing.st_uid || created.st_gid != existing.st_gid,
-           fchown(descriptor, existing.st_uid, existing.st_gid) != 0 {
+            fchown(descriptor, existing.st_uid, existing.st_gid) != 0
+        {
             return "it belongs to uid \(existing.st_uid) and gid \(existing.st_gid), which a new copy cannot keep (\(systemError())); export as its owner, or to another file"
         }
         return fchmod(descriptor, existing.st_mode & 0o7777) == 0 ? nil : systemError()

@@ -136,7 +136,8 @@ struct Runner {
         guard !listing.unreadable.isEmpty else { return }
         let keys = listing.unreadable.keys.sorted()
         throw Failure(
-            "\(output) left out \(quoted(keys)) of \(domain.name): kvd cannot read \(keys.count == 1 ? "its stored value" : "their stored values") and keeps \(keys.count == 1 ? "it" : "them") as stored (see why with: kvctl get \(domain.name) KEY)")
+            "\(output) left out \(quoted(keys)) of \(domain.name): kvd cannot read \(keys.count == 1 ? "its stored value" : "their stored values") and keeps \(keys.count == 1 ? "it" : "them") as stored (see why with: kvctl get \(domain.name) KEY)"
+        )
     }
 
     /// `"a"`, `"a" and "b"`, `"a", "b" and 3 more`.

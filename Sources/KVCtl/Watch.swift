@@ -38,7 +38,7 @@ struct WatchCommand {
                     return true
                 }
                 return
-            } catch where Self.isConnectionLoss(error) && (seen.started || error == .connectionClosed) {
+            } catch  where Self.isConnectionLoss(error) && (seen.started || error == .connectionClosed) {
                 if !reportedLoss {
                     console.err("kvctl: lost the connection to kvd (\(error)); reconnecting\n")
                     reportedLoss = true

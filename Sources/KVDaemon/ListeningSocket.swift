@@ -64,7 +64,7 @@ struct ListeningSocket {
         let probe: Int32
         do {
             probe = try system.connectUnix(path)
-        } catch where error.errno == .connectionRefused {
+        } catch  where error.errno == .connectionRefused {
             log.notice("removing stale socket \(path) left by a daemon that is gone")
             _ = try? system.unlink(path)
             return

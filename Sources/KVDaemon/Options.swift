@@ -92,10 +92,11 @@ public struct DaemonOptions: Sendable, Equatable {
                 throw UsageError("unknown argument \"\(argument)\"")
             }
         }
-        return .run(DaemonOptions(
-            socketPath: Paths.socket(explicit: socket, environment: environment),
-            stateDirectory: Paths.stateDirectory(explicit: state, environment: environment),
-            idleExit: idle, verbose: verbose, maxClientMemory: clientMemory))
+        return .run(
+            DaemonOptions(
+                socketPath: Paths.socket(explicit: socket, environment: environment),
+                stateDirectory: Paths.stateDirectory(explicit: state, environment: environment),
+                idleExit: idle, verbose: verbose, maxClientMemory: clientMemory))
     }
 
     /// `1048576`, `512K`, `256M`, `1G` (binary units) as bytes, at least 1 MiB.

@@ -38,11 +38,12 @@ struct RequestHandler: Sendable {
         case .watch(let domain, let key):
             return .watch(domain, key)
         case .getInfo:
-            return .reply(VarlinkReply(parameters: [
-                "vendor": .string("kvd project"), "product": .string("kvd"),
-                "version": .string(DaemonOptions.version), "url": .string("https://kvd.invalid/"),
-                "interfaces": .array([.string(ServiceInterface.name), .string(DefaultsInterface.name)]),
-            ]))
+            return .reply(
+                VarlinkReply(parameters: [
+                    "vendor": .string("kvd project"), "product": .string("kvd"),
+                    "version": .string(DaemonOptions.version), "url": .string("https://kvd.invalid/"),
+                    "interfaces": .array([.string(ServiceInterface.name), .string(DefaultsInterface.name)]),
+                ]))
         case .getInterfaceDescription(let name):
             switch name {
             case DefaultsInterface.name: return .reply(VarlinkReply(parameters: ["description": .string(DefaultsInterface.description)]))
@@ -70,9 +71,11 @@ struct RequestHandler: Sendable {
         case .missing:
             Self.notFound(domain, key)
         case .unreadable(let reason):
-            .failure(DefaultsInterface.Error.unreadableValue, [
-                "domain": .string(domain.name), "key": .string(key.name), "reason": .string(reason),
-            ])
+            .failure(
+                DefaultsInterface.Error.unreadableValue,
+                [
+                    "domain": .string(domain.name), "key": .string(key.name), "reason": .string(reason),
+                ])
         }
     }
 
@@ -101,9 +104,13 @@ struct RequestHandler: Sendable {
     /// The reply to `List` of a domain no reply can carry (only a hand-made file can be that
     /// large: kvd refuses writes that would make one).
     static func tooLargeToList(_ domain: Domain, _ snapshot: DomainSnapshot) -> VarlinkReply {
-        .failure(DefaultsInterface.Error.storageFailure, [
-            "reason": .string("domain \(domain.name) takes \(snapshot.budgetBytes) bytes as typed JSON, more than one reply carries (\(Limits.domainBytes)); read its keys one by one, or remove some"),
-        ])
+        .failure(
+            DefaultsInterface.Error.storageFailure,
+            [
+                "reason": .string(
+                    "domain \(domain.name) takes \(snapshot.budgetBytes) bytes as typed JSON, more than one reply carries (\(Limits.domainBytes)); read its keys one by one, or remove some"
+                )
+            ])
     }
 
     static func notFound(_ domain: Domain, _ key: Key?) -> VarlinkReply {

@@ -14,7 +14,7 @@ extension Server {
             do {
                 guard let accepted = try system.acceptWaiting(listener) else { return }
                 fd = accepted
-            } catch where error.errno == .tooManyOpenFiles || error.errno == .tooManyOpenFilesInSystem {
+            } catch  where error.errno == .tooManyOpenFiles || error.errno == .tooManyOpenFilesInSystem {
                 return refuseOneConnection(listener)
             } catch {
                 return log.warning("\(error)")

@@ -103,7 +103,8 @@ extension Server {
     }
 
     private func updateInterest(_ connection: ClientConnection) {
-        let readable = connection.peer == .connected && connection.phase != .closingAfterFlush
+        let readable =
+            connection.peer == .connected && connection.phase != .closingAfterFlush
             && connection.pendingOutput <= limits.maxPendingOutput && inputRoom(connection) > 0
         let writable = connection.pendingOutput > 0
         guard connection.registered != (readable, writable) else { return }
@@ -120,8 +121,9 @@ extension Server {
     /// names it and what it held.
     func shedClients() {
         while memory.isOverBudget, let largest = connections.values.max(by: { $0.heldBytes < $1.heldBytes }) {
-            log.warning("clients hold \(ClientMemory.text(memory.total)), over the budget of \(ClientMemory.text(memory.budget)) "
-                + "(--max-client-memory): disconnecting client \(largest.id), which holds the most, \(largest.memoryDescription)")
+            log.warning(
+                "clients hold \(ClientMemory.text(memory.total)), over the budget of \(ClientMemory.text(memory.budget)) "
+                    + "(--max-client-memory): disconnecting client \(largest.id), which holds the most, \(largest.memoryDescription)")
             close(largest)
         }
     }

@@ -172,16 +172,20 @@ extension DefaultsRequest {
         case .get(let domain, let key):
             return method("\(interface).Get", ["domain": .string(domain.name), "key": .string(key.name)])
         case .set(let domain, let key, let value, let ifRevision):
-            return method("\(interface).Set", [
-                "domain": .string(domain.name), "key": .string(key.name), "value": value.typedJSON,
-                "ifRevision": ifRevision.map(JSON.integer),
-            ])
+            return method(
+                "\(interface).Set",
+                [
+                    "domain": .string(domain.name), "key": .string(key.name), "value": value.typedJSON,
+                    "ifRevision": ifRevision.map(JSON.integer),
+                ])
         case .delete(let domain, let key):
             return method("\(interface).Delete", ["domain": .string(domain.name), "key": key.map { .string($0.name) }])
         case .apply(let domain, let changes, let ifRevision):
-            return method("\(interface).Apply", [
-                "domain": .string(domain.name), "changes": .array(changes.map(\.json)), "ifRevision": ifRevision.map(JSON.integer),
-            ])
+            return method(
+                "\(interface).Apply",
+                [
+                    "domain": .string(domain.name), "changes": .array(changes.map(\.json)), "ifRevision": ifRevision.map(JSON.integer),
+                ])
         case .list(let domain):
             return method("\(interface).List", ["domain": .string(domain.name)])
         case .listAll(let domain):

@@ -91,7 +91,8 @@ extension DomainFile {
             }
         }
         if !repeated.isEmpty {
-            loaded.copyReason = "it gives the keys \(repeated.sorted().map { "\"\($0.prefix(80))\"" }.joined(separator: ", ")) more than once; the last of each is read, and a rewrite keeps only that one"
+            loaded.copyReason =
+                "it gives the keys \(repeated.sorted().map { "\"\($0.prefix(80))\"" }.joined(separator: ", ")) more than once; the last of each is read, and a rewrite keeps only that one"
         }
     }
 

@@ -168,11 +168,11 @@ extension FileSystem {
         let descriptor: FileDescriptor
         do {
             descriptor = try open(path, [.noFollow, .nonBlocking], permissions: 0)
-        } catch where error.code == ENOENT {
+        } catch  where error.code == ENOENT {
             return nil
-        } catch where error.code == ELOOP {
+        } catch  where error.code == ELOOP {
             throw .notRegular(.symbolicLink)
-        } catch where error.code == ENXIO {
+        } catch  where error.code == ENXIO {
             throw .notRegular(.socket)  // a Unix socket cannot be opened
         } catch {
             throw .system(error)
@@ -225,7 +225,7 @@ extension FileSystem {
         let options: OpenOptions = [.write, .create, .exclusive, .noFollow]
         do {
             return try open(path, options, permissions: 0o600)
-        } catch where error.code == EEXIST {
+        } catch  where error.code == EEXIST {
             try unlink(path)
             return try open(path, options, permissions: 0o600)
         }

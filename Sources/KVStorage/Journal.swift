@@ -190,7 +190,7 @@ final class Journal: @unchecked Sendable {
     }
 
     private func removeIfPresent(_ name: String) throws(FileSystemError) {
-        do { try fileSystem.unlink(path(name)) } catch where error.code == ENOENT {}
+        do { try fileSystem.unlink(path(name)) } catch  where error.code == ENOENT {}
     }
 
     /// Renames `fileName` (whatever kind of entry it is) to a free backup name beside it,
@@ -228,7 +228,7 @@ final class Journal: @unchecked Sendable {
                 defer { fileSystem.close(descriptor) }
                 try fileSystem.write(descriptor, bytes)
                 try fileSystem.fsync(descriptor)
-            } catch where error.code == EEXIST {
+            } catch  where error.code == EEXIST {
                 attempt += 1
                 continue
             }

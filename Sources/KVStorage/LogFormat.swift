@@ -54,11 +54,12 @@ struct RecordSizes {
 enum LogFormat {
     /// The framed header line for a log starting at `baseRevision`.
     static func header(baseRevision: Int64) -> [UInt8] {
-        frame(.object([
-            "format": .string(StorageFormat.logFormat),
-            "formatVersion": .integer(StorageFormat.logFormatVersion),
-            "baseRevision": .integer(baseRevision),
-        ]))
+        frame(
+            .object([
+                "format": .string(StorageFormat.logFormat),
+                "formatVersion": .integer(StorageFormat.logFormatVersion),
+                "baseRevision": .integer(baseRevision),
+            ]))
     }
 
     /// The parser limits of a record's line: a value sits 3 levels deep in it

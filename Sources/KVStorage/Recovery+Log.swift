@@ -29,8 +29,9 @@ extension Recovery {
         if let torn = scan.tornTail {
             journal.log(.warning, "ignored the end of the log \(journal.logPath) from byte \(scan.validLength): \(torn) (never acknowledged)")
         }
-        try openLog(validLength: Int64(scan.validLength), fileLength: Int64(bytes.count), damaged: scan.tornTail != nil || !scan.damage.isEmpty,
-                    tail: Journal.tail(of: bytes, length: scan.validLength))
+        try openLog(
+            validLength: Int64(scan.validLength), fileLength: Int64(bytes.count), damaged: scan.tornTail != nil || !scan.damage.isEmpty,
+            tail: Journal.tail(of: bytes, length: scan.validLength))
         if !scan.damage.isEmpty { compactAfterDamage(state) }
     }
 
@@ -44,7 +45,9 @@ extension Recovery {
         } catch {
             switch error {
             case .notRegular(.symbolicLink):
-                throw .invalidStateDirectory("the log \(path) is a symbolic link; kvd does not follow links in its state folder: replace the link with the file it leads to (or remove it to start a new log) and start kvd again")
+                throw .invalidStateDirectory(
+                    "the log \(path) is a symbolic link; kvd does not follow links in its state folder: replace the link with the file it leads to (or remove it to start a new log) and start kvd again"
+                )
             case .notRegular(let kind):
                 do {
                     let backup = try journal.moveAside(StorageFormat.logFileName)

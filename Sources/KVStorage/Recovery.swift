@@ -41,7 +41,7 @@ struct Recovery {
         }
         do {
             try fileSystem.syncDirectory(Self.parent(of: directory))
-        } catch where error.code == EACCES || error.code == EPERM {
+        } catch  where error.code == EACCES || error.code == EPERM {
             // A parent we may not open is one we did not create the folder in.
         } catch {
             throw .failure("cannot sync the folder holding the state folder \(directory): \(error)")
@@ -88,9 +88,9 @@ struct Recovery {
     private func makeDirectories(_ path: String) throws(FileSystemError) {
         do {
             try fileSystem.makeDirectory(path, permissions: 0o700)
-        } catch where error.code == EEXIST {
+        } catch  where error.code == EEXIST {
             return
-        } catch where error.code == ENOENT {
+        } catch  where error.code == ENOENT {
             guard let slash = path.lastIndex(of: "/"), slash != path.startIndex else { throw error }
             try makeDirectories(String(path[..<slash]))
             try fileSystem.makeDirectory(path, permissions: 0o700)
@@ -115,7 +115,7 @@ struct Recovery {
         while true {
             do {
                 return try fileSystem.lockExclusively(descriptor)
-            } catch where error.code == EWOULDBLOCK && attempt < 50 {
+            } catch  where error.code == EWOULDBLOCK && attempt < 50 {
                 attempt += 1
                 usleep(10_000)
             }
@@ -210,7 +210,10 @@ struct Recovery {
             journal.dirty.insert(loaded.domain)  // rewritten at the next compaction, so copied once
         }
         if loaded.state.budgetBytes > Limits.domainBytes {
-            journal.log(.warning, "domain \(loaded.domain) in \(path) takes \(loaded.state.budgetBytes) bytes as typed JSON, more than one reply carries (\(Limits.domainBytes)): its keys are served one by one, List of the whole domain fails, and writes that grow it are refused")
+            journal.log(
+                .warning,
+                "domain \(loaded.domain) in \(path) takes \(loaded.state.budgetBytes) bytes as typed JSON, more than one reply carries (\(Limits.domainBytes)): its keys are served one by one, List of the whole domain fails, and writes that grow it are refused"
+            )
         }
         return loaded
     }
@@ -218,10 +221,11 @@ struct Recovery {
     /// Renames an unreadable file `name` aside and logs it.
     private func setAside(_ name: String, reason: String) throws(StorageError) {
         let path = journal.path(name)
-        let which = StorageFormat.entry(forFileName: name).flatMap { entry -> String? in
-            if case .domainFile(let domain) = entry { return "domain \(domain)" }
-            return nil
-        } ?? "the domain it holds"
+        let which =
+            StorageFormat.entry(forFileName: name).flatMap { entry -> String? in
+                if case .domainFile(let domain) = entry { return "domain \(domain)" }
+                return nil
+            } ?? "the domain it holds"
         do {
             let backup = try journal.moveAside(name)
             journal.log(.error, "domain file \(path) is unreadable (\(reason)); moved it to \(journal.path(backup)); \(which) starts empty")

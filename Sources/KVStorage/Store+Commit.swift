@@ -160,7 +160,8 @@ enum CommitLimits {
         _ record: RecordSizes, _ planned: PlannedChanges, entryBytes: ArraySlice<Int>, in domain: Domain, view: DomainView
     ) throws(StorageError) -> Int {
         guard record.payloadBytes <= LogFormat.maxRecordBytes else {
-            throw .tooLarge(limit: LogFormat.maxRecordBytes, reason: "the change's log record would take \(record.payloadBytes) bytes, more than kvd reads back; make it in smaller parts")
+            throw .tooLarge(
+                limit: LogFormat.maxRecordBytes, reason: "the change's log record would take \(record.payloadBytes) bytes, more than kvd reads back; make it in smaller parts")
         }
         let limit = Limits.messageBytes
         guard record.changesBytes <= Limits.domainBytes || !planned.changes.contains(where: { $0.value != nil }) else {
@@ -168,7 +169,9 @@ enum CommitLimits {
         }
         let budget = view.budgetBytes(after: planned, entryBytes: entryBytes)
         guard budget <= Limits.domainBytes || budget <= view.budgetBytes else {
-            throw .tooLarge(limit: limit, reason: "domain \(domain) would take \(budget) bytes as typed JSON, more than one List or Watch reply carries; store less in it, or use another domain")
+            throw .tooLarge(
+                limit: limit,
+                reason: "domain \(domain) would take \(budget) bytes as typed JSON, more than one List or Watch reply carries; store less in it, or use another domain")
         }
         return budget
     }

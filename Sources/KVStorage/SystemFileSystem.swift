@@ -60,11 +60,11 @@ public struct SystemFileSystem: FileSystem {
     /// `O_DIRECT`, which Glibc declares only under `_GNU_SOURCE`; its value depends on the
     /// architecture.
     #if arch(x86_64) || arch(i386)
-    static let directFlag: Int32 = 0o40000
+        static let directFlag: Int32 = 0o40000
     #elseif arch(arm64) || arch(arm)
-    static let directFlag: Int32 = 0o200000
+        static let directFlag: Int32 = 0o200000
     #else
-    static let directFlag: Int32 = 0  // unknown here: buffered writes
+        static let directFlag: Int32 = 0  // unknown here: buffered writes
     #endif
 
     public func preallocate(_ descriptor: FileDescriptor, to length: Int64) throws(FileSystemError) {

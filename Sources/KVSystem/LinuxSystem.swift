@@ -131,13 +131,14 @@ public struct LinuxSystem: SystemCalls {
         var info = stat()
         let result: Int32 = followingLinks ? stat(path, &info) : lstat(path, &info)
         _ = try check(result)
-        let kind: PathStatus.Kind = switch info.st_mode & S_IFMT {
-        case S_IFREG: .file
-        case S_IFDIR: .directory
-        case S_IFLNK: .symbolicLink
-        case S_IFSOCK: .socket
-        default: .other
-        }
+        let kind: PathStatus.Kind =
+            switch info.st_mode & S_IFMT {
+            case S_IFREG: .file
+            case S_IFDIR: .directory
+            case S_IFLNK: .symbolicLink
+            case S_IFSOCK: .socket
+            default: .other
+            }
         return PathStatus(kind: kind, inode: UInt64(info.st_ino), owner: info.st_uid, permissions: UInt32(info.st_mode & 0o7777))
     }
 

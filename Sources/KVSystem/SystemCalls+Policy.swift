@@ -12,7 +12,7 @@ extension SystemCalls {
         while true {
             do {
                 return try body()
-            } catch where error == .interrupted {
+            } catch  where error == .interrupted {
                 continue
             } catch {
                 throw SystemError(call, error)
@@ -29,9 +29,9 @@ extension SystemCalls {
         while true {  // the loop's hot path: no closure
             do {
                 return try read(fd, into: buffer)
-            } catch where error == .interrupted {
+            } catch  where error == .interrupted {
                 continue
-            } catch where error == .wouldBlock {
+            } catch  where error == .wouldBlock {
                 return nil
             } catch {
                 throw SystemError("read", error)
@@ -46,9 +46,9 @@ extension SystemCalls {
         while true {  // the loop's hot path: no closure
             do {
                 return try send(fd, bytes)
-            } catch where error == .interrupted {
+            } catch  where error == .interrupted {
                 continue
-            } catch where error == .wouldBlock {
+            } catch  where error == .wouldBlock {
                 return 0
             } catch {
                 throw SystemError("send", error)
@@ -64,9 +64,9 @@ extension SystemCalls {
         while true {
             do {
                 return try retrying("accept4") { () throws(Errno) in try accept(listener) }
-            } catch where error.errno == .connectionAborted {
+            } catch  where error.errno == .connectionAborted {
                 continue
-            } catch where error.errno == .wouldBlock {
+            } catch  where error.errno == .wouldBlock {
                 return nil
             }
         }
@@ -156,7 +156,7 @@ extension SystemCalls {
             partial += "/" + component
             do {
                 try makeDirectory(partial, permissions: permissions)
-            } catch where error == .fileExists {
+            } catch  where error == .fileExists {
                 continue
             } catch {
                 throw SystemError("mkdir \(partial)", error)

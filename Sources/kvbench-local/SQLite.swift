@@ -26,9 +26,9 @@ struct SQLite {
             dlsym(library, name).map { unsafeBitCast($0, to: type) }
         }
         guard let open = symbol("sqlite3_open", Open.self), let exec = symbol("sqlite3_exec", Exec.self),
-              let prepare = symbol("sqlite3_prepare_v2", Prepare.self), let bind = symbol("sqlite3_bind_text", BindText.self),
-              let step = symbol("sqlite3_step", Statement.self), let reset = symbol("sqlite3_reset", Statement.self),
-              let close = symbol("sqlite3_close", Statement.self)
+            let prepare = symbol("sqlite3_prepare_v2", Prepare.self), let bind = symbol("sqlite3_bind_text", BindText.self),
+            let step = symbol("sqlite3_step", Statement.self), let reset = symbol("sqlite3_reset", Statement.self),
+            let close = symbol("sqlite3_close", Statement.self)
         else { return (nil, "libsqlite3.so.0 lacks a function kvbench-local needs") }
         return (SQLite(open: open, exec: exec, prepare: prepare, bindText: bind, step: step, reset: reset, close: close), "")
     }
@@ -46,8 +46,10 @@ final class SQLiteWriter {
     init(sqlite: SQLite, path: String) {
         self.sqlite = sqlite
         check(sqlite.open(path, &db), "open \(path)")
-        for sql in ["PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL",
-                    "CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID"] {
+        for sql in [
+            "PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL",
+            "CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID",
+        ] {
             check(sqlite.exec(db!, sql, nil, nil, nil), sql)
         }
         check(sqlite.prepare(db!, "INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)", -1, &statement, nil), "prepare")

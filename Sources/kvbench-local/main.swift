@@ -50,7 +50,9 @@ func measure(_ name: String, _ body: () -> Void) {
         func percentile(_ p: Double) -> Double {
             latencies.isEmpty ? 0 : Double(latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))]) / 1000
         }
-        print(#"{"op":"\#(name)","clients":1,"ops":\#(latencies.count),"ops_per_s":\#(Double(latencies.count) / seconds),"p50_us":\#(percentile(0.5)),"p99_us":\#(percentile(0.99)),"seconds":\#(seconds)}"#)
+        print(
+            #"{"op":"\#(name)","clients":1,"ops":\#(latencies.count),"ops_per_s":\#(Double(latencies.count) / seconds),"p50_us":\#(percentile(0.5)),"p99_us":\#(percentile(0.99)),"seconds":\#(seconds)}"#
+        )
     }
 }
 

@@ -25,7 +25,8 @@ struct Options: Sendable {
 }
 
 func usage() -> Never {
-    print("""
+    print(
+        """
         usage: kvbench --socket PATH [--proto varlink|resp|echo] [--op get|set|ping|populate]
                        [--clients N] [--seconds S] [--runs N] [--domain D] [--keys N] [--domains N] [--threads] [--json]
                kvbench --serve-echo PATH

@@ -12,7 +12,8 @@ func resp(_ parts: [String]) -> [UInt8] {
 }
 
 func varlink(_ method: String, _ parameters: String? = nil) -> [UInt8] {
-    let text = parameters.map { #"{"method":"io.kvd.Defaults.\#(method)","parameters":\#($0)}"# }
+    let text =
+        parameters.map { #"{"method":"io.kvd.Defaults.\#(method)","parameters":\#($0)}"# }
         ?? #"{"method":"io.kvd.Defaults.\#(method)"}"#
     return Array(text.utf8) + [0]
 }

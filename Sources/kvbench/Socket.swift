@@ -49,9 +49,11 @@ final class ClosureBox: @unchecked Sendable {
 
 func startThread(_ body: @escaping @Sendable () -> Void) -> pthread_t {
     var thread = pthread_t()
-    pthread_create(&thread, nil, { raw in
-        Unmanaged<ClosureBox>.fromOpaque(raw!).takeRetainedValue().body()
-        return nil
-    }, Unmanaged.passRetained(ClosureBox(body)).toOpaque())
+    pthread_create(
+        &thread, nil,
+        { raw in
+            Unmanaged<ClosureBox>.fromOpaque(raw!).takeRetainedValue().body()
+            return nil
+        }, Unmanaged.passRetained(ClosureBox(body)).toOpaque())
     return thread
 }

@@ -26,8 +26,12 @@ for _ in 0..<options.runs {
     let throughput = Double(all.count) / options.seconds
     let (p50, p99) = (percentile(all, 0.5), percentile(all, 0.99))
     if options.json {
-        print(#"{"op":"\#(options.operation)","proto":"\#(options.proto)","clients":\#(options.clients),"ops":\#(all.count),"ops_per_s":\#(throughput),"p50_us":\#(p50),"p99_us":\#(p99),"client_cpu_s":\#(cpu),"seconds":\#(options.seconds)}"#)
+        print(
+            #"{"op":"\#(options.operation)","proto":"\#(options.proto)","clients":\#(options.clients),"ops":\#(all.count),"ops_per_s":\#(throughput),"p50_us":\#(p50),"p99_us":\#(p99),"client_cpu_s":\#(cpu),"seconds":\#(options.seconds)}"#
+        )
     } else {
-        print("proto=\(options.proto) op=\(options.operation) clients=\(options.clients) ops=\(all.count) ops_per_s=\(Int(throughput)) p50_us=\(p50) p99_us=\(p99) client_cpu_s=\(cpu)")
+        print(
+            "proto=\(options.proto) op=\(options.operation) clients=\(options.clients) ops=\(all.count) ops_per_s=\(Int(throughput)) p50_us=\(p50) p99_us=\(p99) client_cpu_s=\(cpu)"
+        )
     }
 }

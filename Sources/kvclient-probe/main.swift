@@ -24,9 +24,11 @@ while let argument = arguments.popFirst() {
     default: break
     }
 }
-let configuration = KVDefaults.Configuration(socketPath: socket, arguments: [], autostart: false, diagnostics: { diagnostic in
-    FileHandleLike.err("diagnostic: \(diagnostic)")
-})
+let configuration = KVDefaults.Configuration(
+    socketPath: socket, arguments: [], autostart: false,
+    diagnostics: { diagnostic in
+        FileHandleLike.err("diagnostic: \(diagnostic)")
+    })
 guard let defaults = KVDefaults(suiteName: domainName, configuration: configuration) else { exit(2) }
 
 /// Unbuffered output, so the test reading the pipe sees each line at once.

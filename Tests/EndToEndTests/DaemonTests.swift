@@ -58,9 +58,21 @@ import Testing
             ("wrong parameter type", Array(#"{"method":"io.kvd.Defaults.Get","parameters":{"domain":7,"key":"k"}}"#.utf8) + [0], "org.varlink.service.InvalidParameter"),
             ("null value", Array(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"d","key":"k","value":{"a":null}}}"#.utf8) + [0], "io.kvd.Defaults.InvalidValue"),
             ("bad domain", Array(#"{"method":"io.kvd.Defaults.Get","parameters":{"domain":"../x","key":"k"}}"#.utf8) + [0], "io.kvd.Defaults.InvalidName"),
-            ("invalid UTF-8", Array(#"{"method":"io.kvd.Defaults.Get","parameters":{"domain":"d","key":""#.utf8) + [0xC3, 0x28] + Array("\"}}".utf8) + [0], "org.varlink.service.InvalidParameter"),
-            ("10,000-deep nesting", Array((#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"d","key":"k","value":"# + String(repeating: "[", count: 10_000) + String(repeating: "]", count: 10_000) + "}}").utf8) + [0], "org.varlink.service.InvalidParameter"),
-            ("20 MiB message", Array(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"d","key":"k","value":""#.utf8) + [UInt8](repeating: UInt8(ascii: "x"), count: 20 << 20) + Array("\"}}".utf8) + [0], "io.kvd.Defaults.TooLarge"),
+            (
+                "invalid UTF-8", Array(#"{"method":"io.kvd.Defaults.Get","parameters":{"domain":"d","key":""#.utf8) + [0xC3, 0x28] + Array("\"}}".utf8) + [0],
+                "org.varlink.service.InvalidParameter"
+            ),
+            (
+                "10,000-deep nesting",
+                Array(
+                    (#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"d","key":"k","value":"# + String(repeating: "[", count: 10_000)
+                        + String(repeating: "]", count: 10_000) + "}}").utf8) + [0], "org.varlink.service.InvalidParameter"
+            ),
+            (
+                "20 MiB message",
+                Array(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"d","key":"k","value":""#.utf8) + [UInt8](repeating: UInt8(ascii: "x"), count: 20 << 20)
+                    + Array("\"}}".utf8) + [0], "io.kvd.Defaults.TooLarge"
+            ),
         ]
         for (name, bytes, expected) in cases {
             let bad = try RawClient(sandbox.socket)

@@ -74,8 +74,9 @@ import Testing
             #expect(Self.seconds(object["lastDone"]) == seed.lastDone, "\(seed.name) lastDone")
         }
         #expect(before.map { $0["everyDays"] as? Double } == Self.seedEveryDays)
-        #expect(try kvctl(sandbox, "read-type", "com.example.habits", "Habits").stdout == (form == .dataValue ? "data\n" : "array\n"),
-                "reading alone changes nothing")
+        #expect(
+            try kvctl(sandbox, "read-type", "com.example.habits", "Habits").stdout == (form == .dataValue ? "data\n" : "array\n"),
+            "reading alone changes nothing")
 
         let done = try habits(sandbox, "done", "Dishes")
         #expect(done.status == 0 && done.stderr.isEmpty, "\(done.stderr)")
@@ -102,8 +103,8 @@ import Testing
         let sandbox = Sandbox()
         let daemon = try Daemon(sandbox)
         var elements = try JSONSerialization.jsonObject(with: Self.seedJSON) as! [[String: Any]]
-        elements[1]["timesDone"] = "four"                     // Bed: a wrong type
-        elements[4].removeValue(forKey: "name")              // Write code: a required field missing
+        elements[1]["timesDone"] = "four"  // Bed: a wrong type
+        elements[4].removeValue(forKey: "name")  // Write code: a required field missing
         try storeSeed(sandbox, as: .dataValue, json: try JSONSerialization.data(withJSONObject: elements))
 
         let list = try habits(sandbox, "list", "--json")
@@ -222,7 +223,7 @@ import Testing
         guard let text = text as? String, text.hasSuffix("Z"), let dot = text.firstIndex(of: ".") else { return nil }
         let formatter = ISO8601DateFormatter()
         guard let whole = formatter.date(from: String(text[..<dot]) + "Z"),
-              let fraction = Double("0" + text[dot...].dropLast())
+            let fraction = Double("0" + text[dot...].dropLast())
         else { return nil }
         return whole.timeIntervalSinceReferenceDate + fraction
     }

@@ -83,8 +83,9 @@ import Testing
         for index in 0..<200 {
             let client = try RawClient(sandbox.socket)
             // Half a call; some stop inside a string, some inside a huge value.
-            client.send(Array(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"d","key":"k","value":""#.utf8)
-                + [UInt8](repeating: UInt8(ascii: "x"), count: index % 10 == 0 ? 1 << 20 : 10))
+            client.send(
+                Array(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"d","key":"k","value":""#.utf8)
+                    + [UInt8](repeating: UInt8(ascii: "x"), count: index % 10 == 0 ? 1 << 20 : 10))
             stalled.append(client)
         }
         let during = try probe.roundTrips(50)
@@ -174,7 +175,9 @@ import Testing
         let peak = daemon.residentMegabytes
         deaf.setTimeouts(seconds: 5)
         let cutOff = deaf.drainUntilClosed()
-        print("Hostile: 400 clients gone mid-Set, 200 watchers gone mid-watch; a watcher that never read 60 MiB of changes was cut off: \(cutOff) (RSS \(baseline) → \(peak) MB); probe round trip \(ms(latencies))")
+        print(
+            "Hostile: 400 clients gone mid-Set, 200 watchers gone mid-watch; a watcher that never read 60 MiB of changes was cut off: \(cutOff) (RSS \(baseline) → \(peak) MB); probe round trip \(ms(latencies))"
+        )
         #expect(cutOff, "the deaf watcher was not disconnected")
         #expect(!Self.checksMemory || peak - baseline < 150, "kvd grew from \(baseline) MB to \(peak) MB for one watcher")
         let list = try probe.client.call(#"{"method":"io.kvd.Defaults.List","parameters":{"domain":"gone"}}"#)
@@ -196,7 +199,8 @@ import Testing
         for kind in ["Get", "Set"] {
             let client = try RawClient(sandbox.socket)
             pipelines.append(client)
-            let call = kind == "Get"
+            let call =
+                kind == "Get"
                 ? Array(#"{"method":"io.kvd.Defaults.Get","parameters":{"domain":"probe","key":"k"}}"#.utf8) + [0]
                 : Array(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"pipe","key":"k","value":1}}"#.utf8) + [0]
             let chunk = Array([[UInt8]](repeating: call, count: 200).joined())
@@ -228,7 +232,9 @@ import Testing
         // Hang up with calls still queued (the Set pipeline has thousands waiting for commits).
         for client in pipelines { shutdown(client.fd, Int32(SHUT_RDWR)) }
         guard workers.wait(timeout: .now() + 30) == .success else { throw TestFailure("pipelining clients did not stop") }
-        print("Hostile: two endless pipelines got \(pipelined.load(ordering: .relaxed)) replies in 3 s and a 16 MiB+ flood was cut off; probe round trip before \(ms(before)), during \(ms(during)); kvd RSS \(daemon.residentMegabytes) MB")
+        print(
+            "Hostile: two endless pipelines got \(pipelined.load(ordering: .relaxed)) replies in 3 s and a 16 MiB+ flood was cut off; probe round trip before \(ms(before)), during \(ms(during)); kvd RSS \(daemon.residentMegabytes) MB"
+        )
         try expectServed(during, daemon)
         #expect(daemon.stop() == 0, "\(daemon.errorOutput())")
     }
@@ -323,7 +329,8 @@ final class HostileDaemon {
     init(_ sandbox: Sandbox, fileLimit: Int? = nil, extra: [String] = []) throws {
         self.sandbox = sandbox
         let command = "kvd=$1; shift; " + (fileLimit.map { "ulimit -n \($0) || exit 99; " } ?? "") + "exec \"$kvd\" \"$@\" 2>\"$0\""
-        process = try ChildProcess("/bin/sh", ["-c", command, sandbox.root + "/kvd.log", Binaries.kvd, "--socket", sandbox.socket, "--state-dir", sandbox.state, "--idle-exit", "0"] + extra)
+        process = try ChildProcess(
+            "/bin/sh", ["-c", command, sandbox.root + "/kvd.log", Binaries.kvd, "--socket", sandbox.socket, "--state-dir", sandbox.state, "--idle-exit", "0"] + extra)
         try waitForListener(sandbox.socket, of: process, log: errorOutput)
     }
 

@@ -30,7 +30,9 @@ import Testing
         try model.verify(sandbox.socket, round: rounds)
         #expect(daemon.stop() == 0)
         let seconds = Date().timeIntervalSince(started)
-        print("KillTests: kvd survived \(rounds) SIGKILLs in \(String(format: "%.1f", seconds)) s; \(acknowledged) acknowledged changes all found after restarts; \(maybeApplied) calls were in flight at a kill (each all there or not at all)")
+        print(
+            "KillTests: kvd survived \(rounds) SIGKILLs in \(String(format: "%.1f", seconds)) s; \(acknowledged) acknowledged changes all found after restarts; \(maybeApplied) calls were in flight at a kill (each all there or not at all)"
+        )
         #expect(acknowledged > rounds, "too few writes were acknowledged for the test to mean anything")
     }
 
@@ -51,7 +53,9 @@ import Testing
                 #expect(reply.hasPrefix(#"{"parameters":{"value":\#(entry.value),"revision":\#(entry.revision)}"#), "round \(round): \(key) lost: \(reply.prefix(120))")
             }
             let pid = daemon.process.pid
-            let killer = Thread { usleep(UInt32.random(in: 0...30_000)); kill(pid, SIGKILL) }
+            let killer = Thread {
+                usleep(UInt32.random(in: 0...30_000)); kill(pid, SIGKILL)
+            }
             killer.start()
             for index in 0... {
                 let key = "r\(round)-\(index)"
@@ -196,7 +200,9 @@ final class KillModel: Sendable {
                 return seenValue == nil ? change.removals.contains(key) : change.sets[key] == seenValue
             }
             guard explained else {
-                throw TestFailure("round \(round): acknowledged change lost: \(id) should be \(expected?.value.map { "\($0.prefix(40))" } ?? "absent") (revision \(expected?.revision ?? 0)), is \(seenValue.map { "\($0.prefix(40))" } ?? "absent")")
+                throw TestFailure(
+                    "round \(round): acknowledged change lost: \(id) should be \(expected?.value.map { "\($0.prefix(40))" } ?? "absent") (revision \(expected?.revision ?? 0)), is \(seenValue.map { "\($0.prefix(40))" } ?? "absent")"
+                )
             }
             let revision = seen.flatMap { $0 }?.revision ?? expected?.revision ?? 0
             state.entries[id] = Entry(revision: revision, value: seenValue)
@@ -214,11 +220,14 @@ final class KillModel: Sendable {
                 if let entry = seen(key) {
                     later = entry.revision > revision
                 } else {  // removed: by this Apply, or by a later delete
-                    later = change.removals.contains(key) || (state.entries[id]?.value == nil && state.entries[id]?.revision ?? 0 > revision)
+                    later =
+                        change.removals.contains(key) || (state.entries[id]?.value == nil && state.entries[id]?.revision ?? 0 > revision)
                         || state.inFlight.contains { $0.domain == change.domain && $0.removals.contains(key) }
                 }
                 if !later {
-                    throw TestFailure("round \(round): an Apply in flight at the kill (revision \(revision)) is half there: \(id) is \(seen(key).map { "\($0.value?.prefix(30) ?? "") at revision \($0.revision)" } ?? "absent")")
+                    throw TestFailure(
+                        "round \(round): an Apply in flight at the kill (revision \(revision)) is half there: \(id) is \(seen(key).map { "\($0.value?.prefix(30) ?? "") at revision \($0.revision)" } ?? "absent")"
+                    )
                 }
             }
         }
@@ -279,7 +288,8 @@ struct KillWriter {
     private func message(for change: KillChange) -> String {
         func quoted(_ text: String) -> String { "\"\(text)\"" }
         if change.isApply {
-            let changes = change.sets.map { #"{"key":\#(quoted($0.key)),"value":\#(quoted($0.value))}"# }
+            let changes =
+                change.sets.map { #"{"key":\#(quoted($0.key)),"value":\#(quoted($0.value))}"# }
                 + change.removals.map { #"{"key":\#(quoted($0))}"# }
             return #"{"method":"io.kvd.Defaults.Apply","parameters":{"domain":\#(quoted(change.domain)),"changes":[\#(changes.joined(separator: ","))]}}"#
         }

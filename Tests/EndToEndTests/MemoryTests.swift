@@ -47,7 +47,9 @@ import Testing
         stop.store(true, ordering: .relaxed)
         guard workers.wait(timeout: .now() + 60) == .success else { throw TestFailure("the pipelining clients did not finish") }
         let sent = replies.load(ordering: .relaxed)
-        print("Memory: 4 clients kept 8 KB Sets queued for 6 s (\(sent) replies, \(sent * 8 / 1024) MB of calls): kvd RSS \(baseline) MB after warm-up, peak \(peak) MB; probe \(ms(latencies))")
+        print(
+            "Memory: 4 clients kept 8 KB Sets queued for 6 s (\(sent) replies, \(sent * 8 / 1024) MB of calls): kvd RSS \(baseline) MB after warm-up, peak \(peak) MB; probe \(ms(latencies))"
+        )
         #expect(sent > 1000, "the pipelines were hardly served")
         #expect(!Self.checksMemory || peak - baseline < 16, "kvd grew from \(baseline) MB to \(peak) MB")
         #expect(daemon.isRunning && daemon.stop() == 0, "\(daemon.errorOutput())")
@@ -91,7 +93,9 @@ extension MemoryTests {
         peak = max(peak, daemon.residentMegabytes)
         let cut = deaf.filter { $0.closedByDaemon(within: 2) }.count
         let warnings = ((try? String(contentsOfFile: daemon.logFile, encoding: .utf8)) ?? "").components(separatedBy: "(--max-client-memory): disconnecting client").count - 1
-        print("Memory: 100 watchers that never read and three 15 MiB Sets under a 40 MiB budget: \(cut) watchers cut (\(warnings) warnings), kvd RSS \(baseline) MB before, peak \(peak) MB; probe \(ms(latencies))")
+        print(
+            "Memory: 100 watchers that never read and three 15 MiB Sets under a 40 MiB budget: \(cut) watchers cut (\(warnings) warnings), kvd RSS \(baseline) MB before, peak \(peak) MB; probe \(ms(latencies))"
+        )
         #expect(cut == 100, "only \(cut) of the 100 watchers that never read were disconnected")
         #expect(warnings > 0, "no warning names a disconnected client: \(daemon.errorOutput())")
         #expect(!Self.checksMemory || peak - baseline < 200, "kvd grew from \(baseline) MB to \(peak) MB")
@@ -159,7 +163,8 @@ extension MemoryTests {
             over.setTimeouts(seconds: 10)
             over.send(domains(limit + 1) + (withNUL ? [0] : []))
             let reply = over.receive()
-            #expect(reply?.contains(#""error":"io.kvd.Defaults.TooLarge""#) == true && reply?.contains(#""limit":16777216"#) == true,
+            #expect(
+                reply?.contains(#""error":"io.kvd.Defaults.TooLarge""#) == true && reply?.contains(#""limit":16777216"#) == true,
                 "16 MiB + 1 \(withNUL ? "with" : "without") its NUL: \(reply?.prefix(300) ?? "closed without a reply")")
             #expect(over.closedByDaemon(within: 5), "16 MiB + 1 \(withNUL ? "with" : "without") its NUL: the connection stayed open")
         }

@@ -94,7 +94,8 @@ func stopDaemons(listeningOn socket: String) {
         guard let data = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") else { continue }
         let words = data.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
         guard words.first?.hasSuffix("/kvd") == true, let index = words.firstIndex(of: "--socket"),
-              index + 1 < words.count, words[index + 1] == socket else { continue }
+            index + 1 < words.count, words[index + 1] == socket
+        else { continue }
         kill(pid, SIGTERM)
         for _ in 0..<500 where kill(pid, 0) == 0 { usleep(10_000) }
     }

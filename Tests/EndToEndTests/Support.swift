@@ -53,8 +53,10 @@ final class ChildProcess {
     private var status: Int32?
 
     /// Starts `program`; standard streams come from and go to the given files (`/dev/null` if nil).
-    init(_ program: String, _ arguments: [String], environment: [String: String]? = nil,
-         stdin: String? = nil, stdout: String? = nil, stderr: String? = nil) throws {
+    init(
+        _ program: String, _ arguments: [String], environment: [String: String]? = nil,
+        stdin: String? = nil, stdout: String? = nil, stderr: String? = nil
+    ) throws {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }

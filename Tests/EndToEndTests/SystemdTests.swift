@@ -60,8 +60,9 @@ import Testing
                 .replacingOccurrences(of: "@DOCDIR@", with: repository.path)
             try text.write(toFile: unitDirectory + "/" + unit, atomically: true, encoding: .utf8)
         }
-        let result = try run("/usr/bin/systemd-analyze", ["verify", unitDirectory + "/kvd.socket", unitDirectory + "/kvd.service"],
-                             environment: ["SYSTEMD_LOG_LEVEL": "notice"])
+        let result = try run(
+            "/usr/bin/systemd-analyze", ["verify", unitDirectory + "/kvd.socket", unitDirectory + "/kvd.service"],
+            environment: ["SYSTEMD_LOG_LEVEL": "notice"])
         let complaints = (result.stdout + result.stderr).split(separator: "\n").filter { $0.contains("kvd.") }
         #expect(result.status == 0 && complaints.isEmpty, "\(result.stdout)\(result.stderr)")
         let service = try String(contentsOfFile: unitDirectory + "/kvd.service", encoding: .utf8)
@@ -95,8 +96,9 @@ import Testing
         stat(logFile, &status)
         var environment = ProcessInfo.processInfo.environment
         environment["JOURNAL_STREAM"] = "\(status.st_dev):\(status.st_ino)"
-        let daemon = try ChildProcess(Binaries.kvd, ["--socket", sandbox.socket, "--state-dir", sandbox.state, "--idle-exit", "0"],
-                                      environment: environment, stderr: logFile)
+        let daemon = try ChildProcess(
+            Binaries.kvd, ["--socket", sandbox.socket, "--state-dir", sandbox.state, "--idle-exit", "0"],
+            environment: environment, stderr: logFile)
         var buffer = [UInt8](repeating: 0, count: 8192)
         let count = recv(fd, &buffer, buffer.count, 0)
         let entry = count > 0 ? String(decoding: buffer[..<count], as: UTF8.self) : ""

@@ -109,7 +109,10 @@ final class RecordingConsole: HabitsConsole, @unchecked Sendable {
     @Test func newerElementsUnknownMembersAndNonListsAreReported() throws {
         let newer = warnings(.array([.dictionary(["name": .string("A"), "schemaVersion": .integer(3)])]))
         #expect(newer.habits == [] && newer.report.newerVersion == 3)
-        #expect(newer.warnings == ["warning: stored habit #1 (\"A\") was written by a newer version of habits (schema version 3; this one knows up to 2); it is not shown, and habits will not change the list until it is updated"])
+        #expect(
+            newer.warnings == [
+                "warning: stored habit #1 (\"A\") was written by a newer version of habits (schema version 3; this one knows up to 2); it is not shown, and habits will not change the list until it is updated"
+            ])
         let v2 = Habit(name: "Run", started: Date(timeIntervalSinceReferenceDate: 0), schedule: Schedule(every: 1, unit: .days))
         let stored = try #require(try StoredHabits.stored([v2]))
         guard case .array(let elements) = stored, case .dictionary(var members)? = elements.first else {
@@ -119,7 +122,8 @@ final class RecordingConsole: HabitsConsole, @unchecked Sendable {
         members["mood"] = .string("keen")
         let unknown = warnings(.array([.dictionary(members)]))
         #expect(unknown.habits == [v2])
-        #expect(unknown.warnings.count == 1 && unknown.warnings[0].contains("stored habit #1 holds something this version of habits does not read ($[0].mood"), "\(unknown.warnings)")
+        #expect(
+            unknown.warnings.count == 1 && unknown.warnings[0].contains("stored habit #1 holds something this version of habits does not read ($[0].mood"), "\(unknown.warnings)")
         let reshaped = warnings(.dictionary(["schemaVersion": .integer(3), "habits": .array([])]))
         #expect(reshaped.habits == nil && reshaped.report.readDefault && reshaped.report.newerVersion == 3)
         let other = warnings(.string("x"))

@@ -25,13 +25,14 @@ import Testing
         let table = ListFormat.table(habits, now: now, colour: false)
         #expect(!table.contains("\u{1B}"))
         let lines = table.split(separator: "\n").map(String.init)
-        #expect(lines == [
-            "   HABIT   EVERY  LAST DONE  DUE          DONE",
-            "●  Dishes  1d     3 h ago    in 21 h         2",
-            "◑  Walk    1w     never      in 2 d          0",
-            "○  Teeth   12h    13 h ago   overdue 1 h     6",
-            "3 habits, 1 due",
-        ])
+        #expect(
+            lines == [
+                "   HABIT   EVERY  LAST DONE  DUE          DONE",
+                "●  Dishes  1d     3 h ago    in 21 h         2",
+                "◑  Walk    1w     never      in 2 d          0",
+                "○  Teeth   12h    13 h ago   overdue 1 h     6",
+                "3 habits, 1 due",
+            ])
     }
 
     @Test func colourOnlyOnMarkerAndDueColumnWhenAsked() {
@@ -55,9 +56,10 @@ import Testing
     }
 
     @Test func jsonHasTheContractsMembersWithRFC3339Dates() throws {
-        let item = Habit(id: UUID(uuidString: "5D52B636-030A-4571-8B6E-2117AFD69304")!, name: "Dishes",
-                         started: Date(timeIntervalSinceReferenceDate: 0), lastDone: Date(timeIntervalSinceReferenceDate: 86_400.25),
-                         timesDone: 2, schedule: Schedule(every: 12, unit: .hours), preset: "Brush teeth")
+        let item = Habit(
+            id: UUID(uuidString: "5D52B636-030A-4571-8B6E-2117AFD69304")!, name: "Dishes",
+            started: Date(timeIntervalSinceReferenceDate: 0), lastDone: Date(timeIntervalSinceReferenceDate: 86_400.25),
+            timesDone: 2, schedule: Schedule(every: 12, unit: .hours), preset: "Brush teeth")
         let array = try JSONSerialization.jsonObject(with: Data(ListFormat.json([item]).utf8)) as! [[String: Any]]
         let object = try #require(array.first)
         #expect(object["id"] as? String == "5D52B636-030A-4571-8B6E-2117AFD69304")

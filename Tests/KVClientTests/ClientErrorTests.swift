@@ -15,8 +15,10 @@ import Testing
         (DefaultsInterface.Error.invalidValue, ["reason": .string("null")], .invalidValue(reason: "null")),
         (DefaultsInterface.Error.storageFailure, ["reason": .string("disk full")], .storageFailure(reason: "disk full")),
         (DefaultsInterface.Error.tooLarge, ["limit": .integer(100)], .tooLarge(limit: 100)),
-        (DefaultsInterface.Error.unreadableValue, ["domain": .string("com.a"), "key": .string("x"), "reason": .string("not a date")],
-         .unreadableValue(domain: "com.a", key: "x", reason: "not a date")),
+        (
+            DefaultsInterface.Error.unreadableValue, ["domain": .string("com.a"), "key": .string("x"), "reason": .string("not a date")],
+            .unreadableValue(domain: "com.a", key: "x", reason: "not a date")
+        ),
         (ServiceInterface.Error.methodNotFound, ["method": .string("io.kvd.Defaults.ListAll")], .methodNotFound(method: "io.kvd.Defaults.ListAll")),
         (ServiceInterface.Error.permissionDenied, [:], .permissionDenied),
         ("com.other.Weird", ["a": .integer(1)], .remote(name: "com.other.Weird", parameters: ["a": .integer(1)])),
@@ -34,9 +36,14 @@ import Testing
         (DefaultsInterface.Error.invalidName, ["name": .string("a/b"), "reason": .string("bad byte")], "invalid name \"a/b\": bad byte"),
         (DefaultsInterface.Error.invalidValue, ["reason": .string("null")], "invalid value: null"),
         (DefaultsInterface.Error.storageFailure, ["reason": .string("disk full")], "kvd could not store the change, so nothing changed: disk full"),
-        (DefaultsInterface.Error.unreadableValue, ["domain": .string("com.a"), "key": .string("x"), "reason": .string("not a date")],
-         "the stored value of \"x\" in com.a cannot be read (not a date); kvd keeps it as it is. Replace it with `kvctl set com.a x ...` or remove it with `kvctl delete com.a x`"),
-        (DefaultsInterface.Error.tooLarge, ["limit": .integer(100)], "the request, or the domain after it, is larger than kvd's limit of 100 bytes (one message); store less under one key, or in one domain"),
+        (
+            DefaultsInterface.Error.unreadableValue, ["domain": .string("com.a"), "key": .string("x"), "reason": .string("not a date")],
+            "the stored value of \"x\" in com.a cannot be read (not a date); kvd keeps it as it is. Replace it with `kvctl set com.a x ...` or remove it with `kvctl delete com.a x`"
+        ),
+        (
+            DefaultsInterface.Error.tooLarge, ["limit": .integer(100)],
+            "the request, or the domain after it, is larger than kvd's limit of 100 bytes (one message); store less under one key, or in one domain"
+        ),
         (ServiceInterface.Error.methodNotFound, ["method": .string("io.kvd.Defaults.Nope")], "kvd does not implement io.kvd.Defaults.Nope (is kvd older than this client?)"),
         (ServiceInterface.Error.invalidParameter, ["parameter": .string("key")], "kvd refused the parameter \"key\" (is kvd a different version than this client?)"),
         (ServiceInterface.Error.permissionDenied, [:], "kvd denied access"),

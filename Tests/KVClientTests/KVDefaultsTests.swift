@@ -138,7 +138,8 @@ extension KVDefaults.Keys {
     @Test func savingAnArrayKeepsTheElementsItCouldNotRead() throws {
         let daemon = try RealDaemon()
         let defaults = daemon.suite("com.example.lenient", log: DiagnosticLog())
-        let original = try stored("""
+        let original = try stored(
+            """
             [{"name": "Shop", "text": "@myshop", "pointSize": 54},
              {"name": "Broken", "text": 42},
              {"schemaVersion": 3, "name": "New", "text": "t", "relativeSize": 0.1}]

@@ -40,7 +40,10 @@ struct WatermarkTemplate: VersionedValue, Equatable {
 
     static func relativeSize(fromLegacyPoints points: Double) -> Double { points / 1080 }
 
-    init(id: UUID = UUID(), name: String, text: String, fontName: String = "System", relativeSize: Double, opacity: Double = 0.8, anchor: Anchor = .bottomTrailing, margin: Double = 0.04) {
+    init(
+        id: UUID = UUID(), name: String, text: String, fontName: String = "System", relativeSize: Double, opacity: Double = 0.8, anchor: Anchor = .bottomTrailing,
+        margin: Double = 0.04
+    ) {
         (self.id, self.name, self.text, self.fontName) = (id, name, text, fontName)
         (self.relativeSize, self.opacity, self.anchor, self.margin) = (relativeSize, opacity, anchor, margin)
     }
@@ -96,88 +99,89 @@ struct Habit: VersionedValue, Equatable {
     }
 
     init(migrating old: HabitItemV1) {
-        self.init(id: old.id, name: old.name, started: old.started, lastDone: old.timesDone > 0 ? old.lastDone : nil,
-                  timesDone: old.timesDone, everyDays: old.daysBetweenCompletions)
+        self.init(
+            id: old.id, name: old.name, started: old.started, lastDone: old.timesDone > 0 ? old.lastDone : nil,
+            timesDone: old.timesDone, everyDays: old.daysBetweenCompletions)
     }
 }
 
 /// Seed 002's v0.1 JSON, verbatim (as `JSONEncoder().encode(items)` wrote it).
 let habitsV01JSON = """
-[
- {
- "id":"5D52B636-030A-4571-8B6E-2117AFD69304",
- "timesDone":2,
- "daysBetweenCompletions":1,
- "name":"Dishes",
- "lastDone":687916240.08548605,
- "started":687741044.36479199
- },
- {
- "id":"26D89BA0-D3FA-49CF-BB01-249A19E90871",
- "timesDone":4,
- "daysBetweenCompletions":1,
- "name":"Bed",
- "lastDone":688060851.81663799,
- "started":687702031.59694302
- },
- {
- "id":"C73234ED-3FA9-4B91-AC24-42E7391E3BE1",
- "timesDone":10,
- "daysBetweenCompletions":0.5,
- "name":"Eating ",
- "lastDone":688108866.69676399,
- "started":687702494.12051105
- },
- {
- "id":"0940450A-2A5E-4B11-B049-9B33F9C01F7D",
- "timesDone":6,
- "daysBetweenCompletions":0.5,
- "name":"Brush teeth",
- "lastDone":688110048.34211302,
- "started":687702045.01338601
- },
- {
- "id":"FA6556A8-17A8-4556-8690-9522A5B22856",
- "timesDone":4,
- "daysBetweenCompletions":1,
- "name":"Write code",
- "lastDone":688108275.33836806,
- "started":687702594.956689
- },
- {
- "id":"DA2A1F85-1274-4C58-B411-D6FF9B2A2AAF",
- "timesDone":0,
- "daysBetweenCompletions":7,
- "name":"Walk exercise",
- "lastDone":687702620.82404804,
- "started":687702620.82411301
- },
- {
- "id":"155D50A7-1403-47C6-AFCA-12DB13270A55",
- "timesDone":1,
- "daysBetweenCompletions":7,
- "name":"Bins out",
- "lastDone":687879744.60854602,
- "started":687702107.33206701
- },
- {
- "id":"86FE01B9-4716-4C2C-B768-1AC8E3B03DDB",
- "timesDone":1,
- "daysBetweenCompletions":7,
- "name":"Roomba kitchen",
- "lastDone":687916244.61723006,
- "started":687702077.16412401
- },
- {
- "id":"EEA3D2CD-3717-49DD-B5E2-924956F41189",
- "timesDone":2,
- "daysBetweenCompletions":7,
- "name":"Washing",
- "lastDone":688115581.30661595,
- "started":687702096.33233297
- }
-]
-"""
+    [
+     {
+     "id":"5D52B636-030A-4571-8B6E-2117AFD69304",
+     "timesDone":2,
+     "daysBetweenCompletions":1,
+     "name":"Dishes",
+     "lastDone":687916240.08548605,
+     "started":687741044.36479199
+     },
+     {
+     "id":"26D89BA0-D3FA-49CF-BB01-249A19E90871",
+     "timesDone":4,
+     "daysBetweenCompletions":1,
+     "name":"Bed",
+     "lastDone":688060851.81663799,
+     "started":687702031.59694302
+     },
+     {
+     "id":"C73234ED-3FA9-4B91-AC24-42E7391E3BE1",
+     "timesDone":10,
+     "daysBetweenCompletions":0.5,
+     "name":"Eating ",
+     "lastDone":688108866.69676399,
+     "started":687702494.12051105
+     },
+     {
+     "id":"0940450A-2A5E-4B11-B049-9B33F9C01F7D",
+     "timesDone":6,
+     "daysBetweenCompletions":0.5,
+     "name":"Brush teeth",
+     "lastDone":688110048.34211302,
+     "started":687702045.01338601
+     },
+     {
+     "id":"FA6556A8-17A8-4556-8690-9522A5B22856",
+     "timesDone":4,
+     "daysBetweenCompletions":1,
+     "name":"Write code",
+     "lastDone":688108275.33836806,
+     "started":687702594.956689
+     },
+     {
+     "id":"DA2A1F85-1274-4C58-B411-D6FF9B2A2AAF",
+     "timesDone":0,
+     "daysBetweenCompletions":7,
+     "name":"Walk exercise",
+     "lastDone":687702620.82404804,
+     "started":687702620.82411301
+     },
+     {
+     "id":"155D50A7-1403-47C6-AFCA-12DB13270A55",
+     "timesDone":1,
+     "daysBetweenCompletions":7,
+     "name":"Bins out",
+     "lastDone":687879744.60854602,
+     "started":687702107.33206701
+     },
+     {
+     "id":"86FE01B9-4716-4C2C-B768-1AC8E3B03DDB",
+     "timesDone":1,
+     "daysBetweenCompletions":7,
+     "name":"Roomba kitchen",
+     "lastDone":687916244.61723006,
+     "started":687702077.16412401
+     },
+     {
+     "id":"EEA3D2CD-3717-49DD-B5E2-924956F41189",
+     "timesDone":2,
+     "daysBetweenCompletions":7,
+     "name":"Washing",
+     "lastDone":688115581.30661595,
+     "started":687702096.33233297
+     }
+    ]
+    """
 
 /// Typed JSON text as a stored value.
 func stored(_ text: String) throws -> Value {
@@ -196,12 +200,12 @@ final class DiagnosticLog: Sendable {
     }
 }
 
-
 @Suite struct MigrationTests {
     /// Seed 000's fixture: a missing version, a renamed field with a changed meaning, a missing
     /// field with a default, a malformed element, an unknown enum value.
     @Test func seed000TemplatesDecodeAcrossVersionsSkippingTheBrokenOne() throws {
-        let value = try stored("""
+        let value = try stored(
+            """
             [
               { "name": "Shop", "text": "@myshop", "pointSize": 54, "anchor": "bottomTrailing" },
               { "name": "Broken", "text": 42 },
@@ -261,7 +265,8 @@ final class DiagnosticLog: Sendable {
     }
 
     @Test func newerElementsOfAnArrayAreSkippedAndKeptForTheNextSave() throws {
-        let value = try stored("""
+        let value = try stored(
+            """
             [{"schemaVersion": 3, "name": "New", "text": "t", "relativeSize": 0.1},
              {"schemaVersion": 2, "name": "Old", "text": "t", "relativeSize": 0.2},
              {"name": "Broken", "text": 42}]
@@ -272,7 +277,10 @@ final class DiagnosticLog: Sendable {
         #expect(log.all.map(\.kind) == [.skippedElement(index: 0), .skippedElement(index: 2)])
         let kept = KVDefaults.typedRead([WatermarkTemplate].self, value, argument: false).findings.filter { $0.keep == .append }.compactMap(\.stored)
         #expect(kept.count == 2)
-        #expect(try kept.map { try $0.value() } == [try stored(#"{"schemaVersion": 3, "name": "New", "text": "t", "relativeSize": 0.1}"#), try stored(#"{"name": "Broken", "text": 42}"#)])
+        #expect(
+            try kept.map { try $0.value() } == [
+                try stored(#"{"schemaVersion": 3, "name": "New", "text": "t", "relativeSize": 0.1}"#), try stored(#"{"name": "Broken", "text": 42}"#),
+            ])
     }
 
     @Test func problemsOfOneStoredValueAreReportedOnce() throws {

@@ -170,8 +170,9 @@ enum ShapeFixture {
         note.title = "Shopping"
         try? defaults.set(note, for: .note)
         let after = try storedNow(daemon, "note")
-        #expect(JSONWriter(sortKeys: true).string(after.typedJSON).contains("precious text") || after == .data(Data(ShapeFixture.unversionedV1.utf8)),
-                "the text survives the save: \(after)")
+        #expect(
+            JSONWriter(sortKeys: true).string(after.typedJSON).contains("precious text") || after == .data(Data(ShapeFixture.unversionedV1.utf8)),
+            "the text survives the save: \(after)")
         #expect(after == (try stored(#"{"schemaVersion": 2, "title": "Shopping", "text": "precious text"}"#)), "read cleanly as v1, saved as v2")
         #expect(defaults.read(.note).report.isClean)
     }
@@ -227,7 +228,8 @@ enum ShapeFixture {
         try defaults.set(tasks, for: .tasks)
         let saved = try storedNow(daemon, "notes")
         guard case .array(let elements) = saved, elements.count == 2, case .dictionary(let first) = elements[0],
-            case .dictionary(let second) = elements[1] else {
+            case .dictionary(let second) = elements[1]
+        else {
             Issue.record("the saved tasks are not two dictionaries: \(saved)")
             return
         }
@@ -252,8 +254,9 @@ enum ShapeFixture {
         #expect(throws: KVDefaultsError.self) { try defaults.set(book, for: .coveredNotebook) }
         book.name = "Kitchen"
         try defaults.set(book, for: .coveredNotebook, unread: .keep)
-        #expect(try storedNow(daemon, "notebook") == (try stored(#"{"name": "Kitchen", "notes": [], "cover": "tartan", "owner": "ann"}"#)),
-                "the unknown case and the unknown member are back where they were")
+        #expect(
+            try storedNow(daemon, "notebook") == (try stored(#"{"name": "Kitchen", "notes": [], "cover": "tartan", "owner": "ann"}"#)),
+            "the unknown case and the unknown member are back where they were")
         book.cover = .high
         try defaults.set(book, for: .coveredNotebook, unread: .keep)
         #expect(try storedNow(daemon, "notebook") == (try stored(#"{"name": "Kitchen", "notes": [], "cover": "high", "owner": "ann"}"#)))
@@ -272,7 +275,8 @@ enum ShapeFixture {
         }
         #expect(try storedNow(daemon, "notes") == original)
         let reading = defaults.read(.notesV1)
-        #expect(reading.report.newerVersion == 2 && reading.value.isEmpty && !reading.report.readDefault,
-                "the app can tell the list is not empty but newer")
+        #expect(
+            reading.report.newerVersion == 2 && reading.value.isEmpty && !reading.report.readDefault,
+            "the app can tell the list is not empty but newer")
     }
 }

@@ -29,8 +29,9 @@ extension KVDefaults.Keys {
         #expect(defaults[.label] == "7")
         #expect(log.all.isEmpty, "\(log.all)")
         try defaults.set(21, for: .fontSize)
-        #expect(try daemon.connection().get(domain("com.example.convert"), key("fontSize")).value == .integer(21),
-                "a converted read is a clean one: the save stores the typed value")
+        #expect(
+            try daemon.connection().get(domain("com.example.convert"), key("fontSize")).value == .integer(21),
+            "a converted read is a clean one: the save stores the typed value")
         for text in ["twenty", "20abc", "3.5"] {
             try defaults.write(text, forKey: "fontSize")
             #expect(defaults[.fontSize] == 12, "\(text) is not a whole number: the default, and a diagnostic")
@@ -89,7 +90,8 @@ extension KVDefaults.Keys {
 
     @Test func aSkippedNewerElementIsDescribedOnce() throws {
         let log = DiagnosticLog()
-        _ = log.suite().decode([Note].self, try stored(ShapeFixture.nestedNewer.replacingOccurrences(of: "\"name\": \"Home\", \"notes\": ", with: "\"x\": ")), source: .suite, key: "notes")
+        _ = log.suite().decode(
+            [Note].self, try stored(ShapeFixture.nestedNewer.replacingOccurrences(of: "\"name\": \"Home\", \"notes\": ", with: "\"x\": ")), source: .suite, key: "notes")
         _ = log.suite().decode([Note].self, try stored(#"[{"schemaVersion": 3, "title": "Plan"}]"#), source: .suite, key: "notes")
         let message = try #require(log.all.last?.message)
         #expect(!(message.contains("left as stored") && message.contains("stays stored")), "\(message)")

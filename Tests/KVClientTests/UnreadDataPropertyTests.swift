@@ -75,14 +75,16 @@ struct Scenario {
     init(_ generator: inout SeededGenerator) throws {
         var items: [Item] = []
         for id in 0..<Int.random(in: 0...4, using: &generator) {
-            items.append(Item(
-                id: id, title: "T\(id)", done: [true, false, nil].randomElement(using: &generator)!,
-                priority: [.low, .normal, .high].randomElement(using: &generator)!, mood: [.busy, nil].randomElement(using: &generator)!))
+            items.append(
+                Item(
+                    id: id, title: "T\(id)", done: [true, false, nil].randomElement(using: &generator)!,
+                    priority: [.low, .normal, .high].randomElement(using: &generator)!, mood: [.busy, nil].randomElement(using: &generator)!))
         }
         var counts: [String: Int] = [:]
         for index in 0..<Int.random(in: 0...3, using: &generator) { counts["c\(index)"] = index }
-        let shelf = Shelf(label: "L", items: items, counts: counts, mood: [.tired, nil].randomElement(using: &generator)!,
-                          meta: Meta(owner: "O", note: ["n", nil].randomElement(using: &generator)!))
+        let shelf = Shelf(
+            label: "L", items: items, counts: counts, mood: [.tired, nil].randomElement(using: &generator)!,
+            meta: Meta(owner: "O", note: ["n", nil].randomElement(using: &generator)!))
         stored = try NodeEncoder().encode(shelf)
         if Bool.random(using: &generator), !items.isEmpty { asV1(Int.random(in: 0..<items.count, using: &generator)) }
         for _ in 0..<Int.random(in: 0...3, using: &generator) { inject(&generator) }
@@ -107,7 +109,8 @@ struct Scenario {
             injected.append(.member(owner, name: name, value: .string("u\(tag)")))
         case 1, 2:
             nextID += 1
-            let element: Node = tag % 2 == 0
+            let element: Node =
+                tag % 2 == 0
                 ? .object(["schemaVersion": .integer(2), "id": .integer(Int64(nextID)), "title": .integer(Int64(tag)), "priority": .string("low")])
                 : .object(["schemaVersion": .integer(3), "id": .integer(Int64(nextID)), "headline": .string("new \(tag)")])
             edit(items: { $0.insert(element, at: Int.random(in: 0...$0.count, using: &generator)) })
@@ -213,12 +216,14 @@ struct AppChange {
             return AppChange(describe: "set mood of item \(id!)", excuses: { if case .mood(.item(id: id!), _) = $0 { true } else { false } })
         case 3 where index != nil:
             shelf.items.remove(at: index!)
-            return AppChange(describe: "remove item \(id!)", excuses: { injected in
-                switch injected {
-                case .member(.item(id: id!), _, _), .itemPriority(id!, _), .mood(.item(id: id!), _): true
-                default: false
-                }
-            })
+            return AppChange(
+                describe: "remove item \(id!)",
+                excuses: { injected in
+                    switch injected {
+                    case .member(.item(id: id!), _, _), .itemPriority(id!, _), .mood(.item(id: id!), _): true
+                    default: false
+                    }
+                })
         case 4:
             shelf.items.insert(Item(id: 5000, title: "new", done: nil, priority: .low, mood: nil), at: Int.random(in: 0...shelf.items.count, using: &generator))
             return AppChange(describe: "insert an item", check: { Check.item(5000, in: $0) != nil })
@@ -227,8 +232,9 @@ struct AppChange {
             return AppChange(describe: "set the shelf's mood", excuses: { if case .mood(.root, _) = $0 { true } else { false } })
         case 6:
             shelf.meta.note = "written"
-            return AppChange(describe: "set the note", excuses: { if case .note = $0 { true } else { false } },
-                          check: { Check.object(.meta, in: $0)?["note"] == .string("written") })
+            return AppChange(
+                describe: "set the note", excuses: { if case .note = $0 { true } else { false } },
+                check: { Check.object(.meta, in: $0)?["note"] == .string("written") })
         default:
             shelf.label = "changed"
             return AppChange(describe: "change the label", check: { Check.object(.root, in: $0)?["label"] == .string("changed") })

@@ -105,7 +105,10 @@ import Testing
         let result = daemon.kvctl("set", "com.a", "k", "-int", "many")
         #expect(result.status == 2)
         #expect(result.out == "")
-        #expect(result.err == "kvctl: -int needs a whole number from -9223372036854775808 to 9223372036854775807, not \"many\"\nusage: kvctl [OPTIONS] set DOMAIN KEY [TYPE-FLAG] VALUE... (see: kvctl help set)\n")
+        #expect(
+            result.err
+                == "kvctl: -int needs a whole number from -9223372036854775808 to 9223372036854775807, not \"many\"\nusage: kvctl [OPTIONS] set DOMAIN KEY [TYPE-FLAG] VALUE... (see: kvctl help set)\n"
+        )
     }
 
     @Test func helpGoesToStdoutAndNamesEveryCommand() {

@@ -36,10 +36,11 @@ import Testing
     @Test func watchLinesShowValuesAndRemovals() throws {
         let event = WatchEventFixture.event
         #expect(Format.watchLines(event, json: false) == ["a = \"x\"", "b removed"])
-        #expect(Format.watchLines(event, json: true) == [
-            "{\"initial\":true,\"key\":\"a\",\"revision\":7,\"value\":\"x\"}",
-            "{\"initial\":true,\"key\":\"b\",\"revision\":7}",
-        ])
+        #expect(
+            Format.watchLines(event, json: true) == [
+                "{\"initial\":true,\"key\":\"a\",\"revision\":7,\"value\":\"x\"}",
+                "{\"initial\":true,\"key\":\"b\",\"revision\":7}",
+            ])
     }
 
     @Test func namesAreOneALineOrAJSONArray() {

@@ -39,23 +39,24 @@ import Testing
         #expect(try Invocation.parse(["rename", "--help"]).command == .help("rename"))
     }
 
-    @Test(arguments: [
-        ([], nil, "missing COMMAND"),
-        (["--bogus", "domains"], nil, "unknown option --bogus"),
-        (["--socket"], nil, "--socket needs a PATH"),
-        (["--socket=", "domains"], nil, "--socket needs a PATH, not an empty value"),
-        (["--socket", "", "domains"], nil, "--socket needs a PATH, not an empty value"),
-        (["frobnicate"], nil, "unknown command \"frobnicate\""),
-        (["get"], "get", "missing DOMAIN"),
-        (["get", "a/b"], "get", "a domain name may hold only"),
-        (["get", ".a"], "get", "must not start with '.' or '-'"),
-        (["set", "com.a"], "set", "missing KEY"),
-        (["set", "com.a", "k"], "set", "missing VALUE"),
-        (["domains", "extra"], "domains", "unexpected argument: extra"),
-        (["rename", "com.a", "k"], "rename", "missing NEW"),
-        (["export", "com.a"], "export", "missing FILE"),
-        (["help", "nope"], "help", "no command \"nope\""),
-    ] as [([String], String?, String)])
+    @Test(
+        arguments: [
+            ([], nil, "missing COMMAND"),
+            (["--bogus", "domains"], nil, "unknown option --bogus"),
+            (["--socket"], nil, "--socket needs a PATH"),
+            (["--socket=", "domains"], nil, "--socket needs a PATH, not an empty value"),
+            (["--socket", "", "domains"], nil, "--socket needs a PATH, not an empty value"),
+            (["frobnicate"], nil, "unknown command \"frobnicate\""),
+            (["get"], "get", "missing DOMAIN"),
+            (["get", "a/b"], "get", "a domain name may hold only"),
+            (["get", ".a"], "get", "must not start with '.' or '-'"),
+            (["set", "com.a"], "set", "missing KEY"),
+            (["set", "com.a", "k"], "set", "missing VALUE"),
+            (["domains", "extra"], "domains", "unexpected argument: extra"),
+            (["rename", "com.a", "k"], "rename", "missing NEW"),
+            (["export", "com.a"], "export", "missing FILE"),
+            (["help", "nope"], "help", "no command \"nope\""),
+        ] as [([String], String?, String)])
     func usageErrorsNameTheCommandAndTheProblem(arguments: [String], command: String?, expected: String) {
         let error = #expect(throws: CommandLineError.self) { try Invocation.parse(arguments) }
         #expect(error?.command == command)

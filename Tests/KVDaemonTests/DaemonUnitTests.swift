@@ -23,7 +23,10 @@ import Testing
     @Test func flagsOverrideTheEnvironment() throws {
         let parsed = try parse(["--socket", "/s", "--state-dir=/d", "--idle-exit", "0"], ["KVD_SOCKET": "/x", "KVD_STATE_DIR": "/y"])
         #expect(parsed == .run(DaemonOptions(socketPath: "/s", stateDirectory: "/d", idleExit: nil, verbose: false)))
-        #expect(try parse(["--idle-exit", "1.5"]) == .run(DaemonOptions(socketPath: Paths.socket(explicit: nil, environment: [:]), stateDirectory: "/home/u/.config/kvd", idleExit: .milliseconds(1500), verbose: false)))
+        #expect(
+            try parse(["--idle-exit", "1.5"])
+                == .run(
+                    DaemonOptions(socketPath: Paths.socket(explicit: nil, environment: [:]), stateDirectory: "/home/u/.config/kvd", idleExit: .milliseconds(1500), verbose: false)))
     }
 
     @Test func badUsageSaysWhatIsWrong() {
@@ -71,7 +74,9 @@ import Testing
         let handler = RequestHandler(store: temp.store)
         let domain = try Domain(validating: "d")
         let key = try Key(validating: "k")
-        guard case .commit(domain, .set(key, .integer(5), ifRevision: nil)) = handler.handle(try request("Set", ["domain": .string("d"), "key": .string("k"), "value": .integer(5)])) else {
+        guard
+            case .commit(domain, .set(key, .integer(5), ifRevision: nil)) = handler.handle(try request("Set", ["domain": .string("d"), "key": .string("k"), "value": .integer(5)]))
+        else {
             Issue.record("Set must become a commit")
             return
         }

@@ -23,7 +23,8 @@ import Testing
             folder = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
             store = try Store(directory: folder + "/state")
             let log = Logger(toJournal: false)
-            let socket = systemdSocket
+            let socket =
+                systemdSocket
                 ? ListeningSocket.handedOver([try system.listenUnix(folder + "/kvd.sock")], system: system)
                 : try ListeningSocket.open(path: folder + "/kvd.sock", log: log, system: system)
             server = try Server(store: store, socket: socket, log: log, idleExit: .milliseconds(50))

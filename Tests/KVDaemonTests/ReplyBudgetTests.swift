@@ -35,7 +35,8 @@ import Testing
     }
 
     @Test func tooLargeIsTheContractsError() {
-        #expect(RequestHandler.reply(to: .tooLarge(limit: Limits.messageBytes, reason: "x")) == .failure("io.kvd.Defaults.TooLarge", ["limit": .integer(Int64(Limits.messageBytes))]))
+        #expect(
+            RequestHandler.reply(to: .tooLarge(limit: Limits.messageBytes, reason: "x")) == .failure("io.kvd.Defaults.TooLarge", ["limit": .integer(Int64(Limits.messageBytes))]))
         #expect(RequestHandler.reply(to: .invalidValue("nesting")).error == "io.kvd.Defaults.InvalidValue")
     }
 }

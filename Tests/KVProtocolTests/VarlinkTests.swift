@@ -146,12 +146,14 @@ import KVValues
         #expect(refusal("io.kvd.Defaults.Get", ["domain": .string("d")])?.parameters["parameter"] == .string("key"))
         #expect(refusal("io.kvd.Defaults.Get", ["domain": .integer(1), "key": .string("k")])?.error == "org.varlink.service.InvalidParameter")
         #expect(refusal("io.kvd.Defaults.Get", ["domain": .string("../etc"), "key": .string("k")])?.error == "io.kvd.Defaults.InvalidName")
-        #expect(refusal("io.kvd.Defaults.Set", ["domain": .string("d"), "key": .string("k"), "value": .object(["$x": .integer(1)])])?.error
-            == "io.kvd.Defaults.InvalidValue")
+        #expect(
+            refusal("io.kvd.Defaults.Set", ["domain": .string("d"), "key": .string("k"), "value": .object(["$x": .integer(1)])])?.error
+                == "io.kvd.Defaults.InvalidValue")
         #expect(refusal("io.kvd.Defaults.Set", ["domain": .string("d"), "key": .string("k")])?.error == "org.varlink.service.InvalidParameter")
         #expect(refusal("io.kvd.Defaults.Watch", ["domain": .string("d")])?.error == "org.varlink.service.ExpectedMore")
-        #expect(refusal("io.kvd.Defaults.Set", ["domain": .string("d"), "key": .string("k"), "value": .integer(1), "ifRevision": .string("1")])?.error
-            == "org.varlink.service.InvalidParameter")
+        #expect(
+            refusal("io.kvd.Defaults.Set", ["domain": .string("d"), "key": .string("k"), "value": .integer(1), "ifRevision": .string("1")])?.error
+                == "org.varlink.service.InvalidParameter")
     }
 
     @Test func interfaceDeclaresTheContract() {

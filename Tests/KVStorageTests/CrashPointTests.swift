@@ -77,7 +77,9 @@ import Testing
         let total = CrashEnumeration.crashDuringRecovery(of: outer, directory: Self.directory, options: Self.options, checker: Self.checker) { work in
             work.commit(domain("com.example.a"), .set(key("after"), .integer(7), ifRevision: nil))
         }
-        print("crashes during recovery: \(outer.recovered.count) crashed disks recovered again, \(total.points) crash points, \(total.states) crash states checked (\(total.distinct) more distinct disks)")
+        print(
+            "crashes during recovery: \(outer.recovered.count) crashed disks recovered again, \(total.points) crash points, \(total.states) crash states checked (\(total.distinct) more distinct disks)"
+        )
         #expect(total.failures.count == 0, "crash states failed; the first:\n\(total.failures.prefix(3).joined(separator: "\n\n"))")
     }
 }

@@ -312,10 +312,11 @@ enum CrashEnumeration {
                 report.states += 1
                 let recovered = report.recovered[disk] ?? checker.recover(disk)
                 report.recovered[disk] = recovered
-                let problem: String? = switch recovered {
-                case .failed(let reason): reason
-                case .content(let content): checker.judge(content, allowed: allowed)
-                }
+                let problem: String? =
+                    switch recovered {
+                    case .failed(let reason): reason
+                    case .content(let content): checker.judge(content, allowed: allowed)
+                    }
                 if let problem {
                     let last = point > 0 ? labels[point - 1] : "nothing"
                     report.failures.append("crash after operation \(point) (\(last)): \(problem)\n  disk: \(describe(disk, checker.directory))")

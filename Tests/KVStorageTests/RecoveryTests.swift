@@ -29,8 +29,10 @@ import Testing
         #expect(reopened.get(app, key("name")) == .value(.string("Ada"), revision: 1))
     }
 
-    @Test(arguments: ["{not json", #"["an", "array"]"#, #"{"format": "kvd-domain", "formatVersion": 99, "values": {}}"#,
-                      #"{"format": "other", "formatVersion": 1}"#])
+    @Test(arguments: [
+        "{not json", #"["an", "array"]"#, #"{"format": "kvd-domain", "formatVersion": 99, "values": {}}"#,
+        #"{"format": "other", "formatVersion": 1}"#,
+    ])
     func unreadableDomainFileIsBackedUpAndOthersServed(content: String) throws {
         let folder = TemporaryFolder()
         defer { folder.remove() }
@@ -77,7 +79,9 @@ import Testing
     @Test func oneBadValueCostsOnlyItsKeyAndSurvivesTheNextSave() throws {
         let folder = TemporaryFolder()
         defer { folder.remove() }
-        folder.write("com.example.mixed.json", """
+        folder.write(
+            "com.example.mixed.json",
+            """
             {"format": "kvd-domain", "formatVersion": 1, "domain": "com.example.mixed", "revision": 5,
              "savedAt": "2026-11-29T17:00:00.000Z",
              "values": {"good": 1, "bad": {"$date": "yesterday"}, "nulled": null},

@@ -6,7 +6,6 @@ import KVValues
 import Synchronization
 import Testing
 
-
 struct StoreOpenTimeout: Error, CustomStringConvertible {
     var description: String { "opening the store did not finish within 10 s" }
 }
@@ -193,8 +192,9 @@ struct StoreOpenTimeout: Error, CustomStringConvertible {
     /// The name of a long domain's file is part of the on-disk format: it must never change
     /// (the hash computed independently, with Python's integers, from FNV-1a's published constants).
     @Test func longDomainFileNameIsStable() {
-        #expect(StorageFormat.fileName(for: domain("a" + String(repeating: "b", count: 254)))
-            == "a" + String(repeating: "b", count: 166) + "~52f4de1bcc5833f197db6890a7fdeda8.json")
+        #expect(
+            StorageFormat.fileName(for: domain("a" + String(repeating: "b", count: 254)))
+                == "a" + String(repeating: "b", count: 166) + "~52f4de1bcc5833f197db6890a7fdeda8.json")
         #expect(StorageFormat.fileName(for: domain(String(repeating: "c", count: 200))) == String(repeating: "c", count: 200) + ".json")
         #expect(StorageFormat.entry(forFileName: "a~52f4de1bcc5833f197db6890a7fdeda8.json") == .longDomainFile)
         #expect(StorageFormat.entry(forFileName: "a~52f4.json") == nil)

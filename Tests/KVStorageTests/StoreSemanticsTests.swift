@@ -79,8 +79,10 @@ import Testing
         let store = try Store(directory: folder.state)
         defer { store.close() }
         let app = domain("com.example.apply")
-        let changes = [Change(key: key("a"), value: .integer(1)), Change(key: key("b"), value: .integer(2)),
-                       Change(key: key("missing"), value: nil)]
+        let changes = [
+            Change(key: key("a"), value: .integer(1)), Change(key: key("b"), value: .integer(2)),
+            Change(key: key("missing"), value: nil),
+        ]
         let first = try store.commit(app, .apply(changes, ifRevision: 0))
         #expect(first.changes == Array(changes.prefix(2)))
         #expect(store.list(app)?.revision == first.revision)

@@ -86,7 +86,11 @@ final class RecordingFileSystem: FileSystem {
         counts.withLock { $0.bytesWritten.filter { $0.key.contains(part) }.values.reduce(0, +) }
     }
 
-    func resetCounts() { counts.withLock { $0.syncs = 0; $0.bytesWritten = [:]; $0.calls = [] } }
+    func resetCounts() {
+        counts.withLock {
+            $0.syncs = 0; $0.bytesWritten = [:]; $0.calls = []
+        }
+    }
 
     private func name(_ fd: FileDescriptor) -> String { counts.withLock { $0.paths[fd.rawValue] ?? "?" } }
 

@@ -116,10 +116,11 @@ import Testing
                         states += 1
                         let recovered = known[disk] ?? CrashPointTests.checker.recover(disk)
                         known[disk] = recovered
-                        let problem: String? = switch recovered {
-                        case .failed(let reason): reason
-                        case .content(let content): CrashPointTests.checker.judge(content, allowed: allowed)
-                        }
+                        let problem: String? =
+                            switch recovered {
+                            case .failed(let reason): reason
+                            case .content(let content): CrashPointTests.checker.judge(content, allowed: allowed)
+                            }
                         if let problem { failures.append("failing call \(index) (\(calls[index]), took effect: \(tookEffect)), crash after operation \(point): \(problem)") }
                     }
                 }

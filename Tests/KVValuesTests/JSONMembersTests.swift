@@ -74,8 +74,9 @@ import Testing
                     JSONWriter.writeString(text, into: &out)
                     #expect(try JSONParser.parse(out) == .string(text))
                     let escaped = special < 0x20 || special == 0x22 || special == 0x5C
-                    #expect(out.count == length + 2 + (escaped ? (special == 0x0A || special == 0x22 || special == 0x5C ? 1 : 5) : 0),
-                            "byte \(special) at \(position) of \(length)")
+                    #expect(
+                        out.count == length + 2 + (escaped ? (special == 0x0A || special == 0x22 || special == 0x5C ? 1 : 5) : 0),
+                        "byte \(special) at \(position) of \(length)")
                 }
             }
         }
