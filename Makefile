@@ -20,7 +20,16 @@ FUZZ_SECONDS ?= 60
 SMOKE_SECONDS ?= 10
 
 .PHONY: all build release deps test unit-tests python-tests demo install uninstall clean help fuzz fuzz-smoke fuzz-build test-sanitize
-.PHONY: bench bench-smoke
+.PHONY: bench bench-smoke format format-check
+
+## The toolchain's swift-format with the repository's .swift-format (4 spaces, lines up to 180,
+## formatting only: every lint rule is off). `make test` fails on unformatted code.
+FORMAT_PATHS := Sources Tests fuzz Package.swift
+format:
+	$(SWIFT) format --in-place --recursive --parallel $(FORMAT_PATHS)
+
+format-check:
+	@$(SWIFT) format lint --strict --recursive --parallel $(FORMAT_PATHS) || { echo "unformatted code: run make format" >&2; exit 1; }
 
 all: build
 
@@ -31,6 +40,7 @@ help:
 	@echo "make fuzz     run each libFuzzer target for FUZZ_SECONDS (default 60)"
 	@echo "make test-sanitize  run the tests under AddressSanitizer and ThreadSanitizer"
 	@echo "make bench    kvd beside Redis, SQLite and UserDefaults: bench/results.{json,md,svg}"
+	@echo "make format   format the Swift code with swift-format (make test checks it)"
 
 ## deps: Debian packages and the Python varlink client used by the tests.
 deps:
@@ -42,7 +52,7 @@ build: deps
 release:
 	$(MAKE) build CONFIG=release
 
-test: deps
+test: deps format-check
 	$(SWIFT) build --build-tests
 	SWIFT=$(SWIFT) $(PYTHON) scripts/check-imports.py
 	SWIFT=$(SWIFT) scripts/check-seams.sh
