@@ -60,6 +60,7 @@ test: deps format-check
 	$(PYTHON) tests/python/test_varlink.py "$$($(SWIFT) build --show-bin-path)"
 	$(MAKE) fuzz-smoke
 	$(MAKE) bench-smoke
+	$(SWIFT) build $(RELEASE_FLAGS)  # what make install and make bench build: every target, release
 
 ## make bench: kvd beside Redis, SQLite and Foundation's UserDefaults in one run (release build;
 ## installs redis-server and sqlite3 when missing), into bench/results.{json,md,svg}; about 3 min.
