@@ -84,20 +84,25 @@ extension SystemCalls {
     /// Writes all of `bytes` to a blocking descriptor, as few calls as it takes. C: `write`.
     @inlinable
     public func writeAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(SystemError) {
-        var offset = 0
-        while offset < bytes.count {
-            let rest = UnsafeRawBufferPointer(rebasing: bytes[offset...])
-            offset += try retrying("write") { () throws(Errno) in try write(fd, rest) }
-        }
+        try all(bytes, "write") { (rest) throws(Errno) in try write(fd, rest) }
     }
 
     /// Sends all of `bytes` on a blocking socket. C: `send(..., MSG_NOSIGNAL)`.
     @inlinable
     public func sendAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(SystemError) {
+        try all(bytes, "send") { (rest) throws(Errno) in try send(fd, rest) }
+    }
+
+    /// Calls `transfer` with what is left of `bytes` until it has taken them all, retrying
+    /// `EINTR` (``retrying(_:_:)``).
+    @inlinable
+    func all(
+        _ bytes: UnsafeRawBufferPointer, _ operation: String, _ transfer: (UnsafeRawBufferPointer) throws(Errno) -> Int
+    ) throws(SystemError) {
         var offset = 0
         while offset < bytes.count {
             let rest = UnsafeRawBufferPointer(rebasing: bytes[offset...])
-            offset += try retrying("send") { () throws(Errno) in try send(fd, rest) }
+            offset += try retrying(operation) { () throws(Errno) in try transfer(rest) }
         }
     }
 
