@@ -37,6 +37,8 @@ struct RequestHandler: Sendable {
             return .commit(domain, .apply(changes, ifRevision: ifRevision))
         case .watch(let domain, let key):
             return .watch(domain, key)
+        case .lock, .unlock, .locks, .mirror:
+            return .reply(.failure(ServiceInterface.Error.methodNotFound, ["method": .string(request.call.method)]))
         case .getInfo:
             return .reply(
                 VarlinkReply(parameters: [

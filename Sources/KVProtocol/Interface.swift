@@ -16,8 +16,12 @@ public enum DefaultsInterface {
         # One key's new value; no value means the key is removed.
         type Change (key: string, value: ?object)
 
-        # A key's value and the store revision at which it last changed.
-        method Get(domain: string, key: string) -> (value: object, revision: int)
+        # A key's value as the layers combine (a locked system value, else the user's value,
+        # else the system default), the revision at which the user's own value last changed
+        # (0 when the user has none), and where the value comes from: "user", "system" (a
+        # default of the machine's system instance) or "locked" (the system's value of a
+        # locked key). A locked key with no system value is NotFound.
+        method Get(domain: string, key: string) -> (value: object, revision: int, source: string)
 
         # Sets one key. With ifRevision, only if the key last changed at that revision (0: absent).
         method Set(domain: string, key: string, value: object, ifRevision: ?int) -> (revision: int)
@@ -39,7 +43,9 @@ public enum DefaultsInterface {
         method Domains() -> (domains: []string)
 
         # Needs "more": the first reply (initial: true) has the current values, each later
-        # reply the changes of one commit.
+        # reply the changes of one commit, or of the system layer (then revision is the
+        # user's store revision, unchanged). A change whose value does not come from the user
+        # carries "source": "system" or "locked" beside key and value.
         method Watch(domain: string, key: ?string) -> (revision: int, changes: []Change, initial: bool)
 
         error NotFound (domain: string, key: ?string)
@@ -50,6 +56,9 @@ public enum DefaultsInterface {
         error TooLarge (limit: int)
         # The key's stored value cannot be read (it is kept as it is); nothing changed.
         error UnreadableValue (domain: string, key: string, reason: string)
+        # The machine's administrator locked the key (kvctl --system lock); nothing changed.
+        # Root or a member of the group kvd-admin can lift it: kvctl --system unlock DOMAIN KEY.
+        error KeyLocked (domain: string, key: string)
 
         """
 
@@ -62,7 +71,43 @@ public enum DefaultsInterface {
         public static let storageFailure = "io.kvd.Defaults.StorageFailure"
         public static let tooLarge = "io.kvd.Defaults.TooLarge"
         public static let unreadableValue = "io.kvd.Defaults.UnreadableValue"
+        public static let keyLocked = "io.kvd.Defaults.KeyLocked"
     }
+}
+
+/// `io.kvd.System`: served by the system instance (`kvd --system`) beside `io.kvd.Defaults`.
+public enum SystemInterface {
+    public static let name = "io.kvd.System"
+
+    public static let description = """
+        # kvd's system instance: defaults for every user of the machine, and the keys it locks.
+        # Anyone may read; only root and members of the group kvd-admin may change anything
+        # (io.kvd.Defaults writes, Lock, Unlock): others get org.varlink.service.PermissionDenied.
+        # The caller is known from the kernel (SO_PEERCRED) when its connection is accepted.
+        interface io.kvd.System
+
+        # One locked key.
+        type Lock (domain: string, key: string)
+
+        # A change to one key's lock.
+        type LockChange (key: string, locked: bool)
+
+        # Locks a key for every user: users' kvd then serve the system value (or none) and
+        # refuse every write to it with io.kvd.Defaults.KeyLocked. Durable when answered.
+        method Lock(domain: string, key: string) -> (revision: int)
+
+        # Lifts a lock; io.kvd.Defaults.NotFound if the key is not locked.
+        method Unlock(domain: string, key: string) -> (revision: int)
+
+        # The locked keys, of one domain or of all, sorted.
+        method Locks(domain: ?string) -> (locks: []Lock)
+
+        # Needs "more": how users' kvd follow the system layer. First one reply per domain
+        # with values or locks (changes: its values; locks: its locked keys), then one with
+        # synced: true and no domain; after that, each reply the changes of one commit.
+        method Mirror() -> (revision: int, domain: ?string, changes: []Change, locks: []LockChange, synced: bool)
+
+        """
 }
 
 /// `org.varlink.service`, which every varlink service implements.

@@ -2,11 +2,25 @@ import KVValues
 
 extension Change {
     /// The `Change` varlink object: `{"key": ..., "value": ...}`, no `value` for a removal.
-    public var json: JSON {
+    public var json: JSON { json(source: .user) }
+
+    /// The `Change` object of a `Watch` reply: with `"source"` when the value is not the user's.
+    public func json(source: ValueSource) -> JSON {
         var members: [String: JSON] = ["key": .string(key.name)]
         if let value { members["value"] = value.typedJSON }
+        if source != .user { members["source"] = .string(source.rawValue) }
         return .object(members)
     }
+}
+
+/// Where a value a user's kvd serves comes from, as the layers combine.
+public enum ValueSource: String, Sendable, Equatable, CaseIterable {
+    /// The user's own value.
+    case user
+    /// The default the machine's system instance holds (no lock; the user has no value).
+    case system
+    /// The system instance's value of a key it locked (any value of the user's is kept, unseen).
+    case locked
 }
 
 extension VarlinkReply {
@@ -25,9 +39,11 @@ extension VarlinkReply {
 
     /// A reply to `Watch`: the current values as changes (`initial`), or the changes of one
     /// commit. ``DomainBudget`` counts what one costs, per key.
-    public static func watch(revision: Int64, changes: [Change], initial: Bool) -> VarlinkReply {
-        VarlinkReply(
-            parameters: ["revision": .integer(revision), "changes": .array(changes.map(\.json)), "initial": .bool(initial)],
+    /// `sources` names the changes whose values do not come from the user (the rest do).
+    public static func watch(revision: Int64, changes: [Change], initial: Bool, sources: [Key: ValueSource] = [:]) -> VarlinkReply {
+        let items = sources.isEmpty ? changes.map(\.json) : changes.map { $0.json(source: sources[$0.key] ?? .user) }
+        return VarlinkReply(
+            parameters: ["revision": .integer(revision), "changes": .array(items), "initial": .bool(initial)],
             continues: true)
     }
 }
@@ -47,6 +63,22 @@ public enum DefaultsRequest: Sendable, Equatable {
     case watch(Domain, Key?)
     case getInfo
     case getInterfaceDescription(String)
+    /// `io.kvd.System.Lock` (system instance only).
+    case lock(Domain, Key)
+    /// `io.kvd.System.Unlock` (system instance only).
+    case unlock(Domain, Key)
+    /// `io.kvd.System.Locks`, of one domain or all (system instance only).
+    case locks(Domain?)
+    /// `io.kvd.System.Mirror` (system instance only): every domain, then every commit.
+    case mirror
+
+    /// Whether the request changes anything (what only admins may do on a system instance).
+    public var isWrite: Bool {
+        switch self {
+        case .set, .delete, .apply, .lock, .unlock: true
+        case .get, .list, .listAll, .domains, .watch, .getInfo, .getInterfaceDescription, .locks, .mirror: false
+        }
+    }
 
     /// Validates `call`. Throws the error reply to send: `MethodNotFound`, `InvalidParameter`
     /// (a missing or mistyped parameter), `InvalidName`, `InvalidValue` or `ExpectedMore`.
@@ -64,6 +96,12 @@ public enum DefaultsRequest: Sendable, Equatable {
         case "io.kvd.Defaults.Watch":
             guard call.more else { throw RequestError(.failure(ServiceInterface.Error.expectedMore)) }
             self = .watch(try p.domain(), try p.optionalKey())
+        case "io.kvd.System.Lock": self = .lock(try p.domain(), try p.key())
+        case "io.kvd.System.Unlock": self = .unlock(try p.domain(), try p.key())
+        case "io.kvd.System.Locks": self = .locks(try p.optionalDomain())
+        case "io.kvd.System.Mirror":
+            guard call.more else { throw RequestError(.failure(ServiceInterface.Error.expectedMore)) }
+            self = .mirror
         case "org.varlink.service.GetInfo": self = .getInfo
         case "org.varlink.service.GetInterfaceDescription": self = .getInterfaceDescription(try p.string("interface"))
         default:
@@ -109,6 +147,14 @@ struct Parameters {
     func domain() throws(RequestError) -> Domain {
         let name = try string("domain")
         do { return try Domain(validating: name) } catch { throw RequestError(Self.nameFailure(error)) }
+    }
+
+    func optionalDomain() throws(RequestError) -> Domain? {
+        switch members["domain"] {
+        case nil, .null?: return nil
+        case .string?: return try domain()
+        default: throw invalid("domain")
+        }
     }
 
     func key() throws(RequestError) -> Key {
@@ -198,6 +244,14 @@ extension DefaultsRequest {
             return method("\(ServiceInterface.name).GetInfo", [:])
         case .getInterfaceDescription(let name):
             return method("\(ServiceInterface.name).GetInterfaceDescription", ["interface": .string(name)])
+        case .lock(let domain, let key):
+            return method("\(SystemInterface.name).Lock", ["domain": .string(domain.name), "key": .string(key.name)])
+        case .unlock(let domain, let key):
+            return method("\(SystemInterface.name).Unlock", ["domain": .string(domain.name), "key": .string(key.name)])
+        case .locks(let domain):
+            return method("\(SystemInterface.name).Locks", ["domain": domain.map { .string($0.name) }])
+        case .mirror:
+            return method("\(SystemInterface.name).Mirror", [:], more: true)
         }
     }
 }

@@ -48,7 +48,7 @@ extension DomainFile {
             throw DomainFileError(reason: "\"values\" is missing or not an object")
         }
         var named: Domain?
-        if case .string(let name)? = header("domain") { named = try? Domain(validating: name) }
+        if case .string(let name)? = header("domain") { named = try? Domain(stored: name) }
         guard let which = domain ?? named else { throw DomainFileError(reason: "\"domain\" is missing or not a valid domain name") }
         var loaded = LoadedDomain(domain: which, state: DomainState(revision: revision), version: 1, replayedThrough: revision, warnings: [])
         if named != which {

@@ -108,7 +108,7 @@ extension LogFormat {
             throw RecordError(reason: "has no positive \"revision\"")
         }
         func refuse(_ reason: String) -> RecordError { RecordError(reason: reason, revision: revision) }
-        guard case .string(let domainName)? = json["domain"], let domain = try? Domain(validating: domainName) else {
+        guard case .string(let domainName)? = json["domain"], let domain = try? Domain(stored: domainName) else {
             throw refuse("names no valid domain")
         }
         guard case .array(let items)? = json["changes"] else { throw refuse("has no \"changes\" array") }

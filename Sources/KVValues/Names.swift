@@ -56,7 +56,7 @@ public struct Domain: Sendable, Hashable, Comparable, CustomStringConvertible {
 
     private static let backupMarkerBytes = Array(backupMarker.utf8)
 
-    private init(unchecked name: String) { self.name = name }
+    fileprivate init(unchecked name: String) { self.name = name }
 
     private static func isAllowed(_ byte: UInt8) -> Bool {
         switch byte {
@@ -69,6 +69,37 @@ public struct Domain: Sendable, Hashable, Comparable, CustomStringConvertible {
 
     public var description: String { name }
     public static func < (lhs: Domain, rhs: Domain) -> Bool { lhs.name < rhs.name }
+}
+
+/// The locks of a system instance live in the store as internal domains, one per locked domain,
+/// named ``lockPrefix`` + the domain's name (each key a locked key, its value `true`), so lock
+/// changes go through the same log, crash recovery and compaction as values. No client can
+/// name one: a domain name never starts with `-`.
+extension Domain {
+    /// What the name of a lock domain starts with.
+    public static let lockPrefix = "-locks."
+
+    /// The internal domain holding the locks of `domain`.
+    public static func locks(of domain: Domain) -> Domain {
+        Domain(unchecked: lockPrefix + domain.name)
+    }
+
+    /// The domain whose locks this internal domain holds; `nil` for an ordinary domain.
+    public var lockedDomain: Domain? {
+        guard name.utf8.first == UInt8(ascii: "-"), name.hasPrefix(Self.lockPrefix) else { return nil }
+        return try? Domain(validating: String(name.dropFirst(Self.lockPrefix.count)))
+    }
+
+    /// A name read back from kvd's own files (a file name, a log record): an ordinary domain
+    /// name, or ``lockPrefix`` followed by one.
+    public init(stored name: String) throws(NameError) {
+        if name.hasPrefix(Self.lockPrefix) {
+            let rest = String(name.dropFirst(Self.lockPrefix.count))
+            self = Self.locks(of: try Domain(validating: rest))
+        } else {
+            self = try Domain(validating: name)
+        }
+    }
 }
 
 /// A validated key: 1–1024 bytes of valid UTF-8 (a Swift `String` always is), no NUL.
