@@ -9,4 +9,13 @@
 
 /* accept4 is declared only under _GNU_SOURCE, which the Glibc module is built without. */
 int accept4(int sockfd, struct sockaddr *addr, socklen_t *addrlen, int flags);
+
+/* struct ucred is declared only under _GNU_SOURCE too: the same layout, for SO_PEERCRED. */
+struct kvd_peer_credentials { int pid; unsigned int uid; unsigned int gid; };
+#ifndef SO_PEERCRED
+#define SO_PEERCRED 17
+#endif
+#ifndef SO_PEERGROUPS
+#define SO_PEERGROUPS 59
+#endif
 #endif

@@ -57,9 +57,10 @@ final class ClientConnection {
         case closed
     }
 
-    /// What a `Watch` streams: the changes of `domain` (of `key` only, if given) after `since`.
+    /// What a `Watch` streams: the changes of `domain` (of `key` only, if given) after `since`;
+    /// with no domain, a `Mirror` (the system instance): every commit of every domain.
     struct Watch: Equatable {
-        var domain: Domain
+        var domain: Domain?
         var key: Key?
         var since: Int64
     }
@@ -109,6 +110,11 @@ final class ClientConnection {
             }
         }
     }
+
+    /// The peer's user id, from the kernel at accept (the system instance only).
+    var uid: UInt32?
+    /// Whether the peer may change anything: fixed at accept, never looked up again.
+    var mayWrite = true
 
     init(id: Int, fd: Int32, memory: ClientMemory, system: any SystemCalls) {
         self.id = id

@@ -42,7 +42,7 @@ public enum Daemon {
         defer { store.close() }
         let socket: ListeningSocket
         do {
-            socket = try ListeningSocket.open(path: options.socketPath, log: log, system: system)
+            socket = try ListeningSocket.open(path: options.socketPath, shared: options.isSystem, log: log, system: system)
         } catch {
             log.error("\(error)")
             return 1
@@ -51,14 +51,15 @@ public enum Daemon {
         limits.maxClientMemory = options.maxClientMemory
         let server: Server
         do {
-            server = try Server(store: store, socket: socket, log: log, idleExit: options.idleExit, limits: limits, system: system)
+            server = try Server(store: store, socket: socket, log: log, idleExit: options.idleExit, limits: limits, system: system, role: options.role)
         } catch {
             socket.close()
             log.error("event loop failed: \(error)")
             return 1
         }
         let where_ = socket.activated ? "socket from systemd" : options.socketPath
-        log.info("serving \(where_), state in \(options.stateDirectory), revision \(store.revision)")
+        let what = options.isSystem ? "the system instance: serving" : "serving"
+        log.info("\(what) \(where_), state in \(options.stateDirectory), revision \(store.revision)")
         Systemd.notify("READY=1\nSTATUS=serving \(store.domains().count) domain(s) at revision \(store.revision)")
         let outcome = Result { () throws(SystemError) in try server.run() }
         switch outcome {

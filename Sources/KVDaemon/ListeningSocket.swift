@@ -18,7 +18,9 @@ struct ListeningSocket {
     /// user may control. Another missing folder is created with mode 0700. A socket file with no
     /// listener behind it (left by a killed daemon) is replaced; a live one, or a file that is not
     /// a socket, is an error that says so.
-    static func open(path: String, log: Logger, system: any SystemCalls) throws(DaemonError) -> ListeningSocket {
+    /// With `shared` (the system instance), a folder kvd creates gets mode 0755 and the socket
+    /// mode 0666: every user may connect, and the instance decides per caller what it may do.
+    static func open(path: String, shared: Bool = false, log: Logger, system: any SystemCalls) throws(DaemonError) -> ListeningSocket {
         let inherited = Systemd.listenFileDescriptors()
         if !inherited.isEmpty { return .handedOver(inherited, system: system) }
         do {
@@ -28,13 +30,13 @@ struct ListeningSocket {
         }
         let folder = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
         if !folder.isEmpty {
-            do { try system.makeDirectories(folder, permissions: 0o700) } catch {
+            do { try system.makeDirectories(folder, permissions: shared ? 0o755 : 0o700) } catch {
                 throw DaemonError("cannot create the socket folder \(folder): \(error.errno)")
             }
         }
         try removeStaleSocket(path, log: log, system: system)
         let fd: Int32
-        do { fd = try listenPrivately(path, system: system) } catch { throw DaemonError("cannot listen on \(path): \(error)") }
+        do { fd = try listen(path, mode: shared ? 0o666 : 0o600, system: system) } catch { throw DaemonError("cannot listen on \(path): \(error)") }
         return bound(fd, at: path, system: system)
     }
 
@@ -43,9 +45,9 @@ struct ListeningSocket {
         ListeningSocket(fds: fds, activated: true, bound: nil, system: system)
     }
 
-    /// A socket listening at `path` with mode 0600.
-    private static func listenPrivately(_ path: String, system: any SystemCalls) throws(SystemError) -> Int32 {
-        let previous = system.setCreationMask(0o177)
+    /// A socket listening at `path` with `mode` (0600 or 0666).
+    private static func listen(_ path: String, mode: UInt32, system: any SystemCalls) throws(SystemError) -> Int32 {
+        let previous = system.setCreationMask(0o777 & ~mode)
         defer { _ = system.setCreationMask(previous) }
         return try system.listenUnix(path)
     }
@@ -100,7 +102,8 @@ struct ListeningSocket {
         let fresh = bound.path + ".new"
         _ = try? system.unlink(fresh)
         let fd: Int32
-        do { fd = try Self.listenPrivately(fresh, system: system) } catch { throw DaemonError("cannot listen again on \(bound.path): \(error)") }
+        let mode = (try? system.status(bound.path, followingLinks: false).permissions) ?? 0o600
+        do { fd = try Self.listen(fresh, mode: mode == 0o666 ? 0o666 : 0o600, system: system) } catch { throw DaemonError("cannot listen again on \(bound.path): \(error)") }
         do {
             try system.rename(fresh, to: bound.path)
         } catch {

@@ -10,13 +10,44 @@ public struct DaemonOptions: Sendable, Equatable {
     public var verbose: Bool
     /// Most bytes all clients together may hold in kvd (``Server/Limits/maxClientMemory``).
     public var maxClientMemory = Server.Limits().maxClientMemory
+    public var role: Role = .user(systemSocket: nil)
+
+    /// Whether this is the system instance.
+    public var isSystem: Bool {
+        if case .system = role { return true }
+        return false
+    }
+
+    /// Which kvd this is.
+    public enum Role: Sendable, Equatable {
+        /// A user's kvd, serving the layers combined with the system instance's at
+        /// `systemSocket` (`nil`: no system layer, `--no-system-layer`).
+        case user(systemSocket: String?)
+        /// The system instance (`--system`).
+        case system(SystemPolicy)
+    }
+
+    /// Who may change the system instance, and how many connections one user may hold.
+    public struct SystemPolicy: Sendable, Equatable {
+        /// Members of this group (and root) may write; others only read.
+        public var adminGroup = "kvd-admin"
+        /// Most connections one uid may have open; more are closed at once (root's too, counted
+        /// apart from everyone else's).
+        public var maxConnectionsPerUID = 64
+        public init() {}
+    }
 
     public static let usage = """
-        usage: kvd [--socket PATH] [--state-dir DIR] [--idle-exit SECONDS] [--max-client-memory SIZE] [--verbose]
+        usage: kvd [--socket PATH] [--state-dir DIR] [--system-socket PATH | --no-system-layer]
+                   [--idle-exit SECONDS] [--max-client-memory SIZE] [--verbose]
+               kvd --system [--socket PATH] [--state-dir DIR] [--admin-group NAME]
+                   [--max-connections-per-uid N] [--idle-exit SECONDS] [--max-client-memory SIZE] [--verbose]
 
         The kvd settings daemon: serves domain/key values over varlink on a Unix socket and keeps
         them durably as JSON files in its state folder. systemd normally starts it on demand
         (kvd.socket); it can also be started by hand, and kvctl starts it when nothing listens.
+        A user's kvd serves the machine's system defaults and locks (from the system instance,
+        kvd --system) combined with the user's own values.
 
         options:
           --socket PATH         socket to listen on when not socket-activated
@@ -26,8 +57,12 @@ public struct DaemonOptions: Sendable, Equatable {
           --state-dir DIR       state folder (default: $KVD_STATE_DIR, else $STATE_DIRECTORY,
                                 else $XDG_CONFIG_HOME/kvd, else ~/.config/kvd; it must
                                 be kvd's user's and not writable by others)
+          --system-socket PATH  the system instance to follow (default: $KVD_SYSTEM_SOCKET,
+                                else /run/kvd/system.sock); when nothing listens there,
+                                there is no system layer until something does
+          --no-system-layer     serve the user's values only: no system defaults, no locks
           --idle-exit SECONDS   exit after this many idle seconds with no client (default 30;
-                                0 = never)
+                                0 = never; the system instance's default is never)
           --max-client-memory SIZE
                                 most memory all clients together may hold in kvd: unsent
                                 replies and unfinished messages (default 256M; bytes, or with
@@ -35,6 +70,15 @@ public struct DaemonOptions: Sendable, Equatable {
                                 are disconnected and logged. Keep it above 16M, the
                                 largest message.
           --verbose             log every connection and commit
+
+        the system instance (--system):
+          --system              serve every user of the machine: defaults and locks; socket
+                                default $KVD_SYSTEM_SOCKET, else /run/kvd/system.sock; state
+                                folder default $STATE_DIRECTORY, else /var/lib/kvd
+          --admin-group NAME    besides root, the members of this group may change values and
+                                locks (default kvd-admin); everyone may read
+          --max-connections-per-uid N
+                                most connections one user may hold open (default 64)
           -h, --help            show this help
           --version             show the version
         """
@@ -61,8 +105,15 @@ public struct DaemonOptions: Sendable, Equatable {
         var socket: String?
         var state: String?
         var idle: Duration? = .seconds(30)
+        var idleSet = false
         var verbose = false
         var clientMemory = Server.Limits().maxClientMemory
+        var system = false
+        var systemSocket: String?
+        var noSystemLayer = false
+        var policy = SystemPolicy()
+        var userOnly: [String] = []
+        var systemOnly: [String] = []
         var rest = arguments[...]
         func value(for flag: String) throws(UsageError) -> String {
             guard let next = rest.popFirst() else { throw UsageError("\(flag) needs a value") }
@@ -80,7 +131,26 @@ public struct DaemonOptions: Sendable, Equatable {
             case "--socket": socket = try path(try value(for: argument), for: argument, naming: "PATH")
             case "--state-dir": state = try path(try value(for: argument), for: argument, naming: "DIR")
             case "--verbose", "-v": verbose = true
+            case "--system": system = true
+            case "--system-socket":
+                systemSocket = try path(try value(for: argument), for: argument, naming: "PATH")
+                userOnly.append(argument)
+            case "--no-system-layer":
+                noSystemLayer = true
+                userOnly.append(argument)
+            case "--admin-group":
+                policy.adminGroup = try value(for: argument)
+                guard !policy.adminGroup.isEmpty else { throw UsageError("--admin-group needs a group name, not an empty value") }
+                systemOnly.append(argument)
+            case "--max-connections-per-uid":
+                let text = try value(for: argument)
+                guard let count = Int(text), count >= 1, count <= 1 << 20 else {
+                    throw UsageError("--max-connections-per-uid needs a whole number from 1 to 1048576, not \"\(text)\"")
+                }
+                policy.maxConnectionsPerUID = count
+                systemOnly.append(argument)
             case "--idle-exit":
+                idleSet = true
                 let text = try value(for: argument)
                 guard let seconds = Double(text), seconds >= 0, seconds.isFinite else {
                     throw UsageError("--idle-exit needs a number of seconds (0 = never), not \"\(text)\"")
@@ -92,11 +162,22 @@ public struct DaemonOptions: Sendable, Equatable {
                 throw UsageError("unknown argument \"\(argument)\"")
             }
         }
+        if system, let flag = userOnly.first { throw UsageError("\(flag) is for a user's kvd, not the system instance (--system)") }
+        if !system, let flag = systemOnly.first { throw UsageError("\(flag) is for the system instance: add --system") }
+        if noSystemLayer, systemSocket != nil { throw UsageError("--system-socket and --no-system-layer exclude each other") }
+        guard system else {
+            return .run(
+                DaemonOptions(
+                    socketPath: Paths.socket(explicit: socket, environment: environment),
+                    stateDirectory: Paths.stateDirectory(explicit: state, environment: environment),
+                    idleExit: idle, verbose: verbose, maxClientMemory: clientMemory,
+                    role: .user(systemSocket: noSystemLayer ? nil : Paths.systemSocket(explicit: systemSocket, environment: environment))))
+        }
         return .run(
             DaemonOptions(
-                socketPath: Paths.socket(explicit: socket, environment: environment),
-                stateDirectory: Paths.stateDirectory(explicit: state, environment: environment),
-                idleExit: idle, verbose: verbose, maxClientMemory: clientMemory))
+                socketPath: Paths.systemSocket(explicit: socket, environment: environment),
+                stateDirectory: Paths.systemStateDirectory(explicit: state, environment: environment),
+                idleExit: idleSet ? idle : nil, verbose: verbose, maxClientMemory: clientMemory, role: .system(policy)))
     }
 
     /// `1048576`, `512K`, `256M`, `1G` (binary units) as bytes, at least 1 MiB.

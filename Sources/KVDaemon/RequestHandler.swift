@@ -4,14 +4,31 @@ import KVValues
 
 /// Turns validated requests into replies (reads) or store mutations (writes), and store
 /// results into replies. Reads run on the caller's thread and never wait for I/O.
-struct RequestHandler: Sendable {
+///
+/// A user's kvd combines its store with the ``SystemLayer`` (see there for the search order)
+/// in every read, and refuses writes to locked keys; the system instance (``isSystem``) also
+/// serves `io.kvd.System`, keeping locks in the store's internal lock domains. Loop thread
+/// only (the layer is the loop's).
+struct RequestHandler {
     let store: Store
+    /// The system layer a user's kvd combines with its store; empty for the system instance.
+    let layer: SystemLayer
+    /// This is the system instance (`kvd --system`).
+    let isSystem: Bool
+
+    init(store: Store, layer: SystemLayer = SystemLayer(), isSystem: Bool = false) {
+        self.store = store
+        self.layer = layer
+        self.isSystem = isSystem
+    }
 
     /// What to do with one request.
     enum Outcome {
         case reply(VarlinkReply)
         case commit(Domain, Mutation)
         case watch(Domain, Key?)
+        /// `io.kvd.System.Mirror`: stream every domain and every commit.
+        case mirror
     }
 
     func handle(_ request: DefaultsRequest) -> Outcome {
@@ -19,66 +36,117 @@ struct RequestHandler: Sendable {
         case .get(let domain, let key):
             return .reply(get(domain, key))
         case .list(let domain), .listAll(let domain):
-            guard let snapshot = store.list(domain) else { return .reply(Self.notFound(domain, nil)) }
-            guard snapshot.fitsOneReply else { return .reply(Self.tooLargeToList(domain, snapshot)) }
-            if case .listAll = request {
-                return .reply(.list(snapshot.values, revision: snapshot.revision, unreadable: snapshot.unreadable))
-            }
-            return .reply(.list(snapshot.values, revision: snapshot.revision))
+            return .reply(list(domain, withUnreadable: request == .listAll(domain)))
         case .domains:
-            return .reply(VarlinkReply(parameters: ["domains": .array(store.domains().map { .string($0.name) })]))
+            var names = Set(store.domains().filter { $0.lockedDomain == nil })
+            names.formUnion(layer.domains.keys)
+            return .reply(VarlinkReply(parameters: ["domains": .array(names.sorted().map { .string($0.name) })]))
         case .set(let domain, let key, let value, let ifRevision):
-            return .commit(domain, .set(key, value, ifRevision: ifRevision))
+            return refusal(domain, [key]) ?? .commit(domain, .set(key, value, ifRevision: ifRevision))
         case .delete(let domain, let key?):
-            return .commit(domain, .delete(key))
+            return refusal(domain, [key]) ?? .commit(domain, .delete(key))
         case .delete(let domain, nil):
-            return .commit(domain, .deleteDomain)
+            return refusal(domain, layer.layer(domain)?.locks.sorted() ?? []) ?? .commit(domain, .deleteDomain)
         case .apply(let domain, let changes, let ifRevision):
-            return .commit(domain, .apply(changes, ifRevision: ifRevision))
+            return refusal(domain, changes.lazy.map(\.key)) ?? .commit(domain, .apply(changes, ifRevision: ifRevision))
         case .watch(let domain, let key):
             return .watch(domain, key)
         case .lock, .unlock, .locks, .mirror:
-            return .reply(.failure(ServiceInterface.Error.methodNotFound, ["method": .string(request.call.method)]))
+            guard isSystem else { return .reply(.failure(ServiceInterface.Error.methodNotFound, ["method": .string(request.call.method)])) }
+            return handleSystem(request)
         case .getInfo:
+            var interfaces = [ServiceInterface.name, DefaultsInterface.name]
+            if isSystem { interfaces.append(SystemInterface.name) }
             return .reply(
                 VarlinkReply(parameters: [
                     "vendor": .string("kvd project"), "product": .string("kvd"),
                     "version": .string(DaemonOptions.version), "url": .string("https://kvd.invalid/"),
-                    "interfaces": .array([.string(ServiceInterface.name), .string(DefaultsInterface.name)]),
+                    "interfaces": .array(interfaces.map(JSON.string)),
                 ]))
         case .getInterfaceDescription(let name):
             switch name {
             case DefaultsInterface.name: return .reply(VarlinkReply(parameters: ["description": .string(DefaultsInterface.description)]))
             case ServiceInterface.name: return .reply(VarlinkReply(parameters: ["description": .string(ServiceInterface.description)]))
+            case SystemInterface.name where isSystem:
+                return .reply(VarlinkReply(parameters: ["description": .string(SystemInterface.description)]))
             default: return .reply(.failure(ServiceInterface.Error.interfaceNotFound, ["interface": .string(name)]))
             }
+        }
+    }
+
+    /// `KeyLocked` for the first of `keys` the system layer locks in `domain`; `nil` if none is.
+    private func refusal(_ domain: Domain, _ keys: some Sequence<Key>) -> Outcome? {
+        guard let locks = layer.layer(domain)?.locks, !locks.isEmpty, let key = keys.first(where: locks.contains) else { return nil }
+        return .reply(.failure(DefaultsInterface.Error.keyLocked, ["domain": .string(domain.name), "key": .string(key.name)]))
+    }
+
+    /// A `Get`, resolved: the value with its revision and source, or the error reply.
+    enum Resolved {
+        case value(Value, revision: Int64, source: ValueSource)
+        case failure(VarlinkReply)
+    }
+
+    /// The value a `Get` finds, as the layers combine; never waits for I/O.
+    func resolve(_ domain: Domain, _ key: Key) -> Resolved {
+        let lookup = store.get(domain, key)
+        if let system = layer.layer(domain) {
+            var user: Value?
+            var revision: Int64 = 0
+            switch lookup {
+            case .value(let value, let at): (user, revision) = (value, at)
+            case .unreadable(let reason) where !system.locks.contains(key): return .failure(Self.unreadable(domain, key, reason))
+            case .unreadable, .missing: break
+            }
+            guard let combined = system.combine(key, user: user) else { return .failure(Self.notFound(domain, key)) }
+            return .value(combined.value, revision: revision, source: combined.source)
+        }
+        switch lookup {
+        case .value(let value, let revision):
+            return .value(value, revision: revision, source: isSystem && isLocked(domain, key) ? .locked : isSystem ? .system : .user)
+        case .missing: return .failure(Self.notFound(domain, key))
+        case .unreadable(let reason): return .failure(Self.unreadable(domain, key, reason))
         }
     }
 
     /// Appends the reply to `Get` to `out` (a value is written straight, without a
     /// ``VarlinkReply``); never waits for I/O.
     func writeGetReply(_ domain: Domain, _ key: Key, into out: inout [UInt8]) {
-        if case .value(let value, let revision) = store.get(domain, key) {
-            VarlinkReply.encodeValue(value.typedJSON, revision: revision, into: &out)
-        } else {
-            get(domain, key).encode(into: &out)
+        switch resolve(domain, key) {
+        case .value(let value, let revision, let source): VarlinkReply.encodeValue(value.typedJSON, revision: revision, source: source, into: &out)
+        case .failure(let reply): reply.encode(into: &out)
         }
     }
 
     /// The reply to `Get`; never waits for I/O.
     func get(_ domain: Domain, _ key: Key) -> VarlinkReply {
-        switch store.get(domain, key) {
-        case .value(let value, let revision):
-            VarlinkReply(members: ["value": value.typedJSON, "revision": .integer(revision)])
-        case .missing:
-            Self.notFound(domain, key)
-        case .unreadable(let reason):
-            .failure(
-                DefaultsInterface.Error.unreadableValue,
-                [
-                    "domain": .string(domain.name), "key": .string(key.name), "reason": .string(reason),
-                ])
+        switch resolve(domain, key) {
+        case .value(let value, let revision, let source): .value(value.typedJSON, revision: revision, source: source)
+        case .failure(let reply): reply
         }
+    }
+
+    /// The reply to `List` (with `withUnreadable`, to `ListAll`), as the layers combine.
+    func list(_ domain: Domain, withUnreadable: Bool) -> VarlinkReply {
+        let system = layer.layer(domain)
+        guard let view = combined(domain, system) else { return Self.notFound(domain, nil) }
+        guard view.snapshot.budgetBytes + (system?.budgetBytes ?? 0) <= Limits.domainBytes else { return Self.tooLargeToList(domain, view.snapshot) }
+        return .list(view.values, revision: view.snapshot.revision, unreadable: withUnreadable ? view.snapshot.unreadable : nil, sources: view.sources)
+    }
+
+    /// The user's domain and the system layer's, combined; `nil` when neither has it.
+    private func combined(_ domain: Domain, _ system: SystemLayer.DomainLayer?) -> (snapshot: DomainSnapshot, values: [Key: Value], sources: [Key: ValueSource])? {
+        let snapshot = store.list(domain)
+        guard let system else { return snapshot.map { ($0, $0.values, [:]) } }
+        let base = snapshot ?? DomainSnapshot(values: [:], revisions: [:], unreadable: [:], revision: 0)
+        let (values, sources) = system.combine(user: base.values)
+        if snapshot == nil, values.isEmpty { return nil }
+        return (base, values, sources)
+    }
+
+    /// The system instance: whether `key` of `domain` is locked.
+    func isLocked(_ domain: Domain, _ key: Key) -> Bool {
+        if case .value = store.get(Domain.locks(of: domain), key) { return true }
+        return false
     }
 
     /// The reply to a write once the store has finished with it.
@@ -115,25 +183,33 @@ struct RequestHandler: Sendable {
             ])
     }
 
+    static func unreadable(_ domain: Domain, _ key: Key, _ reason: String) -> VarlinkReply {
+        .failure(DefaultsInterface.Error.unreadableValue, ["domain": .string(domain.name), "key": .string(key.name), "reason": .string(reason)])
+    }
+
+    /// `NotFound`; for a lock domain (an `Unlock` of a key not locked), of the domain it locks.
     static func notFound(_ domain: Domain, _ key: Key?) -> VarlinkReply {
-        var parameters: [String: JSON] = ["domain": .string(domain.name)]
+        var parameters: [String: JSON] = ["domain": .string((domain.lockedDomain ?? domain).name)]
         if let key { parameters["key"] = .string(key.name) }
         return .failure(DefaultsInterface.Error.notFound, parameters)
     }
 
-    /// The first reply of a watch: the current values (all, or the one key) as changes.
+    /// The first reply of a watch: the current values (all, or the one key) as changes, as the
+    /// layers combine.
     func initialWatchReply(_ domain: Domain, _ key: Key?, revision: Int64) -> VarlinkReply {
         var changes: [Change] = []
-        if let snapshot = store.list(domain) {
-            for (name, value) in snapshot.values where key == nil || key == name {
+        var sources: [Key: ValueSource] = [:]
+        if let view = combined(domain, layer.layer(domain)) {
+            for (name, value) in view.values where key == nil || key == name {
                 changes.append(Change(key: name, value: value))
             }
+            sources = view.sources
         }
         changes.sort { $0.key < $1.key }
-        return Self.watchReply(revision: revision, changes: changes, initial: true)
+        return .watch(revision: revision, changes: changes, initial: true, sources: sources)
     }
 
-    static func watchReply(revision: Int64, changes: [Change], initial: Bool) -> VarlinkReply {
-        .watch(revision: revision, changes: changes, initial: initial)
+    static func watchReply(revision: Int64, changes: [Change], initial: Bool, sources: [Key: ValueSource] = [:]) -> VarlinkReply {
+        .watch(revision: revision, changes: changes, initial: initial, sources: sources)
     }
 }

@@ -26,6 +26,11 @@ extension Server {
             if !call.oneway { connection.send(error.reply) }
             return
         }
+        if request.isWrite, !connection.mayWrite {
+            if !call.oneway { connection.send(.failure(ServiceInterface.Error.permissionDenied)) }
+            log.log(.debug, "client \(connection.id) (uid \(connection.uid.map(String.init) ?? "?")) may not write: \(call.method) refused")
+            return
+        }
         switch handler.handle(request) {
         case .reply(let reply):
             if !call.oneway { connection.send(reply) }
@@ -43,6 +48,11 @@ extension Server {
             connection.phase = .watching(ClientConnection.Watch(domain: domain, key: key, since: since))
             watchers[connection.id] = connection
             connection.send(handler.initialWatchReply(domain, key, revision: since))
+        case .mirror:
+            let since = store.revision
+            connection.phase = .watching(ClientConnection.Watch(domain: nil, key: nil, since: since))
+            watchers[connection.id] = connection
+            for reply in handler.initialMirrorReplies(revision: since) { connection.send(reply) }
         }
     }
 
@@ -66,17 +76,24 @@ extension Server {
         }
     }
 
-    /// Sends the commit's changes to the watchers of its domain: encoded once per key filter,
-    /// the same bytes shared by every watcher that uses it.
+    /// Sends the commit's changes to the watchers of its domain (and to mirrors, every commit):
+    /// encoded once per key filter, the same bytes shared by every watcher that uses it.
     private func notifyWatchers(_ commit: Commit) {
         var encoded: [Key?: SharedReply?] = [:]
+        var mirrored: SharedReply?
+        let system = handler.layer.layer(commit.domain)
         for connection in watchers.values {
-            guard case .watching(let watch) = connection.phase, watch.domain == commit.domain, commit.revision > watch.since else { continue }
+            guard case .watching(let watch) = connection.phase, commit.revision > watch.since else { continue }
             let reply: SharedReply?
-            if let known = encoded[watch.key] {
+            if watch.domain == nil {
+                reply = mirrored ?? SharedReply(RequestHandler.mirrorReply(revision: commit.revision, domain: commit.domain, changes: commit.changes, synced: true).encoded())
+                mirrored = reply
+            } else if watch.domain != commit.domain {
+                continue
+            } else if let known = encoded[watch.key] {
                 reply = known
             } else {
-                reply = watchReply(to: commit, key: watch.key)
+                reply = watchReply(to: commit, key: watch.key, system: system)
                 encoded[watch.key] = .some(reply)
             }
             guard let reply else { continue }
@@ -85,10 +102,21 @@ extension Server {
         }
     }
 
-    /// The watch reply for the commit's changes of `key` (all if `nil`); `nil` if there are none.
-    private func watchReply(to commit: Commit, key: Key?) -> SharedReply? {
-        let changes = commit.changes.filter { key == nil || $0.key == key }
+    /// The watch reply for the commit's changes of `key` (all if `nil`), as the layers combine
+    /// (a change under a lock is not seen; a removal uncovers the system default); `nil` if
+    /// there are none.
+    private func watchReply(to commit: Commit, key: Key?, system: SystemLayer.DomainLayer?) -> SharedReply? {
+        var changes = commit.changes.filter { key == nil || $0.key == key }
+        var sources: [Key: ValueSource] = [:]
+        if let system {
+            changes = changes.compactMap { change in
+                guard !system.locks.contains(change.key) else { return nil }
+                guard change.value == nil, let value = system.values[change.key] else { return change }
+                sources[change.key] = .system
+                return Change(key: change.key, value: value)
+            }
+        }
         guard !changes.isEmpty else { return nil }
-        return SharedReply(RequestHandler.watchReply(revision: commit.revision, changes: changes, initial: false).encoded())
+        return SharedReply(RequestHandler.watchReply(revision: commit.revision, changes: changes, initial: false, sources: sources).encoded())
     }
 }

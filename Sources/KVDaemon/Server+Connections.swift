@@ -20,6 +20,10 @@ extension Server {
                 return log.warning("\(error)")
             }
             let connection = ClientConnection(id: nextID, fd: fd, memory: memory, system: system)
+            guard admit(connection) else {
+                system.close(fd)
+                continue
+            }
             nextID += 1
             do {
                 try poller.watch(fd, readable: true, writable: false, adding: true)
@@ -38,19 +42,24 @@ extension Server {
     /// closed connection instead of hanging, and the loop does not spin on a listener that
     /// stays readable. Logged at most every 10 s, with the count refused since.
     private func refuseOneConnection(_ listener: Int32) {
-        refusedSinceLog += 1
-        if lastRefusalLog.map({ ContinuousClock.now - $0 >= .seconds(10) }) ?? true {
-            log.warning("out of file descriptors with \(connections.count) clients connected: refused \(refusedSinceLog) new connection(s)")
-            refusedSinceLog = 0
-            lastRefusalLog = .now
-        }
+        noteRefusal("out of file descriptors with \(connections.count) clients connected")
         guard spareFD >= 0 else { return }
         system.close(spareFD)
         if let fd = try? system.acceptWaiting(listener) { system.close(fd) }
         spareFD = (try? system.openReadOnly("/dev/null")) ?? -1
     }
 
+    /// Logs a refused connection and why: at most every 10 s, with the count refused since.
+    func noteRefusal(_ why: @autoclosure () -> String) {
+        refusedSinceLog += 1
+        guard lastRefusalLog.map({ ContinuousClock.now - $0 >= .seconds(10) }) ?? true else { return }
+        log.warning("\(why()): refused \(refusedSinceLog) new connection(s)")
+        refusedSinceLog = 0
+        lastRefusalLog = .now
+    }
+
     func close(_ connection: ClientConnection) {
+        if let uid = connection.uid { connectionsPerUID[uid] = connectionsPerUID[uid, default: 1] > 1 ? connectionsPerUID[uid, default: 1] - 1 : nil }
         connection.phase = .closed
         connection.releaseMemory()
         poller.forget(connection.fd)

@@ -45,6 +45,11 @@ public final class Server {
 
     let store: Store
     let handler: RequestHandler
+    let role: DaemonOptions.Role
+    /// A user's kvd: follows the system instance (nil: no system layer).
+    var mirror: SystemMirror?
+    /// The system instance: open connections per peer uid (see ``SystemPolicy``).
+    var connectionsPerUID: [UInt32: Int] = [:]
     let system: any SystemCalls
     /// kvd's own socket or systemd's; replaced by a fresh one if a client comes at idle exit.
     var socket: ListeningSocket
@@ -93,10 +98,15 @@ public final class Server {
     ///   - system: every system call of the loop goes through it.
     init(
         store: Store, socket: ListeningSocket, log: Logger, idleExit: Duration?, limits: Limits = .init(),
-        system: any SystemCalls = LinuxSystem()
+        system: any SystemCalls = LinuxSystem(), role: DaemonOptions.Role = .user(systemSocket: nil)
     ) throws(SystemError) {
         self.store = store
-        self.handler = RequestHandler(store: store)
+        self.role = role
+        if case .system = role {
+            self.handler = RequestHandler(store: store, isSystem: true)
+        } else {
+            self.handler = RequestHandler(store: store)
+        }
         self.system = system
         self.socket = socket
         self.listeners = socket.fds
@@ -109,6 +119,12 @@ public final class Server {
         self.watchdog = Systemd.watchdogInterval()
         try watchListeners()
         spareFD = (try? system.openReadOnly("/dev/null")) ?? -1
+        if case .user(let systemSocket?) = role {
+            let mirror = SystemMirror(path: systemSocket, system: system, log: log, wake: { [poller] in poller.wake() })
+            self.mirror = mirror
+            mirror.start(waitingAtMost: .seconds(3))
+            applySystemUpdates()
+        }
     }
 
     func watchListeners() throws(SystemError) {
@@ -133,6 +149,7 @@ public final class Server {
         var timeout = ready.isEmpty && !commitsQueued ? nextTimeout() : 0
         if maxWait >= 0 { timeout = timeout < 0 ? maxWait : min(timeout, maxWait) }
         let events = try poller.wait(timeoutMilliseconds: timeout)
+        if mirror != nil { applySystemUpdates() }
         for event in events { dispatch(event) }
         serveReady()
         settleAll()  // replies to reads go out before the sync, not after it
@@ -158,6 +175,7 @@ public final class Server {
     }
 
     deinit {
+        mirror?.stop()
         for connection in connections.values { system.close(connection.fd) }
         if spareFD >= 0 { system.close(spareFD) }
     }

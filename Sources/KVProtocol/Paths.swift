@@ -12,6 +12,25 @@ public enum Paths {
         return fallbackSocketFolder(uid: uid) + "/kvd.sock"
     }
 
+    /// The system instance's socket: `explicit` (`--socket` of `kvd --system` and `kvctl
+    /// --system`, `--system-socket` of a user's kvd), else `$KVD_SYSTEM_SOCKET`, else
+    /// ``defaultSystemSocket``. Empty values count as unset.
+    public static func systemSocket(explicit: String?, environment: [String: String]) -> String {
+        if let explicit, !explicit.isEmpty { return explicit }
+        if let path = environment["KVD_SYSTEM_SOCKET"], !path.isEmpty { return path }
+        return defaultSystemSocket
+    }
+
+    public static let defaultSystemSocket = "/run/kvd/system.sock"
+
+    /// The system instance's state folder: `explicit` (`--state-dir`), else `$STATE_DIRECTORY`
+    /// (the first if several), else `/var/lib/kvd`.
+    public static func systemStateDirectory(explicit: String?, environment: [String: String]) -> String {
+        if let explicit, !explicit.isEmpty { return explicit }
+        if let paths = environment["STATE_DIRECTORY"], let first = paths.split(separator: ":").first { return String(first) }
+        return "/var/lib/kvd"
+    }
+
     /// `/tmp/kvd-<uid>`: the socket folder when there is no runtime directory (mode 0700).
     public static func fallbackSocketFolder(uid: UInt32 = getuid()) -> String {
         "/tmp/kvd-\(uid)"

@@ -13,6 +13,24 @@ extension Change {
     }
 }
 
+extension Change {
+    /// Validates an array of `Change` objects (of a call or a reply) named `name`: every key and
+    /// value by the contract's rules. Throws the error reply a call with them gets.
+    public static func list(_ json: JSON, named name: String) throws(RequestError) -> [Change] {
+        guard case .array(let elements) = json else { throw Parameters.invalid(name) }
+        var changes: [Change] = []
+        for element in elements {
+            guard case .object(let change) = element, case .string(let keyName)? = change["key"] else { throw Parameters.invalid(name) }
+            let key = try Parameters.key(keyName)
+            switch change["value"] {
+            case nil, .null?: changes.append(Change(key: key, value: nil))
+            case let json?: changes.append(Change(key: key, value: try Parameters.value(json)))
+            }
+        }
+        return changes
+    }
+}
+
 /// Where a value a user's kvd serves comes from, as the layers combine.
 public enum ValueSource: String, Sendable, Equatable, CaseIterable {
     /// The user's own value.
@@ -28,9 +46,13 @@ extension VarlinkReply {
     /// Its size is what ``DomainBudget`` counts, with less overhead per key than ``watch(revision:changes:initial:)``.
     /// With `unreadable`, the reply to `ListAll`, which also names the keys whose stored values
     /// cannot be read, with the reason.
-    public static func list(_ values: [Key: Value], revision: Int64, unreadable: [Key: String]? = nil) -> VarlinkReply {
+    /// `sources` names the values that do not come from the user (a user's kvd with a system layer).
+    public static func list(_ values: [Key: Value], revision: Int64, unreadable: [Key: String]? = nil, sources: [Key: ValueSource] = [:]) -> VarlinkReply {
         let members = values.reduce(into: [String: JSON]()) { $0[$1.key.name] = $1.value.typedJSON }
         var parameters: [String: JSON] = ["values": .object(members), "revision": .integer(revision)]
+        if !sources.isEmpty {
+            parameters["sources"] = .object(sources.reduce(into: [:]) { $0[$1.key.name] = .string($1.value.rawValue) })
+        }
         if let unreadable {
             parameters["unreadable"] = .object(unreadable.reduce(into: [:]) { $0[$1.key.name] = .string($1.value) })
         }
@@ -127,12 +149,12 @@ struct Parameters {
         self.members = members
     }
 
-    private func invalid(_ name: String) -> RequestError {
+    static func invalid(_ name: String) -> RequestError {
         RequestError(.failure(ServiceInterface.Error.invalidParameter, ["parameter": .string(name)]))
     }
 
     func string(_ name: String) throws(RequestError) -> String {
-        guard case .string(let text)? = members[name] else { throw invalid(name) }
+        guard case .string(let text)? = members[name] else { throw Self.invalid(name) }
         return text
     }
 
@@ -140,7 +162,7 @@ struct Parameters {
         switch members[name] {
         case nil, .null?: return nil
         case .integer(let number)?: return number
-        default: throw invalid(name)
+        default: throw Self.invalid(name)
         }
     }
 
@@ -153,7 +175,7 @@ struct Parameters {
         switch members["domain"] {
         case nil, .null?: return nil
         case .string?: return try domain()
-        default: throw invalid("domain")
+        default: throw Self.invalid("domain")
         }
     }
 
@@ -165,27 +187,18 @@ struct Parameters {
         switch members["key"] {
         case nil, .null?: return nil
         case .string(let name)?: return try Self.key(name)
-        default: throw invalid("key")
+        default: throw Self.invalid("key")
         }
     }
 
     func value(_ name: String) throws(RequestError) -> Value {
-        guard let json = members[name], json != .null else { throw invalid(name) }
+        guard let json = members[name], json != .null else { throw Self.invalid(name) }
         return try Self.value(json)
     }
 
     func changes() throws(RequestError) -> [Change] {
-        guard case .array(let elements)? = members["changes"] else { throw invalid("changes") }
-        var changes: [Change] = []
-        for element in elements {
-            guard case .object(let change) = element, case .string(let name)? = change["key"] else { throw invalid("changes") }
-            let key = try Self.key(name)
-            switch change["value"] {
-            case nil, .null?: changes.append(Change(key: key, value: nil))
-            case let json?: changes.append(Change(key: key, value: try Self.value(json)))
-            }
-        }
-        return changes
+        guard let json = members["changes"] else { throw Self.invalid("changes") }
+        return try Change.list(json, named: "changes")
     }
 
     static func key(_ name: String) throws(RequestError) -> Key {

@@ -117,14 +117,24 @@ public struct VarlinkReply: Sendable, Equatable {
         out.append(0)
     }
 
-    /// Appends the bytes of `VarlinkReply(members: ["value": value, "revision": revision])`
-    /// without building it: the reply to every `Get` that finds its key.
-    public static func encodeValue(_ value: JSON, revision: Int64, into out: inout [UInt8]) {
+    /// Appends the bytes of `VarlinkReply(members: ["value": value, "revision": revision,
+    /// "source": source])` without building it: the reply to every `Get` that finds its key.
+    public static func encodeValue(_ value: JSON, revision: Int64, source: ValueSource, into out: inout [UInt8]) {
         out.append(contentsOf: #"{"parameters":{"value":"#.utf8)
         JSONWriter().write(value, into: &out)
         out.append(contentsOf: #","revision":"#.utf8)
         JSONWriter.writeInteger(revision, into: &out)
-        out.append(contentsOf: [UInt8(ascii: "}"), UInt8(ascii: "}"), 0])
+        switch source {
+        case .user: out.append(contentsOf: #","source":"user"}}"#.utf8)
+        case .system: out.append(contentsOf: #","source":"system"}}"#.utf8)
+        case .locked: out.append(contentsOf: #","source":"locked"}}"#.utf8)
+        }
+        out.append(0)
+    }
+
+    /// The reply to a `Get` that finds its key (see ``encodeValue(_:revision:source:into:)``).
+    public static func value(_ value: JSON, revision: Int64, source: ValueSource) -> VarlinkReply {
+        VarlinkReply(members: ["value": value, "revision": .integer(revision), "source": .string(source.rawValue)])
     }
 
     /// Reads a reply from one message (without its NUL). The default limits take every reply

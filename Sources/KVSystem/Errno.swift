@@ -46,6 +46,9 @@ public struct Errno: RawRepresentable, Error, Hashable, Sendable, CustomStringCo
     /// `ECONNREFUSED`: nothing listens on the socket.
     public static let connectionRefused = Errno(rawValue: ECONNREFUSED)
 
+    /// `ERANGE`: a buffer is too small.
+    public static let outOfRange = Errno(rawValue: ERANGE)
+
     /// The system's message, like "No such file or directory".
     public var description: String { String(cString: strerror(rawValue)) }
 

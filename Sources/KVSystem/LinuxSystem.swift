@@ -160,6 +160,29 @@ public struct LinuxSystem: SystemCalls {
 
     // MARK: processes
 
+    public func peerCredentials(_ fd: Int32) throws(Errno) -> PeerCredentials {
+        var credentials = kvd_peer_credentials()
+        var length = socklen_t(MemoryLayout<kvd_peer_credentials>.size)
+        _ = try check(getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length))
+        var groups = [gid_t](repeating: 0, count: 64)
+        while true {
+            var size = socklen_t(groups.count * MemoryLayout<gid_t>.size)
+            if getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, &groups, &size) == 0 {
+                groups.removeLast(groups.count - Int(size) / MemoryLayout<gid_t>.size)
+                break
+            }
+            let error = Errno.current
+            // ERANGE: `size` says how much is needed. Any other failure (an old kernel): no
+            // supplementary groups are known, so none grant anything.
+            guard error == .outOfRange, Int(size) > groups.count * MemoryLayout<gid_t>.size else {
+                groups = []
+                break
+            }
+            groups = [gid_t](repeating: 0, count: Int(size) / MemoryLayout<gid_t>.size)
+        }
+        return PeerCredentials(pid: credentials.pid, uid: credentials.uid, gid: credentials.gid, groups: groups)
+    }
+
     public func executablePath() -> String? {
         var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
         let count = buffer.withUnsafeMutableBytes { readlink("/proc/self/exe", $0.baseAddress!, $0.count - 1) }
@@ -199,6 +222,20 @@ public struct LinuxSystem: SystemCalls {
         var status: Int32 = 0
         let result = try check(waitpid(process, &status, blocking ? 0 : WNOHANG))
         return result == process ? status : nil
+    }
+
+    public func groupID(named name: String) -> UInt32? {
+        var entry = group()
+        var result: UnsafeMutablePointer<group>?
+        var buffer = [CChar](repeating: 0, count: 1 << 14)
+        while true {
+            let status = getgrnam_r(name, &entry, &buffer, buffer.count, &result)
+            if status == ERANGE, buffer.count < 1 << 22 {
+                buffer = [CChar](repeating: 0, count: buffer.count * 4)
+                continue
+            }
+            return status == 0 && result != nil ? entry.gr_gid : nil
+        }
     }
 
     public func sleep(microseconds: UInt32) {

@@ -50,6 +50,10 @@ public protocol SystemCalls: Sendable {
     /// Accepts one connection, non-blocking and close-on-exec.
     /// C: `accept4(listener, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)`.
     func accept(_ listener: Int32) throws(Errno) -> Int32
+    /// Who is at the other end of a connected Unix socket, as the kernel recorded it when the
+    /// peer connected (not looked up later). C: `getsockopt(SO_PEERCRED)` and
+    /// `getsockopt(SO_PEERGROUPS)`.
+    func peerCredentials(_ fd: Int32) throws(Errno) -> PeerCredentials
     /// Shuts both directions. On a listening socket, later connects are refused while
     /// connections already queued can still be accepted. C: `shutdown(fd, SHUT_RDWR)`.
     func shutdown(_ fd: Int32) throws(Errno)
@@ -103,6 +107,8 @@ public protocol SystemCalls: Sendable {
     /// The wait status of child `process` once it has exited; with `blocking: false`, `nil` while
     /// it runs. C: `waitpid`.
     func waitForExit(_ process: pid_t, blocking: Bool) throws(Errno) -> Int32?
+    /// The id of the group named `name`, or `nil` if there is none. C: `getgrnam_r`.
+    func groupID(named name: String) -> UInt32?
     /// Sleeps the calling thread. C: `usleep`.
     func sleep(microseconds: UInt32)
 }
@@ -125,4 +131,24 @@ public struct PathStatus: Sendable, Equatable {
         self.owner = owner
         self.permissions = permissions
     }
+}
+
+/// The peer of a Unix socket connection, from the kernel.
+public struct PeerCredentials: Sendable, Equatable {
+    public var pid: Int32
+    public var uid: UInt32
+    /// The peer's primary group.
+    public var gid: UInt32
+    /// The peer's supplementary groups when it connected.
+    public var groups: [UInt32]
+
+    public init(pid: Int32, uid: UInt32, gid: UInt32, groups: [UInt32]) {
+        self.pid = pid
+        self.uid = uid
+        self.gid = gid
+        self.groups = groups
+    }
+
+    /// Whether the peer is in group `gid` (its primary group or a supplementary one).
+    public func isMember(of gid: UInt32) -> Bool { self.gid == gid || groups.contains(gid) }
 }

@@ -35,11 +35,13 @@ import Testing
 
     @Test(arguments: [JSON.string("v \"quoted\""), .integer(-3), .object(["$date": .string("2026-11-29T18:13:20Z")])])
     func valueRepliesAreTheRepliesTheyStandFor(value: JSON) throws {
-        var out: [UInt8] = []
-        VarlinkReply.encodeValue(value, revision: 42, into: &out)
-        #expect(out.last == 0)
-        let read = try VarlinkReply(message: out.dropLast())
-        #expect(read == VarlinkReply(members: ["value": value, "revision": .integer(42)]))
+        for source in ValueSource.allCases {
+            var out: [UInt8] = []
+            VarlinkReply.encodeValue(value, revision: 42, source: source, into: &out)
+            #expect(out.last == 0)
+            let read = try VarlinkReply(message: out.dropLast())
+            #expect(read == VarlinkReply.value(value, revision: 42, source: source))
+        }
     }
 
     @Test func callsAreWrittenMethodFirst() throws {

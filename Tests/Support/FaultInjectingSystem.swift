@@ -232,4 +232,6 @@ public final class FaultInjectingSystem: SystemCalls {
 
     public func waitForExit(_ process: pid_t, blocking: Bool) throws(Errno) -> Int32? { try real.waitForExit(process, blocking: blocking) }
     public func sleep(microseconds: UInt32) { real.sleep(microseconds: microseconds) }
+    public func peerCredentials(_ fd: Int32) throws(Errno) -> PeerCredentials { try real.peerCredentials(fd) }
+    public func groupID(named name: String) -> UInt32? { real.groupID(named: name) }
 }

@@ -1,0 +1,64 @@
+import KVProtocol
+import KVStorage
+import KVValues
+
+/// `io.kvd.System`, served by the system instance only. A lock is a key of the domain's
+/// internal lock domain (``Domain/locks(of:)``), so locking and unlocking are ordinary durable
+/// commits: the same log, recovery and crash points as values.
+extension RequestHandler {
+    func handleSystem(_ request: DefaultsRequest) -> Outcome {
+        switch request {
+        case .lock(let domain, let key):
+            return .commit(Domain.locks(of: domain), .set(key, .bool(true), ifRevision: nil))
+        case .unlock(let domain, let key):
+            return .commit(Domain.locks(of: domain), .delete(key))
+        case .locks(let domain):
+            return .reply(VarlinkReply(parameters: ["locks": .array(locks(of: domain))]))
+        case .mirror:
+            return .mirror
+        default:
+            preconditionFailure("\(request) is not an io.kvd.System call")
+        }
+    }
+
+    /// `{"domain": D, "key": K}` for every lock (of `domain`, or of all), sorted.
+    private func locks(of domain: Domain?) -> [JSON] {
+        let lockDomains = domain.map { [Domain.locks(of: $0)] } ?? store.domains().filter { $0.lockedDomain != nil }
+        var items: [JSON] = []
+        for lockDomain in lockDomains.sorted() {
+            guard let target = lockDomain.lockedDomain, let snapshot = store.list(lockDomain) else { continue }
+            for key in snapshot.values.keys.sorted() {
+                items.append(.object(["domain": .string(target.name), "key": .string(key.name)]))
+            }
+        }
+        return items
+    }
+
+    /// The first replies of a `Mirror`: one per domain with values, one per domain with locks
+    /// (each fits a message, as a `Watch`'s first reply does), then `synced`.
+    func initialMirrorReplies(revision: Int64) -> [VarlinkReply] {
+        var replies: [VarlinkReply] = []
+        for domain in store.domains() {
+            guard let snapshot = store.list(domain), !snapshot.values.isEmpty else { continue }
+            let changes = snapshot.values.map { Change(key: $0.key, value: $0.value) }.sorted { $0.key < $1.key }
+            replies.append(Self.mirrorReply(revision: revision, domain: domain, changes: changes, synced: false))
+        }
+        replies.append(Self.mirrorReply(revision: revision, domain: nil, changes: [], synced: true))
+        return replies
+    }
+
+    /// A `Mirror` reply: the changes of `domain` (values; for a lock domain, locks of the domain
+    /// it locks: a value locks, a removal unlocks), or with no domain the end of the snapshot.
+    /// `synced`: the snapshot is complete (false for the snapshot's own replies).
+    static func mirrorReply(revision: Int64, domain: Domain?, changes: [Change], synced: Bool) -> VarlinkReply {
+        var parameters: [String: JSON] = ["revision": .integer(revision), "synced": .bool(synced), "changes": .array([]), "locks": .array([])]
+        if let domain, let target = domain.lockedDomain {
+            parameters["domain"] = .string(target.name)
+            parameters["locks"] = .array(changes.map { .object(["key": .string($0.key.name), "locked": .bool($0.value != nil)]) })
+        } else if let domain {
+            parameters["domain"] = .string(domain.name)
+            parameters["changes"] = .array(changes.map(\.json))
+        }
+        return VarlinkReply(parameters: parameters, continues: true)
+    }
+}

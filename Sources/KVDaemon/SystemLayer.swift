@@ -1,0 +1,120 @@
+import KVProtocol
+import KVStorage
+import KVValues
+
+/// The machine's system defaults and locks as a user's kvd last saw them (from the system
+/// instance, through ``SystemMirror``), and how they combine with the user's own values.
+///
+/// The search order for one key: a locked system value, else the user's value, else the system
+/// default. A locked key the system has no value for reads as missing. The user's value under
+/// a lock stays in the user's store, unseen, and is served again once the lock goes.
+///
+/// Loop thread only. Empty until the first snapshot arrives, and then kept, unchanged, while
+/// the system instance is away: kvd serves the last system layer it saw.
+final class SystemLayer {
+    /// One domain's system values and locked keys.
+    struct DomainLayer: Equatable {
+        var values: [Key: Value] = [:]
+        var locks: Set<Key> = []
+        /// What ``values`` would add to a reply (``DomainBudget``), for the size check of the
+        /// combined domain.
+        var budgetBytes = 0
+
+        var isEmpty: Bool { values.isEmpty && locks.isEmpty }
+
+        mutating func set(_ key: Key, _ value: Value?) {
+            if let old = values[key] { budgetBytes -= Self.cost(key, old) }
+            values[key] = value
+            if let value { budgetBytes += Self.cost(key, value) }
+        }
+
+        static func cost(_ key: Key, _ value: Value) -> Int {
+            DomainBudget.cost(entryBytes: key.name.utf8.count + 2 + JSONWriter().bytes(value.typedJSON).count)
+        }
+    }
+
+    /// What the system instance reported: a whole snapshot (after each connection), or the
+    /// changes of one of its commits.
+    enum Update: Sendable {
+        case snapshot([Domain: [Key: Value]], locks: [Domain: Set<Key>])
+        case values(Domain, [Change])
+        case locks(Domain, [(key: Key, locked: Bool)])
+    }
+
+    private(set) var domains: [Domain: DomainLayer] = [:]
+
+    /// Whether any system value or lock is known: when not, every read is the user's alone.
+    var isEmpty: Bool { domains.isEmpty }
+
+    func layer(_ domain: Domain) -> DomainLayer? { domains[domain] }
+
+    /// The keys whose system value or lock `update` may change, per domain (a snapshot: every
+    /// key it or the current layer holds).
+    func touchedKeys(by update: Update) -> [Domain: Set<Key>] {
+        switch update {
+        case .snapshot(let values, let locks):
+            var touched: [Domain: Set<Key>] = [:]
+            for (domain, layer) in domains { touched[domain] = Set(layer.values.keys).union(layer.locks) }
+            for (domain, entries) in values { touched[domain, default: []].formUnion(entries.keys) }
+            for (domain, keys) in locks { touched[domain, default: []].formUnion(keys) }
+            return touched
+        case .values(let domain, let changes): return [domain: Set(changes.map(\.key))]
+        case .locks(let domain, let changes): return [domain: Set(changes.map(\.key))]
+        }
+    }
+
+    /// Applies `update`.
+    func apply(_ update: Update) {
+        switch update {
+        case .snapshot(let values, let locks):
+            var fresh: [Domain: DomainLayer] = [:]
+            for (domain, entries) in values {
+                for (key, value) in entries { fresh[domain, default: .init()].set(key, value) }
+            }
+            for (domain, keys) in locks where !keys.isEmpty { fresh[domain, default: .init()].locks = keys }
+            domains = fresh.filter { !$0.value.isEmpty }
+        case .values(let domain, let changes):
+            var layer = domains[domain] ?? .init()
+            for change in changes { layer.set(change.key, change.value) }
+            store(layer, for: domain)
+        case .locks(let domain, let changes):
+            var layer = domains[domain] ?? .init()
+            for change in changes {
+                if change.locked { layer.locks.insert(change.key) } else { layer.locks.remove(change.key) }
+            }
+            store(layer, for: domain)
+        }
+    }
+
+    private func store(_ layer: DomainLayer, for domain: Domain) {
+        domains[domain] = layer.isEmpty ? nil : layer
+    }
+}
+
+/// A value as the layers combine, with where it comes from.
+struct LayeredValue: Equatable {
+    var value: Value
+    var source: ValueSource
+}
+
+extension SystemLayer.DomainLayer {
+    /// The value of `key` with the user's own `user` value (`nil`: none) beneath this layer.
+    func combine(_ key: Key, user: Value?) -> LayeredValue? {
+        if locks.contains(key) { return values[key].map { LayeredValue(value: $0, source: .locked) } }
+        if let user { return LayeredValue(value: user, source: .user) }
+        return values[key].map { LayeredValue(value: $0, source: .system) }
+    }
+
+    /// The whole domain, the user's values `user` beneath this layer, with the source of every
+    /// value that is not the user's.
+    func combine(user: [Key: Value]) -> (values: [Key: Value], sources: [Key: ValueSource]) {
+        var combined = user
+        var sources: [Key: ValueSource] = [:]
+        for (key, value) in values where locks.contains(key) || combined[key] == nil {
+            combined[key] = value
+            sources[key] = locks.contains(key) ? .locked : .system
+        }
+        for key in locks where values[key] == nil { combined[key] = nil }
+        return (combined, sources)
+    }
+}
