@@ -50,7 +50,8 @@ import Testing
             let client = try RawClient(sandbox.socket)
             for (key, entry) in acknowledged {
                 let reply = client.receiveRaw(#"{"method":"io.kvd.Defaults.Get","parameters":{"domain":"kill.deep","key":"\#(key)"}}"#) ?? "no reply"
-                #expect(reply.hasPrefix(#"{"parameters":{"value":\#(entry.value),"revision":\#(entry.revision)}"#), "round \(round): \(key) lost: \(reply.prefix(120))")
+                #expect(
+                    reply.hasPrefix(#"{"parameters":{"value":\#(entry.value),"revision":\#(entry.revision),"source":"user"}"#), "round \(round): \(key) lost: \(reply.prefix(120))")
             }
             let pid = daemon.process.pid
             let killer = Thread {

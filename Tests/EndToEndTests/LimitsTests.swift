@@ -43,8 +43,8 @@ import Testing
         client = try RawClient(sandbox.socket)
         defer { client.close() }
         let deep = try #require(client.large(Self.getCall("d", "deep")))
-        #expect(deep.hasPrefix(#"{"parameters":{"value":\#(Self.nestedArrays(510)),"revision":1}"#), "\(deep.prefix(200))")
-        #expect(client.large(Self.getCall("other", "k")) == #"{"parameters":{"value":"acked","revision":2}}"#)
+        #expect(deep.hasPrefix(#"{"parameters":{"value":\#(Self.nestedArrays(510)),"revision":1,"source":"user"}"#), "\(deep.prefix(200))")
+        #expect(client.large(Self.getCall("other", "k")) == #"{"parameters":{"value":"acked","revision":2,"source":"user"}}"#)
         #expect(try Self.revision(client.large(Self.setCall("other", "k2", "3"))) == 3, "the revision never goes back")
         #expect(!sandbox.stateFiles().contains { $0.contains("unreadable") }, "\(sandbox.stateFiles())")
         daemon.stop()
@@ -126,7 +126,7 @@ import Testing
         daemon = try Daemon(sandbox)
         client = try RawClient(sandbox.socket)
         defer { client.close() }
-        #expect(client.large(Self.getCall("good", "k")) == #"{"parameters":{"value":"fine","revision":1}}"#)
+        #expect(client.large(Self.getCall("good", "k")) == #"{"parameters":{"value":"fine","revision":1,"source":"user"}}"#)
         #expect(try Self.revision(client.large(Self.setCall("x", "k", "1"))) == 2)
         for name in ["x", "y", "z", "kvd.wal"] {
             #expect(sandbox.stateFiles().contains { $0.hasPrefix(name + ".unreadable-") }, "\(name): \(sandbox.stateFiles())")
@@ -150,7 +150,7 @@ import Testing
         #expect(files.count == 1, "\(sandbox.stateFiles())")
         daemon = try Daemon(sandbox)
         client = try RawClient(sandbox.socket)
-        #expect(client.large(Self.getCall(name, "k")) == #"{"parameters":{"value":"long","revision":1}}"#)
+        #expect(client.large(Self.getCall(name, "k")) == #"{"parameters":{"value":"long","revision":1,"source":"user"}}"#)
         client.close()
         daemon.stop()
         try sandbox.write(try #require(files.first), "{broken")

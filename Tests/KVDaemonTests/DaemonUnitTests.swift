@@ -22,11 +22,13 @@ import Testing
 
     @Test func flagsOverrideTheEnvironment() throws {
         let parsed = try parse(["--socket", "/s", "--state-dir=/d", "--idle-exit", "0"], ["KVD_SOCKET": "/x", "KVD_STATE_DIR": "/y"])
-        #expect(parsed == .run(DaemonOptions(socketPath: "/s", stateDirectory: "/d", idleExit: nil, verbose: false)))
+        #expect(parsed == .run(DaemonOptions(socketPath: "/s", stateDirectory: "/d", idleExit: nil, verbose: false, role: .user(systemSocket: "/run/kvd/system.sock"))))
         #expect(
             try parse(["--idle-exit", "1.5"])
                 == .run(
-                    DaemonOptions(socketPath: Paths.socket(explicit: nil, environment: [:]), stateDirectory: "/home/u/.config/kvd", idleExit: .milliseconds(1500), verbose: false)))
+                    DaemonOptions(
+                        socketPath: Paths.socket(explicit: nil, environment: [:]), stateDirectory: "/home/u/.config/kvd", idleExit: .milliseconds(1500), verbose: false,
+                        role: .user(systemSocket: "/run/kvd/system.sock"))))
     }
 
     @Test func badUsageSaysWhatIsWrong() {
@@ -82,7 +84,7 @@ import Testing
         }
         let commit = try temp.store.commit(domain, .set(key, .integer(5), ifRevision: nil))
         let reply = try answer(handler.handle(try request("Get", ["domain": .string("d"), "key": .string("k")])), "Get")
-        #expect(reply.parameters == ["value": .integer(5), "revision": .integer(commit.revision)])
+        #expect(reply.parameters == ["value": .integer(5), "revision": .integer(commit.revision), "source": .string("user")])
         let missing = try answer(handler.handle(try request("Get", ["domain": .string("d"), "key": .string("nope")])), "Get")
         #expect(missing.error == "io.kvd.Defaults.NotFound" && missing.parameters["key"] == .string("nope"))
         let list = try answer(handler.handle(try request("List", ["domain": .string("other")])), "List")
@@ -119,6 +121,11 @@ import Testing
 
     @Test func emptyVariablesStillCountAsUnset() throws {
         let parsed = try DaemonOptions.parse([], environment: ["HOME": "/home/u", "KVD_SOCKET": "", "KVD_STATE_DIR": "", "XDG_RUNTIME_DIR": "/run/user/7"])
-        #expect(parsed == .run(DaemonOptions(socketPath: "/run/user/7/kvd.sock", stateDirectory: "/home/u/.config/kvd", idleExit: .seconds(30), verbose: false)))
+        #expect(
+            parsed
+                == .run(
+                    DaemonOptions(
+                        socketPath: "/run/user/7/kvd.sock", stateDirectory: "/home/u/.config/kvd", idleExit: .seconds(30), verbose: false,
+                        role: .user(systemSocket: "/run/kvd/system.sock"))))
     }
 }

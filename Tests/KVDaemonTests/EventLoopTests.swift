@@ -157,7 +157,7 @@ import Testing
         let replies = client.replies.map { try? VarlinkReply(message: ArraySlice($0.utf8)) }
         #expect(replies.count == 4, "\(replies.count) replies for 4 calls")
         guard replies.count == 4 else { return }
-        let get = VarlinkReply(parameters: ["value": .string(String(repeating: "v", count: 3000)), "revision": .integer(1)])
+        let get = VarlinkReply.value(.string(String(repeating: "v", count: 3000)), revision: 1, source: .user)
         #expect(replies[1] == get && replies[3] == get, "a Get reply arrived damaged: \(client.replies[1].prefix(100))...")
         #expect(replies[2] == VarlinkReply(parameters: ["domains": .array([.string("d")])]), "\(client.replies[2].prefix(100))")
         #expect(loop.system.count(.send) - sendsBefore >= 2 * 6000 / 64, "the sends were not short")
