@@ -10,6 +10,11 @@ else
 PREFIX     ?= $(HOME)/.local
 UNITDIR    ?= $(HOME)/.local/share/systemd/user
 endif
+# The system instance's units (kvd-system.socket, kvd-system.service): systemd reads
+# /usr/local/lib/systemd/system and /usr/lib/systemd/system, so they only take effect as root.
+SYSTEMUNITDIR ?= $(PREFIX)/lib/systemd/system
+USER_UNITS   := kvd.socket kvd.service
+SYSTEM_UNITS := kvd-system.socket kvd-system.service
 BINDIR     ?= $(PREFIX)/bin
 # Installed and benchmarked programs link the Swift runtime statically: kvctl then starts in about
 # 2 ms instead of 4 (a shell script calls it once per setting), and kvd starts faster on activation.
@@ -34,9 +39,9 @@ format-check:
 all: build
 
 help:
-	@echo "make demo     build and show kvd end to end (installs what is missing)"
+	@echo "make demo     build and show kvd end to end, as root with the system layer (installs what is missing)"
 	@echo "make test     run every test (installs what is missing)"
-	@echo "make install  install kvd, kvctl and the systemd user units (PREFIX=$(PREFIX))"
+	@echo "make install  install kvd, kvctl and the systemd units, user and system (PREFIX=$(PREFIX))"
 	@echo "make fuzz     run each libFuzzer target for FUZZ_SECONDS (default 60)"
 	@echo "make test-sanitize  run the tests under AddressSanitizer and ThreadSanitizer"
 	@echo "make bench    kvd beside Redis, SQLite and UserDefaults: bench/results.{json,md,svg}"
@@ -112,17 +117,19 @@ demo: deps
 
 install: deps
 	$(SWIFT) build $(RELEASE_FLAGS)
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(DOCDIR)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSTEMUNITDIR) $(DESTDIR)$(DOCDIR)
 	install -m 0755 .build/release/kvd .build/release/kvctl .build/release/habits $(DESTDIR)$(BINDIR)/
 	install -m 0644 README.md $(DESTDIR)$(DOCDIR)/
-	for unit in kvd.socket kvd.service; do \
-	  sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@DOCDIR@|$(DOCDIR)|g' systemd/$$unit > $(DESTDIR)$(UNITDIR)/$$unit; \
-	  chmod 0644 $(DESTDIR)$(UNITDIR)/$$unit; \
+	for unit in $(USER_UNITS:%=$(UNITDIR)/%) $(SYSTEM_UNITS:%=$(SYSTEMUNITDIR)/%); do \
+	  sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@DOCDIR@|$(DOCDIR)|g' systemd/$${unit##*/} > $(DESTDIR)$$unit; \
+	  chmod 0644 $(DESTDIR)$$unit; \
 	done
 	@echo "installed; enable with: systemctl --user daemon-reload && systemctl --user enable --now kvd.socket"
+	@echo "the system instance (as root): groupadd --system kvd-admin; systemctl daemon-reload && systemctl enable --now kvd-system.socket"
 
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/kvd $(DESTDIR)$(BINDIR)/kvctl $(DESTDIR)$(BINDIR)/habits $(DESTDIR)$(UNITDIR)/kvd.socket $(DESTDIR)$(UNITDIR)/kvd.service
+	rm -f $(DESTDIR)$(BINDIR)/kvd $(DESTDIR)$(BINDIR)/kvctl $(DESTDIR)$(BINDIR)/habits
+	rm -f $(USER_UNITS:%=$(DESTDIR)$(UNITDIR)/%) $(SYSTEM_UNITS:%=$(DESTDIR)$(SYSTEMUNITDIR)/%)
 	rm -rf $(DESTDIR)$(DOCDIR)
 
 clean:

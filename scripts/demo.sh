@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # kvd end to end, as a user would see it: systemd-style socket activation, kvctl, durable files,
-# a kill -9 that loses nothing, a damaged file kept aside, idle exit. Everything runs in a
-# temporary folder that is removed at the end.  Usage: scripts/demo.sh BIN_DIR
+# a kill -9 that loses nothing, a damaged file kept aside, idle exit, the habits sample; then, as
+# root, the system layer (scripts/demo-system.sh). Everything runs in a temporary folder that is
+# removed at the end.  Usage: scripts/demo.sh BIN_DIR
 set -euo pipefail
 bin=${1:-.build/debug}
 bin=$(cd "$bin" && pwd)
@@ -81,5 +82,9 @@ printf '$ kvctl get com.example.habits Habits | head -n 17\n'; "$bin/kvctl" get 
 printf '$ kvctl --json get com.example.habits Habits | grep -o '"'"'"schemaVersion":2'"'"' | wc -l\n'
 "$bin/kvctl" --json get com.example.habits Habits | grep -o '"schemaVersion":2' | wc -l
 show "$bin/habits" list
+kill "$daemon_pid" 2>/dev/null; wait "$daemon_pid" 2>/dev/null || true; daemon_pid=""
+
+step "The system layer: defaults and locks an admin sets for every user (as root)"
+"$(dirname "$0")/demo-system.sh" "$bin"
 echo
 echo "demo finished"
