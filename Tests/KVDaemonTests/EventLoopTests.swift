@@ -19,14 +19,14 @@ import Testing
         let store: Store
         let server: Server
 
-        init(limits: Server.Limits = .init()) throws {
+        init(limits: Server.Limits = .init(), role: DaemonOptions.Role = .user(systemSocket: nil)) throws {
             var template = Array("/tmp/kvd-loop-XXXXXX".utf8CString)
             folder = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
             store = try Store(directory: folder + "/state")
             let listener = system.makeListener()
             server = try Server(
                 store: store, socket: .handedOver([listener], system: system), log: Logger(toJournal: false, system: system),
-                idleExit: nil, limits: limits, system: system)
+                idleExit: nil, limits: limits, system: system, role: role)
         }
 
         deinit {

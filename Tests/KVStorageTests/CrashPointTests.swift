@@ -5,7 +5,7 @@ import KVValues
 import Testing
 
 /// Simulates a crash after every disk operation of a workload (set, delete, apply, domain
-/// deletion, several compactions, a restart) in every way the unsynced data could reach the
+/// deletion, a system instance's lock and unlock, several compactions, a restart) in every way the unsynced data could reach the
 /// disk, and checks recovery (see ``CrashChecker``). `KVD_CRASH_TRACE=1` prints the operations.
 @Suite struct CrashPointTests {
     /// A small reservation: crash states still hold reserved zeros after the records.
@@ -22,6 +22,7 @@ import Testing
         work.commit(a, .set(key("k2"), .string("two"), ifRevision: nil))
         work.commit(b, CrashWorkload.markedApply(1, keys: 3))
         work.commit(a, .set(key("k1"), .integer(11), ifRevision: nil))
+        work.commit(Domain.locks(of: a), .set(key("k1"), .bool(true), ifRevision: nil))  // kvd --system: Lock
         work.commit(global, .set(key("AppleLocale"), .string("en_GB"), ifRevision: nil))
         work.commit(a, .delete(key("k2")))
         work.commit(b, CrashWorkload.markedApply(2, keys: 2, also: [Change(key: key("plain"), value: .real(2.5))]))
@@ -33,6 +34,7 @@ import Testing
         work.restart()  // a crash of the process: recovery replays the log
         work.commit(b, .deleteDomain)
         work.commit(b, CrashWorkload.markedApply(4, keys: 4))
+        work.commit(Domain.locks(of: b), .set(key("m4-0"), .bool(true), ifRevision: nil))
         work.commit(a, .set(key("when"), .date(Date(timeIntervalSince1970: 1_800_000_000.25)), ifRevision: nil))
         work.commit(a, .set(key("blob"), .data(Data((0..<64).map { UInt8($0) })), ifRevision: nil))
         work.commit(global, .delete(key("AppleLocale")))
@@ -42,6 +44,7 @@ import Testing
         work.close()  // compacts
         work.open()
         work.commit(a, .set(key("k1"), .integer(42), ifRevision: 0))
+        work.commit(Domain.locks(of: a), .delete(key("k1")))  // Unlock
         let removals = (0..<4).map { Change(key: key("m4-\($0)"), value: nil) }
         work.commit(b, CrashWorkload.markedApply(5, keys: 3, also: removals))
         work.commit(a, .delete(key("long")))
@@ -61,7 +64,7 @@ import Testing
     @Test func everyCrashPointKeepsEveryAcknowledgedCommit() {
         let (fileSystem, work, report) = Self.enumeration
         #expect(work.failedOpens.isEmpty)
-        #expect(work.attempts.count == 23 && work.attempts.allSatisfy(\.succeeded), "every commit of the workload succeeds")
+        #expect(work.attempts.count == 26 && work.attempts.allSatisfy(\.succeeded), "every commit of the workload succeeds")
         let resets = fileSystem.labels.filter { $0 == "rename .kvd.wal.tmp to kvd.wal" }.count
         #expect(resets >= 5, "the workload compacts several times (\(resets) log resets)")
         print("crash points: \(report.points) disk operations; crash states checked: \(report.states) (\(report.distinct) distinct disks)")

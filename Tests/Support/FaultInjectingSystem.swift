@@ -39,6 +39,10 @@ public final class FaultInjectingSystem: SystemCalls {
         /// The stand-in listener (an eventfd counting queued connections) and its queue.
         var listener: Int32 = -1
         var queued: [Int32] = []
+        /// Who the peers of accepted connections are, in accept order (then the real answer).
+        var peers: [PeerCredentials] = []
+        /// Group names and ids that replace the real group database (empty: the real one).
+        var groups: [String: UInt32] = [:]
     }
 
     private let real = LinuxSystem()
@@ -232,6 +236,22 @@ public final class FaultInjectingSystem: SystemCalls {
 
     public func waitForExit(_ process: pid_t, blocking: Bool) throws(Errno) -> Int32? { try real.waitForExit(process, blocking: blocking) }
     public func sleep(microseconds: UInt32) { real.sleep(microseconds: microseconds) }
-    public func peerCredentials(_ fd: Int32) throws(Errno) -> PeerCredentials { try real.peerCredentials(fd) }
-    public func groupID(named name: String) -> UInt32? { real.groupID(named: name) }
+    public func peerCredentials(_ fd: Int32) throws(Errno) -> PeerCredentials {
+        if let peer = state.withLock({ $0.peers.isEmpty ? nil : $0.peers.removeFirst() }) { return peer }
+        return try real.peerCredentials(fd)
+    }
+
+    public func groupID(named name: String) -> UInt32? {
+        let groups = state.withLock { $0.groups }
+        return groups.isEmpty ? real.groupID(named: name) : groups[name]
+    }
+
+    /// The next connections' peers are these users, in order (a socket pair's peer is always
+    /// this process): so the system instance's decisions can be tested for any uid.
+    public func pretendPeers(_ peers: [PeerCredentials], groups: [String: UInt32] = [:]) {
+        state.withLock {
+            $0.peers += peers
+            $0.groups = groups
+        }
+    }
 }
