@@ -98,7 +98,7 @@ final class FakeDaemon: Sendable {
         case .watch(let domain, _):
             let changes = (store.domains[domain] ?? [:]).map { Change(key: $0.key, value: $0.value.value).json }
             return VarlinkReply(parameters: ["revision": .integer(store.revision), "changes": .array(changes), "initial": .bool(true)])
-        case .getInfo, .getInterfaceDescription:
+        case .getInfo, .getInterfaceDescription, .lock, .unlock, .locks, .mirror:
             throw RequestError(.failure(ServiceInterface.Error.methodNotImplemented))
         }
     }
