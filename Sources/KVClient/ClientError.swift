@@ -145,7 +145,7 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
     /// `name` as one shell word: as it is when it holds only `A-Z a-z 0-9 . _ - / : @ + ,`,
     /// else in single quotes (a `'` inside written `'\''`), so a command in a message can be
     /// pasted as it is.
-    static func shellWord(_ name: String) -> String {
+    public static func shellWord(_ name: String) -> String {
         let plain = !name.isEmpty && name.unicodeScalars.allSatisfy { scalar in
             scalar.isASCII && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) || "._-/:@+,".unicodeScalars.contains(scalar))
         }
