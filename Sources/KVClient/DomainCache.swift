@@ -85,10 +85,6 @@ final class WatchCore: Sendable {
     func value(_ key: String) -> Value? { state.withLock { $0.values[key] } }
     /// Whether the system administrator locked `key` (as of the last change streamed).
     func isLocked(_ key: String) -> Bool { state.withLock { $0.sources[key] == .locked } }
-    /// Where the present value of `key` comes from; nil if there is none.
-    func source(_ key: String) -> ValueSource? {
-        state.withLock { $0.values[key] == nil ? nil : $0.sources[key] ?? .user }
-    }
     var values: [String: Value] { state.withLock { $0.values } }
     /// Keys the cache keeps anything for (a value, a revision, a removal): what its memory
     /// grows with.
