@@ -7,8 +7,8 @@ import KVValues
 ///
 /// kvd's error replies are decoded once, by ``init(errorReply:)``, into the cases from
 /// ``notFound(domain:key:)`` to ``methodNotFound(method:)``: callers match cases and never
-/// compare error names. An error kvd may add later gets a case there (the next ones are a locked
-/// key and a permission check on a domain); until then it is ``remote(name:parameters:)``.
+/// compare error names. An error kvd may add later gets a case there; until then it is
+/// ``remote(name:parameters:)``.
 public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Nothing accepted the connection at `path`; `reason` is the system's word for it.
     case cannotConnect(path: String, reason: String)
@@ -33,7 +33,11 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
     case tooLarge(limit: Int64?)
     /// `UnreadableValue`: the stored value cannot be read; kvd keeps it as it is.
     case unreadableValue(domain: String, key: String, reason: String)
-    /// `org.varlink.service.PermissionDenied`.
+    /// `KeyLocked`: the machine's administrator locked the key (`kvctl --system lock`), so
+    /// nothing changed; root or a member of the group `kvd-admin` can lift the lock.
+    case keyLocked(domain: String, key: String)
+    /// `org.varlink.service.PermissionDenied`: the system instance (`kvd --system`) lets only
+    /// root and members of the group `kvd-admin` change anything; nothing changed.
     case permissionDenied
     /// `org.varlink.service.MethodNotFound`: kvd is older than this client.
     case methodNotFound(method: String)
@@ -68,6 +72,7 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
         case Names.storageFailure: self = .storageFailure(reason: text("reason"))
         case Names.tooLarge: self = .tooLarge(limit: number("limit"))
         case Names.unreadableValue: self = .unreadableValue(domain: text("domain"), key: text("key"), reason: text("reason"))
+        case Names.keyLocked: self = .keyLocked(domain: text("domain"), key: text("key"))
         case ServiceInterface.Error.permissionDenied: self = .permissionDenied
         case ServiceInterface.Error.methodNotFound: self = .methodNotFound(method: text("method"))
         case let name: self = .remote(name: name, parameters: parameters)
@@ -78,7 +83,7 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
     /// connection or the reply failing.
     public var isErrorReply: Bool {
         switch self {
-        case .notFound, .revisionMismatch, .invalidName, .invalidValue, .storageFailure, .tooLarge, .unreadableValue,
+        case .notFound, .revisionMismatch, .invalidName, .invalidValue, .storageFailure, .tooLarge, .unreadableValue, .keyLocked,
             .permissionDenied, .methodNotFound, .remote:
             true
         case .cannotConnect, .cannotStart, .unsafeSocketFolder, .protocolError, .connectionFailed, .connectionClosed:
@@ -119,8 +124,11 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
         case .unreadableValue(let domain, let key, let reason):
             "the stored value of \"\(key)\" in \(domain) cannot be read (\(reason)); kvd keeps it as it is. "
                 + "Replace it with `kvctl set \(domain) \(key) ...` or remove it with `kvctl delete \(domain) \(key)`"
+        case .keyLocked(let domain, let key):
+            "\(Self.shellWord(domain)) \(Self.shellWord(key)) is locked by the system administrator; root or a member of group kvd-admin "
+                + "can lift it with: kvctl --system unlock \(Self.shellWord(domain)) \(Self.shellWord(key))"
         case .permissionDenied:
-            "kvd denied access"
+            "permission denied: only root and members of group kvd-admin may change the system instance"
         case .methodNotFound(let method):
             Self.olderKVD(method)
         case .remote(let name, let parameters):
@@ -132,6 +140,16 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
         case .connectionClosed:
             "kvd closed the connection before replying (did it stop or crash? see `journalctl --user -u kvd`)"
         }
+    }
+
+    /// `name` as one shell word: as it is when it holds only `A-Z a-z 0-9 . _ - / : @ + ,`,
+    /// else in single quotes (a `'` inside written `'\''`), so a command in a message can be
+    /// pasted as it is.
+    public static func shellWord(_ name: String) -> String {
+        let plain = !name.isEmpty && name.unicodeScalars.allSatisfy { scalar in
+            scalar.isASCII && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) || "._-/:@+,".unicodeScalars.contains(scalar))
+        }
+        return plain ? name : "'" + name.split(separator: "'", omittingEmptySubsequences: false).joined(separator: "'\\''") + "'"
     }
 
     private static func olderKVD(_ method: String) -> String {

@@ -9,11 +9,15 @@ public struct WatchEvent: Sendable, Equatable {
     public var changes: [Change]
     /// Whether this is the first event, listing the current values.
     public var initial: Bool
+    /// The changes whose value is not the user's own (`system`: the machine's default, `locked`:
+    /// the system administrator's locked value); every other change is the user's.
+    public var sources: [Key: ValueSource]
 
-    public init(revision: Int64, changes: [Change], initial: Bool) {
+    public init(revision: Int64, changes: [Change], initial: Bool, sources: [Key: ValueSource] = [:]) {
         self.revision = revision
         self.changes = changes
         self.initial = initial
+        self.sources = sources
     }
 }
 
@@ -25,11 +29,14 @@ public struct DomainListing: Sendable, Equatable {
     public var unreadable: [Key: String]
     /// The revision at which the domain last changed.
     public var revision: Int64
+    /// The keys whose value is not the user's own (`system` or `locked`).
+    public var sources: [Key: ValueSource]
 
-    public init(values: [Key: Value], unreadable: [Key: String], revision: Int64) {
+    public init(values: [Key: Value], unreadable: [Key: String], revision: Int64, sources: [Key: ValueSource] = [:]) {
         self.values = values
         self.unreadable = unreadable
         self.revision = revision
+        self.sources = sources
     }
 }
 
@@ -37,8 +44,17 @@ public struct DomainListing: Sendable, Equatable {
 extension Connection {
     /// A key's value and the revision at which it last changed. Throws `NotFound` for a missing key.
     public func get(_ domain: Domain, _ key: Key) throws(ClientError) -> (value: Value, revision: Int64) {
+        let found = try getWithSource(domain, key)
+        return (found.value, found.revision)
+    }
+
+    /// ``get(_:_:)`` with where the value comes from: the user's own value, the machine's
+    /// default, or a value the system administrator locked (`user` from a kvd that does not say).
+    /// `revision` is that of the user's own value (0 when the user has none).
+    public func getWithSource(_ domain: Domain, _ key: Key) throws(ClientError) -> (value: Value, revision: Int64, source: ValueSource) {
         let reply = try call(.get(domain, key))
-        return (try Decode.value(reply.parameters["value"], "value"), try Decode.revision(reply))
+        let source = try Decode.source(reply.parameters["source"], "source")
+        return (try Decode.value(reply.parameters["value"], "value"), try Decode.revision(reply), source)
     }
 
     /// Sets a key; with `ifRevision`, only if it last changed then (0: only if absent).
@@ -85,6 +101,12 @@ extension Connection {
                 listing.unreadable[try Decode.key(name)] = text
             }
         case _?: throw .protocolError("List reply whose \"unreadable\" is not an object")
+        }
+        switch reply.parameters["sources"] {
+        case nil: break
+        case .object(let sources)?:
+            for (name, source) in sources { listing.sources[try Decode.key(name)] = try Decode.source(source, "sources.\(name)") }
+        case _?: throw .protocolError("List reply whose \"sources\" is not an object")
         }
         return listing
     }
@@ -139,6 +161,7 @@ enum Decode {
             throw .protocolError("Watch reply without a \"changes\" array")
         }
         var changes: [Change] = []
+        var sources: [Key: ValueSource] = [:]
         for item in items {
             guard case .string(let name)? = item["key"] else { throw .protocolError("Watch change without a \"key\"") }
             let key = try key(name)
@@ -146,9 +169,20 @@ enum Decode {
             case nil, .null?: changes.append(Change(key: key, value: nil))
             case let json?: changes.append(Change(key: key, value: try value(json, "changes.value")))
             }
+            let source = try Decode.source(item["source"], "changes.source")
+            if source != .user { sources[key] = source }
         }
         var initial = false
         if case .bool(let flag)? = reply.parameters["initial"] { initial = flag }
-        return WatchEvent(revision: try revision(reply), changes: changes, initial: initial)
+        return WatchEvent(revision: try revision(reply), changes: changes, initial: initial, sources: sources)
+    }
+
+    /// `"user"`, `"system"` or `"locked"`; absent means `user` (a kvd without a system layer).
+    static func source(_ json: JSON?, _ member: String) throws(ClientError) -> ValueSource {
+        guard let json else { return .user }
+        guard case .string(let name) = json, let source = ValueSource(rawValue: name) else {
+            throw .protocolError("\"\(member)\" is not \"user\", \"system\" or \"locked\"")
+        }
+        return source
     }
 }

@@ -10,7 +10,16 @@ import Synchronization
 ///
 /// Each change carries its commit's revision, and each key remembers the revision of its last
 /// change: a change older than what is cached for its key is ignored, so the process's own writes
-/// (applied when acknowledged) and the watch stream may arrive in either order.
+/// (applied when acknowledged) and the watch stream may arrive in either order. Changes of the
+/// system layer (a lock, a machine default) carry no revision of their own: kvd streams them with
+/// the user store's revision, unchanged. So the stream's order is the truth: a streamed change
+/// applies at a revision equal to the last one streamed, and anything from outside the stream (an
+/// acknowledgement, a `List`) applies only when it is newer than everything streamed
+/// (``WatchCore/State/complete``), since the stream already holds it and maybe a system change
+/// after it. This relies on kvd streaming a domain's commits and system changes in one order.
+///
+/// Each key's source (``ValueSource``) comes with its change; the cache keeps the keys whose value
+/// is not the user's, so ``WatchCore/isLocked(_:)`` needs no IPC.
 ///
 /// Memory follows the keys present, not the keys ever seen: a removed key is remembered only
 /// until the watch has delivered its removal (``WatchCore/State/complete``); past that point a
@@ -34,6 +43,8 @@ final class WatchCore: Sendable {
 
     struct State {
         var values: [String: Value] = [:]
+        /// The source of each present key whose value is not the user's (`system`, `locked`).
+        var sources: [String: ValueSource] = [:]
         /// The revision of each present key's last change.
         var revisions: [String: Int64] = [:]
         /// Removed keys whose removal is newer than ``complete`` (this process's own deletes,
@@ -72,6 +83,8 @@ final class WatchCore: Sendable {
     }
 
     func value(_ key: String) -> Value? { state.withLock { $0.values[key] } }
+    /// Whether the system administrator locked `key` (as of the last change streamed).
+    func isLocked(_ key: String) -> Bool { state.withLock { $0.sources[key] == .locked } }
     var values: [String: Value] { state.withLock { $0.values } }
     /// Keys the cache keeps anything for (a value, a revision, a removal): what its memory
     /// grows with.
@@ -85,13 +98,15 @@ final class WatchCore: Sendable {
 
     // MARK: changes
 
-    /// A change acknowledged by kvd at `revision`: a write of this process, or (`streamed`) a
-    /// watch event, after which every change up to `revision` has been seen.
-    func apply(_ changes: [Change], revision: Int64, streamed: Bool = false) {
+    /// Changes kvd committed at `revision`: a write of this process (acknowledged), or
+    /// (`streamed`) a watch event, after which every change up to `revision` has been seen.
+    /// `sources` names the streamed changes whose value is not the user's.
+    func apply(_ changes: [Change], revision: Int64, streamed: Bool = false, sources: [Key: ValueSource] = [:]) {
         let (changed, handler) = state.withLock { state -> (Changes, (@Sendable (Domain, Changes) -> Void)?) in
             var changed: Changes = [:]
             for change in changes {
-                Self.apply(key: change.key.name, change.value, revision: revision, to: &state, changed: &changed)
+                let update = Update(value: change.value, source: sources[change.key] ?? .user, revision: revision, streamed: streamed)
+                Self.apply(update, to: change.key.name, in: &state, changed: &changed)
             }
             if streamed { Self.complete(through: revision, &state) }
             return (changed, state.onChange)
@@ -99,15 +114,18 @@ final class WatchCore: Sendable {
         if !changed.isEmpty { handler?(domain, changed) }
     }
 
-    /// A full snapshot taken at `revision`: every key not in it was removed by then.
-    func reconcile(_ snapshot: [String: Value], revision: Int64) {
+    /// A full snapshot taken at `revision`: every key not in it was removed by then. `streamed`:
+    /// the first reply of a watch (the stream's start); otherwise a `List`, taken outside the
+    /// stream. `sources` names the keys whose value is not the user's.
+    func reconcile(_ snapshot: [String: Value], revision: Int64, streamed: Bool, sources: [String: ValueSource] = [:]) {
         let (changed, handler) = state.withLock { state -> (Changes, (@Sendable (Domain, Changes) -> Void)?) in
             var changed: Changes = [:]
             for (key, value) in snapshot {
-                Self.apply(key: key, value, revision: revision, to: &state, changed: &changed)
+                let update = Update(value: value, source: sources[key] ?? .user, revision: revision, streamed: streamed)
+                Self.apply(update, to: key, in: &state, changed: &changed)
             }
             for key in state.values.keys where snapshot[key] == nil {
-                Self.apply(key: key, nil, revision: revision, to: &state, changed: &changed)
+                Self.apply(Update(value: nil, source: .user, revision: revision, streamed: streamed), to: key, in: &state, changed: &changed)
             }
             Self.complete(through: revision, &state)
             state.loaded = true
@@ -117,12 +135,28 @@ final class WatchCore: Sendable {
         if !changed.isEmpty { handler?(domain, changed) }
     }
 
-    private static func apply(key: String, _ value: Value?, revision: Int64, to state: inout State, changed: inout Changes) {
+    /// One key's change as it reaches the cache.
+    private struct Update {
+        var value: Value?
+        var source: ValueSource
+        var revision: Int64
+        /// From the watch stream, in its order (else: an acknowledgement or a `List`).
+        var streamed: Bool
+    }
+
+    /// Applies `update` to `key` unless something newer is cached: a streamed change is older
+    /// only than an own write acknowledged at a later revision (or, for a key the cache knows
+    /// nothing of, than what the stream already delivered); anything else is older unless
+    /// the stream has not reached its revision yet.
+    private static func apply(_ update: Update, to key: String, in state: inout State, changed: inout Changes) {
+        let revision = update.revision
+        if !update.streamed, revision <= state.complete { return }
         if let last = state.revisions[key] ?? state.removals[key] {
             guard revision >= last else { return }
         } else {
-            guard revision > state.complete else { return }
+            guard revision >= state.complete else { return }
         }
+        let value = update.value
         if value != nil {
             state.revisions[key] = revision
             state.removals[key] = nil
@@ -130,6 +164,7 @@ final class WatchCore: Sendable {
             state.revisions[key] = nil
             state.removals[key] = revision > state.complete ? revision : nil
         }
+        state.sources[key] = value == nil || update.source == .user ? nil : update.source
         guard state.values[key] != value else { return }
         state.values[key] = value
         changed[key] = .some(value)
@@ -171,11 +206,12 @@ final class WatchCore: Sendable {
                     if event.initial {
                         var snapshot: [String: Value] = [:]
                         for change in event.changes { snapshot[change.key.name] = change.value }
-                        reconcile(snapshot, revision: event.revision)
+                        let sources = Dictionary(uniqueKeysWithValues: event.sources.map { ($0.key.name, $0.value) })
+                        reconcile(snapshot, revision: event.revision, streamed: true, sources: sources)
                         state.withLock { $0.outageReported = false }
                         backoff = 0.02
                     } else {
-                        apply(event.changes, revision: event.revision, streamed: true)
+                        apply(event.changes, revision: event.revision, streamed: true, sources: event.sources)
                     }
                     return !isStopped
                 }

@@ -82,12 +82,15 @@ extension KVDefaults {
 
     /// Stores `value` (a `String`, number, `Bool`, `Date`, `Data`, `URL`, ``Value``, or an array
     /// or `[String: Any]` of those; nil removes the key) and returns when kvd has it on disk.
-    /// Failures go to the diagnostics handler; use ``write(_:forKey:)`` to have them thrown.
+    /// Failures go to the diagnostics handler (a key the system administrator locked as
+    /// ``KVDiagnostic/Kind/keyLocked``; reads go on returning the locked value); use
+    /// ``write(_:forKey:)`` to have them thrown.
     public func set(_ value: Any?, forKey key: String) {
         do {
             try write(value, forKey: key)
         } catch {
-            report(key, .writeFailed, "not stored: \(error)")
+            let kind: KVDiagnostic.Kind = if case .client(.keyLocked) = error { .keyLocked } else { .writeFailed }
+            report(key, kind, "not stored: \(error)")
         }
     }
 

@@ -146,7 +146,9 @@ public final class KVDefaults: Sendable {
     // MARK: writing
 
     /// Stores `value` under `key` in this suite's domain (`nil` removes the key) and returns when
-    /// kvd has it on disk. Throws when the key or value is invalid or kvd cannot store it.
+    /// kvd has it on disk. Throws when the key or value is invalid or kvd cannot store it, and
+    /// `.client(.keyLocked)` when the system administrator locked the key. The cache shows the
+    /// write only once kvd acknowledged it, so a refused write never shows.
     public func write(_ value: Value?, forKey key: String) throws(KVDefaultsError) {
         let name = try KVDefaultsError.key(key)
         if let value { try KVDefaultsError.validate(value, key: key) }
@@ -180,7 +182,8 @@ public final class KVDefaults: Sendable {
                 }
                 var snapshot: [String: Value] = [:]
                 for (key, value) in listing.values { snapshot[key.name] = value }
-                cache(for: domain).reconcile(snapshot, revision: listing.revision)
+                let sources = Dictionary(uniqueKeysWithValues: listing.sources.map { ($0.key.name, $0.value) })
+                cache(for: domain).reconcile(snapshot, revision: listing.revision, streamed: false, sources: sources)
             } catch {
                 ok = false
             }

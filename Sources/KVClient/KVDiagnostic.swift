@@ -24,6 +24,9 @@ public struct KVDiagnostic: Sendable, CustomStringConvertible {
         case notRead(path: String)
         /// A non-throwing write (`set(_:forKey:)`) failed; nothing changed.
         case writeFailed
+        /// A non-throwing write (`set(_:forKey:)`) was refused because the system administrator
+        /// locked the key; nothing changed, and reads return the locked value.
+        case keyLocked
         /// kvd cannot be reached; reads return the last known values (or defaults) meanwhile.
         case unavailable
     }

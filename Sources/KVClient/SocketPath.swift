@@ -19,6 +19,14 @@ public enum SocketPath {
         Paths.socket(explicit: explicit, environment: environment, uid: uid)
     }
 
+    /// The system instance's socket (`kvd --system`): `explicit` (`--socket`), else
+    /// `$KVD_SYSTEM_SOCKET`, else `/run/kvd/system.sock`. Empty values count as unset. Pure.
+    public static func resolveSystem(explicit: String?, environment: [String: String]) -> String {
+        if let explicit, !explicit.isEmpty { return explicit }
+        if let path = environment["KVD_SYSTEM_SOCKET"], !path.isEmpty { return path }
+        return "/run/kvd/system.sock"
+    }
+
     /// `/tmp/kvd-<uid>`: the socket's folder when there is no runtime directory.
     public static func fallbackFolder(uid: UInt32 = getuid()) -> String {
         Paths.fallbackSocketFolder(uid: uid)

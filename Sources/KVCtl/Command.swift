@@ -22,14 +22,17 @@ public struct Failure: Error, Sendable, Equatable, CustomStringConvertible {
     public var description: String { message }
 }
 
-/// Options before the command: `[--socket PATH] [--json] [--no-autostart]`.
+/// Options before the command: `[--socket PATH] [--system] [--json] [--no-autostart]`.
 public struct GlobalOptions: Sendable, Equatable {
     public var socket: String?
+    /// `--system`: talk to the system instance (`kvd --system`), which is never autostarted.
+    public var system = false
     public var json = false
     public var autostart = true
 
-    public init(socket: String? = nil, json: Bool = false, autostart: Bool = true) {
+    public init(socket: String? = nil, system: Bool = false, json: Bool = false, autostart: Bool = true) {
         self.socket = socket
+        self.system = system
         self.json = json
         self.autostart = autostart
     }
@@ -47,10 +50,28 @@ public enum Command: Sendable, Equatable {
     case export(Domain, String)
     case `import`(Domain, String)
     case watch(Domain, Key?)
+    /// `source DOMAIN KEY`: where the value comes from (user, system, locked).
+    case source(Domain, Key)
+    /// `--system lock DOMAIN KEY`.
+    case lock(Domain, Key)
+    /// `--system unlock DOMAIN KEY`.
+    case unlock(Domain, Key)
+    /// `--system locks [DOMAIN]`.
+    case locks(Domain?)
     /// `help [COMMAND]`, `--help`, `COMMAND --help`.
     case help(String?)
     /// `--version`: prints `kvctl VERSION`.
     case version
+}
+
+extension Command {
+    /// Whether the command exists only on the system instance (`kvctl --system ...`).
+    var needsSystem: Bool {
+        switch self {
+        case .lock, .unlock, .locks: true
+        default: false
+        }
+    }
 }
 
 /// The parsed command line.
@@ -73,6 +94,7 @@ extension Invocation {
                 guard index < arguments.count else { throw CommandLineError(command: nil, UsageError("--socket needs a PATH")) }
                 options.socket = try socketPath(arguments[index])
                 index += 1
+            case "--system": options.system = true
             case "--json": options.json = true
             case "--no-autostart": options.autostart = false
             case "--help", "-h": return Invocation(options: options, command: .help(nil))
@@ -95,7 +117,11 @@ extension Invocation {
             return Invocation(options: options, command: .help(canonical))
         }
         do throws(UsageError) {
-            return Invocation(options: options, command: try parseCommand(canonical, rest))
+            let command = try parseCommand(canonical, rest)
+            if command.needsSystem, !options.system {
+                throw UsageError("\(canonical) works on the system instance only: kvctl --system \(Help.entry(canonical)?.usage ?? canonical)")
+            }
+            return Invocation(options: options, command: command)
         } catch {
             throw CommandLineError(command: canonical, error)
         }
@@ -127,6 +153,10 @@ extension Invocation {
         case "export": command = .export(try reader.domain(), try reader.word("FILE"))
         case "import": command = .import(try reader.domain(), try reader.word("FILE"))
         case "watch": command = .watch(try reader.domain(), try reader.optionalKey())
+        case "source": command = .source(try reader.domain(), try reader.key())
+        case "lock": command = .lock(try reader.domain(), try reader.key())
+        case "unlock": command = .unlock(try reader.domain(), try reader.key())
+        case "locks": command = .locks(try reader.optionalDomain())
         case "help":
             let topic = reader.optionalWord()
             if let topic, Help.canonicalName(topic) == nil { throw UsageError("no command \"\(topic)\" to explain") }
@@ -174,6 +204,11 @@ struct ArgumentReader {
         let name = try word("DOMAIN")
         if name == "-g" || name == "-globalDomain" { return .global }
         do { return try Domain(validating: name) } catch { throw UsageError(error.description) }
+    }
+
+    mutating func optionalDomain() throws(UsageError) -> Domain? {
+        guard index < arguments.count else { return nil }
+        return try domain()
     }
 
     mutating func key(_ name: String = "KEY") throws(UsageError) -> Key {

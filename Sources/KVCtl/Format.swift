@@ -39,6 +39,34 @@ enum Format {
         }
     }
 
+    /// What `source` prints: where the value of `key` comes from, one line saying what the user
+    /// can do about it; with `json`, `{"domain", "key", "source", "value"}`.
+    static func source(_ source: ValueSource, _ value: Value, domain: Domain, key: Key, json asJSON: Bool) -> String {
+        if asJSON {
+            let members: [String: JSON] = [
+                "domain": .string(domain.name), "key": .string(key.name), "source": .string(source.rawValue), "value": value.typedJSON,
+            ]
+            return JSONWriter(sortKeys: true).string(.object(members))
+        }
+        let (shownDomain, shownKey) = (ClientError.shellWord(domain.name), ClientError.shellWord(key.name))
+        switch source {
+        case .user: return "user: your own value"
+        case .system: return "system: the machine's default (your own value would override it: kvctl set \(shownDomain) \(shownKey) ...)"
+        case .locked:
+            return "locked: set by the system administrator and locked (root or a member of kvd-admin can lift it: kvctl --system unlock \(shownDomain) \(shownKey))"
+        }
+    }
+
+    /// What `locks` prints: `DOMAIN KEY` a line (only `KEY` for `locks DOMAIN`), keys escaped as
+    /// ``names(_:json:)`` does; with `json`, an array of `{"domain", "key"}`.
+    static func locks(_ locks: [LockedKey], ofOneDomain: Bool, json asJSON: Bool) -> String {
+        if asJSON {
+            let items = locks.map { JSON.object(["domain": .string($0.domain.name), "key": .string($0.key.name)]) }
+            return JSONWriter(sortKeys: true).string(.array(items)) + "\n"
+        }
+        return locks.map { (ofOneDomain ? "" : $0.domain.name + " ") + escapedLine($0.key.name) + "\n" }.joined()
+    }
+
     /// A list of names: one a line, or a JSON array (exact). A line is never ambiguous: a
     /// backslash and control characters are written escaped (`\\`, `\n`, `\t`, `\r`, `\x1b`).
     static func names(_ names: [String], json asJSON: Bool) -> String {

@@ -99,6 +99,41 @@ enum Help {
                 one line for each key that changed meanwhile, so no change is missed.
                 """),
         Entry(
+            name: "source", aliases: [], usage: "source DOMAIN KEY",
+            summary: "say where a value comes from: user, system or locked",
+            details: """
+                Prints where the value get prints comes from, and what can be done about it:
+                  user: your own value
+                  system: the machine's default (your own value would override it: kvctl set ...)
+                  locked: set by the system administrator and locked (root or a member of
+                          kvd-admin can lift it: kvctl --system unlock DOMAIN KEY)
+                With --json: {"domain": D, "key": K, "source": S, "value": V}.
+                """),
+        Entry(
+            name: "lock", aliases: [], usage: "lock DOMAIN KEY",
+            summary: "(with --system) lock a key for every user of the machine",
+            details: """
+                Needs --system, and root or a member of the group kvd-admin. Every user then reads
+                the system instance's value of KEY (or none), and every write to it is refused
+                (kvctl exits 1 naming the lock); a user's own value is kept, unseen, and comes
+                back with unlock. Set the value first: kvctl --system set DOMAIN KEY VALUE.
+                """),
+        Entry(
+            name: "unlock", aliases: [], usage: "unlock DOMAIN KEY",
+            summary: "(with --system) lift a lock",
+            details: """
+                Needs --system, and root or a member of the group kvd-admin. Users see their own
+                value again, else the machine's default. Fails if KEY is not locked.
+                """),
+        Entry(
+            name: "locks", aliases: [], usage: "locks [DOMAIN]",
+            summary: "(with --system) list the locked keys",
+            details: """
+                Needs --system; anyone may list. Prints one "DOMAIN KEY" a line, sorted, or with
+                DOMAIN only its keys (escaped as keys prints them). With --json, an array of
+                {"domain": D, "key": K}.
+                """),
+        Entry(
             name: "help", aliases: [], usage: "help [COMMAND]",
             summary: "explain kvctl, or one command",
             details: "Prints this help, or the help of COMMAND (also: kvctl COMMAND --help)."),
@@ -115,7 +150,7 @@ enum Help {
     /// The usage line of a command, or of kvctl as a whole.
     static func usageLine(_ command: String?) -> String {
         guard let command, let entry = entry(command) else {
-            return "usage: kvctl [--socket PATH] [--json] [--no-autostart] COMMAND ... (see: kvctl --help)"
+            return "usage: kvctl [--socket PATH] [--system] [--json] [--no-autostart] COMMAND ... (see: kvctl --help)"
         }
         return "usage: kvctl [OPTIONS] \(entry.usage) (see: kvctl help \(entry.name))"
     }
@@ -132,9 +167,11 @@ enum Help {
             return "  " + entry.usage.padding(to: width) + "  " + entry.summary + alias
         }
         return """
-            usage: kvctl [--socket PATH] [--json] [--no-autostart] COMMAND ...
+            usage: kvctl [--socket PATH] [--system] [--json] [--no-autostart] COMMAND ...
 
             Reads and writes the settings kept by kvd, in the spirit of macOS `defaults`.
+            With --system, every command works on the system instance (kvd --system): the
+            defaults of every user of the machine, and the keys it locks.
 
             Commands:
             \(commands.joined(separator: "\n"))
@@ -145,12 +182,17 @@ enum Help {
               --socket PATH    kvd's socket (else $KVD_SOCKET, else $XDG_RUNTIME_DIR/kvd.sock,
                                else /tmp/kvd-<uid>/kvd.sock, whose folder must be yours
                                with mode 0700)
+              --system         the system instance: its socket is --socket, else
+                               $KVD_SYSTEM_SOCKET, else /run/kvd/system.sock; never
+                               autostarted. Anyone may read; changes need root or a
+                               member of the group kvd-admin
               --json           print typed JSON (values, lists, revisions)
               --no-autostart   do not start kvd when nothing listens (also: KVD_NO_AUTOSTART=1)
               --version        print kvctl's version
               -h, --help       this help; kvctl help COMMAND explains one command
 
-            Exit status: 0 done, 1 not found or failed, 2 wrong usage.
+            Exit status: 0 done, 1 not found or failed (also: a locked key, or a change to
+            the system instance by someone else than root or kvd-admin), 2 wrong usage.
 
             """
     }

@@ -14,7 +14,7 @@ struct Runner {
         do {
             try perform(command, on: try connect())
         } catch let error as ClientError {
-            throw Failure(Self.message(for: error))
+            throw Failure(message(for: error, in: command))
         } catch let error as Failure {
             throw error
         } catch {
@@ -62,6 +62,15 @@ struct Runner {
                 }
                 return try connect()
             }.run()
+        case .source(let domain, let key):
+            let found = try connection.getWithSource(domain, key)
+            console.out(Format.source(found.source, found.value, domain: domain, key: key, json: options.json) + "\n")
+        case .lock(let domain, let key):
+            printRevision(try connection.lock(domain, key))
+        case .unlock(let domain, let key):
+            printRevision(try connection.unlock(domain, key))
+        case .locks(let domain):
+            console.out(Format.locks(try connection.locks(domain), ofOneDomain: domain != nil, json: options.json))
         case .help, .version:
             break
         }
@@ -201,6 +210,18 @@ struct Runner {
             return try body()
         } catch .notFound {
             return nil
+        }
+    }
+
+    /// One line for the user about `error` in `command`: what happened and what to do.
+    func message(for error: ClientError, in command: Command) -> String {
+        switch (error, command) {
+        case (.notFound, .unlock(let domain, let key)):
+            "\(domain.name) \(ClientError.shellWord(key.name)) is not locked (list the locks with: kvctl --system locks \(domain.name))"
+        case (.cannotConnect(let path, let reason), _) where options.system:
+            "cannot connect to the system instance at \(path): \(reason) (is it running? start it with `systemctl start kvd-system.socket`, or give its socket with --socket or $KVD_SYSTEM_SOCKET)"
+        default:
+            Self.message(for: error)
         }
     }
 

@@ -21,6 +21,7 @@ import Testing
         ),
         (ServiceInterface.Error.methodNotFound, ["method": .string("io.kvd.Defaults.ListAll")], .methodNotFound(method: "io.kvd.Defaults.ListAll")),
         (ServiceInterface.Error.permissionDenied, [:], .permissionDenied),
+        (DefaultsInterface.Error.keyLocked, ["domain": .string("com.a"), "key": .string("x")], .keyLocked(domain: "com.a", key: "x")),
         ("com.other.Weird", ["a": .integer(1)], .remote(name: "com.other.Weird", parameters: ["a": .integer(1)])),
     ])
     func errorRepliesAreDecodedIntoCases(name: String, parameters: [String: JSON], expected: ClientError) {
@@ -46,7 +47,7 @@ import Testing
         ),
         (ServiceInterface.Error.methodNotFound, ["method": .string("io.kvd.Defaults.Nope")], "kvd does not implement io.kvd.Defaults.Nope (is kvd older than this client?)"),
         (ServiceInterface.Error.invalidParameter, ["parameter": .string("key")], "kvd refused the parameter \"key\" (is kvd a different version than this client?)"),
-        (ServiceInterface.Error.permissionDenied, [:], "kvd denied access"),
+        (ServiceInterface.Error.permissionDenied, [:], "permission denied: only root and members of group kvd-admin may change the system instance"),
         ("com.other.Weird", ["a": .integer(1)], "kvd replied with the error com.other.Weird {\"a\":1}"),
     ])
     func everyRemoteErrorReadsAsOneLine(name: String, parameters: [String: JSON], expected: String) {

@@ -39,7 +39,7 @@ import Testing
     /// the watch) or already forgotten (the watch delivered it).
     @Test func staleChangesStayIgnoredOnceRemovalsAreForgotten() {
         let core = WatchCore(domain: domain("com.example.order"), connect: { () throws(ClientError) in throw .connectionClosed }, report: { _ in })
-        core.reconcile(["a": Value.integer(1)], revision: 10)
+        core.reconcile(["a": Value.integer(1)], revision: 10, streamed: true)
         core.apply([Change(key: key("a"), value: nil)], revision: 12)  // own delete, ahead of the watch
         core.apply([Change(key: key("a"), value: .integer(2))], revision: 11, streamed: true)  // older, from the watch
         #expect(core.value("a") == nil, "a change older than the removal brought the key back")
@@ -50,5 +50,39 @@ import Testing
         #expect(core.value("a") == nil && core.footprint == 0)
         core.apply([Change(key: key("a"), value: .integer(4))], revision: 13)
         #expect(core.value("a") == .integer(4), "a newer change was ignored")
+    }
+
+    /// Issue 11: a system-layer change (a lock, a machine default) is streamed with the user
+    /// store's revision unchanged, equal to the last one streamed. The stream's order is the
+    /// truth: such a change applies even to a key the cache knows nothing of.
+    @Test func aSystemChangeAtTheLastStreamedRevisionIsApplied() {
+        let core = WatchCore(domain: domain("com.example.layers"), connect: { () throws(ClientError) in throw .connectionClosed }, report: { _ in })
+        core.reconcile(["a": Value.integer(1)], revision: 10, streamed: true)
+        core.apply([Change(key: key("b"), value: .string("machine"))], revision: 10, streamed: true)  // a system default appears
+        #expect(core.value("b") == .string("machine"), "a system change streamed at the current revision was dropped")
+        core.apply([Change(key: key("a"), value: .integer(7))], revision: 10, streamed: true)  // a lock shows the system value
+        #expect(core.value("a") == .integer(7))
+        core.apply([Change(key: key("b"), value: nil)], revision: 10, streamed: true)  // the default goes
+        core.apply([Change(key: key("b"), value: .string("again"))], revision: 10, streamed: true)
+        #expect(core.value("b") == .string("again"), "stream order was not kept at one revision")
+    }
+
+    /// Own-write reconciliation with system changes: this process's write is acknowledged at
+    /// revision 6, but the watch delivers commit 6 first and then a lock of the key (streamed
+    /// at revision 6 too). The late acknowledgement must not hide the locked value; nor may an
+    /// own delete acknowledged late hide the machine default the stream showed after it.
+    @Test func aLateAcknowledgementDoesNotUndoALaterSystemChange() {
+        let core = WatchCore(domain: domain("com.example.layers"), connect: { () throws(ClientError) in throw .connectionClosed }, report: { _ in })
+        core.reconcile([:], revision: 5, streamed: true)
+        core.apply([Change(key: key("k"), value: .integer(1))], revision: 6, streamed: true)  // commit 6, this process's set
+        core.apply([Change(key: key("k"), value: .integer(99))], revision: 6, streamed: true)  // the admin locks k at 99
+        core.apply([Change(key: key("k"), value: .integer(1))], revision: 6)  // the acknowledgement of the set, late
+        #expect(core.value("k") == .integer(99), "the late acknowledgement replaced the locked value")
+        core.apply([Change(key: key("d"), value: .integer(2))], revision: 7, streamed: true)
+        core.apply([Change(key: key("d"), value: .integer(5))], revision: 8, streamed: true)  // own delete: d falls back to the machine default 5
+        core.apply([Change(key: key("d"), value: nil)], revision: 8)  // its acknowledgement, late
+        #expect(core.value("d") == .integer(5), "the late acknowledgement of a delete hid the machine default")
+        core.apply([Change(key: key("e"), value: .integer(3))], revision: 9)  // acknowledged ahead of the watch: shown at once
+        #expect(core.value("e") == .integer(3))
     }
 }

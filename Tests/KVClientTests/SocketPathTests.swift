@@ -26,6 +26,14 @@ import Testing
         #expect(SocketPath.resolve(explicit: "", environment: environment, uid: 7) == "/tmp/kvd-7/kvd.sock")
     }
 
+    /// Issue 11: the system instance's socket never falls back to the user's.
+    @Test func systemSocketIsGivenThenKvdSystemSocketThenRunKvd() {
+        let environment = ["KVD_SYSTEM_SOCKET": "/env/system.sock", "KVD_SOCKET": "/user.sock", "XDG_RUNTIME_DIR": "/run/user/7"]
+        #expect(SocketPath.resolveSystem(explicit: "/given.sock", environment: environment) == "/given.sock")
+        #expect(SocketPath.resolveSystem(explicit: "", environment: environment) == "/env/system.sock")
+        #expect(SocketPath.resolveSystem(explicit: nil, environment: ["KVD_SYSTEM_SOCKET": "", "KVD_SOCKET": "/user.sock"]) == "/run/kvd/system.sock")
+    }
+
     @Test func fallbackFolderIsCreatedPrivate() throws {
         let path = SocketPath.resolve(explicit: nil, environment: [:])
         try SocketPath.prepareFolder(for: path)

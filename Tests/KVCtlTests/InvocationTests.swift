@@ -30,6 +30,12 @@ import Testing
         #expect(try Invocation.parse(["import", "com.a", "f.json"]).command == .import(domain, "f.json"))
         #expect(try Invocation.parse(["watch", "com.a"]).command == .watch(domain, nil))
         #expect(try Invocation.parse(["set", "com.a", "k", "v"]).command == .set(domain, key, .replace(.string("v"))))
+        #expect(try Invocation.parse(["source", "com.a", "k"]).command == .source(domain, key))
+        let system = try Invocation.parse(["--system", "locks"])
+        #expect(system.options == GlobalOptions(system: true) && system.command == .locks(nil))
+        #expect(try Invocation.parse(["--system", "locks", "com.a"]).command == .locks(domain))
+        #expect(try Invocation.parse(["--system", "lock", "com.a", "k"]).command == .lock(domain, key))
+        #expect(try Invocation.parse(["--system", "unlock", "com.a", "k"]).command == .unlock(domain, key))
     }
 
     @Test func helpHasFourSpellings() throws {

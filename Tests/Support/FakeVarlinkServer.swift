@@ -4,9 +4,10 @@ import KVProtocol
 import KVSystem
 import Synchronization
 
-/// A varlink server on a background thread, for the client's and kvctl's tests: listens on a
-/// fresh socket path, accepts connections one after another, and answers each call with what
-/// `respond` returns (`nil`: close the connection). Records every call it receives. Its socket
+/// A varlink server on background threads, for the client's and kvctl's tests: listens on a
+/// fresh socket path, serves each connection on a thread of its own (a watch may stay open while
+/// other calls are answered), and answers each call with what `respond` returns (`nil`: close
+/// the connection), or streams what `serve` sends. Records every call it receives. Its socket
 /// calls go through ``LinuxSystem``, like the client's.
 public final class FakeVarlinkServer: Sendable {
     /// The socket path to connect to.
@@ -20,7 +21,20 @@ public final class FakeVarlinkServer: Sendable {
     }
 
     /// Listens at `/tmp/PREFIX-PID-RANDOM.sock` and serves until released.
-    public init(prefix: String = "kvd-fake", respond: @escaping @Sendable (VarlinkCall) -> [VarlinkReply]?) {
+    public convenience init(prefix: String = "kvd-fake", respond: @escaping @Sendable (VarlinkCall) -> [VarlinkReply]?) {
+        self.init(prefix: prefix) { call, send in
+            guard let replies = respond(call) else { return false }
+            return replies.allSatisfy(send)
+        }
+    }
+
+    /// Listens at `/tmp/PREFIX-PID-RANDOM.sock` and serves until released: `serve` answers one
+    /// call through `send` (false: the client went away), as many replies as it likes, and
+    /// returns whether to keep the connection open for further calls. `serve` may block (to
+    /// stream a watch); it then holds only its own connection's thread.
+    public init(
+        prefix: String = "kvd-fake", serve: @escaping @Sendable (VarlinkCall, _ send: (VarlinkReply) -> Bool) -> Bool
+    ) {
         let system = LinuxSystem()
         path = "/tmp/\(prefix)-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock"
         do {
@@ -30,7 +44,7 @@ public final class FakeVarlinkServer: Sendable {
             preconditionFailure("cannot listen on \(path): \(error)")
         }
         let (listener, calls) = (listener, calls)
-        Thread.detachNewThread { Self.serve(listener, calls, respond, system) }
+        Thread.detachNewThread { Self.serve(listener, calls, serve, system) }
     }
 
     deinit {
@@ -48,31 +62,32 @@ public final class FakeVarlinkServer: Sendable {
         try system.setStatusFlags(fd, try system.statusFlags(fd) & ~O_NONBLOCK)
     }
 
-    /// Serves connections until the listener is shut down.
+    /// Serves connections until the listener is shut down, each on a thread of its own.
     private static func serve(
-        _ listener: Int32, _ calls: Calls, _ respond: @Sendable (VarlinkCall) -> [VarlinkReply]?, _ system: LinuxSystem
+        _ listener: Int32, _ calls: Calls, _ serve: @escaping Responder, _ system: LinuxSystem
     ) {
         while let client = try? system.retrying("accept4", { () throws(Errno) in try system.accept(listener) }) {
-            if (try? makeBlocking(client, system)) != nil { serveConnection(client, calls, respond, system) }
-            system.close(client)
+            Thread.detachNewThread {
+                if (try? makeBlocking(client, system)) != nil { serveConnection(client, calls, serve, system) }
+                system.close(client)
+            }
         }
         system.close(listener)
     }
 
-    private static func serveConnection(
-        _ client: Int32, _ calls: Calls, _ respond: @Sendable (VarlinkCall) -> [VarlinkReply]?, _ system: LinuxSystem
-    ) {
+    typealias Responder = @Sendable (VarlinkCall, _ send: (VarlinkReply) -> Bool) -> Bool
+
+    private static func serveConnection(_ client: Int32, _ calls: Calls, _ serve: Responder, _ system: LinuxSystem) {
         var framer = MessageFramer()
         var chunk = [UInt8](repeating: 0, count: 65_536)
+        let send = { (reply: VarlinkReply) -> Bool in
+            reply.encoded().withUnsafeBytes { bytes in (try? system.sendAll(client, bytes)) != nil }
+        }
         while true {
             while let message = try? framer.next() {
                 guard let call = try? VarlinkCall(message: message) else { return }
                 calls.list.withLock { $0.append(call) }
-                guard let replies = respond(call) else { return }
-                for reply in replies {
-                    let sent = reply.encoded().withUnsafeBytes { bytes in (try? system.sendAll(client, bytes)) != nil }
-                    guard sent else { return }
-                }
+                guard serve(call, send) else { return }
             }
             let count = chunk.withUnsafeMutableBytes { (try? system.receive(client, into: $0)) ?? 0 }
             guard count > 0 else { return }
