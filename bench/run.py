@@ -13,6 +13,7 @@ stopped at the end, whatever happens. A peer that cannot be had is skipped with 
 """
 import argparse
 import json
+import grp
 import os
 import platform
 import shutil
@@ -215,11 +216,29 @@ class Bench:
         proc = self.start(["redis-server", conf], sock, name)
         return proc, sock
 
-    def start_kvd(self, name):
+    def start_kvd(self, name, system_socket=None):
+        """A user's kvd; with `system_socket`, following that system instance, else with no
+        system layer at all."""
         sock = self.path(name + ".sock")
+        layer = ["--system-socket", system_socket] if system_socket else ["--no-system-layer"]
         proc = self.start([self.tool("kvd"), "--socket", sock, "--state-dir", self.path(name + "-state"),
-                           "--idle-exit", "0"], sock, name)
+                           "--idle-exit", "0"] + layer, sock, name)
         return proc, sock
+
+    def start_system_layer(self, domain, keys):
+        """A system instance holding `keys` keys of `domain` (p0, p1, ...) with p0 locked, and a
+        user's kvd following it. Returns the user's kvd's socket. The bench's own user may
+        write to the system instance (its primary group is the admin group)."""
+        folder = self.path("system-run")
+        os.makedirs(folder, mode=0o755, exist_ok=True)
+        sys_sock = os.path.join(folder, "system.sock")
+        admins = grp.getgrgid(os.getgid()).gr_name
+        self.start([self.tool("kvd"), "--system", "--socket", sys_sock, "--state-dir", self.path("system-state"),
+                    "--admin-group", admins], sys_sock, "kvd-system")
+        self.populate(sys_sock, "varlink", keys, domain)
+        subprocess.run([self.tool("kvctl"), "--system", "--socket", sys_sock, "lock", domain, "p0"], check=True, timeout=30)
+        _, sock = self.start_kvd("kvd-layered", system_socket=sys_sock)
+        return sock
 
     # ---- the rows --------------------------------------------------------------------
 
@@ -271,6 +290,16 @@ class Bench:
             ("kvd Set, 10-key domain", self.kvbench(kvd_sock, "varlink", "set", 1, "bench.small")),
             (f"kvd Set, {'20' if self.quick else '100,000'}-key domain", self.kvbench(kvd_sock, "varlink", "set", 1, "bench.large"))])
         self.target("set in a large domain", "p50 latency large/small", large["p50_us"] / small["p50_us"], 1.5, "<=")
+
+        print("system layer", flush=True)
+        system_keys = 20 if self.quick else 1000
+        layered_sock = self.start_system_layer("bench.kvd", system_keys)
+        for op, name in (("get", "Get"), ("set", "Set (fsync)")):
+            row = f"{op}, system layer"
+            plain, layered = self.interleave(row, [
+                (f"kvd {name}, no system layer", self.kvbench(kvd_sock, "varlink", op, 1)),
+                (f"kvd {name}, system layer of {system_keys:,} keys, 1 locked", self.kvbench(layered_sock, "varlink", op, 1))])
+            self.target(row, "time per op with/without the system layer", plain["ops_per_s"] / layered["ops_per_s"], 1.1, "<=")
 
         print("Foundation, cached read", flush=True)
         self.foundation_rows(kvd_sock)

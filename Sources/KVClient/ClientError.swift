@@ -146,9 +146,11 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
     /// else in single quotes (a `'` inside written `'\''`), so a command in a message can be
     /// pasted as it is.
     public static func shellWord(_ name: String) -> String {
-        let plain = !name.isEmpty && name.unicodeScalars.allSatisfy { scalar in
-            scalar.isASCII && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) || "._-/:@+,".unicodeScalars.contains(scalar))
-        }
+        let plain =
+            !name.isEmpty
+            && name.unicodeScalars.allSatisfy { scalar in
+                scalar.isASCII && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) || "._-/:@+,".unicodeScalars.contains(scalar))
+            }
         return plain ? name : "'" + name.split(separator: "'", omittingEmptySubsequences: false).joined(separator: "'\\''") + "'"
     }
 

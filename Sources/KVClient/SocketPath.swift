@@ -22,9 +22,7 @@ public enum SocketPath {
     /// The system instance's socket (`kvd --system`): `explicit` (`--socket`), else
     /// `$KVD_SYSTEM_SOCKET`, else `/run/kvd/system.sock`. Empty values count as unset. Pure.
     public static func resolveSystem(explicit: String?, environment: [String: String]) -> String {
-        if let explicit, !explicit.isEmpty { return explicit }
-        if let path = environment["KVD_SYSTEM_SOCKET"], !path.isEmpty { return path }
-        return "/run/kvd/system.sock"
+        Paths.systemSocket(explicit: explicit, environment: environment)
     }
 
     /// `/tmp/kvd-<uid>`: the socket's folder when there is no runtime directory.

@@ -17,12 +17,12 @@ public enum DefaultsInterface {
         type Change (key: string, value: ?object)
 
         # A key's value as the layers combine (a locked system value, else the user's value,
-        # else the system default), and the revision at which the user's own value last
-        # changed (0 when the user has none). The reply also carries source: string, where
-        # the value comes from: "user", "system" (a default of the machine's system instance)
-        # or "locked" (the system's value of a key it locked). A locked key with no system
-        # value is NotFound. (source is not in the signature, which the contract fixes.)
-        method Get(domain: string, key: string) -> (value: object, revision: int)
+        # else the system default); the revision at which the user's own value last changed
+        # (0 when the user has none); and where the value comes from: "user", "system" (a
+        # default of the machine's system instance) or "locked" (the system's value of a key
+        # it locked). A locked key with no system value is NotFound. Before the system layer
+        # the signature was: method Get(domain: string, key: string) -> (value: object, revision: int)
+        method Get(domain: string, key: string) -> (value: object, revision: int, source: string)
 
         # Sets one key. With ifRevision, only if the key last changed at that revision (0: absent).
         method Set(domain: string, key: string, value: object, ifRevision: ?int) -> (revision: int)

@@ -119,8 +119,6 @@ final class FakeDaemon: Sendable {
             guard let values = store.domains[domain] else { throw notFound(domain) }
             let members = Dictionary(uniqueKeysWithValues: values.map { ($0.key.name, $0.value.value.typedJSON) })
             return VarlinkReply(parameters: ["values": .object(members), "revision": .integer(store.domainRevision(domain))])
-        case .lock, .unlock, .locks, .mirror:
-            throw RequestError(.failure(ServiceInterface.Error.methodNotFound, ["method": .string(request.call.method)]))
         case .listAll:
             // Plays a kvd older than ListAll, so every kvctl unit test also runs the fallback to List.
             throw RequestError(.failure(ServiceInterface.Error.methodNotFound, ["method": .string("io.kvd.Defaults.ListAll")]))

@@ -170,6 +170,13 @@ import KVValues
         ] {
             #expect(DefaultsInterface.description.contains(line), "missing: \(line)")
         }
+        // The system layer: Get's source, declared so that every varlink client (Python's keeps
+        // only declared members) sees it; KeyLocked; io.kvd.System's methods.
+        #expect(DefaultsInterface.description.contains("method Get(domain: string, key: string) -> (value: object, revision: int, source: string)\n"))
+        #expect(DefaultsInterface.description.contains("error KeyLocked (domain: string, key: string)"))
+        for method in ["method Lock(domain: string, key: string)", "method Unlock(domain: string, key: string)", "method Locks(domain: ?string)"] {
+            #expect(SystemInterface.description.contains(method), "missing: \(method)")
+        }
     }
 }
 
