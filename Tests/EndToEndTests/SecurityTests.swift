@@ -34,10 +34,7 @@ final class LocalUser {
     /// Runs `program` as this user (`setpriv`) with a home, a `PATH` and `environment`: nothing
     /// of the test's own environment (no `XDG_RUNTIME_DIR`, no `KVD_SOCKET`).
     func runAs(_ program: String, _ arguments: [String], environment: [String: String] = [:]) throws -> Run {
-        var clean = ["PATH": "/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8"]
-        for (key, value) in environment { clean[key] = value }
-        let command = ["/usr/bin/env", "-i"] + clean.map { "\($0.key)=\($0.value)" } + [program] + arguments
-        return try run("/usr/bin/setpriv", ["--reuid", String(uid), "--regid", String(gid), "--init-groups", "--"] + command)
+        try run("/usr/bin/setpriv", setprivArguments(uid: uid, gid: gid, home: home, environment: environment, program, arguments))
     }
 
     /// Makes `path` as this user, with `mode` (not masked by a umask).

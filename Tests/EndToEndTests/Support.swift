@@ -280,3 +280,13 @@ struct RawClient {
         return try JSONSerialization.jsonObject(with: Data(reply.utf8)) as! [String: Any]
     }
 }
+
+/// `setpriv` arguments that run `program` as `uid`/`gid` with that user's groups
+/// (`--init-groups`), a home, a `PATH` and `environment`: nothing of the test's own environment
+/// (no `XDG_RUNTIME_DIR`, no `KVD_SOCKET`).
+func setprivArguments(uid: UInt32, gid: UInt32, home: String, environment: [String: String], _ program: String, _ arguments: [String]) -> [String] {
+    var clean = ["PATH": "/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8"]
+    for (key, value) in environment { clean[key] = value }
+    let command = ["/usr/bin/env", "-i"] + clean.map { "\($0.key)=\($0.value)" } + [program] + arguments
+    return ["--reuid", String(uid), "--regid", String(gid), "--init-groups", "--"] + command
+}

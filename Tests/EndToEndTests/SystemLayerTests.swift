@@ -1,0 +1,352 @@
+import Foundation
+import Glibc
+import Testing
+
+/// A machine with a system instance, run as root under `systemd-socket-activate`, and users'
+/// kvds run as users made for the tests: a folder of the test's (mode 0755, so those users
+/// reach what they need), the system socket's folder (root's, 0755, as `/run/kvd`), the system
+/// state folder (root's, 0700), and one folder per user kvd (that user's, 0700). Removed at the
+/// end, with every process stopped.
+final class SystemScene {
+    let root: String
+    let accounts: SystemAccounts
+    var systemSocket: String { root + "/run/system.sock" }
+    var systemState: String { root + "/system-state" }
+    let systemArguments: [String]
+    var system: SystemInstance?
+    private(set) var users: [UserKvd] = []
+
+    init(maxConnectionsPerUID: Int = 64) throws {
+        accounts = try SystemAccounts.get()
+        var template = Array("/tmp/kvd-e2e-system-XXXXXX".utf8CString)
+        root = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+        chmod(root, 0o755)
+        mkdir(root + "/run", 0o755)
+        mkdir(root + "/system-state", 0o700)
+        systemArguments = ["--admin-group", SystemAccounts.adminGroup, "--max-connections-per-uid", String(maxConnectionsPerUID)]
+        system = try startSystem()
+    }
+
+    /// A system instance on `socket` (the scene's by default) with the scene's state.
+    func startSystem(on socket: String? = nil, activated: Bool = true) throws -> SystemInstance {
+        let log = root + "/system-\(UInt32.random(in: 0...UInt32.max)).log"
+        return try SystemInstance(socket: socket ?? systemSocket, state: systemState, arguments: systemArguments, activated: activated, logFile: log)
+    }
+
+    /// Starts `account`'s own kvd, following the system instance.
+    @discardableResult
+    func startUser(_ account: TestAccount) throws -> UserKvd {
+        let user = try UserKvd(account, in: root, systemSocket: systemSocket)
+        users.append(user)
+        return user
+    }
+
+    /// One call to the system instance as `account` (nil: root), on a connection of its own.
+    func systemCall(_ method: String, _ parameters: [String: Any], as account: TestAccount? = nil, on socket: String? = nil) throws -> [String: Any] {
+        let client = try RawClient.connect(socket ?? systemSocket, as: account)
+        defer { client.close() }
+        return try client.call(method, parameters)
+    }
+
+    /// The system instance's value of `key` (as root).
+    func systemValue(_ domain: String, _ key: String) throws -> Any? {
+        try systemCall("io.kvd.Defaults.Get", ["domain": domain, "key": key]).value
+    }
+
+    /// The system instance's locks of `domain`, as keys (as root).
+    func systemLocks(_ domain: String) throws -> [String] {
+        let locks = try systemCall("io.kvd.System.Locks", ["domain": domain]).parameters["locks"] as? [[String: Any]] ?? []
+        return locks.compactMap { $0["key"] as? String }.sorted()
+    }
+
+    /// Sets `key` of the system instance and locks it, as root; fails the test if refused.
+    func setAndLock(_ domain: String, _ key: String, _ value: Any) throws {
+        let set = try systemCall("io.kvd.Defaults.Set", ["domain": domain, "key": key, "value": value])
+        let lock = try systemCall("io.kvd.System.Lock", ["domain": domain, "key": key])
+        #expect(set.error == nil && lock.error == nil, "\(set) \(lock)")
+    }
+
+    /// Every log, for failure messages.
+    func logs() -> String {
+        let names = ((try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []).filter { $0.hasSuffix(".log") }.sorted()
+        return names.map { "\($0): " + ((try? String(contentsOfFile: root + "/" + $0, encoding: .utf8)) ?? "") }.joined(separator: "\n")
+    }
+
+    deinit {
+        users.removeAll()
+        system = nil
+        try? FileManager.default.removeItem(atPath: root)
+    }
+}
+
+/// Issue 11, "Tests (real processes, real uids)": the system instance as root, users' kvds and
+/// kvctl as users made for the tests, callers of the system instance connecting with those
+/// users' credentials.
+@Suite(.enabled(if: SystemAccounts.available, "needs root, useradd, groupadd, setpriv and systemd-socket-activate to play an admin and two users"))
+struct SystemLayerTests {
+    static let permissionDenied = "org.varlink.service.PermissionDenied"
+    static let keyLocked = "io.kvd.Defaults.KeyLocked"
+
+    @Test func aNonAdminCannotChangeValuesOrLocks() throws {
+        let scene = try SystemScene()
+        try scene.setAndLock("com.example.policy", "kept", "root's")
+        let other = scene.accounts.other
+        let calls: [(String, [String: Any])] = [
+            ("io.kvd.Defaults.Set", ["domain": "com.example.policy", "key": "new", "value": "theirs"]),
+            ("io.kvd.Defaults.Set", ["domain": "com.example.policy", "key": "kept", "value": "theirs"]),
+            ("io.kvd.Defaults.Apply", ["domain": "com.example.policy", "changes": [["key": "new", "value": 1]]]),
+            ("io.kvd.Defaults.Delete", ["domain": "com.example.policy", "key": "kept"]),
+            ("io.kvd.Defaults.Delete", ["domain": "com.example.policy"]),
+            ("io.kvd.System.Lock", ["domain": "com.example.policy", "key": "new"]),
+            ("io.kvd.System.Unlock", ["domain": "com.example.policy", "key": "kept"]),
+        ]
+        for (method, parameters) in calls {
+            let reply = try scene.systemCall(method, parameters, as: other)
+            #expect(reply.error == Self.permissionDenied, "\(method) \(parameters) as \(other.name): \(reply)")
+        }
+        #expect(try scene.systemCall("io.kvd.Defaults.Get", ["domain": "com.example.policy", "key": "kept"], as: other).value as? String == "root's", "anyone may read")
+        #expect(try scene.systemValue("com.example.policy", "kept") as? String == "root's")
+        #expect(try scene.systemValue("com.example.policy", "new") == nil, "a non-admin's Set was written")
+        #expect(try scene.systemLocks("com.example.policy") == ["kept"], "a non-admin changed the locks")
+    }
+
+    @Test func aMemberOfTheAdminGroupWhoIsNotRootMayWrite() throws {
+        let scene = try SystemScene()
+        let admin = scene.accounts.admin
+        #expect(admin.uid != 0 && admin.groups.contains { getgrgid($0).map { String(cString: $0.pointee.gr_name) } == SystemAccounts.adminGroup })
+        let set = try scene.systemCall("io.kvd.Defaults.Set", ["domain": "com.example.admin", "key": "k", "value": "set by an admin"], as: admin)
+        let lock = try scene.systemCall("io.kvd.System.Lock", ["domain": "com.example.admin", "key": "k"], as: admin)
+        #expect(set.error == nil && lock.error == nil, "\(set) \(lock)")
+        #expect(try scene.systemValue("com.example.admin", "k") as? String == "set by an admin")
+        #expect(try scene.systemLocks("com.example.admin") == ["k"])
+        let unlock = try scene.systemCall("io.kvd.System.Unlock", ["domain": "com.example.admin", "key": "k"], as: admin)
+        #expect(unlock.error == nil, "\(unlock)")
+        #expect(try scene.systemLocks("com.example.admin") == [])
+    }
+
+    /// The caller's identity is fixed when its connection is accepted: a call whose caller hung
+    /// up before the reply still counts, as that caller's; a non-admin's still does not.
+    @Test func anAdminCallWhoseCallerHangsUpAtOnceIsStillMade() throws {
+        let scene = try SystemScene()
+        let calls: [(String, [String: Any])] = [
+            ("io.kvd.Defaults.Set", ["domain": "com.example.gone", "key": "k", "value": "made"]),
+            ("io.kvd.System.Lock", ["domain": "com.example.gone", "key": "k"]),
+            ("io.kvd.Defaults.Set", ["domain": "com.example.gone", "key": "quick", "value": 1]),
+        ]
+        for (method, parameters) in calls {
+            let admin = try RawClient.connect(scene.systemSocket, as: scene.accounts.admin)
+            try admin.send(method, parameters)
+            admin.close()
+            let intruder = try RawClient.connect(scene.systemSocket, as: scene.accounts.other)
+            try intruder.send(method, ["domain": "com.example.intruder", "key": "k", "value": "theirs"])
+            intruder.close()
+        }
+        let made = try eventually(within: 5) {
+            try scene.systemValue("com.example.gone", "k") as? String == "made" && scene.systemLocks("com.example.gone") == ["k"]
+                && scene.systemValue("com.example.gone", "quick") as? Int == 1
+        }
+        #expect(made, "the calls of an admin who hung up were not made: \(String(describing: try? scene.systemValue("com.example.gone", "k"))), locks \(String(describing: try? scene.systemLocks("com.example.gone")))\n\(scene.logs())")
+        #expect(try scene.systemValue("com.example.intruder", "k") == nil)
+        #expect(try scene.systemLocks("com.example.intruder") == [])
+    }
+
+    @Test func invalidNamesAreRefusedAndNoFileIsMade() throws {
+        let scene = try SystemScene()
+        let stateBefore = try FileManager.default.contentsOfDirectory(atPath: scene.systemState).sorted()
+        let rootBefore = try FileManager.default.contentsOfDirectory(atPath: scene.root).sorted()
+        let names = ["..", "../escape", "a/b", "/tmp/kvd-e2e-escape", "com.example\u{0}.nul", ".hidden", String(repeating: "a", count: 300)]
+        for name in names {
+            for account in [nil, scene.accounts.admin] {
+                let set = try scene.systemCall("io.kvd.Defaults.Set", ["domain": name, "key": "k", "value": "v"], as: account)
+                let lock = try scene.systemCall("io.kvd.System.Lock", ["domain": name, "key": "k"], as: account)
+                #expect(set.error == "io.kvd.Defaults.InvalidName", "Set of \(name.debugDescription): \(set)")
+                #expect(lock.error == "io.kvd.Defaults.InvalidName", "Lock of \(name.debugDescription): \(lock)")
+            }
+        }
+        for key in ["k\u{0}nul", String(repeating: "k", count: 1025)] {
+            let set = try scene.systemCall("io.kvd.Defaults.Set", ["domain": "com.example.keys", "key": key, "value": "v"])
+            let lock = try scene.systemCall("io.kvd.System.Lock", ["domain": "com.example.keys", "key": key])
+            #expect(set.error == "io.kvd.Defaults.InvalidName" && lock.error == "io.kvd.Defaults.InvalidName", "\(set) \(lock)")
+        }
+        scene.system?.stop()  // stopping compacts the log into domain files: none may appear
+        let stateAfter = try FileManager.default.contentsOfDirectory(atPath: scene.systemState).sorted()
+        #expect(stateAfter == stateBefore, "the state folder held \(stateBefore), now \(stateAfter)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: scene.root).filter { !$0.hasSuffix(".log") }.sorted() == rootBefore.filter { !$0.hasSuffix(".log") })
+        #expect(access("/tmp/kvd-e2e-escape.json", F_OK) != 0)
+    }
+
+    @Test func aWatcherSeesALockAtOnceAndItsOwnValueWhenItGoes() throws {
+        let scene = try SystemScene()
+        let user = try scene.startUser(scene.accounts.user)
+        #expect(try user.kvctl("set", "com.example.watched", "k", "mine").status == 0)
+        let watcher = try user.connect()
+        defer { watcher.close() }
+        let initial = try watcher.call("io.kvd.Defaults.Watch", ["domain": "com.example.watched", "key": "k"], more: true)
+        #expect(Self.changes(initial) == ["k": "mine"], "\(initial)")
+        try scene.setAndLock("com.example.watched", "k", "policy")
+        let locked = try Self.nextChange(of: watcher, within: 5)
+        #expect(locked?["value"] as? String == "policy" && locked?["source"] as? String == "locked", "the watcher saw \(locked.map { "\($0)" } ?? "nothing")\n\(scene.logs())")
+        #expect(try scene.systemCall("io.kvd.System.Unlock", ["domain": "com.example.watched", "key": "k"]).error == nil)
+        let unlocked = try Self.nextChange(of: watcher, within: 5)
+        #expect(unlocked?["value"] as? String == "mine" && unlocked?["source"] == nil, "the watcher saw \(unlocked.map { "\($0)" } ?? "nothing")")
+    }
+
+    @Test func everyWriteToALockedKeyThroughTheUsersKvdFailsAndChangesNothing() throws {
+        let scene = try SystemScene()
+        let user = try scene.startUser(scene.accounts.user)
+        let domain = "com.example.locked"
+        #expect(try user.kvctl("set", domain, "k", "mine").status == 0)
+        #expect(try user.kvctl("set", domain, "other", "x").status == 0)
+        try scene.setAndLock(domain, "k", "policy")
+        #expect(try eventually { try user.get(domain, "k").source == "locked" }, "the lock never reached the user's kvd\n\(scene.logs())")
+        let raw: [(String, [String: Any])] = [
+            ("io.kvd.Defaults.Set", ["domain": domain, "key": "k", "value": "changed"]),
+            ("io.kvd.Defaults.Apply", ["domain": domain, "changes": [["key": "other", "value": "y"], ["key": "k", "value": "changed"]]]),
+            ("io.kvd.Defaults.Apply", ["domain": domain, "changes": [["key": "k"]]]),
+            ("io.kvd.Defaults.Delete", ["domain": domain, "key": "k"]),
+            ("io.kvd.Defaults.Delete", ["domain": domain]),
+        ]
+        for (method, parameters) in raw {
+            let reply = try user.call(method, parameters)
+            #expect(reply.error == Self.keyLocked && reply.parameters["key"] as? String == "k", "\(method) \(parameters): \(reply)")
+        }
+        let importFile = try user.file("import.json", #"{"k": "imported", "other": "imported"}"#)
+        let commands: [[String]] = [
+            ["set", domain, "k", "changed"], ["delete", domain, "k"], ["delete", domain],
+            ["rename", domain, "k", "renamed"], ["rename", domain, "other", "k"], ["import", domain, importFile],
+        ]
+        for command in commands {
+            let result = try user.kvctl(command)
+            #expect(result.status == 1 && result.stderr.contains("lock"), "kvctl \(command): \(result.status) \(result.stderr)")
+        }
+        #expect(try user.get(domain, "k").value as? String == "policy")
+        #expect(try user.get(domain, "other").value as? String == "x")
+        #expect(try user.get(domain, "renamed").error == "io.kvd.Defaults.NotFound")
+        #expect(try scene.systemCall("io.kvd.System.Unlock", ["domain": domain, "key": "k"]).error == nil)
+        #expect(try eventually { try user.get(domain, "k").value as? String == "mine" }, "the user's own value did not come back: \(String(describing: try? user.get(domain, "k")))")
+        #expect(try user.get(domain, "k").source == "user")
+    }
+
+    @Test func getThroughTheUsersKvdSaysWhereTheValueComesFrom() throws {
+        let scene = try SystemScene()
+        let user = try scene.startUser(scene.accounts.user)
+        let domain = "com.example.sources"
+        for key in ["both", "mine", "locked", "ghost"] {
+            #expect(try user.kvctl("set", domain, key, "own").status == 0)
+        }
+        for (key, value) in [("system", "machine"), ("both", "machine"), ("locked", "policy")] {
+            #expect(try scene.systemCall("io.kvd.Defaults.Set", ["domain": domain, "key": key, "value": value]).error == nil)
+        }
+        for key in ["locked", "ghost"] {
+            #expect(try scene.systemCall("io.kvd.System.Lock", ["domain": domain, "key": key]).error == nil)
+        }
+        #expect(try eventually { try user.get(domain, "ghost").error != nil }, "the locks never reached the user's kvd\n\(scene.logs())")
+        let expected: [(key: String, value: String, source: String)] = [
+            ("system", "machine", "system"), ("both", "own", "user"), ("mine", "own", "user"), ("locked", "policy", "locked"),
+        ]
+        for (key, value, source) in expected {
+            let get = try user.get(domain, key)
+            #expect(get.value as? String == value && get.source == source, "\(key): \(get)")
+        }
+        let ghost = try user.get(domain, "ghost")
+        #expect(ghost.error == "io.kvd.Defaults.NotFound", "a lock with no system value: \(ghost)")
+        #expect(try user.kvctl("get", domain, "locked").stdout == "policy\n")
+    }
+
+    static func changes(_ reply: [String: Any]) -> [String: String] {
+        let items = reply.parameters["changes"] as? [[String: Any]] ?? []
+        return items.reduce(into: [:]) { $0[$1["key"] as? String ?? "?"] = $1["value"] as? String ?? "(removed)" }
+    }
+
+    /// The first change of the next Watch reply, if one arrives within `seconds`.
+    static func nextChange(of watcher: RawClient, within seconds: Double) throws -> [String: Any]? {
+        (try watcher.reply(within: seconds)?.parameters["changes"] as? [[String: Any]])?.first
+    }
+}
+
+/// Issue 11: the system instance crashing and coming back changed, and one user flooding it.
+@Suite(.enabled(if: SystemAccounts.available, "needs root, useradd, groupadd, setpriv and systemd-socket-activate to play an admin and two users"))
+struct SystemInstanceOutageTests {
+    /// Killed with SIGKILL while two users' kvds follow it; changed meanwhile by another
+    /// instance on the same state folder; restarted on its socket: both users catch up, and
+    /// keep their own values, those under a lock the restart lifted included.
+    @Test func usersCatchUpWithASystemInstanceRestartedAfterAKillAndLoseNothing() throws {
+        let scene = try SystemScene()
+        let domain = "com.example.outage"
+        let users = [try scene.startUser(scene.accounts.user), try scene.startUser(scene.accounts.other)]
+        for user in users {
+            #expect(try user.kvctl("set", domain, "own", user.account.name).status == 0)
+            #expect(try user.kvctl("set", domain, "lifted", "mine").status == 0)
+        }
+        try scene.setAndLock(domain, "lifted", "policy")
+        #expect(try scene.systemCall("io.kvd.Defaults.Set", ["domain": domain, "key": "changed", "value": 1]).error == nil)
+        #expect(try scene.systemCall("io.kvd.Defaults.Set", ["domain": domain, "key": "removed", "value": 1]).error == nil)
+        for user in users {
+            #expect(try eventually { try user.get(domain, "lifted").source == "locked" && user.get(domain, "removed").value != nil }, "\(scene.logs())")
+        }
+        #expect(scene.system?.stop(SIGKILL) == 128 + SIGKILL)
+        for user in users {
+            let kept = try user.get(domain, "lifted")
+            #expect(kept.value as? String == "policy" && kept.source == "locked", "with the system instance dead, \(user.account.name) got \(kept)")
+        }
+        let meanwhile = try scene.startSystem(on: scene.root + "/run/meanwhile.sock", activated: false)
+        let changes: [(String, [String: Any])] = [
+            ("io.kvd.System.Unlock", ["domain": domain, "key": "lifted"]),
+            ("io.kvd.Defaults.Set", ["domain": domain, "key": "changed", "value": 2]),
+            ("io.kvd.Defaults.Delete", ["domain": domain, "key": "removed"]),
+            ("io.kvd.Defaults.Set", ["domain": domain, "key": "new", "value": "added"]),
+            ("io.kvd.System.Lock", ["domain": domain, "key": "new"]),
+        ]
+        for (method, parameters) in changes {
+            #expect(try scene.systemCall(method, parameters, on: meanwhile.socket).error == nil)
+        }
+        #expect(meanwhile.stop() == 0, "\(meanwhile.errorOutput())")
+        scene.system = try scene.startSystem()
+        for user in users {
+            let caughtUp = try eventually(within: 15) {
+                try user.get(domain, "lifted").value as? String == "mine" && user.get(domain, "new").source == "locked"
+                    && user.get(domain, "changed").value as? Int == 2 && user.get(domain, "removed").error == "io.kvd.Defaults.NotFound"
+            }
+            #expect(caughtUp, "\(user.account.name) did not catch up: \(String(describing: try? user.call("io.kvd.Defaults.List", ["domain": domain])))\n\(scene.logs())")
+            #expect(try user.get(domain, "own").value as? String == user.account.name)
+            #expect(try user.get(domain, "lifted").source == "user")
+        }
+    }
+
+    /// With a cap of 8 connections per uid, a user's ninth connection and later ones are closed
+    /// at once; other users and root are still served, and the user is again once one closes.
+    @Test func aUserWhoFloodsTheSystemInstanceIsCappedAndOthersAreStillServed() throws {
+        let scene = try SystemScene(maxConnectionsPerUID: 8)
+        #expect(try scene.systemCall("io.kvd.Defaults.Set", ["domain": "com.example.flood", "key": "k", "value": "served"]).error == nil)
+        let get = try RawClient.message("io.kvd.Defaults.Get", ["domain": "com.example.flood", "key": "k"], more: false)
+        func served(_ client: RawClient) -> Bool {
+            client.send(get)
+            return client.receive()?.contains("served") == true
+        }
+        let flooder = scene.accounts.other
+        var held: [RawClient] = []
+        defer { held.forEach { $0.close() } }
+        for _ in 0..<20 {
+            let client = try RawClient.connect(scene.systemSocket, as: flooder)
+            held.append(client)
+            if !served(client) { break }
+        }
+        #expect(held.count == 9, "\(flooder.name) was refused at its connection \(held.count), not its ninth\n\(scene.logs())")
+        for _ in 0..<3 {
+            let refused = try RawClient.connect(scene.systemSocket, as: flooder)
+            defer { refused.close() }
+            #expect(!served(refused), "\(flooder.name) was served past the cap")
+        }
+        for account in [scene.accounts.user, scene.accounts.admin, nil] {
+            let client = try RawClient.connect(scene.systemSocket, as: account)
+            defer { client.close() }
+            #expect(served(client), "\(account?.name ?? "root") was not served while \(flooder.name) held its connections")
+        }
+        held.removeFirst().close()
+        #expect(try eventually(within: 5) {
+            let again = try RawClient.connect(scene.systemSocket, as: flooder)
+            defer { again.close() }
+            return served(again)
+        }, "\(flooder.name) was not served again once one of its connections closed")
+    }
+}
