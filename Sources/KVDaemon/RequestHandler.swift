@@ -76,7 +76,7 @@ struct RequestHandler {
 
     /// `KeyLocked` for the first of `keys` the system layer locks in `domain`; `nil` if none is.
     private func refusal(_ domain: Domain, _ keys: some Sequence<Key>) -> Outcome? {
-        guard let locks = layer.layer(domain)?.locks, !locks.isEmpty, let key = keys.first(where: locks.contains) else { return nil }
+        guard !layer.isEmpty, let locks = layer.layer(domain)?.locks, !locks.isEmpty, let key = keys.first(where: locks.contains) else { return nil }
         return .reply(.failure(DefaultsInterface.Error.keyLocked, ["domain": .string(domain.name), "key": .string(key.name)]))
     }
 
@@ -89,7 +89,7 @@ struct RequestHandler {
     /// The value a `Get` finds, as the layers combine; never waits for I/O.
     func resolve(_ domain: Domain, _ key: Key) -> Resolved {
         let lookup = store.get(domain, key)
-        if let system = layer.layer(domain) {
+        if !layer.isEmpty, let system = layer.layer(domain) {
             var user: Value?
             var revision: Int64 = 0
             switch lookup {

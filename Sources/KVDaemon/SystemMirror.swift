@@ -35,6 +35,8 @@ final class SystemMirror: Sendable {
     }
 
     private let state = Mutex(State())
+    /// Updates wait in ``State/updates``: the loop checks this once per pass without the lock.
+    private let pending = Atomic<Bool>(false)
     private let firstAttempt = DispatchSemaphore(value: 0)
 
     init(path: String, system: any SystemCalls, log: Logger, wake: @escaping @Sendable () -> Void) {
@@ -63,9 +65,11 @@ final class SystemMirror: Sendable {
         if fd >= 0 { try? system.shutdown(fd) }
     }
 
-    /// Loop thread: the updates read since the last call, in order.
+    /// Loop thread: the updates read since the last call, in order (none without taking the
+    /// lock when there are none: this runs once per pass of the loop).
     func takeUpdates() -> [SystemLayer.Update] {
-        state.withLock { state in
+        guard pending.exchange(false, ordering: .acquiring) else { return [] }
+        return state.withLock { state in
             defer { state.updates = [] }
             return state.updates
         }
@@ -78,6 +82,7 @@ final class SystemMirror: Sendable {
             state.updates.append(update)
             return state.updates.count == 1
         }
+        pending.store(true, ordering: .releasing)
         if first { wake() }
     }
 

@@ -7,6 +7,9 @@
 //   remove KEY            removes it; "ok"
 //   wait KEY TYPED_JSON SECONDS   polls the cache (no IPC) until the value equals; "ok" or "timeout"
 //   watch KEY             from now on, prints "change KEY VALUE" for each update of KEY
+//   forced KEY            objectIsForced(forKey:) and isWritable(forKey:): "forced writable",
+//                         "forced read-only", ...
+//   setquietly KEY TYPED_JSON   set(_:forKey:) (errors go to diagnostics, on stderr); "ok"
 //   quit
 //
 // Usage: kvclient-probe --socket PATH --domain DOMAIN
@@ -88,6 +91,16 @@ while let line = readLine() {
     case "watch" where words.count == 2:
         let key = words[1]
         observations.append(defaults.observe(key) { value in FileHandleLike.out("change \(key) \(FileHandleLike.show(value))") })
+        FileHandleLike.out("ok")
+    case "forced" where words.count == 2:
+        let forced = defaults.objectIsForced(forKey: words[1]) ? "forced" : "free"
+        FileHandleLike.out("\(forced) \(defaults.isWritable(forKey: words[1]) ? "writable" : "read-only")")
+    case "setquietly" where words.count == 3:
+        guard let value = parse(words[2]) else {
+            FileHandleLike.out("error: not typed JSON")
+            continue
+        }
+        defaults.set(value, forKey: words[1])
         FileHandleLike.out("ok")
     case "quit":
         exit(0)

@@ -91,11 +91,11 @@ enum RawSyscalls {
     private static let call: Call? = dlsym(dlopen(nil, RTLD_NOW), "syscall").map { unsafeBitCast($0, to: Call.self) }
 
     #if arch(x86_64)
-    private static let numbers: (setgroups: Int, setresgid: Int, setresuid: Int)? = (116, 119, 117)
+        private static let numbers: (setgroups: Int, setresgid: Int, setresuid: Int)? = (116, 119, 117)
     #elseif arch(arm64)
-    private static let numbers: (setgroups: Int, setresgid: Int, setresuid: Int)? = (159, 149, 147)
+        private static let numbers: (setgroups: Int, setresgid: Int, setresuid: Int)? = (159, 149, 147)
     #else
-    private static let numbers: (setgroups: Int, setresgid: Int, setresuid: Int)? = nil
+        private static let numbers: (setgroups: Int, setresgid: Int, setresuid: Int)? = nil
     #endif
 
     static var available: Bool { call != nil && numbers != nil }

@@ -145,7 +145,10 @@ struct SystemLayerTests {
             try scene.systemValue("com.example.gone", "k") as? String == "made" && scene.systemLocks("com.example.gone") == ["k"]
                 && scene.systemValue("com.example.gone", "quick") as? Int == 1
         }
-        #expect(made, "the calls of an admin who hung up were not made: \(String(describing: try? scene.systemValue("com.example.gone", "k"))), locks \(String(describing: try? scene.systemLocks("com.example.gone")))\n\(scene.logs())")
+        #expect(
+            made,
+            "the calls of an admin who hung up were not made: \(String(describing: try? scene.systemValue("com.example.gone", "k"))), locks \(String(describing: try? scene.systemLocks("com.example.gone")))\n\(scene.logs())"
+        )
         #expect(try scene.systemValue("com.example.intruder", "k") == nil)
         #expect(try scene.systemLocks("com.example.intruder") == [])
     }
@@ -223,7 +226,8 @@ struct SystemLayerTests {
         #expect(try user.get(domain, "other").value as? String == "x")
         #expect(try user.get(domain, "renamed").error == "io.kvd.Defaults.NotFound")
         #expect(try scene.systemCall("io.kvd.System.Unlock", ["domain": domain, "key": "k"]).error == nil)
-        #expect(try eventually { try user.get(domain, "k").value as? String == "mine" }, "the user's own value did not come back: \(String(describing: try? user.get(domain, "k")))")
+        #expect(
+            try eventually { try user.get(domain, "k").value as? String == "mine" }, "the user's own value did not come back: \(String(describing: try? user.get(domain, "k")))")
         #expect(try user.get(domain, "k").source == "user")
     }
 
@@ -343,10 +347,40 @@ struct SystemInstanceOutageTests {
             #expect(served(client), "\(account?.name ?? "root") was not served while \(flooder.name) held its connections")
         }
         held.removeFirst().close()
-        #expect(try eventually(within: 5) {
-            let again = try RawClient.connect(scene.systemSocket, as: flooder)
-            defer { again.close() }
-            return served(again)
-        }, "\(flooder.name) was not served again once one of its connections closed")
+        #expect(
+            try eventually(within: 5) {
+                let again = try RawClient.connect(scene.systemSocket, as: flooder)
+                defer { again.close() }
+                return served(again)
+            }, "\(flooder.name) was not served again once one of its connections closed")
+    }
+}
+
+/// KVClient in a real app process (`kvclient-probe`) against a user's real kvd that follows a
+/// real system instance: Foundation's `objectIsForced(forKey:)`, a refused `set` that leaves the
+/// locked value showing, and observers that see locks come and go with no restart.
+@Suite(.enabled(if: SystemAccounts.available, "needs root, useradd, groupadd, setpriv and systemd-socket-activate to play an admin and two users"))
+struct SystemLayerClientTests {
+    @Test func anAppSeesALockAsForcedKeepsShowingItsValueAndGetsItsOwnBack() throws {
+        let scene = try SystemScene()
+        let user = try scene.startUser(scene.accounts.user)
+        let app = try Interactive(Binaries.directory + "/kvclient-probe", ["--socket", user.socket, "--domain", "org.example.browser"])
+        #expect(app.ask(#"set homepage "mine""#) == "ok")
+        #expect(app.ask("forced homepage") == "free writable")
+        #expect(app.ask("watch homepage") == "ok")
+
+        try scene.setAndLock("org.example.browser", "homepage", "https://intranet.example")
+        #expect(app.line() == #"change homepage "https://intranet.example""#, "the observer sees the lock at once")
+        #expect(app.ask("forced homepage") == "forced read-only")
+        let refused = app.ask(#"set homepage "other""#) ?? ""
+        #expect(refused.hasPrefix("error:") && refused.contains("locked"), "\(refused)")
+        #expect(app.ask(#"setquietly homepage "other""#) == "ok")
+        #expect(app.ask("get homepage") == #""https://intranet.example""#, "a refused write never shows")
+
+        #expect(try scene.systemCall("io.kvd.System.Unlock", ["domain": "org.example.browser", "key": "homepage"]).error == nil)
+        #expect(app.line() == #"change homepage "mine""#, "unlocking brings the app's own value back")
+        #expect(app.ask("forced homepage") == "free writable")
+        let answers = [app.ask(#"set homepage "new""#), app.line()]  // the observer may speak first
+        #expect(Set(answers) == ["ok", #"change homepage "new""#], "\(answers)")
     }
 }
