@@ -7,6 +7,7 @@ import PackageDescription
 ///     KVSystem ← CLinux                        the OS seam: errno, system calls (daemon and client)
 ///     KVStorage ← KVValues, KVSystem           domain files, log, recovery; no sockets
 ///     KVProtocol ← KVValues                    varlink framing, the interface, paths, socket folder
+///     KVFleet ← KVValues                       etcd v3 through its JSON gateway: the fleet's source of truth
 ///     KVDaemon ← KVValues, KVStorage, KVProtocol, KVSystem, CSystemd, CLinux   the event loop
 ///     KVClient ← KVValues, KVProtocol, KVSystem     the Swift library
 ///     KVCtl ← KVValues, KVProtocol, KVClient        kvctl's commands
@@ -31,6 +32,7 @@ let package = Package(
         .target(name: "KVSystem", dependencies: ["CLinux"]),
         .target(name: "KVStorage", dependencies: ["KVValues", "KVSystem"]),
         .target(name: "KVProtocol", dependencies: ["KVValues"]),
+        .target(name: "KVFleet", dependencies: ["KVValues"]),
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         .target(name: "KVDaemon", dependencies: ["KVValues", "KVStorage", "KVProtocol", "KVSystem", "CSystemd", "CLinux"]),
         .executableTarget(name: "kvd", dependencies: ["KVDaemon"]),
@@ -49,6 +51,7 @@ let package = Package(
         .testTarget(name: "KVSystemTests", dependencies: ["KVSystem", "KVTestSupport"]),
         .testTarget(name: "KVStorageTests", dependencies: ["KVStorage", "KVValues", "KVSystem"]),
         .testTarget(name: "KVProtocolTests", dependencies: ["KVProtocol", "KVValues", "KVTestSupport"]),
+        .testTarget(name: "KVFleetTests", dependencies: ["KVFleet", "KVValues"]),
         .testTarget(name: "KVDaemonTests", dependencies: ["KVDaemon", "KVStorage", "KVProtocol", "KVValues", "KVSystem", "KVTestSupport"]),
         .testTarget(name: "KVCtlTests", dependencies: ["KVCtl", "KVClient", "KVProtocol", "KVValues", "KVTestSupport"]),
         .testTarget(name: "KVClientTests", dependencies: ["KVClient", "KVProtocol", "KVValues", "KVSystem", "KVTestSupport"]),

@@ -9,24 +9,32 @@ public struct Domain: Sendable, Hashable, Comparable, CustomStringConvertible {
     public static let global = Domain(unchecked: "NSGlobalDomain")
 
     public init(validating name: String) throws(NameError) {
-        let bytes = name.utf8
-        guard !bytes.isEmpty else { throw NameError(name: name, reason: "a domain name must not be empty") }
-        guard bytes.count <= Limits.domainNameBytes else {
-            throw NameError(name: name, reason: "a domain name must be at most \(Limits.domainNameBytes) bytes, not \(bytes.count)")
-        }
-        guard let first = bytes.first, first != UInt8(ascii: "."), first != UInt8(ascii: "-") else {
-            throw NameError(name: name, reason: "a domain name must not start with '.' or '-'")
-        }
-        for byte in bytes where !Self.isAllowed(byte) {
-            let shown = (0x21...0x7E).contains(byte) ? "'\(Character(Unicode.Scalar(byte)))'" : "byte 0x\(String(byte, radix: 16))"
-            throw NameError(name: name, reason: "a domain name may hold only A-Z a-z 0-9 . _ -, not \(shown)")
-        }
-        if Self.containsBackupStamp(name) {
-            throw NameError(
-                name: name,
-                reason: "a domain name must not contain \"\(Self.backupMarker)\" followed by a time like 20261129T181320Z: kvd names its copies of unreadable files so")
-        }
+        var text = name
+        // One pass over the contiguous UTF-8 (every call validates its domain, a Get too).
+        let problem: NameError? = text.withUTF8 { bytes in Self.problem(with: bytes, name: name) }
+        if let problem { throw problem }
         self.name = name
+    }
+
+    /// What is wrong with the name whose UTF-8 is `bytes`, or `nil`.
+    private static func problem(with bytes: UnsafeBufferPointer<UInt8>, name: String) -> NameError? {
+        guard let first = bytes.first else { return NameError(name: name, reason: "a domain name must not be empty") }
+        guard bytes.count <= Limits.domainNameBytes else {
+            return NameError(name: name, reason: "a domain name must be at most \(Limits.domainNameBytes) bytes, not \(bytes.count)")
+        }
+        guard first != UInt8(ascii: "."), first != UInt8(ascii: "-") else {
+            return NameError(name: name, reason: "a domain name must not start with '.' or '-'")
+        }
+        for byte in bytes where !isAllowed(byte) {
+            let shown = (0x21...0x7E).contains(byte) ? "'\(Character(Unicode.Scalar(byte)))'" : "byte 0x\(String(byte, radix: 16))"
+            return NameError(name: name, reason: "a domain name may hold only A-Z a-z 0-9 . _ -, not \(shown)")
+        }
+        if containsBackupStamp(bytes) {
+            return NameError(
+                name: name,
+                reason: "a domain name must not contain \"\(backupMarker)\" followed by a time like 20261129T181320Z: kvd names its copies of unreadable files so")
+        }
+        return nil
     }
 
     /// What kvd puts between a file's name and the time when it sets the file aside as
@@ -37,21 +45,23 @@ public struct Domain: Sendable, Hashable, Comparable, CustomStringConvertible {
     /// the names of kvd's copies of unreadable files do (no domain name does).
     public static func containsBackupStamp(_ name: String) -> Bool {
         var name = name
-        return name.withUTF8 { bytes in
-            let marker = backupMarkerBytes
-            guard bytes.count >= marker.count + 16 else { return false }
-            for start in 0...(bytes.count - marker.count - 16) where bytes[start] == marker[0] {
-                guard (0..<marker.count).allSatisfy({ bytes[start + $0] == marker[$0] }) else { continue }
-                let stamp = bytes[(start + marker.count)..<(start + marker.count + 16)]
-                let digits = stamp.indices.filter { $0 - stamp.startIndex != 8 && $0 - stamp.startIndex != 15 }
-                if stamp[stamp.startIndex + 8] == UInt8(ascii: "T"), stamp[stamp.startIndex + 15] == UInt8(ascii: "Z"),
-                    digits.allSatisfy({ stamp[$0] >= 0x30 && stamp[$0] <= 0x39 })
-                {
-                    return true
-                }
+        return name.withUTF8 { containsBackupStamp($0) }
+    }
+
+    private static func containsBackupStamp(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        let marker = backupMarkerBytes
+        guard bytes.count >= marker.count + 16 else { return false }
+        for start in 0...(bytes.count - marker.count - 16) where bytes[start] == marker[0] {
+            guard (0..<marker.count).allSatisfy({ bytes[start + $0] == marker[$0] }) else { continue }
+            let stamp = bytes[(start + marker.count)..<(start + marker.count + 16)]
+            let digits = stamp.indices.filter { $0 - stamp.startIndex != 8 && $0 - stamp.startIndex != 15 }
+            if stamp[stamp.startIndex + 8] == UInt8(ascii: "T"), stamp[stamp.startIndex + 15] == UInt8(ascii: "Z"),
+                digits.allSatisfy({ stamp[$0] >= 0x30 && stamp[$0] <= 0x39 })
+            {
+                return true
             }
-            return false
         }
+        return false
     }
 
     private static let backupMarkerBytes = Array(backupMarker.utf8)
@@ -107,10 +117,11 @@ public struct Key: Sendable, Hashable, Comparable, CustomStringConvertible {
     public let name: String
 
     public init(validating name: String) throws(NameError) {
-        let count = name.utf8.count
+        var text = name
+        let (count, hasNUL) = text.withUTF8 { bytes in (bytes.count, bytes.contains(0)) }
         guard count > 0 else { throw NameError(name: name, reason: "a key must not be empty") }
         guard count <= Limits.keyBytes else { throw NameError(name: name, reason: "a key must be at most \(Limits.keyBytes) bytes, not \(count)") }
-        guard !name.utf8.contains(0) else { throw NameError(name: name, reason: "a key must not contain a NUL character") }
+        guard !hasNUL else { throw NameError(name: name, reason: "a key must not contain a NUL character") }
         self.name = name
     }
 
