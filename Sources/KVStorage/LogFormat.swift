@@ -1,12 +1,34 @@
 import KVValues
 
-/// One mutation as the log keeps it: absolute changes at one revision (see ``StorageFormat``).
+/// One commit as the log keeps it: absolute changes at one revision (see ``StorageFormat``),
+/// of one domain, or of several (a group: all of them or none, as one line is whole or not).
 struct LogRecord: Sendable, Equatable {
+    /// One domain's changes.
+    struct Part: Sendable, Equatable {
+        var domain: Domain
+        var changes: [Change]
+    }
+
     var revision: Int64
-    var domain: Domain
-    /// `set`, `delete`, `apply` or `deleteDomain`; for people reading the log, not for replay.
+    /// `set`, `delete`, `apply`, `deleteDomain` or `group`; for people reading the log, not for
+    /// replay.
     var kind: String
-    var changes: [Change]
+    /// One part, or (`group`) several, of different domains.
+    var parts: [Part]
+
+    init(revision: Int64, domain: Domain, kind: String, changes: [Change]) {
+        self.init(revision: revision, kind: kind, parts: [Part(domain: domain, changes: changes)])
+    }
+
+    init(revision: Int64, kind: String, parts: [Part]) {
+        self.revision = revision
+        self.kind = kind
+        self.parts = parts
+    }
+
+    /// The record of a group: what an older kvd cannot read (it has no `domain`), so it sets
+    /// it aside whole instead of applying a part.
+    var isGroup: Bool { parts.count != 1 }
 }
 
 /// What a scan of the log found.
@@ -46,7 +68,8 @@ struct LogDamage: Equatable, CustomStringConvertible {
 struct RecordSizes {
     /// The JSON payload's bytes (the line without its checksum, space and LF).
     var payloadBytes: Int
-    /// The bytes of the `changes` array's members: what a `Watch` reply of this commit carries.
+    /// The bytes of the `changes` array's members: what a `Watch` reply of this commit carries
+    /// (of a group: the largest part's, as each domain's watchers get their own part).
     var changesBytes: Int
 }
 
@@ -80,7 +103,10 @@ enum LogFormat {
 
     /// Appends the framed line of one record to `out`, written straight to bytes (it runs for
     /// every change), and for each change its key and value as compact typed JSON, in bytes (for
-    /// a removal, the key alone), to `entryBytes`: what it costs in a reply (``DomainBudget``).
+    /// a removal, the key alone), to `entryBytes`, part after part: what it costs in a reply
+    /// (``DomainBudget``). A one-part record is
+    /// `{"revision":N,"domain":D,"kind":K,"changes":[...]}`; a group
+    /// `{"revision":N,"kind":"group","parts":[{"domain":D,"changes":[...]},...]}`.
     @discardableResult
     static func append(_ record: LogRecord, to out: inout [UInt8], entryBytes: inout [Int]) -> RecordSizes {
         let lineStart = out.count
@@ -88,14 +114,40 @@ enum LogFormat {
         let payloadStart = out.count
         out.append(contentsOf: #"{"revision":"#.utf8)
         JSONWriter.writeInteger(record.revision, into: &out)
-        out.append(contentsOf: #","domain":"#.utf8)
-        JSONWriter.writeString(record.domain.name, into: &out)
-        out.append(contentsOf: #","kind":"#.utf8)
-        JSONWriter.writeString(record.kind, into: &out)
-        out.append(contentsOf: #","changes":["#.utf8)
+        var changesBytes = 0
+        if record.isGroup {
+            out.append(contentsOf: #","kind":"#.utf8)
+            JSONWriter.writeString(record.kind, into: &out)
+            out.append(contentsOf: #","parts":["#.utf8)
+            for (index, part) in record.parts.enumerated() {
+                out.append(contentsOf: (index == 0 ? #"{"domain":"# : #",{"domain":"#).utf8)
+                JSONWriter.writeString(part.domain.name, into: &out)
+                out.append(contentsOf: #","changes":["#.utf8)
+                changesBytes = max(changesBytes, appendChanges(part.changes, to: &out, entryBytes: &entryBytes))
+                out.append(contentsOf: "]}".utf8)
+            }
+            out.append(UInt8(ascii: "]"))
+        } else {
+            out.append(contentsOf: #","domain":"#.utf8)
+            JSONWriter.writeString(record.parts[0].domain.name, into: &out)
+            out.append(contentsOf: #","kind":"#.utf8)
+            JSONWriter.writeString(record.kind, into: &out)
+            out.append(contentsOf: #","changes":["#.utf8)
+            changesBytes = appendChanges(record.parts[0].changes, to: &out, entryBytes: &entryBytes)
+            out.append(UInt8(ascii: "]"))
+        }
+        out.append(UInt8(ascii: "}"))
+        let payloadBytes = out.count - payloadStart
+        finishLine(in: &out, from: lineStart)
+        return RecordSizes(payloadBytes: payloadBytes, changesBytes: changesBytes)
+    }
+
+    /// Appends the members of a `changes` array; returns their bytes (what a `Watch` reply of
+    /// that domain's changes carries).
+    private static func appendChanges(_ changes: [Change], to out: inout [UInt8], entryBytes: inout [Int]) -> Int {
         let changesStart = out.count
         let writer = JSONWriter()
-        for (index, change) in record.changes.enumerated() {
+        for (index, change) in changes.enumerated() {
             out.append(contentsOf: (index == 0 ? #"{"key":"# : #",{"key":"#).utf8)
             var start = out.count
             JSONWriter.writeString(change.key.name, into: &out)
@@ -109,11 +161,7 @@ enum LogFormat {
             entryBytes.append(bytes)
             out.append(UInt8(ascii: "}"))
         }
-        let changesBytes = out.count - changesStart
-        out.append(contentsOf: "]}".utf8)
-        let payloadBytes = out.count - payloadStart
-        finishLine(in: &out, from: lineStart)
-        return RecordSizes(payloadBytes: payloadBytes, changesBytes: changesBytes)
+        return out.count - changesStart
     }
 
     /// `crc32hex SP json LF`.

@@ -108,12 +108,27 @@ extension LogFormat {
             throw RecordError(reason: "has no positive \"revision\"")
         }
         func refuse(_ reason: String) -> RecordError { RecordError(reason: reason, revision: revision) }
+        var kind = "apply"
+        if case .string(let found)? = json["kind"] { kind = found }
+        guard case .array(let parts)? = json["parts"] else {
+            return LogRecord(revision: revision, kind: kind, parts: [try decodePart(json, refuse)])
+        }
+        guard !parts.isEmpty else { throw refuse("has an empty \"parts\" array") }
+        var decoded: [LogRecord.Part] = []
+        for part in parts {
+            let one = try decodePart(part, refuse)
+            guard !decoded.contains(where: { $0.domain == one.domain }) else { throw refuse("names domain \(one.domain) in two parts") }
+            decoded.append(one)
+        }
+        return LogRecord(revision: revision, kind: kind, parts: decoded)
+    }
+
+    /// One part of a record (`{"domain": D, "changes": [...]}`, or the record itself).
+    private static func decodePart(_ json: JSON, _ refuse: (String) -> RecordError) throws(RecordError) -> LogRecord.Part {
         guard case .string(let domainName)? = json["domain"], let domain = try? Domain(stored: domainName) else {
             throw refuse("names no valid domain")
         }
         guard case .array(let items)? = json["changes"] else { throw refuse("has no \"changes\" array") }
-        var kind = "apply"
-        if case .string(let found)? = json["kind"] { kind = found }
         var changes: [Change] = []
         changes.reserveCapacity(items.count)
         for item in items {
@@ -124,7 +139,7 @@ extension LogFormat {
             }
             changes.append(Change(key: key, value: value))
         }
-        return LogRecord(revision: revision, domain: domain, kind: kind, changes: changes)
+        return LogRecord.Part(domain: domain, changes: changes)
     }
 }
 

@@ -69,16 +69,21 @@ extension Recovery {
         var line: [UInt8] = []
         var entryBytes: [Int] = []
         for record in scan.records {
-            guard record.revision > replayedThrough[record.domain] ?? 0 else { continue }
             line.removeAll(keepingCapacity: true)
             entryBytes.removeAll(keepingCapacity: true)
             LogFormat.append(record, to: &line, entryBytes: &entryBytes)  // measures the changes as a commit does
-            let current = state.domains[record.domain]
-            let budget = DomainState.budgetBytes(current?.budgetBytes ?? 0, after: record.changes, entryBytes: entryBytes[...]) { current?.entries[$0] }
-            let emptied = state.domains[record.domain, default: DomainState()]  // in place: no copy of the domain
-                .apply(record.changes, entryBytes: entryBytes[...], budgetBytes: budget, at: record.revision)
-            if emptied { state.domains[record.domain] = nil }
-            journal.dirty.insert(record.domain)
+            var partStart = 0
+            for part in record.parts {
+                let sizes = entryBytes[partStart..<(partStart + part.changes.count)]
+                partStart += part.changes.count
+                guard record.revision > replayedThrough[part.domain] ?? 0 else { continue }
+                let current = state.domains[part.domain]
+                let budget = DomainState.budgetBytes(current?.budgetBytes ?? 0, after: part.changes, entryBytes: sizes) { current?.entries[$0] }
+                let emptied = state.domains[part.domain, default: DomainState()]  // in place: no copy of the domain
+                    .apply(part.changes, entryBytes: sizes, budgetBytes: budget, at: record.revision)
+                if emptied { state.domains[part.domain] = nil }
+                journal.dirty.insert(part.domain)
+            }
         }
         if !scan.records.isEmpty {
             journal.log(.info, "replayed \(scan.records.count) records of the log \(journal.logPath) up to revision \(state.revision)")

@@ -15,7 +15,7 @@ extension Store {
         var records: [UInt8] = []
         /// Each planned change's size (``LogFormat/append(_:to:entryBytes:)``), in order.
         var entryBytes: [Int] = []
-        var outcomes: [Result<Commit, StorageError>] = []
+        var outcomes: [Pending.Outcome] = []
     }
 
     /// One planned commit: its changes, where their sizes are in ``Batch/entryBytes``, and the
@@ -69,46 +69,73 @@ extension Store {
                 try journal.append(batch.records, revision: state.withLock { $0.revision })
             } catch {
                 log(.error, error.description)
-                for item in pending { item.completion(.failure(error)) }
+                for item in pending { item.fail(error) }
                 return
             }
             publish(batch)
         }
-        for (item, outcome) in zip(pending, batch.outcomes) { item.completion(outcome) }
+        for (item, outcome) in zip(pending, batch.outcomes) { item.finish(outcome) }
     }
 
-    /// Plans one mutation into `batch`: its changes, its record appended to the batch's bytes
-    /// (removed again if the limits refuse it), its outcome.
+    /// Plans one piece of work into `batch`: its changes, its record appended to the batch's
+    /// bytes (removed again if the limits refuse it), its outcome.
     private func plan(_ item: Pending, into batch: inout Batch) {
-        if batch.views[item.domain] == nil {
-            batch.views[item.domain] = DomainView(state.withLock { $0.domains[item.domain] })
+        switch item {
+        case .one(let domain, let mutation, _):
+            let result = plan([(domain, mutation)], kind: mutation.kind, into: &batch)
+            batch.outcomes.append(.one(result.map { $0.first ?? Commit(revision: batch.revision, domain: domain, changes: []) }))
+        case .group(let parts, _):
+            guard Set(parts.map(\.domain)).count == parts.count else {
+                return batch.outcomes.append(.group(.failure(.invalidValue("a group names a domain more than once"))))
+            }
+            let mutations = parts.map { ($0.domain, Mutation.apply($0.changes, ifRevision: nil)) }
+            batch.outcomes.append(.group(plan(mutations, kind: parts.count == 1 ? "apply" : "group", into: &batch)))
         }
-        let changes: PlannedChanges
-        do {
-            changes = try MutationPlanner.changes(of: item.mutation, in: item.domain, current: batch.views[item.domain]!)
-        } catch {
-            return batch.outcomes.append(.failure(error))
+    }
+
+    /// Plans mutations of different domains as one record at one revision: all of them, or
+    /// (an error) none. Returns a commit per domain that changes; none, and no revision used,
+    /// if nothing changes.
+    private func plan(_ mutations: [(Domain, Mutation)], kind: String, into batch: inout Batch) -> Result<[Commit], StorageError> {
+        var planned: [(domain: Domain, changes: PlannedChanges)] = []
+        for (domain, mutation) in mutations {
+            if batch.views[domain] == nil { batch.views[domain] = DomainView(state.withLock { $0.domains[domain] }) }
+            do {
+                let changes = try MutationPlanner.changes(of: mutation, in: domain, current: batch.views[domain]!)
+                if !changes.changes.isEmpty { planned.append((domain, changes)) }
+            } catch {
+                return .failure(error)
+            }
         }
-        guard !changes.changes.isEmpty else {
-            return batch.outcomes.append(.success(Commit(revision: batch.revision, domain: item.domain, changes: [])))
-        }
+        guard !planned.isEmpty else { return .success([]) }
         let revision = batch.revision + 1
         let (recordStart, sizesStart) = (batch.records.count, batch.entryBytes.count)
-        let record = LogRecord(revision: revision, domain: item.domain, kind: item.mutation.kind, changes: changes.changes)
-        let sizes = LogFormat.append(record, to: &batch.records, entryBytes: &batch.entryBytes)
-        let entryBytes = sizesStart..<batch.entryBytes.count
-        let budget: Int
-        do {
-            budget = try CommitLimits.check(sizes, changes, entryBytes: batch.entryBytes[entryBytes], in: item.domain, view: batch.views[item.domain]!)
-        } catch {
-            batch.records.removeSubrange(recordStart...)
-            batch.entryBytes.removeSubrange(sizesStart...)
-            return batch.outcomes.append(.failure(error))
+        let parts = planned.map { LogRecord.Part(domain: $0.domain, changes: $0.changes.changes) }
+        let sizes = LogFormat.append(LogRecord(revision: revision, kind: kind, parts: parts), to: &batch.records, entryBytes: &batch.entryBytes)
+        var budgets: [Int] = []
+        var start = sizesStart
+        for part in planned {
+            let entryBytes = start..<(start + part.changes.changes.count)
+            start = entryBytes.upperBound
+            do {
+                budgets.append(try CommitLimits.check(sizes, part.changes, entryBytes: batch.entryBytes[entryBytes], in: part.domain, view: batch.views[part.domain]!))
+            } catch {
+                batch.records.removeSubrange(recordStart...)
+                batch.entryBytes.removeSubrange(sizesStart...)
+                return .failure(error)
+            }
         }
         batch.revision = revision
-        batch.views[item.domain]!.apply(changes.changes, entryBytes: batch.entryBytes[entryBytes], budgetBytes: budget, at: revision)  // in place: no copy of the view's overlay
-        batch.planned.append(PlannedCommit(domain: item.domain, changes: changes.changes, entryBytes: entryBytes, budgetBytes: budget, revision: revision))
-        batch.outcomes.append(.success(Commit(revision: revision, domain: item.domain, changes: changes.changes)))
+        var commits: [Commit] = []
+        start = sizesStart
+        for (part, budget) in zip(planned, budgets) {
+            let entryBytes = start..<(start + part.changes.changes.count)
+            start = entryBytes.upperBound
+            batch.views[part.domain]!.apply(part.changes.changes, entryBytes: batch.entryBytes[entryBytes], budgetBytes: budget, at: revision)  // in place: no copy of the view's overlay
+            batch.planned.append(PlannedCommit(domain: part.domain, changes: part.changes.changes, entryBytes: entryBytes, budgetBytes: budget, revision: revision))
+            commits.append(Commit(revision: revision, domain: part.domain, changes: part.changes.changes))
+        }
+        return .success(commits)
     }
 
     /// Makes a durable batch visible to readers: applies its changes in place (the committed

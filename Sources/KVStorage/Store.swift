@@ -21,10 +21,31 @@ import Synchronization
 /// store.get(domain, key)  // .value(.integer(3), revision: commit.revision)
 /// ```
 public final class Store: Sendable {
-    struct Pending: Sendable {
-        var domain: Domain
-        var mutation: Mutation
-        var completion: @Sendable (Result<Commit, StorageError>) -> Void
+    /// Queued work: one mutation of one domain, or a group of several domains' changes.
+    enum Pending: Sendable {
+        case one(Domain, Mutation, @Sendable (Result<Commit, StorageError>) -> Void)
+        case group([DomainChanges], @Sendable (Result<[Commit], StorageError>) -> Void)
+
+        /// What its planning gave; ``finish(_:)`` hands it to the completion.
+        enum Outcome {
+            case one(Result<Commit, StorageError>)
+            case group(Result<[Commit], StorageError>)
+        }
+
+        func finish(_ outcome: Outcome) {
+            switch (self, outcome) {
+            case (.one(_, _, let completion), .one(let result)): completion(result)
+            case (.group(_, let completion), .group(let result)): completion(result)
+            default: preconditionFailure("an outcome of another kind of work")
+            }
+        }
+
+        func fail(_ error: StorageError) {
+            switch self {
+            case .one(_, _, let completion): completion(.failure(error))
+            case .group(_, let completion): completion(.failure(error))
+            }
+        }
     }
 
     struct State: Sendable {
@@ -118,7 +139,7 @@ public final class Store: Sendable {
         _ domain: Domain, _ mutation: Mutation,
         completion: @escaping @Sendable (Result<Commit, StorageError>) -> Void
     ) {
-        add(Pending(domain: domain, mutation: mutation, completion: completion), startDrain: true)
+        add(.one(domain, mutation, completion), startDrain: true)
     }
 
     /// Queues `mutation` like ``submit(_:_:completion:)``, but leaves its commit to the next
@@ -129,7 +150,7 @@ public final class Store: Sendable {
         _ domain: Domain, _ mutation: Mutation,
         completion: @escaping @Sendable (Result<Commit, StorageError>) -> Void
     ) {
-        add(Pending(domain: domain, mutation: mutation, completion: completion), startDrain: false)
+        add(.one(domain, mutation, completion), startDrain: false)
     }
 
     /// Commits everything queued, on the calling thread, with one sync per batch, and calls
@@ -156,7 +177,7 @@ public final class Store: Sendable {
             return true
         }
         switch schedule {
-        case nil: queue.async { pending.completion(.failure(.failure("the store is closed"))) }
+        case nil: queue.async { pending.fail(.failure("the store is closed")) }
         case true?: queue.async { self.drain() }
         case false?: break
         }
@@ -169,6 +190,32 @@ public final class Store: Sendable {
         let outcome = Mutex<Result<Commit, StorageError>?>(nil)
         let done = DispatchSemaphore(value: 0)
         submit(domain, mutation) { result in
+            outcome.withLock { $0 = result }
+            done.signal()
+        }
+        done.wait()
+        return try outcome.withLock { $0! }.get()
+    }
+
+    /// Commits several domains' changes atomically, at one revision, in one log record: after
+    /// a crash all of them are there or none (a fleet mirror applies one etcd revision so,
+    /// with the etcd revision it reached in the same group). Each part's changes are absolute,
+    /// as an unconditional `Apply`: a value sets its key, none removes it (a missing key is
+    /// no change). Each domain may appear once. `completion` gets one ``Commit`` per domain
+    /// that changed, all at the same revision (none, and no revision used, if nothing
+    /// changed), or the error (nothing changed): `.invalidValue`, `.tooLarge` (each domain's
+    /// limits, as for a single commit), `.failure`. Runs on the commit queue, like ``submit(_:_:completion:)``.
+    public func submitGroup(_ parts: [DomainChanges], completion: @escaping @Sendable (Result<[Commit], StorageError>) -> Void) {
+        add(.group(parts, completion), startDrain: true)
+    }
+
+    /// ``submitGroup(_:completion:)``, waiting until the group is durable. Blocks the calling
+    /// thread; must not be called on the commit queue (from a completion).
+    public func commitGroup(_ parts: [DomainChanges]) throws(StorageError) -> [Commit] {
+        dispatchPrecondition(condition: .notOnQueue(queue))
+        let outcome = Mutex<Result<[Commit], StorageError>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        submitGroup(parts) { result in
             outcome.withLock { $0 = result }
             done.signal()
         }

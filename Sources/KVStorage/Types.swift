@@ -16,6 +16,17 @@ public enum Mutation: Sendable {
     case deleteDomain
 }
 
+/// One domain's part of a group commit (``Store/submitGroup(_:completion:)``): absolute changes.
+public struct DomainChanges: Sendable, Equatable {
+    public var domain: Domain
+    public var changes: [Change]
+
+    public init(domain: Domain, changes: [Change]) {
+        self.domain = domain
+        self.changes = changes
+    }
+}
+
 /// A committed, durable mutation: its revision and the changes actually applied (for
 /// `deleteDomain`, one removal per key that existed, sorted by key).
 public struct Commit: Sendable, Equatable {

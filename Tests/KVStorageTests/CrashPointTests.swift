@@ -5,14 +5,15 @@ import KVValues
 import Testing
 
 /// Simulates a crash after every disk operation of a workload (set, delete, apply, domain
-/// deletion, a system instance's lock and unlock, several compactions, a restart) in every way the unsynced data could reach the
+/// deletion, a system instance's lock and unlock, group commits across domains (a fleet
+/// mirror's), several compactions, a restart) in every way the unsynced data could reach the
 /// disk, and checks recovery (see ``CrashChecker``). `KVD_CRASH_TRACE=1` prints the operations.
 @Suite struct CrashPointTests {
     /// A small reservation: crash states still hold reserved zeros after the records.
     static let options = StoreOptions(compactionLogBytes: 700, logReservationBytes: 64)
     static let directory = "/data/state"
     /// Apply number → key count, for the all-or-nothing check.
-    static let applies = [1: 3, 2: 2, 3: 2, 4: 4, 5: 3]
+    static let applies = [1: 3, 2: 2, 3: 2, 4: 4, 5: 3, 6: 4, 7: 3]
     static let checker = CrashChecker(directory: directory, options: options, applies: applies)
 
     static func run(_ work: CrashWorkload) {
@@ -35,6 +36,7 @@ import Testing
         work.commit(b, .deleteDomain)
         work.commit(b, CrashWorkload.markedApply(4, keys: 4))
         work.commit(Domain.locks(of: b), .set(key("m4-0"), .bool(true), ifRevision: nil))
+        work.commitGroup(CrashWorkload.markedGroup(6, keys: 2, in: [a, Domain.locks(of: a)]))  // a fleet revision: values and locks
         work.commit(a, .set(key("when"), .date(Date(timeIntervalSince1970: 1_800_000_000.25)), ifRevision: nil))
         work.commit(a, .set(key("blob"), .data(Data((0..<64).map { UInt8($0) })), ifRevision: nil))
         work.commit(global, .delete(key("AppleLocale")))
@@ -45,6 +47,7 @@ import Testing
         work.open()
         work.commit(a, .set(key("k1"), .integer(42), ifRevision: 0))
         work.commit(Domain.locks(of: a), .delete(key("k1")))  // Unlock
+        work.commitGroup(CrashWorkload.markedGroup(7, keys: 1, in: [a, b, global]) + [DomainChanges(domain: c, changes: [Change(key: key("plain-c"), value: .integer(7))])])
         let removals = (0..<4).map { Change(key: key("m4-\($0)"), value: nil) }
         work.commit(b, CrashWorkload.markedApply(5, keys: 3, also: removals))
         work.commit(a, .delete(key("long")))
@@ -64,7 +67,7 @@ import Testing
     @Test func everyCrashPointKeepsEveryAcknowledgedCommit() {
         let (fileSystem, work, report) = Self.enumeration
         #expect(work.failedOpens.isEmpty)
-        #expect(work.attempts.count == 26 && work.attempts.allSatisfy(\.succeeded), "every commit of the workload succeeds")
+        #expect(work.attempts.count == 28 && work.attempts.allSatisfy(\.succeeded), "every commit of the workload succeeds")
         let resets = fileSystem.labels.filter { $0 == "rename .kvd.wal.tmp to kvd.wal" }.count
         #expect(resets >= 5, "the workload compacts several times (\(resets) log resets)")
         print("crash points: \(report.points) disk operations; crash states checked: \(report.states) (\(report.distinct) distinct disks)")

@@ -61,6 +61,33 @@ struct StoreContent: Hashable, CustomStringConvertible {
         domainRevisions[domain] = entries.isEmpty ? nil : next
     }
 
+    /// Applies a group as a successful group commit would: every domain's changes at one
+    /// revision, or (nothing changes) none.
+    mutating func applyGroup(_ parts: [DomainChanges]) {
+        var after = self
+        after.revision = revision
+        var changed = false
+        for part in parts {
+            var entries = after.domains[part.domain] ?? [:]
+            var domainChanged = false
+            for change in part.changes {
+                if let value = change.value {
+                    entries[change.key] = Stored(value: value, revision: revision + 1)
+                    domainChanged = true
+                } else if entries.removeValue(forKey: change.key) != nil {
+                    domainChanged = true
+                }
+            }
+            guard domainChanged else { continue }
+            changed = true
+            after.domains[part.domain] = entries.isEmpty ? nil : entries
+            after.domainRevisions[part.domain] = entries.isEmpty ? nil : revision + 1
+        }
+        guard changed else { return }
+        after.revision = revision + 1
+        self = after
+    }
+
     var description: String {
         let parts = domains.keys.sorted().map { domain in
             let keys = domains[domain]!.keys.sorted().map { "\($0)@\(domains[domain]![$0]!.revision)" }
@@ -74,12 +101,19 @@ struct StoreContent: Hashable, CustomStringConvertible {
 struct Attempt {
     var domain: Domain
     var mutation: Mutation
+    /// A group commit's parts (then `domain` and `mutation` are its first part's, unused).
+    var group: [DomainChanges]?
     var outcome: Result<Commit, StorageError>
     /// Disk operations recorded when its completion ran: a crash at or after this point must
     /// keep it if it succeeded, and must not show it if it failed.
     var completedAt: Int
 
     var succeeded: Bool { (try? outcome.get()) != nil }
+
+    /// What the store holds after `content` once this attempt succeeded: the oracle.
+    func apply(to content: inout StoreContent) {
+        if let group { content.applyGroup(group) } else { content.apply(domain, mutation) }
+    }
 }
 
 extension StorageError {
@@ -135,6 +169,23 @@ final class CrashWorkload {
         attempts.append(Attempt(domain: domain, mutation: mutation, outcome: result, completedAt: index))
     }
 
+    /// Commits `parts` as one group (``Store/submitGroup(_:completion:)``).
+    func commitGroup(_ parts: [DomainChanges]) {
+        guard let store, let first = parts.first else { return }
+        let done = DispatchSemaphore(value: 0)
+        let outcome = Mutex<(Result<[Commit], StorageError>, Int)?>(nil)
+        let fileSystem = self.fileSystem
+        store.submitGroup(parts) { result in
+            outcome.withLock { $0 = (result, fileSystem.operationCount) }
+            done.signal()
+        }
+        done.wait()
+        let (result, index) = outcome.withLock { $0! }
+        let commit = result.map { $0.first ?? Commit(revision: store.revision, domain: first.domain, changes: []) }
+        attempts.append(
+            Attempt(domain: first.domain, mutation: .apply(first.changes, ifRevision: nil), group: parts, outcome: commit, completedAt: index))
+    }
+
     /// Stops as a crash of the process would (no compaction) and opens the folder again.
     func restart() {
         store?.abandon()
@@ -155,16 +206,22 @@ final class CrashWorkload {
             guard attempt.completedAt <= operations else {
                 if case .failure(let error) = attempt.outcome, !error.isStorageFailure { return [content] }  // refused: never written
                 var withInFlight = content
-                withInFlight.apply(attempt.domain, attempt.mutation)
+                attempt.apply(to: &withInFlight)
                 return withInFlight == content ? [content] : [content, withInFlight]
             }
-            if attempt.succeeded { content.apply(attempt.domain, attempt.mutation) }
+            if attempt.succeeded { attempt.apply(to: &content) }
         }
         return [content]
     }
 
     /// The value every key of an apply holds: `apply-N`, so that a half-visible apply shows.
     static func marker(_ number: Int) -> Value { .string("apply-\(number)") }
+
+    /// A group setting keys `mN-0`, `mN-1`... of each of `domains` to the marker of apply N
+    /// (applies and groups share the numbers: the marker check covers every domain).
+    static func markedGroup(_ number: Int, keys: Int, in domains: [Domain]) -> [DomainChanges] {
+        domains.map { domain in DomainChanges(domain: domain, changes: (0..<keys).map { Change(key: key("m\(number)-\($0)"), value: marker(number)) }) }
+    }
 
     /// An apply setting keys `mN-0`, `mN-1`... to the marker of apply N, then `extra`.
     static func markedApply(_ number: Int, keys: Int, also extra: [Change] = []) -> Mutation {
