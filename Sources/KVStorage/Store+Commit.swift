@@ -131,7 +131,8 @@ extension Store {
         for (part, budget) in zip(planned, budgets) {
             let entryBytes = start..<(start + part.changes.changes.count)
             start = entryBytes.upperBound
-            batch.views[part.domain]!.apply(part.changes.changes, entryBytes: batch.entryBytes[entryBytes], budgetBytes: budget, at: revision)  // in place: no copy of the view's overlay
+            // In place: no copy of the view's overlay.
+            batch.views[part.domain]!.apply(part.changes.changes, entryBytes: batch.entryBytes[entryBytes], budgetBytes: budget, at: revision)
             batch.planned.append(PlannedCommit(domain: part.domain, changes: part.changes.changes, entryBytes: entryBytes, budgetBytes: budget, revision: revision))
             commits.append(Commit(revision: revision, domain: part.domain, changes: part.changes.changes))
         }
