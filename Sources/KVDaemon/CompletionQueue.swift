@@ -5,9 +5,13 @@ import Synchronization
 /// commits, or from the store's commit thread when that was busy compacting.
 final class CompletionQueue: Sendable {
     struct Item: Sendable {
+        /// The client that asked for the commit, or ``external`` for a commit made elsewhere
+        /// (the fleet mirror's): then only watchers hear of it.
         var connection: Int
         var oneway: Bool
         var result: Result<Commit, StorageError>
+
+        static let external = -1
     }
 
     private struct Items {

@@ -38,7 +38,7 @@ struct RequestHandler {
         case .list(let domain), .listAll(let domain):
             return .reply(list(domain, withUnreadable: request == .listAll(domain)))
         case .domains:
-            var names = Set(store.domains().filter { $0.lockedDomain == nil })
+            var names = Set(store.domains().filter { !$0.isInternal })
             names.formUnion(layer.domains.keys)
             return .reply(VarlinkReply(parameters: ["domains": .array(names.sorted().map { .string($0.name) })]))
         case .set(let domain, let key, let value, let ifRevision):

@@ -56,6 +56,15 @@ extension Server {
         }
     }
 
+    /// What tells the loop of a commit made outside it (the fleet mirror's, called from the
+    /// store's commit queue, in commit order): its watchers and mirrors hear of it at the
+    /// loop's next pass. Callable from any thread.
+    var announcer: @Sendable (Commit) -> Void {
+        { [completions, poller] commit in
+            if completions.push(.init(connection: CompletionQueue.Item.external, oneway: true, result: .success(commit))) { poller.wake() }
+        }
+    }
+
     /// Makes this pass's writes durable with one sync (blocks the loop for it).
     func commitQueued() {
         guard commitsQueued else { return }
@@ -66,7 +75,7 @@ extension Server {
     /// Sends the replies of finished commits and the changes to watchers, in commit order.
     func deliverCompletions() {
         for item in completions.takeAll() {
-            commitsInFlight -= 1
+            if item.connection != CompletionQueue.Item.external { commitsInFlight -= 1 }
             if case .success(let commit) = item.result { notifyWatchers(commit) }
             guard let connection = connectionsByID[item.connection] else { continue }
             assert(connection.phase == .awaitingCommit, "a commit finished for client \(item.connection), which awaited none")
@@ -86,6 +95,7 @@ extension Server {
             guard case .watching(let watch) = connection.phase, commit.revision > watch.since else { continue }
             let reply: SharedReply?
             if watch.domain == nil {
+                guard !commit.domain.isInternal || commit.domain.lockedDomain != nil else { continue }  // the fleet's own state
                 reply = mirrored ?? SharedReply(RequestHandler.mirrorReply(revision: commit.revision, domain: commit.domain, changes: commit.changes, synced: true).encoded())
                 mirrored = reply
             } else if watch.domain != commit.domain {

@@ -100,10 +100,19 @@ extension Domain {
         return try? Domain(validating: String(name.dropFirst(Self.lockPrefix.count)))
     }
 
+    /// The internal domain where a system instance keeps how far its fleet mirror got (the
+    /// etcd revision it reached), committed with each update it mirrors.
+    public static let fleetState = Domain(unchecked: "-fleet")
+
+    /// Whether this is one of kvd's internal domains (locks, fleet state), which no client names.
+    public var isInternal: Bool { name.utf8.first == UInt8(ascii: "-") }
+
     /// A name read back from kvd's own files (a file name, a log record): an ordinary domain
-    /// name, or ``lockPrefix`` followed by one.
+    /// name, ``lockPrefix`` followed by one, or ``fleetState``'s.
     public init(stored name: String) throws(NameError) {
-        if name.hasPrefix(Self.lockPrefix) {
+        if name == Self.fleetState.name {
+            self = Self.fleetState
+        } else if name.hasPrefix(Self.lockPrefix) {
             let rest = String(name.dropFirst(Self.lockPrefix.count))
             self = Self.locks(of: try Domain(validating: rest))
         } else {
