@@ -82,7 +82,8 @@ public final class FleetReflector: Sendable {
     /// durable; when it throws, the update counts as not applied and comes again later.
     public func run(from appliedRevision: Int64, delivering sink: (FleetUpdate) throws -> Void) {
         update {
-            $0.appliedRevision = appliedRevision; $0.seenRevision = max($0.seenRevision, appliedRevision)
+            $0.appliedRevision = appliedRevision
+            $0.seenRevision = max($0.seenRevision, appliedRevision)
         }
         var loop = Loop(applied: appliedRevision, needsList: appliedRevision == 0, backoff: options.initialBackoff)
         while !isStopped {
@@ -95,7 +96,8 @@ public final class FleetReflector: Sendable {
                 update { $0.relists += 1 }
             case .failed(let reason):
                 update {
-                    $0.lastError = reason; $0.phase = .waitingToRetry
+                    $0.lastError = reason
+                    $0.phase = .waitingToRetry
                 }
                 guard !isStopped else { break }
                 wait(loop.backoff)

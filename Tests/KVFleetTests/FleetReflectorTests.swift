@@ -101,6 +101,7 @@ func values(_ entries: [String: Int64], in name: String = "com.corp.a") -> [Doma
         #expect(run.etcd.rangeCalls.map(\.revision) == [nil, 3, nil, 4])
         #expect(run.updates == [.replace(FleetSnapshot(values: values(["1": 11, "2": 2])), revision: 4)])
         #expect(status.relists == 1)
+        #expect(run.sleeps.value.isEmpty)  // at once, no backoff
     }
 
     @Test func aListingReplacesTheMirrorWithEveryFleetValueAndLock() {
@@ -204,7 +205,8 @@ func values(_ entries: [String: Int64], in name: String = "com.corp.a") -> [Doma
     }
 
     /// Broke it once on purpose: resuming from the applied revision instead of the next one
-    /// fails the `watchStarts` expectation ([3, 3, 4] instead of [3, 4, 5]).
+    /// fails the `watchStarts` expectation ([2, 3, 4] instead of [3, 4, 5]); resuming from
+    /// applied + 2 loses a write.
     @Test func aBrokenStreamResumesFromTheAppliedRevisionPlusOneAfterABackoff() {
         let run = ReflectorRun()
         run.etcd.put("kvd/values/com.corp.a/1", "1")
