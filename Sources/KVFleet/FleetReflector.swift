@@ -16,16 +16,21 @@ import Synchronization
 ///   unless asked to fragment, which kvd does not). A revision with no change for this host
 ///   (another host's domains) is not delivered: ``FleetReflectorStatus/seenRevision`` moves,
 ///   the applied revision does not, and after a restart those events are read and dropped again.
+///   A progress notification moves only the seen revision too: moving the applied one would
+///   cost a durable commit per notification, and some etcd 3.4 releases could send a
+///   notification ahead of events still to come.
 /// - Failures: a watch cancelled for compaction lists again at once; any other failure (a
 ///   broken stream, an idle one, an unreachable cluster, a sink that throws) waits a backoff
-///   (``Options/initialBackoff`` doubling up to ``Options/maximumBackoff``, reset by the next
-///   message from etcd) and resumes from the applied revision + 1, or lists again when no
+///   (``Options/initialBackoff`` doubling up to ``Options/maximumBackoff``, reset once a
+///   message from etcd has been handled) and resumes from the applied revision + 1, or lists again when no
 ///   listing has been committed yet. The ``EtcdAPI`` conformer fails over between endpoints.
 /// - Durability: the applied revision advances only when the sink returns, so a crash between
 ///   an event and its commit replays the event, and never skips it.
 /// - Entries that cannot be read (bad typed JSON, invalid names) are left out of the mirror and
 ///   listed in ``FleetReflectorStatus/problems`` with the reason; an unreadable new value
-///   removes the old one, so the mirror always equals what a fresh listing would give.
+///   removes the old one, so the mirror always equals what a listing at its revision would
+///   give. The list lives in memory: after a restart without a listing it holds only the
+///   entries changed since.
 ///
 /// Threading: ``run(from:delivering:)`` blocks the calling thread (etcd calls, the sink, the
 /// backoff all happen there) until ``stop()``; ``stop()`` and ``status`` may be called from any
