@@ -1,0 +1,82 @@
+import KVValues
+
+extension FleetReflector {
+    /// Lists the layout's range at one revision and hands the sink one replace.
+    func list(_ loop: inout Loop, _ sink: (FleetUpdate) throws -> Void) -> Outcome {
+        update { $0.phase = .listing }
+        let (start, end) = layout.range
+        var from = start
+        var pinned: Int64? = nil
+        var snapshot = FleetSnapshot()
+        var problems: [[UInt8]: FleetProblem] = [:]
+        while true {
+            guard !isStopped else { return .stopped }
+            let page: EtcdRangePage
+            do {
+                page = try etcd.range(from: from, end: end, revision: pinned, limit: options.pageSize)
+            } catch .compacted {
+                return .relist
+            } catch {
+                return .failed("listing the fleet failed: \(error)")
+            }
+            // Later pages' headers carry etcd's newest revision, not the pinned one.
+            noteSeen(page.revision)
+            let revision = pinned ?? page.revision
+            pinned = revision
+            for keyValue in page.keyValues { add(keyValue, to: &snapshot, problems: &problems) }
+            guard page.more else { break }
+            guard let last = page.keyValues.last else { return .failed("listing the fleet failed: etcd said more keys follow a page with none") }
+            from = last.key + [0]
+        }
+        guard let revision = pinned else { return .stopped }
+        do {
+            try sink(.replace(snapshot, revision: revision))
+        } catch {
+            return .failed("committing the fleet listing at revision \(revision) failed: \(error)")
+        }
+        loop.applied = revision
+        loop.needsList = false
+        loop.problems = problems
+        loop.backoff = options.initialBackoff
+        noteApplied(loop)
+        return .listed
+    }
+
+    private func add(_ keyValue: EtcdKeyValue, to snapshot: inout FleetSnapshot, problems: inout [[UInt8]: FleetProblem]) {
+        switch read(keyValue) {
+        case .ignored: break
+        case .value(let name, let value): snapshot.values[name.domain, default: [:]][name.key] = value
+        case .lock(let name): snapshot.locks[name.domain, default: []].insert(name.key)
+        case .unreadable(_, let problem): problems[keyValue.key] = problem
+        }
+    }
+
+    /// What a key as etcd holds it (a listed key, or a put event) gives the mirror.
+    enum Reading {
+        case ignored
+        case value(FleetName, Value)
+        case lock(FleetName)
+        /// Left out; `name` when only the value is bad (its mirror entry is removed).
+        case unreadable(FleetName?, FleetProblem)
+    }
+
+    func read(_ keyValue: EtcdKeyValue) -> Reading {
+        func problem(_ reason: String) -> FleetProblem {
+            FleetProblem(etcdKey: String(decoding: keyValue.key, as: UTF8.self), revision: keyValue.modRevision, reason: reason)
+        }
+        switch layout.name(ofEtcdKey: keyValue.key) {
+        case .ignored:
+            return .ignored
+        case .unreadable(let reason):
+            return .unreadable(nil, problem(reason))
+        case .fleet(let name) where name.kind == .lock:
+            return .lock(name)
+        case .fleet(let name):
+            do {
+                return .value(name, try layout.value(fromEtcdValue: keyValue.value))
+            } catch {
+                return .unreadable(name, problem("the value is not the contract's typed JSON: \(error)"))
+            }
+        }
+    }
+}

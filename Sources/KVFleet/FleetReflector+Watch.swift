@@ -1,0 +1,95 @@
+import KVValues
+
+extension FleetReflector {
+    /// Watches from the applied revision + 1, handing the sink one apply per etcd revision,
+    /// until stopped, compacted, broken, or the sink fails.
+    func watch(_ loop: inout Loop, _ sink: (FleetUpdate) throws -> Void) -> Outcome {
+        update { $0.phase = .watching }
+        let (start, end) = layout.range
+        var ended: Outcome? = nil
+        do {
+            try etcd.watch(from: start, end: end, startRevision: loop.applied + 1, progressInterval: options.progressInterval) { message in
+                guard !isStopped else {
+                    ended = .stopped
+                    return false
+                }
+                switch message {
+                case .progress(let revision):
+                    noteSeen(revision)
+                case .events(let events, let headerRevision):
+                    noteSeen(headerRevision)
+                    if let failure = deliver(events, &loop, sink) {
+                        ended = .failed(failure)
+                        return false
+                    }
+                }
+                loop.backoff = options.initialBackoff  // etcd answers and the sink commits
+                return true
+            }
+        } catch .compacted {
+            return .relist
+        } catch {
+            return .failed("the fleet watch broke: \(error)")
+        }
+        return ended ?? .failed("the fleet watch ended without a reason")
+    }
+
+    /// Hands the sink the events above the applied revision, one apply per revision; returns
+    /// why it stopped early (the sink failed), or nil.
+    private func deliver(_ events: [EtcdEvent], _ loop: inout Loop, _ sink: (FleetUpdate) throws -> Void) -> String? {
+        var index = events.startIndex
+        while index < events.endIndex {
+            let revision = events[index].keyValue.modRevision
+            var next = index
+            while next < events.endIndex, events[next].keyValue.modRevision == revision { next += 1 }
+            let group = events[index..<next]
+            index = next
+            guard revision > loop.applied else { continue }  // replayed: the mirror has it
+            var problems = loop.problems
+            let changes = self.changes(group, problems: &problems)
+            if !changes.isEmpty {
+                do {
+                    try sink(.apply(changes, revision: revision))
+                } catch {
+                    return "committing fleet revision \(revision) failed: \(error)"
+                }
+                loop.applied = revision
+            }
+            loop.problems = problems
+            noteApplied(loop)
+        }
+        return nil
+    }
+
+    /// The changes one revision's events make, at most one per value or lock (the last), in
+    /// the order of the events; updates the entries left out.
+    private func changes(_ events: ArraySlice<EtcdEvent>, problems: inout [[UInt8]: FleetProblem]) -> [FleetChange] {
+        var changes: [FleetChange] = []
+        var positions: [FleetName: Int] = [:]
+        func record(_ change: FleetChange) {
+            if let position = positions[change.name] {
+                changes[position] = change
+            } else {
+                positions[change.name] = changes.count
+                changes.append(change)
+            }
+        }
+        for event in events {
+            problems[event.keyValue.key] = nil
+            if event.kind == .delete {
+                guard case .fleet(let name) = layout.name(ofEtcdKey: event.keyValue.key) else { continue }
+                record(name.kind == .value ? .remove(name.domain, name.key) : .unlock(name.domain, name.key))
+                continue
+            }
+            switch read(event.keyValue) {
+            case .ignored: break
+            case .value(let name, let value): record(.set(name.domain, name.key, value))
+            case .lock(let name): record(.lock(name.domain, name.key))
+            case .unreadable(let name, let problem):
+                problems[event.keyValue.key] = problem
+                if let name { record(.remove(name.domain, name.key)) }
+            }
+        }
+        return changes
+    }
+}
