@@ -8,7 +8,7 @@ import PackageDescription
 ///     KVStorage ← KVValues, KVSystem           domain files, log, recovery; no sockets
 ///     KVProtocol ← KVValues                    varlink framing, the interface, paths, socket folder
 ///     KVFleet ← KVValues                       etcd v3 through its JSON gateway: the fleet's source of truth
-///     KVDaemon ← KVValues, KVStorage, KVProtocol, KVSystem, CSystemd, CLinux   the event loop
+///     KVDaemon ← KVValues, KVStorage, KVProtocol, KVSystem, KVFleet, CSystemd, CLinux   the event loop
 ///     KVClient ← KVValues, KVProtocol, KVSystem     the Swift library
 ///     KVCtl ← KVValues, KVProtocol, KVClient        kvctl's commands
 ///     HabitsKit ← KVClient, KVProtocol, KVValues    the sample app
@@ -34,7 +34,7 @@ let package = Package(
         .target(name: "KVProtocol", dependencies: ["KVValues"]),
         .target(name: "KVFleet", dependencies: ["KVValues"]),
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
-        .target(name: "KVDaemon", dependencies: ["KVValues", "KVStorage", "KVProtocol", "KVSystem", "CSystemd", "CLinux"]),
+        .target(name: "KVDaemon", dependencies: ["KVValues", "KVStorage", "KVProtocol", "KVSystem", "KVFleet", "CSystemd", "CLinux"]),
         .executableTarget(name: "kvd", dependencies: ["KVDaemon"]),
         .target(name: "KVClient", dependencies: ["KVValues", "KVProtocol", "KVSystem"]),
         .target(name: "KVCtl", dependencies: ["KVValues", "KVProtocol", "KVClient"]),
@@ -52,7 +52,7 @@ let package = Package(
         .testTarget(name: "KVStorageTests", dependencies: ["KVStorage", "KVValues", "KVSystem"]),
         .testTarget(name: "KVProtocolTests", dependencies: ["KVProtocol", "KVValues", "KVTestSupport"]),
         .testTarget(name: "KVFleetTests", dependencies: ["KVFleet", "KVValues"]),
-        .testTarget(name: "KVDaemonTests", dependencies: ["KVDaemon", "KVStorage", "KVProtocol", "KVValues", "KVSystem", "KVTestSupport"]),
+        .testTarget(name: "KVDaemonTests", dependencies: ["KVDaemon", "KVStorage", "KVProtocol", "KVValues", "KVSystem", "KVFleet", "KVTestSupport"]),
         .testTarget(name: "KVCtlTests", dependencies: ["KVCtl", "KVClient", "KVProtocol", "KVValues", "KVTestSupport"]),
         .testTarget(name: "KVClientTests", dependencies: ["KVClient", "KVProtocol", "KVValues", "KVSystem", "KVTestSupport"]),
         .testTarget(name: "EndToEndTests"),

@@ -1,3 +1,4 @@
+import KVFleet
 import KVProtocol
 import KVStorage
 import KVValues
@@ -15,11 +16,14 @@ struct RequestHandler {
     let layer: SystemLayer
     /// This is the system instance (`kvd --system`).
     let isSystem: Bool
+    /// The system instance's fleet domains (`--etcd`): mirrored from etcd, changed there.
+    let fleet: FleetLayout?
 
-    init(store: Store, layer: SystemLayer = SystemLayer(), isSystem: Bool = false) {
+    init(store: Store, layer: SystemLayer = SystemLayer(), isSystem: Bool = false, fleet: FleetLayout? = nil) {
         self.store = store
         self.layer = layer
         self.isSystem = isSystem
+        self.fleet = fleet
     }
 
     /// What to do with one request.
@@ -32,6 +36,7 @@ struct RequestHandler {
     }
 
     func handle(_ request: DefaultsRequest) -> Outcome {
+        if fleet != nil, let refusal = fleetRefusal(request) { return refusal }
         switch request {
         case .get(let domain, let key):
             return .reply(get(domain, key))
@@ -72,6 +77,22 @@ struct RequestHandler {
             default: return .reply(.failure(ServiceInterface.Error.interfaceNotFound, ["interface": .string(name)]))
             }
         }
+    }
+
+    /// `StorageFailure` for a write to a fleet domain: the mirror holds what etcd holds, and
+    /// this version does not write to etcd, so the change is made there.
+    private func fleetRefusal(_ request: DefaultsRequest) -> Outcome? {
+        guard let fleet, request.isWrite else { return nil }
+        let domain: Domain
+        switch request {
+        case .set(let named, _, _, _), .delete(let named, _), .apply(let named, _, _), .lock(let named, _), .unlock(let named, _): domain = named
+        default: return nil
+        }
+        guard fleet.isFleetDomain(domain) else { return nil }
+        let reason =
+            "\(domain) is a fleet domain, mirrored from etcd: change it there (etcdctl put \(fleet.prefix)values/\(domain)/KEY 'TYPED JSON'; "
+            + "a key under \(fleet.prefix)locks/\(domain)/ locks it); this kvd does not write to etcd yet"
+        return .reply(.failure(DefaultsInterface.Error.storageFailure, ["reason": .string(reason)]))
     }
 
     /// `KeyLocked` for the first of `keys` the system layer locks in `domain`; `nil` if none is.

@@ -1,3 +1,4 @@
+import KVFleet
 import KVProtocol
 import KVStorage
 import KVSystem
@@ -98,12 +99,12 @@ public final class Server {
     ///   - system: every system call of the loop goes through it.
     init(
         store: Store, socket: ListeningSocket, log: Logger, idleExit: Duration?, limits: Limits = .init(),
-        system: any SystemCalls = LinuxSystem(), role: DaemonOptions.Role = .user(systemSocket: nil)
+        system: any SystemCalls = LinuxSystem(), role: DaemonOptions.Role = .user(systemSocket: nil), fleet: FleetLayout? = nil
     ) throws(SystemError) {
         self.store = store
         self.role = role
         if case .system = role {
-            self.handler = RequestHandler(store: store, isSystem: true)
+            self.handler = RequestHandler(store: store, isSystem: true, fleet: fleet)
         } else {
             self.handler = RequestHandler(store: store)
         }

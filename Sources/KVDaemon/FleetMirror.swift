@@ -1,0 +1,101 @@
+import Dispatch
+import KVFleet
+import KVStorage
+import KVValues
+import Synchronization
+
+/// The system instance's copy of the fleet (`--etcd`): a ``FleetReflector`` on its own thread
+/// lists and watches etcd, and each update it hands over is committed to the store as one group
+/// (``Store/submitGroup(_:completion:)``) together with the etcd revision it reaches, kept in the
+/// internal domain ``Domain/fleetState``. A SIGKILL between two updates therefore never applies an
+/// event twice or skips one: at start the reflector goes on from the revision the store holds.
+///
+/// Fleet values live in their own domains and fleet locks in the lock domains, where users'
+/// kvds already follow them (`Mirror`); each group's commits are announced to the loop, which
+/// sends them to watchers and mirrors.
+///
+/// Threading: ``start()`` and ``stop()`` from the loop's thread; the mirror's own work runs on
+/// its thread. Blocks nothing but that thread (etcd calls, the store's sync).
+final class FleetMirror: Sendable {
+    let store: Store
+    let reflector: FleetReflector
+    let layout: FleetLayout
+    private let announce: @Sendable (Commit) -> Void
+    private let log: Logger
+
+    /// The key of ``Domain/fleetState`` holding the etcd revision the store's mirror reached.
+    static let revisionKey = try! Key(validating: "etcdRevision")
+
+    init(store: Store, reflector: FleetReflector, layout: FleetLayout, log: Logger, announce: @escaping @Sendable (Commit) -> Void) {
+        self.store = store
+        self.reflector = reflector
+        self.layout = layout
+        self.log = log
+        self.announce = announce
+    }
+
+    /// The etcd revision the store's mirror holds (0: none yet).
+    var appliedRevision: Int64 {
+        if case .value(.integer(let revision), _) = store.get(.fleetState, Self.revisionKey) { return revision }
+        return 0
+    }
+
+    func start() {
+        let from = appliedRevision
+        log.info("fleet: mirroring \(layout.patterns.map(\.text).joined(separator: " ")) under \(layout.prefix) from etcd revision \(from)")
+        DispatchQueue(label: "kvd.fleet-mirror").async { [self] in
+            reflector.run(from: from) { update throws(StorageError) in try commit(update) }
+        }
+    }
+
+    func stop() { reflector.stop() }
+
+    /// Commits `update` as one group with its etcd revision; returns once it is durable.
+    func commit(_ update: FleetUpdate) throws(StorageError) {
+        var parts = changes(of: update)
+        parts[.fleetState, default: [:]][Self.revisionKey] = .some(.integer(update.revision))
+        let group = parts.map { domain, changes in
+            DomainChanges(domain: domain, changes: changes.map { Change(key: $0.key, value: $0.value) }.sorted { $0.key < $1.key })
+        }
+        let announce = self.announce
+        let outcome = Mutex<Result<[Commit], StorageError>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        store.submitGroup(group) { result in
+            if case .success(let commits) = result { for commit in commits where commit.domain != .fleetState { announce(commit) } }
+            outcome.withLock { $0 = result }
+            done.signal()
+        }
+        done.wait()
+        _ = try outcome.withLock { $0! }.get()
+    }
+
+    /// Per domain, the key changes that make the store's fleet domains what `update` says.
+    private func changes(of update: FleetUpdate) -> [Domain: [Key: Value?]] {
+        var parts: [Domain: [Key: Value?]] = [:]
+        switch update {
+        case .apply(let changes, _):
+            for change in changes {
+                switch change {
+                case .set(let domain, let key, let value): parts[domain, default: [:]][key] = .some(value)
+                case .remove(let domain, let key): parts[domain, default: [:]][key] = .some(nil)
+                case .lock(let domain, let key): parts[Domain.locks(of: domain), default: [:]][key] = .some(.bool(true))
+                case .unlock(let domain, let key): parts[Domain.locks(of: domain), default: [:]][key] = .some(nil)
+                }
+            }
+        case .replace(let snapshot, _):
+            var wanted: [Domain: [Key: Value]] = snapshot.values
+            for (domain, keys) in snapshot.locks {
+                wanted[Domain.locks(of: domain)] = Dictionary(uniqueKeysWithValues: keys.map { ($0, Value.bool(true)) })
+            }
+            for domain in store.domains() where layout.isFleetDomain(domain.lockedDomain ?? domain) && wanted[domain] == nil {
+                wanted[domain] = [:]  // a fleet domain etcd no longer has: emptied
+            }
+            for (domain, values) in wanted {
+                let current = store.list(domain)?.values ?? [:]
+                for (key, value) in values where current[key] != value { parts[domain, default: [:]][key] = .some(value) }
+                for key in current.keys where values[key] == nil { parts[domain, default: [:]][key] = .some(nil) }
+            }
+        }
+        return parts
+    }
+}
