@@ -27,6 +27,7 @@ final class EtcdCluster: @unchecked Sendable {
 
     /// Starts `count` members (with `extraFlags` each) and waits until every one is healthy.
     init(members count: Int = 3, extraFlags: [String] = []) throws {
+        Self.removeOrphans()
         var template = Array("/tmp/kvd-etcd-XXXXXX".utf8CString)
         let folder = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
         self.folder = folder
@@ -47,6 +48,8 @@ final class EtcdCluster: @unchecked Sendable {
             ] + extraFlags
         }
         members = Array(repeating: nil, count: count)
+        try String(getpid()).write(toFile: "\(folder)/owner", atomically: true, encoding: .utf8)
+        try Data().write(to: URL(fileURLWithPath: "\(folder)/pids"))
         for index in 0..<count { try start(index) }
         try waitUntilHealthy()
     }
@@ -71,6 +74,12 @@ final class EtcdCluster: @unchecked Sendable {
     func start(_ index: Int) throws {
         let process = try SpawnedProcess(Self.etcd, arguments[index], output: "\(folder)/m\(index).log")
         lock.withLock { members[index] = process }
+        // For removeOrphans, should this test process die without stopping the cluster.
+        if let pids = FileHandle(forUpdatingAtPath: "\(folder)/pids") {
+            pids.seekToEndOfFile()
+            pids.write(Data("\(process.pid)\n".utf8))
+            try? pids.close()
+        }
     }
 
     /// Sends `signal` (SIGKILL, SIGSTOP, SIGCONT) to member `index`; after SIGKILL, reaps it.
@@ -103,6 +112,25 @@ final class EtcdCluster: @unchecked Sendable {
         let (status, output) = try etcdctl(arguments, endpoints: endpoints)
         guard status == 0 else { throw ClusterFailure("etcdctl \(arguments.joined(separator: " ")) exited with \(status): \(output)") }
         return output
+    }
+
+    /// Kills the members of clusters whose test process died (crashed, or was killed) before it
+    /// could stop them, and removes their folders: each folder names its owner and its members'
+    /// pids, and a pid is killed only while its command line still names that folder.
+    static func removeOrphans() {
+        let folders = (try? FileManager.default.contentsOfDirectory(atPath: "/tmp")) ?? []
+        for name in folders where name.hasPrefix("kvd-etcd-") {
+            let folder = "/tmp/\(name)"
+            guard let owner = try? String(contentsOfFile: "\(folder)/owner", encoding: .utf8), let pid = pid_t(owner),
+                kill(pid, 0) != 0, errno == ESRCH
+            else { continue }
+            let pids = (try? String(contentsOfFile: "\(folder)/pids", encoding: .utf8)) ?? ""
+            for member in pids.split(separator: "\n").compactMap({ pid_t($0) }) {
+                let command = (try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(member)/cmdline"))) ?? Data()
+                if String(decoding: command, as: UTF8.self).contains(folder + "/") { kill(member, SIGKILL) }
+            }
+            try? FileManager.default.removeItem(atPath: folder)
+        }
     }
 
     /// A member that is not the leader (so killing it needs no election), from `etcdctl endpoint
