@@ -60,15 +60,7 @@ struct EtcdAuthTests {
 }
 
 func isAuthentication(_ body: () throws -> Void) -> Bool {
-    do {
-        try body()
-        Issue.record("expected an authentication error, the call succeeded")
-        return false
-    } catch let error as EtcdError {
-        if case .authentication = error { return true }
-        Issue.record("expected an authentication error, got \(error)")
-        return false
-    } catch {
-        return false
+    throwsEtcdError("an authentication error", body) {
+        if case .authentication = $0 { true } else { false }
     }
 }

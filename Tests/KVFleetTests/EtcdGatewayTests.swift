@@ -155,15 +155,23 @@ struct EtcdGatewayTests {
     }
 }
 
-func isTooLarge(_ body: () throws -> Void) -> Bool {
+/// Whether `body` throws the EtcdError `expected` accepts; records an issue saying what happened
+/// otherwise.
+func throwsEtcdError(_ expected: String, _ body: () throws -> Void, where accepted: (EtcdError) -> Bool) -> Bool {
     do {
         try body()
-        return false
+        Issue.record("expected \(expected), the call succeeded")
     } catch let error as EtcdError {
-        if case .tooLarge = error { return true }
-        Issue.record("expected tooLarge, got \(error)")
-        return false
+        if accepted(error) { return true }
+        Issue.record("expected \(expected), got \(error)")
     } catch {
-        return false
+        Issue.record("expected \(expected), got \(error)")
+    }
+    return false
+}
+
+func isTooLarge(_ body: () throws -> Void) -> Bool {
+    throwsEtcdError("tooLarge", body) {
+        if case .tooLarge = $0 { true } else { false }
     }
 }
