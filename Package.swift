@@ -7,7 +7,8 @@ import PackageDescription
 ///     KVSystem ← CLinux                        the OS seam: errno, system calls (daemon and client)
 ///     KVStorage ← KVValues, KVSystem           domain files, log, recovery; no sockets
 ///     KVProtocol ← KVValues                    varlink framing, the interface, paths, socket folder
-///     KVFleet ← KVValues                       etcd v3 through its JSON gateway: the fleet's source of truth
+///     KVFleet ← KVValues, CCurl                etcd v3 through its JSON gateway: the fleet's source of truth
+///     CCurl                                    libcurl's few calls, typed for Swift (HTTP and HTTPS)
 ///     KVDaemon ← KVValues, KVStorage, KVProtocol, KVSystem, KVFleet, CSystemd, CLinux   the event loop
 ///     KVClient ← KVValues, KVProtocol, KVSystem     the Swift library
 ///     KVCtl ← KVValues, KVProtocol, KVClient        kvctl's commands
@@ -32,7 +33,8 @@ let package = Package(
         .target(name: "KVSystem", dependencies: ["CLinux"]),
         .target(name: "KVStorage", dependencies: ["KVValues", "KVSystem"]),
         .target(name: "KVProtocol", dependencies: ["KVValues"]),
-        .target(name: "KVFleet", dependencies: ["KVValues"]),
+        .target(name: "CCurl", linkerSettings: [.linkedLibrary("curl")]),
+        .target(name: "KVFleet", dependencies: ["KVValues", "CCurl"]),
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         .target(name: "KVDaemon", dependencies: ["KVValues", "KVStorage", "KVProtocol", "KVSystem", "KVFleet", "CSystemd", "CLinux"]),
         .executableTarget(name: "kvd", dependencies: ["KVDaemon"]),

@@ -1,18 +1,36 @@
 #!/usr/bin/env bash
 # Installs what building and testing kvd needs and this machine lacks: libsystemd-dev (the
-# daemon links libsystemd), systemd's tools (systemd-socket-activate, systemd-analyze) and the
-# Python varlink client (an independent check of the protocol). Quiet when all is there.
+# daemon links libsystemd), libcurl4-openssl-dev (the etcd client links libcurl), systemd's
+# tools (systemd-socket-activate, systemd-analyze), the Python varlink client (an independent
+# check of the protocol), and etcd (server and etcdctl: the fleet's tests start their own
+# members on high ports). Quiet when all is there.
 set -euo pipefail
 export PATH="/opt/swift/usr/bin:$PATH"
 need=()
 pkg-config --exists libsystemd 2>/dev/null || need+=(libsystemd-dev pkg-config)
 command -v pkg-config >/dev/null || need+=(pkg-config)
 command -v systemd-socket-activate >/dev/null || need+=(systemd)
+pkg-config --exists libcurl 2>/dev/null || need+=(libcurl4-openssl-dev)  # KVFleet's HTTP client
+command -v etcd >/dev/null || need+=(etcd-server)
+command -v etcdctl >/dev/null || need+=(etcd-client)
 if ((${#need[@]})); then
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
   echo "installing: ${need[*]}"
   $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+  # Debian's etcd-server starts a member on 127.0.0.1:2379 when installed; the tests do not want
+  # it. A policy-rc.d that forbids starting services covers installs without systemd (here
+  # systemd is not PID 1); where systemd runs, the unit is disabled and stopped afterwards.
+  policy=/usr/sbin/policy-rc.d
+  added_policy=""
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' | $sudo tee "$policy" >/dev/null && $sudo chmod 755 "$policy" && added_policy=1
+  fi
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null || status=$?
+  [ -z "$added_policy" ] || $sudo rm -f "$policy"
+  [ "${status:-0}" -eq 0 ] || exit "$status"
+  if [ -d /run/systemd/system ] && systemctl list-unit-files etcd.service >/dev/null 2>&1; then
+    $sudo systemctl disable --now etcd.service >/dev/null 2>&1 || true
+  fi
 fi
 if ! python3 -c 'import varlink' 2>/dev/null; then
   echo "installing the Python varlink package"

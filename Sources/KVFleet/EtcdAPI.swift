@@ -44,7 +44,8 @@ public struct EtcdRangePage: Sendable, Equatable {
     public var keyValues: [EtcdKeyValue]
     /// More keys follow in the range (read on from the last key + a zero byte).
     public var more: Bool
-    /// The revision the page was read at (the header's).
+    /// The revision the page was read at: the one asked for, else the header's (etcd's header
+    /// always holds its newest revision, even for a read at an older one).
     public var revision: Int64
 
     public init(keyValues: [EtcdKeyValue], more: Bool, revision: Int64) {
@@ -112,6 +113,11 @@ public enum EtcdError: Error, Sendable, Equatable, CustomStringConvertible {
     case authentication(String)
     /// etcd answered something kvd cannot read, or an error it does not expect (its message).
     case protocolError(String)
+    /// A transaction was sent but no answer came (the member hung or died, or lost its leader
+    /// meanwhile): etcd may or may not have committed it. Read the keys to find out.
+    case outcomeUnknown(String)
+    /// The endpoints or the credentials given are unusable (what to fix).
+    case badConfiguration(String)
 
     public var description: String {
         switch self {
@@ -120,6 +126,8 @@ public enum EtcdError: Error, Sendable, Equatable, CustomStringConvertible {
         case .tooLarge(let message): "etcd refused the request as too large: \(message)"
         case .authentication(let message): "etcd refused the credentials: \(message)"
         case .protocolError(let message): "etcd answered unexpectedly: \(message)"
+        case .outcomeUnknown(let reason): "etcd may or may not have committed the transaction: \(reason)"
+        case .badConfiguration(let message): message
         }
     }
 }

@@ -1,0 +1,82 @@
+#include "ccurl.h"
+
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static int init_code;
+
+static void global_init(void) { init_code = (int)curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+int ccurl_global_init(void) {
+    pthread_once(&once, global_init);
+    return init_code;
+}
+
+void *ccurl_new(void) { return curl_easy_init(); }
+
+void ccurl_free(void *handle) { curl_easy_cleanup(handle); }
+
+long ccurl_status(void *handle) {
+    long status = 0;
+    curl_easy_getinfo((CURL *)handle, CURLINFO_RESPONSE_CODE, &status);
+    return status;
+}
+
+const char *ccurl_strerror(int code) { return curl_easy_strerror((CURLcode)code); }
+
+struct progress_context {
+    ccurl_progress_callback callback;
+    void *context;
+};
+
+static int on_progress(void *raw, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow) {
+    (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+    struct progress_context *progress = raw;
+    return progress->callback(progress->context);
+}
+
+int ccurl_post(void *handle, const char *url, const char *body, long length, const char *authorization,
+               long timeout_ms, long connect_timeout_ms, ccurl_write_callback write,
+               ccurl_progress_callback progress, void *context, long *status, char *error) {
+    CURL *curl = handle;
+    curl_easy_reset(curl);
+    error[0] = 0;
+    *status = 0;
+    char auth_header[4096];
+    struct curl_slist *headers = curl_slist_append(NULL, "Content-Type: application/json");
+    headers = curl_slist_append(headers, "Expect:");  // no 100-continue round trip for large bodies
+    if (authorization) {
+        snprintf(auth_header, sizeof auth_header, "Authorization: %s", authorization);
+        headers = curl_slist_append(headers, auth_header);
+    }
+    struct progress_context progress_context = {progress, context};
+    curl_easy_setopt(curl, CURLOPT_URL, url);
+    curl_easy_setopt(curl, CURLOPT_POST, 1L);
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, length);
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, connect_timeout_ms);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, write);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, context);
+    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
+    curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(curl, CURLOPT_TCP_NODELAY, 1L);
+    if (progress) {
+        curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+        curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);
+        curl_easy_setopt(curl, CURLOPT_XFERINFODATA, &progress_context);
+    }
+    CURLcode code = curl_easy_perform(curl);
+    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, status);
+    // The handle must not keep pointers to this frame or to the header list.
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, NULL);
+    curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, NULL);
+    curl_easy_setopt(curl, CURLOPT_XFERINFODATA, NULL);
+    curl_slist_free_all(headers);
+    return (int)code;
+}

@@ -1,0 +1,210 @@
+import Foundation
+import Synchronization
+
+/// ``EtcdAPI`` over etcd's JSON gateway (`/v3/...`, etcd 3.4 or later), through libcurl.
+///
+/// Several endpoints (members of one cluster): each call starts at the member in use and, when
+/// that member cannot be reached or cannot serve (no leader, timed out), fails over to the next,
+/// trying each once; ``EtcdError/unreachable(_:)`` joins every member's reason. A transaction
+/// fails over only when it certainly did not reach etcd (connection refused, no leader);
+/// otherwise its outcome is unknown and the call throws ``EtcdError/outcomeUnknown(_:)``.
+///
+/// With credentials, the gateway asks `/v3/auth/authenticate` for a token before the first call
+/// and sends it as the `Authorization` header; on "invalid auth token" (it expired, or the member
+/// does not know it) it authenticates again and retries once.
+///
+/// Thread-safe: calls may run at once from several threads. Every call blocks its thread for at
+/// most `requestTimeout` per member tried (a watch, while its stream lives).
+public final class EtcdGateway: EtcdAPI {
+    /// What a status command shows.
+    public struct Status: Sendable, Equatable {
+        public var endpoints: [URL]
+        /// The member the next call starts with (the last one that answered, or the next one
+        /// after a failure).
+        public var memberInUse: URL
+        /// The last failure, with the member it came from; nil until one happens.
+        public var lastError: String?
+    }
+
+    private struct State {
+        var current = 0
+        var token: String?
+        var lastError: String?
+    }
+
+    let endpoints: [URL]
+    let credentials: EtcdCredentials?
+    let requestTimeout: Duration
+    let transport: GatewayTransport
+    private let state = Mutex(State())
+
+    /// Validates `endpoints` (`http://` or `https://` URLs of etcd's client port, at least one).
+    /// Connects to nothing yet.
+    public init(endpoints: [String], credentials: EtcdCredentials? = nil, requestTimeout: Duration = .seconds(5)) throws(EtcdError) {
+        guard !endpoints.isEmpty else { throw .badConfiguration("no etcd endpoint given: pass at least one URL such as http://127.0.0.1:2379") }
+        var urls: [URL] = []
+        for endpoint in endpoints {
+            guard let url = URL(string: endpoint), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
+                url.host?.isEmpty == false
+            else {
+                throw .badConfiguration("etcd endpoint '\(endpoint)' is not an http:// or https:// URL such as http://10.0.0.1:2379")
+            }
+            urls.append(url)
+        }
+        self.endpoints = urls
+        self.credentials = credentials
+        self.requestTimeout = requestTimeout
+        transport = GatewayTransport(timeout: requestTimeout)
+    }
+
+    public var status: Status {
+        state.withLock { Status(endpoints: endpoints, memberInUse: endpoints[$0.current], lastError: $0.lastError) }
+    }
+
+    public func range(from key: [UInt8], end: [UInt8], revision: Int64?, limit: Int) throws(EtcdError) -> EtcdRangePage {
+        let request = RangeRequestJSON(
+            key: GatewayJSON.base64(key), rangeEnd: end.isEmpty ? nil : GatewayJSON.base64(end),
+            revision: revision.map { String($0) }, limit: limit > 0 ? String(limit) : nil)
+        let data: Data
+        do throws(EtcdError) {
+            data = try call("/v3/kv/range", GatewayJSON.encode(request), idempotent: true)
+        } catch .compacted {
+            throw .compacted(compactRevision(key: key))
+        }
+        let response = try GatewayJSON.decode(RangeResponseJSON.self, from: data)
+        let newest = try Self.revision(response.header)
+        return EtcdRangePage(keyValues: (response.kvs ?? []).map(\.keyValue), more: response.more ?? false, revision: revision ?? newest)
+    }
+
+    public func commit(_ transaction: EtcdTransaction) throws(EtcdError) -> (succeeded: Bool, revision: Int64) {
+        let data = try call("/v3/kv/txn", GatewayJSON.encode(transaction.json), idempotent: false)
+        let response = try GatewayJSON.decode(TxnResponseJSON.self, from: data)
+        return (response.succeeded ?? false, try Self.revision(response.header))
+    }
+
+    static func revision(_ header: HeaderJSON?) throws(EtcdError) -> Int64 {
+        guard let revision = header?.revision?.value else { throw .protocolError("an answer without a header revision") }
+        return revision
+    }
+
+    // MARK: Fail-over
+
+    /// POSTs `body` to `path` on the member in use, failing over as the type's comment says;
+    /// returns the body of the first 200 answer.
+    func call(_ path: String, _ body: Data, idempotent: Bool) throws(EtcdError) -> Data {
+        var reasons: [String] = []
+        for (index, url) in membersInTurn() {
+            switch try attempt(url.appendingPathComponent(path), body, idempotent: idempotent, member: index) {
+            case .answer(let data):
+                state.withLock { $0.current = index }
+                return data
+            case .tryNext(let reason):
+                reasons.append(reason)
+                noteFailure(reason, member: index)
+            }
+        }
+        throw .unreachable(reasons.joined(separator: "; "))
+    }
+
+    enum Attempt {
+        case answer(Data)
+        case tryNext(String)
+    }
+
+    /// One member: the answer, a reason to try the next one, or an error for the caller. A
+    /// transaction whose outcome is unknown also moves the next call to the next member.
+    func attempt(_ url: URL, _ body: Data, idempotent: Bool, member index: Int) throws(EtcdError) -> Attempt {
+        var renewed = false
+        while true {
+            let token = try currentToken(renew: false)
+            let reply: (status: Int, body: Data)
+            do throws(GatewayTransport.Failure) {
+                reply = try transport.post(url, body: body, token: token)
+            } catch {
+                guard case .noAnswer = error, !idempotent else { return .tryNext(error.reason) }
+                noteFailure(error.reason, member: index)
+                throw .outcomeUnknown(error.reason)
+            }
+            if reply.status == 200 { return .answer(reply.body) }
+            let error = try GatewayJSON.decode(GatewayErrorJSON.self, from: reply.body)
+            switch error.kind {
+            case .invalidToken where credentials != nil && !renewed:
+                renewed = true
+                _ = try currentToken(renew: true)
+            case .invalidToken:
+                throw recorded(.authentication(error.message))
+            case .unavailable(let certainlyNotApplied) where idempotent || certainlyNotApplied:
+                return .tryNext("\(url.memberName): \(error.message)")
+            case .unavailable:
+                noteFailure("\(url.memberName): \(error.message)", member: index)
+                throw .outcomeUnknown(error.message)
+            case .failed(let failure):
+                throw recorded(failure)
+            }
+        }
+    }
+
+    /// The members, starting with the one in use, each once.
+    func membersInTurn() -> [(Int, URL)] {
+        let first = state.withLock { $0.current }
+        return (0..<endpoints.count).map { offset in
+            let index = (first + offset) % endpoints.count
+            return (index, endpoints[index])
+        }
+    }
+
+    /// Records a member's failure; the next call starts with the member after it.
+    func noteFailure(_ reason: String, member index: Int) {
+        state.withLock { state in
+            state.lastError = reason
+            if state.current == index { state.current = (index + 1) % endpoints.count }
+        }
+    }
+
+    /// Keeps `error` as the last error (compaction is not a failure: relisting is routine).
+    func recorded(_ error: EtcdError) -> EtcdError {
+        if case .compacted = error { return error }
+        state.withLock { $0.lastError = error.description }
+        return error
+    }
+
+    // MARK: Authentication
+
+    /// The token to send: nil without credentials; authenticates first when there is none yet
+    /// (or `renew`).
+    func currentToken(renew: Bool) throws(EtcdError) -> String? {
+        guard let credentials else { return nil }
+        if !renew, let token = state.withLock({ $0.token }) { return token }
+        let body = GatewayJSON.encode(AuthenticateRequestJSON(name: credentials.name, password: credentials.password))
+        let data = try authenticate(body)
+        guard let token = try GatewayJSON.decode(AuthenticateResponseJSON.self, from: data).token, !token.isEmpty else {
+            throw recorded(.authentication("etcd gave no token for user '\(credentials.name)' (is authentication enabled?)"))
+        }
+        state.withLock { $0.token = token }
+        return token
+    }
+
+    /// POSTs to `/v3/auth/authenticate`, without a token, failing over like ``call(_:_:idempotent:)``.
+    private func authenticate(_ body: Data) throws(EtcdError) -> Data {
+        var reasons: [String] = []
+        for (index, url) in membersInTurn() {
+            let reply: (status: Int, body: Data)
+            do throws(GatewayTransport.Failure) {
+                reply = try transport.post(url.appendingPathComponent("/v3/auth/authenticate"), body: body, token: nil)
+            } catch {
+                reasons.append(error.reason)
+                noteFailure(error.reason, member: index)
+                continue
+            }
+            if reply.status == 200 { return reply.body }
+            let error = try GatewayJSON.decode(GatewayErrorJSON.self, from: reply.body)
+            if case .unavailable = error.kind {
+                reasons.append(error.message)
+                noteFailure(error.message, member: index)
+                continue
+            }
+            throw recorded(.authentication(error.message))
+        }
+        throw recorded(.unreachable(reasons.joined(separator: "; ")))
+    }
+}

@@ -1,0 +1,214 @@
+import Foundation
+
+/// The JSON of etcd's gRPC gateway (etcd 3.4, `/v3/...`): protobuf's JSON mapping, with its
+/// quirks. Keys and values are base64; 64-bit integers are strings (numbers are accepted too);
+/// a field holding its zero value is left out: a failed txn has no `succeeded`, a PUT event no
+/// `type`, an empty range no `kvs`, an empty value no `value`, watch id 0 no `watch_id`.
+enum GatewayJSON {
+    static func encode(_ value: some Encodable) -> Data {
+        let encoder = JSONEncoder()
+        encoder.keyEncodingStrategy = .convertToSnakeCase
+        // Encoding these plain structs of strings, bools and arrays cannot fail.
+        return (try? encoder.encode(value)) ?? Data("{}".utf8)
+    }
+
+    static func decode<T: Decodable>(_ type: T.Type, from data: Data) throws(EtcdError) -> T {
+        let decoder = JSONDecoder()
+        decoder.keyDecodingStrategy = .convertFromSnakeCase
+        do {
+            return try decoder.decode(type, from: data)
+        } catch {
+            let text = String(decoding: data.prefix(200), as: UTF8.self)
+            throw .protocolError("cannot read the gateway's answer (\(error)): \(text)")
+        }
+    }
+
+    static func base64(_ bytes: [UInt8]) -> String { Data(bytes).base64EncodedString() }
+}
+
+/// An `int64` as the gateway writes it: a string of digits (or, leniently, a number).
+struct GatewayInt64: Decodable, Sendable {
+    var value: Int64
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if let text = try? container.decode(String.self) {
+            guard let value = Int64(text) else {
+                throw DecodingError.dataCorruptedError(in: container, debugDescription: "not an int64: \(text)")
+            }
+            self.value = value
+        } else {
+            value = try container.decode(Int64.self)
+        }
+    }
+}
+
+/// Bytes as the gateway writes them: base64.
+struct GatewayBytes: Decodable, Sendable {
+    var bytes: [UInt8]
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        let text = try container.decode(String.self)
+        guard let data = Data(base64Encoded: text) else {
+            throw DecodingError.dataCorruptedError(in: container, debugDescription: "not base64: \(text.prefix(40))")
+        }
+        bytes = [UInt8](data)
+    }
+}
+
+// MARK: Requests (int64 written as strings, bytes as base64; nil fields left out)
+
+struct RangeRequestJSON: Encodable {
+    var key: String
+    var rangeEnd: String?
+    var revision: String?
+    var limit: String?
+}
+
+struct CompareJSON: Encodable {
+    var key: String
+    var target = "MOD"
+    var result = "EQUAL"
+    var modRevision: String
+}
+
+struct PutJSON: Encodable {
+    var key: String
+    var value: String
+}
+
+struct DeleteRangeJSON: Encodable {
+    var key: String
+    var rangeEnd: String?
+}
+
+struct RequestOpJSON: Encodable {
+    var requestPut: PutJSON?
+    var requestDeleteRange: DeleteRangeJSON?
+}
+
+struct TxnRequestJSON: Encodable {
+    var compare: [CompareJSON]
+    var success: [RequestOpJSON]
+    var failure: [RequestOpJSON]
+}
+
+struct AuthenticateRequestJSON: Encodable {
+    var name: String
+    var password: String
+}
+
+struct WatchCreateJSON: Encodable {
+    var key: String
+    var rangeEnd: String?
+    var startRevision: String
+    var progressNotify = true
+}
+
+struct WatchRequestJSON: Encodable {
+    var createRequest: WatchCreateJSON
+}
+
+extension EtcdTransaction {
+    var json: TxnRequestJSON {
+        TxnRequestJSON(
+            compare: comparisons.map { comparison in
+                switch comparison {
+                case .modRevision(let key, let revision): CompareJSON(key: GatewayJSON.base64(key), modRevision: String(revision))
+                }
+            },
+            success: success.map(\.json), failure: failure.map(\.json))
+    }
+}
+
+extension EtcdTransaction.Operation {
+    var json: RequestOpJSON {
+        switch self {
+        case .put(let key, let value):
+            RequestOpJSON(requestPut: PutJSON(key: GatewayJSON.base64(key), value: GatewayJSON.base64(value)))
+        case .delete(let key):
+            RequestOpJSON(requestDeleteRange: DeleteRangeJSON(key: GatewayJSON.base64(key)))
+        case .deleteRange(let key, let end):
+            RequestOpJSON(requestDeleteRange: DeleteRangeJSON(key: GatewayJSON.base64(key), rangeEnd: GatewayJSON.base64(end)))
+        }
+    }
+}
+
+// MARK: Responses (every field optional: zero values are left out)
+
+struct HeaderJSON: Decodable {
+    var revision: GatewayInt64?
+    var memberId: String?
+}
+
+struct KeyValueJSON: Decodable {
+    var key: GatewayBytes?
+    var value: GatewayBytes?
+    var modRevision: GatewayInt64?
+
+    var keyValue: EtcdKeyValue {
+        EtcdKeyValue(key: key?.bytes ?? [], value: value?.bytes ?? [], modRevision: modRevision?.value ?? 0)
+    }
+}
+
+struct RangeResponseJSON: Decodable {
+    var header: HeaderJSON?
+    var kvs: [KeyValueJSON]?
+    var more: Bool?
+}
+
+struct TxnResponseJSON: Decodable {
+    var header: HeaderJSON?
+    var succeeded: Bool?
+}
+
+struct AuthenticateResponseJSON: Decodable {
+    var token: String?
+}
+
+struct EventJSON: Decodable {
+    /// "DELETE", or left out for a PUT (the enum's zero value).
+    var type: String?
+    var kv: KeyValueJSON?
+
+    var event: EtcdEvent {
+        EtcdEvent(kind: type == "DELETE" ? .delete : .put, keyValue: kv?.keyValue ?? EtcdKeyValue(key: [], value: [], modRevision: 0))
+    }
+}
+
+struct WatchResponseJSON: Decodable {
+    var header: HeaderJSON?
+    var created: Bool?
+    var canceled: Bool?
+    var compactRevision: GatewayInt64?
+    var cancelReason: String?
+    var events: [EventJSON]?
+}
+
+/// One line of the watch stream: `{"result": {...}}`, or `{"error": {...}}` when the stream fails.
+struct WatchLineJSON: Decodable {
+    var result: WatchResponseJSON?
+    var error: GatewayErrorJSON?
+}
+
+/// An error answer. Unary calls: `{"error": "etcdserver: ...", "message": "...", "code": 11}`;
+/// inside a stream: `{"grpc_code": 14, "http_code": 503, "message": "...", "http_status": "..."}`.
+struct GatewayErrorJSON: Decodable {
+    var message: String
+    var code: Int?
+
+    private enum CodingKeys: String, CodingKey { case error, message, code, grpcCode }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        if let nested = try? container.decode(GatewayErrorJSON.self, forKey: .error) {
+            self = nested
+            return
+        }
+        let message = try? container.decode(String.self, forKey: .message)
+        let error = try? container.decode(String.self, forKey: .error)
+        self.message = [message, error].compactMap { $0 }.first { !$0.isEmpty } ?? ""
+        code = (try? container.decode(Int.self, forKey: .code)) ?? (try? container.decode(Int.self, forKey: .grpcCode))
+    }
+}

@@ -1,0 +1,174 @@
+import CCurl
+import Foundation
+import Synchronization
+
+/// HTTP exchanges with etcd members through libcurl, blocking: a POST of JSON and its answer,
+/// whole (``post(_:body:token:)``) or streamed (``stream(_:body:token:sink:)``).
+///
+/// Not FoundationNetworking's URLSession: it reads an HTTP trailer as the start of a new header
+/// and then stops the process ("Transfer completed, but there's no response"), and every error
+/// answer of etcd 3.4's gateway ends with one (`Grpc-Trailer-Content-Type`). libcurl (which
+/// URLSession wraps) reads trailers fine, speaks HTTPS, and keeps connections open between calls.
+///
+/// Thread-safe: each exchange takes an idle libcurl handle from a small pool (or makes one).
+final class GatewayTransport: Sendable {
+    /// How one exchange went, short of an answer.
+    enum Failure: Error, Sendable {
+        /// No connection was made: the request certainly did not reach etcd.
+        case notSent(String)
+        /// The request may have reached etcd, but no (whole) answer came.
+        case noAnswer(String)
+
+        var reason: String {
+            switch self {
+            case .notSent(let reason), .noAnswer(let reason): reason
+            }
+        }
+    }
+
+    let timeout: TimeInterval
+    private let idle = Mutex<[Handle]>([])
+
+    init(timeout: Duration) {
+        self.timeout = timeout.seconds
+        _ = ccurl_global_init()
+    }
+
+    /// POSTs `body` to `url` (with `token` as the `Authorization` header when given) and waits
+    /// at most the timeout for the whole answer.
+    func post(_ url: URL, body: Data, token: String?) throws(Failure) -> (status: Int, body: Data) {
+        let sink = BodySink { _ in true }
+        let status = try exchange(url, body: body, token: token, timeout: timeout, sink: sink)
+        return (status, sink.collected)
+    }
+
+    /// POSTs `body` to `url` and hands the answer's bytes to `sink` as they arrive, until the
+    /// answer ends or `sink` says stop (then returns the status; no timeout but the connection's).
+    func stream(_ url: URL, body: Data, token: String?, sink: BodySink) throws(Failure) -> Int {
+        try exchange(url, body: body, token: token, timeout: 0, sink: sink)
+    }
+
+    private func exchange(_ url: URL, body: Data, token: String?, timeout: TimeInterval, sink: BodySink) throws(Failure) -> Int {
+        let handle = idle.withLock { $0.popLast() } ?? Handle()
+        guard let raw = handle.raw else { throw .notSent("\(url.absoluteString): libcurl has no handle (out of memory?)") }
+        var status = 0
+        var error = [CChar](repeating: 0, count: 512)
+        sink.attach(raw)
+        let context = Unmanaged.passUnretained(sink).toOpaque()
+        let bytes = body.map { CChar(bitPattern: $0) } + [0]
+        let code = ccurl_post(
+            raw, url.absoluteString, bytes, bytes.count - 1, token, Int(timeout * 1000), Int(self.timeout * 1000), onBody, onProgress,
+            context, &status, &error)
+        withExtendedLifetime(sink) {}
+        idle.withLock { if $0.count < 8 { $0.append(handle) } }
+        guard code != 0 else { return status }
+        if sink.stopped { return status }
+        let message = error[0] == 0 ? String(cString: ccurl_strerror(code)) : String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let reason = "\(url.absoluteString): \(message)"
+        switch code {
+        case 1, 3, 6, 7, 35, 51, 53, 54, 58, 59, 60, 64, 66, 77, 80, 83, 90, 91: throw .notSent(reason)  // unsupported, bad URL, resolve, connect, TLS
+        default: throw .noAnswer(reason)
+        }
+    }
+
+    /// One libcurl easy handle, freed with the object.
+    private final class Handle: @unchecked Sendable {
+        let raw: UnsafeMutableRawPointer?
+        init() { raw = ccurl_new() }
+        deinit { if let raw { ccurl_free(raw) } }
+    }
+}
+
+/// Where an answer's body goes: collected whole, or handed on in chunks to `receive` (which
+/// returns false to stop the transfer). ``stop()`` from any thread ends it within about a second.
+final class BodySink: @unchecked Sendable {
+    private let lock = NSLock()
+    private var body = Data()
+    private var stopRequested = false
+    private var handle: UnsafeMutableRawPointer?
+    private let receive: (Data) -> Bool
+    private let collect: Bool
+
+    /// `receive` runs on the transferring thread; nil body chunks are never passed.
+    init(collect: Bool = true, receive: @escaping (Data) -> Bool) {
+        self.collect = collect
+        self.receive = receive
+    }
+
+    var collected: Data { lock.withLock { body } }
+    var stopped: Bool { lock.withLock { stopRequested } }
+
+    func stop() { lock.withLock { stopRequested = true } }
+
+    fileprivate func attach(_ handle: UnsafeMutableRawPointer) { lock.withLock { self.handle = handle } }
+
+    /// The answer's HTTP status; valid inside `receive`.
+    var status: Int { lock.withLock { handle.map { ccurl_status($0) } ?? 0 } }
+
+    fileprivate func take(_ chunk: Data) -> Bool {
+        if collect { lock.withLock { body.append(chunk) } }
+        guard receive(chunk) else {
+            stop()
+            return false
+        }
+        return !stopped
+    }
+}
+
+private func onBody(_ bytes: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ context: UnsafeMutableRawPointer?) -> Int {
+    guard let bytes, let context else { return 0 }
+    let sink = Unmanaged<BodySink>.fromOpaque(context).takeUnretainedValue()
+    return sink.take(Data(bytes: bytes, count: size * count)) ? size * count : 0
+}
+
+private func onProgress(_ context: UnsafeMutableRawPointer?) -> Int32 {
+    guard let context else { return 1 }
+    return Unmanaged<BodySink>.fromOpaque(context).takeUnretainedValue().stopped ? 1 : 0
+}
+
+/// What an etcd error answer means to the caller.
+enum GatewayErrorKind: Equatable {
+    /// The member cannot serve now (no leader, timed out, leader changed): try another one.
+    case unavailable(certainlyNotApplied: Bool)
+    /// The token expired or is unknown to this member: authenticate again and retry once.
+    case invalidToken
+    case failed(EtcdError)
+}
+
+extension GatewayErrorJSON {
+    /// gRPC codes the gateway passes on (google.golang.org/grpc/codes).
+    private static let resourceExhausted = 8, unauthenticated = 16, permissionDenied = 7, unavailable = 14
+
+    /// Sorts etcd's message (etcd 3.4's rpctypes wording, with or without "etcdserver: ").
+    var kind: GatewayErrorKind {
+        let text = message
+        if text.contains("invalid auth token") { return .invalidToken }
+        if text.contains("required revision has been compacted") { return .failed(.compacted(0)) }
+        if text.contains("request is too large") || text.contains("too many operations in txn request")
+            || text.contains("received message larger than max") || code == Self.resourceExhausted
+        {
+            return .failed(.tooLarge(text))
+        }
+        if code == Self.unauthenticated || code == Self.permissionDenied || text.contains("permission denied")
+            || text.contains("authentication failed") || text.contains("user name is empty")
+        {
+            return .failed(.authentication(text))
+        }
+        if text.contains("no leader") || text.contains("not capable") { return .unavailable(certainlyNotApplied: true) }
+        if code == Self.unavailable { return .unavailable(certainlyNotApplied: false) }
+        return .failed(.protocolError(text.isEmpty ? "an error without a message (code \(code ?? -1))" : text))
+    }
+}
+
+extension URL {
+    /// host:port, naming a member in messages.
+    var memberName: String { "\(host ?? "?"):\(port.map(String.init) ?? "?")" }
+}
+
+extension Duration {
+    /// The duration in seconds, as Foundation counts time.
+    var seconds: TimeInterval {
+        let (seconds, attoseconds) = components
+        return TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18
+    }
+}
