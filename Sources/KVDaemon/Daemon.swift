@@ -1,4 +1,5 @@
 import Glibc
+import KVFleet
 import KVProtocol
 import KVStorage
 import KVSystem
@@ -49,14 +50,27 @@ public enum Daemon {
         }
         var limits = Server.Limits()
         limits.maxClientMemory = options.maxClientMemory
+        let fleet: FleetSetup?
+        do {
+            fleet = try FleetSetup(options)
+        } catch {
+            socket.close()
+            log.error("\(error)")
+            Systemd.notify("STATUS=\(error)")
+            return 1
+        }
         let server: Server
         do {
-            server = try Server(store: store, socket: socket, log: log, idleExit: options.idleExit, limits: limits, system: system, role: options.role)
+            server = try Server(
+                store: store, socket: socket, log: log, idleExit: options.idleExit, limits: limits, system: system, role: options.role, fleet: fleet?.layout)
         } catch {
             socket.close()
             log.error("event loop failed: \(error)")
             return 1
         }
+        let mirror = fleet.map { FleetMirror(store: store, reflector: $0.reflector, layout: $0.layout, log: log, announce: server.announcer) }
+        mirror?.start()
+        defer { mirror?.stop() }
         let where_ = socket.activated ? "socket from systemd" : options.socketPath
         let what = options.isSystem ? "the system instance: serving" : "serving"
         log.info("\(what) \(where_), state in \(options.stateDirectory), revision \(store.revision)")
@@ -68,6 +82,7 @@ public enum Daemon {
         }
         // The state folder's lock goes first: a client refused at an idle exit may be starting
         // the next kvd. Then the socket, perhaps a fresh one by now.
+        mirror?.stop()
         store.close()
         server.socket.close()
         guard case .success(let reason) = outcome else { return 1 }
@@ -88,5 +103,34 @@ public enum Daemon {
     /// The process environment as a dictionary.
     public static func currentEnvironment() -> [String: String] {
         Paths.processEnvironment()
+    }
+}
+
+/// The fleet of a system instance started with `--etcd`: etcd's client, the layout of kvd's
+/// keys in it, and the reflector that mirrors them. Built before the loop starts, so a bad
+/// option (an unreadable auth file, a bad pattern) stops kvd with its reason.
+struct FleetSetup {
+    let layout: FleetLayout
+    let reflector: FleetReflector
+
+    /// `nil` when `options` ask for no fleet.
+    init?(_ options: DaemonOptions) throws(DaemonError) {
+        guard case .system(let policy) = options.role, !policy.etcdEndpoints.isEmpty else { return nil }
+        let layout: FleetLayout
+        do throws(FleetLayoutError) {
+            layout = try FleetLayout(prefix: policy.etcdPrefix, domainPatterns: policy.fleetDomains)
+        } catch {
+            throw DaemonError("the fleet: \(error)")
+        }
+        do throws(EtcdError) {
+            let credentials = try policy.etcdAuthFile.map { path throws(EtcdError) in try EtcdCredentials.read(fromFile: path) }
+            let gateway = try EtcdGateway(endpoints: policy.etcdEndpoints, credentials: credentials)
+            var reflectorOptions = FleetReflector.Options()
+            reflectorOptions.progressInterval = policy.etcdProgressInterval
+            self.layout = layout
+            self.reflector = FleetReflector(etcd: gateway, layout: layout, options: reflectorOptions)
+        } catch {
+            throw DaemonError("the fleet: \(error)")
+        }
     }
 }

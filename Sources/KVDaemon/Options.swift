@@ -34,6 +34,17 @@ public struct DaemonOptions: Sendable, Equatable {
         /// Most connections one uid may have open; more are closed at once (root's too, counted
         /// apart from everyone else's).
         public var maxConnectionsPerUID = 64
+        /// The fleet (`--etcd`): etcd's client URLs; empty: no fleet.
+        public var etcdEndpoints: [String] = []
+        /// The domains mirrored from etcd (`--fleet-domain`, shell globs).
+        public var fleetDomains: [String] = []
+        /// Where kvd's keys live in etcd (`--etcd-prefix`).
+        public var etcdPrefix = "kvd/"
+        /// A root-only file with etcd's user name and password (`--etcd-auth-file`).
+        public var etcdAuthFile: String?
+        /// etcd's progress notification interval (`--etcd-progress-interval`): a watch silent
+        /// for 2.25 times as long counts as broken.
+        public var etcdProgressInterval: Duration = .seconds(5)
         public init() {}
     }
 
@@ -42,6 +53,8 @@ public struct DaemonOptions: Sendable, Equatable {
                    [--idle-exit SECONDS] [--max-client-memory SIZE] [--verbose]
                kvd --system [--socket PATH] [--state-dir DIR] [--admin-group NAME]
                    [--max-connections-per-uid N] [--idle-exit SECONDS] [--max-client-memory SIZE] [--verbose]
+                   [--etcd URL[,URL...] --fleet-domain PATTERN... [--etcd-prefix P] [--etcd-auth-file FILE]
+                    [--etcd-progress-interval SECONDS]]
 
         The kvd settings daemon: serves domain/key values over varlink on a Unix socket and keeps
         them durably as JSON files in its state folder. systemd normally starts it on demand
@@ -79,6 +92,18 @@ public struct DaemonOptions: Sendable, Equatable {
                                 locks (default kvd-admin); everyone may read
           --max-connections-per-uid N
                                 most connections one user may hold open (default 64)
+          --etcd URL[,URL...]   mirror fleet domains from this etcd cluster (its client URLs,
+                                http:// or https://; several for fail-over)
+          --fleet-domain PATTERN
+                                a domain (shell glob, such as 'com.corp.*') to mirror from etcd;
+                                repeat for more; needs --etcd
+          --etcd-prefix P       where kvd's keys live in etcd (default kvd/): P values/DOMAIN/KEY
+                                holds a value's typed JSON, P locks/DOMAIN/KEY locks the key
+          --etcd-auth-file FILE etcd user name and password (two lines), in a file only its
+                                owner may read
+          --etcd-progress-interval SECONDS
+                                etcd's --experimental-watch-progress-notify-interval (default 5):
+                                a watch silent for 2.25 times as long counts as broken
           -h, --help            show this help
           --version             show the version
         """
@@ -149,6 +174,32 @@ public struct DaemonOptions: Sendable, Equatable {
                 }
                 policy.maxConnectionsPerUID = count
                 systemOnly.append(argument)
+            case "--etcd":
+                let urls = try value(for: argument).split(separator: ",").map(String.init)
+                guard !urls.isEmpty, urls.allSatisfy({ $0.hasPrefix("http://") || $0.hasPrefix("https://") }) else {
+                    throw UsageError("--etcd needs etcd's client URLs, such as http://127.0.0.1:2379 (several: comma-separated)")
+                }
+                policy.etcdEndpoints += urls
+                systemOnly.append(argument)
+            case "--fleet-domain":
+                let pattern = try value(for: argument)
+                guard !pattern.isEmpty else { throw UsageError("--fleet-domain needs a domain or a pattern such as 'com.corp.*'") }
+                policy.fleetDomains.append(pattern)
+                systemOnly.append(argument)
+            case "--etcd-prefix":
+                policy.etcdPrefix = try value(for: argument)
+                guard !policy.etcdPrefix.isEmpty else { throw UsageError("--etcd-prefix needs a prefix such as kvd/") }
+                systemOnly.append(argument)
+            case "--etcd-auth-file":
+                policy.etcdAuthFile = try path(try value(for: argument), for: argument, naming: "FILE")
+                systemOnly.append(argument)
+            case "--etcd-progress-interval":
+                let text = try value(for: argument)
+                guard let seconds = Double(text), seconds >= 0.1, seconds <= 3600 else {
+                    throw UsageError("--etcd-progress-interval needs etcd's progress interval in seconds (0.1 to 3600), not \"\(text)\"")
+                }
+                policy.etcdProgressInterval = .milliseconds(Int64(seconds * 1000))
+                systemOnly.append(argument)
             case "--idle-exit":
                 idleSet = true
                 let text = try value(for: argument)
@@ -165,6 +216,9 @@ public struct DaemonOptions: Sendable, Equatable {
         if system, let flag = userOnly.first { throw UsageError("\(flag) is for a user's kvd, not the system instance (--system)") }
         if !system, let flag = systemOnly.first { throw UsageError("\(flag) is for the system instance: add --system") }
         if noSystemLayer, systemSocket != nil { throw UsageError("--system-socket and --no-system-layer exclude each other") }
+        if policy.etcdEndpoints.isEmpty != policy.fleetDomains.isEmpty {
+            throw UsageError(policy.etcdEndpoints.isEmpty ? "--fleet-domain needs --etcd URL" : "--etcd needs at least one --fleet-domain PATTERN")
+        }
         guard system else {
             return .run(
                 DaemonOptions(

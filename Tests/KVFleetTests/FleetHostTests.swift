@@ -1,0 +1,135 @@
+import Foundation
+import Glibc
+import Testing
+
+/// The fleet end to end, with the real programs: a 3-member etcd, two hosts (`kvd --system
+/// --etcd`, each with its own state and socket), and a user's kvd and kvctl on each host.
+/// Issue 12's tests 1 (read side) and 2; a host killed with SIGKILL resumes from the etcd
+/// revision its store holds.
+@Suite(.enabled(if: EtcdCluster.isInstalled, EtcdCluster.notInstalled), .serialized)
+struct FleetHostTests {
+    /// The built programs, beside the test bundle.
+    static let binaries: String = {
+        var url = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0])
+        while !FileManager.default.fileExists(atPath: url.appendingPathComponent("kvd").path), url.path != "/" { url.deleteLastPathComponent() }
+        return url.path
+    }()
+
+    /// One machine: its system instance mirroring `com.corp.*` from the cluster, and a user's
+    /// kvd following it.
+    final class Host {
+        let folder: String
+        let cluster: EtcdCluster
+        var system: SpawnedProcess?
+        var user: SpawnedProcess?
+        var systemSocket: String { folder + "/run/system.sock" }
+        var userSocket: String { folder + "/user.sock" }
+
+        init(_ name: String, in root: String, cluster: EtcdCluster) throws {
+            folder = root + "/" + name
+            self.cluster = cluster
+            try FileManager.default.createDirectory(atPath: folder + "/run", withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+            try startSystem()
+            user = try Self.start(
+                ["--socket", userSocket, "--state-dir", folder + "/user-state", "--system-socket", systemSocket, "--idle-exit", "0"], waitingFor: userSocket,
+                log: folder + "/user.log")
+        }
+
+        func startSystem() throws {
+            system = try Self.start(
+                [
+                    "--system", "--socket", systemSocket, "--state-dir", folder + "/system-state", "--etcd", cluster.clientURLs.joined(separator: ","),
+                    "--fleet-domain", "com.corp.*", "--etcd-progress-interval", "0.5", "--verbose",
+                ], waitingFor: systemSocket, log: folder + "/system.log")
+        }
+
+        static func start(_ arguments: [String], waitingFor socket: String, log: String) throws -> SpawnedProcess {
+            unlink(socket)
+            let process = try SpawnedProcess(FleetHostTests.binaries + "/kvd", arguments, output: log)
+            for _ in 0..<500 where access(socket, F_OK) != 0 { usleep(10_000) }
+            return process
+        }
+
+        /// `kvctl` on the user's kvd (`--system`: on the system instance): its status and output.
+        func kvctl(_ arguments: String..., system: Bool = false) throws -> (status: Int32, output: String) {
+            let output = folder + "/kvctl-\(UInt32.random(in: 0...UInt32.max)).out"
+            let target = system ? ["--system", "--socket", systemSocket] : ["--socket", userSocket, "--no-autostart"]
+            let status = try SpawnedProcess(FleetHostTests.binaries + "/kvctl", target + arguments, output: output).reap()
+            return (status, (try? String(contentsOfFile: output, encoding: .utf8)) ?? "")
+        }
+
+        /// Polls `kvctl ARGUMENTS` on the user's kvd until it prints `expected` (10 s at most).
+        func eventually(_ expected: String, _ arguments: String...) throws -> Bool {
+            for _ in 0..<200 {
+                let run = try kvctl(arguments.first!, arguments[1], arguments[2])
+                if run.output == expected + "\n" { return true }
+                usleep(50_000)
+            }
+            return false
+        }
+
+        func logs() -> String {
+            ["system.log", "user.log"].map { name in "\(name): " + ((try? String(contentsOfFile: folder + "/" + name, encoding: .utf8)) ?? "") }.joined(
+                separator: "\n")
+        }
+
+        deinit {
+            for process in [user, system].compactMap({ $0 }) {
+                process.signal(SIGTERM)
+                process.reap()
+            }
+        }
+    }
+
+    @Test func whatEtcdHoldsReachesEveryHostsUsersAndAKilledHostResumes() throws {
+        let cluster = try EtcdCluster()
+        defer { cluster.stop() }
+        let root = cluster.folder + "/hosts"
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        _ = try cluster.mustEtcdctl(["put", "kvd/values/com.corp.browser/homepage", #""https://intranet.example""#])
+        _ = try cluster.mustEtcdctl(["put", "kvd/values/org.other/ignored", "1"])
+        let a = try Host("a", in: root, cluster: cluster)
+        let b = try Host("b", in: root, cluster: cluster)
+        for host in [a, b] {
+            #expect(try host.eventually("https://intranet.example", "get", "com.corp.browser", "homepage"), "\(host.logs())")
+            #expect(try host.kvctl("source", "com.corp.browser", "homepage").output.hasPrefix("system:"))
+            #expect(try host.kvctl("get", "org.other", "ignored").status == 1, "a domain outside the fleet is not mirrored")
+        }
+
+        // A lock key in etcd locks the key for every host's users; a user's write is refused.
+        #expect(try a.kvctl("set", "com.corp.browser", "homepage", "https://mine.example").status == 0)
+        _ = try cluster.mustEtcdctl(["put", "kvd/locks/com.corp.browser/homepage", "locked"])
+        for host in [a, b] {
+            #expect(try host.eventually("https://intranet.example", "get", "com.corp.browser", "homepage"))
+            #expect(try host.kvctl("source", "com.corp.browser", "homepage").output.hasPrefix("locked:"), "\(host.logs())")
+        }
+        #expect(try b.kvctl("set", "com.corp.browser", "homepage", "https://other.example").status == 1)
+
+        // Host a is killed; meanwhile etcd changes; it comes back at the revision it holds.
+        a.system?.signal(SIGKILL)
+        a.system?.reap()
+        _ = try cluster.mustEtcdctl(["del", "kvd/locks/com.corp.browser/homepage"])
+        _ = try cluster.mustEtcdctl(["put", "kvd/values/com.corp.browser/start", #"{"$date":"2026-11-30T12:00:00Z"}"#])
+        try a.startSystem()
+        #expect(try a.eventually("https://mine.example", "get", "com.corp.browser", "homepage"), "the unlock reached a after its restart: \(a.logs())")
+        #expect(try a.eventually("2026-11-30T12:00:00.000Z", "get", "com.corp.browser", "start"))
+        #expect(try b.eventually("https://intranet.example", "get", "com.corp.browser", "homepage"), "b has no value of its own: the default")
+        let systemLog = (try? String(contentsOfFile: a.folder + "/system.log", encoding: .utf8)) ?? ""
+        #expect(systemLog.components(separatedBy: "fleet: mirroring").count == 3, "two starts: \(systemLog)")
+        #expect(systemLog.range(of: #"from etcd revision [1-9]"#, options: .regularExpression) != nil, "the restarted host resumed from its stored revision: \(systemLog)")
+
+        // An etcdctl del removes the value everywhere.
+        _ = try cluster.mustEtcdctl(["del", "kvd/values/com.corp.browser/start"])
+        for host in [a, b] {
+            var gone = false
+            for _ in 0..<200 where !gone {
+                gone = try host.kvctl("get", "com.corp.browser", "start").status == 1
+                if !gone { usleep(50_000) }
+            }
+            #expect(gone, "the deleted value is gone from \(host.folder)")
+        }
+        // The system instance refuses local writes to fleet domains, saying where to make them.
+        let refused = try a.kvctl("set", "com.corp.browser", "homepage", "x", system: true)
+        #expect(refused.status == 1 && refused.output.contains("etcdctl put kvd/values/com.corp.browser/KEY"), "\(refused.output)")
+    }
+}
