@@ -27,27 +27,6 @@ public struct DaemonOptions: Sendable, Equatable {
         case system(SystemPolicy)
     }
 
-    /// Who may change the system instance, and how many connections one user may hold.
-    public struct SystemPolicy: Sendable, Equatable {
-        /// Members of this group (and root) may write; others only read.
-        public var adminGroup = "kvd-admin"
-        /// Most connections one uid may have open; more are closed at once (root's too, counted
-        /// apart from everyone else's).
-        public var maxConnectionsPerUID = 64
-        /// The fleet (`--etcd`): etcd's client URLs; empty: no fleet.
-        public var etcdEndpoints: [String] = []
-        /// The domains mirrored from etcd (`--fleet-domain`, shell globs).
-        public var fleetDomains: [String] = []
-        /// Where kvd's keys live in etcd (`--etcd-prefix`).
-        public var etcdPrefix = "kvd/"
-        /// A root-only file with etcd's user name and password (`--etcd-auth-file`).
-        public var etcdAuthFile: String?
-        /// etcd's progress notification interval (`--etcd-progress-interval`): a watch silent
-        /// for 2.25 times as long counts as broken.
-        public var etcdProgressInterval: Duration = .seconds(5)
-        public init() {}
-    }
-
     public static let usage = """
         usage: kvd [--socket PATH] [--state-dir DIR] [--system-socket PATH | --no-system-layer]
                    [--idle-exit SECONDS] [--max-client-memory SIZE] [--verbose]
@@ -119,7 +98,7 @@ public struct DaemonOptions: Sendable, Equatable {
 
     /// `value` of the path option `flag`: an empty one (a script's unset variable) is a usage
     /// error, never the default path with the user's real data.
-    private static func path(_ value: String, for flag: String, naming name: String) throws(UsageError) -> String {
+    static func path(_ value: String, for flag: String, naming name: String) throws(UsageError) -> String {
         guard !value.isEmpty else { throw UsageError("\(flag) needs a \(name), not an empty value (is a variable unset?)") }
         return value
     }
@@ -163,43 +142,6 @@ public struct DaemonOptions: Sendable, Equatable {
             case "--no-system-layer":
                 noSystemLayer = true
                 userOnly.append(argument)
-            case "--admin-group":
-                policy.adminGroup = try value(for: argument)
-                guard !policy.adminGroup.isEmpty else { throw UsageError("--admin-group needs a group name, not an empty value") }
-                systemOnly.append(argument)
-            case "--max-connections-per-uid":
-                let text = try value(for: argument)
-                guard let count = Int(text), count >= 1, count <= 1 << 20 else {
-                    throw UsageError("--max-connections-per-uid needs a whole number from 1 to 1048576, not \"\(text)\"")
-                }
-                policy.maxConnectionsPerUID = count
-                systemOnly.append(argument)
-            case "--etcd":
-                let urls = try value(for: argument).split(separator: ",").map(String.init)
-                guard !urls.isEmpty, urls.allSatisfy({ $0.hasPrefix("http://") || $0.hasPrefix("https://") }) else {
-                    throw UsageError("--etcd needs etcd's client URLs, such as http://127.0.0.1:2379 (several: comma-separated)")
-                }
-                policy.etcdEndpoints += urls
-                systemOnly.append(argument)
-            case "--fleet-domain":
-                let pattern = try value(for: argument)
-                guard !pattern.isEmpty else { throw UsageError("--fleet-domain needs a domain or a pattern such as 'com.corp.*'") }
-                policy.fleetDomains.append(pattern)
-                systemOnly.append(argument)
-            case "--etcd-prefix":
-                policy.etcdPrefix = try value(for: argument)
-                guard !policy.etcdPrefix.isEmpty else { throw UsageError("--etcd-prefix needs a prefix such as kvd/") }
-                systemOnly.append(argument)
-            case "--etcd-auth-file":
-                policy.etcdAuthFile = try path(try value(for: argument), for: argument, naming: "FILE")
-                systemOnly.append(argument)
-            case "--etcd-progress-interval":
-                let text = try value(for: argument)
-                guard let seconds = Double(text), seconds >= 0.1, seconds <= 3600 else {
-                    throw UsageError("--etcd-progress-interval needs etcd's progress interval in seconds (0.1 to 3600), not \"\(text)\"")
-                }
-                policy.etcdProgressInterval = .milliseconds(Int64(seconds * 1000))
-                systemOnly.append(argument)
             case "--idle-exit":
                 idleSet = true
                 let text = try value(for: argument)
@@ -210,7 +152,10 @@ public struct DaemonOptions: Sendable, Equatable {
             case "--max-client-memory":
                 clientMemory = try byteCount(try value(for: argument), for: argument)
             default:
-                throw UsageError("unknown argument \"\(argument)\"")
+                guard try policy.take(argument, value: { () throws(UsageError) in try value(for: argument) }) else {
+                    throw UsageError("unknown argument \"\(argument)\"")
+                }
+                systemOnly.append(argument)
             }
         }
         if system, let flag = userOnly.first { throw UsageError("\(flag) is for a user's kvd, not the system instance (--system)") }

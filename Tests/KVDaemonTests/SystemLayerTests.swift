@@ -129,4 +129,30 @@ import Testing
         held[0].disconnect()
         loop.run("a closed connection was not given back to its uid") { loop.server.connectionsPerUID[1000] == 1 }
     }
+
+    // MARK: options
+
+    @Test func systemOptionsParseAndMistakesSayWhy() throws {
+        let parsed = try DaemonOptions.parse(
+            ["--system", "--admin-group", "wheel", "--etcd", "http://a:2379,https://b:2379", "--fleet-domain", "com.corp.*", "--etcd-progress-interval=1.5"],
+            environment: ["STATE_DIRECTORY": "/var/lib/kvd"])
+        guard case .run(let options) = parsed, case .system(let policy) = options.role else {
+            Issue.record("expected the system instance, got \(parsed)")
+            return
+        }
+        #expect(options.socketPath == "/run/kvd/system.sock" && options.stateDirectory == "/var/lib/kvd" && options.idleExit == nil)
+        #expect(policy.adminGroup == "wheel" && policy.etcdEndpoints == ["http://a:2379", "https://b:2379"] && policy.fleetDomains == ["com.corp.*"])
+        #expect(policy.etcdProgressInterval == .milliseconds(1500) && policy.maxConnectionsPerUID == 64 && policy.etcdPrefix == "kvd/")
+        for (arguments, message) in [
+            (["--admin-group", "x"], "--admin-group is for the system instance: add --system"),
+            (["--system", "--no-system-layer"], "--no-system-layer is for a user's kvd, not the system instance (--system)"),
+            (["--system", "--etcd", "http://a:2379"], "--etcd needs at least one --fleet-domain PATTERN"),
+            (["--system", "--fleet-domain", "x"], "--fleet-domain needs --etcd URL"),
+            (["--system", "--etcd", "a:2379"], "--etcd needs etcd's client URLs, such as http://127.0.0.1:2379 (several: comma-separated)"),
+            (["--system", "--max-connections-per-uid", "0"], "--max-connections-per-uid needs a whole number from 1 to 1048576, not \"0\""),
+            (["--system-socket", "/s", "--no-system-layer"], "--system-socket and --no-system-layer exclude each other"),
+        ] {
+            #expect(throws: UsageError(message)) { try DaemonOptions.parse(arguments, environment: [:]) }
+        }
+    }
 }
