@@ -10,6 +10,9 @@ final class CompletionQueue: Sendable {
         var connection: Int
         var oneway: Bool
         var result: Result<Commit, StorageError>
+        /// Whether watchers hear of the commit from this item (not for a fleet write: the
+        /// mirror's own commits already told them).
+        var notify = true
 
         static let external = -1
     }

@@ -69,6 +69,7 @@ public enum Daemon {
             return 1
         }
         let mirror = fleet.map { FleetMirror(store: store, reflector: $0.reflector, layout: $0.layout, log: log, announce: server.announcer) }
+        if let fleet, let mirror { server.fleetWriter = FleetWriter(store: store, etcd: fleet.etcd, layout: fleet.layout, mirror: mirror) }
         mirror?.start()
         defer { mirror?.stop() }
         let where_ = socket.activated ? "socket from systemd" : options.socketPath
@@ -112,6 +113,7 @@ public enum Daemon {
 struct FleetSetup {
     let layout: FleetLayout
     let reflector: FleetReflector
+    let etcd: any EtcdAPI
 
     /// `nil` when `options` ask for no fleet.
     init?(_ options: DaemonOptions) throws(DaemonError) {
@@ -128,6 +130,7 @@ struct FleetSetup {
             var reflectorOptions = FleetReflector.Options()
             reflectorOptions.progressInterval = policy.etcdProgressInterval
             self.layout = layout
+            self.etcd = gateway
             self.reflector = FleetReflector(etcd: gateway, layout: layout, options: reflectorOptions)
         } catch {
             throw DaemonError("the fleet: \(error)")

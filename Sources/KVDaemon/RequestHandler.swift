@@ -33,6 +33,8 @@ struct RequestHandler {
         case watch(Domain, Key?)
         /// `io.kvd.System.Mirror`: stream every domain and every commit.
         case mirror
+        /// A change to a fleet domain, to make in etcd (the system instance with `--etcd`).
+        case fleetWrite(FleetWriter.Change)
     }
 
     func handle(_ request: DefaultsRequest) -> Outcome {
@@ -79,20 +81,21 @@ struct RequestHandler {
         }
     }
 
-    /// `StorageFailure` for a write to a fleet domain: the mirror holds what etcd holds, and
-    /// this version does not write to etcd, so the change is made there.
+    /// A write to a fleet domain: made in etcd by the ``FleetWriter`` (the mirror then holds
+    /// what etcd holds).
     private func fleetRefusal(_ request: DefaultsRequest) -> Outcome? {
         guard let fleet, request.isWrite else { return nil }
-        let domain: Domain
+        let change: FleetWriter.Change
         switch request {
-        case .set(let named, _, _, _), .delete(let named, _), .apply(let named, _, _), .lock(let named, _), .unlock(let named, _): domain = named
+        case .set(let domain, let key, let value, let ifRevision): change = .mutation(domain, .set(key, value, ifRevision: ifRevision))
+        case .delete(let domain, let key?): change = .mutation(domain, .delete(key))
+        case .delete(let domain, nil): change = .mutation(domain, .deleteDomain)
+        case .apply(let domain, let changes, let ifRevision): change = .mutation(domain, .apply(changes, ifRevision: ifRevision))
+        case .lock(let domain, let key): change = .lock(domain, key)
+        case .unlock(let domain, let key): change = .unlock(domain, key)
         default: return nil
         }
-        guard fleet.isFleetDomain(domain) else { return nil }
-        let reason =
-            "\(domain) is a fleet domain, mirrored from etcd: change it there (etcdctl put \(fleet.prefix)values/\(domain)/KEY 'TYPED JSON'; "
-            + "a key under \(fleet.prefix)locks/\(domain)/ locks it); this kvd does not write to etcd yet"
-        return .reply(.failure(DefaultsInterface.Error.storageFailure, ["reason": .string(reason)]))
+        return fleet.isFleetDomain(change.domain) ? .fleetWrite(change) : nil
     }
 
     /// `KeyLocked` for the first of `keys` the system layer locks in `domain`; `nil` if none is.

@@ -48,6 +48,17 @@ extension Server {
             connection.phase = .watching(ClientConnection.Watch(domain: domain, key: key, since: since))
             watchers[connection.id] = connection
             connection.send(handler.initialWatchReply(domain, key, revision: since))
+        case .fleetWrite(let change):
+            guard let fleetWriter else {
+                if !call.oneway { connection.send(RequestHandler.reply(to: .failure("the fleet is starting; try again"))) }
+                return
+            }
+            connection.phase = .awaitingCommit
+            commitsInFlight += 1
+            let (id, oneway) = (connection.id, call.oneway)
+            fleetWriter.submit(change) { [completions, poller] result in
+                if completions.push(.init(connection: id, oneway: oneway, result: result, notify: false)) { poller.wake() }
+            }
         case .mirror:
             let since = store.revision
             connection.phase = .watching(ClientConnection.Watch(domain: nil, key: nil, since: since))
@@ -76,7 +87,7 @@ extension Server {
     func deliverCompletions() {
         for item in completions.takeAll() {
             if item.connection != CompletionQueue.Item.external { commitsInFlight -= 1 }
-            if case .success(let commit) = item.result { notifyWatchers(commit) }
+            if item.notify, case .success(let commit) = item.result { notifyWatchers(commit) }
             guard let connection = connectionsByID[item.connection] else { continue }
             assert(connection.phase == .awaitingCommit, "a commit finished for client \(item.connection), which awaited none")
             connection.phase = .serving

@@ -49,6 +49,8 @@ public final class Server {
     let role: DaemonOptions.Role
     /// A user's kvd: follows the system instance (nil: no system layer).
     var mirror: SystemMirror?
+    /// The system instance with `--etcd`: makes changes to fleet domains in etcd.
+    var fleetWriter: FleetWriter?
     /// The system instance: open connections per peer uid (see ``SystemPolicy``).
     var connectionsPerUID: [UInt32: Int] = [:]
     let system: any SystemCalls

@@ -81,6 +81,8 @@ public struct EtcdTransaction: Sendable, Equatable {
     public enum Comparison: Sendable, Equatable {
         /// The key's last change was at this revision (0: the key does not exist).
         case modRevision(key: [UInt8], equals: Int64)
+        /// The key last changed before this revision (a key that does not exist holds 0).
+        case modRevisionBelow(key: [UInt8], revision: Int64)
     }
 
     public enum Operation: Sendable, Equatable {

@@ -116,6 +116,8 @@ extension EtcdTransaction {
             compare: comparisons.map { comparison in
                 switch comparison {
                 case .modRevision(let key, let revision): CompareJSON(key: GatewayJSON.base64(key), modRevision: String(revision))
+                case .modRevisionBelow(let key, let revision):
+                    CompareJSON(key: GatewayJSON.base64(key), result: "LESS", modRevision: String(revision))
                 }
             },
             success: success.map(\.json), failure: failure.map(\.json))

@@ -17,7 +17,7 @@ struct FleetHostTests {
 
     /// One machine: its system instance mirroring `com.corp.*` from the cluster, and a user's
     /// kvd following it.
-    final class Host {
+    final class Host: @unchecked Sendable {
         let folder: String
         let cluster: EtcdCluster
         var system: SpawnedProcess?
@@ -128,8 +128,50 @@ struct FleetHostTests {
             }
             #expect(gone, "the deleted value is gone from \(host.folder)")
         }
-        // The system instance refuses local writes to fleet domains, saying where to make them.
-        let refused = try a.kvctl("set", "com.corp.browser", "homepage", "x", system: true)
-        #expect(refused.status == 1 && refused.output.contains("etcdctl put kvd/values/com.corp.browser/KEY"), "\(refused.output)")
+    }
+
+    /// Issue 12's tests 1 (write side), 5 (no etcd: writes fail, reads go on), 8 (two hosts
+    /// writing one key end alike) and 9 (over etcd's limits: TooLarge, nothing in etcd).
+    @Test func anAdminsChangeOnOneHostIsMadeInEtcdAndReachesTheOthers() throws {
+        let cluster = try EtcdCluster()
+        defer { cluster.stop() }
+        let root = cluster.folder + "/hosts"
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        let a = try Host("a", in: root, cluster: cluster)
+        let b = try Host("b", in: root, cluster: cluster)
+
+        let set = try a.kvctl("set", "com.corp.mail", "server", "imap.corp.example", system: true)
+        #expect(set.status == 0, "\(set.output) \(a.logs())")
+        #expect(try a.kvctl("get", "com.corp.mail", "server", system: true).output == "imap.corp.example\n", "the writing host reads its own write")
+        #expect(try cluster.mustEtcdctl(["get", "--print-value-only", "kvd/values/com.corp.mail/server"]).contains(#""imap.corp.example""#))
+        #expect(try b.eventually("imap.corp.example", "get", "com.corp.mail", "server"), "\(b.logs())")
+        #expect(try a.kvctl("lock", "com.corp.mail", "server", system: true).status == 0)
+        #expect(try cluster.mustEtcdctl(["get", "--keys-only", "kvd/locks/com.corp.mail/server"]).contains("kvd/locks/com.corp.mail/server"))
+        #expect(try b.kvctl("set", "com.corp.mail", "server", "mine").status == 1, "the lock reached b's users")
+
+        // Both hosts write one key at once: they end alike.
+        let writers = [a, b].enumerated().map { index, host in
+            Thread { _ = try? host.kvctl("set", "com.corp.mail", "port", "-int", String(993 + index), system: true) }
+        }
+        writers.forEach { $0.start() }
+        for _ in 0..<200 where writers.contains(where: { !$0.isFinished }) { usleep(20_000) }
+        let settled = try cluster.mustEtcdctl(["get", "--print-value-only", "kvd/values/com.corp.mail/port"]).trimmingCharacters(in: .whitespacesAndNewlines)
+        for host in [a, b] { #expect(try host.eventually(settled, "get", "com.corp.mail", "port"), "\(host.folder) ends with etcd's \(settled)") }
+
+        // Over etcd's limits (128 operations in one transaction): TooLarge, nothing written.
+        let many = "{" + (0..<129).map { #""k\#($0)":\#($0)"# }.joined(separator: ",") + "}"
+        let file = root + "/many.json"
+        try many.write(toFile: file, atomically: true, encoding: .utf8)
+        let tooLarge = try a.kvctl("import", "com.corp.many", file, system: true)
+        #expect(tooLarge.status == 1 && tooLarge.output.contains("larger than"), "\(tooLarge.output)")
+        #expect(try cluster.mustEtcdctl(["get", "--prefix", "--keys-only", "kvd/values/com.corp.many/"]).trimmingCharacters(in: .whitespacesAndNewlines).isEmpty)
+
+        // No etcd at all: a change fails and changes nothing; reads go on from the mirror.
+        for member in 0..<3 { cluster.signal(SIGSTOP, member: member) }
+        defer { for member in 0..<3 { cluster.signal(SIGCONT, member: member) } }
+        let down = try a.kvctl("set", "com.corp.mail", "server", "other", system: true)
+        #expect(down.status == 1, "\(down.output)")
+        #expect(try a.kvctl("get", "com.corp.mail", "server", system: true).output == "imap.corp.example\n")
+        #expect(try b.kvctl("get", "com.corp.mail", "server").output == "imap.corp.example\n")
     }
 }
