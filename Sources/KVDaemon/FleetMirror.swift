@@ -22,6 +22,9 @@ final class FleetMirror: Sendable {
     let layout: FleetLayout
     private let announce: @Sendable (Commit) -> Void
     private let log: Logger
+    /// Whether ``waitUntilApplied(_:timeout:)`` waits (one caller at a time: the fleet writer).
+    private let waiting = Mutex(false)
+    private let applied = DispatchSemaphore(value: 0)
 
     /// The key of ``Domain/fleetState`` holding the etcd revision the store's mirror reached.
     static let revisionKey = try! Key(validating: "etcdRevision")
@@ -67,6 +70,19 @@ final class FleetMirror: Sendable {
         }
         done.wait()
         _ = try outcome.withLock { $0! }.get()
+        if waiting.withLock({ $0 }) { applied.signal() }
+    }
+
+    /// Waits until the mirror holds etcd's `revision`; false when `timeout` passed first. For
+    /// one caller at a time (the fleet writer's queue). Blocks.
+    func waitUntilApplied(_ revision: Int64, timeout: Duration) -> Bool {
+        waiting.withLock { $0 = true }
+        defer { waiting.withLock { $0 = false } }
+        let deadline = DispatchTime.now() + .milliseconds(Int(timeout.components.seconds * 1000))
+        while appliedRevision < revision {
+            if applied.wait(timeout: deadline) == .timedOut { return appliedRevision >= revision }
+        }
+        return true
     }
 
     /// Per domain, the key changes that make the store's fleet domains what `update` says.

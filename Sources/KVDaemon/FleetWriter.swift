@@ -1,5 +1,4 @@
 import Dispatch
-import Glibc
 import KVFleet
 import KVStorage
 import KVValues
@@ -113,12 +112,8 @@ final class FleetWriter: Sendable {
 
     /// Waits until the mirror has applied etcd's `revision`: the writer reads its own write.
     private func waitForMirror(_ revision: Int64) throws(StorageError) {
-        let deadline = ContinuousClock.now + mirrorTimeout
-        while mirror.appliedRevision < revision {
-            guard ContinuousClock.now < deadline else {
-                throw .failure("etcd committed the change at its revision \(revision), but this host has not mirrored it within \(mirrorTimeout); it will appear when it has")
-            }
-            usleep(2_000)
+        guard mirror.waitUntilApplied(revision, timeout: mirrorTimeout) else {
+            throw .failure("etcd committed the change at its revision \(revision), but this host has not mirrored it within \(mirrorTimeout); it will appear when it has")
         }
     }
 
