@@ -61,15 +61,9 @@ final class FleetMirror: Sendable {
             DomainChanges(domain: domain, changes: changes.map { Change(key: $0.key, value: $0.value) }.sorted { $0.key < $1.key })
         }
         let announce = self.announce
-        let outcome = Mutex<Result<[Commit], StorageError>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        store.submitGroup(group) { result in
-            if case .success(let commits) = result { for commit in commits where commit.domain != .fleetState { announce(commit) } }
-            outcome.withLock { $0 = result }
-            done.signal()
+        _ = try store.commitGroup(group) { commits in
+            for commit in commits where commit.domain != .fleetState { announce(commit) }
         }
-        done.wait()
-        _ = try outcome.withLock { $0! }.get()
         if waiting.withLock({ $0 }) { applied.signal() }
     }
 

@@ -186,10 +186,15 @@ public final class Store: Sendable {
     /// Commits `mutation` and waits until it is durable. Blocks the calling thread; must not be
     /// called on the commit queue (from a completion).
     public func commit(_ domain: Domain, _ mutation: Mutation) throws(StorageError) -> Commit {
+        try waitFor { submit(domain, mutation, completion: $0) }
+    }
+
+    /// Runs `start` with a completion and waits for it. Blocks; not on the commit queue.
+    private func waitFor<T: Sendable>(_ start: (@escaping @Sendable (Result<T, StorageError>) -> Void) -> Void) throws(StorageError) -> T {
         dispatchPrecondition(condition: .notOnQueue(queue))
-        let outcome = Mutex<Result<Commit, StorageError>?>(nil)
+        let outcome = Mutex<Result<T, StorageError>?>(nil)
         let done = DispatchSemaphore(value: 0)
-        submit(domain, mutation) { result in
+        start { result in
             outcome.withLock { $0 = result }
             done.signal()
         }
@@ -209,18 +214,17 @@ public final class Store: Sendable {
         add(.group(parts, completion), startDrain: true)
     }
 
-    /// ``submitGroup(_:completion:)``, waiting until the group is durable. Blocks the calling
-    /// thread; must not be called on the commit queue (from a completion).
-    public func commitGroup(_ parts: [DomainChanges]) throws(StorageError) -> [Commit] {
-        dispatchPrecondition(condition: .notOnQueue(queue))
-        let outcome = Mutex<Result<[Commit], StorageError>?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        submitGroup(parts) { result in
-            outcome.withLock { $0 = result }
-            done.signal()
+    /// ``submitGroup(_:completion:)``, waiting until the group is durable. `whenCommitted` gets
+    /// the group's commits on the commit queue, in commit order with every other commit (a
+    /// caller that tells watchers of them keeps their order). Blocks the calling thread; must
+    /// not be called on the commit queue (from a completion).
+    public func commitGroup(_ parts: [DomainChanges], whenCommitted: (@Sendable ([Commit]) -> Void)? = nil) throws(StorageError) -> [Commit] {
+        try waitFor { completion in
+            submitGroup(parts) { result in
+                if case .success(let commits) = result { whenCommitted?(commits) }
+                completion(result)
+            }
         }
-        done.wait()
-        return try outcome.withLock { $0! }.get()
     }
 
     /// Finishes the queued work, compacts the log into the domain files, and releases the
