@@ -27,8 +27,12 @@ public enum Paths {
     /// (the first if several), else `/var/lib/kvd`.
     public static func systemStateDirectory(explicit: String?, environment: [String: String]) -> String {
         if let explicit, !explicit.isEmpty { return explicit }
-        if let paths = environment["STATE_DIRECTORY"], let first = paths.split(separator: ":").first { return String(first) }
-        return "/var/lib/kvd"
+        return systemdStateDirectory(environment) ?? "/var/lib/kvd"
+    }
+
+    /// `$STATE_DIRECTORY` (systemd's `StateDirectory=`): the first if several.
+    private static func systemdStateDirectory(_ environment: [String: String]) -> String? {
+        environment["STATE_DIRECTORY"]?.split(separator: ":").first.map(String.init)
     }
 
     /// `/tmp/kvd-<uid>`: the socket folder when there is no runtime directory (mode 0700).
@@ -42,9 +46,7 @@ public enum Paths {
     public static func stateDirectory(explicit: String?, environment: [String: String]) -> String {
         if let explicit, !explicit.isEmpty { return explicit }
         if let path = environment["KVD_STATE_DIR"], !path.isEmpty { return path }
-        if let paths = environment["STATE_DIRECTORY"], let first = paths.split(separator: ":").first {
-            return String(first)
-        }
+        if let path = systemdStateDirectory(environment) { return path }
         if let config = environment["XDG_CONFIG_HOME"], !config.isEmpty { return config + "/kvd" }
         return homeDirectory(environment: environment) + "/.config/kvd"
     }
