@@ -38,7 +38,7 @@ struct RequestHandler {
     }
 
     func handle(_ request: DefaultsRequest) -> Outcome {
-        if fleet != nil, let refusal = fleetRefusal(request) { return refusal }
+        if fleet != nil, let write = fleetWrite(request) { return write }
         switch request {
         case .get(let domain, let key):
             return .reply(get(domain, key))
@@ -83,7 +83,7 @@ struct RequestHandler {
 
     /// A write to a fleet domain: made in etcd by the ``FleetWriter`` (the mirror then holds
     /// what etcd holds).
-    private func fleetRefusal(_ request: DefaultsRequest) -> Outcome? {
+    private func fleetWrite(_ request: DefaultsRequest) -> Outcome? {
         guard let fleet, request.isWrite else { return nil }
         let change: FleetWriter.Change
         switch request {
