@@ -13,22 +13,32 @@ struct LogRecord: Sendable, Equatable {
     /// `set`, `delete`, `apply`, `deleteDomain` or `group`; for people reading the log, not for
     /// replay.
     var kind: String
-    /// One part, or (`group`) several, of different domains.
-    var parts: [Part]
+    /// The first domain's changes (a record of one domain has only these: no array to allocate
+    /// on every commit).
+    var first: Part
+    /// A group's other parts, of other domains.
+    var more: [Part] = []
 
     init(revision: Int64, domain: Domain, kind: String, changes: [Change]) {
-        self.init(revision: revision, kind: kind, parts: [Part(domain: domain, changes: changes)])
+        self.revision = revision
+        self.kind = kind
+        self.first = Part(domain: domain, changes: changes)
     }
 
+    /// A record of `parts` (at least one).
     init(revision: Int64, kind: String, parts: [Part]) {
         self.revision = revision
         self.kind = kind
-        self.parts = parts
+        self.first = parts[0]
+        self.more = Array(parts.dropFirst())
     }
+
+    /// Every part, in order.
+    var parts: [Part] { [first] + more }
 
     /// The record of a group: what an older kvd cannot read (it has no `domain`), so it sets
     /// it aside whole instead of applying a part.
-    var isGroup: Bool { parts.count != 1 }
+    var isGroup: Bool { !more.isEmpty }
 }
 
 /// What a scan of the log found.
@@ -129,11 +139,11 @@ enum LogFormat {
             out.append(UInt8(ascii: "]"))
         } else {
             out.append(contentsOf: #","domain":"#.utf8)
-            JSONWriter.writeString(record.parts[0].domain.name, into: &out)
+            JSONWriter.writeString(record.first.domain.name, into: &out)
             out.append(contentsOf: #","kind":"#.utf8)
             JSONWriter.writeString(record.kind, into: &out)
             out.append(contentsOf: #","changes":["#.utf8)
-            changesBytes = appendChanges(record.parts[0].changes, to: &out, entryBytes: &entryBytes)
+            changesBytes = appendChanges(record.first.changes, to: &out, entryBytes: &entryBytes)
             out.append(UInt8(ascii: "]"))
         }
         out.append(UInt8(ascii: "}"))

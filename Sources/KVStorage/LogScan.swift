@@ -111,7 +111,8 @@ extension LogFormat {
         var kind = "apply"
         if case .string(let found)? = json["kind"] { kind = found }
         guard case .array(let parts)? = json["parts"] else {
-            return LogRecord(revision: revision, kind: kind, parts: [try decodePart(json, refuse)])
+            let part = try decodePart(json, refuse)
+            return LogRecord(revision: revision, domain: part.domain, kind: kind, changes: part.changes)
         }
         guard !parts.isEmpty else { throw refuse("has an empty \"parts\" array") }
         var decoded: [LogRecord.Part] = []

@@ -82,8 +82,7 @@ extension Store {
     private func plan(_ item: Pending, into batch: inout Batch) {
         switch item {
         case .one(let domain, let mutation, _):
-            let result = plan([(domain, mutation)], kind: mutation.kind, into: &batch)
-            batch.outcomes.append(.one(result.map { $0.first ?? Commit(revision: batch.revision, domain: domain, changes: []) }))
+            batch.outcomes.append(.one(plan(domain, mutation, into: &batch)))
         case .group(let parts, _):
             guard Set(parts.map(\.domain)).count == parts.count else {
                 return batch.outcomes.append(.group(.failure(.invalidValue("a group names a domain more than once"))))
@@ -91,6 +90,41 @@ extension Store {
             let mutations = parts.map { ($0.domain, Mutation.apply($0.changes, ifRevision: nil)) }
             batch.outcomes.append(.group(plan(mutations, kind: parts.count == 1 ? "apply" : "group", into: &batch)))
         }
+    }
+
+    /// Plans one mutation of one domain (every Set: no per-call arrays, unlike a group).
+    private func plan(_ domain: Domain, _ mutation: Mutation, into batch: inout Batch) -> Result<Commit, StorageError> {
+        if batch.views[domain] == nil { batch.views[domain] = DomainView(state.withLock { $0.domains[domain] }) }
+        let changes: PlannedChanges
+        do {
+            changes = try MutationPlanner.changes(of: mutation, in: domain, current: batch.views[domain]!)
+        } catch {
+            return .failure(error)
+        }
+        guard !changes.changes.isEmpty else { return .success(Commit(revision: batch.revision, domain: domain, changes: [])) }
+        let revision = batch.revision + 1
+        let (recordStart, sizesStart) = (batch.records.count, batch.entryBytes.count)
+        let record = LogRecord(revision: revision, domain: domain, kind: mutation.kind, changes: changes.changes)
+        let sizes = LogFormat.append(record, to: &batch.records, entryBytes: &batch.entryBytes)
+        let entryBytes = sizesStart..<batch.entryBytes.count
+        let budget: Int
+        do {
+            budget = try CommitLimits.check(sizes, changes, entryBytes: batch.entryBytes[entryBytes], in: domain, view: batch.views[domain]!)
+        } catch {
+            batch.records.removeSubrange(recordStart...)
+            batch.entryBytes.removeSubrange(sizesStart...)
+            return .failure(error)
+        }
+        batch.revision = revision
+        return .success(take(domain, changes.changes, entryBytes: entryBytes, budget: budget, at: revision, into: &batch))
+    }
+
+    /// Takes one domain's planned changes, accepted by the limits, into `batch` at `revision`:
+    /// its view (in place: no copy of the overlay) and what publishing will apply.
+    private func take(_ domain: Domain, _ changes: [Change], entryBytes: Range<Int>, budget: Int, at revision: Int64, into batch: inout Batch) -> Commit {
+        batch.views[domain]!.apply(changes, entryBytes: batch.entryBytes[entryBytes], budgetBytes: budget, at: revision)
+        batch.planned.append(PlannedCommit(domain: domain, changes: changes, entryBytes: entryBytes, budgetBytes: budget, revision: revision))
+        return Commit(revision: revision, domain: domain, changes: changes)
     }
 
     /// Plans mutations of different domains as one record at one revision: all of them, or
@@ -131,10 +165,7 @@ extension Store {
         for (part, budget) in zip(planned, budgets) {
             let entryBytes = start..<(start + part.changes.changes.count)
             start = entryBytes.upperBound
-            // In place: no copy of the view's overlay.
-            batch.views[part.domain]!.apply(part.changes.changes, entryBytes: batch.entryBytes[entryBytes], budgetBytes: budget, at: revision)
-            batch.planned.append(PlannedCommit(domain: part.domain, changes: part.changes.changes, entryBytes: entryBytes, budgetBytes: budget, revision: revision))
-            commits.append(Commit(revision: revision, domain: part.domain, changes: part.changes.changes))
+            commits.append(take(part.domain, part.changes.changes, entryBytes: entryBytes, budget: budget, at: revision, into: &batch))
         }
         return .success(commits)
     }
