@@ -38,7 +38,7 @@ extension RequestHandler {
     /// (each fits a message, as a `Watch`'s first reply does), then `synced`.
     func initialMirrorReplies(revision: Int64) -> [VarlinkReply] {
         var replies: [VarlinkReply] = []
-        for domain in store.domains() where !domain.isInternal || domain.lockedDomain != nil {
+        for domain in store.domains() where domain.isMirrored {
             guard let snapshot = store.list(domain), !snapshot.values.isEmpty else { continue }
             let changes = snapshot.values.map { Change(key: $0.key, value: $0.value) }.sorted { $0.key < $1.key }
             replies.append(Self.mirrorReply(revision: revision, domain: domain, changes: changes, synced: false))

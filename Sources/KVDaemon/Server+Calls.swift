@@ -106,7 +106,7 @@ extension Server {
             guard case .watching(let watch) = connection.phase, commit.revision > watch.since else { continue }
             let reply: SharedReply?
             if watch.domain == nil {
-                guard !commit.domain.isInternal || commit.domain.lockedDomain != nil else { continue }  // the fleet's own state
+                guard commit.domain.isMirrored else { continue }
                 reply = mirrored ?? SharedReply(RequestHandler.mirrorReply(revision: commit.revision, domain: commit.domain, changes: commit.changes, synced: true).encoded())
                 mirrored = reply
             } else if watch.domain != commit.domain {

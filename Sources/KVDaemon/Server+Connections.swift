@@ -59,7 +59,7 @@ extension Server {
     }
 
     func close(_ connection: ClientConnection) {
-        if let uid = connection.uid { connectionsPerUID[uid] = connectionsPerUID[uid, default: 1] > 1 ? connectionsPerUID[uid, default: 1] - 1 : nil }
+        if let uid = connection.uid, let open = connectionsPerUID[uid] { connectionsPerUID[uid] = open > 1 ? open - 1 : nil }
         connection.phase = .closed
         connection.releaseMemory()
         poller.forget(connection.fd)

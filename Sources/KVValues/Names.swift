@@ -107,6 +107,10 @@ extension Domain {
     /// Whether this is one of kvd's internal domains (locks, fleet state), which no client names.
     public var isInternal: Bool { name.utf8.first == UInt8(ascii: "-") }
 
+    /// Whether a system instance's `Mirror` carries this domain to users' kvds: every domain but
+    /// kvd's own state (``fleetState``); lock domains as the locks of the domain they lock.
+    public var isMirrored: Bool { !isInternal || lockedDomain != nil }
+
     /// A name read back from kvd's own files (a file name, a log record): an ordinary domain
     /// name, ``lockPrefix`` followed by one, or ``fleetState``'s.
     public init(stored name: String) throws(NameError) {
