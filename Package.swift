@@ -53,7 +53,7 @@ let package = Package(
         .testTarget(name: "KVSystemTests", dependencies: ["KVSystem", "KVTestSupport"]),
         .testTarget(name: "KVStorageTests", dependencies: ["KVStorage", "KVValues", "KVSystem"]),
         .testTarget(name: "KVProtocolTests", dependencies: ["KVProtocol", "KVValues", "KVTestSupport"]),
-        .testTarget(name: "KVFleetTests", dependencies: ["KVFleet", "KVValues"]),
+        .testTarget(name: "KVFleetTests", dependencies: ["KVFleet", "KVValues", "KVProtocol", "KVClient"]),
         .testTarget(name: "KVDaemonTests", dependencies: ["KVDaemon", "KVStorage", "KVProtocol", "KVValues", "KVSystem", "KVFleet", "KVTestSupport"]),
         .testTarget(name: "KVCtlTests", dependencies: ["KVCtl", "KVClient", "KVProtocol", "KVValues", "KVTestSupport"]),
         .testTarget(name: "KVClientTests", dependencies: ["KVClient", "KVProtocol", "KVValues", "KVSystem", "KVTestSupport"]),

@@ -58,6 +58,8 @@ public enum Command: Sendable, Equatable {
     case unlock(Domain, Key)
     /// `--system locks [DOMAIN]`.
     case locks(Domain?)
+    /// `--system status`: the system instance's revision, domains and fleet mirror.
+    case status
     /// `help [COMMAND]`, `--help`, `COMMAND --help`.
     case help(String?)
     /// `--version`: prints `kvctl VERSION`.
@@ -68,7 +70,7 @@ extension Command {
     /// Whether the command exists only on the system instance (`kvctl --system ...`).
     var needsSystem: Bool {
         switch self {
-        case .lock, .unlock, .locks: true
+        case .lock, .unlock, .locks, .status: true
         default: false
         }
     }
@@ -157,6 +159,7 @@ extension Invocation {
         case "lock": command = .lock(try reader.domain(), try reader.key())
         case "unlock": command = .unlock(try reader.domain(), try reader.key())
         case "locks": command = .locks(try reader.optionalDomain())
+        case "status": command = .status
         case "help":
             let topic = reader.optionalWord()
             if let topic, Help.canonicalName(topic) == nil { throw UsageError("no command \"\(topic)\" to explain") }

@@ -67,6 +67,23 @@ enum Format {
         return locks.map { (ofOneDomain ? "" : $0.domain.name + " ") + escapedLine($0.key.name) + "\n" }.joined()
     }
 
+    /// What `status` prints: a few `label: value` lines a person reads, or with `json` the
+    /// reply's members.
+    static func status(_ status: SystemStatus, json asJSON: Bool) -> String {
+        if asJSON { return JSONWriter(sortKeys: true).string(.object(status.json)) + "\n" }
+        var lines = ["system instance: revision \(status.revision), \(status.domains) domain(s)"]
+        guard let fleet = status.fleet else { return (lines + ["fleet: none (started without --etcd)"]).joined(separator: "\n") + "\n" }
+        lines.append("fleet: \(fleet.phase) (etcd prefix \(fleet.prefix), domains \(fleet.domains.joined(separator: " ")))")
+        lines.append("  etcd members: \(fleet.endpoints.joined(separator: ", "))")
+        if let member = fleet.memberInUse { lines.append("  member in use: \(member)") }
+        lines.append("  etcd revision: \(fleet.appliedRevision) applied, \(fleet.seenRevision) seen (lag \(fleet.lag))")
+        lines.append("  listed again after compaction: \(fleet.relists) time(s)")
+        lines.append("  last error: \(fleet.lastError ?? "none")")
+        lines.append("  left out: " + (fleet.problems.isEmpty ? "nothing" : "\(fleet.problems.count) etcd key(s)"))
+        lines += fleet.problems.map { "    " + $0 }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
     /// A list of names: one a line, or a JSON array (exact). A line is never ambiguous: a
     /// backslash and control characters are written escaped (`\\`, `\n`, `\t`, `\r`, `\x1b`).
     static func names(_ names: [String], json asJSON: Bool) -> String {

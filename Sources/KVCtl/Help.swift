@@ -134,6 +134,17 @@ enum Help {
                 {"domain": D, "key": K}.
                 """),
         Entry(
+            name: "status", aliases: [], usage: "status",
+            summary: "(with --system) the system instance and its fleet mirror",
+            details: """
+                Needs --system; anyone may ask. Prints the store's revision and domain count and,
+                for an instance started with --etcd, the fleet mirror: the etcd members, the one in
+                use, what it is doing (listing, watching, waiting to retry), the etcd revision it
+                holds and the newest etcd told of (the lag), listings made again after a
+                compaction, the last error, and the etcd keys left out because they cannot be
+                read. With --json, the Status reply as JSON.
+                """),
+        Entry(
             name: "help", aliases: [], usage: "help [COMMAND]",
             summary: "explain kvctl, or one command",
             details: "Prints this help, or the help of COMMAND (also: kvctl COMMAND --help)."),

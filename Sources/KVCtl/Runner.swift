@@ -71,6 +71,8 @@ struct Runner {
             printRevision(try connection.unlock(domain, key))
         case .locks(let domain):
             console.out(Format.locks(try connection.locks(domain), ofOneDomain: domain != nil, json: options.json))
+        case .status:
+            console.out(Format.status(try connection.status(), json: options.json))
         case .help, .version:
             break
         }

@@ -68,7 +68,9 @@ public enum Daemon {
             log.error("event loop failed: \(error)")
             return 1
         }
-        let mirror = fleet.map { FleetMirror(store: store, reflector: $0.reflector, layout: $0.layout, log: log, announce: server.announcer) }
+        let mirror = fleet.map {
+            FleetMirror(store: store, reflector: $0.reflector, layout: $0.layout, gateway: $0.gateway, log: log, announce: server.announcer)
+        }
         if let fleet, let mirror { server.fleetWriter = FleetWriter(store: store, etcd: fleet.etcd, layout: fleet.layout, mirror: mirror) }
         mirror?.start()
         defer { mirror?.stop() }
@@ -113,7 +115,8 @@ public enum Daemon {
 struct FleetSetup {
     let layout: FleetLayout
     let reflector: FleetReflector
-    let etcd: any EtcdAPI
+    let gateway: EtcdGateway
+    var etcd: any EtcdAPI { gateway }
 
     /// `nil` when `options` ask for no fleet.
     init?(_ options: DaemonOptions) throws(DaemonError) {
@@ -130,7 +133,7 @@ struct FleetSetup {
             var reflectorOptions = FleetReflector.Options()
             reflectorOptions.progressInterval = policy.etcdProgressInterval
             self.layout = layout
-            self.etcd = gateway
+            self.gateway = gateway
             self.reflector = FleetReflector(etcd: gateway, layout: layout, options: reflectorOptions)
         } catch {
             throw DaemonError("the fleet: \(error)")

@@ -20,17 +20,25 @@ final class FleetMirror: Sendable {
     let store: Store
     let reflector: FleetReflector
     let layout: FleetLayout
+    /// The etcd client, for the status command (nil in tests with a scripted etcd).
+    let gateway: EtcdGateway?
     private let announce: @Sendable (Commit) -> Void
-    private let log: Logger
+    let log: Logger
     /// Whether ``waitUntilApplied(_:timeout:)`` waits (one caller at a time: the fleet writer).
     private let waiting = Mutex(false)
     private let applied = DispatchSemaphore(value: 0)
+    /// What the journal was last told (the mirror's thread writes it; ``status`` reads it).
+    let told = Mutex(Told())
 
     /// The key of ``Domain/fleetState`` holding the etcd revision the store's mirror reached.
     static let revisionKey = try! Key(validating: "etcdRevision")
 
-    init(store: Store, reflector: FleetReflector, layout: FleetLayout, log: Logger, announce: @escaping @Sendable (Commit) -> Void) {
+    init(
+        store: Store, reflector: FleetReflector, layout: FleetLayout, gateway: EtcdGateway? = nil, log: Logger,
+        announce: @escaping @Sendable (Commit) -> Void
+    ) {
         self.store = store
+        self.gateway = gateway
         self.reflector = reflector
         self.layout = layout
         self.log = log
@@ -47,7 +55,7 @@ final class FleetMirror: Sendable {
         let from = appliedRevision
         log.info("fleet: mirroring \(layout.patterns.map(\.text).joined(separator: " ")) under \(layout.prefix) from etcd revision \(from)")
         DispatchQueue(label: "kvd.fleet-mirror").async { [self] in
-            reflector.run(from: from) { update throws(StorageError) in try commit(update) }
+            reflector.run(from: from, reporting: { event in tell(event) }) { update throws(StorageError) in try commit(update) }
         }
     }
 
@@ -65,6 +73,7 @@ final class FleetMirror: Sendable {
             for commit in commits where commit.domain != .fleetState { announce(commit) }
         }
         if waiting.withLock({ $0 }) { applied.signal() }
+        told.withLock { $0.failure = nil }
     }
 
     /// Waits until the mirror holds etcd's `revision`; false when `timeout` passed first. For

@@ -51,6 +51,10 @@ final class FleetWriter: Sendable {
         let transaction = try self.transaction(for: change, after: mirror.appliedRevision)
         let outcome: (succeeded: Bool, revision: Int64)
         do {
+            // A linearizable read first: without a quorum it fails and the transaction is never
+            // sent. A transaction sent to a leader that has lost its quorum times out, yet
+            // commits once the quorum is back: the caller would have been told it failed.
+            _ = try etcd.range(from: Array(layout.prefix.utf8), end: [], revision: nil, limit: 1)
             outcome = try etcd.commit(transaction)
         } catch {
             throw Self.storageError(error)

@@ -16,9 +16,18 @@ extension RequestHandler {
             return .reply(VarlinkReply(parameters: ["locks": .array(locks(of: domain))]))
         case .mirror:
             return .mirror
+        case .status:
+            return .status
         default:
             preconditionFailure("\(request) is not an io.kvd.System call")
         }
+    }
+
+    /// The `Status` reply: the store's revision, its domains (internal ones left out), and
+    /// `fleet` when the instance mirrors one.
+    func statusReply(fleet: FleetStatus?) -> VarlinkReply {
+        let domains = store.domains().lazy.filter { !$0.isInternal }.count
+        return VarlinkReply(parameters: SystemStatus(revision: store.revision, domains: domains, fleet: fleet).json)
     }
 
     /// `{"domain": D, "key": K}` for every lock (of `domain`, or of all), sorted.

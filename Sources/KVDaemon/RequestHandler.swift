@@ -35,6 +35,8 @@ struct RequestHandler {
         case mirror
         /// A change to a fleet domain, to make in etcd (the system instance with `--etcd`).
         case fleetWrite(FleetWriter.Change)
+        /// `io.kvd.System.Status`: answered with ``statusReply(fleet:)``.
+        case status
     }
 
     func handle(_ request: DefaultsRequest) -> Outcome {
@@ -58,7 +60,7 @@ struct RequestHandler {
             return refusal(domain, changes.lazy.map(\.key)) ?? .commit(domain, .apply(changes, ifRevision: ifRevision))
         case .watch(let domain, let key):
             return .watch(domain, key)
-        case .lock, .unlock, .locks, .mirror:
+        case .lock, .unlock, .locks, .mirror, .status:
             guard isSystem else { return .reply(.failure(ServiceInterface.Error.methodNotFound, ["method": .string(request.call.method)])) }
             return handleSystem(request)
         case .getInfo:

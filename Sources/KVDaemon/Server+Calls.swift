@@ -64,6 +64,8 @@ extension Server {
             connection.phase = .watching(ClientConnection.Watch(domain: nil, key: nil, since: since))
             watchers[connection.id] = connection
             for reply in handler.initialMirrorReplies(revision: since) { connection.send(reply) }
+        case .status:
+            if !call.oneway { connection.send(handler.statusReply(fleet: fleetWriter?.mirror.status)) }
         }
     }
 

@@ -85,26 +85,36 @@ public final class FleetReflector: Sendable {
     /// `appliedRevision` is the etcd revision the daemon's store holds (0: nothing yet, so the
     /// run starts with a listing). `sink` runs on this thread and returns once the update is
     /// durable; when it throws, the update counts as not applied and comes again later.
-    public func run(from appliedRevision: Int64, delivering sink: (FleetUpdate) throws -> Void) {
+    /// `report` hears of each listing, watch, relisting and failure (for the journal), on this
+    /// thread, after ``status`` has taken it in.
+    public func run(
+        from appliedRevision: Int64, reporting report: (FleetReflectorEvent) -> Void = { _ in }, delivering sink: (FleetUpdate) throws -> Void
+    ) {
         update {
             $0.appliedRevision = appliedRevision
             $0.seenRevision = max($0.seenRevision, appliedRevision)
         }
         var loop = Loop(applied: appliedRevision, needsList: appliedRevision == 0, backoff: options.initialBackoff)
         while !isStopped {
-            let outcome = loop.needsList ? list(&loop, sink) : watch(&loop, sink)
+            let listing = loop.needsList
+            if !listing { report(.watching(from: loop.applied + 1)) }
+            let outcome = listing ? list(&loop, sink) : watch(&loop, sink)
             switch outcome {
-            case .stopped, .listed:
+            case .stopped:
                 break
+            case .listed:
+                report(.listed(revision: loop.applied))
             case .relist:
                 loop.needsList = true
                 update { $0.relists += 1 }
+                report(.relisting)
             case .failed(let reason):
                 update {
                     $0.lastError = reason
                     $0.phase = .waitingToRetry
                 }
                 guard !isStopped else { break }
+                report(.failed(reason, retryingIn: loop.backoff))
                 wait(loop.backoff)
                 loop.backoff = min(loop.backoff * 2, options.maximumBackoff)
             }

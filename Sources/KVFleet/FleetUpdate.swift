@@ -86,3 +86,16 @@ public struct FleetReflectorStatus: Sendable, Equatable {
     /// The entries left out of the mirror, in etcd key order.
     public var problems: [FleetProblem] = []
 }
+
+/// A turn in the reflector's run, as the journal tells it.
+public enum FleetReflectorEvent: Sendable, Equatable {
+    /// A listing was committed: the mirror holds etcd's `revision`.
+    case listed(revision: Int64)
+    /// A watch starts at `from` (the applied revision + 1).
+    case watching(from: Int64)
+    /// etcd compacted the revisions the reflector needed (to go on watching, or to finish a
+    /// listing): it lists again.
+    case relisting
+    /// Listing or watching failed; the next try comes after `retryingIn`.
+    case failed(String, retryingIn: Duration)
+}

@@ -108,6 +108,29 @@ public enum SystemInterface {
         # synced: true and no domain; after that, each reply the changes of one commit.
         method Mirror() -> (revision: int, domain: ?string, changes: []Change, locks: []LockChange, synced: bool)
 
+        # The fleet mirror of a system instance started with --etcd: the etcd members given,
+        # the one in use, what the mirror is doing (starting, listing, watching, waiting to
+        # retry, stopped), the etcd revision it holds and the newest one etcd told of (lag:
+        # the difference), the listings made again after a compaction, the last failure, and
+        # the etcd keys left out because they cannot be read (each with its reason).
+        type FleetStatus (
+          endpoints: []string,
+          memberInUse: ?string,
+          phase: string,
+          appliedRevision: int,
+          seenRevision: int,
+          lag: int,
+          relists: int,
+          lastError: ?string,
+          problems: []string,
+          prefix: string,
+          domains: []string
+        )
+
+        # The instance's store revision, how many domains it holds, and its fleet mirror (none
+        # without --etcd).
+        method Status() -> (revision: int, domains: int, fleet: ?FleetStatus)
+
         """
 }
 

@@ -93,12 +93,14 @@ public enum DefaultsRequest: Sendable, Equatable {
     case locks(Domain?)
     /// `io.kvd.System.Mirror` (system instance only): every domain, then every commit.
     case mirror
+    /// `io.kvd.System.Status` (system instance only): revision, domains, the fleet's state.
+    case status
 
     /// Whether the request changes anything (what only admins may do on a system instance).
     public var isWrite: Bool {
         switch self {
         case .set, .delete, .apply, .lock, .unlock: true
-        case .get, .list, .listAll, .domains, .watch, .getInfo, .getInterfaceDescription, .locks, .mirror: false
+        case .get, .list, .listAll, .domains, .watch, .getInfo, .getInterfaceDescription, .locks, .mirror, .status: false
         }
     }
 
@@ -124,6 +126,7 @@ public enum DefaultsRequest: Sendable, Equatable {
         case "io.kvd.System.Mirror":
             guard call.more else { throw RequestError(.failure(ServiceInterface.Error.expectedMore)) }
             self = .mirror
+        case "io.kvd.System.Status": self = .status
         case "org.varlink.service.GetInfo": self = .getInfo
         case "org.varlink.service.GetInterfaceDescription": self = .getInterfaceDescription(try p.string("interface"))
         default:
@@ -265,6 +268,8 @@ extension DefaultsRequest {
             return method("\(SystemInterface.name).Locks", ["domain": domain.map { .string($0.name) }])
         case .mirror:
             return method("\(SystemInterface.name).Mirror", [:], more: true)
+        case .status:
+            return method("\(SystemInterface.name).Status", [:])
         }
     }
 }

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import KVProtocol
 import KVValues
 import Testing
 @testable import KVCtl
@@ -47,6 +48,26 @@ import Testing
         #expect(Format.names(["a", "b"], json: false) == "a\nb\n")
         #expect(Format.names(["a", "b"], json: true) == "[\"a\",\"b\"]\n")
         #expect(Format.names([], json: false) == "")
+    }
+
+    /// `status` shows each fleet fact on its own line, and its JSON is the reply's members,
+    /// read back into the same status.
+    @Test func statusShowsTheFleetAndItsJSONReadsBack() throws {
+        let fleet = FleetStatus(
+            endpoints: ["http://127.0.0.1:2379", "http://127.0.0.1:2479"], memberInUse: "http://127.0.0.1:2479", phase: "watching",
+            appliedRevision: 40, seenRevision: 45, relists: 1, lastError: "etcd member http://127.0.0.1:2379: connection refused",
+            problems: ["etcd key \"kvd/values/com.corp.a/b\" (revision 3) is left out: bad JSON"], prefix: "kvd/", domains: ["com.corp.*"])
+        let status = SystemStatus(revision: 12, domains: 3, fleet: fleet)
+        let text = Format.status(status, json: false)
+        #expect(text.hasPrefix("system instance: revision 12, 3 domain(s)\nfleet: watching (etcd prefix kvd/, domains com.corp.*)\n"))
+        #expect(text.contains("  member in use: http://127.0.0.1:2479\n"))
+        #expect(text.contains("  etcd revision: 40 applied, 45 seen (lag 5)\n"))
+        #expect(text.contains("  last error: etcd member http://127.0.0.1:2379: connection refused\n"))
+        #expect(text.hasSuffix("  left out: 1 etcd key(s)\n    etcd key \"kvd/values/com.corp.a/b\" (revision 3) is left out: bad JSON\n"))
+        let json = try JSONParser.parse(Format.status(status, json: true))
+        guard case .object(let members) = json else { Issue.record("not an object: \(json)"); return }
+        #expect(SystemStatus(json: members) == status)
+        #expect(Format.status(SystemStatus(revision: 1, domains: 0, fleet: nil), json: false).contains("fleet: none"))
     }
 }
 

@@ -8,78 +8,7 @@ import Testing
 /// revision its store holds.
 @Suite(.enabled(if: EtcdCluster.isInstalled, EtcdCluster.notInstalled), .serialized)
 struct FleetHostTests {
-    /// The built programs, beside the test bundle.
-    static let binaries: String = {
-        var url = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0])
-        while !FileManager.default.fileExists(atPath: url.appendingPathComponent("kvd").path), url.path != "/" { url.deleteLastPathComponent() }
-        return url.path
-    }()
-
-    /// One machine: its system instance mirroring `com.corp.*` from the cluster, and a user's
-    /// kvd following it.
-    final class Host: @unchecked Sendable {
-        let folder: String
-        let cluster: EtcdCluster
-        var system: SpawnedProcess?
-        var user: SpawnedProcess?
-        var systemSocket: String { folder + "/run/system.sock" }
-        var userSocket: String { folder + "/user.sock" }
-
-        init(_ name: String, in root: String, cluster: EtcdCluster) throws {
-            folder = root + "/" + name
-            self.cluster = cluster
-            try FileManager.default.createDirectory(atPath: folder + "/run", withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
-            try startSystem()
-            user = try Self.start(
-                ["--socket", userSocket, "--state-dir", folder + "/user-state", "--system-socket", systemSocket, "--idle-exit", "0"], waitingFor: userSocket,
-                log: folder + "/user.log")
-        }
-
-        func startSystem() throws {
-            system = try Self.start(
-                [
-                    "--system", "--socket", systemSocket, "--state-dir", folder + "/system-state", "--etcd", cluster.clientURLs.joined(separator: ","),
-                    "--fleet-domain", "com.corp.*", "--etcd-progress-interval", "0.5", "--verbose",
-                ], waitingFor: systemSocket, log: folder + "/system.log")
-        }
-
-        static func start(_ arguments: [String], waitingFor socket: String, log: String) throws -> SpawnedProcess {
-            unlink(socket)
-            let process = try SpawnedProcess(FleetHostTests.binaries + "/kvd", arguments, output: log)
-            for _ in 0..<500 where access(socket, F_OK) != 0 { usleep(10_000) }
-            return process
-        }
-
-        /// `kvctl` on the user's kvd (`--system`: on the system instance): its status and output.
-        func kvctl(_ arguments: String..., system: Bool = false) throws -> (status: Int32, output: String) {
-            let output = folder + "/kvctl-\(UInt32.random(in: 0...UInt32.max)).out"
-            let target = system ? ["--system", "--socket", systemSocket] : ["--socket", userSocket, "--no-autostart"]
-            let status = try SpawnedProcess(FleetHostTests.binaries + "/kvctl", target + arguments, output: output).reap()
-            return (status, (try? String(contentsOfFile: output, encoding: .utf8)) ?? "")
-        }
-
-        /// Polls `kvctl ARGUMENTS` on the user's kvd until it prints `expected` (10 s at most).
-        func eventually(_ expected: String, _ arguments: String...) throws -> Bool {
-            for _ in 0..<200 {
-                let run = try kvctl(arguments.first!, arguments[1], arguments[2])
-                if run.output == expected + "\n" { return true }
-                usleep(50_000)
-            }
-            return false
-        }
-
-        func logs() -> String {
-            ["system.log", "user.log"].map { name in "\(name): " + ((try? String(contentsOfFile: folder + "/" + name, encoding: .utf8)) ?? "") }.joined(
-                separator: "\n")
-        }
-
-        deinit {
-            for process in [user, system].compactMap({ $0 }) {
-                process.signal(SIGTERM)
-                process.reap()
-            }
-        }
-    }
+    typealias Host = FleetHost
 
     @Test func whatEtcdHoldsReachesEveryHostsUsersAndAKilledHostResumes() throws {
         let cluster = try EtcdCluster()

@@ -1,0 +1,118 @@
+import KVValues
+
+/// What a system instance tells of itself (`io.kvd.System.Status`, `kvctl --system status`):
+/// the daemon encodes it with ``json``, clients decode it with ``init(json:)``.
+public struct SystemStatus: Sendable, Equatable {
+    /// The instance's store revision.
+    public var revision: Int64
+    /// How many domains it holds (internal ones left out).
+    public var domains: Int
+    /// Its fleet mirror; nil when it was started without `--etcd`.
+    public var fleet: FleetStatus?
+
+    public init(revision: Int64, domains: Int, fleet: FleetStatus?) {
+        self.revision = revision
+        self.domains = domains
+        self.fleet = fleet
+    }
+
+    /// The `Status` reply's parameters.
+    public var json: [String: JSON] {
+        var members: [String: JSON] = ["revision": .integer(revision), "domains": .integer(Int64(domains))]
+        if let fleet { members["fleet"] = fleet.json }
+        return members
+    }
+
+    /// Reads a `Status` reply's parameters; nil when a member is missing or of the wrong type.
+    public init?(json members: [String: JSON]) {
+        guard case .integer(let revision)? = members["revision"], case .integer(let domains)? = members["domains"] else { return nil }
+        var fleet: FleetStatus? = nil
+        if let member = members["fleet"], member != .null {
+            guard let decoded = FleetStatus(json: member) else { return nil }
+            fleet = decoded
+        }
+        self.init(revision: revision, domains: Int(domains), fleet: fleet)
+    }
+}
+
+/// The fleet mirror of a system instance started with `--etcd`.
+public struct FleetStatus: Sendable, Equatable {
+    /// The etcd members given with `--etcd`.
+    public var endpoints: [String]
+    /// The member the next etcd call goes to.
+    public var memberInUse: String?
+    /// `starting`, `listing`, `watching`, `waiting to retry` or `stopped`.
+    public var phase: String
+    /// The etcd revision the mirror holds.
+    public var appliedRevision: Int64
+    /// The newest etcd revision etcd told of.
+    public var seenRevision: Int64
+    /// `seenRevision - appliedRevision`: how far behind the mirror may be (revisions that
+    /// changed only other hosts' domains count too, until the next change of this host's).
+    public var lag: Int64
+    /// Listings made again because etcd compacted the revisions the mirror needed.
+    public var relists: Int
+    /// The last failure talking to etcd, as one line.
+    public var lastError: String?
+    /// The etcd keys left out of the mirror because they cannot be read, each with its reason.
+    public var problems: [String]
+    /// The etcd prefix (`--etcd-prefix`).
+    public var prefix: String
+    /// The fleet domain patterns (`--fleet-domain`).
+    public var domains: [String]
+
+    public init(
+        endpoints: [String], memberInUse: String?, phase: String, appliedRevision: Int64, seenRevision: Int64, relists: Int,
+        lastError: String?, problems: [String], prefix: String, domains: [String]
+    ) {
+        self.endpoints = endpoints
+        self.memberInUse = memberInUse
+        self.phase = phase
+        self.appliedRevision = appliedRevision
+        self.seenRevision = seenRevision
+        self.lag = max(0, seenRevision - appliedRevision)
+        self.relists = relists
+        self.lastError = lastError
+        self.problems = problems
+        self.prefix = prefix
+        self.domains = domains
+    }
+
+    /// The `fleet` member of a `Status` reply (type `FleetStatus` of ``SystemInterface``).
+    public var json: JSON {
+        var members: [String: JSON] = [
+            "endpoints": .array(endpoints.map(JSON.string)), "phase": .string(phase),
+            "appliedRevision": .integer(appliedRevision), "seenRevision": .integer(seenRevision), "lag": .integer(lag),
+            "relists": .integer(Int64(relists)), "problems": .array(problems.map(JSON.string)), "prefix": .string(prefix),
+            "domains": .array(domains.map(JSON.string)),
+        ]
+        if let memberInUse { members["memberInUse"] = .string(memberInUse) }
+        if let lastError { members["lastError"] = .string(lastError) }
+        return .object(members)
+    }
+
+    /// Reads the `fleet` member; nil when a member is missing or of the wrong type.
+    public init?(json: JSON) {
+        func strings(_ name: String) -> [String]? {
+            guard case .array(let items)? = json[name] else { return nil }
+            var texts: [String] = []
+            for case .string(let text) in items { texts.append(text) }
+            return texts.count == items.count ? texts : nil
+        }
+        func optional(_ name: String) -> String?? {
+            switch json[name] {
+            case nil, .null?: .some(nil)
+            case .string(let text)?: .some(text)
+            default: nil
+            }
+        }
+        guard let endpoints = strings("endpoints"), let problems = strings("problems"), let domains = strings("domains"),
+            case .string(let phase)? = json["phase"], case .string(let prefix)? = json["prefix"],
+            case .integer(let applied)? = json["appliedRevision"], case .integer(let seen)? = json["seenRevision"],
+            case .integer(let relists)? = json["relists"], let member = optional("memberInUse"), let lastError = optional("lastError")
+        else { return nil }
+        self.init(
+            endpoints: endpoints, memberInUse: member, phase: phase, appliedRevision: applied, seenRevision: seen, relists: Int(relists),
+            lastError: lastError, problems: problems, prefix: prefix, domains: domains)
+    }
+}
