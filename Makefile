@@ -39,7 +39,7 @@ format-check:
 all: build
 
 help:
-	@echo "make demo     build and show kvd end to end, as root with the system layer (installs what is missing)"
+	@echo "make demo     build and show kvd end to end, the system layer (as root) and a fleet on a 3-member etcd (installs what is missing)"
 	@echo "make test     run every test (installs what is missing)"
 	@echo "make install  install kvd, kvctl and the systemd units, user and system (PREFIX=$(PREFIX))"
 	@echo "make fuzz     run each libFuzzer target for FUZZ_SECONDS (default 60)"

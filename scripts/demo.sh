@@ -86,5 +86,8 @@ kill "$daemon_pid" 2>/dev/null; wait "$daemon_pid" 2>/dev/null || true; daemon_p
 
 step "The system layer: defaults and locks an admin sets for every user (as root)"
 "$(dirname "$0")/demo-system.sh" "$bin"
+
+step "The fleet: one setting for many machines, through a 3-member etcd"
+"$(dirname "$0")/demo-fleet.sh" "$bin"
 echo
 echo "demo finished"

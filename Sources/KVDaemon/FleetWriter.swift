@@ -93,8 +93,8 @@ final class FleetWriter: Sendable {
             }
         case .mutation(let domain, .deleteDomain):
             guard store.list(domain) != nil else { throw .notFound(domain, nil) }
-            let prefix = layout.etcdKey(FleetName(kind: .value, domain: domain, key: try! Key(validating: "x"))).dropLast()
-            operations.append(.deleteRange(key: Array(prefix), end: etcdPrefixEnd(Array(prefix))))
+            let folder = layout.etcdFolder(of: domain, kind: .value)
+            operations.append(.deleteRange(key: folder, end: etcdPrefixEnd(folder)))
         case .lock(let domain, let key):
             try put(FleetName(kind: .lock, domain: domain, key: key), .bool(true))
         case .unlock(let domain, let key):

@@ -43,7 +43,12 @@ public struct FleetLayout: Sendable {
 
     /// The etcd key of `name`.
     public func etcdKey(_ name: FleetName) -> [UInt8] {
-        prefixBytes + Array(name.kind.folder.utf8) + Array(name.domain.name.utf8) + [UInt8(ascii: "/")] + Array(name.key.name.utf8)
+        etcdFolder(of: name.domain, kind: name.kind) + Array(name.key.name.utf8)
+    }
+
+    /// What the etcd keys of `domain`'s values (or locks) begin with: `PREFIX values/DOMAIN/`.
+    public func etcdFolder(of domain: Domain, kind: FleetKind) -> [UInt8] {
+        prefixBytes + Array(kind.folder.utf8) + Array(domain.name.utf8) + [UInt8(ascii: "/")]
     }
 
     /// The bytes a value is stored as in etcd: its typed JSON, compact. Refuses a value that

@@ -85,6 +85,15 @@ final class FleetHost: @unchecked Sendable {
         return false
     }
 
+    /// Polls `kvctl get DOMAIN KEY` on the user's kvd until it fails (the key is gone; 20 s at most).
+    func eventuallyGone(_ domain: String, _ key: String) throws -> Bool {
+        for _ in 0..<400 {
+            if try kvctl("get", domain, key).status == 1 { return true }
+            usleep(50_000)
+        }
+        return false
+    }
+
     /// The system instance's status, through KVClient (as `kvctl --system status --json` reads it).
     func status() throws -> SystemStatus {
         let connection = try Connection(socketPath: systemSocket)

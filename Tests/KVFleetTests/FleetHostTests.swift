@@ -49,14 +49,7 @@ struct FleetHostTests {
 
         // An etcdctl del removes the value everywhere.
         _ = try cluster.mustEtcdctl(["del", "kvd/values/com.corp.browser/start"])
-        for host in [a, b] {
-            var gone = false
-            for _ in 0..<200 where !gone {
-                gone = try host.kvctl("get", "com.corp.browser", "start").status == 1
-                if !gone { usleep(50_000) }
-            }
-            #expect(gone, "the deleted value is gone from \(host.folder)")
-        }
+        for host in [a, b] { #expect(try host.eventuallyGone("com.corp.browser", "start"), "the deleted value is gone from \(host.folder)") }
     }
 
     /// Issue 12's tests 1 (write side), 5 (no etcd: writes fail, reads go on), 8 (two hosts
@@ -94,6 +87,15 @@ struct FleetHostTests {
         let tooLarge = try a.kvctl("import", "com.corp.many", file, system: true)
         #expect(tooLarge.status == 1 && tooLarge.output.contains("larger than"), "\(tooLarge.output)")
         #expect(try cluster.mustEtcdctl(["get", "--prefix", "--keys-only", "kvd/values/com.corp.many/"]).trimmingCharacters(in: .whitespacesAndNewlines).isEmpty)
+
+        // Deleting a fleet domain deletes its values in etcd, one range, and on every host.
+        for key in ["a", "b"] { #expect(try b.kvctl("set", "com.corp.tmp", key, "x", system: true).status == 0) }
+        #expect(try b.kvctl("set", "com.corp.tmpx", "a", "kept", system: true).status == 0)
+        #expect(try a.eventually("x", "get", "com.corp.tmp", "b"))
+        #expect(try a.kvctl("delete", "com.corp.tmp", system: true).status == 0)
+        #expect(try cluster.mustEtcdctl(["get", "--prefix", "--keys-only", "kvd/values/com.corp.tmp"]).split(separator: "\n") == ["kvd/values/com.corp.tmpx/a"])
+        #expect(try b.eventually("kept", "get", "com.corp.tmpx", "a"))
+        #expect(try b.eventuallyGone("com.corp.tmp", "a"), "the deleted domain is gone from b")
 
         // No etcd at all: a change fails and changes nothing; reads go on from the mirror.
         for member in 0..<3 { cluster.signal(SIGSTOP, member: member) }
