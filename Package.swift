@@ -47,6 +47,7 @@ let package = Package(
         .executableTarget(name: "habits", dependencies: ["HabitsKit"]),
         .executableTarget(name: "kvbench-local", dependencies: ["KVClient"]),
         .executableTarget(name: "kvbench-hello"),
+        .executableTarget(name: "kvbench-fleet", dependencies: ["KVClient", "KVFleet", "KVProtocol", "KVValues"]),
         .target(name: "KVTestSupport", dependencies: ["KVSystem", "KVProtocol", "CLinux"], path: "Tests/Support"),
 
         .testTarget(name: "KVValuesTests", dependencies: ["KVValues"]),

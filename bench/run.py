@@ -26,6 +26,7 @@ import tempfile
 import time
 
 import chart
+from fleet import FleetRows
 
 CHILD_TIMEOUT = 120  # seconds any one measuring program may take
 ACTIVATE = 'export LISTEN_PID=$$ LISTEN_FDS=1; exec "$0" "$@" {redirect}'
@@ -304,6 +305,9 @@ class Bench:
             # does not.
             self.target(row, "p50 latency with/without the system layer", layered["p50_us"] / plain["p50_us"], 1.1, "<=")
 
+        print("fleet (etcd)", flush=True)
+        FleetRows(self).run()
+
         print("Foundation, cached read", flush=True)
         self.foundation_rows(kvd_sock)
         print("shell", flush=True)
@@ -503,7 +507,7 @@ def machine():
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--bin", required=True, help="folder with kvd, kvctl, kvbench, kvbench-local, kvbench-hello")
+    parser.add_argument("--bin", required=True, help="folder with kvd, kvctl, kvbench, kvbench-local, kvbench-hello, kvbench-fleet")
     parser.add_argument("--quick", action="store_true", default=os.environ.get("BENCH_QUICK") == "1")
     parser.add_argument("--no-install", action="store_true")
     parser.add_argument("--no-pin", action="store_true", help="do not bind servers to one core and clients to another")
