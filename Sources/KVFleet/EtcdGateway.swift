@@ -71,7 +71,7 @@ public final class EtcdGateway: EtcdAPI {
         } catch .compacted {
             throw .compacted(compactRevision(key: key))
         }
-        let response = try GatewayJSON.decode(RangeResponseJSON.self, from: data)
+        let response = try RangeResponseJSON.read(data)
         let newest = try Self.revision(response.header)
         return EtcdRangePage(keyValues: (response.kvs ?? []).map(\.keyValue), more: response.more ?? false, revision: revision ?? newest)
     }
