@@ -45,9 +45,10 @@ import Testing
             #"{"header":{"cluster_id":"14841639068965178418","revision":"101"},"kvs":[{"key":"YQ==","create_revision":2,"mod_revision":"7","value":"MQ=="},{"key":"Yg==","mod_revision":8}],"more":true,"count":"3"}"#
         )
         #expect(page.header?.revision?.value == 101 && page.more == true)
-        #expect(page.kvs?.map(\.keyValue) == [
-            EtcdKeyValue(key: Array("a".utf8), value: Array("1".utf8), modRevision: 7), EtcdKeyValue(key: Array("b".utf8), value: [], modRevision: 8),
-        ])
+        #expect(
+            page.kvs?.map(\.keyValue) == [
+                EtcdKeyValue(key: Array("a".utf8), value: Array("1".utf8), modRevision: 7), EtcdKeyValue(key: Array("b".utf8), value: [], modRevision: 8),
+            ])
         let empty = try read(#"{"header":{"revision":"5"}}"#)
         #expect(empty.kvs == nil && empty.more == nil && empty.header?.revision?.value == 5)
         for bad in [#"{"kvs":[{"key":"not base64!"}]}"#, #"{"kvs":{}}"#, #"{"header":{"revision":"x"}}"#, #"{"more":"yes"}"#, "not json"] {
