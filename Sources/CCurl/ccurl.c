@@ -39,7 +39,7 @@ static int on_progress(void *raw, curl_off_t dltotal, curl_off_t dlnow, curl_off
 }
 
 int ccurl_post(void *handle, const char *url, const char *body, long length, const char *authorization,
-               long timeout_ms, long connect_timeout_ms, ccurl_write_callback write,
+               const char *ca_file, long timeout_ms, long connect_timeout_ms, ccurl_write_callback write,
                ccurl_progress_callback progress, void *context, long *status, char *error) {
     CURL *curl = handle;
     curl_easy_reset(curl);
@@ -66,6 +66,7 @@ int ccurl_post(void *handle, const char *url, const char *body, long length, con
     curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, error);
     curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(curl, CURLOPT_TCP_NODELAY, 1L);
+    if (ca_file) curl_easy_setopt(curl, CURLOPT_CAINFO, ca_file);
     if (progress) {
         curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
         curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, on_progress);

@@ -129,7 +129,7 @@ struct FleetSetup {
         }
         do throws(EtcdError) {
             let credentials = try policy.etcdAuthFile.map { path throws(EtcdError) in try EtcdCredentials.read(fromFile: path) }
-            let gateway = try EtcdGateway(endpoints: policy.etcdEndpoints, credentials: credentials)
+            let gateway = try EtcdGateway(endpoints: policy.etcdEndpoints, credentials: credentials, caFile: policy.etcdCAFile)
             var reflectorOptions = FleetReflector.Options()
             reflectorOptions.progressInterval = policy.etcdProgressInterval
             self.layout = layout

@@ -14,6 +14,8 @@ extension DaemonOptions {
         public var etcdPrefix = "kvd/"
         /// A root-only file with etcd's user name and password (`--etcd-auth-file`).
         public var etcdAuthFile: String?
+        /// The certificate authorities of etcd's https certificates (`--etcd-ca-file`, PEM).
+        public var etcdCAFile: String?
         /// etcd's progress notification interval (`--etcd-progress-interval`): a watch silent
         /// for 2.25 times as long counts as broken.
         public var etcdProgressInterval: Duration = .seconds(5)
@@ -50,6 +52,8 @@ extension DaemonOptions.SystemPolicy {
             guard !etcdPrefix.isEmpty else { throw UsageError("--etcd-prefix needs a prefix such as kvd/") }
         case "--etcd-auth-file":
             etcdAuthFile = try DaemonOptions.path(try value(), for: flag, naming: "FILE")
+        case "--etcd-ca-file":
+            etcdCAFile = try DaemonOptions.path(try value(), for: flag, naming: "FILE")
         case "--etcd-progress-interval":
             let text = try value()
             guard let seconds = Double(text), seconds >= 0.1, seconds <= 3600 else {

@@ -32,7 +32,7 @@ public struct DaemonOptions: Sendable, Equatable {
                    [--idle-exit SECONDS] [--max-client-memory SIZE] [--verbose]
                kvd --system [--socket PATH] [--state-dir DIR] [--admin-group NAME]
                    [--max-connections-per-uid N] [--idle-exit SECONDS] [--max-client-memory SIZE] [--verbose]
-                   [--etcd URL[,URL...] --fleet-domain PATTERN... [--etcd-prefix P] [--etcd-auth-file FILE]
+                   [--etcd URL[,URL...] --fleet-domain PATTERN... [--etcd-prefix P] [--etcd-auth-file FILE] [--etcd-ca-file FILE]
                     [--etcd-progress-interval SECONDS]]
 
         The kvd settings daemon: serves domain/key values over varlink on a Unix socket and keeps
@@ -80,6 +80,8 @@ public struct DaemonOptions: Sendable, Equatable {
                                 holds a value's typed JSON, P locks/DOMAIN/KEY locks the key
           --etcd-auth-file FILE etcd user name and password (two lines), in a file only its
                                 owner may read
+          --etcd-ca-file FILE   the certificate authorities (PEM) that sign etcd's https
+                                certificates, as etcdctl's --cacert (default: the system's)
           --etcd-progress-interval SECONDS
                                 etcd's --experimental-watch-progress-notify-interval (default 5):
                                 a watch silent for 2.25 times as long counts as broken

@@ -39,8 +39,9 @@ public final class EtcdGateway: EtcdAPI {
     private let state = Mutex(State())
 
     /// Validates `endpoints` (`http://` or `https://` URLs of etcd's client port, at least one).
-    /// Connects to nothing yet.
-    public init(endpoints: [String], credentials: EtcdCredentials? = nil, requestTimeout: Duration = .seconds(5)) throws(EtcdError) {
+    /// Connects to nothing yet. `caFile`: the PEM certificate authorities that sign the
+    /// members' https certificates (etcdctl's `--cacert`); nil trusts the system's.
+    public init(endpoints: [String], credentials: EtcdCredentials? = nil, caFile: String? = nil, requestTimeout: Duration = .seconds(5)) throws(EtcdError) {
         guard !endpoints.isEmpty else { throw .badConfiguration("no etcd endpoint given: pass at least one URL such as http://127.0.0.1:2379") }
         var urls: [URL] = []
         for endpoint in endpoints {
@@ -54,7 +55,7 @@ public final class EtcdGateway: EtcdAPI {
         self.endpoints = urls
         self.credentials = credentials
         self.requestTimeout = requestTimeout
-        transport = GatewayTransport(timeout: requestTimeout)
+        transport = GatewayTransport(timeout: requestTimeout, caFile: caFile)
     }
 
     public var status: Status {

@@ -27,10 +27,13 @@ final class GatewayTransport: Sendable {
     }
 
     let timeout: TimeInterval
+    /// The certificate authorities an https member must be signed by (PEM); nil: the system's.
+    let caFile: String?
     private let idle = Mutex<[Handle]>([])
 
-    init(timeout: Duration) {
+    init(timeout: Duration, caFile: String? = nil) {
         self.timeout = timeout.seconds
+        self.caFile = caFile
         _ = ccurl_global_init()
     }
 
@@ -57,7 +60,7 @@ final class GatewayTransport: Sendable {
         let context = Unmanaged.passUnretained(sink).toOpaque()
         let bytes = body.map { CChar(bitPattern: $0) } + [0]
         let code = ccurl_post(
-            raw, url.absoluteString, bytes, bytes.count - 1, token, Int(timeout * 1000), Int(self.timeout * 1000), onBody, onProgress,
+            raw, url.absoluteString, bytes, bytes.count - 1, token, caFile, Int(timeout * 1000), Int(self.timeout * 1000), onBody, onProgress,
             context, &status, &error)
         withExtendedLifetime(sink) {}
         idle.withLock { if $0.count < 8 { $0.append(handle) } }

@@ -25,17 +25,26 @@ final class EtcdCluster: @unchecked Sendable {
     private let lock = NSLock()
     private var members: [SpawnedProcess?]
 
+    /// With `tls`, the certificate authority (PEM) that signed the members' https certificates.
+    let caFile: String?
+
     /// Starts `count` members (with `extraFlags` each) and waits until every one is healthy.
-    init(members count: Int = 3, extraFlags: [String] = []) throws {
+    /// `tls`: clients reach the members over https, with a certificate for 127.0.0.1 signed by a
+    /// throwaway authority (``caFile``) made with openssl.
+    init(members count: Int = 3, extraFlags: [String] = [], tls: Bool = false) throws {
         Self.removeOrphans()
         var template = Array("/tmp/kvd-etcd-XXXXXX".utf8CString)
         let folder = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
         self.folder = folder
         let ports = try freePorts(2 * count)
         let peers = (0..<count).map { "m\($0)=http://127.0.0.1:\(ports[2 * $0 + 1])" }.joined(separator: ",")
-        clientURLs = (0..<count).map { "http://127.0.0.1:\(ports[2 * $0])" }
+        let scheme = tls ? "https" : "http"
+        let clientURLs = (0..<count).map { "\(scheme)://127.0.0.1:\(ports[2 * $0])" }
+        self.clientURLs = clientURLs
+        caFile = tls ? try Self.makeCertificates(in: folder) : nil
+        let tlsFlags = tls ? ["--cert-file", "\(folder)/server.pem", "--key-file", "\(folder)/server.key"] : []
         arguments = (0..<count).map { index in
-            let client = "http://127.0.0.1:\(ports[2 * index])", peer = "http://127.0.0.1:\(ports[2 * index + 1])"
+            let client = clientURLs[index], peer = "http://127.0.0.1:\(ports[2 * index + 1])"
             return [
                 "--name", "m\(index)", "--data-dir", "\(folder)/m\(index)",
                 "--listen-client-urls", client, "--advertise-client-urls", client,
@@ -45,7 +54,7 @@ final class EtcdCluster: @unchecked Sendable {
                 "--heartbeat-interval", "50", "--election-timeout", "500",
                 "--experimental-watch-progress-notify-interval", "500ms",
                 "--unsafe-no-fsync", "--logger", "zap", "--log-level", "warn",
-            ] + extraFlags
+            ] + tlsFlags + extraFlags
         }
         members = Array(repeating: nil, count: count)
         try String(getpid()).write(toFile: "\(folder)/owner", atomically: true, encoding: .utf8)
@@ -82,6 +91,24 @@ final class EtcdCluster: @unchecked Sendable {
         }
     }
 
+    /// A certificate authority and a server certificate for 127.0.0.1 it signed, in `folder`
+    /// (`ca.pem`, `server.pem`, `server.key`); returns the authority's file.
+    static func makeCertificates(in folder: String) throws -> String {
+        let script = """
+            set -e
+            cd "$1"
+            openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 -subj "/CN=kvd test authority"
+            openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj "/CN=127.0.0.1"
+            printf 'subjectAltName=IP:127.0.0.1\\n' > server.ext
+            openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 -extfile server.ext
+            """
+        let status = try SpawnedProcess("/bin/sh", ["-c", script, "sh", folder], output: "\(folder)/openssl.log").reap()
+        guard status == 0 else {
+            throw ClusterFailure("openssl could not make the test certificates: \((try? String(contentsOfFile: "\(folder)/openssl.log", encoding: .utf8)) ?? "")")
+        }
+        return "\(folder)/ca.pem"
+    }
+
     /// Sends `signal` (SIGKILL, SIGSTOP, SIGCONT) to member `index`; after SIGKILL, reaps it.
     func signal(_ signal: Int32, member index: Int) {
         guard let process = lock.withLock({ members[index] }) else { return }
@@ -100,7 +127,9 @@ final class EtcdCluster: @unchecked Sendable {
         defer { unlink(output) }
         var environment = ProcessInfo.processInfo.environment
         environment["ETCDCTL_API"] = "3"
-        let all = ["--endpoints", (endpoints ?? clientURLs).joined(separator: ","), "--dial-timeout", "2s", "--command-timeout", "5s"]
+        let all =
+            ["--endpoints", (endpoints ?? clientURLs).joined(separator: ","), "--dial-timeout", "2s", "--command-timeout", "5s"]
+            + (caFile.map { ["--cacert", $0] } ?? [])
         let process = try SpawnedProcess(Self.etcdctl, all + arguments, output: output, environment: environment)
         let status = process.reap()
         return (status, (try? String(contentsOfFile: output, encoding: .utf8)) ?? "")

@@ -261,6 +261,29 @@ struct FleetFailureTests {
         #expect(written.status == 0, "\(written.output) \(host.logs())")
         #expect(try Self.etcdContents(writer, "kvd/values/com.corp.auth/") == ["k": "3"])
     }
+
+    /// `https://` members: with `--etcd-ca-file` (the authority that signed etcd's certificate)
+    /// the host mirrors and writes; without it the certificate is refused, and the status and
+    /// the error say why.
+    @Test func httpsMembersWorkWithTheirAuthority() throws {
+        let cluster = try EtcdCluster(members: 1, tls: true)
+        defer { cluster.stop() }
+        let caFile = try #require(cluster.caFile)
+        #expect(cluster.clientURLs.allSatisfy { $0.hasPrefix("https://") })
+        let root = try Self.hostsFolder(cluster)
+        let host = try FleetHost("a", in: root, cluster: cluster, extraArguments: ["--etcd-ca-file", caFile], withUser: false)
+        let writer = try EtcdGateway(endpoints: cluster.clientURLs, caFile: caFile)
+        let last = try Self.put(writer, "kvd/values/com.corp.tls/k", "1")
+        #expect(try host.status { $0.fleet?.appliedRevision == last }.fleet?.appliedRevision == last, "\(host.logs())")
+        #expect(try host.kvctl("set", "com.corp.tls", "k", "-int", "2", system: true).status == 0, "\(host.logs())")
+        #expect(try Self.etcdContents(writer, "kvd/values/com.corp.tls/") == ["k": "2"])
+
+        let untrusting = try FleetHost("b", in: root, cluster: cluster, withUser: false)
+        let refused = try untrusting.status { $0.fleet?.lastError != nil }
+        #expect(refused.fleet?.appliedRevision == 0)
+        #expect(refused.fleet?.lastError?.contains("certificate") == true, "\(refused)")
+        #expect(throws: EtcdError.self) { try EtcdGateway(endpoints: cluster.clientURLs).range(from: bytes("k"), end: [], revision: nil, limit: 1) }
+    }
 }
 
 /// A number one thread sets and another reads.

@@ -22,12 +22,14 @@ void ccurl_free(void *handle);
 
 /// POSTs `body` (`length` bytes, application/json) to `url` on `handle` (reset first; its
 /// connection cache is kept), with `authorization` as the Authorization header when not NULL.
+/// `ca_file`: the PEM file of the certificate authorities an https server must be signed by
+/// (NULL: the system's trusted ones).
 /// `timeout_ms`: the whole exchange (0: none); `connect_timeout_ms`: the connection. Body bytes
 /// go to `write`, `progress` may abort; both get `context`. Blocks until done. Returns the
 /// CURLcode; sets `*status` to the HTTP status (0 without an answer) and writes libcurl's
 /// message into `error` (at least 256 bytes).
 int ccurl_post(void *handle, const char *url, const char *body, long length, const char *authorization,
-               long timeout_ms, long connect_timeout_ms, ccurl_write_callback write,
+               const char *ca_file, long timeout_ms, long connect_timeout_ms, ccurl_write_callback write,
                ccurl_progress_callback progress, void *context, long *status, char *error);
 
 /// The HTTP status of the answer `handle` is receiving (0 before its header); callable from the
