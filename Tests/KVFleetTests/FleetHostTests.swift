@@ -1,5 +1,8 @@
 import Foundation
 import Glibc
+import KVClient
+import KVProtocol
+import KVValues
 import Testing
 
 /// The fleet end to end, with the real programs: a 3-member etcd, two hosts (`kvd --system
@@ -52,7 +55,7 @@ struct FleetHostTests {
         for host in [a, b] { #expect(try host.eventuallyGone("com.corp.browser", "start"), "the deleted value is gone from \(host.folder)") }
     }
 
-    /// Issue 12's tests 1 (write side), 5 (no etcd: writes fail, reads go on), 8 (two hosts
+    /// Issue 12's tests 1 (a change on host a seen on b by Get and by a user's Watch), 5 (no etcd: writes fail, reads go on), 8 (two hosts
     /// writing one key end alike) and 9 (over etcd's limits: TooLarge, nothing in etcd).
     @Test func anAdminsChangeOnOneHostIsMadeInEtcdAndReachesTheOthers() throws {
         let cluster = try EtcdCluster()
@@ -61,9 +64,22 @@ struct FleetHostTests {
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
         let a = try Host("a", in: root, cluster: cluster)
         let b = try Host("b", in: root, cluster: cluster)
+        // A user's Watch on host b, through b's user kvd, open before the change is made on a.
+        let watched = Outcomes()
+        let watcher = try Connection(socketPath: b.userSocket)
+        defer { watcher.close() }
+        Thread {
+            try? watcher.watch(try! Domain(validating: "com.corp.mail"), try! Key(validating: "server")) { event in
+                guard let change = event.changes.first, case .string(let text)? = change.value else { return true }
+                watched.add(0, "\(text) (\(event.sources[change.key]?.rawValue ?? "no source"))")
+                return false
+            }
+        }.start()
+        usleep(200_000)  // the watch's first reply
 
         let set = try a.kvctl("set", "com.corp.mail", "server", "imap.corp.example", system: true)
         #expect(set.status == 0, "\(set.output) \(a.logs())")
+        #expect(watched.wait(for: 1)[0] == "imap.corp.example (system)", "b's user saw a's change by a Watch: \(b.logs())")
         #expect(try a.kvctl("get", "com.corp.mail", "server", system: true).output == "imap.corp.example\n", "the writing host reads its own write")
         #expect(try cluster.mustEtcdctl(["get", "--print-value-only", "kvd/values/com.corp.mail/server"]).contains(#""imap.corp.example""#))
         #expect(try b.eventually("imap.corp.example", "get", "com.corp.mail", "server"), "\(b.logs())")
