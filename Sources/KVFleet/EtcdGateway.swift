@@ -30,6 +30,9 @@ public final class EtcdGateway: EtcdAPI {
         var current = 0
         var token: String?
         var lastError: String?
+        /// Ranges go through the JSON gateway: a member answered a gRPC call without a gRPC
+        /// status (a proxy in between that speaks only HTTP/1.1, say).
+        var rangesOverJSON = false
     }
 
     let endpoints: [URL]
@@ -62,7 +65,25 @@ public final class EtcdGateway: EtcdAPI {
         state.withLock { Status(endpoints: endpoints, memberInUse: endpoints[$0.current], lastError: $0.lastError) }
     }
 
+    /// A page of keys, through etcd's gRPC `Range` (``EtcdGRPC``), or through the JSON gateway
+    /// once a member has shown it cannot take gRPC.
     public func range(from key: [UInt8], end: [UInt8], revision: Int64?, limit: Int) throws(EtcdError) -> EtcdRangePage {
+        guard !state.withLock({ $0.rangesOverJSON }) else { return try jsonRange(from: key, end: end, revision: revision, limit: limit) }
+        let data: Data
+        do throws(EtcdError) {
+            data = try call(EtcdGRPC.rangePath, EtcdGRPC.rangeRequest(key: key, end: end, revision: revision, limit: limit), idempotent: true, wire: .grpc)
+        } catch .compacted {
+            throw .compacted(compactRevision(key: key))
+        } catch .protocolError(let message) where message.hasPrefix(Self.notGRPC) {
+            state.withLock { $0.rangesOverJSON = true }
+            return try jsonRange(from: key, end: end, revision: revision, limit: limit)
+        }
+        let response = try EtcdGRPC.rangeResponse(data)
+        guard let newest = response.revision else { throw .protocolError("a gRPC range answer without a header revision") }
+        return EtcdRangePage(keyValues: response.keyValues, more: response.more, revision: revision ?? newest)
+    }
+
+    func jsonRange(from key: [UInt8], end: [UInt8], revision: Int64?, limit: Int) throws(EtcdError) -> EtcdRangePage {
         let request = RangeRequestJSON(
             key: GatewayJSON.base64(key), rangeEnd: end.isEmpty ? nil : GatewayJSON.base64(end),
             revision: revision.map { String($0) }, limit: limit > 0 ? String(limit) : nil)
@@ -92,10 +113,10 @@ public final class EtcdGateway: EtcdAPI {
 
     /// POSTs `body` to `path` on the member in use, failing over as the type's comment says;
     /// returns the body of the first 200 answer.
-    func call(_ path: String, _ body: Data, idempotent: Bool) throws(EtcdError) -> Data {
+    func call(_ path: String, _ body: Data, idempotent: Bool, wire: Wire = .json) throws(EtcdError) -> Data {
         var reasons: [String] = []
         for (index, url) in membersInTurn() {
-            switch try attempt(url.appendingPathComponent(path), body, idempotent: idempotent, member: index) {
+            switch try attempt(url.appendingPathComponent(path), body, idempotent: idempotent, member: index, wire: wire) {
             case .answer(let data):
                 state.withLock { $0.current = index }
                 return data
@@ -112,22 +133,57 @@ public final class EtcdGateway: EtcdAPI {
         case tryNext(String)
     }
 
+    /// How a call reaches etcd: JSON through the gateway, or a gRPC message over HTTP/2.
+    enum Wire {
+        case json, grpc
+    }
+
+    /// What one exchange brought back.
+    enum WireReply {
+        case answer(Data)
+        case error(GatewayErrorJSON)
+        case jsonError(Data)
+        /// An answer without a gRPC status: whatever answered does not speak gRPC.
+        case notGRPC(Int)
+    }
+
+    /// The start of the message of ``WireReply/notGRPC(_:)``, which makes ranges go through
+    /// the JSON gateway from then on.
+    static let notGRPC = "the member did not answer a gRPC call with a gRPC status"
+
+    private func exchange(_ wire: Wire, _ url: URL, _ body: Data, token: String?) throws(GatewayTransport.Failure) -> WireReply {
+        switch wire {
+        case .json:
+            let reply = try transport.post(url, body: body, token: token)
+            return reply.status == 200 ? .answer(reply.body) : .jsonError(reply.body)
+        case .grpc:
+            let reply = try transport.grpc(url, body: body, token: token)
+            guard let status = reply.grpcStatus else { return .notGRPC(reply.status) }
+            return status == 0 ? .answer(reply.body) : .error(GatewayErrorJSON(message: reply.message, code: status))
+        }
+    }
+
     /// One member: the answer, a reason to try the next one, or an error for the caller. A
     /// transaction whose outcome is unknown also moves the next call to the next member.
-    func attempt(_ url: URL, _ body: Data, idempotent: Bool, member index: Int) throws(EtcdError) -> Attempt {
+    func attempt(_ url: URL, _ body: Data, idempotent: Bool, member index: Int, wire: Wire) throws(EtcdError) -> Attempt {
         var renewed = false
         while true {
             let token = try currentToken(renew: false)
-            let reply: (status: Int, body: Data)
+            let reply: WireReply
             do throws(GatewayTransport.Failure) {
-                reply = try transport.post(url, body: body, token: token)
+                reply = try exchange(wire, url, body, token: token)
             } catch {
                 guard case .noAnswer = error, !idempotent else { return .tryNext(error.reason) }
                 noteFailure(error.reason, member: index)
                 throw .outcomeUnknown(error.reason)
             }
-            if reply.status == 200 { return .answer(reply.body) }
-            let error = try GatewayJSON.decode(GatewayErrorJSON.self, from: reply.body)
+            let error: GatewayErrorJSON
+            switch reply {
+            case .answer(let data): return .answer(data)
+            case .error(let answer): error = answer
+            case .jsonError(let body): error = try GatewayJSON.decode(GatewayErrorJSON.self, from: body)
+            case .notGRPC(let status): throw .protocolError(Self.notGRPC + " (HTTP status \(status))")
+            }
             switch error.kind {
             case .invalidToken where credentials != nil && !renewed:
                 renewed = true

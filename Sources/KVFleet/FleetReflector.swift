@@ -38,7 +38,7 @@ import Synchronization
 public final class FleetReflector: Sendable {
     public struct Options: Sendable {
         /// Keys per page of a listing.
-        public var pageSize = 500
+        public var pageSize = 5000
         /// etcd's progress notification interval (its `--experimental-watch-progress-notify-interval`):
         /// a stream silent for twice this long counts as broken.
         public var progressInterval: Duration = .seconds(5)

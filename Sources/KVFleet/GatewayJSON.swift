@@ -227,6 +227,11 @@ struct GatewayErrorJSON: Decodable {
         case grpcCode = "grpc_code"
     }
 
+    init(message: String, code: Int?) {
+        self.message = message
+        self.code = code
+    }
+
     init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         if let nested = try? container.decode(GatewayErrorJSON.self, forKey: .error) {

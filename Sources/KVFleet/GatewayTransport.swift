@@ -11,6 +11,8 @@ import Synchronization
 /// URLSession wraps) reads trailers fine, speaks HTTPS, and keeps connections open between calls.
 ///
 /// Thread-safe: each exchange takes an idle libcurl handle from a small pool (or makes one).
+/// gRPC calls have their own pool: a handle keeps its connections, and an HTTP/2 connection
+/// must not carry the gateway's HTTP/1.1 calls.
 final class GatewayTransport: Sendable {
     /// How one exchange went, short of an answer.
     enum Failure: Error, Sendable {
@@ -29,7 +31,8 @@ final class GatewayTransport: Sendable {
     let timeout: TimeInterval
     /// The certificate authorities an https member must be signed by (PEM); nil: the system's.
     let caFile: String?
-    private let idle = Mutex<[Handle]>([])
+    /// Idle handles, gRPC ones (true) apart.
+    private let idle = Mutex<[Bool: [Handle]]>([:])
 
     init(timeout: Duration, caFile: String? = nil) {
         self.timeout = timeout.seconds
@@ -45,14 +48,28 @@ final class GatewayTransport: Sendable {
         return (status, sink.collected)
     }
 
+    /// Calls the gRPC method at `url` (`https://member/etcdserverpb.KV/Range`) with `body`, one
+    /// framed protobuf message, over HTTP/2; `token` goes as etcd's `token` metadata. The
+    /// answer's gRPC status is nil when it carried none (the member does not speak gRPC there).
+    func grpc(_ url: URL, body: Data, token: String?) throws(Failure) -> (status: Int, grpcStatus: Int?, message: String, body: Data) {
+        let sink = BodySink { _ in true }
+        var result = ccurl_grpc_result()
+        let status = try exchange(url, body: body, token: token, timeout: timeout, sink: sink, grpc: &result)
+        let message = withUnsafeBytes(of: result.message) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        return (status, result.status < 0 ? nil : Int(result.status), message.removingPercentEncoding ?? message, sink.collected)
+    }
+
     /// POSTs `body` to `url` and hands the answer's bytes to `sink` as they arrive, until the
     /// answer ends or `sink` says stop (then returns the status; no timeout but the connection's).
     func stream(_ url: URL, body: Data, token: String?, sink: BodySink) throws(Failure) -> Int {
         try exchange(url, body: body, token: token, timeout: 0, sink: sink)
     }
 
-    private func exchange(_ url: URL, body: Data, token: String?, timeout: TimeInterval, sink: BodySink) throws(Failure) -> Int {
-        let handle = idle.withLock { $0.popLast() } ?? Handle()
+    private func exchange(
+        _ url: URL, body: Data, token: String?, timeout: TimeInterval, sink: BodySink, grpc: UnsafeMutablePointer<ccurl_grpc_result>? = nil
+    ) throws(Failure) -> Int {
+        let kind = grpc != nil
+        let handle = idle.withLock { $0[kind]?.popLast() } ?? Handle()
         guard let raw = handle.raw else { throw .notSent("\(url.absoluteString): libcurl has no handle (out of memory?)") }
         var status = 0
         var error = [CChar](repeating: 0, count: 512)
@@ -61,9 +78,9 @@ final class GatewayTransport: Sendable {
         let bytes = body.map { CChar(bitPattern: $0) } + [0]
         let code = ccurl_post(
             raw, url.absoluteString, bytes, bytes.count - 1, token, caFile, Int(timeout * 1000), Int(self.timeout * 1000), onBody, onProgress,
-            context, &status, &error)
+            context, &status, &error, grpc)
         withExtendedLifetime(sink) {}
-        idle.withLock { if $0.count < 8 { $0.append(handle) } }
+        idle.withLock { if $0[kind, default: []].count < 8 { $0[kind, default: []].append(handle) } }
         guard code != 0 else { return status }
         if sink.stopped { return status }
         let message = error[0] == 0 ? String(cString: ccurl_strerror(code)) : String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)

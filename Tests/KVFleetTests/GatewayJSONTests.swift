@@ -55,4 +55,26 @@ import Testing
             #expect(throws: EtcdError.self, "\(bad)") { _ = try read(bad) }
         }
     }
+
+    /// The gRPC range messages: a request as protobuf writes it, and an answer with fields kvd
+    /// skips (cluster id, create revision, version, count) between the ones it reads.
+    @Test func grpcRangeMessagesAreProtobufsWireFormat() throws {
+        let request = EtcdGRPC.rangeRequest(key: Array("a".utf8), end: Array("b".utf8), revision: 300, limit: 2)
+        #expect([UInt8](request) == [0, 0, 0, 0, 11, 0x0A, 1, 0x61, 0x12, 1, 0x62, 0x18, 2, 0x20, 0xAC, 0x02])
+        func field(_ number: UInt8, _ bytes: [UInt8]) -> [UInt8] { [number << 3 | 2, UInt8(bytes.count)] + bytes }
+        let header: [UInt8] = [0x08, 0x81, 0x01] + [0x18, 0xAC, 0x02]  // cluster_id 129, revision 300
+        let kv1 = field(1, Array("a".utf8)) + [0x10, 5, 0x18, 7, 0x20, 1] + field(5, Array("1".utf8))
+        let kv2 = field(1, Array("b".utf8)) + [0x18, 8]
+        let message = field(1, header) + field(2, kv1) + field(2, kv2) + [0x18, 1, 0x20, 3]
+        let framed = Data([0, 0, 0, 0, UInt8(message.count)] + message)
+        let page = try EtcdGRPC.rangeResponse(framed)
+        #expect(page.revision == 300 && page.more)
+        #expect(
+            page.keyValues == [
+                EtcdKeyValue(key: Array("a".utf8), value: Array("1".utf8), modRevision: 7), EtcdKeyValue(key: Array("b".utf8), value: [], modRevision: 8),
+            ])
+        for bad in [Data([1, 0, 0, 0, 0]), Data([0, 0, 0, 0, 9, 0x0A]), Data([0, 0, 0, 0, 2, 0x0A, 5]), Data([0, 0, 0, 0, 1, 0x0B])] {
+            #expect(throws: EtcdError.self, "\([UInt8](bad))") { _ = try EtcdGRPC.rangeResponse(bad) }
+        }
+    }
 }
