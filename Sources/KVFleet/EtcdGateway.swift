@@ -172,6 +172,8 @@ public final class EtcdGateway: EtcdAPI {
             let reply: WireReply
             do throws(GatewayTransport.Failure) {
                 reply = try exchange(wire, url, body, token: token)
+            } catch .notHTTP2(let reason) {
+                throw .protocolError(Self.notGRPC + " (\(reason))")
             } catch {
                 guard case .noAnswer = error, !idempotent else { return .tryNext(error.reason) }
                 noteFailure(error.reason, member: index)

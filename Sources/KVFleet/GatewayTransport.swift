@@ -20,10 +20,12 @@ final class GatewayTransport: Sendable {
         case notSent(String)
         /// The request may have reached etcd, but no (whole) answer came.
         case noAnswer(String)
+        /// A gRPC call met a server that does not speak HTTP/2 (an HTTP/1.1 proxy, say).
+        case notHTTP2(String)
 
         var reason: String {
             switch self {
-            case .notSent(let reason), .noAnswer(let reason): reason
+            case .notSent(let reason), .noAnswer(let reason), .notHTTP2(let reason): reason
             }
         }
     }
@@ -86,6 +88,9 @@ final class GatewayTransport: Sendable {
         let message = error[0] == 0 ? String(cString: ccurl_strerror(code)) : String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         let reason = "\(url.absoluteString): \(message)"
         switch code {
+        case 8, 16, 52,
+            92 where grpc != nil:
+            throw .notHTTP2(reason)  // weird or no reply, HTTP/2 framing or stream
         case 1, 3, 6, 7, 35, 51, 53, 54, 58, 59, 60, 64, 66, 77, 80, 83, 90, 91: throw .notSent(reason)  // unsupported, bad URL, resolve, connect, TLS
         default: throw .noAnswer(reason)
         }

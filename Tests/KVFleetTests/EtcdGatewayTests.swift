@@ -153,6 +153,66 @@ struct EtcdGatewayTests {
         }
         #expect(message.contains("future revision"))
     }
+
+    /// Behind a proxy that speaks only HTTP/1.1 the gRPC range cannot pass: the gateway lists
+    /// through the JSON gateway instead, and says nothing went wrong.
+    @Test func rangesGoThroughTheJSONGatewayWhenGRPCCannotPass() throws {
+        let proxy = try HTTP1Proxy(target: cluster.clientURLs[0], folder: cluster.folder)
+        defer { proxy.stop() }
+        let etcd = try EtcdGateway(endpoints: [proxy.url])
+        let prefix = uniquePrefix("proxied")
+        for index in 0..<3 { _ = try etcd.commit(EtcdTransaction(success: [.put(key: bytes("\(prefix)k\(index)"), value: bytes("v\(index)"))])) }
+        let page = try etcd.range(from: bytes(prefix), end: etcdPrefixEnd(bytes(prefix)), revision: nil, limit: 0)
+        #expect(page.keyValues.map(\.value) == [bytes("v0"), bytes("v1"), bytes("v2")])
+        let again = try etcd.range(from: bytes(prefix), end: etcdPrefixEnd(bytes(prefix)), revision: page.revision, limit: 1)
+        #expect(again.keyValues.map(\.value) == [bytes("v0")] && again.more)
+    }
+}
+
+/// A plain HTTP/1.1 reverse proxy in Python in front of one etcd member (what a corporate proxy
+/// or an old load balancer may be): POSTs pass, HTTP/2 does not.
+final class HTTP1Proxy {
+    let process: SpawnedProcess
+    let url: String
+
+    init(target: String, folder: String) throws {
+        let script = """
+            import http.server, sys, urllib.request, urllib.error
+            target = sys.argv[1]
+            class Handler(http.server.BaseHTTPRequestHandler):
+                protocol_version = "HTTP/1.1"
+                def do_POST(self):
+                    body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                    request = urllib.request.Request(target + self.path, data=body, method="POST",
+                                                     headers={"Content-Type": self.headers.get("Content-Type", "application/json")})
+                    try:
+                        with urllib.request.urlopen(request, timeout=10) as answer: status, data = answer.status, answer.read()
+                    except urllib.error.HTTPError as error: status, data = error.code, error.read()
+                    self.send_response(status)
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                def log_message(self, *args): pass
+            server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+            print(server.server_address[1], flush=True)
+            server.serve_forever()
+            """
+        let output = folder + "/proxy-\(UInt32.random(in: 0...UInt32.max)).out"
+        process = try SpawnedProcess("/usr/bin/python3", ["-c", script, target], output: output)
+        var port = ""
+        for _ in 0..<200 where port.isEmpty {
+            port = ((try? String(contentsOfFile: output, encoding: .utf8)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+            if port.isEmpty { usleep(20_000) }
+        }
+        guard !port.isEmpty else { throw ClusterFailure("the HTTP/1.1 proxy did not start") }
+        url = "http://127.0.0.1:\(port)"
+    }
+
+    /// SIGKILL: a child spawned from the test process inherits its blocked SIGTERM.
+    func stop() {
+        process.signal(SIGKILL)
+        process.reap()
+    }
 }
 
 /// Whether `body` throws the EtcdError `expected` accepts; records an issue saying what happened
