@@ -55,10 +55,18 @@ final class FleetHost: @unchecked Sendable {
         system = nil
     }
 
+    /// Starts kvd and waits (10 s at most) until it accepts connections at `socket`.
     static func start(_ arguments: [String], waitingFor socket: String, log: String) throws -> SpawnedProcess {
         unlink(socket)
         let process = try SpawnedProcess(fleetBinaries + "/kvd", arguments, output: log)
-        for _ in 0..<500 where access(socket, F_OK) != 0 { usleep(10_000) }
+        // Until a connection is accepted: the file exists from bind(), a moment before listen().
+        for _ in 0..<1000 {
+            if let connection = try? Connection(socketPath: socket) {
+                connection.close()
+                break
+            }
+            usleep(10_000)
+        }
         return process
     }
 
