@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# make deb: dist/kvd_VERSION_amd64.deb, built with dpkg-deb from a staged tree.
+#
+# Why a staged tree rather than debian/ and dpkg-buildpackage: kvd builds with SwiftPM and a Swift
+# toolchain that Debian does not package, so debhelper's build steps would only wrap
+# `swift build`; the staged tree is the same files, laid out by one script a reader can follow,
+# with the metadata beside it in packaging/deb/. The programs link the Swift runtime statically
+# (--static-swift-stdlib): the package needs no toolchain, only the Debian libraries it lists.
+#
+# Usage: scripts/build-deb.sh [BIN_DIR]   (BIN_DIR: a release build; built when not given)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+export PATH="/opt/swift/usr/bin:$PATH"
+swift=${SWIFT:-swift}
+version=$(sed -n 's/.*current = "\(.*\)".*/\1/p' Sources/KVProtocol/Version.swift)
+[ -n "$version" ] || { echo "build-deb: no version in Sources/KVProtocol/Version.swift" >&2; exit 1; }
+if [ $# -ge 1 ]; then
+  bin=$(cd "$1" && pwd)
+else
+  $swift build -c release --static-swift-stdlib
+  bin=$($swift build -c release --static-swift-stdlib --show-bin-path)
+fi
+
+stage=$root/.build/deb/kvd_${version}_amd64
+rm -rf "$stage"
+install -d -m 0755 "$stage/DEBIAN" "$stage/usr/bin" "$stage/usr/lib/systemd/user" "$stage/usr/lib/systemd/system" \
+  "$stage/usr/share/doc/kvd" "$stage/usr/share/man/man1" "$stage/usr/share/man/man8"
+
+for program in kvd kvctl habits; do
+  install -m 0755 "$bin/$program" "$stage/usr/bin/$program"
+  strip --strip-unneeded --remove-section=.comment --remove-section=.note "$stage/usr/bin/$program"
+done
+for unit in kvd.socket kvd.service; do
+  sed -e 's|@BINDIR@|/usr/bin|g' -e 's|@DOCDIR@|/usr/share/doc/kvd|g' "systemd/$unit" > "$stage/usr/lib/systemd/user/$unit"
+done
+for unit in kvd-system.socket kvd-system.service; do
+  sed -e 's|@BINDIR@|/usr/bin|g' -e 's|@DOCDIR@|/usr/share/doc/kvd|g' "systemd/$unit" > "$stage/usr/lib/systemd/system/$unit"
+done
+chmod 0644 "$stage"/usr/lib/systemd/*/*
+
+install -m 0644 README.md "$stage/usr/share/doc/kvd/README.md"
+install -m 0644 packaging/deb/copyright "$stage/usr/share/doc/kvd/copyright"
+gzip -9n < CHANGELOG.md > "$stage/usr/share/doc/kvd/changelog.gz"
+{
+  printf 'kvd (%s) unstable; urgency=medium\n\n  * Built from the kvd repository; see changelog.gz.\n\n' "$version"
+  printf ' -- kvd project <kvd@kvd.invalid>  %s\n' "$(date -R -d "@$(git log -1 --format=%ct 2>/dev/null || date +%s)")"
+} | gzip -9n > "$stage/usr/share/doc/kvd/changelog.Debian.gz"
+chmod 0644 "$stage"/usr/share/doc/kvd/*
+for page in man/*.[18]; do
+  [ -e "$page" ] || continue
+  section=${page##*.}
+  gzip -9n < "$page" > "$stage/usr/share/man/man$section/$(basename "$page").gz"
+  chmod 0644 "$stage/usr/share/man/man$section/$(basename "$page").gz"
+done
+rmdir --ignore-fail-on-non-empty "$stage/usr/share/man/man1" "$stage/usr/share/man/man8" "$stage/usr/share/man"
+if [ -x "$bin/kvctl" ]; then
+  for shell in bash zsh fish; do
+    case $shell in
+      bash) target=usr/share/bash-completion/completions/kvctl ;;
+      zsh) target=usr/share/zsh/vendor-completions/_kvctl ;;
+      fish) target=usr/share/fish/vendor_completions.d/kvctl.fish ;;
+    esac
+    if "$bin/kvctl" completion "$shell" > "$stage/completion.tmp" 2>/dev/null; then
+      install -D -m 0644 "$stage/completion.tmp" "$stage/$target"
+    fi
+    rm -f "$stage/completion.tmp"
+  done
+fi
+
+# Depends: the package of each shared library the programs need, at least the version here.
+depends=$(
+  for program in "$stage"/usr/bin/*; do objdump -p "$program" | awk '/NEEDED/ {print $2}'; done | sort -u |
+    while read -r library; do
+      path=$(ldconfig -p | awk -v lib="$library" '$1 == lib && /x86-64/ {print $NF; exit}')
+      [ -n "$path" ] || continue
+      package=$(dpkg -S "$(readlink -f "$path")" 2>/dev/null | head -n1 | cut -d: -f1) || package=""
+      [ -n "$package" ] || package=$(dpkg -S "$path" 2>/dev/null | head -n1 | cut -d: -f1)
+      [ -n "$package" ] || continue
+      upstream=$(dpkg-query -W -f='${Version}' "$package" | sed -e 's/-[^-]*$//' -e 's/^[0-9]*://')
+      echo "$package (>= $upstream)"
+    done | sort -u | paste -sd, | sed 's/,/, /g'
+)
+size=$(du -sk --exclude=DEBIAN "$stage" | cut -f1)
+sed -e "s|@VERSION@|$version|" -e "s|@SIZE@|$size|" -e "s|@DEPENDS@|$depends|" packaging/deb/control.in > "$stage/DEBIAN/control"
+install -m 0755 packaging/deb/postinst packaging/deb/prerm packaging/deb/postrm "$stage/DEBIAN/"
+(cd "$stage" && find usr -type f -print0 | sort -z | xargs -0 md5sum) > "$stage/DEBIAN/md5sums"
+chmod 0644 "$stage/DEBIAN/control" "$stage/DEBIAN/md5sums"
+
+mkdir -p dist
+dpkg-deb --root-owner-group -Zxz --build "$stage" "dist/kvd_${version}_amd64.deb" >/dev/null
+echo "built dist/kvd_${version}_amd64.deb"
