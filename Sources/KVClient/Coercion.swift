@@ -6,7 +6,7 @@ import KVValues
 ///
 /// | getter | converts |
 /// |---|---|
-/// | `string(forKey:)` | string; integer and real as their digits (`42`, `1.5`, `12.34`); bool as `"1"`/`"0"` |
+/// | `string(forKey:)` | string; integer as its digits (`42`); real as Swift prints it (`1.5`, `12.34`, `3.0`, `1e+20`); bool as `"1"`/`"0"` |
 /// | `integer(forKey:)` | integer; real truncated; bool 1/0; string by its leading integer after blanks (`"42"` → 42, `"3.9"` → 3, `"1e3"` → 1, else 0) |
 /// | `double(forKey:)`, `float(forKey:)` | real; integer; bool 1/0; string by its leading number, exponent included (`"-2.5e3"` → -2500, `".5"` → 0.5), else 0 |
 /// | `bool(forKey:)` | bool; number ≠ 0; string starting with `Y`/`y`/`T`/`t` after blanks, or whose leading integer is not 0 (`"YES"`, `"true"`, `"12abc"`; not `".5"`) |
@@ -19,7 +19,7 @@ enum Coercion {
         switch value {
         case .string(let text): text
         case .integer(let number): String(number)
-        case .real(let number): number == number.rounded() && abs(number) < 1e15 ? String(Int64(number)) : String(number)
+        case .real(let number): String(number)
         case .bool(let flag): flag ? "1" : "0"
         default: nil
         }
