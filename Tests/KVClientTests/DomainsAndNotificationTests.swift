@@ -28,6 +28,7 @@ final class ChangeCounter: @unchecked Sendable {
         let daemon = try RealDaemon()
         let defaults = daemon.suite("com.example.notify")
         let counter = ChangeCounter(defaults)
+        #expect(defaults.string(forKey: "theme") == nil)  // starts the watch, which must not announce own writes again
         defaults.set("dark", forKey: "theme")
         #expect(counter.value == 1, "set")
         defaults.set(Float(1.5), forKey: "size")
