@@ -41,7 +41,7 @@ extension KVDefaults {
             }
         }
 
-        /// Adds a plain write, as ``KVDefaults/write(_:forKey:)`` does (nil removes the key).
+        /// Adds a plain write, as ``KVDefaults/write(_:forKey:)-(Value?,_)`` does (nil removes the key).
         public mutating func write(_ value: Value?, forKey key: String) {
             add(key) { () throws(KVDefaultsError) -> Entry in
                 if let value { try KVDefaultsError.validate(value, key: key) }

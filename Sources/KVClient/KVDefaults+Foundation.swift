@@ -69,7 +69,7 @@ extension KVDefaults {
         return nil
     }
 
-    /// A URL stored as a string: a string with `://` (how ``set(_:forKey:)`` stores a URL that is
+    /// A URL stored as a string: a string with `://` (how ``set(_:forKey:)-(Any?,_)`` stores a URL that is
     /// not a file URL) as that URL, any other as a file path (with `~` expanded), as Foundation
     /// does; nil for other types.
     public func url(forKey key: String) -> URL? {
@@ -87,7 +87,7 @@ extension KVDefaults {
     /// kvd has it on disk, after posting ``didChangeNotification``.
     /// Failures go to the diagnostics handler (a key the system administrator locked as
     /// ``KVDiagnostic/Kind/keyLocked``; reads go on returning the locked value); use
-    /// ``write(_:forKey:)`` to have them thrown.
+    /// ``write(_:forKey:)-(Any?,_)`` to have them thrown.
     public func set(_ value: Any?, forKey key: String) {
         do {
             try write(value, forKey: key)
@@ -103,13 +103,20 @@ extension KVDefaults {
         report(key, kind, "\(what): \(error)")
     }
 
+    /// Stores an integer, as ``set(_:forKey:)-(Any?,_)`` does.
     public func set(_ value: Int, forKey key: String) { set(value as Any?, forKey: key) }
+    /// Stores a real, as ``set(_:forKey:)-(Any?,_)`` does.
     public func set(_ value: Double, forKey key: String) { set(value as Any?, forKey: key) }
+    /// Stores a `Float` as the decimal it prints as (`12.34`), so ``float(forKey:)`` reads the
+    /// same `Float` back and ``string(forKey:)`` prints it the same.
     public func set(_ value: Float, forKey key: String) { set(value as Any?, forKey: key) }
+    /// Stores a bool, as ``set(_:forKey:)-(Any?,_)`` does.
     public func set(_ value: Bool, forKey key: String) { set(value as Any?, forKey: key) }
+    /// Stores a file URL as its path (as Foundation does), any other URL as its absolute string;
+    /// nil removes the key. ``url(forKey:)`` reads either back.
     public func set(_ url: URL?, forKey key: String) { set(url as Any?, forKey: key) }
 
-    /// ``set(_:forKey:)`` that throws instead of reporting.
+    /// ``set(_:forKey:)-(Any?,_)`` that throws instead of reporting.
     public func write(_ value: Any?, forKey key: String) throws(KVDefaultsError) {
         guard let value else {
             try write(Value?.none, forKey: key)

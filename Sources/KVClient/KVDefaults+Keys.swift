@@ -44,6 +44,8 @@ extension KVDefaults {
         /// What reads return when nothing readable is stored.
         public let defaultValue: T
 
+        /// The key named `name` (its name in the domain), reading as `defaultValue` when
+        /// nothing readable is stored.
         public init(_ name: String, default defaultValue: T) {
             self.defaultValue = defaultValue
             super.init(name: name)

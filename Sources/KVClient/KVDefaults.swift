@@ -38,6 +38,7 @@ public final class KVDefaults: Sendable {
         /// Receives what reads and non-throwing writes could not do; one line on stderr by default.
         public var diagnostics: @Sendable (KVDiagnostic) -> Void
 
+        /// A configuration; each argument is the member of the same name.
         public init(
             socketPath: String? = nil, environment: [String: String] = ProcessFacts.environment(),
             arguments: [String] = CommandLine.arguments, autostart: Bool = true, daemonPath: String? = nil,
@@ -253,7 +254,7 @@ public final class KVDefaults: Sendable {
 public enum KVDefaultsError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The key breaks the key rule (1–1024 bytes of UTF-8, no NUL).
     case invalidKey(String, reason: String)
-    /// The domain name breaks the domain rule (``KVValues/Domain``).
+    /// The domain name breaks the domain rule (`Domain(validating:)`).
     case invalidDomain(String, reason: String)
     /// The value cannot be stored (not a property-list type, a non-finite number, ...).
     case invalidValue(key: String, reason: String)
