@@ -38,16 +38,18 @@ import Testing
         "url object", "url as? String", "url string", "url url",
     ]
 
-    nonisolated(unsafe) static let values: [(name: String, value: Any)] = [
-        ("int", 42), ("negative", -7), ("double", 12.5), ("whole", 3.0), ("big", 1e20), ("fraction", 0.1), ("float", Float(12.34)), ("true", true), ("false", false),
-        ("int8", Int8(3)), ("uint64", UInt64(7)), ("date", Date(timeIntervalSince1970: 1_800_000_000)), ("data", Data([1, 2, 3])),
-        ("nsnumber", NSNumber(value: 5)), ("nsreal", NSNumber(value: 2.5)), ("nsbool", NSNumber(value: true)),
-        ("nsfloat", NSNumber(value: Float(0.3))), ("nsstring", NSString(string: "ns")), ("nsdata", NSData(data: Data([9]))),
-        ("nsdate", NSDate(timeIntervalSince1970: 100)), ("nsarray", NSArray(array: [1, "a"])), ("nsdictionary", NSDictionary(dictionary: ["k": 1])),
-        ("url", URL(string: "https://example.com/a?b=1")!), ("fileurl", URL(fileURLWithPath: "/tmp/x")), ("nsurl", NSURL(fileURLWithPath: "/tmp/n")),
-        ("strings", ["a", "b"]), ("mixed", ["a", 1] as [Any]), ("ints", [1, 2]), ("dictionary", ["x": 1.5, "y": "z"] as [String: Any]),
-        ("tilde", "~/notes"), ("empty", ""),
-    ] + ["42", "3.9", " 7", "-2.5e3", "1e3", ".5", "+5", "12abc", "0x10", "abc", "YES", "yes", "no", "true", "TRUE", "t", "Y", "N", "0", "1", "  true"]
+    nonisolated(unsafe) static let values: [(name: String, value: Any)] =
+        [
+            ("int", 42), ("negative", -7), ("double", 12.5), ("whole", 3.0), ("big", 1e20), ("fraction", 0.1), ("float", Float(12.34)), ("true", true), ("false", false),
+            ("int8", Int8(3)), ("uint64", UInt64(7)), ("date", Date(timeIntervalSince1970: 1_800_000_000)), ("data", Data([1, 2, 3])),
+            ("nsnumber", NSNumber(value: 5)), ("nsreal", NSNumber(value: 2.5)), ("nsbool", NSNumber(value: true)),
+            ("nsfloat", NSNumber(value: Float(0.3))), ("nsstring", NSString(string: "ns")), ("nsdata", NSData(data: Data([9]))),
+            ("nsdate", NSDate(timeIntervalSince1970: 100)), ("nsarray", NSArray(array: [1, "a"])), ("nsdictionary", NSDictionary(dictionary: ["k": 1])),
+            ("url", URL(string: "https://example.com/a?b=1")!), ("fileurl", URL(fileURLWithPath: "/tmp/x")), ("nsurl", NSURL(fileURLWithPath: "/tmp/n")),
+            ("strings", ["a", "b"]), ("mixed", ["a", 1] as [Any]), ("ints", [1, 2]), ("dictionary", ["x": 1.5, "y": "z"] as [String: Any]),
+            ("tilde", "~/notes"), ("empty", ""),
+        ]
+        + ["42", "3.9", " 7", "-2.5e3", "1e3", ".5", "+5", "12abc", "0x10", "abc", "YES", "yes", "no", "true", "TRUE", "t", "Y", "N", "0", "1", "  true"]
         .map { ("string \($0)", $0) }
 
     @Test func everyGetterConvertsEveryValueAsFoundationDoes() throws {
