@@ -13,8 +13,9 @@ import Synchronization
 /// - beyond Foundation: once per commit of another process (or another suite object of this one)
 ///   that changes a stored domain this suite reads (its own, the added suites,
 ///   `NSGlobalDomain`), as soon as the suite's watch delivers it, on the watch's thread. The watch
-///   starts at the suite's first read (or ``synchronize()``, or an observation), so changes
-///   before that are not announced.
+///   starts at the suite's first read (or ``synchronize()``, or an observation): changes
+///   before that, and the values the first read loads, are not announced (values that arrive
+///   only after kvd could not be reached at the first read are).
 ///
 /// ```swift
 /// NotificationCenter.default.addObserver(forName: KVDefaults.didChangeNotification, object: defaults, queue: nil) { _ in

@@ -135,9 +135,9 @@ public final class KVDefaults: Sendable {
             return (cache, true)
         }
         if isNew {
-            cache.core.setOnChange { [weak self] domain, changes in
+            cache.core.setOnChange { [weak self] domain, changes, firstLoad in
                 self?.observers.changed(domain, changes, in: self)
-                self?.announceIfNotOwn(domain, changes)
+                if !firstLoad { self?.announceIfNotOwn(domain, changes) }
             }
         }
         if wait { cache.core.waitUntilLoaded(timeout: configuration.loadTimeout) }

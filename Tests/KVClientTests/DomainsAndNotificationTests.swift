@@ -71,6 +71,17 @@ final class ChangeCounter: @unchecked Sendable {
         #expect(counter.value == 2, "a domain the suite does not read")
     }
 
+    @Test func loadingTheStoredValuesIsNotAChange() throws {
+        let daemon = try RealDaemon()
+        try daemon.connection().set(domain("com.example.load"), key("theme"), .string("dark"))
+        try daemon.connection().set(domain("NSGlobalDomain"), key("lang"), .string("fr"))
+        let defaults = daemon.suite("com.example.load")
+        let counter = ChangeCounter(defaults)
+        #expect(defaults.string(forKey: "theme") == "dark" && defaults.string(forKey: "lang") == "fr")
+        usleep(300_000)
+        #expect(counter.value == 0, "the first snapshot of the watch was announced as a change")
+    }
+
     @Test func foundationPostsOncePerPersistentDomainCall() throws {
         let name = "com.kvd-parity.p\(getpid()).notify"
         let foundation = try #require(UserDefaults(suiteName: name))
