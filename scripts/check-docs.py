@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Fails when a public symbol of KVClient has no `///` doc comment.
+"""Fails when a public symbol of KVClient (and of KVConnection, which it re-exports) has no `///` doc comment.
 
 Usage: scripts/check-docs.py SYMBOL-GRAPH-DIR   (the KVClient*.symbols.json that `swift build
--Xswiftc -emit-symbol-graph` wrote). Symbols declared outside Sources/KVClient (re-exported from
+-Xswiftc -emit-symbol-graph` wrote). Symbols declared outside Sources/KVClient and Sources/KVConnection (re-exported from
 KVValues) and implementations of Codable and CustomStringConvertible requirements (documented by
 their protocol) are not checked. Prints one line per undocumented symbol and exits 1 if any.
 """
@@ -21,7 +21,7 @@ def main():
         for symbol in graph["symbols"]:
             uri = symbol.get("location", {}).get("uri", "")
             name = symbol["pathComponents"][-1]
-            if symbol["accessLevel"] not in ("public", "open") or "/Sources/KVClient/" not in uri or name in INHERITED:
+            if symbol["accessLevel"] not in ("public", "open") or not any(folder in uri for folder in ("/Sources/KVClient/", "/Sources/KVConnection/")) or name in INHERITED:
                 continue
             if not symbol.get("docComment"):
                 line = symbol["location"]["position"]["line"] + 1

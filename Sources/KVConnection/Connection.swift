@@ -75,7 +75,7 @@ public final class Connection: Sendable {
     /// ``ClientError/connectionClosed``, from any thread; the connection is then unusable.
     ///
     /// The corresponding C call is `shutdown(SHUT_RDWR)`.
-    func interrupt() {
+    package func interrupt() {
         interruptible.withLock { descriptor in
             if descriptor >= 0 { _ = try? system.shutdown(descriptor) }
         }
