@@ -78,6 +78,40 @@ import Testing
         #expect(defaults.url(forKey: "url") == URL(string: "https://example.com/a?b=1") && foundation.string(forKey: "url") == "/a")
     }
 
+    @Test func theTypedSettersRegistrationAndPersistentDomainMatchFoundation() throws {
+        let daemon = try RealDaemon()
+        let name = "com.kvd-parity.p\(getpid()).setters"
+        let defaults = daemon.suite(name)
+        let foundation = try #require(UserDefaults(suiteName: name))
+        defer { Self.removeFoundationSuite(name) }
+        #expect(defaults.volatileDomainNames == foundation.volatileDomainNames)
+        for suite in [Getters(foundation), Getters(defaults)] {
+            suite.setInt(7, "int")
+            suite.setDouble(2.25, "double")
+            suite.setFloat(0.1, "float")
+            suite.setBool(true, "bool")
+            suite.setURL(URL(fileURLWithPath: "/var/tmp/file"), "file")
+            suite.setURL(URL(fileURLWithPath: "/gone"), "gone")
+            suite.register(["registered": "yes", "int": 99])
+            suite.remove("double")
+        }
+        // corelibs' set(nil as URL?, forKey:) calls itself forever; its removeObject does what it means.
+        foundation.removeObject(forKey: "gone")
+        defaults.set(nil as URL?, forKey: "gone")
+        for key in ["int", "double", "float", "bool", "file", "gone", "registered"] {
+            let expected = Self.readings(Getters(foundation), key)
+            let actual = Self.readings(Getters(defaults), key)
+            for (getter, reading) in expected where !Self.differences.contains("\(key) \(getter)") {
+                #expect(actual[getter] == reading, "\(key): \(getter)")
+            }
+        }
+        #expect(foundation.synchronize() && defaults.synchronize())
+        let stored = try #require(defaults.persistentDomain(forName: name))
+        let foundationStored = try #require(foundation.persistentDomain(forName: name))
+        #expect(render(stored.filter { $0.key != "float" }) == render(foundationStored.filter { $0.key != "float" }))
+        #expect(Set(stored.keys) == ["int", "float", "bool", "file"])
+    }
+
     @Test func aFloatReadsBackAsTheSameFloatAndPrintsAsItDoes() throws {
         var generator = SystemRandomNumberGenerator()
         for _ in 0..<100_000 {
@@ -130,15 +164,30 @@ struct Getters {
     let stringArray: (String) -> [String]?
     let dictionary: (String) -> [String: Any]?
     let data: (String) -> Data?
+    let setInt: (Int, String) -> Void
+    let setDouble: (Double, String) -> Void
+    let setFloat: (Float, String) -> Void
+    let setBool: (Bool, String) -> Void
+    let setURL: (URL?, String) -> Void
+    let remove: (String) -> Void
+    let register: ([String: Any]) -> Void
 
     init(_ d: UserDefaults) {
         (object, string, integer, float, double) = (d.object(forKey:), d.string(forKey:), d.integer(forKey:), d.float(forKey:), d.double(forKey:))
         (bool, url, array, stringArray, dictionary, data) = (d.bool(forKey:), d.url(forKey:), d.array(forKey:), d.stringArray(forKey:), d.dictionary(forKey:), d.data(forKey:))
+        (setInt, setDouble, setFloat, setBool, setURL) = (
+            { d.set($0, forKey: $1) }, { d.set($0, forKey: $1) }, { d.set($0, forKey: $1) }, { d.set($0, forKey: $1) }, { d.set($0, forKey: $1) }
+        )
+        (remove, register) = (d.removeObject(forKey:), d.register(defaults:))
     }
 
     init(_ d: KVDefaults) {
         (object, string, integer, float, double) = (d.object(forKey:), d.string(forKey:), d.integer(forKey:), d.float(forKey:), d.double(forKey:))
         (bool, url, array, stringArray, dictionary, data) = (d.bool(forKey:), d.url(forKey:), d.array(forKey:), d.stringArray(forKey:), d.dictionary(forKey:), d.data(forKey:))
+        (setInt, setDouble, setFloat, setBool, setURL) = (
+            { d.set($0, forKey: $1) }, { d.set($0, forKey: $1) }, { d.set($0, forKey: $1) }, { d.set($0, forKey: $1) }, { d.set($0, forKey: $1) }
+        )
+        (remove, register) = (d.removeObject(forKey:), d.register(defaults:))
     }
 }
 
