@@ -52,9 +52,18 @@ final class ChangeCounter: @unchecked Sendable {
             batch.write(.integer(2), forKey: "y")
         }
         #expect(counter.value == 7, "a batch posts once")
+        try defaults.set(0.5, for: .quality)
+        try defaults.reset(.quality)
+        #expect(counter.value == 9, "a typed set and a reset post once each")
         // Nothing more arrives from the watch for these own writes.
         usleep(300_000)
-        #expect(counter.value == 7, "the watch announced an own write again")
+        #expect(counter.value == 9, "the watch announced an own write again")
+        // A suite that has not read yet (no watch) announces its own writes all the same.
+        let unread = daemon.suite("com.example.notify")
+        let unreadCounter = ChangeCounter(unread)
+        try unread.set(0.25, for: .quality)
+        unread.set(1, forKey: "n")
+        #expect(unreadCounter.value == 2)
     }
 
     @Test func aChangeByAnotherProcessPostsOneNotification() throws {
