@@ -15,7 +15,9 @@ import Synchronization
 /// Lookups search, in order: the argument domain (`-key value` on the command line, and what
 /// ``setVolatileDomain(_:forName:)`` adds to ``argumentDomain``), the suite's domain, the suites
 /// added with ``addSuite(named:)`` (in the order added), `NSGlobalDomain`, then the registration
-/// domain (``register(defaults:)``, in memory only). Reads come from an in-process cache kept coherent by a watch on kvd (started at the
+/// domain (``register(defaults:)``, in memory only). Each change made through the suite, or by
+/// another process to a domain it reads, posts ``didChangeNotification``. Reads come from an
+/// in-process cache kept coherent by a watch on kvd (started at the
 /// first read), so a hot read does no IPC; a write is applied to the cache when kvd acknowledges
 /// it, so the process reads its own writes at once, and other processes see it as soon as their
 /// watch delivers it. Reads never throw. Safe to use from any thread.
