@@ -9,19 +9,19 @@ import Testing
 /// cannot be put in a temporary folder) and on `KVDefaults` against a real kvd, compared.
 @Suite(.serialized) struct FoundationParityTests {
     /// What each getter and cast returns for one stored value, rendered comparably.
-    static func readings(_ getters: Getters, _ key: String) -> [String: String] {
-        let object = getters.object(key)
+    static func readings(_ d: some FoundationSpelling, _ key: String) -> [String: String] {
+        let object = d.object(forKey: key)
         var readings = [
             "object": render(object),
             "as? Int": render(object as? Int), "as? Double": render(object as? Double), "as? Bool": render(object as? Bool),
             "as? String": render(object as? String), "as? NSNumber": render((object as? NSNumber)?.stringValue),
             "as? [String: Any]": render(object as? [String: Any]), "as? [Any]": render(object as? [Any]),
-            "string": render(getters.string(key)), "integer": "\(getters.integer(key))", "float": "\(getters.float(key))",
-            "double": "\(getters.double(key))", "bool": "\(getters.bool(key))", "array": render(getters.array(key)),
-            "stringArray": render(getters.stringArray(key)), "dictionary": render(getters.dictionary(key)), "data": render(getters.data(key)),
+            "string": render(d.string(forKey: key)), "integer": "\(d.integer(forKey: key))", "float": "\(d.float(forKey: key))",
+            "double": "\(d.double(forKey: key))", "bool": "\(d.bool(forKey: key))", "array": render(d.array(forKey: key)),
+            "stringArray": render(d.stringArray(forKey: key)), "dictionary": render(d.dictionary(forKey: key)), "data": render(d.data(forKey: key)),
         ]
         // corelibs' url(forKey:) of a data value unarchives it and crashes on anything else.
-        if !(object is Data) { readings["url"] = render(getters.url(key)?.absoluteURL) }
+        if !(object is Data) { readings["url"] = render(d.url(forKey: key)?.absoluteURL) }
         return readings
     }
 
@@ -64,8 +64,8 @@ import Testing
         }
         var compared = 0
         for (key, _) in Self.values {
-            let expected = Self.readings(Getters(foundation), key)
-            let actual = Self.readings(Getters(defaults), key)
+            let expected = Self.readings(foundation, key)
+            let actual = Self.readings(defaults, key)
             for (getter, reading) in expected where !Self.differences.contains("\(key) \(getter)") {
                 #expect(actual[getter] == reading, "\(key): \(getter)")
                 compared += 1
@@ -85,22 +85,22 @@ import Testing
         let foundation = try #require(UserDefaults(suiteName: name))
         defer { Self.removeFoundationSuite(name) }
         #expect(defaults.volatileDomainNames == foundation.volatileDomainNames)
-        for suite in [Getters(foundation), Getters(defaults)] {
-            suite.setInt(7, "int")
-            suite.setDouble(2.25, "double")
-            suite.setFloat(0.1, "float")
-            suite.setBool(true, "bool")
-            suite.setURL(URL(fileURLWithPath: "/var/tmp/file"), "file")
-            suite.setURL(URL(fileURLWithPath: "/gone"), "gone")
-            suite.register(["registered": "yes", "int": 99])
-            suite.remove("double")
+        for suite in [foundation, defaults] as [any FoundationSpelling] {
+            suite.set(7, forKey: "int")
+            suite.set(2.25, forKey: "double")
+            suite.set(Float(0.1), forKey: "float")
+            suite.set(true, forKey: "bool")
+            suite.set(URL(fileURLWithPath: "/var/tmp/file"), forKey: "file")
+            suite.set(URL(fileURLWithPath: "/gone"), forKey: "gone")
+            suite.register(defaults: ["registered": "yes", "int": 99])
+            suite.removeObject(forKey: "double")
         }
         // corelibs' set(nil as URL?, forKey:) calls itself forever; its removeObject does what it means.
         foundation.removeObject(forKey: "gone")
         defaults.set(nil as URL?, forKey: "gone")
         for key in ["int", "double", "float", "bool", "file", "gone", "registered"] {
-            let expected = Self.readings(Getters(foundation), key)
-            let actual = Self.readings(Getters(defaults), key)
+            let expected = Self.readings(foundation, key)
+            let actual = Self.readings(defaults, key)
             for (getter, reading) in expected where !Self.differences.contains("\(key) \(getter)") {
                 #expect(actual[getter] == reading, "\(key): \(getter)")
             }
@@ -151,45 +151,53 @@ import Testing
     }
 }
 
-/// The getters of `UserDefaults` or `KVDefaults`, by their shared spelling.
-struct Getters {
-    let object: (String) -> Any?
-    let string: (String) -> String?
-    let integer: (String) -> Int
-    let float: (String) -> Float
-    let double: (String) -> Double
-    let bool: (String) -> Bool
-    let url: (String) -> URL?
-    let array: (String) -> [Any]?
-    let stringArray: (String) -> [String]?
-    let dictionary: (String) -> [String: Any]?
-    let data: (String) -> Data?
-    let setInt: (Int, String) -> Void
-    let setDouble: (Double, String) -> Void
-    let setFloat: (Float, String) -> Void
-    let setBool: (Bool, String) -> Void
-    let setURL: (URL?, String) -> Void
-    let remove: (String) -> Void
-    let register: ([String: Any]) -> Void
-
-    init(_ d: UserDefaults) {
-        (object, string, integer, float, double) = (d.object(forKey:), d.string(forKey:), d.integer(forKey:), d.float(forKey:), d.double(forKey:))
-        (bool, url, array, stringArray, dictionary, data) = (d.bool(forKey:), d.url(forKey:), d.array(forKey:), d.stringArray(forKey:), d.dictionary(forKey:), d.data(forKey:))
-        (setInt, setDouble, setFloat, setBool, setURL) = (
-            { d.set($0, forKey: $1) }, { d.set($0, forKey: $1) }, { d.set($0, forKey: $1) }, { d.set($0, forKey: $1) }, { d.set($0, forKey: $1) }
-        )
-        (remove, register) = (d.removeObject(forKey:), d.register(defaults:))
-    }
-
-    init(_ d: KVDefaults) {
-        (object, string, integer, float, double) = (d.object(forKey:), d.string(forKey:), d.integer(forKey:), d.float(forKey:), d.double(forKey:))
-        (bool, url, array, stringArray, dictionary, data) = (d.bool(forKey:), d.url(forKey:), d.array(forKey:), d.stringArray(forKey:), d.dictionary(forKey:), d.data(forKey:))
-        (setInt, setDouble, setFloat, setBool, setURL) = (
-            { d.set($0, forKey: $1) }, { d.set($0, forKey: $1) }, { d.set($0, forKey: $1) }, { d.set($0, forKey: $1) }, { d.set($0, forKey: $1) }
-        )
-        (remove, register) = (d.removeObject(forKey:), d.register(defaults:))
-    }
+/// The members `UserDefaults` and `KVDefaults` share, with Foundation's names and types: both
+/// conform with empty extensions, so a difference in a name or a type fails the build.
+protocol FoundationSpelling: AnyObject {
+    /// `UserDefaults` for `UserDefaults`, `KVDefaults` for `KVDefaults`.
+    associatedtype Standard: FoundationSpelling
+    func object(forKey defaultName: String) -> Any?
+    func string(forKey defaultName: String) -> String?
+    func integer(forKey defaultName: String) -> Int
+    func float(forKey defaultName: String) -> Float
+    func double(forKey defaultName: String) -> Double
+    func bool(forKey defaultName: String) -> Bool
+    func url(forKey defaultName: String) -> URL?
+    func array(forKey defaultName: String) -> [Any]?
+    func stringArray(forKey defaultName: String) -> [String]?
+    func dictionary(forKey defaultName: String) -> [String: Any]?
+    func data(forKey defaultName: String) -> Data?
+    func set(_ value: Any?, forKey defaultName: String)
+    func set(_ value: Int, forKey defaultName: String)
+    func set(_ value: Float, forKey defaultName: String)
+    func set(_ value: Double, forKey defaultName: String)
+    func set(_ value: Bool, forKey defaultName: String)
+    func set(_ url: URL?, forKey defaultName: String)
+    func removeObject(forKey defaultName: String)
+    func register(defaults registrationDictionary: [String: Any])
+    func addSuite(named suiteName: String)
+    func removeSuite(named suiteName: String)
+    func dictionaryRepresentation() -> [String: Any]
+    var volatileDomainNames: [String] { get }
+    func volatileDomain(forName domainName: String) -> [String: Any]
+    func setVolatileDomain(_ domain: [String: Any], forName domainName: String)
+    func removeVolatileDomain(forName domainName: String)
+    func persistentDomain(forName domainName: String) -> [String: Any]?
+    func setPersistentDomain(_ domain: [String: Any], forName domainName: String)
+    func removePersistentDomain(forName domainName: String)
+    @discardableResult func synchronize() -> Bool
+    func objectIsForced(forKey key: String) -> Bool
+    func objectIsForced(forKey key: String, inDomain domain: String) -> Bool
+    static var standard: Standard { get }
+    static func resetStandardUserDefaults()
+    static var didChangeNotification: NSNotification.Name { get }
+    static var globalDomain: String { get }
+    static var argumentDomain: String { get }
+    static var registrationDomain: String { get }
 }
+
+extension UserDefaults: FoundationSpelling {}
+extension KVDefaults: FoundationSpelling {}
 
 /// A value as type and contents, with optionals unwrapped and dictionaries sorted, so that
 /// corelibs' `[Optional<Any>]` and KVClient's `[Any]` of the same values render the same.
