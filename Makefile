@@ -25,7 +25,7 @@ FUZZ_SECONDS ?= 60
 SMOKE_SECONDS ?= 10
 
 .PHONY: all build release deps test unit-tests python-tests demo install uninstall clean help fuzz fuzz-smoke fuzz-build test-sanitize
-.PHONY: bench bench-smoke format format-check
+.PHONY: bench bench-smoke format format-check docs
 
 ## The toolchain's swift-format with the repository's .swift-format (4 spaces, lines up to 180,
 ## formatting only: every lint rule is off). `make test` fails on unformatted code.
@@ -61,11 +61,17 @@ test: deps format-check
 	$(SWIFT) build --build-tests
 	SWIFT=$(SWIFT) $(PYTHON) scripts/check-imports.py
 	SWIFT=$(SWIFT) scripts/check-seams.sh
+	SWIFT=$(SWIFT) scripts/docs.sh
 	$(SWIFT) test --skip-build
 	$(PYTHON) tests/python/test_varlink.py "$$($(SWIFT) build --show-bin-path)"
 	$(MAKE) fuzz-smoke
 	$(MAKE) bench-smoke
 	$(SWIFT) build $(RELEASE_FLAGS)  # what make install and make bench build: every target, release
+
+## make docs: KVClient's DocC archive (.build/docs/KVClient.doccarchive) with the toolchain's
+## docc; fails on a DocC warning or an undocumented public symbol. `make test` runs it.
+docs:
+	SWIFT=$(SWIFT) scripts/docs.sh
 
 ## make bench: kvd beside Redis, SQLite and Foundation's UserDefaults in one run (release build;
 ## installs redis-server and sqlite3 when missing), into bench/results.{json,md,svg}; about 3 min.

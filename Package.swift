@@ -10,8 +10,9 @@ import PackageDescription
 ///     KVFleet ← KVValues, CCurl                etcd v3 through its JSON gateway: the fleet's source of truth
 ///     CCurl                                    libcurl's few calls, typed for Swift (HTTP and HTTPS)
 ///     KVDaemon ← KVValues, KVStorage, KVProtocol, KVSystem, KVFleet, CSystemd, CLinux   the event loop
-///     KVClient ← KVValues, KVProtocol, KVSystem     the Swift library
-///     KVCtl ← KVValues, KVProtocol, KVClient        kvctl's commands
+///     KVConnection ← KVValues, KVProtocol, KVSystem   connections to kvd (no Foundation: kvctl starts fast)
+///     KVClient ← KVValues, KVProtocol, KVSystem, KVConnection   the Swift library (links Foundation)
+///     KVCtl ← KVValues, KVProtocol, KVConnection    kvctl's commands
 ///     HabitsKit ← KVClient, KVProtocol, KVValues    the sample app
 ///     kvd ← KVDaemon; kvctl ← KVCtl; habits ← HabitsKit (thin mains)
 ///     KVTestSupport ← KVSystem, KVProtocol, CLinux     shared by test targets only (fake server, faults)
@@ -38,8 +39,9 @@ let package = Package(
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         .target(name: "KVDaemon", dependencies: ["KVValues", "KVStorage", "KVProtocol", "KVSystem", "KVFleet", "CSystemd", "CLinux"]),
         .executableTarget(name: "kvd", dependencies: ["KVDaemon"]),
-        .target(name: "KVClient", dependencies: ["KVValues", "KVProtocol", "KVSystem"]),
-        .target(name: "KVCtl", dependencies: ["KVValues", "KVProtocol", "KVClient"]),
+        .target(name: "KVConnection", dependencies: ["KVValues", "KVProtocol", "KVSystem"]),
+        .target(name: "KVClient", dependencies: ["KVValues", "KVProtocol", "KVSystem", "KVConnection"]),
+        .target(name: "KVCtl", dependencies: ["KVValues", "KVProtocol", "KVConnection"]),
         .executableTarget(name: "kvctl", dependencies: ["KVCtl"]),
         .executableTarget(name: "kvbench", dependencies: ["CLinux"]),
         .executableTarget(name: "kvclient-probe", dependencies: ["KVClient", "KVValues"]),
@@ -47,17 +49,17 @@ let package = Package(
         .executableTarget(name: "habits", dependencies: ["HabitsKit"]),
         .executableTarget(name: "kvbench-local", dependencies: ["KVClient"]),
         .executableTarget(name: "kvbench-hello"),
-        .executableTarget(name: "kvbench-fleet", dependencies: ["KVClient", "KVFleet", "KVProtocol", "KVValues"]),
+        .executableTarget(name: "kvbench-fleet", dependencies: ["KVConnection", "KVFleet", "KVProtocol", "KVValues"]),
         .target(name: "KVTestSupport", dependencies: ["KVSystem", "KVProtocol", "CLinux"], path: "Tests/Support"),
 
         .testTarget(name: "KVValuesTests", dependencies: ["KVValues"]),
         .testTarget(name: "KVSystemTests", dependencies: ["KVSystem", "KVTestSupport"]),
         .testTarget(name: "KVStorageTests", dependencies: ["KVStorage", "KVValues", "KVSystem"]),
         .testTarget(name: "KVProtocolTests", dependencies: ["KVProtocol", "KVValues", "KVTestSupport"]),
-        .testTarget(name: "KVFleetTests", dependencies: ["KVFleet", "KVValues", "KVProtocol", "KVClient"]),
+        .testTarget(name: "KVFleetTests", dependencies: ["KVFleet", "KVValues", "KVProtocol", "KVConnection"]),
         .testTarget(name: "KVDaemonTests", dependencies: ["KVDaemon", "KVStorage", "KVProtocol", "KVValues", "KVSystem", "KVFleet", "KVTestSupport"]),
-        .testTarget(name: "KVCtlTests", dependencies: ["KVCtl", "KVClient", "KVProtocol", "KVValues", "KVTestSupport"]),
-        .testTarget(name: "KVClientTests", dependencies: ["KVClient", "KVProtocol", "KVValues", "KVSystem", "KVTestSupport"]),
+        .testTarget(name: "KVCtlTests", dependencies: ["KVCtl", "KVClient", "KVConnection", "KVProtocol", "KVValues", "KVTestSupport"]),
+        .testTarget(name: "KVClientTests", dependencies: ["KVClient", "KVConnection", "KVProtocol", "KVValues", "KVSystem", "KVTestSupport"]),
         .testTarget(name: "EndToEndTests"),
         .testTarget(name: "HabitsTests", dependencies: ["HabitsKit", "KVClient", "KVValues"], exclude: ["Fixtures"]),
     ]

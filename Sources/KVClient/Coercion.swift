@@ -1,23 +1,25 @@
 import FoundationEssentials
 import KVValues
 
-/// The conversions of the Foundation-shaped getters, as `UserDefaults` does them on macOS:
+/// The conversions of the Foundation-shaped getters, as swift-corelibs-foundation's
+/// `UserDefaults` does them (checked against it by `FoundationParityTests`):
 ///
 /// | getter | converts |
 /// |---|---|
-/// | `string(forKey:)` | string; integer and real as their digits (`42`, `1.5`); bool as `"1"`/`"0"` |
-/// | `integer(forKey:)` | integer; real truncated; bool 1/0; string by its leading number (`"42"` → 42, `"3.9"` → 3, else 0) |
-/// | `double(forKey:)` | real; integer; bool 1/0; string by its leading number, else 0 |
-/// | `bool(forKey:)` | bool; number ≠ 0; string `YES`/`true`/`Y`/`T` (any case) or a non-zero number |
+/// | `string(forKey:)` | string; integer as its digits (`42`); real as Swift prints it (`1.5`, `12.34`, `3.0`, `1e+20`); bool as `"1"`/`"0"` |
+/// | `integer(forKey:)` | integer; real truncated; bool 1/0; string by its leading integer after blanks (`"42"` → 42, `"3.9"` → 3, `"1e3"` → 1, else 0) |
+/// | `double(forKey:)`, `float(forKey:)` | real; integer; bool 1/0; string by its leading number, exponent included (`"-2.5e3"` → -2500, `".5"` → 0.5), else 0 |
+/// | `bool(forKey:)` | bool; number ≠ 0; string starting with `Y`/`y`/`T`/`t` after blanks, or whose leading integer is not 0 (`"YES"`, `"true"`, `"12abc"`; not `".5"`) |
 ///
-/// Differences from macOS: a date or data value is never converted to a string (macOS returns
-/// nil too); integers are 64-bit, so no value is lost.
+/// A date or data value is never converted (nil, 0 or false), as in Foundation. A `Float` is
+/// stored as the decimal it prints as (`12.34`), so it reads back as the same `Float` and prints
+/// the same; integers are 64-bit, so no value is lost.
 enum Coercion {
     static func string(_ value: Value) -> String? {
         switch value {
         case .string(let text): text
         case .integer(let number): String(number)
-        case .real(let number): number == number.rounded() && abs(number) < 1e15 ? String(Int64(number)) : String(number)
+        case .real(let number): String(number)
         case .bool(let flag): flag ? "1" : "0"
         default: nil
         }
@@ -28,7 +30,7 @@ enum Coercion {
         case .integer(let number): Int(truncatingIfNeeded: number)
         case .real(let number): Int(exactly: number.rounded(.towardZero)) ?? (number < 0 ? Int.min : Int.max)
         case .bool(let flag): flag ? 1 : 0
-        case .string(let text): Int(exactly: leadingNumber(text).rounded(.towardZero)) ?? 0
+        case .string(let text): Int(exactly: leadingNumber(text, fraction: false).rounded(.towardZero)) ?? 0
         default: 0
         }
     }
@@ -51,20 +53,33 @@ enum Coercion {
         case .string(let text):
             let trimmed = text.drop { $0 == " " || $0 == "\t" }
             if let first = trimmed.first, "YyTt".contains(first) { return true }
-            return leadingNumber(text) != 0
+            return leadingNumber(text, fraction: false) != 0
         default: return false
         }
     }
 
-    /// The number at the start of `text` after blanks (`"  42abc"` → 42), or 0.
-    static func leadingNumber(_ text: String) -> Double {
-        let characters = Array(text.drop { $0 == " " || $0 == "\t" })
+    /// The number at the start of `text` after blanks (`"  42abc"` → 42, `"-2.5e3x"` → -2500),
+    /// or 0; with `fraction: false` only its integer part (`"3.9"` → 3, `"1e3"` → 1).
+    static func leadingNumber(_ text: String, fraction: Bool = true) -> Double {
+        let characters = Array(text.drop { $0 == " " || $0 == "\t" || $0 == "\n" })
         var end = 0
-        if end < characters.count, characters[end] == "-" || characters[end] == "+" { end += 1 }
-        while end < characters.count, characters[end].isASCII, characters[end].isNumber { end += 1 }
-        if end < characters.count, characters[end] == "." {
-            end += 1
+        func digits() -> Int {
+            let start = end
             while end < characters.count, characters[end].isASCII, characters[end].isNumber { end += 1 }
+            return end - start
+        }
+        if end < characters.count, characters[end] == "-" || characters[end] == "+" { end += 1 }
+        var count = digits()
+        if fraction, end < characters.count, characters[end] == "." {
+            end += 1
+            count += digits()
+        }
+        guard count > 0 else { return 0 }
+        let mantissa = end
+        if fraction, end < characters.count, characters[end] == "e" || characters[end] == "E" {
+            end += 1
+            if end < characters.count, characters[end] == "-" || characters[end] == "+" { end += 1 }
+            if digits() == 0 { end = mantissa }
         }
         return Double(String(characters[..<end])).flatMap { $0.isFinite ? $0 : nil } ?? 0
     }
@@ -155,9 +170,13 @@ enum Coercion {
     // MARK: Swift values
 
     /// A Foundation-style value as a stored value: `String`, `Bool`, the integer types, `Double`,
-    /// `Float`, `Date`, `Data`, `URL` (stored as its string), ``Value``, and arrays and
-    /// `[String: Any]` dictionaries of those. `nil` for anything else.
+    /// `Float` (as ``decimal(_:)``), `Date`, `Data`, `URL` (a file URL as its path, as
+    /// Foundation stores it; any other as its absolute string, which Foundation would cut down
+    /// to its path), ``Value``, `NSNumber`, `NSString`, `NSData`, `NSDate`, `NSURL`, and arrays
+    /// (`NSArray`) and string-keyed dictionaries (`NSDictionary`) of those. `nil` for anything
+    /// else, and for an unsigned number above `Int64.max`.
     static func value(from any: Any) -> Value? {
+        if let number = foundationNumber(any) { return number }
         switch any {
         case let value as Value: return value
         case let text as String: return .string(text)
@@ -174,10 +193,10 @@ enum Coercion {
         case let number as UInt: return Int64(exactly: number).map(Value.integer)
         case let number as UInt64: return Int64(exactly: number).map(Value.integer)
         case let number as Double: return .real(number)
-        case let number as Float: return .real(Double(number))
+        case let number as Float: return .real(decimal(number))
         case let date as Date: return .date(date)
         case let data as Data: return .data(data)
-        case let url as URL: return .string(url.absoluteString)
+        case let url as URL: return .string(url.isFileURL ? url.path : url.absoluteString)
         case let members as [String: Any]:
             var values: [String: Value] = [:]
             for (name, member) in members {
@@ -195,6 +214,13 @@ enum Coercion {
         default:
             return nil
         }
+    }
+
+    /// The `Double` that prints as `number` prints (12.34 for the `Float` 12.34, not
+    /// 12.34000015258789) if it converts back to the same `Float`; else `number`'s exact value.
+    static func decimal(_ number: Float) -> Double {
+        guard number.isFinite, let decimal = Double(String(number)), Float(decimal) == number else { return Double(number) }
+        return decimal
     }
 
     /// A stored value as Foundation hands it out: `String`, `Int`, `Double`, `Bool`, `Date`,

@@ -58,8 +58,12 @@ final class WatchCore: Sendable {
         var stopped = false
         var outageReported = false
         var connection: Connection?
-        var onChange: (@Sendable (Domain, Changes) -> Void)?
+        var onChange: OnChange?
     }
+
+    /// Told the changes of each commit or snapshot that changed the cache; `firstLoad`: the
+    /// first snapshot, arriving before anything was read from the cache (not a change anyone saw).
+    typealias OnChange = @Sendable (_ domain: Domain, _ changes: Changes, _ firstLoad: Bool) -> Void
 
     let domain: Domain
     private let connect: @Sendable () throws(ClientError) -> Connection
@@ -92,7 +96,7 @@ final class WatchCore: Sendable {
         state.withLock { Set($0.values.keys).union($0.revisions.keys).union($0.removals.keys).count }
     }
 
-    func setOnChange(_ handler: (@Sendable (Domain, Changes) -> Void)?) {
+    func setOnChange(_ handler: OnChange?) {
         state.withLock { $0.onChange = handler }
     }
 
@@ -102,7 +106,7 @@ final class WatchCore: Sendable {
     /// (`streamed`) a watch event, after which every change up to `revision` has been seen.
     /// `sources` names the streamed changes whose value is not the user's.
     func apply(_ changes: [Change], revision: Int64, streamed: Bool = false, sources: [Key: ValueSource] = [:]) {
-        let (changed, handler) = state.withLock { state -> (Changes, (@Sendable (Domain, Changes) -> Void)?) in
+        let (changed, handler) = state.withLock { state -> (Changes, OnChange?) in
             var changed: Changes = [:]
             for change in changes {
                 let update = Update(value: change.value, source: sources[change.key] ?? .user, revision: revision, streamed: streamed)
@@ -111,14 +115,15 @@ final class WatchCore: Sendable {
             if streamed { Self.complete(through: revision, &state) }
             return (changed, state.onChange)
         }
-        if !changed.isEmpty { handler?(domain, changed) }
+        if !changed.isEmpty { handler?(domain, changed, false) }
     }
 
     /// A full snapshot taken at `revision`: every key not in it was removed by then. `streamed`:
     /// the first reply of a watch (the stream's start); otherwise a `List`, taken outside the
     /// stream. `sources` names the keys whose value is not the user's.
     func reconcile(_ snapshot: [String: Value], revision: Int64, streamed: Bool, sources: [String: ValueSource] = [:]) {
-        let (changed, handler) = state.withLock { state -> (Changes, (@Sendable (Domain, Changes) -> Void)?) in
+        let firstLoad = !firstAttempt.opened
+        let (changed, handler) = state.withLock { state -> (Changes, OnChange?) in
             var changed: Changes = [:]
             for (key, value) in snapshot {
                 let update = Update(value: value, source: sources[key] ?? .user, revision: revision, streamed: streamed)
@@ -132,7 +137,7 @@ final class WatchCore: Sendable {
             return (changed, state.onChange)
         }
         firstAttempt.open()
-        if !changed.isEmpty { handler?(domain, changed) }
+        if !changed.isEmpty { handler?(domain, changed, firstLoad) }
     }
 
     /// One key's change as it reaches the cache.

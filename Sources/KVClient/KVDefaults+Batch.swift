@@ -41,7 +41,7 @@ extension KVDefaults {
             }
         }
 
-        /// Adds a plain write, as ``KVDefaults/write(_:forKey:)`` does (nil removes the key).
+        /// Adds a plain write, as ``KVDefaults/write(_:forKey:)-(Value?,_)`` does (nil removes the key).
         public mutating func write(_ value: Value?, forKey key: String) {
             add(key) { () throws(KVDefaultsError) -> Entry in
                 if let value { try KVDefaultsError.validate(value, key: key) }
@@ -61,7 +61,7 @@ extension KVDefaults {
     }
 
     /// Builds a batch with `build` and commits it as one atomic `Apply`: returns when kvd has
-    /// every change on disk. If a write cannot be made (invalid key or value, or a typed write
+    /// every change on disk, and posts ``KVDefaults/didChangeNotification`` once. If a write cannot be made (invalid key or value, or a typed write
     /// whose guard refuses), throws it and writes nothing. The typed writes are checked against
     /// the domain as it is at the commit (one `List`), and the commit is conditional on the
     /// domain not changing meanwhile (retried if it did). Blocks for two round trips to kvd.
@@ -70,12 +70,7 @@ extension KVDefaults {
         build(&batch)
         if let failure = batch.failure { throw failure }
         guard !batch.entries.isEmpty else { return }
-        for attempt in 1...5 {
-            let listing = try client.call { (connection) throws(ClientError) in
-                try connection.list(domain)
-            } ifNotFound: {
-                DomainListing(values: [:], unreadable: [:], revision: 0)
-            }
+        try commitConditionally(domain) { (listing) throws(KVDefaultsError) in
             var changes: [Change] = []
             for (key, entry) in batch.entries {
                 switch entry {
@@ -83,17 +78,7 @@ extension KVDefaults {
                 case .typed(let prepare): changes.append(Change(key: key, value: try prepare(Self.stored(key, in: listing))))
                 }
             }
-            do {
-                let revision = try client.call { (connection) throws(ClientError) in
-                    try connection.apply(domain, changes, ifRevision: listing.revision)
-                } ifNotFound: {
-                    0
-                }
-                cacheIfWatching(domain)?.apply(changes, revision: revision)
-                return
-            } catch .client(.revisionMismatch) where attempt < 5 {
-                continue
-            }
+            return changes
         }
     }
 

@@ -55,10 +55,11 @@ extension KVDefaults {
         return nil
     }
 
-    /// An array whose elements are all strings (numbers converted); nil otherwise.
+    /// An array whose elements are all strings; nil otherwise (an array holding a number too),
+    /// as in Foundation.
     public func stringArray(forKey key: String) -> [String]? {
         guard case .array(let values)? = lookup(key)?.value else { return nil }
-        let strings = values.compactMap(Coercion.string)
+        let strings = values.compactMap { if case .string(let text) = $0 { text } else { nil } }
         return strings.count == values.count ? strings : nil
     }
 
@@ -68,8 +69,9 @@ extension KVDefaults {
         return nil
     }
 
-    /// A URL stored as a string (`set(_:forKey:)` of a URL stores its string); a string without
-    /// a scheme is taken as a file path (with `~` expanded), as Foundation does.
+    /// A URL stored as a string: a string with `://` (how ``set(_:forKey:)-(Any?,_)`` stores a URL that is
+    /// not a file URL) as that URL, any other as a file path (with `~` expanded), as Foundation
+    /// does; nil for other types.
     public func url(forKey key: String) -> URL? {
         guard case .string(let text)? = lookup(key)?.value else { return nil }
         if text.contains("://") { return URL(string: text) }
@@ -80,36 +82,52 @@ extension KVDefaults {
         return URL(fileURLWithPath: path)
     }
 
-    /// Stores `value` (a `String`, number, `Bool`, `Date`, `Data`, `URL`, ``Value``, or an array
-    /// or `[String: Any]` of those; nil removes the key) and returns when kvd has it on disk.
+    /// Stores `value` (a `String`, number, `Bool`, `Date`, `Data`, `URL`, ``Value``, their `NS`
+    /// classes, or an array or `[String: Any]` of those; nil removes the key) and returns when
+    /// kvd has it on disk, after posting ``didChangeNotification``.
     /// Failures go to the diagnostics handler (a key the system administrator locked as
     /// ``KVDiagnostic/Kind/keyLocked``; reads go on returning the locked value); use
-    /// ``write(_:forKey:)`` to have them thrown.
+    /// ``write(_:forKey:)-(Any?,_)`` to have them thrown.
     public func set(_ value: Any?, forKey key: String) {
         do {
             try write(value, forKey: key)
         } catch {
-            let kind: KVDiagnostic.Kind = if case .client(.keyLocked) = error { .keyLocked } else { .writeFailed }
-            report(key, kind, "not stored: \(error)")
+            reportWriteFailure(error, key: key, "not stored")
         }
     }
 
+    /// Reports a failed non-throwing write: ``KVDiagnostic/Kind/keyLocked`` for a locked key,
+    /// else ``KVDiagnostic/Kind/writeFailed``; `what` says what did not happen.
+    func reportWriteFailure(_ error: KVDefaultsError, key: String?, _ what: String) {
+        let kind: KVDiagnostic.Kind = if case .client(.keyLocked) = error { .keyLocked } else { .writeFailed }
+        report(key, kind, "\(what): \(error)")
+    }
+
+    /// Stores an integer, as ``set(_:forKey:)-(Any?,_)`` does.
     public func set(_ value: Int, forKey key: String) { set(value as Any?, forKey: key) }
+    /// Stores a real, as ``set(_:forKey:)-(Any?,_)`` does.
     public func set(_ value: Double, forKey key: String) { set(value as Any?, forKey: key) }
+    /// Stores a `Float` as the decimal it prints as (`12.34`), so ``float(forKey:)`` reads the
+    /// same `Float` back and ``string(forKey:)`` prints it the same.
     public func set(_ value: Float, forKey key: String) { set(value as Any?, forKey: key) }
+    /// Stores a bool, as ``set(_:forKey:)-(Any?,_)`` does.
     public func set(_ value: Bool, forKey key: String) { set(value as Any?, forKey: key) }
+    /// Stores a file URL as its path (as Foundation does), any other URL as its absolute string;
+    /// nil removes the key. ``url(forKey:)`` reads either back.
     public func set(_ url: URL?, forKey key: String) { set(url as Any?, forKey: key) }
 
-    /// ``set(_:forKey:)`` that throws instead of reporting.
+    /// ``set(_:forKey:)-(Any?,_)`` that throws instead of reporting.
     public func write(_ value: Any?, forKey key: String) throws(KVDefaultsError) {
         guard let value else {
             try write(Value?.none, forKey: key)
             return
         }
-        guard let converted = Coercion.value(from: value) else {
-            throw .invalidValue(key: key, reason: "a \(type(of: value)) is not a property-list value (use a typed key for Codable types)")
-        }
+        guard let converted = Coercion.value(from: value) else { throw Self.notPropertyList(value, key: key) }
         try write(converted, forKey: key)
+    }
+
+    static func notPropertyList(_ value: Any, key: String) -> KVDefaultsError {
+        .invalidValue(key: key, reason: "a \(type(of: value)) is not a property-list value (use a typed key for Codable types)")
     }
 
     /// Removes `key` from this suite's domain (the other domains of the search order keep theirs).
@@ -120,19 +138,12 @@ extension KVDefaults {
     /// Adds `defaults` to the registration domain: values returned when no other domain has the
     /// key. Kept in memory only, never written to kvd, so built-in presets stay in code.
     public func register(defaults: [String: Any]) {
-        var values: [String: Value] = [:]
-        for (key, value) in defaults {
-            if let converted = Coercion.value(from: value) {
-                values[key] = converted
-            } else {
-                report(key, .writeFailed, "not registered: a \(type(of: value)) is not a property-list value")
-            }
-        }
+        let values = converted(defaults, "not registered")
         registration.withLock { $0.merge(values) { $1 } }
     }
 
     /// Every key visible through the search order with its value (argument domain over this
-    /// suite's domain over `NSGlobalDomain` over the registration domain).
+    /// suite's domain over the added suites over `NSGlobalDomain` over the registration domain).
     public func dictionaryRepresentation() -> [String: Any] {
         valuesBySearchOrder().mapValues(Coercion.any)
     }
@@ -140,9 +151,8 @@ extension KVDefaults {
     /// ``dictionaryRepresentation()``, typed.
     public func valuesBySearchOrder() -> [String: Value] {
         var values = registration.withLock { $0 }
-        if domain != .global { values.merge(cache(for: .global).values) { $1 } }
-        values.merge(cache(for: domain).values) { $1 }
-        values.merge(argumentDomain) { $1 }
+        for (domain, _) in storedDomains().reversed() { values.merge(cache(for: domain).values) { $1 } }
+        values.merge(volatileValues(forName: Self.argumentDomain)) { $1 }
         return values
     }
 }

@@ -44,6 +44,8 @@ extension KVDefaults {
         /// What reads return when nothing readable is stored.
         public let defaultValue: T
 
+        /// The key named `name` (its name in the domain), reading as `defaultValue` when
+        /// nothing readable is stored.
         public init(_ name: String, default defaultValue: T) {
             self.defaultValue = defaultValue
             super.init(name: name)
@@ -81,8 +83,8 @@ extension KVDefaults {
         return KVReading(value: read.value ?? key.defaultValue, report: KVReadReport(findings: read.findings.map(\.visible)), isStored: true)
     }
 
-    /// Stores `value` as the key's value and returns when kvd has it on disk; a nil `Optional`
-    /// removes the key.
+    /// Stores `value` as the key's value and returns when kvd has it on disk, after posting
+    /// ``didChangeNotification``; a nil `Optional` removes the key.
     ///
     /// Never overwrites what was not read cleanly: the stored value is read as `T` first, and if
     /// anything in it was skipped, unknown, newer or read as a fallback, `unread` decides
@@ -100,13 +102,10 @@ extension KVDefaults {
             let (stored, revision) = try storedForWrite(name)
             let final = try WriteGuard.prepare(node, as: T.self, over: stored, unread: policy, key: key.name)
             do {
-                let committed = try client.call { (connection) throws(ClientError) -> Int64 in
+                try commit(domain, [Change(key: name, value: final)]) { (connection) throws(ClientError) -> Int64 in
                     guard let final else { return try connection.delete(domain, name) }
                     return try connection.set(domain, name, final, ifRevision: revision)
-                } ifNotFound: {
-                    0
                 }
-                cacheIfWatching(domain)?.apply([Change(key: name, value: final)], revision: committed)
                 return
             } catch .client(.revisionMismatch) where attempt < 5 {
                 continue

@@ -14,13 +14,16 @@ import KVValues
 /// ```
 extension KVDefaults {
     /// Whether the value the search order finds for `key` is locked by the system administrator
-    /// (Foundation's name for a managed preference): the key is locked in this suite's domain, or
-    /// this suite's domain has no value for it and it is locked in `NSGlobalDomain`. A value
-    /// from the argument domain (`-key value` on this process's command line) still wins reads.
+    /// (Foundation's name for a managed preference): the first stored domain of the search order
+    /// with a value for `key` (this suite's, an added suite, `NSGlobalDomain`) has it locked. A
+    /// value from the argument domain (`-key value` on this process's command line) still wins
+    /// reads. (swift-corelibs-foundation always answers false.)
     public func objectIsForced(forKey key: String) -> Bool {
-        let suite = cache(for: domain)
-        if suite.value(key) != nil || domain == .global { return suite.isLocked(key) }
-        return cache(for: .global).isLocked(key)
+        for (domain, _) in storedDomains() {
+            let cache = cache(for: domain)
+            if cache.value(key) != nil { return cache.isLocked(key) }
+        }
+        return false
     }
 
     /// Whether the system administrator locked `key` in the domain named `domainName`; false

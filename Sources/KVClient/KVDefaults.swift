@@ -12,9 +12,12 @@ import Synchronization
 /// defaults.string(forKey: "theme")                             // "dark"
 /// ```
 ///
-/// Lookups search, in order: the argument domain (`-key value` on the command line), the suite's
-/// domain, `NSGlobalDomain`, then the registration domain (``register(defaults:)``, in memory
-/// only). Reads come from an in-process cache kept coherent by a watch on kvd (started at the
+/// Lookups search, in order: the argument domain (`-key value` on the command line, and what
+/// ``setVolatileDomain(_:forName:)`` adds to ``argumentDomain``), the suite's domain, the suites
+/// added with ``addSuite(named:)`` (in the order added), `NSGlobalDomain`, then the registration
+/// domain (``register(defaults:)``, in memory only). Each change made through the suite, or by
+/// another process to a domain it reads, posts ``didChangeNotification``. Reads come from an
+/// in-process cache kept coherent by a watch on kvd (started at the
 /// first read), so a hot read does no IPC; a write is applied to the cache when kvd acknowledges
 /// it, so the process reads its own writes at once, and other processes see it as soon as their
 /// watch delivers it. Reads never throw. Safe to use from any thread.
@@ -37,6 +40,7 @@ public final class KVDefaults: Sendable {
         /// Receives what reads and non-throwing writes could not do; one line on stderr by default.
         public var diagnostics: @Sendable (KVDiagnostic) -> Void
 
+        /// A configuration; each argument is the member of the same name.
         public init(
             socketPath: String? = nil, environment: [String: String] = ProcessFacts.environment(),
             arguments: [String] = CommandLine.arguments, autostart: Bool = true, daemonPath: String? = nil,
@@ -63,8 +67,14 @@ public final class KVDefaults: Sendable {
     public var suiteName: String { domain.name }
     let configuration: Configuration
     let client: RequestClient
-    let argumentDomain: [String: Value]
+    /// The volatile domains by name, ``argumentDomain`` among them; the registration domain is
+    /// ``registration``.
+    let volatileDomains: Mutex<[String: [String: Value]]>
     let registration = Mutex<[String: Value]>([:])
+    /// The suites added with ``addSuite(named:)``, searched after this suite's domain, in order.
+    let addedSuites = Mutex<[Domain]>([])
+    /// This process's writes not yet acknowledged, so the watch does not announce them again.
+    let ownWrites = OwnWrites()
     private let caches = Mutex<[Domain: DomainCache]>([:])
     let observers = Observers()
     let reported = Mutex<[String: Value]>([:])
@@ -89,23 +99,33 @@ public final class KVDefaults: Sendable {
     public init(domain: Domain, configuration: Configuration = Configuration()) {
         self.domain = domain
         self.configuration = configuration
-        self.argumentDomain = ArgumentDomain.parse(configuration.arguments)
+        self.volatileDomains = Mutex([Self.argumentDomain: ArgumentDomain.parse(configuration.arguments)])
         self.client = RequestClient(configuration)
     }
 
     // MARK: lookup
 
     /// Where a value was found.
-    enum Source { case argument, suite, global, registration }
+    enum Source: Equatable { case argument, suite, added(Domain), global, registration }
 
     /// The value of `key` by the search order.
     /// With `wait: false` (on a watch thread), a domain still loading counts as empty.
     func lookup(_ key: String, wait: Bool = true) -> (value: Value, source: Source)? {
-        if let value = argumentDomain[key] { return (value, .argument) }
-        if let value = cache(for: domain, wait: wait).value(key) { return (value, .suite) }
-        if domain != .global, let value = cache(for: .global, wait: wait).value(key) { return (value, .global) }
+        if let value = volatileDomains.withLock({ $0[Self.argumentDomain]?[key] }) { return (value, .argument) }
+        for (domain, source) in storedDomains() {
+            if let value = cache(for: domain, wait: wait).value(key) { return (value, source) }
+        }
         if let value = registration.withLock({ $0[key] }) { return (value, .registration) }
         return nil
+    }
+
+    /// The stored domains of the search order, first to last: this suite's, the added suites,
+    /// `NSGlobalDomain`; each once.
+    func storedDomains() -> [(Domain, Source)] {
+        var domains: [(Domain, Source)] = [(domain, .suite)]
+        for added in addedSuites.withLock({ $0 }) where added != domain && added != .global { domains.append((added, .added(added))) }
+        if domain != .global { domains.append((.global, .global)) }
+        return domains
     }
 
     /// The cache of `domain`, started (and its first snapshot awaited) on first use.
@@ -117,7 +137,10 @@ public final class KVDefaults: Sendable {
             return (cache, true)
         }
         if isNew {
-            cache.core.setOnChange { [weak self] domain, changes in self?.observers.changed(domain, changes, in: self) }
+            cache.core.setOnChange { [weak self] domain, changes, firstLoad in
+                self?.observers.changed(domain, changes, in: self)
+                if !firstLoad { self?.announceIfNotOwn(domain, changes) }
+            }
         }
         if wait { cache.core.waitUntilLoaded(timeout: configuration.loadTimeout) }
         return cache.core
@@ -125,8 +148,7 @@ public final class KVDefaults: Sendable {
 
     /// Starts watching (if not yet) the domains this suite reads.
     func startWatching() {
-        _ = cache(for: domain)
-        if domain != .global { _ = cache(for: .global) }
+        for (domain, _) in storedDomains() { _ = cache(for: domain) }
     }
 
     func report(_ key: String?, _ kind: KVDiagnostic.Kind, _ message: String) {
@@ -152,13 +174,51 @@ public final class KVDefaults: Sendable {
     public func write(_ value: Value?, forKey key: String) throws(KVDefaultsError) {
         let name = try KVDefaultsError.key(key)
         if let value { try KVDefaultsError.validate(value, key: key) }
-        let revision = try client.call { (connection) throws(ClientError) -> Int64 in
+        try commit(domain, [Change(key: name, value: value)]) { (connection) throws(ClientError) -> Int64 in
             if let value { return try connection.set(domain, name, value) }
             return try connection.delete(domain, name)
-        } ifNotFound: {
-            0
         }
-        cacheIfWatching(domain)?.apply([Change(key: name, value: value)], revision: revision)
+    }
+
+    /// Sends `changes` to `domain` with `send` (one commit), applies them to the cache once kvd
+    /// acknowledged them, and posts ``didChangeNotification`` once if kvd committed anything
+    /// (`announce: false`: the caller posts). Returns the commit's revision, 0 when kvd found
+    /// nothing to change (the removal of a missing key). Blocks for one round trip.
+    @discardableResult
+    func commit(
+        _ domain: Domain, _ changes: [Change], announce: Bool = true, _ send: (Connection) throws(ClientError) -> Int64
+    ) throws(KVDefaultsError) -> Int64 {
+        let id = ownWrites.begin(domain, changes)
+        defer { ownWrites.end(id) }
+        let revision = try client.call(send, ifNotFound: { 0 })
+        cacheIfWatching(domain)?.apply(changes, revision: revision)
+        if announce, revision != 0 { postDidChange() }
+        return revision
+    }
+
+    /// Commits the changes `build` makes from `domain` as it is (one `List`), as one `Apply`
+    /// that kvd refuses if the domain changed after the `List`; then lists and builds again, up
+    /// to 5 times. Blocks for two round trips per attempt.
+    func commitConditionally(
+        _ domain: Domain, announce: Bool = true, _ build: (DomainListing) throws(KVDefaultsError) -> [Change]
+    ) throws(KVDefaultsError) {
+        for attempt in 1...5 {
+            let listing = try client.call { (connection) throws(ClientError) in
+                try connection.list(domain)
+            } ifNotFound: {
+                DomainListing(values: [:], unreadable: [:], revision: 0)
+            }
+            let changes = try build(listing)
+            guard !changes.isEmpty else { return }
+            do {
+                try commit(domain, changes, announce: announce) { (connection) throws(ClientError) in
+                    try connection.apply(domain, changes, ifRevision: listing.revision)
+                }
+                return
+            } catch .client(.revisionMismatch) where attempt < 5 {
+                continue
+            }
+        }
     }
 
     /// The cache of `domain` if it was started, without starting it.
@@ -173,7 +233,7 @@ public final class KVDefaults: Sendable {
     public func synchronize() -> Bool {
         startWatching()
         var ok = true
-        for domain in domain == .global ? [domain] : [domain, .global] {
+        for (domain, _) in storedDomains() {
             do {
                 let listing = try client.call { (connection) throws(ClientError) in
                     try connection.list(domain)
@@ -196,6 +256,8 @@ public final class KVDefaults: Sendable {
 public enum KVDefaultsError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The key breaks the key rule (1–1024 bytes of UTF-8, no NUL).
     case invalidKey(String, reason: String)
+    /// The domain name breaks the domain rule (`Domain(validating:)`).
+    case invalidDomain(String, reason: String)
     /// The value cannot be stored (not a property-list type, a non-finite number, ...).
     case invalidValue(key: String, reason: String)
     /// The stored value did not read cleanly as the key's type (`report` says what was skipped,
@@ -209,6 +271,7 @@ public enum KVDefaultsError: Error, Sendable, Equatable, CustomStringConvertible
     public var description: String {
         switch self {
         case .invalidKey(let key, let reason): "invalid key \"\(key)\": \(reason)"
+        case .invalidDomain(let name, let reason): "invalid domain name \"\(name)\": \(reason)"
         case .invalidValue(let key, let reason): "cannot store \"\(key)\": \(reason)"
         case .wouldLoseStoredData(let key, let report):
             "\"\(key)\" was not overwritten, because its stored value holds data this app did not read (\(Self.summary(report)))"

@@ -9,6 +9,7 @@ import KVSystem
 /// let defaults = KVDefaults(suiteName: "com.example.app", configuration: configuration)!
 /// ```
 public struct KVDiagnostic: Sendable, CustomStringConvertible {
+    /// What kind of problem it is.
     public enum Kind: Sendable, Equatable {
         /// A stored value could not be decoded as the key's type; the default was returned.
         case undecodable
@@ -35,10 +36,12 @@ public struct KVDiagnostic: Sendable, CustomStringConvertible {
     public var domain: String
     /// The key concerned, if one.
     public var key: String?
+    /// What kind of problem it is.
     public var kind: Kind
     /// What happened, in one sentence.
     public var message: String
 
+    /// A diagnostic with these members.
     public init(domain: String, key: String?, kind: Kind, message: String) {
         self.domain = domain
         self.key = key

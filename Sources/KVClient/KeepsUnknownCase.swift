@@ -27,6 +27,8 @@ where Wrapped.RawValue: Codable & Sendable {
     /// sets ``wrappedValue``, or when the stored value was a known case.
     public private(set) var unknownRawValue: Wrapped.RawValue?
 
+    /// The value the app sees (the fallback case for an unknown stored raw value); setting it
+    /// forgets ``unknownRawValue``.
     public var wrappedValue: Wrapped {
         get { value }
         set {
@@ -35,8 +37,10 @@ where Wrapped.RawValue: Codable & Sendable {
         }
     }
 
+    /// The wrapper itself (`$priority.unknownRawValue`).
     public var projectedValue: Self { self }
 
+    /// A known value.
     public init(wrappedValue: Wrapped) {
         value = wrappedValue
         unknownRawValue = nil

@@ -17,6 +17,7 @@ import KVValues
 public struct KVReadReport: Sendable, Equatable, CustomStringConvertible {
     /// One part of the stored value that the read did not turn into the app's value.
     public struct Finding: Sendable, Equatable, CustomStringConvertible {
+        /// What the read did with the part.
         public enum Kind: Sendable, Equatable {
             /// It could not be decoded: the key read its default (path `$`), an array element or
             /// a dictionary entry was skipped, or an optional member read as nil.
@@ -34,6 +35,7 @@ public struct KVReadReport: Sendable, Equatable, CustomStringConvertible {
         /// Where it is in the stored value: `$` for the whole value, then `.member` and `[index]`
         /// steps (`$.notes[1].title`).
         public var path: String
+        /// What the read did with the part.
         public var kind: Kind
         /// What happened, in one sentence.
         public var message: String
@@ -41,6 +43,7 @@ public struct KVReadReport: Sendable, Equatable, CustomStringConvertible {
         /// a data value).
         public var stored: Value?
 
+        /// A finding with these members.
         public init(path: String, kind: Kind, message: String, stored: Value?) {
             self.path = path
             self.kind = kind
@@ -66,6 +69,7 @@ public struct KVReadReport: Sendable, Equatable, CustomStringConvertible {
     /// What was found, in the order the read met it.
     public var findings: [Finding]
 
+    /// A report of `findings` (clean when empty).
     public init(findings: [Finding] = []) {
         self.findings = findings
     }

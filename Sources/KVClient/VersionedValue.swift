@@ -59,19 +59,26 @@ public protocol VersionedValue: Codable, Sendable {
 }
 
 extension VersionedValue {
+    /// `"schemaVersion"`, unless the type says otherwise.
     public static var schemaVersionKey: String { "schemaVersion" }
+    /// nil: a stored value without a version number is not read, unless the type says which
+    /// version it is.
     public static var unversionedSchemaVersion: Int? { nil }
 }
 
 extension VersionedValue where Previous == NoPreviousVersion {
+    /// Never called: there is no value before the first version.
     public init(migrating previous: NoPreviousVersion) { switch previous {} }
 }
 
 /// The `Previous` of the first version of a ``VersionedValue``: a type with no values.
 public enum NoPreviousVersion: VersionedValue {
+    /// Itself: nothing comes before it.
     public typealias Previous = NoPreviousVersion
+    /// 0, below every real version.
     public static var schemaVersion: Int { 0 }
 
+    /// Never called: the type has no values.
     public init(migrating previous: NoPreviousVersion) { switch previous {} }
 
     public init(from decoder: any Decoder) throws {

@@ -1,4 +1,4 @@
-import KVClient
+import KVConnection
 import KVProtocol
 import KVValues
 

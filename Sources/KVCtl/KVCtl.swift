@@ -1,5 +1,5 @@
 import Glibc
-import KVClient
+import KVConnection
 import KVProtocol
 
 /// kvctl: the shell client of kvd. All logic lives here; the `kvctl` executable only calls

@@ -1,4 +1,4 @@
-import KVClient
+import KVConnection
 import KVValues
 
 /// Carries out one parsed command against kvd, printing through the console.

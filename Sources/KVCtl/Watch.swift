@@ -1,5 +1,5 @@
 import Glibc
-import KVClient
+import KVConnection
 import KVProtocol
 import KVValues
 

@@ -2,7 +2,7 @@ import FoundationEssentials
 
 /// A property-list value: what kvd stores under a key.
 ///
-/// Travels and rests as the contract's typed JSON (``init(typedJSON:)``, ``typedJSON``);
+/// Travels and rests as the contract's typed JSON (`init(typedJSON:)`, `typedJSON`);
 /// reading back always gives the same case that was written (an integer stays an integer, a
 /// real a real, even `1.0`).
 public indirect enum Value: Sendable, Equatable, Hashable {

@@ -10,7 +10,7 @@
 import Dispatch
 import Foundation
 import Glibc
-import KVClient
+import KVConnection
 import KVFleet
 import KVProtocol
 import KVValues

@@ -5,6 +5,7 @@ import KVTestSupport
 import KVValues
 import Testing
 @testable import KVClient
+@testable import KVConnection
 
 @Suite struct ConnectionTests {
     let domain = try! Domain(validating: "com.example.test")

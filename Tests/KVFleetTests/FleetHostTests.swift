@@ -1,6 +1,6 @@
 import Foundation
 import Glibc
-import KVClient
+import KVConnection
 import KVProtocol
 import KVValues
 import Testing

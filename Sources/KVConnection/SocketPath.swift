@@ -31,7 +31,7 @@ public enum SocketPath {
     }
 
     /// Makes sure the folder of the socket at `path` may be trusted, by the rule every kvd
-    /// program shares (``SocketFolder/prepare(forSocket:fallback:owner:)``): the fallback folder
+    /// program shares (`SocketFolder.prepare(forSocket:fallback:owner:)`): the fallback folder
     /// (`/tmp/kvd-<uid>`) is created with mode 0700 if missing and must be a folder owned by the
     /// user with mode 0700; a path elsewhere is left alone. Blocks for a `mkdir` and an `lstat`.
     ///

@@ -3,9 +3,12 @@ import KVValues
 
 /// One key the system administrator locked.
 public struct LockedKey: Sendable, Hashable {
+    /// The domain the key is locked in.
     public var domain: Domain
+    /// The locked key.
     public var key: Key
 
+    /// The lock of `key` in `domain`.
     public init(domain: Domain, key: Key) {
         self.domain = domain
         self.key = key

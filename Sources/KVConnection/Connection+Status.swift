@@ -1,7 +1,7 @@
 import KVProtocol
 
 extension Connection {
-    /// The system instance's status (``SystemStatus``). Anyone may ask; a user's kvd answers
+    /// The system instance's status (revision, domains, fleet mirror). Anyone may ask; a user's kvd answers
     /// `org.varlink.service.MethodNotFound` (``ClientError/remote(name:parameters:)``).
     public func status() throws(ClientError) -> SystemStatus {
         let reply = try call(.status)

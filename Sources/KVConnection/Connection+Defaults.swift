@@ -13,6 +13,7 @@ public struct WatchEvent: Sendable, Equatable {
     /// the system administrator's locked value); every other change is the user's.
     public var sources: [Key: ValueSource]
 
+    /// An event with these members (for tests and fakes; kvd's replies are decoded by ``Connection/watch(_:_:onEvent:)``).
     public init(revision: Int64, changes: [Change], initial: Bool, sources: [Key: ValueSource] = [:]) {
         self.revision = revision
         self.changes = changes
@@ -32,6 +33,7 @@ public struct DomainListing: Sendable, Equatable {
     /// The keys whose value is not the user's own (`system` or `locked`).
     public var sources: [Key: ValueSource]
 
+    /// A listing with these members (for tests and fakes; kvd's replies are decoded by ``Connection/list(_:)``).
     public init(values: [Key: Value], unreadable: [Key: String], revision: Int64, sources: [Key: ValueSource] = [:]) {
         self.values = values
         self.unreadable = unreadable

@@ -7,7 +7,7 @@ import Synchronization
 ///
 /// Calls are serialized by an internal lock, so one connection may be shared between threads;
 /// each call waits for its reply. Closed when released or by ``close()``. Every system call goes
-/// through the ``SystemCalls`` it was made with.
+/// through the `SystemCalls` it was made with.
 ///
 /// ```swift
 /// let connection = try Connection(socketPath: SocketPath.resolve(explicit: nil, environment: env))
@@ -75,7 +75,7 @@ public final class Connection: Sendable {
     /// ``ClientError/connectionClosed``, from any thread; the connection is then unusable.
     ///
     /// The corresponding C call is `shutdown(SHUT_RDWR)`.
-    func interrupt() {
+    package func interrupt() {
         interruptible.withLock { descriptor in
             if descriptor >= 0 { _ = try? system.shutdown(descriptor) }
         }
@@ -83,14 +83,14 @@ public final class Connection: Sendable {
 
     /// Sends `request` and returns its reply; an error reply throws its case of ``ClientError``
     /// (``ClientError/init(errorReply:)``).
-    /// Not for ``DefaultsRequest/watch(_:_:)``, which has many replies: use ``watch(_:_:onEvent:)``.
+    /// Not for `DefaultsRequest.watch(_:_:)`, which has many replies: use ``watch(_:_:onEvent:)``.
     public func call(_ request: DefaultsRequest) throws(ClientError) -> VarlinkReply {
         try callPipelined([request])[0].get()
     }
 
     /// Sends all `requests` at once, then reads their replies, in order. A failure of the
     /// connection fails the requests not yet answered. Each request must have exactly one reply:
-    /// no ``DefaultsRequest/watch(_:_:)``.
+    /// no `DefaultsRequest.watch(_:_:)`.
     public func callPipelined(_ requests: [DefaultsRequest]) -> [Result<VarlinkReply, ClientError>] {
         state.withLock { state in
             var bytes: [UInt8] = []
