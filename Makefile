@@ -25,7 +25,7 @@ FUZZ_SECONDS ?= 60
 SMOKE_SECONDS ?= 10
 
 .PHONY: all build release deps test unit-tests python-tests demo install uninstall clean help fuzz fuzz-smoke fuzz-build test-sanitize
-.PHONY: bench bench-smoke format format-check docs
+.PHONY: bench bench-smoke format format-check deb docs
 
 ## The toolchain's swift-format with the repository's .swift-format (4 spaces, lines up to 180,
 ## formatting only: every lint rule is off). `make test` fails on unformatted code.
@@ -41,6 +41,7 @@ all: build
 help:
 	@echo "make demo     build and show kvd end to end, the system layer (as root) and a fleet on a 3-member etcd (installs what is missing)"
 	@echo "make test     run every test (installs what is missing)"
+	@echo "make deb      build dist/kvd_VERSION_amd64.deb (static Swift runtime; lintian-clean)"
 	@echo "make install  install kvd, kvctl and the systemd units, user and system (PREFIX=$(PREFIX))"
 	@echo "make fuzz     run each libFuzzer target for FUZZ_SECONDS (default 60)"
 	@echo "make test-sanitize  run the tests under AddressSanitizer and ThreadSanitizer"
@@ -67,6 +68,7 @@ test: deps format-check
 	$(MAKE) fuzz-smoke
 	$(MAKE) bench-smoke
 	$(SWIFT) build $(RELEASE_FLAGS)  # what make install and make bench build: every target, release
+	scripts/test-deb.sh "$$($(SWIFT) build $(RELEASE_FLAGS) --show-bin-path)"  # the .deb: lintian, install, use, remove, purge
 
 ## make docs: KVClient's DocC archive (.build/docs/KVClient.doccarchive) with the toolchain's
 ## docc; fails on a DocC warning or an undocumented public symbol. `make test` runs it.
@@ -86,6 +88,11 @@ bench: deps
 bench-smoke:
 	$(SWIFT) build
 	$(PYTHON) bench/run.py --quick --no-install --bin "$$($(SWIFT) build --show-bin-path)"
+
+## make deb: dist/kvd_VERSION_amd64.deb (scripts/build-deb.sh: dpkg-deb from a staged tree).
+deb: deps
+	$(SWIFT) build $(RELEASE_FLAGS)
+	scripts/build-deb.sh "$$($(SWIFT) build $(RELEASE_FLAGS) --show-bin-path)"
 
 ## Fuzzing: libFuzzer targets in fuzz/, built with swiftc into .build/fuzz (see fuzz/build.sh).
 fuzz-build:

@@ -88,5 +88,5 @@ install -m 0755 packaging/deb/postinst packaging/deb/prerm packaging/deb/postrm 
 chmod 0644 "$stage/DEBIAN/control" "$stage/DEBIAN/md5sums"
 
 mkdir -p dist
-dpkg-deb --root-owner-group -Zxz --build "$stage" "dist/kvd_${version}_amd64.deb" >/dev/null
+dpkg-deb --root-owner-group -Zgzip --build "$stage" "dist/kvd_${version}_amd64.deb" >/dev/null
 echo "built dist/kvd_${version}_amd64.deb"

@@ -13,6 +13,8 @@ command -v systemd-socket-activate >/dev/null || need+=(systemd)
 pkg-config --exists libcurl 2>/dev/null || need+=(libcurl4-openssl-dev)  # KVFleet's HTTP client
 command -v etcd >/dev/null || need+=(etcd-server)
 command -v etcdctl >/dev/null || need+=(etcd-client)
+command -v lintian >/dev/null || need+=(lintian)           # make test checks the .deb
+command -v objdump >/dev/null || need+=(binutils)          # build-deb.sh: strip, objdump
 if ((${#need[@]})); then
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
   echo "installing: ${need[*]}"

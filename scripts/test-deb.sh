@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The Debian package end to end, as `make test` runs it (as root): build dist/kvd_*.deb, check it
+# with lintian (no errors), install it with apt-get, use kvctl from /usr/bin as an ordinary user
+# (kvctl starts /usr/bin/kvd for them), check what postinst set up, remove it (users' data and
+# /var/lib/kvd stay), purge it (/var/lib/kvd goes). Exits non-zero at the first difference.
+# Usage: scripts/test-deb.sh BIN_DIR   (a release build with --static-swift-stdlib)
+set -euo pipefail
+bin=${1:?usage: scripts/test-deb.sh BIN_DIR}
+root=$(cd "$(dirname "$0")/.." && pwd)
+fail() { printf 'test-deb: %s\n' "$*" >&2; exit 1; }
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "test-deb: skipped: installing a package needs root"
+  exit 0
+fi
+if dpkg-query -W -f='${Status}' kvd 2>/dev/null | grep -q "installed"; then
+  echo "test-deb: skipped: a kvd package is installed on this machine; the test would replace it"
+  exit 0
+fi
+for tool in dpkg-deb apt-get lintian runuser useradd; do
+  command -v "$tool" >/dev/null || fail "$tool is missing (scripts/install-deps.sh installs lintian)"
+done
+
+"$root/scripts/build-deb.sh" "$bin"
+deb=$(ls "$root"/dist/kvd_*_amd64.deb | tail -n1)
+echo "test-deb: lintian $deb"
+lintian --fail-on error --suppress-tags maintainer-script-calls-systemctl "$deb" || fail "lintian reports errors"
+
+user=kvd-deb-user
+work=$(mktemp -d /tmp/kvd-deb-test-XXXXXX)
+made_user="" saved_state=""
+cleanup() {
+  local status=$?
+  set +e
+  pkill -u "$user" -x kvd 2>/dev/null
+  dpkg-query -W kvd >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq kvd >/dev/null 2>&1
+  [ -n "$made_user" ] && userdel "$user" 2>/dev/null
+  if [ -n "$saved_state" ]; then rm -rf /var/lib/kvd; mv "$work/var-lib-kvd" /var/lib/kvd; fi
+  rm -rf "$work"
+  exit "$status"
+}
+trap cleanup EXIT
+# Purge removes /var/lib/kvd: a system instance's state already on this machine is set aside
+# for the test and put back after it.
+if [ -e /var/lib/kvd ]; then mv /var/lib/kvd "$work/var-lib-kvd"; saved_state=1; fi
+
+if ! getent passwd "$user" >/dev/null; then
+  useradd --system --no-create-home --shell /usr/sbin/nologin --user-group "$user"
+  made_user=1
+fi
+chmod 0755 "$work"   # the user reaches its home inside
+install -d -o "$user" -g "$user" -m 0700 "$work/home"
+
+echo "test-deb: apt-get install $deb"
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$deb" >/dev/null
+[ -x /usr/bin/kvctl ] && [ -x /usr/bin/kvd ] && [ -x /usr/bin/habits ] || fail "the programs are not in /usr/bin"
+/usr/bin/kvctl --version | grep -q '^kvctl ' || fail "kvctl --version"
+getent group kvd-admin >/dev/null || fail "postinst did not make the group kvd-admin"
+[ -L /etc/systemd/user/sockets.target.wants/kvd.socket ] || fail "postinst did not enable kvd.socket for every user"
+[ -L /etc/systemd/system/sockets.target.wants/kvd-system.socket ] || fail "postinst did not enable kvd-system.socket"
+for unit in /usr/lib/systemd/user/kvd.socket /usr/lib/systemd/user/kvd.service \
+            /usr/lib/systemd/system/kvd-system.socket /usr/lib/systemd/system/kvd-system.service; do
+  [ -f "$unit" ] || fail "$unit is missing"
+done
+grep -q '^ExecStart=/usr/bin/kvd' /usr/lib/systemd/user/kvd.service || fail "kvd.service does not start /usr/bin/kvd"
+
+as_user() { runuser -u "$user" -- env -i PATH=/usr/bin:/bin HOME="$work/home" "$@"; }
+as_user /usr/bin/kvctl set com.example.deb greeting "hello from the package" || fail "kvctl set as $user"
+got=$(as_user /usr/bin/kvctl get com.example.deb greeting) || fail "kvctl get as $user"
+[ "$got" = "hello from the package" ] || fail "kvctl get printed '$got'"
+[ -f "$work/home/.config/kvd/kvd.wal" ] || [ -f "$work/home/.config/kvd/com.example.deb.json" ] || fail "no state in the user's ~/.config/kvd"
+echo "test-deb: $user set and read a value with /usr/bin/kvctl (kvd started from /usr/bin)"
+pkill -u "$user" -x kvd || true
+
+mkdir -p /var/lib/kvd && echo kept > /var/lib/kvd/test-deb-marker
+DEBIAN_FRONTEND=noninteractive apt-get remove -y -qq kvd >/dev/null
+[ ! -e /usr/bin/kvctl ] || fail "remove left /usr/bin/kvctl"
+[ ! -e /etc/systemd/user/sockets.target.wants/kvd.socket ] || fail "remove left kvd.socket enabled"
+[ -f /var/lib/kvd/test-deb-marker ] || fail "remove deleted /var/lib/kvd (only purge may)"
+[ -d "$work/home/.config/kvd" ] || fail "remove deleted the user's settings"
+DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq kvd >/dev/null
+[ ! -e /var/lib/kvd ] || fail "purge left /var/lib/kvd"
+[ -d "$work/home/.config/kvd" ] || fail "purge deleted the user's settings"
+echo "test-deb: installed, used, removed and purged: fine"
