@@ -75,8 +75,10 @@ public final class EtcdGateway: EtcdAPI {
         } catch .compacted {
             throw .compacted(compactRevision(key: key))
         } catch .protocolError(let message) where message.hasPrefix(Self.notGRPC) {
+            // Through the gateway instead; from now on only if that worked where gRPC did not.
+            let page = try jsonRange(from: key, end: end, revision: revision, limit: limit)
             state.withLock { $0.rangesOverJSON = true }
-            return try jsonRange(from: key, end: end, revision: revision, limit: limit)
+            return page
         }
         let response = try EtcdGRPC.rangeResponse(data)
         guard let newest = response.revision else { throw .protocolError("a gRPC range answer without a header revision") }
@@ -115,6 +117,7 @@ public final class EtcdGateway: EtcdAPI {
     /// returns the body of the first 200 answer.
     func call(_ path: String, _ body: Data, idempotent: Bool, wire: Wire = .json) throws(EtcdError) -> Data {
         var reasons: [String] = []
+        var withoutHTTP2 = 0
         for (index, url) in membersInTurn() {
             switch try attempt(url.appendingPathComponent(path), body, idempotent: idempotent, member: index, wire: wire) {
             case .answer(let data):
@@ -123,14 +126,21 @@ public final class EtcdGateway: EtcdAPI {
             case .tryNext(let reason):
                 reasons.append(reason)
                 noteFailure(reason, member: index)
+            case .notHTTP2(let reason):
+                reasons.append(reason)
+                withoutHTTP2 += 1
             }
         }
+        // No member took the gRPC call as HTTP/2: whatever stands in front of them may not.
+        if withoutHTTP2 == reasons.count { throw .protocolError(Self.notGRPC + " (\(reasons.joined(separator: "; ")))") }
         throw .unreachable(reasons.joined(separator: "; "))
     }
 
     enum Attempt {
         case answer(Data)
         case tryNext(String)
+        /// A gRPC call this member did not take as HTTP/2 (or it broke the connection).
+        case notHTTP2(String)
     }
 
     /// How a call reaches etcd: JSON through the gateway, or a gRPC message over HTTP/2.
@@ -173,7 +183,7 @@ public final class EtcdGateway: EtcdAPI {
             do throws(GatewayTransport.Failure) {
                 reply = try exchange(wire, url, body, token: token)
             } catch .notHTTP2(let reason) {
-                throw .protocolError(Self.notGRPC + " (\(reason))")
+                return .notHTTP2(reason)
             } catch {
                 guard case .noAnswer = error, !idempotent else { return .tryNext(error.reason) }
                 noteFailure(error.reason, member: index)

@@ -31,6 +31,9 @@ final class GatewayTransport: Sendable {
     }
 
     let timeout: TimeInterval
+    /// libcurl's codes for a gRPC call that met no HTTP/2 (or a connection that broke): weird
+    /// reply, HTTP/2 framing, empty reply, send and receive failures, HTTP/2 stream.
+    static let notHTTP2Codes: Set<Int32> = [8, 16, 52, 55, 56, 92]
     /// The certificate authorities an https member must be signed by (PEM); nil: the system's.
     let caFile: String?
     /// Idle handles, gRPC ones (true) apart.
@@ -88,9 +91,8 @@ final class GatewayTransport: Sendable {
         let message = error[0] == 0 ? String(cString: ccurl_strerror(code)) : String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         let reason = "\(url.absoluteString): \(message)"
         switch code {
-        case 8, 16, 52,
-            92 where grpc != nil:
-            throw .notHTTP2(reason)  // weird or no reply, HTTP/2 framing or stream
+        case _ where grpc != nil && Self.notHTTP2Codes.contains(code):
+            throw .notHTTP2(reason)
         case 1, 3, 6, 7, 35, 51, 53, 54, 58, 59, 60, 64, 66, 77, 80, 83, 90, 91: throw .notSent(reason)  // unsupported, bad URL, resolve, connect, TLS
         default: throw .noAnswer(reason)
         }
