@@ -178,10 +178,10 @@ final class EtcdCluster: @unchecked Sendable {
         [clientURLs[first]] + clientURLs.indices.filter { $0 != first }.map { clientURLs[$0] }
     }
 
-    /// Polls `etcdctl endpoint health` on the running members for up to 20 s.
+    /// Polls `etcdctl endpoint health` on the running members for up to 60 s (a loaded machine can take long to elect after SIGCONT).
     func waitUntilHealthy(members indexes: [Int]? = nil) throws {
         let endpoints = (indexes ?? Array(clientURLs.indices)).map { clientURLs[$0] }
-        let deadline = Date().addingTimeInterval(20)
+        let deadline = Date().addingTimeInterval(60)
         var last = ""
         while Date() < deadline {
             let (status, output) = try etcdctl(["endpoint", "health"], endpoints: endpoints)
@@ -190,7 +190,7 @@ final class EtcdCluster: @unchecked Sendable {
             usleep(100_000)
         }
         let logs = clientURLs.indices.map { (try? String(contentsOfFile: "\(folder)/m\($0).log", encoding: .utf8)) ?? "" }
-        throw ClusterFailure("etcd did not become healthy within 20 s: \(last)\nlogs: \(logs.joined(separator: "\n").suffix(2000))")
+        throw ClusterFailure("etcd did not become healthy within 60 s: \(last)\nlogs: \(logs.joined(separator: "\n").suffix(2000))")
     }
 }
 
