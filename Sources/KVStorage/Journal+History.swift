@@ -1,0 +1,177 @@
+import Glibc
+import KVValues
+
+/// One commit of one domain as the store keeps it in memory until the log is folded into the
+/// files: what `History` serves of changes still only in the log.
+struct RecentCommit: Sendable {
+    var revision: Int64
+    var time: Int64?
+    var uid: UInt32?
+    var changes: [Change]
+
+    /// One entry per key it changed (of a key changed twice, the final value), in order.
+    var entries: [HistoryEntry] {
+        var entries: [HistoryEntry] = []
+        entries.reserveCapacity(changes.count)
+        var index: [Key: Int] = [:]
+        for change in changes {
+            let entry = HistoryEntry(revision: revision, time: time, key: change.key, value: change.value, uid: uid)
+            if changes.count > 1, let earlier = index[change.key] {
+                entries[earlier] = entry
+            } else {
+                if changes.count > 1 { index[change.key] = entries.count }
+                entries.append(entry)
+            }
+        }
+        return entries
+    }
+}
+
+/// What the journal knows of one domain's history file.
+struct HistoryFileInfo {
+    /// The largest revision of its entries: a fold skips log entries at or below it.
+    var lastRevision: Int64
+    /// Where the next line goes (after a torn tail, the file is cut back to it first).
+    var validLength: Int64
+    /// The file holds bytes after ``validLength`` (a torn append) to cut off.
+    var torn: Bool
+    var lines: Int
+    /// Past this many lines, the next fold prunes the file (rewrites it with what retention
+    /// keeps) instead of appending: twice what the last prune kept, and 64 more.
+    var pruneAbove: Int
+
+    static func bound(keeping lines: Int) -> Int { 2 * lines + 64 }
+}
+
+/// History files: appended when the log is folded, pruned by rewriting. Commit queue only
+/// (or recovery); every method blocks on I/O.
+extension Journal {
+    /// Appends each domain's commits above its file's last revision to its history file (a new
+    /// file starts complete: since 0), or rewrites the file pruned once it has grown past its
+    /// bound, each file synced (and a new one's folder) before returning. `domains` at
+    /// `revision` is the committed state, for a file that turns out damaged (set aside, and
+    /// its history started again from the current values). Nothing when history is off.
+    func foldHistory(_ history: [Domain: [RecentCommit]], domains: [Domain: DomainState], revision: Int64) throws(FileSystemError) {
+        guard historyOptions != nil else { return }
+        for domain in history.keys.sorted() {
+            let last = histories[domain]?.lastRevision ?? 0
+            let fresh = history[domain]!.lazy.filter { $0.revision > last }.flatMap(\.entries)
+            guard !fresh.isEmpty else { continue }
+            guard let info = histories[domain], info.lines + fresh.count <= info.pruneAbove else {
+                try rewriteHistory(domain, adding: Array(fresh), current: domains[domain], revision: revision)
+                continue
+            }
+            var bytes: [UInt8] = []
+            for entry in fresh { HistoryFormat.append(entry, to: &bytes) }
+            do { try appendHistory(domain, bytes, info: info) } catch {
+                histories[domain]?.torn = true  // part of it may be there: cut back before the next append
+                throw error
+            }
+            histories[domain] = HistoryFileInfo(
+                lastRevision: max(last, fresh.map(\.revision).max()!), validLength: info.validLength + Int64(bytes.count), torn: false,
+                lines: info.lines + fresh.count, pruneAbove: info.pruneAbove)
+        }
+    }
+
+    private func appendHistory(_ domain: Domain, _ bytes: [UInt8], info: HistoryFileInfo) throws(FileSystemError) {
+        let descriptor = try fileSystem.open(path(HistoryFormat.fileName(for: domain)), [.write, .noFollow], permissions: 0o600)
+        defer { fileSystem.close(descriptor) }
+        try fileSystem.write(descriptor, bytes, at: info.validLength)
+        if info.torn { try fileSystem.truncate(descriptor, to: info.validLength + Int64(bytes.count)) }
+        try fileSystem.fsync(descriptor)
+    }
+
+    /// Rewrites `domain`'s history file with its entries and `adding`, pruned: temporary file,
+    /// fsync, rename, fsync of the folder. A file that cannot be read is set aside first, and
+    /// the new one starts at `revision` with the values of `current`.
+    private func rewriteHistory(_ domain: Domain, adding: [HistoryEntry], current: DomainState?, revision: Int64) throws(FileSystemError) {
+        var entries: [HistoryEntry] = []
+        var since: Int64 = 0
+        if histories[domain] != nil {
+            switch try readHistory(domain) {
+            case .content(let content): (entries, since) = (content.entries, content.since)
+            case .missing: break
+            case .unreadable:
+                entries = Self.baseline(current)
+                since = revision
+            }
+        }
+        try writeHistory(domain, entries + adding, since: since)
+    }
+
+    /// Writes `domain`'s history file anew with `entries` as retention keeps them, complete
+    /// from `since` on, and records what it holds.
+    func writeHistory(_ domain: Domain, _ entries: [HistoryEntry], since: Int64) throws(FileSystemError) {
+        let options = historyOptions!
+        let pruned = HistoryRetention.prune(
+            HistoryRetention.normalized(entries), since: since, keep: options.historyKeep, days: options.historyDays, now: options.clock())
+        var bytes = HistoryFormat.header(domain, since: pruned.since)
+        for entry in pruned.entries { HistoryFormat.append(entry, to: &bytes) }
+        let name = HistoryFormat.fileName(for: domain)
+        try fileSystem.replaceFile(path(name), temporary: path("." + name + ".tmp"), with: bytes)
+        try fileSystem.syncDirectory(directory)
+        histories[domain] = HistoryFileInfo(
+            lastRevision: max(pruned.entries.map(\.revision).max() ?? 0, histories[domain]?.lastRevision ?? 0), validLength: Int64(bytes.count), torn: false,
+            lines: pruned.entries.count, pruneAbove: HistoryFileInfo.bound(keeping: pruned.entries.count))
+    }
+
+    /// The values of `state` as history entries of no known time (values a domain has when its
+    /// history begins).
+    static func baseline(_ state: DomainState?) -> [HistoryEntry] {
+        guard let state else { return [] }
+        return state.entries.compactMap { key, entry in
+            guard case .value(let value) = entry.content else { return nil }
+            return HistoryEntry(revision: entry.revision, time: nil, key: key, value: value)
+        }
+    }
+
+    /// What reading a domain's history file gave.
+    enum HistoryRead {
+        case content(HistoryContent)
+        case missing
+        /// It could not be read; it was set aside (or, failing that, left) and logged.
+        case unreadable
+    }
+
+    /// Reads `domain`'s history file; one that cannot be used is renamed aside and logged.
+    /// Throws if reading it failed (I/O: nothing is set aside, the caller fails and retries).
+    func readHistory(_ domain: Domain) throws(FileSystemError) -> HistoryRead {
+        let name = HistoryFormat.fileName(for: domain)
+        let reason: String
+        do throws(HistoryFileError) {
+            guard let content = try HistoryFile.read(fileSystem, path(name), domain: domain) else { return .missing }
+            return .content(content)
+        } catch {
+            if let failure = error.system { throw failure }
+            reason = error.reason
+        }
+        do {
+            let backup = try moveAside(name)
+            log(.error, "history file \(path(name)) is unreadable (\(reason)); moved it to \(path(backup)); the history of domain \(domain) starts again from its current values")
+        } catch {
+            log(.error, "history file \(path(name)) is unreadable (\(reason)) and could not be moved aside: \(error)")
+        }
+        return .unreadable
+    }
+}
+
+/// Reading a history file from any thread.
+enum HistoryFile {
+    /// The content of the history file at `path` of `domain`, or nil if there is none. Throws
+    /// why it cannot be used: not a regular file, or ``HistoryFormat/read(_:domain:)`` refuses
+    /// it. Blocks on I/O; thread-safe.
+    static func read(_ fileSystem: any FileSystem, _ path: String, domain: Domain) throws(HistoryFileError) -> HistoryContent? {
+        let bytes: [UInt8]
+        do {
+            guard let read = try fileSystem.readRegularFile(path, limit: .max) else { return nil }
+            bytes = read
+        } catch {
+            switch error {
+            case .notRegular(let kind): throw HistoryFileError(reason: "it is \(kind), not a regular file")
+            case .tooLarge(let size): throw HistoryFileError(reason: "it holds \(size) bytes")
+            case .system(let error): throw HistoryFileError(reason: "it cannot be read: \(error)", system: error)
+            }
+        }
+        return try HistoryFormat.read(bytes, domain: domain)
+    }
+}
