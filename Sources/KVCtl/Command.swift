@@ -58,6 +58,10 @@ public enum Command: Sendable, Equatable {
     case unlock(Domain, Key)
     /// `--system locks [DOMAIN]`.
     case locks(Domain?)
+    /// `history DOMAIN [KEY] [--limit N] [--json]`.
+    case history(Domain, Key?, limit: Int?, json: Bool)
+    /// `restore DOMAIN [KEY] --revision N`: the key, or the whole domain, as it was after N.
+    case restore(Domain, Key?, revision: Int64)
     /// `help [COMMAND]`, `--help`, `COMMAND --help`.
     case help(String?)
     /// `--version`: prints `kvctl VERSION`.
@@ -157,6 +161,7 @@ extension Invocation {
         case "lock": command = .lock(try reader.domain(), try reader.key())
         case "unlock": command = .unlock(try reader.domain(), try reader.key())
         case "locks": command = .locks(try reader.optionalDomain())
+        case "history", "restore": command = try parseHistoryCommand(name, &reader)
         case "help":
             let topic = reader.optionalWord()
             if let topic, Help.canonicalName(topic) == nil { throw UsageError("no command \"\(topic)\" to explain") }

@@ -29,8 +29,10 @@ struct RecentCommit: Sendable {
 
 /// What the journal knows of one domain's history file.
 struct HistoryFileInfo {
-    /// The largest revision of its entries: a fold skips log entries at or below it.
+    /// The largest revision of its entries: a fold skips log entries below it, and those at
+    /// it whose key is in ``lastKeys`` (a crash may have cut an append within one commit).
     var lastRevision: Int64
+    var lastKeys: Set<Key>
     /// Where the next line goes (after a torn tail, the file is cut back to it first).
     var validLength: Int64
     /// The file holds bytes after ``validLength`` (a torn append) to cut off.
@@ -41,6 +43,32 @@ struct HistoryFileInfo {
     var pruneAbove: Int
 
     static func bound(keeping lines: Int) -> Int { 2 * lines + 64 }
+
+    /// What a file holding `entries` (and `lines` lines, `validLength` bytes) knows.
+    init(_ entries: [HistoryEntry], lines: Int, validLength: Int64, torn: Bool) {
+        lastRevision = entries.lazy.map(\.revision).max() ?? 0
+        lastKeys = Set(entries.lazy.filter { [lastRevision] in $0.revision == lastRevision }.map(\.key))
+        self.validLength = validLength
+        self.torn = torn
+        self.lines = lines
+        pruneAbove = Self.bound(keeping: lines)
+    }
+
+    /// Whether the file holds `entry` (or newer ones).
+    func holds(_ entry: HistoryEntry) -> Bool {
+        entry.revision < lastRevision || (entry.revision == lastRevision && lastKeys.contains(entry.key))
+    }
+
+    /// After appending `entries` (in revision order).
+    mutating func appended(_ entries: [HistoryEntry], bytes: Int) {
+        for entry in entries {
+            if entry.revision > lastRevision { (lastRevision, lastKeys) = (entry.revision, []) }
+            lastKeys.insert(entry.key)
+        }
+        validLength += Int64(bytes)
+        lines += entries.count
+        torn = false
+    }
 }
 
 /// History files: appended when the log is folded, pruned by rewriting. Commit queue only
@@ -55,10 +83,11 @@ extension Journal {
         guard historyOptions != nil else { return }
         for domain in history.keys.sorted() {
             let last = histories[domain]?.lastRevision ?? 0
-            let fresh = history[domain]!.lazy.filter { $0.revision > last }.flatMap(\.entries)
+            let known = histories[domain]
+            let fresh = history[domain]!.filter { $0.revision >= last }.flatMap(\.entries).filter { !(known?.holds($0) ?? false) }
             guard !fresh.isEmpty else { continue }
-            guard let info = histories[domain], info.lines + fresh.count <= info.pruneAbove else {
-                try rewriteHistory(domain, adding: Array(fresh), current: domains[domain], revision: revision)
+            guard var info = known, info.lines + fresh.count <= info.pruneAbove else {
+                try rewriteHistory(domain, adding: fresh, current: domains[domain], revision: revision)
                 continue
             }
             var bytes: [UInt8] = []
@@ -67,9 +96,8 @@ extension Journal {
                 histories[domain]?.torn = true  // part of it may be there: cut back before the next append
                 throw error
             }
-            histories[domain] = HistoryFileInfo(
-                lastRevision: max(last, fresh.map(\.revision).max()!), validLength: info.validLength + Int64(bytes.count), torn: false,
-                lines: info.lines + fresh.count, pruneAbove: info.pruneAbove)
+            info.appended(fresh, bytes: bytes.count)
+            histories[domain] = info
         }
     }
 
@@ -103,16 +131,17 @@ extension Journal {
     /// from `since` on, and records what it holds.
     func writeHistory(_ domain: Domain, _ entries: [HistoryEntry], since: Int64) throws(FileSystemError) {
         let options = historyOptions!
-        let pruned = HistoryRetention.prune(
-            HistoryRetention.normalized(entries), since: since, keep: options.historyKeep, days: options.historyDays, now: options.clock())
+        let all = HistoryRetention.normalized(entries)
+        let pruned = HistoryRetention.prune(all, since: since, keep: options.historyKeep, days: options.historyDays, now: options.clock())
         var bytes = HistoryFormat.header(domain, since: pruned.since)
         for entry in pruned.entries { HistoryFormat.append(entry, to: &bytes) }
         let name = HistoryFormat.fileName(for: domain)
         try fileSystem.replaceFile(path(name), temporary: path("." + name + ".tmp"), with: bytes)
         try fileSystem.syncDirectory(directory)
-        histories[domain] = HistoryFileInfo(
-            lastRevision: max(pruned.entries.map(\.revision).max() ?? 0, histories[domain]?.lastRevision ?? 0), validLength: Int64(bytes.count), torn: false,
-            lines: pruned.entries.count, pruneAbove: HistoryFileInfo.bound(keeping: pruned.entries.count))
+        var info = HistoryFileInfo(pruned.entries, lines: pruned.entries.count, validLength: Int64(bytes.count), torn: false)
+        let folded = HistoryFileInfo(all, lines: 0, validLength: 0, torn: false)  // what was pruned stays folded
+        (info.lastRevision, info.lastKeys) = (folded.lastRevision, folded.lastKeys)
+        histories[domain] = info
     }
 
     /// The values of `state` as history entries of no known time (values a domain has when its

@@ -36,8 +36,7 @@ extension Recovery {
         case .content(let content):
             let last = content.lastRevision
             journal.histories[domain] = HistoryFileInfo(
-                lastRevision: last, validLength: Int64(content.validLength), torn: content.tornTail != nil, lines: content.entries.count,
-                pruneAbove: HistoryFileInfo.bound(keeping: content.entries.count))
+                content.entries, lines: content.entries.count, validLength: Int64(content.validLength), torn: content.tornTail != nil)
             let live = HistoryRetention.state(of: HistoryRetention.normalized(content.entries), at: .max)
             let since: Int64
             if let loaded, loaded.revision > last {

@@ -73,8 +73,9 @@ extension Store {
             log(.error, "the history file of domain \(domain) cannot be read: \(error.reason)")
             throw .failure("the history file of domain \(domain) cannot be read (\(error.reason)); restart kvd to set it aside")
         }
+        // A commit the file holds part of (an append a crash cut short) is completed from memory.
         let last = content.lastRevision
-        let fresh = recent.lazy.filter { $0.revision > last }.flatMap(\.entries)
+        let fresh = recent.lazy.filter { $0.revision >= last }.flatMap(\.entries)
         return (HistoryRetention.normalized(content.entries + fresh), content.since)
     }
 }
