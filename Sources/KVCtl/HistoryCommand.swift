@@ -57,7 +57,13 @@ extension Runner {
     func restore(_ domain: Domain, _ key: Key?, revision: Int64, on connection: Connection) throws -> Int64? {
         let then = try connection.history(domain, at: revision, key: key)
         if let key {
-            if let value = then.first?.value { return try connection.set(domain, key, value) }
+            if let value = then.first?.value {
+                if (try? connection.get(domain, key))?.value == value {
+                    console.err("kvctl: \(domain.name) \(ClientError.shellWord(key.name)) is as it was after revision \(revision); nothing to restore\n")
+                    return nil
+                }
+                return try connection.set(domain, key, value)
+            }
             return try Self.optional { () throws(ClientError) in try connection.delete(domain, key) }
         }
         let current = try Self.optional { () throws(ClientError) in try connection.list(domain) }
@@ -65,7 +71,10 @@ extension Runner {
         let present = Array((current?.values ?? [:]).keys) + Array((current?.unreadable ?? [:]).keys)
         var changes = present.filter { wanted[$0] == nil }.map { Change(key: $0, value: nil) }
         changes += wanted.filter { current?.values[$0.key] != $0.value }.map { Change(key: $0.key, value: $0.value) }
-        guard !changes.isEmpty else { return nil }
+        guard !changes.isEmpty else {
+            console.err("kvctl: \(domain.name) is as it was after revision \(revision); nothing to restore\n")
+            return nil
+        }
         let result = Result { () throws(ClientError) in try connection.apply(domain, changes.sorted { $0.key < $1.key }, ifRevision: current?.revision ?? 0) }
         if case .failure(.revisionMismatch) = result {
             throw Failure(

@@ -5,9 +5,9 @@ import KVValues
 ///
 /// Retention: of each key, walking back from its newest entry, every entry while fewer than
 /// `keep` are kept or the entry is at most `days` days old; so what a key keeps is always its
-/// newest entries. Pruning drops the rest, and then states can be rebuilt from the largest
-/// revision dropped (the new `since`) on: for that, each key also keeps its newest entry at or
-/// below `since` when that entry is a value (the value the key had then).
+/// newest entries. Pruning drops the rest; states can then be rebuilt from the new `since` on:
+/// the largest revision of any key's oldest kept entry (of a key that lost entries). A key that
+/// would keep none (`keep` 0) keeps its newest entry if it is a value: the value it still has.
 enum HistoryRetention {
     /// `entries` in revision order, with at most one entry per revision and key (the last
     /// given wins: a commit that changed a key twice leaves its final value).
@@ -47,12 +47,13 @@ enum HistoryRetention {
                 kept[index] = true
                 count += 1
             }
-            // The newest entry dropped (what is kept is a suffix) bounds `since`.
-            if let dropped = indices.last(where: { !kept[$0] }) { newSince = max(newSince, entries[dropped].revision) }
-        }
-        for indices in byKey.values {
-            // The value the key had at `newSince`, so that its state can be rebuilt from there on.
-            if let base = indices.last(where: { entries[$0].revision <= newSince }), entries[base].value != nil { kept[base] = true }
+            guard !kept[indices[0]] else { continue }  // nothing of this key is dropped
+            if let oldest = indices.first(where: { kept[$0] }) {
+                newSince = max(newSince, entries[oldest].revision)  // from there on, this key's values are all kept
+            } else if let newest = indices.last {
+                newSince = max(newSince, entries[newest].revision)
+                if entries[newest].value != nil { kept[newest] = true }  // the value it still has
+            }
         }
         return (entries.indices.filter { kept[$0] }.map { entries[$0] }, newSince)
     }
