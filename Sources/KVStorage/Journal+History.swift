@@ -39,10 +39,10 @@ struct HistoryFileInfo {
     var torn: Bool
     var lines: Int
     /// Past this many lines, the next fold prunes the file (rewrites it with what retention
-    /// keeps) instead of appending: twice what the last prune kept, and 64 more.
+    /// keeps) instead of appending: twice what the last prune kept, and 16 more.
     var pruneAbove: Int
 
-    static func bound(keeping lines: Int) -> Int { 2 * lines + 64 }
+    static func bound(keeping lines: Int) -> Int { 2 * lines + 16 }
 
     /// What a file holding `entries` (and `lines` lines, `validLength` bytes) knows.
     init(_ entries: [HistoryEntry], lines: Int, validLength: Int64, torn: Bool) {
