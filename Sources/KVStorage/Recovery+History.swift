@@ -48,7 +48,8 @@ extension Recovery {
             }
             let removals = live.keys.filter { loaded?.entries[$0] == nil }.map { HistoryEntry(revision: since, time: nil, key: $0, value: nil) }
             try journal.writeHistory(domain, content.entries + Journal.baseline(loaded) + removals, since: max(content.since, since))
-            journal.log(.warning, "history of domain \(domain) misses the changes up to revision \(since) (history was off, or a file was lost); it goes on from the domain's values then")
+            journal.log(
+                .warning, "history of domain \(domain) misses the changes up to revision \(since) (history was off, or a file was lost); it goes on from the domain's values then")
         }
     }
 
