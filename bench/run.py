@@ -321,12 +321,14 @@ class Bench:
         (--history-keep 0 --history-days 0), and History of a key with 1,000 entries against a
         List of a 1,000-key domain."""
         print("history", flush=True)
-        off = self.path("kvd-nohistory.sock")
-        off_proc = self.start([self.tool("kvd"), "--socket", off, "--state-dir", self.path("kvd-nohistory-state"), "--idle-exit", "0",
-                               "--no-system-layer", "--history-keep", "0", "--history-days", "0"], off, "kvd-nohistory")
+        servers = {}
+        for name, flags in (("kvd-history", []), ("kvd-nohistory", ["--history-keep", "0", "--history-days", "0"])):
+            sock = self.path(name + ".sock")  # two fresh kvd alike but for history
+            servers[name] = (self.start([self.tool("kvd"), "--socket", sock, "--state-dir", self.path(name + "-state"), "--idle-exit", "0",
+                                         "--no-system-layer"] + flags, sock, name), sock)
         on, no = self.interleave("durable set, history", [
-            ("kvd Set (fsync), history kept", self.kvbench(kvd_sock, "varlink", "set", 1, "bench.history-set")),
-            ("kvd Set (fsync), history off", self.kvbench(off, "varlink", "set", 1, "bench.history-set"))])
+            ("kvd Set (fsync), history kept", self.kvbench(servers["kvd-history"][1], "varlink", "set", 1, "bench.history-set")),
+            ("kvd Set (fsync), history off", self.kvbench(servers["kvd-nohistory"][1], "varlink", "set", 1, "bench.history-set"))])
         self.target("history cost", "durable Set throughput history on/off", on["ops_per_s"] / no["ops_per_s"], 0.95, ">=")
         entries = 20 if self.quick else 1000
         self.populate(kvd_sock, "varlink", entries, "bench.list1000")
@@ -342,7 +344,8 @@ class Bench:
             (f"kvd History of a key with {entries:,} entries", self.kvbench(kvd_sock, "varlink", "history", 1, "bench.history")),
             (f"kvd List of a {entries:,}-key domain", self.kvbench(kvd_sock, "varlink", "list", 1, "bench.list1000"))])
         self.target("history read", "p50 latency History/List", history["p50_us"] / listing["p50_us"], 2.0, "<=")
-        self.stop(off_proc)
+        for proc, _ in servers.values():
+            self.stop(proc)
 
     def compare(self, row, measure, mine, peer, op, goal):
         if peer is None:

@@ -12,6 +12,7 @@ enum HistoryRetention {
     /// `entries` in revision order, with at most one entry per revision and key (the last
     /// given wins: a commit that changed a key twice leaves its final value).
     static func normalized(_ entries: [HistoryEntry]) -> [HistoryEntry] {
+        if isNormalized(entries) { return entries }  // as files and the log mostly give them: one pass
         var seen: [HistoryPoint: Int] = [:]
         var result: [HistoryEntry] = []
         result.reserveCapacity(entries.count)
@@ -25,6 +26,21 @@ enum HistoryRetention {
             }
         }
         return stableSorted(result)
+    }
+
+    /// Whether `entries` rise by revision with no key twice at one revision.
+    private static func isNormalized(_ entries: [HistoryEntry]) -> Bool {
+        var keysAtRevision: Set<Key> = []
+        var previous: Int64 = .min
+        for entry in entries {
+            if entry.revision < previous { return false }
+            if entry.revision > previous {
+                previous = entry.revision
+                keysAtRevision.removeAll(keepingCapacity: true)
+            }
+            guard keysAtRevision.insert(entry.key).inserted else { return false }
+        }
+        return true
     }
 
     private static func stableSorted(_ entries: [HistoryEntry]) -> [HistoryEntry] {
