@@ -38,6 +38,9 @@ struct HistoryFileInfo {
     /// The file holds bytes after ``validLength`` (a torn append) to cut off.
     var torn: Bool
     var lines: Int
+    /// The time of its oldest entry (`.min` for one without a time): while that is within
+    /// the days retention keeps, nothing can be pruned, and the file is not read to try.
+    var oldestTime: Int64
     /// Past this many lines, the next fold prunes the file (rewrites it with what retention
     /// keeps) instead of appending: twice what the last prune kept, and 16 more.
     var pruneAbove: Int
@@ -51,7 +54,13 @@ struct HistoryFileInfo {
         self.validLength = validLength
         self.torn = torn
         self.lines = lines
+        oldestTime = entries.lazy.map { $0.time ?? .min }.min() ?? .max
         pruneAbove = Self.bound(keeping: lines)
+    }
+
+    /// Whether a rewrite could drop anything at `now` (see ``oldestTime``).
+    func mayPrune(_ options: StoreOptions, now: Int64) -> Bool {
+        options.historyDays == 0 || oldestTime < now - Int64(options.historyDays) * 86_400_000
     }
 
     /// Whether the file holds `entry` (or newer ones).
@@ -64,6 +73,7 @@ struct HistoryFileInfo {
         for entry in entries {
             if entry.revision > lastRevision { (lastRevision, lastKeys) = (entry.revision, []) }
             lastKeys.insert(entry.key)
+            oldestTime = min(oldestTime, entry.time ?? .min)
         }
         validLength += Int64(bytes)
         lines += entries.count
@@ -80,34 +90,49 @@ extension Journal {
     /// `revision` is the committed state, for a file that turns out damaged (set aside, and
     /// its history started again from the current values). Nothing when history is off.
     func foldHistory(_ history: [Domain: [RecentCommit]], domains: [Domain: DomainState], revision: Int64) throws(FileSystemError) {
-        guard historyOptions != nil else { return }
+        guard let options = historyOptions else { return }
+        let now = options.clock()
         for domain in history.keys.sorted() {
             let last = histories[domain]?.lastRevision ?? 0
             let known = histories[domain]
             let fresh = history[domain]!.filter { $0.revision >= last }.flatMap(\.entries).filter { !(known?.holds($0) ?? false) }
             guard !fresh.isEmpty else { continue }
-            guard var info = known, info.lines + fresh.count <= info.pruneAbove else {
+            guard var info = known, info.lines + fresh.count <= info.pruneAbove || !info.mayPrune(options, now: now) else {
                 try rewriteHistory(domain, adding: fresh, current: domains[domain], revision: revision)
                 continue
             }
-            var bytes: [UInt8] = []
-            for entry in fresh { HistoryFormat.append(entry, to: &bytes) }
-            do { try appendHistory(domain, bytes, info: info) } catch {
+            let written: Int
+            do { written = try appendHistory(domain, fresh, info: info) } catch {
                 histories[domain]?.torn = true  // part of it may be there: cut back before the next append
                 throw error
             }
-            info.appended(fresh, bytes: bytes.count)
+            info.appended(fresh, bytes: written)
             histories[domain] = info
         }
     }
 
-    private func appendHistory(_ domain: Domain, _ bytes: [UInt8], info: HistoryFileInfo) throws(FileSystemError) {
+    /// Appends the lines of `entries` after the file's last whole line, in pieces of at most
+    /// ``historyChunkBytes`` (a fold of a 4 MiB log holds no second copy of it), then fsyncs
+    /// once. Returns the bytes written.
+    private func appendHistory(_ domain: Domain, _ entries: [HistoryEntry], info: HistoryFileInfo) throws(FileSystemError) -> Int {
         let descriptor = try fileSystem.open(path(HistoryFormat.fileName(for: domain)), [.write, .noFollow], permissions: 0o600)
         defer { fileSystem.close(descriptor) }
-        try fileSystem.write(descriptor, bytes, at: info.validLength)
-        if info.torn { try fileSystem.truncate(descriptor, to: info.validLength + Int64(bytes.count)) }
+        var offset = info.validLength
+        var bytes: [UInt8] = []
+        for (index, entry) in entries.enumerated() {
+            HistoryFormat.append(entry, to: &bytes)
+            guard bytes.count >= Self.historyChunkBytes || index == entries.count - 1 else { continue }
+            try fileSystem.write(descriptor, bytes, at: offset)
+            offset += Int64(bytes.count)
+            bytes.removeAll(keepingCapacity: true)
+        }
+        if info.torn { try fileSystem.truncate(descriptor, to: offset) }
         try fileSystem.fsync(descriptor)
+        return Int(offset - info.validLength)
     }
+
+    /// The most a fold holds of a history file's new lines before writing them.
+    static let historyChunkBytes = 256 << 10
 
     /// Rewrites `domain`'s history file with its entries and `adding`, pruned: temporary file,
     /// fsync, rename, fsync of the folder. A file that cannot be read is set aside first, and
