@@ -284,6 +284,8 @@ class Bench:
                             mine.get("write_bytes_per_op"), 4096, "<=", "from /proc/PID/io write_bytes")
                 self.compare(row, "throughput kvd/SQLite", mine, measured.get("SQLite WAL synchronous=FULL"), ">=", 1.0)
 
+        self.history_rows(kvd_sock)
+
         print("large domain", flush=True)
         self.populate(kvd_sock, "varlink", 10, "bench.small")
         self.populate(kvd_sock, "varlink", 20 if self.quick else 100_000, "bench.large")
@@ -317,6 +319,37 @@ class Bench:
         self.cold_start_row()
         print("memory", flush=True)
         self.memory_row()
+
+    def history_rows(self, kvd_sock):
+        """History (issue 13): a durable Set with history kept against one with history off
+        (--history-keep 0 --history-days 0), and History of a key with 1,000 entries against a
+        List of a 1,000-key domain."""
+        print("history", flush=True)
+        servers = {}
+        for name, flags in (("kvd-history", []), ("kvd-nohistory", ["--history-keep", "0", "--history-days", "0"])):
+            sock = self.path(name + ".sock")  # two fresh kvd alike but for history
+            servers[name] = (self.start([self.tool("kvd"), "--socket", sock, "--state-dir", self.path(name + "-state"), "--idle-exit", "0",
+                                         "--no-system-layer"] + flags, sock, name), sock)
+        on, no = self.interleave("durable set, history", [
+            ("kvd Set (fsync), history kept", self.kvbench(servers["kvd-history"][1], "varlink", "set", 1, "bench.history-set")),
+            ("kvd Set (fsync), history off", self.kvbench(servers["kvd-nohistory"][1], "varlink", "set", 1, "bench.history-set"))])
+        self.target("history cost", "durable Set throughput history on/off", on["ops_per_s"] / no["ops_per_s"], 0.95, ">=")
+        entries = 20 if self.quick else 1000
+        self.populate(kvd_sock, "varlink", entries, "bench.list1000")
+        with socket.socket(socket.AF_UNIX) as conn:  # one key changed `entries` times
+            conn.connect(kvd_sock)
+            for value in range(entries):
+                conn.sendall(json.dumps({"method": "io.kvd.Defaults.Set", "parameters": {
+                    "domain": "bench.history", "key": "k0", "value": value}}).encode() + b"\0")
+                reply = b""
+                while not reply.endswith(b"\0"):
+                    reply += conn.recv(4096)
+        history, listing = self.interleave("history of a key", [
+            (f"kvd History of a key with {entries:,} entries", self.kvbench(kvd_sock, "varlink", "history", 1, "bench.history")),
+            (f"kvd List of a {entries:,}-key domain", self.kvbench(kvd_sock, "varlink", "list", 1, "bench.list1000"))])
+        self.target("history read", "p50 latency History/List", history["p50_us"] / listing["p50_us"], 2.0, "<=")
+        for proc, _ in servers.values():
+            self.stop(proc)
 
     def compare(self, row, measure, mine, peer, op, goal):
         if peer is None:

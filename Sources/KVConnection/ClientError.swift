@@ -36,6 +36,9 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
     /// `KeyLocked`: the machine's administrator locked the key (`kvctl --system lock`), so
     /// nothing changed; root or a member of the group `kvd-admin` can lift the lock.
     case keyLocked(domain: String, key: String)
+    /// `HistoryTruncated`: the revision asked for is older than the history kvd keeps of the
+    /// domain; `oldestRevision` is the oldest it can answer for.
+    case historyTruncated(domain: String, oldestRevision: Int64)
     /// `org.varlink.service.PermissionDenied`: the system instance (`kvd --system`) lets only
     /// root and members of the group `kvd-admin` change anything; nothing changed.
     case permissionDenied
@@ -73,6 +76,7 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
         case Names.tooLarge: self = .tooLarge(limit: number("limit"))
         case Names.unreadableValue: self = .unreadableValue(domain: text("domain"), key: text("key"), reason: text("reason"))
         case Names.keyLocked: self = .keyLocked(domain: text("domain"), key: text("key"))
+        case Names.historyTruncated: self = .historyTruncated(domain: text("domain"), oldestRevision: number("oldestRevision") ?? 0)
         case ServiceInterface.Error.permissionDenied: self = .permissionDenied
         case ServiceInterface.Error.methodNotFound: self = .methodNotFound(method: text("method"))
         case let name: self = .remote(name: name, parameters: parameters)
@@ -84,7 +88,7 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
     public var isErrorReply: Bool {
         switch self {
         case .notFound, .revisionMismatch, .invalidName, .invalidValue, .storageFailure, .tooLarge, .unreadableValue, .keyLocked,
-            .permissionDenied, .methodNotFound, .remote:
+            .historyTruncated, .permissionDenied, .methodNotFound, .remote:
             true
         case .cannotConnect, .cannotStart, .unsafeSocketFolder, .protocolError, .connectionFailed, .connectionClosed:
             false
@@ -127,6 +131,8 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
         case .keyLocked(let domain, let key):
             "\(Self.shellWord(domain)) \(Self.shellWord(key)) is locked by the system administrator; root or a member of group kvd-admin "
                 + "can lift it with: kvctl --system unlock \(Self.shellWord(domain)) \(Self.shellWord(key))"
+        case .historyTruncated(let domain, let oldest):
+            "kvd keeps the history of \(Self.shellWord(domain)) from revision \(oldest) on; ask for that revision or a later one (see: kvctl history \(Self.shellWord(domain)))"
         case .permissionDenied:
             "permission denied: only root and members of group kvd-admin may change the system instance"
         case .methodNotFound(let method):

@@ -60,6 +60,10 @@ public enum Command: Sendable, Equatable {
     case locks(Domain?)
     /// `--system status`: the system instance's revision, domains and fleet mirror.
     case status
+    /// `history DOMAIN [KEY] [--limit N] [--json]`.
+    case history(Domain, Key?, limit: Int?, json: Bool)
+    /// `restore DOMAIN [KEY] --revision N`: the key, or the whole domain, as it was after N.
+    case restore(Domain, Key?, revision: Int64)
     /// `help [COMMAND]`, `--help`, `COMMAND --help`.
     case help(String?)
     /// `--version`: prints `kvctl VERSION`.
@@ -160,6 +164,7 @@ extension Invocation {
         case "unlock": command = .unlock(try reader.domain(), try reader.key())
         case "locks": command = .locks(try reader.optionalDomain())
         case "status": command = .status
+        case "history", "restore": command = try parseHistoryCommand(name, &reader)
         case "help":
             let topic = reader.optionalWord()
             if let topic, Help.canonicalName(topic) == nil { throw UsageError("no command \"\(topic)\" to explain") }

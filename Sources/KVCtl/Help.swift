@@ -145,6 +145,29 @@ enum Help {
                 read. With --json, the Status reply as JSON.
                 """),
         Entry(
+            name: "history", aliases: [], usage: "history DOMAIN [KEY] [--limit N] [--json]",
+            summary: "list the values a domain's keys had, newest first",
+            details: """
+                Prints the kept changes of DOMAIN (of KEY only, if given), newest first, one a
+                line: local time, revision, key, and the value as compact typed JSON ("(removed)"
+                when the key was removed); with --system also the user who made the change.
+                kvd keeps at least each key's last 20 values and every value of the last 30 days
+                (kvd --history-keep, --history-days); a deleted domain keeps its history.
+                --limit N prints the newest N; --json prints an array of {"revision", "time",
+                "key", "value", "uid"} objects (no "value" for a removal).
+                """),
+        Entry(
+            name: "restore", aliases: [], usage: "restore DOMAIN [KEY] --revision N",
+            summary: "put a key, or a whole domain, back as it was after revision N",
+            details: """
+                Writes the value KEY had after revision N as a new change (or removes KEY, if it
+                had none then); history itself is never rewritten. With no KEY, makes the whole
+                domain as it was after revision N in one atomic change (a deleted domain comes
+                back), refused if the domain changes while kvctl restores it: then nothing is
+                restored. Find N with: kvctl history DOMAIN. A revision older than what kvd
+                keeps is refused, naming the oldest revision it can restore.
+                """),
+        Entry(
             name: "help", aliases: [], usage: "help [COMMAND]",
             summary: "explain kvctl, or one command",
             details: "Prints this help, or the help of COMMAND (also: kvctl COMMAND --help)."),

@@ -73,6 +73,10 @@ struct Runner {
             console.out(Format.locks(try connection.locks(domain), ofOneDomain: domain != nil, json: options.json))
         case .status:
             console.out(Format.status(try connection.status(), json: options.json))
+        case .history(let domain, let key, let limit, let json):
+            try printHistory(domain, key, limit: limit, json: json, on: connection)
+        case .restore(let domain, let key, let revision):
+            printRevision(try restore(domain, key, revision: revision, on: connection))
         case .help, .version:
             break
         }
@@ -217,7 +221,8 @@ struct Runner {
 
     /// One line for the user about `error` in `command`: what happened and what to do.
     func message(for error: ClientError, in command: Command) -> String {
-        switch (error, command) {
+        if let message = Self.historyMessage(for: error, in: command) { return message }
+        return switch (error, command) {
         case (.notFound, .unlock(let domain, let key)):
             "\(domain.name) \(ClientError.shellWord(key.name)) is not locked (list the locks with: kvctl --system locks \(domain.name))"
         case (.cannotConnect(let path, let reason), _) where options.system:

@@ -34,7 +34,8 @@ public enum Daemon {
     static func run(_ options: DaemonOptions, log: Logger, system: any SystemCalls) -> Int32 {
         let store: Store
         do {
-            store = try Store(directory: options.stateDirectory, log: { level, message in log.log(level, message) })
+            let storeOptions = StoreOptions(historyKeep: options.historyKeep, historyDays: options.historyDays)
+            store = try Store(directory: options.stateDirectory, options: storeOptions, log: { level, message in log.log(level, message) })
         } catch {
             log.error("cannot open the state folder: \(error)")
             Systemd.notify("STATUS=cannot open the state folder: \(error)")

@@ -11,6 +11,11 @@ public struct DaemonOptions: Sendable, Equatable {
     /// Most bytes all clients together may hold in kvd (``Server/Limits/maxClientMemory``).
     public var maxClientMemory = Server.Limits().maxClientMemory
     public var role: Role = .user(systemSocket: nil)
+    /// History keeps at least each key's last this many values (`--history-keep`).
+    public var historyKeep = 20
+    /// History keeps every value of the last this many days (`--history-days`); 0 and a
+    /// ``historyKeep`` of 0 turn history off.
+    public var historyDays = 30
 
     /// Whether this is the system instance.
     public var isSystem: Bool {
@@ -29,9 +34,10 @@ public struct DaemonOptions: Sendable, Equatable {
 
     public static let usage = """
         usage: kvd [--socket PATH] [--state-dir DIR] [--system-socket PATH | --no-system-layer]
-                   [--idle-exit SECONDS] [--max-client-memory SIZE] [--verbose]
+                   [--idle-exit SECONDS] [--max-client-memory SIZE] [--history-keep N] [--history-days D] [--verbose]
                kvd --system [--socket PATH] [--state-dir DIR] [--admin-group NAME]
-                   [--max-connections-per-uid N] [--idle-exit SECONDS] [--max-client-memory SIZE] [--verbose]
+                   [--max-connections-per-uid N] [--idle-exit SECONDS] [--max-client-memory SIZE]
+                   [--history-keep N] [--history-days D] [--verbose]
                    [--etcd URL[,URL...] --fleet-domain PATTERN... [--etcd-prefix P] [--etcd-auth-file FILE] [--etcd-ca-file FILE]
                     [--etcd-progress-interval SECONDS]]
 
@@ -61,6 +67,9 @@ public struct DaemonOptions: Sendable, Equatable {
                                 K, M or G; at least 1M). Past it, the clients holding the most
                                 are disconnected and logged. Keep it above 16M, the
                                 largest message.
+          --history-keep N      history keeps at least each key's last N values (default 20)
+          --history-days D      history keeps every value of the last D days (default 30);
+                                --history-keep 0 --history-days 0 turns history off
           --verbose             log every connection and commit
 
         the system instance (--system):
@@ -120,6 +129,7 @@ public struct DaemonOptions: Sendable, Equatable {
         var policy = SystemPolicy()
         var userOnly: [String] = []
         var systemOnly: [String] = []
+        var history: [String: Int] = [:]
         var rest = arguments[...]
         func value(for flag: String) throws(UsageError) -> String {
             guard let next = rest.popFirst() else { throw UsageError("\(flag) needs a value") }
@@ -153,6 +163,12 @@ public struct DaemonOptions: Sendable, Equatable {
                 idle = seconds == 0 ? nil : .milliseconds(Int64(seconds * 1000))
             case "--max-client-memory":
                 clientMemory = try byteCount(try value(for: argument), for: argument)
+            case "--history-keep", "--history-days":
+                let text = try value(for: argument)
+                guard let number = Int(text), number >= 0, number <= 1_000_000 else {
+                    throw UsageError("\(argument) needs a whole number from 0 to 1000000, not \"\(text)\"")
+                }
+                history[argument] = number
             default:
                 guard try policy.take(argument, value: { () throws(UsageError) in try value(for: argument) }) else {
                     throw UsageError("unknown argument \"\(argument)\"")
@@ -166,19 +182,20 @@ public struct DaemonOptions: Sendable, Equatable {
         if policy.etcdEndpoints.isEmpty != policy.fleetDomains.isEmpty {
             throw UsageError(policy.etcdEndpoints.isEmpty ? "--fleet-domain needs --etcd URL" : "--etcd needs at least one --fleet-domain PATTERN")
         }
-        guard system else {
-            return .run(
-                DaemonOptions(
-                    socketPath: Paths.socket(explicit: socket, environment: environment),
-                    stateDirectory: Paths.stateDirectory(explicit: state, environment: environment),
-                    idleExit: idle, verbose: verbose, maxClientMemory: clientMemory,
-                    role: .user(systemSocket: noSystemLayer ? nil : Paths.systemSocket(explicit: systemSocket, environment: environment))))
-        }
-        return .run(
-            DaemonOptions(
+        var options =
+            system
+            ? DaemonOptions(
                 socketPath: Paths.systemSocket(explicit: socket, environment: environment),
                 stateDirectory: Paths.systemStateDirectory(explicit: state, environment: environment),
-                idleExit: idleSet ? idle : nil, verbose: verbose, maxClientMemory: clientMemory, role: .system(policy)))
+                idleExit: idleSet ? idle : nil, verbose: verbose, maxClientMemory: clientMemory, role: .system(policy))
+            : DaemonOptions(
+                socketPath: Paths.socket(explicit: socket, environment: environment),
+                stateDirectory: Paths.stateDirectory(explicit: state, environment: environment),
+                idleExit: idle, verbose: verbose, maxClientMemory: clientMemory,
+                role: .user(systemSocket: noSystemLayer ? nil : Paths.systemSocket(explicit: systemSocket, environment: environment)))
+        options.historyKeep = history["--history-keep"] ?? options.historyKeep
+        options.historyDays = history["--history-days"] ?? options.historyDays
+        return .run(options)
     }
 
     /// `1048576`, `512K`, `256M`, `1G` (binary units) as bytes, at least 1 MiB.

@@ -40,7 +40,7 @@ extension Server {
             let id = connection.id
             let oneway = call.oneway
             commitsQueued = true
-            store.enqueue(domain, mutation) { [completions, poller] result in
+            store.enqueue(domain, mutation, uid: handler.isSystem ? connection.uid : nil) { [completions, poller] result in
                 if completions.push(.init(connection: id, oneway: oneway, result: result)) { poller.wake() }
             }
         case .watch(let domain, let key):

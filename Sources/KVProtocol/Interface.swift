@@ -49,6 +49,19 @@ public enum DefaultsInterface {
         # carries "source": "system" or "locked" beside key and value.
         method Watch(domain: string, key: ?string) -> (revision: int, changes: []Change, initial: bool)
 
+        # One kept change of one key: the revision that made it, when (RFC 3339; none for a
+        # value the key already had when kvd began to keep its domain's history), the new value
+        # (none: the key was removed), and on the system instance the uid of the user who made it.
+        type HistoryEntry (revision: int, time: ?string, key: string, value: ?object, uid: ?int)
+
+        # The kept changes of a domain (of one key, if given), newest first, at most limit (and
+        # as many as one reply carries); a deleted domain keeps its history. With atRevision,
+        # the domain (or key) as it was after that revision: for each key that had a value
+        # then, the entry that set it. oldestRevision: the oldest revision whose state can be
+        # rebuilt (0: the whole history is kept). History is kept when kvd folds its log into
+        # the domain files: every committed change is there, and no other.
+        method History(domain: string, key: ?string, limit: ?int, atRevision: ?int) -> (entries: []HistoryEntry, oldestRevision: int)
+
         error NotFound (domain: string, key: ?string)
         error InvalidName (name: string, reason: string)
         error InvalidValue (reason: string)
@@ -60,6 +73,8 @@ public enum DefaultsInterface {
         # The machine's administrator locked the key (kvctl --system lock); nothing changed.
         # Root or a member of the group kvd-admin can lift it: kvctl --system unlock DOMAIN KEY.
         error KeyLocked (domain: string, key: string)
+        # History no longer has the state asked for: states from oldestRevision on can be rebuilt.
+        error HistoryTruncated (domain: string, oldestRevision: int)
 
         """
 
@@ -73,6 +88,7 @@ public enum DefaultsInterface {
         public static let tooLarge = "io.kvd.Defaults.TooLarge"
         public static let unreadableValue = "io.kvd.Defaults.UnreadableValue"
         public static let keyLocked = "io.kvd.Defaults.KeyLocked"
+        public static let historyTruncated = "io.kvd.Defaults.HistoryTruncated"
     }
 }
 

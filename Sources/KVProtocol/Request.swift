@@ -95,12 +95,15 @@ public enum DefaultsRequest: Sendable, Equatable {
     case mirror
     /// `io.kvd.System.Status` (system instance only): revision, domains, the fleet's state.
     case status
+    /// `History`: the kept changes of a domain (or key), newest first, at most `limit`; with
+    /// `atRevision`, the entries that made its state at that revision.
+    case history(Domain, Key?, limit: Int64?, atRevision: Int64?)
 
     /// Whether the request changes anything (what only admins may do on a system instance).
     public var isWrite: Bool {
         switch self {
         case .set, .delete, .apply, .lock, .unlock: true
-        case .get, .list, .listAll, .domains, .watch, .getInfo, .getInterfaceDescription, .locks, .mirror, .status: false
+        case .get, .list, .listAll, .domains, .watch, .getInfo, .getInterfaceDescription, .locks, .mirror, .status, .history: false
         }
     }
 
@@ -117,6 +120,12 @@ public enum DefaultsRequest: Sendable, Equatable {
         case "io.kvd.Defaults.List": self = .list(try p.domain())
         case "io.kvd.Defaults.ListAll": self = .listAll(try p.domain())
         case "io.kvd.Defaults.Domains": self = .domains
+        case "io.kvd.Defaults.History":
+            let limit = try p.optionalInt("limit")
+            guard limit.map({ $0 > 0 }) ?? true else { throw Parameters.invalid("limit") }
+            let revision = try p.optionalInt("atRevision")
+            guard revision.map({ $0 >= 0 }) ?? true else { throw Parameters.invalid("atRevision") }
+            self = .history(try p.domain(), try p.optionalKey(), limit: limit, atRevision: revision)
         case "io.kvd.Defaults.Watch":
             guard call.more else { throw RequestError(.failure(ServiceInterface.Error.expectedMore)) }
             self = .watch(try p.domain(), try p.optionalKey())
@@ -270,6 +279,13 @@ extension DefaultsRequest {
             return method("\(SystemInterface.name).Mirror", [:], more: true)
         case .status:
             return method("\(SystemInterface.name).Status", [:])
+        case .history(let domain, let key, let limit, let atRevision):
+            return method(
+                "\(interface).History",
+                [
+                    "domain": .string(domain.name), "key": key.map { .string($0.name) }, "limit": limit.map(JSON.integer),
+                    "atRevision": atRevision.map(JSON.integer),
+                ])
         }
     }
 }

@@ -8,6 +8,7 @@ import KVValues
 ///   kvd.lock                             flock(LOCK_EX|LOCK_NB) by the one kvd using STATE
 ///   kvd.wal                              write-ahead log: header + one record per mutation
 ///   DOMAIN.json                          one file per domain, pretty JSON, sorted keys
+///   DOMAIN.history                       the domain's kept changes (stays when the domain is deleted)
 ///   PREFIX~HASH.json                     the file of a domain named with over 200 bytes
 ///   DOMAIN.unreadable-20261129T181320Z.json   an unreadable domain file set aside (-2, -3 if taken)
 ///   kvd.wal.unreadable-20261129T181320Z  a copy of a log with damage before its end
@@ -72,6 +73,36 @@ import KVValues
 /// error, the records after it are replayed, its revision (when it can be read) counts, and
 /// the log is compacted at once so the damage is reported once. The store revision is the
 /// largest of the header's base, every record's and the domain files' revisions.
+///
+/// History `DOMAIN.history` (`PREFIX~HASH.history` beside a `~` domain file): lines framed like
+/// the log's. The header `{"format": "kvd-history", "formatVersion": 1, "domain": "d",
+/// "since": S}`, then one line per change of one key, oldest first:
+/// `{"revision": N, "time": T, "key": "k", "value": <typed JSON>, "uid": U}` (`time`: milliseconds
+/// since the Unix epoch, UTC, absent for a value the key already had when the domain's history
+/// began; no `value`: removed; `uid` only on the system instance), and `{"since": S}` lines.
+/// The state of the domain at any revision from the largest `since` on is, for each key, its
+/// newest entry at or below that revision. The log is folded into history before the domain
+/// files are written: a fold appends each domain's new entries and fsyncs the file (a new file:
+/// temporary file, fsync, rename, fsync of the folder), then the domain files, then the log is
+/// reset; entries the file already holds (a crash after the append) are skipped, by revision and
+/// key. Commits still in the log are served from memory. Retention (`StoreOptions.historyKeep`,
+/// `historyDays`): each key keeps its newest entries while fewer than `keep` are kept or they are
+/// at most `days` days old; once a file holds more than twice the lines its last rewrite kept,
+/// and 16 more, the fold rewrites it (temporary file, fsync, rename, fsync of the folder) with
+/// only what retention keeps, and `since` becomes the largest revision of a key's oldest kept
+/// entry. A history file that cannot be read (not a regular file, a bad header, a line that
+/// fails its checksum or does not decode, with lines after it) is renamed aside like a domain
+/// file and the domain's history starts again from its values; a torn last line (a crash during
+/// an append) is cut off at the next append. A domain file with no history file (kvd before
+/// history, or history was off) gets one at start, holding its values (no `time`) from its
+/// revision on; one whose history misses changes made while history was off gets the domain's
+/// values and removals then, and `since` moves to that revision.
+///
+/// Log records carry `"time": T` (milliseconds since the epoch, the same for one batch) and, on
+/// the system instance, `"uid": U` after `revision` since issue 13 (2026-11-30); the log version
+/// is unchanged, since every reader of version 1 ignores them.
+///
+/// Version history of the history file: 1: the format above (issue 13, 2026-11-30).
 ///
 /// Version history of the domain file (one reader per version is kept):
 /// - 0: a bare JSON object of typed values (no envelope, no revisions; keys load at revision 1).

@@ -36,6 +36,10 @@ final class Journal: @unchecked Sendable {
     var tail: [UInt8] = []
     /// The log descriptor bypasses the page cache (`O_DIRECT`).
     var direct = false
+    /// How history is kept; nil when it is off.
+    var historyOptions: StoreOptions?
+    /// What is known of each domain's history file (a domain without one has none yet).
+    var histories: [Domain: HistoryFileInfo] = [:]
 
     /// The block the log is written in. A commit writes whole blocks from the start of the
     /// partly filled last one, zero-padded, through an `O_DIRECT` descriptor where the file
@@ -166,12 +170,15 @@ final class Journal: @unchecked Sendable {
         needsReset = false
     }
 
-    /// Writes every dirty domain file (or removes it, for a domain that no longer exists),
+    /// Appends the commits of `history` to the history files first (so a crash after them
+    /// still has every entry: the log replays, and what the files hold is skipped), then
+    /// writes every dirty domain file (or removes it, for a domain that no longer exists),
     /// syncs the folder, removes the stale files of those domains, then resets the log. On
     /// failure the old log stays and still covers everything; the dirty set is kept for the
     /// next attempt. A stale file goes only once its replacement is durable: a crash between
     /// leaves both, and recovery reads the newer.
-    func compact(_ domains: [Domain: DomainState], revision: Int64) throws(FileSystemError) {
+    func compact(_ domains: [Domain: DomainState], revision: Int64, history: [Domain: [RecentCommit]] = [:]) throws(FileSystemError) {
+        try foldHistory(history, domains: domains, revision: revision)
         for domain in dirty.sorted() {
             let name = StorageFormat.fileName(for: domain)
             if let state = domains[domain], !state.isEmpty {

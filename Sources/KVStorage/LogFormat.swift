@@ -10,6 +10,12 @@ struct LogRecord: Sendable, Equatable {
     }
 
     var revision: Int64
+    /// When it was committed, in milliseconds since the Unix epoch (UTC): what history shows.
+    /// Nil in a record of a kvd before history.
+    var time: Int64?
+    /// The user (uid) whose request made it: written by the system instance only, for its
+    /// history's audit trail.
+    var uid: UInt32?
     /// `set`, `delete`, `apply`, `deleteDomain` or `group`; for people reading the log, not for
     /// replay.
     var kind: String
@@ -19,15 +25,19 @@ struct LogRecord: Sendable, Equatable {
     /// A group's other parts, of other domains.
     var more: [Part] = []
 
-    init(revision: Int64, domain: Domain, kind: String, changes: [Change]) {
+    init(revision: Int64, domain: Domain, kind: String, changes: [Change], time: Int64? = nil, uid: UInt32? = nil) {
         self.revision = revision
+        self.time = time
+        self.uid = uid
         self.kind = kind
         self.first = Part(domain: domain, changes: changes)
     }
 
     /// A record of `parts` (at least one).
-    init(revision: Int64, kind: String, parts: [Part]) {
+    init(revision: Int64, kind: String, parts: [Part], time: Int64? = nil, uid: UInt32? = nil) {
         self.revision = revision
+        self.time = time
+        self.uid = uid
         self.kind = kind
         self.first = parts[0]
         self.more = Array(parts.dropFirst())
@@ -115,8 +125,9 @@ enum LogFormat {
     /// every change), and for each change its key and value as compact typed JSON, in bytes (for
     /// a removal, the key alone), to `entryBytes`, part after part: what it costs in a reply
     /// (``DomainBudget``). A one-part record is
-    /// `{"revision":N,"domain":D,"kind":K,"changes":[...]}`; a group
-    /// `{"revision":N,"kind":"group","parts":[{"domain":D,"changes":[...]},...]}`.
+    /// `{"revision":N,"time":T,"domain":D,"kind":K,"changes":[...]}`; a group
+    /// `{"revision":N,"time":T,"kind":"group","parts":[{"domain":D,"changes":[...]},...]}`
+    /// (`"uid":U` after `time` on the system instance).
     @discardableResult
     static func append(_ record: LogRecord, to out: inout [UInt8], entryBytes: inout [Int]) -> RecordSizes {
         let lineStart = out.count
@@ -124,6 +135,14 @@ enum LogFormat {
         let payloadStart = out.count
         out.append(contentsOf: #"{"revision":"#.utf8)
         JSONWriter.writeInteger(record.revision, into: &out)
+        if let time = record.time {
+            out.append(contentsOf: #","time":"#.utf8)
+            JSONWriter.writeInteger(time, into: &out)
+        }
+        if let uid = record.uid {
+            out.append(contentsOf: #","uid":"#.utf8)
+            JSONWriter.writeInteger(Int64(uid), into: &out)
+        }
         var changesBytes = 0
         if record.isGroup {
             out.append(contentsOf: #","kind":"#.utf8)

@@ -80,7 +80,7 @@ extension LogFormat {
     }
 
     /// Where the first whole line with a valid checksum after the line at `position` starts.
-    private static func nextValidLine(in bytes: [UInt8], after position: Int) -> Int? {
+    static func nextValidLine(in bytes: [UInt8], after position: Int) -> Int? {
         var index = position
         while let newline = bytes[index...].firstIndex(of: UInt8(ascii: "\n")) {
             index = newline + 1
@@ -110,9 +110,10 @@ extension LogFormat {
         func refuse(_ reason: String) -> RecordError { RecordError(reason: reason, revision: revision) }
         var kind = "apply"
         if case .string(let found)? = json["kind"] { kind = found }
+        let (time, uid) = try origin(of: json, refuse)
         guard case .array(let parts)? = json["parts"] else {
             let part = try decodePart(json, refuse)
-            return LogRecord(revision: revision, domain: part.domain, kind: kind, changes: part.changes)
+            return LogRecord(revision: revision, domain: part.domain, kind: kind, changes: part.changes, time: time, uid: uid)
         }
         guard !parts.isEmpty else { throw refuse("has an empty \"parts\" array") }
         var decoded: [LogRecord.Part] = []
@@ -121,7 +122,24 @@ extension LogFormat {
             guard !decoded.contains(where: { $0.domain == one.domain }) else { throw refuse("names domain \(one.domain) in two parts") }
             decoded.append(one)
         }
-        return LogRecord(revision: revision, kind: kind, parts: decoded)
+        return LogRecord(revision: revision, kind: kind, parts: decoded, time: time, uid: uid)
+    }
+
+    /// The optional `time` (milliseconds since the epoch) and `uid` of a record or history line.
+    static func origin(of json: JSON, _ refuse: (String) -> RecordError) throws(RecordError) -> (time: Int64?, uid: UInt32?) {
+        var time: Int64?
+        var uid: UInt32?
+        switch json["time"] {
+        case nil: break
+        case .integer(let found)?: time = found
+        default: throw refuse("has a \"time\" that is not an integer")
+        }
+        switch json["uid"] {
+        case nil: break
+        case .integer(let found)? where found >= 0 && found <= Int64(UInt32.max): uid = UInt32(found)
+        default: throw refuse("has a \"uid\" that is not a user id")
+        }
+        return (time, uid)
     }
 
     /// One part of a record (`{"domain": D, "changes": [...]}`, or the record itself).

@@ -4,9 +4,14 @@ extension Recovery {
     /// Replays the log on top of the loaded domain files and leaves it open for appending.
     /// A missing or unusable log is replaced by a fresh one; a torn tail is cut off; records
     /// that cannot be used elsewhere are reported, the log is copied aside, the records after
-    /// them are replayed, and the log is compacted at once (see ``StorageFormat``).
-    func recoverLog(into state: inout RecoveredState, replayedThrough: [Domain: Int64]) throws(StorageError) {
-        guard let bytes = try readLog() else { return try startFreshLog(state) }
+    /// them are replayed, and the log is to be compacted at once (see ``StorageFormat``):
+    /// returns true then.
+    func recoverLog(into state: inout RecoveredState, replayedThrough: [Domain: Int64]) throws(StorageError) -> Bool {
+        guard let bytes = try readLog() else {
+            try startFreshLog(state)
+            state.logBase = state.revision
+            return false
+        }
         let scan: LogScan
         do {
             scan = try LogFormat.scan(bytes)
@@ -16,9 +21,12 @@ extension Recovery {
                 throw .invalidStateDirectory("the log \(journal.logPath) was written by a newer kvd (formatVersion \(version)); use that kvd")
             case .damaged(let reason):
                 try keepCopy(of: bytes, reason: reason)
-                return try startFreshLog(state)
+                try startFreshLog(state)
+                state.logBase = state.revision
+                return false
             }
         }
+        state.logBase = scan.baseRevision
         replay(scan, into: &state, replayedThrough: replayedThrough)
         if !scan.damage.isEmpty {
             try keepCopy(of: bytes, reason: "\(scan.damage.count) records cannot be used")
@@ -32,7 +40,7 @@ extension Recovery {
         try openLog(
             validLength: Int64(scan.validLength), fileLength: Int64(bytes.count), damaged: scan.tornTail != nil || !scan.damage.isEmpty,
             tail: Journal.tail(of: bytes, length: scan.validLength))
-        if !scan.damage.isEmpty { compactAfterDamage(state) }
+        return !scan.damage.isEmpty
     }
 
     /// The log's bytes, or nil if there is none. Something other than a regular file at its
@@ -76,6 +84,9 @@ extension Recovery {
             for part in record.parts {
                 let sizes = entryBytes[partStart..<(partStart + part.changes.count)]
                 partStart += part.changes.count
+                if journal.historyOptions != nil {
+                    state.recent[part.domain, default: []].append(RecentCommit(revision: record.revision, time: record.time, uid: record.uid, changes: part.changes))
+                }
                 guard record.revision > replayedThrough[part.domain] ?? 0 else { continue }
                 let current = state.domains[part.domain]
                 let budget = DomainState.budgetBytes(current?.budgetBytes ?? 0, after: part.changes, entryBytes: sizes) { current?.entries[$0] }
@@ -92,9 +103,9 @@ extension Recovery {
 
     /// Writes the domains out and starts a new log, so that damage kept aside is reported
     /// once; if that fails, the damaged log stays in use and is reported again next time.
-    private func compactAfterDamage(_ state: RecoveredState) {
+    func compactAfterDamage(_ state: RecoveredState) {
         do {
-            try journal.compact(state.domains, revision: state.revision)
+            try journal.compact(state.domains, revision: state.revision, history: state.recent)
         } catch {
             journal.log(.error, "could not compact the damaged log \(journal.logPath), it stays in use (and its damage will be reported again): \(error)")
         }

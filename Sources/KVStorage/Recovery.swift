@@ -5,6 +5,10 @@ import KVValues
 struct RecoveredState {
     var domains: [Domain: DomainState] = [:]
     var revision: Int64 = 0
+    /// The log's commits, per domain, for history (kept only when history is on).
+    var recent: [Domain: [RecentCommit]] = [:]
+    /// The log's base revision: every change at or below it is in the domain files.
+    var logBase: Int64 = 0
 }
 
 /// Opening a state folder: create it, lock it, load the domain files, replay the log.
@@ -24,7 +28,10 @@ struct Recovery {
             guard let domain = try load(name, entry) else { continue }
             keep(domain, from: name, into: &state, loaded: &loaded)
         }
-        try recoverLog(into: &state, replayedThrough: loaded.mapValues(\.replayedThrough))
+        let files = state.domains
+        let damaged = try recoverLog(into: &state, replayedThrough: loaded.mapValues(\.replayedThrough))
+        try recoverHistory(loaded: files, recent: state.recent, logBase: state.logBase)
+        if damaged { compactAfterDamage(state) }
         try syncFolders()
         return state
     }

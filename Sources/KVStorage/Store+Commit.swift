@@ -11,6 +11,8 @@ extension Store {
     struct Batch {
         var views: [Domain: DomainView] = [:]
         var revision: Int64
+        /// When the batch commits (``StoreOptions/clock``): every record of it carries this time.
+        var time: Int64
         var planned: [PlannedCommit] = []
         var records: [UInt8] = []
         /// Each planned change's size (``LogFormat/append(_:to:entryBytes:)``), in order.
@@ -26,6 +28,7 @@ extension Store {
         var entryBytes: Range<Int>
         var budgetBytes: Int
         var revision: Int64
+        var uid: UInt32?
     }
 
     /// Commits batches until nothing is queued; each batch is all that was queued when it
@@ -61,7 +64,7 @@ extension Store {
     /// new state and calls the completions. If the write fails, every mutation of the batch
     /// fails with `.failure` and memory is unchanged.
     private func commit(_ pending: [Pending]) {
-        var batch = state.withLock { Batch(revision: $0.revision) }
+        var batch = Batch(revision: state.withLock { $0.revision }, time: options.clock())
         for item in pending { plan(item, into: &batch) }
         batch.views = [:]  // drop the shared references, so publishing changes the state in place
         if !batch.records.isEmpty {
@@ -81,8 +84,8 @@ extension Store {
     /// bytes (removed again if the limits refuse it), its outcome.
     private func plan(_ item: Pending, into batch: inout Batch) {
         switch item {
-        case .one(let domain, let mutation, _):
-            batch.outcomes.append(.one(plan(domain, mutation, into: &batch)))
+        case .one(let domain, let mutation, let uid, _):
+            batch.outcomes.append(.one(plan(domain, mutation, uid: uid, into: &batch)))
         case .group(let parts, _):
             guard Set(parts.map(\.domain)).count == parts.count else {
                 return batch.outcomes.append(.group(.failure(.invalidValue("a group names a domain more than once"))))
@@ -93,7 +96,7 @@ extension Store {
     }
 
     /// Plans one mutation of one domain (every Set: no per-call arrays, unlike a group).
-    private func plan(_ domain: Domain, _ mutation: Mutation, into batch: inout Batch) -> Result<Commit, StorageError> {
+    private func plan(_ domain: Domain, _ mutation: Mutation, uid: UInt32?, into batch: inout Batch) -> Result<Commit, StorageError> {
         if batch.views[domain] == nil { batch.views[domain] = DomainView(state.withLock { $0.domains[domain] }) }
         let changes: PlannedChanges
         do {
@@ -104,7 +107,7 @@ extension Store {
         guard !changes.changes.isEmpty else { return .success(Commit(revision: batch.revision, domain: domain, changes: [])) }
         let revision = batch.revision + 1
         let (recordStart, sizesStart) = (batch.records.count, batch.entryBytes.count)
-        let record = LogRecord(revision: revision, domain: domain, kind: mutation.kind, changes: changes.changes)
+        let record = LogRecord(revision: revision, domain: domain, kind: mutation.kind, changes: changes.changes, time: batch.time, uid: uid)
         let sizes = LogFormat.append(record, to: &batch.records, entryBytes: &batch.entryBytes)
         let entryBytes = sizesStart..<batch.entryBytes.count
         let budget: Int
@@ -116,14 +119,16 @@ extension Store {
             return .failure(error)
         }
         batch.revision = revision
-        return .success(take(domain, changes.changes, entryBytes: entryBytes, budget: budget, at: revision, into: &batch))
+        return .success(take(domain, changes.changes, entryBytes: entryBytes, budget: budget, at: revision, uid: uid, into: &batch))
     }
 
     /// Takes one domain's planned changes, accepted by the limits, into `batch` at `revision`:
     /// its view (in place: no copy of the overlay) and what publishing will apply.
-    private func take(_ domain: Domain, _ changes: [Change], entryBytes: Range<Int>, budget: Int, at revision: Int64, into batch: inout Batch) -> Commit {
+    private func take(
+        _ domain: Domain, _ changes: [Change], entryBytes: Range<Int>, budget: Int, at revision: Int64, uid: UInt32? = nil, into batch: inout Batch
+    ) -> Commit {
         batch.views[domain]!.apply(changes, entryBytes: batch.entryBytes[entryBytes], budgetBytes: budget, at: revision)
-        batch.planned.append(PlannedCommit(domain: domain, changes: changes, entryBytes: entryBytes, budgetBytes: budget, revision: revision))
+        batch.planned.append(PlannedCommit(domain: domain, changes: changes, entryBytes: entryBytes, budgetBytes: budget, revision: revision, uid: uid))
         return Commit(revision: revision, domain: domain, changes: changes)
     }
 
@@ -145,7 +150,7 @@ extension Store {
         let revision = batch.revision + 1
         let (recordStart, sizesStart) = (batch.records.count, batch.entryBytes.count)
         let parts = planned.map { LogRecord.Part(domain: $0.domain, changes: $0.changes.changes) }
-        let sizes = LogFormat.append(LogRecord(revision: revision, kind: kind, parts: parts), to: &batch.records, entryBytes: &batch.entryBytes)
+        let sizes = LogFormat.append(LogRecord(revision: revision, kind: kind, parts: parts, time: batch.time), to: &batch.records, entryBytes: &batch.entryBytes)
         var budgets: [Int] = []
         var start = sizesStart
         for part in planned {
@@ -173,11 +178,16 @@ extension Store {
     /// Makes a durable batch visible to readers: applies its changes in place (the committed
     /// dictionaries are not shared at this point, so no copy is made) and drops emptied domains.
     private func publish(_ batch: Batch) {
+        let keepsHistory = journal.historyOptions != nil
         state.withLock { state in
             for commit in batch.planned {
                 let emptied = state.domains[commit.domain, default: DomainState()]
                     .apply(commit.changes, entryBytes: batch.entryBytes[commit.entryBytes], budgetBytes: commit.budgetBytes, at: commit.revision)
                 if emptied { state.domains[commit.domain] = nil }
+                if keepsHistory {
+                    state.recent[commit.domain, default: []]
+                        .append(RecentCommit(revision: commit.revision, time: batch.time, uid: commit.uid, changes: commit.changes))
+                }
             }
             state.revision = batch.revision
         }
@@ -188,14 +198,16 @@ extension Store {
         }
     }
 
-    /// Writes the dirty domain files and resets the log; a failure is logged and retried at
-    /// the next batch (the log still holds everything).
+    /// Folds the log's commits into the history files, writes the dirty domain files and
+    /// resets the log; a failure is logged and retried at the next batch (the log still holds
+    /// everything).
     func compact() {
-        let (domains, revision) = state.withLock { ($0.domains, $0.revision) }
+        let (domains, revision, recent) = state.withLock { ($0.domains, $0.revision, $0.recent) }
         let count = journal.dirty.count
         let threshold = Int64(options.compactionLogBytes)
         do {
-            try journal.compact(domains, revision: revision)
+            try journal.compact(domains, revision: revision, history: recent)
+            state.withLock { $0.recent = [:] }  // in the history files now; nothing was published meanwhile (this queue publishes)
             journal.nextCompactionLength = threshold
             log(.debug, "compacted the log into \(count) domain files at revision \(revision)")
         } catch {

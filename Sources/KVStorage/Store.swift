@@ -23,7 +23,8 @@ import Synchronization
 public final class Store: Sendable {
     /// Queued work: one mutation of one domain, or a group of several domains' changes.
     enum Pending: Sendable {
-        case one(Domain, Mutation, @Sendable (Result<Commit, StorageError>) -> Void)
+        /// One mutation, with the uid of the user who asked for it (the system instance).
+        case one(Domain, Mutation, UInt32?, @Sendable (Result<Commit, StorageError>) -> Void)
         case group([DomainChanges], @Sendable (Result<[Commit], StorageError>) -> Void)
 
         /// What its planning gave; ``finish(_:)`` hands it to the completion.
@@ -34,7 +35,7 @@ public final class Store: Sendable {
 
         func finish(_ outcome: Outcome) {
             switch (self, outcome) {
-            case (.one(_, _, let completion), .one(let result)): completion(result)
+            case (.one(_, _, _, let completion), .one(let result)): completion(result)
             case (.group(_, let completion), .group(let result)): completion(result)
             default: preconditionFailure("an outcome of another kind of work")
             }
@@ -42,7 +43,7 @@ public final class Store: Sendable {
 
         func fail(_ error: StorageError) {
             switch self {
-            case .one(_, _, let completion): completion(.failure(error))
+            case .one(_, _, _, let completion): completion(.failure(error))
             case .group(_, let completion): completion(.failure(error))
             }
         }
@@ -51,6 +52,8 @@ public final class Store: Sendable {
     struct State: Sendable {
         var domains: [Domain: DomainState]
         var revision: Int64
+        /// The commits still only in the log, per domain, for history (none when it is off).
+        var recent: [Domain: [RecentCommit]] = [:]
         var pending: [Pending] = []
         /// A drain is scheduled or running on the commit queue.
         var draining = false
@@ -73,6 +76,7 @@ public final class Store: Sendable {
         log: @escaping @Sendable (LogLevel, String) -> Void = { _, _ in }
     ) throws(StorageError) {
         let journal = Journal(fileSystem: fileSystem, directory: directory, log: log)
+        journal.historyOptions = options.keepsHistory ? options : nil
         let recovered: RecoveredState
         do { recovered = try Recovery(journal: journal).run() } catch {
             journal.releaseAll()  // a refused folder is not left locked
@@ -83,7 +87,7 @@ public final class Store: Sendable {
         self.journal = journal
         self.options = options
         self.log = log
-        self.state = Mutex(State(domains: recovered.domains, revision: recovered.revision))
+        self.state = Mutex(State(domains: recovered.domains, revision: recovered.revision, recent: recovered.recent))
         log(.info, "opened state folder \(directory) at revision \(recovered.revision) with \(recovered.domains.count) domains")
     }
 
@@ -135,11 +139,12 @@ public final class Store: Sendable {
     /// queue, in commit order, once the change is durable and visible to readers, or with the
     /// error: `.notFound`, `.revisionMismatch`, or `.failure` (nothing changed; also after
     /// ``close()``, for a value that cannot be stored, and for a domain named like a backup).
+    /// `uid` names the user who asked for it, in the log and in history (the system instance).
     public func submit(
-        _ domain: Domain, _ mutation: Mutation,
+        _ domain: Domain, _ mutation: Mutation, uid: UInt32? = nil,
         completion: @escaping @Sendable (Result<Commit, StorageError>) -> Void
     ) {
-        add(.one(domain, mutation, completion), startDrain: true)
+        add(.one(domain, mutation, uid, completion), startDrain: true)
     }
 
     /// Queues `mutation` like ``submit(_:_:completion:)``, but leaves its commit to the next
@@ -147,10 +152,10 @@ public final class Store: Sendable {
     /// thread is woken for it. `completion` then runs on that caller's thread, or on the commit
     /// queue if that queue was busy (compacting) at the time.
     public func enqueue(
-        _ domain: Domain, _ mutation: Mutation,
+        _ domain: Domain, _ mutation: Mutation, uid: UInt32? = nil,
         completion: @escaping @Sendable (Result<Commit, StorageError>) -> Void
     ) {
-        add(.one(domain, mutation, completion), startDrain: false)
+        add(.one(domain, mutation, uid, completion), startDrain: false)
     }
 
     /// Commits everything queued, on the calling thread, with one sync per batch, and calls
@@ -185,8 +190,8 @@ public final class Store: Sendable {
 
     /// Commits `mutation` and waits until it is durable. Blocks the calling thread; must not be
     /// called on the commit queue (from a completion).
-    public func commit(_ domain: Domain, _ mutation: Mutation) throws(StorageError) -> Commit {
-        try waitFor { submit(domain, mutation, completion: $0) }
+    public func commit(_ domain: Domain, _ mutation: Mutation, uid: UInt32? = nil) throws(StorageError) -> Commit {
+        try waitFor { submit(domain, mutation, uid: uid, completion: $0) }
     }
 
     /// Runs `start` with a completion and waits for it. Blocks; not on the commit queue.

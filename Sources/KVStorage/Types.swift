@@ -1,3 +1,4 @@
+import Glibc
 import KVValues
 
 /// What a caller asks the store to do to one domain. Each mutation that changes anything becomes
@@ -123,8 +124,32 @@ public struct StoreOptions: Sendable {
     /// reserved zeros instead of growing the file (cheaper: the file size does not change).
     public var logReservationBytes: Int
 
-    public init(compactionLogBytes: Int = 4 << 20, logReservationBytes: Int = 256 << 10) {
+    /// History keeps at least each key's last this many values (``HistoryRetention``).
+    public var historyKeep: Int
+    /// History keeps every value of the last this many days.
+    public var historyDays: Int
+    /// The time of a commit, in milliseconds since the Unix epoch: the wall clock (tests set
+    /// another). Called on the commit queue, once per batch.
+    public var clock: @Sendable () -> Int64
+
+    /// Whether history is kept: not when both ``historyKeep`` and ``historyDays`` are 0.
+    public var keepsHistory: Bool { historyKeep > 0 || historyDays > 0 }
+
+    public init(
+        compactionLogBytes: Int = 4 << 20, logReservationBytes: Int = 256 << 10, historyKeep: Int = 20, historyDays: Int = 30,
+        clock: @escaping @Sendable () -> Int64 = StoreOptions.wallClock
+    ) {
         self.compactionLogBytes = compactionLogBytes
         self.logReservationBytes = logReservationBytes
+        self.historyKeep = max(historyKeep, 0)
+        self.historyDays = max(historyDays, 0)
+        self.clock = clock
+    }
+
+    /// Milliseconds since the Unix epoch, from `CLOCK_REALTIME`.
+    public static let wallClock: @Sendable () -> Int64 = {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
     }
 }

@@ -29,6 +29,8 @@ func request(_ options: Options, client index: Int) -> [UInt8] {
     case (_, "set"):
         return varlink("Set", #"{"domain":"\#(options.domain)","key":"\#(key)","value":"\#(payload)"}"#)
     case (_, "ping"): return varlink("Domains")
+    case (_, "list"): return varlink("List", #"{"domain":"\#(options.domain)"}"#)
+    case (_, "history"): return varlink("History", #"{"domain":"\#(options.domain)","key":"\#(key)"}"#)
     default: return varlink("Get", #"{"domain":"\#(options.domain)","key":"\#(key)"}"#)
     }
 }

@@ -146,8 +146,9 @@ import Testing
         client.close()
         #expect(daemon.stop() == 0, "SIGTERM compacts: \(daemon.errorOutput())")
         #expect(!daemon.errorOutput().contains("failed"), "\(daemon.errorOutput())")
-        let files = sandbox.stateFiles().filter { $0.hasPrefix("n") }
+        let files = sandbox.stateFiles().filter { $0.hasPrefix("n") && $0.hasSuffix(".json") }
         #expect(files.count == 1, "\(sandbox.stateFiles())")
+        #expect(sandbox.stateFiles().filter { $0.hasPrefix("n") }.count == 2, "the domain file and its history: \(sandbox.stateFiles())")
         daemon = try Daemon(sandbox)
         client = try RawClient(sandbox.socket)
         #expect(client.large(Self.getCall(name, "k")) == #"{"parameters":{"value":"long","revision":1,"source":"user"}}"#)

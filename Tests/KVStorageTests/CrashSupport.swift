@@ -15,8 +15,40 @@ struct StoreContent: Hashable, CustomStringConvertible {
     var domains: [Domain: [Key: Stored]] = [:]
     var domainRevisions: [Domain: Int64] = [:]
     var revision: Int64 = 0
+    /// Every committed change per domain, sorted by revision and key (the oracle's); or, read
+    /// from a store, what its history serves. Not part of `==` (``CrashChecker/judgeHistory``
+    /// compares it, allowing for retention).
+    var history: [Domain: [HistoryEntry]] = [:]
+    /// A store's states rebuilt from history at some revisions (``CrashChecker/rebuildStates``).
+    var rebuilt: [Domain: [Int64: [Key: Value]]] = [:]
 
     init() {}
+
+    static func == (left: StoreContent, right: StoreContent) -> Bool {
+        (left.domains, left.domainRevisions, left.revision) == (right.domains, right.domainRevisions, right.revision)
+    }
+
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(domains)
+        hasher.combine(domainRevisions)
+        hasher.combine(revision)
+    }
+
+    /// Reads the history of `domains` from `store` (entries sorted by revision and key).
+    mutating func readHistory(of store: Store, _ domains: [Domain]) throws {
+        for domain in domains {
+            let entries = try store.history(domain).entries.map { HistoryEntry(revision: $0.revision, time: nil, key: $0.key, value: $0.value) }
+            if !entries.isEmpty { history[domain] = entries.sorted(by: Self.historyOrder) }
+        }
+    }
+
+    static func historyOrder(_ a: HistoryEntry, _ b: HistoryEntry) -> Bool { (a.revision, a.key) < (b.revision, b.key) }
+
+    /// Adds the oracle's history entries of one commit at `revision` (the final value of each key).
+    private mutating func record(_ domain: Domain, _ changes: [Key: Value?], at revision: Int64) {
+        let entries = changes.map { HistoryEntry(revision: revision, time: nil, key: $0.key, value: $0.value) }.sorted(by: Self.historyOrder)
+        history[domain, default: []] += entries
+    }
 
     /// Reads everything a store serves.
     init(of store: Store) {
@@ -34,28 +66,29 @@ struct StoreContent: Hashable, CustomStringConvertible {
     /// Applies a mutation as a successful commit would: the oracle.
     mutating func apply(_ domain: Domain, _ mutation: Mutation) {
         var entries = domains[domain] ?? [:]
-        var changed = false
+        var changed: [Key: Value?] = [:]
         let next = revision + 1
         switch mutation {
         case .set(let key, let value, _):
             entries[key] = Stored(value: value, revision: next)
-            changed = true
+            changed[key] = .some(value)
         case .delete(let key):
-            changed = entries.removeValue(forKey: key) != nil
+            if entries.removeValue(forKey: key) != nil { changed[key] = .some(nil) }
         case .apply(let changes, _):
             for change in changes {
                 if let value = change.value {
                     entries[change.key] = Stored(value: value, revision: next)
-                    changed = true
+                    changed[change.key] = .some(value)
                 } else if entries.removeValue(forKey: change.key) != nil {
-                    changed = true
+                    changed[change.key] = .some(nil)
                 }
             }
         case .deleteDomain:
-            changed = !entries.isEmpty
+            for key in entries.keys { changed[key] = .some(nil) }
             entries = [:]
         }
-        guard changed else { return }
+        guard !changed.isEmpty else { return }
+        record(domain, changed, at: next)
         revision = next
         domains[domain] = entries.isEmpty ? nil : entries
         domainRevisions[domain] = entries.isEmpty ? nil : next
@@ -69,16 +102,17 @@ struct StoreContent: Hashable, CustomStringConvertible {
         var changed = false
         for part in parts {
             var entries = after.domains[part.domain] ?? [:]
-            var domainChanged = false
+            var domainChanged: [Key: Value?] = [:]
             for change in part.changes {
                 if let value = change.value {
                     entries[change.key] = Stored(value: value, revision: revision + 1)
-                    domainChanged = true
+                    domainChanged[change.key] = .some(value)
                 } else if entries.removeValue(forKey: change.key) != nil {
-                    domainChanged = true
+                    domainChanged[change.key] = .some(nil)
                 }
             }
-            guard domainChanged else { continue }
+            guard !domainChanged.isEmpty else { continue }
+            after.record(part.domain, domainChanged, at: revision + 1)
             changed = true
             after.domains[part.domain] = entries.isEmpty ? nil : entries
             after.domainRevisions[part.domain] = entries.isEmpty ? nil : revision + 1
@@ -239,6 +273,9 @@ struct CrashChecker {
     /// For each marked apply: its number and key count.
     let applies: [Int: Int]
     static let probe = domain("com.example.probe")
+    /// Whether each recovered disk's history is read and judged, and its states rebuilt from it
+    /// (costly: off for the crashes during recovery, whose disks the outer run has checked so).
+    var checksHistory = true
 
     /// What recovering a disk gives, or why it failed. Deterministic, so cached per disk.
     enum Recovered: Equatable {
@@ -252,7 +289,10 @@ struct CrashChecker {
         let content: StoreContent
         do {
             let store = try Store(directory: directory, options: options, fileSystem: fileSystem)
-            content = StoreContent(of: store)
+            var read = StoreContent(of: store)
+            if checksHistory { try read.readHistory(of: store, Self.historyDomains) }
+            if checksHistory, let problem = rebuildStates(store, into: &read) { return .failed(problem) }
+            content = read
             // The revision never goes back: a new commit gets a higher one than anything seen.
             let probe = try store.commit(Self.probe, .set(key("p"), .integer(1), ifRevision: nil))
             guard probe.revision == content.revision + 1 else {
@@ -271,8 +311,10 @@ struct CrashChecker {
         do {
             let store = try Store(directory: directory, options: options, fileSystem: SimulatedFileSystem(fileSystem.model.durable.reachable()))
             defer { store.close() }
-            let reread = StoreContent(of: store)
+            var reread = StoreContent(of: store)
+            if checksHistory { try reread.readHistory(of: store, Self.historyDomains) }
             guard reread == expected else { return .failed("after recovery, a commit, close and crash: \(reread), expected \(expected)") }
+            if let problem = judgeHistory(reread, expected: expected) { return .failed("after recovery, a commit, close and crash: \(problem)") }
         } catch {
             return .failed("the second recovery failed: \(error)")
         }
@@ -308,11 +350,60 @@ struct CrashChecker {
             for entries in content.domains.values { visible += entries.values.filter { $0.value == CrashWorkload.marker(number) }.count }
             if visible != 0, visible != count { return "apply \(number) is half visible: \(visible) of its \(count) keys" }
         }
-        guard allowed.contains(content) else {
+        guard let match = allowed.first(where: { $0 == content }) else {
             return "recovered \(content)\n  allowed:\n" + allowed.map { "    \($0)" }.joined(separator: "\n")
+        }
+        return judgeHistory(content, expected: match)
+    }
+
+    /// The domains whose history the checks read (every domain of the workloads).
+    static let historyDomains = ["com.example.a", "com.example.b", "com.example.c", "NSGlobalDomain", "com.example.probe"].map(domain)
+        .flatMap { [$0, Domain.locks(of: $0)] }
+
+    /// Nil if the history `content` serves is what `expected` (the oracle) committed, as
+    /// retention keeps it: of each key, the newest entries, at least `options.historyKeep` of
+    /// them (all, while `historyDays` keeps everything), and nothing else; else why not.
+    func judgeHistory(_ content: StoreContent, expected: StoreContent) -> String? {
+        guard checksHistory else { return nil }
+        let keep = options.historyDays > 0 ? Int.max : options.historyKeep
+        for domain in Set(content.history.keys).union(expected.history.keys) {
+            let served = content.history[domain] ?? [], committed = expected.history[domain] ?? []
+            for key in Set(committed.map(\.key)).union(served.map(\.key)) {
+                let mine = served.filter { $0.key == key }, theirs = committed.filter { $0.key == key }
+                guard mine.count >= min(keep, theirs.count), Array(theirs.suffix(mine.count)) == mine else {
+                    return "history of \(domain) key \(key): served \(mine.map(Self.describe)), committed \(theirs.map(Self.describe))"
+                }
+            }
+        }
+        for (domain, states) in content.rebuilt {
+            for (revision, values) in states {
+                let committed = HistoryRetention.state(of: expected.history[domain] ?? [], at: revision).mapValues { $0.value! }
+                guard values == committed else { return "history of \(domain) at revision \(revision) gives \(values), committed \(committed)" }
+            }
         }
         return nil
     }
+
+    /// Rebuilds each domain's state from history at its oldest revision, halfway and now, into
+    /// ``StoreContent/rebuilt`` (``judgeHistory`` compares them with the oracle's); a revision
+    /// just before the oldest must be refused. Nil, or why history failed.
+    func rebuildStates(_ store: Store, into content: inout StoreContent) -> String? {
+        let now = store.revision
+        for domain in Self.historyDomains {
+            guard let page = try? store.history(domain) else { return "no history of \(domain)" }
+            guard !page.entries.isEmpty || page.oldestRevision > 0 else { continue }
+            for revision in Set([page.oldestRevision, (page.oldestRevision + now) / 2, now]) {
+                guard let rebuilt = try? store.history(domain, at: revision) else { return "history of \(domain) at \(revision) cannot be rebuilt" }
+                content.rebuilt[domain, default: [:]][revision] = Dictionary(uniqueKeysWithValues: rebuilt.map { ($0.key, $0.value!) })
+            }
+            if page.oldestRevision > 0, (try? store.history(domain, at: page.oldestRevision - 1)) != nil {
+                return "history of \(domain) rebuilds revision \(page.oldestRevision - 1), before its oldest \(page.oldestRevision)"
+            }
+        }
+        return nil
+    }
+
+    static func describe(_ entry: HistoryEntry) -> String { "\(entry.revision):\(entry.value.map { "\($0)" } ?? "removed")" }
 }
 
 /// Walks the operations of a recorded workload and checks every crash state after each.
@@ -341,7 +432,9 @@ enum CrashEnumeration {
             work.open()
             then(work)
             work.close()
-            let report = run(fileSystem, work, checker, known: total.recovered)
+            var light = checker
+            light.checksHistory = false
+            let report = run(fileSystem, work, light, known: total.recovered)
             total.recovered = report.recovered
             total.distinct += report.distinct
             total.points += report.points

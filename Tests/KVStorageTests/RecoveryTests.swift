@@ -238,7 +238,7 @@ import Testing
         if case .string(let saved)? = json["savedAt"] { #expect(RFC3339.parse(saved) != nil) } else { Issue.record("no savedAt") }
         #expect(text == String(decoding: JSONWriter(pretty: true).bytes(json), as: UTF8.self) + "\n")
         #expect(text.contains("\n  \"domain\": "))
-        #expect(folder.names() == ["com.example.layout.json", "kvd.lock", "kvd.wal"])
+        #expect(folder.names() == ["com.example.layout.history", "com.example.layout.json", "kvd.lock", "kvd.wal"])
     }
 }
 

@@ -1,0 +1,82 @@
+import FoundationEssentials
+import KVProtocol
+import KVValues
+
+/// One kept change of one key, as `History` returns it.
+public struct HistoryRecord: Sendable, Equatable {
+    /// The store revision of the change.
+    public var revision: Int64
+    /// When it was committed; nil for a value the key already had when kvd began to keep its
+    /// domain's history.
+    public var time: Date?
+    /// The key that changed.
+    public var key: Key
+    /// The value the key got; nil: it was removed.
+    public var value: Value?
+    /// The user who made it (the system instance only).
+    public var uid: UInt32?
+
+    /// A change as `History` describes it (tests and tools that build their own).
+    public init(revision: Int64, time: Date?, key: Key, value: Value?, uid: UInt32? = nil) {
+        self.revision = revision
+        self.time = time
+        self.key = key
+        self.value = value
+        self.uid = uid
+    }
+}
+
+/// A domain's (or key's) kept changes, newest first.
+public struct HistoryListing: Sendable, Equatable {
+    /// The changes, newest first.
+    public var entries: [HistoryRecord]
+    /// The oldest revision whose state kvd can rebuild (0: the whole history is kept).
+    public var oldestRevision: Int64
+}
+
+extension Connection {
+    /// The kept changes of `domain` (of `key` only, if given), newest first, at most `limit`
+    /// (and as many as one reply carries). Blocks until kvd answers.
+    public func history(_ domain: Domain, key: Key? = nil, limit: Int? = nil) throws(ClientError) -> HistoryListing {
+        let reply = try call(.history(domain, key, limit: limit.map(Int64.init), atRevision: nil))
+        guard case .integer(let oldest)? = reply.parameters["oldestRevision"] else {
+            throw .protocolError("History reply without an integer \"oldestRevision\"")
+        }
+        return HistoryListing(entries: try Decode.historyEntries(reply), oldestRevision: oldest)
+    }
+
+    /// What `domain` (or its `key`) held after `revision`: for each key that had a value then,
+    /// the entry that set it, sorted by key. Throws `HistoryTruncated` (as
+    /// ``ClientError/remote(name:parameters:)``, with `oldestRevision`) for a revision older
+    /// than kvd keeps.
+    public func history(_ domain: Domain, at revision: Int64, key: Key? = nil) throws(ClientError) -> [HistoryRecord] {
+        try Decode.historyEntries(try call(.history(domain, key, limit: nil, atRevision: revision)))
+    }
+}
+
+extension Decode {
+    static func historyEntries(_ reply: VarlinkReply) throws(ClientError) -> [HistoryRecord] {
+        guard case .array(let items)? = reply.parameters["entries"] else { throw .protocolError("History reply without an \"entries\" array") }
+        var entries: [HistoryRecord] = []
+        entries.reserveCapacity(items.count)
+        for item in items {
+            guard case .integer(let revision)? = item["revision"], case .string(let name)? = item["key"] else {
+                throw .protocolError("History entry without an integer \"revision\" and a \"key\"")
+            }
+            var time: Date?
+            if case .string(let text)? = item["time"] {
+                guard let date = RFC3339.parse(text) else { throw .protocolError("History entry with a \"time\" that is not RFC 3339") }
+                time = date
+            }
+            var uid: UInt32?
+            if case .integer(let number)? = item["uid"] { uid = UInt32(exactly: number) }
+            let value: Value? =
+                switch item["value"] {
+                case nil, .null?: nil
+                case let json?: try Decode.value(json, "entries.value")
+                }
+            entries.append(HistoryRecord(revision: revision, time: time, key: try key(name), value: value, uid: uid))
+        }
+        return entries
+    }
+}

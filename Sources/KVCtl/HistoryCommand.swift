@@ -1,0 +1,143 @@
+import FoundationEssentials
+import Glibc
+import KVConnection
+import KVProtocol
+import KVValues
+
+extension Invocation {
+    /// `history DOMAIN [KEY] [--limit N] [--json]` and `restore DOMAIN [KEY] --revision N`
+    /// (flags anywhere after the command).
+    static func parseHistoryCommand(_ name: String, _ reader: inout ArgumentReader) throws(UsageError) -> Command {
+        var words: [String] = []
+        var limit: Int?
+        var revision: Int64?
+        var json = false
+        var rest = reader.remaining()[...]
+        while let word = rest.popFirst() {
+            switch word {
+            case "--limit" where name == "history":
+                guard let text = rest.popFirst(), let number = Int(text), number > 0 else { throw UsageError("--limit needs a whole number above 0") }
+                limit = number
+            case "--json" where name == "history": json = true
+            case "--revision" where name == "restore":
+                guard let text = rest.popFirst(), let number = Int64(text), number >= 0 else { throw UsageError("--revision needs a revision number (see: kvctl history DOMAIN)") }
+                revision = number
+            default:
+                guard !word.hasPrefix("--") else { throw UsageError("unknown option \(word) for \(name)") }
+                words.append(word)
+            }
+        }
+        var positional = ArgumentReader(words)
+        let domain = try positional.domain()
+        let key = try positional.optionalKey()
+        try positional.end()
+        guard name == "restore" else { return .history(domain, key, limit: limit, json: json) }
+        guard let revision else { throw UsageError("restore needs --revision N: the revision to go back to (see: kvctl history \(domain.name))") }
+        return .restore(domain, key, revision: revision)
+    }
+}
+
+extension Runner {
+    /// `history`: a table for people (local time, revision, key, value, and the user on the
+    /// system instance), or with --json an array of the `HistoryEntry` objects.
+    func printHistory(_ domain: Domain, _ key: Key?, limit: Int?, json: Bool, on connection: Connection) throws {
+        let listing = try connection.history(domain, key: key, limit: limit)
+        if json || options.json {
+            console.out(HistoryTable.json(listing.entries) + "\n")
+        } else if listing.entries.isEmpty {
+            console.err("kvctl: no history of \(domain.name)\(key.map { " \(ClientError.shellWord($0.name))" } ?? "") is kept\n")
+        } else {
+            console.out(HistoryTable.table(listing.entries, users: options.system))
+        }
+    }
+
+    /// `restore DOMAIN KEY --revision N`: the key's value then, written as a new change (or
+    /// the key removed, if it had none). `restore DOMAIN --revision N`: the whole domain as it
+    /// was then, in one Apply conditional on the domain not changing since kvctl read it.
+    func restore(_ domain: Domain, _ key: Key?, revision: Int64, on connection: Connection) throws -> Int64? {
+        let then = try connection.history(domain, at: revision, key: key)
+        if let key {
+            if let value = then.first?.value {
+                if (try? connection.get(domain, key))?.value == value {
+                    console.err("kvctl: \(domain.name) \(ClientError.shellWord(key.name)) is as it was after revision \(revision); nothing to restore\n")
+                    return nil
+                }
+                return try connection.set(domain, key, value)
+            }
+            return try Self.optional { () throws(ClientError) in try connection.delete(domain, key) }
+        }
+        let current = try Self.optional { () throws(ClientError) in try connection.list(domain) }
+        let wanted = Dictionary(uniqueKeysWithValues: then.compactMap { entry in entry.value.map { (entry.key, $0) } })
+        let present = Array((current?.values ?? [:]).keys) + Array((current?.unreadable ?? [:]).keys)
+        var changes = present.filter { wanted[$0] == nil }.map { Change(key: $0, value: nil) }
+        changes += wanted.filter { current?.values[$0.key] != $0.value }.map { Change(key: $0.key, value: $0.value) }
+        guard !changes.isEmpty else {
+            console.err("kvctl: \(domain.name) is as it was after revision \(revision); nothing to restore\n")
+            return nil
+        }
+        let result = Result { () throws(ClientError) in try connection.apply(domain, changes.sorted { $0.key < $1.key }, ifRevision: current?.revision ?? 0) }
+        if case .failure(.revisionMismatch) = result {
+            throw Failure(
+                "\(domain.name) changed while kvctl restored it; nothing was restored: check it (kvctl history \(domain.name)) and run the restore again")
+        }
+        return try result.get()
+    }
+
+    /// The message for a `HistoryTruncated` error, or nil for any other.
+    static func historyMessage(for error: ClientError, in command: Command) -> String? {
+        guard case .historyTruncated(_, let oldest) = error else { return nil }
+        guard case .restore(let domain, _, let revision) = command else { return "kvd keeps history from revision \(oldest) on" }
+        return "revision \(revision) is older than the history kvd keeps of \(domain.name): the oldest revision it can restore is \(oldest) (see: kvctl history \(domain.name))"
+    }
+}
+
+/// How `history` prints.
+enum HistoryTable {
+    /// `[{"revision": N, "time": T, "key": K, "value": V, "uid": U}, ...]`, newest first.
+    static func json(_ entries: [HistoryRecord]) -> String {
+        let items = entries.map { entry -> JSON in
+            var members: [String: JSON] = ["revision": .integer(entry.revision), "key": .string(entry.key.name)]
+            if let time = entry.time { members["time"] = .string(RFC3339.format(time)) }
+            if let value = entry.value { members["value"] = value.typedJSON }
+            if let uid = entry.uid { members["uid"] = .integer(Int64(uid)) }
+            return .object(members)
+        }
+        return JSONWriter(sortKeys: true).string(.array(items))
+    }
+
+    /// Columns TIME (local), REVISION, KEY, VALUE (compact typed JSON; "(removed)"), and USER.
+    static func table(_ entries: [HistoryRecord], users: Bool) -> String {
+        var rows = [["TIME", "REVISION", "KEY", "VALUE"] + (users ? ["USER"] : [])]
+        for entry in entries {
+            let time = entry.time.map(localTime) ?? "(before history)"
+            let value = entry.value.map { Format.json($0) } ?? "(removed)"
+            let row = [time, String(entry.revision), Format.escapedLine(entry.key.name), value]
+            rows.append(row + (users ? [entry.uid.map(userName) ?? "-"] : []))
+        }
+        let widths = (0..<rows[0].count).map { column in rows.map { $0[column].count }.max() ?? 0 }
+        let lines = rows.map { row -> String in
+            var cells: [String] = []
+            for (column, cell) in row.enumerated() { cells.append(column == row.count - 1 ? cell : cell.padding(to: widths[column])) }
+            return cells.joined(separator: "  ")
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// `2026-11-30 17:04:05` in the local time zone.
+    static func localTime(_ date: Date) -> String {
+        var seconds = time_t(date.timeIntervalSince1970.rounded(.down))
+        var parts = tm()
+        localtime_r(&seconds, &parts)
+        func two(_ number: Int32) -> String { number < 10 ? "0\(number)" : "\(number)" }
+        return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday)) \(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))"
+    }
+
+    /// The user name of `uid`, or the number when it has none.
+    static func userName(_ uid: UInt32) -> String {
+        var entry = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 4096)
+        guard getpwuid_r(uid, &entry, &buffer, buffer.count, &result) == 0, result != nil, let name = entry.pw_name else { return String(uid) }
+        return String(cString: name)
+    }
+}

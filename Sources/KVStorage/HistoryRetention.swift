@@ -1,0 +1,92 @@
+import KVValues
+
+/// What history keeps, and how a domain's state at a past revision is rebuilt from it. Pure
+/// functions; thread-safe.
+///
+/// Retention: of each key, walking back from its newest entry, every entry while fewer than
+/// `keep` are kept or the entry is at most `days` days old; so what a key keeps is always its
+/// newest entries. Pruning drops the rest; states can then be rebuilt from the new `since` on:
+/// the largest revision of any key's oldest kept entry (of a key that lost entries). A key that
+/// would keep none (`keep` 0) keeps its newest entry if it is a value: the value it still has.
+enum HistoryRetention {
+    /// `entries` in revision order, with at most one entry per revision and key (the last
+    /// given wins: a commit that changed a key twice leaves its final value).
+    static func normalized(_ entries: [HistoryEntry]) -> [HistoryEntry] {
+        if isNormalized(entries) { return entries }  // as files and the log mostly give them: one pass
+        var seen: [HistoryPoint: Int] = [:]
+        var result: [HistoryEntry] = []
+        result.reserveCapacity(entries.count)
+        for entry in entries {
+            let point = HistoryPoint(revision: entry.revision, key: entry.key)
+            if let index = seen[point] {
+                result[index] = entry
+            } else {
+                seen[point] = result.count
+                result.append(entry)
+            }
+        }
+        return stableSorted(result)
+    }
+
+    /// Whether `entries` rise by revision with no key twice at one revision.
+    private static func isNormalized(_ entries: [HistoryEntry]) -> Bool {
+        var keysAtRevision: Set<Key> = []
+        var previous: Int64 = .min
+        for entry in entries {
+            if entry.revision < previous { return false }
+            if entry.revision > previous {
+                previous = entry.revision
+                keysAtRevision.removeAll(keepingCapacity: true)
+            }
+            guard keysAtRevision.insert(entry.key).inserted else { return false }
+        }
+        return true
+    }
+
+    private static func stableSorted(_ entries: [HistoryEntry]) -> [HistoryEntry] {
+        entries.enumerated().sorted { ($0.element.revision, $0.offset) < ($1.element.revision, $1.offset) }.map(\.element)
+    }
+
+    /// What pruning `entries` (normalized) keeps, and the `since` after it (at least `since`).
+    /// `now` and the entries' times are milliseconds since the epoch; an entry without a time
+    /// counts as old.
+    static func prune(_ entries: [HistoryEntry], since: Int64, keep: Int, days: Int, now: Int64) -> (entries: [HistoryEntry], since: Int64) {
+        let cutoff = days > 0 ? now - Int64(days) * 86_400_000 : Int64.max
+        var byKey: [Key: [Int]] = [:]
+        for (index, entry) in entries.enumerated() { byKey[entry.key, default: []].append(index) }
+        var kept = [Bool](repeating: false, count: entries.count)
+        var newSince = since
+        for indices in byKey.values {
+            var count = 0
+            for index in indices.reversed() {
+                guard count < keep || (entries[index].time ?? .min) >= cutoff else { break }
+                kept[index] = true
+                count += 1
+            }
+            guard !kept[indices[0]] else { continue }  // nothing of this key is dropped
+            if let oldest = indices.first(where: { kept[$0] }) {
+                newSince = max(newSince, entries[oldest].revision)  // from there on, this key's values are all kept
+            } else if let newest = indices.last {
+                newSince = max(newSince, entries[newest].revision)
+                if entries[newest].value != nil { kept[newest] = true }  // the value it still has
+            }
+        }
+        return (entries.indices.filter { kept[$0] }.map { entries[$0] }, newSince)
+    }
+
+    /// The values of `entries` (normalized, complete from `since` on) at `revision`: for each
+    /// key, its newest entry at or below `revision`, where that entry is a value.
+    static func state(of entries: [HistoryEntry], at revision: Int64) -> [Key: HistoryEntry] {
+        var state: [Key: HistoryEntry] = [:]
+        for entry in entries where entry.revision <= revision {
+            state[entry.key] = entry.value == nil ? nil : entry
+        }
+        return state
+    }
+}
+
+/// One key at one revision.
+struct HistoryPoint: Hashable {
+    var revision: Int64
+    var key: Key
+}

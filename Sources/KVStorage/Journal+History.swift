@@ -1,0 +1,231 @@
+import Glibc
+import KVValues
+
+/// One commit of one domain as the store keeps it in memory until the log is folded into the
+/// files: what `History` serves of changes still only in the log.
+struct RecentCommit: Sendable {
+    var revision: Int64
+    var time: Int64?
+    var uid: UInt32?
+    var changes: [Change]
+
+    /// One entry per key it changed (of a key changed twice, the final value), in order.
+    var entries: [HistoryEntry] {
+        var entries: [HistoryEntry] = []
+        entries.reserveCapacity(changes.count)
+        var index: [Key: Int] = [:]
+        for change in changes {
+            let entry = HistoryEntry(revision: revision, time: time, key: change.key, value: change.value, uid: uid)
+            if changes.count > 1, let earlier = index[change.key] {
+                entries[earlier] = entry
+            } else {
+                if changes.count > 1 { index[change.key] = entries.count }
+                entries.append(entry)
+            }
+        }
+        return entries
+    }
+}
+
+/// What the journal knows of one domain's history file.
+struct HistoryFileInfo {
+    /// The largest revision of its entries: a fold skips log entries below it, and those at
+    /// it whose key is in ``lastKeys`` (a crash may have cut an append within one commit).
+    var lastRevision: Int64
+    var lastKeys: Set<Key>
+    /// Where the next line goes (after a torn tail, the file is cut back to it first).
+    var validLength: Int64
+    /// The file holds bytes after ``validLength`` (a torn append) to cut off.
+    var torn: Bool
+    var lines: Int
+    /// The time of its oldest entry (`.min` for one without a time): while that is within
+    /// the days retention keeps, nothing can be pruned, and the file is not read to try.
+    var oldestTime: Int64
+    /// Past this many lines, the next fold prunes the file (rewrites it with what retention
+    /// keeps) instead of appending: twice what the last prune kept, and 16 more.
+    var pruneAbove: Int
+
+    static func bound(keeping lines: Int) -> Int { 2 * lines + 16 }
+
+    /// What a file holding `entries` (and `lines` lines, `validLength` bytes) knows.
+    init(_ entries: [HistoryEntry], lines: Int, validLength: Int64, torn: Bool) {
+        lastRevision = entries.lazy.map(\.revision).max() ?? 0
+        lastKeys = Set(entries.lazy.filter { [lastRevision] in $0.revision == lastRevision }.map(\.key))
+        self.validLength = validLength
+        self.torn = torn
+        self.lines = lines
+        oldestTime = entries.lazy.map { $0.time ?? .min }.min() ?? .max
+        pruneAbove = Self.bound(keeping: lines)
+    }
+
+    /// Whether a rewrite could drop anything at `now` (see ``oldestTime``).
+    func mayPrune(_ options: StoreOptions, now: Int64) -> Bool {
+        options.historyDays == 0 || oldestTime < now - Int64(options.historyDays) * 86_400_000
+    }
+
+    /// Whether the file holds `entry` (or newer ones).
+    func holds(_ entry: HistoryEntry) -> Bool {
+        entry.revision < lastRevision || (entry.revision == lastRevision && lastKeys.contains(entry.key))
+    }
+
+    /// After appending `entries` (in revision order).
+    mutating func appended(_ entries: [HistoryEntry], bytes: Int) {
+        for entry in entries {
+            if entry.revision > lastRevision { (lastRevision, lastKeys) = (entry.revision, []) }
+            lastKeys.insert(entry.key)
+            oldestTime = min(oldestTime, entry.time ?? .min)
+        }
+        validLength += Int64(bytes)
+        lines += entries.count
+        torn = false
+    }
+}
+
+/// History files: appended when the log is folded, pruned by rewriting. Commit queue only
+/// (or recovery); every method blocks on I/O.
+extension Journal {
+    /// Appends each domain's commits above its file's last revision to its history file (a new
+    /// file starts complete: since 0), or rewrites the file pruned once it has grown past its
+    /// bound, each file synced (and a new one's folder) before returning. `domains` at
+    /// `revision` is the committed state, for a file that turns out damaged (set aside, and
+    /// its history started again from the current values). Nothing when history is off.
+    func foldHistory(_ history: [Domain: [RecentCommit]], domains: [Domain: DomainState], revision: Int64) throws(FileSystemError) {
+        guard let options = historyOptions else { return }
+        let now = options.clock()
+        for domain in history.keys.sorted() {
+            let last = histories[domain]?.lastRevision ?? 0
+            let known = histories[domain]
+            let fresh = history[domain]!.filter { $0.revision >= last }.flatMap(\.entries).filter { !(known?.holds($0) ?? false) }
+            guard !fresh.isEmpty else { continue }
+            guard var info = known, info.lines + fresh.count <= info.pruneAbove || !info.mayPrune(options, now: now) else {
+                try rewriteHistory(domain, adding: fresh, current: domains[domain], revision: revision)
+                continue
+            }
+            let written: Int
+            do { written = try appendHistory(domain, fresh, info: info) } catch {
+                histories[domain]?.torn = true  // part of it may be there: cut back before the next append
+                throw error
+            }
+            info.appended(fresh, bytes: written)
+            histories[domain] = info
+        }
+    }
+
+    /// Appends the lines of `entries` after the file's last whole line, in pieces of at most
+    /// ``historyChunkBytes`` (a fold of a 4 MiB log holds no second copy of it), then fsyncs
+    /// once. Returns the bytes written.
+    private func appendHistory(_ domain: Domain, _ entries: [HistoryEntry], info: HistoryFileInfo) throws(FileSystemError) -> Int {
+        let descriptor = try fileSystem.open(path(HistoryFormat.fileName(for: domain)), [.write, .noFollow], permissions: 0o600)
+        defer { fileSystem.close(descriptor) }
+        var offset = info.validLength
+        var bytes: [UInt8] = []
+        for (index, entry) in entries.enumerated() {
+            HistoryFormat.append(entry, to: &bytes)
+            guard bytes.count >= Self.historyChunkBytes || index == entries.count - 1 else { continue }
+            try fileSystem.write(descriptor, bytes, at: offset)
+            offset += Int64(bytes.count)
+            bytes.removeAll(keepingCapacity: true)
+        }
+        if info.torn { try fileSystem.truncate(descriptor, to: offset) }
+        try fileSystem.fsync(descriptor)
+        return Int(offset - info.validLength)
+    }
+
+    /// The most a fold holds of a history file's new lines before writing them.
+    static let historyChunkBytes = 256 << 10
+
+    /// Rewrites `domain`'s history file with its entries and `adding`, pruned: temporary file,
+    /// fsync, rename, fsync of the folder. A file that cannot be read is set aside first, and
+    /// the new one starts at `revision` with the values of `current`.
+    private func rewriteHistory(_ domain: Domain, adding: [HistoryEntry], current: DomainState?, revision: Int64) throws(FileSystemError) {
+        var entries: [HistoryEntry] = []
+        var since: Int64 = 0
+        if histories[domain] != nil {
+            switch try readHistory(domain) {
+            case .content(let content): (entries, since) = (content.entries, content.since)
+            case .missing: break
+            case .unreadable:
+                entries = Self.baseline(current)
+                since = revision
+            }
+        }
+        try writeHistory(domain, entries + adding, since: since)
+    }
+
+    /// Writes `domain`'s history file anew with `entries` as retention keeps them, complete
+    /// from `since` on, and records what it holds.
+    func writeHistory(_ domain: Domain, _ entries: [HistoryEntry], since: Int64) throws(FileSystemError) {
+        let options = historyOptions!
+        let all = HistoryRetention.normalized(entries)
+        let pruned = HistoryRetention.prune(all, since: since, keep: options.historyKeep, days: options.historyDays, now: options.clock())
+        var bytes = HistoryFormat.header(domain, since: pruned.since)
+        for entry in pruned.entries { HistoryFormat.append(entry, to: &bytes) }
+        let name = HistoryFormat.fileName(for: domain)
+        try fileSystem.replaceFile(path(name), temporary: path("." + name + ".tmp"), with: bytes)
+        try fileSystem.syncDirectory(directory)
+        var info = HistoryFileInfo(pruned.entries, lines: pruned.entries.count, validLength: Int64(bytes.count), torn: false)
+        let folded = HistoryFileInfo(all, lines: 0, validLength: 0, torn: false)  // what was pruned stays folded
+        (info.lastRevision, info.lastKeys) = (folded.lastRevision, folded.lastKeys)
+        histories[domain] = info
+    }
+
+    /// The values of `state` as history entries of no known time (values a domain has when its
+    /// history begins).
+    static func baseline(_ state: DomainState?) -> [HistoryEntry] {
+        guard let state else { return [] }
+        return state.entries.compactMap { key, entry in
+            guard case .value(let value) = entry.content else { return nil }
+            return HistoryEntry(revision: entry.revision, time: nil, key: key, value: value)
+        }
+    }
+
+    /// What reading a domain's history file gave.
+    enum HistoryRead {
+        case content(HistoryContent)
+        case missing
+        /// It could not be read; it was set aside (or, failing that, left) and logged.
+        case unreadable
+    }
+
+    /// Reads `domain`'s history file; one that cannot be used is renamed aside and logged.
+    /// Throws if reading it failed (I/O: nothing is set aside, the caller fails and retries).
+    func readHistory(_ domain: Domain) throws(FileSystemError) -> HistoryRead {
+        let name = HistoryFormat.fileName(for: domain)
+        let reason: String
+        do throws(HistoryFileError) {
+            guard let content = try HistoryFile.read(fileSystem, path(name), domain: domain) else { return .missing }
+            return .content(content)
+        } catch {
+            if let failure = error.system { throw failure }
+            reason = error.reason
+        }
+        do {
+            let backup = try moveAside(name)
+            log(.error, "history file \(path(name)) is unreadable (\(reason)); moved it to \(path(backup)); the history of domain \(domain) starts again from its current values")
+        } catch {
+            log(.error, "history file \(path(name)) is unreadable (\(reason)) and could not be moved aside: \(error)")
+        }
+        return .unreadable
+    }
+}
+
+/// Reading a history file from any thread.
+enum HistoryFile {
+    /// The content of the history file at `path` of `domain`, or nil if there is none. Throws
+    /// why it cannot be used: not a regular file, or ``HistoryFormat/read(_:domain:)`` refuses
+    /// it. Blocks on I/O; thread-safe.
+    static func read(_ fileSystem: any FileSystem, _ path: String, domain: Domain) throws(HistoryFileError) -> HistoryContent? {
+        let bytes: [UInt8]
+        do {
+            guard let read = try fileSystem.readRegularFile(path, limit: .max) else { return nil }
+            bytes = read
+        } catch {
+            switch error {
+            case .notRegular(let kind): throw HistoryFileError(reason: "it is \(kind), not a regular file")
+            case .tooLarge(let size): throw HistoryFileError(reason: "it holds \(size) bytes")
+            case .system(let error): throw HistoryFileError(reason: "it cannot be read: \(error)", system: error)
+            }
+        }
+        return try HistoryFormat.read(bytes, domain: domain)
+    }
+}
