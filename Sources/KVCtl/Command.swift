@@ -64,6 +64,8 @@ public enum Command: Sendable, Equatable {
     case help(String?)
     /// `--version`: prints `kvctl VERSION`.
     case version
+    /// `completion bash|zsh|fish`: prints the shell's completion script.
+    case completion(Shell)
 }
 
 extension Command {
@@ -160,6 +162,12 @@ extension Invocation {
         case "unlock": command = .unlock(try reader.domain(), try reader.key())
         case "locks": command = .locks(try reader.optionalDomain())
         case "status": command = .status
+        case "completion":
+            let name = try reader.word("SHELL")
+            guard let shell = Shell(rawValue: name) else {
+                throw UsageError("no completion for the shell \"\(name)\": kvctl completion bash|zsh|fish")
+            }
+            command = .completion(shell)
         case "help":
             let topic = reader.optionalWord()
             if let topic, Help.canonicalName(topic) == nil { throw UsageError("no command \"\(topic)\" to explain") }

@@ -145,6 +145,16 @@ enum Help {
                 read. With --json, the Status reply as JSON.
                 """),
         Entry(
+            name: "completion", aliases: [], usage: "completion bash|zsh|fish",
+            summary: "print a shell completion script",
+            details: """
+                Prints a script that completes kvctl's commands, options, type flags, and the
+                domain and key names of the running kvd (asked with --no-autostart, so Tab never
+                starts kvd; --socket and --system on the line are used). Load it with
+                source <(kvctl completion bash), source <(kvctl completion zsh) or
+                kvctl completion fish | source; make install puts it where each shell looks.
+                """),
+        Entry(
             name: "help", aliases: [], usage: "help [COMMAND]",
             summary: "explain kvctl, or one command",
             details: "Prints this help, or the help of COMMAND (also: kvctl COMMAND --help)."),

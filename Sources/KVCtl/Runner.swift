@@ -73,7 +73,7 @@ struct Runner {
             console.out(Format.locks(try connection.locks(domain), ofOneDomain: domain != nil, json: options.json))
         case .status:
             console.out(Format.status(try connection.status(), json: options.json))
-        case .help, .version:
+        case .help, .version, .completion:
             break
         }
     }
