@@ -132,7 +132,7 @@ demo: deps
 install: deps
 	$(SWIFT) build $(RELEASE_FLAGS)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSTEMUNITDIR) $(DESTDIR)$(DOCDIR)
-	install -m 0755 .build/release/kvd .build/release/kvctl .build/release/habits $(DESTDIR)$(BINDIR)/
+	install -m 0755 .build/release/kvd .build/release/kvctl .build/release/kvctl-plist .build/release/habits $(DESTDIR)$(BINDIR)/
 	install -m 0644 README.md $(DESTDIR)$(DOCDIR)/
 	install -d $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man8
 	install -m 0644 man/kvctl.1 man/habits.1 $(DESTDIR)$(MANDIR)/man1/
@@ -150,7 +150,7 @@ install: deps
 	@echo "the system instance (as root): groupadd --system kvd-admin; systemctl daemon-reload && systemctl enable --now kvd-system.socket"
 
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/kvd $(DESTDIR)$(BINDIR)/kvctl $(DESTDIR)$(BINDIR)/habits
+	rm -f $(DESTDIR)$(BINDIR)/kvd $(DESTDIR)$(BINDIR)/kvctl $(DESTDIR)$(BINDIR)/kvctl-plist $(DESTDIR)$(BINDIR)/habits
 	rm -f $(USER_UNITS:%=$(DESTDIR)$(UNITDIR)/%) $(SYSTEM_UNITS:%=$(DESTDIR)$(SYSTEMUNITDIR)/%)
 	rm -rf $(DESTDIR)$(DOCDIR)
 	rm -f $(DESTDIR)$(MANDIR)/man1/kvctl.1 $(DESTDIR)$(MANDIR)/man1/habits.1 $(DESTDIR)$(MANDIR)/man8/kvd.8

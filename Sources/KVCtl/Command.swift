@@ -66,6 +66,8 @@ public enum Command: Sendable, Equatable {
     case version
     /// `completion bash|zsh|fish`: prints the shell's completion script.
     case completion(Shell)
+    /// `export DOMAIN FILE --format xml|binary` (`--format json` is ``export(_:_:)``).
+    case exportPlist(Domain, String, PlistFormat)
 }
 
 extension Command {
@@ -154,7 +156,12 @@ extension Invocation {
         case "keys": command = .keys(try reader.domain())
         case "read-type": command = .readType(try reader.domain(), try reader.key())
         case "rename": command = .rename(try reader.domain(), try reader.key("OLD"), try reader.key("NEW"))
-        case "export": command = .export(try reader.domain(), try reader.word("FILE"))
+        case "export":
+            let (domain, file) = (try reader.domain(), try reader.word("FILE"))
+            switch try reader.exportFormat() {
+            case nil: command = .export(domain, file)
+            case let format?: command = .exportPlist(domain, file, format)
+            }
         case "import": command = .import(try reader.domain(), try reader.word("FILE"))
         case "watch": command = .watch(try reader.domain(), try reader.optionalKey())
         case "source": command = .source(try reader.domain(), try reader.key())
@@ -233,6 +240,16 @@ struct ArgumentReader {
 
     static func key(_ name: String) throws(UsageError) -> Key {
         do { return try Key(validating: name) } catch { throw UsageError(error.description) }
+    }
+
+    /// `export`'s optional `--format json|xml|binary`: `nil` for JSON.
+    mutating func exportFormat() throws(UsageError) -> PlistFormat? {
+        guard let flag = optionalWord() else { return nil }
+        guard flag == "--format" else { throw UsageError("unexpected argument: \(flag) (export takes --format json|xml|binary after FILE)") }
+        let name = try word("FORMAT after --format")
+        if name == "json" { return nil }
+        guard let format = PlistFormat(rawValue: name) else { throw UsageError("unknown format \"\(name)\": use --format json, xml or binary") }
+        return format
     }
 
     mutating func remaining() -> [String] {
