@@ -17,7 +17,7 @@ public enum Completion {
     /// What one positional argument of a command completes to.
     enum Slot: Equatable {
         case domain, key, file, command, value
-        /// One of these words (`completion bash|zsh|fish`).
+        /// One of these words (`completion bash|zsh|fish`), or a flag (`--format`).
         case words([String])
         case none
 
@@ -45,7 +45,8 @@ public enum Completion {
     }
 
     /// The slots of a command, read from its usage line (`get DOMAIN [KEY]`: domain, key), so a
-    /// new command completes without being listed here. A trailing `VALUE...` repeats.
+    /// new command completes without being listed here. A trailing `VALUE...` repeats; a
+    /// `--flag` in the usage line completes to itself.
     static func slots(of entry: Help.Entry) -> [Slot] {
         entry.usage.split(separator: " ").dropFirst().map { word in
             let bare = String(word.filter { !"[].".contains($0) })
@@ -57,7 +58,8 @@ public enum Completion {
             case "TYPE-FLAG", "VALUE": return .value
             default:
                 let words = bare.split(separator: "|").map(String.init)
-                return words.count > 1 && bare == bare.lowercased() ? .words(words) : .none
+                // `bash|zsh|fish`, or a flag such as `--format` (its value comes next).
+                return (words.count > 1 || bare.hasPrefix("--")) && bare == bare.lowercased() ? .words(words) : .none
             }
         }
     }
@@ -85,6 +87,20 @@ public enum Completion {
         }.joined(separator: "\n")
     }
 
+    /// `_kvctl_slots CMD`, shared by the bash and zsh scripts: prints the slots of the command's
+    /// arguments.
+    private static var shSlotsFunction: String {
+        """
+        # The slots of a command's arguments: domain key file command value none, or a|b words.
+        _kvctl_slots() {
+            case $1 in
+        \(shSlotCases)
+            esac
+        }
+
+        """
+    }
+
     /// `case` arms for fish: `case get read; echo domain key`.
     private static var fishSlotCases: String {
         Help.entries.map { entry in
@@ -103,13 +119,7 @@ extension Completion {
         #   source <(kvctl completion bash)
         # or install it as bash-completion's completions/kvctl.
 
-        # The slots of a command's arguments: domain key file command value none, or a|b words.
-        _kvctl_slots() {
-            case $1 in
-        \(shSlotCases)
-            esac
-        }
-
+        \(shSlotsFunction)
         # kvctl with the --socket/--system of the line being completed, never starting kvd,
         # errors hidden.
         _kvctl_ask() {
@@ -167,7 +177,7 @@ extension Completion {
                 file) mapfile -t COMPREPLY < <(compgen -f -- "$cur") ;;
                 command) mapfile -t COMPREPLY < <(compgen -W "\(words(commandNames))" -- "$cur") ;;
                 value) [[ $cur == -* ]] && mapfile -t COMPREPLY < <(compgen -W "\(words(typeFlags))" -- "$cur") ;;
-                *'|'*) mapfile -t COMPREPLY < <(compgen -W "${slot//|/ }" -- "$cur") ;;
+                --* | *'|'*) mapfile -t COMPREPLY < <(compgen -W "${slot//|/ }" -- "$cur") ;;
             esac
         }
         complete -o default -F _kvctl kvctl
@@ -181,13 +191,7 @@ extension Completion {
         # zsh completion for kvctl; made by `kvctl completion zsh`. Put it in a folder of $fpath
         # as _kvctl, or load it with: source <(kvctl completion zsh)
 
-        # The slots of a command's arguments: domain key file command value none, or a|b words.
-        _kvctl_slots() {
-            case $1 in
-        \(shSlotCases)
-            esac
-        }
-
+        \(shSlotsFunction)
         # kvctl with the --socket/--system of the line being completed, never starting kvd,
         # errors hidden.
         _kvctl_ask() {
@@ -233,7 +237,7 @@ extension Completion {
                 file) _files ;;
                 command) compadd -- \(words(commandNames)) ;;
                 value) [[ $PREFIX == -* ]] && compadd -- \(words(typeFlags)) ;;
-                *'|'*) compadd -- ${(s:|:)slot} ;;
+                --* | *'|'*) compadd -- ${(s:|:)slot} ;;
             esac
         }
 
@@ -325,7 +329,7 @@ extension Completion {
                     printf '%s\\n' \(words(commandNames))
                 case value
                     string match -q -- '-*' $cur; and printf '%s\\n' \(words(typeFlags))
-                case '*|*'
+                case '*|*' '--*'
                     string split '|' -- $slot
             end
         end

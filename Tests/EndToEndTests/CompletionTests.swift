@@ -52,6 +52,8 @@ import Testing
         #expect(try Self.bash(script, ["kvctl", "--no"]) == ["--no-autostart"])
         #expect(try Self.bash(script, ["kvctl", "set", "d", "k", "-arr"]) == ["-array", "-array-add"])
         #expect(try Self.bash(script, ["kvctl", "completion", "f"]) == ["fish"])
+        #expect(try Self.bash(script, ["kvctl", "export", "d", "f", "--f"]) == ["--format"])
+        #expect(try Self.bash(script, ["kvctl", "export", "d", "f", "--format", "b"]) == ["binary"])
         daemon.stop()
     }
 
