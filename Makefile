@@ -20,6 +20,13 @@ BINDIR     ?= $(PREFIX)/bin
 # 2 ms instead of 4 (a shell script calls it once per setting), and kvd starts faster on activation.
 RELEASE_FLAGS ?= -c release --static-swift-stdlib
 DOCDIR     ?= $(PREFIX)/share/doc/kvd
+MANDIR     ?= $(PREFIX)/share/man
+# Where each shell looks for completions under PREFIX: bash-completion's completionsdir (it
+# searches $XDG_DATA_DIRS, and ~/.local/share for a user), zsh's vendor-completions under /usr
+# (Debian's fpath) or site-functions elsewhere, fish's vendor_completions.d.
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR  ?= $(if $(filter /usr,$(PREFIX)),$(PREFIX)/share/zsh/vendor-completions,$(PREFIX)/share/zsh/site-functions)
+FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
 
 FUZZ_SECONDS ?= 60
 SMOKE_SECONDS ?= 10
@@ -42,7 +49,7 @@ help:
 	@echo "make demo     build and show kvd end to end, the system layer (as root) and a fleet on a 3-member etcd (installs what is missing)"
 	@echo "make test     run every test (installs what is missing)"
 	@echo "make deb      build dist/kvd_VERSION_amd64.deb (static Swift runtime; lintian-clean)"
-	@echo "make install  install kvd, kvctl and the systemd units, user and system (PREFIX=$(PREFIX))"
+	@echo "make install  install kvd, kvctl, habits, the systemd units (user and system), man pages and completions (PREFIX=$(PREFIX))"
 	@echo "make fuzz     run each libFuzzer target for FUZZ_SECONDS (default 60)"
 	@echo "make test-sanitize  run the tests under AddressSanitizer and ThreadSanitizer"
 	@echo "make bench    kvd beside Redis, SQLite and UserDefaults: bench/results.{json,md,svg}"
@@ -63,6 +70,7 @@ test: deps format-check
 	SWIFT=$(SWIFT) $(PYTHON) scripts/check-imports.py
 	SWIFT=$(SWIFT) scripts/check-seams.sh
 	SWIFT=$(SWIFT) scripts/docs.sh
+	SWIFT=$(SWIFT) scripts/check-man.sh
 	$(SWIFT) test --skip-build
 	$(PYTHON) tests/python/test_varlink.py "$$($(SWIFT) build --show-bin-path)"
 	$(MAKE) fuzz-smoke
@@ -131,8 +139,16 @@ demo: deps
 install: deps
 	$(SWIFT) build $(RELEASE_FLAGS)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSTEMUNITDIR) $(DESTDIR)$(DOCDIR)
-	install -m 0755 .build/release/kvd .build/release/kvctl .build/release/habits $(DESTDIR)$(BINDIR)/
+	install -m 0755 .build/release/kvd .build/release/kvctl .build/release/kvctl-plist .build/release/habits $(DESTDIR)$(BINDIR)/
 	install -m 0644 README.md $(DESTDIR)$(DOCDIR)/
+	install -d $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man8
+	install -m 0644 man/kvctl.1 man/habits.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 man/kvd.8 $(DESTDIR)$(MANDIR)/man8/
+	install -d $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR)
+	.build/release/kvctl completion bash > $(DESTDIR)$(BASHCOMPDIR)/kvctl
+	.build/release/kvctl completion zsh > $(DESTDIR)$(ZSHCOMPDIR)/_kvctl
+	.build/release/kvctl completion fish > $(DESTDIR)$(FISHCOMPDIR)/kvctl.fish
+	chmod 0644 $(DESTDIR)$(BASHCOMPDIR)/kvctl $(DESTDIR)$(ZSHCOMPDIR)/_kvctl $(DESTDIR)$(FISHCOMPDIR)/kvctl.fish
 	for unit in $(USER_UNITS:%=$(UNITDIR)/%) $(SYSTEM_UNITS:%=$(SYSTEMUNITDIR)/%); do \
 	  sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@DOCDIR@|$(DOCDIR)|g' systemd/$${unit##*/} > $(DESTDIR)$$unit; \
 	  chmod 0644 $(DESTDIR)$$unit; \
@@ -141,9 +157,11 @@ install: deps
 	@echo "the system instance (as root): groupadd --system kvd-admin; systemctl daemon-reload && systemctl enable --now kvd-system.socket"
 
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/kvd $(DESTDIR)$(BINDIR)/kvctl $(DESTDIR)$(BINDIR)/habits
+	rm -f $(DESTDIR)$(BINDIR)/kvd $(DESTDIR)$(BINDIR)/kvctl $(DESTDIR)$(BINDIR)/kvctl-plist $(DESTDIR)$(BINDIR)/habits
 	rm -f $(USER_UNITS:%=$(DESTDIR)$(UNITDIR)/%) $(SYSTEM_UNITS:%=$(DESTDIR)$(SYSTEMUNITDIR)/%)
 	rm -rf $(DESTDIR)$(DOCDIR)
+	rm -f $(DESTDIR)$(MANDIR)/man1/kvctl.1 $(DESTDIR)$(MANDIR)/man1/habits.1 $(DESTDIR)$(MANDIR)/man8/kvd.8
+	rm -f $(DESTDIR)$(BASHCOMPDIR)/kvctl $(DESTDIR)$(ZSHCOMPDIR)/_kvctl $(DESTDIR)$(FISHCOMPDIR)/kvctl.fish
 
 clean:
 	rm -rf .build

@@ -15,6 +15,7 @@ import PackageDescription
 ///     KVCtl ← KVValues, KVProtocol, KVConnection    kvctl's commands
 ///     HabitsKit ← KVClient, KVProtocol, KVValues    the sample app
 ///     kvd ← KVDaemon; kvctl ← KVCtl; habits ← HabitsKit (thin mains)
+///     kvctl-plist ← KVValues                  property lists ↔ typed JSON for kvctl (links Foundation, so kvctl need not)
 ///     KVTestSupport ← KVSystem, KVProtocol, CLinux     shared by test targets only (fake server, faults)
 ///
 /// `scripts/check-imports.py` (run by `make test`) fails when a target imports a target it does
@@ -27,6 +28,7 @@ let package = Package(
         .executable(name: "kvctl", targets: ["kvctl"]),
         .library(name: "KVClient", targets: ["KVClient"]),
         .executable(name: "habits", targets: ["habits"]),
+        .executable(name: "kvctl-plist", targets: ["kvctl-plist"]),
     ],
     targets: [
         .target(name: "KVValues"),
@@ -43,6 +45,7 @@ let package = Package(
         .target(name: "KVClient", dependencies: ["KVValues", "KVProtocol", "KVSystem", "KVConnection"]),
         .target(name: "KVCtl", dependencies: ["KVValues", "KVProtocol", "KVConnection"]),
         .executableTarget(name: "kvctl", dependencies: ["KVCtl"]),
+        .executableTarget(name: "kvctl-plist", dependencies: ["KVValues"]),
         .executableTarget(name: "kvbench", dependencies: ["CLinux"]),
         .executableTarget(name: "kvclient-probe", dependencies: ["KVClient", "KVValues"]),
         .target(name: "HabitsKit", dependencies: ["KVClient", "KVProtocol", "KVValues"]),

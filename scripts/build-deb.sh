@@ -27,7 +27,7 @@ rm -rf "$stage"
 install -d -m 0755 "$stage/DEBIAN" "$stage/usr/bin" "$stage/usr/lib/systemd/user" "$stage/usr/lib/systemd/system" \
   "$stage/usr/share/doc/kvd" "$stage/usr/share/man/man1" "$stage/usr/share/man/man8"
 
-for program in kvd kvctl habits; do
+for program in kvd kvctl kvctl-plist habits; do
   install -m 0755 "$bin/$program" "$stage/usr/bin/$program"
   strip --strip-unneeded --remove-section=.comment --remove-section=.note "$stage/usr/bin/$program"
 done

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing kvd needs and this machine lacks: libsystemd-dev (the
 # daemon links libsystemd), libcurl4-openssl-dev (the etcd client links libcurl), systemd's
-# tools (systemd-socket-activate, systemd-analyze), the Python varlink client (an independent
+# tools (systemd-socket-activate, systemd-analyze), mandoc (the man pages' lint), zsh and fish
+# (the completion tests), the Python varlink client (an independent
 # check of the protocol), and etcd (server and etcdctl: the fleet's tests start their own
 # members on high ports). Quiet when all is there.
 set -euo pipefail
@@ -15,6 +16,9 @@ command -v etcd >/dev/null || need+=(etcd-server)
 command -v etcdctl >/dev/null || need+=(etcd-client)
 command -v lintian >/dev/null || need+=(lintian)           # make test checks the .deb
 command -v objdump >/dev/null || need+=(binutils)          # build-deb.sh: strip, objdump
+command -v mandoc >/dev/null || need+=(mandoc)  # scripts/check-man.sh lints the man pages
+command -v zsh >/dev/null || need+=(zsh)        # the completion tests load kvctl's zsh and fish scripts
+command -v fish >/dev/null || need+=(fish)
 if ((${#need[@]})); then
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
   echo "installing: ${need[*]}"

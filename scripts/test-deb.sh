@@ -53,7 +53,9 @@ install -d -o "$user" -g "$user" -m 0700 "$work/home"
 
 echo "test-deb: apt-get install $deb"
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$deb" >/dev/null
-[ -x /usr/bin/kvctl ] && [ -x /usr/bin/kvd ] && [ -x /usr/bin/habits ] || fail "the programs are not in /usr/bin"
+[ -x /usr/bin/kvctl ] && [ -x /usr/bin/kvd ] && [ -x /usr/bin/habits ] && [ -x /usr/bin/kvctl-plist ] || fail "the programs are not in /usr/bin"
+[ -f /usr/share/man/man1/kvctl.1.gz ] && [ -f /usr/share/man/man8/kvd.8.gz ] || fail "the man pages are not installed"
+[ -f /usr/share/bash-completion/completions/kvctl ] || fail "the bash completion is not installed"
 /usr/bin/kvctl --version | grep -q '^kvctl ' || fail "kvctl --version"
 getent group kvd-admin >/dev/null || fail "postinst did not make the group kvd-admin"
 [ -L /etc/systemd/user/sockets.target.wants/kvd.socket ] || fail "postinst did not enable kvd.socket for every user"

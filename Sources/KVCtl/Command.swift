@@ -68,6 +68,10 @@ public enum Command: Sendable, Equatable {
     case help(String?)
     /// `--version`: prints `kvctl VERSION`.
     case version
+    /// `completion bash|zsh|fish`: prints the shell's completion script.
+    case completion(Shell)
+    /// `export DOMAIN FILE --format xml|binary` (`--format json` is ``export(_:_:)``).
+    case exportPlist(Domain, String, PlistFormat)
 }
 
 extension Command {
@@ -156,7 +160,12 @@ extension Invocation {
         case "keys": command = .keys(try reader.domain())
         case "read-type": command = .readType(try reader.domain(), try reader.key())
         case "rename": command = .rename(try reader.domain(), try reader.key("OLD"), try reader.key("NEW"))
-        case "export": command = .export(try reader.domain(), try reader.word("FILE"))
+        case "export":
+            let (domain, file) = (try reader.domain(), try reader.word("FILE"))
+            switch try reader.exportFormat() {
+            case nil: command = .export(domain, file)
+            case let format?: command = .exportPlist(domain, file, format)
+            }
         case "import": command = .import(try reader.domain(), try reader.word("FILE"))
         case "watch": command = .watch(try reader.domain(), try reader.optionalKey())
         case "source": command = .source(try reader.domain(), try reader.key())
@@ -165,6 +174,12 @@ extension Invocation {
         case "locks": command = .locks(try reader.optionalDomain())
         case "status": command = .status
         case "history", "restore": command = try parseHistoryCommand(name, &reader)
+        case "completion":
+            let name = try reader.word("SHELL")
+            guard let shell = Shell(rawValue: name) else {
+                throw UsageError("no completion for the shell \"\(name)\": kvctl completion bash|zsh|fish")
+            }
+            command = .completion(shell)
         case "help":
             let topic = reader.optionalWord()
             if let topic, Help.canonicalName(topic) == nil { throw UsageError("no command \"\(topic)\" to explain") }
@@ -230,6 +245,16 @@ struct ArgumentReader {
 
     static func key(_ name: String) throws(UsageError) -> Key {
         do { return try Key(validating: name) } catch { throw UsageError(error.description) }
+    }
+
+    /// `export`'s optional `--format json|xml|binary`: `nil` for JSON.
+    mutating func exportFormat() throws(UsageError) -> PlistFormat? {
+        guard let flag = optionalWord() else { return nil }
+        guard flag == "--format" else { throw UsageError("unexpected argument: \(flag) (export takes --format json|xml|binary after FILE)") }
+        let name = try word("FORMAT after --format")
+        if name == "json" { return nil }
+        guard let format = PlistFormat(rawValue: name) else { throw UsageError("unknown format \"\(name)\": use --format json, xml or binary") }
+        return format
     }
 
     mutating func remaining() -> [String] {

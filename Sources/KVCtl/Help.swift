@@ -68,23 +68,29 @@ enum Help {
                 replaced. Fails if the domain changes meanwhile and retrying does not help.
                 """),
         Entry(
-            name: "export", aliases: [], usage: "export DOMAIN FILE|-",
-            summary: "write the whole domain as typed JSON",
+            name: "export", aliases: [], usage: "export DOMAIN FILE|- [--format json|xml|binary]",
+            summary: "write the whole domain as typed JSON or a property list",
             details: """
                 Writes all values of DOMAIN as an indented typed JSON object to FILE, or to stdout
-                for -. FILE is replaced atomically; an existing file keeps its mode and owner, a
+                for -. With --format xml or binary, as a property list instead (what macOS
+                `defaults import` reads); XML keeps dates to the second, so a date with a fraction
+                is refused there (use binary). FILE is replaced atomically; an existing file keeps its mode and owner, a
                 symbolic link is written through to its target, and a new file gets mode 0600
                 (the values may hold secrets). If kvd cannot read some stored values, the file is
                 written without them and kvctl names them and exits 1 (as does get DOMAIN).
                 """),
         Entry(
             name: "import", aliases: [], usage: "import DOMAIN FILE|-",
-            summary: "replace the whole domain from typed JSON, atomically",
+            summary: "replace the whole domain from typed JSON or a property list, atomically",
             details: """
-                Reads a typed JSON object from FILE (or stdin for -) and makes DOMAIN hold exactly
+                Reads a typed JSON object, or an XML or binary property list (recognised by its
+                first bytes: bplist00, <?xml or <plist; what macOS `defaults export` writes), from
+                FILE (or stdin for -) and makes DOMAIN hold exactly
                 its values, in one atomic change: keys in the file are set, keys not in the file
                 are removed (like macOS `defaults import`), unreadable ones too (named on stderr).
-                Use set to merge single keys.
+                Use set to merge single keys. A property-list value kvd cannot hold (an integer
+                beyond 64 bits, a UID from a keyed archive) is refused naming its key, and nothing
+                is imported.
                 """),
         Entry(
             name: "watch", aliases: [], usage: "watch DOMAIN [KEY]",
@@ -166,6 +172,16 @@ enum Help {
                 back), refused if the domain changes while kvctl restores it: then nothing is
                 restored. Find N with: kvctl history DOMAIN. A revision older than what kvd
                 keeps is refused, naming the oldest revision it can restore.
+                """),
+        Entry(
+            name: "completion", aliases: [], usage: "completion bash|zsh|fish",
+            summary: "print a shell completion script",
+            details: """
+                Prints a script that completes kvctl's commands, options, type flags, and the
+                domain and key names of the running kvd (asked with --no-autostart, so Tab never
+                starts kvd; --socket and --system on the line are used). Load it with
+                source <(kvctl completion bash), source <(kvctl completion zsh) or
+                kvctl completion fish | source; make install puts it where each shell looks.
                 """),
         Entry(
             name: "help", aliases: [], usage: "help [COMMAND]",

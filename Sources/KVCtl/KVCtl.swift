@@ -26,6 +26,10 @@ public enum KVCtl {
             console.out(Help.text(topic))
             return 0
         }
+        if case .completion(let shell) = invocation.command {
+            console.out(Completion.script(for: shell))
+            return 0
+        }
         if invocation.command == .version {
             console.out("kvctl \(KVDVersion.current)\n")
             return 0

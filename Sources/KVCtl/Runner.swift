@@ -50,8 +50,20 @@ struct Runner {
             let text = Format.domain(listing.values, pretty: true) + "\n"
             if file == "-" { console.out(text) } else { try Files.writeAtomically(file, Array(text.utf8)) }
             try Self.refuseLeftOut(listing, of: domain, from: file == "-" ? "the export" : file)
+        case .exportPlist(let domain, let file, let format):
+            let listing = try connection.list(domain)
+            let bytes = try Plist.plist(fromTypedJSON: Format.domain(listing.values, pretty: false), format: format)
+            if file != "-" {
+                try Files.writeAtomically(file, bytes)
+            } else if format == .xml {
+                console.out(String(decoding: bytes, as: UTF8.self))
+            } else {
+                throw Failure("a binary property list is not written to the terminal: give a FILE, or use --format xml")
+            }
+            try Self.refuseLeftOut(listing, of: domain, from: file == "-" ? "the export" : file)
         case .import(let domain, let file):
-            let bytes = file == "-" ? try console.readStandardInput() : try Files.read(file)
+            var bytes = file == "-" ? try console.readStandardInput() : try Files.read(file)
+            if Plist.looksLikePlist(bytes) { bytes = try Plist.typedJSON(fromPlist: bytes, name: file == "-" ? "stdin" : file) }
             printRevision(try importDomain(domain, try Self.domainValues(bytes, from: file), from: file, on: connection))
         case .watch(let domain, let key):
             var first: Connection? = connection
@@ -77,7 +89,7 @@ struct Runner {
             try printHistory(domain, key, limit: limit, json: json, on: connection)
         case .restore(let domain, let key, let revision):
             printRevision(try restore(domain, key, revision: revision, on: connection))
-        case .help, .version:
+        case .help, .version, .completion:
             break
         }
     }
