@@ -68,7 +68,7 @@ enum Tmpfs {
         #expect(keys == stored.keys.sorted(), "\(when): List")
     }
 
-    @Test(.enabled(if: Tmpfs.available, "needs root to mount a 2 MiB tmpfs as the state folder; skipped"), .timeLimit(.minutes(2)))
+    @Test(.enabled(if: Tmpfs.available, "needs root to mount a 2 MiB tmpfs as the state folder; skipped"), .timeLimit(.minutes(20)))
     func fullDiskFailsWritesCleanlyAndWritesWorkAgainOnceSpaceIsFreed() throws {
         let sandbox = Sandbox()
         try FileManager.default.createDirectory(atPath: sandbox.state, withIntermediateDirectories: true)

@@ -5,7 +5,7 @@ import Testing
 
 /// Members killed, hung and compacted: one cluster, one test at a time (each disturbs it and
 /// puts it back).
-@Suite(.enabled(if: EtcdCluster.isInstalled, EtcdCluster.notInstalled), .etcdCluster(members: 3), .serialized, .timeLimit(.minutes(3)))
+@Suite(.enabled(if: EtcdCluster.isInstalled, EtcdCluster.notInstalled), .etcdCluster(members: 3), .serialized, .timeLimit(.minutes(20)))
 struct EtcdFailureTests {
     var cluster: EtcdCluster { EtcdCluster.shared! }
 
