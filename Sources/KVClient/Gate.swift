@@ -1,4 +1,5 @@
 import Glibc
+import Synchronization
 
 /// A one-way gate threads can wait at, with a timeout: closed until ``open()``.
 /// Also an interruptible sleep: ``wait(seconds:)`` returns early once opened.
@@ -8,6 +9,8 @@ final class Gate: @unchecked Sendable {
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
     private var isOpen = false
+    /// ``isOpen`` for readers that must not take the mutex (every cached read asks).
+    private let openFlag = Atomic<Bool>(false)
 
     init() {
         pthread_mutex_init(mutex, nil)
@@ -28,15 +31,13 @@ final class Gate: @unchecked Sendable {
     func open() {
         pthread_mutex_lock(mutex)
         isOpen = true
+        openFlag.store(true, ordering: .releasing)
         pthread_cond_broadcast(condition)
         pthread_mutex_unlock(mutex)
     }
 
-    var opened: Bool {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return isOpen
-    }
+    /// Whether ``open()`` was called; lock-free.
+    var opened: Bool { openFlag.load(ordering: .acquiring) }
 
     /// Waits until open or `seconds` pass; returns whether it is open.
     @discardableResult

@@ -55,7 +55,7 @@ extension KVDefaults {
         if domainName == Self.registrationDomain {
             registration.withLock { $0.merge(values) { $1 } }
         } else {
-            volatileDomains.withLock { $0[domainName, default: [:]].merge(values) { $1 } }
+            changeVolatileDomains { $0[domainName, default: [:]].merge(values) { $1 } }
         }
     }
 
@@ -64,7 +64,7 @@ extension KVDefaults {
         if domainName == Self.registrationDomain {
             registration.withLock { $0.removeAll() }
         } else {
-            volatileDomains.withLock { _ = $0.removeValue(forKey: domainName) }
+            changeVolatileDomains { _ = $0.removeValue(forKey: domainName) }
         }
     }
 
@@ -95,14 +95,14 @@ extension KVDefaults {
     /// to the diagnostics handler and ignored.
     public func addSuite(named suiteName: String) {
         guard let added = validDomain(suiteName, "not added as a suite") else { return }
-        addedSuites.withLock { suites in
+        changeAddedSuites { suites in
             if added != domain, added != .global, !suites.contains(added) { suites.append(added) }
         }
     }
 
     /// Removes `suiteName` from the search order (if ``addSuite(named:)`` added it).
     public func removeSuite(named suiteName: String) {
-        addedSuites.withLock { $0.removeAll { $0.name == suiteName } }
+        changeAddedSuites { $0.removeAll { $0.name == suiteName } }
     }
 
     /// `name` as a domain, or nil after reporting why it is not one.

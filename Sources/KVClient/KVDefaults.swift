@@ -70,12 +70,18 @@ public final class KVDefaults: Sendable {
     /// The volatile domains by name, ``argumentDomain`` among them; the registration domain is
     /// ``registration``.
     let volatileDomains: Mutex<[String: [String: Value]]>
+    /// Whether ``argumentDomain`` holds any value, so a read can skip its lock; kept by
+    /// ``changeVolatileDomains(_:)``.
+    private let hasArgumentValues = Atomic<Bool>(false)
     let registration = Mutex<[String: Value]>([:])
     /// The suites added with ``addSuite(named:)``, searched after this suite's domain, in order.
     let addedSuites = Mutex<[Domain]>([])
     /// This process's writes not yet acknowledged, so the watch does not announce them again.
     let ownWrites = OwnWrites()
     private let caches = Mutex<[Domain: DomainCache]>([:])
+    /// The caches of ``storedDomains()`` in search order, made on first read; nil after the
+    /// added suites change.
+    private let searchOrder = Mutex<[(core: WatchCore, source: Source)]?>(nil)
     let observers = Observers()
     let reported = Mutex<[String: Value]>([:])
 
@@ -99,7 +105,9 @@ public final class KVDefaults: Sendable {
     public init(domain: Domain, configuration: Configuration = Configuration()) {
         self.domain = domain
         self.configuration = configuration
-        self.volatileDomains = Mutex([Self.argumentDomain: ArgumentDomain.parse(configuration.arguments)])
+        let arguments = ArgumentDomain.parse(configuration.arguments)
+        self.volatileDomains = Mutex([Self.argumentDomain: arguments])
+        self.hasArgumentValues.store(!arguments.isEmpty, ordering: .relaxed)
         self.client = RequestClient(configuration)
     }
 
@@ -111,12 +119,40 @@ public final class KVDefaults: Sendable {
     /// The value of `key` by the search order.
     /// With `wait: false` (on a watch thread), a domain still loading counts as empty.
     func lookup(_ key: String, wait: Bool = true) -> (value: Value, source: Source)? {
-        if let value = volatileDomains.withLock({ $0[Self.argumentDomain]?[key] }) { return (value, .argument) }
-        for (domain, source) in storedDomains() {
-            if let value = cache(for: domain, wait: wait).value(key) { return (value, source) }
+        if hasArgumentValues.load(ordering: .relaxed), let value = volatileDomains.withLock({ $0[Self.argumentDomain]?[key] }) {
+            return (value, .argument)
+        }
+        for (core, source) in searchCaches() {
+            if wait { core.waitUntilLoaded(timeout: configuration.loadTimeout) }
+            if let value = core.value(key) { return (value, source) }
         }
         if let value = registration.withLock({ $0[key] }) { return (value, .registration) }
         return nil
+    }
+
+    /// The caches of the stored domains in search order (started, not awaited), kept between
+    /// reads so a hot read takes no lock but the one of each cache it looks in.
+    private func searchCaches() -> [(core: WatchCore, source: Source)] {
+        searchOrder.withLock { order in
+            if let order { return order }
+            let made = storedDomains().map { (core: cache(for: $0.0, wait: false), source: $0.1) }
+            order = made
+            return made
+        }
+    }
+
+    /// Runs `change` on the volatile domains; keeps the argument domain's read shortcut right.
+    func changeVolatileDomains(_ change: (inout [String: [String: Value]]) -> Void) {
+        volatileDomains.withLock { domains in
+            change(&domains)
+            hasArgumentValues.store(!(domains[Self.argumentDomain]?.isEmpty ?? true), ordering: .relaxed)
+        }
+    }
+
+    /// Runs `change` on the added suites; the search order is made again on the next read.
+    func changeAddedSuites(_ change: (inout [Domain]) -> Void) {
+        addedSuites.withLock { change(&$0) }
+        searchOrder.withLock { $0 = nil }
     }
 
     /// The stored domains of the search order, first to last: this suite's, the added suites,

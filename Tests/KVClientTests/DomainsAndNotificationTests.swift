@@ -156,6 +156,11 @@ final class ChangeCounter: @unchecked Sendable {
         #expect(defaults.string(forKey: "k") == "stored")
         #expect(defaults.volatileDomain(forName: "Scratch").isEmpty)
         #expect(defaults.dictionaryRepresentation()["r"] as? String == "registered")
+
+        let plain = daemon.suite("com.example.volatile", arguments: ["app"])
+        #expect(plain.string(forKey: "k") == "stored")
+        plain.setVolatileDomain(["k": "argument"], forName: KVDefaults.argumentDomain)
+        #expect(plain.string(forKey: "k") == "argument", "an argument domain set after the first read is searched first")
     }
 
     @Test func addedSuitesAreSearchedAfterTheSuiteAndBeforeTheGlobalDomain() throws {
