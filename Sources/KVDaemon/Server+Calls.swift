@@ -9,9 +9,7 @@ extension Server {
     /// Answers one call of `connection` (a read, at once), queues it for this pass's commit (a
     /// write: the connection then awaits it), or makes the connection a watcher.
     func handle(_ message: ArraySlice<UInt8>, from connection: ClientConnection) {
-        if let (domain, key) = DefaultsRequest.fastGet(message) {
-            return connection.send { handler.writeGetReply(domain, key, into: &$0) }
-        }
+        if answerFastGet(message, connection) { return }
         let call: VarlinkCall
         do {
             call = try VarlinkCall(message: message)
@@ -67,6 +65,25 @@ extension Server {
         case .status:
             if !call.oneway { connection.send(handler.statusReply(fleet: fleetWriter?.mirror.status)) }
         }
+    }
+
+    /// Answers `message` if it is a `Get` the fast path takes (``DefaultsRequest/fastGet(_:)``):
+    /// from ``getReplies`` when it holds the reply, else made and kept there. The stamp is read
+    /// before the reply is made (see ``GetReplyCache``).
+    private func answerFastGet(_ message: ArraySlice<UInt8>, _ connection: ClientConnection) -> Bool {
+        let stamp = GetReplyCache.Stamp(revision: store.revision, layerVersion: handler.layer.version)
+        let slot = GetReplyCache.slot(of: message)
+        if let reply = getReplies.reply(slot, for: message, at: stamp) {
+            connection.send { $0.append(contentsOf: reply) }
+            return true
+        }
+        guard let (domain, key) = DefaultsRequest.fastGet(message) else { return false }
+        connection.send { output in
+            let start = output.count
+            handler.writeGetReply(domain, key, into: &output)
+            getReplies.keep(output[start...], for: message, in: slot, at: stamp)
+        }
+        return true
     }
 
     /// What tells the loop of a commit made outside it (the fleet mirror's, called from the

@@ -46,6 +46,8 @@ public final class Server {
 
     let store: Store
     let handler: RequestHandler
+    /// Replies to hot `Get` calls, kept while nothing they read changes.
+    var getReplies = GetReplyCache()
     let role: DaemonOptions.Role
     /// A user's kvd: follows the system instance (nil: no system layer).
     var mirror: SystemMirror?

@@ -42,6 +42,8 @@ final class SystemLayer {
     }
 
     private(set) var domains: [Domain: DomainLayer] = [:]
+    /// Moves with every ``apply(_:)``: what a reply made from the layer was made from.
+    private(set) var version = 0
 
     /// Whether any system value or lock is known: when not, every read is the user's alone.
     var isEmpty: Bool { domains.isEmpty }
@@ -65,6 +67,7 @@ final class SystemLayer {
 
     /// Applies `update`.
     func apply(_ update: Update) {
+        version &+= 1
         switch update {
         case .snapshot(let values, let locks):
             var fresh: [Domain: DomainLayer] = [:]

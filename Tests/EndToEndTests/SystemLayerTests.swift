@@ -194,6 +194,32 @@ struct SystemLayerTests {
         #expect(unlocked?["value"] as? String == "mine" && unlocked?["source"] == nil, "the watcher saw \(unlocked.map { "\($0)" } ?? "nothing")")
     }
 
+    /// The same `Get` bytes again and again on one connection (kvd keeps hot replies, see
+    /// GetReplyCache): each change of the user's value, the system default, a lock or its lift
+    /// shows at once (the user's) or as soon as the system instance's change arrives.
+    @Test func aRepeatedGetSeesEveryLayerChange() throws {
+        let scene = try SystemScene()
+        let user = try scene.startUser(scene.accounts.user)
+        let client = try user.connect()
+        defer { client.close() }
+        let get = #"{"method":"io.kvd.Defaults.Get","parameters":{"domain":"com.example.hot","key":"k"}}"#
+        func read() throws -> (value: String?, source: String?, error: String?) {
+            let reply = try client.call(get)
+            return (reply.value as? String, reply.parameters["source"] as? String, reply.error)
+        }
+        #expect(try read().error == "io.kvd.Defaults.NotFound")
+        #expect(try scene.systemCall("io.kvd.Defaults.Set", ["domain": "com.example.hot", "key": "k", "value": "default"]).error == nil)
+        #expect(try eventually { try read().value == "default" }, "the system default: \(String(describing: try? read()))")
+        #expect(try read().source == "system")
+        #expect(try user.kvctl("set", "com.example.hot", "k", "mine").status == 0)
+        #expect(try read().value == "mine" && read().source == "user", "the user's own value at once: \(String(describing: try? read()))")
+        #expect(try scene.systemCall("io.kvd.System.Lock", ["domain": "com.example.hot", "key": "k"]).error == nil)
+        #expect(try eventually { try read().source == "locked" }, "the lock: \(String(describing: try? read()))")
+        #expect(try read().value == "default")
+        #expect(try scene.systemCall("io.kvd.System.Unlock", ["domain": "com.example.hot", "key": "k"]).error == nil)
+        #expect(try eventually { try read().value == "mine" }, "the lift: \(String(describing: try? read()))")
+    }
+
     @Test func everyWriteToALockedKeyThroughTheUsersKvdFailsAndChangesNothing() throws {
         let scene = try SystemScene()
         let user = try scene.startUser(scene.accounts.user)
