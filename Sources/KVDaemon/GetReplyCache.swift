@@ -36,8 +36,8 @@ struct GetReplyCache {
     /// The slot `call` belongs in (FNV-1a of its bytes).
     static func slot(of call: ArraySlice<UInt8>) -> Int {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in call {
-            hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3
+        call.withUnsafeBufferPointer { bytes in
+            for byte in bytes { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
         }
         return Int(truncatingIfNeeded: hash ^ (hash >> 32)) & (slotCount - 1)
     }

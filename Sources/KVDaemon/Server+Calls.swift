@@ -71,6 +71,7 @@ extension Server {
     /// from ``getReplies`` when it holds the reply, else made and kept there. The stamp is read
     /// before the reply is made (see ``GetReplyCache``).
     private func answerFastGet(_ message: ArraySlice<UInt8>, _ connection: ClientConnection) -> Bool {
+        guard DefaultsRequest.beginsAsGet(message) else { return false }
         let stamp = GetReplyCache.Stamp(revision: store.revision, layerVersion: handler.layer.version)
         let slot = GetReplyCache.slot(of: message)
         if let reply = getReplies.reply(slot, for: message, at: stamp) {

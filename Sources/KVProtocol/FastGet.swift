@@ -4,6 +4,14 @@ import KVValues
 extension DefaultsRequest {
     private static let getPrefix = Array(#"{"method":"io.kvd.Defaults.Get","parameters":{"#.utf8)
 
+    /// Whether `message` begins as a compact `Get` does (the one check ``fastGet(_:)`` makes
+    /// first): cheap, so other calls skip the fast path's work at once.
+    public static func beginsAsGet(_ message: ArraySlice<UInt8>) -> Bool {
+        let prefix = getPrefix
+        return message.count > prefix.count + 2
+            && message.withUnsafeBytes { bytes in prefix.withUnsafeBytes { memcmp($0.baseAddress!, bytes.baseAddress!, $0.count) == 0 } }
+    }
+
     /// The daemon's fast path for its commonest call: a `Get` written compactly, as kvd's own
     /// clients write it: `{"method":"io.kvd.Defaults.Get","parameters":{"domain":"D","key":"K"}}`
     /// (`domain` and `key` in either order; no whitespace, no escapes, ASCII names). Returns
