@@ -81,11 +81,25 @@ enum HistoryFormat {
     /// `{"revision":N,"time":T,"uid":U,"key":K,"value":V}` (no `time` for a value older than
     /// history, no `uid` but on the system instance, no `value` for a removal).
     static func append(_ entry: HistoryEntry, to out: inout [UInt8]) {
-        var members: [String: JSON] = ["revision": .integer(entry.revision), "key": .string(entry.key.name)]
-        if let time = entry.time { members["time"] = .integer(time) }
-        if let uid = entry.uid { members["uid"] = .integer(Int64(uid)) }
-        if let value = entry.value { members["value"] = value.typedJSON }
-        out.append(contentsOf: LogFormat.frame(.object(members)))
+        LogFormat.appendLine(to: &out) { out in  // written straight: a fold appends one per change
+            out.append(contentsOf: #"{"revision":"#.utf8)
+            JSONWriter.writeInteger(entry.revision, into: &out)
+            if let time = entry.time {
+                out.append(contentsOf: #","time":"#.utf8)
+                JSONWriter.writeInteger(time, into: &out)
+            }
+            if let uid = entry.uid {
+                out.append(contentsOf: #","uid":"#.utf8)
+                JSONWriter.writeInteger(Int64(uid), into: &out)
+            }
+            out.append(contentsOf: #","key":"#.utf8)
+            JSONWriter.writeString(entry.key.name, into: &out)
+            if let value = entry.value {
+                out.append(contentsOf: #","value":"#.utf8)
+                JSONWriter().write(value.typedJSON, into: &out)
+            }
+            out.append(UInt8(ascii: "}"))
+        }
     }
 
     /// Reads a whole history file of `domain`. A torn last line (an append a crash cut short)

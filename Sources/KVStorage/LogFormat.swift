@@ -194,6 +194,14 @@ enum LogFormat {
     }
 
     /// `crc32hex SP json LF`.
+    /// Appends one framed line whose JSON payload `payload` writes (checksum, space, payload, LF).
+    static func appendLine(to out: inout [UInt8], _ payload: (inout [UInt8]) -> Void) {
+        let lineStart = out.count
+        out.append(contentsOf: "00000000 ".utf8)
+        payload(&out)
+        finishLine(in: &out, from: lineStart)
+    }
+
     static func frame(_ json: JSON) -> [UInt8] {
         var line = Array("00000000 ".utf8)
         JSONWriter().write(json, into: &line)
