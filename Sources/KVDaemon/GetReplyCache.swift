@@ -32,6 +32,8 @@ struct GetReplyCache {
     static let maxReplyBytes = 1024
 
     private var slots = [Entry?](repeating: nil, count: slotCount)
+    /// Calls answered from the cache (the tests check that it was used).
+    private(set) var hits = 0
 
     /// The slot `call` belongs in (FNV-1a of its bytes).
     static func slot(of call: ArraySlice<UInt8>) -> Int {
@@ -43,10 +45,12 @@ struct GetReplyCache {
     }
 
     /// The reply kept in `slot` for exactly `call`, made at `stamp`; nil if there is none.
-    func reply(_ slot: Int, for call: ArraySlice<UInt8>, at stamp: Stamp) -> [UInt8]? {
+    mutating func reply(_ slot: Int, for call: ArraySlice<UInt8>, at stamp: Stamp) -> [UInt8]? {
         guard let entry = slots[slot], entry.stamp == stamp, entry.call.count == call.count else { return nil }
         let same = entry.call.withUnsafeBytes { kept in call.withUnsafeBytes { memcmp(kept.baseAddress!, $0.baseAddress!, kept.count) == 0 } }
-        return same ? entry.reply : nil
+        guard same else { return nil }
+        hits &+= 1
+        return entry.reply
     }
 
     /// Keeps `reply` (the whole message, NUL included) for `call` in `slot`, made at `stamp`.
