@@ -12,8 +12,8 @@ import KVValues
 /// encoded by ``DefaultsRequest/call`` into bytes that validate as the same request; calls and
 /// replies round-trip; ``JSONParser/parseMembers(_:limits:inner:)`` (the daemon's fast path)
 /// accepts and refuses exactly what ``JSONParser/parse(_:limits:)`` does, with the same error
-/// and the same members; what ``DefaultsRequest/fastGet(_:)`` accepts, the general path reads
-/// as the same `Get`.
+/// and the same members; what ``DefaultsRequest/fastGet(_:)`` or ``DefaultsRequest/fastSet(_:)``
+/// accepts, the general path reads as the same `Get` or `Set`.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzVarlink(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     guard size > 0 else { return 0 }
@@ -62,6 +62,11 @@ private func check(_ message: [UInt8]) {
         guard let call = try? VarlinkCall(message: message), !call.oneway, !call.more,
             let request = try? DefaultsRequest(call: call), request == .get(domain, key)
         else { fail("fastGet accepted what the general path reads otherwise: \(String(decoding: message, as: UTF8.self))") }
+    }
+    if let request = DefaultsRequest.fastSet(message[...]) {
+        guard let call = try? VarlinkCall(message: message), !call.oneway, !call.more,
+            let general = try? DefaultsRequest(call: call), general == request
+        else { fail("fastSet accepted what the general path reads otherwise: \(String(decoding: message, as: UTF8.self))") }
     }
     if let reply = try? VarlinkReply(message: message) {
         let bytes = reply.encoded()

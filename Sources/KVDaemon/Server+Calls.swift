@@ -10,33 +10,19 @@ extension Server {
     /// write: the connection then awaits it), or makes the connection a watcher.
     func handle(_ message: ArraySlice<UInt8>, from connection: ClientConnection) {
         if answerFastGet(message, connection) { return }
-        let call: VarlinkCall
-        do {
-            call = try VarlinkCall(message: message)
-        } catch {
-            connection.send(.failure(ServiceInterface.Error.invalidParameter, ["parameter": .string(error.description)]))
-            return
-        }
-        let request: DefaultsRequest
-        do {
-            request = try DefaultsRequest(call: call)
-        } catch {
-            if !call.oneway { connection.send(error.reply) }
-            return
-        }
+        guard let (request, oneway) = parseCall(message, connection) else { return }
         if request.isWrite, !connection.mayWrite {
-            if !call.oneway { connection.send(.failure(ServiceInterface.Error.permissionDenied)) }
-            log.log(.debug, "client \(connection.id) (uid \(connection.uid.map(String.init) ?? "?")) may not write: \(call.method) refused")
+            if !oneway { connection.send(.failure(ServiceInterface.Error.permissionDenied)) }
+            log.log(.debug, "client \(connection.id) (uid \(connection.uid.map(String.init) ?? "?")) may not write: \(request.call.method) refused")
             return
         }
         switch handler.handle(request) {
         case .reply(let reply):
-            if !call.oneway { connection.send(reply) }
+            if !oneway { connection.send(reply) }
         case .commit(let domain, let mutation):
             connection.phase = .awaitingCommit
             commitsInFlight += 1
             let id = connection.id
-            let oneway = call.oneway
             commitsQueued = true
             store.enqueue(domain, mutation, uid: handler.isSystem ? connection.uid : nil) { [completions, poller] result in
                 if completions.push(.init(connection: id, oneway: oneway, result: result)) { poller.wake() }
@@ -48,12 +34,12 @@ extension Server {
             connection.send(handler.initialWatchReply(domain, key, revision: since))
         case .fleetWrite(let change):
             guard let fleetWriter else {
-                if !call.oneway { connection.send(RequestHandler.reply(to: .failure("the fleet is starting; try again"))) }
+                if !oneway { connection.send(RequestHandler.reply(to: .failure("the fleet is starting; try again"))) }
                 return
             }
             connection.phase = .awaitingCommit
             commitsInFlight += 1
-            let (id, oneway) = (connection.id, call.oneway)
+            let id = connection.id
             fleetWriter.submit(change) { [completions, poller] result in
                 if completions.push(.init(connection: id, oneway: oneway, result: result, notify: false)) { poller.wake() }
             }
@@ -63,7 +49,27 @@ extension Server {
             watchers[connection.id] = connection
             for reply in handler.initialMirrorReplies(revision: since) { connection.send(reply) }
         case .status:
-            if !call.oneway { connection.send(handler.statusReply(fleet: fleetWriter?.mirror.status)) }
+            if !oneway { connection.send(handler.statusReply(fleet: fleetWriter?.mirror.status)) }
+        }
+    }
+
+    /// The request `message` carries and whether it is `oneway`: a compact `Set` through the
+    /// fast path (``DefaultsRequest/fastSet(_:)``), anything else through the general one. Nil
+    /// after answering a call that is not valid (nothing for a `oneway` one).
+    private func parseCall(_ message: ArraySlice<UInt8>, _ connection: ClientConnection) -> (DefaultsRequest, oneway: Bool)? {
+        if let request = DefaultsRequest.fastSet(message) { return (request, false) }
+        let call: VarlinkCall
+        do {
+            call = try VarlinkCall(message: message)
+        } catch {
+            connection.send(.failure(ServiceInterface.Error.invalidParameter, ["parameter": .string(error.description)]))
+            return nil
+        }
+        do {
+            return (try DefaultsRequest(call: call), call.oneway)
+        } catch {
+            if !call.oneway { connection.send(error.reply) }
+            return nil
         }
     }
 

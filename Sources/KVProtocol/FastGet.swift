@@ -3,6 +3,10 @@ import KVValues
 
 extension DefaultsRequest {
     private static let getPrefix = Array(#"{"method":"io.kvd.Defaults.Get","parameters":{"#.utf8)
+    private static let setPrefix = Array(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"#.utf8)
+    private static let valueMember = Array(#","value":"#.utf8)
+    /// The value of a `Set` sits two levels inside the call (the call, its parameters).
+    private static let setValueLimits = JSONLimits(maxDepth: JSONLimits.message.maxDepth - 2, maxBytes: JSONLimits.message.maxBytes)
 
     /// Whether `message` begins as a compact `Get` does (the one check ``fastGet(_:)`` makes
     /// first): cheap, so other calls skip the fast path's work at once.
@@ -49,6 +53,35 @@ extension DefaultsRequest {
             else { return nil }
             return (validDomain, validKey)
         }
+    }
+
+    /// The daemon's fast path for `Set` as kvd's own clients write it:
+    /// `{"method":"io.kvd.Defaults.Set","parameters":{"domain":"D","key":"K","value":V}}` (members
+    /// in this order, no whitespace around them, plain ASCII names, no `ifRevision`). Only the
+    /// value is parsed as JSON, with the depth it has inside the call. Returns nil for anything
+    /// else, and for a call whose names or value the general path would refuse, so that the
+    /// general path makes the error reply; what it returns is the request the general path would
+    /// make, neither `oneway` nor `more` (the varlink fuzz target checks this).
+    public static func fastSet(_ message: ArraySlice<UInt8>) -> DefaultsRequest? {
+        let prefix = setPrefix
+        guard message.count > prefix.count + 2, message.last == UInt8(ascii: "}"), message[message.endIndex - 2] == UInt8(ascii: "}")
+        else { return nil }
+        let parsed = message.withUnsafeBufferPointer { bytes -> (String, String, Range<Int>)? in
+            guard prefix.withUnsafeBufferPointer({ memcmp($0.baseAddress!, bytes.baseAddress!, prefix.count) == 0 }) else { return nil }
+            var position = prefix.count  // the domain's opening quote
+            guard let domain = plainString(bytes, &position), position < bytes.count, bytes[position] == UInt8(ascii: ","),
+                bytes[position...].starts(with: #","key":"#.utf8)
+            else { return nil }
+            position += 7
+            guard let key = plainString(bytes, &position), bytes[position...].starts(with: valueMember) else { return nil }
+            return (domain, key, (position + valueMember.count)..<(bytes.count - 2))
+        }
+        guard let (domain, key, valueRange) = parsed,
+            let validDomain = try? Domain(validating: domain), let validKey = try? Key(validating: key),
+            let json = try? JSONParser.parse(message[(message.startIndex + valueRange.lowerBound)..<(message.startIndex + valueRange.upperBound)], limits: setValueLimits),
+            json != .null, let value = try? Parameters.value(json)
+        else { return nil }
+        return .set(validDomain, validKey, value, ifRevision: nil)
     }
 
     /// A string at `position` with no escape, control or non-ASCII byte; moves past it.

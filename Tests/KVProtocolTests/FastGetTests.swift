@@ -51,3 +51,54 @@ import Testing
         #expect(try VarlinkCall(message: Array(text.utf8)) == call)
     }
 }
+
+/// The `Set` fast path (``DefaultsRequest/fastSet(_:)``) against the general path.
+@Suite struct FastSetTests {
+    static let prefix = #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"com.example.app","key":"k1","value":"#
+
+    @Test(arguments: [
+        #""plain""#, #""esc\"aped\\ \u00e9 \n""#, "-3", "2.5e3", "true", #"[1,[2,{"a":"b"}]]"#, #"{"x":{"y":[]}}"#,
+        #"{"$date":"2026-11-29T18:13:20Z"}"#, #"{"$data":"AAEC"}"#, #" 7 "#, #""é""#,
+    ])
+    func compactSetIsTakenAsTheGeneralPathReadsIt(value: String) throws {
+        let message = ArraySlice(Array((Self.prefix + value + "}}").utf8))
+        let fast = try #require(DefaultsRequest.fastSet(message))
+        let general = try DefaultsRequest(call: VarlinkCall(message: message))
+        #expect(fast == general)
+    }
+
+    @Test(arguments: [
+        #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"com.example.app","key":"k1","value":1},"oneway":true}"#,
+        #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"com.example.app","key":"k1","value":1,"ifRevision":3}}"#,
+        #"{"method":"io.kvd.Defaults.Set","parameters":{"key":"k1","domain":"com.example.app","value":1}}"#,
+        #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"com.example.app","key":"k\u0031","value":1}}"#,
+        #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"com.example.app","key":"k1","value":null}}"#,
+        #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"com.example.app","key":"k1","value":{"$bad":1}}}"#,
+        #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"com.example.app","key":"k1","value":1,"value":2}}"#,
+        #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"com.example.app","key":"k1","value":1},"more":{"a":1}}"#,
+        #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"bad name!","key":"k1","value":1}}"#,
+        #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"com.example.app","key":"k1","value":1}} "#,
+        #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"com.example.app","key":"k1","value":1"#,
+    ])
+    func anythingElseTakesTheGeneralPath(text: String) {
+        #expect(DefaultsRequest.fastSet(ArraySlice(Array(text.utf8))) == nil)
+    }
+
+    /// A value nested as deep as a value may be is taken; one level deeper goes to the general
+    /// path (which refuses it).
+    @Test func theValueDepthIsTheGeneralPaths() throws {
+        let deepest = String(repeating: "[", count: Limits.valueDepth) + String(repeating: "]", count: Limits.valueDepth)
+        let message = ArraySlice(Array((Self.prefix + deepest + "}}").utf8))
+        #expect(try DefaultsRequest.fastSet(message) == DefaultsRequest(call: VarlinkCall(message: message)))
+        let deeper = "[" + deepest + "]"
+        let tooDeep = ArraySlice(Array((Self.prefix + deeper + "}}").utf8))
+        #expect(DefaultsRequest.fastSet(tooDeep) == nil)
+        #expect(throws: (any Error).self) { try DefaultsRequest(call: VarlinkCall(message: tooDeep)) }
+    }
+
+    /// kvd's own clients write `Set` so that the fast path takes it.
+    @Test func clientsWriteSetsTheFastPathTakes() throws {
+        let request = DefaultsRequest.set(try Domain(validating: "a.b"), try Key(validating: "k"), .string("v"), ifRevision: nil)
+        #expect(DefaultsRequest.fastSet(request.call.encoded().dropLast()) == request)
+    }
+}
