@@ -193,7 +193,6 @@ enum LogFormat {
         return out.count - changesStart
     }
 
-    /// `crc32hex SP json LF`.
     /// Appends one framed line whose JSON payload `payload` writes (checksum, space, payload, LF).
     static func appendLine(to out: inout [UInt8], _ payload: (inout [UInt8]) -> Void) {
         let lineStart = out.count
@@ -202,6 +201,7 @@ enum LogFormat {
         finishLine(in: &out, from: lineStart)
     }
 
+    /// `crc32hex SP json LF`.
     static func frame(_ json: JSON) -> [UInt8] {
         var line = Array("00000000 ".utf8)
         JSONWriter().write(json, into: &line)
