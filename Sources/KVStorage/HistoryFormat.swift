@@ -82,16 +82,7 @@ enum HistoryFormat {
     /// history, no `uid` but on the system instance, no `value` for a removal).
     static func append(_ entry: HistoryEntry, to out: inout [UInt8]) {
         LogFormat.appendLine(to: &out) { out in  // written straight: a fold appends one per change
-            out.append(contentsOf: #"{"revision":"#.utf8)
-            JSONWriter.writeInteger(entry.revision, into: &out)
-            if let time = entry.time {
-                out.append(contentsOf: #","time":"#.utf8)
-                JSONWriter.writeInteger(time, into: &out)
-            }
-            if let uid = entry.uid {
-                out.append(contentsOf: #","uid":"#.utf8)
-                JSONWriter.writeInteger(Int64(uid), into: &out)
-            }
+            LogFormat.openStamped(revision: entry.revision, time: entry.time, uid: entry.uid, into: &out)
             out.append(contentsOf: #","key":"#.utf8)
             JSONWriter.writeString(entry.key.name, into: &out)
             if let value = entry.value {

@@ -133,16 +133,7 @@ enum LogFormat {
         let lineStart = out.count
         out.append(contentsOf: "00000000 ".utf8)  // the checksum, filled in below
         let payloadStart = out.count
-        out.append(contentsOf: #"{"revision":"#.utf8)
-        JSONWriter.writeInteger(record.revision, into: &out)
-        if let time = record.time {
-            out.append(contentsOf: #","time":"#.utf8)
-            JSONWriter.writeInteger(time, into: &out)
-        }
-        if let uid = record.uid {
-            out.append(contentsOf: #","uid":"#.utf8)
-            JSONWriter.writeInteger(Int64(uid), into: &out)
-        }
+        openStamped(revision: record.revision, time: record.time, uid: record.uid, into: &out)
         var changesBytes = 0
         if record.isGroup {
             out.append(contentsOf: #","kind":"#.utf8)
@@ -191,6 +182,21 @@ enum LogFormat {
             out.append(UInt8(ascii: "}"))
         }
         return out.count - changesStart
+    }
+
+    /// Opens the object of a log record or history entry: `{"revision":N`, then `,"time":T`
+    /// and `,"uid":U` when present.
+    static func openStamped(revision: Int64, time: Int64?, uid: UInt32?, into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"revision":"#.utf8)
+        JSONWriter.writeInteger(revision, into: &out)
+        if let time {
+            out.append(contentsOf: #","time":"#.utf8)
+            JSONWriter.writeInteger(time, into: &out)
+        }
+        if let uid {
+            out.append(contentsOf: #","uid":"#.utf8)
+            JSONWriter.writeInteger(Int64(uid), into: &out)
+        }
     }
 
     /// Appends one framed line whose JSON payload `payload` writes (checksum, space, payload, LF).
