@@ -132,9 +132,9 @@ import Testing
         try sandbox.write("com.example.hurt.history", lines.joined(separator: "\n"))
         daemon = try Daemon(sandbox)
         #expect(try kvctl(sandbox, "get", "com.example.hurt", "a").stdout == "two\n")
+        let entries = try Self.history(sandbox, "com.example.hurt")  // history files are read when first asked for
         #expect(sandbox.stateFiles().contains { $0.hasPrefix("com.example.hurt.history.unreadable-") }, "\(sandbox.stateFiles())")
         #expect(daemon.errorOutput().contains("history file") && daemon.errorOutput().contains("is unreadable"))
-        let entries = try Self.history(sandbox, "com.example.hurt")
         #expect(entries.count == 1 && entries[0]["value"] as? String == "two" && entries[0]["time"] == nil, "history starts again from the values: \(entries)")
         daemon.stop()
     }
