@@ -47,7 +47,7 @@ struct KeptHistory: Sendable {
 }
 
 /// The history files loaded so far, shared by the commit queue (which loads, appends and
-/// prunes them) and readers (``Store/history(_:key:limit:)``). Thread-safe; a short lock,
+/// prunes them) and readers (``Store/history(_:key:limit:before:)``). Thread-safe; a short lock,
 /// never held during I/O.
 final class HistoryCache: Sendable {
     private let kept = Mutex<[Domain: KeptHistory]>([:])

@@ -2,7 +2,7 @@ import Dispatch
 import KVValues
 import Synchronization
 
-/// A domain's history as ``Store/history(_:key:limit:)`` gives it.
+/// A domain's history as ``Store/history(_:key:limit:before:)`` gives it.
 public struct HistoryPage: Sendable, Equatable {
     /// Newest first.
     public var entries: [HistoryEntry]
@@ -34,7 +34,8 @@ public enum HistoryError: Error, Sendable, Equatable, CustomStringConvertible {
 }
 
 extension Store {
-    /// Every kept change of `domain` (of `key` only, if given), newest first, at most `limit`:
+    /// Every kept change of `domain` (of `key` only, if given), newest first, at most `limit`,
+    /// and only those older than `before` if given (the next page of a reply that was cut):
     /// every committed change, and nothing uncommitted (changes still in the log come from
     /// memory, older ones from the history file, held in memory once read). The first call for
     /// a domain whose history file is not loaded yet waits for the commit queue to read it
@@ -42,23 +43,21 @@ extension Store {
     /// on the commit queue (from a completion).
     ///
     /// - Throws: `.off`, or `.failure` if the history file cannot be read.
-    public func history(_ domain: Domain, key: Key? = nil, limit: Int? = nil) throws(HistoryError) -> HistoryPage {
+    public func history(_ domain: Domain, key: Key? = nil, limit: Int? = nil, before: Int64? = nil) throws(HistoryError) -> HistoryPage {
         let (kept, fresh) = try keptHistory(domain)
-        let limit = limit ?? .max
+        let (limit, before) = (limit ?? .max, before ?? .max)
         var selected: [HistoryEntry] = []
-        for entry in fresh.reversed() where key == nil || entry.key == key {
-            guard selected.count < limit else { break }
-            selected.append(entry)
-        }
-        for entry in kept.entries.reversed() where key == nil || entry.key == key {
-            guard selected.count < limit else { break }
-            selected.append(entry)
+        for entries in [fresh, kept.entries] {
+            for entry in entries.reversed() where entry.revision < before && (key == nil || entry.key == key) {
+                guard selected.count < limit else { break }
+                selected.append(entry)
+            }
         }
         return HistoryPage(entries: selected, oldestRevision: kept.since)
     }
 
     /// What `domain` held at `revision`: for each key that had a value then (only `key`, if
-    /// given), the entry that set it. Blocks like ``history(_:key:limit:)``.
+    /// given), the entry that set it. Blocks like ``history(_:key:limit:before:)``.
     ///
     /// - Throws: `.truncated` for a revision older than what is kept, `.future` for one newer
     ///   than the store's, `.off`, `.failure`.
