@@ -65,6 +65,14 @@ public enum DefaultsInterface {
         # files: every committed change is there, and no other.
         method History(domain: string, key: ?string, limit: ?int, atRevision: ?int, beforeRevision: ?int) -> (entries: []HistoryEntry, oldestRevision: int, nextBeforeRevision: ?int)
 
+        # Needs "more": every domain at one revision (a consistent snapshot, for a backup): one
+        # reply per domain with its values, and unreadable: the keys whose stored values kvd
+        # cannot read, with the reason (not in values); a domain too large for one reply comes
+        # in several, each with some of its keys; then a last reply with no domain. revision
+        # is the same in every reply. The instance's own values only: not the system layer's
+        # defaults, not the locks.
+        method Backup() -> (revision: int, domain: ?string, values: [string]object, unreadable: ?[string]string)
+
         error NotFound (domain: string, key: ?string)
         error InvalidName (name: string, reason: string)
         error InvalidValue (reason: string)
