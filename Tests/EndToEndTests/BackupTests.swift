@@ -138,6 +138,18 @@ import Testing
         daemon.stop()
     }
 
+    /// A stored value kvd cannot read is not silently dropped: the backup holds the rest,
+    /// names the key on stderr, and kvctl exits 1.
+    @Test func unreadableValueIsNamedAndTheRestBackedUp() throws {
+        let sandbox = Sandbox()
+        try sandbox.write("com.example.damaged.json", UnreadableValueTests.damagedDomain)
+        let daemon = try Daemon(sandbox)
+        let run = try kvctl(sandbox, "backup", "-")
+        #expect(run.status == 1 && run.stderr.contains("\"bad\"") && run.stderr.contains("com.example.damaged"), "\(run.stderr)")
+        #expect((try Self.parse(run.stdout)["domains"] as? [String: [String: String]]) == ["com.example.damaged": ["good": "fine"]])
+        daemon.stop()
+    }
+
     /// A file of a newer version, a torn one, and one whose last domain holds a bad value:
     /// each is refused with a clear message, and nothing is restored (not even the good domains).
     @Test func damagedOrNewerBackupRestoresNothing() throws {
