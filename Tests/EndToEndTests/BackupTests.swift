@@ -31,23 +31,11 @@ import Testing
             _ = try filler.call(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"com.example.m\#(index)","key":"k","value":\#(index)}}"#)
         }
         filler.close()
-        final class Flag: @unchecked Sendable {  // guarded by its lock
-            let lock = NSLock()
-            var raised = false
-        }
-        let stop = Flag()
-        let writer = try RawClient(sandbox.socket)
-        defer { writer.close() }
-        let thread = Thread {
-            var index = 1
-            while !stop.lock.withLock({ stop.raised }) {
-                for domain in ["com.example.a", "com.example.z"] {
-                    _ = try? writer.call(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"\#(domain)","key":"counter","value":\#(index)}}"#)
-                }
-                index += 1
+        let writer = try BackgroundWriter(sandbox, first: 1) { client, index in
+            for domain in ["com.example.a", "com.example.z"] {
+                _ = try? client.call(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"\#(domain)","key":"counter","value":\#(index)}}"#)
             }
         }
-        thread.start()
         var between = 0
         for attempt in 0..<15 {
             let file = sandbox.root + "/backup\(attempt).json"
@@ -63,8 +51,7 @@ import Testing
             #expect(run.stderr.contains("at revision \(revision)"), "\(run.stderr)")
             if a != b { between += 1 }
         }
-        stop.lock.withLock { stop.raised = true }
-        while !thread.isFinished { usleep(1000) }
+        writer.stop()
         print("backups between the two writes of a step: \(between) of 15")
         daemon.stop()
     }

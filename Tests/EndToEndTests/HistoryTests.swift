@@ -63,22 +63,10 @@ import Testing
         _ = try kvctl(sandbox, "set", "com.example.race", "a", "-int", "1")
         let target = try Self.revision(of: try kvctl(sandbox, "--json", "set", "com.example.race", "b", "-int", "2"))
         _ = try kvctl(sandbox, "set", "com.example.race", "a", "-int", "100")
-        final class Flag: @unchecked Sendable {  // guarded by its lock
-            let lock = NSLock()
-            var raised = false
+        let writer = try BackgroundWriter(sandbox) { client, index in
+            _ = try? client.call(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"com.example.race","key":"w\#(index)","value":\#(index)}}"#)
+            usleep(2000)
         }
-        let stop = Flag()
-        let writer = try RawClient(sandbox.socket)
-        defer { writer.close() }
-        let thread = Thread {
-            var index = 0
-            while !stop.lock.withLock({ stop.raised }) {
-                _ = try? writer.call(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"com.example.race","key":"w\#(index)","value":\#(index)}}"#)
-                index += 1
-                usleep(2000)
-            }
-        }
-        thread.start()
         var (restored, refused) = (0, 0)
         let client = try RawClient(sandbox.socket)
         defer { client.close() }
@@ -96,8 +84,7 @@ import Testing
                 #expect(run.stderr.contains("changed while kvctl restored it; nothing was restored"), "\(run.stderr)")
             }
         }
-        stop.lock.withLock { stop.raised = true }
-        while !thread.isFinished { usleep(1000) }
+        writer.stop()
         #expect(refused > 0, "restored \(restored), refused \(refused)")
         print("restores: \(restored) whole, \(refused) refused")
         daemon.stop()
