@@ -1,29 +1,18 @@
 import KVValues
 import Synchronization
 
-/// A domain's history file as kept in memory: what `History` serves without reading the file.
-/// Bounded by what retention keeps (the file is pruned past twice that, see
-/// ``HistoryFileInfo/pruneAbove``).
-struct KeptHistory: Sendable {
-    /// Normalized (``HistoryRetention/normalized(_:)``): rising revisions, one entry per key
-    /// and revision.
-    var entries: [HistoryEntry] = []
-    /// States from here on can be rebuilt from ``entries``.
-    var since: Int64 = 0
-    /// The largest revision folded into the file (pruned entries included): a fold, and a
-    /// reader merging the log's commits, skip entries below it, and those at it whose key is in
-    /// ``lastKeys`` (a crash may have cut an append within one commit).
+/// How far a history file goes: the largest revision folded into it (pruned entries included)
+/// and the keys it holds at that revision. A fold, and a reader merging the log's commits,
+/// skip entries below it, and those at it whose key it holds (a crash may have cut an append
+/// within one commit).
+struct HistoryMark: Sendable {
     var lastRevision: Int64 = 0
     var lastKeys: Set<Key> = []
 
-    /// A file's normalized `entries`, complete from `since` on; `folded` (default: `entries`)
-    /// are all the entries folded into it, before pruning.
-    init(_ entries: [HistoryEntry] = [], since: Int64 = 0, folded: [HistoryEntry]? = nil) {
-        self.entries = entries
-        self.since = since
-        let all = folded ?? entries
-        lastRevision = all.lazy.map(\.revision).max() ?? 0
-        lastKeys = Set(all.lazy.filter { [lastRevision] in $0.revision == lastRevision }.map(\.key))
+    /// The mark of a file to which `entries` were folded.
+    init(_ entries: [HistoryEntry] = []) {
+        lastRevision = entries.lazy.map(\.revision).max() ?? 0
+        lastKeys = Set(entries.lazy.filter { [lastRevision] in $0.revision == lastRevision }.map(\.key))
     }
 
     /// Whether the file holds `entry` (or newer ones).
@@ -36,9 +25,8 @@ struct KeptHistory: Sendable {
         commits.lazy.filter { $0.revision >= lastRevision }.flatMap(\.entries).filter { !holds($0) }
     }
 
-    /// After appending `fresh` (from ``fresh(_:)``) to the file.
-    mutating func append(_ fresh: [HistoryEntry]) {
-        entries.append(contentsOf: fresh)
+    /// After `fresh` (from ``fresh(_:)``) was appended.
+    mutating func advance(_ fresh: [HistoryEntry]) {
         for entry in fresh {
             if entry.revision > lastRevision { (lastRevision, lastKeys) = (entry.revision, []) }
             lastKeys.insert(entry.key)
@@ -46,23 +34,41 @@ struct KeptHistory: Sendable {
     }
 }
 
-/// The history files loaded so far, shared by the commit queue (which loads, appends and
-/// prunes them) and readers (``Store/history(_:key:limit:before:)``). Thread-safe; a short lock,
-/// never held during I/O.
+/// A domain's history file as held in memory for readers: what `History` serves without
+/// reading the file. Bounded by what retention keeps (the file is pruned past twice that, see
+/// ``HistoryFileInfo/pruneAbove``).
+struct KeptHistory: Sendable {
+    /// Normalized (``HistoryRetention/normalized(_:)``): rising revisions, one entry per key
+    /// and revision.
+    var entries: [HistoryEntry] = []
+    /// States from here on can be rebuilt from ``entries``.
+    var since: Int64 = 0
+    var mark = HistoryMark()
+}
+
+/// The history files readers asked for (``Store/history(_:key:limit:before:)``), held in
+/// memory from then on: loaded by the commit queue, which keeps them in step with every fold
+/// and prune. Only those: a domain nobody asked the history of costs no memory. Thread-safe;
+/// a short lock, never held during I/O.
 final class HistoryCache: Sendable {
     private let kept = Mutex<[Domain: KeptHistory]>([:])
 
-    /// The domain's history, or nil if its file has not been loaded yet.
+    /// The domain's history, or nil if no reader asked for it yet.
     subscript(_ domain: Domain) -> KeptHistory? {
         kept.withLock { $0[domain] }
     }
 
-    func set(_ domain: Domain, _ history: KeptHistory) {
+    /// Records `domain`'s history (nil: forgets it).
+    func set(_ domain: Domain, _ history: KeptHistory?) {
         kept.withLock { $0[domain] = history }
     }
 
-    /// Appends `fresh` to a loaded domain's history in place.
+    /// Appends `fresh` to a domain's history in place, if it is held.
     func append(_ domain: Domain, _ fresh: [HistoryEntry]) {
-        kept.withLock { $0[domain, default: KeptHistory()].append(fresh) }
+        kept.withLock { kept in
+            guard kept[domain] != nil else { return }
+            kept[domain]!.entries.append(contentsOf: fresh)
+            kept[domain]!.mark.advance(fresh)
+        }
     }
 }

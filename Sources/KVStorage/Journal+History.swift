@@ -27,9 +27,10 @@ struct RecentCommit: Sendable {
     }
 }
 
-/// What the journal knows of the layout of one domain's history file (what it holds is in
-/// ``HistoryCache``).
+/// What the journal knows of one domain's history file (what it holds is read from it, or
+/// from ``HistoryCache`` if a reader asked for it).
 struct HistoryFileInfo {
+    var mark: HistoryMark
     /// Where the next line goes (after a torn tail, the file is cut back to it first).
     var validLength: Int64
     /// The file holds bytes after ``validLength`` (a torn append) to cut off.
@@ -46,6 +47,7 @@ struct HistoryFileInfo {
 
     /// What a file holding `entries` (and `lines` lines, `validLength` bytes) knows.
     init(_ entries: [HistoryEntry], lines: Int, validLength: Int64, torn: Bool) {
+        mark = HistoryMark(entries)
         self.validLength = validLength
         self.torn = torn
         self.lines = lines
@@ -61,6 +63,7 @@ struct HistoryFileInfo {
     /// After appending `entries` (in revision order).
     mutating func appended(_ entries: [HistoryEntry], bytes: Int) {
         for entry in entries { oldestTime = min(oldestTime, entry.time ?? .min) }
+        mark.advance(entries)
         validLength += Int64(bytes)
         lines += entries.count
         torn = false
@@ -81,11 +84,10 @@ extension Journal {
         for domain in history.keys.sorted() {
             let commits = history[domain]!
             try loadHistory(domain, current: domains[domain], revision: revision, recent: commits)
-            let kept = historyCache[domain] ?? KeptHistory()
-            let fresh = kept.fresh(commits)
+            let fresh = (histories[domain]?.mark ?? HistoryMark()).fresh(commits)
             guard !fresh.isEmpty else { continue }
             guard var info = histories[domain], info.lines + fresh.count <= info.pruneAbove || !info.mayPrune(options, now: now) else {
-                try writeHistory(domain, kept.entries + fresh, since: kept.since)
+                try rewriteHistory(domain, adding: fresh, current: domains[domain], revision: revision)
                 continue
             }
             let written: Int
@@ -122,20 +124,48 @@ extension Journal {
     /// The most a fold holds of a history file's new lines before writing them.
     static let historyChunkBytes = 256 << 10
 
+    /// Rewrites `domain`'s history file with its entries and `adding`, pruned. Its entries come
+    /// from memory if a reader asked for them, else from the file; a file that cannot be read
+    /// is set aside, and the new one starts at `revision` with the values of `current`.
+    private func rewriteHistory(_ domain: Domain, adding: [HistoryEntry], current: DomainState?, revision: Int64) throws(FileSystemError) {
+        var (entries, since): ([HistoryEntry], Int64) = ([], 0)
+        if let kept = historyCache[domain] {
+            (entries, since) = (kept.entries, kept.since)
+        } else if histories[domain] != nil {
+            switch try readHistory(domain) {
+            case .content(let content): (entries, since) = (content.entries, content.since)
+            case .missing: break
+            case .unreadable: (entries, since) = (Self.baseline(current), revision)
+            }
+        }
+        try writeHistory(domain, entries + adding, since: since)
+    }
+
     /// Writes `domain`'s history file anew with `entries` as retention keeps them, complete
-    /// from `since` on, and records what it holds (in ``histories`` and ``historyCache``).
-    func writeHistory(_ domain: Domain, _ entries: [HistoryEntry], since: Int64) throws(FileSystemError) {
+    /// from `since` on, and records what it holds (in ``histories``, and in ``historyCache``
+    /// with `keep` or if a reader asked for it before). On failure it forgets the file, which
+    /// is then read again when next needed.
+    func writeHistory(_ domain: Domain, _ entries: [HistoryEntry], since: Int64, keep: Bool = false) throws(FileSystemError) {
         let options = historyOptions!
         let all = HistoryRetention.normalized(entries)
         let pruned = HistoryRetention.prune(all, since: since, keep: options.historyKeep, days: options.historyDays, now: options.clock())
         var bytes = HistoryFormat.header(domain, since: pruned.since)
         for entry in pruned.entries { HistoryFormat.append(entry, to: &bytes) }
         let name = HistoryFormat.fileName(for: domain)
-        try fileSystem.replaceFile(path(name), temporary: path("." + name + ".tmp"), with: bytes)
-        try fileSystem.syncDirectory(directory)
-        histories[domain] = HistoryFileInfo(pruned.entries, lines: pruned.entries.count, validLength: Int64(bytes.count), torn: false)
-        historyCache.set(domain, KeptHistory(pruned.entries, since: pruned.since, folded: all))  // what was pruned stays folded
+        do {
+            try fileSystem.replaceFile(path(name), temporary: path("." + name + ".tmp"), with: bytes)
+            try fileSystem.syncDirectory(directory)
+        } catch {
+            // The old file or the new one may be in place: read it again when next needed.
+            (histories[domain], loadedHistories) = (nil, loadedHistories.subtracting([domain]))
+            historyCache.set(domain, nil)
+            throw error
+        }
+        var info = HistoryFileInfo(pruned.entries, lines: pruned.entries.count, validLength: Int64(bytes.count), torn: false)
+        info.mark = HistoryMark(all)  // what was pruned stays folded
+        histories[domain] = info
         loadedHistories.insert(domain)
+        if keep || historyCache[domain] != nil { historyCache.set(domain, KeptHistory(entries: pruned.entries, since: pruned.since, mark: info.mark)) }
     }
 
     /// The values of `state` as history entries of no known time (values a domain has when its

@@ -3,16 +3,17 @@ import KVValues
 /// Loading a history file when it is first needed: by a fold into it, or by a reader.
 /// Commit queue only (or recovery); blocks on I/O.
 extension Journal {
-    /// Reads `domain`'s history file into ``historyCache`` (and its layout into
-    /// ``histories``), once per store: nothing if it was loaded before. A file that cannot be
-    /// read is set aside; one that misses changes (kvd before history, history off meanwhile,
-    /// a file set aside or lost) is completed from the domain's values and rewritten (see
-    /// ``completion(of:_:current:recent:)``). `current` is the domain's committed state at the
-    /// store's `revision`, `recent` its commits still only in the log.
+    /// Reads `domain`'s history file, once per store, and records how far it goes in
+    /// ``histories``; with `keep` (a reader asks), also what it holds in ``historyCache``.
+    /// Nothing if that was done before. A file that cannot be read is set aside; one that
+    /// misses changes (kvd before history, history off meanwhile, a file set aside or lost) is
+    /// completed from the domain's values and rewritten (see
+    /// ``completion(of:_:current:recent:unreadable:)``). `current` is the domain's committed
+    /// state at the store's `revision`, `recent` its commits still only in the log.
     ///
     /// - Throws: if reading or writing failed (I/O): nothing is recorded, the next need retries.
-    func loadHistory(_ domain: Domain, current: DomainState?, revision: Int64, recent: [RecentCommit]) throws(FileSystemError) {
-        guard historyOptions != nil, !loadedHistories.contains(domain) else { return }
+    func loadHistory(_ domain: Domain, current: DomainState?, revision: Int64, recent: [RecentCommit], keep: Bool = false) throws(FileSystemError) {
+        guard historyOptions != nil, !loadedHistories.contains(domain) || (keep && historyCache[domain] == nil) else { return }
         var (content, present, unreadable) = (HistoryContent(), false, false)
         switch try readHistory(domain) {
         case .content(let read): (content, present) = (read, true)
@@ -20,14 +21,15 @@ extension Journal {
         case .unreadable: unreadable = true
         }
         if let (entries, since) = completion(of: content, domain, current: current, recent: recent, unreadable: unreadable) {
-            try writeHistory(domain, entries, since: since)
+            try writeHistory(domain, entries, since: since, keep: keep)
             if !unreadable {
                 log(.warning, "history of domain \(domain) misses the changes up to revision \(since) (kvd before history, history was off, or a file was lost); it goes on from the domain's values then")
             }
         } else if present {
-            histories[domain] = HistoryFileInfo(content.entries, lines: content.entries.count, validLength: Int64(content.validLength), torn: content.tornTail != nil)
-            historyCache.set(domain, KeptHistory(HistoryRetention.normalized(content.entries), since: content.since))
-        } else {
+            let info = HistoryFileInfo(content.entries, lines: content.entries.count, validLength: Int64(content.validLength), torn: content.tornTail != nil)
+            histories[domain] = info
+            if keep { historyCache.set(domain, KeptHistory(entries: HistoryRetention.normalized(content.entries), since: content.since, mark: info.mark)) }
+        } else if keep {
             historyCache.set(domain, KeptHistory())  // none yet: the first fold writes it, complete from 0
         }
         loadedHistories.insert(domain)

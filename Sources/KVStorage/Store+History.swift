@@ -79,7 +79,7 @@ extension Store {
         let recent = state.withLock { $0.recent[domain] } ?? []
         let kept: KeptHistory
         if let cached = journal.historyCache[domain] { kept = cached } else { kept = try loadHistory(domain) }
-        return (kept, recent.isEmpty ? [] : kept.fresh(recent))
+        return (kept, recent.isEmpty ? [] : kept.mark.fresh(recent))
     }
 
     /// Loads `domain`'s history file on the commit queue, which owns the files. Blocks until
@@ -89,7 +89,7 @@ extension Store {
         let loaded: Result<KeptHistory, FileSystemError> = queue.sync {
             let (current, revision, recent) = state.withLock { ($0.domains[domain], $0.revision, $0.recent[domain] ?? []) }
             return Result { () throws(FileSystemError) in
-                try journal.loadHistory(domain, current: current, revision: revision, recent: recent)
+                try journal.loadHistory(domain, current: current, revision: revision, recent: recent, keep: true)
                 return journal.historyCache[domain] ?? KeptHistory()
             }
         }
