@@ -7,7 +7,7 @@ varlink to kvd, RESP to Redis), runs the in-process rows with kvbench-local, and
 bench/results.json, bench/results.md and bench/results.svg. Every child is bounded in time and
 stopped at the end, whatever happens. A peer that cannot be had is skipped with a note.
 
-    bench/run.py --bin .build/release [--quick] [--out bench] [--no-install]
+    bench/run.py --bin .build/release [--quick] [--out bench] [--no-install] [--only history,cold]
 
 --quick (BENCH_QUICK=1) is the smoke mode: tiny durations, one run, never installs anything.
 """
@@ -39,6 +39,7 @@ class Bench:
         self.install = not args.no_install and not args.quick
         self.seconds = 0.2 if self.quick else args.seconds
         self.runs = 1 if self.quick else args.runs
+        self.only = set(filter(None, (args.only or "").split(",")))
         self.out = args.out or (os.path.join(os.path.dirname(__file__), "..", ".build", "bench-smoke") if self.quick
                                 else os.path.dirname(os.path.abspath(__file__)))
         # BENCH_SKIP=redis,sqlite: behave as if those peers were missing (to check the skips).
@@ -243,7 +244,22 @@ class Bench:
 
     # ---- the rows --------------------------------------------------------------------
 
+    def run_only(self):
+        """--only: the rows named, printed, nothing installed and no results files written."""
+        if "history" in self.only:
+            _, kvd_sock = self.start_kvd("kvd")
+            self.history_rows(kvd_sock)
+            self.stop_all()
+        if "cold" in self.only:
+            print("cold start", flush=True)
+            self.cold_start_row()
+        for t in self.targets:
+            ratio = "n/a" if t["ratio"] is None else f"{t['ratio']:.2f}"
+            print(f"  target {t['row']}: {t['measure']} = {ratio} (target {t['target']})", flush=True)
+
     def run(self):
+        if self.only:
+            return self.run_only()
         self.ensure_packages()
         self.machine = machine()
         kvd, kvd_sock = self.start_kvd("kvd")
@@ -549,12 +565,16 @@ def main():
     parser.add_argument("--runs", type=int, default=5, help="runs per measurement (median and spread)")
     parser.add_argument("--out", help="folder for results.* (default: bench, or .build/bench-smoke with --quick)")
     parser.add_argument("--tmp", help="folder for the servers' state (default .build; must not be tmpfs)")
+    parser.add_argument("--only", help="run only these rows, comma-separated (history, cold), print them and write no results")
     args = parser.parse_args()
+    if args.only and not set(args.only.split(",")) <= {"history", "cold"}:
+        parser.error(f"--only takes history and/or cold, not {args.only}")
     bench = Bench(args)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     try:
         bench.run()
-        bench.write()
+        if not bench.only:
+            bench.write()
     finally:
         bench.stop_all()
         shutil.rmtree(bench.dir, ignore_errors=True)

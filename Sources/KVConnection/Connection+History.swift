@@ -35,14 +35,27 @@ public struct HistoryListing: Sendable, Equatable {
 }
 
 extension Connection {
-    /// The kept changes of `domain` (of `key` only, if given), newest first, at most `limit`
-    /// (and as many as one reply carries). Blocks until kvd answers.
+    /// The kept changes of `domain` (of `key` only, if given), newest first, at most `limit`.
+    /// A reply carries what fits one message; this asks for the next page (`beforeRevision`)
+    /// until it has them all, or `limit`. Blocks until kvd answers.
     public func history(_ domain: Domain, key: Key? = nil, limit: Int? = nil) throws(ClientError) -> HistoryListing {
-        let reply = try call(.history(domain, key, limit: limit.map(Int64.init), atRevision: nil))
-        guard case .integer(let oldest)? = reply.parameters["oldestRevision"] else {
-            throw .protocolError("History reply without an integer \"oldestRevision\"")
-        }
-        return HistoryListing(entries: try Decode.historyEntries(reply), oldestRevision: oldest)
+        var listing = HistoryListing(entries: [], oldestRevision: 0)
+        var before: Int64?
+        repeat {
+            let wanted = limit.map { Int64($0 - listing.entries.count) }
+            let reply = try call(.history(domain, key, limit: wanted, atRevision: nil, beforeRevision: before))
+            guard case .integer(let oldest)? = reply.parameters["oldestRevision"] else {
+                throw .protocolError("History reply without an integer \"oldestRevision\"")
+            }
+            listing.oldestRevision = oldest
+            listing.entries += try Decode.historyEntries(reply)
+            switch reply.parameters["nextBeforeRevision"] {
+            case nil, .null?: before = nil
+            case .integer(let next)? where next < before ?? .max: before = next
+            case _?: throw .protocolError("History reply with a \"nextBeforeRevision\" that is not an integer below the last")
+            }
+        } while before != nil && listing.entries.count < limit ?? .max
+        return listing
     }
 
     /// What `domain` (or its `key`) held after `revision`: for each key that had a value then,

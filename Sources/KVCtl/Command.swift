@@ -64,6 +64,10 @@ public enum Command: Sendable, Equatable {
     case history(Domain, Key?, limit: Int?, json: Bool)
     /// `restore DOMAIN [KEY] --revision N`: the key, or the whole domain, as it was after N.
     case restore(Domain, Key?, revision: Int64)
+    /// `backup FILE|-`: every domain at one revision, as one typed JSON file.
+    case backup(String)
+    /// `restore-backup FILE|- [--yes]`: each domain of a backup put back, atomically.
+    case restoreBackup(String, yes: Bool)
     /// `help [COMMAND]`, `--help`, `COMMAND --help`.
     case help(String?)
     /// `--version`: prints `kvctl VERSION`.
@@ -174,6 +178,7 @@ extension Invocation {
         case "locks": command = .locks(try reader.optionalDomain())
         case "status": command = .status
         case "history", "restore": command = try parseHistoryCommand(name, &reader)
+        case "backup", "restore-backup": command = try parseBackupCommand(name, &reader)
         case "completion":
             let name = try reader.word("SHELL")
             guard let shell = Shell(rawValue: name) else {

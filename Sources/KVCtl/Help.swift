@@ -174,6 +174,30 @@ enum Help {
                 keeps is refused, naming the oldest revision it can restore.
                 """),
         Entry(
+            name: "backup", aliases: [], usage: "backup FILE|-",
+            summary: "write every domain, as of one revision, to one file",
+            details: """
+                Writes every domain of kvd (with --system, of the system instance) as it was at
+                one revision, a consistent snapshot even while others write, to FILE (replaced
+                atomically) or with - to stdout, as typed JSON: {"format": "kvd-backup",
+                "version": 1, "revision": N, "created": TIME, "domains": {DOMAIN: {KEY: VALUE}}}.
+                Says on stderr how many domains and keys, and the revision. Only the instance's
+                own values: not the system defaults a user's kvd serves, not locks. A key whose
+                stored value kvd cannot read is left out, named, and makes kvctl exit 1.
+                Put it back with: kvctl restore-backup FILE --yes.
+                """),
+        Entry(
+            name: "restore-backup", aliases: [], usage: "restore-backup FILE|- [--yes]",
+            summary: "put back every domain of a backup file",
+            details: """
+                Makes each domain of the backup FILE (- reads stdin) hold exactly the values it
+                had, one atomic change per domain, written as new changes (history keeps what
+                was there before); domains not in the backup stay as they are. The whole file is
+                checked first: a damaged file, or one of a newer backup version, restores
+                nothing. Without --yes, only says what it would restore (which domains, how
+                many keys) and exits 1.
+                """),
+        Entry(
             name: "completion", aliases: [], usage: "completion bash|zsh|fish",
             summary: "print a shell completion script",
             details: """

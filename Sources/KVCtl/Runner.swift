@@ -89,6 +89,10 @@ struct Runner {
             try printHistory(domain, key, limit: limit, json: json, on: connection)
         case .restore(let domain, let key, let revision):
             printRevision(try restore(domain, key, revision: revision, on: connection))
+        case .backup(let file):
+            try backup(to: file, on: connection)
+        case .restoreBackup(let file, let yes):
+            try restoreBackup(from: file, yes: yes, on: connection)
         case .help, .version, .completion:
             break
         }
@@ -142,7 +146,7 @@ struct Runner {
     /// Makes `domain` hold exactly `values`: one atomic Apply that sets every key of the file and
     /// removes every other key (unreadable ones too, named on stderr), on condition that the
     /// domain did not change since it was listed.
-    private func importDomain(_ domain: Domain, _ values: [Key: Value], from file: String, on connection: Connection) throws -> Int64? {
+    func importDomain(_ domain: Domain, _ values: [Key: Value], from file: String, on connection: Connection) throws -> Int64? {
         let (revision, removedUnreadable) = try retrying { () throws -> (Int64?, [Key]) in
             let current = try Self.optional { () throws(ClientError) in try connection.list(domain) }
             let present = Array((current?.values ?? [:]).keys) + Array((current?.unreadable ?? [:]).keys)

@@ -1,44 +1,81 @@
-import FoundationEssentials
 import KVProtocol
 import KVStorage
 import KVValues
 
 /// `io.kvd.Defaults.History`: the store's kept changes, as a reply.
 extension RequestHandler {
-    /// The reply to `History`: newest first, at most `limit` entries and as many as one reply
-    /// carries; with `atRevision`, the entries that made the domain's (or key's) state then.
-    /// Reads the domain's history file: blocks the caller on that I/O (bounded by retention).
-    func history(_ domain: Domain, _ key: Key?, limit: Int64?, atRevision: Int64?) -> VarlinkReply {
+    /// The reply to `History`: newest first, at most `limit` entries, those older than
+    /// `beforeRevision` if given, and as many as one reply carries (``historyReply(_:oldestRevision:paged:)``);
+    /// with `atRevision`, the entries that made the domain's (or key's) state then. The first
+    /// History of a domain since kvd started waits for its history file to be read (bounded
+    /// by retention); later ones are served from memory.
+    func history(_ domain: Domain, _ key: Key?, limit: Int64?, atRevision: Int64?, beforeRevision: Int64?) -> VarlinkReply {
         do throws(HistoryError) {
-            let page = try store.history(domain, key: key, limit: limit.map { Int(clamping: $0) })
-            let entries = try atRevision.map { revision throws(HistoryError) in try store.history(domain, at: revision, key: key) } ?? page.entries
-            return Self.historyReply(entries, oldestRevision: page.oldestRevision)
+            if let atRevision {
+                let entries = try store.history(domain, at: atRevision, key: key)
+                return Self.historyReply(entries, oldestRevision: try store.history(domain, limit: 0).oldestRevision, paged: false)
+            }
+            let page = try store.history(domain, key: key, limit: limit.map { Int(clamping: $0) }, before: beforeRevision)
+            return Self.historyReply(page.entries, oldestRevision: page.oldestRevision, paged: true)
         } catch {
             return Self.historyFailure(error)
         }
     }
 
-    /// The reply carrying `entries`, cut to what fits one message (the newest kept).
-    static func historyReply(_ entries: [HistoryEntry], oldestRevision: Int64) -> VarlinkReply {
-        var items: [JSON] = []
-        var bytes = 0
-        let writer = JSONWriter()
-        for entry in entries {
-            let item = json(entry)
-            bytes += writer.bytes(item).count + 1
-            guard bytes <= Limits.domainBytes else { break }
-            items.append(item)
+    /// The reply carrying `entries` (newest first), encoded once, measured as it is written.
+    /// Entries that would take it past one message are left out, from a revision on (a
+    /// commit's entries are never split): `nextBeforeRevision` then says where the next page
+    /// begins. A reply that cannot be cut so (`paged` false: a state at a revision; or the
+    /// newest commit's entries alone do not fit) is `TooLarge` instead.
+    static func historyReply(_ entries: [HistoryEntry], oldestRevision: Int64, paged: Bool) -> VarlinkReply {
+        var out = Array(#"{"entries":["#.utf8)
+        var next: Int64?
+        var group: (revision: Int64, start: Int)?  // the entries of one revision begin at start
+        var newest = true  // in the newest revision's entries
+        for (index, entry) in entries.enumerated() {
+            if entry.revision != group?.revision {
+                newest = group == nil
+                group = (entry.revision, out.count)
+            }
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            write(entry, into: &out)
+            guard out.count > Limits.domainBytes else { continue }
+            guard paged, !newest else {
+                return .failure(DefaultsInterface.Error.tooLarge, ["limit": .integer(Int64(Limits.messageBytes))])
+            }
+            out.removeSubrange(group!.start...)
+            next = entry.revision + 1
+            break
         }
-        return VarlinkReply(parameters: ["entries": .array(items), "oldestRevision": .integer(oldestRevision)])
+        out.append(contentsOf: #"],"oldestRevision":"#.utf8)
+        JSONWriter.writeInteger(oldestRevision, into: &out)
+        if let next {
+            out.append(contentsOf: #","nextBeforeRevision":"#.utf8)
+            JSONWriter.writeInteger(next, into: &out)
+        }
+        out.append(UInt8(ascii: "}"))
+        return VarlinkReply(encodedParameters: out)
     }
 
-    /// The `HistoryEntry` object of one entry.
-    static func json(_ entry: HistoryEntry) -> JSON {
-        var members: [String: JSON] = ["revision": .integer(entry.revision), "key": .string(entry.key.name)]
-        if let time = entry.time { members["time"] = .string(RFC3339.format(Date(timeIntervalSince1970: Double(time) / 1000))) }
-        if let value = entry.value { members["value"] = value.typedJSON }
-        if let uid = entry.uid { members["uid"] = .integer(Int64(uid)) }
-        return .object(members)
+    /// Appends the `HistoryEntry` object of one entry.
+    static func write(_ entry: HistoryEntry, into out: inout [UInt8]) {
+        out.append(contentsOf: #"{"revision":"#.utf8)
+        JSONWriter.writeInteger(entry.revision, into: &out)
+        if let time = entry.time {
+            out.append(contentsOf: #","time":"#.utf8)
+            RFC3339.writeMilliseconds(time, into: &out)
+        }
+        out.append(contentsOf: #","key":"#.utf8)
+        JSONWriter.writeString(entry.key.name, into: &out)
+        if let value = entry.value {
+            out.append(contentsOf: #","value":"#.utf8)
+            JSONWriter().write(value.typedJSON, into: &out)
+        }
+        if let uid = entry.uid {
+            out.append(contentsOf: #","uid":"#.utf8)
+            JSONWriter.writeInteger(Int64(uid), into: &out)
+        }
+        out.append(UInt8(ascii: "}"))
     }
 
     static func historyFailure(_ error: HistoryError) -> VarlinkReply {

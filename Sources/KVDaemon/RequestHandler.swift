@@ -37,6 +37,8 @@ struct RequestHandler {
         case fleetWrite(FleetWriter.Change)
         /// `io.kvd.System.Status`: answered with ``statusReply(fleet:)``.
         case status
+        /// Several replies to send in order (`Backup`'s).
+        case replies([VarlinkReply])
     }
 
     func handle(_ request: DefaultsRequest) -> Outcome {
@@ -60,8 +62,10 @@ struct RequestHandler {
             return refusal(domain, changes.lazy.map(\.key)) ?? .commit(domain, .apply(changes, ifRevision: ifRevision))
         case .watch(let domain, let key):
             return .watch(domain, key)
-        case .history(let domain, let key, let limit, let atRevision):
-            return .reply(history(domain, key, limit: limit, atRevision: atRevision))
+        case .history(let domain, let key, let limit, let atRevision, let before):
+            return .reply(history(domain, key, limit: limit, atRevision: atRevision, beforeRevision: before))
+        case .backup:
+            return .replies(backupReplies())
         case .lock, .unlock, .locks, .mirror, .status:
             guard isSystem else { return .reply(.failure(ServiceInterface.Error.methodNotFound, ["method": .string(request.call.method)])) }
             return handleSystem(request)

@@ -50,6 +50,8 @@ extension Server {
             for reply in handler.initialMirrorReplies(revision: since) { connection.send(reply) }
         case .status:
             if !oneway { connection.send(handler.statusReply(fleet: fleetWriter?.mirror.status)) }
+        case .replies(let replies):
+            for reply in replies { connection.send(reply) }
         }
     }
 

@@ -54,13 +54,24 @@ public enum DefaultsInterface {
         # (none: the key was removed), and on the system instance the uid of the user who made it.
         type HistoryEntry (revision: int, time: ?string, key: string, value: ?object, uid: ?int)
 
-        # The kept changes of a domain (of one key, if given), newest first, at most limit (and
-        # as many as one reply carries); a deleted domain keeps its history. With atRevision,
-        # the domain (or key) as it was after that revision: for each key that had a value
-        # then, the entry that set it. oldestRevision: the oldest revision whose state can be
-        # rebuilt (0: the whole history is kept). History is kept when kvd folds its log into
-        # the domain files: every committed change is there, and no other.
-        method History(domain: string, key: ?string, limit: ?int, atRevision: ?int) -> (entries: []HistoryEntry, oldestRevision: int)
+        # The kept changes of a domain (of one key, if given), newest first, at most limit, only
+        # those older than beforeRevision if given; a deleted domain keeps its history. A reply
+        # carries what fits one message: when older entries were left out (never part of one
+        # commit's), nextBeforeRevision is set; call again with it as beforeRevision for the
+        # next page. With atRevision, the domain (or key) as it was after that revision: for
+        # each key that had a value then, the entry that set it (TooLarge if that does not fit
+        # one reply). oldestRevision: the oldest revision whose state can be rebuilt (0: the
+        # whole history is kept). History is kept when kvd folds its log into the domain
+        # files: every committed change is there, and no other.
+        method History(domain: string, key: ?string, limit: ?int, atRevision: ?int, beforeRevision: ?int) -> (entries: []HistoryEntry, oldestRevision: int, nextBeforeRevision: ?int)
+
+        # Needs "more": every domain at one revision (a consistent snapshot, for a backup): one
+        # reply per domain with its values, and unreadable: the keys whose stored values kvd
+        # cannot read, with the reason (not in values); a domain too large for one reply comes
+        # in several, each with some of its keys; then a last reply with no domain. revision
+        # is the same in every reply. The instance's own values only: not the system layer's
+        # defaults, not the locks.
+        method Backup() -> (revision: int, domain: ?string, values: [string]object, unreadable: ?[string]string)
 
         error NotFound (domain: string, key: ?string)
         error InvalidName (name: string, reason: string)

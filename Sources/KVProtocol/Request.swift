@@ -95,15 +95,18 @@ public enum DefaultsRequest: Sendable, Equatable {
     case mirror
     /// `io.kvd.System.Status` (system instance only): revision, domains, the fleet's state.
     case status
-    /// `History`: the kept changes of a domain (or key), newest first, at most `limit`; with
-    /// `atRevision`, the entries that made its state at that revision.
-    case history(Domain, Key?, limit: Int64?, atRevision: Int64?)
+    /// `History`: the kept changes of a domain (or key), newest first, at most `limit`, older
+    /// than `beforeRevision` if given; with `atRevision`, the entries that made its state at
+    /// that revision.
+    case history(Domain, Key?, limit: Int64?, atRevision: Int64?, beforeRevision: Int64? = nil)
+    /// `Backup` (needs `more`): every domain at one revision, one reply per domain.
+    case backup
 
     /// Whether the request changes anything (what only admins may do on a system instance).
     public var isWrite: Bool {
         switch self {
         case .set, .delete, .apply, .lock, .unlock: true
-        case .get, .list, .listAll, .domains, .watch, .getInfo, .getInterfaceDescription, .locks, .mirror, .status, .history: false
+        case .get, .list, .listAll, .domains, .watch, .getInfo, .getInterfaceDescription, .locks, .mirror, .status, .history, .backup: false
         }
     }
 
@@ -125,7 +128,12 @@ public enum DefaultsRequest: Sendable, Equatable {
             guard limit.map({ $0 > 0 }) ?? true else { throw Parameters.invalid("limit") }
             let revision = try p.optionalInt("atRevision")
             guard revision.map({ $0 >= 0 }) ?? true else { throw Parameters.invalid("atRevision") }
-            self = .history(try p.domain(), try p.optionalKey(), limit: limit, atRevision: revision)
+            let before = try p.optionalInt("beforeRevision")
+            guard before.map({ $0 > 0 }) ?? true else { throw Parameters.invalid("beforeRevision") }
+            self = .history(try p.domain(), try p.optionalKey(), limit: limit, atRevision: revision, beforeRevision: before)
+        case "io.kvd.Defaults.Backup":
+            guard call.more else { throw RequestError(.failure(ServiceInterface.Error.expectedMore)) }
+            self = .backup
         case "io.kvd.Defaults.Watch":
             guard call.more else { throw RequestError(.failure(ServiceInterface.Error.expectedMore)) }
             self = .watch(try p.domain(), try p.optionalKey())
@@ -277,12 +285,14 @@ extension DefaultsRequest {
             return method("\(SystemInterface.name).Mirror", [:], more: true)
         case .status:
             return method("\(SystemInterface.name).Status", [:])
-        case .history(let domain, let key, let limit, let atRevision):
+        case .backup:
+            return method("\(interface).Backup", [:], more: true)
+        case .history(let domain, let key, let limit, let atRevision, let before):
             return method(
                 "\(interface).History",
                 [
                     "domain": .string(domain.name), "key": key.map { .string($0.name) }, "limit": limit.map(JSON.integer),
-                    "atRevision": atRevision.map(JSON.integer),
+                    "atRevision": atRevision.map(JSON.integer), "beforeRevision": before.map(JSON.integer),
                 ])
         }
     }

@@ -75,9 +75,18 @@ public struct VarlinkReply: Sendable, Equatable {
     public var continues: Bool
     /// A fully qualified error name (`io.kvd.Defaults.NotFound`), or `nil` for success.
     public var error: String?
+    /// The parameters object already encoded (a reply written as it is measured, like
+    /// `History`'s), written instead of ``parameterMembers`` (then empty).
+    public var encodedParameters: [UInt8]?
 
     public init(parameters: [String: JSON] = [:], continues: Bool = false, error: String? = nil) {
         self.init(members: JSONMembers(parameters), continues: continues, error: error)
+    }
+
+    /// A reply whose parameters object is `encodedParameters`, as it goes on the wire.
+    public init(encodedParameters: [UInt8]) {
+        self.init(members: JSONMembers())
+        self.encodedParameters = encodedParameters
     }
 
     public init(members: JSONMembers, continues: Bool = false, error: String? = nil) {
@@ -107,7 +116,11 @@ public struct VarlinkReply: Sendable, Equatable {
     /// buffer: no intermediate array, no dictionary).
     public func encode(into out: inout [UInt8]) {
         out.append(contentsOf: #"{"parameters":"#.utf8)
-        Varlink.write(parameterMembers, into: &out)
+        if let encodedParameters {
+            out.append(contentsOf: encodedParameters)
+        } else {
+            Varlink.write(parameterMembers, into: &out)
+        }
         if continues { out.append(contentsOf: #","continues":true"#.utf8) }
         if let error {
             out.append(contentsOf: #","error":"#.utf8)

@@ -27,19 +27,17 @@ struct RecentCommit: Sendable {
     }
 }
 
-/// What the journal knows of one domain's history file.
+/// What the journal knows of one domain's history file (what it holds is read from it, or
+/// from ``HistoryCache`` if a reader asked for it).
 struct HistoryFileInfo {
-    /// The largest revision of its entries: a fold skips log entries below it, and those at
-    /// it whose key is in ``lastKeys`` (a crash may have cut an append within one commit).
-    var lastRevision: Int64
-    var lastKeys: Set<Key>
+    var mark: HistoryMark
     /// Where the next line goes (after a torn tail, the file is cut back to it first).
     var validLength: Int64
     /// The file holds bytes after ``validLength`` (a torn append) to cut off.
     var torn: Bool
     var lines: Int
     /// The time of its oldest entry (`.min` for one without a time): while that is within
-    /// the days retention keeps, nothing can be pruned, and the file is not read to try.
+    /// the days retention keeps, nothing can be pruned, and the file is not rewritten to try.
     var oldestTime: Int64
     /// Past this many lines, the next fold prunes the file (rewrites it with what retention
     /// keeps) instead of appending: twice what the last prune kept, and 16 more.
@@ -49,8 +47,7 @@ struct HistoryFileInfo {
 
     /// What a file holding `entries` (and `lines` lines, `validLength` bytes) knows.
     init(_ entries: [HistoryEntry], lines: Int, validLength: Int64, torn: Bool) {
-        lastRevision = entries.lazy.map(\.revision).max() ?? 0
-        lastKeys = Set(entries.lazy.filter { [lastRevision] in $0.revision == lastRevision }.map(\.key))
+        mark = HistoryMark(entries)
         self.validLength = validLength
         self.torn = torn
         self.lines = lines
@@ -63,18 +60,10 @@ struct HistoryFileInfo {
         options.historyDays == 0 || oldestTime < now - Int64(options.historyDays) * 86_400_000
     }
 
-    /// Whether the file holds `entry` (or newer ones).
-    func holds(_ entry: HistoryEntry) -> Bool {
-        entry.revision < lastRevision || (entry.revision == lastRevision && lastKeys.contains(entry.key))
-    }
-
     /// After appending `entries` (in revision order).
     mutating func appended(_ entries: [HistoryEntry], bytes: Int) {
-        for entry in entries {
-            if entry.revision > lastRevision { (lastRevision, lastKeys) = (entry.revision, []) }
-            lastKeys.insert(entry.key)
-            oldestTime = min(oldestTime, entry.time ?? .min)
-        }
+        for entry in entries { oldestTime = min(oldestTime, entry.time ?? .min) }
+        mark.advance(entries)
         validLength += Int64(bytes)
         lines += entries.count
         torn = false
@@ -86,18 +75,18 @@ struct HistoryFileInfo {
 extension Journal {
     /// Appends each domain's commits above its file's last revision to its history file (a new
     /// file starts complete: since 0), or rewrites the file pruned once it has grown past its
-    /// bound, each file synced (and a new one's folder) before returning. `domains` at
-    /// `revision` is the committed state, for a file that turns out damaged (set aside, and
-    /// its history started again from the current values). Nothing when history is off.
+    /// bound, each file synced (and a new one's folder) before returning. A file not loaded yet
+    /// is loaded first (``loadHistory(_:current:revision:recent:)``, with `domains` at
+    /// `revision`, the committed state). Nothing when history is off.
     func foldHistory(_ history: [Domain: [RecentCommit]], domains: [Domain: DomainState], revision: Int64) throws(FileSystemError) {
         guard let options = historyOptions else { return }
         let now = options.clock()
         for domain in history.keys.sorted() {
-            let last = histories[domain]?.lastRevision ?? 0
-            let known = histories[domain]
-            let fresh = history[domain]!.filter { $0.revision >= last }.flatMap(\.entries).filter { !(known?.holds($0) ?? false) }
+            let commits = history[domain]!
+            try loadHistory(domain, current: domains[domain], revision: revision, recent: commits)
+            let fresh = (histories[domain]?.mark ?? HistoryMark()).fresh(commits)
             guard !fresh.isEmpty else { continue }
-            guard var info = known, info.lines + fresh.count <= info.pruneAbove || !info.mayPrune(options, now: now) else {
+            guard var info = histories[domain], info.lines + fresh.count <= info.pruneAbove || !info.mayPrune(options, now: now) else {
                 try rewriteHistory(domain, adding: fresh, current: domains[domain], revision: revision)
                 continue
             }
@@ -108,6 +97,7 @@ extension Journal {
             }
             info.appended(fresh, bytes: written)
             histories[domain] = info
+            historyCache.append(domain, fresh)
         }
     }
 
@@ -134,39 +124,48 @@ extension Journal {
     /// The most a fold holds of a history file's new lines before writing them.
     static let historyChunkBytes = 256 << 10
 
-    /// Rewrites `domain`'s history file with its entries and `adding`, pruned: temporary file,
-    /// fsync, rename, fsync of the folder. A file that cannot be read is set aside first, and
-    /// the new one starts at `revision` with the values of `current`.
+    /// Rewrites `domain`'s history file with its entries and `adding`, pruned. Its entries come
+    /// from memory if a reader asked for them, else from the file; a file that cannot be read
+    /// is set aside, and the new one starts at `revision` with the values of `current`.
     private func rewriteHistory(_ domain: Domain, adding: [HistoryEntry], current: DomainState?, revision: Int64) throws(FileSystemError) {
-        var entries: [HistoryEntry] = []
-        var since: Int64 = 0
-        if histories[domain] != nil {
+        var (entries, since): ([HistoryEntry], Int64) = ([], 0)
+        if let kept = historyCache[domain] {
+            (entries, since) = (kept.entries, kept.since)
+        } else if histories[domain] != nil {
             switch try readHistory(domain) {
             case .content(let content): (entries, since) = (content.entries, content.since)
             case .missing: break
-            case .unreadable:
-                entries = Self.baseline(current)
-                since = revision
+            case .unreadable: (entries, since) = (Self.baseline(current), revision)
             }
         }
         try writeHistory(domain, entries + adding, since: since)
     }
 
     /// Writes `domain`'s history file anew with `entries` as retention keeps them, complete
-    /// from `since` on, and records what it holds.
-    func writeHistory(_ domain: Domain, _ entries: [HistoryEntry], since: Int64) throws(FileSystemError) {
+    /// from `since` on, and records what it holds (in ``histories``, and in ``historyCache``
+    /// with `keep` or if a reader asked for it before). On failure it forgets the file, which
+    /// is then read again when next needed.
+    func writeHistory(_ domain: Domain, _ entries: [HistoryEntry], since: Int64, keep: Bool = false) throws(FileSystemError) {
         let options = historyOptions!
         let all = HistoryRetention.normalized(entries)
         let pruned = HistoryRetention.prune(all, since: since, keep: options.historyKeep, days: options.historyDays, now: options.clock())
         var bytes = HistoryFormat.header(domain, since: pruned.since)
         for entry in pruned.entries { HistoryFormat.append(entry, to: &bytes) }
         let name = HistoryFormat.fileName(for: domain)
-        try fileSystem.replaceFile(path(name), temporary: path("." + name + ".tmp"), with: bytes)
-        try fileSystem.syncDirectory(directory)
+        do {
+            try fileSystem.replaceFile(path(name), temporary: path("." + name + ".tmp"), with: bytes)
+            try fileSystem.syncDirectory(directory)
+        } catch {
+            // The old file or the new one may be in place: read it again when next needed.
+            (histories[domain], loadedHistories) = (nil, loadedHistories.subtracting([domain]))
+            historyCache.set(domain, nil)
+            throw error
+        }
         var info = HistoryFileInfo(pruned.entries, lines: pruned.entries.count, validLength: Int64(bytes.count), torn: false)
-        let folded = HistoryFileInfo(all, lines: 0, validLength: 0, torn: false)  // what was pruned stays folded
-        (info.lastRevision, info.lastKeys) = (folded.lastRevision, folded.lastKeys)
+        info.mark = HistoryMark(all)  // what was pruned stays folded
         histories[domain] = info
+        loadedHistories.insert(domain)
+        if keep || historyCache[domain] != nil { historyCache.set(domain, KeptHistory(entries: pruned.entries, since: pruned.since, mark: info.mark)) }
     }
 
     /// The values of `state` as history entries of no known time (values a domain has when its

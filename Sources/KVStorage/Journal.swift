@@ -38,8 +38,17 @@ final class Journal: @unchecked Sendable {
     var direct = false
     /// How history is kept; nil when it is off.
     var historyOptions: StoreOptions?
-    /// What is known of each domain's history file (a domain without one has none yet).
+    /// The layout of each loaded domain's history file (a domain without one has none yet).
     var histories: [Domain: HistoryFileInfo] = [:]
+    /// The domains whose history file has been looked for (and read, if there was one) since
+    /// the store opened: history files are read when first needed, not at start.
+    var loadedHistories: Set<Domain> = []
+    /// What the loaded history files hold, for readers.
+    let historyCache = HistoryCache()
+    /// The revision of each domain file when the store opened, and the log's base then: what
+    /// a history file is checked against when it is loaded (``loadHistory(_:current:revision:recent:)``).
+    var historyStart: [Domain: Int64] = [:]
+    var historyLogBase: Int64 = 0
 
     /// The block the log is written in. A commit writes whole blocks from the start of the
     /// partly filled last one, zero-padded, through an `O_DIRECT` descriptor where the file

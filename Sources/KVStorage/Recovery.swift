@@ -28,9 +28,9 @@ struct Recovery {
             guard let domain = try load(name, entry) else { continue }
             keep(domain, from: name, into: &state, loaded: &loaded)
         }
-        let files = state.domains
+        let fileRevisions = state.domains.mapValues(\.revision)
         let damaged = try recoverLog(into: &state, replayedThrough: loaded.mapValues(\.replayedThrough))
-        try recoverHistory(loaded: files, recent: state.recent, logBase: state.logBase)
+        noteHistoryStart(loaded: fileRevisions, logBase: state.logBase)
         if damaged { compactAfterDamage(state) }
         try syncFolders()
         return state

@@ -1,7 +1,8 @@
+import Dispatch
 import KVValues
 import Synchronization
 
-/// A domain's history as ``Store/history(_:key:limit:)`` gives it.
+/// A domain's history as ``Store/history(_:key:limit:before:)`` gives it.
 public struct HistoryPage: Sendable, Equatable {
     /// Newest first.
     public var entries: [HistoryEntry]
@@ -33,49 +34,68 @@ public enum HistoryError: Error, Sendable, Equatable, CustomStringConvertible {
 }
 
 extension Store {
-    /// Every kept change of `domain` (of `key` only, if given), newest first, at most `limit`:
+    /// Every kept change of `domain` (of `key` only, if given), newest first, at most `limit`,
+    /// and only those older than `before` if given (the next page of a reply that was cut):
     /// every committed change, and nothing uncommitted (changes still in the log come from
-    /// memory, older ones from the history file). Reads the domain's history file, so blocks
-    /// on I/O (the file is bounded by retention); thread-safe.
+    /// memory, older ones from the history file, held in memory once read). The first call for
+    /// a domain whose history file is not loaded yet waits for the commit queue to read it
+    /// (blocking on that I/O, bounded by retention); later calls never block. Thread-safe; not
+    /// on the commit queue (from a completion).
     ///
     /// - Throws: `.off`, or `.failure` if the history file cannot be read.
-    public func history(_ domain: Domain, key: Key? = nil, limit: Int? = nil) throws(HistoryError) -> HistoryPage {
-        let (entries, since) = try allHistory(domain)
-        var selected = entries.reversed().filter { key == nil || $0.key == key }
-        if let limit, selected.count > limit { selected.removeSubrange(limit...) }
-        return HistoryPage(entries: selected, oldestRevision: since)
+    public func history(_ domain: Domain, key: Key? = nil, limit: Int? = nil, before: Int64? = nil) throws(HistoryError) -> HistoryPage {
+        let (kept, fresh) = try keptHistory(domain)
+        let (limit, before) = (limit ?? .max, before ?? .max)
+        var selected: [HistoryEntry] = []
+        for entries in [fresh, kept.entries] {
+            for entry in entries.reversed() where entry.revision < before && (key == nil || entry.key == key) {
+                guard selected.count < limit else { break }
+                selected.append(entry)
+            }
+        }
+        return HistoryPage(entries: selected, oldestRevision: kept.since)
     }
 
     /// What `domain` held at `revision`: for each key that had a value then (only `key`, if
-    /// given), the entry that set it. Blocks on I/O like ``history(_:key:limit:)``.
+    /// given), the entry that set it. Blocks like ``history(_:key:limit:before:)``.
     ///
     /// - Throws: `.truncated` for a revision older than what is kept, `.future` for one newer
     ///   than the store's, `.off`, `.failure`.
     public func history(_ domain: Domain, at revision: Int64, key: Key? = nil) throws(HistoryError) -> [HistoryEntry] {
         let current = self.revision
         guard revision <= current else { throw .future(current: current) }
-        let (entries, since) = try allHistory(domain)
-        guard revision >= since else { throw .truncated(domain, oldestRevision: since) }
-        let state = HistoryRetention.state(of: entries, at: revision)
+        let (kept, fresh) = try keptHistory(domain)
+        guard revision >= kept.since else { throw .truncated(domain, oldestRevision: kept.since) }
+        let state = HistoryRetention.state(of: kept.entries + fresh, at: revision)
         return state.values.filter { key == nil || $0.key == key }.sorted { $0.key < $1.key }
     }
 
-    /// The domain's entries, normalized (oldest first), and its `since`. Memory first, then
-    /// the file: a fold between the two is seen in the file, and the entries of both are
-    /// merged by revision.
-    private func allHistory(_ domain: Domain) throws(HistoryError) -> ([HistoryEntry], Int64) {
+    /// The domain's history file as held in memory (loaded first if need be), and the entries
+    /// of the log's commits it does not hold yet: together, normalized, oldest first. The log's
+    /// commits are read first: a fold between the two is then seen in the file, and what both
+    /// hold is taken once.
+    private func keptHistory(_ domain: Domain) throws(HistoryError) -> (KeptHistory, [HistoryEntry]) {
         guard options.keepsHistory else { throw .off }
         let recent = state.withLock { $0.recent[domain] } ?? []
-        let content: HistoryContent
-        do throws(HistoryFileError) {
-            content = try HistoryFile.read(journal.fileSystem, journal.path(HistoryFormat.fileName(for: domain)), domain: domain) ?? HistoryContent()
-        } catch {
-            log(.error, "the history file of domain \(domain) cannot be read: \(error.reason)")
-            throw .failure("the history file of domain \(domain) cannot be read (\(error.reason)); restart kvd to set it aside")
+        let kept: KeptHistory
+        if let cached = journal.historyCache[domain] { kept = cached } else { kept = try loadHistory(domain) }
+        return (kept, recent.isEmpty ? [] : kept.mark.fresh(recent))
+    }
+
+    /// Loads `domain`'s history file on the commit queue, which owns the files. Blocks until
+    /// the queue has finished what it was doing, and on the read.
+    private func loadHistory(_ domain: Domain) throws(HistoryError) -> KeptHistory {
+        dispatchPrecondition(condition: .notOnQueue(queue))
+        let loaded: Result<KeptHistory, FileSystemError> = queue.sync {
+            let (current, revision, recent) = state.withLock { ($0.domains[domain], $0.revision, $0.recent[domain] ?? []) }
+            return Result { () throws(FileSystemError) in
+                try journal.loadHistory(domain, current: current, revision: revision, recent: recent, keep: true)
+                return journal.historyCache[domain] ?? KeptHistory()
+            }
         }
-        // A commit the file holds part of (an append a crash cut short) is completed from memory.
-        let last = content.lastRevision
-        let fresh = recent.lazy.filter { $0.revision >= last }.flatMap(\.entries)
-        return (HistoryRetention.normalized(content.entries + fresh), content.since)
+        do { return try loaded.get() } catch {
+            log(.error, "the history file of domain \(domain) cannot be read: \(error)")
+            throw .failure("the history file of domain \(domain) cannot be read (\(error)); try again, and see kvd's log")
+        }
     }
 }

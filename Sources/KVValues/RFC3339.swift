@@ -167,3 +167,51 @@ public enum RFC3339 {
         return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
     }
 }
+
+extension RFC3339 {
+    /// Appends the quoted UTC text of `milliseconds` since the Unix epoch, like
+    /// `"2026-11-29T17:00:00.250Z"` (always three fraction digits, as ``format(_:)`` writes a
+    /// whole millisecond), without building a `String`: for replies that carry many times.
+    /// Clamped to ``range`` like ``format(_:)``.
+    public static func writeMilliseconds(_ milliseconds: Int64, into out: inout [UInt8]) {
+        let clamped = min(max(milliseconds, Int64(range.lowerBound) * 1000), Int64(range.upperBound.rounded(.down)) * 1000 + 999)
+        let (seconds, millisecond) = (clamped.floorDivided(by: 1000), clamped.floorModulo(1000))
+        let (days, secondOfDay) = (seconds.floorDivided(by: 86_400), seconds.floorModulo(86_400))
+        let (year, month, day) = civil(fromDays: days)
+        func digits(_ value: Int64, _ width: Int) {
+            var divisor: Int64 = 1
+            for _ in 1..<width { divisor *= 10 }
+            while divisor > 0 {
+                out.append(UInt8(ascii: "0") + UInt8(value / divisor % 10))
+                divisor /= 10
+            }
+        }
+        out.append(UInt8(ascii: "\""))
+        digits(year, 4)
+        out.append(UInt8(ascii: "-"))
+        digits(month, 2)
+        out.append(UInt8(ascii: "-"))
+        digits(day, 2)
+        out.append(UInt8(ascii: "T"))
+        digits(secondOfDay / 3600, 2)
+        out.append(UInt8(ascii: ":"))
+        digits(secondOfDay / 60 % 60, 2)
+        out.append(UInt8(ascii: ":"))
+        digits(secondOfDay % 60, 2)
+        out.append(UInt8(ascii: "."))
+        digits(millisecond, 3)
+        out.append(contentsOf: "Z\"".utf8)
+    }
+}
+
+extension Int64 {
+    fileprivate func floorDivided(by divisor: Int64) -> Int64 {
+        let quotient = self / divisor
+        return self % divisor < 0 ? quotient - 1 : quotient
+    }
+
+    fileprivate func floorModulo(_ divisor: Int64) -> Int64 {
+        let remainder = self % divisor
+        return remainder < 0 ? remainder + divisor : remainder
+    }
+}

@@ -63,22 +63,10 @@ import Testing
         _ = try kvctl(sandbox, "set", "com.example.race", "a", "-int", "1")
         let target = try Self.revision(of: try kvctl(sandbox, "--json", "set", "com.example.race", "b", "-int", "2"))
         _ = try kvctl(sandbox, "set", "com.example.race", "a", "-int", "100")
-        final class Flag: @unchecked Sendable {  // guarded by its lock
-            let lock = NSLock()
-            var raised = false
+        let writer = try BackgroundWriter(sandbox) { client, index in
+            _ = try? client.call(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"com.example.race","key":"w\#(index)","value":\#(index)}}"#)
+            usleep(2000)
         }
-        let stop = Flag()
-        let writer = try RawClient(sandbox.socket)
-        defer { writer.close() }
-        let thread = Thread {
-            var index = 0
-            while !stop.lock.withLock({ stop.raised }) {
-                _ = try? writer.call(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"com.example.race","key":"w\#(index)","value":\#(index)}}"#)
-                index += 1
-                usleep(2000)
-            }
-        }
-        thread.start()
         var (restored, refused) = (0, 0)
         let client = try RawClient(sandbox.socket)
         defer { client.close() }
@@ -96,8 +84,7 @@ import Testing
                 #expect(run.stderr.contains("changed while kvctl restored it; nothing was restored"), "\(run.stderr)")
             }
         }
-        stop.lock.withLock { stop.raised = true }
-        while !thread.isFinished { usleep(1000) }
+        writer.stop()
         #expect(refused > 0, "restored \(restored), refused \(refused)")
         print("restores: \(restored) whole, \(refused) refused")
         daemon.stop()
@@ -132,10 +119,33 @@ import Testing
         try sandbox.write("com.example.hurt.history", lines.joined(separator: "\n"))
         daemon = try Daemon(sandbox)
         #expect(try kvctl(sandbox, "get", "com.example.hurt", "a").stdout == "two\n")
+        let entries = try Self.history(sandbox, "com.example.hurt")  // history files are read when first asked for
         #expect(sandbox.stateFiles().contains { $0.hasPrefix("com.example.hurt.history.unreadable-") }, "\(sandbox.stateFiles())")
         #expect(daemon.errorOutput().contains("history file") && daemon.errorOutput().contains("is unreadable"))
-        let entries = try Self.history(sandbox, "com.example.hurt")
         #expect(entries.count == 1 && entries[0]["value"] as? String == "two" && entries[0]["time"] == nil, "history starts again from the values: \(entries)")
+        daemon.stop()
+    }
+
+    /// 20 values of 1 MiB: more history than one reply carries. A History call says where the
+    /// next page begins; kvctl history pages through and prints all of them.
+    @Test func historyLongerThanOneReplyIsPagedThrough() throws {
+        let sandbox = Sandbox()
+        let daemon = try Daemon(sandbox)
+        let client = try RawClient(sandbox.socket)
+        defer { client.close() }
+        let big = String(repeating: "x", count: 1 << 20)
+        for index in 0..<20 {
+            let reply = try client.call(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"com.example.big","key":"k","value":"\#(index)\#(big)"}}"#)
+            #expect(reply["error"] == nil, "\(reply["error"] ?? "")")
+        }
+        let first = try client.call(#"{"method":"io.kvd.Defaults.History","parameters":{"domain":"com.example.big"}}"#)
+        let parameters = try #require(first["parameters"] as? [String: Any])
+        let entries = try #require(parameters["entries"] as? [[String: Any]])
+        let next = try #require(parameters["nextBeforeRevision"] as? Int, "a cut reply names the next page: \(parameters.keys)")
+        #expect(entries.count > 0 && entries.count < 20 && next == (entries.last?["revision"] as? Int), "\(entries.count) entries, next \(next)")
+        let all = try Self.history(sandbox, "com.example.big")
+        let indices: [String] = all.map { entry in String((entry["value"] as? String ?? "").prefix { $0 != "x" }) }
+        #expect(indices == (0..<20).reversed().map { String($0) })
         daemon.stop()
     }
 

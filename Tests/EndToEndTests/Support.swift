@@ -290,3 +290,31 @@ func setprivArguments(uid: UInt32, gid: UInt32, home: String, environment: [Stri
     let command = ["/usr/bin/env", "-i"] + clean.map { "\($0.key)=\($0.value)" } + [program] + arguments
     return ["--reuid", String(uid), "--regid", String(gid), "--init-groups", "--"] + command
 }
+
+/// A client that writes on its own thread, one `step` after another (given its connection and
+/// a rising index from `first`), until ``stop()``, which waits for the thread to end.
+final class BackgroundWriter: @unchecked Sendable {  // `stopped` is guarded by `lock`
+    private let lock = NSLock()
+    private var stopped = false
+    private let client: RawClient
+    private var thread: Thread?
+
+    init(_ sandbox: Sandbox, first: Int = 0, step: @escaping @Sendable (RawClient, Int) -> Void) throws {
+        client = try RawClient(sandbox.socket)
+        let thread = Thread { [self] in
+            var index = first
+            while !lock.withLock({ stopped }) {
+                step(client, index)
+                index += 1
+            }
+        }
+        self.thread = thread
+        thread.start()
+    }
+
+    func stop() {
+        lock.withLock { stopped = true }
+        while thread?.isFinished == false { usleep(1000) }
+        client.close()
+    }
+}

@@ -45,6 +45,54 @@ extension TemporaryFolder {
     }
 }
 
+/// History held in memory once read: kept in step with every fold and prune, and the same as
+/// what the files give a store opened afresh; a start reads and writes no history file.
+@Suite struct HistoryInMemoryTests {
+    @Test func historyHeldInMemoryFollowsFoldsAndPruning() throws {
+        let folder = TemporaryFolder()
+        defer { folder.remove() }
+        let options = StoreOptions(compactionLogBytes: 1, historyKeep: 3, historyDays: 0)  // folds after every batch
+        let app = domain("com.example.memory")
+        let store = try Store(directory: folder.state, options: options)
+        var served: [Value?] = []
+        var committed: [Value?] = []  // newest first
+        for value in 1...40 {
+            _ = try store.commit(app, .set(key("k\(value % 2)"), .integer(Int64(value)), ifRevision: nil))
+            committed.insert(.integer(Int64(value)), at: 0)
+            if value == 30 {
+                _ = try store.commit(app, .delete(key("k1")))
+                committed.insert(nil, at: 0)
+            }
+            served = try store.history(app).entries.map(\.value)
+            #expect(served.prefix(4) == committed.prefix(4), "after \(value): \(served)")
+        }
+        store.close()
+        let reopened = try Store(directory: folder.state, options: options)
+        defer { reopened.close() }
+        let fromFile = try reopened.history(app).entries.map(\.value)
+        #expect(fromFile.prefix(4) == [40, 39, 38, 37].map { Value.integer($0) }[...], "\(fromFile)")
+        #expect(served == fromFile, "what memory served is what the file holds")
+    }
+
+    @Test func startReadsAndWritesNoHistoryFile() throws {
+        let fileSystem = SimulatedFileSystem()
+        let app = domain("com.example.cold")
+        let first = try Store(directory: CrashPointTests.directory, fileSystem: fileSystem)
+        for value in 1...5 { _ = try first.commit(app, .set(key("k"), .integer(Int64(value)), ifRevision: nil)) }
+        first.close()
+        let mark = fileSystem.calls.count
+        let second = try Store(directory: CrashPointTests.directory, fileSystem: fileSystem)
+        let atStart = fileSystem.calls[mark...].filter { $0.contains(".history") }
+        #expect(atStart.isEmpty, "\(atStart)")
+        #expect(try second.history(app).entries.count == 5)
+        #expect(fileSystem.calls[mark...].contains { $0.contains(".history") }, "read when first asked for")
+        let reads = fileSystem.calls.count
+        #expect(try second.history(app).entries.count == 5)
+        #expect(fileSystem.calls.count == reads, "then served from memory: \(fileSystem.calls[reads...])")
+        second.close()
+    }
+}
+
 /// Retention, size and the audit trail at the storage level.
 @Suite struct HistoryRetentionTests {
     /// A clock the test moves (milliseconds since the epoch).

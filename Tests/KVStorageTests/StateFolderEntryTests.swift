@@ -155,6 +155,7 @@ struct StoreOpenTimeout: Error, CustomStringConvertible {
         let store = try Self.open(folder, logs: logs)
         defer { store.close() }
         #expect(store.get(domain("short"), key("k")) == .value(.integer(1), revision: 2))
+        _ = try? store.history(long)  // a history file is read (and set aside if need be) when first needed
         #expect(folder.names().filter { $0.contains(".unreadable-") }.count == 1, "\(folder.names())")
         #expect(folder.names().allSatisfy { $0.utf8.count <= 255 })
         #expect(logs.messages(at: .error).contains { $0.contains("unreadable") })
@@ -180,13 +181,14 @@ struct StoreOpenTimeout: Error, CustomStringConvertible {
         #expect(own.contains("~") && own.utf8.count <= 205)
         let history = HistoryFormat.fileName(for: domain(name))
         #expect(history == own.dropLast(".json".count) + ".history")
-        #expect(folder.names() == [own, history, "kvd.lock", "kvd.wal"].sorted())
+        #expect(folder.names() == [own, "kvd.lock", "kvd.wal"].sorted(), "no history file is written until one is needed")
         folder.write(name + ".json", envelope(2, "older"))  // as if a crash left it behind
         let logs = LogCollector()
         let store = try Store(directory: folder.state, log: logs.callback)
         defer { store.close() }
         #expect(store.get(domain(name), key("k")) == .value(.string("old"), revision: 3))
         #expect(logs.messages(at: .warning).contains { $0.contains("two files") })
+        #expect(try store.history(domain(name)).entries.map(\.value) == [.string("old")], "history begins with the value it had")
         store.close()
         #expect(folder.names() == [own, history, "kvd.lock", "kvd.wal"].sorted())
     }

@@ -1,0 +1,140 @@
+import FoundationEssentials
+import KVConnection
+import KVValues
+
+/// A backup file: every domain of an instance at one revision, as typed JSON.
+///
+/// `{"format": "kvd-backup", "version": 1, "revision": N, "created": RFC 3339,
+///   "domains": {DOMAIN: {KEY: typed value, ...}, ...}}` — each domain's values as the
+/// contract encodes a dictionary (wrapped in `{"$dict": ...}` when a key starts with `$`).
+/// A reader refuses a newer version.
+struct BackupFile: Equatable {
+    static let format = "kvd-backup"
+    /// The version this kvctl writes and reads.
+    static let version: Int64 = 1
+
+    var revision: Int64
+    var created: Date
+    var domains: [Domain: [Key: Value]]
+
+    init(revision: Int64, created: Date, domains: [Domain: [Key: Value]]) {
+        self.revision = revision
+        self.created = created
+        self.domains = domains
+    }
+
+    /// The file's bytes: one domain a line-indented member, values compact.
+    func encoded() -> [UInt8] {
+        let domains = self.domains.reduce(into: [String: JSON]()) { $0[$1.key.name] = Value.dictionary(Dictionary(uniqueKeysWithValues: $1.value.map { ($0.key.name, $0.value) })).typedJSON }
+        let file: JSON = .object([
+            "format": .string(Self.format), "version": .integer(Self.version), "revision": .integer(revision),
+            "created": .string(RFC3339.format(created)), "domains": .object(domains),
+        ])
+        return JSONWriter(pretty: true, sortKeys: true, maxIndentedLevel: 2).bytes(file) + [UInt8(ascii: "\n")]
+    }
+
+    /// Reads a backup file (`name` for messages). Throws what is wrong with it, naming the
+    /// first problem: not JSON, not a kvd backup, a newer version, a bad domain, key or value.
+    init(_ bytes: [UInt8], name: String) throws(Failure) {
+        let json: JSON
+        do {
+            // A value sits 4 levels down: file, "domains", the domain, its "$dict" wrapper.
+            json = try JSONParser.parse(bytes, limits: JSONLimits(framingDepth: 4, maxBytes: Int.max))
+        } catch {
+            throw Failure("\(name) is not a kvd backup: it is not JSON (\(error)); nothing was restored")
+        }
+        guard json["format"] == .string(Self.format) else {
+            throw Failure("\(name) is not a kvd backup (it has no \"format\": \"\(Self.format)\"; write one with: kvctl backup FILE); nothing was restored")
+        }
+        guard case .integer(let version)? = json["version"], version >= 1 else { throw Failure("\(name): \"version\" must be a whole number from 1; nothing was restored") }
+        guard version <= Self.version else {
+            throw Failure("\(name) is a kvd backup of version \(version), written by a newer kvctl; this one reads version \(Self.version): restore it with that kvctl; nothing was restored")
+        }
+        guard case .integer(let revision)? = json["revision"], case .string(let text)? = json["created"], let created = RFC3339.parse(text),
+            case .object(let domains)? = json["domains"]
+        else { throw Failure("\(name) is damaged: it needs an integer \"revision\", an RFC 3339 \"created\" and a \"domains\" object; nothing was restored") }
+        self.revision = revision
+        self.created = created
+        self.domains = [:]
+        for (domainName, members) in domains {
+            let domain: Domain
+            do { domain = try Domain(validating: domainName) } catch { throw Failure("\(name) is damaged: \(error); nothing was restored") }
+            self.domains[domain] = try Self.values(members, of: domainName, in: name)
+        }
+    }
+
+    /// One domain's values, each key and value checked as kvd would.
+    private static func values(_ json: JSON, of domain: String, in name: String) throws(Failure) -> [Key: Value] {
+        let failure = { (reason: String) in Failure("\(name) is damaged: domain \(domain): \(reason); nothing was restored") }
+        guard case .dictionary(let members)? = try? Value(typedJSON: json) else { throw failure("its values are not a typed JSON object") }
+        var values: [Key: Value] = [:]
+        for (keyName, value) in members {
+            do {
+                try value.validate()
+                values[try Key(validating: keyName)] = value
+            } catch {
+                throw failure("\"\(keyName)\": \(error)")
+            }
+        }
+        return values
+    }
+}
+
+extension Invocation {
+    /// `backup FILE|-` and `restore-backup FILE|- [--yes]` (`--yes` anywhere after the command).
+    static func parseBackupCommand(_ name: String, _ reader: inout ArgumentReader) throws(UsageError) -> Command {
+        var words = reader.remaining()
+        let yes = name == "restore-backup" && words.contains("--yes")
+        words.removeAll { $0 == "--yes" && name == "restore-backup" }
+        if let option = words.first(where: { $0.hasPrefix("--") }) { throw UsageError("unknown option \(option) for \(name)") }
+        var positional = ArgumentReader(words)
+        let file = try positional.word("FILE")
+        try positional.end()
+        return name == "backup" ? .backup(file) : .restoreBackup(file, yes: yes)
+    }
+}
+
+extension Runner {
+    /// `backup FILE|-`: every domain at one revision into FILE (atomically) or stdout; says
+    /// on stderr what it wrote. Keys kvd cannot read are named, and make it fail, after the
+    /// file is written without them.
+    func backup(to file: String, on connection: Connection) throws {
+        let snapshot = try connection.backup()
+        let backup = BackupFile(revision: snapshot.revision, created: Date(), domains: snapshot.domains)
+        if file == "-" { console.out(String(decoding: backup.encoded(), as: UTF8.self)) } else { try Files.writeAtomically(file, backup.encoded()) }
+        let keys = snapshot.domains.values.reduce(0) { $0 + $1.count }
+        console.err("kvctl: backed up \(snapshot.domains.count) domains (\(keys) keys) at revision \(snapshot.revision) to \(file == "-" ? "stdout" : file)\n")
+        for (domain, unreadable) in snapshot.unreadable.sorted(by: { $0.key < $1.key }) {
+            try Self.refuseLeftOut(DomainListing(values: [:], unreadable: unreadable, revision: 0), of: domain, from: "the backup")
+        }
+    }
+
+    /// `restore-backup FILE|- [--yes]`: without `--yes`, says what it would do and fails;
+    /// with it, makes each domain of the backup hold exactly its values, one atomic change per
+    /// domain (domains not in the backup are left alone). The whole file is checked first:
+    /// a damaged one restores nothing.
+    func restoreBackup(from file: String, yes: Bool, on connection: Connection) throws {
+        let name = file == "-" ? "stdin" : file
+        let backup = try BackupFile(file == "-" ? try console.readStandardInput() : try Files.read(file), name: name)
+        let domains = backup.domains.keys.sorted()
+        let summary = domains.map { "\($0.name) (\(backup.domains[$0]!.count) keys)" }.joined(separator: ", ")
+        guard yes else {
+            throw Failure(
+                "\(name) holds \(domains.count) domains at revision \(backup.revision) (\(RFC3339.format(backup.created))): \(summary); restoring makes each hold exactly these values, one atomic change per domain (other domains stay as they are): nothing was changed; run again with --yes to restore"
+            )
+        }
+        var restored: [Domain] = []
+        var last: Int64?
+        for domain in domains {
+            do {
+                last = try importDomain(domain, backup.domains[domain]!, from: file, on: connection) ?? last
+            } catch {
+                let done = restored.isEmpty ? "nothing was restored" : "restored \(restored.map(\.name).joined(separator: ", "))"
+                throw Failure("restoring \(domain.name) failed (\((error as? ClientError).map(Self.message(for:)) ?? "\(error)")); \(done), the rest not: run it again to finish")
+            }
+            restored.append(domain)
+        }
+        console.err("kvctl: restored \(domains.count) domains from \(name) (backup of revision \(backup.revision))\n")
+        if options.json, let last { console.out("{\"revision\":\(last)}\n") }
+    }
+}

@@ -1,0 +1,74 @@
+import KVValues
+import Synchronization
+
+/// How far a history file goes: the largest revision folded into it (pruned entries included)
+/// and the keys it holds at that revision. A fold, and a reader merging the log's commits,
+/// skip entries below it, and those at it whose key it holds (a crash may have cut an append
+/// within one commit).
+struct HistoryMark: Sendable {
+    var lastRevision: Int64 = 0
+    var lastKeys: Set<Key> = []
+
+    /// The mark of a file to which `entries` were folded.
+    init(_ entries: [HistoryEntry] = []) {
+        lastRevision = entries.lazy.map(\.revision).max() ?? 0
+        lastKeys = Set(entries.lazy.filter { [lastRevision] in $0.revision == lastRevision }.map(\.key))
+    }
+
+    /// Whether the file holds `entry` (or newer ones).
+    func holds(_ entry: HistoryEntry) -> Bool {
+        entry.revision < lastRevision || (entry.revision == lastRevision && lastKeys.contains(entry.key))
+    }
+
+    /// The entries of `commits` (in revision order) the file does not hold, in order.
+    func fresh(_ commits: [RecentCommit]) -> [HistoryEntry] {
+        commits.lazy.filter { $0.revision >= lastRevision }.flatMap(\.entries).filter { !holds($0) }
+    }
+
+    /// After `fresh` (from ``fresh(_:)``) was appended.
+    mutating func advance(_ fresh: [HistoryEntry]) {
+        for entry in fresh {
+            if entry.revision > lastRevision { (lastRevision, lastKeys) = (entry.revision, []) }
+            lastKeys.insert(entry.key)
+        }
+    }
+}
+
+/// A domain's history file as held in memory for readers: what `History` serves without
+/// reading the file. Bounded by what retention keeps (the file is pruned past twice that, see
+/// ``HistoryFileInfo/pruneAbove``).
+struct KeptHistory: Sendable {
+    /// Normalized (``HistoryRetention/normalized(_:)``): rising revisions, one entry per key
+    /// and revision.
+    var entries: [HistoryEntry] = []
+    /// States from here on can be rebuilt from ``entries``.
+    var since: Int64 = 0
+    var mark = HistoryMark()
+}
+
+/// The history files readers asked for (``Store/history(_:key:limit:before:)``), held in
+/// memory from then on: loaded by the commit queue, which keeps them in step with every fold
+/// and prune. Only those: a domain nobody asked the history of costs no memory. Thread-safe;
+/// a short lock, never held during I/O.
+final class HistoryCache: Sendable {
+    private let kept = Mutex<[Domain: KeptHistory]>([:])
+
+    /// The domain's history, or nil if no reader asked for it yet.
+    subscript(_ domain: Domain) -> KeptHistory? {
+        kept.withLock { $0[domain] }
+    }
+
+    /// Records `domain`'s history (nil: forgets it).
+    func set(_ domain: Domain, _ history: KeptHistory?) {
+        kept.withLock { $0[domain] = history }
+    }
+
+    /// Appends `fresh` to a domain's history in place, if it is held.
+    func append(_ domain: Domain, _ fresh: [HistoryEntry]) {
+        kept.withLock { kept in
+            guard kept[domain] != nil else { return }
+            kept[domain]!.entries.append(contentsOf: fresh)
+            kept[domain]!.mark.advance(fresh)
+        }
+    }
+}
