@@ -25,7 +25,9 @@ struct BackupFile: Equatable {
 
     /// The file's bytes: one domain a line-indented member, values compact.
     func encoded() -> [UInt8] {
-        let domains = self.domains.reduce(into: [String: JSON]()) { $0[$1.key.name] = Value.dictionary(Dictionary(uniqueKeysWithValues: $1.value.map { ($0.key.name, $0.value) })).typedJSON }
+        let domains = self.domains.reduce(into: [String: JSON]()) {
+            $0[$1.key.name] = Value.dictionary(Dictionary(uniqueKeysWithValues: $1.value.map { ($0.key.name, $0.value) })).typedJSON
+        }
         let file: JSON = .object([
             "format": .string(Self.format), "version": .integer(Self.version), "revision": .integer(revision),
             "created": .string(RFC3339.format(created)), "domains": .object(domains),
@@ -48,7 +50,8 @@ struct BackupFile: Equatable {
         }
         guard case .integer(let version)? = json["version"], version >= 1 else { throw Failure("\(name): \"version\" must be a whole number from 1; nothing was restored") }
         guard version <= Self.version else {
-            throw Failure("\(name) is a kvd backup of version \(version), written by a newer kvctl; this one reads version \(Self.version): restore it with that kvctl; nothing was restored")
+            throw Failure(
+                "\(name) is a kvd backup of version \(version), written by a newer kvctl; this one reads version \(Self.version): restore it with that kvctl; nothing was restored")
         }
         guard case .integer(let revision)? = json["revision"], case .string(let text)? = json["created"], let created = RFC3339.parse(text),
             case .object(let domains)? = json["domains"]

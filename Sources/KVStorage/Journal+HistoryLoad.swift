@@ -23,7 +23,10 @@ extension Journal {
         if let (entries, since) = completion(of: content, domain, current: current, recent: recent, unreadable: unreadable) {
             try writeHistory(domain, entries, since: since, keep: keep)
             if !unreadable {
-                log(.warning, "history of domain \(domain) misses the changes up to revision \(since) (kvd before history, history was off, or a file was lost); it goes on from the domain's values then")
+                log(
+                    .warning,
+                    "history of domain \(domain) misses the changes up to revision \(since) (kvd before history, history was off, or a file was lost); it goes on from the domain's values then"
+                )
             }
         } else if present {
             let info = HistoryFileInfo(content.entries, lines: content.entries.count, validLength: Int64(content.validLength), torn: content.tornTail != nil)

@@ -16,7 +16,8 @@ import Testing
         #expect(parts.count == 3, "\(parts.count) parts")
         var seen: Set<String> = []
         for part in parts {
-            let reply = VarlinkReply(members: ["revision": .integer(3), "domain": .string("d"), "values": .object(part.values), "unreadable": .object(part.unreadable)], continues: true)
+            let reply = VarlinkReply(
+                members: ["revision": .integer(3), "domain": .string("d"), "values": .object(part.values), "unreadable": .object(part.unreadable)], continues: true)
             #expect(reply.encoded().count <= Limits.messageBytes)
             seen.formUnion(part.values.keys)
         }
