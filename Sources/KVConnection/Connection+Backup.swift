@@ -10,6 +10,7 @@ public struct BackupSnapshot: Sendable, Equatable {
     /// The keys kvd cannot read (not in ``domains``), with the reason.
     public var unreadable: [Domain: [Key: String]]
 
+    /// A snapshot at `revision` holding `domains`, and `unreadable` keys left out.
     public init(revision: Int64, domains: [Domain: [Key: Value]], unreadable: [Domain: [Key: String]] = [:]) {
         self.revision = revision
         self.domains = domains
