@@ -62,8 +62,10 @@ final class WatchCore: Sendable {
     }
 
     /// Told the changes of each commit or snapshot that changed the cache; `firstLoad`: the
-    /// first snapshot, arriving before anything was read from the cache (not a change anyone saw).
-    typealias OnChange = @Sendable (_ domain: Domain, _ changes: Changes, _ firstLoad: Bool) -> Void
+    /// first snapshot, arriving before anything was read from the cache (not a change anyone saw);
+    /// `streamed`: the revision of the watch event or snapshot (nil for this process's own
+    /// acknowledged write), after which the stream has delivered every earlier change.
+    typealias OnChange = @Sendable (_ domain: Domain, _ changes: Changes, _ firstLoad: Bool, _ streamed: Int64?) -> Void
 
     let domain: Domain
     private let connect: @Sendable () throws(ClientError) -> Connection
@@ -115,7 +117,7 @@ final class WatchCore: Sendable {
             if streamed { Self.complete(through: revision, &state) }
             return (changed, state.onChange)
         }
-        if !changed.isEmpty { handler?(domain, changed, false) }
+        if !changed.isEmpty { handler?(domain, changed, false, streamed ? revision : nil) }
     }
 
     /// A full snapshot taken at `revision`: every key not in it was removed by then. `streamed`:
@@ -137,7 +139,7 @@ final class WatchCore: Sendable {
             return (changed, state.onChange)
         }
         firstAttempt.open()
-        if !changed.isEmpty { handler?(domain, changed, firstLoad) }
+        if !changed.isEmpty { handler?(domain, changed, firstLoad, streamed ? revision : nil) }
     }
 
     /// One key's change as it reaches the cache.

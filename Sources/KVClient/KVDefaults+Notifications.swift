@@ -31,42 +31,66 @@ extension KVDefaults {
         NotificationCenter.default.post(name: Self.didChangeNotification, object: self)
     }
 
-    /// Called with each change of a watched domain's cache: posts ``didChangeNotification``
-    /// unless every change is one of this suite's own writes in flight (announced by the write).
-    func announceIfNotOwn(_ domain: Domain, _ changes: [String: Value?]) {
-        guard storedDomains().contains(where: { $0.0 == domain }), !ownWrites.explains(domain, changes) else { return }
+    /// Called with each change of a watched domain's cache (`streamed`: the watch's revision, nil
+    /// for an own acknowledged write): posts ``didChangeNotification`` unless every change is
+    /// one of this suite's own writes (announced by the write itself).
+    func announceIfNotOwn(_ domain: Domain, _ changes: [String: Value?], streamed: Int64?) {
+        guard storedDomains().contains(where: { $0.0 == domain }), !ownWrites.explains(domain, changes, streamed: streamed) else { return }
         postDidChange()
     }
 }
 
-/// The writes of one suite sent to kvd and not yet acknowledged. The watch may deliver a write
-/// before its acknowledgement arrives; this tells the watch that the change is the suite's own,
-/// which the write announces itself. Thread-safe.
+/// The writes of one suite that its domain's watch may still deliver: those sent and not yet
+/// acknowledged, and those acknowledged whose watch event has not come yet (the watch runs on
+/// its own connection and thread, so its event may come before the acknowledgement or after).
+/// This tells the watch that such a change is the suite's own, which the write announces
+/// itself. An acknowledged write is forgotten once the watch of its domain delivers a later
+/// revision; at most ``keptAcknowledged`` are kept. Thread-safe.
 final class OwnWrites: Sendable {
-    private let pending = Mutex<(next: UInt64, writes: [UInt64: (domain: Domain, changes: [String: Value?])])>((0, [:]))
+    private struct Write {
+        var domain: Domain
+        var changes: [String: Value?]
+        /// The revision kvd acknowledged it at; nil while in flight.
+        var revision: Int64?
+    }
+
+    /// Acknowledged writes kept for a watch that lags (or was cut and resumed from a snapshot).
+    static let keptAcknowledged = 256
+
+    private let state = Mutex<(next: UInt64, writes: [UInt64: Write])>((0, [:]))
 
     /// Records a write about to be sent; returns the id to end it with.
     func begin(_ domain: Domain, _ changes: [Change]) -> UInt64 {
         var values: [String: Value?] = [:]
         for change in changes { values[change.key.name] = .some(change.value) }
-        return pending.withLock { pending in
-            pending.next += 1
-            pending.writes[pending.next] = (domain, values)
-            return pending.next
+        return state.withLock { state in
+            state.next += 1
+            state.writes[state.next] = Write(domain: domain, changes: values, revision: nil)
+            return state.next
         }
     }
 
-    /// The write `id` was acknowledged (or failed) and applied to the cache.
-    func end(_ id: UInt64) {
-        pending.withLock { _ = $0.writes.removeValue(forKey: id) }
+    /// The write `id` was applied to the cache: acknowledged at `revision` (kept until the watch
+    /// passes it), or failed or watched by nobody (`nil`: forgotten now).
+    func end(_ id: UInt64, acknowledgedAt revision: Int64?) {
+        state.withLock { state in
+            guard let revision else { return _ = state.writes.removeValue(forKey: id) }
+            state.writes[id]?.revision = revision
+            let acknowledged = state.writes.filter { $0.value.revision != nil }
+            if acknowledged.count > Self.keptAcknowledged, let oldest = acknowledged.keys.min() { state.writes[oldest] = nil }
+        }
     }
 
-    /// Whether each of `changes` (of `domain`) sets the value a write in flight sets.
-    func explains(_ domain: Domain, _ changes: [String: Value?]) -> Bool {
-        pending.withLock { pending in
-            changes.allSatisfy { key, value in
-                pending.writes.values.contains { $0.domain == domain && $0.changes[key] == .some(value) }
+    /// Whether each of `changes` (of `domain`) sets the value one of the writes sets: one in
+    /// flight, or one acknowledged at `streamed` (the watch event's revision; the writes of the
+    /// domain acknowledged before it are forgotten, as the watch has passed them).
+    func explains(_ domain: Domain, _ changes: [String: Value?], streamed: Int64?) -> Bool {
+        state.withLock { state in
+            if let streamed {
+                state.writes = state.writes.filter { $0.value.domain != domain || ($0.value.revision ?? .max) >= streamed }
             }
+            let candidates = state.writes.values.filter { $0.domain == domain && ($0.revision == nil || $0.revision == streamed) }
+            return changes.allSatisfy { key, value in candidates.contains { $0.changes[key] == .some(value) } }
         }
     }
 }

@@ -173,9 +173,9 @@ public final class KVDefaults: Sendable {
             return (cache, true)
         }
         if isNew {
-            cache.core.setOnChange { [weak self] domain, changes, firstLoad in
+            cache.core.setOnChange { [weak self] domain, changes, firstLoad, streamed in
                 self?.observers.changed(domain, changes, in: self)
-                if !firstLoad { self?.announceIfNotOwn(domain, changes) }
+                if !firstLoad { self?.announceIfNotOwn(domain, changes, streamed: streamed) }
             }
         }
         if wait { cache.core.waitUntilLoaded(timeout: configuration.loadTimeout) }
@@ -225,9 +225,13 @@ public final class KVDefaults: Sendable {
         _ domain: Domain, _ changes: [Change], announce: Bool = true, _ send: (Connection) throws(ClientError) -> Int64
     ) throws(KVDefaultsError) -> Int64 {
         let id = ownWrites.begin(domain, changes)
-        defer { ownWrites.end(id) }
+        var acknowledged: Int64?
+        defer { ownWrites.end(id, acknowledgedAt: acknowledged) }
         let revision = try client.call(send, ifNotFound: { 0 })
-        cacheIfWatching(domain)?.apply(changes, revision: revision)
+        if let cache = cacheIfWatching(domain) {
+            if revision != 0 { acknowledged = revision }  // its watch event may still be on the way
+            cache.apply(changes, revision: revision)
+        }
         if announce, revision != 0 { postDidChange() }
         return revision
     }
