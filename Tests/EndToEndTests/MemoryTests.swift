@@ -98,7 +98,10 @@ extension MemoryTests {
         )
         #expect(cut == 100, "only \(cut) of the 100 watchers that never read were disconnected")
         #expect(warnings > 0, "no warning names a disconnected client: \(daemon.errorOutput())")
-        #expect(!Self.checksMemory || peak - baseline < 200, "kvd grew from \(baseline) MB to \(peak) MB")
+        // 45 MiB of values pass through the message, the parsed value, the log record, the
+        // history line and one shared watch reply: ~120 MB alone, up to ~205 MB in a busy full
+        // run (compaction overlapping); the defect this guards against took 4.8 GB.
+        #expect(!Self.checksMemory || peak - baseline < 300, "kvd grew from \(baseline) MB to \(peak) MB")
         #expect(daemon.isRunning && daemon.stop() == 0, "\(daemon.errorOutput())")
     }
 
