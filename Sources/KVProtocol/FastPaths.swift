@@ -11,8 +11,13 @@ extension DefaultsRequest {
     /// Whether `message` begins as a compact `Get` does (the one check ``fastGet(_:)`` makes
     /// first): cheap, so other calls skip the fast path's work at once.
     public static func beginsAsGet(_ message: ArraySlice<UInt8>) -> Bool {
-        let prefix = getPrefix
-        return message.count > prefix.count + 2
+        begins(message, with: getPrefix)
+    }
+
+    /// Whether `message` starts with `prefix` and holds at least two bytes more (the `}}`
+    /// every compact call ends with).
+    private static func begins(_ message: ArraySlice<UInt8>, with prefix: [UInt8]) -> Bool {
+        message.count > prefix.count + 2
             && message.withUnsafeBytes { bytes in prefix.withUnsafeBytes { memcmp($0.baseAddress!, bytes.baseAddress!, $0.count) == 0 } }
     }
 
@@ -23,13 +28,9 @@ extension DefaultsRequest {
     /// ``init(call:)``); what it returns is what the general path would make of the message,
     /// a `Get` that is neither `oneway` nor `more` (the varlink fuzz target checks this).
     public static func fastGet(_ message: ArraySlice<UInt8>) -> (Domain, Key)? {
-        message.withUnsafeBufferPointer { bytes -> (Domain, Key)? in
-            let prefix = getPrefix
-            guard bytes.count > prefix.count + 2, bytes[bytes.count - 1] == UInt8(ascii: "}"),
-                bytes[bytes.count - 2] == UInt8(ascii: "}"),
-                prefix.withUnsafeBufferPointer({ memcmp($0.baseAddress!, bytes.baseAddress!, prefix.count) == 0 })
-            else { return nil }
-            var position = prefix.count
+        guard beginsAsGet(message), message.last == UInt8(ascii: "}"), message[message.endIndex - 2] == UInt8(ascii: "}") else { return nil }
+        return message.withUnsafeBufferPointer { bytes -> (Domain, Key)? in
+            var position = getPrefix.count
             var domain: String?
             var key: String?
             for index in 0..<2 {
@@ -63,12 +64,10 @@ extension DefaultsRequest {
     /// general path makes the error reply; what it returns is the request the general path would
     /// make, neither `oneway` nor `more` (the varlink fuzz target checks this).
     public static func fastSet(_ message: ArraySlice<UInt8>) -> DefaultsRequest? {
-        let prefix = setPrefix
-        guard message.count > prefix.count + 2, message.last == UInt8(ascii: "}"), message[message.endIndex - 2] == UInt8(ascii: "}")
+        guard begins(message, with: setPrefix), message.last == UInt8(ascii: "}"), message[message.endIndex - 2] == UInt8(ascii: "}")
         else { return nil }
         let parsed = message.withUnsafeBufferPointer { bytes -> (String, String, Range<Int>)? in
-            guard prefix.withUnsafeBufferPointer({ memcmp($0.baseAddress!, bytes.baseAddress!, prefix.count) == 0 }) else { return nil }
-            var position = prefix.count  // the domain's opening quote
+            var position = setPrefix.count  // the domain's opening quote
             guard let domain = plainString(bytes, &position), position < bytes.count, bytes[position] == UInt8(ascii: ","),
                 bytes[position...].starts(with: #","key":"#.utf8)
             else { return nil }
