@@ -2,9 +2,21 @@ import Foundation
 import Glibc
 import Testing
 
-/// The built programs, found beside the test bundle (`swift build` puts them together).
+/// The programs under test, in a folder every test user can reach.
+///
+/// They are found beside the test bundle (`swift build` puts them together) or in `KVD_BIN_DIR`.
+/// That folder may sit in a checkout other users cannot enter (root's home and Debian 12's new
+/// homes are 0700, as is every `mktemp -d`), and the multi-user tests run programs as other uids;
+/// so when any folder above the built programs is closed to others, they are copied once per run
+/// into a 0755 folder under `/tmp`, removed when the test process exits. The user's own folders are
+/// never loosened. `.ci/run` runs `make test` from a clone inside a 0700 folder, so a test that
+/// reaches past this breaks CI.
 enum Binaries {
-    static let directory: String = {
+    /// The programs the end-to-end tests run (copied together: kvctl finds kvctl-plist beside it).
+    static let programs = ["kvd", "kvctl", "kvctl-plist", "habits", "kvclient-probe"]
+
+    /// Where the built programs are (not necessarily reachable by other users).
+    static let built: String = {
         if let dir = ProcessInfo.processInfo.environment["KVD_BIN_DIR"], !dir.isEmpty { return dir }
         let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
         var url = URL(fileURLWithPath: exe).deletingLastPathComponent()
@@ -13,6 +25,36 @@ enum Binaries {
         }
         return url.path
     }()
+
+    /// `built`, or a copy of its programs in a folder every user can search and read.
+    static let directory: String = {
+        if everyoneCanReach(built) { return built }
+        var template = Array("/tmp/kvd-e2e-bin-XXXXXX".utf8CString)
+        let copy = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+        chmod(copy, 0o755)
+        for program in programs where FileManager.default.fileExists(atPath: built + "/" + program) {
+            try! FileManager.default.copyItem(atPath: built + "/" + program, toPath: copy + "/" + program)
+            chmod(copy + "/" + program, 0o755)
+        }
+        copiedFolder = strdup(copy)
+        atexit { if let folder = Binaries.copiedFolder { _ = try? FileManager.default.removeItem(atPath: String(cString: folder)) } }
+        return copy
+    }()
+
+    /// The copy's folder, for the exit handler (a C string: `atexit` takes no context).
+    nonisolated(unsafe) private static var copiedFolder: UnsafeMutablePointer<CChar>?
+
+    /// Whether every folder from `/` down to `path` lets others search it (mode `o+x`).
+    static func everyoneCanReach(_ path: String) -> Bool {
+        var folder = URL(fileURLWithPath: path).standardizedFileURL
+        while true {
+            var status = stat()
+            guard stat(folder.path, &status) == 0, status.st_mode & 0o001 != 0 else { return false }
+            if folder.path == "/" { return true }
+            folder.deleteLastPathComponent()
+        }
+    }
+
     static var kvd: String { directory + "/kvd" }
     static var kvctl: String { directory + "/kvctl" }
 }
