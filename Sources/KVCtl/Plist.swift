@@ -69,8 +69,12 @@ enum Plist {
         var status: Int32 = 0
         while waitpid(child, &status, 0) < 0, errno == EINTR {}
         let text = String(decoding: message, as: UTF8.self).split(separator: "\n").first.map(String.init)
+        if status & 0x7F != 0 {
+            // Killed (out of memory, say) or crashed: its own last words are not a message for the user.
+            throw Failure("\(helper) stopped on signal \(status & 0x7F) while converting the property list; nothing was changed")
+        }
         guard status == 0, writeError == nil else {
-            throw Failure(text ?? "\(helper) failed (status \(status))")
+            throw Failure(text ?? "\(helper) failed (exit status \(status >> 8))")
         }
         return output
     }
