@@ -55,9 +55,17 @@ struct BinaryPlistReader {
         let total = try cost(topObject, depth: 0, costs: &costs)
         let top = try object(topObject)
         guard top.marker >> 4 == 0xD else { throw PlistPlace.notADictionary(Self.kind(top.marker)) }
-        if total > PlistLimits.expandedBytes { throw PlistPlace.tooLarge([]) }
+        let sorted = try sortedMembers(top, path: [])
+        if total > PlistLimits.expandedBytes {
+            // Name the key whose value alone is too large, if one is (memoized: no more work
+            // than the first pass).
+            for member in sorted where try cost(member.value, depth: 1, costs: &costs) > PlistLimits.expandedBytes {
+                throw PlistPlace.tooLarge([member.name])
+            }
+            throw PlistPlace.tooLarge([])
+        }
         var members: [(key: String, value: Value)] = []
-        for member in try sortedMembers(top, path: []) { members.append((member.name, try value(member.value, path: [member.name], depth: 1))) }
+        for member in sorted { members.append((member.name, try value(member.value, path: [member.name], depth: 1))) }
         return members
     }
 
