@@ -29,9 +29,11 @@ struct BinaryPlistReader {
     /// Checks the header and trailer (the offset table inside the file, sizes 1-8 bytes).
     init(_ bytes: [UInt8]) throws(PlistRefusal) {
         self.bytes = bytes
-        guard bytes.count >= 40, bytes.starts(with: Array("bplist00".utf8)) else {
-            throw Self.damaged(bytes.starts(with: Array("bplist".utf8)) && bytes.count >= 8 ? "it is not version 00 or is cut short" : "it is cut short")
+        guard bytes.count >= 8, bytes.starts(with: Array("bplist00".utf8)) else {
+            let version = String(decoding: bytes.dropFirst(6).prefix(2), as: UTF8.self).debugDescription
+            throw Self.damaged(bytes.count < 8 ? "it is cut short (\(bytes.count) bytes)" : "its version is \(version), not \"00\"")
         }
+        guard bytes.count >= 40 else { throw Self.damaged("it is cut short (\(bytes.count) bytes, less than its header and trailer)") }
         let trailer = bytes.count - 32
         offsetSize = Int(bytes[trailer + 6])
         referenceSize = Int(bytes[trailer + 7])
