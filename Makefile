@@ -76,7 +76,7 @@ test: deps format-check
 	$(MAKE) fuzz-smoke
 	$(MAKE) bench-smoke
 	$(SWIFT) build $(RELEASE_FLAGS)  # what make install, make deb and make bench build: every target, release
-	KVD_BIN_DIR="$$($(SWIFT) build $(RELEASE_FLAGS) --show-bin-path)" $(SWIFT) test --skip-build --filter EndToEndTests  # the end-to-end suite again, on the programs the .deb ships (about a minute)
+	KVD_BIN_DIR="$$($(SWIFT) build $(RELEASE_FLAGS) --show-bin-path)" $(SWIFT) test --skip-build --filter EndToEndTests  # the end-to-end suite again, on the programs the .deb ships (one to two minutes)
 	scripts/test-deb.sh "$$($(SWIFT) build $(RELEASE_FLAGS) --show-bin-path)"  # the .deb: lintian, install, use, remove, purge
 
 ## make docs: KVClient's DocC archive (.build/docs/KVClient.doccarchive) with the toolchain's
