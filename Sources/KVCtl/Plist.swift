@@ -6,8 +6,8 @@ public enum PlistFormat: String, Sendable, Equatable {
 }
 
 /// Property lists for `import` and `export --format xml|binary`, converted by the `kvctl-plist`
-/// program beside kvctl (it links Foundation's `PropertyListSerialization`; kvctl does not, so
-/// it stays small and starts fast). Each call runs the helper once and blocks until it exits.
+/// program beside kvctl (its strict readers and writers stay out of kvctl, which stays small and
+/// starts fast). Each call runs the helper once and blocks until it exits.
 enum Plist {
     /// The helper's name; it is looked for beside the running kvctl.
     static let helperName = "kvctl-plist"
