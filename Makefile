@@ -47,7 +47,7 @@ all: build
 
 help:
 	@echo "make demo     build and show kvd end to end, the system layer (as root) and a fleet on a 3-member etcd (installs what is missing)"
-	@echo "make test     run every test (installs what is missing)"
+	@echo "make test     run every test, the end-to-end suite on the debug and on the release build (installs what is missing)"
 	@echo "make deb      build dist/kvd_VERSION_amd64.deb (static Swift runtime; lintian-clean)"
 	@echo "make install  install kvd, kvctl, habits, the systemd units (user and system), man pages and completions (PREFIX=$(PREFIX))"
 	@echo "make fuzz     run each libFuzzer target for FUZZ_SECONDS (default 60)"
@@ -75,7 +75,8 @@ test: deps format-check
 	$(PYTHON) tests/python/test_varlink.py "$$($(SWIFT) build --show-bin-path)"
 	$(MAKE) fuzz-smoke
 	$(MAKE) bench-smoke
-	$(SWIFT) build $(RELEASE_FLAGS)  # what make install and make bench build: every target, release
+	$(SWIFT) build $(RELEASE_FLAGS)  # what make install, make deb and make bench build: every target, release
+	KVD_BIN_DIR="$$($(SWIFT) build $(RELEASE_FLAGS) --show-bin-path)" $(SWIFT) test --skip-build --filter EndToEndTests  # the end-to-end suite again, on the programs the .deb ships (one to two minutes)
 	scripts/test-deb.sh "$$($(SWIFT) build $(RELEASE_FLAGS) --show-bin-path)"  # the .deb: lintian, install, use, remove, purge
 
 ## make docs: KVClient's DocC archive (.build/docs/KVClient.doccarchive) with the toolchain's

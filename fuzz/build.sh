@@ -31,3 +31,4 @@ target domain-file KVStorage -I Sources/CLinux fuzz/FuzzDomainFile.swift Sources
 target log KVStorage -I Sources/CLinux fuzz/FuzzLog.swift Sources/KVStorage/*.swift "$OUT/lib/libKVValues.a" "$OUT/lib/libKVSystem.a"
 target commit KVStorage -I Sources/CLinux fuzz/FuzzCommit.swift Sources/KVStorage/*.swift "$OUT/lib/libKVProtocol.a" "$OUT/lib/libKVValues.a" "$OUT/lib/libKVSystem.a"
 target value-parser KVCtl fuzz/FuzzValueParser.swift fuzz/UsageErrorShim.swift Sources/KVCtl/ValueParser.swift "$OUT/lib/libKVValues.a"
+target plist KVCtlPlist fuzz/FuzzPlist.swift Sources/kvctl-plist/PlistRefusal.swift Sources/kvctl-plist/BinaryPlistReader.swift Sources/kvctl-plist/XMLPlistReader.swift Sources/kvctl-plist/PlistWriter.swift "$OUT/lib/libKVValues.a"

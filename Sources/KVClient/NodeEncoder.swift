@@ -146,7 +146,7 @@ struct KeyedNodeEncoding<K: CodingKey>: KeyedEncodingContainerProtocol {
     mutating func encode(_ value: Bool, forKey key: K) throws { put(.bool(value), key) }
     mutating func encode(_ value: String, forKey key: K) throws { put(.string(value), key) }
     mutating func encode(_ value: Double, forKey key: K) throws { put(try NodeRef.real(value, codingPath + [key]), key) }
-    mutating func encode(_ value: Float, forKey key: K) throws { put(try NodeRef.real(Double(value), codingPath + [key]), key) }
+    mutating func encode(_ value: Float, forKey key: K) throws { put(try NodeRef.real(Coercion.decimal(value), codingPath + [key]), key) }
     mutating func encode(_ value: Int, forKey key: K) throws { put(try NodeRef.integer(value, codingPath + [key]), key) }
     mutating func encode(_ value: Int8, forKey key: K) throws { put(try NodeRef.integer(value, codingPath + [key]), key) }
     mutating func encode(_ value: Int16, forKey key: K) throws { put(try NodeRef.integer(value, codingPath + [key]), key) }
@@ -194,7 +194,7 @@ struct UnkeyedNodeEncoding: UnkeyedEncodingContainer {
     mutating func encode(_ value: Bool) throws { put(.bool(value)) }
     mutating func encode(_ value: String) throws { put(.string(value)) }
     mutating func encode(_ value: Double) throws { put(try NodeRef.real(value, nextPath)) }
-    mutating func encode(_ value: Float) throws { put(try NodeRef.real(Double(value), nextPath)) }
+    mutating func encode(_ value: Float) throws { put(try NodeRef.real(Coercion.decimal(value), nextPath)) }
     mutating func encode(_ value: Int) throws { put(try NodeRef.integer(value, nextPath)) }
     mutating func encode(_ value: Int8) throws { put(try NodeRef.integer(value, nextPath)) }
     mutating func encode(_ value: Int16) throws { put(try NodeRef.integer(value, nextPath)) }
@@ -238,7 +238,7 @@ struct SingleNodeEncoding: SingleValueEncodingContainer {
     mutating func encode(_ value: Bool) throws { ref.set(.bool(value)) }
     mutating func encode(_ value: String) throws { ref.set(.string(value)) }
     mutating func encode(_ value: Double) throws { ref.set(try NodeRef.real(value, codingPath)) }
-    mutating func encode(_ value: Float) throws { ref.set(try NodeRef.real(Double(value), codingPath)) }
+    mutating func encode(_ value: Float) throws { ref.set(try NodeRef.real(Coercion.decimal(value), codingPath)) }
     mutating func encode(_ value: Int) throws { ref.set(try NodeRef.integer(value, codingPath)) }
     mutating func encode(_ value: Int8) throws { ref.set(try NodeRef.integer(value, codingPath)) }
     mutating func encode(_ value: Int16) throws { ref.set(try NodeRef.integer(value, codingPath)) }

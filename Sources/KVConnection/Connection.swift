@@ -93,27 +93,44 @@ public final class Connection: Sendable {
 
     /// Sends all `requests` at once, then reads their replies, in order. A failure of the
     /// connection fails the requests not yet answered. Each request must have exactly one reply:
-    /// no `DefaultsRequest.watch(_:_:)`.
+    /// no `DefaultsRequest.watch(_:_:)`. A request longer than one message
+    /// (``Limits/messageBytes``) is not sent: it fails with ``ClientError/tooLarge(limit:)``, as
+    /// kvd would answer it (kvd then closes the connection, often before the client has sent it
+    /// all and can read the answer), and the others are still sent.
     public func callPipelined(_ requests: [DefaultsRequest]) -> [Result<VarlinkReply, ClientError>] {
         state.withLock { state in
             var bytes: [UInt8] = []
-            for request in requests { bytes += request.call.encoded() }
-            if let failure = send(bytes, on: &state) {
-                return requests.map { _ in .failure(failure) }
+            var oversized: Set<Int> = []
+            for (position, request) in requests.enumerated() {
+                let message = request.call.encoded()
+                if message.count - 1 > Limits.messageBytes { oversized.insert(position) } else { bytes += message }
             }
-            var results: [Result<VarlinkReply, ClientError>] = []
-            for _ in requests {
-                do throws(ClientError) {
-                    results.append(.success(try Self.checked(readReply(from: &state))))
-                } catch {
-                    results.append(.failure(error))
-                    if !error.isErrorReply {
-                        return results + Array(repeating: .failure(error), count: requests.count - results.count)
-                    }
+            if !oversized.isEmpty {
+                let sent = requests.indices.filter { !oversized.contains($0) }
+                var replies = sent.isEmpty ? [] : callPipelined(encoded: bytes, count: sent.count, on: &state)
+                return requests.indices.map { oversized.contains($0) ? .failure(.tooLarge(limit: Int64(Limits.messageBytes))) : replies.removeFirst() }
+            }
+            return callPipelined(encoded: bytes, count: requests.count, on: &state)
+        }
+    }
+
+    /// Sends `bytes` (`count` encoded calls), then reads their replies, in order.
+    private func callPipelined(encoded bytes: [UInt8], count: Int, on state: inout State) -> [Result<VarlinkReply, ClientError>] {
+        if let failure = send(bytes, on: &state) {
+            return Array(repeating: .failure(failure), count: count)
+        }
+        var results: [Result<VarlinkReply, ClientError>] = []
+        for _ in 0..<count {
+            do throws(ClientError) {
+                results.append(.success(try Self.checked(readReply(from: &state))))
+            } catch {
+                results.append(.failure(error))
+                if !error.isErrorReply {
+                    return results + Array(repeating: .failure(error), count: count - results.count)
                 }
             }
-            return results
         }
+        return results
     }
 
     /// Streams the replies of a call made with `more: true` to `onEvent` until it returns false,
@@ -122,7 +139,9 @@ public final class Connection: Sendable {
     /// the call may still be on their way.
     public func stream(_ request: DefaultsRequest, onReply: (VarlinkReply) throws(ClientError) -> Bool) throws(ClientError) {
         let stopped = try state.withLock { (state: inout State) throws(ClientError) -> Bool in
-            if let failure = send(request.call.encoded(), on: &state) { throw failure }
+            let message = request.call.encoded()
+            guard message.count - 1 <= Limits.messageBytes else { throw .tooLarge(limit: Int64(Limits.messageBytes)) }
+            if let failure = send(message, on: &state) { throw failure }
             while true {
                 let reply = try Self.checked(readReply(from: &state))
                 guard try onReply(reply) else { return true }

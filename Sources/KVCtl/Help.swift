@@ -88,9 +88,10 @@ enum Help {
                 FILE (or stdin for -) and makes DOMAIN hold exactly
                 its values, in one atomic change: keys in the file are set, keys not in the file
                 are removed (like macOS `defaults import`), unreadable ones too (named on stderr).
-                Use set to merge single keys. A property-list value kvd cannot hold (an integer
-                beyond 64 bits, a UID from a keyed archive) is refused naming its key, and nothing
-                is imported.
+                Use set to merge single keys. A property-list value kvd cannot hold exactly (an
+                integer beyond 64 bits, a date outside 0001-9999 or not a calendar date, a lone
+                surrogate, a UID from a keyed archive) is refused naming its key, and nothing is
+                imported.
                 """),
         Entry(
             name: "watch", aliases: [], usage: "watch DOMAIN [KEY]",

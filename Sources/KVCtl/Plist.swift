@@ -6,8 +6,8 @@ public enum PlistFormat: String, Sendable, Equatable {
 }
 
 /// Property lists for `import` and `export --format xml|binary`, converted by the `kvctl-plist`
-/// program beside kvctl (it links Foundation's `PropertyListSerialization`; kvctl does not, so
-/// it stays small and starts fast). Each call runs the helper once and blocks until it exits.
+/// program beside kvctl (its strict readers and writers stay out of kvctl, which stays small and
+/// starts fast). Each call runs the helper once and blocks until it exits.
 enum Plist {
     /// The helper's name; it is looked for beside the running kvctl.
     static let helperName = "kvctl-plist"
@@ -69,8 +69,12 @@ enum Plist {
         var status: Int32 = 0
         while waitpid(child, &status, 0) < 0, errno == EINTR {}
         let text = String(decoding: message, as: UTF8.self).split(separator: "\n").first.map(String.init)
+        if status & 0x7F != 0 {
+            // Killed (out of memory, say) or crashed: its own last words are not a message for the user.
+            throw Failure("\(helper) stopped on signal \(status & 0x7F) while converting the property list; nothing was changed")
+        }
         guard status == 0, writeError == nil else {
-            throw Failure(text ?? "\(helper) failed (status \(status))")
+            throw Failure(text ?? "\(helper) failed (exit status \(status >> 8))")
         }
         return output
     }

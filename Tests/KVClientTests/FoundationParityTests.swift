@@ -132,6 +132,30 @@ import Testing
         #expect(try daemon.connection().get(domain("com.example.float"), key("price")).value == .real(12.34))
     }
 
+    /// Whatever way a `Float` comes in, it is stored as the decimal it prints as, so
+    /// `double(forKey:)` reads `12.34` as Foundation does, not `12.34000015258789` (issue 24).
+    @Test func aFloatIsStoredAsItsDecimalWhicheverWayItComesIn() throws {
+        let daemon = try RealDaemon()
+        let defaults = daemon.suite("com.example.floats")
+        defaults.set(Float(12.34), forKey: "typed setter")
+        defaults.set(Float(12.34) as Any?, forKey: "as Any")
+        defaults.set(NSNumber(value: Float(12.34)), forKey: "NSNumber")
+        defaults.set([Float(12.34)], forKey: "in an array")
+        defaults.set(["price": Float(12.34)], forKey: "in a dictionary")
+        try defaults.set(Float(12.34), for: KVDefaults.Key<Float>("typed key", default: 0))
+        for key in ["typed setter", "as Any", "NSNumber", "typed key"] {
+            #expect(defaults.double(forKey: key) == 12.34, "\(key)")
+            #expect(defaults.float(forKey: key) == Float(12.34), "\(key)")
+            #expect(defaults.string(forKey: key) == "12.34", "\(key)")
+        }
+        #expect(defaults.array(forKey: "in an array") as? [Double] == [12.34])
+        #expect(defaults.dictionary(forKey: "in a dictionary")?["price"] as? Double == 12.34)
+        defaults.setPersistentDomain(["price": Float(12.34)], forName: "com.example.floats.other")
+        #expect(defaults.persistentDomain(forName: "com.example.floats.other")?["price"] as? Double == 12.34)
+        defaults.register(defaults: ["registered": Float(12.34)])
+        #expect(defaults.double(forKey: "registered") == 12.34)
+    }
+
     @Test func constantsAndNotificationNameAreFoundations() {
         #expect(KVDefaults.globalDomain == UserDefaults.globalDomain)
         #expect(KVDefaults.argumentDomain == UserDefaults.argumentDomain)
