@@ -16,14 +16,14 @@ final class SystemScene {
     var system: SystemInstance?
     private(set) var users: [UserKvd] = []
 
-    init(maxConnectionsPerUID: Int = 64) throws {
+    init(maxConnectionsPerUID: Int = 64, systemArguments extra: [String] = []) throws {
         accounts = try SystemAccounts.get()
         var template = Array("/tmp/kvd-e2e-system-XXXXXX".utf8CString)
         root = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
         chmod(root, 0o755)
         mkdir(root + "/run", 0o755)
         mkdir(root + "/system-state", 0o700)
-        systemArguments = ["--admin-group", SystemAccounts.adminGroup, "--max-connections-per-uid", String(maxConnectionsPerUID)]
+        systemArguments = ["--admin-group", SystemAccounts.adminGroup, "--max-connections-per-uid", String(maxConnectionsPerUID)] + extra
         system = try startSystem()
     }
 
