@@ -100,6 +100,20 @@ struct SharedMachineTests {
         #expect(large.error == nil, "\(large)")
     }
 
+    /// A system domain that holds only a lock is not among a user's `domains` (`get` of it is
+    /// NotFound, as before); one with a value is.
+    @Test func aDomainHoldingOnlyALockIsNotListed() throws {
+        let scene = try SystemScene()
+        #expect(try scene.systemCall("io.kvd.System.Lock", ["domain": "org.ex.lockonly", "key": "k"]).error == nil)
+        #expect(try scene.systemCall("io.kvd.Defaults.Set", ["domain": "org.ex.marker", "key": "k", "value": 1]).error == nil)
+        let user = try scene.startUser(scene.accounts.user)
+        #expect(try eventually { try user.get("org.ex.marker", "k").source == "system" }, "\(scene.logs())")
+        let domains = try user.kvctl("domains")
+        #expect(domains.status == 0 && domains.stdout == "org.ex.marker\n", "\(domains.stdout) \(domains.stderr)")
+        let get = try user.kvctl("get", "org.ex.lockonly")
+        #expect(get.status == 1, "\(get.stdout) \(get.stderr)")
+    }
+
     /// `--admin-group` naming no group is warned about at start (only root may then write).
     @Test func anAdminGroupThatDoesNotExistIsWarnedAbout() throws {
         let scene = try SystemScene()
