@@ -52,6 +52,8 @@ public final class Server {
     let handler: RequestHandler
     /// Replies to hot `Get` calls, kept while nothing they read changes.
     var getReplies = GetReplyCache()
+    /// Replies to `List` calls of large domains, shared while nothing they read changes.
+    var listReplies: ListReplyCache
     let role: DaemonOptions.Role
     /// A user's kvd: follows the system instance (nil: no system layer).
     var mirror: SystemMirror?
@@ -132,6 +134,7 @@ public final class Server {
         self.limits = limits
         self.poller = try Poller(system: system)
         self.memory = ClientMemory(budget: limits.maxClientMemory)
+        self.listReplies = ListReplyCache(maxBytes: min(64 << 20, limits.maxClientMemory / 4))
         self.readBuffer = [UInt8](repeating: 0, count: limits.readChunk)
         self.watchdog = Systemd.watchdogInterval()
         try watchListeners()

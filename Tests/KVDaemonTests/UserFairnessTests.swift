@@ -108,4 +108,24 @@ import Testing
         #expect(reader.replies == [tooLarge])
         #expect(admin.replies == [#"{"parameters":{"revision":1}}"#])
     }
+
+    /// Lists of a large domain share one encoded reply (``ListReplyCache``) until a write
+    /// changes what they read; then the next `List` shows it.
+    @Test func listsOfALargeDomainShareOneReplyUntilAWrite() throws {
+        let loop = try Self.systemLoop()
+        Self.populate(loop, [("d", "a", 100 << 10)])
+        loop.system.pretendPeers([Self.other, Self.root])
+        let reader = loop.connect()
+        let admin = loop.connect()
+        let list = #"{"method":"io.kvd.Defaults.List","parameters":{"domain":"d"}}"#
+        reader.send(list, list)
+        loop.run("the Lists were not answered") { reader.replies.count == 2 }
+        #expect(reader.replies[0] == reader.replies[1] && reader.replies[0].contains(#""a":"vvvv"#), "\(reader.replies.map { $0.prefix(100) })")
+        #expect(!reader.replies[0].contains(#""b":"#))
+        admin.send(Self.set("d", "b", bytes: 10))
+        loop.run("the write was not answered") { admin.replies.count == 1 }
+        reader.send(list)
+        loop.run("the third List was not answered") { reader.replies.count == 3 }
+        #expect(reader.replies[2].contains(#""b":"vvvvvvvvvv""#) && reader.replies[2].contains(#""a":"vvvv"#), "\(reader.replies[2].prefix(100))")
+    }
 }
