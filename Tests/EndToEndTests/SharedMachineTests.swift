@@ -144,3 +144,81 @@ struct SharedMachineTests {
         #expect(refused.stderr.hasPrefix("kvd: --idle-exit needs a number of seconds from 0 (never) to 1000000000, not \"1e16\"\n"), "\(refused.stderr)")
     }
 }
+
+/// Issue 23, item 11: export, import, restore and restore-backup work on the user's own layer
+/// (a real user's kvd under a real system instance): a system default is never copied into it,
+/// a lock blocks only the key it locks, a value equal to the default stays the user's own, and
+/// restore-backup restores all it can and says what it could not and why.
+@Suite(.enabled(if: SystemAccounts.available, "needs root, useradd, groupadd, setpriv and systemd-socket-activate to play an admin and two users"))
+struct OwnLayerTests {
+    static let domain = "org.ex.browser"
+
+    /// A scene with `homepage` set and locked, `fontsize` a system default of 12, and the user's
+    /// kvd following it.
+    static func scene() throws -> (SystemScene, UserKvd) {
+        let scene = try SystemScene()
+        try scene.setAndLock(domain, "homepage", "https://intranet")
+        #expect(try scene.systemCall("io.kvd.Defaults.Set", ["domain": domain, "key": "fontsize", "value": 12]).error == nil)
+        let user = try scene.startUser(scene.accounts.user)
+        #expect(try eventually { try user.get(domain, "homepage").source == "locked" && user.get(domain, "fontsize").value as? Int == 12 }, "\(scene.logs())")
+        return (scene, user)
+    }
+
+    /// The revision a `kvctl --json` write printed.
+    static func revision(_ run: Run) -> Int? {
+        (try? JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any])?["revision"] as? Int
+    }
+
+    @Test func exportWritesTheUsersOwnValuesAndImportChangesOnlyThemLeavingLockedKeysOut() throws {
+        let (scene, user) = try Self.scene()
+        defer { withExtendedLifetime(scene) {} }
+        #expect(try user.kvctl("set", Self.domain, "theme", "dark").status == 0)
+        let own = try user.kvctl("export", Self.domain, "-")
+        #expect(own.status == 0 && own.stdout.contains("theme") && !own.stdout.contains("fontsize") && !own.stdout.contains("homepage"), "\(own.stdout)")
+        let effective = try user.kvctl("export", Self.domain, "-", "--effective")
+        #expect(effective.status == 0 && effective.stdout.contains("theme") && effective.stdout.contains("fontsize") && effective.stdout.contains("intranet"))
+        let fontsize = try user.file("fontsize.json", #"{"fontsize": 14}"#)
+        let imported = try user.kvctl("import", Self.domain, fontsize)
+        #expect(imported.status == 0, "import of an unlocked key was refused: \(imported.stderr)")
+        #expect(try user.get(Self.domain, "fontsize").value as? Int == 14 && user.get(Self.domain, "fontsize").source == "user")
+        #expect(try user.get(Self.domain, "homepage").source == "locked")
+        #expect(try user.get(Self.domain, "theme").error == "io.kvd.Defaults.NotFound", "import makes the own layer hold the file's values only")
+        let withLocked = try user.file("locked.json", #"{"fontsize": 15, "homepage": "https://mine"}"#)
+        let partly = try user.kvctl("import", Self.domain, withLocked)
+        #expect(partly.status == 1 && partly.stderr.contains(#""homepage""#) && partly.stderr.contains("locked"), "\(partly.stderr)")
+        #expect(try user.get(Self.domain, "fontsize").value as? Int == 15, "the lock blocked more than its key")
+    }
+
+    @Test func restoreWritesTheUsersOwnValueEvenWhenItEqualsTheDefault() throws {
+        let (scene, user) = try Self.scene()
+        let set = try user.kvctl("--json", "set", Self.domain, "fontsize", "-int", "12")
+        let revision = try #require(Self.revision(set), "\(set.stdout) \(set.stderr)")
+        #expect(try user.kvctl("delete", Self.domain, "fontsize").status == 0)
+        let key = try user.kvctl("restore", Self.domain, "fontsize", "--revision", String(revision))
+        #expect(key.status == 0 && !key.stderr.contains("nothing to restore"), "\(key.stderr)")
+        #expect(try user.get(Self.domain, "fontsize").source == "user")
+        #expect(try user.kvctl("delete", Self.domain, "fontsize").status == 0)
+        let whole = try user.kvctl("restore", Self.domain, "--revision", String(revision))
+        #expect(whole.status == 0 && !whole.stderr.contains("nothing to restore"), "the domain restore was refused or did nothing: \(whole.stderr)")
+        #expect(try scene.systemCall("io.kvd.Defaults.Set", ["domain": Self.domain, "key": "fontsize", "value": 20]).error == nil)
+        #expect(try eventually { try user.get(Self.domain, "fontsize").value as? Int == 12 && user.get(Self.domain, "fontsize").source == "user" })
+    }
+
+    @Test func restoreBackupRestoresAllItCanNamesALockedKeyAndNeverAsksForAUselessRerun() throws {
+        let (scene, user) = try Self.scene()
+        #expect(try user.kvctl("set", Self.domain, "toolbar", "on").status == 0)
+        #expect(try user.kvctl("set", "org.ex.other", "k", "kept").status == 0)
+        let file = user.folder + "/backup.json"
+        #expect(try user.kvctl("backup", file).status == 0)
+        try scene.setAndLock(Self.domain, "toolbar", "off")
+        #expect(try user.kvctl("delete", "org.ex.other").status == 0)
+        let restored = try user.kvctl("restore-backup", file, "--yes")
+        #expect(restored.status == 1 && restored.stderr.contains(#""toolbar""#) && restored.stderr.contains("locked"), "\(restored.stderr)")
+        #expect(!restored.stderr.contains("again"), "\(restored.stderr)")
+        #expect(try user.get("org.ex.other", "k").value as? String == "kept", "a domain after the locked key was not restored: \(restored.stderr)")
+        let system = try run(
+            "/usr/bin/setpriv", asUser(user.account, home: user.folder, Binaries.kvctl, ["--system", "--socket", scene.systemSocket, "restore-backup", file, "--yes"]))
+        #expect(system.status == 1 && system.stderr.contains("permission denied") && system.stderr.contains("nothing was restored"), "\(system.stderr)")
+        #expect(!system.stderr.contains("again"), "\(system.stderr)")
+    }
+}
