@@ -55,9 +55,15 @@ extension Server {
 
     /// Whether `connection` may handle its next call now: it is serving (not waiting for a
     /// commit or its turn, watching or closing), kvd is not stopping, and its unread replies are
-    /// within ``Limits/maxPendingOutput``.
+    /// within its cap (``outputCap(_:)``).
     private func canHandleNextCall(_ connection: ClientConnection) -> Bool {
-        connection.isServing && shutdownDeadline == nil && connection.pendingOutput <= limits.maxPendingOutput
+        connection.isServing && shutdownDeadline == nil && connection.pendingOutput <= outputCap(connection)
+    }
+
+    /// Unread reply bytes past which a connection's calls wait: ``Limits/readerPendingOutput``
+    /// for a reader of the system instance, else ``Limits/maxPendingOutput``.
+    func outputCap(_ connection: ClientConnection) -> Int {
+        connection.uid != nil && !connection.mayWrite ? min(limits.readerPendingOutput, limits.maxPendingOutput) : limits.maxPendingOutput
     }
 
     /// Queues `connection` for another turn on the next pass of the loop.
@@ -126,7 +132,7 @@ extension Server {
     private func updateInterest(_ connection: ClientConnection) {
         let readable =
             connection.peer == .connected && connection.phase != .closingAfterFlush
-            && connection.pendingOutput <= limits.maxPendingOutput && inputRoom(connection) > 0
+            && connection.pendingOutput <= outputCap(connection) && inputRoom(connection) > 0
         let writable = connection.pendingOutput > 0
         guard connection.registered != (readable, writable) else { return }
         do {

@@ -37,6 +37,11 @@ import KVSystem
 public final class Server {
     public struct Limits: Sendable {
         public var maxPendingOutput = 32 << 20
+        /// The system instance: a reader's (a user who may not write) unread replies past which
+        /// its calls wait, so a user pipelining calls it never reads holds little, and no shed
+        /// and refill of large buffers stalls the others. A `Mirror` or `Watch` is held to
+        /// ``maxPendingOutput`` as any watcher.
+        public var readerPendingOutput = 1 << 20
         public var readChunk = 64 << 10
         /// Most bytes all clients together may hold (``ClientMemory``).
         public var maxClientMemory = 256 << 20
