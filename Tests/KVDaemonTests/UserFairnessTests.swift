@@ -128,4 +128,24 @@ import Testing
         loop.run("the third List was not answered") { reader.replies.count == 3 }
         #expect(reader.replies[2].contains(#""b":"vvvvvvvvvv""#) && reader.replies[2].contains(#""a":"vvvv"#), "\(reader.replies[2].prefix(100))")
     }
+
+    /// A reader that pipelines calls and never reads holds at most about 1 MiB of replies (its
+    /// other calls wait); an admin's pipeline is held to the general 32 MiB.
+    @Test func aReaderNeverReadingHoldsAboutOneMebibyteOfReplies() throws {
+        let loop = try Self.systemLoop()
+        Self.populate(loop, [("d", "k", 100 << 10)])
+        loop.system.pretendPeers([Self.other, Self.root])
+        let reader = loop.connect()
+        let admin = loop.connect()
+        let calls = [String](repeating: Self.get("d", "k"), count: 40).joined(separator: "\u{0}")
+        reader.send(calls)
+        admin.send(calls)
+        func held(_ client: EventLoopTests.Client) -> Int { loop.server.connections[client.daemonFD]?.pendingOutput ?? -1 }
+        loop.run("the admin's calls were not all handled") { loop.server.connections[admin.daemonFD]?.framer.pendingByteCount == 0 && held(admin) > 2 << 20 }
+        loop.run("the reader's first calls were not handled") { held(reader) > 1 << 20 }
+        #expect(held(reader) <= (1 << 20) + (200 << 10), "the reader holds \(held(reader)) bytes of replies")
+        #expect(loop.server.connections[reader.daemonFD]?.framer.pendingByteCount ?? 0 > 0, "the reader's later calls were handled too")
+        #expect(reader.replies.count > 0)
+        loop.run("the reader was not served as it read") { reader.replies.count == 40 }
+    }
 }
