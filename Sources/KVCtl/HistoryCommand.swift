@@ -71,7 +71,7 @@ extension Runner {
         let wanted = Dictionary(uniqueKeysWithValues: then.compactMap { entry in entry.value.map { (entry.key, $0) } })
         let change: OwnLayerChange
         do {
-            change = try makeOwnLayer(domain, hold: wanted, onlyChanged: true, from: "revision \(revision)", on: connection)
+            change = try makeOwnLayer(domain, hold: wanted, onlyChanged: true, retry: false, from: "revision \(revision)", on: connection)
         } catch ClientError.revisionMismatch {
             throw Failure(
                 "\(domain.name) changed while kvctl restored it; nothing was restored: check it (kvctl history \(domain.name)) and run the restore again")

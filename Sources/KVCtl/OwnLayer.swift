@@ -34,12 +34,15 @@ extension Runner {
     /// every key of `values` (only those that differ, with `onlyChanged`) and removes every
     /// other own key (unreadable ones too, named on stderr), on condition that the domain did not
     /// change since it was listed. Keys the system locks are left out and returned: a lock
-    /// blocks only its key. `file` names the source in messages.
-    func makeOwnLayer(_ domain: Domain, hold values: [Key: Value], onlyChanged: Bool, from file: String, on connection: Connection) throws -> OwnLayerChange {
+    /// blocks only its key. `file` names the source in messages. With `retry`, a domain that
+    /// changed meanwhile is listed again (``retrying(_:)``); without, that is `RevisionMismatch`.
+    func makeOwnLayer(
+        _ domain: Domain, hold values: [Key: Value], onlyChanged: Bool, retry: Bool = true, from file: String, on connection: Connection
+    ) throws -> OwnLayerChange {
         var locked: Set<Key> = []
         while true {
             do {
-                let (revision, removedUnreadable) = try retrying { () throws -> (Int64?, [Key]) in
+                let attempt = { () throws -> (Int64?, [Key]) in
                     let listing = try connection.listIfPresent(domain)
                     locked.formUnion((listing?.sources ?? [:]).filter { $0.value == .locked }.keys)
                     let own = listing.map { listing in listing.values.filter { listing.sources[$0.key] == nil } } ?? [:]
@@ -50,6 +53,7 @@ extension Runner {
                     let revision = try connection.apply(domain, changes.sorted { $0.key < $1.key }, ifRevision: listing?.revision ?? 0)
                     return (revision, (listing?.unreadable ?? [:]).keys.filter { values[$0] == nil }.sorted())
                 }
+                let (revision, removedUnreadable) = retry ? try retrying(attempt) : try attempt()
                 if !removedUnreadable.isEmpty {
                     console.err(
                         "kvctl: removed \(Self.quoted(removedUnreadable)) from \(domain.name): not in \(file == "-" ? "stdin" : file), and their stored values could not be read\n")
