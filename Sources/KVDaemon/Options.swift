@@ -172,7 +172,7 @@ public struct DaemonOptions: Sendable, Equatable {
                 guard let seconds = Double(text), seconds >= 0, seconds <= maxIdleExitSeconds else {
                     throw UsageError("--idle-exit needs a number of seconds from 0 (never) to \(Int(maxIdleExitSeconds)), not \"\(text)\"")
                 }
-                idle = seconds == 0 ? nil : .milliseconds(Int64(seconds * 1000))
+                idle = seconds == 0 ? nil : .milliseconds(Int64((seconds * 1000).rounded(.up)))
             case "--max-client-memory":
                 clientMemory = try byteCount(try value(for: argument), for: argument)
             case "--history-keep", "--history-days":
