@@ -7,7 +7,7 @@ varlink to kvd, RESP to Redis), runs the in-process rows with kvbench-local, and
 bench/results.json, bench/results.md and bench/results.svg. Every child is bounded in time and
 stopped at the end, whatever happens. A peer that cannot be had is skipped with a note.
 
-    bench/run.py --bin .build/release [--quick] [--out bench] [--no-install] [--only history,cold]
+    bench/run.py --bin .build/release [--quick] [--out bench] [--no-install] [--only history,cold,shared]
 
 --quick (BENCH_QUICK=1) is the smoke mode: tiny durations, one run, never installs anything.
 """
@@ -27,6 +27,7 @@ import time
 
 import chart
 from fleet import FleetRows
+from flood import FloodRow
 
 CHILD_TIMEOUT = 120  # seconds any one measuring program may take
 ACTIVATE = 'export LISTEN_PID=$$ LISTEN_FDS=1; exec "$0" "$@" {redirect}'
@@ -253,6 +254,9 @@ class Bench:
         if "cold" in self.only:
             print("cold start", flush=True)
             self.cold_start_row()
+        if "shared" in self.only:
+            print("shared machine", flush=True)
+            FloodRow(self).run()
         for t in self.targets:
             ratio = "n/a" if t["ratio"] is None else f"{t['ratio']:.2f}"
             print(f"  target {t['row']}: {t['measure']} = {ratio} (target {t['target']})", flush=True)
@@ -323,6 +327,9 @@ class Bench:
             # moves with whatever else the machine does; the median of every call of the row
             # does not.
             self.target(row, "p50 latency with/without the system layer", layered["p50_us"] / plain["p50_us"], 1.1, "<=")
+
+        print("shared machine", flush=True)
+        FloodRow(self).run()
 
         print("fleet (etcd)", flush=True)
         FleetRows(self).run()
@@ -565,10 +572,10 @@ def main():
     parser.add_argument("--runs", type=int, default=5, help="runs per measurement (median and spread)")
     parser.add_argument("--out", help="folder for results.* (default: bench, or .build/bench-smoke with --quick)")
     parser.add_argument("--tmp", help="folder for the servers' state (default .build; must not be tmpfs)")
-    parser.add_argument("--only", help="run only these rows, comma-separated (history, cold), print them and write no results")
+    parser.add_argument("--only", help="run only these rows, comma-separated (history, cold, shared), print them and write no results")
     args = parser.parse_args()
-    if args.only and not set(args.only.split(",")) <= {"history", "cold"}:
-        parser.error(f"--only takes history and/or cold, not {args.only}")
+    if args.only and not set(args.only.split(",")) <= {"history", "cold", "shared"}:
+        parser.error(f"--only takes history, cold and/or shared, not {args.only}")
     bench = Bench(args)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     try:

@@ -113,9 +113,12 @@ extension Runner {
     }
 
     /// `restore-backup FILE|- [--yes]`: without `--yes`, says what it would do and fails;
-    /// with it, makes each domain of the backup hold exactly its values, one atomic change per
-    /// domain (domains not in the backup are left alone). The whole file is checked first:
-    /// a damaged one restores nothing.
+    /// with it, makes each domain's own layer hold exactly the backup's values, one atomic change
+    /// per domain (domains not in the backup are left alone). The whole file is checked first:
+    /// a damaged one restores nothing. Every domain it can is restored; keys the system locks
+    /// are left out; what was not restored is named with the reason, and a rerun is suggested
+    /// only when the failure may pass (kvd gone, storage failing). A caller who may not write
+    /// (the system instance) restores nothing and is told so.
     func restoreBackup(from file: String, yes: Bool, on connection: Connection) throws {
         let name = file == "-" ? "stdin" : file
         let backup = try BackupFile(file == "-" ? try console.readStandardInput() : try Files.read(file), name: name)
@@ -127,15 +130,27 @@ extension Runner {
             )
         }
         var restored: [Domain] = []
+        var notes: [String] = []
+        var transient = false
         var last: Int64?
         for domain in domains {
             do {
-                last = try importDomain(domain, backup.domains[domain]!, from: file, on: connection) ?? last
-            } catch {
-                let done = restored.isEmpty ? "nothing was restored" : "restored \(restored.map(\.name).joined(separator: ", "))"
-                throw Failure("restoring \(domain.name) failed (\((error as? ClientError).map(Self.message(for:)) ?? "\(error)")); \(done), the rest not: run it again to finish")
+                let change = try makeOwnLayer(domain, hold: backup.domains[domain]!, onlyChanged: true, from: name, on: connection)
+                last = change.revision ?? last
+                restored.append(domain)
+                if !change.locked.isEmpty { notes.append("left out \(Self.lockedNote(change.locked, of: domain))") }
+            } catch let error as ClientError {
+                if case .permissionDenied = error {
+                    let done = restored.isEmpty ? "nothing was restored" : "restored \(restored.map(\.name).joined(separator: ", ")) only"
+                    throw Failure("\(Self.message(for: error)); \(done)")
+                }
+                transient = transient || error.isConnectionLost || { if case .storageFailure = error { return true } else { return false } }()
+                notes.append("not \(domain.name): \(Self.message(for: error))")
             }
-            restored.append(domain)
+        }
+        guard notes.isEmpty else {
+            let again = transient ? "; running it again may restore the rest" : ""
+            throw Failure("restored \(restored.count) of \(domains.count) domains from \(name); \(notes.joined(separator: "; "))\(again)")
         }
         console.err("kvctl: restored \(domains.count) domains from \(name) (backup of revision \(backup.revision))\n")
         if options.json, let last { console.out("{\"revision\":\(last)}\n") }

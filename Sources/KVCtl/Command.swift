@@ -47,7 +47,9 @@ public enum Command: Sendable, Equatable {
     case keys(Domain)
     case readType(Domain, Key)
     case rename(Domain, Key, Key)
-    case export(Domain, String)
+    /// `export DOMAIN FILE|- [--effective]`: the user's own values (with `effective`, the
+    /// values as the layers combine: system defaults and locked values too).
+    case export(Domain, String, effective: Bool = false)
     case `import`(Domain, String)
     case watch(Domain, Key?)
     /// `source DOMAIN KEY`: where the value comes from (user, system, locked).
@@ -74,8 +76,8 @@ public enum Command: Sendable, Equatable {
     case version
     /// `completion bash|zsh|fish`: prints the shell's completion script.
     case completion(Shell)
-    /// `export DOMAIN FILE --format xml|binary` (`--format json` is ``export(_:_:)``).
-    case exportPlist(Domain, String, PlistFormat)
+    /// `export DOMAIN FILE --format xml|binary [--effective]` (`--format json` is ``export(_:_:effective:)``).
+    case exportPlist(Domain, String, PlistFormat, effective: Bool = false)
 }
 
 extension Command {
@@ -166,9 +168,10 @@ extension Invocation {
         case "rename": command = .rename(try reader.domain(), try reader.key("OLD"), try reader.key("NEW"))
         case "export":
             let (domain, file) = (try reader.domain(), try reader.word("FILE"))
-            switch try reader.exportFormat() {
-            case nil: command = .export(domain, file)
-            case let format?: command = .exportPlist(domain, file, format)
+            let (format, effective) = try reader.exportOptions()
+            switch format {
+            case nil: command = .export(domain, file, effective: effective)
+            case let format?: command = .exportPlist(domain, file, format, effective: effective)
             }
         case "import": command = .import(try reader.domain(), try reader.word("FILE"))
         case "watch": command = .watch(try reader.domain(), try reader.optionalKey())
@@ -252,14 +255,25 @@ struct ArgumentReader {
         do { return try Key(validating: name) } catch { throw UsageError(error.description) }
     }
 
-    /// `export`'s optional `--format json|xml|binary`: `nil` for JSON.
-    mutating func exportFormat() throws(UsageError) -> PlistFormat? {
-        guard let flag = optionalWord() else { return nil }
-        guard flag == "--format" else { throw UsageError("unexpected argument: \(flag) (export takes --format json|xml|binary after FILE)") }
-        let name = try word("FORMAT after --format")
-        if name == "json" { return nil }
-        guard let format = PlistFormat(rawValue: name) else { throw UsageError("unknown format \"\(name)\": use --format json, xml or binary") }
-        return format
+    /// `export`'s options after FILE, in any order: `--format json|xml|binary` (`nil` for JSON)
+    /// and `--effective`.
+    mutating func exportOptions() throws(UsageError) -> (format: PlistFormat?, effective: Bool) {
+        var format: PlistFormat?
+        var effective = false
+        while let flag = optionalWord() {
+            switch flag {
+            case "--effective": effective = true
+            case "--format":
+                let name = try word("FORMAT after --format")
+                guard name == "json" || PlistFormat(rawValue: name) != nil else {
+                    throw UsageError("unknown format \"\(name)\": use --format json, xml or binary")
+                }
+                format = PlistFormat(rawValue: name)
+            default:
+                throw UsageError("unexpected argument: \(flag) (export takes --format json|xml|binary and --effective after FILE)")
+            }
+        }
+        return (format, effective)
     }
 
     mutating func remaining() -> [String] {

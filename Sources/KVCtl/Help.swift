@@ -68,11 +68,12 @@ enum Help {
                 replaced. Fails if the domain changes meanwhile and retrying does not help.
                 """),
         Entry(
-            name: "export", aliases: [], usage: "export DOMAIN FILE|- [--format json|xml|binary]",
+            name: "export", aliases: [], usage: "export DOMAIN FILE|- [--format json|xml|binary] [--effective]",
             summary: "write the whole domain as typed JSON or a property list",
             details: """
-                Writes all values of DOMAIN as an indented typed JSON object to FILE, or to stdout
-                for -. With --format xml or binary, as a property list instead (what macOS
+                Writes your own values of DOMAIN as an indented typed JSON object to FILE, or to
+                stdout for -; with --effective, every value you read, the system's defaults and
+                locked values included (importing that file makes them your own values). With --format xml or binary, as a property list instead (what macOS
                 `defaults import` reads); XML keeps dates to the second, so a date with a fraction
                 is refused there (use binary). FILE is replaced atomically; an existing file keeps its mode and owner, a
                 symbolic link is written through to its target, and a new file gets mode 0600
@@ -88,6 +89,8 @@ enum Help {
                 FILE (or stdin for -) and makes DOMAIN hold exactly
                 its values, in one atomic change: keys in the file are set, keys not in the file
                 are removed (like macOS `defaults import`), unreadable ones too (named on stderr).
+                It changes only your own values: system defaults stay defaults, and a key the
+                administrator locks is left out (named, exit 1) while the rest is imported.
                 Use set to merge single keys. A property-list value kvd cannot hold exactly (an
                 integer beyond 64 bits, a date outside 0001-9999 or not a calendar date, a lone
                 surrogate, a UID from a keyed archive) is refused naming its key, and nothing is
@@ -172,7 +175,9 @@ enum Help {
                 domain as it was after revision N in one atomic change (a deleted domain comes
                 back), refused if the domain changes while kvctl restores it: then nothing is
                 restored. Find N with: kvctl history DOMAIN. A revision older than what kvd
-                keeps is refused, naming the oldest revision it can restore.
+                keeps is refused, naming the oldest revision it can restore. Only your own
+                values are restored (a value equal to the system default becomes your own again);
+                a key the administrator locks is left out, named, and the rest restored.
                 """),
         Entry(
             name: "backup", aliases: [], usage: "backup FILE|-",
@@ -196,7 +201,9 @@ enum Help {
                 was there before); domains not in the backup stay as they are. The whole file is
                 checked first: a damaged file, or one of a newer backup version, restores
                 nothing. Without --yes, only says what it would restore (which domains, how
-                many keys) and exits 1.
+                many keys) and exits 1. Your own values are restored, every domain it can; keys
+                the administrator locks are left out; what was not restored is named with the
+                reason (exit 1), and a rerun is suggested only when it may succeed.
                 """),
         Entry(
             name: "completion", aliases: [], usage: "completion bash|zsh|fish",

@@ -58,7 +58,9 @@ extension Runner {
         let then = try connection.history(domain, at: revision, key: key)
         if let key {
             if let value = then.first?.value {
-                if (try? connection.get(domain, key))?.value == value {
+                // The user's own value, not a system default equal to it: that one is restored
+                // as the user's own, so a later change of the default does not replace it.
+                if let now = try? connection.getWithSource(domain, key), now.source == .user, now.value == value {
                     console.err("kvctl: \(domain.name) \(ClientError.shellWord(key.name)) is as it was after revision \(revision); nothing to restore\n")
                     return nil
                 }
@@ -66,21 +68,19 @@ extension Runner {
             }
             return try Self.optional { () throws(ClientError) in try connection.delete(domain, key) }
         }
-        let current = try Self.optional { () throws(ClientError) in try connection.list(domain) }
         let wanted = Dictionary(uniqueKeysWithValues: then.compactMap { entry in entry.value.map { (entry.key, $0) } })
-        let present = Array((current?.values ?? [:]).keys) + Array((current?.unreadable ?? [:]).keys)
-        var changes = present.filter { wanted[$0] == nil }.map { Change(key: $0, value: nil) }
-        changes += wanted.filter { current?.values[$0.key] != $0.value }.map { Change(key: $0.key, value: $0.value) }
-        guard !changes.isEmpty else {
-            console.err("kvctl: \(domain.name) is as it was after revision \(revision); nothing to restore\n")
-            return nil
-        }
-        let result = Result { () throws(ClientError) in try connection.apply(domain, changes.sorted { $0.key < $1.key }, ifRevision: current?.revision ?? 0) }
-        if case .failure(.revisionMismatch) = result {
+        let change: OwnLayerChange
+        do {
+            change = try makeOwnLayer(domain, hold: wanted, onlyChanged: true, retry: false, from: "revision \(revision)", on: connection)
+        } catch ClientError.revisionMismatch {
             throw Failure(
                 "\(domain.name) changed while kvctl restored it; nothing was restored: check it (kvctl history \(domain.name)) and run the restore again")
         }
-        return try result.get()
+        if !change.locked.isEmpty {
+            throw Failure("restored \(domain.name) as it was after revision \(revision) but \(Self.lockedNote(change.locked, of: domain))")
+        }
+        if change.revision == nil { console.err("kvctl: \(domain.name) is as it was after revision \(revision); nothing to restore\n") }
+        return change.revision
     }
 
     /// The message for a `HistoryTruncated` error, or nil for any other.

@@ -45,13 +45,13 @@ struct Runner {
             console.out(try connection.get(domain, key).value.typeName + "\n")
         case .rename(let domain, let old, let new):
             printRevision(try rename(domain, old, new, on: connection))
-        case .export(let domain, let file):
-            let listing = try connection.list(domain)
+        case .export(let domain, let file, let effective):
+            let listing = try exportListing(domain, effective: effective, on: connection)
             let text = Format.domain(listing.values, pretty: true) + "\n"
             if file == "-" { console.out(text) } else { try Files.writeAtomically(file, Array(text.utf8)) }
             try Self.refuseLeftOut(listing, of: domain, from: file == "-" ? "the export" : file)
-        case .exportPlist(let domain, let file, let format):
-            let listing = try connection.list(domain)
+        case .exportPlist(let domain, let file, let format, let effective):
+            let listing = try exportListing(domain, effective: effective, on: connection)
             let bytes = try Plist.plist(fromTypedJSON: Format.domain(listing.values, pretty: false), format: format)
             if file != "-" {
                 try Files.writeAtomically(file, bytes)
@@ -64,7 +64,9 @@ struct Runner {
         case .import(let domain, let file):
             var bytes = file == "-" ? try console.readStandardInput() : try Files.read(file)
             if Plist.looksLikePlist(bytes) { bytes = try Plist.typedJSON(fromPlist: bytes, name: file == "-" ? "stdin" : file) }
-            printRevision(try importDomain(domain, try Self.domainValues(bytes, from: file), from: file, on: connection))
+            let change = try makeOwnLayer(domain, hold: try Self.domainValues(bytes, from: file), onlyChanged: false, from: file, on: connection)
+            printRevision(change.revision)
+            if !change.locked.isEmpty { throw Failure("imported \(domain.name) but \(Self.lockedNote(change.locked, of: domain)); the rest is imported") }
         case .watch(let domain, let key):
             var first: Connection? = connection
             try WatchCommand(domain: domain, key: key, json: options.json, console: console) { () throws(ClientError) in
@@ -143,23 +145,13 @@ struct Runner {
         }
     }
 
-    /// Makes `domain` hold exactly `values`: one atomic Apply that sets every key of the file and
-    /// removes every other key (unreadable ones too, named on stderr), on condition that the
-    /// domain did not change since it was listed.
-    func importDomain(_ domain: Domain, _ values: [Key: Value], from file: String, on connection: Connection) throws -> Int64? {
-        let (revision, removedUnreadable) = try retrying { () throws -> (Int64?, [Key]) in
-            let current = try Self.optional { () throws(ClientError) in try connection.list(domain) }
-            let present = Array((current?.values ?? [:]).keys) + Array((current?.unreadable ?? [:]).keys)
-            let removals = present.filter { values[$0] == nil }.map { Change(key: $0, value: nil) }
-            let changes = removals + values.map { Change(key: $0.key, value: $0.value) }
-            guard !changes.isEmpty else { return (nil, []) }
-            let revision = try connection.apply(domain, changes.sorted { $0.key < $1.key }, ifRevision: current?.revision ?? 0)
-            return (revision, (current?.unreadable ?? [:]).keys.filter { values[$0] == nil }.sorted())
-        }
-        if !removedUnreadable.isEmpty {
-            console.err("kvctl: removed \(Self.quoted(removedUnreadable)) from \(domain.name): not in \(file == "-" ? "stdin" : file), and their stored values could not be read\n")
-        }
-        return revision
+    /// What `export` writes: the user's own values, or with `effective` the values as the
+    /// layers combine. A domain with no values of the user's own but system ones is exported
+    /// empty, not refused.
+    private func exportListing(_ domain: Domain, effective: Bool, on connection: Connection) throws -> DomainListing {
+        var listing = try connection.list(domain)
+        if !effective { Self.keepOwn(&listing) }
+        return listing
     }
 
     /// Fails (after the output was written) when `listing` left out unreadable keys, naming them.
@@ -215,7 +207,7 @@ struct Runner {
     }
 
     /// Runs `body`, again while it fails with `RevisionMismatch`, at most ``attempts`` times.
-    private func retrying<T>(_ body: () throws -> T) throws -> T {
+    func retrying<T>(_ body: () throws -> T) throws -> T {
         for _ in 1..<Self.attempts {
             do {
                 return try body()

@@ -80,6 +80,12 @@ final class ClientConnection {
         return false
     }
 
+    /// Whether the connection streams a `Mirror` (a user's kvd following the system instance).
+    var isMirror: Bool {
+        if case .watching(let watch) = phase { return watch.domain == nil }
+        return false
+    }
+
     /// Whether the connection handles its calls now (checked for every call).
     var isServing: Bool {
         if case .serving = phase { return true }

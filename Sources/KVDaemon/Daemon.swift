@@ -27,6 +27,9 @@ public enum Daemon {
             return 2
         }
         let log = Logger(toJournal: Systemd.stderrIsJournal(environment: environment), verbose: options.verbose, system: system)
+        if case .system(let policy) = options.role, system.groupID(named: policy.adminGroup) == nil {
+            log.warning("there is no group \"\(policy.adminGroup)\" (--admin-group): only root may change the system instance")
+        }
         return run(options, log: log, system: system)
     }
 

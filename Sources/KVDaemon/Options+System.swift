@@ -6,6 +6,10 @@ extension DaemonOptions {
         /// Most connections one uid may have open; more are closed at once (root's too, counted
         /// apart from everyone else's).
         public var maxConnectionsPerUID = 64
+        /// Largest call a connection that may not write sends (its reads are small; its writes
+        /// are refused anyway): a longer one gets `TooLarge` with this limit and the connection
+        /// closes, before any of it is parsed, so no reader stalls the loop with a huge message.
+        public static let maxReaderMessageBytes = 64 << 10
         /// The fleet (`--etcd`): etcd's client URLs; empty: no fleet.
         public var etcdEndpoints: [String] = []
         /// The domains mirrored from etcd (`--fleet-domain`, shell globs).

@@ -60,15 +60,19 @@ public struct DaemonOptions: Sendable, Equatable {
                                 there is no system layer until something does
           --no-system-layer     serve the user's values only: no system defaults, no locks
           --idle-exit SECONDS   exit after this many idle seconds with no client (default 30;
-                                0 = never; the system instance's default is never)
+                                0 = never, at most 1000000000; the system instance's default
+                                is never)
           --max-client-memory SIZE
                                 most memory all clients together may hold in kvd: unsent
                                 replies and unfinished messages (default 256M; bytes, or with
-                                K, M or G; at least 1M). Past it, the clients holding the most
-                                are disconnected and logged. Keep it above 16M, the
-                                largest message.
-          --history-keep N      history keeps at least each key's last N values (default 20)
-          --history-days D      history keeps every value of the last D days (default 30);
+                                K, M or G; 1M to 1024G). Past it, the clients holding the most
+                                are disconnected and logged (on the system instance, those of
+                                the user holding the most). Keep it above 16M, the largest
+                                message.
+          --history-keep N      history keeps at least each key's last N values (default 20;
+                                0 to 1000000)
+          --history-days D      history keeps every value of the last D days (default 30;
+                                0 to 1000000);
                                 --history-keep 0 --history-days 0 turns history off
           --verbose             log every connection and commit
 
@@ -79,7 +83,8 @@ public struct DaemonOptions: Sendable, Equatable {
           --admin-group NAME    besides root, the members of this group may change values and
                                 locks (default kvd-admin); everyone may read
           --max-connections-per-uid N
-                                most connections one user may hold open (default 64)
+                                most connections one user may hold open (default 64;
+                                1 to 1048576)
           --etcd URL[,URL...]   mirror fleet domains from this etcd cluster (its client URLs,
                                 http:// or https://; several for fail-over)
           --fleet-domain PATTERN
@@ -92,13 +97,20 @@ public struct DaemonOptions: Sendable, Equatable {
           --etcd-ca-file FILE   the certificate authorities (PEM) that sign etcd's https
                                 certificates, as etcdctl's --cacert (default: the system's)
           --etcd-progress-interval SECONDS
-                                etcd's --experimental-watch-progress-notify-interval (default 5):
+                                etcd's --experimental-watch-progress-notify-interval (default 5;
+                                0.1 to 3600):
                                 a watch silent for 2.25 times as long counts as broken
           -h, --help            show this help
           --version             show the version
         """
 
     public static let version = KVDVersion.current
+
+    /// The longest `--idle-exit` (about 31 years): any longer is a mistake, and its milliseconds
+    /// must fit the event loop's timers.
+    static let maxIdleExitSeconds: Double = 1_000_000_000
+    /// The largest `--max-client-memory`: 1 TiB.
+    static let maxClientMemoryBytes = 1 << 40
 
     /// What the command line asks for.
     public enum Parsed: Equatable, Sendable {
@@ -157,10 +169,10 @@ public struct DaemonOptions: Sendable, Equatable {
             case "--idle-exit":
                 idleSet = true
                 let text = try value(for: argument)
-                guard let seconds = Double(text), seconds >= 0, seconds.isFinite else {
-                    throw UsageError("--idle-exit needs a number of seconds (0 = never), not \"\(text)\"")
+                guard let seconds = Double(text), seconds >= 0, seconds <= maxIdleExitSeconds else {
+                    throw UsageError("--idle-exit needs a number of seconds from 0 (never) to \(Int(maxIdleExitSeconds)), not \"\(text)\"")
                 }
-                idle = seconds == 0 ? nil : .milliseconds(Int64(seconds * 1000))
+                idle = seconds == 0 ? nil : .milliseconds(Int64((seconds * 1000).rounded(.up)))
             case "--max-client-memory":
                 clientMemory = try byteCount(try value(for: argument), for: argument)
             case "--history-keep", "--history-days":
@@ -198,13 +210,13 @@ public struct DaemonOptions: Sendable, Equatable {
         return .run(options)
     }
 
-    /// `1048576`, `512K`, `256M`, `1G` (binary units) as bytes, at least 1 MiB.
+    /// `1048576`, `512K`, `256M`, `1G` (binary units) as bytes, from 1 MiB to 1 TiB.
     static func byteCount(_ text: String, for flag: String) throws(UsageError) -> Int {
         let units: [Character: Int] = ["K": 10, "M": 20, "G": 30]
         let shift = text.last.flatMap { units[Character($0.uppercased())] }
         let digits = shift == nil ? Substring(text) : text.dropLast()
-        guard let number = Int(digits), number >= 0, number <= Int.max >> (shift ?? 0), number << (shift ?? 0) >= 1 << 20 else {
-            throw UsageError("\(flag) needs a size of at least 1M, in bytes or with K, M or G (such as 256M), not \"\(text)\"")
+        guard let number = Int(digits), number >= 0, number <= maxClientMemoryBytes >> (shift ?? 0), number << (shift ?? 0) >= 1 << 20 else {
+            throw UsageError("\(flag) needs a size from 1M to 1024G, in bytes or with K, M or G (such as 256M), not \"\(text)\"")
         }
         return number << (shift ?? 0)
     }

@@ -50,7 +50,9 @@ struct RequestHandler {
             return .reply(list(domain, withUnreadable: request == .listAll(domain)))
         case .domains:
             var names = Set(store.domains().filter { !$0.isInternal })
-            names.formUnion(layer.domains.keys)
+            // A system domain that holds only locks has nothing to read: not listed (`Get` and
+            // `List` of it are NotFound).
+            names.formUnion(layer.domains.lazy.filter { !$0.value.values.isEmpty }.map(\.key))
             return .reply(VarlinkReply(parameters: ["domains": .array(names.sorted().map { .string($0.name) })]))
         case .set(let domain, let key, let value, let ifRevision):
             return refusal(domain, [key]) ?? .commit(domain, .set(key, value, ifRevision: ifRevision))

@@ -16,6 +16,10 @@ extension Server {
             log.log(.debug, "client \(connection.id) (uid \(connection.uid.map(String.init) ?? "?")) may not write: \(request.call.method) refused")
             return
         }
+        if case .list(let domain) = request {
+            if !oneway { connection.send(shared: listReply(domain)) }
+            return
+        }
         switch handler.handle(request) {
         case .reply(let reply):
             if !oneway { connection.send(reply) }
@@ -73,6 +77,16 @@ extension Server {
             if !call.oneway { connection.send(error.reply) }
             return nil
         }
+    }
+
+    /// The reply to `List` of `domain`: from ``listReplies`` when it holds it, else made (and
+    /// kept there if large). The stamp is read before the reply is made (see ``GetReplyCache``).
+    private func listReply(_ domain: Domain) -> SharedReply {
+        let stamp = GetReplyCache.Stamp(revision: store.revision, layerVersion: handler.layer.version)
+        if let kept = listReplies.reply(for: domain, at: stamp) { return kept }
+        let reply = SharedReply(handler.list(domain, withUnreadable: false).encoded())
+        listReplies.keep(reply, for: domain, at: stamp)
+        return reply
     }
 
     /// Answers `message` if it is a `Get` the fast path takes (``DefaultsRequest/fastGet(_:)``):

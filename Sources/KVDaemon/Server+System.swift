@@ -10,7 +10,8 @@ import KVValues
 extension Server {
     /// The system instance: learns the new connection's peer from the kernel (`SO_PEERCRED`,
     /// `SO_PEERGROUPS`, as they were when it connected), fixes whether it may write (root, or
-    /// a member of the admin group), and counts it against its uid's cap. Returns false when the
+    /// a member of the admin group; anyone else's calls may be at most
+    /// ``DaemonOptions/SystemPolicy/maxReaderMessageBytes``), and counts it against its uid's cap. Returns false when the
     /// connection is refused (the caller closes it). A user's kvd admits everyone: only its
     /// user can reach its socket.
     func admit(_ connection: ClientConnection) -> Bool {
@@ -30,6 +31,7 @@ extension Server {
         connectionsPerUID[peer.uid] = open + 1
         connection.uid = peer.uid
         connection.mayWrite = peer.uid == 0 || (system.groupID(named: policy.adminGroup).map(peer.isMember(of:)) ?? false)
+        if !connection.mayWrite { connection.framer = MessageFramer(limit: DaemonOptions.SystemPolicy.maxReaderMessageBytes) }
         log.log(.debug, "client \(connection.id) is uid \(peer.uid) (pid \(peer.pid)), \(connection.mayWrite ? "may write" : "reads only")")
         return true
     }

@@ -9,13 +9,25 @@ import KVValues
 extension Server {
     /// Handles queued calls of `connection` while it is free to, and queues it to be settled
     /// at the end of the pass.
+    ///
+    /// On the system instance a turn is its uid's, not its own: all the connections of one uid
+    /// together handle at most one turn's calls and reply bytes per pass of the loop (see
+    /// ``turnsUsed``), so a user with many connections gets no more of the loop than a user
+    /// with one.
     func process(_ connection: ClientConnection) {
         guard !connection.isClosed else { return }
+        let before = connection.uid.flatMap { turnsUsed[$0] } ?? TurnUse()
         var handled = 0
         let outputBefore = connection.pendingOutput
+        defer {
+            if let uid = connection.uid, handled > 0 {
+                turnsUsed[uid] = TurnUse(calls: before.calls + handled, output: before.output + max(0, connection.pendingOutput - outputBefore))
+            }
+        }
         while canHandleNextCall(connection) {
-            if handled == limits.callsPerTurn || connection.pendingOutput - outputBefore >= limits.outputPerTurn {
-                giveTurn(connection)
+            let output = before.output + connection.pendingOutput - outputBefore
+            if before.calls + handled >= limits.callsPerTurn || output >= limits.outputPerTurn {
+                if connection.framer.pendingByteCount > 0 { giveTurn(connection) }
                 break
             }
             handled += 1
@@ -26,7 +38,8 @@ extension Server {
             } catch {
                 connection.send(.failure(DefaultsInterface.Error.tooLarge, ["limit": .integer(Int64(connection.framer.limit))]))
                 connection.phase = .closingAfterFlush
-                log.warning("client \(connection.id) sent a message over \(connection.framer.limit) bytes: disconnecting it")
+                let who = connection.uid.map { " (uid \($0)\(connection.mayWrite ? "" : ", who may only read"))" } ?? ""
+                log.warning("client \(connection.id)\(who) sent a message over \(connection.framer.limit) bytes: disconnecting it")
                 break
             }
             handle(message, from: connection)
@@ -42,9 +55,15 @@ extension Server {
 
     /// Whether `connection` may handle its next call now: it is serving (not waiting for a
     /// commit or its turn, watching or closing), kvd is not stopping, and its unread replies are
-    /// within ``Limits/maxPendingOutput``.
+    /// within its cap (``outputCap(_:)``).
     private func canHandleNextCall(_ connection: ClientConnection) -> Bool {
-        connection.isServing && shutdownDeadline == nil && connection.pendingOutput <= limits.maxPendingOutput
+        connection.isServing && shutdownDeadline == nil && connection.pendingOutput <= outputCap(connection)
+    }
+
+    /// Unread reply bytes past which a connection's calls wait: ``Limits/readerPendingOutput``
+    /// for a reader of the system instance, else ``Limits/maxPendingOutput``.
+    func outputCap(_ connection: ClientConnection) -> Int {
+        connection.uid != nil && !connection.mayWrite ? min(limits.readerPendingOutput, limits.maxPendingOutput) : limits.maxPendingOutput
     }
 
     /// Queues `connection` for another turn on the next pass of the loop.
@@ -53,15 +72,23 @@ extension Server {
         ready.append(connection.id)
     }
 
-    /// Gives each connection that had calls left over its next turn.
+    /// Gives each connection that had calls left over its next turn. A connection whose uid has
+    /// used its turn this pass (another of its connections had it) keeps its place at the front
+    /// for the next pass, so the connections of one uid take their turns in rotation.
     func serveReady() {
         let turns = ready
         ready = []
+        var waiting: [Int] = []
         for id in turns {
             guard let connection = connectionsByID[id], connection.phase == .waitingForTurn else { continue }
+            if let uid = connection.uid, let used = turnsUsed[uid], used.calls >= limits.callsPerTurn || used.output >= limits.outputPerTurn {
+                waiting.append(id)
+                continue
+            }
             connection.phase = .serving
             process(connection)
         }
+        ready = waiting + ready
     }
 
     /// Input bytes `connection` may still hold: while its calls cannot be handled (they wait for
@@ -105,7 +132,7 @@ extension Server {
     private func updateInterest(_ connection: ClientConnection) {
         let readable =
             connection.peer == .connected && connection.phase != .closingAfterFlush
-            && connection.pendingOutput <= limits.maxPendingOutput && inputRoom(connection) > 0
+            && connection.pendingOutput <= outputCap(connection) && inputRoom(connection) > 0
         let writable = connection.pendingOutput > 0
         guard connection.registered != (readable, writable) else { return }
         do {
@@ -118,13 +145,31 @@ extension Server {
 
     /// Clients together hold more than ``Limits/maxClientMemory``: disconnects those holding the
     /// most (unsent replies, unfinished messages) until the rest fit, each with a warning that
-    /// names it and what it held.
+    /// names it and what it held (see ``sheddingCandidate()`` for whom).
     func shedClients() {
-        while memory.isOverBudget, let largest = connections.values.max(by: { $0.heldBytes < $1.heldBytes }) {
+        while memory.isOverBudget, let victim = sheddingCandidate() {
+            let who = victim.uid.map { " (uid \($0))" } ?? ""
             log.warning(
                 "clients hold \(ClientMemory.text(memory.total)), over the budget of \(ClientMemory.text(memory.budget)) "
-                    + "(--max-client-memory): disconnecting client \(largest.id), which holds the most, \(largest.memoryDescription)")
-            close(largest)
+                    + "(--max-client-memory): disconnecting client \(victim.id)\(who), which holds the most, \(victim.memoryDescription)")
+            close(victim)
         }
+    }
+
+    /// The connection to disconnect first when clients hold too much. A user's kvd: the one
+    /// holding the most. The system instance: one of the uid whose non-admin connections
+    /// together hold the most, its own largest that is not a `Mirror` if it has one, so one user's
+    /// many connections never cost another user their `Mirror` (and with it their locks) nor an
+    /// admin their call; an admin's connection only when the non-admins hold nothing.
+    func sheddingCandidate() -> ClientConnection? {
+        guard case .system = role else { return connections.values.max { $0.heldBytes < $1.heldBytes } }
+        var held: [UInt32: Int] = [:]
+        for connection in connections.values where !connection.mayWrite {
+            if let uid = connection.uid { held[uid, default: 0] += connection.heldBytes }
+        }
+        guard let (uid, bytes) = held.max(by: { $0.value < $1.value }), bytes > 0 else {
+            return connections.values.max { $0.heldBytes < $1.heldBytes }
+        }
+        return connections.values.filter { $0.uid == uid && !$0.mayWrite }.max { ($0.isMirror ? 0 : 1, $0.heldBytes) < ($1.isMirror ? 0 : 1, $1.heldBytes) }
     }
 }

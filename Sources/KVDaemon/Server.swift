@@ -15,7 +15,9 @@ import KVSystem
 /// and a client whose unread replies pass ``Limits/maxPendingOutput`` is not read from until it
 /// catches up (a watcher that falls that far behind is disconnected). A client that pipelines
 /// calls gets a turn of at most ``Limits/callsPerTurn`` calls or ``Limits/outputPerTurn`` bytes of
-/// replies, then waits behind the others, so no pipeline holds up the loop.
+/// replies, then waits behind the others, so no pipeline holds up the loop; on the system
+/// instance the turn is the uid's, shared by all its connections, so no user holds it up with
+/// many connections either.
 ///
 /// Every system call goes through the ``SystemCalls`` the server is given, so tests can run
 /// this loop over socket pairs and inject `EINTR`, `EAGAIN`, `EMFILE`, `ECONNRESET` or short
@@ -29,10 +31,17 @@ import KVSystem
 /// most one read chunk of input; otherwise one message being received, up to the limit. What
 /// all clients hold (input buffers, unsent replies; a watch reply is encoded once and shared by
 /// the watchers that have yet to send it) is counted against ``Limits/maxClientMemory``; past
-/// it, the clients holding the most are disconnected, each with a warning, and the rest served.
+/// it, the clients holding the most are disconnected, each with a warning, and the rest served
+/// (on the system instance: connections of the user who holds the most, never another user's
+/// nor an admin's; see ``shedClients()``).
 public final class Server {
     public struct Limits: Sendable {
         public var maxPendingOutput = 32 << 20
+        /// The system instance: a reader's (a user who may not write) unread replies past which
+        /// its calls wait, so a user pipelining calls it never reads holds little, and no shed
+        /// and refill of large buffers stalls the others. A `Mirror` or `Watch` is held to
+        /// ``maxPendingOutput`` as any watcher.
+        public var readerPendingOutput = 1 << 20
         public var readChunk = 64 << 10
         /// Most bytes all clients together may hold (``ClientMemory``).
         public var maxClientMemory = 256 << 20
@@ -48,6 +57,8 @@ public final class Server {
     let handler: RequestHandler
     /// Replies to hot `Get` calls, kept while nothing they read changes.
     var getReplies = GetReplyCache()
+    /// Replies to `List` calls of large domains, shared while nothing they read changes.
+    var listReplies: ListReplyCache
     let role: DaemonOptions.Role
     /// A user's kvd: follows the system instance (nil: no system layer).
     var mirror: SystemMirror?
@@ -74,6 +85,8 @@ public final class Server {
     var readBuffer: [UInt8]
     /// Connections with calls left over after their turn, in the order they get the next one.
     var ready: [Int] = []
+    /// The system instance: what each uid's connections handled this pass (a uid's turn).
+    var turnsUsed: [UInt32: TurnUse] = [:]
     /// Connections handled this pass, to be settled at its end (replies sent together).
     var unsettled: [ClientConnection] = []
     /// Finished commits, in commit order: from this loop's own commits, or from the store's
@@ -96,6 +109,12 @@ public final class Server {
     var idleExitHook: ((IdleExitStep) -> Void)?
 
     enum IdleExitStep { case deciding, exiting }
+
+    /// Calls handled and reply bytes produced in a turn so far.
+    struct TurnUse {
+        var calls = 0
+        var output = 0
+    }
 
     /// - Parameters:
     ///   - socket: the listening socket (from systemd, or bound by ``Daemon``); the caller closes
@@ -120,6 +139,7 @@ public final class Server {
         self.limits = limits
         self.poller = try Poller(system: system)
         self.memory = ClientMemory(budget: limits.maxClientMemory)
+        self.listReplies = ListReplyCache(maxBytes: min(64 << 20, limits.maxClientMemory / 4))
         self.readBuffer = [UInt8](repeating: 0, count: limits.readChunk)
         self.watchdog = Systemd.watchdogInterval()
         try watchListeners()
@@ -155,8 +175,9 @@ public final class Server {
         if maxWait >= 0 { timeout = timeout < 0 ? maxWait : min(timeout, maxWait) }
         let events = try poller.wait(timeoutMilliseconds: timeout)
         if mirror != nil { applySystemUpdates() }
+        turnsUsed.removeAll(keepingCapacity: true)
+        serveReady()  // those that waited longest first
         for event in events { dispatch(event) }
-        serveReady()
         settleAll()  // replies to reads go out before the sync, not after it
         commitQueued()
         deliverCompletions()

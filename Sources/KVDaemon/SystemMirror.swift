@@ -100,6 +100,7 @@ final class SystemMirror: Sendable {
         while !isStopped {
             let outcome = follow()
             firstAttemptEnded()
+            if isStopped { return }  // kvd is stopping (an idle exit): the instance did not go away
             switch outcome {
             case .followed(let ending):
                 delay = 50_000

@@ -236,14 +236,14 @@ final class UserKvd {
     var socket: String { folder + "/kvd.sock" }
     var state: String { folder + "/state" }
 
-    init(_ account: TestAccount, in root: String, systemSocket: String) throws {
+    init(_ account: TestAccount, in root: String, systemSocket: String, idleExit: String = "0") throws {
         self.account = account
         folder = root + "/" + account.name
         logFile = root + "/" + account.name + ".log"
         guard mkdir(folder, 0o700) == 0, chown(folder, account.uid, account.gid) == 0 else {
             throw TestFailure("cannot make \(folder) for \(account.name): \(String(cString: strerror(errno)))")
         }
-        let arguments = ["--socket", folder + "/kvd.sock", "--state-dir", folder + "/state", "--system-socket", systemSocket, "--idle-exit", "0"]
+        let arguments = ["--socket", folder + "/kvd.sock", "--state-dir", folder + "/state", "--system-socket", systemSocket, "--idle-exit", idleExit]
         process = try ChildProcess("/usr/bin/setpriv", asUser(account, home: folder, Binaries.kvd, arguments), stderr: logFile)
         try waitForListener(folder + "/kvd.sock", of: process, log: errorOutput)
     }

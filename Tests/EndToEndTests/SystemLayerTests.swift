@@ -16,14 +16,14 @@ final class SystemScene {
     var system: SystemInstance?
     private(set) var users: [UserKvd] = []
 
-    init(maxConnectionsPerUID: Int = 64) throws {
+    init(maxConnectionsPerUID: Int = 64, systemArguments extra: [String] = []) throws {
         accounts = try SystemAccounts.get()
         var template = Array("/tmp/kvd-e2e-system-XXXXXX".utf8CString)
         root = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
         chmod(root, 0o755)
         mkdir(root + "/run", 0o755)
         mkdir(root + "/system-state", 0o700)
-        systemArguments = ["--admin-group", SystemAccounts.adminGroup, "--max-connections-per-uid", String(maxConnectionsPerUID)]
+        systemArguments = ["--admin-group", SystemAccounts.adminGroup, "--max-connections-per-uid", String(maxConnectionsPerUID)] + extra
         system = try startSystem()
     }
 
@@ -249,7 +249,8 @@ struct SystemLayerTests {
             #expect(result.status == 1 && result.stderr.contains("lock"), "kvctl \(command): \(result.status) \(result.stderr)")
         }
         #expect(try user.get(domain, "k").value as? String == "policy")
-        #expect(try user.get(domain, "other").value as? String == "x")
+        // The import left out the locked key only (issue 23: a lock blocks only its key).
+        #expect(try user.get(domain, "other").value as? String == "imported")
         #expect(try user.get(domain, "renamed").error == "io.kvd.Defaults.NotFound")
         #expect(try scene.systemCall("io.kvd.System.Unlock", ["domain": domain, "key": "k"]).error == nil)
         #expect(

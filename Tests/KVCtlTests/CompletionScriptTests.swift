@@ -20,7 +20,7 @@ import Testing
         #expect(slots("get") == [.domain, .key])
         #expect(slots("set") == [.domain, .key, .value, .value])
         #expect(slots("rename") == [.domain, .key, .key])
-        #expect(slots("export") == [.domain, .file, .words(["--format"]), .words(["json", "xml", "binary"])])
+        #expect(slots("export") == [.domain, .file, .words(["--format"]), .words(["json", "xml", "binary"]), .words(["--effective"])])
         #expect(slots("help") == [.command])
         #expect(slots("completion") == [.words(["bash", "zsh", "fish"])])
     }

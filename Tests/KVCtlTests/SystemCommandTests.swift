@@ -35,19 +35,23 @@ import Testing
     }
 
     /// Every write path to a locked key exits 1 with one line naming the lock and who can lift
-    /// it, and changes nothing.
+    /// it, and changes nothing; `import` of a file holding the locked key imports the rest and
+    /// names it (issue 23: a lock blocks only its key).
     @Test func everyWriteToALockedKeyExitsOneNamingTheLock() {
         let daemon = FakeDaemon()
         _ = daemon.kvctl("set", "com.a", "k", "-array", "v")
         _ = daemon.kvctl("--system", "lock", "com.a", "k")
         let writes: [[String]] = [
             ["set", "com.a", "k", "x"], ["set", "com.a", "k", "-array-add", "x"], ["delete", "com.a", "k"], ["delete", "com.a"],
-            ["rename", "com.a", "k", "other"], ["import", "com.a", "-"],
+            ["rename", "com.a", "k", "other"],
         ]
         for arguments in writes {
             #expect(daemon.kvctl(arguments, stdin: "{}") == (1, "", Self.lockedMessage), "\(arguments)")
         }
+        let imported = daemon.kvctl(["import", "com.a", "-"], stdin: #"{"k": "x", "other": "y"}"#)
+        #expect(imported.status == 1 && imported.err.contains(#""k" of com.a is locked by the system administrator"#), "\(imported)")
         #expect(daemon.kvctl("--json", "get", "com.a", "k").out == "[\"v\"]\n")
+        #expect(daemon.kvctl("get", "com.a", "other").out == "y\n")
     }
 
     @Test func aChangeDeniedByTheSystemInstanceSaysWhoMayMakeIt() {
