@@ -21,7 +21,7 @@ extension Journal {
         case .unreadable: unreadable = true
         }
         if let (entries, since) = completion(of: content, domain, current: current, recent: recent, unreadable: unreadable) {
-            try writeHistory(domain, entries, since: since, keep: keep)
+            try writeHistory(domain, entries, since: since, current: current, keep: keep)
             if !unreadable {
                 log(
                     .warning,
