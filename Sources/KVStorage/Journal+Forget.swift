@@ -8,8 +8,8 @@ import KVValues
 extension Journal {
     /// Rewrites `domain`'s history file without the entries of `key` (of every key, if nil):
     /// the values `current` still holds stay, as values of no known time, and states are kept
-    /// from the newest forgotten revision on. `recent` is every domain's commits still only in
-    /// the log, the forgotten ones already taken out. With history off, removes the file.
+    /// from the newest forgotten revision on. `recent` is the domain's commits still only in
+    /// the log, the forgotten ones included. With history off, removes the file.
     /// The caller then compacts (the log holds the values too) and scrubs the copies
     /// (``scrubCopies(_:key:)``).
     func forgetHistory(_ domain: Domain, key: Key?, current: DomainState?, revision: Int64, recent: [RecentCommit]) throws(FileSystemError) {

@@ -76,7 +76,8 @@ extension Store {
 
     /// See ``submitHistoryChange(_:completion:)``.
     private func forget(_ domain: Domain, _ key: Key?) throws(FileSystemError) {
-        let (domains, revision, recent) = state.withLock { state in
+        let (domains, revision, recent, original) = state.withLock { state in
+            let original = state.recent[domain] ?? []
             if let key {
                 state.recent[domain] = state.recent[domain]?.compactMap { commit in
                     var commit = commit
@@ -86,9 +87,9 @@ extension Store {
             } else {
                 state.recent[domain] = nil
             }
-            return (state.domains, state.revision, state.recent)
+            return (state.domains, state.revision, state.recent, original)
         }
-        try journal.forgetHistory(domain, key: key, current: domains[domain], revision: revision, recent: recent[domain] ?? [])
+        try journal.forgetHistory(domain, key: key, current: domains[domain], revision: revision, recent: original)
         try journal.compact(domains, revision: revision, history: recent)
         state.withLock { $0.recent = [:] }
         journal.nextCompactionLength = Int64(options.compactionLogBytes)
