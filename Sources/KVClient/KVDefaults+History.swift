@@ -79,7 +79,11 @@ extension KVDefaults {
     }
 
     private func forgetHistory(named name: KVValues.Key?) throws(KVDefaultsError) {
-        _ = try client.call { (connection) throws(ClientError) -> Int64 in try connection.forgetHistory(domain, key: name) } ifNotFound: { 0 }
+        _ = try client.call { (connection) throws(ClientError) -> Int64 in
+            try connection.forgetHistory(domain, key: name)
+        } ifNotFound: {
+            0
+        }
     }
 
     /// Marks `key` to keep no history (`keeps`
@@ -102,7 +106,11 @@ extension KVDefaults {
     }
 
     private func setKeepsHistory(_ keeps: Bool, named name: KVValues.Key?) throws(KVDefaultsError) {
-        _ = try client.call { (connection) throws(ClientError) -> Int64 in try connection.keepHistory(domain, key: name, keeps) } ifNotFound: { 0 }
+        _ = try client.call { (connection) throws(ClientError) -> Int64 in
+            try connection.keepHistory(domain, key: name, keeps)
+        } ifNotFound: {
+            0
+        }
     }
 
     private static func validName(_ name: String) throws(KVDefaultsError) -> KVValues.Key {

@@ -36,7 +36,7 @@ extension Journal {
         do {
             try fileSystem.unlink(path(name))
             try fileSystem.syncDirectory(directory)
-        } catch where error.code == ENOENT {}
+        } catch  where error.code == ENOENT {}
         histories[domain] = nil
         loadedHistories.insert(domain)
         historyStart[domain] = nil
@@ -161,7 +161,7 @@ extension Journal {
     func saveExclusions() throws(FileSystemError) {
         let name = HistoryExclusions.fileName
         if exclusions.isEmpty {
-            do { try fileSystem.unlink(path(name)) } catch where error.code == ENOENT { return }
+            do { try fileSystem.unlink(path(name)) } catch  where error.code == ENOENT { return }
         } else {
             try fileSystem.replaceFile(path(name), temporary: path("." + name + ".tmp"), with: exclusions.encoded())
         }

@@ -217,7 +217,7 @@ extension Store {
             state.withLock { $0.recent = [:] }  // in the history files now; nothing was published meanwhile (this queue publishes)
             journal.nextCompactionLength = threshold
             log(.debug, "compacted the log into \(count) domain files at revision \(revision)")
-        } catch where Self.isFull(error) && makeRoom() {
+        } catch  where Self.isFull(error) && makeRoom() {
             return
         } catch {
             // Retry once the log has grown by another quarter of the threshold, not every batch.
