@@ -134,7 +134,7 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
         case .historyTruncated(let domain, let oldest):
             "kvd keeps the history of \(Self.shellWord(domain)) from revision \(oldest) on; ask for that revision or a later one (see: kvctl history \(Self.shellWord(domain)))"
         case .permissionDenied:
-            "permission denied: only root and members of group kvd-admin may change the system instance or read its history"
+            "permission denied: only root and members of group kvd-admin may change the system instance"
         case .methodNotFound(let method):
             Self.olderKVD(method)
         case .remote(let name, let parameters):

@@ -50,7 +50,11 @@ extension Runner {
     /// `history`: a table for people (local time, revision, key, value, and the user on the
     /// system instance), or with --json an array of the `HistoryEntry` objects.
     func printHistory(_ domain: Domain, _ key: Key?, limit: Int?, json: Bool, on connection: Connection) throws {
-        let listing = try connection.history(domain, key: key, limit: limit)
+        let result = Result { () throws(ClientError) in try connection.history(domain, key: key, limit: limit) }
+        if case .failure(.permissionDenied) = result {
+            throw Failure("permission denied: only root and members of group kvd-admin may read the system instance's history (others read its current values: kvctl --system get)")
+        }
+        let listing = try result.get()
         if json || options.json {
             console.out(HistoryTable.json(listing.entries) + "\n")
         } else if listing.entries.isEmpty {

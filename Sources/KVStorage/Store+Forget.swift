@@ -29,7 +29,9 @@ extension Store {
         queue.async {
             self.state.withLock { $0.draining = true }
             self.drain()  // what was queued before it comes first
+            self.state.withLock { $0.draining = true }  // busy: an event loop's commitQueued() leaves new work to this queue
             completion(self.perform(change))
+            self.drain()  // what was queued meanwhile
         }
     }
 
