@@ -89,7 +89,7 @@ extension Journal {
             guard !fresh.isEmpty else { continue }
             let maxBytes = HistoryRetention.maxBytes(domainBytes: domains[domain]?.budgetBytes ?? 0)
             guard var info = histories[domain], info.lines + fresh.count <= info.pruneAbove || !info.mayPrune(options, now: now),
-                info.validLength + Self.lineBytes(fresh) <= maxBytes
+                info.validLength + Self.lineBytesBound(fresh, logLength) <= maxBytes || info.validLength + Self.lineBytes(fresh) <= maxBytes
             else {
                 try rewriteHistory(domain, adding: fresh, current: domains[domain], revision: revision)
                 continue
@@ -127,6 +127,12 @@ extension Journal {
 
     /// The most a fold holds of a history file's new lines before writing them.
     static let historyChunkBytes = 256 << 10
+
+    /// At least the bytes the lines of `entries` take, without encoding them: the log's length
+    /// (`logLength`, which holds their values and keys) and 128 bytes a line for the rest.
+    static func lineBytesBound(_ entries: [HistoryEntry], _ logLength: Int64) -> Int64 {
+        logLength + 128 * Int64(entries.count)
+    }
 
     /// The bytes the lines of `entries` take (measured one by one, no copy of them all).
     static func lineBytes(_ entries: [HistoryEntry]) -> Int64 {
