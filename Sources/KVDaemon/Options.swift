@@ -69,7 +69,8 @@ public struct DaemonOptions: Sendable, Equatable {
                                 largest message.
           --history-keep N      history keeps at least each key's last N values (default 20)
           --history-days D      history keeps every value of the last D days (default 30);
-                                --history-keep 0 --history-days 0 turns history off
+                                --history-keep 0 --history-days 0 turns history off (and
+                                removes the history files at start)
           --verbose             log every connection and commit
 
         the system instance (--system):
