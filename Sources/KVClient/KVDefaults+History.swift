@@ -55,3 +55,65 @@ extension KVDefaults {
         return .raw(stored, reason: reason)
     }
 }
+
+/// Secrets: forgetting past values, and keys that keep none.
+extension KVDefaults {
+    /// Removes every past value of `key` from
+    /// every file kvd keeps: its history, its log and the copies it set aside; the current
+    /// value stays. Durable when it returns. Blocks until kvd answers.
+    ///
+    /// ```swift
+    /// try defaults.forgetHistory(of: .token)
+    /// try defaults.history(for: .token)  // [] (or only the current value, of no known time)
+    /// ```
+    ///
+    /// - Throws: ``KVDefaultsError/client(_:)`` when kvd cannot be reached or fails (on the
+    ///   system instance, for a user who is not an admin).
+    public func forgetHistory<T>(of key: Key<T>) throws(KVDefaultsError) {
+        try forgetHistory(named: try Self.validName(key.name))
+    }
+
+    /// ``forgetHistory(of:)`` for every key of this suite's domain.
+    public func forgetHistory() throws(KVDefaultsError) {
+        try forgetHistory(named: nil)
+    }
+
+    private func forgetHistory(named name: KVValues.Key?) throws(KVDefaultsError) {
+        _ = try client.call { (connection) throws(ClientError) -> Int64 in
+            try connection.forgetHistory(domain, key: name)
+        } ifNotFound: {
+            0
+        }
+    }
+
+    /// Marks `key` to keep no history (`keeps`
+    /// false), for tokens and passwords: what was kept is forgotten at once, as by
+    /// ``forgetHistory(of:)``, and later values are never written to a history file. `true`
+    /// lifts the mark. Durable when it returns; the mark stays across restarts.
+    ///
+    /// ```swift
+    /// try defaults.setKeepsHistory(false, for: .token)
+    /// defaults[.token] = "s3cret"  // never in kvd's history
+    /// ```
+    public func setKeepsHistory<T>(_ keeps: Bool, for key: Key<T>) throws(KVDefaultsError) {
+        try setKeepsHistory(keeps, named: try Self.validName(key.name))
+    }
+
+    /// ``setKeepsHistory(_:for:)`` for every key of this suite's domain (one mark for the
+    /// domain: keys added later keep none either).
+    public func setKeepsHistory(_ keeps: Bool) throws(KVDefaultsError) {
+        try setKeepsHistory(keeps, named: nil)
+    }
+
+    private func setKeepsHistory(_ keeps: Bool, named name: KVValues.Key?) throws(KVDefaultsError) {
+        _ = try client.call { (connection) throws(ClientError) -> Int64 in
+            try connection.keepHistory(domain, key: name, keeps)
+        } ifNotFound: {
+            0
+        }
+    }
+
+    private static func validName(_ name: String) throws(KVDefaultsError) -> KVValues.Key {
+        do { return try KVValues.Key(validating: name) } catch { throw .invalidKey(name, reason: error.reason) }
+    }
+}

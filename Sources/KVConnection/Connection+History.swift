@@ -32,6 +32,9 @@ public struct HistoryListing: Sendable, Equatable {
     public var entries: [HistoryRecord]
     /// The oldest revision whose state kvd can rebuild (0: the whole history is kept).
     public var oldestRevision: Int64
+    /// The domain (or the key asked for) is marked to keep no history
+    /// (``Connection/keepHistory(_:key:_:)``).
+    public var keepsNone = false
 }
 
 extension Connection {
@@ -48,6 +51,7 @@ extension Connection {
                 throw .protocolError("History reply without an integer \"oldestRevision\"")
             }
             listing.oldestRevision = oldest
+            listing.keepsNone = reply.parameters["keepsNone"] == .bool(true)
             listing.entries += try Decode.historyEntries(reply)
             switch reply.parameters["nextBeforeRevision"] {
             case nil, .null?: before = nil
@@ -64,6 +68,22 @@ extension Connection {
     /// than kvd keeps.
     public func history(_ domain: Domain, at revision: Int64, key: Key? = nil) throws(ClientError) -> [HistoryRecord] {
         try Decode.historyEntries(try call(.history(domain, key, limit: nil, atRevision: revision)))
+    }
+
+    /// Removes the past values of `key` (of every key of `domain`, if nil) from every file kvd
+    /// keeps: its history, its log, the copies it set aside. The domain's current values stay.
+    /// Durable when it returns; returns the store's revision then.
+    @discardableResult
+    public func forgetHistory(_ domain: Domain, key: Key? = nil) throws(ClientError) -> Int64 {
+        try Decode.revision(try call(.forgetHistory(domain, key)))
+    }
+
+    /// Marks `key` (every key of `domain`, if nil) to keep no history (`keep` false: what was
+    /// kept is forgotten at once, as by ``forgetHistory(_:key:)``), or to keep it again.
+    /// Durable when it returns; returns the store's revision then.
+    @discardableResult
+    public func keepHistory(_ domain: Domain, key: Key? = nil, _ keep: Bool) throws(ClientError) -> Int64 {
+        try Decode.revision(try call(.keepHistory(domain, key, keep: keep)))
     }
 }
 

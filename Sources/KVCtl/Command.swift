@@ -64,6 +64,10 @@ public enum Command: Sendable, Equatable {
     case status
     /// `history DOMAIN [KEY] [--limit N] [--json]`.
     case history(Domain, Key?, limit: Int?, json: Bool)
+    /// `history --forget DOMAIN [KEY]`: the past values removed from every file kvd keeps.
+    case forgetHistory(Domain, Key?)
+    /// `history --keep-none DOMAIN [KEY]` (keep false) and `history --keep DOMAIN [KEY]`.
+    case keepHistory(Domain, Key?, keep: Bool)
     /// `restore DOMAIN [KEY] --revision N`: the key, or the whole domain, as it was after N.
     case restore(Domain, Key?, revision: Int64)
     /// `backup FILE|-`: every domain at one revision, as one typed JSON file.

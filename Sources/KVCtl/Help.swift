@@ -155,7 +155,7 @@ enum Help {
                 read. With --json, the Status reply as JSON.
                 """),
         Entry(
-            name: "history", aliases: [], usage: "history DOMAIN [KEY] [--limit N] [--json]",
+            name: "history", aliases: [], usage: "history [--forget|--keep-none|--keep] DOMAIN [KEY] [--limit N] [--json]",
             summary: "list the values a domain's keys had, newest first",
             details: """
                 Prints the kept changes of DOMAIN (of KEY only, if given), newest first, one a
@@ -164,7 +164,14 @@ enum Help {
                 kvd keeps at least each key's last 20 values and every value of the last 30 days
                 (kvd --history-keep, --history-days); a deleted domain keeps its history.
                 --limit N prints the newest N; --json prints an array of {"revision", "time",
-                "key", "value", "uid"} objects (no "value" for a removal).
+                "key", "value", "uid"} objects (no "value" for a removal). A domain's history
+                takes at most the larger of 1 MiB and 8 times the domain; the oldest goes first.
+                --forget removes the past values of KEY (of the whole domain, without KEY) from
+                every file kvd keeps: history, log, and copies it set aside; the current values
+                stay. --keep-none marks KEY (or the whole domain) to keep no history, for tokens
+                and passwords: what was kept is forgotten, later values are never kept; --keep
+                lifts the mark. Each prints the revision; on the system instance, like History
+                itself, for root and members of group kvd-admin only.
                 """),
         Entry(
             name: "restore", aliases: [], usage: "restore DOMAIN [KEY] --revision N",

@@ -5,16 +5,21 @@ import KVProtocol
 import KVValues
 
 extension Invocation {
-    /// `history DOMAIN [KEY] [--limit N] [--json]` and `restore DOMAIN [KEY] --revision N`
-    /// (flags anywhere after the command).
+    /// `history DOMAIN [KEY] [--limit N] [--json]`, `history --forget|--keep-none|--keep
+    /// DOMAIN [KEY]` and `restore DOMAIN [KEY] --revision N` (flags anywhere after the command).
     static func parseHistoryCommand(_ name: String, _ reader: inout ArgumentReader) throws(UsageError) -> Command {
         var words: [String] = []
         var limit: Int?
         var revision: Int64?
         var json = false
+        var change: String?
         var rest = reader.remaining()[...]
         while let word = rest.popFirst() {
             switch word {
+            case "--forget", "--keep-none", "--keep":
+                guard name == "history" else { throw UsageError("unknown option \(word) for \(name)") }
+                guard change == nil || change == word else { throw UsageError("history takes one of --forget, --keep-none and --keep") }
+                change = word
             case "--limit" where name == "history":
                 guard let text = rest.popFirst(), let number = Int(text), number > 0 else { throw UsageError("--limit needs a whole number above 0") }
                 limit = number
@@ -31,6 +36,10 @@ extension Invocation {
         let domain = try positional.domain()
         let key = try positional.optionalKey()
         try positional.end()
+        if let change {
+            guard limit == nil, !json else { throw UsageError("\(change) takes no --limit or --json") }
+            return change == "--forget" ? .forgetHistory(domain, key) : .keepHistory(domain, key, keep: change == "--keep")
+        }
         guard name == "restore" else { return .history(domain, key, limit: limit, json: json) }
         guard let revision else { throw UsageError("restore needs --revision N: the revision to go back to (see: kvctl history \(domain.name))") }
         return .restore(domain, key, revision: revision)
@@ -41,13 +50,21 @@ extension Runner {
     /// `history`: a table for people (local time, revision, key, value, and the user on the
     /// system instance), or with --json an array of the `HistoryEntry` objects.
     func printHistory(_ domain: Domain, _ key: Key?, limit: Int?, json: Bool, on connection: Connection) throws {
-        let listing = try connection.history(domain, key: key, limit: limit)
+        let result = Result { () throws(ClientError) in try connection.history(domain, key: key, limit: limit) }
+        if case .failure(.permissionDenied) = result {
+            throw Failure("permission denied: only root and members of group kvd-admin may read the system instance's history (others read its current values: kvctl --system get)")
+        }
+        let listing = try result.get()
         if json || options.json {
             console.out(HistoryTable.json(listing.entries) + "\n")
         } else if listing.entries.isEmpty {
             console.err("kvctl: no history of \(domain.name)\(key.map { " \(ClientError.shellWord($0.name))" } ?? "") is kept\n")
         } else {
             console.out(HistoryTable.table(listing.entries, users: options.system))
+        }
+        if listing.keepsNone, !(json || options.json) {
+            let name = domain.name + (key.map { " " + ClientError.shellWord($0.name) } ?? "")
+            console.err("kvctl: \(name) is marked to keep no history (to keep it again: kvctl history --keep \(name))\n")
         }
     }
 

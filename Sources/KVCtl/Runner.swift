@@ -89,6 +89,10 @@ struct Runner {
             console.out(Format.status(try connection.status(), json: options.json))
         case .history(let domain, let key, let limit, let json):
             try printHistory(domain, key, limit: limit, json: json, on: connection)
+        case .forgetHistory(let domain, let key):
+            printRevision(try connection.forgetHistory(domain, key: key))
+        case .keepHistory(let domain, let key, let keep):
+            printRevision(try connection.keepHistory(domain, key: key, keep))
         case .restore(let domain, let key, let revision):
             printRevision(try restore(domain, key, revision: revision, on: connection))
         case .backup(let file):

@@ -73,7 +73,8 @@ public struct DaemonOptions: Sendable, Equatable {
                                 0 to 1000000)
           --history-days D      history keeps every value of the last D days (default 30;
                                 0 to 1000000);
-                                --history-keep 0 --history-days 0 turns history off
+                                --history-keep 0 --history-days 0 turns history off (and
+                                removes the history files at start)
           --verbose             log every connection and commit
 
         the system instance (--system):

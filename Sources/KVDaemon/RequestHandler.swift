@@ -39,6 +39,9 @@ struct RequestHandler {
         case status
         /// Several replies to send in order (`Backup`'s).
         case replies([VarlinkReply])
+        /// `ForgetHistory` or `KeepHistory`: made on the store's commit queue, answered with
+        /// the revision like a write.
+        case historyChange(Domain, HistoryChange)
     }
 
     func handle(_ request: DefaultsRequest) -> Outcome {
@@ -66,6 +69,10 @@ struct RequestHandler {
             return .watch(domain, key)
         case .history(let domain, let key, let limit, let atRevision, let before):
             return .reply(history(domain, key, limit: limit, atRevision: atRevision, beforeRevision: before))
+        case .forgetHistory(let domain, let key):
+            return .historyChange(domain, .forget(domain, key))
+        case .keepHistory(let domain, let key, let keep):
+            return .historyChange(domain, .keep(domain, key, keep))
         case .backup:
             return .replies(backupReplies())
         case .lock, .unlock, .locks, .mirror, .status:

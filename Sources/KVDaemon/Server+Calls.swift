@@ -11,7 +11,7 @@ extension Server {
     func handle(_ message: ArraySlice<UInt8>, from connection: ClientConnection) {
         if answerFastGet(message, connection) { return }
         guard let (request, oneway) = parseCall(message, connection) else { return }
-        if request.isWrite, !connection.mayWrite {
+        if request.isPrivileged, !connection.mayWrite {
             if !oneway { connection.send(.failure(ServiceInterface.Error.permissionDenied)) }
             log.log(.debug, "client \(connection.id) (uid \(connection.uid.map(String.init) ?? "?")) may not write: \(request.call.method) refused")
             return
@@ -56,6 +56,14 @@ extension Server {
             if !oneway { connection.send(handler.statusReply(fleet: fleetWriter?.mirror.status)) }
         case .replies(let replies):
             for reply in replies { connection.send(reply) }
+        case .historyChange(let domain, let change):
+            connection.phase = .awaitingCommit
+            commitsInFlight += 1
+            let id = connection.id
+            store.submitHistoryChange(change) { [completions, poller] result in
+                let commit = result.map { Commit(revision: $0, domain: domain, changes: []) }
+                if completions.push(.init(connection: id, oneway: oneway, result: commit, notify: false)) { poller.wake() }
+            }
         }
     }
 

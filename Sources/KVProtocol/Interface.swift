@@ -62,8 +62,27 @@ public enum DefaultsInterface {
         # each key that had a value then, the entry that set it (TooLarge if that does not fit
         # one reply). oldestRevision: the oldest revision whose state can be rebuilt (0: the
         # whole history is kept). History is kept when kvd folds its log into the domain
-        # files: every committed change is there, and no other.
-        method History(domain: string, key: ?string, limit: ?int, atRevision: ?int, beforeRevision: ?int) -> (entries: []HistoryEntry, oldestRevision: int, nextBeforeRevision: ?int)
+        # files: every committed change is there, and no other. A domain's history takes at
+        # most the larger of 1 MiB and 8 times the domain: past it, the oldest entries go
+        # first (a key's current value stays). keepsNone: the domain (or the key) is marked to
+        # keep no history (KeepHistory). On the system instance, for admins only (others get
+        # org.varlink.service.PermissionDenied). Before issue 23 the reply had no keepsNone.
+        method History(domain: string, key: ?string, limit: ?int, atRevision: ?int, beforeRevision: ?int) -> (entries: []HistoryEntry, oldestRevision: int, nextBeforeRevision: ?int, keepsNone: ?bool)
+
+        # Removes the past values of a key (of every key of the domain, if none is given) from
+        # every file kvd keeps: the history file, the log (compacted at once), and the copies
+        # it set aside (rewritten without them, or removed). The values the domain still has
+        # stay in its history, as values of no known time; states are kept from the newest
+        # forgotten revision on. Durable when answered: no crash brings them back. Works with
+        # history off too. revision: the store's revision then. Writes' rules apply (on the
+        # system instance, for admins only).
+        method ForgetHistory(domain: string, key: ?string) -> (revision: int)
+
+        # Marks a key (every key of the domain, if none is given) to keep no history
+        # (keep: false; what was kept is forgotten at once, as by ForgetHistory; later changes
+        # are in the log only until its next fold), or to keep history again (keep: true).
+        # The mark is durable, and stays while history is off. Writes' rules apply.
+        method KeepHistory(domain: string, key: ?string, keep: bool) -> (revision: int)
 
         # Needs "more": every domain at one revision (a consistent snapshot, for a backup): one
         # reply per domain with its values, and unreadable: the keys whose stored values kvd

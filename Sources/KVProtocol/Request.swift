@@ -99,15 +99,27 @@ public enum DefaultsRequest: Sendable, Equatable {
     /// than `beforeRevision` if given; with `atRevision`, the entries that made its state at
     /// that revision.
     case history(Domain, Key?, limit: Int64?, atRevision: Int64?, beforeRevision: Int64? = nil)
+    /// `ForgetHistory`: removes the past values of a key (of the whole domain, if nil) from
+    /// every file kvd keeps.
+    case forgetHistory(Domain, Key?)
+    /// `KeepHistory`: marks a key (the whole domain, if nil) to keep history, or none.
+    case keepHistory(Domain, Key?, keep: Bool)
     /// `Backup` (needs `more`): every domain at one revision, one reply per domain.
     case backup
 
     /// Whether the request changes anything (what only admins may do on a system instance).
     public var isWrite: Bool {
         switch self {
-        case .set, .delete, .apply, .lock, .unlock: true
+        case .set, .delete, .apply, .lock, .unlock, .forgetHistory, .keepHistory: true
         case .get, .list, .listAll, .domains, .watch, .getInfo, .getInterfaceDescription, .locks, .mirror, .status, .history, .backup: false
         }
+    }
+
+    /// Whether only admins may make the request on a system instance: every write, and
+    /// `History` (past and deleted values, and who set them, are the admins' alone).
+    public var isPrivileged: Bool {
+        if case .history = self { return true }
+        return isWrite
     }
 
     /// Validates `call`. Throws the error reply to send: `MethodNotFound`, `InvalidParameter`
@@ -131,6 +143,8 @@ public enum DefaultsRequest: Sendable, Equatable {
             let before = try p.optionalInt("beforeRevision")
             guard before.map({ $0 > 0 }) ?? true else { throw Parameters.invalid("beforeRevision") }
             self = .history(try p.domain(), try p.optionalKey(), limit: limit, atRevision: revision, beforeRevision: before)
+        case "io.kvd.Defaults.ForgetHistory": self = .forgetHistory(try p.domain(), try p.optionalKey())
+        case "io.kvd.Defaults.KeepHistory": self = .keepHistory(try p.domain(), try p.optionalKey(), keep: try p.bool("keep"))
         case "io.kvd.Defaults.Backup":
             guard call.more else { throw RequestError(.failure(ServiceInterface.Error.expectedMore)) }
             self = .backup
@@ -176,6 +190,11 @@ struct Parameters {
     func string(_ name: String) throws(RequestError) -> String {
         guard case .string(let text)? = members[name] else { throw Self.invalid(name) }
         return text
+    }
+
+    func bool(_ name: String) throws(RequestError) -> Bool {
+        guard case .bool(let flag)? = members[name] else { throw Self.invalid(name) }
+        return flag
     }
 
     func optionalInt(_ name: String) throws(RequestError) -> Int64? {
@@ -287,6 +306,10 @@ extension DefaultsRequest {
             return method("\(SystemInterface.name).Status", [:])
         case .backup:
             return method("\(interface).Backup", [:], more: true)
+        case .forgetHistory(let domain, let key):
+            return method("\(interface).ForgetHistory", ["domain": .string(domain.name), "key": key.map { .string($0.name) }])
+        case .keepHistory(let domain, let key, let keep):
+            return method("\(interface).KeepHistory", ["domain": .string(domain.name), "key": key.map { .string($0.name) }, "keep": .bool(keep)])
         case .history(let domain, let key, let limit, let atRevision, let before):
             return method(
                 "\(interface).History",

@@ -9,6 +9,7 @@ import KVValues
 ///   kvd.wal                              write-ahead log: header + one record per mutation
 ///   DOMAIN.json                          one file per domain, pretty JSON, sorted keys
 ///   DOMAIN.history                       the domain's kept changes (stays when the domain is deleted)
+///   kvd.nohistory                        the domains and keys marked to keep no history
 ///   PREFIX~HASH.json                     the file of a domain named with over 200 bytes
 ///   DOMAIN.unreadable-20261129T181320Z.json   an unreadable domain file set aside (-2, -3 if taken)
 ///   kvd.wal.unreadable-20261129T181320Z  a copy of a log with damage before its end
@@ -97,6 +98,22 @@ import KVValues
 /// history, or history was off) gets one at start, holding its values (no `time`) from its
 /// revision on; one whose history misses changes made while history was off gets the domain's
 /// values and removals then, and `since` moves to that revision.
+///
+/// Bounds and secrets (issue 23, 2026-12-01; no version change: every reader of version 1
+/// reads such files). A history file holds at most the larger of 1 MiB and 8 × its domain's
+/// typed JSON: a fold that would take it past that rewrites it with the oldest entries
+/// dropped, down to three quarters (a key's current value stays). When the disk is full (a log
+/// append, or a fold, fails with `ENOSPC` or `EDQUOT`), every history file is removed and the
+/// log compacted before the write is tried again: history starts again from the values. A
+/// forget rewrites the domain's history file without the key's (or domain's) entries (values
+/// the domain still has stay, with no `time`, and `since` moves to the newest forgotten
+/// revision), compacts the log, and rewrites the copies of the log set aside without the lines
+/// naming the domain and key, and removes the domain's history and domain file copies (of a
+/// key: those naming it). `kvd.nohistory`: one line framed like the log's,
+/// `{"format": "kvd-nohistory", "formatVersion": 1, "domains": ["d"], "keys": {"d": ["k"]}}`,
+/// replaced like a domain file; the changes of what it names are left out of history (the log
+/// holds them until its next fold). With history off, the history files and their copies are
+/// removed at start.
 ///
 /// Log records carry `"time": T` (milliseconds since the epoch, the same for one batch) and, on
 /// the system instance, `"uid": U` after `revision` since issue 13 (2026-11-30); the log version

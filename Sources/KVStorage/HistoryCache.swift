@@ -63,6 +63,11 @@ final class HistoryCache: Sendable {
         kept.withLock { $0[domain] = history }
     }
 
+    /// Forgets every domain's history.
+    func removeAll() {
+        kept.withLock { $0 = [:] }
+    }
+
     /// Appends `fresh` to a domain's history in place, if it is held.
     func append(_ domain: Domain, _ fresh: [HistoryEntry]) {
         kept.withLock { kept in

@@ -8,7 +8,27 @@ import KVValues
 /// newest entries. Pruning drops the rest; states can then be rebuilt from the new `since` on:
 /// the largest revision of any key's oldest kept entry (of a key that lost entries). A key that
 /// would keep none (`keep` 0) keeps its newest entry if it is a value: the value it still has.
+///
+/// Size: whatever `keep` and `days` say, a domain's history takes at most `maxBytes` (see
+/// ``maxBytes(domainBytes:)``): past it, the oldest entries are dropped first, removals and
+/// deleted keys' values included, but never a key's newest entry when that is its value.
 enum HistoryRetention {
+    /// The most a domain's history file holds: the larger of 1 MiB and 8 times the domain
+    /// (its typed JSON, ``DomainState/budgetBytes``). A fold that would take the file past it
+    /// rewrites it down to ``pruneTarget(_:)``.
+    static func maxBytes(domainBytes: Int) -> Int { max(1 << 20, 8 * domainBytes) }
+
+    /// What a rewrite for size brings a file of bound `maxBytes` down to: three quarters of it,
+    /// so that appends follow before the next rewrite.
+    static func pruneTarget(_ maxBytes: Int) -> Int { maxBytes - maxBytes / 4 }
+
+    /// The bytes the line of `entry` takes in a history file.
+    static func lineBytes(_ entry: HistoryEntry, scratch: inout [UInt8]) -> Int {
+        scratch.removeAll(keepingCapacity: true)
+        HistoryFormat.append(entry, to: &scratch)
+        return scratch.count
+    }
+
     /// `entries` in revision order, with at most one entry per revision and key (the last
     /// given wins: a commit that changed a key twice leaves its final value).
     static func normalized(_ entries: [HistoryEntry]) -> [HistoryEntry] {
@@ -50,7 +70,11 @@ enum HistoryRetention {
     /// What pruning `entries` (normalized) keeps, and the `since` after it (at least `since`).
     /// `now` and the entries' times are milliseconds since the epoch; an entry without a time
     /// counts as old.
-    static func prune(_ entries: [HistoryEntry], since: Int64, keep: Int, days: Int, now: Int64) -> (entries: [HistoryEntry], since: Int64) {
+    /// With `maxBytes`, the oldest kept entries are then dropped until the lines of what is
+    /// kept take at most that many bytes (a key's newest entry is kept if it is a value).
+    static func prune(
+        _ entries: [HistoryEntry], since: Int64, keep: Int, days: Int, now: Int64, maxBytes: Int = .max
+    ) -> (entries: [HistoryEntry], since: Int64) {
         let cutoff = days > 0 ? now - Int64(days) * 86_400_000 : Int64.max
         var byKey: [Key: [Int]] = [:]
         for (index, entry) in entries.enumerated() { byKey[entry.key, default: []].append(index) }
@@ -63,6 +87,9 @@ enum HistoryRetention {
                 kept[index] = true
                 count += 1
             }
+        }
+        if maxBytes < .max { bound(entries, &kept, byKey: byKey, maxBytes: maxBytes) }
+        for indices in byKey.values {
             guard !kept[indices[0]] else { continue }  // nothing of this key is dropped
             if let oldest = indices.first(where: { kept[$0] }) {
                 newSince = max(newSince, entries[oldest].revision)  // from there on, this key's values are all kept
@@ -72,6 +99,26 @@ enum HistoryRetention {
             }
         }
         return (entries.indices.filter { kept[$0] }.map { entries[$0] }, newSince)
+    }
+
+    /// Unmarks the oldest kept entries of `entries` (normalized: in revision order) until the
+    /// rest take at most `maxBytes`; a key's newest entry stays when it is a value.
+    private static func bound(_ entries: [HistoryEntry], _ kept: inout [Bool], byKey: [Key: [Int]], maxBytes: Int) {
+        var scratch: [UInt8] = []
+        var sizes = [Int](repeating: 0, count: entries.count)
+        var total = 0
+        for index in entries.indices where kept[index] {
+            sizes[index] = lineBytes(entries[index], scratch: &scratch)
+            total += sizes[index]
+        }
+        guard total > maxBytes else { return }
+        var current = Set<Int>()
+        for indices in byKey.values where entries[indices.last!].value != nil { current.insert(indices.last!) }
+        for index in entries.indices where kept[index] && !current.contains(index) {
+            guard total > maxBytes else { return }
+            kept[index] = false
+            total -= sizes[index]
+        }
     }
 
     /// The values of `entries` (normalized, complete from `since` on) at `revision`: for each

@@ -82,11 +82,15 @@ extension Journal {
         guard let options = historyOptions else { return }
         let now = options.clock()
         for domain in history.keys.sorted() {
+            guard !exclusions.excludes(domain) else { continue }
             let commits = history[domain]!
             try loadHistory(domain, current: domains[domain], revision: revision, recent: commits)
-            let fresh = (histories[domain]?.mark ?? HistoryMark()).fresh(commits)
+            let fresh = (histories[domain]?.mark ?? HistoryMark()).fresh(commits).filter { !exclusions.excludes(domain, $0.key) }
             guard !fresh.isEmpty else { continue }
-            guard var info = histories[domain], info.lines + fresh.count <= info.pruneAbove || !info.mayPrune(options, now: now) else {
+            let maxBytes = HistoryRetention.maxBytes(domainBytes: domains[domain]?.budgetBytes ?? 0)
+            guard var info = histories[domain], info.lines + fresh.count <= info.pruneAbove || !info.mayPrune(options, now: now),
+                info.validLength + Self.lineBytesBound(fresh, logLength) <= maxBytes || info.validLength + Self.lineBytes(fresh) <= maxBytes
+            else {
                 try rewriteHistory(domain, adding: fresh, current: domains[domain], revision: revision)
                 continue
             }
@@ -124,6 +128,18 @@ extension Journal {
     /// The most a fold holds of a history file's new lines before writing them.
     static let historyChunkBytes = 256 << 10
 
+    /// At least the bytes the lines of `entries` take, without encoding them: the log's length
+    /// (`logLength`, which holds their values and keys) and 128 bytes a line for the rest.
+    static func lineBytesBound(_ entries: [HistoryEntry], _ logLength: Int64) -> Int64 {
+        logLength + 128 * Int64(entries.count)
+    }
+
+    /// The bytes the lines of `entries` take (measured one by one, no copy of them all).
+    static func lineBytes(_ entries: [HistoryEntry]) -> Int64 {
+        var scratch: [UInt8] = []
+        return entries.reduce(0) { $0 + Int64(HistoryRetention.lineBytes($1, scratch: &scratch)) }
+    }
+
     /// Rewrites `domain`'s history file with its entries and `adding`, pruned. Its entries come
     /// from memory if a reader asked for them, else from the file; a file that cannot be read
     /// is set aside, and the new one starts at `revision` with the values of `current`.
@@ -138,17 +154,24 @@ extension Journal {
             case .unreadable: (entries, since) = (Self.baseline(current), revision)
             }
         }
-        try writeHistory(domain, entries + adding, since: since)
+        try writeHistory(domain, entries + adding, since: since, current: current)
     }
 
     /// Writes `domain`'s history file anew with `entries` as retention keeps them, complete
     /// from `since` on, and records what it holds (in ``histories``, and in ``historyCache``
-    /// with `keep` or if a reader asked for it before). On failure it forgets the file, which
-    /// is then read again when next needed.
-    func writeHistory(_ domain: Domain, _ entries: [HistoryEntry], since: Int64, keep: Bool = false) throws(FileSystemError) {
+    /// with `keep` or if a reader asked for it before). Entries of keys that keep no history
+    /// are left out (a domain that keeps none has its file removed instead); what is kept is
+    /// within ``HistoryRetention/pruneTarget(_:)`` of the bound for `current` (the domain's
+    /// committed state). On failure it forgets the file, which is then read again when next
+    /// needed.
+    func writeHistory(_ domain: Domain, _ entries: [HistoryEntry], since: Int64, current: DomainState?, keep: Bool = false) throws(FileSystemError) {
         let options = historyOptions!
+        guard !exclusions.excludes(domain) else { return try removeHistory(domain, since: since, keep: keep) }
         let all = HistoryRetention.normalized(entries)
-        let pruned = HistoryRetention.prune(all, since: since, keep: options.historyKeep, days: options.historyDays, now: options.clock())
+        let maxBytes = HistoryRetention.pruneTarget(HistoryRetention.maxBytes(domainBytes: current?.budgetBytes ?? 0))
+        let pruned = HistoryRetention.prune(
+            all.filter { !exclusions.excludes(domain, $0.key) }, since: since, keep: options.historyKeep, days: options.historyDays,
+            now: options.clock(), maxBytes: maxBytes)
         var bytes = HistoryFormat.header(domain, since: pruned.since)
         for entry in pruned.entries { HistoryFormat.append(entry, to: &bytes) }
         let name = HistoryFormat.fileName(for: domain)

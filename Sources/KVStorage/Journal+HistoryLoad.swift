@@ -20,8 +20,10 @@ extension Journal {
         case .missing: break
         case .unreadable: unreadable = true
         }
-        if let (entries, since) = completion(of: content, domain, current: current, recent: recent, unreadable: unreadable) {
-            try writeHistory(domain, entries, since: since, keep: keep)
+        // A file this store loaded before is complete: it kept it so (only the first load checks).
+        let checked = loadedHistories.contains(domain) && !unreadable
+        if !checked, let (entries, since) = completion(of: content, domain, current: current, recent: recent, unreadable: unreadable) {
+            try writeHistory(domain, entries, since: since, current: current, keep: keep)
             if !unreadable {
                 log(
                     .warning,

@@ -49,6 +49,10 @@ final class Journal: @unchecked Sendable {
     /// a history file is checked against when it is loaded (``loadHistory(_:current:revision:recent:)``).
     var historyStart: [Domain: Int64] = [:]
     var historyLogBase: Int64 = 0
+    /// The domains and keys that keep no history (``HistoryExclusions/fileName``).
+    var exclusions = HistoryExclusions()
+    /// Why the last ``append(_:revision:)`` failed, if a file system call did.
+    var appendFailure: FileSystemError?
 
     /// The block the log is written in. A commit writes whole blocks from the start of the
     /// partly filled last one, zero-padded, through an `O_DIRECT` descriptor where the file
@@ -80,6 +84,7 @@ final class Journal: @unchecked Sendable {
             fileLength = max(fileLength, start + Int64(block.count))
             try fileSystem.fdatasync(descriptor)
         } catch {
+            appendFailure = error
             needsRepair = true
             try? repairIfNeeded(revision: revision)
             throw .failure("could not make the change durable in \(logPath): \(error)")

@@ -10,4 +10,18 @@ extension Recovery {
         journal.historyStart = loaded
         journal.historyLogBase = logBase
     }
+
+    /// Reads what keeps no history (``Journal/loadExclusions()``), and with history off
+    /// removes the history files (``Journal/removeHistoryFiles()``; a failure is logged, and
+    /// tried again at the next start).
+    func prepareHistory() throws(StorageError) {
+        do { try journal.loadExclusions() } catch {
+            journal.releaseAll()
+            throw .failure("cannot read \(journal.path(HistoryExclusions.fileName)): \(error)")
+        }
+        guard journal.historyOptions == nil else { return }
+        do { try journal.removeHistoryFiles() } catch {
+            journal.log(.error, "history is off, but its files in \(directory) could not be removed: \(error)")
+        }
+    }
 }

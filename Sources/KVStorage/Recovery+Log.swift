@@ -85,7 +85,10 @@ extension Recovery {
                 let sizes = entryBytes[partStart..<(partStart + part.changes.count)]
                 partStart += part.changes.count
                 if journal.historyOptions != nil {
-                    state.recent[part.domain, default: []].append(RecentCommit(revision: record.revision, time: record.time, uid: record.uid, changes: part.changes))
+                    let changes = journal.exclusions.filter(part.changes, of: part.domain)
+                    if !changes.isEmpty {
+                        state.recent[part.domain, default: []].append(RecentCommit(revision: record.revision, time: record.time, uid: record.uid, changes: changes))
+                    }
                 }
                 guard record.revision > replayedThrough[part.domain] ?? 0 else { continue }
                 let current = state.domains[part.domain]

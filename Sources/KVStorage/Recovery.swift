@@ -22,6 +22,7 @@ struct Recovery {
     func run() throws(StorageError) -> RecoveredState {
         try prepareDirectory()
         try lock()
+        try prepareHistory()
         var state = RecoveredState()
         var loaded: [Domain: (file: String, replayedThrough: Int64)] = [:]
         for (name, entry) in try domainFiles() {

@@ -71,9 +71,13 @@ extension Store {
             do {
                 try journal.append(batch.records, revision: state.withLock { $0.revision })
             } catch {
-                log(.error, error.description)
-                for item in pending { item.fail(error) }
-                return
+                // A full disk: history goes first, then the log is compacted, and the batch tried again.
+                let retried = Self.isFull(journal.appendFailure) && makeRoom() && (try? journal.append(batch.records, revision: state.withLock { $0.revision })) != nil
+                if !retried {
+                    log(.error, error.description)
+                    for item in pending { item.fail(error) }
+                    return
+                }
             }
             publish(batch)
         }
@@ -179,14 +183,17 @@ extension Store {
     /// dictionaries are not shared at this point, so no copy is made) and drops emptied domains.
     private func publish(_ batch: Batch) {
         let keepsHistory = journal.historyOptions != nil
+        let exclusions = journal.exclusions
         state.withLock { state in
             for commit in batch.planned {
                 let emptied = state.domains[commit.domain, default: DomainState()]
                     .apply(commit.changes, entryBytes: batch.entryBytes[commit.entryBytes], budgetBytes: commit.budgetBytes, at: commit.revision)
                 if emptied { state.domains[commit.domain] = nil }
                 if keepsHistory {
-                    state.recent[commit.domain, default: []]
-                        .append(RecentCommit(revision: commit.revision, time: batch.time, uid: commit.uid, changes: commit.changes))
+                    let changes = exclusions.filter(commit.changes, of: commit.domain)  // the same array when nothing is excluded
+                    if !changes.isEmpty {
+                        state.recent[commit.domain, default: []].append(RecentCommit(revision: commit.revision, time: batch.time, uid: commit.uid, changes: changes))
+                    }
                 }
             }
             state.revision = batch.revision
@@ -200,7 +207,7 @@ extension Store {
 
     /// Folds the log's commits into the history files, writes the dirty domain files and
     /// resets the log; a failure is logged and retried at the next batch (the log still holds
-    /// everything).
+    /// everything). On a full disk, history is dropped to make room (``makeRoom()``).
     func compact() {
         let (domains, revision, recent) = state.withLock { ($0.domains, $0.revision, $0.recent) }
         let count = journal.dirty.count
@@ -210,6 +217,8 @@ extension Store {
             state.withLock { $0.recent = [:] }  // in the history files now; nothing was published meanwhile (this queue publishes)
             journal.nextCompactionLength = threshold
             log(.debug, "compacted the log into \(count) domain files at revision \(revision)")
+        } catch  where Self.isFull(error) && makeRoom() {
+            return
         } catch {
             // Retry once the log has grown by another quarter of the threshold, not every batch.
             journal.nextCompactionLength = journal.logLength + max(threshold / 4, 1)

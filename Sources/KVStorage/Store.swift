@@ -54,6 +54,8 @@ public final class Store: Sendable {
         var revision: Int64
         /// The commits still only in the log, per domain, for history (none when it is off).
         var recent: [Domain: [RecentCommit]] = [:]
+        /// What keeps no history (the journal's, copied for readers).
+        var exclusions = HistoryExclusions()
         var pending: [Pending] = []
         /// A drain is scheduled or running on the commit queue.
         var draining = false
@@ -87,7 +89,7 @@ public final class Store: Sendable {
         self.journal = journal
         self.options = options
         self.log = log
-        self.state = Mutex(State(domains: recovered.domains, revision: recovered.revision, recent: recovered.recent))
+        self.state = Mutex(State(domains: recovered.domains, revision: recovered.revision, recent: recovered.recent, exclusions: journal.exclusions))
         log(.info, "opened state folder \(directory) at revision \(recovered.revision) with \(recovered.domains.count) domains")
     }
 

@@ -138,4 +138,45 @@ enum Tmpfs {
         #expect(!names.contains { $0.contains(".unreadable-") }, "no file was found damaged: \(names)")
         #expect(!names.contains { $0.hasSuffix(".tmp") }, "no temporary file is left: \(names)")
     }
+
+    /// Issue 23, item 7: on a 6 MiB tmpfs, 3 keys of 200 KiB rewritten over and over with
+    /// history on. The history files fill the disk; kvd drops them before it refuses a write,
+    /// so every write is taken (it used to refuse all after ~30, for good, even after a
+    /// restart and deleting the domain).
+    @Test(.enabled(if: Tmpfs.available, "needs root to mount a 6 MiB tmpfs as the state folder; skipped"), .timeLimit(.minutes(5)))
+    func historyIsDroppedBeforeAWriteIsRefused() throws {
+        let sandbox = Sandbox()
+        try FileManager.default.createDirectory(atPath: sandbox.state, withIntermediateDirectories: true)
+        guard Tmpfs.mount(sandbox.state, size: "6m") else {
+            Issue.record("mounting a tmpfs on \(sandbox.state) failed")
+            return
+        }
+        var daemon: Daemon?
+        defer {
+            daemon?.stop(SIGKILL)
+            daemon = nil
+            Tmpfs.unmount(sandbox.state)
+        }
+        daemon = try Daemon(sandbox)
+        var client = try RawClient(sandbox.socket)
+        let value = { (index: Int) in "v\(index)-" + String(repeating: "x", count: 200 << 10) }
+        var stored: [String: String] = [:]
+        for index in 0..<90 {
+            let key = "k\(index % 3)"
+            let reply = try set(client, key, value(index))
+            #expect(reply["error"] == nil, "write \(index) of 200 KiB: \(reply)")
+            guard reply["error"] == nil else { break }
+            stored[key] = value(index)
+        }
+        try verify(client, stored, "after 90 writes")
+        #expect(daemon!.errorOutput().contains("is full: dropped the history"), "kvd says it dropped history")
+        client.close()
+        #expect(daemon!.stop(SIGTERM) == 0)
+        daemon = try Daemon(sandbox)
+        client = try RawClient(sandbox.socket)
+        defer { client.close() }
+        try verify(client, stored, "after a restart")
+        let more = try set(client, "k0", value(1000))
+        #expect(more["error"] == nil, "a write after the restart: \(more)")
+    }
 }

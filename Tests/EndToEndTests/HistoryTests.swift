@@ -130,14 +130,19 @@ import Testing
         daemon.stop()
     }
 
-    /// 20 values of 1 MiB: more history than one reply carries. A History call says where the
-    /// next page begins; kvctl history pages through and prints all of them.
+    /// 20 values of 1 MiB: more history than one reply carries (in a domain of 3 MiB, whose
+    /// history may take 24 MiB). A History call says where the next page begins; kvctl
+    /// history pages through and prints all of them.
     @Test func historyLongerThanOneReplyIsPagedThrough() throws {
         let sandbox = Sandbox()
         let daemon = try Daemon(sandbox)
         let client = try RawClient(sandbox.socket)
         defer { client.close() }
         let big = String(repeating: "x", count: 1 << 20)
+        for pad in ["pad1", "pad2"] {
+            let reply = try client.call(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"com.example.big","key":"\#(pad)","value":"\#(big)"}}"#)
+            #expect(reply["error"] == nil, "\(reply["error"] ?? "")")
+        }
         for index in 0..<20 {
             let reply = try client.call(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"com.example.big","key":"k","value":"\#(index)\#(big)"}}"#)
             #expect(reply["error"] == nil, "\(reply["error"] ?? "")")
@@ -147,7 +152,7 @@ import Testing
         let entries = try #require(parameters["entries"] as? [[String: Any]])
         let next = try #require(parameters["nextBeforeRevision"] as? Int, "a cut reply names the next page: \(parameters.keys)")
         #expect(entries.count > 0 && entries.count < 20 && next == (entries.last?["revision"] as? Int), "\(entries.count) entries, next \(next)")
-        let all = try Self.history(sandbox, "com.example.big")
+        let all = try Self.history(sandbox, "com.example.big").filter { $0["key"] as? String == "k" }
         let indices: [String] = all.map { entry in String((entry["value"] as? String ?? "").prefix { $0 != "x" }) }
         #expect(indices == (0..<20).reversed().map { String($0) })
         daemon.stop()

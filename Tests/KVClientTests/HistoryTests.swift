@@ -30,3 +30,29 @@ import Testing
         daemon.stop()
     }
 }
+
+/// Secrets from Swift (issue 23): a key marked to keep no history, and forgetting.
+@Suite struct SecretHistoryTests {
+    static let token = KVDefaults.Key<String>("token", default: "")
+    static let theme = KVDefaults.Key<String>("theme", default: "light")
+
+    @Test func aTokenMarkedToKeepNoHistoryHasNoneAndForgettingRemovesTheRest() throws {
+        let daemon = try RealDaemon()
+        defer { daemon.stop() }
+        let suite = daemon.suite("com.example.secrets")
+        try suite.set("before", for: Self.token)
+        try suite.setKeepsHistory(false, for: Self.token)
+        try suite.set("s3cret", for: Self.token)
+        try suite.set("s3cret-2", for: Self.token)
+        #expect(try suite.history(for: Self.token).isEmpty)
+        try suite.set("dark", for: Self.theme)
+        try suite.set("dim", for: Self.theme)
+        #expect(try suite.history(for: Self.theme).count == 2)
+        try suite.forgetHistory(of: Self.theme)
+        let left = try suite.history(for: Self.theme)
+        #expect(left.count == 1 && left.first?.time == nil, "only the current value, of no known time: \(left)")
+        try suite.setKeepsHistory(true, for: Self.token)
+        try suite.set("kept", for: Self.token)
+        #expect(try suite.history(for: Self.token).count == 1)
+    }
+}

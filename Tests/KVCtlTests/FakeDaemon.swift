@@ -139,7 +139,7 @@ final class FakeDaemon: Sendable {
             let locks = store.locks.filter { only == nil || $0.key == only }.flatMap { domain, keys in keys.map { (domain, $0) } }
             let items = locks.sorted { ($0.0.name, $0.1) < ($1.0.name, $1.1) }.map { JSON.object(["domain": .string($0.0.name), "key": .string($0.1.name)]) }
             return VarlinkReply(parameters: ["locks": .array(items)])
-        case .getInfo, .getInterfaceDescription, .mirror, .status, .history, .backup:  // history, backup: tested against the real kvd
+        case .getInfo, .getInterfaceDescription, .mirror, .status, .history, .backup, .forgetHistory, .keepHistory:  // history, backup: tested against the real kvd
             throw RequestError(.failure(ServiceInterface.Error.methodNotImplemented))
         }
     }

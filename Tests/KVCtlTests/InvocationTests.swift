@@ -38,6 +38,16 @@ import Testing
         #expect(try Invocation.parse(["--system", "unlock", "com.a", "k"]).command == .unlock(domain, key))
     }
 
+    @Test func historyForgetsAndMarks() throws {
+        #expect(try Invocation.parse(["history", "--forget", "com.a", "k"]).command == .forgetHistory(domain, key))
+        #expect(try Invocation.parse(["history", "com.a", "--forget"]).command == .forgetHistory(domain, nil))
+        #expect(try Invocation.parse(["history", "--keep-none", "com.a", "k"]).command == .keepHistory(domain, key, keep: false))
+        #expect(try Invocation.parse(["history", "--keep", "com.a"]).command == .keepHistory(domain, nil, keep: true))
+        #expect(throws: CommandLineError.self) { try Invocation.parse(["history", "--forget", "--keep-none", "com.a"]) }
+        #expect(throws: CommandLineError.self) { try Invocation.parse(["history", "--forget", "com.a", "--limit", "3"]) }
+        #expect(throws: CommandLineError.self) { try Invocation.parse(["restore", "--forget", "com.a"]) }
+    }
+
     @Test func helpHasFourSpellings() throws {
         #expect(try Invocation.parse(["--help"]).command == .help(nil))
         #expect(try Invocation.parse(["help"]).command == .help(nil))

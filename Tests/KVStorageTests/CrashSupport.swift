@@ -169,6 +169,9 @@ final class CrashWorkload {
     var attempts: [Attempt] = []
     /// Why opening the store failed (only with injected faults); each failure is retried.
     var failedOpens: [String] = []
+    /// Each history change asked for (``changeHistory(_:)``), with the operation index at
+    /// which it completed and whether it succeeded.
+    var historyChanges: [(change: HistoryChange, completedAt: Int, succeeded: Bool)] = []
 
     init(fileSystem: SimulatedFileSystem, directory: String = "/data/state", options: StoreOptions, base: StoreContent = StoreContent()) {
         self.fileSystem = fileSystem
@@ -218,6 +221,21 @@ final class CrashWorkload {
         let commit = result.map { $0.first ?? Commit(revision: store.revision, domain: first.domain, changes: []) }
         attempts.append(
             Attempt(domain: first.domain, mutation: .apply(first.changes, ifRevision: nil), group: parts, outcome: commit, completedAt: index))
+    }
+
+    /// Forgets history, or marks what keeps none (``Store/submitHistoryChange(_:completion:)``).
+    func changeHistory(_ change: HistoryChange) {
+        guard let store else { return }
+        let done = DispatchSemaphore(value: 0)
+        let outcome = Mutex<(Bool, Int)?>(nil)
+        let fileSystem = self.fileSystem
+        store.submitHistoryChange(change) { result in
+            outcome.withLock { $0 = ((try? result.get()) != nil, fileSystem.operationCount) }
+            done.signal()
+        }
+        done.wait()
+        let (succeeded, index) = outcome.withLock { $0! }
+        historyChanges.append((change, index, succeeded))
     }
 
     /// Stops as a crash of the process would (no compaction) and opens the folder again.

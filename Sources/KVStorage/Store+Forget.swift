@@ -1,0 +1,127 @@
+import Dispatch
+import Glibc
+import KVValues
+import Synchronization
+
+/// A change to what history keeps (``Store/submitHistoryChange(_:completion:)``).
+public enum HistoryChange: Sendable, Equatable {
+    /// Removes the past values of a key (of every key of the domain, if nil) from every file
+    /// the store keeps.
+    case forget(Domain, Key?)
+    /// Marks a key (every key of the domain, if nil) to keep history (`true`) or none
+    /// (`false`: its past values are forgotten at once, as by ``forget``).
+    case keep(Domain, Key?, Bool)
+}
+
+/// Forgetting history and making room on a full disk. Commit queue only, but for the public
+/// entry points.
+extension Store {
+    /// Queues `change` after everything queued before it and returns at once. `completion`
+    /// runs on the commit queue once it is durable, with the store's revision then, or with
+    /// `.failure` (nothing acknowledged: run it again). A forget rewrites the domain's history
+    /// file without the key's (or domain's) entries (the values the domain still has stay, as
+    /// values of no known time), compacts the log into the domain files (the log held them
+    /// too) and removes or rewrites the copies set aside that name them
+    /// (``Journal/scrubCopies(_:key:)``): once it completed, no file of the folder holds those
+    /// past values, across any crash. Works with history off too (then only log and copies).
+    public func submitHistoryChange(_ change: HistoryChange, completion: @escaping @Sendable (Result<Int64, StorageError>) -> Void) {
+        guard !state.withLock({ $0.closed }) else { return queue.async { completion(.failure(.failure("the store is closed"))) } }
+        queue.async {
+            self.state.withLock { $0.draining = true }
+            self.drain()  // what was queued before it comes first
+            self.state.withLock { $0.draining = true }  // busy: an event loop's commitQueued() leaves new work to this queue
+            completion(self.perform(change))
+            self.drain()  // what was queued meanwhile
+        }
+    }
+
+    /// ``submitHistoryChange(_:completion:)``, waiting until it is durable; returns the
+    /// store's revision then. Blocks; not on the commit queue.
+    @discardableResult
+    public func changeHistory(_ change: HistoryChange) throws(StorageError) -> Int64 {
+        dispatchPrecondition(condition: .notOnQueue(queue))
+        let outcome = Mutex<Result<Int64, StorageError>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        submitHistoryChange(change) { result in
+            outcome.withLock { $0 = result }
+            done.signal()
+        }
+        done.wait()
+        return try outcome.withLock { $0! }.get()
+    }
+
+    /// The domains and keys marked to keep no history. Never blocks on I/O.
+    public var historyExclusions: HistoryExclusions { state.withLock { $0.exclusions } }
+
+    private func perform(_ change: HistoryChange) -> Result<Int64, StorageError> {
+        do throws(FileSystemError) {
+            switch change {
+            case .forget(let domain, let key):
+                try forget(domain, key)
+            case .keep(let domain, let key, let keep):
+                let before = journal.exclusions
+                journal.exclusions.set(domain, key: key, keep: keep)
+                do { try journal.saveExclusions() } catch {
+                    journal.exclusions = before
+                    throw error
+                }
+                let exclusions = journal.exclusions
+                state.withLock { $0.exclusions = exclusions }
+                if !keep { try forget(domain, key) }
+            }
+            return .success(state.withLock { $0.revision })
+        } catch {
+            log(.error, "could not change what history keeps (\(change)): \(error)")
+            return .failure(.failure("could not change what history keeps: \(error); nothing is sure to be forgotten, run it again"))
+        }
+    }
+
+    /// See ``submitHistoryChange(_:completion:)``.
+    private func forget(_ domain: Domain, _ key: Key?) throws(FileSystemError) {
+        let (domains, revision, recent, original) = state.withLock { state in
+            let original = state.recent[domain] ?? []
+            if let key {
+                state.recent[domain] = state.recent[domain]?.compactMap { commit in
+                    var commit = commit
+                    commit.changes.removeAll { $0.key == key }
+                    return commit.changes.isEmpty ? nil : commit
+                }
+            } else {
+                state.recent[domain] = nil
+            }
+            return (state.domains, state.revision, state.recent, original)
+        }
+        try journal.forgetHistory(domain, key: key, current: domains[domain], revision: revision, recent: original)
+        try journal.compact(domains, revision: revision, history: recent)
+        state.withLock { $0.recent = [:] }
+        journal.nextCompactionLength = Int64(options.compactionLogBytes)
+        try journal.scrubCopies(domain, key: key)
+        log(.info, "forgot the history of \(key.map { "key \($0) of " } ?? "")domain \(domain)")
+    }
+
+    /// Whether `error` says the disk (or the user's quota) is full.
+    static func isFull(_ error: FileSystemError?) -> Bool {
+        error?.code == ENOSPC || error?.code == EDQUOT
+    }
+
+    /// Makes room on a full disk for the data: drops every history file, then compacts the
+    /// log into the domain files (freeing the log's space). Returns whether the compaction
+    /// succeeded; logged.
+    func makeRoom() -> Bool {
+        let (domains, revision) = state.withLock { ($0.domains, $0.revision) }
+        do throws(FileSystemError) {
+            let dropped = journal.historyOptions != nil ? try journal.dropHistory(domains: domains, revision: revision) : false
+            try journal.compact(domains, revision: revision)
+            state.withLock { $0.recent = [:] }
+            journal.nextCompactionLength = Int64(options.compactionLogBytes)
+            log(
+                .warning,
+                "the disk holding \(journal.directory) is full: \(dropped ? "dropped the history of every domain (it starts again from the values) and " : "")compacted the log"
+            )
+            return true
+        } catch {
+            log(.error, "the disk holding \(journal.directory) is full, and making room failed: \(error)")
+            return false
+        }
+    }
+}
