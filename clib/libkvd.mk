@@ -18,10 +18,10 @@ KVD_CC         ?= cc
 LIBKVD_CFLAGS  ?= -O2 -g
 LIBKVD_WARN    := -std=c11 -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wstrict-prototypes -Wvla
 LIBKVD_DEFS    := -D_GNU_SOURCE -DKVD_DAEMON_PATH='"$(BINDIR)/kvd"' -I$(LIBKVD_DIR)/include -I$(LIBKVD_DIR)/src
-# Fuzzing needs clang's libFuzzer: the Swift toolchain's clang has it (swiftc -sanitize=fuzzer uses the same).
-FUZZ_CC        ?= clang
+# Its JSON code's libFuzzer target, libkvd-json, is built by fuzz/build.sh (make fuzz-build) with
+# the Swift toolchain's clang, which has libFuzzer, and run by fuzz/run.sh with the others.
 
-.PHONY: libkvd libkvd-test libkvd-install libkvd-uninstall libkvd-fuzz-build
+.PHONY: libkvd libkvd-test libkvd-install libkvd-uninstall
 
 libkvd: $(LIBKVD_SO) $(LIBKVD_OUT)/libkvd.a $(LIBKVD_OUT)/kvd.pc
 
@@ -44,20 +44,13 @@ $(LIBKVD_OUT)/kvd.pc: $(LIBKVD_DIR)/kvd.pc.in
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(LIBKVD_VERSION)|g' $< > $@
 
 $(LIBKVD_OUT)/test_libkvd: $(LIBKVD_DIR)/tests/test_libkvd.c $(LIBKVD_SO) $(LIBKVD_DIR)/include/kvd.h
-	$(KVD_CC) $(LIBKVD_CFLAGS) $(LIBKVD_WARN) -D_GNU_SOURCE -I$(LIBKVD_DIR)/include -o $@ $< -L$(LIBKVD_OUT) -Wl,-rpath,'$$ORIGIN' -lkvd
+	$(KVD_CC) $(LIBKVD_CFLAGS) $(LIBKVD_WARN) -Wno-format-truncation -D_GNU_SOURCE -I$(LIBKVD_DIR)/include -o $@ $< -L$(LIBKVD_OUT) -Wl,-rpath,'$$ORIGIN' -lkvd
 
 ## The test program against the real kvd and kvctl of `swift build`.
 libkvd-test: libkvd $(LIBKVD_OUT)/test_libkvd
 	$(SWIFT) build --product kvd
 	$(SWIFT) build --product kvctl
 	$(LIBKVD_DIR)/tests/run.sh "$(LIBKVD_OUT)/test_libkvd" "$$($(SWIFT) build --show-bin-path)"
-
-## The libFuzzer target of the JSON reader and writer (fuzz/run.sh runs it as libkvd-json).
-libkvd-fuzz-build:
-	@mkdir -p .build/fuzz/bin
-	$(FUZZ_CC) -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -O1 -g $(LIBKVD_DEFS) \
-	  -o .build/fuzz/bin/libkvd-json $(LIBKVD_DIR)/fuzz/fuzz_json.c $(LIBKVD_DIR)/src/json.c $(LIBKVD_DIR)/src/value.c \
-	  $(LIBKVD_DIR)/src/encoding.c $(LIBKVD_DIR)/src/error.c
 
 libkvd-install: libkvd
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR)
