@@ -21,11 +21,19 @@ LIBKVD_DEFS    := -D_GNU_SOURCE -DKVD_DAEMON_PATH='"$(BINDIR)/kvd"' -I$(LIBKVD_D
 # Its JSON code's libFuzzer target, libkvd-json, is built by fuzz/build.sh (make fuzz-build) with
 # the Swift toolchain's clang, which has libFuzzer, and run by fuzz/run.sh with the others.
 
-.PHONY: libkvd libkvd-test libkvd-install libkvd-uninstall
+.PHONY: libkvd libkvd-test libkvd-install libkvd-uninstall libkvd-force
+
+# The install paths built into the library (KVD_DAEMON_PATH) and kvd.pc: rewritten when they
+# change, so that `make install PREFIX=...` never installs what was built for another PREFIX.
+LIBKVD_STAMP := $(LIBKVD_OUT)/paths.stamp
+$(LIBKVD_STAMP): libkvd-force
+	@mkdir -p $(dir $@)
+	@echo '$(BINDIR) $(PREFIX) $(LIBDIR) $(INCLUDEDIR)' > $@.new
+	@if cmp -s $@.new $@; then rm -f $@.new; else mv $@.new $@; fi
 
 libkvd: $(LIBKVD_SO) $(LIBKVD_OUT)/libkvd.a $(LIBKVD_OUT)/kvd.pc
 
-$(LIBKVD_OUT)/obj/%.o: $(LIBKVD_DIR)/src/%.c $(LIBKVD_HEADERS)
+$(LIBKVD_OUT)/obj/%.o: $(LIBKVD_DIR)/src/%.c $(LIBKVD_HEADERS) $(LIBKVD_STAMP)
 	@mkdir -p $(dir $@)
 	$(KVD_CC) $(LIBKVD_CFLAGS) $(LIBKVD_WARN) $(LIBKVD_DEFS) -fPIC -fvisibility=hidden -c $< -o $@
 
@@ -39,7 +47,7 @@ $(LIBKVD_SO): $(LIBKVD_OBJECTS)
 $(LIBKVD_OUT)/libkvd.a: $(LIBKVD_OBJECTS)
 	rm -f $@ && ar rcs $@ $^
 
-$(LIBKVD_OUT)/kvd.pc: $(LIBKVD_DIR)/kvd.pc.in
+$(LIBKVD_OUT)/kvd.pc: $(LIBKVD_DIR)/kvd.pc.in $(LIBKVD_STAMP)
 	@mkdir -p $(dir $@)
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(LIBKVD_VERSION)|g' $< > $@
 
