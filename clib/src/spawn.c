@@ -3,7 +3,7 @@
  * kvd is started detached (fork, setsid, fork, exec): it is never this process's child, so a
  * library needs no thread to reap it and leaves no zombie, and a host program's own SIGCHLD
  * handling never sees it. Between fork and exec only async-signal-safe calls are made; argv
- * and the environment are built before. A close-on-exec pipe carries the daemon's pid and, if
+ * and the environment are built before (the second fork is _Fork, which runs no atfork handlers). A close-on-exec pipe carries the daemon's pid and, if
  * exec fails, its errno. */
 
 #include "spawn.h"
@@ -67,7 +67,7 @@ kvd_status spawn_daemon(const char *daemon, const char *socket_path, kvd_error *
     pid_t middle = fork();
     if (middle == 0) {
         setsid();
-        pid_t daemon_pid = fork();
+        pid_t daemon_pid = _Fork(); /* no atfork handlers: async-signal-safe in a child of a threaded process */
         if (daemon_pid == 0) {
             int null = open("/dev/null", O_RDWR);
             if (null >= 0) dup2(null, 0), dup2(null, 1), dup2(null, 2);

@@ -470,6 +470,20 @@ static pid_t listener_pid(const char *path) {
     return pid;
 }
 
+/* Whether process `pid`'s environment has an entry starting with `prefix`. */
+static bool environment_has(pid_t pid, const char *prefix) {
+    char path[64], entries[65536];
+    snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
+    FILE *file = fopen(path, "r");
+    if (!file) return false;
+    size_t n = fread(entries, 1, sizeof entries - 1, file);
+    fclose(file);
+    entries[n] = '\0';
+    for (size_t i = 0; i < n; i += strlen(entries + i) + 1)
+        if (!strncmp(entries + i, prefix, strlen(prefix))) return true;
+    return false;
+}
+
 static void stop(pid_t pid) {
     kill(pid, SIGTERM);
     for (int i = 0; i < 1000 && kill(pid, 0) == 0; i++) usleep(10000);
@@ -495,6 +509,8 @@ static void autostart_starts_kvd_and_a_lost_connection_reconnects(void) {
     CHECK(first > 0 && getppid() != first, "an autostarted kvd listens (pid %d)", (int)first);
     int child_status;
     CHECK(waitpid(-1, &child_status, WNOHANG) < 0 && errno == ECHILD, "the autostarted kvd is not our child");
+    CHECK(first <= 0 || !environment_has(first, "NOTIFY_SOCKET="), "the service manager's variables are not passed on");
+    CHECK(first <= 0 || environment_has(first, "KVD_STATE_DIR="), "the rest of the environment is passed on");
     /* kvd goes away: the next call starts it again, and the value is there */
     stop(first);
     CHECK_OK(kvd_get(client, "org.libkvd.auto", "k", &got, NULL, NULL, &error), &error);
