@@ -19,9 +19,9 @@
  * Link with `pkg-config --cflags --libs kvd`.
  *
  * Why its own JSON code: libkvd reads and writes JSON with a small reader and writer of its own
- * (about 600 lines, fuzzed with libFuzzer: fuzz target libkvd-json), not json-glib, so that a plain
- * C program does not take GLib in with it; the GSettings module, which has GLib anyway, uses
- * libkvd too, so that there is one varlink client in C, not two.
+ * (clib/src/json.c, with the typed layer in value.c and encoding.c; fuzzed with libFuzzer, target
+ * libkvd-json), not json-glib, so that a plain C program does not take GLib in with it. The
+ * GSettings module, which has GLib anyway, is to use libkvd too: one varlink client in C, not two.
  *
  * Conventions of every call:
  * - Strings are NUL-terminated UTF-8. Domain and key names are checked by kvd: a bad name gets

@@ -16,6 +16,10 @@
 
 #include "spawn.h"
 
+#ifndef KVD_DAEMON_PATH /* set by clib/libkvd.mk: $(BINDIR)/kvd */
+#define KVD_DAEMON_PATH "/usr/local/bin/kvd"
+#endif
+
 static char *dup_or_null(const char *text) { return text && *text ? strdup(text) : NULL; }
 
 kvd_status conn_config_init(conn_config *config, const kvd_connect_options *options, kvd_error *error) {

@@ -187,10 +187,10 @@ static char *parse_string(parser *p, size_t *out_len) {
             break;
         }
         char e = (char)p->text[p->pos++];
-        const char *simple = strchr("\"\\/bfnrt", e);
-        if (e != '\0' && simple) {
-            static const char replacement[] = "\"\\/\b\f\n\r\t";
-            buffer_append_byte(&b, replacement[simple - "\"\\/bfnrt"]);
+        static const char escapes[] = "\"\\/bfnrt", replacements[] = "\"\\/\b\f\n\r\t";
+        const char *simple = e ? strchr(escapes, e) : NULL;
+        if (simple) {
+            buffer_append_byte(&b, replacements[simple - escapes]);
             continue;
         }
         if (e != 'u') {
