@@ -153,7 +153,8 @@ static const char *const samples[] = {
     "\"plain\"", "\"\"", "\"quote \\\" backslash \\\\ newline \\n tab \\t é 😀 \\u0001\"", "true", "false", "0", "42",
     "-9223372036854775808", "9223372036854775807", "1.0", "0.1", "-2.5e-300", "1.7976931348623157e+308", "-0.0",
     "{\"$date\":\"2026-11-29T17:00:00.250Z\"}", "{\"$date\":\"0001-01-01T00:00:00.000Z\"}", "{\"$data\":\"AAECAwT/\"}",
-    "{\"$data\":\"\"}", "[]", "[1,\"two\",[3.5,{\"$data\":\"AA==\"}],{}]", "{}", "{\"a\":1,\"b\":{\"c\":[true,false]},\"ü\":\"x\"}",
+    "{\"$data\":\"\"}", "{\"$date\":\"2026-11-29T19:00:00.250+02:00\"}", "{\"$date\":\"2026-11-29T17:00:00.1234567Z\"}",
+    "\"nul \\u0000 inside\"", "[]", "[1,\"two\",[3.5,{\"$data\":\"AA==\"}],{}]", "{}", "{\"a\":1,\"b\":{\"c\":[true,false]},\"ü\":\"x\"}",
     "{\"$dict\":{\"$x\":1,\"y\":{\"$date\":\"2000-02-29T12:34:56.789Z\"}}}"};
 
 static void every_type_round_trips_with_kvctl(kvd_client *client) {
@@ -339,6 +340,16 @@ static void watch_sees_kvctl_and_libkvd_changes(kvd_client *client) {
     free(kvctl(&status, (const char *const[]){"delete", domain, "FromKvctl", NULL}));
     s.last_key[0] = '\0';
     CHECK(wait_for_key(watch, &s, "FromKvctl") && s.last_removed, "the watch saw kvctl's delete as a removal");
+    kvd_watch_free(watch);
+    /* a watch of one key: a change of another key is not delivered, so the first event after the
+     * initial one is about the watched key */
+    seen one = {0};
+    CHECK_OK(kvd_watch_new(client, domain, "Watched", on_event, &one, &watch, &error), &error);
+    if (!watch) return;
+    CHECK(one.initial && one.initial_count == 0, "a key with no value: an initial event without changes (%zu)", one.initial_count);
+    free(kvctl(&status, (const char *const[]){"set", domain, "Other", "x", NULL}));
+    free(kvctl(&status, (const char *const[]){"set", domain, "Watched", "y", NULL}));
+    CHECK(wait_for_key(watch, &one, "Watched") && one.events == 2, "only the watched key's change arrives (%d events)", one.events);
     kvd_watch_free(watch);
     /* a watch of a bad name is kvd's error */
     kvd_status refused = kvd_watch_new(client, "no spaces", NULL, on_event, &s, &watch, &error);
