@@ -41,8 +41,8 @@
  * - Thread-safety: a kvd_client may be shared between threads; its calls are serialized by a lock
  *   inside it (one call at a time on its connection). A kvd_watch is used by one thread at a time.
  *   A kvd_value is not synchronized: threads may read one value at once, but not change it while
- *   another reads it. Different objects are independent. libkvd keeps no global state, installs no
- *   signal handler (it sends with MSG_NOSIGNAL, so a closed socket is no SIGPIPE) and never writes
+ *   another reads it. Different objects are independent. libkvd keeps no global state (but one C
+ *   locale object, made once), installs no signal handler (it sends with MSG_NOSIGNAL, so a closed socket is no SIGPIPE) and never writes
  *   to stdout or stderr. Numbers are read and written in the C locale, whatever setlocale says.
  * - Lost connections: when kvd stops, restarts or exits on idle, the next call of a kvd_client
  *   connects again (with the same socket rules and autostart). A call that failed with
@@ -164,6 +164,7 @@ kvd_value *kvd_value_copy(const kvd_value *value);
  * doubles by bits, so 0.0 is not -0.0; dates by instant). */
 bool kvd_value_equal(const kvd_value *a, const kvd_value *b);
 
+/** The type of `value`, which must not be NULL. */
 kvd_type kvd_value_type(const kvd_value *value);
 /** A constant name of the type as `kvctl read-type` prints it ("string", "integer", "real", ...). */
 const char *kvd_type_name(kvd_type type);
