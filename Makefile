@@ -50,6 +50,7 @@ help:
 	@echo "make test     run every test, the end-to-end suite on the debug and on the release build (installs what is missing)"
 	@echo "make deb      build dist/kvd_VERSION_amd64.deb (static Swift runtime; lintian-clean)"
 	@echo "make install  install kvd, kvctl, habits, the systemd units (user and system), man pages and completions (PREFIX=$(PREFIX))"
+	@echo "make libkvd   the C client library (.build/clib: libkvd.so, kvd.pc); make libkvd-test runs its tests"
 	@echo "make fuzz     run each libFuzzer target for FUZZ_SECONDS (default 60)"
 	@echo "make test-sanitize  run the tests under AddressSanitizer and ThreadSanitizer"
 	@echo "make bench    kvd beside Redis, SQLite and UserDefaults: bench/results.{json,md,svg}"
@@ -73,6 +74,7 @@ test: deps format-check
 	SWIFT=$(SWIFT) scripts/check-man.sh
 	$(SWIFT) test --skip-build
 	$(PYTHON) tests/python/test_varlink.py "$$($(SWIFT) build --show-bin-path)"
+	$(MAKE) libkvd-test  # the C client library against the real kvd and kvctl, natively and under valgrind
 	$(MAKE) fuzz-smoke
 	$(MAKE) bench-smoke
 	$(SWIFT) build $(RELEASE_FLAGS)  # what make install, make deb and make bench build: every target, release
@@ -154,6 +156,7 @@ install: deps
 	  sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@DOCDIR@|$(DOCDIR)|g' systemd/$${unit##*/} > $(DESTDIR)$$unit; \
 	  chmod 0644 $(DESTDIR)$$unit; \
 	done
+	$(MAKE) libkvd-install
 	@echo "installed; enable with: systemctl --user daemon-reload && systemctl --user enable --now kvd.socket"
 	@echo "the system instance (as root): groupadd --system kvd-admin; systemctl daemon-reload && systemctl enable --now kvd-system.socket"
 
@@ -163,6 +166,10 @@ uninstall:
 	rm -rf $(DESTDIR)$(DOCDIR)
 	rm -f $(DESTDIR)$(MANDIR)/man1/kvctl.1 $(DESTDIR)$(MANDIR)/man1/habits.1 $(DESTDIR)$(MANDIR)/man8/kvd.8
 	rm -f $(DESTDIR)$(BASHCOMPDIR)/kvctl $(DESTDIR)$(ZSHCOMPDIR)/_kvctl $(DESTDIR)$(FISHCOMPDIR)/kvctl.fish
+	$(MAKE) libkvd-uninstall
 
 clean:
 	rm -rf .build
+
+## libkvd, the C client library (clib/): make libkvd, libkvd-test, libkvd-install.
+include clib/libkvd.mk

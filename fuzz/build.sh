@@ -2,6 +2,7 @@
 # Builds the libFuzzer targets into ${FUZZ_BUILD:-.build/fuzz}/bin with swiftc alone (no SwiftPM):
 # each module the targets need is compiled once, instrumented (-sanitize=fuzzer,address), as a
 # static library; targets that test internal functions are compiled into the module they test.
+# libkvd's C target is built with the toolchain's clang (it carries libFuzzer; Debian's gcc has none).
 set -eu
 cd "$(dirname "$0")/.."
 OUT=${FUZZ_BUILD:-.build/fuzz}
@@ -32,3 +33,8 @@ target log KVStorage -I Sources/CLinux fuzz/FuzzLog.swift Sources/KVStorage/*.sw
 target commit KVStorage -I Sources/CLinux fuzz/FuzzCommit.swift Sources/KVStorage/*.swift "$OUT/lib/libKVProtocol.a" "$OUT/lib/libKVValues.a" "$OUT/lib/libKVSystem.a"
 target value-parser KVCtl fuzz/FuzzValueParser.swift fuzz/UsageErrorShim.swift Sources/KVCtl/ValueParser.swift "$OUT/lib/libKVValues.a"
 target plist KVCtlPlist fuzz/FuzzPlist.swift Sources/kvctl-plist/PlistRefusal.swift Sources/kvctl-plist/BinaryPlistReader.swift Sources/kvctl-plist/XMLPlistReader.swift Sources/kvctl-plist/PlistWriter.swift "$OUT/lib/libKVValues.a"
+# libkvd's JSON reader and writer (C), with the toolchain's clang and its libFuzzer.
+echo "fuzz: target libkvd-json"
+${CLANG:-$(dirname "$(command -v "$SWIFTC")")/clang} -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fuse-ld=lld -O1 -g -D_GNU_SOURCE \
+    -DKVD_DAEMON_PATH='"kvd"' -Iclib/include -Iclib/src -o "$OUT/bin/libkvd-json" clib/fuzz/fuzz_json.c \
+    clib/src/json.c clib/src/value.c clib/src/encoding.c clib/src/error.c
