@@ -36,6 +36,7 @@ SMOKE_SECONDS ?= 10
 
 ## The toolchain's swift-format with the repository's .swift-format (4 spaces, lines up to 180,
 ## formatting only: every lint rule is off). `make test` fails on unformatted code.
+.DEFAULT_GOAL := all
 FORMAT_PATHS := Sources Tests fuzz Package.swift
 format:
 	$(SWIFT) format --in-place --recursive --parallel $(FORMAT_PATHS)
