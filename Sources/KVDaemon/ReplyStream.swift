@@ -73,9 +73,19 @@ final class ReplyStream {
         return make(run, slice, first, isDone)
     }
 
-    /// What `change` takes in a reply, about (its key and value as JSON, and room for a source).
+    /// What `change` takes in a reply, about (its key and value as JSON, and room for a source):
+    /// a string or data is counted without being written (escapes may make a piece a few times
+    /// ``pieceBytes``, far below the message limit), anything else written.
     private static func measure(_ change: Change) -> Int {
-        change.key.name.utf8.count + (change.value.map { JSONWriter().bytes($0.typedJSON).count } ?? 0) + 48
+        let value: Int
+        switch change.value {
+        case nil: value = 0
+        case .string(let text)?: value = text.utf8.count + 2
+        case .data(let bytes)?: value = bytes.count / 3 * 4 + 16
+        case .array?, .dictionary?: value = JSONWriter().bytes(change.value!.typedJSON).count
+        case .integer?, .real?, .bool?, .date?: value = 40
+        }
+        return change.key.name.utf8.count + value + 48
     }
 
     /// Keeps a live reply to send after the last piece.

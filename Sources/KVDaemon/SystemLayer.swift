@@ -108,7 +108,8 @@ final class SystemLayer {
     /// The layer as ``SystemLayerFile`` saves it; nil before any layer was received.
     var saved: SavedSystemLayer? {
         guard let revision else { return nil }
-        return SavedSystemLayer(revision: revision, values: domains.mapValues(\.values).filter { !$0.value.isEmpty }, locks: domains.mapValues(\.locks).filter { !$0.value.isEmpty })
+        return SavedSystemLayer(
+            revision: revision, values: domains.mapValues(\.values).filter { !$0.value.isEmpty }, locks: domains.mapValues(\.locks).filter { !$0.value.isEmpty })
     }
 }
 

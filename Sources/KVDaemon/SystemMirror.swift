@@ -94,7 +94,9 @@ final class SystemMirror: Sendable {
             guard let saved = try file.load() else { return }
             push(.snapshot(saved.values, locks: saved.locks, revision: saved.revision))
             let locks = saved.locks.values.reduce(0) { $0 + $1.count }
-            log.info("enforcing the system layer saved at system revision \(saved.revision) (\(saved.values.count) domain(s), \(locks) lock(s)) until the system instance sends a newer one")
+            log.info(
+                "enforcing the system layer saved at system revision \(saved.revision) (\(saved.values.count) domain(s), \(locks) lock(s)) until the system instance sends a newer one"
+            )
         } catch {
             log.error("\(error); serving without a system layer until the system instance sends one")
         }

@@ -84,23 +84,30 @@ public struct SystemLayerFile: Sendable {
 
     struct DecodeError: Error { var reason: String }
 
+    /// The file's bytes: each value written once, straight into its line.
     static func encode(_ layer: SavedSystemLayer) -> [UInt8] {
         var out: [UInt8] = []
         var lines = 1
         out += LogFormat.frame(.object(["format": .string(format), "formatVersion": .integer(formatVersion), "revision": .integer(layer.revision)]))
+        let writer = JSONWriter()
         for domain in layer.values.keys.sorted() {
             let entries = layer.values[domain]!.sorted { $0.key < $1.key }
             var index = 0
             while index < entries.count {
-                var members: [String: JSON] = [:]
-                var bytes = 0
-                while index < entries.count, members.isEmpty || bytes < lineBytes {
-                    let json = entries[index].value.typedJSON
-                    bytes += entries[index].key.name.utf8.count + JSONWriter().bytes(json).count
-                    members[entries[index].key.name] = json
+                let start = out.count
+                out += Array("00000000 {\"domain\":".utf8)
+                JSONWriter.writeString(domain.name, into: &out)
+                out += Array(",\"values\":{".utf8)
+                let first = index
+                while index < entries.count, index == first || out.count - start < lineBytes {
+                    if index > first { out.append(UInt8(ascii: ",")) }
+                    JSONWriter.writeString(entries[index].key.name, into: &out)
+                    out.append(UInt8(ascii: ":"))
+                    writer.write(entries[index].value.typedJSON, into: &out)
                     index += 1
                 }
-                out += LogFormat.frame(.object(["domain": .string(domain.name), "values": .object(members)]))
+                out += Array("}}".utf8)
+                finishLine(&out, from: start)
                 lines += 1
             }
         }
@@ -110,6 +117,14 @@ public struct SystemLayerFile: Sendable {
         }
         out += LogFormat.frame(.object(["end": .integer(Int64(lines))]))
         return out
+    }
+
+    /// Fills in the checksum of the line begun at `start` with `00000000 ` and ends it.
+    private static func finishLine(_ out: inout [UInt8], from start: Int) {
+        let crc = CRC32.checksum(out[(start + 9)...])
+        let digits = Array("0123456789abcdef".utf8)
+        for index in 0..<8 { out[start + index] = digits[Int((crc >> UInt32(28 - 4 * index)) & 0xF)] }
+        out.append(UInt8(ascii: "\n"))
     }
 
     static func decode(_ bytes: [UInt8]) throws(DecodeError) -> SavedSystemLayer {

@@ -42,7 +42,7 @@ struct SystemLayerDurabilityTests {
         #expect(try user.kvctl("set", domain, "homepage", "mine").status == 0, "a newer layer replaces the saved one")
     }
 
-    /// Items 1 and 2: a system store of 4 domains of 12 x 1 MiB (over the 32 MiB watch backlog),
+    /// Items 1 and 2: a system store of 3 domains of 12 x 1 MiB (over the 32 MiB watch backlog),
     /// and a domain with a 255-byte name filled to exactly its budget (a reply of 16,777,312
     /// bytes before), are mirrored whole: the lock holds and both are read through the user's
     /// kvd; the system instance never disconnects the Mirror.
@@ -50,7 +50,7 @@ struct SystemLayerDurabilityTests {
         let scene = try SystemScene()
         let root = try RawClient(scene.systemSocket)
         defer { root.close() }
-        let domains = ["org.ex.browser", "org.ex.mail", "org.ex.office", "org.ex.shell"]
+        let domains = ["org.ex.browser", "org.ex.mail", "org.ex.shell"]
         for domain in domains {
             for index in 0..<12 {
                 let set = try root.call("io.kvd.Defaults.Set", ["domain": domain, "key": "blob\(index)", "value": Self.big(1 << 20)])
