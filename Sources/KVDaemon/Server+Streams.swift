@@ -5,10 +5,11 @@ import KVValues
 /// has little unsent, at the start and after each pass's reads and writes; live replies to it
 /// wait behind the last piece. Loop thread only.
 extension Server {
-    /// Makes `connection` (a watcher) get `stream`'s pieces, then its live replies.
+    /// Makes `connection` (a watcher, whose call is being handled: the caller settles it) get
+    /// `stream`'s pieces, then its live replies.
     func startStream(_ stream: ReplyStream, to connection: ClientConnection) {
         streams[connection.id] = stream
-        refill(connection, stream)
+        refill(connection, stream, settle: false)
     }
 
     /// Makes pieces for every watcher with a stream that has read most of what it was sent.
@@ -18,11 +19,13 @@ extension Server {
                 streams.removeValue(forKey: id)?.drop(memory: memory)
                 continue
             }
-            refill(connection, stream)
+            refill(connection, stream, settle: true)
         }
     }
 
-    private func refill(_ connection: ClientConnection, _ stream: ReplyStream) {
+    /// Makes pieces while `connection` has less than ``ReplyStream/lowWater`` unsent; after the
+    /// last, sends the live replies kept; with `settle`, queues the connection to be settled.
+    private func refill(_ connection: ClientConnection, _ stream: ReplyStream, settle: Bool) {
         guard connection.pendingOutput < ReplyStream.lowWater else { return }
         while connection.pendingOutput < ReplyStream.lowWater, let piece = stream.next() { connection.send(piece) }
         if stream.isDone {
@@ -36,7 +39,7 @@ extension Server {
                 }
             }
         }
-        process(connection)
+        if settle { process(connection) }
     }
 
     /// Sends a live reply to a watcher, or keeps it behind the watcher's stream; a watcher that
