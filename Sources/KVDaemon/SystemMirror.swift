@@ -58,11 +58,12 @@ final class SystemMirror: Sendable {
     /// most `timeout`) for its first snapshot or first failure, so that the first client of a
     /// freshly started kvd already sees the system layer.
     func start(waitingAtMost timeout: Duration) {
-        loadSaved()
+        let saved = loadSaved()
         DispatchQueue(label: "kvd.system-mirror").async { [self] in run() }
         let milliseconds = Int(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
         if firstAttempt.wait(timeout: .now() + .milliseconds(milliseconds)) == .timedOut {
-            log.warning("the system instance at \(path) has not answered in \(timeout); serving without its layer until it does")
+            let serving = saved ? "serving the saved layer" : "serving without its layer"
+            log.warning("the system instance at \(path) has not answered in \(timeout); \(serving) until it does")
         }
     }
 
@@ -87,18 +88,20 @@ final class SystemMirror: Sendable {
 
     private var isStopped: Bool { state.withLock { $0.stopped } }
 
-    /// Queues the layer saved in the state folder, if one is there and sound.
-    private func loadSaved() {
-        guard let file else { return }
+    /// Queues the layer saved in the state folder, if one is there and sound; whether it did.
+    private func loadSaved() -> Bool {
+        guard let file else { return false }
         do {
-            guard let saved = try file.load() else { return }
+            guard let saved = try file.load() else { return false }
             push(.snapshot(saved.values, locks: saved.locks, revision: saved.revision))
             let locks = saved.locks.values.reduce(0) { $0 + $1.count }
             log.info(
                 "enforcing the system layer saved at system revision \(saved.revision) (\(saved.values.count) domain(s), \(locks) lock(s)) until the system instance sends a newer one"
             )
+            return true
         } catch {
             log.error("\(error); serving without a system layer until the system instance sends one")
+            return false
         }
     }
 
