@@ -12,13 +12,25 @@ public struct WatchEvent: Sendable, Equatable {
     /// The changes whose value is not the user's own (`system`: the machine's default, `locked`:
     /// the system administrator's locked value); every other change is the user's.
     public var sources: [Key: ValueSource]
+    /// In a user's kvd that follows a system instance, the system instance's revision the event
+    /// reflects (nil from a kvd that knows no system layer). A change of the system layer comes
+    /// at an unchanged ``revision`` and a larger `systemRevision`: the events of one watch come
+    /// in increasing order of (``revision``, `systemRevision`), compared as a pair.
+    public var systemRevision: Int64?
 
     /// An event with these members (for tests and fakes; kvd's replies are decoded by ``Connection/watch(_:_:onEvent:)``).
-    public init(revision: Int64, changes: [Change], initial: Bool, sources: [Key: ValueSource] = [:]) {
+    public init(revision: Int64, changes: [Change], initial: Bool, sources: [Key: ValueSource] = [:], systemRevision: Int64? = nil) {
         self.revision = revision
         self.changes = changes
         self.initial = initial
         self.sources = sources
+        self.systemRevision = systemRevision
+    }
+
+    /// Whether this event comes after one at `revision` and `systemRevision` (nil: 0): by
+    /// revision, then by system revision.
+    public func isAfter(revision: Int64, systemRevision: Int64?) -> Bool {
+        (self.revision, self.systemRevision ?? 0) > (revision, systemRevision ?? 0)
     }
 }
 
@@ -81,12 +93,18 @@ extension Connection {
     /// All values of a domain, the keys whose stored values kvd cannot read, and the revision
     /// at which the domain last changed (`ListAll`; from a kvd older than `ListAll`, `List`,
     /// without the unreadable keys).
+    ///
+    /// A domain that with the system layer's values is larger than one reply (kvd answers
+    /// `TooLarge`) is read through a `Watch`, which carries it in pieces: its listing has no
+    /// unreadable keys then.
     public func list(_ domain: Domain) throws(ClientError) -> DomainListing {
         let reply: VarlinkReply
         do {
             reply = try call(.listAll(domain))
         } catch .methodNotFound {
             reply = try call(.list(domain))
+        } catch .tooLarge {
+            return try listByWatching(domain)
         }
         guard case .object(let members)? = reply.parameters["values"] else {
             throw .protocolError("List reply without a \"values\" object")
@@ -113,6 +131,23 @@ extension Connection {
         return listing
     }
 
+    /// The domain's current values from the first event of a `Watch` (on a connection of its
+    /// own: this one is closed when the watch stops).
+    private func listByWatching(_ domain: Domain) throws(ClientError) -> DomainListing {
+        var listing: DomainListing?
+        let own = try Connection(socketPath: socketPath, system: system)
+        defer { own.close() }
+        try own.watch(domain) { event in
+            var values: [Key: Value] = [:]
+            for change in event.changes { values[change.key] = change.value }
+            listing = DomainListing(values: values, unreadable: [:], revision: event.revision, sources: event.sources)
+            return false
+        }
+        guard let listing else { throw .protocolError("the watch ended before its first reply") }
+        guard !listing.values.isEmpty else { throw .notFound(domain: domain.name, key: nil) }
+        return listing
+    }
+
     /// The names of all domains.
     public func domains() throws(ClientError) -> [Domain] {
         let reply = try call(.domains)
@@ -133,9 +168,23 @@ extension Connection {
     /// values (`initial: true`), then once per commit that touches them, until `onEvent` returns
     /// false (then the connection is closed) or kvd ends the stream. A lost connection throws.
     /// `onEvent` must not use this connection.
+    ///
+    /// A domain too large for one reply comes in several, the first with `initial` and all but
+    /// the last with `partial`: they are given to `onEvent` as one initial event.
     public func watch(_ domain: Domain, _ key: Key? = nil, onEvent: (WatchEvent) -> Bool) throws(ClientError) {
+        var gathering: WatchEvent?
         try stream(.watch(domain, key)) { (reply) throws(ClientError) -> Bool in
-            onEvent(try Decode.watchEvent(reply))
+            var event = try Decode.watchEvent(reply)
+            let partial = reply.parameters["partial"] == .bool(true)
+            if var first = gathering {
+                first.changes += event.changes
+                first.sources.merge(event.sources) { $1 }
+                event = first
+            } else if !event.initial || !partial {
+                return onEvent(event)
+            }
+            gathering = partial ? event : nil
+            return partial ? true : onEvent(event)
         }
     }
 }
@@ -176,7 +225,9 @@ enum Decode {
         }
         var initial = false
         if case .bool(let flag)? = reply.parameters["initial"] { initial = flag }
-        return WatchEvent(revision: try revision(reply), changes: changes, initial: initial, sources: sources)
+        var systemRevision: Int64?
+        if case .integer(let number)? = reply.parameters["systemRevision"] { systemRevision = number }
+        return WatchEvent(revision: try revision(reply), changes: changes, initial: initial, sources: sources, systemRevision: systemRevision)
     }
 
     /// `"user"`, `"system"` or `"locked"`; absent means `user` (a kvd without a system layer).

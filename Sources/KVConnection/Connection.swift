@@ -16,7 +16,7 @@ import Synchronization
 public final class Connection: Sendable {
     /// The socket this connection was made to.
     public let socketPath: String
-    private let system: any SystemCalls
+    let system: any SystemCalls
     private let state: Mutex<State>
     /// The descriptor for ``interrupt()``, which must not wait for the lock of a running stream;
     /// set to -1 before the descriptor is closed, so a reused number is never shut down.

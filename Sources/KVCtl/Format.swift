@@ -25,17 +25,22 @@ enum Format {
         json(.dictionary(Dictionary(uniqueKeysWithValues: values.map { ($0.key.name, $0.value) })), pretty: pretty)
     }
 
-    /// The lines `watch` prints for one event.
+    /// The lines `watch` prints for one event: `KEY = VALUE`, with ` (system)` or ` (locked)`
+    /// after a value that is not the user's own, or `KEY removed`; with `json`, objects with
+    /// `revision`, `key`, `value`, and `source` and `systemRevision` when not the user's.
     static func watchLines(_ event: WatchEvent, json asJSON: Bool) -> [String] {
         event.changes.sorted { $0.key < $1.key }.map { change in
+            let source = change.value == nil ? nil : event.sources[change.key]
             if asJSON {
                 var members: [String: JSON] = ["revision": .integer(event.revision), "key": .string(change.key.name)]
                 if let value = change.value { members["value"] = value.typedJSON }
                 if event.initial { members["initial"] = .bool(true) }
+                if let source { members["source"] = .string(source.rawValue) }
+                if let system = event.systemRevision { members["systemRevision"] = .integer(system) }
                 return JSONWriter(sortKeys: true).string(.object(members))
             }
             guard let value = change.value else { return "\(change.key.name) removed" }
-            return "\(change.key.name) = \(json(value))"
+            return "\(change.key.name) = \(json(value))" + (source.map { " (\($0.rawValue))" } ?? "")
         }
     }
 

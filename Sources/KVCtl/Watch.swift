@@ -10,6 +10,10 @@ import KVValues
 /// values with the last ones it printed: every key that changed meanwhile gets one line with its
 /// current value (or `removed`), at the new watch's revision, so no change is missed; only
 /// intermediate values of a key that changed several times while disconnected are not seen.
+///
+/// Events are ordered by revision, then by system revision (a change of the system layer
+/// keeps the user's revision and raises `systemRevision`), so the system administrator's
+/// changes are printed too, each value with its source when it is not the user's own.
 struct WatchCommand {
     let domain: Domain
     let key: Key?
@@ -17,11 +21,19 @@ struct WatchCommand {
     let console: any Console
     let connect: () throws(ClientError) -> Connection
 
-    /// The values as last printed, and the revision of the last event.
+    /// The values as last printed, and the revisions of the last event.
     private final class Seen {
         var values: [Key: Value] = [:]
+        var sources: [Key: ValueSource] = [:]
         var revision: Int64 = 0
+        var systemRevision: Int64?
         var started = false
+
+        func note(_ event: WatchEvent) {
+            if event.isAfter(revision: revision, systemRevision: systemRevision) {
+                (revision, systemRevision) = (event.revision, event.systemRevision)
+            }
+        }
     }
 
     func run() throws(ClientError) {
@@ -51,16 +63,16 @@ struct WatchCommand {
 
     private func handle(_ event: WatchEvent, _ seen: Seen) {
         if event.initial && seen.started {
-            let changes = differences(from: seen.values, to: event.changes)
-            apply(event.changes, initial: true, to: seen)
-            seen.revision = max(seen.revision, event.revision)
-            print(WatchEvent(revision: event.revision, changes: changes, initial: false))
+            let changes = differences(from: seen.values, seen.sources, to: event)
+            apply(event, to: seen)
+            seen.note(event)
+            print(WatchEvent(revision: event.revision, changes: changes, initial: false, sources: event.sources, systemRevision: event.systemRevision))
             return
         }
-        guard event.initial || event.revision > seen.revision else { return }
+        guard event.initial || event.isAfter(revision: seen.revision, systemRevision: seen.systemRevision) else { return }
         seen.started = true
-        apply(event.changes, initial: event.initial, to: seen)
-        seen.revision = max(seen.revision, event.revision)
+        apply(event, to: seen)
+        seen.note(event)
         print(event)
     }
 
@@ -68,16 +80,20 @@ struct WatchCommand {
         for line in Format.watchLines(event, json: json) { console.out(line + "\n") }
     }
 
-    private func apply(_ changes: [Change], initial: Bool, to seen: Seen) {
-        if initial { seen.values = [:] }
-        for change in changes { seen.values[change.key] = change.value }
+    private func apply(_ event: WatchEvent, to seen: Seen) {
+        if event.initial { (seen.values, seen.sources) = ([:], [:]) }
+        for change in event.changes {
+            seen.values[change.key] = change.value
+            seen.sources[change.key] = event.sources[change.key]
+        }
     }
 
-    /// What differs between the values printed before and a new watch's current values.
-    func differences(from old: [Key: Value], to current: [Change]) -> [Change] {
+    /// What differs (a value, or where it comes from) between the values printed before and a
+    /// new watch's current values.
+    func differences(from old: [Key: Value], _ oldSources: [Key: ValueSource], to current: WatchEvent) -> [Change] {
         var now: [Key: Value] = [:]
-        for change in current { now[change.key] = change.value }
-        var changes = now.filter { old[$0.key] != $0.value }.map { Change(key: $0.key, value: $0.value) }
+        for change in current.changes { now[change.key] = change.value }
+        var changes = now.filter { old[$0.key] != $0.value || oldSources[$0.key] != current.sources[$0.key] }.map { Change(key: $0.key, value: $0.value) }
         changes += old.keys.filter { now[$0] == nil }.map { Change(key: $0, value: nil) }
         return changes
     }

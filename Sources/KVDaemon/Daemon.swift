@@ -66,7 +66,8 @@ public enum Daemon {
         let server: Server
         do {
             server = try Server(
-                store: store, socket: socket, log: log, idleExit: options.idleExit, limits: limits, system: system, role: options.role, fleet: fleet?.layout)
+                store: store, socket: socket, log: log, idleExit: options.idleExit, limits: limits, system: system, role: options.role, fleet: fleet?.layout,
+                systemLayerFile: options.isSystem ? nil : SystemLayerFile(directory: options.stateDirectory))
         } catch {
             socket.close()
             log.error("event loop failed: \(error)")

@@ -43,17 +43,19 @@ extension RequestHandler {
         return items
     }
 
-    /// The first replies of a `Mirror`: one per domain with values, one per domain with locks
-    /// (each fits a message, as a `Watch`'s first reply does), then `synced`.
-    func initialMirrorReplies(revision: Int64) -> [VarlinkReply] {
-        var replies: [VarlinkReply] = []
+    /// The first replies of a `Mirror`, made piece by piece (``ReplyStream``): each domain's
+    /// values, then each domain's locks, in replies of about ``ReplyStream/pieceBytes``
+    /// (several for one domain when it is larger), then `synced`. All at `revision`.
+    func initialMirrorStream(revision: Int64) -> ReplyStream {
+        var runs: [ReplyStream.Run] = []
         for domain in store.domains() where domain.isMirrored {
             guard let snapshot = store.list(domain), !snapshot.values.isEmpty else { continue }
-            let changes = snapshot.values.map { Change(key: $0.key, value: $0.value) }.sorted { $0.key < $1.key }
-            replies.append(Self.mirrorReply(revision: revision, domain: domain, changes: changes, synced: false))
+            runs.append(.init(domain: domain, changes: snapshot.values.map { Change(key: $0.key, value: $0.value) }.sorted { $0.key < $1.key }))
         }
-        replies.append(Self.mirrorReply(revision: revision, domain: nil, changes: [], synced: true))
-        return replies
+        runs.append(.init(domain: nil, changes: []))
+        return ReplyStream(runs: runs) { run, slice, _, last in
+            Self.mirrorReply(revision: revision, domain: run.domain, changes: Array(slice), synced: last)
+        }
     }
 
     /// A `Mirror` reply: the changes of `domain` (values; for a lock domain, locks of the domain

@@ -170,7 +170,8 @@ struct RequestHandler {
     func list(_ domain: Domain, withUnreadable: Bool) -> VarlinkReply {
         let system = layer.layer(domain)
         guard let view = combined(domain, system) else { return Self.notFound(domain, nil) }
-        guard view.snapshot.budgetBytes + (system?.budgetBytes ?? 0) <= Limits.domainBytes else { return Self.tooLargeToList(domain, view.snapshot) }
+        let bytes = combinedBudget(view.snapshot, system)
+        guard bytes <= Limits.domainBytes else { return Self.tooLargeToList(domain, bytes: bytes, layered: system != nil) }
         return .list(view.values, revision: view.snapshot.revision, unreadable: withUnreadable ? view.snapshot.unreadable : nil, sources: view.sources)
     }
 
@@ -182,6 +183,18 @@ struct RequestHandler {
         let (values, sources) = system.combine(user: base.values)
         if snapshot == nil, values.isEmpty { return nil }
         return (base, values, sources)
+    }
+
+    /// What the domain as the layers combine takes of ``Limits/domainBytes`` (``DomainBudget``):
+    /// the user's entries, less those the layer hides, plus the system values it shows.
+    private func combinedBudget(_ user: DomainSnapshot, _ system: SystemLayer.DomainLayer?) -> Int {
+        guard let system else { return user.budgetBytes }
+        var bytes = user.budgetBytes
+        for (key, value) in user.values where system.locks.contains(key) || system.values[key] != nil {
+            bytes -= SystemLayer.DomainLayer.cost(key, value)
+        }
+        for (key, value) in system.values { bytes += SystemLayer.DomainLayer.cost(key, value) }
+        return bytes
     }
 
     /// The system instance: whether `key` of `domain` is locked.
@@ -212,15 +225,18 @@ struct RequestHandler {
         }
     }
 
-    /// The reply to `List` of a domain no reply can carry (only a hand-made file can be that
-    /// large: kvd refuses writes that would make one).
-    static func tooLargeToList(_ domain: Domain, _ snapshot: DomainSnapshot) -> VarlinkReply {
-        .failure(
-            DefaultsInterface.Error.storageFailure,
+    /// The reply to `List` of a domain no reply can carry, `bytes` as ``DomainBudget`` counts
+    /// them: only a hand-made file can be that large, or (`layered`) the user's values with the
+    /// system layer's of the same domain. A `Watch` carries it in pieces.
+    static func tooLargeToList(_ domain: Domain, bytes: Int, layered: Bool) -> VarlinkReply {
+        let what = layered ? "with the system layer's values" : "as typed JSON"
+        return .failure(
+            DefaultsInterface.Error.tooLarge,
             [
+                "limit": .integer(Int64(Limits.domainBytes)),
                 "reason": .string(
-                    "domain \(domain.name) takes \(snapshot.budgetBytes) bytes as typed JSON, more than one reply carries (\(Limits.domainBytes)); read its keys one by one, or remove some"
-                )
+                    "domain \(domain.name) takes \(bytes) bytes \(what), more than one List reply carries (\(Limits.domainBytes)); read its keys one by one, or watch it (kvctl watch), which sends it in pieces"
+                ),
             ])
     }
 
@@ -235,9 +251,11 @@ struct RequestHandler {
         return .failure(DefaultsInterface.Error.notFound, parameters)
     }
 
-    /// The first reply of a watch: the current values (all, or the one key) as changes, as the
-    /// layers combine.
-    func initialWatchReply(_ domain: Domain, _ key: Key?, revision: Int64) -> VarlinkReply {
+    /// The first replies of a watch, made piece by piece (``ReplyStream``): the current values
+    /// (all, or the one key) as changes, as the layers combine. The first piece has `initial:
+    /// true`; when the values take more than one piece, every piece but the last has `partial:
+    /// true` and the later ones `initial: false`: a client gathers them into the current values.
+    func initialWatchStream(_ domain: Domain, _ key: Key?, revision: Int64) -> ReplyStream {
         var changes: [Change] = []
         var sources: [Key: ValueSource] = [:]
         if let view = combined(domain, layer.layer(domain)) {
@@ -247,10 +265,15 @@ struct RequestHandler {
             sources = view.sources
         }
         changes.sort { $0.key < $1.key }
-        return .watch(revision: revision, changes: changes, initial: true, sources: sources)
+        let systemRevision = layer.revision
+        return ReplyStream(runs: [.init(domain: domain, changes: changes)]) { _, slice, first, last in
+            var reply = Self.watchReply(revision: revision, changes: Array(slice), initial: first, sources: sources, systemRevision: systemRevision)
+            if !last { reply.parameterMembers.pairs.append((name: "partial", value: .bool(true))) }
+            return reply
+        }
     }
 
-    static func watchReply(revision: Int64, changes: [Change], initial: Bool, sources: [Key: ValueSource] = [:]) -> VarlinkReply {
-        .watch(revision: revision, changes: changes, initial: initial, sources: sources)
+    static func watchReply(revision: Int64, changes: [Change], initial: Bool, sources: [Key: ValueSource] = [:], systemRevision: Int64? = nil) -> VarlinkReply {
+        .watch(revision: revision, changes: changes, initial: initial, sources: sources, systemRevision: systemRevision)
     }
 }

@@ -35,7 +35,7 @@ extension Server {
             let since = store.revision
             connection.phase = .watching(ClientConnection.Watch(domain: domain, key: key, since: since))
             watchers[connection.id] = connection
-            connection.send(handler.initialWatchReply(domain, key, revision: since))
+            startStream(handler.initialWatchStream(domain, key, revision: since), to: connection)
         case .fleetWrite(let change):
             guard let fleetWriter else {
                 if !oneway { connection.send(RequestHandler.reply(to: .failure("the fleet is starting; try again"))) }
@@ -51,7 +51,7 @@ extension Server {
             let since = store.revision
             connection.phase = .watching(ClientConnection.Watch(domain: nil, key: nil, since: since))
             watchers[connection.id] = connection
-            for reply in handler.initialMirrorReplies(revision: since) { connection.send(reply) }
+            startStream(handler.initialMirrorStream(revision: since), to: connection)
         case .status:
             if !oneway { connection.send(handler.statusReply(fleet: fleetWriter?.mirror.status)) }
         case .replies(let replies):
@@ -168,8 +168,7 @@ extension Server {
                 encoded[watch.key] = .some(reply)
             }
             guard let reply else { continue }
-            connection.send(shared: reply)
-            process(connection)
+            deliver(.shared(reply), to: connection)
         }
     }
 
@@ -188,6 +187,7 @@ extension Server {
             }
         }
         guard !changes.isEmpty else { return nil }
-        return SharedReply(RequestHandler.watchReply(revision: commit.revision, changes: changes, initial: false, sources: sources).encoded())
+        let reply = RequestHandler.watchReply(revision: commit.revision, changes: changes, initial: false, sources: sources, systemRevision: handler.layer.revision)
+        return SharedReply(reply.encoded())
     }
 }

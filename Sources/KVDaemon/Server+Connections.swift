@@ -67,6 +67,7 @@ extension Server {
         connections[connection.fd] = nil
         connectionsByID[connection.id] = nil
         watchers[connection.id] = nil
+        streams.removeValue(forKey: connection.id)?.drop(memory: memory)
         lastActivity = .now
         log.log(.debug, "client \(connection.id) disconnected (\(connections.count) open)")
     }

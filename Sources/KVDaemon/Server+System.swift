@@ -69,14 +69,16 @@ extension Server {
         log.log(.debug, "system layer: \(layer.domains.count) domain(s)")
     }
 
+    /// Sends the system layer's changes to the watchers of `domain`: at the store's revision
+    /// (the user's data did not change) and the layer's new `systemRevision`.
     private func notifyWatchers(of domain: Domain, _ changes: [Change], _ sources: [Key: ValueSource]) {
         let revision = store.revision
         for connection in watchers.values {
             guard case .watching(let watch) = connection.phase, watch.domain == domain else { continue }
             let mine = changes.filter { watch.key == nil || $0.key == watch.key }
             guard !mine.isEmpty else { continue }
-            connection.send(RequestHandler.watchReply(revision: revision, changes: mine, initial: false, sources: sources))
-            process(connection)
+            let reply = RequestHandler.watchReply(revision: revision, changes: mine, initial: false, sources: sources, systemRevision: handler.layer.revision)
+            deliver(.own(reply.encoded()), to: connection)
         }
     }
 

@@ -80,6 +80,9 @@ public final class Server {
     var connectionsByID: [Int: ClientConnection] = [:]
     /// The connections streaming a `Watch`, by id (a commit looks at these only).
     var watchers: [Int: ClientConnection] = [:]
+    /// Watchers whose first replies (a `Mirror` snapshot, a large domain's current values) are
+    /// still being made piece by piece, by connection id (see ``ReplyStream``).
+    var streams: [Int: ReplyStream] = [:]
     var nextID = 0
     /// One buffer for every socket read (the loop reads one socket at a time).
     var readBuffer: [UInt8]
@@ -120,9 +123,12 @@ public final class Server {
     ///   - socket: the listening socket (from systemd, or bound by ``Daemon``); the caller closes
     ///     ``socket`` (which may be a fresh one by then) after ``run()``.
     ///   - system: every system call of the loop goes through it.
+    ///   - systemLayerFile: where a user's kvd keeps the last system layer it received (see
+    ///     ``SystemMirror``); nil: nowhere.
     init(
         store: Store, socket: ListeningSocket, log: Logger, idleExit: Duration?, limits: Limits = .init(),
-        system: any SystemCalls = LinuxSystem(), role: DaemonOptions.Role = .user(systemSocket: nil), fleet: FleetLayout? = nil
+        system: any SystemCalls = LinuxSystem(), role: DaemonOptions.Role = .user(systemSocket: nil), fleet: FleetLayout? = nil,
+        systemLayerFile: SystemLayerFile? = nil
     ) throws(SystemError) {
         self.store = store
         self.role = role
@@ -145,7 +151,7 @@ public final class Server {
         try watchListeners()
         spareFD = (try? system.openReadOnly("/dev/null")) ?? -1
         if case .user(let systemSocket?) = role {
-            let mirror = SystemMirror(path: systemSocket, system: system, log: log, wake: { [poller] in poller.wake() })
+            let mirror = SystemMirror(path: systemSocket, system: system, log: log, file: systemLayerFile, wake: { [poller] in poller.wake() })
             self.mirror = mirror
             mirror.start(waitingAtMost: .seconds(3))
             applySystemUpdates()
@@ -178,6 +184,7 @@ public final class Server {
         turnsUsed.removeAll(keepingCapacity: true)
         serveReady()  // those that waited longest first
         for event in events { dispatch(event) }
+        if !streams.isEmpty { refillStreams() }  // pieces of long replies, as clients read them
         settleAll()  // replies to reads go out before the sync, not after it
         commitQueued()
         deliverCompletions()

@@ -33,17 +33,28 @@ final class SystemLayer {
         }
     }
 
-    /// What the system instance reported: a whole snapshot (after each connection), or the
-    /// changes of one of its commits.
+    /// What the system instance reported: a whole snapshot (after each connection, or the one
+    /// saved in the state folder), or the changes of one of its commits; each with the system
+    /// instance's revision it brings the layer to.
     enum Update: Sendable {
-        case snapshot([Domain: [Key: Value]], locks: [Domain: Set<Key>])
-        case values(Domain, [Change])
-        case locks(Domain, [(key: Key, locked: Bool)])
+        case snapshot([Domain: [Key: Value]], locks: [Domain: Set<Key>], revision: Int64)
+        case values(Domain, [Change], revision: Int64)
+        case locks(Domain, [(key: Key, locked: Bool)], revision: Int64)
+
+        var revision: Int64 {
+            switch self {
+            case .snapshot(_, _, let revision), .values(_, _, let revision), .locks(_, _, let revision): revision
+            }
+        }
     }
 
     private(set) var domains: [Domain: DomainLayer] = [:]
     /// Moves with every ``apply(_:)``: what a reply made from the layer was made from.
     private(set) var version = 0
+    /// The system instance's revision the layer reflects (`systemRevision` in `Watch` replies):
+    /// nil until a layer was received or loaded. It grows with each change of the system layer,
+    /// and a snapshot after a reconnection brings the revision the system instance is at.
+    private(set) var revision: Int64?
 
     /// Whether any system value or lock is known: when not, every read is the user's alone.
     var isEmpty: Bool { domains.isEmpty }
@@ -54,33 +65,34 @@ final class SystemLayer {
     /// key it or the current layer holds).
     func touchedKeys(by update: Update) -> [Domain: Set<Key>] {
         switch update {
-        case .snapshot(let values, let locks):
+        case .snapshot(let values, let locks, _):
             var touched: [Domain: Set<Key>] = [:]
             for (domain, layer) in domains { touched[domain] = Set(layer.values.keys).union(layer.locks) }
             for (domain, entries) in values { touched[domain, default: []].formUnion(entries.keys) }
             for (domain, keys) in locks { touched[domain, default: []].formUnion(keys) }
             return touched
-        case .values(let domain, let changes): return [domain: Set(changes.map(\.key))]
-        case .locks(let domain, let changes): return [domain: Set(changes.map(\.key))]
+        case .values(let domain, let changes, _): return [domain: Set(changes.map(\.key))]
+        case .locks(let domain, let changes, _): return [domain: Set(changes.map(\.key))]
         }
     }
 
     /// Applies `update`.
     func apply(_ update: Update) {
         version &+= 1
+        revision = update.revision
         switch update {
-        case .snapshot(let values, let locks):
+        case .snapshot(let values, let locks, _):
             var fresh: [Domain: DomainLayer] = [:]
             for (domain, entries) in values {
                 for (key, value) in entries { fresh[domain, default: .init()].set(key, value) }
             }
             for (domain, keys) in locks where !keys.isEmpty { fresh[domain, default: .init()].locks = keys }
             domains = fresh.filter { !$0.value.isEmpty }
-        case .values(let domain, let changes):
+        case .values(let domain, let changes, _):
             var layer = domains[domain] ?? .init()
             for change in changes { layer.set(change.key, change.value) }
             store(layer, for: domain)
-        case .locks(let domain, let changes):
+        case .locks(let domain, let changes, _):
             var layer = domains[domain] ?? .init()
             for change in changes {
                 if change.locked { layer.locks.insert(change.key) } else { layer.locks.remove(change.key) }
@@ -91,6 +103,13 @@ final class SystemLayer {
 
     private func store(_ layer: DomainLayer, for domain: Domain) {
         domains[domain] = layer.isEmpty ? nil : layer
+    }
+
+    /// The layer as ``SystemLayerFile`` saves it; nil before any layer was received.
+    var saved: SavedSystemLayer? {
+        guard let revision else { return nil }
+        return SavedSystemLayer(
+            revision: revision, values: domains.mapValues(\.values).filter { !$0.value.isEmpty }, locks: domains.mapValues(\.locks).filter { !$0.value.isEmpty })
     }
 }
 

@@ -20,11 +20,18 @@ import Synchronization
 /// The socket's folder must belong to root or to this user and be writable by nobody else:
 /// otherwise whoever could plant a socket there could dictate "locked" values, and kvd logs
 /// why and follows nothing.
+///
+/// Durable (issue 23): with a ``SystemLayerFile``, the last whole layer received (a snapshot
+/// and every change after it) is saved in the state folder, from this thread, after the loop
+/// was given it; ``start(waitingAtMost:)`` hands the saved layer to the loop first. So a lock
+/// holds from the moment kvd starts, while the system instance is away or not yet answering,
+/// and whatever breaks the connection, until the system instance sends a newer layer.
 final class SystemMirror: Sendable {
     let path: String
     private let system: any SystemCalls
     private let log: Logger
     private let wake: @Sendable () -> Void
+    private let file: SystemLayerFile?
 
     private struct State {
         var updates: [SystemLayer.Update] = []
@@ -39,20 +46,24 @@ final class SystemMirror: Sendable {
     private let pending = Atomic<Bool>(false)
     private let firstAttempt = DispatchSemaphore(value: 0)
 
-    init(path: String, system: any SystemCalls, log: Logger, wake: @escaping @Sendable () -> Void) {
+    init(path: String, system: any SystemCalls, log: Logger, file: SystemLayerFile? = nil, wake: @escaping @Sendable () -> Void) {
         self.path = path
         self.system = system
         self.log = log
+        self.file = file
         self.wake = wake
     }
 
-    /// Starts the thread and waits (at most `timeout`) for its first snapshot or first failure,
-    /// so that the first client of a freshly started kvd already sees the system layer.
+    /// Queues the saved layer (if any) as the first update, starts the thread and waits (at
+    /// most `timeout`) for its first snapshot or first failure, so that the first client of a
+    /// freshly started kvd already sees the system layer.
     func start(waitingAtMost timeout: Duration) {
+        let saved = loadSaved()
         DispatchQueue(label: "kvd.system-mirror").async { [self] in run() }
         let milliseconds = Int(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
         if firstAttempt.wait(timeout: .now() + .milliseconds(milliseconds)) == .timedOut {
-            log.warning("the system instance at \(path) has not answered in \(timeout); serving without its layer until it does")
+            let serving = saved ? "serving the saved layer" : "serving without its layer"
+            log.warning("the system instance at \(path) has not answered in \(timeout); \(serving) until it does")
         }
     }
 
@@ -77,6 +88,37 @@ final class SystemMirror: Sendable {
 
     private var isStopped: Bool { state.withLock { $0.stopped } }
 
+    /// Queues the layer saved in the state folder, if one is there and sound; whether it did.
+    private func loadSaved() -> Bool {
+        guard let file else { return false }
+        do {
+            guard let saved = try file.load() else { return false }
+            push(.snapshot(saved.values, locks: saved.locks, revision: saved.revision))
+            let locks = saved.locks.values.reduce(0) { $0 + $1.count }
+            log.info(
+                "enforcing the system layer saved at system revision \(saved.revision) (\(saved.values.count) domain(s), \(locks) lock(s)) until the system instance sends a newer one"
+            )
+            return true
+        } catch {
+            log.error("\(error); serving without a system layer until the system instance sends one")
+            return false
+        }
+    }
+
+    /// Saves `layer` (this thread's copy of what the loop was given); logs a failure once per
+    /// reason, and when saving works again.
+    private func save(_ layer: SystemLayer, lastFailure: inout String?) {
+        guard let file, let saved = layer.saved else { return }
+        do {
+            try file.save(saved)
+            if lastFailure != nil { log.info("the system layer is saved again in \(file.path)") }
+            lastFailure = nil
+        } catch {
+            if lastFailure != "\(error)" { log.error("\(error); the layer is enforced but would not survive a restart") }
+            lastFailure = "\(error)"
+        }
+    }
+
     private func push(_ update: SystemLayer.Update) {
         let first = state.withLock { state in
             state.updates.append(update)
@@ -97,8 +139,13 @@ final class SystemMirror: Sendable {
     private func run() {
         var delay: UInt32 = 50_000
         var outage: String?
+        let copy = SystemLayer()
+        var saveFailure: String?
         while !isStopped {
-            let outcome = follow()
+            let outcome = follow { updates in
+                for update in updates { copy.apply(update) }
+                save(copy, lastFailure: &saveFailure)
+            }
             firstAttemptEnded()
             if isStopped { return }  // kvd is stopping (an idle exit): the instance did not go away
             switch outcome {
@@ -123,8 +170,9 @@ final class SystemMirror: Sendable {
         case failed(String)
     }
 
-    /// One connection: the snapshot, then the stream of commits until it ends.
-    private func follow() -> Outcome {
+    /// One connection: the snapshot, then the stream of commits until it ends. The updates of
+    /// each read, once the loop has them, go to `received` (to be saved).
+    private func follow(received: ([SystemLayer.Update]) -> Void) -> Outcome {
         if let refusal = folderRefusal() { return .failed(refusal) }
         let fd: Int32
         do { fd = try system.connectUnix(path) } catch { return .failed(error.errno.meansNobodyListens ? "nothing listens there" : "\(error)") }
@@ -150,9 +198,14 @@ final class SystemMirror: Sendable {
             do throws(SystemError) { count = try receive(into: &buffer, from: fd) } catch { return ended(reader, "\(error)") }
             guard count > 0 else { return ended(reader, "it closed the connection") }
             buffer.withUnsafeBytes { framer.append(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+            var updates: [SystemLayer.Update] = []
+            defer { if !updates.isEmpty { received(updates) } }
             do {
                 while let message = try framer.next() {
-                    for update in try reader.read(try VarlinkReply(message: message)) { push(update) }
+                    for update in try reader.read(try VarlinkReply(message: message)) {
+                        push(update)
+                        updates.append(update)
+                    }
                     if reader.synced { firstAttemptEnded() }
                 }
             } catch let error as MirrorReader.Failure {
@@ -213,11 +266,12 @@ struct MirrorReader {
         do { changes = try Change.list(parameters["changes"] ?? .array([]), named: "changes") } catch { throw Failure(reason: "it sent invalid changes") }
         let lockChanges = try Self.lockChanges(parameters["locks"])
         let nowSynced = parameters["synced"] == .bool(true)
+        guard case .integer(let revision)? = parameters["revision"] else { throw Failure(reason: "it sent a reply without a revision") }
         if synced {
             guard let domain else { return [] }
             var updates: [SystemLayer.Update] = []
-            if !changes.isEmpty { updates.append(.values(domain, changes)) }
-            if !lockChanges.isEmpty { updates.append(.locks(domain, lockChanges)) }
+            if !changes.isEmpty { updates.append(.values(domain, changes, revision: revision)) }
+            if !lockChanges.isEmpty { updates.append(.locks(domain, lockChanges, revision: revision)) }
             return updates
         }
         if let domain {
@@ -227,7 +281,7 @@ struct MirrorReader {
         guard nowSynced else { return [] }
         synced = true
         defer { (values, locks) = ([:], [:]) }
-        return [.snapshot(values, locks: locks)]
+        return [.snapshot(values, locks: locks, revision: revision)]
     }
 
     private static func lockChanges(_ json: JSON?) throws(Failure) -> [(key: Key, locked: Bool)] {

@@ -45,9 +45,15 @@ public enum DefaultsInterface {
 
         # Needs "more": the first reply (initial: true) has the current values, each later
         # reply the changes of one commit, or of the system layer (then revision is the
-        # user's store revision, unchanged). A change whose value does not come from the user
-        # carries "source": "system" or "locked" beside key and value.
-        method Watch(domain: string, key: ?string) -> (revision: int, changes: []Change, initial: bool)
+        # user's store revision, unchanged, and systemRevision grows). A change whose value
+        # does not come from the user carries "source": "system" or "locked" beside key and
+        # value. Current values larger than one piece (about 1 MiB) come in several replies:
+        # the first with initial: true, later ones with initial: false, all but the last with
+        # partial: true. systemRevision (a user's kvd that follows a system instance): the
+        # system instance's revision the reply reflects; replies come in increasing order of
+        # (revision, systemRevision), compared by revision first. Before issue 23 the signature
+        # was: method Watch(domain: string, key: ?string) -> (revision: int, changes: []Change, initial: bool)
+        method Watch(domain: string, key: ?string) -> (revision: int, changes: []Change, initial: bool, partial: ?bool, systemRevision: ?int)
 
         # One kept change of one key: the revision that made it, when (RFC 3339; none for a
         # value the key already had when kvd began to keep its domain's history), the new value
@@ -149,9 +155,11 @@ public enum SystemInterface {
         # The locked keys, of one domain or of all, sorted.
         method Locks(domain: ?string) -> (locks: []Lock)
 
-        # Needs "more": how users' kvd follow the system layer. First one reply per domain
-        # with values or locks (changes: its values; locks: its locked keys), then one with
-        # synced: true and no domain; after that, each reply the changes of one commit.
+        # Needs "more": how users' kvd follow the system layer. First the snapshot, in replies
+        # of about 1 MiB (one entry at least; a domain may take several), each with a domain's
+        # values (changes) or its locked keys (locks), then one with synced: true and no
+        # domain; after that, each reply the changes of one commit. revision: the snapshot's
+        # revision, then each commit's. A reader applies the snapshot once synced arrives.
         method Mirror() -> (revision: int, domain: ?string, changes: []Change, locks: []LockChange, synced: bool)
 
         # The fleet mirror of a system instance started with --etcd: the etcd members given,

@@ -62,11 +62,15 @@ extension VarlinkReply {
     /// A reply to `Watch`: the current values as changes (`initial`), or the changes of one
     /// commit. ``DomainBudget`` counts what one costs, per key.
     /// `sources` names the changes whose values do not come from the user (the rest do).
-    public static func watch(revision: Int64, changes: [Change], initial: Bool, sources: [Key: ValueSource] = [:]) -> VarlinkReply {
+    /// `systemRevision`: in a user's kvd that follows a system instance, the system instance's
+    /// revision the reply's values reflect (nil: none known; not sent).
+    public static func watch(
+        revision: Int64, changes: [Change], initial: Bool, sources: [Key: ValueSource] = [:], systemRevision: Int64? = nil
+    ) -> VarlinkReply {
         let items = sources.isEmpty ? changes.map(\.json) : changes.map { $0.json(source: sources[$0.key] ?? .user) }
-        return VarlinkReply(
-            parameters: ["revision": .integer(revision), "changes": .array(items), "initial": .bool(initial)],
-            continues: true)
+        var parameters: [String: JSON] = ["revision": .integer(revision), "changes": .array(items), "initial": .bool(initial)]
+        if let systemRevision { parameters["systemRevision"] = .integer(systemRevision) }
+        return VarlinkReply(parameters: parameters, continues: true)
     }
 }
 

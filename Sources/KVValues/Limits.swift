@@ -25,12 +25,15 @@ public enum Limits {
     /// JSON: `{"key":` `,"value":` `}` and the `,` after it (a `List` reply costs less).
     public static let replyEntryOverhead = 18
 
-    /// What a `List` or `Watch` reply costs besides its entries (its envelope, revision and
-    /// flags; generous).
-    public static let replyOverhead = 256
+    /// What a reply that carries a domain's entries costs besides them: its envelope,
+    /// revisions and flags, the domain's name (a `Mirror` reply names it: up to 255 bytes) and
+    /// a source per entry when one entry fills the reply (generous). Was 256 before issue 23,
+    /// which left no room for a name over about 160 bytes.
+    public static let replyOverhead = 1024
 
     /// The bytes a domain's keys and values may take, counted as ``DomainBudget`` counts them, so
-    /// that its `List` and first `Watch` reply fit in one message.
+    /// that its `List` reply fits in one message, and so does each piece of its first `Watch`
+    /// and `Mirror` replies (a piece holds one entry at least).
     public static let domainBytes = messageBytes - replyOverhead
 }
 

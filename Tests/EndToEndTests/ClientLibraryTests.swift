@@ -12,6 +12,8 @@ final class Interactive {
     private let input: Int32
     private let output: Int32
     private var buffer: [UInt8] = []
+    /// How much of ``buffer`` holds no newline.
+    private var scanned = 0
 
     init(_ program: String, _ arguments: [String]) throws {
         signal(SIGPIPE, SIG_IGN)  // a write to a program that died fails instead of killing the test
@@ -57,21 +59,24 @@ final class Interactive {
         _ = bytes.withUnsafeBytes { write(input, $0.baseAddress, $0.count) }
     }
 
-    /// The next line of output, or nil after `timeout` seconds.
+    /// The next line of output, or nil after `timeout` seconds. Each byte is searched for a
+    /// newline once (lines of a MiB, a large value's, come in many reads).
     func line(timeout: Double = 10) -> String? {
         let fd = output
         let deadline = Date().addingTimeInterval(timeout)
         while true {
-            if let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
+            if let newline = buffer[scanned...].firstIndex(of: UInt8(ascii: "\n")) {
                 let line = String(decoding: buffer[..<newline], as: UTF8.self)
                 buffer.removeSubrange(...newline)
+                scanned = 0
                 return line
             }
+            scanned = buffer.count
             let left = deadline.timeIntervalSinceNow
             guard left > 0 else { return nil }
             var pollfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
             guard poll(&pollfd, 1, Int32(left * 1000) + 1) > 0 else { continue }
-            var chunk = [UInt8](repeating: 0, count: 4096)
+            var chunk = [UInt8](repeating: 0, count: 1 << 16)
             let count = read(fd, &chunk, chunk.count)
             guard count > 0 else { return nil }
             buffer += chunk[..<count]

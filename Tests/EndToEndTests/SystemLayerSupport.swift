@@ -236,11 +236,12 @@ final class UserKvd {
     var socket: String { folder + "/kvd.sock" }
     var state: String { folder + "/state" }
 
-    init(_ account: TestAccount, in root: String, systemSocket: String, idleExit: String = "0") throws {
+    /// Starts it; `again`: in the folder a kvd of this user used before (its state kept).
+    init(_ account: TestAccount, in root: String, systemSocket: String, idleExit: String = "0", again: Bool = false) throws {
         self.account = account
         folder = root + "/" + account.name
-        logFile = root + "/" + account.name + ".log"
-        guard mkdir(folder, 0o700) == 0, chown(folder, account.uid, account.gid) == 0 else {
+        logFile = root + "/" + account.name + (again ? "-again-\(UInt32.random(in: 0...UInt32.max))" : "") + ".log"
+        guard again || (mkdir(folder, 0o700) == 0 && chown(folder, account.uid, account.gid) == 0) else {
             throw TestFailure("cannot make \(folder) for \(account.name): \(String(cString: strerror(errno)))")
         }
         let arguments = ["--socket", folder + "/kvd.sock", "--state-dir", folder + "/state", "--system-socket", systemSocket, "--idle-exit", idleExit]
@@ -279,10 +280,14 @@ final class UserKvd {
         return path
     }
 
-    deinit {
+    /// Stops it with SIGTERM; its exit status.
+    @discardableResult
+    func stop() -> Int32 {
         process.signal(SIGTERM)
-        process.wait(timeout: 10)
+        return process.wait(timeout: 10)
     }
+
+    deinit { stop() }
 }
 
 /// `setpriv` arguments that run `program` as `account` (its uid, gid and groups) with `HOME`

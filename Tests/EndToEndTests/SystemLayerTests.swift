@@ -41,6 +41,15 @@ final class SystemScene {
         return user
     }
 
+    /// Stops `user`'s kvd and starts it again on the same state folder.
+    func restart(_ user: UserKvd) throws -> UserKvd {
+        #expect(user.stop() == 0, "\(user.errorOutput())")
+        users.removeAll { $0 === user }
+        let again = try UserKvd(user.account, in: root, systemSocket: systemSocket, again: true)
+        users.append(again)
+        return again
+    }
+
     /// One call to the system instance as `account` (nil: root), on a connection of its own.
     func systemCall(_ method: String, _ parameters: [String: Any], as account: TestAccount? = nil, on socket: String? = nil) throws -> [String: Any] {
         let client = try RawClient.connect(socket ?? systemSocket, as: account)

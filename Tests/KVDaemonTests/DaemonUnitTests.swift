@@ -56,7 +56,14 @@ import Testing
         }
         deinit {
             store.close()
-            for name in ["kvd.lock", "kvd.wal", "d.json"] { unlink(path + "/" + name) }
+            // Every file (domain and history files of any name, a saved system layer).
+            if let folder = opendir(path) {
+                while let entry = readdir(folder) {
+                    let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+                    if name != ".", name != ".." { unlink(path + "/" + name) }
+                }
+                closedir(folder)
+            }
             rmdir(path)
         }
     }

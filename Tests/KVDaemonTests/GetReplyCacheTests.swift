@@ -25,10 +25,10 @@ import Testing
                 answered += 1
             case 4:
                 let change = Change(key: try Key(validating: key), value: Bool.random(using: &generator) ? .string("system \(step)") : nil)
-                loop.server.handler.layer.apply(.values(try Domain(validating: "d"), [change]))
+                loop.server.handler.layer.apply(.values(try Domain(validating: "d"), [change], revision: Int64(step)))
             case 5:
                 let locked = Bool.random(using: &generator)
-                loop.server.handler.layer.apply(.locks(try Domain(validating: "d"), [(key: try Key(validating: key), locked: locked)]))
+                loop.server.handler.layer.apply(.locks(try Domain(validating: "d"), [(key: try Key(validating: key), locked: locked)], revision: Int64(step)))
             default:
                 client.send(
                     #"{"method":"io.kvd.Defaults.Get","parameters":{"domain":"d","key":"\#(key)"}}"#,

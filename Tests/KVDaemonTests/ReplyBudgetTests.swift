@@ -8,7 +8,7 @@ import Testing
 /// sends. A domain filled to exactly ``Limits/domainBytes`` gives a `List` and a first `Watch`
 /// reply that a client reads; one byte more is refused.
 @Suite struct ReplyBudgetTests {
-    @Test func domainFilledToItsBudgetIsListedAndWatchedInOneReplyEach() throws {
+    @Test func domainFilledToItsBudgetIsListedInOneReplyAndWatchedInPiecesThatFit() throws {
         let temp = try RequestHandlerTests.TempStore()
         let handler = RequestHandler(store: temp.store)
         let domain = try Domain(validating: "d")
@@ -24,14 +24,83 @@ import Testing
             try temp.store.commit(domain, .set(key, .string(String(repeating: "x", count: fill + 1)), ifRevision: nil))
         }
         guard case .reply(let list) = handler.handle(.list(domain)) else { Issue.record("List must be answered"); return }
-        let watch = handler.initialWatchReply(domain, nil, revision: .max)
-        for reply in [list, watch] {
+        let pieces = Self.pieces(of: handler.initialWatchStream(domain, nil, revision: .max))
+        for reply in [list] + pieces {
             let bytes = reply.encoded().dropLast()
             #expect(bytes.count <= Limits.messageBytes, "\(bytes.count) bytes")
             let read = try VarlinkReply(message: bytes)
             #expect(read.error == nil)
         }
-        #expect(watch.encoded().count > Limits.messageBytes - Limits.replyOverhead, "the watch reply is what the budget counts")
+        let watched = pieces.reduce(0) { sum, piece in
+            guard case .array(let changes)? = piece.parameters["changes"] else { return sum }
+            return sum + changes.count
+        }
+        #expect(watched == small.count + 1, "the pieces carry every key once")
+        #expect(pieces.first?.parameters["initial"] == .bool(true) && pieces.last?.parameters["partial"] == nil)
+        #expect(pieces.dropLast().allSatisfy { $0.parameters["partial"] == .bool(true) })
+    }
+
+    /// Every piece of a stream, made at once.
+    static func pieces(of stream: ReplyStream) -> [VarlinkReply] {
+        var pieces: [VarlinkReply] = []
+        while let piece = stream.next() { pieces.append(piece) }
+        return pieces
+    }
+
+    /// Issue 23, item 2: a domain with a 255-byte name filled to exactly its budget by one key
+    /// was refused by every user's kvd (a `Mirror` reply of 16,777,312 bytes): each piece of the
+    /// `Mirror` snapshot now fits one message, and a reader gets the whole value.
+    @Test func theLongestDomainNameFilledToItsBudgetIsMirroredInMessagesThatFit() throws {
+        let temp = try RequestHandlerTests.TempStore()
+        let handler = RequestHandler(store: temp.store, isSystem: true)
+        let domain = try Domain(validating: String(repeating: "n", count: Limits.domainNameBytes))
+        let key = try Key(validating: "big")
+        let fill = Limits.domainBytes - DomainBudget.cost(entryBytes: #""big""#.utf8.count + 2)
+        _ = try temp.store.commit(domain, .set(key, .string(String(repeating: "x", count: fill)), ifRevision: nil))
+        #expect(temp.store.list(domain)?.budgetBytes == Limits.domainBytes)
+        _ = try temp.store.commit(Domain.locks(of: domain), .set(key, .bool(true), ifRevision: nil))
+        var reader = MirrorReader()
+        var updates: [SystemLayer.Update] = []
+        for piece in Self.pieces(of: handler.initialMirrorStream(revision: temp.store.revision)) {
+            let bytes = piece.encoded().dropLast()
+            #expect(bytes.count <= Limits.messageBytes, "a Mirror reply of \(bytes.count) bytes")
+            updates += try reader.read(try VarlinkReply(message: bytes))
+        }
+        guard case .snapshot(let values, let locks, _)? = updates.first else { Issue.record("no snapshot: \(updates.count) updates"); return }
+        #expect(values[domain]?[key] == .string(String(repeating: "x", count: fill)) && locks[domain] == [key])
+    }
+
+    /// Issue 23, item 10: a system default of 15 MiB and 2 MiB of the user's own values in the
+    /// same domain, both accepted, made a first `Watch` reply of 17.8 MB that no client reads,
+    /// and a `List` error naming the user's size alone: the watch now comes in pieces that fit,
+    /// and `List` says how large the combined domain is.
+    @Test func aLayeredDomainLargerThanOneReplyIsWatchedInPiecesAndListSaysWhy() throws {
+        let temp = try RequestHandlerTests.TempStore()
+        let layer = SystemLayer()
+        let handler = RequestHandler(store: temp.store, layer: layer)
+        let domain = try Domain(validating: "org.ex.big")
+        let system = (0..<15).map { (try! Key(validating: "system\($0)"), Value.string(String(repeating: "s", count: 1 << 20))) }
+        layer.apply(.snapshot([domain: Dictionary(uniqueKeysWithValues: system)], locks: [:], revision: 9))
+        for index in 0..<2 {
+            _ = try temp.store.commit(domain, .set(try Key(validating: "user\(index)"), .string(String(repeating: "u", count: 1 << 20)), ifRevision: nil))
+        }
+        let pieces = Self.pieces(of: handler.initialWatchStream(domain, nil, revision: temp.store.revision))
+        var keys: Set<String> = []
+        for piece in pieces {
+            let bytes = piece.encoded().dropLast()
+            #expect(bytes.count <= Limits.messageBytes)
+            let read = try VarlinkReply(message: bytes)
+            #expect(read.parameters["systemRevision"] == .integer(9))
+            guard case .array(let changes)? = read.parameters["changes"] else { continue }
+            for case .object(let change) in changes { if case .string(let name)? = change["key"] { keys.insert(name) } }
+        }
+        #expect(pieces.count > 1 && keys.count == 17, "\(pieces.count) pieces, \(keys.count) keys")
+        guard case .reply(let list) = handler.handle(.list(domain)) else { Issue.record("List must be answered"); return }
+        #expect(list.error == DefaultsInterface.Error.tooLarge)
+        guard case .string(let reason)? = list.parameters["reason"] else { Issue.record("no reason: \(list)"); return }
+        #expect(reason.contains("with the system layer's values") && reason.contains("(\(Limits.domainBytes))"), "\(reason)")
+        let said = Int(reason.split(separator: " ")[3]) ?? 0
+        #expect(said > Limits.domainBytes && said < 18 << 20, "\(reason)")
     }
 
     @Test func tooLargeIsTheContractsError() {

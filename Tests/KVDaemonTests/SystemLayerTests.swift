@@ -1,3 +1,4 @@
+import Glibc
 import KVProtocol
 import KVStorage
 import KVSystem
@@ -34,19 +35,20 @@ import Testing
     @Test func snapshotsReplaceTheLayerAndNameEveryKeyTheyTouch() {
         let layer = SystemLayer()
         let a = Self.domain("com.a"), b = Self.domain("com.b")
-        let first = SystemLayer.Update.snapshot([a: [Self.key("x"): .integer(1)]], locks: [b: [Self.key("y")]])
+        let first = SystemLayer.Update.snapshot([a: [Self.key("x"): .integer(1)]], locks: [b: [Self.key("y")]], revision: 1)
         layer.apply(first)
         #expect(layer.layer(a)?.values == [Self.key("x"): .integer(1)] && layer.layer(b)?.locks == [Self.key("y")])
-        let second = SystemLayer.Update.snapshot([b: [Self.key("z"): .bool(true)]], locks: [:])
+        let second = SystemLayer.Update.snapshot([b: [Self.key("z"): .bool(true)]], locks: [:], revision: 2)
         #expect(layer.touchedKeys(by: second) == [a: [Self.key("x")], b: [Self.key("y"), Self.key("z")]])
         layer.apply(second)
         #expect(layer.layer(a) == nil, "a domain the new snapshot lacks is gone")
         #expect(layer.layer(b)?.locks == [] && layer.layer(b)?.values == [Self.key("z"): .bool(true)])
-        layer.apply(.locks(b, [(Self.key("z"), true)]))
-        layer.apply(.values(b, [Change(key: Self.key("z"), value: nil)]))
+        layer.apply(.locks(b, [(Self.key("z"), true)], revision: 3))
+        layer.apply(.values(b, [Change(key: Self.key("z"), value: nil)], revision: 4))
         #expect(layer.layer(b)?.locks == [Self.key("z")] && layer.layer(b)?.values == [:])
-        layer.apply(.locks(b, [(Self.key("z"), false)]))
+        layer.apply(.locks(b, [(Self.key("z"), false)], revision: 5))
         #expect(layer.isEmpty, "an empty domain layer is dropped")
+        #expect(layer.revision == 5, "the layer is at the revision of its last change")
     }
 
     @Test func theMirrorStreamIsGatheredIntoOneSnapshotThenReadChangeByChange() throws {
@@ -56,19 +58,61 @@ import Testing
         let locks = RequestHandler.mirrorReply(revision: 5, domain: Domain.locks(of: a), changes: [Change(key: Self.key("k"), value: .bool(true))], synced: false)
         #expect(try reader.read(values).isEmpty && reader.read(locks).isEmpty && !reader.synced)
         let end = try reader.read(RequestHandler.mirrorReply(revision: 5, domain: nil, changes: [], synced: true))
-        guard case .snapshot(let snapshot, let locked)? = end.first, end.count == 1 else {
+        guard case .snapshot(let snapshot, let locked, 5)? = end.first, end.count == 1 else {
             Issue.record("expected one snapshot, got \(end)")
             return
         }
         #expect(snapshot == [a: [Self.key("k"): .integer(1)]] && locked == [a: [Self.key("k")]])
         let unlock = try reader.read(RequestHandler.mirrorReply(revision: 6, domain: Domain.locks(of: a), changes: [Change(key: Self.key("k"), value: nil)], synced: true))
-        guard case .locks(a, let changes)? = unlock.first, changes.count == 1, changes[0].locked == false else {
+        guard case .locks(a, let changes, 6)? = unlock.first, changes.count == 1, changes[0].locked == false else {
             Issue.record("expected an unlock, got \(unlock)")
             return
         }
         #expect(throws: MirrorReader.Failure.self) { try reader.read(.failure(ServiceInterface.Error.methodNotFound)) }
         let planted = VarlinkReply(parameters: ["revision": .integer(7), "domain": .string("../etc"), "changes": .array([]), "synced": .bool(true)], continues: true)
         #expect(throws: MirrorReader.Failure.self) { try reader.read(planted) }
+    }
+
+    /// Issue 23: the layer a user's kvd saves in its state folder comes back as it was, and a
+    /// file damaged anywhere (a flipped byte, a cut end, bytes added) is refused whole, saying
+    /// why, never read in part.
+    @Test func theSavedSystemLayerComesBackWholeAndDamageIsRefused() throws {
+        let temp = try RequestHandlerTests.TempStore()
+        let file = SystemLayerFile(directory: temp.path)
+        #expect(try file.load() == nil, "no file: no layer")
+        let a = Self.domain("com.a"), b = Self.domain("com.b")
+        let many = Dictionary(uniqueKeysWithValues: (0..<3).map { (Self.key("big\($0)"), Value.string(String(repeating: "v", count: 700_000))) })
+        let layer = SavedSystemLayer(
+            revision: 42, values: [a: many.merging([Self.key("n"): .integer(1)]) { $1 }, b: [Self.key("d"): .bool(false)]],
+            locks: [a: [Self.key("n"), Self.key("gone")]])
+        try file.save(layer)
+        #expect(try file.load() == layer)
+        let bytes = try Self.contents(of: file.path)
+        #expect(bytes.split(separator: UInt8(ascii: "\n")).count > 3, "values are split into lines of about 1 MiB")
+        var flipped = bytes
+        flipped[bytes.count / 2] ^= 1
+        for damaged in [flipped, Array(bytes.dropLast(10)), bytes + Array("x".utf8), Array(bytes.prefix(through: bytes.firstIndex(of: UInt8(ascii: "\n"))!))] {
+            try Self.write(damaged, to: file.path)
+            #expect(throws: StorageError.self) { try file.load() }
+        }
+    }
+
+    static func contents(of path: String) throws -> [UInt8] {
+        guard let stream = fopen(path, "rb") else { throw TestFailure("cannot open \(path)") }
+        defer { fclose(stream) }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let count = fread(&buffer, 1, buffer.count, stream)
+            if count == 0 { return bytes }
+            bytes += buffer[..<count]
+        }
+    }
+
+    static func write(_ bytes: [UInt8], to path: String) throws {
+        guard let stream = fopen(path, "wb") else { throw TestFailure("cannot open \(path)") }
+        defer { fclose(stream) }
+        guard fwrite(bytes, 1, bytes.count, stream) == bytes.count else { throw TestFailure("cannot write \(path)") }
     }
 
     // MARK: the system instance: who may write

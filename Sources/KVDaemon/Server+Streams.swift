@@ -1,0 +1,60 @@
+import KVProtocol
+import KVValues
+
+/// First replies made piece by piece (``ReplyStream``): a watcher's pieces are made while it
+/// has little unsent, at the start and after each pass's reads and writes; live replies to it
+/// wait behind the last piece. Loop thread only.
+extension Server {
+    /// Makes `connection` (a watcher, whose call is being handled: the caller settles it) get
+    /// `stream`'s pieces, then its live replies.
+    func startStream(_ stream: ReplyStream, to connection: ClientConnection) {
+        streams[connection.id] = stream
+        refill(connection, stream, settle: false)
+    }
+
+    /// Makes pieces for every watcher with a stream that has read most of what it was sent.
+    func refillStreams() {
+        for (id, stream) in streams {
+            guard let connection = connectionsByID[id], !connection.isClosed else {
+                streams.removeValue(forKey: id)?.drop(memory: memory)
+                continue
+            }
+            refill(connection, stream, settle: true)
+        }
+    }
+
+    /// Makes pieces while `connection` has less than ``ReplyStream/lowWater`` unsent; after the
+    /// last, sends the live replies kept; with `settle`, queues the connection to be settled.
+    private func refill(_ connection: ClientConnection, _ stream: ReplyStream, settle: Bool) {
+        guard connection.pendingOutput < ReplyStream.lowWater else { return }
+        while connection.pendingOutput < ReplyStream.lowWater, let piece = stream.next() { connection.send(piece) }
+        if stream.isDone {
+            streams[connection.id] = nil
+            for reply in stream.takeDeferred() {
+                switch reply {
+                case .own(let bytes): connection.send { $0.append(contentsOf: bytes) }
+                case .shared(let shared):
+                    connection.send(shared: shared)
+                    shared.release(memory)
+                }
+            }
+        }
+        if settle { process(connection) }
+    }
+
+    /// Sends a live reply to a watcher, or keeps it behind the watcher's stream; a watcher that
+    /// has more kept than ``Limits/maxPendingOutput`` does not read, and is disconnected.
+    func deliver(_ reply: ReplyStream.Deferred, to connection: ClientConnection) {
+        guard let stream = streams[connection.id] else {
+            switch reply {
+            case .own(let bytes): connection.send { $0.append(contentsOf: bytes) }
+            case .shared(let shared): connection.send(shared: shared)
+            }
+            return process(connection)
+        }
+        stream.keep(reply, memory: memory)
+        guard stream.deferredBytes > limits.maxPendingOutput else { return }
+        log.warning("client \(connection.id) does not read its watch: disconnecting it")
+        close(connection)
+    }
+}
