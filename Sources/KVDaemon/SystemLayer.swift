@@ -41,9 +41,9 @@ final class SystemLayer {
         case locks(Domain, [(key: Key, locked: Bool)])
     }
 
-    private(set) var domains: [Domain: DomainLayer] = [:]
+    @exclusivity(unchecked) private(set) var domains: [Domain: DomainLayer] = [:]
     /// Moves with every ``apply(_:)``: what a reply made from the layer was made from.
-    private(set) var version = 0
+    @exclusivity(unchecked) private(set) var version = 0
 
     /// Whether any system value or lock is known: when not, every read is the user's alone.
     var isEmpty: Bool { domains.isEmpty }

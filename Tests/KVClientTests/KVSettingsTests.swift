@@ -30,15 +30,28 @@ private func tracking(_ read: () -> Void) -> Gate {
     return changed
 }
 
-/// Runs a program built beside kvd (kvctl, a second kvd) and waits for it; throws unless it exits 0.
+/// Starts a program built beside kvd (kvctl, a second kvd) with `posix_spawn` (Foundation's
+/// `Process` can wait on the wrong child while RealDaemon's kvd runs); output to /dev/null.
+private func spawn(_ program: String, _ arguments: [String]) throws -> pid_t {
+    let path = URL(fileURLWithPath: RealDaemon.binary).deletingLastPathComponent().appendingPathComponent(program).path
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+    let argv = ([path] + arguments).map { strdup($0) } + [nil]
+    defer { for pointer in argv { free(pointer) } }
+    var child: pid_t = 0
+    guard posix_spawn(&child, path, &actions, nil, argv, environ) == 0 else { throw TestFailure("cannot start \(path)") }
+    return child
+}
+
+/// Runs a program built beside kvd and waits for it; throws unless it exits 0.
 private func run(_ program: String, _ arguments: [String]) throws {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: RealDaemon.binary).deletingLastPathComponent().appendingPathComponent(program)
-    process.arguments = arguments
-    process.standardOutput = FileHandle.nullDevice
-    try process.run()
-    process.waitUntilExit()
-    if process.terminationStatus != 0 { throw TestFailure("\(program) \(arguments.joined(separator: " ")) exited \(process.terminationStatus)") }
+    let child = try spawn(program, arguments)
+    var status: Int32 = 0
+    waitpid(child, &status, 0)
+    if status != 0 { throw TestFailure("\(program) \(arguments.joined(separator: " ")) failed (wait status \(status))") }
 }
 
 /// ``KVSettings``: Observation learns of changes from this process, another process (kvctl) and
@@ -109,16 +122,12 @@ private func run(_ program: String, _ arguments: [String]) throws {
 
 /// A system instance (`kvd --system`) for one test, its admin group this process's group.
 enum SystemInstance {
-    private static let processes = Mutex<[String: Process]>([:])
+    private static let processes = Mutex<[String: pid_t]>([:])
 
     static func start(socket: String, state: String) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: RealDaemon.binary)
         let group = String(cString: getgrgid(getgid()).pointee.gr_name)
-        process.arguments = ["--system", "--socket", socket, "--state-dir", state, "--idle-exit", "0", "--admin-group", group]
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        processes.withLock { $0[socket] = process }
+        let child = try spawn("kvd", ["--system", "--socket", socket, "--state-dir", state, "--idle-exit", "0", "--admin-group", group])
+        processes.withLock { $0[socket] = child }
         for _ in 0..<500 {
             if (try? Connection(socketPath: socket)) != nil { return }
             usleep(10_000)
@@ -127,8 +136,9 @@ enum SystemInstance {
     }
 
     static func stop(socket: String) {
-        guard let process = processes.withLock({ $0.removeValue(forKey: socket) }) else { return }
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        guard let child = processes.withLock({ $0.removeValue(forKey: socket) }) else { return }
+        kill(child, SIGKILL)
+        var status: Int32 = 0
+        waitpid(child, &status, 0)
     }
 }
