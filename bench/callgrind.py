@@ -90,7 +90,7 @@ def main():
                 # (about 20,000 instructions a Set more, over the whole run) as its timing falls.
                 small = min(instructions(kvd, op, SMALL, folder, run) for run in (1, 2))
                 large = min(instructions(kvd, op, LARGE, folder, run) for run in (1, 2))
-                row.append(f"{op} {(large - small) / (LARGE - SMALL):,.0f}")
+                row.append(f"{op} {(large - small) / (LARGE - SMALL):,.0f} (whole run of {LARGE}: {large:,})")
             print(f"{kvd}: instructions per call, " + ", ".join(row))
 
 
