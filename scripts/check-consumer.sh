@@ -12,7 +12,8 @@
 #     depends on the KVClient product alone);
 #  4. runs both builds against a real kvd it starts on a socket in that folder (the kvd of this
 #     checkout's debug build: BIN, default `swift build --show-bin-path`), and an in-memory suite.
-# Prints how long it took; exits 1 on any failure. KEEP=1 keeps the folder.
+# SwiftPM's repository cache is in that folder too, so nothing outlives the check. Prints how
+# long it took; exits 1 on any failure. KEEP=1 keeps the folder.
 set -eu
 cd "$(dirname "$0")/.."
 SWIFT=${SWIFT:-swift}
@@ -33,12 +34,15 @@ minor=$(echo "$version" | cut -d. -f1-2).0
 
 # 1. The library, as a tagged repository (tracked files only: no .build, no local state).
 mkdir "$work/kvd"
-git ls-files -z --cached --others --exclude-standard | xargs -0 sh -c 'for f; do [ -f "$f" ] && printf "%s\0" "$f"; done' sh |
-    tar --null -T - -cf - | tar -xf - -C "$work/kvd"
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    git ls-files -z --cached --others --exclude-standard | xargs -0 sh -c 'for f; do [ -f "$f" ] && printf "%s\0" "$f"; done' sh
+else  # a source tarball: everything but build products
+    find . \( -name .build -o -name .git -o -name .swiftpm \) -prune -o -type f -print0
+fi | tar --null -T - -cf - | tar -xf - -C "$work/kvd"
 git -C "$work/kvd" init -q
 git -C "$work/kvd" add -A
-git -C "$work/kvd" -c user.name=check-consumer -c user.email=check@localhost commit -qm "kvd $version for the consumer check"
-git -C "$work/kvd" tag "$version"
+git -C "$work/kvd" -c user.name=check-consumer -c user.email=check@localhost -c commit.gpgsign=false commit -qm "kvd $version for the consumer check"
+git -C "$work/kvd" -c tag.gpgsign=false tag "$version"
 
 # 2. The app.
 mkdir -p "$work/app/Sources/ConsumerApp"
@@ -94,7 +98,7 @@ kvd_pid=$!
 export KVD_SOCKET="$work/kvd.sock" KVD_NO_AUTOSTART=1
 expected=1
 for configuration in debug release; do
-    if ! $SWIFT build -c $configuration --scratch-path "$work/build" >"$work/build-$configuration.log" 2>&1; then
+    if ! $SWIFT build -c $configuration --scratch-path "$work/build" --cache-path "$work/swiftpm-cache" >"$work/build-$configuration.log" 2>&1; then
         cat "$work/build-$configuration.log" >&2
         echo "check-consumer: an app taking KVClient by version ($minor) does not build in $configuration" >&2
         exit 1
