@@ -2,7 +2,7 @@
 """Two kvd binaries side by side on make bench's get and durable set rows (1 and 50 clients),
 run by run in turn (A, B, A, B, ...) so the machine's other load falls on both alike.
 
-    bench/ab.py KVBENCH KVD_A KVD_B [RUNS]
+    bench/ab.py KVBENCH KVD_A KVD_B [RUNS] [ROW ...]     (a ROW is op:clients, e.g. set:50)
 
 Prints, per row, each binary's median throughput and p50 over RUNS runs of 2 s and B/A.
 """
@@ -27,11 +27,12 @@ def start(kvd, folder, name):
 def main():
     kvbench, kvd_a, kvd_b = sys.argv[1:4]
     runs = int(sys.argv[4]) if len(sys.argv) > 4 else 5
+    rows = [(row.split(":")[0], int(row.split(":")[1])) for row in sys.argv[5:]] or [(op, n) for op in ("get", "set") for n in (1, 50)]
     with tempfile.TemporaryDirectory(prefix="kvd-ab-") as folder:
         servers = {"A": start(kvd_a, folder, "a"), "B": start(kvd_b, folder, "b")}
         try:
-            for op in ("get", "set"):
-                for clients in (1, 50):
+            for op, clients in rows:
+                if True:
                     results = {"A": [], "B": []}
                     for _ in range(runs):
                         for name in ("A", "B"):
