@@ -32,12 +32,14 @@ final class RequestClient: Sendable {
 
     /// Runs `body` on the connection; if the connection turns out closed, once more on a new one
     /// (a write repeated after kvd restarted stores the same value again, which is harmless).
-    /// `NotFound` gives `ifNotFound()`.
+    /// On a ``KVMemoryStore``, runs `body` on the store, once. `NotFound` gives `ifNotFound()`.
     func call<T>(
         _ body: (any SettingsBackend) throws(ClientError) -> T, ifNotFound: () -> T
     ) throws(KVDefaultsError) -> T {
-        guard case .kvd(let connect) = transport else {
-            guard case .memory(let store) = transport else { preconditionFailure() }
+        let connect: @Sendable () throws(ClientError) -> Connection
+        switch transport {
+        case .kvd(let connector): connect = connector
+        case .memory(let store):
             do throws(ClientError) {
                 return try body(store)
             } catch .notFound {
