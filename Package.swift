@@ -68,14 +68,6 @@ let package = Package(
     ]
 )
 
-/// The event loop's hot path (KVDaemon, KVProtocol) is built for release without the runtime's
-/// exclusivity checks: they took a fifth of kvd's own CPU per call under load (`make bench`,
-/// issue 16). The compiler's static checks stay, and debug builds (every test) keep the
-/// runtime checks, so an overlapping access still fails `make test`.
-for target in package.targets where ["KVDaemon", "KVProtocol"].contains(target.name) {
-    target.swiftSettings = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
-}
-
 for target in package.targets where target.type != .system {
     target.swiftSettings =
         (target.swiftSettings ?? []) + [

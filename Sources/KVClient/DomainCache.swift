@@ -25,17 +25,29 @@ import Synchronization
 /// until the watch has delivered its removal (``WatchCore/State/complete``); past that point a
 /// change to a key the cache knows nothing of is stale by construction.
 ///
-/// Stops its thread when released.
+/// Stops its thread when released. On a ``KVMemoryStore`` there is no thread: the store gives
+/// the core its commits as a watch would, in order.
 final class DomainCache: Sendable {
     let core: WatchCore
+    private let store: KVMemoryStore?
 
-    init(domain: Domain, connect: @escaping @Sendable () throws(ClientError) -> Connection, report: @escaping @Sendable (KVDiagnostic) -> Void) {
-        core = WatchCore(domain: domain, connect: connect, report: report)
-        let core = core
-        detachThread { core.run() }
+    init(domain: Domain, transport: RequestClient.Transport, report: @escaping @Sendable (KVDiagnostic) -> Void) {
+        switch transport {
+        case .kvd(let connect):
+            core = WatchCore(domain: domain, connect: connect, report: report)
+            store = nil
+            let core = core
+            detachThread { core.run() }
+        case .memory(let store):
+            core = WatchCore(domain: domain, connect: { () throws(ClientError) -> Connection in throw .connectionClosed }, report: report)
+            self.store = store
+            store.subscribe(core)
+        }
     }
 
-    deinit { core.stop() }
+    deinit {
+        if let store { store.unsubscribe(core) } else { core.stop() }
+    }
 }
 
 final class WatchCore: Sendable {

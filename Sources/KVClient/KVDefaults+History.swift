@@ -36,7 +36,7 @@ extension KVDefaults {
         let name: KVValues.Key
         do { name = try KVValues.Key(validating: key.name) } catch { throw .invalidKey(key.name, reason: error.reason) }
         let records = try client.call { (connection) throws(ClientError) -> [HistoryRecord] in
-            try connection.history(domain, key: name, limit: limit).entries
+            try connection.historyRecords(domain, key: name, limit: limit)
         } ifNotFound: {
             []
         }

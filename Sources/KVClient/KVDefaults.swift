@@ -39,6 +39,9 @@ public final class KVDefaults: Sendable {
         public var loadTimeout: Double
         /// Receives what reads and non-throwing writes could not do; one line on stderr by default.
         public var diagnostics: @Sendable (KVDiagnostic) -> Void
+        /// Where the suite keeps its settings instead of kvd (``inMemory(_:arguments:diagnostics:)``);
+        /// when set, ``socketPath``, ``environment``, ``autostart`` and ``daemonPath`` are not used.
+        public var memoryStore: KVMemoryStore?
 
         /// A configuration; each argument is the member of the same name.
         public init(
@@ -53,6 +56,22 @@ public final class KVDefaults: Sendable {
             self.daemonPath = daemonPath
             self.loadTimeout = loadTimeout
             self.diagnostics = diagnostics
+        }
+
+        /// Settings in `store`, in this process's memory: no kvd, no socket, no files (see
+        /// ``KVMemoryStore``). The argument domain is `arguments` (none by default, so a test
+        /// runner's command line does not become settings).
+        ///
+        /// ```swift
+        /// let defaults = KVDefaults(suiteName: "com.example.app", configuration: .inMemory())!
+        /// ```
+        public static func inMemory(
+            _ store: KVMemoryStore = KVMemoryStore(), arguments: [String] = [],
+            diagnostics: @escaping @Sendable (KVDiagnostic) -> Void = KVDiagnostic.standardError
+        ) -> Configuration {
+            var configuration = Configuration(environment: [:], arguments: arguments, autostart: false, diagnostics: diagnostics)
+            configuration.memoryStore = store
+            return configuration
         }
     }
 
@@ -168,7 +187,7 @@ public final class KVDefaults: Sendable {
     func cache(for domain: Domain, wait: Bool = true) -> WatchCore {
         let (cache, isNew) = caches.withLock { caches -> (DomainCache, Bool) in
             if let cache = caches[domain] { return (cache, false) }
-            let cache = DomainCache(domain: domain, connect: client.connector, report: configuration.diagnostics)
+            let cache = DomainCache(domain: domain, transport: client.transport, report: configuration.diagnostics)
             caches[domain] = cache
             return (cache, true)
         }
@@ -222,7 +241,7 @@ public final class KVDefaults: Sendable {
     /// nothing to change (the removal of a missing key). Blocks for one round trip.
     @discardableResult
     func commit(
-        _ domain: Domain, _ changes: [Change], announce: Bool = true, _ send: (Connection) throws(ClientError) -> Int64
+        _ domain: Domain, _ changes: [Change], announce: Bool = true, _ send: (any SettingsBackend) throws(ClientError) -> Int64
     ) throws(KVDefaultsError) -> Int64 {
         let id = ownWrites.begin(domain, changes)
         var acknowledged: Int64?

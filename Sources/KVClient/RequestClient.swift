@@ -4,32 +4,55 @@ import KVValues
 import Synchronization
 
 /// The connection a suite makes its calls on (writes, `synchronize`), opened at first use and
-/// opened again when kvd went away (idle exit, restart) since the last call.
+/// opened again when kvd went away (idle exit, restart) since the last call; or the suite's
+/// ``KVMemoryStore``.
 final class RequestClient: Sendable {
-    let connector: @Sendable () throws(ClientError) -> Connection
+    /// Where the calls and the watches go.
+    enum Transport: Sendable {
+        case kvd(connect: @Sendable () throws(ClientError) -> Connection)
+        case memory(KVMemoryStore)
+    }
+
+    let transport: Transport
     private let current = Mutex<Connection?>(nil)
 
     init(_ configuration: KVDefaults.Configuration) {
+        if let store = configuration.memoryStore {
+            transport = .memory(store)
+            return
+        }
         let path = SocketPath.resolve(explicit: configuration.socketPath, environment: configuration.environment)
         let environment = configuration.environment
         let autostart = configuration.autostart
         let daemon = configuration.daemonPath
-        connector = { () throws(ClientError) -> Connection in
+        transport = .kvd { () throws(ClientError) -> Connection in
             try Autostart.connect(socketPath: path, daemonPath: daemon, enabled: autostart, environment: environment)
         }
     }
 
     /// Runs `body` on the connection; if the connection turns out closed, once more on a new one
     /// (a write repeated after kvd restarted stores the same value again, which is harmless).
-    /// `NotFound` gives `ifNotFound()`.
+    /// On a ``KVMemoryStore``, runs `body` on the store, once. `NotFound` gives `ifNotFound()`.
     func call<T>(
-        _ body: (Connection) throws(ClientError) -> T, ifNotFound: () -> T
+        _ body: (any SettingsBackend) throws(ClientError) -> T, ifNotFound: () -> T
     ) throws(KVDefaultsError) -> T {
+        let connect: @Sendable () throws(ClientError) -> Connection
+        switch transport {
+        case .kvd(let connector): connect = connector
+        case .memory(let store):
+            do throws(ClientError) {
+                return try body(store)
+            } catch .notFound {
+                return ifNotFound()
+            } catch {
+                throw .client(error)
+            }
+        }
         var attempt = 0
         while true {
             attempt += 1
             do throws(ClientError) {
-                let connection = try connection()
+                let connection = try connection(connect)
                 do throws(ClientError) {
                     return try body(connection)
                 } catch  where error.isConnectionLost {
@@ -45,9 +68,9 @@ final class RequestClient: Sendable {
         }
     }
 
-    private func connection() throws(ClientError) -> Connection {
+    private func connection(_ connect: () throws(ClientError) -> Connection) throws(ClientError) -> Connection {
         if let connection = current.withLock({ $0 }) { return connection }
-        let connection = try connector()
+        let connection = try connect()
         current.withLock { $0 = connection }
         return connection
     }

@@ -13,32 +13,32 @@ import KVValues
 final class ClientConnection {
     let id: Int
     let fd: Int32
-    var framer = MessageFramer()
+    @exclusivity(unchecked) var framer = MessageFramer()
     /// Reply bytes not yet accepted by the socket, from ``outputStart`` on; they go out after
     /// everything in ``queue``.
-    private(set) var output: [UInt8] = []
-    private var outputStart = 0
+    @exclusivity(unchecked) private(set) var output: [UInt8] = []
+    @exclusivity(unchecked) private var outputStart = 0
     /// Replies queued before ``output``: shared watch replies, and own bytes that were pending
     /// when one was queued. The first is sent from ``queueOffset`` on.
-    private var queue: [Piece] = []
-    private var queueOffset = 0
+    @exclusivity(unchecked) private var queue: [Piece] = []
+    @exclusivity(unchecked) private var queueOffset = 0
     /// Bytes in ``queue``, the sent part of the first piece included.
-    private var queuedBytes = 0
+    @exclusivity(unchecked) private var queuedBytes = 0
     /// Capacity of the own pieces in ``queue``.
-    private var queuedOwnCapacity = 0
+    @exclusivity(unchecked) private var queuedOwnCapacity = 0
     private let memory: ClientMemory
     private let system: any SystemCalls
     /// What ``recharge()`` last charged to ``memory``.
-    private var charged = 0
+    @exclusivity(unchecked) private var charged = 0
     /// What the connection does with its calls now.
-    var phase: Phase = .serving
+    @exclusivity(unchecked) var phase: Phase = .serving
     /// How much of the peer is still there.
-    var peer: Peer = .connected
+    @exclusivity(unchecked) var peer: Peer = .connected
     /// Bookkeeping, not state: queued to be settled (flushed, closed or re-registered) at the
     /// end of the loop's pass.
-    var needsSettling = false
+    @exclusivity(unchecked) var needsSettling = false
     /// Bookkeeping, not state: the interest registered with epoll, to skip needless `epoll_ctl`.
-    var registered: (readable: Bool, writable: Bool) = (true, false)
+    @exclusivity(unchecked) var registered: (readable: Bool, writable: Bool) = (true, false)
 
     /// What a connection does with its calls. One value at a time, so no invalid mix (a watcher
     /// awaiting a commit, a closed connection waiting for its turn) can be written.
@@ -120,7 +120,7 @@ final class ClientConnection {
     /// The peer's user id, from the kernel at accept (the system instance only).
     var uid: UInt32?
     /// Whether the peer may change anything: fixed at accept, never looked up again.
-    var mayWrite = true
+    @exclusivity(unchecked) var mayWrite = true
 
     init(id: Int, fd: Int32, memory: ClientMemory, system: any SystemCalls) {
         self.id = id

@@ -4,7 +4,7 @@ final class SharedReply {
     /// Smaller replies are copied into each watcher's output instead of shared.
     static let minimumShared = 16 << 10
     let bytes: [UInt8]
-    private var holders = 0
+    @exclusivity(unchecked) private var holders = 0
 
     init(_ bytes: [UInt8]) {
         self.bytes = bytes
@@ -26,7 +26,7 @@ final class SharedReply {
 /// ``ClientConnection/recharge()``, and each ``SharedReply`` once. Loop thread only.
 final class ClientMemory {
     let budget: Int
-    private(set) var total = 0
+    @exclusivity(unchecked) private(set) var total = 0
 
     init(budget: Int) {
         self.budget = budget

@@ -25,7 +25,7 @@ final class Poller: @unchecked Sendable {
     let wakeFD: Int32
     /// Readable when SIGTERM or SIGINT arrived.
     let signalFD: Int32
-    private var events = [epoll_event](repeating: epoll_event(), count: 256)
+    @exclusivity(unchecked) private var events = [epoll_event](repeating: epoll_event(), count: 256)
 
     init(system: any SystemCalls) throws(SystemError) {
         self.system = system

@@ -56,7 +56,7 @@ public final class Server {
     let store: Store
     let handler: RequestHandler
     /// Replies to hot `Get` calls, kept while nothing they read changes.
-    var getReplies = GetReplyCache()
+    @exclusivity(unchecked) var getReplies = GetReplyCache()
     /// Replies to `List` calls of large domains, shared while nothing they read changes.
     var listReplies: ListReplyCache
     let role: DaemonOptions.Role
@@ -76,37 +76,37 @@ public final class Server {
     let limits: Limits
     let poller: Poller
     let memory: ClientMemory
-    var connections: [Int32: ClientConnection] = [:]
-    var connectionsByID: [Int: ClientConnection] = [:]
+    @exclusivity(unchecked) var connections: [Int32: ClientConnection] = [:]
+    @exclusivity(unchecked) var connectionsByID: [Int: ClientConnection] = [:]
     /// The connections streaming a `Watch`, by id (a commit looks at these only).
-    var watchers: [Int: ClientConnection] = [:]
+    @exclusivity(unchecked) var watchers: [Int: ClientConnection] = [:]
     /// Watchers whose first replies (a `Mirror` snapshot, a large domain's current values) are
     /// still being made piece by piece, by connection id (see ``ReplyStream``).
-    var streams: [Int: ReplyStream] = [:]
+    @exclusivity(unchecked) var streams: [Int: ReplyStream] = [:]
     var nextID = 0
     /// One buffer for every socket read (the loop reads one socket at a time).
-    var readBuffer: [UInt8]
+    @exclusivity(unchecked) var readBuffer: [UInt8]
     /// Connections with calls left over after their turn, in the order they get the next one.
-    var ready: [Int] = []
+    @exclusivity(unchecked) var ready: [Int] = []
     /// The system instance: what each uid's connections handled this pass (a uid's turn).
-    var turnsUsed: [UInt32: TurnUse] = [:]
+    @exclusivity(unchecked) var turnsUsed: [UInt32: TurnUse] = [:]
     /// Connections handled this pass, to be settled at its end (replies sent together).
-    var unsettled: [ClientConnection] = []
+    @exclusivity(unchecked) var unsettled: [ClientConnection] = []
     /// Finished commits, in commit order: from this loop's own commits, or from the store's
     /// thread when it was busy compacting.
     let completions = CompletionQueue()
-    var commitsInFlight = 0
+    @exclusivity(unchecked) var commitsInFlight = 0
     /// Writes were queued in the store this pass and await ``commitQueued()``.
-    var commitsQueued = false
-    var lastActivity = ContinuousClock.now
-    var shutdownDeadline: ContinuousClock.Instant?
+    @exclusivity(unchecked) var commitsQueued = false
+    @exclusivity(unchecked) var lastActivity = ContinuousClock.now
+    @exclusivity(unchecked) var shutdownDeadline: ContinuousClock.Instant?
     /// A descriptor kept open to be given up when the process runs out of descriptors, so an
     /// excess connection can be accepted and closed instead of spinning on `EMFILE`.
     var spareFD: Int32 = -1
     var refusedSinceLog = 0
     var lastRefusalLog: ContinuousClock.Instant?
     let watchdog: Duration?
-    var nextWatchdogPing = ContinuousClock.now
+    @exclusivity(unchecked) var nextWatchdogPing = ContinuousClock.now
     /// Tests: called when the idle timeout has passed, before kvd looks at its backlog
     /// (`.deciding`), and when it found nobody there and returns (`.exiting`).
     var idleExitHook: ((IdleExitStep) -> Void)?

@@ -48,9 +48,9 @@ final class SystemLayer {
         }
     }
 
-    private(set) var domains: [Domain: DomainLayer] = [:]
+    @exclusivity(unchecked) private(set) var domains: [Domain: DomainLayer] = [:]
     /// Moves with every ``apply(_:)``: what a reply made from the layer was made from.
-    private(set) var version = 0
+    @exclusivity(unchecked) private(set) var version = 0
     /// The system instance's revision the layer reflects (`systemRevision` in `Watch` replies):
     /// nil until a layer was received or loaded. It grows with each change of the system layer,
     /// and a snapshot after a reconnection brings the revision the system instance is at.

@@ -33,10 +33,10 @@ final class RealDaemon: @unchecked Sendable {
     }
 
     /// Starts kvd on `socket` (default: this daemon's) and waits until it accepts.
-    func start(socket path: String? = nil) throws {
+    func start(socket path: String? = nil, arguments: [String] = []) throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: Self.binary)
-        process.arguments = ["--socket", path ?? socket, "--state-dir", state, "--idle-exit", "0"]
+        process.arguments = ["--socket", path ?? socket, "--state-dir", state, "--idle-exit", "0"] + arguments
         process.standardError = FileHandle.nullDevice
         process.standardOutput = FileHandle.nullDevice
         try process.run()

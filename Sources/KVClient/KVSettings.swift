@@ -1,0 +1,94 @@
+import Observation
+import Synchronization
+
+/// A settings model for the Observation framework: subclass it and declare each setting as a
+/// property that reads and writes a typed key. `withObservationTracking` (and whatever builds on
+/// it) then learns of every change of a key the tracked code read — made through this model,
+/// through another suite, by another process (another app, `kvctl`), or by the system
+/// administrator's system layer (a machine default, a lock).
+///
+/// ```swift
+/// extension KVDefaults.Keys {
+///     static let theme = Key<String>("theme", default: "light")
+/// }
+///
+/// final class AppSettings: KVSettings {
+///     var theme: String {
+///         get { self[.theme] }
+///         set { self[.theme] = newValue }
+///     }
+/// }
+///
+/// let settings = AppSettings(KVDefaults(suiteName: "com.example.app")!)
+/// withObservationTracking {
+///     print(settings.theme)                        // light
+/// } onChange: {
+///     print("theme changed")                       // after `kvctl set com.example.app theme dark`
+/// }
+/// ```
+///
+/// A read goes to the suite's cache (no IPC), and reads as the suite reads (the search order;
+/// the default when missing or unreadable). Assigning through the subscript stores the value
+/// durably before it returns; a failure (a locked key, kvd unreachable, a stored value the save
+/// would lose data of) changes nothing and goes to the diagnostics handler, and
+/// ``set(_:for:unread:)`` throws it instead. As Observation does, `onChange` is called once, on
+/// the thread that delivered the change (this process's writing thread, or the suite's watch
+/// thread), and only for a change of the value the tracked code read: a key written with the
+/// value it has already is no change. The model watches each key from its first read until it
+/// is released. Safe to use from any thread.
+open class KVSettings: Observable, @unchecked Sendable {
+    /// The suite the settings are read from and written to.
+    public let defaults: KVDefaults
+    private let registrar = ObservationRegistrar()
+    /// The keys watched so far, by name.
+    private let observations = Mutex<[String: KVObservation]>([:])
+
+    /// A model of the settings in `defaults`.
+    public init(_ defaults: KVDefaults) {
+        self.defaults = defaults
+    }
+
+    /// The key's value by the search order (its default if missing or unreadable); assigning
+    /// stores it durably, reporting a failure to the diagnostics handler. Observable.
+    public subscript<T>(key: KVDefaults.Key<T>) -> T {
+        get {
+            access(key.name)
+            return defaults[key]
+        }
+        set {
+            do { try defaults.set(newValue, for: key) } catch { defaults.reportWriteFailure(error, key: key.name, "not stored") }
+        }
+    }
+
+    /// The key's value by the search order as stored, nil if missing. Observable.
+    public func value(forKey name: String) -> Value? {
+        access(name)
+        return defaults.lookup(name)?.value
+    }
+
+    /// Stores `value` as the key's value, as ``KVDefaults/set(_:for:unread:)`` does (durable
+    /// when it returns; throws what stopped it).
+    public func set<T>(_ value: T, for key: KVDefaults.Key<T>, unread policy: KVDefaults.UnreadPolicy = .refuse) throws(KVDefaultsError) {
+        try defaults.set(value, for: key, unread: policy)
+    }
+
+    // MARK: observation
+
+    /// The property Observation tracks for the key `name` (its value is not used).
+    subscript(tracked name: String) -> Bool { false }
+
+    /// Tells Observation the tracked code read `name`, and starts watching it.
+    private func access(_ name: String) {
+        registrar.access(self, keyPath: \KVSettings[tracked: name])
+        guard observations.withLock({ $0[name] == nil }) else { return }
+        let observation = defaults.observe(name) { [weak self] _ in self?.changed(name) }
+        observations.withLock { observations in
+            if observations[name] == nil { observations[name] = observation }
+        }
+    }
+
+    /// Tells Observation that `name`'s value changed.
+    private func changed(_ name: String) {
+        registrar.withMutation(of: self, keyPath: \KVSettings[tracked: name]) {}
+    }
+}
