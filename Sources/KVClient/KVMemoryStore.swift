@@ -39,6 +39,9 @@ public final class KVMemoryStore: Sendable {
         var domainRevisions: [Domain: Int64] = [:]
         /// Each domain's changes, oldest first, at most ``historyLimit``.
         var history: [Domain: [HistoryRecord]] = [:]
+        /// Keys marked to keep no history, and domains marked whole (``keepHistory(_:key:_:)``).
+        var keepsNoHistory: [Domain: Set<Key>] = [:]
+        var domainsKeepingNoHistory: Set<Domain> = []
         var subscribers: [Domain: [ObjectIdentifier: WatchCore]] = [:]
         /// Commits not yet given to the subscribers, in revision order.
         var pending: [(domain: Domain, changes: [Change], revision: Int64)] = []
@@ -120,7 +123,9 @@ public final class KVMemoryStore: Sendable {
                 } else {
                     state.domains[domain]?[change.key] = nil
                 }
-                history.append(HistoryRecord(revision: revision, time: now, key: change.key, value: change.value))
+                if !state.keepsNoHistory(domain, change.key) {
+                    history.append(HistoryRecord(revision: revision, time: now, key: change.key, value: change.value))
+                }
             }
             if history.count > Self.historyLimit { history.removeFirst(history.count - Self.historyLimit) }
             state.history[domain] = history
@@ -180,5 +185,45 @@ extension KVMemoryStore: SettingsBackend {
     func historyRecords(_ domain: Domain, key: Key?, limit: Int?) throws(ClientError) -> [HistoryRecord] {
         let records = state.withLock { $0.history[domain, default: []] }.reversed().filter { key == nil || $0.key == key }
         return Array(records.prefix(limit ?? records.count))
+    }
+
+    func forgetHistory(_ domain: Domain, key: Key?) throws(ClientError) -> Int64 {
+        state.withLock { state in
+            state.forget(domain, key)
+            return state.revision
+        }
+    }
+
+    func keepHistory(_ domain: Domain, key: Key?, _ keep: Bool) throws(ClientError) -> Int64 {
+        state.withLock { state in
+            switch (key, keep) {
+            case (let key?, true): state.keepsNoHistory[domain]?.remove(key)
+            case (let key?, false): state.keepsNoHistory[domain, default: []].insert(key)
+            case (nil, true): state.domainsKeepingNoHistory.remove(domain)
+            case (nil, false): state.domainsKeepingNoHistory.insert(domain)
+            }
+            if !keep { state.forget(domain, key) }
+            return state.revision
+        }
+    }
+}
+
+extension KVMemoryStore.State {
+    /// Whether changes of `key` in `domain` are kept out of the history.
+    func keepsNoHistory(_ domain: Domain, _ key: Key) -> Bool {
+        domainsKeepingNoHistory.contains(domain) || keepsNoHistory[domain]?.contains(key) == true
+    }
+
+    /// Drops the past values of `key` (every key, if nil) from `domain`'s history, keeping each
+    /// key's newest record while the key holds that value, as kvd keeps current values.
+    mutating func forget(_ domain: Domain, _ key: Key?) {
+        guard let records = history[domain] else { return }
+        var newest: [Key: Int] = [:]
+        for (index, record) in records.enumerated() { newest[record.key] = index }
+        history[domain] = records.enumerated().compactMap { index, record in
+            guard key == nil || record.key == key else { return record }
+            let current = domains[domain]?[record.key] != nil && newest[record.key] == index
+            return current ? record : nil
+        }
     }
 }

@@ -18,6 +18,14 @@ protocol SettingsBackend: Sendable {
     func list(_ domain: Domain) throws(ClientError) -> DomainListing
     /// The kept changes of `domain` (of `key` only, if given), newest first, at most `limit`.
     func historyRecords(_ domain: Domain, key: Key?, limit: Int?) throws(ClientError) -> [HistoryRecord]
+    /// Removes the past values of `key` (every key of `domain`, if nil) from the history; the
+    /// current values stay. Returns the store's revision.
+    @discardableResult
+    func forgetHistory(_ domain: Domain, key: Key?) throws(ClientError) -> Int64
+    /// Marks `key` (or the whole domain) to keep no history (`keep` false: what was kept is
+    /// forgotten at once), or to keep it again. Returns the store's revision.
+    @discardableResult
+    func keepHistory(_ domain: Domain, key: Key?, _ keep: Bool) throws(ClientError) -> Int64
 }
 
 extension SettingsBackend {
