@@ -27,6 +27,8 @@ final class FleetMirror: Sendable {
     /// Whether ``waitUntilApplied(_:timeout:)`` waits (one caller at a time: the fleet writer).
     private let waiting = Mutex(false)
     private let applied = DispatchSemaphore(value: 0)
+    /// Listings committed (``relistAndWait(_:timeout:)`` waits for the next one).
+    private let listings = Mutex(0)
     /// What the journal was last told (the mirror's thread writes it; ``status`` reads it).
     let told = Mutex(Told())
 
@@ -72,6 +74,7 @@ final class FleetMirror: Sendable {
         _ = try store.commitGroup(group) { commits in
             for commit in commits where commit.domain != .fleetState { announce(commit) }
         }
+        if case .replace = update { listings.withLock { $0 += 1 } }
         if waiting.withLock({ $0 }) { applied.signal() }
         told.withLock { $0.failure = nil }
     }
@@ -84,6 +87,21 @@ final class FleetMirror: Sendable {
         let deadline = DispatchTime.now() + .milliseconds(Int(timeout.components.seconds * 1000))
         while appliedRevision < revision {
             if applied.wait(timeout: deadline) == .timedOut { return appliedRevision >= revision }
+        }
+        return true
+    }
+
+    /// Asks the reflector to list again (`reason`) and waits until a listing has been
+    /// committed; false when `timeout` passed first. For one caller at a time (the fleet
+    /// writer's queue). Blocks.
+    func relistAndWait(_ reason: String, timeout: Duration) -> Bool {
+        waiting.withLock { $0 = true }
+        defer { waiting.withLock { $0 = false } }
+        let before = listings.withLock { $0 }
+        reflector.relist(reason)
+        let deadline = DispatchTime.now() + .milliseconds(Int(timeout.components.seconds * 1000))
+        while listings.withLock({ $0 }) == before {
+            if applied.wait(timeout: deadline) == .timedOut { return listings.withLock { $0 } != before }
         }
         return true
     }

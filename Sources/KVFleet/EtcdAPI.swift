@@ -74,6 +74,13 @@ public enum EtcdWatchMessage: Sendable, Equatable {
     case events([EtcdEvent], headerRevision: Int64)
     /// No event up to this revision (a progress notification).
     case progress(revision: Int64)
+
+    /// etcd's revision when it sent the message (its header's).
+    public var revision: Int64 {
+        switch self {
+        case .events(_, let revision), .progress(let revision): revision
+        }
+    }
 }
 
 /// A transaction: if every comparison holds, the success operations, else the failure ones.

@@ -64,7 +64,7 @@ extension EtcdGateway {
         var created = false
         let origin = url.memberName
         while true {
-            switch stream.next(until: Date().addingTimeInterval(idleLimit)) {
+            switch stream.next(idle: idleLimit) {
             case .idle:
                 let reason = "\(origin): no watch message for \(idleLimit) s (the member hangs, or the network)"
                 return try broken(reason, created: created, member: member)
