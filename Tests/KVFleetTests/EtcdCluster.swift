@@ -91,6 +91,15 @@ final class EtcdCluster: @unchecked Sendable {
         }
     }
 
+    /// Kills every member, removes their data folders and starts them again: a new cluster on
+    /// the same URLs (same cluster ID), its revision back to 1. Waits until it is healthy.
+    func wipe() throws {
+        for index in clientURLs.indices { signal(SIGKILL, member: index) }
+        for index in clientURLs.indices { try FileManager.default.removeItem(atPath: "\(folder)/m\(index)") }
+        for index in clientURLs.indices { try start(index) }
+        try waitUntilHealthy()
+    }
+
     /// A certificate authority and a server certificate for 127.0.0.1 it signed, in `folder`
     /// (`ca.pem`, `server.pem`, `server.key`); returns the authority's file.
     static func makeCertificates(in folder: String) throws -> String {
@@ -189,8 +198,8 @@ final class EtcdCluster: @unchecked Sendable {
             last = output
             usleep(100_000)
         }
-        let logs = clientURLs.indices.map { (try? String(contentsOfFile: "\(folder)/m\($0).log", encoding: .utf8)) ?? "" }
-        throw ClusterFailure("etcd did not become healthy within 60 s: \(last)\nlogs: \(logs.joined(separator: "\n").suffix(2000))")
+        let logs = clientURLs.indices.map { "m\($0): " + ((try? String(contentsOfFile: "\(folder)/m\($0).log", encoding: .utf8)) ?? "").suffix(1500) }
+        throw ClusterFailure("etcd did not become healthy within 60 s: \(last)\nlogs: \(logs.joined(separator: "\n"))")
     }
 }
 
