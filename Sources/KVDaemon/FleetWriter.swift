@@ -202,7 +202,9 @@ final class FleetWriter: Sendable {
     /// Waits until the mirror has applied etcd's `revision`: the writer reads its own write.
     private func waitForMirror(_ revision: Int64) throws(StorageError) {
         guard mirror.waitUntilApplied(revision, timeout: mirrorTimeout) else {
-            throw .failure("etcd committed the change at its revision \(revision), but this host has not mirrored it within \(mirrorTimeout); it will appear when it has")
+            // Not StorageFailure: that would say nothing changed.
+            throw .outcomeUnknown(
+                "etcd committed the change at its revision \(revision), but this host has not mirrored it within \(mirrorTimeout); it will appear when it has")
         }
     }
 
