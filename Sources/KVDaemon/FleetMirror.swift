@@ -34,6 +34,8 @@ final class FleetMirror: Sendable {
 
     /// The key of ``Domain/fleetState`` holding the etcd revision the store's mirror reached.
     static let revisionKey = try! Key(validating: "etcdRevision")
+    /// The key of ``Domain/fleetState`` holding the etcd cluster ID of the last listing (text).
+    static let clusterKey = try! Key(validating: "etcdCluster")
 
     init(
         store: Store, reflector: FleetReflector, layout: FleetLayout, gateway: EtcdGateway? = nil, log: Logger,
@@ -55,6 +57,7 @@ final class FleetMirror: Sendable {
 
     func start() {
         let from = appliedRevision
+        if case .value(.string(let text), _) = store.get(.fleetState, Self.clusterKey), let id = UInt64(text) { gateway?.expectCluster(id) }
         log.info("fleet: mirroring \(layout.patterns.map(\.text).joined(separator: " ")) under \(layout.prefix) from etcd revision \(from)")
         DispatchQueue(label: "kvd.fleet-mirror").async { [self] in
             reflector.run(from: from, reporting: { event in tell(event) }) { update throws(StorageError) in try commit(update) }
@@ -67,6 +70,9 @@ final class FleetMirror: Sendable {
     func commit(_ update: FleetUpdate) throws(StorageError) {
         var parts = changes(of: update)
         parts[.fleetState, default: [:]][Self.revisionKey] = .some(.integer(update.revision))
+        if case .replace = update, let id = gateway?.clusterID {  // the cluster the listing came from
+            parts[.fleetState, default: [:]][Self.clusterKey] = .some(.string(String(id)))
+        }
         let group = parts.map { domain, changes in
             DomainChanges(domain: domain, changes: changes.map { Change(key: $0.key, value: $0.value) }.sorted { $0.key < $1.key })
         }

@@ -60,9 +60,18 @@ final class FleetWriter: Sendable {
         // A linearizable read first: without a quorum it fails and the transaction is never
         // sent. A transaction sent to a leader that has lost its quorum times out, yet
         // commits once the quorum is back: the caller would have been told it failed.
-        var before = try currentRevision()
-        if before < applied {
-            try relist("etcd's revision (\(before)) is behind this host's mirror (\(applied)): its data was wiped or restored")
+        var before: Int64 = 0
+        var replaced: String? = nil
+        do throws(EtcdError) {
+            before = try etcd.range(from: Array(layout.prefix.utf8), end: [], revision: nil, limit: 1).revision
+            if before < applied { replaced = "etcd's revision (\(before)) is behind this host's mirror (\(applied)): its data was wiped or restored" }
+        } catch .clusterChanged(let was, let now) {
+            replaced = EtcdError.clusterChanged(was: was, now: now).description
+        } catch {
+            throw Self.storageError(error)
+        }
+        if let replaced {
+            try relist(replaced)
             applied = mirror.appliedRevision
             before = try currentRevision()
         }

@@ -38,6 +38,8 @@ public final class EtcdGateway: EtcdAPI {
         var rangesOverJSON = false
         /// etcd said authentication is not enabled: calls go without a token.
         var authDisabled = false
+        /// The cluster ID of the answers so far (or the one ``expectCluster(_:)`` gave).
+        var cluster: UInt64?
     }
 
     let endpoints: [URL]
@@ -72,6 +74,24 @@ public final class EtcdGateway: EtcdAPI {
         transport = GatewayTransport(timeout: requestTimeout, caFile: caFile)
     }
 
+    /// The cluster ID etcd's answers carry (nil before the first read or watch).
+    public var clusterID: UInt64? { state.withLock { $0.cluster } }
+
+    /// Sets the cluster ID expected (the one a mirror was listed from, kept across restarts):
+    /// a read or watch answered by another cluster then throws ``EtcdError/clusterChanged(was:now:)``.
+    public func expectCluster(_ id: UInt64) { state.withLock { $0.cluster = id } }
+
+    /// Compares an answer's cluster ID with the one before; a change is thrown once (the new
+    /// ID is kept). Transactions do not check: one that committed must not be reported failed.
+    func checkCluster(_ id: UInt64?) throws(EtcdError) {
+        guard let id, id != 0 else { return }
+        let was = state.withLock { state in
+            defer { state.cluster = id }
+            return state.cluster
+        }
+        if let was, was != id { throw recorded(.clusterChanged(was: was, now: id)) }
+    }
+
     public var status: Status {
         state.withLock { Status(endpoints: endpoints, memberInUse: endpoints[$0.current], lastError: $0.lastError) }
     }
@@ -93,6 +113,7 @@ public final class EtcdGateway: EtcdAPI {
         }
         let response = try EtcdGRPC.rangeResponse(data)
         guard let newest = response.revision else { throw .protocolError("a gRPC range answer without a header revision") }
+        try checkCluster(response.cluster)
         return EtcdRangePage(keyValues: response.keyValues, more: response.more, revision: revision ?? newest)
     }
 
@@ -108,6 +129,7 @@ public final class EtcdGateway: EtcdAPI {
         }
         let response = try RangeResponseJSON.read(data)
         let newest = try Self.revision(response.header)
+        try checkCluster(response.header?.cluster)
         return EtcdRangePage(keyValues: (response.kvs ?? []).map(\.keyValue), more: response.more ?? false, revision: revision ?? newest)
     }
 

@@ -16,6 +16,8 @@ extension FleetReflector {
                 page = try etcd.range(from: from, end: end, revision: pinned, limit: options.pageSize)
             } catch .compacted {
                 return .relist
+            } catch .clusterChanged(let was, let now) {
+                return .historyReplaced("\(EtcdError.clusterChanged(was: was, now: now)): listing again", revision: 0)
             } catch {
                 return .failed("listing the fleet failed: \(error)")
             }

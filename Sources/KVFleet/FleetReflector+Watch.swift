@@ -38,6 +38,8 @@ extension FleetReflector {
             }
         } catch .compacted {
             return .relist
+        } catch .clusterChanged(let was, let now) {
+            return .historyReplaced("\(EtcdError.clusterChanged(was: was, now: now)): listing again", revision: 0)
         } catch {
             return .failed("the fleet watch broke: \(error)")
         }

@@ -20,8 +20,9 @@ import Synchronization
 ///   cost a durable commit per notification, and some etcd 3.4 releases could send a
 ///   notification ahead of events still to come.
 /// - Another history: a watch message whose revision is below the applied one (etcd's data was
-///   wiped or restored from an older backup, so its revision went back) ends the watch and
-///   lists again at once (``FleetReflectorEvent/historyReplaced(_:)``): the mirror drops what
+///   wiped or restored from an older backup, so its revision went back), or an answer from a
+///   cluster with another ID (``EtcdError/clusterChanged(was:now:)``), ends the watch and lists
+///   again at once (``FleetReflectorEvent/historyReplaced(_:)``): the mirror drops what
 ///   etcd no longer has and gains what it has. ``relist()`` asks for the same (the fleet
 ///   writer does, when its own read finds etcd behind the mirror).
 /// - Failures: a watch cancelled for compaction lists again at once; any other failure (a

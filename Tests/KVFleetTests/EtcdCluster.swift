@@ -21,7 +21,7 @@ final class EtcdCluster: @unchecked Sendable {
     let folder: String
     let clientURLs: [String]
     let progressInterval: Duration = .milliseconds(500)
-    private let arguments: [[String]]
+    private var arguments: [[String]]
     private let lock = NSLock()
     private var members: [SpawnedProcess?]
 
@@ -92,10 +92,18 @@ final class EtcdCluster: @unchecked Sendable {
     }
 
     /// Kills every member, removes their data folders and starts them again: a new cluster on
-    /// the same URLs (same cluster ID), its revision back to 1. Waits until it is healthy.
-    func wipe() throws {
+    /// the same URLs, its revision back to 1; with `newToken`, another `--initial-cluster-token`
+    /// (so another cluster ID). Waits until it is healthy.
+    func wipe(newToken: String? = nil) throws {
         for index in clientURLs.indices { signal(SIGKILL, member: index) }
         for index in clientURLs.indices { try FileManager.default.removeItem(atPath: "\(folder)/m\(index)") }
+        if let newToken {
+            arguments = arguments.map { flags in
+                var flags = flags
+                if let at = flags.firstIndex(of: "--initial-cluster-token") { flags[at + 1] = newToken }
+                return flags
+            }
+        }
         for index in clientURLs.indices { try start(index) }
         try waitUntilHealthy()
     }

@@ -23,10 +23,6 @@ struct FleetDivergenceTests {
             withUser: false)
     }
 
-    func systemLog(_ host: FleetHost) -> String {
-        (try? String(contentsOfFile: host.folder + "/system.log", encoding: .utf8)) ?? ""
-    }
-
     /// Item 3: a host SIGKILLed while 20 values of 1.2 MB are put comes back to one watch line
     /// of about 32 MB (etcd replays them together): it takes them in and goes on.
     @Test func aLargeReplayedBatchDoesNotStallTheHost() throws {
@@ -68,7 +64,7 @@ struct FleetDivergenceTests {
         #expect(status.fleet?.problemCount == 100_000)
         #expect(status.fleet?.problems.count == FleetReflector.statusProblemLimit)
         #expect(status.fleet?.problems.first?.contains("com.corp.bad/k0\"") == true, "\(status.fleet?.problems.first ?? "")")
-        let log = systemLog(host)
+        let log = host.systemLog()
         #expect(log.contains("more etcd key(s) left out; the journal names at most"), "the journal is not flooded")
     }
 
@@ -97,7 +93,7 @@ struct FleetDivergenceTests {
         let json = try host.kvctl("--json", "status", system: true)
         #expect(json.status == 0 && json.output.utf8.count < 64 * 1024)
 
-        let log = systemLog(host)
+        let log = host.systemLog()
         #expect(log.contains("FORGED\\n  left out: nothing\" (revision \(last)) is left out: "), "\(log.suffix(3000))")
         #expect(!log.contains("\nFORGED"))
     }
@@ -187,6 +183,23 @@ struct FleetWipeTests {
         let status = try host.status { $0.fleet?.appliedRevision == last }
         #expect(status.fleet?.appliedRevision == last, "\(status) \(host.logs())")
         #expect(try FleetFailureTests.mirrored(host, "com.corp.rg") == ["new": "1", "viahost": "\"mine\""])
-        #expect(host.logs().contains("wiped or restored"))
+        #expect(host.systemLog().contains("wiped or restored"))
+
+        // Another cluster (another cluster ID) whose revision has passed the host's while the
+        // host was stopped: on restart the host notices the ID and lists again, rather than
+        // going on from its revision with the new cluster's later events.
+        host.stopSystem()
+        try cluster.wipe(newToken: "another-cluster")
+        writer = try EtcdGateway(endpoints: cluster.clientURLs)
+        var expected: [String: String] = [:]
+        for i in 0..<Int(last) + 5 {
+            last = try FleetFailureTests.put(writer, "kvd/values/com.corp.rg/n\(i)", "\(i)")
+            expected["n\(i)"] = "\(i)"
+        }
+        try host.startSystem()
+        let relisted = try host.status { $0.fleet?.appliedRevision == last && $0.fleet?.phase == "watching" }
+        #expect(relisted.fleet?.appliedRevision == last, "\(relisted) \(host.logs())")
+        #expect(try FleetFailureTests.mirrored(host, "com.corp.rg") == expected, "\(host.logs())")
+        #expect(host.systemLog().contains("cluster ID changed"))
     }
 }

@@ -69,7 +69,7 @@ struct FleetFailureTests {
         #expect(status.fleet?.memberInUse != cluster.clientURLs[first], "it failed over")
         #expect(status.revision - start == 40, "40 etcd changes, 40 commits: none lost or applied twice (\(status))")
         #expect(try Self.mirrored(host, "com.corp.app") == Self.etcdContents(writer, "kvd/values/com.corp.app/"))
-        #expect(host.logs().contains("failed over from etcd member \(cluster.clientURLs[first])"))
+        #expect(host.systemLog().contains("failed over from etcd member \(cluster.clientURLs[first])"))
 
         // SIGSTOP of the member now in use: only the idle timeout (no event, no progress
         // notification for twice the interval) can tell.
@@ -273,7 +273,7 @@ struct FleetFailureTests {
         last = try Self.put(open, "kvd/values/com.corp.auth/k", "6")
         let later = try FleetHost("b", in: root, cluster: cluster, extraArguments: ["--etcd-auth-file", authFile], withUser: false)
         #expect(try later.status { $0.fleet?.appliedRevision == last }.fleet?.appliedRevision == last, "\(later.logs())")
-        #expect(later.logs().contains("authentication is not enabled: calling it without the credentials"), "\(later.logs())")
+        #expect(later.systemLog().contains("authentication is not enabled: calling it without the credentials"), "\(later.logs())")
     }
 
     /// `https://` members: with `--etcd-ca-file` (the authority that signed etcd's certificate)
