@@ -63,7 +63,7 @@ final class FleetWriter: Sendable {
         var before: Int64 = 0
         var replaced: String? = nil
         do throws(EtcdError) {
-            before = try etcd.range(from: Array(layout.prefix.utf8), end: [], revision: nil, limit: 1).revision
+            before = try etcdRevision()
             if before < applied { replaced = "etcd's revision (\(before)) is behind this host's mirror (\(applied)): its data was wiped or restored" }
         } catch .clusterChanged(let was, let now) {
             replaced = EtcdError.clusterChanged(was: was, now: now).description
@@ -71,9 +71,9 @@ final class FleetWriter: Sendable {
             throw Self.storageError(error)
         }
         if let replaced {
-            try relist(replaced)
+            try relist(replaced, committed: false)
             applied = mirror.appliedRevision
-            before = try currentRevision()
+            do throws(EtcdError) { before = try etcdRevision() } catch { throw Self.storageError(error) }
         }
         let transaction = try self.transaction(for: change, after: applied)
         let outcome: (succeeded: Bool, revision: Int64)
@@ -86,25 +86,25 @@ final class FleetWriter: Sendable {
         }
         guard outcome.succeeded else { throw .revisionMismatch(current: store.list(domain)?.revision ?? 0) }
         if outcome.revision <= applied {  // etcd went back meanwhile: the mirror's revision means nothing
-            try relist("etcd committed at revision \(outcome.revision), at or behind this host's mirror (\(applied)): its data was wiped or restored")
+            try relist(
+                "etcd committed the change at revision \(outcome.revision), at or behind this host's mirror (\(applied)): its data was wiped or restored",
+                committed: true)
         }
         try waitForMirror(outcome.revision)
         return Commit(revision: store.revision, domain: domain, changes: [])
     }
 
     /// etcd's newest revision, by a linearizable read.
-    private func currentRevision() throws(StorageError) -> Int64 {
-        do {
-            return try etcd.range(from: Array(layout.prefix.utf8), end: [], revision: nil, limit: 1).revision
-        } catch {
-            throw Self.storageError(error)
-        }
+    private func etcdRevision() throws(EtcdError) -> Int64 {
+        try etcd.range(from: Array(layout.prefix.utf8), end: [], revision: nil, limit: 1).revision
     }
 
-    /// Has the mirror list etcd again and waits for it; nothing was sent yet.
-    private func relist(_ reason: String) throws(StorageError) {
+    /// Has the mirror list etcd again and waits for it. `committed`: the change is in etcd
+    /// already (a timeout is then `OutcomeUnknown`, not `StorageFailure`).
+    private func relist(_ reason: String, committed: Bool) throws(StorageError) {
         guard mirror.relistAndWait(reason, timeout: mirrorTimeout) else {
-            throw .failure("\(reason); this host's mirror has not listed etcd again within \(mirrorTimeout); nothing changed")
+            let waited = "\(reason); this host's mirror has not listed etcd again within \(mirrorTimeout)"
+            throw committed ? .outcomeUnknown(waited + "; the change will appear when it has") : .failure(waited + "; nothing changed")
         }
     }
 

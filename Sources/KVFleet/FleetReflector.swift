@@ -23,7 +23,7 @@ import Synchronization
 ///   wiped or restored from an older backup, so its revision went back), or an answer from a
 ///   cluster with another ID (``EtcdError/clusterChanged(was:now:)``), ends the watch and lists
 ///   again at once (``FleetReflectorEvent/historyReplaced(_:)``): the mirror drops what
-///   etcd no longer has and gains what it has. ``relist()`` asks for the same (the fleet
+///   etcd no longer has and gains what it has. ``relist(_:)`` asks for the same (the fleet
 ///   writer does, when its own read finds etcd behind the mirror).
 /// - Failures: a watch cancelled for compaction lists again at once; any other failure (a
 ///   broken stream, an idle one, an unreachable cluster, a sink that throws) waits a backoff
@@ -70,7 +70,7 @@ public final class FleetReflector: Sendable {
         var stopped = false
         /// The entries left out, by etcd key.
         var problems: [[UInt8]: FleetProblem] = [:]
-        /// ``relist()`` was called: the watch ends at its next message and lists again.
+        /// ``relist(_:)`` was called: the watch ends at its next message and lists again.
         var relistReason: String?
     }
 
@@ -128,7 +128,7 @@ public final class FleetReflector: Sendable {
         wakeup.signal()
     }
 
-    /// The reason given to ``relist()``, taken once.
+    /// The reason given to ``relist(_:)``, taken once.
     func takeRelistRequest() -> String? {
         shared.withLock { shared in
             defer { shared.relistReason = nil }
