@@ -67,10 +67,12 @@ final class WatchStream: @unchecked Sendable {
         var deadline = Date().addingTimeInterval(idle)
         var seen = received
         while lines.isEmpty && ending == nil {
-            if !condition.wait(until: deadline) && lines.isEmpty && ending == nil {
-                guard received != seen else { return .idle }
+            let woken = condition.wait(until: deadline)
+            if received != seen {  // part of a line came: the idle time starts again
                 seen = received
                 deadline = Date().addingTimeInterval(idle)
+            } else if !woken && lines.isEmpty && ending == nil {
+                return .idle
             }
         }
         if !lines.isEmpty { return .line(lines.removeFirst()) }
