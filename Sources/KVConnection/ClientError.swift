@@ -28,6 +28,9 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
     case invalidValue(reason: String)
     /// `StorageFailure`: kvd could not make the change durable, so nothing changed.
     case storageFailure(reason: String)
+    /// `OutcomeUnknown`: a fleet change was sent to etcd and its answer lost; it may or may not
+    /// have been made (read the value back).
+    case outcomeUnknown(reason: String)
     /// `TooLarge`: the request, or the domain after it, was over what one message carries
     /// (`limit` bytes, if kvd said); nothing changed.
     case tooLarge(limit: Int64?)
@@ -74,6 +77,7 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
         case Names.invalidValue: self = .invalidValue(reason: text("reason"))
         case Names.storageFailure: self = .storageFailure(reason: text("reason"))
         case Names.tooLarge: self = .tooLarge(limit: number("limit"))
+        case Names.outcomeUnknown: self = .outcomeUnknown(reason: text("reason"))
         case Names.unreadableValue: self = .unreadableValue(domain: text("domain"), key: text("key"), reason: text("reason"))
         case Names.keyLocked: self = .keyLocked(domain: text("domain"), key: text("key"))
         case Names.historyTruncated: self = .historyTruncated(domain: text("domain"), oldestRevision: number("oldestRevision") ?? 0)
@@ -87,7 +91,7 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
     /// connection or the reply failing.
     public var isErrorReply: Bool {
         switch self {
-        case .notFound, .revisionMismatch, .invalidName, .invalidValue, .storageFailure, .tooLarge, .unreadableValue, .keyLocked,
+        case .notFound, .revisionMismatch, .invalidName, .invalidValue, .storageFailure, .outcomeUnknown, .tooLarge, .unreadableValue, .keyLocked,
             .historyTruncated, .permissionDenied, .methodNotFound, .remote:
             true
         case .cannotConnect, .cannotStart, .unsafeSocketFolder, .protocolError, .connectionFailed, .connectionClosed:
@@ -123,6 +127,8 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
             "invalid value: \(reason)"
         case .storageFailure(let reason):
             "kvd could not store the change, so nothing changed: \(reason)"
+        case .outcomeUnknown(let reason):
+            "kvd cannot tell whether the change was made: \(reason)"
         case .tooLarge(let limit):
             "the request, or the domain after it, is larger than kvd's limit\(limit.map { " of \($0) bytes" } ?? "") (one message); store less under one key, or in one domain"
         case .unreadableValue(let domain, let key, let reason):

@@ -84,9 +84,11 @@ enum Format {
         lines.append("  etcd revision: \(fleet.appliedRevision) applied, \(fleet.seenRevision) seen (lag \(fleet.lag))")
         lines.append("  listed again after compaction: \(fleet.relists) time(s)")
         lines.append("  last error: \(fleet.lastError ?? "none")")
-        lines.append("  left out: " + (fleet.problems.isEmpty ? "nothing" : "\(fleet.problems.count) etcd key(s)"))
+        lines.append("  left out: " + (fleet.problemCount == 0 ? "nothing" : "\(fleet.problemCount) etcd key(s)"))
         lines += fleet.problems.map { "    " + $0 }
-        return lines.joined(separator: "\n") + "\n"
+        if fleet.problemCount > fleet.problems.count { lines.append("    (\(fleet.problemCount - fleet.problems.count) more not shown)") }
+        // Every line holds text from etcd or the daemon (keys, messages): escaped, one line each.
+        return lines.map(escapedLine).joined(separator: "\n") + "\n"
     }
 
     /// A list of names: one a line, or a JSON array (exact). A line is never ambiguous: a
@@ -96,21 +98,7 @@ enum Format {
         return names.map { escapedLine($0) + "\n" }.joined()
     }
 
-    /// `name` with a backslash and each control character escaped, so that it fits on one line.
-    static func escapedLine(_ name: String) -> String {
-        guard name.unicodeScalars.contains(where: { $0 == "\\" || $0.value < 0x20 || $0.value == 0x7F }) else { return name }
-        var line = ""
-        for scalar in name.unicodeScalars {
-            switch scalar {
-            case "\\": line += "\\\\"
-            case "\n": line += "\\n"
-            case "\t": line += "\\t"
-            case "\r": line += "\\r"
-            case _ where scalar.value < 0x20 || scalar.value == 0x7F:
-                line += "\\x" + (scalar.value < 0x10 ? "0" : "") + String(scalar.value, radix: 16)
-            default: line.unicodeScalars.append(scalar)
-            }
-        }
-        return line
-    }
+    /// `name` with a backslash and each control character escaped, so that it fits on one line
+    /// (``Swift/String/escapedForOneLine``, shared with kvd's log).
+    static func escapedLine(_ name: String) -> String { name.escapedForOneLine }
 }

@@ -152,7 +152,8 @@ enum Help {
                 use, what it is doing (listing, watching, waiting to retry), the etcd revision it
                 holds and the newest etcd told of (the lag), listings made again after a
                 compaction, the last error, and the etcd keys left out because they cannot be
-                read. With --json, the Status reply as JSON.
+                read (their count and the first 100, escaped as keys prints them). With --json,
+                the Status reply as JSON.
                 """),
         Entry(
             name: "history", aliases: [], usage: "history [--forget|--keep-none|--keep] DOMAIN [KEY] [--limit N] [--json]",

@@ -56,12 +56,21 @@ public enum Daemon {
         limits.maxClientMemory = options.maxClientMemory
         let fleet: FleetSetup?
         do {
-            fleet = try FleetSetup(options)
+            fleet = try FleetSetup(options, log: log)
         } catch {
             socket.close()
             log.error("\(error)")
             Systemd.notify("STATUS=\(error)")
             return 1
+        }
+        if let fleet {
+            let local = FleetMirror.localDomains(in: store, layout: fleet.layout)
+            guard local.isEmpty else {
+                socket.close()
+                log.error(FleetMirror.refusal(local, layout: fleet.layout))
+                Systemd.notify("STATUS=" + FleetMirror.refusalStatus(local))
+                return 1
+            }
         }
         let server: Server
         do {
@@ -77,6 +86,13 @@ public enum Daemon {
             FleetMirror(store: store, reflector: $0.reflector, layout: $0.layout, gateway: $0.gateway, log: log, announce: server.announcer)
         }
         if let fleet, let mirror { server.fleetWriter = FleetWriter(store: store, etcd: fleet.etcd, layout: fleet.layout, mirror: mirror) }
+        do throws(StorageError) {
+            try mirror?.recordPatterns()
+        } catch {
+            socket.close()
+            log.error("the fleet: cannot record its domain patterns: \(error)")
+            return 1
+        }
         mirror?.start()
         defer { mirror?.stop() }
         let where_ = socket.activated ? "socket from systemd" : options.socketPath
@@ -124,7 +140,7 @@ struct FleetSetup {
     var etcd: any EtcdAPI { gateway }
 
     /// `nil` when `options` ask for no fleet.
-    init?(_ options: DaemonOptions) throws(DaemonError) {
+    init?(_ options: DaemonOptions, log: Logger) throws(DaemonError) {
         guard case .system(let policy) = options.role, !policy.etcdEndpoints.isEmpty else { return nil }
         let layout: FleetLayout
         do throws(FleetLayoutError) {
@@ -134,7 +150,8 @@ struct FleetSetup {
         }
         do throws(EtcdError) {
             let credentials = try policy.etcdAuthFile.map { path throws(EtcdError) in try EtcdCredentials.read(fromFile: path) }
-            let gateway = try EtcdGateway(endpoints: policy.etcdEndpoints, credentials: credentials, caFile: policy.etcdCAFile)
+            let gateway = try EtcdGateway(
+                endpoints: policy.etcdEndpoints, credentials: credentials, caFile: policy.etcdCAFile, warn: { log.warning("fleet: \($0)") })
             var reflectorOptions = FleetReflector.Options()
             reflectorOptions.progressInterval = policy.etcdProgressInterval
             self.layout = layout

@@ -15,7 +15,16 @@ extension FleetMirror {
         var member: String?
         /// The failure last logged; nil once a listing or an update went through.
         var failure: String?
+        /// Left-out entries logged in the current minute (at most ``leftOutLinesPerMinute``),
+        /// the minute's start, and how many more were not logged one by one.
+        var leftOutLogged = 0
+        var leftOutSince: ContinuousClock.Instant?
+        var leftOutUnlogged = 0
     }
+
+    /// How many left-out etcd keys the journal names one by one per minute; the others are
+    /// counted in one line (100,000 unreadable keys must not flood the journal).
+    static let leftOutLinesPerMinute = 50
 
     /// What `kvctl --system status` shows of the fleet. Any thread.
     var status: FleetStatus {
@@ -24,7 +33,8 @@ extension FleetMirror {
         return FleetStatus(
             endpoints: gateway?.endpoints.map { $0.absoluteString } ?? [], memberInUse: gateway?.memberInUse.absoluteString,
             phase: Self.phaseName(reflected.phase), appliedRevision: reflected.appliedRevision, seenRevision: reflected.seenRevision,
-            relists: reflected.relists, lastError: reflected.lastError ?? gateway?.lastError, problems: reflected.problems.map(\.description),
+            relists: reflected.relists, lastError: reflected.lastError ?? gateway?.lastError,
+            problems: reflected.problems.map { $0.shortened() }, problemCount: reflected.problemCount,
             prefix: layout.prefix, domains: layout.patterns.map(\.text))
     }
 
@@ -61,11 +71,38 @@ extension FleetMirror {
             Systemd.notify("STATUS=fleet: watching \(member), etcd revision \(from - 1) applied")
         case .relisting:
             log.info("fleet: etcd compacted the revisions the mirror needed: listing again")
+        case .historyReplaced(let reason):
+            log.warning("fleet: \(reason)")
+        case .leftOut(let problems):
+            logLeftOut(problems)
         case .failed(let reason, let wait):
             told.withLock { $0.failure = reason }
             let line = "fleet: \(reason); retrying in \(Self.seconds(wait))"
             if previous.failure == reason { log.log(.debug, line) } else { log.warning(line) }
             Systemd.notify("STATUS=fleet: etcd unreachable, serving the mirror at etcd revision \(appliedRevision): \(reason)")
+        }
+    }
+
+    /// Logs each left-out entry with its reason (shortened, escaped to one line) while the
+    /// minute's budget lasts; counts the rest in one line when the next minute starts.
+    private func logLeftOut(_ problems: [FleetProblem]) {
+        let now = ContinuousClock.now
+        let (budget, unlogged) = told.withLock { told -> (Int, Int) in
+            var unlogged = 0
+            if told.leftOutSince.map({ now - $0 >= .seconds(60) }) ?? true {
+                (told.leftOutSince, told.leftOutLogged, unlogged, told.leftOutUnlogged) = (now, 0, told.leftOutUnlogged, 0)
+            }
+            let budget = min(problems.count, Self.leftOutLinesPerMinute - told.leftOutLogged)
+            told.leftOutLogged += budget
+            told.leftOutUnlogged += problems.count - budget
+            return (budget, unlogged)
+        }
+        if unlogged > 0 {
+            log.warning("fleet: \(unlogged) more etcd key(s) were left out in the last minute (not logged one by one; kvctl --system status counts them)")
+        }
+        for problem in problems.prefix(budget) { log.warning("fleet: " + problem.shortened().escapedForOneLine) }
+        if budget > 0, budget < problems.count {  // the minute's budget ran out: once
+            log.warning("fleet: \(problems.count - budget) more etcd key(s) left out; the journal names at most \(Self.leftOutLinesPerMinute) a minute")
         }
     }
 

@@ -27,11 +27,15 @@ final class FleetMirror: Sendable {
     /// Whether ``waitUntilApplied(_:timeout:)`` waits (one caller at a time: the fleet writer).
     private let waiting = Mutex(false)
     private let applied = DispatchSemaphore(value: 0)
+    /// Listings committed (``relistAndWait(_:timeout:)`` waits for the next one).
+    private let listings = Mutex(0)
     /// What the journal was last told (the mirror's thread writes it; ``status`` reads it).
     let told = Mutex(Told())
 
     /// The key of ``Domain/fleetState`` holding the etcd revision the store's mirror reached.
     static let revisionKey = try! Key(validating: "etcdRevision")
+    /// The key of ``Domain/fleetState`` holding the etcd cluster ID of the last listing (text).
+    static let clusterKey = try! Key(validating: "etcdCluster")
 
     init(
         store: Store, reflector: FleetReflector, layout: FleetLayout, gateway: EtcdGateway? = nil, log: Logger,
@@ -53,6 +57,7 @@ final class FleetMirror: Sendable {
 
     func start() {
         let from = appliedRevision
+        if case .value(.string(let text), _) = store.get(.fleetState, Self.clusterKey), let id = UInt64(text) { gateway?.expectCluster(id) }
         log.info("fleet: mirroring \(layout.patterns.map(\.text).joined(separator: " ")) under \(layout.prefix) from etcd revision \(from)")
         DispatchQueue(label: "kvd.fleet-mirror").async { [self] in
             reflector.run(from: from, reporting: { event in tell(event) }) { update throws(StorageError) in try commit(update) }
@@ -65,6 +70,9 @@ final class FleetMirror: Sendable {
     func commit(_ update: FleetUpdate) throws(StorageError) {
         var parts = changes(of: update)
         parts[.fleetState, default: [:]][Self.revisionKey] = .some(.integer(update.revision))
+        if case .replace = update, let id = gateway?.clusterID {  // the cluster the listing came from
+            parts[.fleetState, default: [:]][Self.clusterKey] = .some(.string(String(id)))
+        }
         let group = parts.map { domain, changes in
             DomainChanges(domain: domain, changes: changes.map { Change(key: $0.key, value: $0.value) }.sorted { $0.key < $1.key })
         }
@@ -72,6 +80,7 @@ final class FleetMirror: Sendable {
         _ = try store.commitGroup(group) { commits in
             for commit in commits where commit.domain != .fleetState { announce(commit) }
         }
+        if case .replace = update { listings.withLock { $0 += 1 } }
         if waiting.withLock({ $0 }) { applied.signal() }
         told.withLock { $0.failure = nil }
     }
@@ -84,6 +93,21 @@ final class FleetMirror: Sendable {
         let deadline = DispatchTime.now() + .milliseconds(Int(timeout.components.seconds * 1000))
         while appliedRevision < revision {
             if applied.wait(timeout: deadline) == .timedOut { return appliedRevision >= revision }
+        }
+        return true
+    }
+
+    /// Asks the reflector to list again (`reason`) and waits until a listing has been
+    /// committed; false when `timeout` passed first. For one caller at a time (the fleet
+    /// writer's queue). Blocks.
+    func relistAndWait(_ reason: String, timeout: Duration) -> Bool {
+        waiting.withLock { $0 = true }
+        defer { waiting.withLock { $0 = false } }
+        let before = listings.withLock { $0 }
+        reflector.relist(reason)
+        let deadline = DispatchTime.now() + .milliseconds(Int(timeout.components.seconds * 1000))
+        while listings.withLock({ $0 }) == before {
+            if applied.wait(timeout: deadline) == .timedOut { return listings.withLock { $0 } != before }
         }
         return true
     }

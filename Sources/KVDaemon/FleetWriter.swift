@@ -13,7 +13,9 @@ import KVValues
 /// made on another host meanwhile is never overwritten unseen (the loser gets
 /// `RevisionMismatch`). A change etcd refuses as too large (1.5 MiB per request, 128 operations
 /// per transaction by default) is `TooLarge` and is never split into partial commits; with etcd
-/// unreachable it is `StorageFailure` and nothing changes.
+/// unreachable it is `StorageFailure` and nothing changes. A transaction whose reply is lost
+/// is read back (``write(_:)``): its outcome is found, or reported as `OutcomeUnknown` (never
+/// as `StorageFailure`, which means nothing changed).
 ///
 /// Threading: writes run one at a time on the writer's own queue; `completion` runs there.
 final class FleetWriter: Sendable {
@@ -46,22 +48,114 @@ final class FleetWriter: Sendable {
     }
 
     /// Makes `change` in etcd and waits until the mirror holds it. Blocks.
+    ///
+    /// - etcd behind the mirror (its revision went back: data wiped or restored): the mirror
+    ///   lists again first, and the change is checked against what etcd holds now.
+    /// - A lost reply (``EtcdError/outcomeUnknown(_:)``): the written keys are read back
+    ///   (``readBack(_:after:before:reason:)``); committed, the write is acknowledged as any
+    ///   other; certainly not committed, `StorageFailure`; otherwise `OutcomeUnknown`.
     func write(_ change: Change) throws(StorageError) -> Commit {
         let domain = change.domain
-        let transaction = try self.transaction(for: change, after: mirror.appliedRevision)
+        var applied = mirror.appliedRevision
+        // A linearizable read first: without a quorum it fails and the transaction is never
+        // sent. A transaction sent to a leader that has lost its quorum times out, yet
+        // commits once the quorum is back: the caller would have been told it failed.
+        var before: Int64 = 0
+        var replaced: String? = nil
+        do throws(EtcdError) {
+            before = try etcdRevision()
+            if before < applied { replaced = "etcd's revision (\(before)) is behind this host's mirror (\(applied)): its data was wiped or restored" }
+        } catch .clusterChanged(let was, let now) {
+            replaced = EtcdError.clusterChanged(was: was, now: now).description
+        } catch {
+            throw Self.storageError(error)
+        }
+        if let replaced {
+            try relist(replaced, committed: false)
+            applied = mirror.appliedRevision
+            do throws(EtcdError) { before = try etcdRevision() } catch { throw Self.storageError(error) }
+        }
+        let transaction = try self.transaction(for: change, after: applied)
         let outcome: (succeeded: Bool, revision: Int64)
         do {
-            // A linearizable read first: without a quorum it fails and the transaction is never
-            // sent. A transaction sent to a leader that has lost its quorum times out, yet
-            // commits once the quorum is back: the caller would have been told it failed.
-            _ = try etcd.range(from: Array(layout.prefix.utf8), end: [], revision: nil, limit: 1)
             outcome = try etcd.commit(transaction)
+        } catch .outcomeUnknown(let reason) {
+            outcome = try readBack(transaction, after: applied, before: before, reason: reason)
         } catch {
             throw Self.storageError(error)
         }
         guard outcome.succeeded else { throw .revisionMismatch(current: store.list(domain)?.revision ?? 0) }
+        if outcome.revision <= applied {  // etcd went back meanwhile: the mirror's revision means nothing
+            try relist(
+                "etcd committed the change at revision \(outcome.revision), at or behind this host's mirror (\(applied)): its data was wiped or restored",
+                committed: true)
+        }
         try waitForMirror(outcome.revision)
         return Commit(revision: store.revision, domain: domain, changes: [])
+    }
+
+    /// etcd's newest revision, by a linearizable read.
+    private func etcdRevision() throws(EtcdError) -> Int64 {
+        try etcd.range(from: Array(layout.prefix.utf8), end: [], revision: nil, limit: 1).revision
+    }
+
+    /// Has the mirror list etcd again and waits for it. `committed`: the change is in etcd
+    /// already (a timeout is then `OutcomeUnknown`, not `StorageFailure`).
+    private func relist(_ reason: String, committed: Bool) throws(StorageError) {
+        guard mirror.relistAndWait(reason, timeout: mirrorTimeout) else {
+            let waited = "\(reason); this host's mirror has not listed etcd again within \(mirrorTimeout)"
+            throw committed ? .outcomeUnknown(waited + "; the change will appear when it has") : .failure(waited + "; nothing changed")
+        }
+    }
+
+    /// What became of a transaction whose reply was lost, from a linearizable read of each key
+    /// it writes: committed (each put key holds its value, all at one revision above
+    /// `applied`; each deleted key is gone), or not (etcd's revision is still `before`, or
+    /// every key is as the mirror has it: the transaction's comparisons make it all or
+    /// nothing). Anything else (another host wrote the keys meanwhile, the read fails) is
+    /// ``StorageError/outcomeUnknown(_:)``.
+    func readBack(_ transaction: EtcdTransaction, after applied: Int64, before: Int64, reason: String) throws(StorageError) -> (
+        succeeded: Bool, revision: Int64
+    ) {
+        func unknown(_ why: String) -> StorageError {
+            .outcomeUnknown(
+                "etcd's reply to the transaction was lost (\(reason)) and \(why); etcd may or may not have made the change: read the value back (kvctl --system get) before trying again"
+            )
+        }
+        var ours = 0, unchanged = 0, newest = before
+        var committedAt: Int64? = nil
+        do throws(EtcdError) {
+            for operation in transaction.success {
+                let (key, end): ([UInt8], [UInt8])
+                switch operation {
+                case .put(let k, _), .delete(let k): (key, end) = (k, [])
+                case .deleteRange(let k, let e): (key, end) = (k, e)
+                }
+                let page = try etcd.range(from: key, end: end, revision: nil, limit: 0)
+                newest = max(newest, page.revision)
+                switch operation {
+                case .put(_, let value):
+                    if let found = page.keyValues.first, found.modRevision > applied {
+                        guard found.value == value, committedAt == nil || committedAt == found.modRevision else { continue }
+                        committedAt = found.modRevision
+                        ours += 1
+                    } else {
+                        unchanged += 1
+                    }
+                case .delete, .deleteRange:
+                    if page.keyValues.isEmpty { ours += 1 } else if page.keyValues.allSatisfy({ $0.modRevision <= applied }) { unchanged += 1 }
+                }
+            }
+        } catch {
+            throw unknown("reading the keys back failed too (\(error))")
+        }
+        let count = transaction.success.count
+        if newest == before || unchanged == count {
+            throw .failure(
+                "etcd's reply to the transaction was lost (\(reason)); read back, the keys are as this host's mirror has them, so etcd did not make the change; nothing changed")
+        }
+        if ours == count { return (true, committedAt ?? newest) }
+        throw unknown("the keys read back changed, though not all as the change would")
     }
 
     /// The transaction of `change`, comparing each key it writes against the mirror's revision.
@@ -117,7 +211,9 @@ final class FleetWriter: Sendable {
     /// Waits until the mirror has applied etcd's `revision`: the writer reads its own write.
     private func waitForMirror(_ revision: Int64) throws(StorageError) {
         guard mirror.waitUntilApplied(revision, timeout: mirrorTimeout) else {
-            throw .failure("etcd committed the change at its revision \(revision), but this host has not mirrored it within \(mirrorTimeout); it will appear when it has")
+            // Not StorageFailure: that would say nothing changed.
+            throw .outcomeUnknown(
+                "etcd committed the change at its revision \(revision), but this host has not mirrored it within \(mirrorTimeout); it will appear when it has")
         }
     }
 
@@ -128,8 +224,10 @@ final class FleetWriter: Sendable {
             .tooLarge(limit: 1_572_864, reason: "etcd refused the change as too large (\(message)); nothing changed; make it in smaller parts")
         case .unreachable(let reason):
             .failure("etcd cannot be reached, so fleet domains cannot change now; nothing changed (\(reason))")
+        case .outcomeUnknown:
+            .outcomeUnknown("\(error); read the value back (kvctl --system get) before trying again")
         default:
-            .failure("\(error); nothing changed, unless etcd said the outcome is unknown: then read the value back before trying again")
+            .failure("\(error); nothing changed")
         }
     }
 }

@@ -222,6 +222,8 @@ struct RequestHandler {
             .failure(DefaultsInterface.Error.tooLarge, ["limit": .integer(Int64(limit))])
         case .invalidValue(let reason):
             .failure(DefaultsInterface.Error.invalidValue, ["reason": .string(reason)])
+        case .outcomeUnknown(let reason):
+            .failure(DefaultsInterface.Error.outcomeUnknown, ["reason": .string(reason)])
         }
     }
 

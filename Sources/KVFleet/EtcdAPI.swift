@@ -74,6 +74,13 @@ public enum EtcdWatchMessage: Sendable, Equatable {
     case events([EtcdEvent], headerRevision: Int64)
     /// No event up to this revision (a progress notification).
     case progress(revision: Int64)
+
+    /// etcd's revision when it sent the message (its header's).
+    public var revision: Int64 {
+        switch self {
+        case .events(_, let revision), .progress(let revision): revision
+        }
+    }
 }
 
 /// A transaction: if every comparison holds, the success operations, else the failure ones.
@@ -113,6 +120,10 @@ public enum EtcdError: Error, Sendable, Equatable, CustomStringConvertible {
     case tooLarge(String)
     /// Authentication failed (bad name or password, or no permission).
     case authentication(String)
+    /// etcd's cluster ID is not the one this client talked to before (`was`, `now`, in hex): a
+    /// new cluster on the same URLs, whose history is another. Thrown once by a read or a
+    /// watch; the next call goes on with the new cluster.
+    case clusterChanged(was: UInt64, now: UInt64)
     /// etcd answered something kvd cannot read, or an error it does not expect (its message).
     case protocolError(String)
     /// A transaction was sent but no answer came (the member hung or died, or lost its leader
@@ -127,6 +138,8 @@ public enum EtcdError: Error, Sendable, Equatable, CustomStringConvertible {
         case .compacted(let revision): "etcd has compacted its history up to revision \(revision)"
         case .tooLarge(let message): "etcd refused the request as too large: \(message)"
         case .authentication(let message): "etcd refused the credentials: \(message)"
+        case .clusterChanged(let was, let now):
+            "etcd's cluster ID changed from \(String(was, radix: 16)) to \(String(now, radix: 16)): another cluster answers at these URLs"
         case .protocolError(let message): "etcd answered unexpectedly: \(message)"
         case .outcomeUnknown(let reason): "etcd may or may not have committed the transaction: \(reason)"
         case .badConfiguration(let message): message

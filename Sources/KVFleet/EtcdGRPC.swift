@@ -8,7 +8,7 @@ import Foundation
 /// Only the messages kvd needs, in protobuf's wire format (etcd's `rpc.proto`):
 /// `RangeRequest {bytes key = 1; bytes range_end = 2; int64 limit = 3; int64 revision = 4}` and
 /// `RangeResponse {ResponseHeader header = 1; repeated KeyValue kvs = 2; bool more = 3}`,
-/// `ResponseHeader {int64 revision = 3}`, `KeyValue {bytes key = 1; int64 mod_revision = 3;
+/// `ResponseHeader {uint64 cluster_id = 1; int64 revision = 3}`, `KeyValue {bytes key = 1; int64 mod_revision = 3;
 /// bytes value = 5}`; other fields are skipped. A gRPC message is framed by one byte (0: not
 /// compressed) and its length in 4 bytes, big-endian.
 enum EtcdGRPC {
@@ -26,7 +26,7 @@ enum EtcdGRPC {
     }
 
     /// Reads a framed `RangeResponse`.
-    static func rangeResponse(_ data: Data) throws(EtcdError) -> (keyValues: [EtcdKeyValue], more: Bool, revision: Int64?) {
+    static func rangeResponse(_ data: Data) throws(EtcdError) -> (keyValues: [EtcdKeyValue], more: Bool, revision: Int64?, cluster: UInt64?) {
         let bytes = [UInt8](data)
         guard bytes.count >= 5, bytes[0] == 0 else { throw refuse("not one uncompressed gRPC message") }
         let length = Int(bytes[1]) << 24 | Int(bytes[2]) << 16 | Int(bytes[3]) << 8 | Int(bytes[4])
@@ -34,12 +34,16 @@ enum EtcdGRPC {
         var keyValues: [EtcdKeyValue] = []
         var more = false
         var revision: Int64?
+        var cluster: UInt64?
         var reader = Reader(bytes: bytes[5...])
         while let field = try reader.next() {
             switch field {
             case .bytes(1, let header):
                 var inner = Reader(bytes: header)
-                while let item = try inner.next() { if case .varint(3, let value) = item { revision = Int64(bitPattern: value) } }
+                while let item = try inner.next() {
+                    if case .varint(3, let value) = item { revision = Int64(bitPattern: value) }
+                    if case .varint(1, let value) = item { cluster = value }
+                }
             case .bytes(2, let kv):
                 var inner = Reader(bytes: kv)
                 var keyValue = EtcdKeyValue(key: [], value: [], modRevision: 0)
@@ -58,7 +62,7 @@ enum EtcdGRPC {
                 break
             }
         }
-        return (keyValues, more, revision)
+        return (keyValues, more, revision, cluster)
     }
 
     static func refuse(_ why: String) -> EtcdError { .protocolError("cannot read etcd's gRPC range answer: \(why)") }

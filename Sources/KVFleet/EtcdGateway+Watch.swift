@@ -18,6 +18,16 @@ extension EtcdGateway {
         from key: [UInt8], end: [UInt8], startRevision: Int64, progressInterval: Duration,
         receive: (EtcdWatchMessage) -> Bool
     ) throws(EtcdError) {
+        try watch(from: key, end: end, startRevision: startRevision, progressInterval: progressInterval, checksCluster: true, receive: receive)
+    }
+
+    /// ``watch(from:end:startRevision:progressInterval:receive:)``; `checksCluster`: whether
+    /// the answers' cluster ID is compared (not for ``compactRevision(key:)``, whose errors
+    /// are swallowed).
+    func watch(
+        from key: [UInt8], end: [UInt8], startRevision: Int64, progressInterval: Duration, checksCluster: Bool,
+        receive: (EtcdWatchMessage) -> Bool
+    ) throws(EtcdError) {
         let request = WatchRequestJSON(
             createRequest: WatchCreateJSON(
                 key: GatewayJSON.base64(key), rangeEnd: end.isEmpty ? nil : GatewayJSON.base64(end),
@@ -29,7 +39,9 @@ extension EtcdGateway {
             var renewed = false
             while true {
                 let token = try currentToken(renew: renewed)
-                switch try watchOnce(url.appendingPathComponent("/v3/watch"), body, token: token, member: index, idleLimit: limit, receive) {
+                switch try watchOnce(
+                    url.appendingPathComponent("/v3/watch"), body, token: token, member: index, idleLimit: limit, checksCluster: checksCluster, receive)
+                {
                 case .endedByReceiver:
                     return
                 case .tokenRejected(let reason):
@@ -56,7 +68,7 @@ extension EtcdGateway {
 
     /// One stream on one member, until `receive` says stop or the stream ends.
     private func watchOnce(
-        _ url: URL, _ body: Data, token: String?, member: Int, idleLimit: TimeInterval,
+        _ url: URL, _ body: Data, token: String?, member: Int, idleLimit: TimeInterval, checksCluster: Bool,
         _ receive: (EtcdWatchMessage) -> Bool
     ) throws(EtcdError) -> WatchOutcome {
         let stream = WatchStream(transport, url, body: body, token: token)
@@ -64,7 +76,7 @@ extension EtcdGateway {
         var created = false
         let origin = url.memberName
         while true {
-            switch stream.next(until: Date().addingTimeInterval(idleLimit)) {
+            switch stream.next(idle: idleLimit) {
             case .idle:
                 let reason = "\(origin): no watch message for \(idleLimit) s (the member hangs, or the network)"
                 return try broken(reason, created: created, member: member)
@@ -79,6 +91,7 @@ extension EtcdGateway {
                 if let error = line.error { return try rejected(error, origin, created: created, member: member) }
                 guard let response = line.result else { throw recorded(.protocolError("a watch line with neither result nor error")) }
                 if let outcome = try cancelled(response) { return outcome }
+                if checksCluster { try checkCluster(response.header?.cluster) }
                 if response.created == true {
                     created = true
                     continue
@@ -124,7 +137,7 @@ extension EtcdGateway {
     /// and names it); 0 when that fails. Used after a range read was refused as compacted.
     func compactRevision(key: [UInt8]) -> Int64 {
         do throws(EtcdError) {
-            try watch(from: key, end: [], startRevision: 1, progressInterval: requestTimeout / 2) { _ in false }
+            try watch(from: key, end: [], startRevision: 1, progressInterval: requestTimeout / 2, checksCluster: false) { _ in false }
         } catch .compacted(let revision) {
             return revision
         } catch {}

@@ -11,7 +11,10 @@ import Synchronization
 ///
 /// With credentials, the gateway asks `/v3/auth/authenticate` for a token before the first call
 /// and sends it as the `Authorization` header; on "invalid auth token" (it expired, or the member
-/// does not know it) it authenticates again and retries once.
+/// does not know it) it authenticates again and retries once. When etcd answers that
+/// authentication is not enabled (a cluster without auth, or after `etcdctl auth disable`), it
+/// calls without a token, telling `warn` once; when etcd then refuses an unauthenticated call
+/// (auth enabled again), it authenticates again and retries once.
 ///
 /// Thread-safe: calls may run at once from several threads. Every call blocks its thread for at
 /// most `requestTimeout` per member tried (a watch, while its stream lives).
@@ -33,18 +36,27 @@ public final class EtcdGateway: EtcdAPI {
         /// Ranges go through the JSON gateway: a member answered a gRPC call without a gRPC
         /// status (a proxy in between that speaks only HTTP/1.1, say).
         var rangesOverJSON = false
+        /// etcd said authentication is not enabled: calls go without a token.
+        var authDisabled = false
+        /// The cluster ID of the answers so far (or the one ``expectCluster(_:)`` gave).
+        var cluster: UInt64?
     }
 
     let endpoints: [URL]
     let credentials: EtcdCredentials?
     let requestTimeout: Duration
     let transport: GatewayTransport
+    /// Hears of what the caller should log: calls going unauthenticated.
+    let warn: @Sendable (String) -> Void
     private let state = Mutex(State())
 
     /// Validates `endpoints` (`http://` or `https://` URLs of etcd's client port, at least one).
     /// Connects to nothing yet. `caFile`: the PEM certificate authorities that sign the
     /// members' https certificates (etcdctl's `--cacert`); nil trusts the system's.
-    public init(endpoints: [String], credentials: EtcdCredentials? = nil, caFile: String? = nil, requestTimeout: Duration = .seconds(5)) throws(EtcdError) {
+    public init(
+        endpoints: [String], credentials: EtcdCredentials? = nil, caFile: String? = nil, requestTimeout: Duration = .seconds(5),
+        warn: @escaping @Sendable (String) -> Void = { _ in }
+    ) throws(EtcdError) {
         guard !endpoints.isEmpty else { throw .badConfiguration("no etcd endpoint given: pass at least one URL such as http://127.0.0.1:2379") }
         var urls: [URL] = []
         for endpoint in endpoints {
@@ -58,7 +70,26 @@ public final class EtcdGateway: EtcdAPI {
         self.endpoints = urls
         self.credentials = credentials
         self.requestTimeout = requestTimeout
+        self.warn = warn
         transport = GatewayTransport(timeout: requestTimeout, caFile: caFile)
+    }
+
+    /// The cluster ID etcd's answers carry (nil before the first read or watch).
+    public var clusterID: UInt64? { state.withLock { $0.cluster } }
+
+    /// Sets the cluster ID expected (the one a mirror was listed from, kept across restarts):
+    /// a read or watch answered by another cluster then throws ``EtcdError/clusterChanged(was:now:)``.
+    public func expectCluster(_ id: UInt64) { state.withLock { $0.cluster = id } }
+
+    /// Compares an answer's cluster ID with the one before; a change is thrown once (the new
+    /// ID is kept). Transactions do not check: one that committed must not be reported failed.
+    func checkCluster(_ id: UInt64?) throws(EtcdError) {
+        guard let id, id != 0 else { return }
+        let was = state.withLock { state in
+            defer { state.cluster = id }
+            return state.cluster
+        }
+        if let was, was != id { throw recorded(.clusterChanged(was: was, now: id)) }
     }
 
     public var status: Status {
@@ -82,6 +113,7 @@ public final class EtcdGateway: EtcdAPI {
         }
         let response = try EtcdGRPC.rangeResponse(data)
         guard let newest = response.revision else { throw .protocolError("a gRPC range answer without a header revision") }
+        try checkCluster(response.cluster)
         return EtcdRangePage(keyValues: response.keyValues, more: response.more, revision: revision ?? newest)
     }
 
@@ -97,6 +129,7 @@ public final class EtcdGateway: EtcdAPI {
         }
         let response = try RangeResponseJSON.read(data)
         let newest = try Self.revision(response.header)
+        try checkCluster(response.header?.cluster)
         return EtcdRangePage(keyValues: (response.kvs ?? []).map(\.keyValue), more: response.more ?? false, revision: revision ?? newest)
     }
 
@@ -202,6 +235,11 @@ public final class EtcdGateway: EtcdAPI {
                 _ = try currentToken(renew: true)
             case .invalidToken:
                 throw recorded(.authentication(error.message))
+            case .failed(.authentication) where credentials != nil && !renewed && state.withLock({ $0.authDisabled }):
+                // Unauthenticated since etcd said auth was off: it is on again.
+                renewed = true
+                state.withLock { $0.authDisabled = false }
+                _ = try currentToken(renew: true)
             case .unavailable(let certainlyNotApplied) where idempotent || certainlyNotApplied:
                 return .tryNext("\(url.memberName): \(error.message)")
             case .unavailable:
@@ -243,13 +281,27 @@ public final class EtcdGateway: EtcdAPI {
     /// (or `renew`).
     func currentToken(renew: Bool) throws(EtcdError) -> String? {
         guard let credentials else { return nil }
-        if !renew, let token = state.withLock({ $0.token }) { return token }
+        let (token, disabled) = state.withLock { ($0.token, $0.authDisabled) }
+        if !renew, disabled { return nil }
+        if !renew, let token { return token }
         let body = GatewayJSON.encode(AuthenticateRequestJSON(name: credentials.name, password: credentials.password))
-        let data = try authenticate(body)
+        let data: Data
+        do throws(EtcdError) {
+            data = try authenticate(body)
+        } catch .authentication(let message) where message.contains("authentication is not enabled") {
+            let wasDisabled = state.withLock { state in
+                defer { (state.authDisabled, state.token) = (true, nil) }
+                return state.authDisabled
+            }
+            if !wasDisabled {
+                warn("etcd says authentication is not enabled: calling it without the credentials of '\(credentials.name)' (--etcd-auth-file) until it asks for them")
+            }
+            return nil
+        }
         guard let token = try GatewayJSON.decode(AuthenticateResponseJSON.self, from: data).token, !token.isEmpty else {
             throw recorded(.authentication("etcd gave no token for user '\(credentials.name)' (is authentication enabled?)"))
         }
-        state.withLock { $0.token = token }
+        state.withLock { (state: inout State) in (state.token, state.authDisabled) = (token, false) }
         return token
     }
 
@@ -272,6 +324,8 @@ public final class EtcdGateway: EtcdAPI {
                 noteFailure(error.message, member: index)
                 continue
             }
+            // Not a failure: currentToken(renew:) goes on without a token.
+            if error.message.contains("authentication is not enabled") { throw .authentication(error.message) }
             throw recorded(.authentication(error.message))
         }
         throw recorded(.unreachable(reasons.joined(separator: "; ")))

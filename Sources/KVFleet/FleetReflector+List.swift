@@ -2,7 +2,7 @@ import KVValues
 
 extension FleetReflector {
     /// Lists the layout's range at one revision and hands the sink one replace.
-    func list(_ loop: inout Loop, _ sink: (FleetUpdate) throws -> Void) -> Outcome {
+    func list(_ loop: inout Loop, _ report: (FleetReflectorEvent) -> Void, _ sink: (FleetUpdate) throws -> Void) -> Outcome {
         update { $0.phase = .listing }
         let (start, end) = layout.range
         var from = start
@@ -16,6 +16,8 @@ extension FleetReflector {
                 page = try etcd.range(from: from, end: end, revision: pinned, limit: options.pageSize)
             } catch .compacted {
                 return .relist
+            } catch .clusterChanged(let was, let now) {
+                return .historyReplaced("\(EtcdError.clusterChanged(was: was, now: now)): listing again", revision: 0)
             } catch {
                 return .failed("listing the fleet failed: \(error)")
             }
@@ -36,9 +38,11 @@ extension FleetReflector {
         }
         loop.applied = revision
         loop.needsList = false
-        loop.problems = problems
         loop.backoff = options.initialBackoff
-        noteApplied(loop)
+        _ = takeRelistRequest()  // this listing is the one asked for
+        noteApplied(revision, .replace(problems))
+        update { $0.listings += 1 }
+        if !problems.isEmpty { report(.leftOut(Array(problems.values))) }
         return .listed
     }
 

@@ -3,7 +3,7 @@ import KVValues
 extension FleetReflector {
     /// Watches from the applied revision + 1, handing the sink one apply per etcd revision,
     /// until stopped, compacted, broken, or the sink fails.
-    func watch(_ loop: inout Loop, _ sink: (FleetUpdate) throws -> Void) -> Outcome {
+    func watch(_ loop: inout Loop, _ report: (FleetReflectorEvent) -> Void, _ sink: (FleetUpdate) throws -> Void) -> Outcome {
         update { $0.phase = .watching }
         let (start, end) = layout.range
         var ended: Outcome? = nil
@@ -13,12 +13,22 @@ extension FleetReflector {
                     ended = .stopped
                     return false
                 }
+                if let reason = takeRelistRequest() {
+                    ended = .historyReplaced(reason, revision: message.revision)
+                    return false
+                }
+                if message.revision < loop.applied {
+                    let reason =
+                        "etcd's revision went back from \(loop.applied) to \(message.revision) (its data was wiped or restored from an older backup): listing again"
+                    ended = .historyReplaced(reason, revision: message.revision)
+                    return false
+                }
                 switch message {
                 case .progress(let revision):
                     noteSeen(revision)
                 case .events(let events, let headerRevision):
                     noteSeen(headerRevision)
-                    if let failure = deliver(events, &loop, sink) {
+                    if let failure = deliver(events, &loop, report, sink) {
                         ended = .failed(failure)
                         return false
                     }
@@ -28,6 +38,8 @@ extension FleetReflector {
             }
         } catch .compacted {
             return .relist
+        } catch .clusterChanged(let was, let now) {
+            return .historyReplaced("\(EtcdError.clusterChanged(was: was, now: now)): listing again", revision: 0)
         } catch {
             return .failed("the fleet watch broke: \(error)")
         }
@@ -36,7 +48,9 @@ extension FleetReflector {
 
     /// Hands the sink the events above the applied revision, one apply per revision; returns
     /// why it stopped early (the sink failed), or nil.
-    private func deliver(_ events: [EtcdEvent], _ loop: inout Loop, _ sink: (FleetUpdate) throws -> Void) -> String? {
+    private func deliver(
+        _ events: [EtcdEvent], _ loop: inout Loop, _ report: (FleetReflectorEvent) -> Void, _ sink: (FleetUpdate) throws -> Void
+    ) -> String? {
         var index = events.startIndex
         while index < events.endIndex {
             let revision = events[index].keyValue.modRevision
@@ -45,7 +59,7 @@ extension FleetReflector {
             let group = events[index..<next]
             index = next
             guard revision > loop.applied else { continue }  // replayed: the mirror has it
-            var problems = loop.problems
+            var problems: [([UInt8], FleetProblem?)] = []
             let changes = self.changes(group, problems: &problems)
             if !changes.isEmpty {
                 do {
@@ -55,15 +69,16 @@ extension FleetReflector {
                 }
                 loop.applied = revision
             }
-            loop.problems = problems
-            noteApplied(loop)
+            noteApplied(loop.applied, .update(problems))
+            let leftOut = problems.compactMap(\.1)
+            if !leftOut.isEmpty { report(.leftOut(leftOut)) }
         }
         return nil
     }
 
     /// The changes one revision's events make, at most one per value or lock (the last), in
-    /// the order of the events; updates the entries left out.
-    private func changes(_ events: ArraySlice<EtcdEvent>, problems: inout [[UInt8]: FleetProblem]) -> [FleetChange] {
+    /// the order of the events; appends to `problems` how they change the entries left out.
+    private func changes(_ events: ArraySlice<EtcdEvent>, problems: inout [([UInt8], FleetProblem?)]) -> [FleetChange] {
         var changes: [FleetChange] = []
         var positions: [FleetName: Int] = [:]
         func record(_ change: FleetChange) {
@@ -75,7 +90,7 @@ extension FleetReflector {
             }
         }
         for event in events {
-            problems[event.keyValue.key] = nil
+            problems.append((event.keyValue.key, nil))
             if event.kind == .delete {
                 guard case .fleet(let name) = layout.name(ofEtcdKey: event.keyValue.key) else { continue }
                 record(name.kind == .value ? .remove(name.domain, name.key) : .unlock(name.domain, name.key))
@@ -86,7 +101,7 @@ extension FleetReflector {
             case .value(let name, let value): record(.set(name.domain, name.key, value))
             case .lock(let name): record(.lock(name.domain, name.key))
             case .unreadable(let name, let problem):
-                problems[event.keyValue.key] = problem
+                problems.append((event.keyValue.key, problem))
                 if let name { record(.remove(name.domain, name.key)) }
             }
         }

@@ -19,6 +19,12 @@ import Synchronization
 ///   A progress notification moves only the seen revision too: moving the applied one would
 ///   cost a durable commit per notification, and some etcd 3.4 releases could send a
 ///   notification ahead of events still to come.
+/// - Another history: a watch message whose revision is below the applied one (etcd's data was
+///   wiped or restored from an older backup, so its revision went back), or an answer from a
+///   cluster with another ID (``EtcdError/clusterChanged(was:now:)``), ends the watch and lists
+///   again at once (``FleetReflectorEvent/historyReplaced(_:)``): the mirror drops what
+///   etcd no longer has and gains what it has. ``relist(_:)`` asks for the same (the fleet
+///   writer does, when its own read finds etcd behind the mirror).
 /// - Failures: a watch cancelled for compaction lists again at once; any other failure (a
 ///   broken stream, an idle one, an unreachable cluster, a sink that throws) waits a backoff
 ///   (``Options/initialBackoff`` doubling up to ``Options/maximumBackoff``, reset once a
@@ -26,11 +32,15 @@ import Synchronization
 ///   listing has been committed yet. The ``EtcdAPI`` conformer fails over between endpoints.
 /// - Durability: the applied revision advances only when the sink returns, so a crash between
 ///   an event and its commit replays the event, and never skips it.
-/// - Entries that cannot be read (bad typed JSON, invalid names) are left out of the mirror and
+/// - Entries that cannot be read (bad typed JSON, invalid names) are left out of the mirror,
+///   reported (``FleetReflectorEvent/leftOut(_:)``, for the journal) and counted in
+///   ``FleetReflectorStatus/problemCount``, the first ``statusProblemLimit`` in etcd key order
 ///   listed in ``FleetReflectorStatus/problems`` with the reason; an unreadable new value
 ///   removes the old one, so the mirror always equals what a listing at its revision would
-///   give. The list lives in memory: after a restart without a listing it holds only the
-///   entries changed since.
+///   give. They are kept by etcd key in a dictionary that each revision updates by its own
+///   events (never sorted whole: 100,000 of them cost nothing per revision); the status picks
+///   its first entries when asked. The list lives in memory: after a restart without a
+///   listing it holds only the entries changed since.
 ///
 /// Threading: ``run(from:delivering:)`` blocks the calling thread (etcd calls, the sink, the
 /// backoff all happen there) until ``stop()``; ``stop()`` and ``status`` may be called from any
@@ -58,7 +68,14 @@ public final class FleetReflector: Sendable {
     private struct Shared: Sendable {
         var status = FleetReflectorStatus()
         var stopped = false
+        /// The entries left out, by etcd key.
+        var problems: [[UInt8]: FleetProblem] = [:]
+        /// ``relist(_:)`` was called: the watch ends at its next message and lists again.
+        var relistReason: String?
     }
+
+    /// How many left-out entries ``status`` lists (the rest are counted).
+    public static let statusProblemLimit = 100
 
     /// `sleep` replaces the backoff's wait (tests); by default the wait ends early on ``stop()``.
     public init(etcd: any EtcdAPI, layout: FleetLayout, options: Options = Options(), sleep: (@Sendable (Duration) -> Void)? = nil) {
@@ -68,8 +85,32 @@ public final class FleetReflector: Sendable {
         self.sleep = sleep
     }
 
-    /// A copy of the current status.
-    public var status: FleetReflectorStatus { shared.withLock { $0.status } }
+    /// A copy of the current status, with the first ``statusProblemLimit`` entries left out
+    /// (in etcd key order) and their count.
+    public var status: FleetReflectorStatus {
+        shared.withLock { shared in
+            var status = shared.status
+            status.problems = Self.first(Self.statusProblemLimit, of: shared.problems)
+            status.problemCount = shared.problems.count
+            return status
+        }
+    }
+
+    /// The `limit` problems with the smallest etcd keys, in key order, in one pass.
+    static func first(_ limit: Int, of problems: [[UInt8]: FleetProblem]) -> [FleetProblem] {
+        var kept: [(key: [UInt8], problem: FleetProblem)] = []
+        for (key, problem) in problems {
+            if kept.count == limit, let last = kept.last, !key.lexicographicallyPrecedes(last.key) { continue }
+            var low = 0, high = kept.count
+            while low < high {
+                let middle = (low + high) / 2
+                if kept[middle].key.lexicographicallyPrecedes(key) { low = middle + 1 } else { high = middle }
+            }
+            kept.insert((key, problem), at: low)
+            if kept.count > limit { kept.removeLast() }
+        }
+        return kept.map(\.problem)
+    }
 
     /// Asks ``run(from:delivering:)`` to return. Returns at once; `run` returns after the etcd
     /// call in progress ends (a watch: at its next message, within a progress interval).
@@ -79,6 +120,21 @@ public final class FleetReflector: Sendable {
     }
 
     var isStopped: Bool { shared.withLock { $0.stopped } }
+
+    /// Asks the run to list again now (`reason`, for the journal): a watch ends at its next
+    /// message (within a progress interval). Any thread.
+    public func relist(_ reason: String) {
+        shared.withLock { $0.relistReason = $0.relistReason ?? reason }
+        wakeup.signal()
+    }
+
+    /// The reason given to ``relist(_:)``, taken once.
+    func takeRelistRequest() -> String? {
+        shared.withLock { shared in
+            defer { shared.relistReason = nil }
+            return shared.relistReason
+        }
+    }
 
     /// Mirrors until ``stop()``, handing `sink` each update to commit durably with its revision.
     ///
@@ -98,7 +154,7 @@ public final class FleetReflector: Sendable {
         while !isStopped {
             let listing = loop.needsList
             if !listing { report(.watching(from: loop.applied + 1)) }
-            let outcome = listing ? list(&loop, sink) : watch(&loop, sink)
+            let outcome = listing ? list(&loop, report, sink) : watch(&loop, report, sink)
             switch outcome {
             case .stopped:
                 break
@@ -108,6 +164,13 @@ public final class FleetReflector: Sendable {
                 loop.needsList = true
                 update { $0.relists += 1 }
                 report(.relisting)
+            case .historyReplaced(let reason, let revision):
+                loop.needsList = true
+                update {
+                    $0.lastError = reason
+                    $0.seenRevision = revision
+                }
+                report(.historyReplaced(reason))
             case .failed(let reason):
                 update {
                     $0.lastError = reason
@@ -127,8 +190,6 @@ public final class FleetReflector: Sendable {
         var applied: Int64
         var needsList: Bool
         var backoff: Duration
-        /// The entries left out, by etcd key.
-        var problems: [[UInt8]: FleetProblem] = [:]
     }
 
     /// How one listing or watch ended.
@@ -138,6 +199,9 @@ public final class FleetReflector: Sendable {
         case listed
         /// etcd compacted the revision needed: list again, now.
         case relist
+        /// etcd's history is not the one the mirror holds (why; etcd's revision now): list
+        /// again, now.
+        case historyReplaced(String, revision: Int64)
         /// Wait the backoff, then go on from the applied revision.
         case failed(String)
     }
@@ -151,13 +215,25 @@ public final class FleetReflector: Sendable {
         update { $0.seenRevision = max($0.seenRevision, revision) }
     }
 
-    /// Records a committed update: the applied revision and the entries left out.
-    func noteApplied(_ loop: Loop) {
-        let problems = loop.problems.sorted { $0.key.lexicographicallyPrecedes($1.key) }.map(\.value)
-        update {
-            $0.appliedRevision = loop.applied
-            $0.seenRevision = max($0.seenRevision, loop.applied)
-            $0.problems = problems
+    /// How a committed update changes the entries left out.
+    enum ProblemChanges {
+        /// A listing: exactly these.
+        case replace([[UInt8]: FleetProblem])
+        /// One revision's events, in order: each key's new problem, or nil (readable now, or
+        /// deleted).
+        case update([([UInt8], FleetProblem?)])
+    }
+
+    /// Records a committed update: the applied revision and the entries left out (changed in
+    /// place, under the lock: never copied or sorted whole).
+    func noteApplied(_ applied: Int64, _ changes: ProblemChanges) {
+        shared.withLock { shared in
+            shared.status.appliedRevision = applied
+            shared.status.seenRevision = max(shared.status.seenRevision, applied)
+            switch changes {
+            case .replace(let problems): shared.problems = problems
+            case .update(let updates): for (key, problem) in updates { shared.problems[key] = problem }
+            }
         }
     }
 

@@ -62,6 +62,18 @@ public struct FleetProblem: Sendable, Equatable, CustomStringConvertible {
     }
 
     public var description: String { "etcd key \"\(etcdKey)\" (revision \(revision)) is left out: \(reason)" }
+
+    /// ``description`` with the key cut to `keyCharacters` and the reason to
+    /// `reasonCharacters` (each cut one ends with "…" and says how long it was), for the
+    /// status reply and the journal: an etcd key may be over a megabyte.
+    public func shortened(keyCharacters: Int = 200, reasonCharacters: Int = 300) -> String {
+        func cut(_ text: String, _ limit: Int) -> String {
+            let scalars = text.unicodeScalars
+            guard scalars.count > limit else { return text }
+            return String(String.UnicodeScalarView(scalars.prefix(limit))) + "… (\(text.utf8.count) bytes)"
+        }
+        return "etcd key \"\(cut(etcdKey, keyCharacters))\" (revision \(revision)) is left out: \(cut(reason, reasonCharacters))"
+    }
 }
 
 /// What the reflector is doing and how far it got; read it from any thread
@@ -81,10 +93,15 @@ public struct FleetReflectorStatus: Sendable, Equatable {
     /// How many listings were started because etcd had compacted the revision the reflector
     /// needed (during a watch, or during a listing).
     public var relists: Int = 0
+    /// The listings committed since the run began.
+    public var listings: Int = 0
     /// The last failure (etcd, or the sink), as one line; nil until the first.
     public var lastError: String? = nil
-    /// The entries left out of the mirror, in etcd key order.
+    /// The first ``FleetReflector/statusProblemLimit`` entries left out of the mirror, in etcd
+    /// key order.
     public var problems: [FleetProblem] = []
+    /// How many entries are left out of the mirror in all.
+    public var problemCount: Int = 0
 }
 
 /// A turn in the reflector's run, as the journal tells it.
@@ -96,6 +113,12 @@ public enum FleetReflectorEvent: Sendable, Equatable {
     /// etcd compacted the revisions the reflector needed (to go on watching, or to finish a
     /// listing): it lists again.
     case relisting
+    /// etcd's history is not the one the mirror holds (its revision went back, or the fleet
+    /// writer asked): it lists again now (why).
+    case historyReplaced(String)
     /// Listing or watching failed; the next try comes after `retryingIn`.
     case failed(String, retryingIn: Duration)
+    /// A committed listing or revision left these entries out (new or changed ones; a
+    /// listing: all of them), in no particular order.
+    case leftOut([FleetProblem])
 }

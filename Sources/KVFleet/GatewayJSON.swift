@@ -148,11 +148,17 @@ extension EtcdTransaction.Operation {
 struct HeaderJSON: Decodable {
     var revision: GatewayInt64?
     var memberId: String? = nil
+    /// etcd's cluster ID (a uint64, as text).
+    var clusterId: String? = nil
 
     private enum CodingKeys: String, CodingKey {
         case revision
         case memberId = "member_id"
+        case clusterId = "cluster_id"
     }
+
+    /// The cluster ID as a number, when the header has one.
+    var cluster: UInt64? { clusterId.flatMap { UInt64($0) } }
 }
 
 struct KeyValueJSON: Decodable {
@@ -282,7 +288,11 @@ extension RangeResponseJSON {
             }
         }
         var response = RangeResponseJSON()
-        if let header = json["header"] { response.header = HeaderJSON(revision: try int64(header["revision"], "header.revision")) }
+        if let header = json["header"] {
+            var cluster: String? = nil
+            if case .string(let text)? = header["cluster_id"] { cluster = text }
+            response.header = HeaderJSON(revision: try int64(header["revision"], "header.revision"), clusterId: cluster)
+        }
         switch json["kvs"] {
         case nil, .null?: break
         case .array(let items)?:

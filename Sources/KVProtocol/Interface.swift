@@ -111,6 +111,10 @@ public enum DefaultsInterface {
         error KeyLocked (domain: string, key: string)
         # History no longer has the state asked for: states from oldestRevision on can be rebuilt.
         error HistoryTruncated (domain: string, oldestRevision: int)
+        # A change to a fleet domain was sent to etcd and its answer was lost, and reading the
+        # keys back could not tell whether etcd made it: it may or may not have changed (unlike
+        # StorageFailure, which means nothing changed). Read the value back before retrying.
+        error OutcomeUnknown (reason: string)
 
         """
 
@@ -125,6 +129,7 @@ public enum DefaultsInterface {
         public static let unreadableValue = "io.kvd.Defaults.UnreadableValue"
         public static let keyLocked = "io.kvd.Defaults.KeyLocked"
         public static let historyTruncated = "io.kvd.Defaults.HistoryTruncated"
+        public static let outcomeUnknown = "io.kvd.Defaults.OutcomeUnknown"
     }
 }
 
@@ -166,7 +171,9 @@ public enum SystemInterface {
         # the one in use, what the mirror is doing (starting, listing, watching, waiting to
         # retry, stopped), the etcd revision it holds and the newest one etcd told of (lag:
         # the difference), the listings made again after a compaction, the last failure, and
-        # the etcd keys left out because they cannot be read (each with its reason).
+        # the etcd keys left out because they cannot be read (each with its reason; at most the
+        # first 100 in etcd key order, each key cut to 200 characters; problemCount counts
+        # them all: an older instance leaves it out).
         type FleetStatus (
           endpoints: []string,
           memberInUse: ?string,
@@ -177,6 +184,7 @@ public enum SystemInterface {
           relists: int,
           lastError: ?string,
           problems: []string,
+          problemCount: ?int,
           prefix: string,
           domains: []string
         )

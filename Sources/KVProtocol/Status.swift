@@ -54,8 +54,12 @@ public struct FleetStatus: Sendable, Equatable {
     public var relists: Int
     /// The last failure talking to etcd, as one line.
     public var lastError: String?
-    /// The etcd keys left out of the mirror because they cannot be read, each with its reason.
+    /// Etcd keys left out of the mirror because they cannot be read, each with its reason: at
+    /// most the first 100 in etcd key order, each key cut to 200 characters (the reply stays
+    /// small however many there are); ``problemCount`` counts them all.
     public var problems: [String]
+    /// How many etcd keys are left out in all (a reply without the member: `problems.count`).
+    public var problemCount: Int
     /// The etcd prefix (`--etcd-prefix`).
     public var prefix: String
     /// The fleet domain patterns (`--fleet-domain`).
@@ -63,7 +67,7 @@ public struct FleetStatus: Sendable, Equatable {
 
     public init(
         endpoints: [String], memberInUse: String?, phase: String, appliedRevision: Int64, seenRevision: Int64, relists: Int,
-        lastError: String?, problems: [String], prefix: String, domains: [String]
+        lastError: String?, problems: [String], problemCount: Int? = nil, prefix: String, domains: [String]
     ) {
         self.endpoints = endpoints
         self.memberInUse = memberInUse
@@ -74,6 +78,7 @@ public struct FleetStatus: Sendable, Equatable {
         self.relists = relists
         self.lastError = lastError
         self.problems = problems
+        self.problemCount = max(problemCount ?? problems.count, problems.count)
         self.prefix = prefix
         self.domains = domains
     }
@@ -83,7 +88,8 @@ public struct FleetStatus: Sendable, Equatable {
         var members: [String: JSON] = [
             "endpoints": .array(endpoints.map(JSON.string)), "phase": .string(phase),
             "appliedRevision": .integer(appliedRevision), "seenRevision": .integer(seenRevision), "lag": .integer(lag),
-            "relists": .integer(Int64(relists)), "problems": .array(problems.map(JSON.string)), "prefix": .string(prefix),
+            "relists": .integer(Int64(relists)), "problems": .array(problems.map(JSON.string)),
+            "problemCount": .integer(Int64(problemCount)), "prefix": .string(prefix),
             "domains": .array(domains.map(JSON.string)),
         ]
         if let memberInUse { members["memberInUse"] = .string(memberInUse) }
@@ -111,8 +117,14 @@ public struct FleetStatus: Sendable, Equatable {
             case .integer(let applied)? = json["appliedRevision"], case .integer(let seen)? = json["seenRevision"],
             case .integer(let relists)? = json["relists"], let member = optional("memberInUse"), let lastError = optional("lastError")
         else { return nil }
+        var count: Int? = nil
+        switch json["problemCount"] {
+        case nil, .null?: break
+        case .integer(let number)?: count = Int(clamping: number)
+        default: return nil
+        }
         self.init(
             endpoints: endpoints, memberInUse: member, phase: phase, appliedRevision: applied, seenRevision: seen, relists: Int(relists),
-            lastError: lastError, problems: problems, prefix: prefix, domains: domains)
+            lastError: lastError, problems: problems, problemCount: count, prefix: prefix, domains: domains)
     }
 }

@@ -95,6 +95,9 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
     case locked(String)
     /// The state folder cannot be used (not a folder, not accessible, written by a newer kvd).
     case invalidStateDirectory(String)
+    /// The change was handed to a store kvd does not own (etcd, for the fleet) and no answer
+    /// came back: it may or may not have been made (`reason` says what to do).
+    case outcomeUnknown(String)
 
     public var description: String {
         switch self {
@@ -106,6 +109,7 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible {
         case .invalidValue(let reason): "invalid value: \(reason)"
         case .locked(let message): message
         case .invalidStateDirectory(let message): message
+        case .outcomeUnknown(let reason): "outcome unknown: \(reason)"
         }
     }
 }

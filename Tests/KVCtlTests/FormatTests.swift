@@ -69,6 +69,23 @@ import Testing
         #expect(SystemStatus(json: members) == status)
         #expect(Format.status(SystemStatus(revision: 1, domains: 0, fleet: nil), json: false).contains("fleet: none"))
     }
+
+    /// Issue 24: a left-out key holding terminal controls and a forged line is printed escaped
+    /// as `keys` prints names; a capped list says how many are not shown.
+    @Test func statusEscapesNamesAndCountsWhatIsNotShown() throws {
+        let forged = "etcd key \"kvd/values/com.corp.a/\u{0}\u{1b}[2K\rFORGED\n  left out: nothing\" (revision 3) is left out: bad"
+        let fleet = FleetStatus(
+            endpoints: ["http://127.0.0.1:2379"], memberInUse: nil, phase: "watching", appliedRevision: 4, seenRevision: 4, relists: 0,
+            lastError: nil, problems: [forged], problemCount: 1000, prefix: "kvd/", domains: ["com.corp.*"])
+        let text = Format.status(SystemStatus(revision: 1, domains: 1, fleet: fleet), json: false)
+        #expect(text.contains("    " + Format.escapedLine(forged) + "\n"))
+        #expect(text.contains("\\x00\\x1b[2K\\rFORGED\\n  left out: nothing"))
+        #expect(!text.contains("\u{1b}") && !text.contains("\r") && !text.contains("\nFORGED"))
+        #expect(text.hasSuffix("  left out: 1000 etcd key(s)\n" + "    " + Format.escapedLine(forged) + "\n    (999 more not shown)\n"))
+        let json = try JSONParser.parse(Format.status(SystemStatus(revision: 1, domains: 1, fleet: fleet), json: true))
+        guard case .object(let members) = json else { Issue.record("not an object: \(json)"); return }
+        #expect(SystemStatus(json: members)?.fleet?.problemCount == 1000)
+    }
 }
 
 import KVClient

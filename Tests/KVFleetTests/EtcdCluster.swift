@@ -21,7 +21,7 @@ final class EtcdCluster: @unchecked Sendable {
     let folder: String
     let clientURLs: [String]
     let progressInterval: Duration = .milliseconds(500)
-    private let arguments: [[String]]
+    private var arguments: [[String]]
     private let lock = NSLock()
     private var members: [SpawnedProcess?]
 
@@ -89,6 +89,23 @@ final class EtcdCluster: @unchecked Sendable {
             pids.write(Data("\(process.pid)\n".utf8))
             try? pids.close()
         }
+    }
+
+    /// Kills every member, removes their data folders and starts them again: a new cluster on
+    /// the same URLs, its revision back to 1; with `newToken`, another `--initial-cluster-token`
+    /// (so another cluster ID). Waits until it is healthy.
+    func wipe(newToken: String? = nil) throws {
+        for index in clientURLs.indices { signal(SIGKILL, member: index) }
+        for index in clientURLs.indices { try FileManager.default.removeItem(atPath: "\(folder)/m\(index)") }
+        if let newToken {
+            arguments = arguments.map { flags in
+                var flags = flags
+                if let at = flags.firstIndex(of: "--initial-cluster-token") { flags[at + 1] = newToken }
+                return flags
+            }
+        }
+        for index in clientURLs.indices { try start(index) }
+        try waitUntilHealthy()
     }
 
     /// A certificate authority and a server certificate for 127.0.0.1 it signed, in `folder`
@@ -189,8 +206,8 @@ final class EtcdCluster: @unchecked Sendable {
             last = output
             usleep(100_000)
         }
-        let logs = clientURLs.indices.map { (try? String(contentsOfFile: "\(folder)/m\($0).log", encoding: .utf8)) ?? "" }
-        throw ClusterFailure("etcd did not become healthy within 60 s: \(last)\nlogs: \(logs.joined(separator: "\n").suffix(2000))")
+        let logs = clientURLs.indices.map { "m\($0): " + ((try? String(contentsOfFile: "\(folder)/m\($0).log", encoding: .utf8)) ?? "").suffix(1500) }
+        throw ClusterFailure("etcd did not become healthy within 60 s: \(last)\nlogs: \(logs.joined(separator: "\n"))")
     }
 }
 

@@ -119,6 +119,11 @@ final class FleetHost: @unchecked Sendable {
         return last
     }
 
+    /// The system instance's whole log (``logs()`` keeps only the ends, for messages).
+    func systemLog() -> String {
+        (try? String(contentsOfFile: folder + "/system.log", encoding: .utf8)) ?? ""
+    }
+
     func logs() -> String {
         ["system.log", "user.log"].map { name in "\(name): " + ((try? String(contentsOfFile: folder + "/" + name, encoding: .utf8)) ?? "").suffix(3000) }
             .joined(separator: "\n")

@@ -1,7 +1,8 @@
-import KVFleet
 import KVValues
 import Synchronization
 import Testing
+
+@testable import KVFleet
 
 /// Runs a reflector over a scripted etcd on the test's thread until the scripts run out,
 /// recording what reaches the sink and every backoff.
@@ -299,4 +300,17 @@ final class Shared<T: Sendable>: Sendable {
     var value: T { mutex.withLock { $0 } }
 
     func change(_ body: (inout T) -> Void) { mutex.withLock { body(&$0) } }
+}
+
+/// Issue 24: the status's first entries left out are picked in one pass, in etcd key order.
+@Test func theFirstProblemsArePickedInKeyOrder() {
+    var problems: [[UInt8]: FleetProblem] = [:]
+    for n in (0..<1000).shuffled() {
+        let key = Array("kvd/values/com.corp.a/k\(String(n + 10000))".utf8)
+        problems[key] = FleetProblem(etcdKey: String(decoding: key, as: UTF8.self), revision: Int64(n), reason: "bad")
+    }
+    let first = FleetReflector.first(5, of: problems)
+    #expect(first.map(\.revision) == [0, 1, 2, 3, 4])
+    #expect(FleetReflector.first(2000, of: problems).count == 1000)
+    #expect(FleetReflector.first(0, of: problems).isEmpty)
 }
