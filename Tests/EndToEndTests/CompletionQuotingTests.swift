@@ -13,7 +13,7 @@ import Testing
         var testDescription: String { "\(shell): \(typed.debugDescription) completes to \(key.debugDescription)" }
     }
 
-    /// The keys, each with the beginnings a user may type in every shell; `$'...'` (bash's, and
+    /// The keys, each with the beginnings a user may type in every shell; `$'...'` (bash's and
     /// zsh's quoting) and the key with a TAB are in ``bashAndZsh`` and ``bashOnly``.
     static let everywhere: [(key: String, typed: [String])] = [
         ("back\\slash", ["back", "back\\\\", "'back", "\"back\\\\"]),
@@ -28,11 +28,12 @@ import Testing
     ]
     /// fish reads a TAB in a completion as the start of its description: it cannot offer such
     /// a key (the script leaves it out), and fish has no `$'...'`.
-    static let bashAndZsh: [(key: String, typed: [String])] = [("tab\tthere", ["tab", "'tab"])]
-    /// zsh's completion matches nothing after an open `$'`.
-    static let bashOnly: [(key: String, typed: [String])] = [
-        ("new\nline", ["$'new\\nl"]), ("quote'", ["$'quote"]), ("has space", ["$'has"]),
+    static let bashAndZsh: [(key: String, typed: [String])] = [
+        ("tab\tthere", ["tab", "'tab"]), ("quote'", ["$'quote"]), ("has space", ["$'has"]),
     ]
+    /// zsh's completion matches nothing after an escape inside an open `$'` (its PREFIX holds
+    /// the backslash doubled).
+    static let bashOnly: [(key: String, typed: [String])] = [("new\nline", ["$'new\\nl"])]
 
     static func cases(_ shell: String) -> [Typed] {
         let lists = shell == "bash" ? everywhere + bashAndZsh + bashOnly : shell == "zsh" ? everywhere + bashAndZsh : everywhere
