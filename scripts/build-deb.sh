@@ -8,12 +8,15 @@
 # (--static-swift-stdlib): the package needs no toolchain, only the Debian libraries it lists.
 #
 # Usage: scripts/build-deb.sh [BIN_DIR]   (BIN_DIR: a release build; built when not given)
+# KVD_DEB_VERSION gives the package another version (scripts/test-deb-upgrade.sh builds an older
+# one to upgrade from); KVD_DEB_DIR another folder than dist/; KVD_DEB_SCRIPTS another folder of
+# maintainer scripts than packaging/deb/ (that test's copy of an older kvd's).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 export PATH="/opt/swift/usr/bin:$PATH"
 swift=${SWIFT:-swift}
-version=$(sed -n 's/.*current = "\(.*\)".*/\1/p' Sources/KVProtocol/Version.swift)
+version=${KVD_DEB_VERSION:-$(sed -n 's/.*current = "\(.*\)".*/\1/p' Sources/KVProtocol/Version.swift)}
 [ -n "$version" ] || { echo "build-deb: no version in Sources/KVProtocol/Version.swift" >&2; exit 1; }
 if [ $# -ge 1 ]; then
   bin=$(cd "$1" && pwd)
@@ -83,10 +86,14 @@ depends=$(
 )
 size=$(du -sk --exclude=DEBIAN "$stage" | cut -f1)
 sed -e "s|@VERSION@|$version|" -e "s|@SIZE@|$size|" -e "s|@DEPENDS@|$depends|" packaging/deb/control.in > "$stage/DEBIAN/control"
-install -m 0755 packaging/deb/postinst packaging/deb/prerm packaging/deb/postrm "$stage/DEBIAN/"
+scripts=${KVD_DEB_SCRIPTS:-packaging/deb}
+for script in preinst postinst prerm postrm; do
+  if [ -f "$scripts/$script" ]; then install -m 0755 "$scripts/$script" "$stage/DEBIAN/"; fi
+done
 (cd "$stage" && find usr -type f -print0 | sort -z | xargs -0 md5sum) > "$stage/DEBIAN/md5sums"
 chmod 0644 "$stage/DEBIAN/control" "$stage/DEBIAN/md5sums"
 
-mkdir -p dist
-dpkg-deb --root-owner-group -Zgzip --build "$stage" "dist/kvd_${version}_amd64.deb" >/dev/null
-echo "built dist/kvd_${version}_amd64.deb"
+out=${KVD_DEB_DIR:-dist}
+mkdir -p "$out"
+dpkg-deb --root-owner-group -Zgzip --build "$stage" "$out/kvd_${version}_amd64.deb" >/dev/null
+echo "built $out/kvd_${version}_amd64.deb"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The Debian package end to end, as `make test` runs it (as root): build dist/kvd_*.deb, check it
-# with lintian (no errors), install it with apt-get, use kvctl from /usr/bin as an ordinary user
+# with lintian (no errors), check its upgrades in a throw-away root (scripts/test-deb-upgrade.sh),
+# install it with apt-get, use kvctl from /usr/bin as an ordinary user
 # (kvctl starts /usr/bin/kvd for them), check what postinst set up, remove it (users' data and
 # /var/lib/kvd stay), purge it (/var/lib/kvd goes). Exits non-zero at the first difference.
 # Usage: scripts/test-deb.sh BIN_DIR   (a release build with --static-swift-stdlib)
@@ -25,6 +26,9 @@ done
 deb=$(ls "$root"/dist/kvd_*_amd64.deb | tail -n1)
 echo "test-deb: lintian $deb"
 lintian --fail-on error --suppress-tags maintainer-script-calls-systemctl "$deb" || fail "lintian reports errors"
+# Upgrades (the admin's disabled sockets stay disabled, kvd-system.service is restarted), in a
+# throw-away root that leaves this machine as it was.
+"$root/scripts/test-deb-upgrade.sh" "$bin" "$deb" || fail "the upgrade test failed"
 
 user=kvd-deb-user
 work=$(mktemp -d /tmp/kvd-deb-test-XXXXXX)

@@ -22,19 +22,23 @@ public struct Failure: Error, Sendable, Equatable, CustomStringConvertible {
     public var description: String { message }
 }
 
-/// Options before the command: `[--socket PATH] [--system] [--json] [--no-autostart]`.
+/// Options before the command: `[--socket PATH] [--system] [--json] [--no-autostart] [--null]`.
 public struct GlobalOptions: Sendable, Equatable {
     public var socket: String?
     /// `--system`: talk to the system instance (`kvd --system`), which is never autostarted.
     public var system = false
     public var json = false
     public var autostart = true
+    /// `--null`: `domains` and `keys` print each name exactly as stored followed by a NUL byte,
+    /// for programs (the completion scripts) that must not guess at escapes.
+    public var null = false
 
-    public init(socket: String? = nil, system: Bool = false, json: Bool = false, autostart: Bool = true) {
+    public init(socket: String? = nil, system: Bool = false, json: Bool = false, autostart: Bool = true, null: Bool = false) {
         self.socket = socket
         self.system = system
         self.json = json
         self.autostart = autostart
+        self.null = null
     }
 }
 
@@ -117,6 +121,7 @@ extension Invocation {
             case "--system": options.system = true
             case "--json": options.json = true
             case "--no-autostart": options.autostart = false
+            case "--null": options.null = true
             case "--help", "-h": return Invocation(options: options, command: .help(nil))
             case "--version": return Invocation(options: options, command: .version)
             default:

@@ -37,7 +37,7 @@ public enum Completion {
     }
 
     /// The options before the command.
-    static let globalOptions = ["--socket", "--system", "--json", "--no-autostart", "--version", "--help"]
+    static let globalOptions = ["--socket", "--system", "--json", "--no-autostart", "--null", "--version", "--help"]
 
     /// `set`'s type flags: the scalar ones and those that build arrays, dictionaries or any value.
     static var typeFlags: [String] {
@@ -89,7 +89,7 @@ public enum Completion {
 
     /// `_kvctl_slots CMD`, shared by the bash and zsh scripts: prints the slots of the command's
     /// arguments.
-    private static var shSlotsFunction: String {
+    static var shSlotsFunction: String {
         """
         # The slots of a command's arguments: domain key file command value none, or a|b words.
         _kvctl_slots() {
@@ -109,82 +109,10 @@ public enum Completion {
         }.joined(separator: "\n")
     }
 
-    private static func words(_ list: [String]) -> String { list.joined(separator: " ") }
+    static func words(_ list: [String]) -> String { list.joined(separator: " ") }
 }
 
 extension Completion {
-    private static var bashScript: String {
-        """
-        # bash completion for kvctl; made by `kvctl completion bash`. Load it with
-        #   source <(kvctl completion bash)
-        # or install it as bash-completion's completions/kvctl.
-
-        \(shSlotsFunction)
-        # kvctl with the --socket/--system of the line being completed, never starting kvd,
-        # errors hidden.
-        _kvctl_ask() {
-            local -a connection=(--no-autostart)
-            local i
-            for ((i = 1; i < COMP_CWORD; i++)); do
-                case ${COMP_WORDS[i]} in
-                    --system) connection+=(--system) ;;
-                    --socket)
-                        [[ ${COMP_WORDS[i+1]} == = ]] && ((i++))
-                        connection+=(--socket "${COMP_WORDS[i+1]}"); ((i++)) ;;
-                    --socket=*) connection+=("${COMP_WORDS[i]}") ;;
-                    -*) ;;
-                    *) break ;;
-                esac
-            done
-            "${COMP_WORDS[0]}" "${connection[@]}" "$@" 2>/dev/null
-        }
-
-        # The lines of standard input that start with $1, shell-quoted; never evaluated.
-        _kvctl_matching() {
-            local line
-            while IFS= read -r line; do
-                [[ $line == "$1"* ]] && printf '%q\\n' "$line"
-            done
-        }
-
-        _kvctl() {
-            local cur=${COMP_WORDS[COMP_CWORD]} i=1 command="" slot
-            COMPREPLY=()
-            while ((i < COMP_CWORD)); do
-                case ${COMP_WORDS[i]} in
-                    --socket) [[ ${COMP_WORDS[i+1]} == = ]] && ((i++)); ((i += 2)) ;;
-                    -*) ((i++)) ;;
-                    *) command=${COMP_WORDS[i]}; break ;;
-                esac
-            done
-            if [[ -z $command ]]; then
-                if [[ ${COMP_WORDS[COMP_CWORD-1]} == --socket || $cur == = ]]; then
-                    mapfile -t COMPREPLY < <(compgen -f -- "${cur#=}")
-                elif [[ $cur == -* ]]; then
-                    mapfile -t COMPREPLY < <(compgen -W "\(words(globalOptions))" -- "$cur")
-                else
-                    mapfile -t COMPREPLY < <(compgen -W "\(words(commandNames))" -- "$cur")
-                fi
-                return
-            fi
-            local -a slots
-            read -ra slots <<< "$(_kvctl_slots "$command")"
-            slot=${slots[COMP_CWORD - i - 1]:-}
-            [[ -z $slot && ${#slots[@]} -gt 0 && ${slots[-1]} == value ]] && slot=value
-            case $slot in
-                domain) mapfile -t COMPREPLY < <({ echo -g; _kvctl_ask domains; } | _kvctl_matching "$cur") ;;
-                key) mapfile -t COMPREPLY < <(_kvctl_ask keys "${COMP_WORDS[i+1]}" | _kvctl_matching "$cur") ;;
-                file) mapfile -t COMPREPLY < <(compgen -f -- "$cur") ;;
-                command) mapfile -t COMPREPLY < <(compgen -W "\(words(commandNames))" -- "$cur") ;;
-                value) [[ $cur == -* ]] && mapfile -t COMPREPLY < <(compgen -W "\(words(typeFlags))" -- "$cur") ;;
-                --* | *'|'*) mapfile -t COMPREPLY < <(compgen -W "${slot//|/ }" -- "$cur") ;;
-            esac
-        }
-        complete -o default -F _kvctl kvctl
-
-        """
-    }
-
     private static var zshScript: String {
         """
         #compdef kvctl
@@ -198,24 +126,25 @@ extension Completion {
             local -a connection=(--no-autostart)
             local i
             for ((i = 2; i < CURRENT; i++)); do
-                case ${words[i]} in
+                case ${(Q)words[i]} in
                     --system) connection+=(--system) ;;
-                    --socket) connection+=(--socket "${words[i+1]}"); ((i++)) ;;
-                    --socket=*) connection+=("${words[i]}") ;;
+                    --socket) connection+=(--socket "${(Q)words[i+1]}"); ((i++)) ;;
+                    --socket=*) connection+=("${(Q)words[i]}") ;;
                     -*) ;;
                     *) break ;;
                 esac
             done
-            "${words[1]}" "${connection[@]}" "$@" 2>/dev/null
+            "${(Q)words[1]}" "${connection[@]}" "$@" 2>/dev/null
         }
 
         _kvctl() {
             local i=2 command="" slot
+            local -a names
             while ((i < CURRENT)); do
-                case ${words[i]} in
+                case ${(Q)words[i]} in
                     --socket) ((i += 2)) ;;
                     -*) ((i++)) ;;
-                    *) command=${words[i]}; break ;;
+                    *) command=${(Q)words[i]}; break ;;
                 esac
             done
             if [[ -z $command ]]; then
@@ -232,8 +161,8 @@ extension Completion {
             slot=${slots[CURRENT - i]}
             [[ -z $slot && ${slots[-1]} == value ]] && slot=value
             case $slot in
-                domain) compadd -- -g ${(f)"$(_kvctl_ask domains)"} ;;
-                key) compadd -Q -- ${(q)${(f)"$(_kvctl_ask keys ${words[i+1]})"}} ;;
+                domain) names=(-g ${(0)"$(_kvctl_ask --null domains)"}); compadd -- "${names[@]}" ;;
+                key) names=(${(0)"$(_kvctl_ask --null keys "${(Q)words[i+1]}")"}); compadd -- "${names[@]}" ;;
                 file) _files ;;
                 command) compadd -- \(words(commandNames)) ;;
                 value) [[ $PREFIX == -* ]] && compadd -- \(words(typeFlags)) ;;
@@ -304,11 +233,11 @@ extension Completion {
             end
             if test -z "$command"
                 if test "$words[-1]" = --socket
-                    __fish_complete_path $cur
+                    printf '%s\\0' (__fish_complete_path $cur)
                 else if string match -q -- '-*' $cur
-                    printf '%s\\n' \(words(globalOptions))
+                    printf '%s\\0' \(words(globalOptions))
                 else
-                    printf '%s\\n' \(words(commandNames))
+                    printf '%s\\0' \(words(commandNames))
                 end
                 return
             end
@@ -319,22 +248,27 @@ extension Completion {
             end
             switch "$slot"
                 case domain
-                    printf '%s\\n' -g
-                    __kvctl_ask domains
+                    printf '%s\\0' -g
+                    __kvctl_ask --null domains
                 case key
-                    __kvctl_ask keys $words[(math $i + 1)]
+                    # fish reads a TAB in a completion as the start of its description, so a
+                    # key holding one cannot be offered whole: it is left out.
+                    for name in (__kvctl_ask --null keys $words[(math $i + 1)] | string split0)
+                        string match -q -- '*'\\t'*' $name; or printf '%s\\0' $name
+                    end
                 case file
-                    __fish_complete_path $cur
+                    printf '%s\\0' (__fish_complete_path $cur)
                 case command
-                    printf '%s\\n' \(words(commandNames))
+                    printf '%s\\0' \(words(commandNames))
                 case value
-                    string match -q -- '-*' $cur; and printf '%s\\n' \(words(typeFlags))
+                    string match -q -- '-*' $cur; and printf '%s\\0' \(words(typeFlags))
                 case '*|*' '--*'
-                    string split '|' -- $slot
+                    printf '%s\\0' (string split '|' -- $slot)
             end
         end
 
-        complete -c kvctl -f -a '(__kvctl_complete)'
+        # Each completion ends with a NUL: a name may hold a newline.
+        complete -c kvctl -f -a '(__kvctl_complete | string split0)'
 
         """
     }

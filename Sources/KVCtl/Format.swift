@@ -91,9 +91,11 @@ enum Format {
         return lines.map(escapedLine).joined(separator: "\n") + "\n"
     }
 
-    /// A list of names: one a line, or a JSON array (exact). A line is never ambiguous: a
+    /// A list of names: one a line, or a JSON array (exact), or with `null` each name as it is
+    /// followed by a NUL (exact: a name never holds a NUL). A line is never ambiguous: a
     /// backslash and control characters are written escaped (`\\`, `\n`, `\t`, `\r`, `\x1b`).
-    static func names(_ names: [String], json asJSON: Bool) -> String {
+    static func names(_ names: [String], json asJSON: Bool, null: Bool = false) -> String {
+        if null { return names.map { $0 + "\u{0}" }.joined() }
         if asJSON { return JSONWriter().string(.array(names.map(JSON.string))) + "\n" }
         return names.map { escapedLine($0) + "\n" }.joined()
     }

@@ -240,7 +240,7 @@ enum Help {
     /// The usage line of a command, or of kvctl as a whole.
     static func usageLine(_ command: String?) -> String {
         guard let command, let entry = entry(command) else {
-            return "usage: kvctl [--socket PATH] [--system] [--json] [--no-autostart] COMMAND ... (see: kvctl --help)"
+            return "usage: kvctl [--socket PATH] [--system] [--json] [--no-autostart] [--null] COMMAND ... (see: kvctl --help)"
         }
         return "usage: kvctl [OPTIONS] \(entry.usage) (see: kvctl help \(entry.name))"
     }
@@ -257,7 +257,7 @@ enum Help {
             return "  " + entry.usage.padding(to: width) + "  " + entry.summary + alias
         }
         return """
-            usage: kvctl [--socket PATH] [--system] [--json] [--no-autostart] COMMAND ...
+            usage: kvctl [--socket PATH] [--system] [--json] [--no-autostart] [--null] COMMAND ...
 
             Reads and writes the settings kept by kvd, in the spirit of macOS `defaults`.
             With --system, every command works on the system instance (kvd --system): the
@@ -278,6 +278,7 @@ enum Help {
                                member of the group kvd-admin
               --json           print typed JSON (values, lists, revisions)
               --no-autostart   do not start kvd when nothing listens (also: KVD_NO_AUTOSTART=1)
+              --null           domains and keys: each name exactly as stored, then a NUL
               --version        print kvctl's version
               -h, --help       this help; kvctl help COMMAND explains one command
 

@@ -36,11 +36,11 @@ struct Runner {
         case .delete(let domain, let key):
             printRevision(try connection.delete(domain, key))
         case .domains:
-            console.out(Format.names(try connection.domains().map(\.name).sorted(), json: options.json))
+            console.out(Format.names(try connection.domains().map(\.name).sorted(), json: options.json, null: options.null))
         case .keys(let domain):
             let listing = try connection.list(domain)
             let names = (Array(listing.values.keys) + Array(listing.unreadable.keys)).map(\.name).sorted()
-            console.out(Format.names(names, json: options.json))
+            console.out(Format.names(names, json: options.json, null: options.null))
         case .readType(let domain, let key):
             console.out(try connection.get(domain, key).value.typeName + "\n")
         case .rename(let domain, let old, let new):

@@ -21,8 +21,9 @@ import Testing
         return path
     }
 
-    /// Completes `line` (the words before the cursor, then the word being completed) in bash with
-    /// kvctl's script through its completion function, the way bash calls it on Tab; returns
+    /// Completes `line` (the words before the cursor, then the word being completed; none needs
+    /// quoting) in bash with kvctl's script through its completion function, the way bash calls
+    /// it on Tab; returns
     /// COMPREPLY, one a line. kvctl is found on PATH, as after installing; autostart is allowed,
     /// so a completion that started kvd would show.
     private static func bash(_ script: String, _ line: [String]) throws -> [String] {
@@ -30,8 +31,8 @@ import Testing
         let program = """
             source \(script)
             [[ $(complete -p kvctl) == *"-F _kvctl"* ]] || { echo "kvctl has no completion function" >&2; exit 3; }
-            COMP_WORDS=(\(words)); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); COMP_LINE="${COMP_WORDS[*]}"
-            _kvctl
+            COMP_WORDS=(\(words)); COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); COMP_LINE="${COMP_WORDS[*]}"; COMP_POINT=${#COMP_LINE}
+            _kvctl kvctl "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"
             printf '%s\\n' "${COMPREPLY[@]}"
             """
         let shell = try run("/bin/bash", ["-c", program], environment: ["PATH": Binaries.directory + ":/usr/bin:/bin", "KVD_NO_AUTOSTART": "0"])

@@ -34,4 +34,15 @@ import Testing
         }
         #expect(Completion.typeFlags.contains("-integer") && Completion.commandNames.contains("write"))
     }
+
+    /// `--null`, which the scripts read names with: each name exactly as stored, then a NUL.
+    @Test func nullListsNamesExactlyEachEndedByANul() throws {
+        #expect(try Invocation.parse(["--null", "keys", "com.a"]).options.null)
+        #expect(try !Invocation.parse(["keys", "com.a"]).options.null)
+        #expect(Format.names(["back\\slash", "new\nline", "tab\tthere"], json: false, null: true) == "back\\slash\u{0}new\nline\u{0}tab\tthere\u{0}")
+        #expect(Format.names([], json: false, null: true) == "")
+        for shell in Shell.allCases {
+            #expect(Completion.script(for: shell).contains("--null keys"), "\(shell) reads keys without --null")
+        }
+    }
 }
