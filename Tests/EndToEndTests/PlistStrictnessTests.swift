@@ -61,7 +61,7 @@ import Testing
         let array = [0xAF, 0x11] + BPlist.bigEndian(1000, 2) + (0..<1000).flatMap { _ in BPlist.bigEndian(3, 2) }
         let bytes = BPlist.make([BPlist.dictionary(keys: [1], values: [2], size: 2), BPlist.ascii("big"), array, string], referenceSize: 2)
         try Self.expectRefused(
-            bytes, [#"the value of "big" expands to more than 16776960 bytes of values, more than one domain holds"#], sandbox, limitMemory: true, "1,000 references")
+            bytes, [#"the value of "big" expands to more than 16776192 bytes of values, more than one domain holds"#], sandbox, limitMemory: true, "1,000 references")
         daemon.stop()
     }
 
