@@ -4,6 +4,17 @@ import Testing
 
 /// A small tmpfs mounted for one test (root only), unmounted by ``unmount()``.
 enum Tmpfs {
+    /// Mounts a tmpfs of `size` as `sandbox`'s state folder; records an issue and returns false
+    /// if that fails. The caller unmounts it.
+    static func mountState(of sandbox: Sandbox, size: String) throws -> Bool {
+        try FileManager.default.createDirectory(atPath: sandbox.state, withIntermediateDirectories: true)
+        guard mount(sandbox.state, size: size) else {
+            Issue.record("mounting a tmpfs on \(sandbox.state) failed")
+            return false
+        }
+        return true
+    }
+
     /// Whether this process may mount a tmpfs: it is root and a trial mount works.
     static let available: Bool = {
         guard getuid() == 0 else { return false }
@@ -71,11 +82,7 @@ enum Tmpfs {
     @Test(.enabled(if: Tmpfs.available, "needs root to mount a 2 MiB tmpfs as the state folder; skipped"), .timeLimit(.minutes(20)))
     func fullDiskFailsWritesCleanlyAndWritesWorkAgainOnceSpaceIsFreed() throws {
         let sandbox = Sandbox()
-        try FileManager.default.createDirectory(atPath: sandbox.state, withIntermediateDirectories: true)
-        guard Tmpfs.mount(sandbox.state, size: "2m") else {
-            Issue.record("mounting a tmpfs on \(sandbox.state) failed")
-            return
-        }
+        guard try Tmpfs.mountState(of: sandbox, size: "2m") else { return }
         var daemon: Daemon?
         defer {
             daemon?.stop(SIGKILL)
@@ -146,11 +153,7 @@ enum Tmpfs {
     @Test(.enabled(if: Tmpfs.available, "needs root to mount a 6 MiB tmpfs as the state folder; skipped"), .timeLimit(.minutes(5)))
     func historyIsDroppedBeforeAWriteIsRefused() throws {
         let sandbox = Sandbox()
-        try FileManager.default.createDirectory(atPath: sandbox.state, withIntermediateDirectories: true)
-        guard Tmpfs.mount(sandbox.state, size: "6m") else {
-            Issue.record("mounting a tmpfs on \(sandbox.state) failed")
-            return
-        }
+        guard try Tmpfs.mountState(of: sandbox, size: "6m") else { return }
         var daemon: Daemon?
         defer {
             daemon?.stop(SIGKILL)
