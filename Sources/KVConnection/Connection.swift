@@ -94,7 +94,7 @@ public final class Connection: Sendable {
     /// Sends all `requests` at once, then reads their replies, in order. A failure of the
     /// connection fails the requests not yet answered. Each request must have exactly one reply:
     /// no `DefaultsRequest.watch(_:_:)`. A request longer than one message
-    /// (``Limits/messageBytes``) is not sent: it fails with ``ClientError/tooLarge(limit:)``, as
+    /// (`Limits.messageBytes`) is not sent: it fails with ``ClientError/tooLarge(limit:)``, as
     /// kvd would answer it (kvd then closes the connection, often before the client has sent it
     /// all and can read the answer), and the others are still sent.
     public func callPipelined(_ requests: [DefaultsRequest]) -> [Result<VarlinkReply, ClientError>] {
