@@ -22,15 +22,20 @@ final class ReplyStream {
     struct Run {
         var domain: Domain?
         var changes: [Change]
+        /// Keys whose stored values cannot be read, with the reason (`Backup` names them in
+        /// the run's first piece).
+        var unreadable: [Key: String] = [:]
     }
 
     /// The reply carrying `changes`, a part of `run`: `first` and `last` say whether it is the
     /// stream's first or last piece.
     typealias Make = (_ run: Run, _ changes: ArraySlice<Change>, _ first: Bool, _ last: Bool) -> VarlinkReply
 
-    private let runs: [Run]
+    /// The runs after ``current``, made one at a time as the pieces reach them.
+    private let runs: AnyIterator<Run>
+    /// The run the next piece comes from; nil when every piece was made.
+    private var current: Run?
     private let make: Make
-    private var runIndex = 0
     private var changeIndex = 0
     private var madeFirst = false
     /// Live replies that came before the last piece was made.
@@ -45,27 +50,37 @@ final class ReplyStream {
     }
 
     /// A stream of `runs` (an empty run still makes a piece: a watch of an empty domain).
-    init(runs: [Run], make: @escaping Make) {
+    convenience init(runs: [Run], make: @escaping Make) {
+        self.init(lazy: AnyIterator(runs.makeIterator()), make: make)
+    }
+
+    /// A stream of the runs `runs` gives, each taken only when the pieces reach it (after the
+    /// last piece of the one before), so at most two are held at once (`Backup`: one domain's
+    /// values at a time).
+    init(lazy runs: AnyIterator<Run>, make: @escaping Make) {
         self.runs = runs
+        self.current = runs.next()
         self.make = make
     }
 
     /// Whether every piece was made.
-    var isDone: Bool { runIndex == runs.count }
+    var isDone: Bool { current == nil }
 
-    /// The next piece, or nil when every piece was made.
+    /// The next piece, or nil when every piece was made. A piece takes changes while they fit
+    /// in ``pieceBytes`` (at least one, however large).
     func next() -> VarlinkReply? {
-        guard runIndex < runs.count else { return nil }
-        let run = runs[runIndex]
+        guard let run = current else { return nil }
         let start = changeIndex
         var bytes = 0
-        while changeIndex < run.changes.count, changeIndex == start || bytes < Self.pieceBytes {
-            bytes += Self.measure(run.changes[changeIndex])
+        while changeIndex < run.changes.count {
+            let size = Self.measure(run.changes[changeIndex])
+            if changeIndex > start, bytes + size > Self.pieceBytes { break }
+            bytes += size
             changeIndex += 1
         }
         let slice = run.changes[start..<changeIndex]
         if changeIndex == run.changes.count {
-            runIndex += 1
+            current = runs.next()
             changeIndex = 0
         }
         let first = !madeFirst
