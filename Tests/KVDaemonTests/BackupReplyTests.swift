@@ -30,7 +30,11 @@ import Testing
         _ = try loop.store.commit(small, .delete(try Key(validating: "k0")))
 
         let expected = 12 + 1 + 1 + 1  // a piece per big value, one for small, the last, Domains
-        loop.run("the backup did not end", passes: 2000) { client.replies.count == expected }
+        loop.run("the backup did not end", passes: 2000) {
+            _ = client.isClosed  // reads what arrived
+            return loop.server.streams.isEmpty && loop.server.connectionsByID.values.allSatisfy { $0.pendingOutput == 0 }
+        }
+        loop.run("the call after the backup was not answered") { client.replies.count == expected }
         let replies = try client.replies.map { try VarlinkReply(message: ArraySlice($0.utf8)) }
         #expect(replies.count == expected)
         guard replies.count == expected else { return }
