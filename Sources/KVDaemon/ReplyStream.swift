@@ -2,18 +2,19 @@ import KVProtocol
 import KVValues
 
 /// The first replies of a `Mirror` (the whole system store) or of a `Watch` (a domain's current
-/// values, which with the system layer's can be larger than one message), made a piece at a
-/// time as the client reads them, so that what grows with the data is never queued whole
+/// values, which with the system layer's can be larger than one message), or the replies of a
+/// `Backup` (every domain), made a piece at a time as the client reads them, so that what grows with the data is never queued whole
 /// (issue 23).
 ///
 /// The changes to send are taken when the call is answered (a consistent view at one
-/// revision; the values are shared with the store's, not copied); each piece holds about
-/// ``pieceBytes`` of them, or one change when that is larger, and is at most one message (the
+/// revision; the values are shared with the store's, not copied; a `Backup`'s runs are taken
+/// one at a time, see ``init(lazy:make:)``); each piece holds at most about ``pieceBytes`` of
+/// them, or one change when that is larger, and is at most one message (the
 /// budgets leave room for the envelope, see ``Limits/replyOverhead``). Live replies (commits,
 /// changes of the system layer) that come meanwhile wait in ``deferred`` and go out after the
 /// last piece, in order. Loop thread only.
 final class ReplyStream {
-    /// A piece is cut once its changes take this many bytes as JSON.
+    /// A piece takes changes while they fit in this many bytes as JSON (at least one).
     static let pieceBytes = 1 << 20
     /// Pieces are made while the client has less than this many bytes unsent.
     static let lowWater = 2 << 20
