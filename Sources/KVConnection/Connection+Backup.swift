@@ -19,34 +19,70 @@ public struct BackupSnapshot: Sendable, Equatable {
 }
 
 extension Connection {
-    /// Every domain of the instance at one revision (kvd captures them at once and streams one
-    /// reply per domain). Blocks until the last reply.
+    /// Every domain of the instance at one revision (kvd captures them at once and streams
+    /// them in pieces). Holds the whole backup; blocks until the last reply.
     ///
     /// - Throws: `.protocolError` if the replies disagree on the revision or end early.
     public func backup() throws(ClientError) -> BackupSnapshot {
-        var snapshot: BackupSnapshot?
+        var snapshot = BackupSnapshot(revision: 0, domains: [:])
+        let revision = try backup { domain, values, unreadable in
+            snapshot.domains[domain] = values
+            if !unreadable.isEmpty { snapshot.unreadable[domain] = unreadable }
+            return true
+        }
+        snapshot.revision = revision ?? 0  // never nil: every domain is taken
+        return snapshot
+    }
+
+    /// Every domain of the instance at one revision, handed to `eachDomain` one domain at a time
+    /// (its values, and the keys kvd cannot read with the reason), in the order kvd sends them
+    /// (sorted by name), as soon as the domain's last piece arrived: only one domain is held
+    /// at once. Returns the revision. `eachDomain` returning false stops the backup (the
+    /// connection is then closed) and returns nil. Blocks until the last reply.
+    ///
+    /// - Throws: `.protocolError` if the replies disagree on the revision, end early, or give a
+    ///   domain's pieces apart.
+    @discardableResult
+    public func backup(eachDomain: (Domain, [Key: Value], [Key: String]) -> Bool) throws(ClientError) -> Int64? {
+        var revision: Int64?
         var finished = false
+        var current: (domain: Domain, values: [Key: Value], unreadable: [Key: String])?
+        var done: Set<Domain> = []
+        var stopped = false
         try stream(.backup) { (reply) throws(ClientError) -> Bool in
-            let revision = try Decode.revision(reply)
-            guard revision == snapshot?.revision ?? revision else { throw .protocolError("Backup replies at two revisions, \(revision) and \(snapshot!.revision)") }
-            if snapshot == nil { snapshot = BackupSnapshot(revision: revision, domains: [:]) }
-            guard case .string(let name)? = reply.parameters["domain"] else {
+            let replyRevision = try Decode.revision(reply)
+            guard replyRevision == revision ?? replyRevision else { throw .protocolError("Backup replies at two revisions, \(replyRevision) and \(revision!)") }
+            revision = replyRevision
+            var domain: Domain?
+            if case .string(let name)? = reply.parameters["domain"] {
+                do { domain = try Domain(validating: name) } catch { throw .protocolError("Backup reply with an invalid domain: \(error)") }
+            }
+            if let held = current, held.domain != domain {
+                current = nil
+                done.insert(held.domain)
+                guard eachDomain(held.domain, held.values, held.unreadable) else {
+                    stopped = true
+                    return false
+                }
+            }
+            guard let domain else {
                 finished = true  // the last reply: the stream ends with it
                 return true
             }
-            let domain: Domain
-            do { domain = try Domain(validating: name) } catch { throw .protocolError("Backup reply with an invalid domain: \(error)") }
+            guard !done.contains(domain) else { throw .protocolError("Backup replies give domain \(domain.name) in two places") }
+            if current == nil { current = (domain, [:], [:]) }
             guard case .object(let values)? = reply.parameters["values"] else { throw .protocolError("Backup reply without a \"values\" object") }
-            for (name, json) in values { snapshot!.domains[domain, default: [:]][try Decode.key(name)] = try Decode.value(json, "values") }
+            for (name, json) in values { current!.values[try Decode.key(name)] = try Decode.value(json, "values") }
             if case .object(let unreadable)? = reply.parameters["unreadable"] {
                 for (name, reason) in unreadable {
                     guard case .string(let text) = reason else { throw .protocolError("Backup reply with a reason that is not a string") }
-                    snapshot!.unreadable[domain, default: [:]][try Decode.key(name)] = text
+                    current!.unreadable[try Decode.key(name)] = text
                 }
             }
             return true
         }
-        guard finished, let snapshot else { throw .protocolError("the Backup replies ended before the last one") }
-        return snapshot
+        if stopped { return nil }
+        guard finished, let revision else { throw .protocolError("the Backup replies ended before the last one") }
+        return revision
     }
 }

@@ -23,16 +23,64 @@ struct BackupFile: Equatable {
         self.domains = domains
     }
 
-    /// The file's bytes: one domain a line-indented member, values compact.
+    /// The file's bytes: one domain a line-indented member, values compact. The same bytes as
+    /// ``Writer`` writes piece by piece.
     func encoded() -> [UInt8] {
-        let domains = self.domains.reduce(into: [String: JSON]()) {
-            $0[$1.key.name] = Value.dictionary(Dictionary(uniqueKeysWithValues: $1.value.map { ($0.key.name, $0.value) })).typedJSON
+        var writer = Writer(created: created)
+        var bytes = writer.start()
+        for domain in domains.keys.sorted() { bytes += writer.domain(domain, domains[domain]!) }
+        return bytes + writer.end(revision: revision)
+    }
+
+    /// Writes a backup file piece by piece, as the domains arrive (sorted by name: the order
+    /// kvd sends them): ``start()``, ``domain(_:_:)`` for each, then ``end(revision:)``.
+    struct Writer {
+        let created: Date
+        private var domains = 0
+        private let json = JSONWriter(pretty: true, sortKeys: true, maxIndentedLevel: 2)
+
+        init(created: Date) {
+            self.created = created
         }
-        let file: JSON = .object([
-            "format": .string(Self.format), "version": .integer(Self.version), "revision": .integer(revision),
-            "created": .string(RFC3339.format(created)), "domains": .object(domains),
-        ])
-        return JSONWriter(pretty: true, sortKeys: true, maxIndentedLevel: 2).bytes(file) + [UInt8(ascii: "\n")]
+
+        /// The file's members before its domains (sorted, as a pretty writer puts them).
+        func start() -> [UInt8] {
+            var out: [UInt8] = [UInt8(ascii: "{")]
+            json.newline(into: &out, level: 1)
+            json.writeMemberName("created", into: &out)
+            json.write(.string(RFC3339.format(created)), into: &out, level: 1)
+            out.append(UInt8(ascii: ","))
+            json.newline(into: &out, level: 1)
+            json.writeMemberName("domains", into: &out)
+            out.append(UInt8(ascii: "{"))
+            return out
+        }
+
+        /// One domain's member of `"domains"`.
+        mutating func domain(_ domain: Domain, _ values: [Key: Value]) -> [UInt8] {
+            var out: [UInt8] = domains > 0 ? [UInt8(ascii: ",")] : []
+            domains += 1
+            json.newline(into: &out, level: 2)
+            json.writeMemberName(domain.name, into: &out)
+            let value = Value.dictionary(Dictionary(uniqueKeysWithValues: values.map { ($0.key.name, $0.value) })).typedJSON
+            json.write(value, into: &out, level: 2)
+            return out
+        }
+
+        /// The rest of the file, after the last domain.
+        func end(revision: Int64) -> [UInt8] {
+            var out: [UInt8] = []
+            if domains > 0 { json.newline(into: &out, level: 1) }
+            out.append(UInt8(ascii: "}"))
+            for (name, value) in [("format", JSON.string(BackupFile.format)), ("revision", .integer(revision)), ("version", .integer(BackupFile.version))] {
+                out.append(UInt8(ascii: ","))
+                json.newline(into: &out, level: 1)
+                json.writeMemberName(name, into: &out)
+                json.write(value, into: &out, level: 1)
+            }
+            json.newline(into: &out, level: 0)
+            return out + Array("}\n".utf8)
+        }
     }
 
     /// Reads a backup file (`name` for messages). Throws what is wrong with it, naming the
@@ -98,17 +146,34 @@ extension Invocation {
 }
 
 extension Runner {
-    /// `backup FILE|-`: every domain at one revision into FILE (atomically) or stdout; says
-    /// on stderr what it wrote. Keys kvd cannot read are named, and make it fail, after the
-    /// file is written without them.
+    /// `backup FILE|-`: every domain at one revision into FILE (atomically) or stdout, written
+    /// as the domains arrive (one held at a time); says on stderr what it wrote. Keys kvd
+    /// cannot read are named, and make it fail, after the file is written without them.
     func backup(to file: String, on connection: Connection) throws {
-        let snapshot = try connection.backup()
-        let backup = BackupFile(revision: snapshot.revision, created: Date(), domains: snapshot.domains)
-        if file == "-" { console.out(String(decoding: backup.encoded(), as: UTF8.self)) } else { try Files.writeAtomically(file, backup.encoded()) }
-        let keys = snapshot.domains.values.reduce(0) { $0 + $1.count }
-        console.err("kvctl: backed up \(snapshot.domains.count) domains (\(keys) keys) at revision \(snapshot.revision) to \(file == "-" ? "stdout" : file)\n")
-        for (domain, unreadable) in snapshot.unreadable.sorted(by: { $0.key < $1.key }) {
-            try Self.refuseLeftOut(DomainListing(values: [:], unreadable: unreadable, revision: 0), of: domain, from: "the backup")
+        var writer = BackupFile.Writer(created: Date())
+        var (domains, keys) = (0, 0)
+        var unreadable: [(Domain, [Key: String])] = []
+        var revision: Int64 = 0
+        func write(_ output: ([UInt8]) throws(Failure) -> Void) throws {
+            var failure: Failure?
+            try output(writer.start())
+            let last = try connection.backup { domain, values, left in
+                do throws(Failure) { try output(writer.domain(domain, values)) } catch {
+                    failure = error
+                    return false
+                }
+                (domains, keys) = (domains + 1, keys + values.count)
+                if !left.isEmpty { unreadable.append((domain, left)) }
+                return true
+            }
+            if let failure { throw failure }
+            revision = last ?? 0
+            try output(writer.end(revision: revision))
+        }
+        if file == "-" { try write { bytes in console.out(String(decoding: bytes, as: UTF8.self)) } } else { try Files.writeAtomically(file) { output in try write(output) } }
+        console.err("kvctl: backed up \(domains) domains (\(keys) keys) at revision \(revision) to \(file == "-" ? "stdout" : file)\n")
+        for (domain, left) in unreadable {
+            try Self.refuseLeftOut(DomainListing(values: [:], unreadable: left, revision: 0), of: domain, from: "the backup")
         }
     }
 

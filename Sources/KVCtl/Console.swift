@@ -67,12 +67,30 @@ enum Files {
     /// Hard links to the old file keep the old content. The corresponding C calls are `lstat`,
     /// `realpath`, `open(O_CREAT|O_EXCL|O_NOFOLLOW)`, `fchown`, `fchmod`, `fsync` and `rename`.
     static func writeAtomically(_ path: String, _ bytes: [UInt8]) throws(Failure) {
+        do { try writeAtomically(path) { write in try write(bytes) } } catch let failure as Failure { throw failure } catch { throw Failure("cannot write \(path): \(error)") }
+    }
+
+    /// Writes what `body` hands to its `write` function, in pieces, to `path`, atomically as
+    /// ``writeAtomically(_:_:)`` does: the file is replaced only after `body` returned and every
+    /// piece is durable; if `body` or a write throws, the file is left as it was (the error is
+    /// rethrown; a failed write as a `Failure` naming the file).
+    static func writeAtomically(_ path: String, writing body: (_ write: ([UInt8]) throws(Failure) -> Void) throws -> Void) throws {
         let (target, existing) = try replacedFile(path)
         let temporary = target + ".kvctl-\(getpid()).tmp"
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { throw Failure("cannot create \(temporary): \(systemError())") }
         var failure = existing.flatMap { keepOwnerAndMode(of: $0, on: descriptor) }
-        if failure == nil, let code = writeAll(descriptor, bytes) { failure = systemError(code) }
+        if failure == nil {
+            do {
+                try body { (bytes) throws(Failure) in
+                    if let code = writeAll(descriptor, bytes) { throw Failure("cannot write \(path): \(systemError(code))") }
+                }
+            } catch {
+                close(descriptor)
+                unlink(temporary)
+                throw error
+            }
+        }
         if failure == nil, fsync(descriptor) != 0 { failure = systemError() }
         close(descriptor)
         if failure == nil, rename(temporary, target) != 0 { failure = systemError() }

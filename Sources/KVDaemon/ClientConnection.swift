@@ -51,6 +51,9 @@ final class ClientConnection {
         case awaitingCommit
         /// Streams the changes of a `Watch`; handles no more calls.
         case watching(Watch)
+        /// Sends the pieces of a long reply (`Backup`'s, see ``ReplyStream``) as the client
+        /// reads them; handles its next calls after the last.
+        case streaming
         /// Sends what it has, then closes (after a fatal protocol error); reads nothing more.
         case closingAfterFlush
         /// Closed by the server; a queued settle or turn skips it.
@@ -100,7 +103,7 @@ final class ClientConnection {
         switch phase {
         case .closingAfterFlush: return true
         case .serving: return peer != .connected
-        case .watching: return peer == .hungUp
+        case .watching, .streaming: return peer == .hungUp
         case .waitingForTurn, .awaitingCommit, .closed: return false
         }
     }

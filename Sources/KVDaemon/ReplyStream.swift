@@ -2,18 +2,19 @@ import KVProtocol
 import KVValues
 
 /// The first replies of a `Mirror` (the whole system store) or of a `Watch` (a domain's current
-/// values, which with the system layer's can be larger than one message), made a piece at a
-/// time as the client reads them, so that what grows with the data is never queued whole
+/// values, which with the system layer's can be larger than one message), or the replies of a
+/// `Backup` (every domain), made a piece at a time as the client reads them, so that what grows with the data is never queued whole
 /// (issue 23).
 ///
 /// The changes to send are taken when the call is answered (a consistent view at one
-/// revision; the values are shared with the store's, not copied); each piece holds about
-/// ``pieceBytes`` of them, or one change when that is larger, and is at most one message (the
+/// revision; the values are shared with the store's, not copied; a `Backup`'s runs are taken
+/// one at a time, see ``init(lazy:make:)``); each piece holds at most about ``pieceBytes`` of
+/// them, or one change when that is larger, and is at most one message (the
 /// budgets leave room for the envelope, see ``Limits/replyOverhead``). Live replies (commits,
 /// changes of the system layer) that come meanwhile wait in ``deferred`` and go out after the
 /// last piece, in order. Loop thread only.
 final class ReplyStream {
-    /// A piece is cut once its changes take this many bytes as JSON.
+    /// A piece takes changes while they fit in this many bytes as JSON (at least one).
     static let pieceBytes = 1 << 20
     /// Pieces are made while the client has less than this many bytes unsent.
     static let lowWater = 2 << 20
@@ -22,15 +23,20 @@ final class ReplyStream {
     struct Run {
         var domain: Domain?
         var changes: [Change]
+        /// Keys whose stored values cannot be read, with the reason (`Backup` names them in
+        /// the run's first piece).
+        var unreadable: [Key: String] = [:]
     }
 
     /// The reply carrying `changes`, a part of `run`: `first` and `last` say whether it is the
     /// stream's first or last piece.
     typealias Make = (_ run: Run, _ changes: ArraySlice<Change>, _ first: Bool, _ last: Bool) -> VarlinkReply
 
-    private let runs: [Run]
+    /// The runs after ``current``, made one at a time as the pieces reach them.
+    private let runs: AnyIterator<Run>
+    /// The run the next piece comes from; nil when every piece was made.
+    private var current: Run?
     private let make: Make
-    private var runIndex = 0
     private var changeIndex = 0
     private var madeFirst = false
     /// Live replies that came before the last piece was made.
@@ -45,27 +51,37 @@ final class ReplyStream {
     }
 
     /// A stream of `runs` (an empty run still makes a piece: a watch of an empty domain).
-    init(runs: [Run], make: @escaping Make) {
+    convenience init(runs: [Run], make: @escaping Make) {
+        self.init(lazy: AnyIterator(runs.makeIterator()), make: make)
+    }
+
+    /// A stream of the runs `runs` gives, each taken only when the pieces reach it (after the
+    /// last piece of the one before), so at most two are held at once (`Backup`: one domain's
+    /// values at a time).
+    init(lazy runs: AnyIterator<Run>, make: @escaping Make) {
         self.runs = runs
+        self.current = runs.next()
         self.make = make
     }
 
     /// Whether every piece was made.
-    var isDone: Bool { runIndex == runs.count }
+    var isDone: Bool { current == nil }
 
-    /// The next piece, or nil when every piece was made.
+    /// The next piece, or nil when every piece was made. A piece takes changes while they fit
+    /// in ``pieceBytes`` (at least one, however large).
     func next() -> VarlinkReply? {
-        guard runIndex < runs.count else { return nil }
-        let run = runs[runIndex]
+        guard let run = current else { return nil }
         let start = changeIndex
         var bytes = 0
-        while changeIndex < run.changes.count, changeIndex == start || bytes < Self.pieceBytes {
-            bytes += Self.measure(run.changes[changeIndex])
+        while changeIndex < run.changes.count {
+            let size = Self.measure(run.changes[changeIndex])
+            if changeIndex > start, bytes + size > Self.pieceBytes { break }
+            bytes += size
             changeIndex += 1
         }
         let slice = run.changes[start..<changeIndex]
         if changeIndex == run.changes.count {
-            runIndex += 1
+            current = runs.next()
             changeIndex = 0
         }
         let first = !madeFirst

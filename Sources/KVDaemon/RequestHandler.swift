@@ -37,8 +37,9 @@ struct RequestHandler {
         case fleetWrite(FleetWriter.Change)
         /// `io.kvd.System.Status`: answered with ``statusReply(fleet:)``.
         case status
-        /// Several replies to send in order (`Backup`'s).
-        case replies([VarlinkReply])
+        /// Replies made piece by piece as the client reads them (`Backup`'s); the client's
+        /// next calls wait for the last.
+        case stream(ReplyStream)
         /// `ForgetHistory` or `KeepHistory`: made on the store's commit queue, answered with
         /// the revision like a write.
         case historyChange(Domain, HistoryChange)
@@ -74,7 +75,7 @@ struct RequestHandler {
         case .keepHistory(let domain, let key, let keep):
             return .historyChange(domain, .keep(domain, key, keep))
         case .backup:
-            return .replies(backupReplies())
+            return .stream(backupStream())
         case .lock, .unlock, .locks, .mirror, .status:
             guard isSystem else { return .reply(.failure(ServiceInterface.Error.methodNotFound, ["method": .string(request.call.method)])) }
             return handleSystem(request)

@@ -54,8 +54,10 @@ extension Server {
             startStream(handler.initialMirrorStream(revision: since), to: connection)
         case .status:
             if !oneway { connection.send(handler.statusReply(fleet: fleetWriter?.mirror.status)) }
-        case .replies(let replies):
-            for reply in replies { connection.send(reply) }
+        case .stream(let stream):
+            if oneway { return }
+            connection.phase = .streaming
+            startStream(stream, to: connection)
         case .historyChange(let domain, let change):
             connection.phase = .awaitingCommit
             commitsInFlight += 1

@@ -1,12 +1,14 @@
 import KVProtocol
 import KVValues
 
-/// First replies made piece by piece (``ReplyStream``): a watcher's pieces are made while it
-/// has little unsent, at the start and after each pass's reads and writes; live replies to it
-/// wait behind the last piece. Loop thread only.
+/// Replies made piece by piece (``ReplyStream``): a watcher's first replies, or a `Backup`'s,
+/// are made while the client has little unsent, at the start and after each pass's reads and
+/// writes; live replies to a watcher wait behind the last piece, and a streaming client's next
+/// calls are handled after it. Loop thread only.
 extension Server {
-    /// Makes `connection` (a watcher, whose call is being handled: the caller settles it) get
-    /// `stream`'s pieces, then its live replies.
+    /// Makes `connection` (a watcher, or a client in ``ClientConnection/Phase/streaming``,
+    /// whose call is being handled: the caller settles it) get `stream`'s pieces, then its
+    /// live replies or its next calls.
     func startStream(_ stream: ReplyStream, to connection: ClientConnection) {
         streams[connection.id] = stream
         refill(connection, stream, settle: false)
@@ -24,12 +26,14 @@ extension Server {
     }
 
     /// Makes pieces while `connection` has less than ``ReplyStream/lowWater`` unsent; after the
-    /// last, sends the live replies kept; with `settle`, queues the connection to be settled.
+    /// last, sends the live replies kept (a watcher) or serves its next calls again (a
+    /// streaming client); with `settle`, handles them and queues the connection to be settled.
     private func refill(_ connection: ClientConnection, _ stream: ReplyStream, settle: Bool) {
         guard connection.pendingOutput < ReplyStream.lowWater else { return }
         while connection.pendingOutput < ReplyStream.lowWater, let piece = stream.next() { connection.send(piece) }
         if stream.isDone {
             streams[connection.id] = nil
+            if connection.phase == .streaming { connection.phase = .serving }
             for reply in stream.takeDeferred() {
                 switch reply {
                 case .own(let bytes): connection.send { $0.append(contentsOf: bytes) }

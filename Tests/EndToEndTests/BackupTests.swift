@@ -86,6 +86,41 @@ import Testing
         daemon.stop()
     }
 
+    /// Issue 23 item 9: a store larger than `--max-client-memory` (20 MiB under 16M, in 5
+    /// domains of 4 MiB, each more than one piece) is backed up, the replies made as kvctl
+    /// reads them, and restored into a fresh state folder value for value.
+    @Test func storeLargerThanTheClientMemoryCapIsBackedUpAndRestored() throws {
+        let mib = 1 << 20
+        let cap = ["--max-client-memory", "16M"]
+        let source = Sandbox()
+        var daemon = try Daemon(source, extra: cap)
+        let client = try RawClient(source.socket)
+        for domain in (0..<5).map({ "com.example.d\($0)" }) {
+            for index in 0..<4 {
+                let value = String(repeating: String(UnicodeScalar(UInt8(97 + index))), count: mib - 16) + "\(domain)\(index)"
+                let reply = try client.call(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"\#(domain)","key":"k\#(index)","value":"\#(value)"}}"#)
+                #expect(reply["error"] == nil, "\(reply)")
+            }
+        }
+        client.close()
+        let file = source.root + "/large.json"
+        let run = try kvctl(source, "backup", file)
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stderr.contains("backed up 5 domains (20 keys)"), "\(run.stderr)")
+        let before = try Self.parse(try String(contentsOfFile: file, encoding: .utf8))["domains"] as? [String: [String: String]]
+        daemon.stop()
+        #expect(before?.count == 5 && before?.values.allSatisfy { $0.count == 4 } == true)
+
+        let target = Sandbox()
+        daemon = try Daemon(target, extra: cap)
+        let restore = try kvctl(target, "restore-backup", file, "--yes")
+        #expect(restore.status == 0, "\(restore.stderr)")
+        let again = try kvctl(target, "backup", "-")
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(try Self.parse(again.stdout)["domains"] as? [String: [String: String]] == before, "the restored store holds every value as it was")
+        daemon.stop()
+    }
+
     @Test func restoreBackupWithoutYesSaysWhatAndChangesNothing() throws {
         let sandbox = Sandbox()
         let daemon = try Daemon(sandbox)
