@@ -76,6 +76,7 @@ test: deps format-check
 	$(SWIFT) test --skip-build
 	$(PYTHON) tests/python/test_varlink.py "$$($(SWIFT) build --show-bin-path)"
 	$(MAKE) libkvd-test  # the C client library against the real kvd and kvctl, natively and under valgrind
+	$(MAKE) giokvd-test  # the GSettings backend: the gsettings CLI and PyGObject on a real kvd
 	$(MAKE) fuzz-smoke
 	$(MAKE) bench-smoke
 	$(SWIFT) build $(RELEASE_FLAGS)  # what make install, make deb and make bench build: every target, release
@@ -158,6 +159,7 @@ install: deps
 	  chmod 0644 $(DESTDIR)$$unit; \
 	done
 	$(MAKE) libkvd-install
+	$(MAKE) giokvd-install
 	@echo "installed; enable with: systemctl --user daemon-reload && systemctl --user enable --now kvd.socket"
 	@echo "the system instance (as root): groupadd --system kvd-admin; systemctl daemon-reload && systemctl enable --now kvd-system.socket"
 
@@ -168,9 +170,12 @@ uninstall:
 	rm -f $(DESTDIR)$(MANDIR)/man1/kvctl.1 $(DESTDIR)$(MANDIR)/man1/habits.1 $(DESTDIR)$(MANDIR)/man8/kvd.8
 	rm -f $(DESTDIR)$(BASHCOMPDIR)/kvctl $(DESTDIR)$(ZSHCOMPDIR)/_kvctl $(DESTDIR)$(FISHCOMPDIR)/kvctl.fish
 	$(MAKE) libkvd-uninstall
+	$(MAKE) giokvd-uninstall
 
 clean:
 	rm -rf .build
 
 ## libkvd, the C client library (clib/): make libkvd, libkvd-test, libkvd-install.
 include clib/libkvd.mk
+## libgiokvd.so, the GSettings backend (clib/gio/): make giokvd, giokvd-test, giokvd-install.
+include clib/gio/giokvd.mk

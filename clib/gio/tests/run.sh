@@ -1,0 +1,103 @@
+#!/bin/sh
+# clib/gio/tests/run.sh MODULE_DIR BIN_DIR — the kvd GSettings backend end to end: a real system
+# kvd and a user kvd (from BIN_DIR, with kvctl) on sockets in a temp folder, the test schema
+# compiled there, and the real `gsettings` CLI and a PyGObject program (test_backend.py) with
+# GSETTINGS_BACKEND=kvd and GIO_EXTRA_MODULES=MODULE_DIR. Every check that the backend was used
+# looks at kvd itself (kvctl), since GLib falls back to its memory backend without a word.
+set -eu
+module_dir=$(cd "$1" && pwd)
+bin=$(cd "$2" && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
+dir=$(mktemp -d /tmp/giokvd-test.XXXXXX)
+pids=""
+cleanup() {
+    for pid in $pids; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
+    rm -rf "$dir"
+}
+trap cleanup EXIT INT TERM
+fail() { echo "giokvd-test: FAIL: $*" >&2; for log in "$dir"/*.log; do echo "== $log" >&2; tail -20 "$log" >&2; done; exit 1; }
+wait_socket() { # PID SOCKET LOG
+    tries=0
+    while [ ! -S "$2" ]; do
+        kill -0 "$1" 2>/dev/null && [ $tries -lt 400 ] || fail "kvd did not start ($3)"
+        tries=$((tries + 1)); sleep 0.05
+    done
+}
+"$bin/kvd" --system --socket "$dir/system.sock" --state-dir "$dir/system-state" 2>"$dir/system.log" &
+system_pid=$!; pids="$system_pid"
+wait_socket "$system_pid" "$dir/system.sock" system.log
+"$bin/kvd" --socket "$dir/kvd.sock" --state-dir "$dir/state" --system-socket "$dir/system.sock" --idle-exit 0 2>"$dir/kvd.log" &
+kvd_pid=$!; pids="$pids $kvd_pid"
+wait_socket "$kvd_pid" "$dir/kvd.sock" kvd.log
+
+mkdir "$dir/schemas"
+glib-compile-schemas --strict --targetdir="$dir/schemas" "$here" || fail "glib-compile-schemas"
+export KVD_SOCKET="$dir/kvd.sock" KVD_SYSTEM_SOCKET="$dir/system.sock" KVD_NO_AUTOSTART=1
+export GSETTINGS_SCHEMA_DIR="$dir/schemas" GIO_EXTRA_MODULES="$module_dir" GSETTINGS_BACKEND=kvd
+export XDG_CONFIG_HOME="$dir/config" GIO_USE_VFS=local
+kvctl() { "$bin/kvctl" "$@"; }
+check() { # WHAT EXPECTED ACTUAL
+    [ "$2" = "$3" ] || fail "$1: expected [$2], got [$3]"
+    echo "ok $1"
+}
+
+# The module is the one GLib chose: a gsettings set lands in kvd, under the mapped domain and key.
+gsettings set io.kvd.test color-scheme prefer-dark || fail "gsettings set"
+check "gsettings set reaches kvd (org.gnome-style path -> domain io.kvd.test, key color-scheme)" \
+    prefer-dark "$(kvctl get io.kvd.test color-scheme 2>&1)"
+kvctl set io.kvd.test text from-kvctl
+check "gsettings get of a kvctl set" "'from-kvctl'" "$(gsettings get io.kvd.test text)"
+gsettings reset io.kvd.test text
+kvctl get io.kvd.test text >/dev/null 2>&1 && fail "gsettings reset left the key in kvd"
+check "gsettings reset deletes the key; the schema default shows" "'hello'" "$(gsettings get io.kvd.test text)"
+gsettings reset io.kvd.test text || fail "a reset of a key kvd does not have"
+check "gsettings writable" true "$(gsettings writable io.kvd.test text)"
+gsettings list-recursively io.kvd.test > "$dir/list.out"
+grep -qx "io.kvd.test color-scheme 'prefer-dark'" "$dir/list.out" || fail "list-recursively: $(cat "$dir/list.out")"
+echo "ok gsettings list-recursively"
+
+# Relocatable schemas at paths the mapping escapes ('.' '_' ':' and a leading '-').
+gsettings set io.kvd.test.profile:/org/gnome/terminal/legacy/profiles:/:b1dcc9dd-5262/ name first
+check "relocatable path with ':' -> escaped domain" first \
+    "$(kvctl get org.gnome.terminal.legacy.profiles_3A._3Ab1dcc9dd-5262 name 2>&1)"
+gsettings set io.kvd.test.profile:/a.b/c_d/-e/ name second
+check "relocatable path with '.', '_' and a leading '-'" second "$(kvctl get a_2Eb.c_5Fd.-e name 2>&1)"
+check "and read back through the mapping" "'second'" "$(gsettings get io.kvd.test.profile:/a.b/c_d/-e/ name)"
+gsettings set io.kvd.test.profile:/_2D/ name third
+check "a path that looks escaped is escaped again" third "$(kvctl get _5F2D name 2>&1)"
+long=$(printf 'x%.0s' $(seq 1 200))
+gsettings set "io.kvd.test.profile:/$long/$long/" name fourth
+check "a path longer than a domain keeps the rest in the key" fourth "$(kvctl get "$long" "$long/name" 2>&1)"
+check "and reads back" "'fourth'" "$(gsettings get "io.kvd.test.profile:/$long/$long/" name)"
+
+# Every type of the test schema round-trips exactly, across processes (the second reads what
+# kvd stored); the natural ones are kvd's own types, the rest the tagged form.
+while IFS='|' read -r key value kvd_form; do
+    [ -n "$key" ] || continue
+    gsettings set io.kvd.test "$key" "$value" || fail "gsettings set $key $value"
+    check "round trip of $key" "$value" "$(gsettings get io.kvd.test "$key")"
+    check "kvd's form of $key" "$kvd_form" "$(kvctl --json get io.kvd.test "$key" 2>&1)"
+done <<'TYPES'
+flag|true|true
+byte|byte 0xff|255
+int16|int16 -32768|-32768
+uint16|uint16 65535|65535
+int32|-2147483648|-2147483648
+uint32|uint32 4294967295|4294967295
+int64|int64 -9223372036854775808|-9223372036854775808
+uint64|uint64 9223372036854775807|9223372036854775807
+real|-1.0000000000000002|-1.0000000000000002
+text|"it's"|"it's"
+object-path|objectpath '/a/b'|"/a/b"
+signature|signature 'a(ii)'|"a(ii)"
+strings|['x', 'y', '']|["x","y",""]
+bytes|[byte 0x00, 0xff]|{"$data":"AP8="}
+ints|[-1, 0, 1]|[-1,0,1]
+nested|[['a', 'b'], []]|[["a","b"],[]]
+dict|{'a': <1>, 'b': <'two'>, 'c': <[true]>}|{"gvariant":"a{sv}","text":"{'a': <1>, 'b': <'two'>, 'c': <[true]>}"}
+string-dict|{'a': 'b', 'c': 'd'}|{"a":"b","c":"d"}
+int-dict|{1: 'one', 2: 'two'}|{"gvariant":"a{is}","text":"{1: 'one', 2: 'two'}"}
+tuple|(-1, 1.5, 'y')|{"gvariant":"(ids)","text":"(-1, 1.5, 'y')"}
+maybe|@ms 'z'|{"gvariant":"ms","text":"@ms 'z'"}
+variant|<(1, 2)>|{"gvariant":"v","text":"<(1, 2)>"}
+TYPES
