@@ -23,6 +23,7 @@
 
 #define GIOKVD_TIMEOUT_MS 3000
 #define RETRY_SECONDS 1
+static kvd_value *const REMOVED = (kvd_value *)&REMOVED; /* a pending own delete */
 
 typedef struct {
     char *name;        /* the kvd domain */
@@ -30,6 +31,7 @@ typedef struct {
     GHashTable *values; /* kvd key -> kvd_value* */
     GHashTable *locked; /* kvd key -> 1 for keys the system layer locks */
     GHashTable *system; /* kvd key -> 1 for values from the system layer */
+    GHashTable *pending; /* kvd key -> kvd_value* (or REMOVED) an own write sent and not yet seen */
     kvd_watch *watch;
     GSource *source;
     gboolean connecting;
@@ -70,9 +72,14 @@ static void domain_free(Domain *domain) {
     g_hash_table_unref(domain->values);
     g_hash_table_unref(domain->locked);
     g_hash_table_unref(domain->system);
+    g_hash_table_unref(domain->pending);
     g_free(domain->name);
     g_free(domain->prefix);
     g_free(domain);
+}
+
+static void free_pending(gpointer value) {
+    if (value != REMOVED) kvd_value_free(value);
 }
 
 /* Needs the lock. */
@@ -99,10 +106,14 @@ static void take_change(Notes *notes, const char *key, const kvd_value *value, k
     gboolean was_locked = g_hash_table_contains(domain->locked, key);
     gboolean is_locked = source == KVD_SOURCE_LOCKED;
     gboolean same = (old == NULL && value == NULL) || (old && value && kvd_value_equal(old, value));
+    /* The commit of an own write: write() announced it already. */
+    kvd_value *pending = g_hash_table_lookup(domain->pending, key);
+    gboolean own = pending && (pending == REMOVED ? value == NULL : value && kvd_value_equal(pending, value));
+    if (own) g_hash_table_remove(domain->pending, key);
     if (!same) {
         if (value) g_hash_table_replace(domain->values, g_strdup(key), kvd_value_copy(value));
         else g_hash_table_remove(domain->values, key);
-        g_ptr_array_add(notes->changed, g_strconcat(domain->prefix, key, NULL));
+        if (!own) g_ptr_array_add(notes->changed, g_strconcat(domain->prefix, key, NULL));
     }
     if (source == KVD_SOURCE_SYSTEM && value) g_hash_table_add(domain->system, g_strdup(key));
     else g_hash_table_remove(domain->system, key);
@@ -117,6 +128,7 @@ static void on_event(const kvd_watch_event *event, void *user_data) {
     Notes *notes = user_data;
     g_mutex_lock(&notes->backend->lock);
     if (event->initial) {
+        g_hash_table_remove_all(notes->domain->pending);
         /* The current values: whatever the cache had and they lack is gone. */
         GHashTable *present = g_hash_table_new(g_str_hash, g_str_equal);
         for (size_t i = 0; i < event->count; i++) g_hash_table_add(present, (gpointer)event->changes[i].key);
@@ -258,6 +270,7 @@ static Domain *lock_domain(KvdSettingsBackend *self, const char *gsettings_key, 
         domain->values = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)kvd_value_free);
         domain->locked = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
         domain->system = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+        domain->pending = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, free_pending);
         g_hash_table_insert(self->domains, name, domain);
         if (g_get_monotonic_time() >= self->quiet_until) {
             domain->connecting = TRUE;
@@ -313,8 +326,8 @@ static gboolean kvd_backend_get_writable(GSettingsBackend *backend, const gchar 
     return writable;
 }
 
-/* One Apply of `count` changes to the domain of `first_key` (all its keys in that domain); on
- * success the cache takes them and they are announced. Warns and returns FALSE on failure. */
+/* Commits `count` changes to one domain: one Set or Delete for one key, one atomic Apply for more;
+ * on success the cache takes them (the caller announces them). Warns and returns FALSE on failure. */
 static gboolean apply(KvdSettingsBackend *self, const char *domain_name, const char *const *gsettings_keys, const char *const *kvd_keys,
                       GVariant *const *values, size_t count, gpointer origin_tag) {
     kvd_change *changes = g_new0(kvd_change, count);
@@ -328,6 +341,10 @@ static gboolean apply(KvdSettingsBackend *self, const char *domain_name, const c
     g_mutex_lock(&self->lock);
     kvd_status status = ensure_client(self, &error);
     kvd_client *client = self->client;
+    Domain *pending_domain = g_hash_table_lookup(self->domains, domain_name);
+    if (pending_domain && status == KVD_OK) /* the watch may see the commit before the call returns */
+        for (size_t i = 0; i < count; i++)
+            g_hash_table_replace(pending_domain->pending, g_strdup(kvd_keys[i]), converted[i] ? kvd_value_copy(converted[i]) : REMOVED);
     g_mutex_unlock(&self->lock);
     if (status == KVD_OK) {
         if (count == 1 && converted[0]) status = kvd_set(client, domain_name, kvd_keys[0], converted[0], KVD_ANY_REVISION, NULL, &error);
@@ -345,6 +362,10 @@ static gboolean apply(KvdSettingsBackend *self, const char *domain_name, const c
             self->quiet_until = g_get_monotonic_time() + RETRY_SECONDS * G_USEC_PER_SEC;
             g_mutex_unlock(&self->lock);
         }
+        g_mutex_lock(&self->lock);
+        Domain *domain = g_hash_table_lookup(self->domains, domain_name);
+        for (size_t i = 0; domain && i < count; i++) g_hash_table_remove(domain->pending, kvd_keys[i]);
+        g_mutex_unlock(&self->lock);
     } else {
         g_mutex_lock(&self->lock);
         Domain *domain = g_hash_table_lookup(self->domains, domain_name);
@@ -440,15 +461,9 @@ static gboolean kvd_backend_write_tree(GSettingsBackend *backend, GTree *tree, g
         GVariant **values = g_new(GVariant *, keys->len);
         for (guint i = 0; i < keys->len; i++) {
             kvd_keys[i] = g_hash_table_lookup(walk.kvd_keys, keys->pdata[i]);
-            values[i] = g_tree_lookup(tree, keys->pdata[i]);
-            if (values[i]) g_variant_ref_sink(values[i]);
+            values[i] = g_tree_lookup(tree, keys->pdata[i]); /* the tree's */
         }
-        if (keys->len == 1) /* kvd_set and kvd_delete of apply() need one key's own call */
-            ok = apply(self, name, (const char *const *)keys->pdata, kvd_keys, values, 1, origin_tag);
-        else
-            ok = apply(self, name, (const char *const *)keys->pdata, kvd_keys, values, keys->len, origin_tag);
-        for (guint i = 0; i < keys->len; i++)
-            if (values[i]) g_variant_unref(values[i]);
+        ok = apply(self, name, (const char *const *)keys->pdata, kvd_keys, values, keys->len, origin_tag);
         g_free(values);
         g_free(kvd_keys);
     }

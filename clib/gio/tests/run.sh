@@ -36,6 +36,8 @@ export KVD_SOCKET="$dir/kvd.sock" KVD_SYSTEM_SOCKET="$dir/system.sock" KVD_NO_AU
 export GSETTINGS_SCHEMA_DIR="$dir/schemas" GIO_EXTRA_MODULES="$module_dir" GSETTINGS_BACKEND=kvd
 export XDG_CONFIG_HOME="$dir/config" GIO_USE_VFS=local
 kvctl() { "$bin/kvctl" "$@"; }
+# python3-gi is for the Debian python3, which may not be the first python3 on PATH.
+python=/usr/bin/python3; [ -x "$python" ] || python=python3
 check() { # WHAT EXPECTED ACTUAL
     [ "$2" = "$3" ] || fail "$1: expected [$2], got [$3]"
     echo "ok $1"
@@ -94,6 +96,7 @@ strings|['x', 'y', '']|["x","y",""]
 bytes|[byte 0x00, 0xff]|{"$data":"AP8="}
 ints|[-1, 0, 1]|[-1,0,1]
 nested|[['a', 'b'], []]|[["a","b"],[]]
+dict|{'a': <int64 1>, 'b': <'two'>, 'c': <['x']>}|{"a":1,"b":"two","c":["x"]}
 dict|{'a': <1>, 'b': <'two'>, 'c': <[true]>}|{"gvariant":"a{sv}","text":"{'a': <1>, 'b': <'two'>, 'c': <[true]>}"}
 string-dict|{'a': 'b', 'c': 'd'}|{"a":"b","c":"d"}
 int-dict|{1: 'one', 2: 'two'}|{"gvariant":"a{is}","text":"{1: 'one', 2: 'two'}"}
@@ -101,3 +104,49 @@ tuple|(-1, 1.5, 'y')|{"gvariant":"(ids)","text":"(-1, 1.5, 'y')"}
 maybe|@ms 'z'|{"gvariant":"ms","text":"@ms 'z'"}
 variant|<(1, 2)>|{"gvariant":"v","text":"<(1, 2)>"}
 TYPES
+
+# A kvctl set reaches `gsettings monitor`: set fresh values until the monitor, once subscribed,
+# prints one (it cannot say when it is ready); each is printed as it happens.
+gsettings monitor io.kvd.test text > "$dir/monitor.out" 2>"$dir/monitor.log" &
+monitor_pid=$!; pids="$pids $monitor_pid"
+seen=""
+for round in $(seq 1 100); do
+    kvctl set io.kvd.test text "ping-$round"
+    for wait in 1 2 3 4 5; do
+        if grep -q "^text: 'ping-" "$dir/monitor.out"; then seen=1; break 2; fi
+        sleep 0.02
+    done
+done
+[ -n "$seen" ] || fail "gsettings monitor never saw a kvctl set"
+kvctl set io.kvd.test text last-one
+for wait in $(seq 1 250); do grep -q "^text: 'last-one'" "$dir/monitor.out" && break; sleep 0.02; done
+grep -q "^text: 'last-one'" "$dir/monitor.out" || fail "gsettings monitor missed a kvctl set: $(cat "$dir/monitor.out")"
+echo "ok a kvctl set reaches gsettings monitor"
+
+# The system layer: an admin default shows; a lock makes the key not writable and a set fail.
+gsettings reset io.kvd.test int32
+kvctl --system set io.kvd.test int32 -int 7
+check "an admin default shows" 7 "$(gsettings get io.kvd.test int32)"
+kvctl --system lock io.kvd.test int32
+check "a locked key is not writable" false "$(gsettings writable io.kvd.test int32)"
+if gsettings set io.kvd.test int32 9 2>"$dir/locked.err"; then fail "gsettings set of a locked key succeeded"; fi
+check "the locked value stays" 7 "$(gsettings get io.kvd.test int32)"
+kvctl --system unlock io.kvd.test int32
+check "unlocked, writable again" true "$(gsettings writable io.kvd.test int32)"
+gsettings set io.kvd.test int32 9
+check "and the user's value wins over the default" 9 "$(gsettings get io.kvd.test int32)"
+
+# A PyGObject program: delay-apply as one Apply, an own write announced once, a lock or unlock
+# announced as writable-changed, changes from kvctl in the app's main context.
+"$python" "$here/test_backend.py" "$bin/kvctl" || fail "test_backend.py"
+
+# kvd unreachable: reads give the schema defaults, a write fails and says so, nothing hangs.
+kill "$kvd_pid"; wait "$kvd_pid" 2>/dev/null || true
+export KVD_SOCKET="$dir/nothing-here.sock"
+check "kvd unreachable: the schema default" "'hello'" "$(timeout 20 gsettings get io.kvd.test text)"
+status=0; timeout 20 gsettings set io.kvd.test text lost 2>"$dir/unreachable.err" || status=$?
+[ $status -ne 124 ] || fail "gsettings set hung with kvd unreachable"
+grep -q "cannot write /io/kvd/test/text" "$dir/unreachable.err" || fail "a failed write was not reported: $(cat "$dir/unreachable.err")"
+echo "ok kvd unreachable: a write is reported (status $status)"
+"$python" "$here/test_backend.py" --unreachable || fail "test_backend.py --unreachable"
+echo "giokvd-test: passed"
