@@ -77,6 +77,7 @@ test: deps format-check
 	$(PYTHON) tests/python/test_varlink.py "$$($(SWIFT) build --show-bin-path)"
 	$(MAKE) libkvd-test  # the C client library against the real kvd and kvctl, natively and under valgrind
 	$(MAKE) giokvd-test  # the GSettings backend: the gsettings CLI and PyGObject on a real kvd
+	$(MAKE) giokvd-glib-suite  # GLib's own gio/tests/gsettings.c on kvd (apt-get source glib2.0, cached in .build)
 	$(MAKE) fuzz-smoke
 	$(MAKE) bench-smoke
 	$(SWIFT) build $(RELEASE_FLAGS)  # what make install, make deb and make bench build: every target, release

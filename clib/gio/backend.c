@@ -503,10 +503,20 @@ static void kvd_settings_backend_init(KvdSettingsBackend *self) {
     self->thread = g_thread_new("kvd-gsettings", worker, self);
 }
 
+static gboolean stop_loop(gpointer loop) {
+    g_main_loop_quit(loop);
+    return G_SOURCE_REMOVE;
+}
+
 static void kvd_settings_backend_finalize(GObject *object) {
     KvdSettingsBackend *self = KVD_SETTINGS_BACKEND(object);
-    g_main_loop_quit(self->loop);
-    g_thread_join(self->thread);
+    /* Quit from inside the loop: a quit before the worker ran its loop would be lost. */
+    GSource *quit = g_idle_source_new();
+    g_source_set_callback(quit, stop_loop, self->loop, NULL);
+    g_source_attach(quit, self->context);
+    g_source_unref(quit);
+    if (g_thread_self() != self->thread) g_thread_join(self->thread);
+    else g_thread_unref(self->thread);
     g_hash_table_unref(self->domains);
     g_main_loop_unref(self->loop);
     g_main_context_unref(self->context);

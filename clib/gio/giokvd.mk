@@ -11,7 +11,7 @@ GIO_LIBS        = $(shell pkg-config --libs gio-2.0 gio-unix-2.0)
 # GIO's module folder, moved under PREFIX: /usr/lib/x86_64-linux-gnu/gio/modules -> PREFIX/lib/x86_64-linux-gnu/gio/modules.
 GIOMODULEDIR   ?= $(patsubst $(shell pkg-config --variable=prefix gio-2.0)%,$(PREFIX)%,$(shell pkg-config --variable=giomoduledir gio-2.0))
 
-.PHONY: giokvd giokvd-test giokvd-install giokvd-uninstall
+.PHONY: giokvd giokvd-test giokvd-glib-suite giokvd-install giokvd-uninstall
 
 giokvd: $(GIOKVD_SO)
 
@@ -33,3 +33,10 @@ giokvd-install: giokvd
 giokvd-uninstall:
 	rm -f $(DESTDIR)$(GIOMODULEDIR)/libgiokvd.so
 	if [ -z "$(DESTDIR)" ] && command -v gio-querymodules >/dev/null && [ -d $(GIOMODULEDIR) ]; then gio-querymodules $(GIOMODULEDIR); fi
+
+## GLib's own gio/tests/gsettings.c (fetched with apt-get source into .build/glib-source, once per
+## GLib version) on kvd and on the memory backend, test by test (clib/gio/tests/glib-suite.sh).
+giokvd-glib-suite: giokvd
+	$(SWIFT) build --product kvd
+	$(SWIFT) build --product kvctl
+	$(GIOKVD_DIR)/tests/glib-suite.sh "$(GIOKVD_OUT)" "$$($(SWIFT) build --show-bin-path)"
