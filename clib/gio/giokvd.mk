@@ -1,5 +1,6 @@
 # libgiokvd.so, kvd's GSettings backend (a GIO module; clib/gio/): included by the top Makefile.
 #   make giokvd          .build/clib/gio/libgiokvd.so (links libkvd statically: one file to install)
+#                        and kvd-dconf-import (dconf dump / | kvd-dconf-import)
 #   make giokvd-test     clib/gio/tests/run.sh: the gsettings CLI and a PyGObject program on a real kvd
 #   make giokvd-install  the module into GIO's module folder under PREFIX, then gio-querymodules
 GIOKVD_DIR     := clib/gio
@@ -13,7 +14,15 @@ GIOMODULEDIR   ?= $(patsubst $(shell pkg-config --variable=prefix gio-2.0)%,$(PR
 
 .PHONY: giokvd giokvd-test giokvd-glib-suite giokvd-install giokvd-uninstall
 
-giokvd: $(GIOKVD_SO)
+GIOKVD_IMPORT  := $(GIOKVD_OUT)/kvd-dconf-import
+
+giokvd: $(GIOKVD_SO) $(GIOKVD_IMPORT)
+
+# dconf dump / | kvd-dconf-import: the same mapping and value forms as the module.
+$(GIOKVD_IMPORT): $(GIOKVD_DIR)/tools/kvd-dconf-import.c $(GIOKVD_DIR)/mapping.c $(GIOKVD_DIR)/convert.c $(GIOKVD_DIR)/giokvd.h $(LIBKVD_OUT)/libkvd.a
+	@mkdir -p $(dir $@)
+	$(KVD_CC) $(LIBKVD_CFLAGS) $(LIBKVD_WARN) -Wno-shadow -D_GNU_SOURCE -I$(LIBKVD_DIR)/include $(GIO_CFLAGS) \
+	  -o $@ $< $(GIOKVD_DIR)/mapping.c $(GIOKVD_DIR)/convert.c $(LIBKVD_OUT)/libkvd.a $(GIO_LIBS) -lpthread -lm
 
 $(GIOKVD_SO): $(GIOKVD_SOURCES) $(GIOKVD_DIR)/giokvd.h $(LIBKVD_OUT)/libkvd.a
 	@mkdir -p $(dir $@)
@@ -28,10 +37,12 @@ giokvd-test: giokvd
 giokvd-install: giokvd
 	install -d $(DESTDIR)$(GIOMODULEDIR)
 	install -m 0644 $(GIOKVD_SO) $(DESTDIR)$(GIOMODULEDIR)/
+	install -d $(DESTDIR)$(BINDIR)
+	install -m 0755 $(GIOKVD_IMPORT) $(DESTDIR)$(BINDIR)/
 	if [ -z "$(DESTDIR)" ] && command -v gio-querymodules >/dev/null; then gio-querymodules $(GIOMODULEDIR); fi
 
 giokvd-uninstall:
-	rm -f $(DESTDIR)$(GIOMODULEDIR)/libgiokvd.so
+	rm -f $(DESTDIR)$(GIOMODULEDIR)/libgiokvd.so $(DESTDIR)$(BINDIR)/kvd-dconf-import
 	if [ -z "$(DESTDIR)" ] && command -v gio-querymodules >/dev/null && [ -d $(GIOMODULEDIR) ]; then gio-querymodules $(GIOMODULEDIR); fi
 
 ## GLib's own gio/tests/gsettings.c (fetched with apt-get source into .build/glib-source, once per

@@ -140,6 +140,25 @@ check "and the user's value wins over the default" 9 "$(gsettings get io.kvd.tes
 # announced as writable-changed, changes from kvctl in the app's main context.
 "$python" "$here/test_backend.py" "$bin/kvctl" || fail "test_backend.py"
 
+# dconf settings moved over: dconf (its service on a private session bus), `dconf dump /`,
+# kvd-dconf-import; GSETTINGS_BACKEND=kvd then reads what dconf had, with its types.
+if command -v dbus-run-session >/dev/null && command -v dconf >/dev/null; then
+    mkdir -m 0700 "$dir/run"
+    XDG_RUNTIME_DIR="$dir/run" GSETTINGS_BACKEND=dconf dbus-run-session -- sh -c '
+        dconf write /io/kvd/test/int32 123 && dconf write /io/kvd/test/tuple "(7, 0.25, \"d\")" &&
+        dconf write /io/kvd/test/dict "{\"k\": <uint32 3>}" && dconf write /io/kvd/moved/some_key "uint32 9" &&
+        dconf write /io/kvd/moved/other "[\"x\"]" && dconf write /top-level "true" && dconf dump /' > "$dir/dconf.dump" 2>"$dir/dconf.log" ||
+        fail "dconf on a private bus: $(cat "$dir/dconf.log")"
+    "$module_dir/kvd-dconf-import" < "$dir/dconf.dump" 2>"$dir/import.log" || fail "kvd-dconf-import: $(cat "$dir/import.log")"
+    check "dconf -> kvd: an int32" 123 "$(gsettings get io.kvd.test int32)"
+    check "dconf -> kvd: a tuple" "(7, 0.25, 'd')" "$(gsettings get io.kvd.test tuple)"
+    check "dconf -> kvd: an a{sv} with a uint32" "{'k': <uint32 3>}" "$(gsettings get io.kvd.test dict)"
+    check "dconf -> kvd: keys without a schema" '9 ["x"]' "$(kvctl get io.kvd.moved some_key) $(kvctl --json get io.kvd.moved other)"
+    check "dconf -> kvd: a key at the root" true "$(kvctl get _ top-level)"
+else
+    echo "giokvd-test: dbus-run-session or dconf missing: skipped the dconf import"
+fi
+
 # kvd unreachable: reads give the schema defaults, a write fails and says so, nothing hangs.
 kill "$kvd_pid"; wait "$kvd_pid" 2>/dev/null || true
 export KVD_SOCKET="$dir/nothing-here.sock"
