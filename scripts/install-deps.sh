@@ -26,6 +26,8 @@ command -v gsettings >/dev/null && command -v gio-querymodules >/dev/null && com
 /usr/bin/python3 -c 'import gi' 2>/dev/null || need+=(python3-gi)  # its PyGObject test
 [ -x /usr/libexec/dconf-service ] || need+=(dconf-service)  # dconf beside kvd (README: moving settings over)
 command -v dconf >/dev/null || need+=(dconf-cli)
+[ -e "$(pkg-config --variable=giomoduledir gio-2.0 2>/dev/null)/libdconfsettings.so" ] || need+=(dconf-gsettings-backend)
+command -v dbus-run-session >/dev/null || need+=(dbus-daemon)  # dconf-service on a private session bus
 if ((${#need[@]})); then
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
   echo "installing: ${need[*]}"

@@ -155,6 +155,15 @@ if command -v dbus-run-session >/dev/null && command -v dconf >/dev/null; then
     check "dconf -> kvd: an a{sv} with a uint32" "{'k': <uint32 3>}" "$(gsettings get io.kvd.test dict)"
     check "dconf -> kvd: keys without a schema" '9 ["x"]' "$(kvctl get io.kvd.moved some_key) $(kvctl --json get io.kvd.moved other)"
     check "dconf -> kvd: a key at the root" true "$(kvctl get _ top-level)"
+    # And back, as the README says: every key of the schema through gsettings into dconf.
+    XDG_RUNTIME_DIR="$dir/run" dbus-run-session -- sh -c '
+        GSETTINGS_BACKEND=kvd gsettings list-recursively io.kvd.test | while read -r schema key value; do
+            GSETTINGS_BACKEND=dconf gsettings set "$schema" "$key" "$value" || exit 1; done' 2>"$dir/back.log" ||
+        fail "kvd -> dconf: $(cat "$dir/back.log")"
+    GSETTINGS_BACKEND=kvd gsettings list-recursively io.kvd.test > "$dir/kvd.list"
+    XDG_RUNTIME_DIR="$dir/run" GSETTINGS_BACKEND=dconf dbus-run-session -- gsettings list-recursively io.kvd.test > "$dir/dconf.list"
+    cmp -s "$dir/kvd.list" "$dir/dconf.list" || fail "kvd -> dconf: $(diff "$dir/kvd.list" "$dir/dconf.list")"
+    echo "ok kvd -> dconf: every key of the schema the same in both"
 else
     echo "giokvd-test: dbus-run-session or dconf missing: skipped the dconf import"
 fi
