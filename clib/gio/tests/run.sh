@@ -123,6 +123,18 @@ for wait in $(seq 1 250); do grep -q "^text: 'last-one'" "$dir/monitor.out" && b
 grep -q "^text: 'last-one'" "$dir/monitor.out" || fail "gsettings monitor missed a kvctl set: $(cat "$dir/monitor.out")"
 echo "ok a kvctl set reaches gsettings monitor"
 
+# kvd restarts under a running app: the module's thread makes its watch again and announces
+# what changed meanwhile.
+kill "$kvd_pid"; wait "$kvd_pid" 2>/dev/null || true
+"$bin/kvd" --socket "$dir/kvd.sock" --state-dir "$dir/state" --system-socket "$dir/system.sock" --idle-exit 0 2>>"$dir/kvd.log" &
+kvd_pid=$!; pids="$pids $kvd_pid"
+tries=0; until kvctl set io.kvd.test text after-restart 2>/dev/null; do
+    [ $tries -lt 200 ] || fail "kvd did not come back"; tries=$((tries + 1)); sleep 0.05
+done
+for wait in $(seq 1 500); do grep -q "^text: 'after-restart'" "$dir/monitor.out" && break; sleep 0.02; done
+grep -q "^text: 'after-restart'" "$dir/monitor.out" || fail "after a kvd restart, gsettings monitor saw nothing: $(cat "$dir/monitor.out")"
+echo "ok a kvd restart: the watch is made again and the change announced"
+
 # The system layer: an admin default shows; a lock makes the key not writable and a set fail.
 gsettings reset io.kvd.test int32
 kvctl --system set io.kvd.test int32 -int 7
