@@ -52,6 +52,7 @@ help:
 	@echo "make deb      build dist/kvd_VERSION_amd64.deb (static Swift runtime; lintian-clean)"
 	@echo "make install  install kvd, kvctl, habits, the systemd units (user and system), man pages and completions (PREFIX=$(PREFIX))"
 	@echo "make libkvd   the C client library (.build/clib: libkvd.so, kvd.pc); make libkvd-test runs its tests"
+	@echo "make giokvd   the GSettings backend (.build/clib/gio: libgiokvd.so, kvd-dconf-import); make giokvd-test, giokvd-glib-suite test it"
 	@echo "make fuzz     run each libFuzzer target for FUZZ_SECONDS (default 60)"
 	@echo "make test-sanitize  run the tests under AddressSanitizer and ThreadSanitizer"
 	@echo "make bench    kvd beside Redis, SQLite and UserDefaults: bench/results.{json,md,svg}"
