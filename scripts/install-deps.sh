@@ -28,6 +28,8 @@ command -v gsettings >/dev/null && command -v gio-querymodules >/dev/null && com
 command -v dconf >/dev/null || need+=(dconf-cli)
 [ -e "$(pkg-config --variable=giomoduledir gio-2.0 2>/dev/null)/libdconfsettings.so" ] || need+=(dconf-gsettings-backend)
 command -v dbus-run-session >/dev/null || need+=(dbus-daemon)  # dconf-service on a private session bus
+command -v dpkg-source >/dev/null || need+=(dpkg-dev)  # make giokvd-glib-suite: apt-get source glib2.0
+command -v msgfmt >/dev/null || need+=(gettext)       # and its l10n test's catalog
 if ((${#need[@]})); then
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
   echo "installing: ${need[*]}"
