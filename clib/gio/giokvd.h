@@ -31,6 +31,10 @@
  * `prefix` (if not NULL) gets the GSettings path the domain stands for ("/org/gnome/a/"). */
 gboolean giokvd_map_key(const char *gsettings_key, char **domain, char **key, char **prefix);
 
+/* The reverse: the GSettings key of a kvd domain and key (a new string), NULL when the domain
+ * is not one the mapping makes (a '_' without two hex digits). */
+char *giokvd_unmap_key(const char *domain, const char *key);
+
 /* The value's kvd form (natural or tagged); NULL only when out of memory. */
 kvd_value *giokvd_to_kvd(GVariant *value);
 /* The value read back as `type` (a new reference, not floating), or NULL when it does not convert. */

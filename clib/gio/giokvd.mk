@@ -29,7 +29,12 @@ $(GIOKVD_SO): $(GIOKVD_SOURCES) $(GIOKVD_DIR)/giokvd.h $(LIBKVD_OUT)/libkvd.a
 	$(KVD_CC) $(LIBKVD_CFLAGS) $(LIBKVD_WARN) -Wno-shadow -D_GNU_SOURCE -fPIC -shared -fvisibility=hidden -I$(LIBKVD_DIR)/include $(GIO_CFLAGS) \
 	  -o $@ $(GIOKVD_SOURCES) $(LIBKVD_OUT)/libkvd.a -Wl,--exclude-libs,ALL -Wl,--no-undefined $(GIO_LIBS) -lpthread -lm
 
-giokvd-test: giokvd
+$(GIOKVD_OUT)/test_mapping: $(GIOKVD_DIR)/tests/test_mapping.c $(GIOKVD_DIR)/mapping.c $(GIOKVD_DIR)/giokvd.h
+	@mkdir -p $(dir $@)
+	$(KVD_CC) $(LIBKVD_CFLAGS) $(LIBKVD_WARN) -Wno-shadow -D_GNU_SOURCE -I$(LIBKVD_DIR)/include $(GIO_CFLAGS) -o $@ $< $(GIOKVD_DIR)/mapping.c $(GIO_LIBS)
+
+giokvd-test: giokvd $(GIOKVD_OUT)/test_mapping
+	$(GIOKVD_OUT)/test_mapping
 	$(SWIFT) build --product kvd
 	$(SWIFT) build --product kvctl
 	$(GIOKVD_DIR)/tests/run.sh "$(GIOKVD_OUT)" "$$($(SWIFT) build --show-bin-path)"

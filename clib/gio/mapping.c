@@ -53,3 +53,27 @@ gboolean giokvd_map_key(const char *gsettings_key, char **domain, char **key, ch
     else g_string_free(path, TRUE);
     return TRUE;
 }
+
+char *giokvd_unmap_key(const char *domain, const char *key) {
+    if (domain == NULL || key == NULL || *key == '\0') return NULL;
+    GString *path = g_string_new("/");
+    if (strcmp(domain, "_") != 0) {
+        for (const char *c = domain; *c; c++) {
+            if (*c == '.') {
+                g_string_append_c(path, '/');
+            } else if (*c == '_') {
+                if (!g_ascii_isxdigit(c[1]) || !g_ascii_isxdigit(c[2])) {
+                    g_string_free(path, TRUE);
+                    return NULL;
+                }
+                g_string_append_c(path, (char)(g_ascii_xdigit_value(c[1]) * 16 + g_ascii_xdigit_value(c[2])));
+                c += 2;
+            } else {
+                g_string_append_c(path, *c);
+            }
+        }
+        g_string_append_c(path, '/');
+    }
+    g_string_append(path, key);
+    return g_string_free(path, FALSE);
+}
