@@ -33,12 +33,16 @@ static char *inferred_type(const kvd_value *value) {
     return NULL;
 }
 
-/* Whether a dictionary is the tagged form {"gvariant": TYPE, "text": TEXT}. */
+/* Whether a dictionary is the tagged form {"gvariant": TYPE, "text": TEXT} or {"gvariant": TYPE,
+ * "data": BYTES}. */
 static gboolean is_tagged(const kvd_value *value) {
     if (kvd_value_type(value) != KVD_TYPE_DICT || kvd_value_dict_length(value) != 2) return FALSE;
     const kvd_value *type = kvd_value_dict_get(value, "gvariant");
     const kvd_value *text = kvd_value_dict_get(value, "text");
-    if (type == NULL || text == NULL || kvd_value_type(text) != KVD_TYPE_STRING) return FALSE;
+    const kvd_value *data = kvd_value_dict_get(value, "data");
+    gboolean has_text = text && kvd_value_type(text) == KVD_TYPE_STRING;
+    gboolean has_data = data && kvd_value_type(data) == KVD_TYPE_DATA;
+    if (type == NULL || !(has_text || has_data)) return FALSE;
     const char *type_string = kvd_value_get_string(type, NULL);
     return type_string != NULL && g_variant_type_string_is_valid(type_string);
 }
@@ -134,10 +138,23 @@ kvd_value *giokvd_to_kvd(GVariant *value) {
     if (converted) return converted;
     char *text = g_variant_print(value, TRUE);
     kvd_value *tagged = kvd_value_new_dict();
-    if (tagged) {
-        kvd_value_dict_set(tagged, "gvariant", kvd_value_new_string(g_variant_get_type_string(value)));
-        kvd_value_dict_set(tagged, "text", kvd_value_new_string(text));
+    if (tagged) kvd_value_dict_set(tagged, "gvariant", kvd_value_new_string(g_variant_get_type_string(value)));
+    /* The text, unless GLib's parser does not give the same value back (it refuses subnormal
+     * doubles, 5e-324): then GVariant's own serialization, normal form, little-endian. */
+    GVariant *parsed = g_variant_parse(g_variant_get_type(value), text, NULL, NULL, NULL);
+    if (parsed && g_variant_equal(parsed, value)) {
+        if (tagged) kvd_value_dict_set(tagged, "text", kvd_value_new_string(text));
+    } else {
+        GVariant *normal = g_variant_get_normal_form(value);
+        if (G_BYTE_ORDER == G_BIG_ENDIAN) {
+            GVariant *swapped = g_variant_byteswap(normal);
+            g_variant_unref(normal);
+            normal = swapped;
+        }
+        if (tagged) kvd_value_dict_set(tagged, "data", kvd_value_new_data(g_variant_get_data(normal), g_variant_get_size(normal)));
+        g_variant_unref(normal);
     }
+    if (parsed) g_variant_unref(parsed);
     g_free(text);
     return tagged;
 }
@@ -215,8 +232,22 @@ static GVariant *read_as(const kvd_value *value, const GVariantType *type) {
         gboolean same = strcmp(wanted, type_string) == 0;
         g_free(wanted);
         if (!same) return NULL;
-        GVariant *parsed = g_variant_parse(type, kvd_value_get_string(kvd_value_dict_get(value, "text"), NULL), NULL, NULL, NULL);
-        return parsed;
+        const kvd_value *text = kvd_value_dict_get(value, "text");
+        if (text && kvd_value_type(text) == KVD_TYPE_STRING) return g_variant_parse(type, kvd_value_get_string(text, NULL), NULL, NULL, NULL);
+        size_t length = 0;
+        const void *bytes = kvd_value_get_data(kvd_value_dict_get(value, "data"), &length);
+        GBytes *data = g_bytes_new(bytes, length);
+        GVariant *stored = g_variant_ref_sink(g_variant_new_from_bytes(type, data, FALSE));
+        g_bytes_unref(data);
+        if (G_BYTE_ORDER == G_BIG_ENDIAN) {
+            GVariant *swapped = g_variant_byteswap(stored);
+            g_variant_unref(stored);
+            stored = swapped;
+        }
+        /* Bytes from elsewhere: only a value in normal form is taken. */
+        GVariant *result = g_variant_is_normal_form(stored) ? g_variant_new_from_bytes(type, g_variant_get_data_as_bytes(stored), TRUE) : NULL;
+        g_variant_unref(stored);
+        return result;
     }
     GVariant *number;
     switch (g_variant_type_peek_string(type)[0]) {

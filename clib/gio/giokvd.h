@@ -18,7 +18,8 @@
  * string s, data ay, array of one of b x d s -> aT, empty array as, other arrays av, dictionary
  * a{sv}). Every other value, and a dictionary that would look like the tagged form, is stored
  * tagged: the dictionary {"gvariant": TYPE, "text": g_variant_print(value, TRUE)}, read back with
- * g_variant_parse. A value read is converted to the schema's type; one that does not convert
+ * g_variant_parse, or, when that parse would not give the value back (GLib refuses subnormal
+ * doubles), {"gvariant": TYPE, "data": the value's normal-form little-endian serialization}. A value read is converted to the schema's type; one that does not convert
  * (another program stored something else) reads as the schema's default.
  */
 #ifndef GIOKVD_H

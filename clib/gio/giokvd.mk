@@ -33,8 +33,13 @@ $(GIOKVD_OUT)/test_mapping: $(GIOKVD_DIR)/tests/test_mapping.c $(GIOKVD_DIR)/map
 	@mkdir -p $(dir $@)
 	$(KVD_CC) $(LIBKVD_CFLAGS) $(LIBKVD_WARN) -Wno-shadow -D_GNU_SOURCE -I$(LIBKVD_DIR)/include $(GIO_CFLAGS) -o $@ $< $(GIOKVD_DIR)/mapping.c $(GIO_LIBS)
 
-giokvd-test: giokvd $(GIOKVD_OUT)/test_mapping
+$(GIOKVD_OUT)/test_values: $(GIOKVD_DIR)/tests/test_values.c $(GIOKVD_DIR)/convert.c $(GIOKVD_DIR)/giokvd.h $(LIBKVD_OUT)/libkvd.a
+	@mkdir -p $(dir $@)
+	$(KVD_CC) $(LIBKVD_CFLAGS) $(LIBKVD_WARN) -Wno-shadow -D_GNU_SOURCE -I$(LIBKVD_DIR)/include $(GIO_CFLAGS) -o $@ $< $(GIOKVD_DIR)/convert.c $(LIBKVD_OUT)/libkvd.a $(GIO_LIBS) -lpthread -lm
+
+giokvd-test: giokvd $(GIOKVD_OUT)/test_mapping $(GIOKVD_OUT)/test_values
 	$(GIOKVD_OUT)/test_mapping
+	$(GIOKVD_OUT)/test_values
 	$(SWIFT) build --product kvd
 	$(SWIFT) build --product kvctl
 	$(GIOKVD_DIR)/tests/run.sh "$(GIOKVD_OUT)" "$$($(SWIFT) build --show-bin-path)"
