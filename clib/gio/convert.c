@@ -224,6 +224,16 @@ static GVariant *read_array(const kvd_value *value, const GVariantType *type) {
     return g_variant_builder_end(&builder);
 }
 
+/* The same value as a floating reference, taking `owned` (a full reference; NULL is fine). */
+static GVariant *floating(GVariant *owned) {
+    if (owned == NULL) return NULL;
+    GBytes *bytes = g_variant_get_data_as_bytes(owned);
+    GVariant *result = g_variant_new_from_bytes(g_variant_get_type(owned), bytes, TRUE);
+    g_bytes_unref(bytes);
+    g_variant_unref(owned);
+    return result;
+}
+
 /* A floating GVariant of `type`, or NULL. */
 static GVariant *read_as(const kvd_value *value, const GVariantType *type) {
     if (is_tagged(value)) {
@@ -233,7 +243,8 @@ static GVariant *read_as(const kvd_value *value, const GVariantType *type) {
         g_free(wanted);
         if (!same) return NULL;
         const kvd_value *text = kvd_value_dict_get(value, "text");
-        if (text && kvd_value_type(text) == KVD_TYPE_STRING) return g_variant_parse(type, kvd_value_get_string(text, NULL), NULL, NULL, NULL);
+        if (text && kvd_value_type(text) == KVD_TYPE_STRING)
+            return floating(g_variant_parse(type, kvd_value_get_string(text, NULL), NULL, NULL, NULL));
         size_t length = 0;
         const void *bytes = kvd_value_get_data(kvd_value_dict_get(value, "data"), &length);
         GBytes *data = g_bytes_new(bytes, length);
@@ -245,9 +256,9 @@ static GVariant *read_as(const kvd_value *value, const GVariantType *type) {
             stored = swapped;
         }
         /* Bytes from elsewhere: only a value in normal form is taken. */
-        GVariant *result = g_variant_is_normal_form(stored) ? g_variant_new_from_bytes(type, g_variant_get_data_as_bytes(stored), TRUE) : NULL;
+        if (g_variant_is_normal_form(stored)) return floating(stored);
         g_variant_unref(stored);
-        return result;
+        return NULL;
     }
     GVariant *number;
     switch (g_variant_type_peek_string(type)[0]) {

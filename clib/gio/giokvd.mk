@@ -40,6 +40,7 @@ $(GIOKVD_OUT)/test_values: $(GIOKVD_DIR)/tests/test_values.c $(GIOKVD_DIR)/conve
 giokvd-test: giokvd $(GIOKVD_OUT)/test_mapping $(GIOKVD_OUT)/test_values
 	$(GIOKVD_OUT)/test_mapping
 	$(GIOKVD_OUT)/test_values
+	if command -v valgrind >/dev/null; then GIOKVD_ROUNDS=2000 valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite $(GIOKVD_OUT)/test_values; fi
 	$(SWIFT) build --product kvd
 	$(SWIFT) build --product kvctl
 	$(GIOKVD_DIR)/tests/run.sh "$(GIOKVD_OUT)" "$$($(SWIFT) build --show-bin-path)"

@@ -105,6 +105,15 @@ maybe|@ms 'z'|{"gvariant":"ms","text":"@ms 'z'"}
 variant|<(1, 2)>|{"gvariant":"v","text":"<(1, 2)>"}
 TYPES
 
+# The module under valgrind (memory errors; GLib's own allocations make leak checks useless here).
+if command -v valgrind >/dev/null; then
+    for args in "set io.kvd.test tuple (5,0.5,'v')" "get io.kvd.test tuple" "reset io.kvd.test tuple" "list-recursively io.kvd.test"; do
+        # shellcheck disable=SC2086
+        valgrind -q --error-exitcode=9 gsettings $args >/dev/null 2>"$dir/valgrind.log" || fail "gsettings $args under valgrind: $(cat "$dir/valgrind.log")"
+    done
+    echo "ok gsettings with the module under valgrind"
+fi
+
 # A kvctl set reaches `gsettings monitor`: set fresh values until the monitor, once subscribed,
 # prints one (it cannot say when it is ready); each is printed as it happens.
 gsettings monitor io.kvd.test text > "$dir/monitor.out" 2>"$dir/monitor.log" &
