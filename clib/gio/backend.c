@@ -31,7 +31,7 @@ typedef struct {
     GHashTable *values; /* kvd key -> kvd_value* */
     GHashTable *locked; /* kvd key -> 1 for keys the system layer locks */
     GHashTable *system; /* kvd key -> 1 for values from the system layer */
-    GHashTable *pending; /* kvd key -> kvd_value* (or REMOVED) an own write sent and not yet seen */
+    GHashTable *pending; /* kvd key -> GQueue of kvd_value* (or REMOVED): own writes sent, oldest first, not yet seen */
     kvd_watch *watch;
     GSource *source;
     gboolean connecting;
@@ -78,8 +78,12 @@ static void domain_free(Domain *domain) {
     g_free(domain);
 }
 
-static void free_pending(gpointer value) {
+static void free_pending_value(gpointer value) {
     if (value != REMOVED) kvd_value_free(value);
+}
+
+static void free_pending(gpointer queue) {
+    g_queue_free_full(queue, free_pending_value);
 }
 
 /* Needs the lock. */
@@ -106,14 +110,23 @@ static void take_change(Notes *notes, const char *key, const kvd_value *value, k
     gboolean was_locked = g_hash_table_contains(domain->locked, key);
     gboolean is_locked = source == KVD_SOURCE_LOCKED;
     gboolean same = (old == NULL && value == NULL) || (old && value && kvd_value_equal(old, value));
-    /* The commit of an own write: write() announced it already. */
-    kvd_value *pending = g_hash_table_lookup(domain->pending, key);
-    gboolean own = pending && (pending == REMOVED ? value == NULL : value && kvd_value_equal(pending, value));
-    if (own) g_hash_table_remove(domain->pending, key);
+    /* While own writes of the key are on their way, the cache holds the newest of them (write()
+     * announced it): the commit of the oldest is taken off the queue; a commit that is not it came
+     * before them (events arrive in commit order), so an own write overrides it. Neither changes
+     * the cache or is announced. */
+    GQueue *pending = g_hash_table_lookup(domain->pending, key);
+    if (pending) {
+        kvd_value *oldest = g_queue_peek_head(pending);
+        if (oldest == REMOVED ? value == NULL : value && kvd_value_equal(oldest, value)) {
+            free_pending_value(g_queue_pop_head(pending));
+            if (g_queue_is_empty(pending)) g_hash_table_remove(domain->pending, key);
+        }
+        same = TRUE;
+    }
     if (!same) {
         if (value) g_hash_table_replace(domain->values, g_strdup(key), kvd_value_copy(value));
         else g_hash_table_remove(domain->values, key);
-        if (!own) g_ptr_array_add(notes->changed, g_strconcat(domain->prefix, key, NULL));
+        g_ptr_array_add(notes->changed, g_strconcat(domain->prefix, key, NULL));
     }
     if (source == KVD_SOURCE_SYSTEM && value) g_hash_table_add(domain->system, g_strdup(key));
     else g_hash_table_remove(domain->system, key);
@@ -343,8 +356,14 @@ static gboolean apply(KvdSettingsBackend *self, const char *domain_name, const c
     kvd_client *client = self->client;
     Domain *pending_domain = g_hash_table_lookup(self->domains, domain_name);
     if (pending_domain && status == KVD_OK) /* the watch may see the commit before the call returns */
-        for (size_t i = 0; i < count; i++)
-            g_hash_table_replace(pending_domain->pending, g_strdup(kvd_keys[i]), converted[i] ? kvd_value_copy(converted[i]) : REMOVED);
+        for (size_t i = 0; i < count; i++) {
+            GQueue *queue = g_hash_table_lookup(pending_domain->pending, kvd_keys[i]);
+            if (queue == NULL) {
+                queue = g_queue_new();
+                g_hash_table_insert(pending_domain->pending, g_strdup(kvd_keys[i]), queue);
+            }
+            g_queue_push_tail(queue, converted[i] ? kvd_value_copy(converted[i]) : REMOVED);
+        }
     g_mutex_unlock(&self->lock);
     if (status == KVD_OK) {
         if (count == 1 && converted[0]) status = kvd_set(client, domain_name, kvd_keys[0], converted[0], KVD_ANY_REVISION, NULL, &error);
@@ -364,7 +383,11 @@ static gboolean apply(KvdSettingsBackend *self, const char *domain_name, const c
         }
         g_mutex_lock(&self->lock);
         Domain *domain = g_hash_table_lookup(self->domains, domain_name);
-        for (size_t i = 0; domain && i < count; i++) g_hash_table_remove(domain->pending, kvd_keys[i]);
+        for (size_t i = 0; domain && i < count; i++) { /* this write's, the newest */
+            GQueue *queue = g_hash_table_lookup(domain->pending, kvd_keys[i]);
+            if (queue) free_pending_value(g_queue_pop_tail(queue));
+            if (queue && g_queue_is_empty(queue)) g_hash_table_remove(domain->pending, kvd_keys[i]);
+        }
         g_mutex_unlock(&self->lock);
     } else {
         g_mutex_lock(&self->lock);
