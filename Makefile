@@ -52,6 +52,7 @@ help:
 	@echo "make deb      build dist/kvd_VERSION_amd64.deb (static Swift runtime; lintian-clean)"
 	@echo "make install  install kvd, kvctl, habits, the systemd units (user and system), man pages and completions (PREFIX=$(PREFIX))"
 	@echo "make libkvd   the C client library (.build/clib: libkvd.so, kvd.pc); make libkvd-test runs its tests"
+	@echo "make giokvd   the GSettings backend (.build/clib/gio: libgiokvd.so, kvd-dconf-import); make giokvd-test, giokvd-glib-suite test it"
 	@echo "make fuzz     run each libFuzzer target for FUZZ_SECONDS (default 60)"
 	@echo "make test-sanitize  run the tests under AddressSanitizer and ThreadSanitizer"
 	@echo "make bench    kvd beside Redis, SQLite and UserDefaults: bench/results.{json,md,svg}"
@@ -77,6 +78,8 @@ test: deps format-check
 	SWIFT=$(SWIFT) scripts/check-consumer.sh  # an app taking KVClient by version (from:) builds in debug and release and runs against kvd
 	$(PYTHON) tests/python/test_varlink.py "$$($(SWIFT) build --show-bin-path)"
 	$(MAKE) libkvd-test  # the C client library against the real kvd and kvctl, natively and under valgrind
+	$(MAKE) giokvd-test  # the GSettings backend: the gsettings CLI and PyGObject on a real kvd
+	$(MAKE) giokvd-glib-suite  # GLib's own gio/tests/gsettings.c on kvd (apt-get source glib2.0, cached in .build)
 	$(MAKE) fuzz-smoke
 	$(MAKE) bench-smoke
 	$(SWIFT) build $(RELEASE_FLAGS)  # what make install, make deb and make bench build: every target, release
@@ -159,6 +162,7 @@ install: deps
 	  chmod 0644 $(DESTDIR)$$unit; \
 	done
 	$(MAKE) libkvd-install
+	$(MAKE) giokvd-install
 	@echo "installed; enable with: systemctl --user daemon-reload && systemctl --user enable --now kvd.socket"
 	@echo "the system instance (as root): groupadd --system kvd-admin; systemctl daemon-reload && systemctl enable --now kvd-system.socket"
 
@@ -169,9 +173,12 @@ uninstall:
 	rm -f $(DESTDIR)$(MANDIR)/man1/kvctl.1 $(DESTDIR)$(MANDIR)/man1/habits.1 $(DESTDIR)$(MANDIR)/man8/kvd.8
 	rm -f $(DESTDIR)$(BASHCOMPDIR)/kvctl $(DESTDIR)$(ZSHCOMPDIR)/_kvctl $(DESTDIR)$(FISHCOMPDIR)/kvctl.fish
 	$(MAKE) libkvd-uninstall
+	$(MAKE) giokvd-uninstall
 
 clean:
 	rm -rf .build
 
 ## libkvd, the C client library (clib/): make libkvd, libkvd-test, libkvd-install.
 include clib/libkvd.mk
+## libgiokvd.so, the GSettings backend (clib/gio/): make giokvd, giokvd-test, giokvd-install.
+include clib/gio/giokvd.mk

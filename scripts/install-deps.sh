@@ -21,6 +21,15 @@ command -v zsh >/dev/null || need+=(zsh)        # the completion tests load kvct
 command -v fish >/dev/null || need+=(fish)
 command -v cc >/dev/null || need+=(gcc)              # libkvd, the C client library (clib/)
 command -v valgrind >/dev/null || need+=(valgrind)  # make libkvd-test runs its test under valgrind
+pkg-config --exists gio-2.0 gio-unix-2.0 2>/dev/null || need+=(libglib2.0-dev)  # libgiokvd.so, the GSettings backend (clib/gio/)
+command -v gsettings >/dev/null && command -v gio-querymodules >/dev/null && command -v glib-compile-schemas >/dev/null || need+=(libglib2.0-bin)  # its tests, make install
+/usr/bin/python3 -c 'import gi' 2>/dev/null || need+=(python3-gi)  # its PyGObject test
+[ -x /usr/libexec/dconf-service ] || need+=(dconf-service)  # dconf beside kvd (README: moving settings over)
+command -v dconf >/dev/null || need+=(dconf-cli)
+[ -e "$(pkg-config --variable=giomoduledir gio-2.0 2>/dev/null)/libdconfsettings.so" ] || need+=(dconf-gsettings-backend)
+command -v dbus-run-session >/dev/null || need+=(dbus-daemon)  # dconf-service on a private session bus
+command -v dpkg-source >/dev/null || need+=(dpkg-dev)  # make giokvd-glib-suite: apt-get source glib2.0
+command -v msgfmt >/dev/null || need+=(gettext)       # and its l10n test's catalog
 if ((${#need[@]})); then
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
   echo "installing: ${need[*]}"

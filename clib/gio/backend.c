@@ -1,0 +1,579 @@
+/* backend.c — KvdSettingsBackend, the GSettingsBackend "kvd" (libgiokvd.so).
+ *
+ * Reads come from an in-process cache: one kvd Watch per domain a GSettings object subscribes to
+ * (or a read first touches), dispatched on a worker thread with its own GMainContext (a GSource on
+ * kvd_watch_fd), so the cache stays current whatever the app's main loop does. GLib delivers
+ * `changed` and `writable-changed` to each GSettings object in the main context it was made in.
+ * Writes go through kvd and return once kvd acknowledged them durable; the cache takes the value
+ * at once and announces it, and the watch event of that same commit then finds nothing new, so an
+ * app's own write is announced once. A dead watch (kvd stopped or restarted) is made again every
+ * second by the worker; its first event is diffed against the cache and the differences announced.
+ * When kvd cannot be reached, reads give the schema defaults, writes fail with a warning that says
+ * why, and no call waits longer than the connection's timeout (GIOKVD_TIMEOUT_MS, 3 s); after a
+ * failure the app's thread does not try again for a second (the worker does).
+ */
+#define G_SETTINGS_ENABLE_BACKEND
+#include <gio/gio.h>
+#include <gio/gsettingsbackend.h>
+#include <glib-unix.h>
+
+#include <string.h>
+
+#include "giokvd.h"
+
+#define GIOKVD_TIMEOUT_MS 3000
+#define RETRY_SECONDS 1
+static kvd_value *const REMOVED = (kvd_value *)&REMOVED; /* a pending own delete */
+
+typedef struct {
+    char *name;        /* the kvd domain */
+    char *prefix;      /* the GSettings path it stands for, "/org/gnome/a/" */
+    GHashTable *values; /* kvd key -> kvd_value* */
+    GHashTable *locked; /* kvd key -> 1 for keys the system layer locks */
+    GHashTable *system; /* kvd key -> 1 for values from the system layer */
+    GHashTable *pending; /* kvd key -> GQueue of kvd_value* (or REMOVED): own writes sent, oldest first, not yet seen */
+    kvd_watch *watch;
+    GSource *source;
+    gboolean connecting;
+} Domain;
+
+typedef struct {
+    GSettingsBackend parent_instance;
+    GMutex lock;
+    kvd_client *client;
+    GHashTable *domains; /* name -> Domain* */
+    gint64 quiet_until;  /* monotonic µs: no connecting from the app's threads before then */
+    GMainContext *context;
+    GMainLoop *loop;
+    GThread *thread;
+} KvdSettingsBackend;
+
+typedef GSettingsBackendClass KvdSettingsBackendClass;
+
+static GType kvd_settings_backend_get_type(void);
+G_DEFINE_DYNAMIC_TYPE(KvdSettingsBackend, kvd_settings_backend, G_TYPE_SETTINGS_BACKEND)
+
+#define KVD_SETTINGS_BACKEND(o) ((KvdSettingsBackend *)(o))
+
+/* What one watch event changed, announced once the lock is released. */
+typedef struct {
+    KvdSettingsBackend *backend;
+    Domain *domain;
+    GPtrArray *changed;  /* GSettings keys */
+    GPtrArray *writable; /* GSettings keys whose lock changed */
+} Notes;
+
+static void domain_free(Domain *domain) {
+    if (domain->source) {
+        g_source_destroy(domain->source);
+        g_source_unref(domain->source);
+    }
+    kvd_watch_free(domain->watch);
+    g_hash_table_unref(domain->values);
+    g_hash_table_unref(domain->locked);
+    g_hash_table_unref(domain->system);
+    g_hash_table_unref(domain->pending);
+    g_free(domain->name);
+    g_free(domain->prefix);
+    g_free(domain);
+}
+
+static void free_pending_value(gpointer value) {
+    if (value != REMOVED) kvd_value_free(value);
+}
+
+static void free_pending(gpointer queue) {
+    g_queue_free_full(queue, free_pending_value);
+}
+
+/* Needs the lock. */
+static kvd_status ensure_client(KvdSettingsBackend *self, kvd_error *error) {
+    if (self->client) return KVD_OK;
+    kvd_connect_options options = KVD_CONNECT_OPTIONS_INIT;
+    options.timeout_ms = GIOKVD_TIMEOUT_MS;
+    return kvd_connect(&options, &self->client, error);
+}
+
+static void announce(Notes *notes) {
+    for (guint i = 0; i < notes->changed->len; i++)
+        g_settings_backend_changed(G_SETTINGS_BACKEND(notes->backend), notes->changed->pdata[i], NULL);
+    for (guint i = 0; i < notes->writable->len; i++)
+        g_settings_backend_writable_changed(G_SETTINGS_BACKEND(notes->backend), notes->writable->pdata[i]);
+    g_ptr_array_set_size(notes->changed, 0);
+    g_ptr_array_set_size(notes->writable, 0);
+}
+
+/* Needs the lock: records one key's new state, noting what changed. */
+static void take_change(Notes *notes, const char *key, const kvd_value *value, kvd_source source) {
+    Domain *domain = notes->domain;
+    const kvd_value *old = g_hash_table_lookup(domain->values, key);
+    gboolean was_locked = g_hash_table_contains(domain->locked, key);
+    gboolean is_locked = source == KVD_SOURCE_LOCKED;
+    gboolean same = (old == NULL && value == NULL) || (old && value && kvd_value_equal(old, value));
+    /* While own writes of the key are on their way, the cache holds the newest of them (write()
+     * announced it): the commit of the oldest is taken off the queue; a commit that is not it came
+     * before them (events arrive in commit order), so an own write overrides it. Neither changes
+     * the cache or is announced. */
+    GQueue *pending = g_hash_table_lookup(domain->pending, key);
+    if (pending) {
+        kvd_value *oldest = g_queue_peek_head(pending);
+        if (oldest == REMOVED ? value == NULL : value && kvd_value_equal(oldest, value)) {
+            free_pending_value(g_queue_pop_head(pending));
+            if (g_queue_is_empty(pending)) g_hash_table_remove(domain->pending, key);
+        }
+        same = TRUE;
+    }
+    if (!same) {
+        if (value) g_hash_table_replace(domain->values, g_strdup(key), kvd_value_copy(value));
+        else g_hash_table_remove(domain->values, key);
+        g_ptr_array_add(notes->changed, g_strconcat(domain->prefix, key, NULL));
+    }
+    if (source == KVD_SOURCE_SYSTEM && value) g_hash_table_add(domain->system, g_strdup(key));
+    else g_hash_table_remove(domain->system, key);
+    if (is_locked != was_locked) {
+        if (is_locked) g_hash_table_add(domain->locked, g_strdup(key));
+        else g_hash_table_remove(domain->locked, key);
+        g_ptr_array_add(notes->writable, g_strconcat(domain->prefix, key, NULL));
+    }
+}
+
+static void on_event(const kvd_watch_event *event, void *user_data) {
+    Notes *notes = user_data;
+    g_mutex_lock(&notes->backend->lock);
+    if (event->initial) {
+        g_hash_table_remove_all(notes->domain->pending);
+        /* The current values: whatever the cache had and they lack is gone. */
+        GHashTable *present = g_hash_table_new(g_str_hash, g_str_equal);
+        for (size_t i = 0; i < event->count; i++) g_hash_table_add(present, (gpointer)event->changes[i].key);
+        GPtrArray *gone = g_ptr_array_new_with_free_func(g_free);
+        GHashTableIter iter;
+        gpointer key;
+        g_hash_table_iter_init(&iter, notes->domain->values);
+        while (g_hash_table_iter_next(&iter, &key, NULL))
+            if (!g_hash_table_contains(present, key)) g_ptr_array_add(gone, g_strdup(key));
+        g_hash_table_iter_init(&iter, notes->domain->locked);
+        while (g_hash_table_iter_next(&iter, &key, NULL))
+            if (!g_hash_table_contains(present, key)) g_ptr_array_add(gone, g_strdup(key));
+        for (guint i = 0; i < gone->len; i++) take_change(notes, gone->pdata[i], NULL, KVD_SOURCE_USER);
+        g_ptr_array_unref(gone);
+        g_hash_table_unref(present);
+    }
+    for (size_t i = 0; i < event->count; i++)
+        take_change(notes, event->changes[i].key, event->changes[i].value, event->changes[i].source);
+    g_mutex_unlock(&notes->backend->lock);
+}
+
+static gboolean watch_ready(gint fd, GIOCondition condition, gpointer user_data);
+
+static Notes *notes_new(KvdSettingsBackend *self, Domain *domain) {
+    Notes *notes = g_new0(Notes, 1);
+    notes->backend = self;
+    notes->domain = domain;
+    notes->changed = g_ptr_array_new_with_free_func(g_free);
+    notes->writable = g_ptr_array_new_with_free_func(g_free);
+    return notes;
+}
+
+static void notes_free(gpointer data) {
+    Notes *notes = data;
+    g_ptr_array_unref(notes->changed);
+    g_ptr_array_unref(notes->writable);
+    g_free(notes);
+}
+
+/* Makes the domain's watch (called without the lock; the domain is marked connecting). Blocks at
+ * most the connection's timeout. Returns whether it is watched now; announces what the first
+ * event changed when `announce_initial`. */
+static gboolean start_watch(KvdSettingsBackend *self, Domain *domain, gboolean announce_initial) {
+    kvd_error error = KVD_ERROR_INIT;
+    g_mutex_lock(&self->lock);
+    kvd_status status = ensure_client(self, &error);
+    kvd_client *client = self->client;
+    g_mutex_unlock(&self->lock);
+    Notes *notes = notes_new(self, domain);
+    kvd_watch *watch = NULL;
+    if (status == KVD_OK) status = kvd_watch_new(client, domain->name, NULL, on_event, notes, &watch, &error);
+    g_mutex_lock(&self->lock);
+    domain->connecting = FALSE;
+    if (status != KVD_OK) {
+        self->quiet_until = g_get_monotonic_time() + RETRY_SECONDS * G_USEC_PER_SEC;
+        g_mutex_unlock(&self->lock);
+        g_debug("kvd GSettings backend: cannot watch %s: %s", domain->name, error.message);
+        kvd_error_clear(&error);
+        notes_free(notes);
+        return FALSE;
+    }
+    domain->watch = watch;
+    domain->source = g_unix_fd_source_new(kvd_watch_fd(watch), G_IO_IN | G_IO_HUP | G_IO_ERR);
+    g_source_set_callback(domain->source, (GSourceFunc)(void (*)(void))watch_ready, notes, notes_free);
+    g_source_attach(domain->source, self->context);
+    g_mutex_unlock(&self->lock);
+    if (announce_initial) announce(notes);
+    else {
+        g_ptr_array_set_size(notes->changed, 0);
+        g_ptr_array_set_size(notes->writable, 0);
+    }
+    return TRUE;
+}
+
+/* On the worker thread: dispatches a watch's events; a dead watch is dropped, to be made again. */
+static gboolean watch_ready(gint fd, GIOCondition condition, gpointer user_data) {
+    Notes *notes = user_data;
+    KvdSettingsBackend *self = notes->backend;
+    Domain *domain = notes->domain;
+    kvd_error error = KVD_ERROR_INIT;
+    kvd_status status = kvd_watch_dispatch(domain->watch, &error);
+    announce(notes);
+    if (status == KVD_OK) return G_SOURCE_CONTINUE;
+    g_debug("kvd GSettings backend: the watch of %s ended: %s", domain->name, error.message);
+    kvd_error_clear(&error);
+    g_mutex_lock(&self->lock);
+    kvd_watch_free(domain->watch);
+    domain->watch = NULL;
+    GSource *source = domain->source;
+    domain->source = NULL;
+    g_mutex_unlock(&self->lock);
+    g_source_unref(source);
+    return G_SOURCE_REMOVE; /* frees notes */
+}
+
+/* On the worker thread, every second: watches the domains that have none. */
+static gboolean retry(gpointer user_data) {
+    KvdSettingsBackend *self = user_data;
+    GPtrArray *waiting = g_ptr_array_new();
+    g_mutex_lock(&self->lock);
+    GHashTableIter iter;
+    gpointer value;
+    g_hash_table_iter_init(&iter, self->domains);
+    while (g_hash_table_iter_next(&iter, NULL, &value)) {
+        Domain *domain = value;
+        if (domain->watch == NULL && !domain->connecting) {
+            domain->connecting = TRUE;
+            g_ptr_array_add(waiting, domain);
+        }
+    }
+    g_mutex_unlock(&self->lock);
+    for (guint i = 0; i < waiting->len; i++) start_watch(self, waiting->pdata[i], TRUE);
+    g_ptr_array_unref(waiting);
+    return G_SOURCE_CONTINUE;
+}
+
+static gpointer worker(gpointer user_data) {
+    KvdSettingsBackend *self = user_data;
+    g_main_context_push_thread_default(self->context);
+    g_main_loop_run(self->loop);
+    g_main_context_pop_thread_default(self->context);
+    return NULL;
+}
+
+/* The domain of a GSettings key, made (and watched, unless kvd failed a moment ago) when new.
+ * Returns with the lock held; NULL when the key cannot be mapped. */
+static Domain *lock_domain(KvdSettingsBackend *self, const char *gsettings_key, char **kvd_key) {
+    char *name = NULL, *prefix = NULL;
+    if (!giokvd_map_key(gsettings_key, &name, kvd_key, &prefix)) {
+        g_mutex_lock(&self->lock);
+        return NULL;
+    }
+    g_mutex_lock(&self->lock);
+    Domain *domain = g_hash_table_lookup(self->domains, name);
+    if (domain == NULL) {
+        domain = g_new0(Domain, 1);
+        domain->name = name;
+        domain->prefix = prefix;
+        domain->values = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)kvd_value_free);
+        domain->locked = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+        domain->system = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+        domain->pending = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, free_pending);
+        g_hash_table_insert(self->domains, name, domain);
+        if (g_get_monotonic_time() >= self->quiet_until) {
+            domain->connecting = TRUE;
+            g_mutex_unlock(&self->lock);
+            start_watch(self, domain, FALSE);
+            g_mutex_lock(&self->lock);
+        }
+    } else {
+        g_free(name);
+        g_free(prefix);
+    }
+    return domain;
+}
+
+static GVariant *kvd_backend_read(GSettingsBackend *backend, const gchar *key, const GVariantType *expected_type,
+                                  gboolean default_value) {
+    KvdSettingsBackend *self = KVD_SETTINGS_BACKEND(backend);
+    char *kvd_key = NULL;
+    Domain *domain = lock_domain(self, key, &kvd_key);
+    GVariant *result = NULL;
+    if (domain) {
+        const kvd_value *value = g_hash_table_lookup(domain->values, kvd_key);
+        /* The default layer is the system layer's value; a user's own value hides it from us. */
+        gboolean system = g_hash_table_contains(domain->system, kvd_key);
+        if (value && (!default_value || system)) result = giokvd_from_kvd(value, expected_type);
+    }
+    g_mutex_unlock(&self->lock);
+    g_free(kvd_key);
+    return result;
+}
+
+static GVariant *kvd_backend_read_user_value(GSettingsBackend *backend, const gchar *key, const GVariantType *expected_type) {
+    KvdSettingsBackend *self = KVD_SETTINGS_BACKEND(backend);
+    char *kvd_key = NULL;
+    Domain *domain = lock_domain(self, key, &kvd_key);
+    GVariant *result = NULL;
+    if (domain && !g_hash_table_contains(domain->system, kvd_key) && !g_hash_table_contains(domain->locked, kvd_key)) {
+        const kvd_value *value = g_hash_table_lookup(domain->values, kvd_key);
+        if (value) result = giokvd_from_kvd(value, expected_type);
+    }
+    g_mutex_unlock(&self->lock);
+    g_free(kvd_key);
+    return result;
+}
+
+static gboolean kvd_backend_get_writable(GSettingsBackend *backend, const gchar *key) {
+    KvdSettingsBackend *self = KVD_SETTINGS_BACKEND(backend);
+    char *kvd_key = NULL;
+    Domain *domain = lock_domain(self, key, &kvd_key);
+    gboolean writable = domain != NULL && !g_hash_table_contains(domain->locked, kvd_key);
+    g_mutex_unlock(&self->lock);
+    g_free(kvd_key);
+    return writable;
+}
+
+/* Commits `count` changes to one domain: one Set or Delete for one key, one atomic Apply for more;
+ * on success the cache takes them (the caller announces them). Warns and returns FALSE on failure. */
+static gboolean apply(KvdSettingsBackend *self, const char *domain_name, const char *const *gsettings_keys, const char *const *kvd_keys,
+                      GVariant *const *values, size_t count, gpointer origin_tag) {
+    kvd_change *changes = g_new0(kvd_change, count);
+    kvd_value **converted = g_new0(kvd_value *, count);
+    for (size_t i = 0; i < count; i++) {
+        converted[i] = values[i] ? giokvd_to_kvd(values[i]) : NULL;
+        changes[i].key = kvd_keys[i];
+        changes[i].value = converted[i];
+    }
+    kvd_error error = KVD_ERROR_INIT;
+    g_mutex_lock(&self->lock);
+    kvd_status status = ensure_client(self, &error);
+    kvd_client *client = self->client;
+    Domain *pending_domain = g_hash_table_lookup(self->domains, domain_name);
+    if (pending_domain && status == KVD_OK) /* the watch may see the commit before the call returns */
+        for (size_t i = 0; i < count; i++) {
+            GQueue *queue = g_hash_table_lookup(pending_domain->pending, kvd_keys[i]);
+            if (queue == NULL) {
+                queue = g_queue_new();
+                g_hash_table_insert(pending_domain->pending, g_strdup(kvd_keys[i]), queue);
+            }
+            g_queue_push_tail(queue, converted[i] ? kvd_value_copy(converted[i]) : REMOVED);
+        }
+    g_mutex_unlock(&self->lock);
+    if (status == KVD_OK) {
+        if (count == 1 && converted[0]) status = kvd_set(client, domain_name, kvd_keys[0], converted[0], KVD_ANY_REVISION, NULL, &error);
+        else if (count == 1) status = kvd_delete(client, domain_name, kvd_keys[0], NULL, &error);
+        else status = kvd_apply(client, domain_name, changes, count, KVD_ANY_REVISION, NULL, &error);
+        if (status == KVD_ERROR_NOT_FOUND && count == 1 && converted[0] == NULL) status = KVD_OK; /* reset of an unset key */
+    }
+    gboolean ok = status == KVD_OK;
+    if (!ok) {
+        g_warning("kvd GSettings backend: cannot write %s%s: %s", gsettings_keys[0], count > 1 ? " and others" : "", error.message);
+        kvd_error_clear(&error);
+        if (status != KVD_ERROR_KEY_LOCKED && status != KVD_ERROR_INVALID_VALUE && status != KVD_ERROR_TOO_LARGE &&
+            status != KVD_ERROR_INVALID_NAME) {
+            g_mutex_lock(&self->lock);
+            self->quiet_until = g_get_monotonic_time() + RETRY_SECONDS * G_USEC_PER_SEC;
+            g_mutex_unlock(&self->lock);
+        }
+        g_mutex_lock(&self->lock);
+        Domain *domain = g_hash_table_lookup(self->domains, domain_name);
+        for (size_t i = 0; domain && i < count; i++) { /* this write's, the newest */
+            GQueue *queue = g_hash_table_lookup(domain->pending, kvd_keys[i]);
+            if (queue) free_pending_value(g_queue_pop_tail(queue));
+            if (queue && g_queue_is_empty(queue)) g_hash_table_remove(domain->pending, kvd_keys[i]);
+        }
+        g_mutex_unlock(&self->lock);
+    } else {
+        g_mutex_lock(&self->lock);
+        Domain *domain = g_hash_table_lookup(self->domains, domain_name);
+        if (domain) {
+            for (size_t i = 0; i < count; i++) {
+                if (converted[i]) g_hash_table_replace(domain->values, g_strdup(kvd_keys[i]), kvd_value_copy(converted[i]));
+                else g_hash_table_remove(domain->values, kvd_keys[i]);
+                g_hash_table_remove(domain->system, kvd_keys[i]);
+            }
+        }
+        g_mutex_unlock(&self->lock);
+    }
+    for (size_t i = 0; i < count; i++) kvd_value_free(converted[i]);
+    g_free(converted);
+    g_free(changes);
+    return ok;
+}
+
+static gboolean kvd_backend_write(GSettingsBackend *backend, const gchar *key, GVariant *value, gpointer origin_tag) {
+    KvdSettingsBackend *self = KVD_SETTINGS_BACKEND(backend);
+    char *kvd_key = NULL;
+    Domain *domain = lock_domain(self, key, &kvd_key);
+    char *name = domain ? g_strdup(domain->name) : NULL;
+    g_mutex_unlock(&self->lock);
+    gboolean ok = FALSE;
+    if (name) {
+        g_variant_ref_sink(value);
+        ok = apply(self, name, (const char *const[]){key}, (const char *const[]){kvd_key}, &value, 1, origin_tag);
+        g_variant_unref(value);
+    }
+    if (ok) g_settings_backend_changed(backend, key, origin_tag);
+    g_free(name);
+    g_free(kvd_key);
+    return ok;
+}
+
+static void kvd_backend_reset(GSettingsBackend *backend, const gchar *key, gpointer origin_tag) {
+    KvdSettingsBackend *self = KVD_SETTINGS_BACKEND(backend);
+    char *kvd_key = NULL;
+    Domain *domain = lock_domain(self, key, &kvd_key);
+    char *name = domain ? g_strdup(domain->name) : NULL;
+    g_mutex_unlock(&self->lock);
+    GVariant *none = NULL;
+    if (name && apply(self, name, (const char *const[]){key}, (const char *const[]){kvd_key}, &none, 1, origin_tag))
+        g_settings_backend_changed(backend, key, origin_tag);
+    g_free(name);
+    g_free(kvd_key);
+}
+
+typedef struct {
+    KvdSettingsBackend *self;
+    GHashTable *by_domain; /* domain name -> GPtrArray of gsettings keys */
+    GHashTable *kvd_keys;  /* gsettings key -> kvd key */
+    gboolean mappable;
+} TreeWalk;
+
+static gboolean sort_key(gpointer key, gpointer value, gpointer user_data) {
+    TreeWalk *walk = user_data;
+    char *kvd_key = NULL;
+    Domain *domain = lock_domain(walk->self, key, &kvd_key);
+    char *name = domain ? g_strdup(domain->name) : NULL;
+    g_mutex_unlock(&walk->self->lock);
+    if (name == NULL) {
+        walk->mappable = FALSE;
+        return TRUE;
+    }
+    GPtrArray *keys = g_hash_table_lookup(walk->by_domain, name);
+    if (keys == NULL) {
+        keys = g_ptr_array_new();
+        g_hash_table_insert(walk->by_domain, name, keys);
+    } else {
+        g_free(name);
+    }
+    g_ptr_array_add(keys, key);
+    g_hash_table_insert(walk->kvd_keys, key, kvd_key);
+    return FALSE;
+}
+
+/* Delay-apply: the keys of one domain (one GSettings object's are) in one atomic Apply; keys of
+ * several domains in one Apply each. */
+static gboolean kvd_backend_write_tree(GSettingsBackend *backend, GTree *tree, gpointer origin_tag) {
+    KvdSettingsBackend *self = KVD_SETTINGS_BACKEND(backend);
+    TreeWalk walk = {self, g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)g_ptr_array_unref),
+                     g_hash_table_new_full(g_str_hash, g_str_equal, NULL, g_free), TRUE};
+    g_tree_foreach(tree, sort_key, &walk);
+    gboolean ok = walk.mappable;
+    GHashTableIter iter;
+    gpointer name, value;
+    g_hash_table_iter_init(&iter, walk.by_domain);
+    while (ok && g_hash_table_iter_next(&iter, &name, &value)) {
+        GPtrArray *keys = value;
+        const char **kvd_keys = g_new(const char *, keys->len);
+        GVariant **values = g_new(GVariant *, keys->len);
+        for (guint i = 0; i < keys->len; i++) {
+            kvd_keys[i] = g_hash_table_lookup(walk.kvd_keys, keys->pdata[i]);
+            values[i] = g_tree_lookup(tree, keys->pdata[i]); /* the tree's */
+        }
+        ok = apply(self, name, (const char *const *)keys->pdata, kvd_keys, values, keys->len, origin_tag);
+        g_free(values);
+        g_free(kvd_keys);
+    }
+    if (ok) g_settings_backend_changed_tree(backend, tree, origin_tag);
+    g_hash_table_unref(walk.kvd_keys);
+    g_hash_table_unref(walk.by_domain);
+    return ok;
+}
+
+static void kvd_backend_subscribe(GSettingsBackend *backend, const gchar *name) {
+    KvdSettingsBackend *self = KVD_SETTINGS_BACKEND(backend);
+    char *probe = g_strconcat(name, "k", NULL); /* a path "/a/b/" names the domain of its keys */
+    char *kvd_key = NULL;
+    lock_domain(self, probe, &kvd_key);
+    g_mutex_unlock(&self->lock);
+    g_free(kvd_key);
+    g_free(probe);
+}
+
+static void kvd_backend_unsubscribe(GSettingsBackend *backend, const gchar *name) {
+    /* Domains stay watched: an app reads the same few schemas again and again. */
+}
+
+static GPermission *kvd_backend_get_permission(GSettingsBackend *backend, const gchar *path) {
+    return g_simple_permission_new(TRUE);
+}
+
+static void kvd_settings_backend_init(KvdSettingsBackend *self) {
+    g_mutex_init(&self->lock);
+    self->domains = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)domain_free);
+    self->context = g_main_context_new();
+    self->loop = g_main_loop_new(self->context, FALSE);
+    GSource *timer = g_timeout_source_new_seconds(RETRY_SECONDS);
+    g_source_set_callback(timer, retry, self, NULL);
+    g_source_attach(timer, self->context);
+    g_source_unref(timer);
+    self->thread = g_thread_new("kvd-gsettings", worker, self);
+}
+
+static gboolean stop_loop(gpointer loop) {
+    g_main_loop_quit(loop);
+    return G_SOURCE_REMOVE;
+}
+
+static void kvd_settings_backend_finalize(GObject *object) {
+    KvdSettingsBackend *self = KVD_SETTINGS_BACKEND(object);
+    /* Quit from inside the loop: a quit before the worker ran its loop would be lost. */
+    GSource *quit = g_idle_source_new();
+    g_source_set_callback(quit, stop_loop, self->loop, NULL);
+    g_source_attach(quit, self->context);
+    g_source_unref(quit);
+    if (g_thread_self() != self->thread) g_thread_join(self->thread);
+    else g_thread_unref(self->thread);
+    g_hash_table_unref(self->domains);
+    g_main_loop_unref(self->loop);
+    g_main_context_unref(self->context);
+    kvd_client_free(self->client);
+    g_mutex_clear(&self->lock);
+    G_OBJECT_CLASS(kvd_settings_backend_parent_class)->finalize(object);
+}
+
+static void kvd_settings_backend_class_init(KvdSettingsBackendClass *class) {
+    GObjectClass *object_class = G_OBJECT_CLASS(class);
+    object_class->finalize = kvd_settings_backend_finalize;
+    class->read = kvd_backend_read;
+    class->read_user_value = kvd_backend_read_user_value;
+    class->get_writable = kvd_backend_get_writable;
+    class->write = kvd_backend_write;
+    class->write_tree = kvd_backend_write_tree;
+    class->reset = kvd_backend_reset;
+    class->subscribe = kvd_backend_subscribe;
+    class->unsubscribe = kvd_backend_unsubscribe;
+    class->get_permission = kvd_backend_get_permission;
+}
+
+static void kvd_settings_backend_class_finalize(KvdSettingsBackendClass *class) {}
+
+/* The GIO module's entry points. Priority 50: above GLib's memory backend, below dconf (100), so
+ * installing kvd does not take over a desktop that has dconf (GSETTINGS_BACKEND=kvd chooses it). */
+G_MODULE_EXPORT void g_io_module_load(GIOModule *module) {
+    g_type_module_use(G_TYPE_MODULE(module)); /* the type stays registered */
+    kvd_settings_backend_register_type(G_TYPE_MODULE(module));
+    g_io_extension_point_implement(G_SETTINGS_BACKEND_EXTENSION_POINT_NAME, kvd_settings_backend_get_type(), "kvd", 50);
+}
+
+G_MODULE_EXPORT void g_io_module_unload(GIOModule *module) {}
+
+G_MODULE_EXPORT gchar **g_io_module_query(void) {
+    return g_strsplit(G_SETTINGS_BACKEND_EXTENSION_POINT_NAME, "!", 0);
+}

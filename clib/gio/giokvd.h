@@ -1,0 +1,44 @@
+/* giokvd.h — internals of libgiokvd.so, kvd's GSettingsBackend (clib/gio/).
+ *
+ * The mapping between GSettings and kvd, as README.md "GNOME and GSettings apps" documents it:
+ *
+ * Paths. A GSettings key "/s1/s2/.../sN/name" goes to kvd domain "E(s1).E(s2)...E(sN)" and key
+ * "name". E keeps the bytes A-Z a-z 0-9 and '-' (not a leading '-' of the domain) and writes every
+ * other byte as '_' and two upper-case hex digits ("." is "_2E", ":" is "_3A", "_" is "_5F"), so
+ * '.' only ever separates segments and '_' only ever starts an escape: the mapping is reversible
+ * and no path is refused. A domain holds as many leading segments as fit in kvd's 255 bytes; the
+ * rest stay in the key, raw, separated by '/' ("sK/.../sN/name"). A key at the root, or whose first
+ * segment alone is too long, goes to domain "_" (a lone '_' is no escape: it is the empty path).
+ * Key names that are not UTF-8 cannot be kvd keys: they are not writable and read as defaults.
+ *
+ * Values. The natural kvd type where one exists: b bool; y n q i u x h-less integers, and t up to
+ * 2^63-1, as integer; d (finite) as real; s o g as string; ay as data; arrays of those as arrays;
+ * dictionaries a{sT} with keys in ascending byte order as dictionaries; a variant v when its
+ * contents read back with the same type by the inference below (bool b, integer x, real d,
+ * string s, data ay, array of one of b x d s -> aT, empty array as, other arrays av, dictionary
+ * a{sv}). Every other value, and a dictionary that would look like the tagged form, is stored
+ * tagged: the dictionary {"gvariant": TYPE, "text": g_variant_print(value, TRUE)}, read back with
+ * g_variant_parse, or, when that parse would not give the value back (GLib refuses subnormal
+ * doubles), {"gvariant": TYPE, "data": the value's normal-form little-endian serialization}. A value read is converted to the schema's type; one that does not convert
+ * (another program stored something else) reads as the schema's default.
+ */
+#ifndef GIOKVD_H
+#define GIOKVD_H
+
+#include <glib.h>
+#include <kvd.h>
+
+/* The kvd domain and key of a GSettings key; false when the key cannot be mapped (not UTF-8).
+ * `prefix` (if not NULL) gets the GSettings path the domain stands for ("/org/gnome/a/"). */
+gboolean giokvd_map_key(const char *gsettings_key, char **domain, char **key, char **prefix);
+
+/* The reverse: the GSettings key of a kvd domain and key (a new string), NULL when the domain
+ * is not one the mapping makes (a '_' without two hex digits). */
+char *giokvd_unmap_key(const char *domain, const char *key);
+
+/* The value's kvd form (natural or tagged); NULL only when out of memory. */
+kvd_value *giokvd_to_kvd(GVariant *value);
+/* The value read back as `type` (a new reference, not floating), or NULL when it does not convert. */
+GVariant *giokvd_from_kvd(const kvd_value *value, const GVariantType *type);
+
+#endif

@@ -1,0 +1,64 @@
+# libgiokvd.so, kvd's GSettings backend (a GIO module; clib/gio/): included by the top Makefile.
+#   make giokvd          .build/clib/gio/libgiokvd.so (links libkvd statically: one file to install)
+#                        and kvd-dconf-import (dconf dump / | kvd-dconf-import)
+#   make giokvd-test     clib/gio/tests/run.sh: the gsettings CLI and a PyGObject program on a real kvd
+#   make giokvd-install  the module into GIO's module folder under PREFIX, then gio-querymodules
+GIOKVD_DIR     := clib/gio
+GIOKVD_OUT     := .build/clib/gio
+GIOKVD_SO      := $(GIOKVD_OUT)/libgiokvd.so
+GIOKVD_SOURCES := $(wildcard $(GIOKVD_DIR)/*.c)
+GIO_CFLAGS      = $(shell pkg-config --cflags gio-2.0 gio-unix-2.0)
+GIO_LIBS        = $(shell pkg-config --libs gio-2.0 gio-unix-2.0)
+# GIO's module folder, moved under PREFIX: /usr/lib/x86_64-linux-gnu/gio/modules -> PREFIX/lib/x86_64-linux-gnu/gio/modules.
+GIOMODULEDIR   ?= $(patsubst $(shell pkg-config --variable=prefix gio-2.0)%,$(PREFIX)%,$(shell pkg-config --variable=giomoduledir gio-2.0))
+
+.PHONY: giokvd giokvd-test giokvd-glib-suite giokvd-install giokvd-uninstall
+
+GIOKVD_IMPORT  := $(GIOKVD_OUT)/kvd-dconf-import
+
+giokvd: $(GIOKVD_SO) $(GIOKVD_IMPORT)
+
+# dconf dump / | kvd-dconf-import: the same mapping and value forms as the module.
+$(GIOKVD_IMPORT): $(GIOKVD_DIR)/tools/kvd-dconf-import.c $(GIOKVD_DIR)/mapping.c $(GIOKVD_DIR)/convert.c $(GIOKVD_DIR)/giokvd.h $(LIBKVD_OUT)/libkvd.a
+	@mkdir -p $(dir $@)
+	$(KVD_CC) $(LIBKVD_CFLAGS) $(LIBKVD_WARN) -Wno-shadow -D_GNU_SOURCE -I$(LIBKVD_DIR)/include $(GIO_CFLAGS) \
+	  -o $@ $< $(GIOKVD_DIR)/mapping.c $(GIOKVD_DIR)/convert.c $(LIBKVD_OUT)/libkvd.a $(GIO_LIBS) -lpthread -lm
+
+$(GIOKVD_SO): $(GIOKVD_SOURCES) $(GIOKVD_DIR)/giokvd.h $(LIBKVD_OUT)/libkvd.a
+	@mkdir -p $(dir $@)
+	$(KVD_CC) $(LIBKVD_CFLAGS) $(LIBKVD_WARN) -Wno-shadow -D_GNU_SOURCE -fPIC -shared -fvisibility=hidden -I$(LIBKVD_DIR)/include $(GIO_CFLAGS) \
+	  -o $@ $(GIOKVD_SOURCES) $(LIBKVD_OUT)/libkvd.a -Wl,--exclude-libs,ALL -Wl,--no-undefined $(GIO_LIBS) -lpthread -lm
+
+$(GIOKVD_OUT)/test_mapping: $(GIOKVD_DIR)/tests/test_mapping.c $(GIOKVD_DIR)/mapping.c $(GIOKVD_DIR)/giokvd.h
+	@mkdir -p $(dir $@)
+	$(KVD_CC) $(LIBKVD_CFLAGS) $(LIBKVD_WARN) -Wno-shadow -D_GNU_SOURCE -I$(LIBKVD_DIR)/include $(GIO_CFLAGS) -o $@ $< $(GIOKVD_DIR)/mapping.c $(GIO_LIBS)
+
+$(GIOKVD_OUT)/test_values: $(GIOKVD_DIR)/tests/test_values.c $(GIOKVD_DIR)/convert.c $(GIOKVD_DIR)/giokvd.h $(LIBKVD_OUT)/libkvd.a
+	@mkdir -p $(dir $@)
+	$(KVD_CC) $(LIBKVD_CFLAGS) $(LIBKVD_WARN) -Wno-shadow -D_GNU_SOURCE -I$(LIBKVD_DIR)/include $(GIO_CFLAGS) -o $@ $< $(GIOKVD_DIR)/convert.c $(LIBKVD_OUT)/libkvd.a $(GIO_LIBS) -lpthread -lm
+
+giokvd-test: giokvd $(GIOKVD_OUT)/test_mapping $(GIOKVD_OUT)/test_values
+	$(GIOKVD_OUT)/test_mapping
+	$(GIOKVD_OUT)/test_values
+	if command -v valgrind >/dev/null; then GIOKVD_ROUNDS=2000 valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite $(GIOKVD_OUT)/test_values; fi
+	$(SWIFT) build --product kvd
+	$(SWIFT) build --product kvctl
+	$(GIOKVD_DIR)/tests/run.sh "$(GIOKVD_OUT)" "$$($(SWIFT) build --show-bin-path)"
+
+giokvd-install: giokvd
+	install -d $(DESTDIR)$(GIOMODULEDIR)
+	install -m 0644 $(GIOKVD_SO) $(DESTDIR)$(GIOMODULEDIR)/
+	install -d $(DESTDIR)$(BINDIR)
+	install -m 0755 $(GIOKVD_IMPORT) $(DESTDIR)$(BINDIR)/
+	if [ -z "$(DESTDIR)" ] && command -v gio-querymodules >/dev/null; then gio-querymodules $(GIOMODULEDIR); fi
+
+giokvd-uninstall:
+	rm -f $(DESTDIR)$(GIOMODULEDIR)/libgiokvd.so $(DESTDIR)$(BINDIR)/kvd-dconf-import
+	if [ -z "$(DESTDIR)" ] && command -v gio-querymodules >/dev/null && [ -d $(GIOMODULEDIR) ]; then gio-querymodules $(GIOMODULEDIR); fi
+
+## GLib's own gio/tests/gsettings.c (fetched with apt-get source into .build/glib-source, once per
+## GLib version) on kvd and on the memory backend, test by test (clib/gio/tests/glib-suite.sh).
+giokvd-glib-suite: giokvd
+	$(SWIFT) build --product kvd
+	$(SWIFT) build --product kvctl
+	$(GIOKVD_DIR)/tests/glib-suite.sh "$(GIOKVD_OUT)" "$$($(SWIFT) build --show-bin-path)"
