@@ -205,22 +205,28 @@ struct XMLPlistReader {
         while index < bytes.count, Self.isNameByte(bytes[index]) { index += 1 }
         guard index > start else { throw damaged("a tag has no name") }
         tag.name = String(decoding: bytes[start..<index], as: UTF8.self)
-        var quote: UInt8? = nil
+        while let byte = nextByteOutsideQuotes() {
+            if byte == UInt8(ascii: ">") {
+                tag.empty = bytes[index - 2] == UInt8(ascii: "/")
+                return tag
+            }
+            if byte == UInt8(ascii: "<") { break }
+        }
+        throw damaged("the tag <\(tag.name)> is not closed")
+    }
+
+    /// The next byte outside quotes, `index` moved past it: a `"..."` or `'...'` span (an
+    /// attribute's value, a DOCTYPE's literal) is skipped whole, so a `>` or `<` in it ends
+    /// nothing; nil at the end of the input.
+    private mutating func nextByteOutsideQuotes() -> UInt8? {
         while index < bytes.count {
             let byte = bytes[index]
             index += 1
-            if let open = quote {
-                if byte == open { quote = nil }
-            } else if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "'") {
-                quote = byte
-            } else if byte == UInt8(ascii: ">") {
-                tag.empty = bytes[index - 2] == UInt8(ascii: "/")
-                return tag
-            } else if byte == UInt8(ascii: "<") {
-                break
-            }
+            guard byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "'") else { return byte }
+            while index < bytes.count, bytes[index] != byte { index += 1 }
+            if index < bytes.count { index += 1 }
         }
-        throw damaged("the tag <\(tag.name)> is not closed")
+        return nil
     }
 
     /// The text up to `</name>`: entities and character references resolved, CDATA kept as it
@@ -301,17 +307,10 @@ struct XMLPlistReader {
 
     /// Skips `<!DOCTYPE ...>`, an internal subset in `[...]` included (never used).
     private mutating func skipDoctype() throws(PlistRefusal) {
-        var quote: UInt8? = nil
         var brackets = 0
         index += 9
-        while index < bytes.count {
-            let byte = bytes[index]
-            index += 1
-            if let open = quote {
-                if byte == open { quote = nil }
-            } else if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "'") {
-                quote = byte
-            } else if byte == UInt8(ascii: "[") {
+        while let byte = nextByteOutsideQuotes() {
+            if byte == UInt8(ascii: "[") {
                 brackets += 1
             } else if byte == UInt8(ascii: "]") {
                 brackets -= 1
