@@ -15,7 +15,7 @@ import PackageDescription
 ///     KVCtl ← KVValues, KVProtocol, KVConnection    kvctl's commands
 ///     HabitsKit ← KVClient, KVProtocol, KVValues    the sample app
 ///     kvd ← KVDaemon; kvctl ← KVCtl; habits ← HabitsKit (thin mains)
-///     kvctl-plist ← KVValues                  property lists ↔ typed JSON for kvctl (links Foundation, so kvctl need not)
+///     kvctl-plist ← KVValues                  property lists ↔ typed JSON for kvctl (its own reader and writer on FoundationEssentials; a process of its own, so kvctl links neither)
 ///     KVTestSupport ← KVSystem, KVProtocol, CLinux     shared by test targets only (fake server, faults)
 ///
 /// `scripts/check-imports.py` (run by `make test`) fails when a target imports a target it does
