@@ -328,9 +328,12 @@ final class HostileDaemon {
 
     init(_ sandbox: Sandbox, fileLimit: Int? = nil, extra: [String] = []) throws {
         self.sandbox = sandbox
-        let command = "kvd=$1; shift; " + (fileLimit.map { "ulimit -n \($0) || exit 99; " } ?? "") + "exec \"$kvd\" \"$@\" 2>\"$0\""
+        // Descriptors above 2 that the test process holds open (other tests' sockets) are closed
+        // first: under a low `fileLimit` they would leave kvd, and the log's redirection, none.
+        let closeInherited = #"for fd in /proc/$$/fd/*; do n=${fd##*/}; [ "$n" -gt 2 ] && eval "exec $n>&-" 2>/dev/null; done; "#
+        let command = "kvd=$1; shift; " + closeInherited + (fileLimit.map { "ulimit -n \($0) || exit 99; " } ?? "") + "exec \"$kvd\" \"$@\" 2>\"$0\""
         process = try ChildProcess(
-            "/bin/sh", ["-c", command, sandbox.root + "/kvd.log", Binaries.kvd, "--socket", sandbox.socket, "--state-dir", sandbox.state, "--idle-exit", "0"] + extra)
+            "/bin/bash", ["-c", command, sandbox.root + "/kvd.log", Binaries.kvd, "--socket", sandbox.socket, "--state-dir", sandbox.state, "--idle-exit", "0"] + extra)
         try waitForListener(sandbox.socket, of: process, log: errorOutput)
     }
 

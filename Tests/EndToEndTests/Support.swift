@@ -270,8 +270,10 @@ func withUnixAddress<T>(_ path: String, _ body: (UnsafePointer<sockaddr>, sockle
 struct RawClient {
     let fd: Int32
 
+    /// Connects to `path`. The socket is close-on-exec: a program a test starts meanwhile must not
+    /// inherit other tests' connections (500 of them filled a kvd's 64-descriptor limit).
     static func connect(_ path: String) throws -> Int32 {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         let result = withUnixAddress(path) { Glibc.connect(fd, $0, $1) }
         guard result == 0 else {
             let error = errno
