@@ -59,10 +59,10 @@ let package = Package(
         .testTarget(name: "KVSystemTests", dependencies: ["KVSystem", "KVTestSupport"]),
         .testTarget(name: "KVStorageTests", dependencies: ["KVStorage", "KVValues", "KVSystem"]),
         .testTarget(name: "KVProtocolTests", dependencies: ["KVProtocol", "KVValues", "KVTestSupport"]),
-        .testTarget(name: "KVFleetTests", dependencies: ["KVFleet", "KVValues", "KVProtocol", "KVConnection"]),
+        .testTarget(name: "KVFleetTests", dependencies: ["KVFleet", "KVValues", "KVProtocol", "KVConnection", "CLinux"]),
         .testTarget(name: "KVDaemonTests", dependencies: ["KVDaemon", "KVStorage", "KVProtocol", "KVValues", "KVSystem", "KVFleet", "KVTestSupport"]),
         .testTarget(name: "KVCtlTests", dependencies: ["KVCtl", "KVClient", "KVConnection", "KVProtocol", "KVValues", "KVTestSupport"]),
-        .testTarget(name: "KVClientTests", dependencies: ["KVClient", "KVConnection", "KVProtocol", "KVValues", "KVSystem", "KVTestSupport"]),
+        .testTarget(name: "KVClientTests", dependencies: ["KVClient", "KVConnection", "KVProtocol", "KVValues", "KVSystem", "KVTestSupport", "CLinux"]),
         .testTarget(name: "EndToEndTests"),
         .testTarget(name: "HabitsTests", dependencies: ["HabitsKit", "KVClient", "KVValues"], exclude: ["Fixtures"]),
     ]

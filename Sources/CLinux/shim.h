@@ -6,12 +6,16 @@
 #include <sys/signalfd.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <spawn.h>
 
 /* accept4 is declared only under _GNU_SOURCE, which the Glibc module is built without. */
 int accept4(int sockfd, struct sockaddr *addr, socklen_t *addrlen, int flags);
 
 /* struct ucred is declared only under _GNU_SOURCE too: the same layout, for SO_PEERCRED. */
 struct kvd_peer_credentials { int pid; unsigned int uid; unsigned int gid; };
+/* glibc 2.34+, declared only under _GNU_SOURCE: a spawned child keeps no descriptor above 2. */
+int posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *actions, int from);
+
 #ifndef SO_PEERCRED
 #define SO_PEERCRED 17
 #endif

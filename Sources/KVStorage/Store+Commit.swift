@@ -72,7 +72,8 @@ extension Store {
                 try journal.append(batch.records, revision: state.withLock { $0.revision })
             } catch {
                 // A full disk: history goes first, then the log is compacted, and the batch tried again.
-                let retried = Self.isFull(journal.appendFailure) && makeRoom() && (try? journal.append(batch.records, revision: state.withLock { $0.revision })) != nil
+                // Tried again when either step freed space (dropped history alone may be enough).
+                let retried = Self.isFull(journal.appendFailure) && makeRoom().freedAny && (try? journal.append(batch.records, revision: state.withLock { $0.revision })) != nil
                 if !retried {
                     log(.error, error.description)
                     for item in pending { item.fail(error) }
@@ -217,7 +218,7 @@ extension Store {
             state.withLock { $0.recent = [:] }  // in the history files now; nothing was published meanwhile (this queue publishes)
             journal.nextCompactionLength = threshold
             log(.debug, "compacted the log into \(count) domain files at revision \(revision)")
-        } catch  where Self.isFull(error) && makeRoom() {
+        } catch  where Self.isFull(error) && makeRoom().compacted {
             return
         } catch {
             // Retry once the log has grown by another quarter of the threshold, not every batch.

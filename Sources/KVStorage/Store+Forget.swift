@@ -104,24 +104,33 @@ extension Store {
         error?.code == ENOSPC || error?.code == EDQUOT
     }
 
+    /// What ``makeRoom()`` freed.
+    struct RoomMade {
+        /// Every history file was removed.
+        var droppedHistory = false
+        /// The log was compacted into the domain files.
+        var compacted = false
+        var freedAny: Bool { droppedHistory || compacted }
+    }
+
     /// Makes room on a full disk for the data: drops every history file, then compacts the
-    /// log into the domain files (freeing the log's space). Returns whether the compaction
-    /// succeeded; logged.
-    func makeRoom() -> Bool {
+    /// log into the domain files (freeing the log's space). Says what it freed; logged.
+    func makeRoom() -> RoomMade {
         let (domains, revision) = state.withLock { ($0.domains, $0.revision) }
+        var made = RoomMade()
         do throws(FileSystemError) {
-            let dropped = journal.historyOptions != nil ? try journal.dropHistory(domains: domains, revision: revision) : false
+            made.droppedHistory = journal.historyOptions != nil ? try journal.dropHistory(domains: domains, revision: revision) : false
             try journal.compact(domains, revision: revision)
+            made.compacted = true
             state.withLock { $0.recent = [:] }
             journal.nextCompactionLength = Int64(options.compactionLogBytes)
             log(
                 .warning,
-                "the disk holding \(journal.directory) is full: \(dropped ? "dropped the history of every domain (it starts again from the values) and " : "")compacted the log"
+                "the disk holding \(journal.directory) is full: \(made.droppedHistory ? "dropped the history of every domain (it starts again from the values) and " : "")compacted the log"
             )
-            return true
         } catch {
-            log(.error, "the disk holding \(journal.directory) is full, and making room failed: \(error)")
-            return false
+            log(.error, "the disk holding \(journal.directory) is full, \(made.droppedHistory ? "dropped the history of every domain, " : "")and compacting the log failed: \(error)")
         }
+        return made
     }
 }

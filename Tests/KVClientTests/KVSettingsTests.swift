@@ -1,3 +1,4 @@
+import CLinux
 import Foundation
 import Glibc
 import KVValues
@@ -37,6 +38,7 @@ private func spawn(_ program: String, _ arguments: [String]) throws -> pid_t {
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addclosefrom_np(&actions, 3)  // no other test's descriptor lives on in the child
     posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
     posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
     let argv = ([path] + arguments).map { strdup($0) } + [nil]

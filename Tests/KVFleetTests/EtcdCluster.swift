@@ -1,3 +1,4 @@
+import CLinux
 import Foundation
 import Glibc
 import Testing
@@ -244,6 +245,7 @@ final class SpawnedProcess: @unchecked Sendable {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addclosefrom_np(&actions, 3)  // no other test's descriptor lives on in the child
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_APPEND, 0o600)
         posix_spawn_file_actions_adddup2(&actions, 1, 2)

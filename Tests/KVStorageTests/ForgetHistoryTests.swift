@@ -198,4 +198,23 @@ extension TemporaryFolder {
         defer { reopened.close() }
         #expect(reopened.get(app, key("k")) == .value(.integer(100), revision: revision + 1))
     }
+    /// The space history frees is used even when compacting the log does not fit.
+    @Test func aWriteThatFitsOnceHistoryIsDroppedIsTakenEvenIfCompactionFails() throws {
+        let folder = TemporaryFolder()
+        defer { folder.remove() }
+        let fileSystem = RecordingFileSystem()
+        let store = try Store(directory: folder.state, options: Self.options, fileSystem: fileSystem)
+        defer { store.close() }
+        for round in 1...12 { try commit(store, .set(key("k"), .integer(Int64(round)), ifRevision: nil)) }
+        // The log is full until a history file is removed; a new domain file never fits.
+        let full = Mutex(true)
+        fileSystem.fail { operation, name in
+            if operation == "unlink", name.hasSuffix(".history") { full.withLock { $0 = false } }
+            let writes = ["write", "pwrite", "preallocate", "fsync", "fdatasync"].contains(operation)
+            return writes && (full.withLock({ $0 }) || name.hasSuffix(".tmp")) ? ENOSPC : nil
+        }
+        let revision = try commit(store, .set(key("k"), .integer(99), ifRevision: nil))
+        #expect(!full.withLock { $0 }, "history was dropped")
+        #expect(store.get(app, key("k")) == .value(.integer(99), revision: revision))
+    }
 }
