@@ -34,7 +34,7 @@ SMOKE_SECONDS ?= 10
 .PHONY: all build release deps test unit-tests python-tests demo install uninstall clean help fuzz fuzz-smoke fuzz-build test-sanitize
 .PHONY: bench bench-smoke format format-check deb docs
 
-## The toolchain's swift-format with the repository's .swift-format (4 spaces, lines up to 180,
+## The toolchain's swift-format with the repository's .swift-format (4 spaces, lines up to 120,
 ## formatting only: every lint rule is off). `make test` fails on unformatted code.
 .DEFAULT_GOAL := all
 FORMAT_PATHS := Sources Tests fuzz Package.swift

@@ -39,7 +39,9 @@ let package = Package(
         .target(name: "CCurl", linkerSettings: [.linkedLibrary("curl")]),
         .target(name: "KVFleet", dependencies: ["KVValues", "CCurl"]),
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
-        .target(name: "KVDaemon", dependencies: ["KVValues", "KVStorage", "KVProtocol", "KVSystem", "KVFleet", "CSystemd", "CLinux"]),
+        .target(
+            name: "KVDaemon",
+            dependencies: ["KVValues", "KVStorage", "KVProtocol", "KVSystem", "KVFleet", "CSystemd", "CLinux"]),
         .executableTarget(name: "kvd", dependencies: ["KVDaemon"]),
         .target(name: "KVConnection", dependencies: ["KVValues", "KVProtocol", "KVSystem"]),
         .target(name: "KVClient", dependencies: ["KVValues", "KVProtocol", "KVSystem", "KVConnection"]),
@@ -59,10 +61,17 @@ let package = Package(
         .testTarget(name: "KVSystemTests", dependencies: ["KVSystem", "KVTestSupport"]),
         .testTarget(name: "KVStorageTests", dependencies: ["KVStorage", "KVValues", "KVSystem"]),
         .testTarget(name: "KVProtocolTests", dependencies: ["KVProtocol", "KVValues", "KVTestSupport"]),
-        .testTarget(name: "KVFleetTests", dependencies: ["KVFleet", "KVValues", "KVProtocol", "KVConnection", "CLinux"]),
-        .testTarget(name: "KVDaemonTests", dependencies: ["KVDaemon", "KVStorage", "KVProtocol", "KVValues", "KVSystem", "KVFleet", "KVTestSupport"]),
-        .testTarget(name: "KVCtlTests", dependencies: ["KVCtl", "KVClient", "KVConnection", "KVProtocol", "KVValues", "KVTestSupport"]),
-        .testTarget(name: "KVClientTests", dependencies: ["KVClient", "KVConnection", "KVProtocol", "KVValues", "KVSystem", "KVTestSupport", "CLinux"]),
+        .testTarget(
+            name: "KVFleetTests", dependencies: ["KVFleet", "KVValues", "KVProtocol", "KVConnection", "CLinux"]),
+        .testTarget(
+            name: "KVDaemonTests",
+            dependencies: ["KVDaemon", "KVStorage", "KVProtocol", "KVValues", "KVSystem", "KVFleet", "KVTestSupport"]),
+        .testTarget(
+            name: "KVCtlTests",
+            dependencies: ["KVCtl", "KVClient", "KVConnection", "KVProtocol", "KVValues", "KVTestSupport"]),
+        .testTarget(
+            name: "KVClientTests",
+            dependencies: ["KVClient", "KVConnection", "KVProtocol", "KVValues", "KVSystem", "KVTestSupport", "CLinux"]),
         .testTarget(name: "EndToEndTests"),
         .testTarget(name: "HabitsTests", dependencies: ["HabitsKit", "KVClient", "KVValues"], exclude: ["Fixtures"]),
     ]

@@ -14,7 +14,9 @@ import KVValues
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzCommit(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     let message = Array(UnsafeBufferPointer(start: data, count: size))
-    guard let call = try? VarlinkCall(message: message), let request = try? DefaultsRequest(call: call) else { return 0 }
+    guard let call = try? VarlinkCall(message: message), let request = try? DefaultsRequest(call: call) else {
+        return 0
+    }
     let domain: Domain
     let mutation: Mutation
     switch request {
@@ -23,13 +25,15 @@ public func fuzzCommit(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     default: return 0
     }
     let view = DomainView(nil)
-    guard let planned = try? MutationPlanner.changes(of: mutation, in: domain, current: view), !planned.changes.isEmpty else { return 0 }
+    guard let planned = try? MutationPlanner.changes(of: mutation, in: domain, current: view), !planned.changes.isEmpty
+    else { return 0 }
     let changes = planned.changes
     let record = LogRecord(revision: 7, domain: domain, kind: mutation.kind, changes: changes)
     var line: [UInt8] = []
     var entryBytes: [Int] = []
     let sizes = LogFormat.append(record, to: &line, entryBytes: &entryBytes)
-    guard let budget = try? CommitLimits.check(sizes, planned, entryBytes: entryBytes[...], in: domain, view: view) else { return 0 }  // refused: never acknowledged
+    guard let budget = try? CommitLimits.check(sizes, planned, entryBytes: entryBytes[...], in: domain, view: view)
+    else { return 0 }  // refused: never acknowledged
     checkLog(record, line)
     var state = DomainState()
     state.apply(changes, entryBytes: entryBytes[...], budgetBytes: budget, at: 7)
@@ -42,15 +46,19 @@ private func text(_ bytes: [UInt8]) -> String { String(decoding: bytes.prefix(20
 
 private func checkLog(_ record: LogRecord, _ line: [UInt8]) {
     let log = LogFormat.header(baseRevision: 6) + line
-    guard let scan = try? LogFormat.scan(log), scan.damage.isEmpty, scan.tornTail == nil, scan.records == [record] else {
+    guard let scan = try? LogFormat.scan(log), scan.damage.isEmpty, scan.tornTail == nil, scan.records == [record]
+    else {
         fail("an accepted change's log record does not scan back to it: \(text(line))")
     }
 }
 
 private func checkDomainFile(_ domain: Domain, _ state: DomainState) {
     let file = DomainFile.encode(domain, state, savedAt: Date(timeIntervalSince1970: 0))
-    if file.count > StorageFormat.maxDomainFileBytes { fail("a domain file of \(file.count) bytes is over the reader's limit") }
-    guard let loaded = try? DomainFile.decode(file, domain: domain), loaded.state == state, loaded.warnings.isEmpty else {
+    if file.count > StorageFormat.maxDomainFileBytes {
+        fail("a domain file of \(file.count) bytes is over the reader's limit")
+    }
+    guard let loaded = try? DomainFile.decode(file, domain: domain), loaded.state == state, loaded.warnings.isEmpty
+    else {
         fail("an accepted change's domain file does not load back to it: \(text(file))")
     }
 }

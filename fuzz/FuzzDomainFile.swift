@@ -13,7 +13,9 @@ import KVValues
 public func fuzzDomainFile(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     let bytes = Array(UnsafeBufferPointer(start: data, count: size))
     if let named = try? DomainFile.decode(bytes, domain: nil) { check(named) }
-    guard let loaded = try? DomainFile.decode(bytes, domain: try! Domain(validating: "com.example.fuzz")) else { return 0 }
+    guard let loaded = try? DomainFile.decode(bytes, domain: try! Domain(validating: "com.example.fuzz")) else {
+        return 0
+    }
     check(loaded)
     return 0
 }
@@ -31,6 +33,8 @@ private func check(_ loaded: LoadedDomain) {
     guard reread.version == StorageFormat.domainFormatVersion, reread.state == loaded.state else {
         fail("the domain changed in a write and load: \(String(decoding: written, as: UTF8.self))")
     }
-    if DomainFile.encode(domain, reread.state, savedAt: savedAt) != written { fail("writing a loaded file again changed it") }
+    if DomainFile.encode(domain, reread.state, savedAt: savedAt) != written {
+        fail("writing a loaded file again changed it")
+    }
     if reread.copyReason != nil { fail("a written file has a key twice") }
 }

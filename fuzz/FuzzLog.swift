@@ -12,7 +12,9 @@ import KVValues
 public func fuzzLog(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     let bytes = Array(UnsafeBufferPointer(start: data, count: size))
     guard let scan = try? LogFormat.scan(bytes) else { return 0 }
-    guard scan.validLength <= bytes.count else { fail("validLength \(scan.validLength) is past the end (\(bytes.count))") }
+    guard scan.validLength <= bytes.count else {
+        fail("validLength \(scan.validLength) is past the end (\(bytes.count))")
+    }
     if scan.damage.isEmpty, scan.tornTail == nil, bytes[scan.validLength...].contains(where: { $0 != 0 }) {
         fail("no damage reported, yet the scan stopped before bytes other than reserved zeros")
     }
@@ -23,12 +25,14 @@ public func fuzzLog(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     }
     if scan.highestRevision < last { fail("the store's revision \(scan.highestRevision) is below a record's \(last)") }
     if scan.damage.isEmpty {
-        guard let prefix = try? LogFormat.scan(Array(bytes[..<scan.validLength])), prefix.damage.isEmpty, prefix.tornTail == nil,
+        guard let prefix = try? LogFormat.scan(Array(bytes[..<scan.validLength])), prefix.damage.isEmpty,
+            prefix.tornTail == nil,
             prefix.records == scan.records, prefix.baseRevision == scan.baseRevision
         else { fail("the valid prefix does not scan to the same records") }
     }
     let rebuilt = LogFormat.header(baseRevision: scan.baseRevision) + scan.records.flatMap(LogFormat.encode)
-    guard let again = try? LogFormat.scan(rebuilt), again.damage.isEmpty, again.tornTail == nil, again.records == scan.records,
+    guard let again = try? LogFormat.scan(rebuilt), again.damage.isEmpty, again.tornTail == nil,
+        again.records == scan.records,
         again.validLength == rebuilt.count
     else { fail("re-encoded records do not scan back: \(String(decoding: rebuilt, as: UTF8.self))") }
     return 0

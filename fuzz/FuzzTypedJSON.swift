@@ -12,16 +12,22 @@ public func fuzzTypedJSON(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     guard let json = try? JSONParser.parse(input) else { return 0 }
     for writer in [JSONWriter(), JSONWriter(pretty: true), JSONWriter(pretty: true, maxIndentedLevel: 2)] {
         let text = writer.bytes(json)
-        guard let again = try? JSONParser.parse(text) else { fail("written JSON does not parse: \(writer.string(json))") }
+        guard let again = try? JSONParser.parse(text) else {
+            fail("written JSON does not parse: \(writer.string(json))")
+        }
         guard again == json else { fail("JSON changed in a round trip: \(writer.string(json))") }
     }
     guard let value = try? Value(typedJSONText: input) else { return 0 }
     let typed = value.typedJSON
-    guard let reread = try? Value(typedJSON: typed) else { fail("typedJSON of a value does not read back: \(JSONWriter().string(typed))") }
+    guard let reread = try? Value(typedJSON: typed) else {
+        fail("typedJSON of a value does not read back: \(JSONWriter().string(typed))")
+    }
     guard reread == value else { fail("value changed in a round trip: \(JSONWriter().string(typed))") }
     guard let fromText = try? Value(typedJSONText: JSONWriter().bytes(typed)), fromText == value else {
         fail("written typed JSON does not read back as the same value: \(JSONWriter().string(typed))")
     }
-    do { try value.validate() } catch { fail("a value read from typed JSON does not validate (\(error)): \(JSONWriter().string(typed))") }
+    do { try value.validate() } catch {
+        fail("a value read from typed JSON does not validate (\(error)): \(JSONWriter().string(typed))")
+    }
     return 0
 }

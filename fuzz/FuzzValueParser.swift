@@ -10,7 +10,9 @@ import KVValues
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzValueParser(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     let input = UnsafeBufferPointer(start: data, count: size)
-    let arguments = input.split(separator: 0, omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
+    let arguments = input.split(separator: 0, omittingEmptySubsequences: false).map {
+        String(decoding: $0, as: UTF8.self)
+    }
     guard let spec = try? ValueParser.parse(arguments) else { return 0 }
     let values: [Value]
     switch spec {

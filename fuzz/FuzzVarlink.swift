@@ -61,12 +61,16 @@ private func check(_ message: [UInt8]) {
     if let (domain, key) = DefaultsRequest.fastGet(message[...]) {
         guard let call = try? VarlinkCall(message: message), !call.oneway, !call.more,
             let request = try? DefaultsRequest(call: call), request == .get(domain, key)
-        else { fail("fastGet accepted what the general path reads otherwise: \(String(decoding: message, as: UTF8.self))") }
+        else {
+            fail("fastGet accepted what the general path reads otherwise: \(String(decoding: message, as: UTF8.self))")
+        }
     }
     if let request = DefaultsRequest.fastSet(message[...]) {
         guard let call = try? VarlinkCall(message: message), !call.oneway, !call.more,
             let general = try? DefaultsRequest(call: call), general == request
-        else { fail("fastSet accepted what the general path reads otherwise: \(String(decoding: message, as: UTF8.self))") }
+        else {
+            fail("fastSet accepted what the general path reads otherwise: \(String(decoding: message, as: UTF8.self))")
+        }
     }
     if let reply = try? VarlinkReply(message: message) {
         let bytes = reply.encoded()
@@ -76,12 +80,14 @@ private func check(_ message: [UInt8]) {
     }
     guard let call = try? VarlinkCall(message: message) else { return }
     let encoded = call.encoded()
-    guard encoded.last == 0, !encoded.dropLast().contains(0), let reread = try? VarlinkCall(message: encoded.dropLast()),
+    guard encoded.last == 0, !encoded.dropLast().contains(0),
+        let reread = try? VarlinkCall(message: encoded.dropLast()),
         reread == call
     else { fail("a call does not round-trip: \(String(decoding: encoded, as: UTF8.self))") }
     guard let request = try? DefaultsRequest(call: call) else { return }
     let carried = request.call.encoded()
-    guard let recall = try? VarlinkCall(message: carried.dropLast()), let again = try? DefaultsRequest(call: recall) else {
+    guard let recall = try? VarlinkCall(message: carried.dropLast()), let again = try? DefaultsRequest(call: recall)
+    else {
         fail("the call of a valid request does not validate: \(String(decoding: carried, as: UTF8.self))")
     }
     if again != request { fail("a request changed in a round trip: \(String(decoding: carried, as: UTF8.self))") }
@@ -95,11 +101,15 @@ private func checkMembersMatchParse(_ message: [UInt8]) {
         if expected != got { fail("parseMembers refused with \(got), parse with \(expected)") }
     case (.success(.object(var members)), .success(let split?)):
         if let inner = split.inner {
-            guard case .object(let parameters)? = members.removeValue(forKey: "parameters"), parameters == inner.dictionary else {
+            guard case .object(let parameters)? = members.removeValue(forKey: "parameters"),
+                parameters == inner.dictionary
+            else {
                 fail("parseMembers split off other parameters")
             }
         }
-        if members != split.members.dictionary || split.members.pairs.count != members.count { fail("parseMembers read other members") }
+        if members != split.members.dictionary || split.members.pairs.count != members.count {
+            fail("parseMembers read other members")
+        }
     case (.success(let json), .success(nil)):
         if case .object = json { fail("parseMembers missed an object") }
     default:

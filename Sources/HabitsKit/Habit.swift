@@ -40,7 +40,10 @@ public struct Habit: VersionedValue, Equatable {
     /// The name of the built-in preset it was added from, if any.
     public var preset: String?
 
-    public init(id: UUID = UUID(), name: String, started: Date, lastDone: Date? = nil, timesDone: Int = 0, schedule: Schedule, preset: String? = nil) {
+    public init(
+        id: UUID = UUID(), name: String, started: Date, lastDone: Date? = nil, timesDone: Int = 0, schedule: Schedule,
+        preset: String? = nil
+    ) {
         self.id = id
         self.name = name
         self.started = started
@@ -77,7 +80,8 @@ public struct Habit: VersionedValue, Equatable {
         self.init(
             id: try c.decode(UUID.self, forKey: .id), name: try c.decode(String.self, forKey: .name),
             started: try c.decode(Date.self, forKey: .started), lastDone: try c.decode(Date.self, forKey: .lastDone),
-            timesDone: try c.decode(Int.self, forKey: .timesDone), schedule: try c.decode(Schedule.self, forKey: .schedule),
+            timesDone: try c.decode(Int.self, forKey: .timesDone),
+            schedule: try c.decode(Schedule.self, forKey: .schedule),
             preset: try c.decodeIfPresent(String.self, forKey: .preset))
     }
 

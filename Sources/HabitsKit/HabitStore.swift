@@ -88,7 +88,8 @@ public final class HabitStore: Sendable {
             return
                 "warning: \(which) was written by a newer version of habits (schema version \(stored); this one knows up to \(known)); it is not shown, and habits will not change the list until it is updated"
         case .undecodable where isElement:
-            return "warning: \(which) cannot be read (\(reason(finding.message))); it is not shown, stays stored as it is, and is kept when habits saves the list"
+            return
+                "warning: \(which) cannot be read (\(reason(finding.message))); it is not shown, stays stored as it is, and is kept when habits saves the list"
         default:
             return
                 "warning: \(which) holds something this version of habits does not read (\(finding.path): \(finding.message)); habits will not rewrite the list while it is there"
@@ -99,7 +100,9 @@ public final class HabitStore: Sendable {
     static func which(_ finding: KVReadReport.Finding) -> String {
         guard let index = finding.topLevelIndex else { return "the stored list" }
         var name = ""
-        if finding.path == "$[\(index)]", case .dictionary(let members)? = finding.stored, case .string(let text)? = members["name"] {
+        if finding.path == "$[\(index)]", case .dictionary(let members)? = finding.stored,
+            case .string(let text)? = members["name"]
+        {
             name = " (\"\(text)\")"
         }
         return "stored habit #\(index + 1)\(name)"

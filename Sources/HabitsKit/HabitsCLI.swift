@@ -63,7 +63,8 @@ public enum HabitsCLI {
     }
 
     static func run(
-        _ invocation: Invocation, environment: [String: String], console: any HabitsConsole, colour: Bool, now: () -> Date
+        _ invocation: Invocation, environment: [String: String], console: any HabitsConsole, colour: Bool,
+        now: () -> Date
     ) throws(HabitsError) {
         switch invocation.command {
         case .help:
@@ -87,7 +88,8 @@ public enum HabitsCLI {
             if json {
                 console.out(ListFormat.json(habits))
             } else if habits.isEmpty {
-                console.out("No habits yet. Add one with: habits add NAME [--every DAYS], or pick one from: habits presets\n")
+                console.out(
+                    "No habits yet. Add one with: habits add NAME [--every DAYS], or pick one from: habits presets\n")
             } else {
                 console.out(ListFormat.table(habits, now: now(), colour: colour))
             }
@@ -98,9 +100,11 @@ public enum HabitsCLI {
         case .addPreset(let presetName, let every):
             guard let preset = Preset.named(presetName) else {
                 let close = NameMatch.suggestions(for: presetName, in: Preset.all.map(\.name))
-                throw .failure("no preset named \"\(presetName)\"\(didYouMean(close)) (the presets are listed by: habits presets)")
+                throw .failure(
+                    "no preset named \"\(presetName)\"\(didYouMean(close)) (the presets are listed by: habits presets)")
             }
-            let habit = Habit(name: preset.name, started: now(), schedule: every ?? preset.schedule, preset: preset.name)
+            let habit = Habit(
+                name: preset.name, started: now(), schedule: every ?? preset.schedule, preset: preset.name)
             try add(habit, to: &habits, store)
             console.out("Added \"\(habit.name)\", due \(habit.schedule.phrase).\n")
         case .done(let name):
@@ -108,12 +112,15 @@ public enum HabitsCLI {
             habits[index].markDone(at: now())
             try store.save(habits)
             let habit = habits[index]
-            console.out("Done \"\(habit.name)\" (\(habit.timesDone) time\(habit.timesDone == 1 ? "" : "s")); due again in \(Span.text(habit.schedule.seconds)).\n")
+            console.out(
+                "Done \"\(habit.name)\" (\(habit.timesDone) time\(habit.timesDone == 1 ? "" : "s")); due again in \(Span.text(habit.schedule.seconds)).\n"
+            )
         case .remove(let name):
             let index = try find(name, in: habits)
             let removed = habits.remove(at: index)
             try store.save(habits)
-            console.out("Removed \"\(removed.name)\" (done \(removed.timesDone) time\(removed.timesDone == 1 ? "" : "s")).\n")
+            console.out(
+                "Removed \"\(removed.name)\" (done \(removed.timesDone) time\(removed.timesDone == 1 ? "" : "s")).\n")
         case .presets, .help, .version:
             break
         }
@@ -121,7 +128,9 @@ public enum HabitsCLI {
 
     private static func add(_ habit: Habit, to habits: inout [Habit], _ store: HabitStore) throws(HabitsError) {
         if let existing = NameMatch.index(of: habit.name, in: habits.map(\.name)) {
-            throw .failure("there is already a habit named \"\(habits[existing].name)\" (mark it with: habits done \(habits[existing].name))")
+            throw .failure(
+                "there is already a habit named \"\(habits[existing].name)\" (mark it with: habits done \(habits[existing].name))"
+            )
         }
         habits.append(habit)
         try store.save(habits)
@@ -132,7 +141,10 @@ public enum HabitsCLI {
         let names = habits.map(\.name)
         if let index = NameMatch.index(of: name, in: names) { return index }
         let close = NameMatch.suggestions(for: name, in: names)
-        let hint = habits.isEmpty ? " (there are none yet; add one with: habits add NAME)" : close.isEmpty ? " (the habits are listed by: habits list)" : ""
+        let hint =
+            habits.isEmpty
+            ? " (there are none yet; add one with: habits add NAME)"
+            : close.isEmpty ? " (the habits are listed by: habits list)" : ""
         throw .failure("no habit named \"\(name)\"\(didYouMean(close))\(hint)")
     }
 

@@ -15,7 +15,8 @@ public struct Invocation: Equatable, Sendable {
     public var socket: String?
     public var command: Command
 
-    public static let usage = "usage: habits [--socket PATH] list [--json] | add NAME [--every DAYS] | add --preset NAME | done NAME | remove NAME | presets | help"
+    public static let usage =
+        "usage: habits [--socket PATH] list [--json] | add NAME [--every DAYS] | add --preset NAME | done NAME | remove NAME | presets | help"
 
     /// Parses the arguments after the program name. Options may come anywhere; `--` ends them.
     public static func parse(_ arguments: [String]) throws(HabitsError) -> Invocation {
@@ -29,7 +30,9 @@ public struct Invocation: Equatable, Sendable {
             return next
         }
         func socketPath(_ value: String) throws(HabitsError) -> String {
-            guard !value.isEmpty else { throw .usage("--socket needs a PATH, not an empty value (is a variable unset?)") }
+            guard !value.isEmpty else {
+                throw .usage("--socket needs a PATH, not an empty value (is a variable unset?)")
+            }
             return value
         }
         while let argument = rest.popFirst() {
@@ -38,7 +41,8 @@ public struct Invocation: Equatable, Sendable {
             case "--socket": socket = try socketPath(try value(argument))
             case "--every": every = try value(argument)
             case "--json", "--preset", "--help", "-h", "--version": flags.insert(argument == "-h" ? "--help" : argument)
-            case _ where argument.hasPrefix("--socket="): socket = try socketPath(String(argument.dropFirst("--socket=".count)))
+            case _ where argument.hasPrefix("--socket="):
+                socket = try socketPath(String(argument.dropFirst("--socket=".count)))
             case _ where argument.hasPrefix("--every="): every = String(argument.dropFirst("--every=".count))
             case _ where argument.hasPrefix("-") && argument.count > 1 && Double(argument) == nil:
                 throw .usage("unknown option \(argument)")
@@ -68,11 +72,15 @@ public struct Invocation: Equatable, Sendable {
             var schedule: Schedule?
             if let every {
                 guard let parsed = Schedule(parsing: every) else {
-                    throw .usage("--every needs a positive number of days up to 36525 (1, 0.5, 7) or a length such as 12h, 3d, 2w or 90m, not \"\(every)\"")
+                    throw .usage(
+                        "--every needs a positive number of days up to 36525 (1, 0.5, 7) or a length such as 12h, 3d, 2w or 90m, not \"\(every)\""
+                    )
                 }
                 schedule = parsed
             }
-            command = flags.contains("--preset") ? .addPreset(try needName(), every: schedule) : .add(name: try needName(), every: schedule)
+            command =
+                flags.contains("--preset")
+                ? .addPreset(try needName(), every: schedule) : .add(name: try needName(), every: schedule)
         case "done":
             try allowOnly([])
             command = .done(try needName())

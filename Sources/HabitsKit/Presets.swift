@@ -6,7 +6,8 @@ public struct Preset: Sendable, Equatable {
     public var summary: String
 
     public static let all: [Preset] = [
-        Preset(name: "Drink water", schedule: Schedule(every: 2, unit: .hours), summary: "a glass every couple of hours"),
+        Preset(
+            name: "Drink water", schedule: Schedule(every: 2, unit: .hours), summary: "a glass every couple of hours"),
         Preset(name: "Brush teeth", schedule: Schedule(every: 12, unit: .hours), summary: "morning and evening"),
         Preset(name: "Stretch", schedule: Schedule(every: 1, unit: .days), summary: "five minutes, once a day"),
         Preset(name: "Read", schedule: Schedule(every: 1, unit: .days), summary: "a chapter a day"),

@@ -72,9 +72,12 @@ public struct Schedule: Codable, Sendable, Equatable {
     /// ``maxSeconds``.
     public init?(parsing text: String) {
         let lowered = NameMatch.trimmed(text).lowercased()
-        let suffixes: [(String, Unit)] = [("min", .minutes), ("m", .minutes), ("h", .hours), ("d", .days), ("w", .weeks)]
+        let suffixes: [(String, Unit)] = [
+            ("min", .minutes), ("m", .minutes), ("h", .hours), ("d", .days), ("w", .weeks),
+        ]
         for (suffix, unit) in suffixes where lowered.hasSuffix(suffix) {
-            guard let count = Double(lowered.dropLast(suffix.count)), count > 0, count * unit.seconds <= Self.maxSeconds else { return nil }
+            guard let count = Double(lowered.dropLast(suffix.count)), count > 0, count * unit.seconds <= Self.maxSeconds
+            else { return nil }
             self.init(every: count, unit: unit)
             return
         }

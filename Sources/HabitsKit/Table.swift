@@ -11,7 +11,8 @@ public enum ListFormat {
             let state = DueState(habit, now: now)
             let last = habit.timesDone == 0 ? "never" : Span.text(now.timeIntervalSince(habit.lastDone)) + " ago"
             let untilDue = habit.due.timeIntervalSince(now)
-            let due = untilDue > 0 ? "in " + Span.text(untilDue) : untilDue > -60 ? "now" : "overdue " + Span.text(untilDue)
+            let due =
+                untilDue > 0 ? "in " + Span.text(untilDue) : untilDue > -60 ? "now" : "overdue " + Span.text(untilDue)
             return (state, [state.marker, habit.name, habit.schedule.short, last, due, String(habit.timesDone)])
         }
         var widths = header.map(\.count)
@@ -51,7 +52,9 @@ public enum ListFormat {
                     "timesDone": .integer(Int64(habit.timesDone)),
                     "everyDays": .real(habit.everyDays),
                     "due": .string(RFC3339.format(habit.due)),
-                    "schedule": .object(["every": .real(habit.schedule.every), "unit": .string(habit.schedule.unit.rawValue)]),
+                    "schedule": .object([
+                        "every": .real(habit.schedule.every), "unit": .string(habit.schedule.unit.rawValue),
+                    ]),
                 ]
                 if let preset = habit.preset { members["preset"] = .string(preset) }
                 return .object(members)
@@ -65,7 +68,9 @@ public enum ListFormat {
         let everyWidth = presets.map(\.schedule.phrase.count).max() ?? 0
         var out = ""
         for preset in presets {
-            out += preset.name.padding(width) + "  " + preset.schedule.phrase.padding(everyWidth) + "  " + preset.summary + "\n"
+            out +=
+                preset.name.padding(width) + "  " + preset.schedule.phrase.padding(everyWidth) + "  " + preset.summary
+                + "\n"
         }
         return out + "Add one with: habits add --preset NAME\n"
     }

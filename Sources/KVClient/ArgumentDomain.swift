@@ -15,7 +15,8 @@ enum ArgumentDomain {
         var index = 1
         while index < arguments.count {
             let argument = arguments[index]
-            guard argument.count > 1, argument.hasPrefix("-"), !argument.hasPrefix("--"), index + 1 < arguments.count else {
+            guard argument.count > 1, argument.hasPrefix("-"), !argument.hasPrefix("--"), index + 1 < arguments.count
+            else {
                 index += 1
                 continue
             }
@@ -101,7 +102,9 @@ private struct PlistParser {
             index += 1
             return String(text)
         }
-        while index < scalars.count, !"(){},;=\"".unicodeScalars.contains(scalars[index]), !scalars[index].properties.isWhitespace {
+        while index < scalars.count, !"(){},;=\"".unicodeScalars.contains(scalars[index]),
+            !scalars[index].properties.isWhitespace
+        {
             text.append(scalars[index])
             index += 1
         }

@@ -219,7 +219,9 @@ enum Coercion {
     /// The `Double` that prints as `number` prints (12.34 for the `Float` 12.34, not
     /// 12.34000015258789) if it converts back to the same `Float`; else `number`'s exact value.
     static func decimal(_ number: Float) -> Double {
-        guard number.isFinite, let decimal = Double(String(number)), Float(decimal) == number else { return Double(number) }
+        guard number.isFinite, let decimal = Double(String(number)), Float(decimal) == number else {
+            return Double(number)
+        }
         return decimal
     }
 

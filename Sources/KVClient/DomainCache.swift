@@ -39,7 +39,9 @@ final class DomainCache: Sendable {
             let core = core
             detachThread { core.run() }
         case .memory(let store):
-            core = WatchCore(domain: domain, connect: { () throws(ClientError) -> Connection in throw .connectionClosed }, report: report)
+            core = WatchCore(
+                domain: domain, connect: { () throws(ClientError) -> Connection in throw .connectionClosed },
+                report: report)
             self.store = store
             store.subscribe(core)
         }
@@ -87,7 +89,10 @@ final class WatchCore: Sendable {
     let firstAttempt = Gate()
     private let stopGate = Gate()
 
-    init(domain: Domain, connect: @escaping @Sendable () throws(ClientError) -> Connection, report: @escaping @Sendable (KVDiagnostic) -> Void) {
+    init(
+        domain: Domain, connect: @escaping @Sendable () throws(ClientError) -> Connection,
+        report: @escaping @Sendable (KVDiagnostic) -> Void
+    ) {
         self.domain = domain
         self.connect = connect
         self.report = report
@@ -123,7 +128,8 @@ final class WatchCore: Sendable {
         let (changed, handler) = state.withLock { state -> (Changes, OnChange?) in
             var changed: Changes = [:]
             for change in changes {
-                let update = Update(value: change.value, source: sources[change.key] ?? .user, revision: revision, streamed: streamed)
+                let update = Update(
+                    value: change.value, source: sources[change.key] ?? .user, revision: revision, streamed: streamed)
                 Self.apply(update, to: change.key.name, in: &state, changed: &changed)
             }
             if streamed { Self.complete(through: revision, &state) }
@@ -144,7 +150,9 @@ final class WatchCore: Sendable {
                 Self.apply(update, to: key, in: &state, changed: &changed)
             }
             for key in state.values.keys where snapshot[key] == nil {
-                Self.apply(Update(value: nil, source: .user, revision: revision, streamed: streamed), to: key, in: &state, changed: &changed)
+                Self.apply(
+                    Update(value: nil, source: .user, revision: revision, streamed: streamed), to: key, in: &state,
+                    changed: &changed)
             }
             Self.complete(through: revision, &state)
             state.loaded = true
@@ -260,7 +268,9 @@ final class WatchCore: Sendable {
             return (!state.outageReported && !state.stopped, state.loaded)
         }
         guard first else { return }
-        let serving = loaded ? "serving the last known values" : "reads return registered values and defaults until it can be reached"
+        let serving =
+            loaded
+            ? "serving the last known values" : "reads return registered values and defaults until it can be reached"
         report(
             KVDiagnostic(
                 domain: domain.name, key: nil, kind: .unavailable,

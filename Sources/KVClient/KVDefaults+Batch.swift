@@ -75,7 +75,8 @@ extension KVDefaults {
             for (key, entry) in batch.entries {
                 switch entry {
                 case .plain(let value): changes.append(Change(key: key, value: value))
-                case .typed(let prepare): changes.append(Change(key: key, value: try prepare(Self.stored(key, in: listing))))
+                case .typed(let prepare):
+                    changes.append(Change(key: key, value: try prepare(Self.stored(key, in: listing))))
                 }
             }
             return changes

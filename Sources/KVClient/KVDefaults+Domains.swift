@@ -110,7 +110,8 @@ extension KVDefaults {
         do {
             return try Domain(validating: name)
         } catch {
-            configuration.diagnostics(KVDiagnostic(domain: name, key: nil, kind: .writeFailed, message: "\(what): \(error)"))
+            configuration.diagnostics(
+                KVDiagnostic(domain: name, key: nil, kind: .writeFailed, message: "\(what): \(error)"))
             return nil
         }
     }

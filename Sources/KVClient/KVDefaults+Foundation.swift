@@ -127,7 +127,8 @@ extension KVDefaults {
     }
 
     static func notPropertyList(_ value: Any, key: String) -> KVDefaultsError {
-        .invalidValue(key: key, reason: "a \(type(of: value)) is not a property-list value (use a typed key for Codable types)")
+        .invalidValue(
+            key: key, reason: "a \(type(of: value)) is not a property-list value (use a typed key for Codable types)")
     }
 
     /// Removes `key` from this suite's domain (the other domains of the search order keep theirs).

@@ -41,7 +41,8 @@ extension KVDefaults {
             []
         }
         return records.map { record in
-            KVHistoryEntry(revision: record.revision, time: record.time, content: decodeOld(record, as: T.self), uid: record.uid)
+            KVHistoryEntry(
+                revision: record.revision, time: record.time, content: decodeOld(record, as: T.self), uid: record.uid)
         }
     }
 
@@ -51,7 +52,10 @@ extension KVDefaults {
         let read = Self.typedRead(T.self, stored, argument: false)
         if let value = read.value { return .value(value) }
         let reason = read.findings.first?.message ?? "it is not a \(T.self)"
-        report(record.key.name, .undecodable, "the value of revision \(record.revision) cannot be read as \(T.self): \(reason); history returns it as stored")
+        report(
+            record.key.name, .undecodable,
+            "the value of revision \(record.revision) cannot be read as \(T.self): \(reason); history returns it as stored"
+        )
         return .raw(stored, reason: reason)
     }
 }

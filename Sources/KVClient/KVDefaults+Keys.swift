@@ -80,7 +80,9 @@ extension KVDefaults {
             return KVReading(value: key.defaultValue, report: KVReadReport(), isStored: false)
         }
         let read = typedRead(T.self, stored, source: source, key: key.name)
-        return KVReading(value: read.value ?? key.defaultValue, report: KVReadReport(findings: read.findings.map(\.visible)), isStored: true)
+        return KVReading(
+            value: read.value ?? key.defaultValue, report: KVReadReport(findings: read.findings.map(\.visible)),
+            isStored: true)
     }
 
     /// Stores `value` as the key's value and returns when kvd has it on disk, after posting
@@ -128,7 +130,9 @@ extension KVDefaults {
     }
 
     /// ``typedRead(_:_:argument:)``, with what blocks a save reported once per stored value.
-    private func typedRead<T: Decodable>(_ type: T.Type, _ stored: Value, source: Source, key: String) -> (value: T?, findings: [Finding]) {
+    private func typedRead<T: Decodable>(_ type: T.Type, _ stored: Value, source: Source, key: String) -> (
+        value: T?, findings: [Finding]
+    ) {
         let read = Self.typedRead(T.self, stored, argument: source == .argument)
         reportOnce(key, stored: stored, read.findings.filter(\.blocksWrite).map(Self.diagnostic))
         return read
@@ -137,7 +141,9 @@ extension KVDefaults {
     /// A stored value read as `T`: as typed JSON, else converted as the getters do (scalars),
     /// else as the JSON inside a data value, else (`argument`) as typed JSON text. The findings
     /// are those of the attempt that read it, or of the most telling failure.
-    static func typedRead<T: Decodable>(_ type: T.Type, _ stored: Value, argument: Bool) -> (value: T?, findings: [Finding]) {
+    static func typedRead<T: Decodable>(_ type: T.Type, _ stored: Value, argument: Bool) -> (
+        value: T?, findings: [Finding]
+    ) {
         let direct = Versioning.read(T.self, from: Node(stored))
         if direct.value != nil { return direct }
         if let converted = Coercion.typed(T.self, stored) { return (converted, []) }
@@ -156,7 +162,10 @@ extension KVDefaults {
         let path = PathStep.text(finding.steps)
         switch finding.kind {
         case .newerVersion(let stored, let known) where finding.steps.isEmpty:
-            return (.newerSchema(stored: stored, known: known), "reading the default instead: \(finding.message); \(keeping)")
+            return (
+                .newerSchema(stored: stored, known: known),
+                "reading the default instead: \(finding.message); \(keeping)"
+            )
         case _ where finding.steps.isEmpty:
             return (.undecodable, "reading the default instead: \(finding.message)")
         case .undecodable, .newerVersion:

@@ -35,7 +35,9 @@ extension KVDefaults {
     /// for an own acknowledged write): posts ``didChangeNotification`` unless every change is
     /// one of this suite's own writes (announced by the write itself).
     func announceIfNotOwn(_ domain: Domain, _ changes: [String: Value?], streamed: Int64?) {
-        guard storedDomains().contains(where: { $0.0 == domain }), !ownWrites.explains(domain, changes, streamed: streamed) else { return }
+        guard storedDomains().contains(where: { $0.0 == domain }),
+            !ownWrites.explains(domain, changes, streamed: streamed)
+        else { return }
         postDidChange()
     }
 }
@@ -77,7 +79,9 @@ final class OwnWrites: Sendable {
             guard let revision else { return _ = state.writes.removeValue(forKey: id) }
             state.writes[id]?.revision = revision
             let acknowledged = state.writes.filter { $0.value.revision != nil }
-            if acknowledged.count > Self.keptAcknowledged, let oldest = acknowledged.keys.min() { state.writes[oldest] = nil }
+            if acknowledged.count > Self.keptAcknowledged, let oldest = acknowledged.keys.min() {
+                state.writes[oldest] = nil
+            }
         }
     }
 
@@ -87,9 +91,13 @@ final class OwnWrites: Sendable {
     func explains(_ domain: Domain, _ changes: [String: Value?], streamed: Int64?) -> Bool {
         state.withLock { state in
             if let streamed {
-                state.writes = state.writes.filter { $0.value.domain != domain || ($0.value.revision ?? .max) >= streamed }
+                state.writes = state.writes.filter {
+                    $0.value.domain != domain || ($0.value.revision ?? .max) >= streamed
+                }
             }
-            let candidates = state.writes.values.filter { $0.domain == domain && ($0.revision == nil || $0.revision == streamed) }
+            let candidates = state.writes.values.filter {
+                $0.domain == domain && ($0.revision == nil || $0.revision == streamed)
+            }
             return changes.allSatisfy { key, value in candidates.contains { $0.changes[key] == .some(value) } }
         }
     }

@@ -19,9 +19,13 @@ extension KVDefaults {
                 DomainListing(values: [:], unreadable: [:], revision: 0)
             }
             reportUnreadable(listing, target, "not in the persistent domain")
-            return Dictionary(uniqueKeysWithValues: Self.userValues(listing).map { ($0.key.name, Coercion.any($0.value)) })
+            return Dictionary(
+                uniqueKeysWithValues: Self.userValues(listing).map { ($0.key.name, Coercion.any($0.value)) })
         } catch {
-            configuration.diagnostics(KVDiagnostic(domain: domainName, key: nil, kind: .unavailable, message: "cannot read the persistent domain: \(error)"))
+            configuration.diagnostics(
+                KVDiagnostic(
+                    domain: domainName, key: nil, kind: .unavailable,
+                    message: "cannot read the persistent domain: \(error)"))
             return nil
         }
     }
@@ -54,7 +58,9 @@ extension KVDefaults {
     /// throws instead of reporting.
     public func writePersistentDomain(_ values: [String: Any]?, forName domainName: String) throws(KVDefaultsError) {
         let target: Domain
-        do { target = try Domain(validating: domainName) } catch { throw .invalidDomain(domainName, reason: error.reason) }
+        do { target = try Domain(validating: domainName) } catch {
+            throw .invalidDomain(domainName, reason: error.reason)
+        }
         var wanted: [KVValues.Key: Value] = [:]
         for (name, any) in values ?? [:] {
             let key = try KVDefaultsError.key(name)
@@ -78,7 +84,8 @@ extension KVDefaults {
 
     private func reportUnreadable(_ listing: DomainListing, _ target: Domain, _ what: String) {
         for (key, reason) in listing.unreadable.sorted(by: { $0.key.name < $1.key.name }) {
-            configuration.diagnostics(KVDiagnostic(domain: target.name, key: key.name, kind: .undecodable, message: "\(what) (\(reason))"))
+            configuration.diagnostics(
+                KVDiagnostic(domain: target.name, key: key.name, kind: .undecodable, message: "\(what) (\(reason))"))
         }
     }
 }

@@ -47,7 +47,8 @@ public final class KVDefaults: Sendable {
         public init(
             socketPath: String? = nil, environment: [String: String] = ProcessFacts.environment(),
             arguments: [String] = CommandLine.arguments, autostart: Bool = true, daemonPath: String? = nil,
-            loadTimeout: Double = 5, diagnostics: @escaping @Sendable (KVDiagnostic) -> Void = KVDiagnostic.standardError
+            loadTimeout: Double = 5,
+            diagnostics: @escaping @Sendable (KVDiagnostic) -> Void = KVDiagnostic.standardError
         ) {
             self.socketPath = socketPath
             self.environment = environment
@@ -69,7 +70,8 @@ public final class KVDefaults: Sendable {
             _ store: KVMemoryStore = KVMemoryStore(), arguments: [String] = [],
             diagnostics: @escaping @Sendable (KVDiagnostic) -> Void = KVDiagnostic.standardError
         ) -> Configuration {
-            var configuration = Configuration(environment: [:], arguments: arguments, autostart: false, diagnostics: diagnostics)
+            var configuration = Configuration(
+                environment: [:], arguments: arguments, autostart: false, diagnostics: diagnostics)
             configuration.memoryStore = store
             return configuration
         }
@@ -115,7 +117,8 @@ public final class KVDefaults: Sendable {
         do {
             self.init(domain: try Domain(validating: suiteName), configuration: configuration)
         } catch {
-            configuration.diagnostics(KVDiagnostic(domain: suiteName, key: nil, kind: .undecodable, message: "\(error)"))
+            configuration.diagnostics(
+                KVDiagnostic(domain: suiteName, key: nil, kind: .undecodable, message: "\(error)"))
             return nil
         }
     }
@@ -138,7 +141,9 @@ public final class KVDefaults: Sendable {
     /// The value of `key` by the search order.
     /// With `wait: false` (on a watch thread), a domain still loading counts as empty.
     func lookup(_ key: String, wait: Bool = true) -> (value: Value, source: Source)? {
-        if hasArgumentValues.load(ordering: .relaxed), let value = volatileDomains.withLock({ $0[Self.argumentDomain]?[key] }) {
+        if hasArgumentValues.load(ordering: .relaxed),
+            let value = volatileDomains.withLock({ $0[Self.argumentDomain]?[key] })
+        {
             return (value, .argument)
         }
         for (core, source) in searchCaches() {
@@ -178,7 +183,9 @@ public final class KVDefaults: Sendable {
     /// `NSGlobalDomain`; each once.
     func storedDomains() -> [(Domain, Source)] {
         var domains: [(Domain, Source)] = [(domain, .suite)]
-        for added in addedSuites.withLock({ $0 }) where added != domain && added != .global { domains.append((added, .added(added))) }
+        for added in addedSuites.withLock({ $0 }) where added != domain && added != .global {
+            domains.append((added, .added(added)))
+        }
         if domain != .global { domains.append((.global, .global)) }
         return domains
     }
@@ -241,7 +248,8 @@ public final class KVDefaults: Sendable {
     /// nothing to change (the removal of a missing key). Blocks for one round trip.
     @discardableResult
     func commit(
-        _ domain: Domain, _ changes: [Change], announce: Bool = true, _ send: (any SettingsBackend) throws(ClientError) -> Int64
+        _ domain: Domain, _ changes: [Change], announce: Bool = true,
+        _ send: (any SettingsBackend) throws(ClientError) -> Int64
     ) throws(KVDefaultsError) -> Int64 {
         let id = ownWrites.begin(domain, changes)
         var acknowledged: Int64?
@@ -334,7 +342,9 @@ public enum KVDefaultsError: Error, Sendable, Equatable, CustomStringConvertible
         case .invalidValue(let key, let reason): "cannot store \"\(key)\": \(reason)"
         case .wouldLoseStoredData(let key, let report):
             "\"\(key)\" was not overwritten, because its stored value holds data this app did not read (\(Self.summary(report)))"
-                + (report.newerVersion.map { "; a newer version of the app (schema version \($0)) wrote it, so update the app" } ?? "")
+                + (report.newerVersion.map {
+                    "; a newer version of the app (schema version \($0)) wrote it, so update the app"
+                } ?? "")
                 + "; save with unread: .keep to keep that data, or unread: .replace (or reset the key) to replace it"
         case .client(let error): error.description
         }

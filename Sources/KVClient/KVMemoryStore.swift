@@ -64,7 +64,9 @@ public final class KVMemoryStore: Sendable {
     func subscribe(_ core: WatchCore) {
         state.withLock { state in
             let values = state.domains[core.domain, default: [:]]
-            core.reconcile(Dictionary(uniqueKeysWithValues: values.map { ($0.key.name, $0.value.value) }), revision: state.revision, streamed: true)
+            core.reconcile(
+                Dictionary(uniqueKeysWithValues: values.map { ($0.key.name, $0.value.value) }),
+                revision: state.revision, streamed: true)
             state.subscribers[core.domain, default: [:]][ObjectIdentifier(core)] = core
         }
     }
@@ -94,7 +96,9 @@ public final class KVMemoryStore: Sendable {
                     return nil
                 }
                 defer { state.pending = [] }
-                return state.pending.map { ($0.changes, $0.revision, Array(state.subscribers[$0.domain, default: [:]].values)) }
+                return state.pending.map {
+                    ($0.changes, $0.revision, Array(state.subscribers[$0.domain, default: [:]].values))
+                }
             }
             guard let batch else { return }
             for commit in batch {
@@ -107,7 +111,10 @@ public final class KVMemoryStore: Sendable {
 
     /// Commits `changes` to `domain` (those that change nothing are left out) and delivers them;
     /// returns the revision, 0 if nothing changed.
-    private func commit(_ domain: Domain, _ check: (State) throws(ClientError) -> Void, _ changes: (State) throws(ClientError) -> [Change]) throws(ClientError) -> Int64 {
+    private func commit(
+        _ domain: Domain, _ check: (State) throws(ClientError) -> Void,
+        _ changes: (State) throws(ClientError) -> [Change]
+    ) throws(ClientError) -> Int64 {
         let revision = try state.withLock { (state) throws(ClientError) -> Int64 in
             try check(state)
             let wanted = try changes(state)
@@ -141,7 +148,9 @@ public final class KVMemoryStore: Sendable {
 
 extension KVMemoryStore: SettingsBackend {
     func get(_ domain: Domain, _ key: Key) throws(ClientError) -> (value: Value, revision: Int64) {
-        guard let stored = state.withLock({ $0.domains[domain]?[key] }) else { throw .notFound(domain: domain.name, key: key.name) }
+        guard let stored = state.withLock({ $0.domains[domain]?[key] }) else {
+            throw .notFound(domain: domain.name, key: key.name)
+        }
         return (stored.value, stored.revision)
     }
 
@@ -177,13 +186,18 @@ extension KVMemoryStore: SettingsBackend {
 
     func list(_ domain: Domain) throws(ClientError) -> DomainListing {
         state.withLock { state in
-            guard let values = state.domains[domain] else { return DomainListing(values: [:], unreadable: [:], revision: 0) }
-            return DomainListing(values: values.mapValues(\.value), unreadable: [:], revision: state.domainRevisions[domain] ?? 0)
+            guard let values = state.domains[domain] else {
+                return DomainListing(values: [:], unreadable: [:], revision: 0)
+            }
+            return DomainListing(
+                values: values.mapValues(\.value), unreadable: [:], revision: state.domainRevisions[domain] ?? 0)
         }
     }
 
     func historyRecords(_ domain: Domain, key: Key?, limit: Int?) throws(ClientError) -> [HistoryRecord] {
-        let records = state.withLock { $0.history[domain, default: []] }.reversed().filter { key == nil || $0.key == key }
+        let records = state.withLock { $0.history[domain, default: []] }.reversed().filter {
+            key == nil || $0.key == key
+        }
         return Array(records.prefix(limit ?? records.count))
     }
 

@@ -56,7 +56,9 @@ open class KVSettings: Observable, @unchecked Sendable {
             return defaults[key]
         }
         set {
-            do { try defaults.set(newValue, for: key) } catch { defaults.reportWriteFailure(error, key: key.name, "not stored") }
+            do { try defaults.set(newValue, for: key) } catch {
+                defaults.reportWriteFailure(error, key: key.name, "not stored")
+            }
         }
     }
 
@@ -68,7 +70,9 @@ open class KVSettings: Observable, @unchecked Sendable {
 
     /// Stores `value` as the key's value, as ``KVDefaults/set(_:for:unread:)`` does (durable
     /// when it returns; throws what stopped it).
-    public func set<T>(_ value: T, for key: KVDefaults.Key<T>, unread policy: KVDefaults.UnreadPolicy = .refuse) throws(KVDefaultsError) {
+    public func set<T>(_ value: T, for key: KVDefaults.Key<T>, unread policy: KVDefaults.UnreadPolicy = .refuse)
+        throws(KVDefaultsError)
+    {
         try defaults.set(value, for: key, unread: policy)
     }
 

@@ -48,7 +48,8 @@ enum Node: Sendable, Equatable {
     /// any other `null` is refused.
     func value(path: String = "$") throws(ValueError) -> Value {
         switch self {
-        case .null: throw ValueError(path: path, reason: "nil cannot be stored here (kvd has no null; remove the key instead)")
+        case .null:
+            throw ValueError(path: path, reason: "nil cannot be stored here (kvd has no null; remove the key instead)")
         case .bool(let flag): return .bool(flag)
         case .integer(let number): return .integer(number)
         case .real(let number): return .real(number)
@@ -57,11 +58,15 @@ enum Node: Sendable, Equatable {
         case .data(let data): return .data(data)
         case .array(let elements):
             var values: [Value] = []
-            for (index, element) in elements.enumerated() { values.append(try element.value(path: "\(path)[\(index)]")) }
+            for (index, element) in elements.enumerated() {
+                values.append(try element.value(path: "\(path)[\(index)]"))
+            }
             return .array(values)
         case .object(let members):
             var values: [String: Value] = [:]
-            for (name, member) in members where member != .null { values[name] = try member.value(path: "\(path).\(name)") }
+            for (name, member) in members where member != .null {
+                values[name] = try member.value(path: "\(path).\(name)")
+            }
             return .dictionary(values)
         }
     }

@@ -15,7 +15,8 @@ struct KeyedNodeDecoding<K: CodingKey>: KeyedDecodingContainerProtocol {
 
     private func node(_ key: K) throws -> Node {
         guard let node = members[key.stringValue] else {
-            throw DecodingError.keyNotFound(key, .init(codingPath: codingPath, debugDescription: "no member \"\(key.stringValue)\""))
+            throw DecodingError.keyNotFound(
+                key, .init(codingPath: codingPath, debugDescription: "no member \"\(key.stringValue)\""))
         }
         return node
     }
@@ -54,16 +55,36 @@ struct KeyedNodeDecoding<K: CodingKey>: KeyedDecodingContainerProtocol {
     func decode(_ type: String.Type, forKey key: K) throws -> String { try read(key, NodeDecoding.string) }
     func decode(_ type: Double.Type, forKey key: K) throws -> Double { try read(key, NodeDecoding.double) }
     func decode(_ type: Float.Type, forKey key: K) throws -> Float { Float(try read(key, NodeDecoding.double)) }
-    func decode(_ type: Int.Type, forKey key: K) throws -> Int { try read(key) { try NodeDecoding.integer(type, $0, $1) } }
-    func decode(_ type: Int8.Type, forKey key: K) throws -> Int8 { try read(key) { try NodeDecoding.integer(type, $0, $1) } }
-    func decode(_ type: Int16.Type, forKey key: K) throws -> Int16 { try read(key) { try NodeDecoding.integer(type, $0, $1) } }
-    func decode(_ type: Int32.Type, forKey key: K) throws -> Int32 { try read(key) { try NodeDecoding.integer(type, $0, $1) } }
-    func decode(_ type: Int64.Type, forKey key: K) throws -> Int64 { try read(key) { try NodeDecoding.integer(type, $0, $1) } }
-    func decode(_ type: UInt.Type, forKey key: K) throws -> UInt { try read(key) { try NodeDecoding.integer(type, $0, $1) } }
-    func decode(_ type: UInt8.Type, forKey key: K) throws -> UInt8 { try read(key) { try NodeDecoding.integer(type, $0, $1) } }
-    func decode(_ type: UInt16.Type, forKey key: K) throws -> UInt16 { try read(key) { try NodeDecoding.integer(type, $0, $1) } }
-    func decode(_ type: UInt32.Type, forKey key: K) throws -> UInt32 { try read(key) { try NodeDecoding.integer(type, $0, $1) } }
-    func decode(_ type: UInt64.Type, forKey key: K) throws -> UInt64 { try read(key) { try NodeDecoding.integer(type, $0, $1) } }
+    func decode(_ type: Int.Type, forKey key: K) throws -> Int {
+        try read(key) { try NodeDecoding.integer(type, $0, $1) }
+    }
+    func decode(_ type: Int8.Type, forKey key: K) throws -> Int8 {
+        try read(key) { try NodeDecoding.integer(type, $0, $1) }
+    }
+    func decode(_ type: Int16.Type, forKey key: K) throws -> Int16 {
+        try read(key) { try NodeDecoding.integer(type, $0, $1) }
+    }
+    func decode(_ type: Int32.Type, forKey key: K) throws -> Int32 {
+        try read(key) { try NodeDecoding.integer(type, $0, $1) }
+    }
+    func decode(_ type: Int64.Type, forKey key: K) throws -> Int64 {
+        try read(key) { try NodeDecoding.integer(type, $0, $1) }
+    }
+    func decode(_ type: UInt.Type, forKey key: K) throws -> UInt {
+        try read(key) { try NodeDecoding.integer(type, $0, $1) }
+    }
+    func decode(_ type: UInt8.Type, forKey key: K) throws -> UInt8 {
+        try read(key) { try NodeDecoding.integer(type, $0, $1) }
+    }
+    func decode(_ type: UInt16.Type, forKey key: K) throws -> UInt16 {
+        try read(key) { try NodeDecoding.integer(type, $0, $1) }
+    }
+    func decode(_ type: UInt32.Type, forKey key: K) throws -> UInt32 {
+        try read(key) { try NodeDecoding.integer(type, $0, $1) }
+    }
+    func decode(_ type: UInt64.Type, forKey key: K) throws -> UInt64 {
+        try read(key) { try NodeDecoding.integer(type, $0, $1) }
+    }
     func decode<T: Decodable>(_ type: T.Type, forKey key: K) throws -> T {
         try read(key) { try NodeDecoding.unbox(type, $0, $1, context) }
     }
@@ -71,27 +92,52 @@ struct KeyedNodeDecoding<K: CodingKey>: KeyedDecodingContainerProtocol {
     func decodeIfPresent(_ type: Bool.Type, forKey key: K) throws -> Bool? { lenient(key, NodeDecoding.bool) }
     func decodeIfPresent(_ type: String.Type, forKey key: K) throws -> String? { lenient(key, NodeDecoding.string) }
     func decodeIfPresent(_ type: Double.Type, forKey key: K) throws -> Double? { lenient(key, NodeDecoding.double) }
-    func decodeIfPresent(_ type: Float.Type, forKey key: K) throws -> Float? { lenient(key, NodeDecoding.double).map(Float.init) }
-    func decodeIfPresent(_ type: Int.Type, forKey key: K) throws -> Int? { lenient(key) { try NodeDecoding.integer(type, $0, $1) } }
-    func decodeIfPresent(_ type: Int8.Type, forKey key: K) throws -> Int8? { lenient(key) { try NodeDecoding.integer(type, $0, $1) } }
-    func decodeIfPresent(_ type: Int16.Type, forKey key: K) throws -> Int16? { lenient(key) { try NodeDecoding.integer(type, $0, $1) } }
-    func decodeIfPresent(_ type: Int32.Type, forKey key: K) throws -> Int32? { lenient(key) { try NodeDecoding.integer(type, $0, $1) } }
-    func decodeIfPresent(_ type: Int64.Type, forKey key: K) throws -> Int64? { lenient(key) { try NodeDecoding.integer(type, $0, $1) } }
-    func decodeIfPresent(_ type: UInt.Type, forKey key: K) throws -> UInt? { lenient(key) { try NodeDecoding.integer(type, $0, $1) } }
-    func decodeIfPresent(_ type: UInt8.Type, forKey key: K) throws -> UInt8? { lenient(key) { try NodeDecoding.integer(type, $0, $1) } }
-    func decodeIfPresent(_ type: UInt16.Type, forKey key: K) throws -> UInt16? { lenient(key) { try NodeDecoding.integer(type, $0, $1) } }
-    func decodeIfPresent(_ type: UInt32.Type, forKey key: K) throws -> UInt32? { lenient(key) { try NodeDecoding.integer(type, $0, $1) } }
-    func decodeIfPresent(_ type: UInt64.Type, forKey key: K) throws -> UInt64? { lenient(key) { try NodeDecoding.integer(type, $0, $1) } }
+    func decodeIfPresent(_ type: Float.Type, forKey key: K) throws -> Float? {
+        lenient(key, NodeDecoding.double).map(Float.init)
+    }
+    func decodeIfPresent(_ type: Int.Type, forKey key: K) throws -> Int? {
+        lenient(key) { try NodeDecoding.integer(type, $0, $1) }
+    }
+    func decodeIfPresent(_ type: Int8.Type, forKey key: K) throws -> Int8? {
+        lenient(key) { try NodeDecoding.integer(type, $0, $1) }
+    }
+    func decodeIfPresent(_ type: Int16.Type, forKey key: K) throws -> Int16? {
+        lenient(key) { try NodeDecoding.integer(type, $0, $1) }
+    }
+    func decodeIfPresent(_ type: Int32.Type, forKey key: K) throws -> Int32? {
+        lenient(key) { try NodeDecoding.integer(type, $0, $1) }
+    }
+    func decodeIfPresent(_ type: Int64.Type, forKey key: K) throws -> Int64? {
+        lenient(key) { try NodeDecoding.integer(type, $0, $1) }
+    }
+    func decodeIfPresent(_ type: UInt.Type, forKey key: K) throws -> UInt? {
+        lenient(key) { try NodeDecoding.integer(type, $0, $1) }
+    }
+    func decodeIfPresent(_ type: UInt8.Type, forKey key: K) throws -> UInt8? {
+        lenient(key) { try NodeDecoding.integer(type, $0, $1) }
+    }
+    func decodeIfPresent(_ type: UInt16.Type, forKey key: K) throws -> UInt16? {
+        lenient(key) { try NodeDecoding.integer(type, $0, $1) }
+    }
+    func decodeIfPresent(_ type: UInt32.Type, forKey key: K) throws -> UInt32? {
+        lenient(key) { try NodeDecoding.integer(type, $0, $1) }
+    }
+    func decodeIfPresent(_ type: UInt64.Type, forKey key: K) throws -> UInt64? {
+        lenient(key) { try NodeDecoding.integer(type, $0, $1) }
+    }
     func decodeIfPresent<T: Decodable>(_ type: T.Type, forKey key: K) throws -> T? {
         lenient(key) { try NodeDecoding.unbox(type, $0, $1, context) }
     }
 
     func nestedContainer<N: CodingKey>(keyedBy type: N.Type, forKey key: K) throws -> KeyedDecodingContainer<N> {
-        try read(key) { node, path in try nested(node, path, "\(access.typeName).\(key.stringValue)").container(keyedBy: type) }
+        try read(key) { node, path in
+            try nested(node, path, "\(access.typeName).\(key.stringValue)").container(keyedBy: type)
+        }
     }
 
     func nestedUnkeyedContainer(forKey key: K) throws -> any UnkeyedDecodingContainer {
-        try read(key) { node, path in try nested(node, path, "\(access.typeName).\(key.stringValue)").unkeyedContainer() }
+        try read(key) { node, path in try nested(node, path, "\(access.typeName).\(key.stringValue)").unkeyedContainer()
+        }
     }
 
     func superDecoder() throws -> any Decoder {
@@ -133,7 +179,8 @@ struct UnkeyedNodeDecoding: UnkeyedDecodingContainer {
     private mutating func next<T>(_ type: T.Type, _ body: (Node, [any CodingKey]) throws -> T) throws -> T {
         let path = codingPath + [IndexKey(currentIndex)]
         guard !isAtEnd else {
-            throw DecodingError.valueNotFound(type, .init(codingPath: path, debugDescription: "the array has no more elements"))
+            throw DecodingError.valueNotFound(
+                type, .init(codingPath: path, debugDescription: "the array has no more elements"))
         }
         let value = try body(elements[currentIndex], path)
         currentIndex += 1
@@ -154,14 +201,28 @@ struct UnkeyedNodeDecoding: UnkeyedDecodingContainer {
     mutating func decode(_ type: Float.Type) throws -> Float { Float(try next(Double.self, NodeDecoding.double)) }
     mutating func decode(_ type: Int.Type) throws -> Int { try next(type) { try NodeDecoding.integer(type, $0, $1) } }
     mutating func decode(_ type: Int8.Type) throws -> Int8 { try next(type) { try NodeDecoding.integer(type, $0, $1) } }
-    mutating func decode(_ type: Int16.Type) throws -> Int16 { try next(type) { try NodeDecoding.integer(type, $0, $1) } }
-    mutating func decode(_ type: Int32.Type) throws -> Int32 { try next(type) { try NodeDecoding.integer(type, $0, $1) } }
-    mutating func decode(_ type: Int64.Type) throws -> Int64 { try next(type) { try NodeDecoding.integer(type, $0, $1) } }
+    mutating func decode(_ type: Int16.Type) throws -> Int16 {
+        try next(type) { try NodeDecoding.integer(type, $0, $1) }
+    }
+    mutating func decode(_ type: Int32.Type) throws -> Int32 {
+        try next(type) { try NodeDecoding.integer(type, $0, $1) }
+    }
+    mutating func decode(_ type: Int64.Type) throws -> Int64 {
+        try next(type) { try NodeDecoding.integer(type, $0, $1) }
+    }
     mutating func decode(_ type: UInt.Type) throws -> UInt { try next(type) { try NodeDecoding.integer(type, $0, $1) } }
-    mutating func decode(_ type: UInt8.Type) throws -> UInt8 { try next(type) { try NodeDecoding.integer(type, $0, $1) } }
-    mutating func decode(_ type: UInt16.Type) throws -> UInt16 { try next(type) { try NodeDecoding.integer(type, $0, $1) } }
-    mutating func decode(_ type: UInt32.Type) throws -> UInt32 { try next(type) { try NodeDecoding.integer(type, $0, $1) } }
-    mutating func decode(_ type: UInt64.Type) throws -> UInt64 { try next(type) { try NodeDecoding.integer(type, $0, $1) } }
+    mutating func decode(_ type: UInt8.Type) throws -> UInt8 {
+        try next(type) { try NodeDecoding.integer(type, $0, $1) }
+    }
+    mutating func decode(_ type: UInt16.Type) throws -> UInt16 {
+        try next(type) { try NodeDecoding.integer(type, $0, $1) }
+    }
+    mutating func decode(_ type: UInt32.Type) throws -> UInt32 {
+        try next(type) { try NodeDecoding.integer(type, $0, $1) }
+    }
+    mutating func decode(_ type: UInt64.Type) throws -> UInt64 {
+        try next(type) { try NodeDecoding.integer(type, $0, $1) }
+    }
     mutating func decode<T: Decodable>(_ type: T.Type) throws -> T {
         let context = context.unstable
         return try next(type) { try NodeDecoding.unbox(type, $0, $1, context) }
@@ -169,12 +230,16 @@ struct UnkeyedNodeDecoding: UnkeyedDecodingContainer {
 
     mutating func nestedContainer<N: CodingKey>(keyedBy type: N.Type) throws -> KeyedDecodingContainer<N> {
         let (context, access) = (context, access)
-        return try next(KeyedDecodingContainer<N>.self) { try Self.nested($0, $1, context, access).container(keyedBy: type) }
+        return try next(KeyedDecodingContainer<N>.self) {
+            try Self.nested($0, $1, context, access).container(keyedBy: type)
+        }
     }
 
     mutating func nestedUnkeyedContainer() throws -> any UnkeyedDecodingContainer {
         let (context, access) = (context, access)
-        return try next((any UnkeyedDecodingContainer).self) { try Self.nested($0, $1, context, access).unkeyedContainer() }
+        return try next((any UnkeyedDecodingContainer).self) {
+            try Self.nested($0, $1, context, access).unkeyedContainer()
+        }
     }
 
     mutating func superDecoder() throws -> any Decoder {
@@ -182,8 +247,12 @@ struct UnkeyedNodeDecoding: UnkeyedDecodingContainer {
         return try next((any Decoder).self) { Self.nested($0, $1, context, access) }
     }
 
-    private static func nested(_ node: Node, _ path: [any CodingKey], _ context: DecodingContext, _ access: Access) -> NodeDecoding {
-        NodeDecoding(node: node, codingPath: path, context: context.unstable, access: access.child("\(access.typeName)[…]", node, path))
+    private static func nested(_ node: Node, _ path: [any CodingKey], _ context: DecodingContext, _ access: Access)
+        -> NodeDecoding
+    {
+        NodeDecoding(
+            node: node, codingPath: path, context: context.unstable,
+            access: access.child("\(access.typeName)[…]", node, path))
     }
 }
 

@@ -66,13 +66,15 @@ final class Access {
         case .array(let elements) where unkeyed && consumed < elements.count:
             context.log.record(
                 Finding(
-                    path + [IndexKey(consumed)], .unread, "\(typeName) read \(consumed) of the \(elements.count) elements",
+                    path + [IndexKey(consumed)], .unread,
+                    "\(typeName) read \(consumed) of the \(elements.count) elements",
                     stored: nil, keep: .never, stable: context.stable))
         case .null:
             break
         default:
             if !keyed, !unkeyed, !single {
-                context.log.record(Finding(path, .unread, "\(typeName) did not read it", stored: node, keep: .never, stable: false))
+                context.log.record(
+                    Finding(path, .unread, "\(typeName) did not read it", stored: node, keep: .never, stable: false))
             }
         }
         for child in children { child.access.recordUnread(child.node, child.path, context) }
@@ -87,13 +89,18 @@ struct NodeDecoding: Decoder {
     var userInfo: [CodingUserInfoKey: Any] { [:] }
 
     func container<K: CodingKey>(keyedBy type: K.Type) throws -> KeyedDecodingContainer<K> {
-        guard case .object(let members) = node else { throw Self.mismatch("\(access.typeName) as a dictionary", node, codingPath) }
+        guard case .object(let members) = node else {
+            throw Self.mismatch("\(access.typeName) as a dictionary", node, codingPath)
+        }
         access.keyed = true
-        return KeyedDecodingContainer(KeyedNodeDecoding<K>(members: members, codingPath: codingPath, context: context, access: access))
+        return KeyedDecodingContainer(
+            KeyedNodeDecoding<K>(members: members, codingPath: codingPath, context: context, access: access))
     }
 
     func unkeyedContainer() throws -> any UnkeyedDecodingContainer {
-        guard case .array(let elements) = node else { throw Self.mismatch("\(access.typeName) as an array", node, codingPath) }
+        guard case .array(let elements) = node else {
+            throw Self.mismatch("\(access.typeName) as an array", node, codingPath)
+        }
         access.unkeyed = true
         return UnkeyedNodeDecoding(elements: elements, codingPath: codingPath, context: context, access: access)
     }
@@ -104,14 +111,18 @@ struct NodeDecoding: Decoder {
     }
 
     static func mismatch(_ expected: String, _ node: Node, _ codingPath: [any CodingKey]) -> DecodingError {
-        .typeMismatch(Any.self, .init(codingPath: codingPath, debugDescription: "expected \(expected), found \(node.phrase)"))
+        .typeMismatch(
+            Any.self, .init(codingPath: codingPath, debugDescription: "expected \(expected), found \(node.phrase)"))
     }
 
     /// Decodes one value, with the types kvd stores natively handled here. What it recorded is
     /// rolled back if it throws.
-    static func unbox<T: Decodable>(_ type: T.Type, _ node: Node, _ codingPath: [any CodingKey], _ context: DecodingContext) throws -> T {
+    static func unbox<T: Decodable>(
+        _ type: T.Type, _ node: Node, _ codingPath: [any CodingKey], _ context: DecodingContext
+    ) throws -> T {
         if node == .null, !(T.self is any OptionalProtocol.Type) {
-            throw DecodingError.valueNotFound(T.self, .init(codingPath: codingPath, debugDescription: "expected \(T.self), found null"))
+            throw DecodingError.valueNotFound(
+                T.self, .init(codingPath: codingPath, debugDescription: "expected \(T.self), found null"))
         }
         let mark = context.log.mark
         do {
@@ -122,12 +133,16 @@ struct NodeDecoding: Decoder {
         }
     }
 
-    private static func unboxRecording<T: Decodable>(_ type: T.Type, _ node: Node, _ codingPath: [any CodingKey], _ context: DecodingContext) throws -> T {
+    private static func unboxRecording<T: Decodable>(
+        _ type: T.Type, _ node: Node, _ codingPath: [any CodingKey], _ context: DecodingContext
+    ) throws -> T {
         switch type {
         case is Date.Type: return try date(node, codingPath) as! T
         case is Data.Type: return try data(node, codingPath) as! T
         case is URL.Type:
-            guard case .string(let text) = node, let url = URL(string: text) else { throw mismatch("URL", node, codingPath) }
+            guard case .string(let text) = node, let url = URL(string: text) else {
+                throw mismatch("URL", node, codingPath)
+            }
             return url as! T
         case is Value.Type:
             do { return try node.value() as! T } catch { throw mismatch("a value kvd can store", node, codingPath) }
@@ -135,7 +150,8 @@ struct NodeDecoding: Decoder {
             return try decodeVersioned(versioned, node, codingPath, context) as! T
         case let array as any LenientArray.Type:
             guard case .array(let elements) = node else {
-                throw Versioning.newerReshaped(array.elementType, node) ?? mismatch("\(T.self) (an array)", node, codingPath)
+                throw Versioning.newerReshaped(array.elementType, node)
+                    ?? mismatch("\(T.self) (an array)", node, codingPath)
             }
             return array.decodeLeniently(elements, codingPath, context) as! T
         case let dictionary as any LenientDictionary.Type:
@@ -149,7 +165,8 @@ struct NodeDecoding: Decoder {
     /// `T(from:)` on `node`, then a record of what it did not read (`alreadyRead`: members read
     /// for it, such as the schema version).
     static func decodeTracked<T: Decodable>(
-        _ type: T.Type, _ node: Node, _ codingPath: [any CodingKey], _ context: DecodingContext, alreadyRead: Set<String> = []
+        _ type: T.Type, _ node: Node, _ codingPath: [any CodingKey], _ context: DecodingContext,
+        alreadyRead: Set<String> = []
     ) throws -> T {
         let access = Access(typeName: "\(T.self)", read: alreadyRead)
         let value = try T(from: NodeDecoding(node: node, codingPath: codingPath, context: context, access: access))
@@ -157,7 +174,9 @@ struct NodeDecoding: Decoder {
         return value
     }
 
-    private static func decodeVersioned<V: VersionedValue>(_ type: V.Type, _ node: Node, _ codingPath: [any CodingKey], _ context: DecodingContext) throws -> V {
+    private static func decodeVersioned<V: VersionedValue>(
+        _ type: V.Type, _ node: Node, _ codingPath: [any CodingKey], _ context: DecodingContext
+    ) throws -> V {
         try Versioning.decodeVersioned(type, node, codingPath, context)
     }
 
@@ -168,7 +187,10 @@ struct NodeDecoding: Decoder {
         case .integer(let seconds): return Date(timeIntervalSinceReferenceDate: Double(seconds))
         case .string(let text):
             if let date = RFC3339.parse(text) { return date }
-            throw DecodingError.dataCorrupted(.init(codingPath: codingPath, debugDescription: "expected Date, found \(node.phrase), which is not an RFC 3339 date"))
+            throw DecodingError.dataCorrupted(
+                .init(
+                    codingPath: codingPath,
+                    debugDescription: "expected Date, found \(node.phrase), which is not an RFC 3339 date"))
         default: throw mismatch("Date", node, codingPath)
         }
     }
@@ -178,7 +200,10 @@ struct NodeDecoding: Decoder {
         case .data(let data): return data
         case .string(let text):
             if let data = Data(base64Encoded: text) { return data }
-            throw DecodingError.dataCorrupted(.init(codingPath: codingPath, debugDescription: "expected Data, found \(node.phrase), which is not base64 text"))
+            throw DecodingError.dataCorrupted(
+                .init(
+                    codingPath: codingPath,
+                    debugDescription: "expected Data, found \(node.phrase), which is not base64 text"))
         default: throw mismatch("Data", node, codingPath)
         }
     }
@@ -209,7 +234,10 @@ struct NodeDecoding: Decoder {
         default: throw mismatch("\(T.self)", node, codingPath)
         }
         guard let exact else {
-            throw DecodingError.dataCorrupted(.init(codingPath: codingPath, debugDescription: "expected \(T.self), found \(node.phrase), which does not fit"))
+            throw DecodingError.dataCorrupted(
+                .init(
+                    codingPath: codingPath,
+                    debugDescription: "expected \(T.self), found \(node.phrase), which does not fit"))
         }
         return exact
     }
@@ -227,7 +255,8 @@ extension Optional: OptionalProtocol {
     /// `value` as this optional type, if it is a `Wrapped` (or, for nested optionals, wraps one).
     static func wrapping(_ value: Any) -> Any? {
         if let wrapped = value as? Wrapped { return Optional(wrapped) as Any }
-        guard let inner = (Wrapped.self as? any OptionalProtocol.Type)?.wrapping(value), let wrapped = inner as? Wrapped else { return nil }
+        guard let inner = (Wrapped.self as? any OptionalProtocol.Type)?.wrapping(value), let wrapped = inner as? Wrapped
+        else { return nil }
         return Optional(wrapped) as Any
     }
 }
@@ -271,11 +300,14 @@ extension Array: LenientArray where Element: Decodable {
 /// Dictionaries with string keys decode entry by entry: an entry that cannot be read is
 /// skipped and recorded, not fatal to the rest.
 protocol LenientDictionary {
-    static func decodeLeniently(_ members: [String: Node], _ codingPath: [any CodingKey], _ context: DecodingContext) -> Any
+    static func decodeLeniently(_ members: [String: Node], _ codingPath: [any CodingKey], _ context: DecodingContext)
+        -> Any
 }
 
 extension Dictionary: LenientDictionary where Key == String, Value: Decodable {
-    static func decodeLeniently(_ members: [String: Node], _ codingPath: [any CodingKey], _ context: DecodingContext) -> Any {
+    static func decodeLeniently(_ members: [String: Node], _ codingPath: [any CodingKey], _ context: DecodingContext)
+        -> Any
+    {
         var decoded: [String: Value] = [:]
         for name in members.keys.sorted() {
             let path = codingPath + [MemberKey(name)]

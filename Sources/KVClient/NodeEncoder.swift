@@ -92,14 +92,18 @@ final class NodeRef {
 
     static func real(_ number: Double, _ codingPath: [any CodingKey]) throws -> Node {
         guard number.isFinite else {
-            throw EncodingError.invalidValue(number, .init(codingPath: codingPath, debugDescription: "kvd stores only finite numbers, not \(number)"))
+            throw EncodingError.invalidValue(
+                number, .init(codingPath: codingPath, debugDescription: "kvd stores only finite numbers, not \(number)")
+            )
         }
         return .real(number)
     }
 
     static func integer<T: BinaryInteger>(_ number: T, _ codingPath: [any CodingKey]) throws -> Node {
         guard let exact = Int64(exactly: number) else {
-            throw EncodingError.invalidValue(number, .init(codingPath: codingPath, debugDescription: "\(number) does not fit a signed 64-bit integer"))
+            throw EncodingError.invalidValue(
+                number,
+                .init(codingPath: codingPath, debugDescription: "\(number) does not fit a signed 64-bit integer"))
         }
         return .integer(exact)
     }
@@ -145,18 +149,42 @@ struct KeyedNodeEncoding<K: CodingKey>: KeyedEncodingContainerProtocol {
     mutating func encodeNil(forKey key: K) throws { put(.null, key) }
     mutating func encode(_ value: Bool, forKey key: K) throws { put(.bool(value), key) }
     mutating func encode(_ value: String, forKey key: K) throws { put(.string(value), key) }
-    mutating func encode(_ value: Double, forKey key: K) throws { put(try NodeRef.real(value, codingPath + [key]), key) }
-    mutating func encode(_ value: Float, forKey key: K) throws { put(try NodeRef.real(Coercion.decimal(value), codingPath + [key]), key) }
-    mutating func encode(_ value: Int, forKey key: K) throws { put(try NodeRef.integer(value, codingPath + [key]), key) }
-    mutating func encode(_ value: Int8, forKey key: K) throws { put(try NodeRef.integer(value, codingPath + [key]), key) }
-    mutating func encode(_ value: Int16, forKey key: K) throws { put(try NodeRef.integer(value, codingPath + [key]), key) }
-    mutating func encode(_ value: Int32, forKey key: K) throws { put(try NodeRef.integer(value, codingPath + [key]), key) }
-    mutating func encode(_ value: Int64, forKey key: K) throws { put(try NodeRef.integer(value, codingPath + [key]), key) }
-    mutating func encode(_ value: UInt, forKey key: K) throws { put(try NodeRef.integer(value, codingPath + [key]), key) }
-    mutating func encode(_ value: UInt8, forKey key: K) throws { put(try NodeRef.integer(value, codingPath + [key]), key) }
-    mutating func encode(_ value: UInt16, forKey key: K) throws { put(try NodeRef.integer(value, codingPath + [key]), key) }
-    mutating func encode(_ value: UInt32, forKey key: K) throws { put(try NodeRef.integer(value, codingPath + [key]), key) }
-    mutating func encode(_ value: UInt64, forKey key: K) throws { put(try NodeRef.integer(value, codingPath + [key]), key) }
+    mutating func encode(_ value: Double, forKey key: K) throws {
+        put(try NodeRef.real(value, codingPath + [key]), key)
+    }
+    mutating func encode(_ value: Float, forKey key: K) throws {
+        put(try NodeRef.real(Coercion.decimal(value), codingPath + [key]), key)
+    }
+    mutating func encode(_ value: Int, forKey key: K) throws {
+        put(try NodeRef.integer(value, codingPath + [key]), key)
+    }
+    mutating func encode(_ value: Int8, forKey key: K) throws {
+        put(try NodeRef.integer(value, codingPath + [key]), key)
+    }
+    mutating func encode(_ value: Int16, forKey key: K) throws {
+        put(try NodeRef.integer(value, codingPath + [key]), key)
+    }
+    mutating func encode(_ value: Int32, forKey key: K) throws {
+        put(try NodeRef.integer(value, codingPath + [key]), key)
+    }
+    mutating func encode(_ value: Int64, forKey key: K) throws {
+        put(try NodeRef.integer(value, codingPath + [key]), key)
+    }
+    mutating func encode(_ value: UInt, forKey key: K) throws {
+        put(try NodeRef.integer(value, codingPath + [key]), key)
+    }
+    mutating func encode(_ value: UInt8, forKey key: K) throws {
+        put(try NodeRef.integer(value, codingPath + [key]), key)
+    }
+    mutating func encode(_ value: UInt16, forKey key: K) throws {
+        put(try NodeRef.integer(value, codingPath + [key]), key)
+    }
+    mutating func encode(_ value: UInt32, forKey key: K) throws {
+        put(try NodeRef.integer(value, codingPath + [key]), key)
+    }
+    mutating func encode(_ value: UInt64, forKey key: K) throws {
+        put(try NodeRef.integer(value, codingPath + [key]), key)
+    }
     mutating func encode<T: Encodable>(_ value: T, forKey key: K) throws {
         try ref.child(named: key.stringValue).store(value, codingPath: codingPath + [key])
     }

@@ -168,7 +168,10 @@ struct Finding: Sendable {
     /// A finding at `codingPath`, keepable as `keep` when its container is stable: reached from
     /// the root through member names only, with no migration on the way (so the same container
     /// exists, meaning the same thing, in the value the app writes back).
-    init(_ codingPath: [any CodingKey], _ kind: KVReadReport.Finding.Kind, _ message: String, stored: Node?, keep: Keep, stable: Bool) {
+    init(
+        _ codingPath: [any CodingKey], _ kind: KVReadReport.Finding.Kind, _ message: String, stored: Node?, keep: Keep,
+        stable: Bool
+    ) {
         steps = PathStep.steps(codingPath)
         self.kind = kind
         self.message = message
@@ -182,7 +185,8 @@ struct Finding: Sendable {
     }
 
     var visible: KVReadReport.Finding {
-        KVReadReport.Finding(path: PathStep.text(steps), kind: kind, message: message, stored: stored.flatMap { try? $0.value() })
+        KVReadReport.Finding(
+            path: PathStep.text(steps), kind: kind, message: message, stored: stored.flatMap { try? $0.value() })
     }
 }
 

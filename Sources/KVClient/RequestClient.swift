@@ -101,7 +101,9 @@ enum ProcessFacts {
         let name = path.split(separator: "/").last.map(String.init) ?? "app"
         var cleaned = String(
             name.unicodeScalars.map { scalar -> Character in
-                scalar.isASCII && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) || "._-".unicodeScalars.contains(scalar))
+                scalar.isASCII
+                    && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar)
+                        || "._-".unicodeScalars.contains(scalar))
                     ? Character(scalar) : "_"
             }.prefix(255))
         while cleaned.hasPrefix(".") || cleaned.hasPrefix("-") { cleaned = "_" + cleaned.dropFirst() }

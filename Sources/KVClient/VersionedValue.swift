@@ -82,7 +82,8 @@ public enum NoPreviousVersion: VersionedValue {
     public init(migrating previous: NoPreviousVersion) { switch previous {} }
 
     public init(from decoder: any Decoder) throws {
-        throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "there is no version before the first"))
+        throw DecodingError.dataCorrupted(
+            .init(codingPath: decoder.codingPath, debugDescription: "there is no version before the first"))
     }
 
     public func encode(to encoder: any Encoder) throws { switch self {} }

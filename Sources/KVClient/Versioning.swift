@@ -27,7 +27,9 @@ enum Versioning {
             let value = try NodeDecoder().decode(type, from: node, log: log)
             return (value, log.findings)
         } catch {
-            let failure = Finding([], kind(of: error), "cannot read it as \(T.self): \(describe(error))", stored: node, keep: .never, stable: false)
+            let failure = Finding(
+                [], kind(of: error), "cannot read it as \(T.self): \(describe(error))", stored: node, keep: .never,
+                stable: false)
             return (nil, [failure])
         }
     }
@@ -39,17 +41,23 @@ enum Versioning {
     ///   and migrated up;
     /// - no version: the newest version that reads every stored member; if none does, the one
     ///   that leaves the fewest parts unread (they are recorded).
-    static func decodeVersioned<V: VersionedValue>(_ type: V.Type, _ node: Node, _ codingPath: [any CodingKey], _ context: DecodingContext) throws -> V {
+    static func decodeVersioned<V: VersionedValue>(
+        _ type: V.Type, _ node: Node, _ codingPath: [any CodingKey], _ context: DecodingContext
+    ) throws -> V {
         let key = V.schemaVersionKey
         let steps = chain(V.self)
         guard let stored = storedVersion(node, key: key) ?? V.unversionedSchemaVersion else {
             return try newestClean(steps, node, codingPath, context)
         }
-        let how = storedVersion(node, key: key) == nil ? "no \"\(key)\", which \(V.self) reads as version \(stored)" : "\(key) \(stored)"
+        let how =
+            storedVersion(node, key: key) == nil
+            ? "no \"\(key)\", which \(V.self) reads as version \(stored)" : "\(key) \(stored)"
         if stored > V.schemaVersion {
             throw Failure(
                 kind: .newerVersion(stored: stored, known: V.schemaVersion),
-                message: "it was written by a newer version of the app (\(key) \(stored); this app knows up to \(V.schemaVersion))")
+                message:
+                    "it was written by a newer version of the app (\(key) \(stored); this app knows up to \(V.schemaVersion))"
+            )
         }
         guard let step = steps.first(where: { $0.version == stored }) else {
             throw Failure(kind: .undecodable, message: "\(V.self) has no type for \(key) \(stored)")
@@ -57,7 +65,8 @@ enum Versioning {
         do {
             return try step.decode(node, codingPath, context)
         } catch {
-            throw Failure(kind: kind(of: error), message: "cannot read it as \(step.typeName) (\(how)): \(describe(error))")
+            throw Failure(
+                kind: kind(of: error), message: "cannot read it as \(step.typeName) (\(how)): \(describe(error))")
         }
     }
 
@@ -72,7 +81,8 @@ enum Versioning {
             Step<V>(version: step.version, typeName: step.typeName) { node, path, context in
                 let previous = try step.decode(node, path, context.unstable)
                 do { return try V(migrating: previous) } catch {
-                    throw Failure(kind: .undecodable, message: "cannot migrate \(step.typeName) to \(V.self): \(describe(error))")
+                    throw Failure(
+                        kind: .undecodable, message: "cannot migrate \(step.typeName) to \(V.self): \(describe(error))")
                 }
             }
         }
@@ -82,7 +92,9 @@ enum Versioning {
     /// For a node with no version: the newest version that reads it cleanly, else the one with
     /// the fewest findings that block a save (its findings recorded), else a failure naming why
     /// each version could not read it.
-    private static func newestClean<V: VersionedValue>(_ steps: [Step<V>], _ node: Node, _ path: [any CodingKey], _ context: DecodingContext) throws -> V {
+    private static func newestClean<V: VersionedValue>(
+        _ steps: [Step<V>], _ node: Node, _ path: [any CodingKey], _ context: DecodingContext
+    ) throws -> V {
         var best: (value: V, findings: [Finding], blocking: Int)?
         var failures: [String] = []
         for step in steps {
@@ -107,7 +119,8 @@ enum Versioning {
         }
         throw Failure(
             kind: .undecodable,
-            message: "no version of \(V.self) can read it (it has no \"\(V.schemaVersionKey)\"): " + failures.joined(separator: "; "))
+            message: "no version of \(V.self) can read it (it has no \"\(V.schemaVersionKey)\"): "
+                + failures.joined(separator: "; "))
     }
 
     /// The version stored in an object node under `key`.

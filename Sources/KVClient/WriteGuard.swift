@@ -37,7 +37,8 @@ enum WriteGuard {
         case .unreadable(let reason):
             guard policy == .replace else {
                 let finding = KVReadReport.Finding(
-                    path: "$", kind: .undecodable, message: "kvd cannot read the stored value (\(reason)) and keeps it as it is", stored: nil)
+                    path: "$", kind: .undecodable,
+                    message: "kvd cannot read the stored value (\(reason)) and keeps it as it is", stored: nil)
                 throw .wouldLoseStoredData(key: key, report: KVReadReport(findings: [finding]))
             }
             return try final(node, key)
@@ -73,7 +74,9 @@ enum WriteGuard {
     /// it cannot be kept. `seen` is the value the read produced, encoded: a member the app left
     /// as it was there is the app's own no more than it was.
     static func keep(_ finding: Finding, into merged: inout Node, seen: Node?) -> Bool {
-        guard let stored = finding.stored, (try? stored.value()) != nil, let last = finding.steps.last else { return false }
+        guard let stored = finding.stored, (try? stored.value()) != nil, let last = finding.steps.last else {
+            return false
+        }
         let container = finding.steps.dropLast()
         switch (finding.keep, last) {
         case (.append, .index):
@@ -84,7 +87,9 @@ enum WriteGuard {
             }
         case (.memberIfAbsent, .member(let name)):
             return modify(&merged, container) { node in
-                guard case .object(var members) = node, members[name] == nil || members[name] == .null else { return false }
+                guard case .object(var members) = node, members[name] == nil || members[name] == .null else {
+                    return false
+                }
                 members[name] = stored
                 node = .object(members)
                 return true
@@ -108,7 +113,9 @@ enum WriteGuard {
     /// none there or `body` says no.
     private static func modify(_ node: inout Node, _ path: ArraySlice<PathStep>, _ body: (inout Node) -> Bool) -> Bool {
         guard let first = path.first else { return body(&node) }
-        guard case .member(let name) = first, case .object(var members) = node, var child = members[name] else { return false }
+        guard case .member(let name) = first, case .object(var members) = node, var child = members[name] else {
+            return false
+        }
         guard modify(&child, path.dropFirst(), body) else { return false }
         members[name] = child
         node = .object(members)
@@ -118,7 +125,9 @@ enum WriteGuard {
     /// The node at `path` (member names only) inside `node`, nil if none (or `null`).
     private static func member(_ node: Node, _ path: ArraySlice<PathStep>) -> Node? {
         guard let first = path.first else { return node == .null ? nil : node }
-        guard case .member(let name) = first, case .object(let members) = node, let child = members[name] else { return nil }
+        guard case .member(let name) = first, case .object(let members) = node, let child = members[name] else {
+            return nil
+        }
         return member(child, path.dropFirst())
     }
 }

@@ -26,7 +26,9 @@ public enum Autostart {
     public static func connect(
         socketPath: String, daemonPath: String? = nil, enabled: Bool = true, environment: [String: String]
     ) throws(ClientError) -> Connection {
-        try connect(socketPath: socketPath, daemonPath: daemonPath, enabled: enabled, environment: environment, system: LinuxSystem())
+        try connect(
+            socketPath: socketPath, daemonPath: daemonPath, enabled: enabled, environment: environment,
+            system: LinuxSystem())
     }
 
     /// ``connect(socketPath:daemonPath:enabled:environment:)`` with every system call through `system`.
@@ -53,7 +55,8 @@ public enum Autostart {
         }
         let process: pid_t
         do {
-            process = try system.spawn(daemon, arguments: ["--socket", socketPath], environment: daemonEnvironment(environment))
+            process = try system.spawn(
+                daemon, arguments: ["--socket", socketPath], environment: daemonEnvironment(environment))
         } catch {
             throw .cannotStart(path: socketPath, reason: "cannot run \(daemon): \(error)")
         }
@@ -106,7 +109,9 @@ public enum Autostart {
                 }
                 throw .cannotStart(
                     path: socketPath,
-                    reason: "\(daemon) exited at once (\(describe(status))); run `\(daemon) --socket \(socketPath)` to see why")
+                    reason:
+                        "\(daemon) exited at once (\(describe(status))); run `\(daemon) --socket \(socketPath)` to see why"
+                )
             }
             system.sleep(microseconds: 20_000)
         }

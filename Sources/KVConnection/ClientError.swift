@@ -78,9 +78,11 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
         case Names.storageFailure: self = .storageFailure(reason: text("reason"))
         case Names.tooLarge: self = .tooLarge(limit: number("limit"))
         case Names.outcomeUnknown: self = .outcomeUnknown(reason: text("reason"))
-        case Names.unreadableValue: self = .unreadableValue(domain: text("domain"), key: text("key"), reason: text("reason"))
+        case Names.unreadableValue:
+            self = .unreadableValue(domain: text("domain"), key: text("key"), reason: text("reason"))
         case Names.keyLocked: self = .keyLocked(domain: text("domain"), key: text("key"))
-        case Names.historyTruncated: self = .historyTruncated(domain: text("domain"), oldestRevision: number("oldestRevision") ?? 0)
+        case Names.historyTruncated:
+            self = .historyTruncated(domain: text("domain"), oldestRevision: number("oldestRevision") ?? 0)
         case ServiceInterface.Error.permissionDenied: self = .permissionDenied
         case ServiceInterface.Error.methodNotFound: self = .methodNotFound(method: text("method"))
         case let name: self = .remote(name: name, parameters: parameters)
@@ -91,7 +93,8 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
     /// connection or the reply failing.
     public var isErrorReply: Bool {
         switch self {
-        case .notFound, .revisionMismatch, .invalidName, .invalidValue, .storageFailure, .outcomeUnknown, .tooLarge, .unreadableValue, .keyLocked,
+        case .notFound, .revisionMismatch, .invalidName, .invalidValue, .storageFailure, .outcomeUnknown, .tooLarge,
+            .unreadableValue, .keyLocked,
             .historyTruncated, .permissionDenied, .methodNotFound, .remote:
             true
         case .cannotConnect, .cannotStart, .unsafeSocketFolder, .protocolError, .connectionFailed, .connectionClosed:
@@ -161,9 +164,12 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
         let plain =
             !name.isEmpty
             && name.unicodeScalars.allSatisfy { scalar in
-                scalar.isASCII && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar) || "._-/:@+,".unicodeScalars.contains(scalar))
+                scalar.isASCII
+                    && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar)
+                        || "._-/:@+,".unicodeScalars.contains(scalar))
             }
-        return plain ? name : "'" + name.split(separator: "'", omittingEmptySubsequences: false).joined(separator: "'\\''") + "'"
+        return plain
+            ? name : "'" + name.split(separator: "'", omittingEmptySubsequences: false).joined(separator: "'\\''") + "'"
     }
 
     private static func olderKVD(_ method: String) -> String {
@@ -183,7 +189,8 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
         case Service.interfaceNotFound:
             return "kvd does not serve the interface \(text("interface") ?? "?") (is kvd older than this client?)"
         case Service.invalidParameter:
-            return "kvd refused the parameter \"\(text("parameter") ?? "?")\" (is kvd a different version than this client?)"
+            return
+                "kvd refused the parameter \"\(text("parameter") ?? "?")\" (is kvd a different version than this client?)"
         case Service.expectedMore:
             return "kvd expects this call with \"more\": true"
         default:

@@ -51,11 +51,15 @@ extension Connection {
         var stopped = false
         try stream(.backup) { (reply) throws(ClientError) -> Bool in
             let replyRevision = try Decode.revision(reply)
-            guard replyRevision == revision ?? replyRevision else { throw .protocolError("Backup replies at two revisions, \(replyRevision) and \(revision!)") }
+            guard replyRevision == revision ?? replyRevision else {
+                throw .protocolError("Backup replies at two revisions, \(replyRevision) and \(revision!)")
+            }
             revision = replyRevision
             var domain: Domain?
             if case .string(let name)? = reply.parameters["domain"] {
-                do { domain = try Domain(validating: name) } catch { throw .protocolError("Backup reply with an invalid domain: \(error)") }
+                do { domain = try Domain(validating: name) } catch {
+                    throw .protocolError("Backup reply with an invalid domain: \(error)")
+                }
             }
             if let held = current, held.domain != domain {
                 current = nil
@@ -69,13 +73,19 @@ extension Connection {
                 finished = true  // the last reply: the stream ends with it
                 return true
             }
-            guard !done.contains(domain) else { throw .protocolError("Backup replies give domain \(domain.name) in two places") }
+            guard !done.contains(domain) else {
+                throw .protocolError("Backup replies give domain \(domain.name) in two places")
+            }
             if current == nil { current = (domain, [:], [:]) }
-            guard case .object(let values)? = reply.parameters["values"] else { throw .protocolError("Backup reply without a \"values\" object") }
+            guard case .object(let values)? = reply.parameters["values"] else {
+                throw .protocolError("Backup reply without a \"values\" object")
+            }
             for (name, json) in values { current!.values[try Decode.key(name)] = try Decode.value(json, "values") }
             if case .object(let unreadable)? = reply.parameters["unreadable"] {
                 for (name, reason) in unreadable {
-                    guard case .string(let text) = reason else { throw .protocolError("Backup reply with a reason that is not a string") }
+                    guard case .string(let text) = reason else {
+                        throw .protocolError("Backup reply with a reason that is not a string")
+                    }
                     current!.unreadable[try Decode.key(name)] = text
                 }
             }

@@ -19,7 +19,10 @@ public struct WatchEvent: Sendable, Equatable {
     public var systemRevision: Int64?
 
     /// An event with these members (for tests and fakes; kvd's replies are decoded by ``Connection/watch(_:_:onEvent:)``).
-    public init(revision: Int64, changes: [Change], initial: Bool, sources: [Key: ValueSource] = [:], systemRevision: Int64? = nil) {
+    public init(
+        revision: Int64, changes: [Change], initial: Bool, sources: [Key: ValueSource] = [:],
+        systemRevision: Int64? = nil
+    ) {
         self.revision = revision
         self.changes = changes
         self.initial = initial
@@ -65,7 +68,9 @@ extension Connection {
     /// ``get(_:_:)`` with where the value comes from: the user's own value, the machine's
     /// default, or a value the system administrator locked (`user` from a kvd that does not say).
     /// `revision` is that of the user's own value (0 when the user has none).
-    public func getWithSource(_ domain: Domain, _ key: Key) throws(ClientError) -> (value: Value, revision: Int64, source: ValueSource) {
+    public func getWithSource(_ domain: Domain, _ key: Key) throws(ClientError) -> (
+        value: Value, revision: Int64, source: ValueSource
+    ) {
         let reply = try call(.get(domain, key))
         let source = try Decode.source(reply.parameters["source"], "source")
         return (try Decode.value(reply.parameters["value"], "value"), try Decode.revision(reply), source)
@@ -74,7 +79,8 @@ extension Connection {
     /// Sets a key; with `ifRevision`, only if it last changed then (0: only if absent).
     /// Returns the revision of the commit, which is durable when this returns.
     @discardableResult
-    public func set(_ domain: Domain, _ key: Key, _ value: Value, ifRevision: Int64? = nil) throws(ClientError) -> Int64 {
+    public func set(_ domain: Domain, _ key: Key, _ value: Value, ifRevision: Int64? = nil) throws(ClientError) -> Int64
+    {
         try Decode.revision(try call(.set(domain, key, value, ifRevision: ifRevision)))
     }
 
@@ -117,7 +123,9 @@ extension Connection {
         case nil: break
         case .object(let unreadable)?:
             for (name, reason) in unreadable {
-                guard case .string(let text) = reason else { throw .protocolError("List reply with a reason that is not a string") }
+                guard case .string(let text) = reason else {
+                    throw .protocolError("List reply with a reason that is not a string")
+                }
                 listing.unreadable[try Decode.key(name)] = text
             }
         case _?: throw .protocolError("List reply whose \"unreadable\" is not an object")
@@ -125,7 +133,9 @@ extension Connection {
         switch reply.parameters["sources"] {
         case nil: break
         case .object(let sources)?:
-            for (name, source) in sources { listing.sources[try Decode.key(name)] = try Decode.source(source, "sources.\(name)") }
+            for (name, source) in sources {
+                listing.sources[try Decode.key(name)] = try Decode.source(source, "sources.\(name)")
+            }
         case _?: throw .protocolError("List reply whose \"sources\" is not an object")
         }
         return listing
@@ -200,7 +210,9 @@ enum Decode {
 
     static func value(_ json: JSON?, _ member: String) throws(ClientError) -> Value {
         guard let json else { throw .protocolError("reply without \"\(member)\"") }
-        do { return try Value(typedJSON: json) } catch { throw .protocolError("\"\(member)\" is not a typed value: \(error)") }
+        do { return try Value(typedJSON: json) } catch {
+            throw .protocolError("\"\(member)\" is not a typed value: \(error)")
+        }
     }
 
     static func key(_ name: String) throws(ClientError) -> Key {
@@ -227,7 +239,9 @@ enum Decode {
         if case .bool(let flag)? = reply.parameters["initial"] { initial = flag }
         var systemRevision: Int64?
         if case .integer(let number)? = reply.parameters["systemRevision"] { systemRevision = number }
-        return WatchEvent(revision: try revision(reply), changes: changes, initial: initial, sources: sources, systemRevision: systemRevision)
+        return WatchEvent(
+            revision: try revision(reply), changes: changes, initial: initial, sources: sources,
+            systemRevision: systemRevision)
     }
 
     /// `"user"`, `"system"` or `"locked"`; absent means `user` (a kvd without a system layer).

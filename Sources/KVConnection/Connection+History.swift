@@ -56,7 +56,9 @@ extension Connection {
             switch reply.parameters["nextBeforeRevision"] {
             case nil, .null?: before = nil
             case .integer(let next)? where next < before ?? .max: before = next
-            case _?: throw .protocolError("History reply with a \"nextBeforeRevision\" that is not an integer below the last")
+            case _?:
+                throw .protocolError(
+                    "History reply with a \"nextBeforeRevision\" that is not an integer below the last")
             }
         } while before != nil && listing.entries.count < limit ?? .max
         return listing
@@ -89,7 +91,9 @@ extension Connection {
 
 extension Decode {
     static func historyEntries(_ reply: VarlinkReply) throws(ClientError) -> [HistoryRecord] {
-        guard case .array(let items)? = reply.parameters["entries"] else { throw .protocolError("History reply without an \"entries\" array") }
+        guard case .array(let items)? = reply.parameters["entries"] else {
+            throw .protocolError("History reply without an \"entries\" array")
+        }
         var entries: [HistoryRecord] = []
         entries.reserveCapacity(items.count)
         for item in items {
@@ -98,7 +102,9 @@ extension Decode {
             }
             var time: Date?
             if case .string(let text)? = item["time"] {
-                guard let date = RFC3339.parse(text) else { throw .protocolError("History entry with a \"time\" that is not RFC 3339") }
+                guard let date = RFC3339.parse(text) else {
+                    throw .protocolError("History entry with a \"time\" that is not RFC 3339")
+                }
                 time = date
             }
             var uid: UInt32?

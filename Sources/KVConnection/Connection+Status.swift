@@ -5,7 +5,9 @@ extension Connection {
     /// `org.varlink.service.MethodNotFound` (``ClientError/remote(name:parameters:)``).
     public func status() throws(ClientError) -> SystemStatus {
         let reply = try call(.status)
-        guard let status = SystemStatus(json: reply.parameters) else { throw .protocolError("Status reply with a missing or mistyped member") }
+        guard let status = SystemStatus(json: reply.parameters) else {
+            throw .protocolError("Status reply with a missing or mistyped member")
+        }
         return status
     }
 }

@@ -108,14 +108,19 @@ public final class Connection: Sendable {
             if !oversized.isEmpty {
                 let sent = requests.indices.filter { !oversized.contains($0) }
                 var replies = sent.isEmpty ? [] : callPipelined(encoded: bytes, count: sent.count, on: &state)
-                return requests.indices.map { oversized.contains($0) ? .failure(.tooLarge(limit: Int64(Limits.messageBytes))) : replies.removeFirst() }
+                return requests.indices.map {
+                    oversized.contains($0)
+                        ? .failure(.tooLarge(limit: Int64(Limits.messageBytes))) : replies.removeFirst()
+                }
             }
             return callPipelined(encoded: bytes, count: requests.count, on: &state)
         }
     }
 
     /// Sends `bytes` (`count` encoded calls), then reads their replies, in order.
-    private func callPipelined(encoded bytes: [UInt8], count: Int, on state: inout State) -> [Result<VarlinkReply, ClientError>] {
+    private func callPipelined(encoded bytes: [UInt8], count: Int, on state: inout State) -> [Result<
+        VarlinkReply, ClientError
+    >] {
         if let failure = send(bytes, on: &state) {
             return Array(repeating: .failure(failure), count: count)
         }
@@ -137,7 +142,9 @@ public final class Connection: Sendable {
     /// kvd ends the stream, or the connection fails (which throws). Holds the connection for the
     /// whole stream; after the callback stops early the connection is closed, since replies to
     /// the call may still be on their way.
-    public func stream(_ request: DefaultsRequest, onReply: (VarlinkReply) throws(ClientError) -> Bool) throws(ClientError) {
+    public func stream(_ request: DefaultsRequest, onReply: (VarlinkReply) throws(ClientError) -> Bool)
+        throws(ClientError)
+    {
         let stopped = try state.withLock { (state: inout State) throws(ClientError) -> Bool in
             let message = request.call.encoded()
             guard message.count - 1 <= Limits.messageBytes else { throw .tooLarge(limit: Int64(Limits.messageBytes)) }
@@ -155,10 +162,12 @@ public final class Connection: Sendable {
         guard state.descriptor >= 0 else { return .connectionClosed }
         let descriptor = state.descriptor
         do {
-            try bytes.withUnsafeBytes { raw in Result { () throws(SystemError) in try system.sendAll(descriptor, raw) } }.get()
+            try bytes.withUnsafeBytes { raw in Result { () throws(SystemError) in try system.sendAll(descriptor, raw) }
+            }.get()
             return nil
         } catch {
-            return error.errno == .brokenPipe || error.errno == .connectionReset ? .connectionClosed : .connectionFailed(error)
+            return error.errno == .brokenPipe || error.errno == .connectionReset
+                ? .connectionClosed : .connectionFailed(error)
         }
     }
 
@@ -172,10 +181,13 @@ public final class Connection: Sendable {
             guard state.descriptor >= 0 else { throw .connectionClosed }
             if state.chunk.isEmpty { state.chunk = [UInt8](repeating: 0, count: 65_536) }
             let descriptor = state.descriptor
-            let received = state.chunk.withUnsafeMutableBytes { raw in Result { () throws(SystemError) in try system.receive(descriptor, into: raw) } }
+            let received = state.chunk.withUnsafeMutableBytes { raw in
+                Result { () throws(SystemError) in try system.receive(descriptor, into: raw) }
+            }
             switch received {
             case .success(0): throw .connectionClosed
-            case .success(let count): state.chunk.withUnsafeBytes { state.framer.append(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+            case .success(let count):
+                state.chunk.withUnsafeBytes { state.framer.append(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
             case .failure(let error) where error.errno == .connectionReset: throw .connectionClosed
             case .failure(let error): throw .connectionFailed(error)
             }

@@ -62,7 +62,8 @@ struct BackupFile: Equatable {
             domains += 1
             json.newline(into: &out, level: 2)
             json.writeMemberName(domain.name, into: &out)
-            let value = Value.dictionary(Dictionary(uniqueKeysWithValues: values.map { ($0.key.name, $0.value) })).typedJSON
+            let value = Value.dictionary(Dictionary(uniqueKeysWithValues: values.map { ($0.key.name, $0.value) }))
+                .typedJSON
             json.write(value, into: &out, level: 2)
             return out
         }
@@ -72,7 +73,10 @@ struct BackupFile: Equatable {
             var out: [UInt8] = []
             if domains > 0 { json.newline(into: &out, level: 1) }
             out.append(UInt8(ascii: "}"))
-            for (name, value) in [("format", JSON.string(BackupFile.format)), ("revision", .integer(revision)), ("version", .integer(BackupFile.version))] {
+            for (name, value) in [
+                ("format", JSON.string(BackupFile.format)), ("revision", .integer(revision)),
+                ("version", .integer(BackupFile.version)),
+            ] {
                 out.append(UInt8(ascii: ","))
                 json.newline(into: &out, level: 1)
                 json.writeMemberName(name, into: &out)
@@ -94,30 +98,46 @@ struct BackupFile: Equatable {
             throw Failure("\(name) is not a kvd backup: it is not JSON (\(error)); nothing was restored")
         }
         guard json["format"] == .string(Self.format) else {
-            throw Failure("\(name) is not a kvd backup (it has no \"format\": \"\(Self.format)\"; write one with: kvctl backup FILE); nothing was restored")
+            throw Failure(
+                "\(name) is not a kvd backup (it has no \"format\": \"\(Self.format)\"; write one with: kvctl backup FILE); nothing was restored"
+            )
         }
-        guard case .integer(let version)? = json["version"], version >= 1 else { throw Failure("\(name): \"version\" must be a whole number from 1; nothing was restored") }
+        guard case .integer(let version)? = json["version"], version >= 1 else {
+            throw Failure("\(name): \"version\" must be a whole number from 1; nothing was restored")
+        }
         guard version <= Self.version else {
             throw Failure(
-                "\(name) is a kvd backup of version \(version), written by a newer kvctl; this one reads version \(Self.version): restore it with that kvctl; nothing was restored")
+                "\(name) is a kvd backup of version \(version), written by a newer kvctl; this one reads version \(Self.version): restore it with that kvctl; nothing was restored"
+            )
         }
-        guard case .integer(let revision)? = json["revision"], case .string(let text)? = json["created"], let created = RFC3339.parse(text),
+        guard case .integer(let revision)? = json["revision"], case .string(let text)? = json["created"],
+            let created = RFC3339.parse(text),
             case .object(let domains)? = json["domains"]
-        else { throw Failure("\(name) is damaged: it needs an integer \"revision\", an RFC 3339 \"created\" and a \"domains\" object; nothing was restored") }
+        else {
+            throw Failure(
+                "\(name) is damaged: it needs an integer \"revision\", an RFC 3339 \"created\" and a \"domains\" object; nothing was restored"
+            )
+        }
         self.revision = revision
         self.created = created
         self.domains = [:]
         for (domainName, members) in domains {
             let domain: Domain
-            do { domain = try Domain(validating: domainName) } catch { throw Failure("\(name) is damaged: \(error); nothing was restored") }
+            do { domain = try Domain(validating: domainName) } catch {
+                throw Failure("\(name) is damaged: \(error); nothing was restored")
+            }
             self.domains[domain] = try Self.values(members, of: domainName, in: name)
         }
     }
 
     /// One domain's values, each key and value checked as kvd would.
     private static func values(_ json: JSON, of domain: String, in name: String) throws(Failure) -> [Key: Value] {
-        let failure = { (reason: String) in Failure("\(name) is damaged: domain \(domain): \(reason); nothing was restored") }
-        guard case .dictionary(let members)? = try? Value(typedJSON: json) else { throw failure("its values are not a typed JSON object") }
+        let failure = { (reason: String) in
+            Failure("\(name) is damaged: domain \(domain): \(reason); nothing was restored")
+        }
+        guard case .dictionary(let members)? = try? Value(typedJSON: json) else {
+            throw failure("its values are not a typed JSON object")
+        }
         var values: [Key: Value] = [:]
         for (keyName, value) in members {
             do {
@@ -137,7 +157,9 @@ extension Invocation {
         var words = reader.remaining()
         let yes = name == "restore-backup" && words.contains("--yes")
         words.removeAll { $0 == "--yes" && name == "restore-backup" }
-        if let option = words.first(where: { $0.hasPrefix("--") }) { throw UsageError("unknown option \(option) for \(name)") }
+        if let option = words.first(where: { $0.hasPrefix("--") }) {
+            throw UsageError("unknown option \(option) for \(name)")
+        }
         var positional = ArgumentReader(words)
         let file = try positional.word("FILE")
         try positional.end()
@@ -170,10 +192,17 @@ extension Runner {
             revision = last ?? 0
             try output(writer.end(revision: revision))
         }
-        if file == "-" { try write { bytes in console.out(String(decoding: bytes, as: UTF8.self)) } } else { try Files.writeAtomically(file) { output in try write(output) } }
-        console.err("kvctl: backed up \(domains) domains (\(keys) keys) at revision \(revision) to \(file == "-" ? "stdout" : file)\n")
+        if file == "-" {
+            try write { bytes in console.out(String(decoding: bytes, as: UTF8.self)) }
+        } else {
+            try Files.writeAtomically(file) { output in try write(output) }
+        }
+        console.err(
+            "kvctl: backed up \(domains) domains (\(keys) keys) at revision \(revision) to \(file == "-" ? "stdout" : file)\n"
+        )
         for (domain, left) in unreadable {
-            try Self.refuseLeftOut(DomainListing(values: [:], unreadable: left, revision: 0), of: domain, from: "the backup")
+            try Self.refuseLeftOut(
+                DomainListing(values: [:], unreadable: left, revision: 0), of: domain, from: "the backup")
         }
     }
 
@@ -200,22 +229,29 @@ extension Runner {
         var last: Int64?
         for domain in domains {
             do {
-                let change = try makeOwnLayer(domain, hold: backup.domains[domain]!, onlyChanged: true, from: name, on: connection)
+                let change = try makeOwnLayer(
+                    domain, hold: backup.domains[domain]!, onlyChanged: true, from: name, on: connection)
                 last = change.revision ?? last
                 restored.append(domain)
                 if !change.locked.isEmpty { notes.append("left out \(Self.lockedNote(change.locked, of: domain))") }
             } catch let error as ClientError {
                 if case .permissionDenied = error {
-                    let done = restored.isEmpty ? "nothing was restored" : "restored \(restored.map(\.name).joined(separator: ", ")) only"
+                    let done =
+                        restored.isEmpty
+                        ? "nothing was restored" : "restored \(restored.map(\.name).joined(separator: ", ")) only"
                     throw Failure("\(Self.message(for: error)); \(done)")
                 }
-                transient = transient || error.isConnectionLost || { if case .storageFailure = error { return true } else { return false } }()
+                transient =
+                    transient || error.isConnectionLost
+                    || { if case .storageFailure = error { return true } else { return false } }()
                 notes.append("not \(domain.name): \(Self.message(for: error))")
             }
         }
         guard notes.isEmpty else {
             let again = transient ? "; running it again may restore the rest" : ""
-            throw Failure("restored \(restored.count) of \(domains.count) domains from \(name); \(notes.joined(separator: "; "))\(again)")
+            throw Failure(
+                "restored \(restored.count) of \(domains.count) domains from \(name); \(notes.joined(separator: "; "))\(again)"
+            )
         }
         console.err("kvctl: restored \(domains.count) domains from \(name) (backup of revision \(backup.revision))\n")
         if options.json, let last { console.out("{\"revision\":\(last)}\n") }

@@ -33,7 +33,9 @@ public struct GlobalOptions: Sendable, Equatable {
     /// for programs (the completion scripts) that must not guess at escapes.
     public var null = false
 
-    public init(socket: String? = nil, system: Bool = false, json: Bool = false, autostart: Bool = true, null: Bool = false) {
+    public init(
+        socket: String? = nil, system: Bool = false, json: Bool = false, autostart: Bool = true, null: Bool = false
+    ) {
         self.socket = socket
         self.system = system
         self.json = json
@@ -115,7 +117,9 @@ extension Invocation {
             index += 1
             switch option {
             case "--socket":
-                guard index < arguments.count else { throw CommandLineError(command: nil, UsageError("--socket needs a PATH")) }
+                guard index < arguments.count else {
+                    throw CommandLineError(command: nil, UsageError("--socket needs a PATH"))
+                }
                 options.socket = try socketPath(arguments[index])
                 index += 1
             case "--system": options.system = true
@@ -144,7 +148,9 @@ extension Invocation {
         do throws(UsageError) {
             let command = try parseCommand(canonical, rest)
             if command.needsSystem, !options.system {
-                throw UsageError("\(canonical) works on the system instance only: kvctl --system \(Help.entry(canonical)?.usage ?? canonical)")
+                throw UsageError(
+                    "\(canonical) works on the system instance only: kvctl --system \(Help.entry(canonical)?.usage ?? canonical)"
+                )
             }
             return Invocation(options: options, command: command)
         } catch {
@@ -156,7 +162,8 @@ extension Invocation {
     /// the default socket.
     private static func socketPath(_ value: String) throws(CommandLineError) -> String {
         guard !value.isEmpty else {
-            throw CommandLineError(command: nil, UsageError("--socket needs a PATH, not an empty value (is a variable unset?)"))
+            throw CommandLineError(
+                command: nil, UsageError("--socket needs a PATH, not an empty value (is a variable unset?)"))
         }
         return value
     }
@@ -279,7 +286,8 @@ struct ArgumentReader {
                 }
                 format = PlistFormat(rawValue: name)
             default:
-                throw UsageError("unexpected argument: \(flag) (export takes --format json|xml|binary and --effective after FILE)")
+                throw UsageError(
+                    "unexpected argument: \(flag) (export takes --format json|xml|binary and --effective after FILE)")
             }
         }
         return (format, effective)
@@ -292,7 +300,9 @@ struct ArgumentReader {
 
     func end() throws(UsageError) {
         guard index == arguments.count else {
-            throw UsageError("unexpected argument\(arguments.count - index > 1 ? "s" : ""): \(arguments[index...].joined(separator: " "))")
+            throw UsageError(
+                "unexpected argument\(arguments.count - index > 1 ? "s" : ""): \(arguments[index...].joined(separator: " "))"
+            )
         }
     }
 }

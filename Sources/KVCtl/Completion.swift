@@ -105,7 +105,8 @@ public enum Completion {
     private static var fishSlotCases: String {
         Help.entries.map { entry in
             let names = ([entry.name] + entry.aliases).joined(separator: " ")
-            return "        case \(names)\n            printf '%s\\n' \(slots(of: entry).map { "'\($0.scriptName)'" }.joined(separator: " "))"
+            return
+                "        case \(names)\n            printf '%s\\n' \(slots(of: entry).map { "'\($0.scriptName)'" }.joined(separator: " "))"
         }.joined(separator: "\n")
     }
 

@@ -67,14 +67,18 @@ enum Files {
     /// Hard links to the old file keep the old content. The corresponding C calls are `lstat`,
     /// `realpath`, `open(O_CREAT|O_EXCL|O_NOFOLLOW)`, `fchown`, `fchmod`, `fsync` and `rename`.
     static func writeAtomically(_ path: String, _ bytes: [UInt8]) throws(Failure) {
-        do { try writeAtomically(path) { write in try write(bytes) } } catch let failure as Failure { throw failure } catch { throw Failure("cannot write \(path): \(error)") }
+        do { try writeAtomically(path) { write in try write(bytes) } } catch let failure as Failure {
+            throw failure
+        } catch { throw Failure("cannot write \(path): \(error)") }
     }
 
     /// Writes what `body` hands to its `write` function, in pieces, to `path`, atomically as
     /// ``writeAtomically(_:_:)`` does: the file is replaced only after `body` returned and every
     /// piece is durable; if `body` or a write throws, the file is left as it was (the error is
     /// rethrown; a failed write as a `Failure` naming the file).
-    static func writeAtomically(_ path: String, writing body: (_ write: ([UInt8]) throws(Failure) -> Void) throws -> Void) throws {
+    static func writeAtomically(
+        _ path: String, writing body: (_ write: ([UInt8]) throws(Failure) -> Void) throws -> Void
+    ) throws {
         let (target, existing) = try replacedFile(path)
         let temporary = target + ".kvctl-\(getpid()).tmp"
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
@@ -83,7 +87,9 @@ enum Files {
         if failure == nil {
             do {
                 try body { (bytes) throws(Failure) in
-                    if let code = writeAll(descriptor, bytes) { throw Failure("cannot write \(path): \(systemError(code))") }
+                    if let code = writeAll(descriptor, bytes) {
+                        throw Failure("cannot write \(path): \(systemError(code))")
+                    }
                 }
             } catch {
                 close(descriptor)
@@ -113,12 +119,15 @@ enum Files {
             let resolved = realpath(path, nil)
             defer { free(resolved) }
             guard let resolved, stat(resolved, &info) == 0 else {
-                throw Failure("cannot write \(path): it is a symbolic link to a file that cannot be reached (\(systemError())); create that file first, or remove the link")
+                throw Failure(
+                    "cannot write \(path): it is a symbolic link to a file that cannot be reached (\(systemError())); create that file first, or remove the link"
+                )
             }
             target = String(cString: resolved)
         }
         guard info.st_mode & S_IFMT == S_IFREG else {
-            throw Failure("cannot write \(path): it is not a regular file; give the name of a file, or - for standard output")
+            throw Failure(
+                "cannot write \(path): it is not a regular file; give the name of a file, or - for standard output")
         }
         return (target, info)
     }
@@ -131,7 +140,8 @@ enum Files {
         if created.st_uid != existing.st_uid || created.st_gid != existing.st_gid,
             fchown(descriptor, existing.st_uid, existing.st_gid) != 0
         {
-            return "it belongs to uid \(existing.st_uid) and gid \(existing.st_gid), which a new copy cannot keep (\(systemError())); export as its owner, or to another file"
+            return
+                "it belongs to uid \(existing.st_uid) and gid \(existing.st_gid), which a new copy cannot keep (\(systemError())); export as its owner, or to another file"
         }
         return fchmod(descriptor, existing.st_mode & 0o7777) == 0 ? nil : systemError()
     }

@@ -49,16 +49,20 @@ enum Format {
     static func source(_ source: ValueSource, _ value: Value, domain: Domain, key: Key, json asJSON: Bool) -> String {
         if asJSON {
             let members: [String: JSON] = [
-                "domain": .string(domain.name), "key": .string(key.name), "source": .string(source.rawValue), "value": value.typedJSON,
+                "domain": .string(domain.name), "key": .string(key.name), "source": .string(source.rawValue),
+                "value": value.typedJSON,
             ]
             return JSONWriter(sortKeys: true).string(.object(members))
         }
         let (shownDomain, shownKey) = (ClientError.shellWord(domain.name), ClientError.shellWord(key.name))
         switch source {
         case .user: return "user: your own value"
-        case .system: return "system: the machine's default (your own value would override it: kvctl set \(shownDomain) \(shownKey) ...)"
+        case .system:
+            return
+                "system: the machine's default (your own value would override it: kvctl set \(shownDomain) \(shownKey) ...)"
         case .locked:
-            return "locked: set by the system administrator and locked (root or a member of kvd-admin can lift it: kvctl --system unlock \(shownDomain) \(shownKey))"
+            return
+                "locked: set by the system administrator and locked (root or a member of kvd-admin can lift it: kvctl --system unlock \(shownDomain) \(shownKey))"
         }
     }
 
@@ -77,8 +81,11 @@ enum Format {
     static func status(_ status: SystemStatus, json asJSON: Bool) -> String {
         if asJSON { return JSONWriter(sortKeys: true).string(.object(status.json)) + "\n" }
         var lines = ["system instance: revision \(status.revision), \(status.domains) domain(s)"]
-        guard let fleet = status.fleet else { return (lines + ["fleet: none (started without --etcd)"]).joined(separator: "\n") + "\n" }
-        lines.append("fleet: \(fleet.phase) (etcd prefix \(fleet.prefix), domains \(fleet.domains.joined(separator: " ")))")
+        guard let fleet = status.fleet else {
+            return (lines + ["fleet: none (started without --etcd)"]).joined(separator: "\n") + "\n"
+        }
+        lines.append(
+            "fleet: \(fleet.phase) (etcd prefix \(fleet.prefix), domains \(fleet.domains.joined(separator: " ")))")
         lines.append("  etcd members: \(fleet.endpoints.joined(separator: ", "))")
         if let member = fleet.memberInUse { lines.append("  member in use: \(member)") }
         lines.append("  etcd revision: \(fleet.appliedRevision) applied, \(fleet.seenRevision) seen (lag \(fleet.lag))")
@@ -86,7 +93,9 @@ enum Format {
         lines.append("  last error: \(fleet.lastError ?? "none")")
         lines.append("  left out: " + (fleet.problemCount == 0 ? "nothing" : "\(fleet.problemCount) etcd key(s)"))
         lines += fleet.problems.map { "    " + $0 }
-        if fleet.problemCount > fleet.problems.count { lines.append("    (\(fleet.problemCount - fleet.problems.count) more not shown)") }
+        if fleet.problemCount > fleet.problems.count {
+            lines.append("    (\(fleet.problemCount - fleet.problems.count) more not shown)")
+        }
         // Every line holds text from etcd or the daemon (keys, messages): escaped, one line each.
         return lines.map(escapedLine).joined(separator: "\n") + "\n"
     }

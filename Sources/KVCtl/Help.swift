@@ -156,7 +156,8 @@ enum Help {
                 the Status reply as JSON.
                 """),
         Entry(
-            name: "history", aliases: [], usage: "history [--forget|--keep-none|--keep] DOMAIN [KEY] [--limit N] [--json]",
+            name: "history", aliases: [],
+            usage: "history [--forget|--keep-none|--keep] DOMAIN [KEY] [--limit N] [--json]",
             summary: "list the values a domain's keys had, newest first",
             details: """
                 Prints the kept changes of DOMAIN (of KEY only, if given), newest first, one a
@@ -240,7 +241,8 @@ enum Help {
     /// The usage line of a command, or of kvctl as a whole.
     static func usageLine(_ command: String?) -> String {
         guard let command, let entry = entry(command) else {
-            return "usage: kvctl [--socket PATH] [--system] [--json] [--no-autostart] [--null] COMMAND ... (see: kvctl --help)"
+            return
+                "usage: kvctl [--socket PATH] [--system] [--json] [--no-autostart] [--null] COMMAND ... (see: kvctl --help)"
         }
         return "usage: kvctl [OPTIONS] \(entry.usage) (see: kvctl help \(entry.name))"
     }
@@ -249,7 +251,8 @@ enum Help {
     static func text(_ command: String?) -> String {
         if let command, let entry = entry(command) {
             let aliases = entry.aliases.isEmpty ? "" : "\nAlias: \(entry.aliases.joined(separator: ", "))\n"
-            return "usage: kvctl [OPTIONS] \(entry.usage)\n\n\(entry.summary.prefix(1).uppercased() + entry.summary.dropFirst()).\n\n\(entry.details)\n\(aliases)"
+            return
+                "usage: kvctl [OPTIONS] \(entry.usage)\n\n\(entry.summary.prefix(1).uppercased() + entry.summary.dropFirst()).\n\n\(entry.details)\n\(aliases)"
         }
         let width = entries.map(\.usage.count).max() ?? 0
         let commands = entries.map { entry in

@@ -18,14 +18,20 @@ extension Invocation {
             switch word {
             case "--forget", "--keep-none", "--keep":
                 guard name == "history" else { throw UsageError("unknown option \(word) for \(name)") }
-                guard change == nil || change == word else { throw UsageError("history takes one of --forget, --keep-none and --keep") }
+                guard change == nil || change == word else {
+                    throw UsageError("history takes one of --forget, --keep-none and --keep")
+                }
                 change = word
             case "--limit" where name == "history":
-                guard let text = rest.popFirst(), let number = Int(text), number > 0 else { throw UsageError("--limit needs a whole number above 0") }
+                guard let text = rest.popFirst(), let number = Int(text), number > 0 else {
+                    throw UsageError("--limit needs a whole number above 0")
+                }
                 limit = number
             case "--json" where name == "history": json = true
             case "--revision" where name == "restore":
-                guard let text = rest.popFirst(), let number = Int64(text), number >= 0 else { throw UsageError("--revision needs a revision number (see: kvctl history DOMAIN)") }
+                guard let text = rest.popFirst(), let number = Int64(text), number >= 0 else {
+                    throw UsageError("--revision needs a revision number (see: kvctl history DOMAIN)")
+                }
                 revision = number
             default:
                 guard !word.hasPrefix("--") else { throw UsageError("unknown option \(word) for \(name)") }
@@ -38,10 +44,14 @@ extension Invocation {
         try positional.end()
         if let change {
             guard limit == nil, !json else { throw UsageError("\(change) takes no --limit or --json") }
-            return change == "--forget" ? .forgetHistory(domain, key) : .keepHistory(domain, key, keep: change == "--keep")
+            return change == "--forget"
+                ? .forgetHistory(domain, key) : .keepHistory(domain, key, keep: change == "--keep")
         }
         guard name == "restore" else { return .history(domain, key, limit: limit, json: json) }
-        guard let revision else { throw UsageError("restore needs --revision N: the revision to go back to (see: kvctl history \(domain.name))") }
+        guard let revision else {
+            throw UsageError(
+                "restore needs --revision N: the revision to go back to (see: kvctl history \(domain.name))")
+        }
         return .restore(domain, key, revision: revision)
     }
 }
@@ -52,19 +62,24 @@ extension Runner {
     func printHistory(_ domain: Domain, _ key: Key?, limit: Int?, json: Bool, on connection: Connection) throws {
         let result = Result { () throws(ClientError) in try connection.history(domain, key: key, limit: limit) }
         if case .failure(.permissionDenied) = result {
-            throw Failure("permission denied: only root and members of group kvd-admin may read the system instance's history (others read its current values: kvctl --system get)")
+            throw Failure(
+                "permission denied: only root and members of group kvd-admin may read the system instance's history (others read its current values: kvctl --system get)"
+            )
         }
         let listing = try result.get()
         if json || options.json {
             console.out(HistoryTable.json(listing.entries) + "\n")
         } else if listing.entries.isEmpty {
-            console.err("kvctl: no history of \(domain.name)\(key.map { " \(ClientError.shellWord($0.name))" } ?? "") is kept\n")
+            console.err(
+                "kvctl: no history of \(domain.name)\(key.map { " \(ClientError.shellWord($0.name))" } ?? "") is kept\n"
+            )
         } else {
             console.out(HistoryTable.table(listing.entries, users: options.system))
         }
         if listing.keepsNone, !(json || options.json) {
             let name = domain.name + (key.map { " " + ClientError.shellWord($0.name) } ?? "")
-            console.err("kvctl: \(name) is marked to keep no history (to keep it again: kvctl history --keep \(name))\n")
+            console.err(
+                "kvctl: \(name) is marked to keep no history (to keep it again: kvctl history --keep \(name))\n")
         }
     }
 
@@ -78,7 +93,9 @@ extension Runner {
                 // The user's own value, not a system default equal to it: that one is restored
                 // as the user's own, so a later change of the default does not replace it.
                 if let now = try? connection.getWithSource(domain, key), now.source == .user, now.value == value {
-                    console.err("kvctl: \(domain.name) \(ClientError.shellWord(key.name)) is as it was after revision \(revision); nothing to restore\n")
+                    console.err(
+                        "kvctl: \(domain.name) \(ClientError.shellWord(key.name)) is as it was after revision \(revision); nothing to restore\n"
+                    )
                     return nil
                 }
                 return try connection.set(domain, key, value)
@@ -88,23 +105,32 @@ extension Runner {
         let wanted = Dictionary(uniqueKeysWithValues: then.compactMap { entry in entry.value.map { (entry.key, $0) } })
         let change: OwnLayerChange
         do {
-            change = try makeOwnLayer(domain, hold: wanted, onlyChanged: true, retry: false, from: "revision \(revision)", on: connection)
+            change = try makeOwnLayer(
+                domain, hold: wanted, onlyChanged: true, retry: false, from: "revision \(revision)", on: connection)
         } catch ClientError.revisionMismatch {
             throw Failure(
-                "\(domain.name) changed while kvctl restored it; nothing was restored: check it (kvctl history \(domain.name)) and run the restore again")
+                "\(domain.name) changed while kvctl restored it; nothing was restored: check it (kvctl history \(domain.name)) and run the restore again"
+            )
         }
         if !change.locked.isEmpty {
-            throw Failure("restored \(domain.name) as it was after revision \(revision) but \(Self.lockedNote(change.locked, of: domain))")
+            throw Failure(
+                "restored \(domain.name) as it was after revision \(revision) but \(Self.lockedNote(change.locked, of: domain))"
+            )
         }
-        if change.revision == nil { console.err("kvctl: \(domain.name) is as it was after revision \(revision); nothing to restore\n") }
+        if change.revision == nil {
+            console.err("kvctl: \(domain.name) is as it was after revision \(revision); nothing to restore\n")
+        }
         return change.revision
     }
 
     /// The message for a `HistoryTruncated` error, or nil for any other.
     static func historyMessage(for error: ClientError, in command: Command) -> String? {
         guard case .historyTruncated(_, let oldest) = error else { return nil }
-        guard case .restore(let domain, _, let revision) = command else { return "kvd keeps history from revision \(oldest) on" }
-        return "revision \(revision) is older than the history kvd keeps of \(domain.name): the oldest revision it can restore is \(oldest) (see: kvctl history \(domain.name))"
+        guard case .restore(let domain, _, let revision) = command else {
+            return "kvd keeps history from revision \(oldest) on"
+        }
+        return
+            "revision \(revision) is older than the history kvd keeps of \(domain.name): the oldest revision it can restore is \(oldest) (see: kvctl history \(domain.name))"
     }
 }
 
@@ -134,7 +160,9 @@ enum HistoryTable {
         let widths = (0..<rows[0].count).map { column in rows.map { $0[column].count }.max() ?? 0 }
         let lines = rows.map { row -> String in
             var cells: [String] = []
-            for (column, cell) in row.enumerated() { cells.append(column == row.count - 1 ? cell : cell.padding(to: widths[column])) }
+            for (column, cell) in row.enumerated() {
+                cells.append(column == row.count - 1 ? cell : cell.padding(to: widths[column]))
+            }
             return cells.joined(separator: "  ")
         }
         return lines.joined(separator: "\n") + "\n"
@@ -146,7 +174,8 @@ enum HistoryTable {
         var parts = tm()
         localtime_r(&seconds, &parts)
         func two(_ number: Int32) -> String { number < 10 ? "0\(number)" : "\(number)" }
-        return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday)) \(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))"
+        return
+            "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday)) \(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))"
     }
 
     /// The user name of `uid`, or the number when it has none.
@@ -154,7 +183,8 @@ enum HistoryTable {
         var entry = passwd()
         var result: UnsafeMutablePointer<passwd>?
         var buffer = [CChar](repeating: 0, count: 4096)
-        guard getpwuid_r(uid, &entry, &buffer, buffer.count, &result) == 0, result != nil, let name = entry.pw_name else { return String(uid) }
+        guard getpwuid_r(uid, &entry, &buffer, buffer.count, &result) == 0, result != nil, let name = entry.pw_name
+        else { return String(uid) }
         return String(cString: name)
     }
 }

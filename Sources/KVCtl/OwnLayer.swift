@@ -37,7 +37,8 @@ extension Runner {
     /// blocks only its key. `file` names the source in messages. With `retry`, a domain that
     /// changed meanwhile is listed again (``retrying(_:)``); without, that is `RevisionMismatch`.
     func makeOwnLayer(
-        _ domain: Domain, hold values: [Key: Value], onlyChanged: Bool, retry: Bool = true, from file: String, on connection: Connection
+        _ domain: Domain, hold values: [Key: Value], onlyChanged: Bool, retry: Bool = true, from file: String,
+        on connection: Connection
     ) throws -> OwnLayerChange {
         var locked: Set<Key> = []
         while true {
@@ -47,21 +48,28 @@ extension Runner {
                     locked.formUnion((listing?.sources ?? [:]).filter { $0.value == .locked }.keys)
                     let own = listing.map { listing in listing.values.filter { listing.sources[$0.key] == nil } } ?? [:]
                     let present = Array(own.keys) + Array((listing?.unreadable ?? [:]).keys)
-                    var changes = present.filter { values[$0] == nil && !locked.contains($0) }.map { Change(key: $0, value: nil) }
-                    changes += values.filter { !locked.contains($0.key) && (!onlyChanged || own[$0.key] != $0.value) }.map { Change(key: $0.key, value: $0.value) }
+                    var changes = present.filter { values[$0] == nil && !locked.contains($0) }.map {
+                        Change(key: $0, value: nil)
+                    }
+                    changes += values.filter { !locked.contains($0.key) && (!onlyChanged || own[$0.key] != $0.value) }
+                        .map { Change(key: $0.key, value: $0.value) }
                     guard !changes.isEmpty else { return (nil, []) }
-                    let revision = try connection.apply(domain, changes.sorted { $0.key < $1.key }, ifRevision: listing?.revision ?? 0)
+                    let revision = try connection.apply(
+                        domain, changes.sorted { $0.key < $1.key }, ifRevision: listing?.revision ?? 0)
                     return (revision, (listing?.unreadable ?? [:]).keys.filter { values[$0] == nil }.sorted())
                 }
                 let (revision, removedUnreadable) = retry ? try retrying(attempt) : try attempt()
                 if !removedUnreadable.isEmpty {
                     console.err(
-                        "kvctl: removed \(Self.quoted(removedUnreadable)) from \(domain.name): not in \(file == "-" ? "stdin" : file), and their stored values could not be read\n")
+                        "kvctl: removed \(Self.quoted(removedUnreadable)) from \(domain.name): not in \(file == "-" ? "stdin" : file), and their stored values could not be read\n"
+                    )
                 }
                 return OwnLayerChange(revision: revision, locked: locked.filter { values[$0] != nil }.sorted())
             } catch ClientError.keyLocked(_, let name) {
                 // A key locked with no system value is not listed: the refusal names it.
-                guard let key = try? Key(validating: name), !locked.contains(key) else { throw ClientError.keyLocked(domain: domain.name, key: name) }
+                guard let key = try? Key(validating: name), !locked.contains(key) else {
+                    throw ClientError.keyLocked(domain: domain.name, key: name)
+                }
                 locked.insert(key)
             }
         }

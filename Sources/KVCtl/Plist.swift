@@ -60,7 +60,9 @@ enum Plist {
         defer { for descriptor in [fromHelper[0], errors[0]] { close(descriptor) } }
         guard spawned == 0 else {
             close(toHelper[1])
-            throw Failure("cannot run \(helper): \(String(cString: strerror(spawned))) (reinstall kvd: kvctl needs it for property lists)")
+            throw Failure(
+                "cannot run \(helper): \(String(cString: strerror(spawned))) (reinstall kvd: kvctl needs it for property lists)"
+            )
         }
         let writeError = Files.writeAll(toHelper[1], input)
         close(toHelper[1])
@@ -71,7 +73,8 @@ enum Plist {
         let text = String(decoding: message, as: UTF8.self).split(separator: "\n").first.map(String.init)
         if status & 0x7F != 0 {
             // Killed (out of memory, say) or crashed: its own last words are not a message for the user.
-            throw Failure("\(helper) stopped on signal \(status & 0x7F) while converting the property list; nothing was changed")
+            throw Failure(
+                "\(helper) stopped on signal \(status & 0x7F) while converting the property list; nothing was changed")
         }
         guard status == 0, writeError == nil else {
             throw Failure(text ?? "\(helper) failed (exit status \(status >> 8))")
@@ -89,9 +92,12 @@ enum Plist {
     private static func helperPath() throws(Failure) -> String {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
         let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-        guard length > 0 else { throw Failure("cannot find \(helperName): /proc/self/exe: \(String(cString: strerror(errno)))") }
+        guard length > 0 else {
+            throw Failure("cannot find \(helperName): /proc/self/exe: \(String(cString: strerror(errno)))")
+        }
         let executable = String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        let folder = executable.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+        let folder = executable.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(
+            separator: "/")
         return folder + "/" + helperName
     }
 }

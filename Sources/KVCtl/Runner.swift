@@ -36,7 +36,8 @@ struct Runner {
         case .delete(let domain, let key):
             printRevision(try connection.delete(domain, key))
         case .domains:
-            console.out(Format.names(try connection.domains().map(\.name).sorted(), json: options.json, null: options.null))
+            console.out(
+                Format.names(try connection.domains().map(\.name).sorted(), json: options.json, null: options.null))
         case .keys(let domain):
             let listing = try connection.list(domain)
             let names = (Array(listing.values.keys) + Array(listing.unreadable.keys)).map(\.name).sorted()
@@ -63,10 +64,16 @@ struct Runner {
             try Self.refuseLeftOut(listing, of: domain, from: file == "-" ? "the export" : file)
         case .import(let domain, let file):
             var bytes = file == "-" ? try console.readStandardInput() : try Files.read(file)
-            if Plist.looksLikePlist(bytes) { bytes = try Plist.typedJSON(fromPlist: bytes, name: file == "-" ? "stdin" : file) }
-            let change = try makeOwnLayer(domain, hold: try Self.domainValues(bytes, from: file), onlyChanged: false, from: file, on: connection)
+            if Plist.looksLikePlist(bytes) {
+                bytes = try Plist.typedJSON(fromPlist: bytes, name: file == "-" ? "stdin" : file)
+            }
+            let change = try makeOwnLayer(
+                domain, hold: try Self.domainValues(bytes, from: file), onlyChanged: false, from: file, on: connection)
             printRevision(change.revision)
-            if !change.locked.isEmpty { throw Failure("imported \(domain.name) but \(Self.lockedNote(change.locked, of: domain)); the rest is imported") }
+            if !change.locked.isEmpty {
+                throw Failure(
+                    "imported \(domain.name) but \(Self.lockedNote(change.locked, of: domain)); the rest is imported")
+            }
         case .watch(let domain, let key):
             var first: Connection? = connection
             try WatchCommand(domain: domain, key: key, json: options.json, console: console) { () throws(ClientError) in
@@ -128,9 +135,13 @@ struct Runner {
         case (.dictionaryAdd(let added), nil): return .dictionary(added)
         case (.dictionaryAdd(let added), .dictionary(let members)?): return .dictionary(members.merging(added) { $1 })
         case (.arrayAdd, let other?):
-            throw Failure("\"\(key.name)\" holds a \(other.typeName), not an array, so -array-add cannot append to it (replace it with -array)")
+            throw Failure(
+                "\"\(key.name)\" holds a \(other.typeName), not an array, so -array-add cannot append to it (replace it with -array)"
+            )
         case (.dictionaryAdd, let other?):
-            throw Failure("\"\(key.name)\" holds a \(other.typeName), not a dictionary, so -dict-add cannot merge into it (replace it with -dict)")
+            throw Failure(
+                "\"\(key.name)\" holds a \(other.typeName), not a dictionary, so -dict-add cannot merge into it (replace it with -dict)"
+            )
         }
     }
 
@@ -189,7 +200,9 @@ struct Runner {
         var members: [String: JSON]
         switch json {
         case .object(let object) where object.count == 1 && object["$dict"] != nil:
-            guard case .object(let wrapped)? = object["$dict"] else { throw Failure("\(name): \"$dict\" must hold a JSON object") }
+            guard case .object(let wrapped)? = object["$dict"] else {
+                throw Failure("\(name): \"$dict\" must hold a JSON object")
+            }
             members = wrapped
         case .object(let object) where !object.keys.contains(where: { $0.hasPrefix("$") }):
             members = object

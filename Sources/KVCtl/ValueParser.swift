@@ -31,7 +31,9 @@ public enum ValueParser {
         case "-dict": return .replace(.dictionary(try pairs(rest)))
         case "-dict-add": return .dictionaryAdd(try pairs(rest))
         case "--json":
-            guard rest.count == 1 else { throw rest.isEmpty ? UsageError("--json needs a TYPED_JSON argument") : tooMany(rest.dropFirst()) }
+            guard rest.count == 1 else {
+                throw rest.isEmpty ? UsageError("--json needs a TYPED_JSON argument") : tooMany(rest.dropFirst())
+            }
             return .replace(try typedJSON(rest[0]))
         default:
             var index = 0
@@ -60,7 +62,8 @@ public enum ValueParser {
             return try make(arguments[index - 1])
         }
         if token.count > 1, token.hasPrefix("-"), Double(token) == nil {
-            throw UsageError("unknown type flag \(token) (to store a string that starts with '-', write -string \(token))")
+            throw UsageError(
+                "unknown type flag \(token) (to store a string that starts with '-', write -string \(token))")
         }
         index += 1
         return .string(token)

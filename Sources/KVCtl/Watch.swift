@@ -66,10 +66,15 @@ struct WatchCommand {
             let changes = differences(from: seen.values, seen.sources, to: event)
             apply(event, to: seen)
             seen.note(event)
-            print(WatchEvent(revision: event.revision, changes: changes, initial: false, sources: event.sources, systemRevision: event.systemRevision))
+            print(
+                WatchEvent(
+                    revision: event.revision, changes: changes, initial: false, sources: event.sources,
+                    systemRevision: event.systemRevision))
             return
         }
-        guard event.initial || event.isAfter(revision: seen.revision, systemRevision: seen.systemRevision) else { return }
+        guard event.initial || event.isAfter(revision: seen.revision, systemRevision: seen.systemRevision) else {
+            return
+        }
         seen.started = true
         apply(event, to: seen)
         seen.note(event)
@@ -93,7 +98,9 @@ struct WatchCommand {
     func differences(from old: [Key: Value], _ oldSources: [Key: ValueSource], to current: WatchEvent) -> [Change] {
         var now: [Key: Value] = [:]
         for change in current.changes { now[change.key] = change.value }
-        var changes = now.filter { old[$0.key] != $0.value || oldSources[$0.key] != current.sources[$0.key] }.map { Change(key: $0.key, value: $0.value) }
+        var changes = now.filter { old[$0.key] != $0.value || oldSources[$0.key] != current.sources[$0.key] }.map {
+            Change(key: $0.key, value: $0.value)
+        }
         changes += old.keys.filter { now[$0] == nil }.map { Change(key: $0, value: nil) }
         return changes
     }

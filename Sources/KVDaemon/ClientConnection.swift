@@ -229,7 +229,9 @@ final class ClientConnection {
         while start + sent < bytes.count {
             let offset = start + sent
             let written = try bytes.withUnsafeBytes { raw in
-                Result { () throws(SystemError) in try system.sendAvailable(fd, UnsafeRawBufferPointer(rebasing: raw[offset...])) }
+                Result { () throws(SystemError) in
+                    try system.sendAvailable(fd, UnsafeRawBufferPointer(rebasing: raw[offset...]))
+                }
             }.get()
             if written == 0 { break }
             sent += written

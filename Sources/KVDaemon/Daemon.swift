@@ -8,11 +8,15 @@ import KVSystem
 public enum Daemon {
     /// Runs kvd with `arguments` (program name excluded); returns the exit status.
     /// Blocks until the daemon stops. Every system call goes through `system`.
-    public static func main(arguments: [String], environment: [String: String], system: any SystemCalls = LinuxSystem()) -> Int32 {
+    public static func main(arguments: [String], environment: [String: String], system: any SystemCalls = LinuxSystem())
+        -> Int32
+    {
         Poller.blockTerminationSignals(system)
         closeInheritedDescriptors(environment: environment, system: system)
         let options: DaemonOptions
-        switch Result(catching: { () throws(UsageError) in try DaemonOptions.parse(arguments, environment: environment) }) {
+        switch Result(catching: { () throws(UsageError) in try DaemonOptions.parse(arguments, environment: environment)
+        })
+        {
         case .success(.help):
             print(DaemonOptions.usage)
             return 0
@@ -26,9 +30,11 @@ public enum Daemon {
             Array(text.utf8).withUnsafeBytes { _ = try? system.writeAll(STDERR_FILENO, $0) }
             return 2
         }
-        let log = Logger(toJournal: Systemd.stderrIsJournal(environment: environment), verbose: options.verbose, system: system)
+        let log = Logger(
+            toJournal: Systemd.stderrIsJournal(environment: environment), verbose: options.verbose, system: system)
         if case .system(let policy) = options.role, system.groupID(named: policy.adminGroup) == nil {
-            log.warning("there is no group \"\(policy.adminGroup)\" (--admin-group): only root may change the system instance")
+            log.warning(
+                "there is no group \"\(policy.adminGroup)\" (--admin-group): only root may change the system instance")
         }
         return run(options, log: log, system: system)
     }
@@ -38,7 +44,9 @@ public enum Daemon {
         let store: Store
         do {
             let storeOptions = StoreOptions(historyKeep: options.historyKeep, historyDays: options.historyDays)
-            store = try Store(directory: options.stateDirectory, options: storeOptions, log: { level, message in log.log(level, message) })
+            store = try Store(
+                directory: options.stateDirectory, options: storeOptions,
+                log: { level, message in log.log(level, message) })
         } catch {
             log.error("cannot open the state folder: \(error)")
             Systemd.notify("STATUS=cannot open the state folder: \(error)")
@@ -47,7 +55,8 @@ public enum Daemon {
         defer { store.close() }
         let socket: ListeningSocket
         do {
-            socket = try ListeningSocket.open(path: options.socketPath, shared: options.isSystem, log: log, system: system)
+            socket = try ListeningSocket.open(
+                path: options.socketPath, shared: options.isSystem, log: log, system: system)
         } catch {
             log.error("\(error)")
             return 1
@@ -75,7 +84,8 @@ public enum Daemon {
         let server: Server
         do {
             server = try Server(
-                store: store, socket: socket, log: log, idleExit: options.idleExit, limits: limits, system: system, role: options.role, fleet: fleet?.layout,
+                store: store, socket: socket, log: log, idleExit: options.idleExit, limits: limits, system: system,
+                role: options.role, fleet: fleet?.layout,
                 systemLayerFile: options.isSystem ? nil : SystemLayerFile(directory: options.stateDirectory))
         } catch {
             socket.close()
@@ -83,9 +93,13 @@ public enum Daemon {
             return 1
         }
         let mirror = fleet.map {
-            FleetMirror(store: store, reflector: $0.reflector, layout: $0.layout, gateway: $0.gateway, log: log, announce: server.announcer)
+            FleetMirror(
+                store: store, reflector: $0.reflector, layout: $0.layout, gateway: $0.gateway, log: log,
+                announce: server.announcer)
         }
-        if let fleet, let mirror { server.fleetWriter = FleetWriter(store: store, etcd: fleet.etcd, layout: fleet.layout, mirror: mirror) }
+        if let fleet, let mirror {
+            server.fleetWriter = FleetWriter(store: store, etcd: fleet.etcd, layout: fleet.layout, mirror: mirror)
+        }
         do throws(StorageError) {
             try mirror?.recordPatterns()
         } catch {
@@ -149,9 +163,12 @@ struct FleetSetup {
             throw DaemonError("the fleet: \(error)")
         }
         do throws(EtcdError) {
-            let credentials = try policy.etcdAuthFile.map { path throws(EtcdError) in try EtcdCredentials.read(fromFile: path) }
+            let credentials = try policy.etcdAuthFile.map { path throws(EtcdError) in
+                try EtcdCredentials.read(fromFile: path)
+            }
             let gateway = try EtcdGateway(
-                endpoints: policy.etcdEndpoints, credentials: credentials, caFile: policy.etcdCAFile, warn: { log.warning("fleet: \($0)") })
+                endpoints: policy.etcdEndpoints, credentials: credentials, caFile: policy.etcdCAFile,
+                warn: { log.warning("fleet: \($0)") })
             var reflectorOptions = FleetReflector.Options()
             reflectorOptions.progressInterval = policy.etcdProgressInterval
             self.layout = layout

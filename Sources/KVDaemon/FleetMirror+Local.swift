@@ -22,7 +22,9 @@ extension FleetMirror {
         var locks: Int
 
         var description: String {
-            let counts = [values > 0 ? "\(values) value(s)" : nil, locks > 0 ? "\(locks) lock(s)" : nil].compactMap { $0 }
+            let counts = [values > 0 ? "\(values) value(s)" : nil, locks > 0 ? "\(locks) lock(s)" : nil].compactMap {
+                $0
+            }
             return "\(domain.name) (\(counts.joined(separator: ", ")))"
         }
     }
@@ -44,8 +46,11 @@ extension FleetMirror {
 
     /// What a start over `local` tells the admin (one line).
     static func refusal(_ local: [LocalDomain], layout: FleetLayout) -> String {
-        let shown = local.prefix(5).map(\.description).joined(separator: "; ") + (local.count > 5 ? "; and \(local.count - 5) more domain(s)" : "")
-        return "the fleet: --fleet-domain \(layout.patterns.map(\.text).joined(separator: " ")) covers this host's own values, "
+        let shown =
+            local.prefix(5).map(\.description).joined(separator: "; ")
+            + (local.count > 5 ? "; and \(local.count - 5) more domain(s)" : "")
+        return
+            "the fleet: --fleet-domain \(layout.patterns.map(\.text).joined(separator: " ")) covers this host's own values, "
             + "which the fleet mirror would replace with etcd's: \(shown). Nothing was changed; kvd does not start with the fleet "
             + "until they are moved to etcd (under \(layout.prefix)values/DOMAIN/KEY and \(layout.prefix)locks/DOMAIN/KEY) or removed "
             + "(start kvd --system without --etcd, then kvctl --system delete DOMAIN and kvctl --system unlock DOMAIN KEY)"
@@ -62,7 +67,9 @@ extension FleetMirror {
             let texts = items.compactMap { item -> String? in if case .string(let text) = item { text } else { nil } }
             return try? FleetLayout(prefix: prefix, domainPatterns: texts)
         }
-        guard case .value(.integer(let revision), _) = store.get(.fleetState, revisionKey), revision > 0 else { return nil }
+        guard case .value(.integer(let revision), _) = store.get(.fleetState, revisionKey), revision > 0 else {
+            return nil
+        }
         return try? FleetLayout(prefix: prefix, domainPatterns: ["*"])  // mirrored before the patterns were kept
     }
 
@@ -71,6 +78,8 @@ extension FleetMirror {
     func recordPatterns() throws(StorageError) {
         let patterns = Value.array(layout.patterns.map { .string($0.text) })
         if case .value(let stored, _) = store.get(.fleetState, Self.patternsKey), stored == patterns { return }
-        _ = try store.commitGroup([DomainChanges(domain: .fleetState, changes: [Change(key: Self.patternsKey, value: patterns)])])
+        _ = try store.commitGroup([
+            DomainChanges(domain: .fleetState, changes: [Change(key: Self.patternsKey, value: patterns)])
+        ])
     }
 }

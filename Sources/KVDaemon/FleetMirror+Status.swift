@@ -31,8 +31,10 @@ extension FleetMirror {
         let reflected = reflector.status
         let gateway = gateway?.status
         return FleetStatus(
-            endpoints: gateway?.endpoints.map { $0.absoluteString } ?? [], memberInUse: gateway?.memberInUse.absoluteString,
-            phase: Self.phaseName(reflected.phase), appliedRevision: reflected.appliedRevision, seenRevision: reflected.seenRevision,
+            endpoints: gateway?.endpoints.map { $0.absoluteString } ?? [],
+            memberInUse: gateway?.memberInUse.absoluteString,
+            phase: Self.phaseName(reflected.phase), appliedRevision: reflected.appliedRevision,
+            seenRevision: reflected.seenRevision,
             relists: reflected.relists, lastError: reflected.lastError ?? gateway?.lastError,
             problems: reflected.problems.map { $0.shortened() }, problemCount: reflected.problemCount,
             prefix: layout.prefix, domains: layout.patterns.map(\.text))
@@ -79,7 +81,8 @@ extension FleetMirror {
             told.withLock { $0.failure = reason }
             let line = "fleet: \(reason); retrying in \(Self.seconds(wait))"
             if previous.failure == reason { log.log(.debug, line) } else { log.warning(line) }
-            Systemd.notify("STATUS=fleet: etcd unreachable, serving the mirror at etcd revision \(appliedRevision): \(reason)")
+            Systemd.notify(
+                "STATUS=fleet: etcd unreachable, serving the mirror at etcd revision \(appliedRevision): \(reason)")
         }
     }
 
@@ -90,7 +93,9 @@ extension FleetMirror {
         let (budget, unlogged) = told.withLock { told -> (Int, Int) in
             var unlogged = 0
             if told.leftOutSince.map({ now - $0 >= .seconds(60) }) ?? true {
-                (told.leftOutSince, told.leftOutLogged, unlogged, told.leftOutUnlogged) = (now, 0, told.leftOutUnlogged, 0)
+                (told.leftOutSince, told.leftOutLogged, unlogged, told.leftOutUnlogged) = (
+                    now, 0, told.leftOutUnlogged, 0
+                )
             }
             let budget = min(problems.count, Self.leftOutLinesPerMinute - told.leftOutLogged)
             told.leftOutLogged += budget
@@ -98,11 +103,15 @@ extension FleetMirror {
             return (budget, unlogged)
         }
         if unlogged > 0 {
-            log.warning("fleet: \(unlogged) more etcd key(s) were left out in the last minute (not logged one by one; kvctl --system status counts them)")
+            log.warning(
+                "fleet: \(unlogged) more etcd key(s) were left out in the last minute (not logged one by one; kvctl --system status counts them)"
+            )
         }
         for problem in problems.prefix(budget) { log.warning("fleet: " + problem.shortened().escapedForOneLine) }
         if budget > 0, budget < problems.count {  // the minute's budget ran out: once
-            log.warning("fleet: \(problems.count - budget) more etcd key(s) left out; the journal names at most \(Self.leftOutLinesPerMinute) a minute")
+            log.warning(
+                "fleet: \(problems.count - budget) more etcd key(s) left out; the journal names at most \(Self.leftOutLinesPerMinute) a minute"
+            )
         }
     }
 

@@ -57,10 +57,16 @@ final class FleetMirror: Sendable {
 
     func start() {
         let from = appliedRevision
-        if case .value(.string(let text), _) = store.get(.fleetState, Self.clusterKey), let id = UInt64(text) { gateway?.expectCluster(id) }
-        log.info("fleet: mirroring \(layout.patterns.map(\.text).joined(separator: " ")) under \(layout.prefix) from etcd revision \(from)")
+        if case .value(.string(let text), _) = store.get(.fleetState, Self.clusterKey), let id = UInt64(text) {
+            gateway?.expectCluster(id)
+        }
+        log.info(
+            "fleet: mirroring \(layout.patterns.map(\.text).joined(separator: " ")) under \(layout.prefix) from etcd revision \(from)"
+        )
         DispatchQueue(label: "kvd.fleet-mirror").async { [self] in
-            reflector.run(from: from, reporting: { event in tell(event) }) { update throws(StorageError) in try commit(update) }
+            reflector.run(from: from, reporting: { event in tell(event) }) { update throws(StorageError) in
+                try commit(update)
+            }
         }
     }
 
@@ -74,7 +80,9 @@ final class FleetMirror: Sendable {
             parts[.fleetState, default: [:]][Self.clusterKey] = .some(.string(String(id)))
         }
         let group = parts.map { domain, changes in
-            DomainChanges(domain: domain, changes: changes.map { Change(key: $0.key, value: $0.value) }.sorted { $0.key < $1.key })
+            DomainChanges(
+                domain: domain, changes: changes.map { Change(key: $0.key, value: $0.value) }.sorted { $0.key < $1.key }
+            )
         }
         let announce = self.announce
         _ = try store.commitGroup(group) { commits in
@@ -130,12 +138,15 @@ final class FleetMirror: Sendable {
             for (domain, keys) in snapshot.locks {
                 wanted[Domain.locks(of: domain)] = Dictionary(uniqueKeysWithValues: keys.map { ($0, Value.bool(true)) })
             }
-            for domain in store.domains() where layout.isFleetDomain(domain.lockedDomain ?? domain) && wanted[domain] == nil {
+            for domain in store.domains()
+            where layout.isFleetDomain(domain.lockedDomain ?? domain) && wanted[domain] == nil {
                 wanted[domain] = [:]  // a fleet domain etcd no longer has: emptied
             }
             for (domain, values) in wanted {
                 let current = store.list(domain)?.values ?? [:]
-                for (key, value) in values where current[key] != value { parts[domain, default: [:]][key] = .some(value) }
+                for (key, value) in values where current[key] != value {
+                    parts[domain, default: [:]][key] = .some(value)
+                }
                 for key in current.keys where values[key] == nil { parts[domain, default: [:]][key] = .some(nil) }
             }
         }

@@ -34,7 +34,10 @@ final class FleetWriter: Sendable {
     let mirrorTimeout: Duration
     private let queue = DispatchQueue(label: "kvd.fleet-writer")
 
-    init(store: Store, etcd: any EtcdAPI, layout: FleetLayout, mirror: FleetMirror, mirrorTimeout: Duration = .seconds(10)) {
+    init(
+        store: Store, etcd: any EtcdAPI, layout: FleetLayout, mirror: FleetMirror,
+        mirrorTimeout: Duration = .seconds(10)
+    ) {
         self.store = store
         self.etcd = etcd
         self.layout = layout
@@ -64,7 +67,10 @@ final class FleetWriter: Sendable {
         var replaced: String? = nil
         do throws(EtcdError) {
             before = try etcdRevision()
-            if before < applied { replaced = "etcd's revision (\(before)) is behind this host's mirror (\(applied)): its data was wiped or restored" }
+            if before < applied {
+                replaced =
+                    "etcd's revision (\(before)) is behind this host's mirror (\(applied)): its data was wiped or restored"
+            }
         } catch .clusterChanged(let was, let now) {
             replaced = EtcdError.clusterChanged(was: was, now: now).description
         } catch {
@@ -104,7 +110,9 @@ final class FleetWriter: Sendable {
     private func relist(_ reason: String, committed: Bool) throws(StorageError) {
         guard mirror.relistAndWait(reason, timeout: mirrorTimeout) else {
             let waited = "\(reason); this host's mirror has not listed etcd again within \(mirrorTimeout)"
-            throw committed ? .outcomeUnknown(waited + "; the change will appear when it has") : .failure(waited + "; nothing changed")
+            throw committed
+                ? .outcomeUnknown(waited + "; the change will appear when it has")
+                : .failure(waited + "; nothing changed")
         }
     }
 
@@ -114,9 +122,11 @@ final class FleetWriter: Sendable {
     /// every key is as the mirror has it: the transaction's comparisons make it all or
     /// nothing). Anything else (another host wrote the keys meanwhile, the read fails) is
     /// ``StorageError/outcomeUnknown(_:)``.
-    func readBack(_ transaction: EtcdTransaction, after applied: Int64, before: Int64, reason: String) throws(StorageError) -> (
-        succeeded: Bool, revision: Int64
-    ) {
+    func readBack(_ transaction: EtcdTransaction, after applied: Int64, before: Int64, reason: String)
+        throws(StorageError) -> (
+            succeeded: Bool, revision: Int64
+        )
+    {
         func unknown(_ why: String) -> StorageError {
             .outcomeUnknown(
                 "etcd's reply to the transaction was lost (\(reason)) and \(why); etcd may or may not have made the change: read the value back (kvctl --system get) before trying again"
@@ -136,14 +146,20 @@ final class FleetWriter: Sendable {
                 switch operation {
                 case .put(_, let value):
                     if let found = page.keyValues.first, found.modRevision > applied {
-                        guard found.value == value, committedAt == nil || committedAt == found.modRevision else { continue }
+                        guard found.value == value, committedAt == nil || committedAt == found.modRevision else {
+                            continue
+                        }
                         committedAt = found.modRevision
                         ours += 1
                     } else {
                         unchanged += 1
                     }
                 case .delete, .deleteRange:
-                    if page.keyValues.isEmpty { ours += 1 } else if page.keyValues.allSatisfy({ $0.modRevision <= applied }) { unchanged += 1 }
+                    if page.keyValues.isEmpty {
+                        ours += 1
+                    } else if page.keyValues.allSatisfy({ $0.modRevision <= applied }) {
+                        unchanged += 1
+                    }
                 }
             }
         } catch {
@@ -152,7 +168,8 @@ final class FleetWriter: Sendable {
         let count = transaction.success.count
         if newest == before || unchanged == count {
             throw .failure(
-                "etcd's reply to the transaction was lost (\(reason)); read back, the keys are as this host's mirror has them, so etcd did not make the change; nothing changed")
+                "etcd's reply to the transaction was lost (\(reason)); read back, the keys are as this host's mirror has them, so etcd did not make the change; nothing changed"
+            )
         }
         if ours == count { return (true, committedAt ?? newest) }
         throw unknown("the keys read back changed, though not all as the change would")
@@ -192,7 +209,9 @@ final class FleetWriter: Sendable {
         case .lock(let domain, let key):
             try put(FleetName(kind: .lock, domain: domain, key: key), .bool(true))
         case .unlock(let domain, let key):
-            guard case .value = store.get(Domain.locks(of: domain), key) else { throw .notFound(Domain.locks(of: domain), key) }
+            guard case .value = store.get(Domain.locks(of: domain), key) else {
+                throw .notFound(Domain.locks(of: domain), key)
+            }
             delete(FleetName(kind: .lock, domain: domain, key: key))
         }
         let comparisons = written.map { EtcdTransaction.Comparison.modRevisionBelow(key: $0, revision: applied + 1) }
@@ -213,7 +232,8 @@ final class FleetWriter: Sendable {
         guard mirror.waitUntilApplied(revision, timeout: mirrorTimeout) else {
             // Not StorageFailure: that would say nothing changed.
             throw .outcomeUnknown(
-                "etcd committed the change at its revision \(revision), but this host has not mirrored it within \(mirrorTimeout); it will appear when it has")
+                "etcd committed the change at its revision \(revision), but this host has not mirrored it within \(mirrorTimeout); it will appear when it has"
+            )
         }
     }
 
@@ -221,7 +241,9 @@ final class FleetWriter: Sendable {
     static func storageError(_ error: EtcdError) -> StorageError {
         switch error {
         case .tooLarge(let message):
-            .tooLarge(limit: 1_572_864, reason: "etcd refused the change as too large (\(message)); nothing changed; make it in smaller parts")
+            .tooLarge(
+                limit: 1_572_864,
+                reason: "etcd refused the change as too large (\(message)); nothing changed; make it in smaller parts")
         case .unreachable(let reason):
             .failure("etcd cannot be reached, so fleet domains cannot change now; nothing changed (\(reason))")
         case .outcomeUnknown:

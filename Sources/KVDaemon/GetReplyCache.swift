@@ -47,7 +47,9 @@ struct GetReplyCache {
     /// The reply kept in `slot` for exactly `call`, made at `stamp`; nil if there is none.
     mutating func reply(_ slot: Int, for call: ArraySlice<UInt8>, at stamp: Stamp) -> [UInt8]? {
         guard let entry = slots[slot], entry.stamp == stamp, entry.call.count == call.count else { return nil }
-        let same = entry.call.withUnsafeBytes { kept in call.withUnsafeBytes { memcmp(kept.baseAddress!, $0.baseAddress!, kept.count) == 0 } }
+        let same = entry.call.withUnsafeBytes { kept in
+            call.withUnsafeBytes { memcmp(kept.baseAddress!, $0.baseAddress!, kept.count) == 0 }
+        }
         guard same else { return nil }
         hits &+= 1
         return entry.reply

@@ -39,6 +39,8 @@ struct ListReplyCache {
         guard reply.bytes.count >= Self.minimumBytes, reply.bytes.count <= maxBytes else { return }
         entries.removeAll { $0.domain == domain || $0.stamp != stamp }
         entries.append(Entry(domain: domain, stamp: stamp, reply: reply))
-        while entries.count > Self.maxEntries || entries.reduce(0, { $0 + $1.reply.bytes.count }) > maxBytes { entries.removeFirst() }
+        while entries.count > Self.maxEntries || entries.reduce(0, { $0 + $1.reply.bytes.count }) > maxBytes {
+            entries.removeFirst()
+        }
     }
 }

@@ -20,7 +20,9 @@ struct ListeningSocket {
     /// a socket, is an error that says so.
     /// With `shared` (the system instance), a folder kvd creates gets mode 0755 and the socket
     /// mode 0666: every user may connect, and the instance decides per caller what it may do.
-    static func open(path: String, shared: Bool = false, log: Logger, system: any SystemCalls) throws(DaemonError) -> ListeningSocket {
+    static func open(path: String, shared: Bool = false, log: Logger, system: any SystemCalls) throws(DaemonError)
+        -> ListeningSocket
+    {
         let inherited = Systemd.listenFileDescriptors()
         if !inherited.isEmpty { return .handedOver(inherited, system: system) }
         do {
@@ -36,7 +38,9 @@ struct ListeningSocket {
         }
         try removeStaleSocket(path, log: log, system: system)
         let fd: Int32
-        do { fd = try listen(path, mode: shared ? 0o666 : 0o600, system: system) } catch { throw DaemonError("cannot listen on \(path): \(error)") }
+        do { fd = try listen(path, mode: shared ? 0o666 : 0o600, system: system) } catch {
+            throw DaemonError("cannot listen on \(path): \(error)")
+        }
         return bound(fd, at: path, system: system)
     }
 
@@ -74,7 +78,8 @@ struct ListeningSocket {
             throw DaemonError("cannot check the existing socket \(path): \(error)")
         }
         system.close(probe)
-        throw DaemonError("another kvd is already listening on \(path); stop it first (or use --socket for a second one)")
+        throw DaemonError(
+            "another kvd is already listening on \(path); stop it first (or use --socket for a second one)")
     }
 
     /// Stops listening; removes the socket file if it is still the one kvd bound.
@@ -103,7 +108,9 @@ struct ListeningSocket {
         _ = try? system.unlink(fresh)
         let fd: Int32
         let mode = (try? system.status(bound.path, followingLinks: false).permissions) ?? 0o600
-        do { fd = try Self.listen(fresh, mode: mode == 0o666 ? 0o666 : 0o600, system: system) } catch { throw DaemonError("cannot listen again on \(bound.path): \(error)") }
+        do { fd = try Self.listen(fresh, mode: mode == 0o666 ? 0o666 : 0o600, system: system) } catch {
+            throw DaemonError("cannot listen again on \(bound.path): \(error)")
+        }
         do {
             try system.rename(fresh, to: bound.path)
         } catch {

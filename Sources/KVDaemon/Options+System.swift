@@ -44,12 +44,15 @@ extension DaemonOptions.SystemPolicy {
         case "--etcd":
             let urls = try value().split(separator: ",").map(String.init)
             guard !urls.isEmpty, urls.allSatisfy({ $0.hasPrefix("http://") || $0.hasPrefix("https://") }) else {
-                throw UsageError("--etcd needs etcd's client URLs, such as http://127.0.0.1:2379 (several: comma-separated)")
+                throw UsageError(
+                    "--etcd needs etcd's client URLs, such as http://127.0.0.1:2379 (several: comma-separated)")
             }
             etcdEndpoints += urls
         case "--fleet-domain":
             let pattern = try value()
-            guard !pattern.isEmpty else { throw UsageError("--fleet-domain needs a domain or a pattern such as 'com.corp.*'") }
+            guard !pattern.isEmpty else {
+                throw UsageError("--fleet-domain needs a domain or a pattern such as 'com.corp.*'")
+            }
             fleetDomains.append(pattern)
         case "--etcd-prefix":
             etcdPrefix = try value()
@@ -61,7 +64,8 @@ extension DaemonOptions.SystemPolicy {
         case "--etcd-progress-interval":
             let text = try value()
             guard let seconds = Double(text), seconds >= 0.1, seconds <= 3600 else {
-                throw UsageError("--etcd-progress-interval needs etcd's progress interval in seconds (0.1 to 3600), not \"\(text)\"")
+                throw UsageError(
+                    "--etcd-progress-interval needs etcd's progress interval in seconds (0.1 to 3600), not \"\(text)\"")
             }
             etcdProgressInterval = .milliseconds(Int64(seconds * 1000))
         default: return false

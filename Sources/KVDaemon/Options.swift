@@ -123,7 +123,9 @@ public struct DaemonOptions: Sendable, Equatable {
     /// `value` of the path option `flag`: an empty one (a script's unset variable) is a usage
     /// error, never the default path with the user's real data.
     static func path(_ value: String, for flag: String, naming name: String) throws(UsageError) -> String {
-        guard !value.isEmpty else { throw UsageError("\(flag) needs a \(name), not an empty value (is a variable unset?)") }
+        guard !value.isEmpty else {
+            throw UsageError("\(flag) needs a \(name), not an empty value (is a variable unset?)")
+        }
         return value
     }
 
@@ -171,7 +173,9 @@ public struct DaemonOptions: Sendable, Equatable {
                 idleSet = true
                 let text = try value(for: argument)
                 guard let seconds = Double(text), seconds >= 0, seconds <= maxIdleExitSeconds else {
-                    throw UsageError("--idle-exit needs a number of seconds from 0 (never) to \(Int(maxIdleExitSeconds)), not \"\(text)\"")
+                    throw UsageError(
+                        "--idle-exit needs a number of seconds from 0 (never) to \(Int(maxIdleExitSeconds)), not \"\(text)\""
+                    )
                 }
                 idle = seconds == 0 ? nil : .milliseconds(Int64((seconds * 1000).rounded(.up)))
             case "--max-client-memory":
@@ -189,11 +193,17 @@ public struct DaemonOptions: Sendable, Equatable {
                 systemOnly.append(argument)
             }
         }
-        if system, let flag = userOnly.first { throw UsageError("\(flag) is for a user's kvd, not the system instance (--system)") }
+        if system, let flag = userOnly.first {
+            throw UsageError("\(flag) is for a user's kvd, not the system instance (--system)")
+        }
         if !system, let flag = systemOnly.first { throw UsageError("\(flag) is for the system instance: add --system") }
-        if noSystemLayer, systemSocket != nil { throw UsageError("--system-socket and --no-system-layer exclude each other") }
+        if noSystemLayer, systemSocket != nil {
+            throw UsageError("--system-socket and --no-system-layer exclude each other")
+        }
         if policy.etcdEndpoints.isEmpty != policy.fleetDomains.isEmpty {
-            throw UsageError(policy.etcdEndpoints.isEmpty ? "--fleet-domain needs --etcd URL" : "--etcd needs at least one --fleet-domain PATTERN")
+            throw UsageError(
+                policy.etcdEndpoints.isEmpty
+                    ? "--fleet-domain needs --etcd URL" : "--etcd needs at least one --fleet-domain PATTERN")
         }
         var options =
             system
@@ -205,7 +215,9 @@ public struct DaemonOptions: Sendable, Equatable {
                 socketPath: Paths.socket(explicit: socket, environment: environment),
                 stateDirectory: Paths.stateDirectory(explicit: state, environment: environment),
                 idleExit: idle, verbose: verbose, maxClientMemory: clientMemory,
-                role: .user(systemSocket: noSystemLayer ? nil : Paths.systemSocket(explicit: systemSocket, environment: environment)))
+                role: .user(
+                    systemSocket: noSystemLayer
+                        ? nil : Paths.systemSocket(explicit: systemSocket, environment: environment)))
         options.historyKeep = history["--history-keep"] ?? options.historyKeep
         options.historyDays = history["--history-days"] ?? options.historyDays
         return .run(options)
@@ -216,8 +228,11 @@ public struct DaemonOptions: Sendable, Equatable {
         let units: [Character: Int] = ["K": 10, "M": 20, "G": 30]
         let shift = text.last.flatMap { units[Character($0.uppercased())] }
         let digits = shift == nil ? Substring(text) : text.dropLast()
-        guard let number = Int(digits), number >= 0, number <= maxClientMemoryBytes >> (shift ?? 0), number << (shift ?? 0) >= 1 << 20 else {
-            throw UsageError("\(flag) needs a size from 1M to 1024G, in bytes or with K, M or G (such as 256M), not \"\(text)\"")
+        guard let number = Int(digits), number >= 0, number <= maxClientMemoryBytes >> (shift ?? 0),
+            number << (shift ?? 0) >= 1 << 20
+        else {
+            throw UsageError(
+                "\(flag) needs a size from 1M to 1024G, in bytes or with K, M or G (such as 256M), not \"\(text)\"")
         }
         return number << (shift ?? 0)
     }

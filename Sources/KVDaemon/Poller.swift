@@ -31,7 +31,9 @@ final class Poller: @unchecked Sendable {
         self.system = system
         epollFD = try system.retrying("epoll_create1") { () throws(Errno) in try system.epollCreate() }
         wakeFD = try system.retrying("eventfd") { () throws(Errno) in try system.eventCounter() }
-        signalFD = try system.retrying("signalfd") { () throws(Errno) in try system.signalDescriptor(for: Self.terminationSignals) }
+        signalFD = try system.retrying("signalfd") { () throws(Errno) in
+            try system.signalDescriptor(for: Self.terminationSignals)
+        }
         try watch(wakeFD, readable: true, writable: false, adding: true)
         try watch(signalFD, readable: true, writable: false, adding: true)
     }
@@ -58,7 +60,9 @@ final class Poller: @unchecked Sendable {
         if readable { mask |= EPOLLIN.rawValue | EPOLLRDHUP.rawValue }
         if writable { mask |= EPOLLOUT.rawValue }
         let operation = adding ? EPOLL_CTL_ADD : EPOLL_CTL_MOD
-        try system.retrying("epoll_ctl") { () throws(Errno) in try system.epollControl(epollFD, operation, fd, events: mask) }
+        try system.retrying("epoll_ctl") { () throws(Errno) in
+            try system.epollControl(epollFD, operation, fd, events: mask)
+        }
     }
 
     /// Removes `fd` before it is closed.
@@ -70,7 +74,9 @@ final class Poller: @unchecked Sendable {
     /// interrupted by a signal returns no events.
     func wait(timeoutMilliseconds: Int32) throws(SystemError) -> [Event] {
         let outcome = events.withUnsafeMutableBufferPointer { buffer in
-            Result { () throws(Errno) in try system.epollWait(epollFD, into: buffer, timeoutMilliseconds: timeoutMilliseconds) }
+            Result { () throws(Errno) in
+                try system.epollWait(epollFD, into: buffer, timeoutMilliseconds: timeoutMilliseconds)
+            }
         }
         let count: Int
         switch outcome {
@@ -105,7 +111,9 @@ final class Poller: @unchecked Sendable {
     func takeTerminationSignal() -> Int32? {
         var info = signalfd_siginfo()
         let size = MemoryLayout<signalfd_siginfo>.size
-        let count = try? withUnsafeMutableBytes(of: &info) { buffer throws(Errno) in try system.read(signalFD, into: buffer) }
+        let count = try? withUnsafeMutableBytes(of: &info) { buffer throws(Errno) in
+            try system.read(signalFD, into: buffer)
+        }
         guard count == size else { return nil }
         return Int32(info.ssi_signo)
     }

@@ -19,7 +19,9 @@ extension RequestHandler {
         let runs = AnyIterator<ReplyStream.Run> {
             while let domain = names.next() {
                 guard let domainSnapshot = snapshot.snapshot(of: domain) else { continue }
-                let changes = domainSnapshot.values.map { Change(key: $0.key, value: $0.value) }.sorted { $0.key < $1.key }
+                let changes = domainSnapshot.values.map { Change(key: $0.key, value: $0.value) }.sorted {
+                    $0.key < $1.key
+                }
                 return .init(domain: domain, changes: changes, unreadable: domainSnapshot.unreadable)
             }
             guard !ended else { return nil }
@@ -28,17 +30,27 @@ extension RequestHandler {
         }
         let revision = snapshot.revision
         return ReplyStream(lazy: runs) { run, slice, _, _ in
-            Self.backupReply(revision: revision, domain: run.domain, slice, unreadable: slice.startIndex == 0 ? run.unreadable : [:])
+            Self.backupReply(
+                revision: revision, domain: run.domain, slice, unreadable: slice.startIndex == 0 ? run.unreadable : [:])
         }
     }
 
     /// One `Backup` reply: `changes` of `domain` as typed JSON (and `unreadable` keys with the
     /// reason), or with no domain the last reply.
-    static func backupReply(revision: Int64, domain: Domain?, _ changes: ArraySlice<Change>, unreadable: [Key: String]) -> VarlinkReply {
-        guard let domain else { return VarlinkReply(members: ["revision": .integer(revision), "values": .object([:])]) }
+    static func backupReply(revision: Int64, domain: Domain?, _ changes: ArraySlice<Change>, unreadable: [Key: String])
+        -> VarlinkReply
+    {
+        guard let domain else {
+            return VarlinkReply(members: ["revision": .integer(revision), "values": .object([:])])
+        }
         let values = changes.reduce(into: [String: JSON]()) { $0[$1.key.name] = $1.value?.typedJSON }
-        var members: JSONMembers = ["revision": .integer(revision), "domain": .string(domain.name), "values": .object(values)]
-        if !unreadable.isEmpty { members.pairs.append(("unreadable", .object(unreadable.reduce(into: [:]) { $0[$1.key.name] = .string($1.value) }))) }
+        var members: JSONMembers = [
+            "revision": .integer(revision), "domain": .string(domain.name), "values": .object(values),
+        ]
+        if !unreadable.isEmpty {
+            members.pairs.append(
+                ("unreadable", .object(unreadable.reduce(into: [:]) { $0[$1.key.name] = .string($1.value) })))
+        }
         return VarlinkReply(members: members, continues: true)
     }
 }

@@ -10,16 +10,22 @@ extension RequestHandler {
     /// when the domain (or key) is marked to keep no history. The first
     /// History of a domain since kvd started waits for its history file to be read (bounded
     /// by retention); later ones are served from memory.
-    func history(_ domain: Domain, _ key: Key?, limit: Int64?, atRevision: Int64?, beforeRevision: Int64?) -> VarlinkReply {
+    func history(_ domain: Domain, _ key: Key?, limit: Int64?, atRevision: Int64?, beforeRevision: Int64?)
+        -> VarlinkReply
+    {
         do throws(HistoryError) {
             let exclusions = store.historyExclusions
             let keepsNone = key.map { exclusions.excludes(domain, $0) } ?? exclusions.excludes(domain)
             if let atRevision {
                 let entries = try store.history(domain, at: atRevision, key: key)
-                return Self.historyReply(entries, oldestRevision: try store.history(domain, limit: 0).oldestRevision, paged: false, keepsNone: keepsNone)
+                return Self.historyReply(
+                    entries, oldestRevision: try store.history(domain, limit: 0).oldestRevision, paged: false,
+                    keepsNone: keepsNone)
             }
-            let page = try store.history(domain, key: key, limit: limit.map { Int(clamping: $0) }, before: beforeRevision)
-            return Self.historyReply(page.entries, oldestRevision: page.oldestRevision, paged: true, keepsNone: keepsNone)
+            let page = try store.history(
+                domain, key: key, limit: limit.map { Int(clamping: $0) }, before: beforeRevision)
+            return Self.historyReply(
+                page.entries, oldestRevision: page.oldestRevision, paged: true, keepsNone: keepsNone)
         } catch {
             return Self.historyFailure(error)
         }
@@ -30,7 +36,9 @@ extension RequestHandler {
     /// commit's entries are never split): `nextBeforeRevision` then says where the next page
     /// begins. A reply that cannot be cut so (`paged` false: a state at a revision; or the
     /// newest commit's entries alone do not fit) is `TooLarge` instead.
-    static func historyReply(_ entries: [HistoryEntry], oldestRevision: Int64, paged: Bool, keepsNone: Bool = false) -> VarlinkReply {
+    static func historyReply(_ entries: [HistoryEntry], oldestRevision: Int64, paged: Bool, keepsNone: Bool = false)
+        -> VarlinkReply
+    {
         var out = Array(#"{"entries":["#.utf8)
         var next: Int64?
         var group: (revision: Int64, start: Int)?  // the entries of one revision begin at start
@@ -85,7 +93,9 @@ extension RequestHandler {
     static func historyFailure(_ error: HistoryError) -> VarlinkReply {
         switch error {
         case .truncated(let domain, let oldest):
-            .failure(DefaultsInterface.Error.historyTruncated, ["domain": .string(domain.name), "oldestRevision": .integer(oldest)])
+            .failure(
+                DefaultsInterface.Error.historyTruncated,
+                ["domain": .string(domain.name), "oldestRevision": .integer(oldest)])
         case .future:
             .failure(ServiceInterface.Error.invalidParameter, ["parameter": .string("atRevision")])
         case .off, .failure:

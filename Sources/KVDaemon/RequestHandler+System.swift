@@ -50,7 +50,10 @@ extension RequestHandler {
         var runs: [ReplyStream.Run] = []
         for domain in store.domains() where domain.isMirrored {
             guard let snapshot = store.list(domain), !snapshot.values.isEmpty else { continue }
-            runs.append(.init(domain: domain, changes: snapshot.values.map { Change(key: $0.key, value: $0.value) }.sorted { $0.key < $1.key }))
+            runs.append(
+                .init(
+                    domain: domain,
+                    changes: snapshot.values.map { Change(key: $0.key, value: $0.value) }.sorted { $0.key < $1.key }))
         }
         runs.append(.init(domain: nil, changes: []))
         return ReplyStream(runs: runs) { run, slice, _, last in
@@ -62,10 +65,13 @@ extension RequestHandler {
     /// it locks: a value locks, a removal unlocks), or with no domain the end of the snapshot.
     /// `synced`: the snapshot is complete (false for the snapshot's own replies).
     static func mirrorReply(revision: Int64, domain: Domain?, changes: [Change], synced: Bool) -> VarlinkReply {
-        var parameters: [String: JSON] = ["revision": .integer(revision), "synced": .bool(synced), "changes": .array([]), "locks": .array([])]
+        var parameters: [String: JSON] = [
+            "revision": .integer(revision), "synced": .bool(synced), "changes": .array([]), "locks": .array([]),
+        ]
         if let domain, let target = domain.lockedDomain {
             parameters["domain"] = .string(target.name)
-            parameters["locks"] = .array(changes.map { .object(["key": .string($0.key.name), "locked": .bool($0.value != nil)]) })
+            parameters["locks"] = .array(
+                changes.map { .object(["key": .string($0.key.name), "locked": .bool($0.value != nil)]) })
         } else if let domain {
             parameters["domain"] = .string(domain.name)
             parameters["changes"] = .array(changes.map(\.json))

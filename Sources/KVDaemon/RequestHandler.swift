@@ -77,7 +77,9 @@ struct RequestHandler {
         case .backup:
             return .stream(backupStream())
         case .lock, .unlock, .locks, .mirror, .status:
-            guard isSystem else { return .reply(.failure(ServiceInterface.Error.methodNotFound, ["method": .string(request.call.method)])) }
+            guard isSystem else {
+                return .reply(.failure(ServiceInterface.Error.methodNotFound, ["method": .string(request.call.method)]))
+            }
             return handleSystem(request)
         case .getInfo:
             var interfaces = [ServiceInterface.name, DefaultsInterface.name]
@@ -90,8 +92,10 @@ struct RequestHandler {
                 ]))
         case .getInterfaceDescription(let name):
             switch name {
-            case DefaultsInterface.name: return .reply(VarlinkReply(parameters: ["description": .string(DefaultsInterface.description)]))
-            case ServiceInterface.name: return .reply(VarlinkReply(parameters: ["description": .string(ServiceInterface.description)]))
+            case DefaultsInterface.name:
+                return .reply(VarlinkReply(parameters: ["description": .string(DefaultsInterface.description)]))
+            case ServiceInterface.name:
+                return .reply(VarlinkReply(parameters: ["description": .string(ServiceInterface.description)]))
             case SystemInterface.name where isSystem:
                 return .reply(VarlinkReply(parameters: ["description": .string(SystemInterface.description)]))
             default: return .reply(.failure(ServiceInterface.Error.interfaceNotFound, ["interface": .string(name)]))
@@ -105,10 +109,12 @@ struct RequestHandler {
         guard let fleet, request.isWrite else { return nil }
         let change: FleetWriter.Change
         switch request {
-        case .set(let domain, let key, let value, let ifRevision): change = .mutation(domain, .set(key, value, ifRevision: ifRevision))
+        case .set(let domain, let key, let value, let ifRevision):
+            change = .mutation(domain, .set(key, value, ifRevision: ifRevision))
         case .delete(let domain, let key?): change = .mutation(domain, .delete(key))
         case .delete(let domain, nil): change = .mutation(domain, .deleteDomain)
-        case .apply(let domain, let changes, let ifRevision): change = .mutation(domain, .apply(changes, ifRevision: ifRevision))
+        case .apply(let domain, let changes, let ifRevision):
+            change = .mutation(domain, .apply(changes, ifRevision: ifRevision))
         case .lock(let domain, let key): change = .lock(domain, key)
         case .unlock(let domain, let key): change = .unlock(domain, key)
         default: return nil
@@ -118,8 +124,11 @@ struct RequestHandler {
 
     /// `KeyLocked` for the first of `keys` the system layer locks in `domain`; `nil` if none is.
     private func refusal(_ domain: Domain, _ keys: some Sequence<Key>) -> Outcome? {
-        guard !layer.isEmpty, let locks = layer.layer(domain)?.locks, !locks.isEmpty, let key = keys.first(where: locks.contains) else { return nil }
-        return .reply(.failure(DefaultsInterface.Error.keyLocked, ["domain": .string(domain.name), "key": .string(key.name)]))
+        guard !layer.isEmpty, let locks = layer.layer(domain)?.locks, !locks.isEmpty,
+            let key = keys.first(where: locks.contains)
+        else { return nil }
+        return .reply(
+            .failure(DefaultsInterface.Error.keyLocked, ["domain": .string(domain.name), "key": .string(key.name)]))
     }
 
     /// A `Get`, resolved: the value with its revision and source, or the error reply.
@@ -136,7 +145,8 @@ struct RequestHandler {
             var revision: Int64 = 0
             switch lookup {
             case .value(let value, let at): (user, revision) = (value, at)
-            case .unreadable(let reason) where !system.locks.contains(key): return .failure(Self.unreadable(domain, key, reason))
+            case .unreadable(let reason) where !system.locks.contains(key):
+                return .failure(Self.unreadable(domain, key, reason))
             case .unreadable, .missing: break
             }
             guard let combined = system.combine(key, user: user) else { return .failure(Self.notFound(domain, key)) }
@@ -144,7 +154,9 @@ struct RequestHandler {
         }
         switch lookup {
         case .value(let value, let revision):
-            return .value(value, revision: revision, source: isSystem && isLocked(domain, key) ? .locked : isSystem ? .system : .user)
+            return .value(
+                value, revision: revision,
+                source: isSystem && isLocked(domain, key) ? .locked : isSystem ? .system : .user)
         case .missing: return .failure(Self.notFound(domain, key))
         case .unreadable(let reason): return .failure(Self.unreadable(domain, key, reason))
         }
@@ -154,7 +166,8 @@ struct RequestHandler {
     /// ``VarlinkReply``); never waits for I/O.
     func writeGetReply(_ domain: Domain, _ key: Key, into out: inout [UInt8]) {
         switch resolve(domain, key) {
-        case .value(let value, let revision, let source): VarlinkReply.encodeValue(value.typedJSON, revision: revision, source: source, into: &out)
+        case .value(let value, let revision, let source):
+            VarlinkReply.encodeValue(value.typedJSON, revision: revision, source: source, into: &out)
         case .failure(let reply): reply.encode(into: &out)
         }
     }
@@ -172,12 +185,18 @@ struct RequestHandler {
         let system = layer.layer(domain)
         guard let view = combined(domain, system) else { return Self.notFound(domain, nil) }
         let bytes = combinedBudget(view.snapshot, system)
-        guard bytes <= Limits.domainBytes else { return Self.tooLargeToList(domain, bytes: bytes, layered: system != nil) }
-        return .list(view.values, revision: view.snapshot.revision, unreadable: withUnreadable ? view.snapshot.unreadable : nil, sources: view.sources)
+        guard bytes <= Limits.domainBytes else {
+            return Self.tooLargeToList(domain, bytes: bytes, layered: system != nil)
+        }
+        return .list(
+            view.values, revision: view.snapshot.revision, unreadable: withUnreadable ? view.snapshot.unreadable : nil,
+            sources: view.sources)
     }
 
     /// The user's domain and the system layer's, combined; `nil` when neither has it.
-    private func combined(_ domain: Domain, _ system: SystemLayer.DomainLayer?) -> (snapshot: DomainSnapshot, values: [Key: Value], sources: [Key: ValueSource])? {
+    private func combined(_ domain: Domain, _ system: SystemLayer.DomainLayer?) -> (
+        snapshot: DomainSnapshot, values: [Key: Value], sources: [Key: ValueSource]
+    )? {
         let snapshot = store.list(domain)
         guard let system else { return snapshot.map { ($0, $0.values, [:]) } }
         let base = snapshot ?? DomainSnapshot(values: [:], revisions: [:], unreadable: [:], revision: 0)
@@ -244,7 +263,9 @@ struct RequestHandler {
     }
 
     static func unreadable(_ domain: Domain, _ key: Key, _ reason: String) -> VarlinkReply {
-        .failure(DefaultsInterface.Error.unreadableValue, ["domain": .string(domain.name), "key": .string(key.name), "reason": .string(reason)])
+        .failure(
+            DefaultsInterface.Error.unreadableValue,
+            ["domain": .string(domain.name), "key": .string(key.name), "reason": .string(reason)])
     }
 
     /// `NotFound`; for a lock domain (an `Unlock` of a key not locked), of the domain it locks.
@@ -270,13 +291,18 @@ struct RequestHandler {
         changes.sort { $0.key < $1.key }
         let systemRevision = layer.revision
         return ReplyStream(runs: [.init(domain: domain, changes: changes)]) { _, slice, first, last in
-            var reply = Self.watchReply(revision: revision, changes: Array(slice), initial: first, sources: sources, systemRevision: systemRevision)
+            var reply = Self.watchReply(
+                revision: revision, changes: Array(slice), initial: first, sources: sources,
+                systemRevision: systemRevision)
             if !last { reply.parameterMembers.pairs.append((name: "partial", value: .bool(true))) }
             return reply
         }
     }
 
-    static func watchReply(revision: Int64, changes: [Change], initial: Bool, sources: [Key: ValueSource] = [:], systemRevision: Int64? = nil) -> VarlinkReply {
+    static func watchReply(
+        revision: Int64, changes: [Change], initial: Bool, sources: [Key: ValueSource] = [:],
+        systemRevision: Int64? = nil
+    ) -> VarlinkReply {
         .watch(revision: revision, changes: changes, initial: initial, sources: sources, systemRevision: systemRevision)
     }
 }

@@ -13,7 +13,10 @@ extension Server {
         guard let (request, oneway) = parseCall(message, connection) else { return }
         if request.isPrivileged, !connection.mayWrite {
             if !oneway { connection.send(.failure(ServiceInterface.Error.permissionDenied)) }
-            log.log(.debug, "client \(connection.id) (uid \(connection.uid.map(String.init) ?? "?")) may not write: \(request.call.method) refused")
+            log.log(
+                .debug,
+                "client \(connection.id) (uid \(connection.uid.map(String.init) ?? "?")) may not write: \(request.call.method) refused"
+            )
             return
         }
         if case .list(let domain) = request {
@@ -28,7 +31,8 @@ extension Server {
             commitsInFlight += 1
             let id = connection.id
             commitsQueued = true
-            store.enqueue(domain, mutation, uid: handler.isSystem ? connection.uid : nil) { [completions, poller] result in
+            store.enqueue(domain, mutation, uid: handler.isSystem ? connection.uid : nil) {
+                [completions, poller] result in
                 if completions.push(.init(connection: id, oneway: oneway, result: result)) { poller.wake() }
             }
         case .watch(let domain, let key):
@@ -45,7 +49,9 @@ extension Server {
             commitsInFlight += 1
             let id = connection.id
             fleetWriter.submit(change) { [completions, poller] result in
-                if completions.push(.init(connection: id, oneway: oneway, result: result, notify: false)) { poller.wake() }
+                if completions.push(.init(connection: id, oneway: oneway, result: result, notify: false)) {
+                    poller.wake()
+                }
             }
         case .mirror:
             let since = store.revision
@@ -64,7 +70,9 @@ extension Server {
             let id = connection.id
             store.submitHistoryChange(change) { [completions, poller] result in
                 let commit = result.map { Commit(revision: $0, domain: domain, changes: []) }
-                if completions.push(.init(connection: id, oneway: oneway, result: commit, notify: false)) { poller.wake() }
+                if completions.push(.init(connection: id, oneway: oneway, result: commit, notify: false)) {
+                    poller.wake()
+                }
             }
         }
     }
@@ -72,13 +80,16 @@ extension Server {
     /// The request `message` carries and whether it is `oneway`: a compact `Set` through the
     /// fast path (``DefaultsRequest/fastSet(_:)``), anything else through the general one. Nil
     /// after answering a call that is not valid (nothing for a `oneway` one).
-    private func parseCall(_ message: ArraySlice<UInt8>, _ connection: ClientConnection) -> (DefaultsRequest, oneway: Bool)? {
+    private func parseCall(_ message: ArraySlice<UInt8>, _ connection: ClientConnection) -> (
+        DefaultsRequest, oneway: Bool
+    )? {
         if let request = DefaultsRequest.fastSet(message) { return (request, false) }
         let call: VarlinkCall
         do {
             call = try VarlinkCall(message: message)
         } catch {
-            connection.send(.failure(ServiceInterface.Error.invalidParameter, ["parameter": .string(error.description)]))
+            connection.send(
+                .failure(ServiceInterface.Error.invalidParameter, ["parameter": .string(error.description)]))
             return nil
         }
         do {
@@ -124,7 +135,11 @@ extension Server {
     /// loop's next pass. Callable from any thread.
     var announcer: @Sendable (Commit) -> Void {
         { [completions, poller] commit in
-            if completions.push(.init(connection: CompletionQueue.Item.external, oneway: true, result: .success(commit))) { poller.wake() }
+            if completions.push(
+                .init(connection: CompletionQueue.Item.external, oneway: true, result: .success(commit)))
+            {
+                poller.wake()
+            }
         }
     }
 
@@ -141,7 +156,9 @@ extension Server {
             if item.connection != CompletionQueue.Item.external { commitsInFlight -= 1 }
             if item.notify, case .success(let commit) = item.result { notifyWatchers(commit) }
             guard let connection = connectionsByID[item.connection] else { continue }
-            assert(connection.phase == .awaitingCommit, "a commit finished for client \(item.connection), which awaited none")
+            assert(
+                connection.phase == .awaitingCommit,
+                "a commit finished for client \(item.connection), which awaited none")
             connection.phase = .serving
             if !item.oneway { connection.send(RequestHandler.reply(to: item.result)) }
             process(connection)
@@ -159,7 +176,12 @@ extension Server {
             let reply: SharedReply?
             if watch.domain == nil {
                 guard commit.domain.isMirrored else { continue }
-                reply = mirrored ?? SharedReply(RequestHandler.mirrorReply(revision: commit.revision, domain: commit.domain, changes: commit.changes, synced: true).encoded())
+                reply =
+                    mirrored
+                    ?? SharedReply(
+                        RequestHandler.mirrorReply(
+                            revision: commit.revision, domain: commit.domain, changes: commit.changes, synced: true
+                        ).encoded())
                 mirrored = reply
             } else if watch.domain != commit.domain {
                 continue
@@ -189,7 +211,9 @@ extension Server {
             }
         }
         guard !changes.isEmpty else { return nil }
-        let reply = RequestHandler.watchReply(revision: commit.revision, changes: changes, initial: false, sources: sources, systemRevision: handler.layer.revision)
+        let reply = RequestHandler.watchReply(
+            revision: commit.revision, changes: changes, initial: false, sources: sources,
+            systemRevision: handler.layer.revision)
         return SharedReply(reply.encoded())
     }
 }

@@ -59,7 +59,9 @@ extension Server {
     }
 
     func close(_ connection: ClientConnection) {
-        if let uid = connection.uid, let open = connectionsPerUID[uid] { connectionsPerUID[uid] = open > 1 ? open - 1 : nil }
+        if let uid = connection.uid, let open = connectionsPerUID[uid] {
+            connectionsPerUID[uid] = open > 1 ? open - 1 : nil
+        }
         connection.phase = .closed
         connection.releaseMemory()
         poller.forget(connection.fd)
@@ -101,7 +103,8 @@ extension Server {
         do {
             count = try readBuffer.withUnsafeMutableBytes { raw in
                 Result { () throws(SystemError) in
-                    try system.readAvailable(connection.fd, into: UnsafeMutableRawBufferPointer(rebasing: raw[..<min(raw.count, room)]))
+                    try system.readAvailable(
+                        connection.fd, into: UnsafeMutableRawBufferPointer(rebasing: raw[..<min(raw.count, room)]))
                 }
             }.get()
         } catch {

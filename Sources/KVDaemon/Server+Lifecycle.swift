@@ -6,7 +6,9 @@ import KVStorage
 extension Server {
     func beginShutdown(signal: Int32) {
         guard shutdownDeadline == nil else { return }
-        log.notice("received \(signal == SIGTERM ? "SIGTERM" : "SIGINT"): finishing \(commitsInFlight) pending write(s), then stopping")
+        log.notice(
+            "received \(signal == SIGTERM ? "SIGTERM" : "SIGINT"): finishing \(commitsInFlight) pending write(s), then stopping"
+        )
         Systemd.notify("STOPPING=1")
         shutdownDeadline = .now + limits.shutdownGrace
         for fd in listeners { poller.forget(fd) }
@@ -31,7 +33,9 @@ extension Server {
     func exitUnlessClientsWait(idle: Duration) -> String? {
         idleExitHook?(.deciding)
         do { try socket.refuseNewConnections() } catch {
-            log.warning("cannot shut the listening socket before exiting on idle (\(error)): a client connecting now may be dropped")
+            log.warning(
+                "cannot shut the listening socket before exiting on idle (\(error)): a client connecting now may be dropped"
+            )
         }
         for fd in listeners { acceptAll(from: fd) }
         guard connections.isEmpty else {

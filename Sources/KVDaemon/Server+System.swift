@@ -25,14 +25,21 @@ extension Server {
         }
         let open = connectionsPerUID[peer.uid, default: 0]
         guard open < policy.maxConnectionsPerUID else {
-            noteRefusal("uid \(peer.uid) already holds \(open) connections, the most one user may (--max-connections-per-uid)")
+            noteRefusal(
+                "uid \(peer.uid) already holds \(open) connections, the most one user may (--max-connections-per-uid)")
             return false
         }
         connectionsPerUID[peer.uid] = open + 1
         connection.uid = peer.uid
-        connection.mayWrite = peer.uid == 0 || (system.groupID(named: policy.adminGroup).map(peer.isMember(of:)) ?? false)
-        if !connection.mayWrite { connection.framer = MessageFramer(limit: DaemonOptions.SystemPolicy.maxReaderMessageBytes) }
-        log.log(.debug, "client \(connection.id) is uid \(peer.uid) (pid \(peer.pid)), \(connection.mayWrite ? "may write" : "reads only")")
+        connection.mayWrite =
+            peer.uid == 0 || (system.groupID(named: policy.adminGroup).map(peer.isMember(of:)) ?? false)
+        if !connection.mayWrite {
+            connection.framer = MessageFramer(limit: DaemonOptions.SystemPolicy.maxReaderMessageBytes)
+        }
+        log.log(
+            .debug,
+            "client \(connection.id) is uid \(peer.uid) (pid \(peer.pid)), \(connection.mayWrite ? "may write" : "reads only")"
+        )
         return true
     }
 
@@ -49,7 +56,9 @@ extension Server {
         var watched: [Domain: [Key: LayeredValue?]] = [:]
         let touched = layer.touchedKeys(by: update)
         for connection in watchers.values {
-            guard case .watching(let watch) = connection.phase, let domain = watch.domain, watched[domain] == nil, let keys = touched[domain] else { continue }
+            guard case .watching(let watch) = connection.phase, let domain = watch.domain, watched[domain] == nil,
+                let keys = touched[domain]
+            else { continue }
             watched[domain] = Dictionary(uniqueKeysWithValues: keys.map { ($0, combined(domain, $0)) })
         }
         layer.apply(update)
@@ -77,7 +86,9 @@ extension Server {
             guard case .watching(let watch) = connection.phase, watch.domain == domain else { continue }
             let mine = changes.filter { watch.key == nil || $0.key == watch.key }
             guard !mine.isEmpty else { continue }
-            let reply = RequestHandler.watchReply(revision: revision, changes: mine, initial: false, sources: sources, systemRevision: handler.layer.revision)
+            let reply = RequestHandler.watchReply(
+                revision: revision, changes: mine, initial: false, sources: sources,
+                systemRevision: handler.layer.revision)
             deliver(.own(reply.encoded()), to: connection)
         }
     }
@@ -86,7 +97,9 @@ extension Server {
     private func combined(_ domain: Domain, _ key: Key) -> LayeredValue? {
         var user: Value?
         if case .value(let value, _) = store.get(domain, key) { user = value }
-        guard let system = handler.layer.layer(domain) else { return user.map { LayeredValue(value: $0, source: .user) } }
+        guard let system = handler.layer.layer(domain) else {
+            return user.map { LayeredValue(value: $0, source: .user) }
+        }
         return system.combine(key, user: user)
     }
 }

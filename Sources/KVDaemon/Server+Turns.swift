@@ -21,7 +21,9 @@ extension Server {
         let outputBefore = connection.pendingOutput
         defer {
             if let uid = connection.uid, handled > 0 {
-                turnsUsed[uid] = TurnUse(calls: before.calls + handled, output: before.output + max(0, connection.pendingOutput - outputBefore))
+                turnsUsed[uid] = TurnUse(
+                    calls: before.calls + handled,
+                    output: before.output + max(0, connection.pendingOutput - outputBefore))
             }
         }
         while canHandleNextCall(connection) {
@@ -36,10 +38,13 @@ extension Server {
                 guard let next = try connection.framer.next() else { break }
                 message = next
             } catch {
-                connection.send(.failure(DefaultsInterface.Error.tooLarge, ["limit": .integer(Int64(connection.framer.limit))]))
+                connection.send(
+                    .failure(DefaultsInterface.Error.tooLarge, ["limit": .integer(Int64(connection.framer.limit))]))
                 connection.phase = .closingAfterFlush
                 let who = connection.uid.map { " (uid \($0)\(connection.mayWrite ? "" : ", who may only read"))" } ?? ""
-                log.warning("client \(connection.id)\(who) sent a message over \(connection.framer.limit) bytes: disconnecting it")
+                log.warning(
+                    "client \(connection.id)\(who) sent a message over \(connection.framer.limit) bytes: disconnecting it"
+                )
                 break
             }
             handle(message, from: connection)
@@ -63,7 +68,8 @@ extension Server {
     /// Unread reply bytes past which a connection's calls wait: ``Limits/readerPendingOutput``
     /// for a reader of the system instance, else ``Limits/maxPendingOutput``.
     func outputCap(_ connection: ClientConnection) -> Int {
-        connection.uid != nil && !connection.mayWrite ? min(limits.readerPendingOutput, limits.maxPendingOutput) : limits.maxPendingOutput
+        connection.uid != nil && !connection.mayWrite
+            ? min(limits.readerPendingOutput, limits.maxPendingOutput) : limits.maxPendingOutput
     }
 
     /// Queues `connection` for another turn on the next pass of the loop.
@@ -81,7 +87,9 @@ extension Server {
         var waiting: [Int] = []
         for id in turns {
             guard let connection = connectionsByID[id], connection.phase == .waitingForTurn else { continue }
-            if let uid = connection.uid, let used = turnsUsed[uid], used.calls >= limits.callsPerTurn || used.output >= limits.outputPerTurn {
+            if let uid = connection.uid, let used = turnsUsed[uid],
+                used.calls >= limits.callsPerTurn || used.output >= limits.outputPerTurn
+            {
                 waiting.append(id)
                 continue
             }
@@ -151,7 +159,8 @@ extension Server {
             let who = victim.uid.map { " (uid \($0))" } ?? ""
             log.warning(
                 "clients hold \(ClientMemory.text(memory.total)), over the budget of \(ClientMemory.text(memory.budget)) "
-                    + "(--max-client-memory): disconnecting client \(victim.id)\(who), which holds the most, \(victim.memoryDescription)")
+                    + "(--max-client-memory): disconnecting client \(victim.id)\(who), which holds the most, \(victim.memoryDescription)"
+            )
             close(victim)
         }
     }
@@ -170,6 +179,8 @@ extension Server {
         guard let (uid, bytes) = held.max(by: { $0.value < $1.value }), bytes > 0 else {
             return connections.values.max { $0.heldBytes < $1.heldBytes }
         }
-        return connections.values.filter { $0.uid == uid && !$0.mayWrite }.max { ($0.isMirror ? 0 : 1, $0.heldBytes) < ($1.isMirror ? 0 : 1, $1.heldBytes) }
+        return connections.values.filter { $0.uid == uid && !$0.mayWrite }.max {
+            ($0.isMirror ? 0 : 1, $0.heldBytes) < ($1.isMirror ? 0 : 1, $1.heldBytes)
+        }
     }
 }

@@ -127,7 +127,8 @@ public final class Server {
     ///     ``SystemMirror``); nil: nowhere.
     init(
         store: Store, socket: ListeningSocket, log: Logger, idleExit: Duration?, limits: Limits = .init(),
-        system: any SystemCalls = LinuxSystem(), role: DaemonOptions.Role = .user(systemSocket: nil), fleet: FleetLayout? = nil,
+        system: any SystemCalls = LinuxSystem(), role: DaemonOptions.Role = .user(systemSocket: nil),
+        fleet: FleetLayout? = nil,
         systemLayerFile: SystemLayerFile? = nil
     ) throws(SystemError) {
         self.store = store
@@ -151,7 +152,9 @@ public final class Server {
         try watchListeners()
         spareFD = (try? system.openReadOnly("/dev/null")) ?? -1
         if case .user(let systemSocket?) = role {
-            let mirror = SystemMirror(path: systemSocket, system: system, log: log, file: systemLayerFile, wake: { [poller] in poller.wake() })
+            let mirror = SystemMirror(
+                path: systemSocket, system: system, log: log, file: systemLayerFile, wake: { [poller] in poller.wake() }
+            )
             self.mirror = mirror
             mirror.start(waitingAtMost: .seconds(3))
             applySystemUpdates()

@@ -109,7 +109,8 @@ final class SystemLayer {
     var saved: SavedSystemLayer? {
         guard let revision else { return nil }
         return SavedSystemLayer(
-            revision: revision, values: domains.mapValues(\.values).filter { !$0.value.isEmpty }, locks: domains.mapValues(\.locks).filter { !$0.value.isEmpty })
+            revision: revision, values: domains.mapValues(\.values).filter { !$0.value.isEmpty },
+            locks: domains.mapValues(\.locks).filter { !$0.value.isEmpty })
     }
 }
 

@@ -46,7 +46,10 @@ final class SystemMirror: Sendable {
     private let pending = Atomic<Bool>(false)
     private let firstAttempt = DispatchSemaphore(value: 0)
 
-    init(path: String, system: any SystemCalls, log: Logger, file: SystemLayerFile? = nil, wake: @escaping @Sendable () -> Void) {
+    init(
+        path: String, system: any SystemCalls, log: Logger, file: SystemLayerFile? = nil,
+        wake: @escaping @Sendable () -> Void
+    ) {
         self.path = path
         self.system = system
         self.log = log
@@ -60,7 +63,8 @@ final class SystemMirror: Sendable {
     func start(waitingAtMost timeout: Duration) {
         let saved = loadSaved()
         DispatchQueue(label: "kvd.system-mirror").async { [self] in run() }
-        let milliseconds = Int(timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+        let milliseconds = Int(
+            timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
         if firstAttempt.wait(timeout: .now() + .milliseconds(milliseconds)) == .timedOut {
             let serving = saved ? "serving the saved layer" : "serving without its layer"
             log.warning("the system instance at \(path) has not answered in \(timeout); \(serving) until it does")
@@ -114,7 +118,9 @@ final class SystemMirror: Sendable {
             if lastFailure != nil { log.info("the system layer is saved again in \(file.path)") }
             lastFailure = nil
         } catch {
-            if lastFailure != "\(error)" { log.error("\(error); the layer is enforced but would not survive a restart") }
+            if lastFailure != "\(error)" {
+                log.error("\(error); the layer is enforced but would not survive a restart")
+            }
             lastFailure = "\(error)"
         }
     }
@@ -152,9 +158,13 @@ final class SystemMirror: Sendable {
             case .followed(let ending):
                 delay = 50_000
                 outage = nil
-                log.warning("the system instance at \(path) went away (\(ending)); serving the last system layer seen, reconnecting")
+                log.warning(
+                    "the system instance at \(path) went away (\(ending)); serving the last system layer seen, reconnecting"
+                )
             case .failed(let reason):
-                if outage != reason { log.log(outage == nil ? .info : .debug, "no system layer from \(path): \(reason)") }
+                if outage != reason {
+                    log.log(outage == nil ? .info : .debug, "no system layer from \(path): \(reason)")
+                }
                 outage = reason
             }
             if isStopped { return }
@@ -175,7 +185,9 @@ final class SystemMirror: Sendable {
     private func follow(received: ([SystemLayer.Update]) -> Void) -> Outcome {
         if let refusal = folderRefusal() { return .failed(refusal) }
         let fd: Int32
-        do { fd = try system.connectUnix(path) } catch { return .failed(error.errno.meansNobodyListens ? "nothing listens there" : "\(error)") }
+        do { fd = try system.connectUnix(path) } catch {
+            return .failed(error.errno.meansNobodyListens ? "nothing listens there" : "\(error)")
+        }
         let keep = state.withLock { state -> Bool in
             if !state.stopped { state.fd = fd }
             return !state.stopped
@@ -195,7 +207,9 @@ final class SystemMirror: Sendable {
         var buffer = [UInt8](repeating: 0, count: 64 << 10)
         while true {
             let count: Int
-            do throws(SystemError) { count = try receive(into: &buffer, from: fd) } catch { return ended(reader, "\(error)") }
+            do throws(SystemError) { count = try receive(into: &buffer, from: fd) } catch {
+                return ended(reader, "\(error)")
+            }
             guard count > 0 else { return ended(reader, "it closed the connection") }
             buffer.withUnsafeBytes { framer.append(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
             var updates: [SystemLayer.Update] = []
@@ -217,12 +231,15 @@ final class SystemMirror: Sendable {
     }
 
     private func send(_ bytes: [UInt8], to fd: Int32) throws(SystemError) {
-        let result = bytes.withUnsafeBytes { bytes in Result { () throws(SystemError) in try system.sendAll(fd, bytes) } }
+        let result = bytes.withUnsafeBytes { bytes in Result { () throws(SystemError) in try system.sendAll(fd, bytes) }
+        }
         try result.get()
     }
 
     private func receive(into buffer: inout [UInt8], from fd: Int32) throws(SystemError) -> Int {
-        let result = buffer.withUnsafeMutableBytes { bytes in Result { () throws(SystemError) in try system.receive(fd, into: bytes) } }
+        let result = buffer.withUnsafeMutableBytes { bytes in
+            Result { () throws(SystemError) in try system.receive(fd, into: bytes) }
+        }
         return try result.get()
     }
 
@@ -239,7 +256,8 @@ final class SystemMirror: Sendable {
             return "its folder \(folder) belongs to uid \(status.owner), neither root nor this user: not followed"
         }
         guard status.permissions & 0o022 == 0 else {
-            return "its folder \(folder) is writable by others (mode \(String(status.permissions, radix: 8))): not followed"
+            return
+                "its folder \(folder) is writable by others (mode \(String(status.permissions, radix: 8))): not followed"
         }
         return nil
     }
@@ -259,14 +277,20 @@ struct MirrorReader {
         let parameters = reply.parameters
         var domain: Domain?
         if case .string(let name)? = parameters["domain"] {
-            guard let valid = try? Domain(validating: name) else { throw Failure(reason: "it named an invalid domain \"\(name)\"") }
+            guard let valid = try? Domain(validating: name) else {
+                throw Failure(reason: "it named an invalid domain \"\(name)\"")
+            }
             domain = valid
         }
         let changes: [Change]
-        do { changes = try Change.list(parameters["changes"] ?? .array([]), named: "changes") } catch { throw Failure(reason: "it sent invalid changes") }
+        do { changes = try Change.list(parameters["changes"] ?? .array([]), named: "changes") } catch {
+            throw Failure(reason: "it sent invalid changes")
+        }
         let lockChanges = try Self.lockChanges(parameters["locks"])
         let nowSynced = parameters["synced"] == .bool(true)
-        guard case .integer(let revision)? = parameters["revision"] else { throw Failure(reason: "it sent a reply without a revision") }
+        guard case .integer(let revision)? = parameters["revision"] else {
+            throw Failure(reason: "it sent a reply without a revision")
+        }
         if synced {
             guard let domain else { return [] }
             var updates: [SystemLayer.Update] = []
@@ -288,7 +312,8 @@ struct MirrorReader {
         guard case .array(let items)? = json else { return [] }
         var changes: [(key: Key, locked: Bool)] = []
         for item in items {
-            guard case .object(let members) = item, case .string(let name)? = members["key"], let key = try? Key(validating: name),
+            guard case .object(let members) = item, case .string(let name)? = members["key"],
+                let key = try? Key(validating: name),
                 case .bool(let locked)? = members["locked"]
             else { throw Failure(reason: "it sent an invalid lock change") }
             changes.append((key, locked))

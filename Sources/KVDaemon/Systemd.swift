@@ -39,7 +39,9 @@ public enum Systemd {
 
     /// Sends one structured entry to the journal. The corresponding C function is `sd_journal_sendv`.
     static func journal(priority: Int32, message: String, identifier: String) {
-        let fields = ["MESSAGE=\(message)", "PRIORITY=\(priority)", "SYSLOG_IDENTIFIER=\(identifier)"].map { Array($0.utf8) }
+        let fields = ["MESSAGE=\(message)", "PRIORITY=\(priority)", "SYSLOG_IDENTIFIER=\(identifier)"].map {
+            Array($0.utf8)
+        }
         var buffer = fields.flatMap { $0 }
         buffer.withUnsafeMutableBytes { raw in
             var offset = 0

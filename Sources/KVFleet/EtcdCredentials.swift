@@ -40,11 +40,14 @@ public struct EtcdCredentials: Sendable, Equatable {
             throw .badConfiguration("the etcd auth file \(path) is not a regular file")
         }
         guard info.st_uid == 0 || info.st_uid == geteuid() else {
-            throw .badConfiguration("the etcd auth file \(path) is owned by uid \(info.st_uid): it must belong to root or to uid \(geteuid()) (chown it)")
+            throw .badConfiguration(
+                "the etcd auth file \(path) is owned by uid \(info.st_uid): it must belong to root or to uid \(geteuid()) (chown it)"
+            )
         }
         guard info.st_mode & 0o077 == 0 else {
             let mode = String(info.st_mode & 0o777, radix: 8)
-            throw .badConfiguration("the etcd auth file \(path) has mode \(mode): group and others must have no access (chmod 600 \(path))")
+            throw .badConfiguration(
+                "the etcd auth file \(path) has mode \(mode): group and others must have no access (chmod 600 \(path))")
         }
     }
 
@@ -59,7 +62,10 @@ public struct EtcdCredentials: Sendable, Equatable {
             }
             if count == 0 { break }
             bytes += chunk[..<count]
-            guard bytes.count <= 64 * 1024 else { throw .badConfiguration("the etcd auth file \(path) is over 64 KiB: it should hold a name and a password") }
+            guard bytes.count <= 64 * 1024 else {
+                throw .badConfiguration(
+                    "the etcd auth file \(path) is over 64 KiB: it should hold a name and a password")
+            }
         }
         guard let text = String(validating: bytes, as: UTF8.self) else {
             throw .badConfiguration("the etcd auth file \(path) is not UTF-8 text")
@@ -77,7 +83,9 @@ public struct EtcdCredentials: Sendable, Equatable {
         switch lines.count {
         case 1:
             guard let colon = lines[0].firstIndex(of: ":") else {
-                throw .badConfiguration("the etcd auth file \(path) has one line without ':': write 'name:password', or the name and the password on two lines")
+                throw .badConfiguration(
+                    "the etcd auth file \(path) has one line without ':': write 'name:password', or the name and the password on two lines"
+                )
             }
             name = lines[0][..<colon]
             password = lines[0][lines[0].index(after: colon)...]
@@ -85,7 +93,9 @@ public struct EtcdCredentials: Sendable, Equatable {
             name = lines[0]
             password = lines[1]
         default:
-            throw .badConfiguration("the etcd auth file \(path) has \(lines.count) lines: write 'name:password', or the name and the password on two lines")
+            throw .badConfiguration(
+                "the etcd auth file \(path) has \(lines.count) lines: write 'name:password', or the name and the password on two lines"
+            )
         }
         guard !name.isEmpty, !password.isEmpty else {
             throw .badConfiguration("the etcd auth file \(path) has an empty \(name.isEmpty ? "name" : "password")")

@@ -22,15 +22,21 @@ enum EtcdGRPC {
         if limit > 0 { appendVarint(3, UInt64(limit), to: &message) }
         if let revision, revision > 0 { appendVarint(4, UInt64(revision), to: &message) }
         let length = UInt32(message.count)
-        return Data([0, UInt8(length >> 24), UInt8(length >> 16 & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF)] + message)
+        return Data(
+            [0, UInt8(length >> 24), UInt8(length >> 16 & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF)]
+                + message)
     }
 
     /// Reads a framed `RangeResponse`.
-    static func rangeResponse(_ data: Data) throws(EtcdError) -> (keyValues: [EtcdKeyValue], more: Bool, revision: Int64?, cluster: UInt64?) {
+    static func rangeResponse(_ data: Data) throws(EtcdError) -> (
+        keyValues: [EtcdKeyValue], more: Bool, revision: Int64?, cluster: UInt64?
+    ) {
         let bytes = [UInt8](data)
         guard bytes.count >= 5, bytes[0] == 0 else { throw refuse("not one uncompressed gRPC message") }
         let length = Int(bytes[1]) << 24 | Int(bytes[2]) << 16 | Int(bytes[3]) << 8 | Int(bytes[4])
-        guard bytes.count == 5 + length else { throw refuse("a message of \(bytes.count - 5) bytes framed as \(length)") }
+        guard bytes.count == 5 + length else {
+            throw refuse("a message of \(bytes.count - 5) bytes framed as \(length)")
+        }
         var keyValues: [EtcdKeyValue] = []
         var more = false
         var revision: Int64?

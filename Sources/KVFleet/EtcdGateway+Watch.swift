@@ -18,7 +18,9 @@ extension EtcdGateway {
         from key: [UInt8], end: [UInt8], startRevision: Int64, progressInterval: Duration,
         receive: (EtcdWatchMessage) -> Bool
     ) throws(EtcdError) {
-        try watch(from: key, end: end, startRevision: startRevision, progressInterval: progressInterval, checksCluster: true, receive: receive)
+        try watch(
+            from: key, end: end, startRevision: startRevision, progressInterval: progressInterval, checksCluster: true,
+            receive: receive)
     }
 
     /// ``watch(from:end:startRevision:progressInterval:receive:)``; `checksCluster`: whether
@@ -40,7 +42,8 @@ extension EtcdGateway {
             while true {
                 let token = try currentToken(renew: renewed)
                 switch try watchOnce(
-                    url.appendingPathComponent("/v3/watch"), body, token: token, member: index, idleLimit: limit, checksCluster: checksCluster, receive)
+                    url.appendingPathComponent("/v3/watch"), body, token: token, member: index, idleLimit: limit,
+                    checksCluster: checksCluster, receive)
                 {
                 case .endedByReceiver:
                     return
@@ -85,11 +88,14 @@ extension EtcdGateway {
                     let error = try GatewayJSON.decode(GatewayErrorJSON.self, from: body)
                     return try rejected(error, origin, created: created, member: member)
                 }
-                return try broken(failure?.reason ?? "\(origin): etcd closed the watch stream", created: created, member: member)
+                return try broken(
+                    failure?.reason ?? "\(origin): etcd closed the watch stream", created: created, member: member)
             case .line(let data):
                 let line = try GatewayJSON.decode(WatchLineJSON.self, from: data)
                 if let error = line.error { return try rejected(error, origin, created: created, member: member) }
-                guard let response = line.result else { throw recorded(.protocolError("a watch line with neither result nor error")) }
+                guard let response = line.result else {
+                    throw recorded(.protocolError("a watch line with neither result nor error"))
+                }
                 if let outcome = try cancelled(response) { return outcome }
                 if checksCluster { try checkCluster(response.header?.cluster) }
                 if response.created == true {
@@ -108,7 +114,9 @@ extension EtcdGateway {
         throw .unreachable(reason)
     }
 
-    private func rejected(_ error: GatewayErrorJSON, _ origin: String, created: Bool, member: Int) throws(EtcdError) -> WatchOutcome {
+    private func rejected(_ error: GatewayErrorJSON, _ origin: String, created: Bool, member: Int) throws(EtcdError)
+        -> WatchOutcome
+    {
         switch error.kind {
         case .invalidToken: return .tokenRejected(error.message)
         case .unavailable: return try broken("\(origin): \(error.message)", created: created, member: member)
@@ -122,7 +130,9 @@ extension EtcdGateway {
         if let revision = response.compactRevision?.value, revision > 0 { throw .compacted(revision) }
         let reason = response.cancelReason ?? "no reason given"
         // etcd 3.4 cancels a watch whose token it cannot check with "permission denied".
-        if reason.contains("permission denied") || reason.contains("invalid auth token") { return .tokenRejected(reason) }
+        if reason.contains("permission denied") || reason.contains("invalid auth token") {
+            return .tokenRejected(reason)
+        }
         throw recorded(.protocolError("etcd cancelled the watch: \(reason)"))
     }
 
@@ -137,7 +147,8 @@ extension EtcdGateway {
     /// and names it); 0 when that fails. Used after a range read was refused as compacted.
     func compactRevision(key: [UInt8]) -> Int64 {
         do throws(EtcdError) {
-            try watch(from: key, end: [], startRevision: 1, progressInterval: requestTimeout / 2, checksCluster: false) { _ in false }
+            try watch(from: key, end: [], startRevision: 1, progressInterval: requestTimeout / 2, checksCluster: false)
+            { _ in false }
         } catch .compacted(let revision) {
             return revision
         } catch {}

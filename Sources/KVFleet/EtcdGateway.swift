@@ -54,16 +54,21 @@ public final class EtcdGateway: EtcdAPI {
     /// Connects to nothing yet. `caFile`: the PEM certificate authorities that sign the
     /// members' https certificates (etcdctl's `--cacert`); nil trusts the system's.
     public init(
-        endpoints: [String], credentials: EtcdCredentials? = nil, caFile: String? = nil, requestTimeout: Duration = .seconds(5),
+        endpoints: [String], credentials: EtcdCredentials? = nil, caFile: String? = nil,
+        requestTimeout: Duration = .seconds(5),
         warn: @escaping @Sendable (String) -> Void = { _ in }
     ) throws(EtcdError) {
-        guard !endpoints.isEmpty else { throw .badConfiguration("no etcd endpoint given: pass at least one URL such as http://127.0.0.1:2379") }
+        guard !endpoints.isEmpty else {
+            throw .badConfiguration("no etcd endpoint given: pass at least one URL such as http://127.0.0.1:2379")
+        }
         var urls: [URL] = []
         for endpoint in endpoints {
-            guard let url = URL(string: endpoint), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
+            guard let url = URL(string: endpoint), let scheme = url.scheme?.lowercased(),
+                scheme == "http" || scheme == "https",
                 url.host?.isEmpty == false
             else {
-                throw .badConfiguration("etcd endpoint '\(endpoint)' is not an http:// or https:// URL such as http://10.0.0.1:2379")
+                throw .badConfiguration(
+                    "etcd endpoint '\(endpoint)' is not an http:// or https:// URL such as http://10.0.0.1:2379")
             }
             urls.append(url)
         }
@@ -98,11 +103,16 @@ public final class EtcdGateway: EtcdAPI {
 
     /// A page of keys, through etcd's gRPC `Range` (``EtcdGRPC``), or through the JSON gateway
     /// once a member has shown it cannot take gRPC.
-    public func range(from key: [UInt8], end: [UInt8], revision: Int64?, limit: Int) throws(EtcdError) -> EtcdRangePage {
-        guard !state.withLock({ $0.rangesOverJSON }) else { return try jsonRange(from: key, end: end, revision: revision, limit: limit) }
+    public func range(from key: [UInt8], end: [UInt8], revision: Int64?, limit: Int) throws(EtcdError) -> EtcdRangePage
+    {
+        guard !state.withLock({ $0.rangesOverJSON }) else {
+            return try jsonRange(from: key, end: end, revision: revision, limit: limit)
+        }
         let data: Data
         do throws(EtcdError) {
-            data = try call(EtcdGRPC.rangePath, EtcdGRPC.rangeRequest(key: key, end: end, revision: revision, limit: limit), idempotent: true, wire: .grpc)
+            data = try call(
+                EtcdGRPC.rangePath, EtcdGRPC.rangeRequest(key: key, end: end, revision: revision, limit: limit),
+                idempotent: true, wire: .grpc)
         } catch .compacted {
             throw .compacted(compactRevision(key: key))
         } catch .protocolError(let message) where message.hasPrefix(Self.notGRPC) {
@@ -112,7 +122,9 @@ public final class EtcdGateway: EtcdAPI {
             return page
         }
         let response = try EtcdGRPC.rangeResponse(data)
-        guard let newest = response.revision else { throw .protocolError("a gRPC range answer without a header revision") }
+        guard let newest = response.revision else {
+            throw .protocolError("a gRPC range answer without a header revision")
+        }
         try checkCluster(response.cluster)
         return EtcdRangePage(keyValues: response.keyValues, more: response.more, revision: revision ?? newest)
     }
@@ -130,7 +142,8 @@ public final class EtcdGateway: EtcdAPI {
         let response = try RangeResponseJSON.read(data)
         let newest = try Self.revision(response.header)
         try checkCluster(response.header?.cluster)
-        return EtcdRangePage(keyValues: (response.kvs ?? []).map(\.keyValue), more: response.more ?? false, revision: revision ?? newest)
+        return EtcdRangePage(
+            keyValues: (response.kvs ?? []).map(\.keyValue), more: response.more ?? false, revision: revision ?? newest)
     }
 
     public func commit(_ transaction: EtcdTransaction) throws(EtcdError) -> (succeeded: Bool, revision: Int64) {
@@ -140,7 +153,9 @@ public final class EtcdGateway: EtcdAPI {
     }
 
     static func revision(_ header: HeaderJSON?) throws(EtcdError) -> Int64 {
-        guard let revision = header?.revision?.value else { throw .protocolError("an answer without a header revision") }
+        guard let revision = header?.revision?.value else {
+            throw .protocolError("an answer without a header revision")
+        }
         return revision
     }
 
@@ -152,7 +167,9 @@ public final class EtcdGateway: EtcdAPI {
         var reasons: [String] = []
         var withoutHTTP2 = 0
         for (index, url) in membersInTurn() {
-            switch try attempt(url.appendingPathComponent(path), body, idempotent: idempotent, member: index, wire: wire) {
+            switch try attempt(
+                url.appendingPathComponent(path), body, idempotent: idempotent, member: index, wire: wire)
+            {
             case .answer(let data):
                 state.withLock { $0.current = index }
                 return data
@@ -165,7 +182,9 @@ public final class EtcdGateway: EtcdAPI {
             }
         }
         // No member took the gRPC call as HTTP/2: whatever stands in front of them may not.
-        if withoutHTTP2 == reasons.count { throw .protocolError(Self.notGRPC + " (\(reasons.joined(separator: "; ")))") }
+        if withoutHTTP2 == reasons.count {
+            throw .protocolError(Self.notGRPC + " (\(reasons.joined(separator: "; ")))")
+        }
         throw .unreachable(reasons.joined(separator: "; "))
     }
 
@@ -194,7 +213,9 @@ public final class EtcdGateway: EtcdAPI {
     /// the JSON gateway from then on.
     static let notGRPC = "the member did not answer a gRPC call with a gRPC status"
 
-    private func exchange(_ wire: Wire, _ url: URL, _ body: Data, token: String?) throws(GatewayTransport.Failure) -> WireReply {
+    private func exchange(_ wire: Wire, _ url: URL, _ body: Data, token: String?) throws(GatewayTransport.Failure)
+        -> WireReply
+    {
         switch wire {
         case .json:
             let reply = try transport.post(url, body: body, token: token)
@@ -208,7 +229,8 @@ public final class EtcdGateway: EtcdAPI {
 
     /// One member: the answer, a reason to try the next one, or an error for the caller. A
     /// transaction whose outcome is unknown also moves the next call to the next member.
-    func attempt(_ url: URL, _ body: Data, idempotent: Bool, member index: Int, wire: Wire) throws(EtcdError) -> Attempt {
+    func attempt(_ url: URL, _ body: Data, idempotent: Bool, member index: Int, wire: Wire) throws(EtcdError) -> Attempt
+    {
         var renewed = false
         while true {
             let token = try currentToken(renew: false)
@@ -294,12 +316,15 @@ public final class EtcdGateway: EtcdAPI {
                 return state.authDisabled
             }
             if !wasDisabled {
-                warn("etcd says authentication is not enabled: calling it without the credentials of '\(credentials.name)' (--etcd-auth-file) until it asks for them")
+                warn(
+                    "etcd says authentication is not enabled: calling it without the credentials of '\(credentials.name)' (--etcd-auth-file) until it asks for them"
+                )
             }
             return nil
         }
         guard let token = try GatewayJSON.decode(AuthenticateResponseJSON.self, from: data).token, !token.isEmpty else {
-            throw recorded(.authentication("etcd gave no token for user '\(credentials.name)' (is authentication enabled?)"))
+            throw recorded(
+                .authentication("etcd gave no token for user '\(credentials.name)' (is authentication enabled?)"))
         }
         state.withLock { (state: inout State) in (state.token, state.authDisabled) = (token, false) }
         return token

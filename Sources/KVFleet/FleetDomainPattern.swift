@@ -18,9 +18,12 @@ public struct FleetDomainPattern: Sendable, Equatable, CustomStringConvertible {
     /// Compiles `text`; refuses an empty pattern, one with `/` or a NUL (no domain has them),
     /// and one ending in an unpaired `\`.
     public init(validating text: String) throws(FleetLayoutError) {
-        guard !text.isEmpty else { throw FleetLayoutError(text: text, reason: "a fleet-domain pattern must not be empty") }
+        guard !text.isEmpty else {
+            throw FleetLayoutError(text: text, reason: "a fleet-domain pattern must not be empty")
+        }
         guard !text.unicodeScalars.contains("/"), !text.unicodeScalars.contains("\0") else {
-            throw FleetLayoutError(text: text, reason: "a fleet-domain pattern must not contain '/' or NUL: no domain name does")
+            throw FleetLayoutError(
+                text: text, reason: "a fleet-domain pattern must not contain '/' or NUL: no domain name does")
         }
         self.text = text
         self.tokens = try Self.compile(Array(text.unicodeScalars), text: text)
@@ -85,7 +88,9 @@ public struct FleetDomainPattern: Sendable, Equatable, CustomStringConvertible {
             }
         }
 
-        static let classNames: Set<String> = ["alnum", "alpha", "blank", "cntrl", "digit", "graph", "lower", "print", "punct", "space", "upper", "xdigit"]
+        static let classNames: Set<String> = [
+            "alnum", "alpha", "blank", "cntrl", "digit", "graph", "lower", "print", "punct", "space", "upper", "xdigit",
+        ]
 
         private static func classContains(_ name: String, _ byte: UInt8) -> Bool {
             let isUpper = (0x41...0x5A).contains(byte)
@@ -122,7 +127,10 @@ public struct FleetDomainPattern: Sendable, Equatable, CustomStringConvertible {
                 tokens.append(.any)
             case "\\":
                 guard index < scalars.count else {
-                    throw FleetLayoutError(text: text, reason: "a fleet-domain pattern must not end with an unpaired '\\' (write '\\\\' for a backslash)")
+                    throw FleetLayoutError(
+                        text: text,
+                        reason:
+                            "a fleet-domain pattern must not end with an unpaired '\\' (write '\\\\' for a backslash)")
                 }
                 tokens.append(.literal(scalars[index]))
                 index += 1
@@ -155,7 +163,9 @@ public struct FleetDomainPattern: Sendable, Equatable, CustomStringConvertible {
             var scalar = scalars[index]
             if scalar == "]" && !first { return (.set(negated: negated, items: items), index + 1) }
             first = false
-            if scalar == "[", index + 1 < scalars.count, scalars[index + 1] == ":", case let (name, next)? = posixClass(scalars, from: index + 2) {
+            if scalar == "[", index + 1 < scalars.count, scalars[index + 1] == ":",
+                case let (name, next)? = posixClass(scalars, from: index + 2)
+            {
                 items.append(.posixClass(name))
                 index = next
                 continue

@@ -24,7 +24,8 @@ public struct FleetLayout: Sendable {
     /// (``FleetDomainPattern/init(validating:)``).
     public init(prefix: String = FleetLayout.defaultPrefix, domainPatterns: [String]) throws(FleetLayoutError) {
         guard !prefix.isEmpty else {
-            throw FleetLayoutError(text: prefix, reason: "the etcd prefix must not be empty (the default is \"\(Self.defaultPrefix)\")")
+            throw FleetLayoutError(
+                text: prefix, reason: "the etcd prefix must not be empty (the default is \"\(Self.defaultPrefix)\")")
         }
         var patterns: [FleetDomainPattern] = []
         for text in domainPatterns { patterns.append(try FleetDomainPattern(validating: text)) }
@@ -81,12 +82,20 @@ public struct FleetLayout: Sendable {
         let path = rest.dropFirst(kind.folder.utf8.count)
         let slash = path.firstIndex(of: UInt8(ascii: "/"))
         let domainText = String(decoding: path[..<(slash ?? path.endIndex)], as: UTF8.self)
-        guard matchesAnyPattern(domainText) else { return .ignored("domain \"\(domainText)\" is not a fleet domain of this host") }
+        guard matchesAnyPattern(domainText) else {
+            return .ignored("domain \"\(domainText)\" is not a fleet domain of this host")
+        }
         let domain: Domain
         do { domain = try Domain(validating: domainText) } catch { return .unreadable(error.description) }
-        guard let slash else { return .unreadable("no key follows the domain (the layout is \(kind.folder)DOMAIN/KEY)") }
-        guard let keyText = String(validating: path[(slash + 1)...], as: UTF8.self) else { return .unreadable("the key is not valid UTF-8") }
-        do { return .fleet(FleetName(kind: kind, domain: domain, key: try Key(validating: keyText))) } catch { return .unreadable(error.description) }
+        guard let slash else {
+            return .unreadable("no key follows the domain (the layout is \(kind.folder)DOMAIN/KEY)")
+        }
+        guard let keyText = String(validating: path[(slash + 1)...], as: UTF8.self) else {
+            return .unreadable("the key is not valid UTF-8")
+        }
+        do { return .fleet(FleetName(kind: kind, domain: domain, key: try Key(validating: keyText))) } catch {
+            return .unreadable(error.description)
+        }
     }
 }
 

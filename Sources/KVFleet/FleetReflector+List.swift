@@ -2,7 +2,9 @@ import KVValues
 
 extension FleetReflector {
     /// Lists the layout's range at one revision and hands the sink one replace.
-    func list(_ loop: inout Loop, _ report: (FleetReflectorEvent) -> Void, _ sink: (FleetUpdate) throws -> Void) -> Outcome {
+    func list(_ loop: inout Loop, _ report: (FleetReflectorEvent) -> Void, _ sink: (FleetUpdate) throws -> Void)
+        -> Outcome
+    {
         update { $0.phase = .listing }
         let (start, end) = layout.range
         var from = start
@@ -27,7 +29,9 @@ extension FleetReflector {
             pinned = revision
             for keyValue in page.keyValues { add(keyValue, to: &snapshot, problems: &problems) }
             guard page.more else { break }
-            guard let last = page.keyValues.last else { return .failed("listing the fleet failed: etcd said more keys follow a page with none") }
+            guard let last = page.keyValues.last else {
+                return .failed("listing the fleet failed: etcd said more keys follow a page with none")
+            }
             from = last.key + [0]
         }
         guard let revision = pinned else { return .stopped }
@@ -46,7 +50,9 @@ extension FleetReflector {
         return .listed
     }
 
-    private func add(_ keyValue: EtcdKeyValue, to snapshot: inout FleetSnapshot, problems: inout [[UInt8]: FleetProblem]) {
+    private func add(
+        _ keyValue: EtcdKeyValue, to snapshot: inout FleetSnapshot, problems: inout [[UInt8]: FleetProblem]
+    ) {
         switch read(keyValue) {
         case .ignored: break
         case .value(let name, let value): snapshot.values[name.domain, default: [:]][name.key] = value
@@ -66,7 +72,8 @@ extension FleetReflector {
 
     func read(_ keyValue: EtcdKeyValue) -> Reading {
         func problem(_ reason: String) -> FleetProblem {
-            FleetProblem(etcdKey: String(decoding: keyValue.key, as: UTF8.self), revision: keyValue.modRevision, reason: reason)
+            FleetProblem(
+                etcdKey: String(decoding: keyValue.key, as: UTF8.self), revision: keyValue.modRevision, reason: reason)
         }
         switch layout.name(ofEtcdKey: keyValue.key) {
         case .ignored:

@@ -3,12 +3,16 @@ import KVValues
 extension FleetReflector {
     /// Watches from the applied revision + 1, handing the sink one apply per etcd revision,
     /// until stopped, compacted, broken, or the sink fails.
-    func watch(_ loop: inout Loop, _ report: (FleetReflectorEvent) -> Void, _ sink: (FleetUpdate) throws -> Void) -> Outcome {
+    func watch(_ loop: inout Loop, _ report: (FleetReflectorEvent) -> Void, _ sink: (FleetUpdate) throws -> Void)
+        -> Outcome
+    {
         update { $0.phase = .watching }
         let (start, end) = layout.range
         var ended: Outcome? = nil
         do {
-            try etcd.watch(from: start, end: end, startRevision: loop.applied + 1, progressInterval: options.progressInterval) { message in
+            try etcd.watch(
+                from: start, end: end, startRevision: loop.applied + 1, progressInterval: options.progressInterval
+            ) { message in
                 guard !isStopped else {
                     ended = .stopped
                     return false
@@ -49,7 +53,8 @@ extension FleetReflector {
     /// Hands the sink the events above the applied revision, one apply per revision; returns
     /// why it stopped early (the sink failed), or nil.
     private func deliver(
-        _ events: [EtcdEvent], _ loop: inout Loop, _ report: (FleetReflectorEvent) -> Void, _ sink: (FleetUpdate) throws -> Void
+        _ events: [EtcdEvent], _ loop: inout Loop, _ report: (FleetReflectorEvent) -> Void,
+        _ sink: (FleetUpdate) throws -> Void
     ) -> String? {
         var index = events.startIndex
         while index < events.endIndex {

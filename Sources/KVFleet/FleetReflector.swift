@@ -78,7 +78,10 @@ public final class FleetReflector: Sendable {
     public static let statusProblemLimit = 100
 
     /// `sleep` replaces the backoff's wait (tests); by default the wait ends early on ``stop()``.
-    public init(etcd: any EtcdAPI, layout: FleetLayout, options: Options = Options(), sleep: (@Sendable (Duration) -> Void)? = nil) {
+    public init(
+        etcd: any EtcdAPI, layout: FleetLayout, options: Options = Options(),
+        sleep: (@Sendable (Duration) -> Void)? = nil
+    ) {
         self.etcd = etcd
         self.layout = layout
         self.options = options
@@ -144,7 +147,8 @@ public final class FleetReflector: Sendable {
     /// `report` hears of each listing, watch, relisting and failure (for the journal), on this
     /// thread, after ``status`` has taken it in.
     public func run(
-        from appliedRevision: Int64, reporting report: (FleetReflectorEvent) -> Void = { _ in }, delivering sink: (FleetUpdate) throws -> Void
+        from appliedRevision: Int64, reporting report: (FleetReflectorEvent) -> Void = { _ in },
+        delivering sink: (FleetUpdate) throws -> Void
     ) {
         update {
             $0.appliedRevision = appliedRevision

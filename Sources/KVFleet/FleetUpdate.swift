@@ -29,7 +29,8 @@ public enum FleetChange: Sendable, Equatable {
     /// The value or lock this change is about.
     public var name: FleetName {
         switch self {
-        case .set(let domain, let key, _), .remove(let domain, let key): FleetName(kind: .value, domain: domain, key: key)
+        case .set(let domain, let key, _), .remove(let domain, let key):
+            FleetName(kind: .value, domain: domain, key: key)
         case .lock(let domain, let key), .unlock(let domain, let key): FleetName(kind: .lock, domain: domain, key: key)
         }
     }
@@ -72,7 +73,8 @@ public struct FleetProblem: Sendable, Equatable, CustomStringConvertible {
             guard scalars.count > limit else { return text }
             return String(String.UnicodeScalarView(scalars.prefix(limit))) + "… (\(text.utf8.count) bytes)"
         }
-        return "etcd key \"\(cut(etcdKey, keyCharacters))\" (revision \(revision)) is left out: \(cut(reason, reasonCharacters))"
+        return
+            "etcd key \"\(cut(etcdKey, keyCharacters))\" (revision \(revision)) is left out: \(cut(reason, reasonCharacters))"
     }
 }
 

@@ -121,7 +121,8 @@ extension EtcdTransaction {
         TxnRequestJSON(
             compare: comparisons.map { comparison in
                 switch comparison {
-                case .modRevision(let key, let revision): CompareJSON(key: GatewayJSON.base64(key), modRevision: String(revision))
+                case .modRevision(let key, let revision):
+                    CompareJSON(key: GatewayJSON.base64(key), modRevision: String(revision))
                 case .modRevisionBelow(let key, let revision):
                     CompareJSON(key: GatewayJSON.base64(key), result: "LESS", modRevision: String(revision))
                 }
@@ -138,7 +139,8 @@ extension EtcdTransaction.Operation {
         case .delete(let key):
             RequestOpJSON(requestDeleteRange: DeleteRangeJSON(key: GatewayJSON.base64(key)))
         case .deleteRange(let key, let end):
-            RequestOpJSON(requestDeleteRange: DeleteRangeJSON(key: GatewayJSON.base64(key), rangeEnd: GatewayJSON.base64(end)))
+            RequestOpJSON(
+                requestDeleteRange: DeleteRangeJSON(key: GatewayJSON.base64(key), rangeEnd: GatewayJSON.base64(end)))
         }
     }
 }
@@ -197,7 +199,9 @@ struct EventJSON: Decodable {
     var kv: KeyValueJSON?
 
     var event: EtcdEvent {
-        EtcdEvent(kind: type == "DELETE" ? .delete : .put, keyValue: kv?.keyValue ?? EtcdKeyValue(key: [], value: [], modRevision: 0))
+        EtcdEvent(
+            kind: type == "DELETE" ? .delete : .put,
+            keyValue: kv?.keyValue ?? EtcdKeyValue(key: [], value: [], modRevision: 0))
     }
 }
 
@@ -260,7 +264,8 @@ extension RangeResponseJSON {
     /// zero values left out.
     static func read(_ data: Data) throws(EtcdError) -> RangeResponseJSON {
         func refuse(_ why: String) -> EtcdError {
-            .protocolError("cannot read the gateway's range answer (\(why)): \(String(decoding: data.prefix(200), as: UTF8.self))")
+            .protocolError(
+                "cannot read the gateway's range answer (\(why)): \(String(decoding: data.prefix(200), as: UTF8.self))")
         }
         let json: JSON
         do {

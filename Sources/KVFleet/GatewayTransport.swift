@@ -56,12 +56,17 @@ final class GatewayTransport: Sendable {
     /// Calls the gRPC method at `url` (`https://member/etcdserverpb.KV/Range`) with `body`, one
     /// framed protobuf message, over HTTP/2; `token` goes as etcd's `token` metadata. The
     /// answer's gRPC status is nil when it carried none (the member does not speak gRPC there).
-    func grpc(_ url: URL, body: Data, token: String?) throws(Failure) -> (status: Int, grpcStatus: Int?, message: String, body: Data) {
+    func grpc(_ url: URL, body: Data, token: String?) throws(Failure) -> (
+        status: Int, grpcStatus: Int?, message: String, body: Data
+    ) {
         let sink = BodySink { _ in true }
         var result = ccurl_grpc_result()
         let status = try exchange(url, body: body, token: token, timeout: timeout, sink: sink, grpc: &result)
         let message = withUnsafeBytes(of: result.message) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-        return (status, result.status < 0 ? nil : Int(result.status), message.removingPercentEncoding ?? message, sink.collected)
+        return (
+            status, result.status < 0 ? nil : Int(result.status), message.removingPercentEncoding ?? message,
+            sink.collected
+        )
     }
 
     /// POSTs `body` to `url` and hands the answer's bytes to `sink` as they arrive, until the
@@ -71,29 +76,37 @@ final class GatewayTransport: Sendable {
     }
 
     private func exchange(
-        _ url: URL, body: Data, token: String?, timeout: TimeInterval, sink: BodySink, grpc: UnsafeMutablePointer<ccurl_grpc_result>? = nil
+        _ url: URL, body: Data, token: String?, timeout: TimeInterval, sink: BodySink,
+        grpc: UnsafeMutablePointer<ccurl_grpc_result>? = nil
     ) throws(Failure) -> Int {
         let kind = grpc != nil
         let handle = idle.withLock { $0[kind]?.popLast() } ?? Handle()
-        guard let raw = handle.raw else { throw .notSent("\(url.absoluteString): libcurl has no handle (out of memory?)") }
+        guard let raw = handle.raw else {
+            throw .notSent("\(url.absoluteString): libcurl has no handle (out of memory?)")
+        }
         var status = 0
         var error = [CChar](repeating: 0, count: 512)
         sink.attach(raw)
         let context = Unmanaged.passUnretained(sink).toOpaque()
         let bytes = body.map { CChar(bitPattern: $0) } + [0]
         let code = ccurl_post(
-            raw, url.absoluteString, bytes, bytes.count - 1, token, caFile, Int(timeout * 1000), Int(self.timeout * 1000), onBody, onProgress,
+            raw, url.absoluteString, bytes, bytes.count - 1, token, caFile, Int(timeout * 1000),
+            Int(self.timeout * 1000), onBody, onProgress,
             context, &status, &error, grpc)
         withExtendedLifetime(sink) {}
         idle.withLock { if $0[kind, default: []].count < 8 { $0[kind, default: []].append(handle) } }
         guard code != 0 else { return status }
         if sink.stopped { return status }
-        let message = error[0] == 0 ? String(cString: ccurl_strerror(code)) : String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let message =
+            error[0] == 0
+            ? String(cString: ccurl_strerror(code))
+            : String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         let reason = "\(url.absoluteString): \(message)"
         switch code {
         case _ where grpc != nil && Self.notHTTP2Codes.contains(code):
             throw .notHTTP2(reason)
-        case 1, 3, 6, 7, 35, 51, 53, 54, 58, 59, 60, 64, 66, 77, 80, 83, 90, 91: throw .notSent(reason)  // unsupported, bad URL, resolve, connect, TLS
+        // unsupported, bad URL, resolve, connect, TLS
+        case 1, 3, 6, 7, 35, 51, 53, 54, 58, 59, 60, 64, 66, 77, 80, 83, 90, 91: throw .notSent(reason)
         default: throw .noAnswer(reason)
         }
     }
@@ -142,7 +155,9 @@ final class BodySink: @unchecked Sendable {
     }
 }
 
-private func onBody(_ bytes: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ context: UnsafeMutableRawPointer?) -> Int {
+private func onBody(
+    _ bytes: UnsafeMutablePointer<CChar>?, _ size: Int, _ count: Int, _ context: UnsafeMutableRawPointer?
+) -> Int {
     guard let bytes, let context else { return 0 }
     let sink = Unmanaged<BodySink>.fromOpaque(context).takeUnretainedValue()
     return sink.take(Data(bytes: bytes, count: size * count)) ? size * count : 0

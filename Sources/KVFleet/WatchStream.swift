@@ -39,7 +39,10 @@ final class WatchStream: @unchecked Sendable {
     private let maximumLine: Int
 
     /// Starts the POST on a new thread.
-    init(_ transport: GatewayTransport, _ url: URL, body: Data, token: String?, maximumLine: Int = WatchStream.maximumLineBytes) {
+    init(
+        _ transport: GatewayTransport, _ url: URL, body: Data, token: String?,
+        maximumLine: Int = WatchStream.maximumLineBytes
+    ) {
         self.maximumLine = maximumLine
         let sink = BodySink(collect: false) { [weak self] chunk in self?.take(chunk) ?? false }
         self.sink = sink

@@ -6,7 +6,8 @@ extension DefaultsRequest {
     private static let setPrefix = Array(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"#.utf8)
     private static let valueMember = Array(#","value":"#.utf8)
     /// The value of a `Set` sits two levels inside the call (the call, its parameters).
-    private static let setValueLimits = JSONLimits(maxDepth: JSONLimits.message.maxDepth - 2, maxBytes: JSONLimits.message.maxBytes)
+    private static let setValueLimits = JSONLimits(
+        maxDepth: JSONLimits.message.maxDepth - 2, maxBytes: JSONLimits.message.maxBytes)
 
     /// Whether `message` begins as a compact `Get` does (the one check ``fastGet(_:)`` makes
     /// first): cheap, so other calls skip the fast path's work at once.
@@ -18,7 +19,9 @@ extension DefaultsRequest {
     /// every compact call ends with).
     private static func begins(_ message: ArraySlice<UInt8>, with prefix: [UInt8]) -> Bool {
         message.count > prefix.count + 2
-            && message.withUnsafeBytes { bytes in prefix.withUnsafeBytes { memcmp($0.baseAddress!, bytes.baseAddress!, $0.count) == 0 } }
+            && message.withUnsafeBytes { bytes in
+                prefix.withUnsafeBytes { memcmp($0.baseAddress!, bytes.baseAddress!, $0.count) == 0 }
+            }
     }
 
     /// The daemon's fast path for its commonest call: a `Get` written compactly, as kvd's own
@@ -28,7 +31,9 @@ extension DefaultsRequest {
     /// ``init(call:)``); what it returns is what the general path would make of the message,
     /// a `Get` that is neither `oneway` nor `more` (the varlink fuzz target checks this).
     public static func fastGet(_ message: ArraySlice<UInt8>) -> (Domain, Key)? {
-        guard beginsAsGet(message), message.last == UInt8(ascii: "}"), message[message.endIndex - 2] == UInt8(ascii: "}") else { return nil }
+        guard beginsAsGet(message), message.last == UInt8(ascii: "}"),
+            message[message.endIndex - 2] == UInt8(ascii: "}")
+        else { return nil }
         return message.withUnsafeBufferPointer { bytes -> (Domain, Key)? in
             var position = getPrefix.count
             var domain: String?
@@ -38,7 +43,9 @@ extension DefaultsRequest {
                     guard position < bytes.count, bytes[position] == UInt8(ascii: ",") else { return nil }
                     position += 1
                 }
-                guard let name = plainString(bytes, &position), position < bytes.count, bytes[position] == UInt8(ascii: ":") else {
+                guard let name = plainString(bytes, &position), position < bytes.count,
+                    bytes[position] == UInt8(ascii: ":")
+                else {
                     return nil
                 }
                 position += 1
@@ -64,20 +71,26 @@ extension DefaultsRequest {
     /// general path makes the error reply; what it returns is the request the general path would
     /// make, neither `oneway` nor `more` (the varlink fuzz target checks this).
     public static func fastSet(_ message: ArraySlice<UInt8>) -> DefaultsRequest? {
-        guard begins(message, with: setPrefix), message.last == UInt8(ascii: "}"), message[message.endIndex - 2] == UInt8(ascii: "}")
+        guard begins(message, with: setPrefix), message.last == UInt8(ascii: "}"),
+            message[message.endIndex - 2] == UInt8(ascii: "}")
         else { return nil }
         let parsed = message.withUnsafeBufferPointer { bytes -> (String, String, Range<Int>)? in
             var position = setPrefix.count  // the domain's opening quote
-            guard let domain = plainString(bytes, &position), position < bytes.count, bytes[position] == UInt8(ascii: ","),
+            guard let domain = plainString(bytes, &position), position < bytes.count,
+                bytes[position] == UInt8(ascii: ","),
                 bytes[position...].starts(with: #","key":"#.utf8)
             else { return nil }
             position += 7
-            guard let key = plainString(bytes, &position), bytes[position...].starts(with: valueMember) else { return nil }
+            guard let key = plainString(bytes, &position), bytes[position...].starts(with: valueMember) else {
+                return nil
+            }
             return (domain, key, (position + valueMember.count)..<(bytes.count - 2))
         }
         guard let (domain, key, valueRange) = parsed,
             let validDomain = try? Domain(validating: domain), let validKey = try? Key(validating: key),
-            let json = try? JSONParser.parse(message[(message.startIndex + valueRange.lowerBound)..<(message.startIndex + valueRange.upperBound)], limits: setValueLimits),
+            let json = try? JSONParser.parse(
+                message[(message.startIndex + valueRange.lowerBound)..<(message.startIndex + valueRange.upperBound)],
+                limits: setValueLimits),
             json != .null, let value = try? Parameters.value(json)
         else { return nil }
         return .set(validDomain, validKey, value, ifRevision: nil)

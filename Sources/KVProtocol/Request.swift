@@ -20,7 +20,9 @@ extension Change {
         guard case .array(let elements) = json else { throw Parameters.invalid(name) }
         var changes: [Change] = []
         for element in elements {
-            guard case .object(let change) = element, case .string(let keyName)? = change["key"] else { throw Parameters.invalid(name) }
+            guard case .object(let change) = element, case .string(let keyName)? = change["key"] else {
+                throw Parameters.invalid(name)
+            }
             let key = try Parameters.key(keyName)
             switch change["value"] {
             case nil, .null?: changes.append(Change(key: key, value: nil))
@@ -47,7 +49,9 @@ extension VarlinkReply {
     /// With `unreadable`, the reply to `ListAll`, which also names the keys whose stored values
     /// cannot be read, with the reason.
     /// `sources` names the values that do not come from the user (a user's kvd with a system layer).
-    public static func list(_ values: [Key: Value], revision: Int64, unreadable: [Key: String]? = nil, sources: [Key: ValueSource] = [:]) -> VarlinkReply {
+    public static func list(
+        _ values: [Key: Value], revision: Int64, unreadable: [Key: String]? = nil, sources: [Key: ValueSource] = [:]
+    ) -> VarlinkReply {
         let members = values.reduce(into: [String: JSON]()) { $0[$1.key.name] = $1.value.typedJSON }
         var parameters: [String: JSON] = ["values": .object(members), "revision": .integer(revision)]
         if !sources.isEmpty {
@@ -65,10 +69,13 @@ extension VarlinkReply {
     /// `systemRevision`: in a user's kvd that follows a system instance, the system instance's
     /// revision the reply's values reflect (nil: none known; not sent).
     public static func watch(
-        revision: Int64, changes: [Change], initial: Bool, sources: [Key: ValueSource] = [:], systemRevision: Int64? = nil
+        revision: Int64, changes: [Change], initial: Bool, sources: [Key: ValueSource] = [:],
+        systemRevision: Int64? = nil
     ) -> VarlinkReply {
         let items = sources.isEmpty ? changes.map(\.json) : changes.map { $0.json(source: sources[$0.key] ?? .user) }
-        var parameters: [String: JSON] = ["revision": .integer(revision), "changes": .array(items), "initial": .bool(initial)]
+        var parameters: [String: JSON] = [
+            "revision": .integer(revision), "changes": .array(items), "initial": .bool(initial),
+        ]
         if let systemRevision { parameters["systemRevision"] = .integer(systemRevision) }
         return VarlinkReply(parameters: parameters, continues: true)
     }
@@ -115,7 +122,9 @@ public enum DefaultsRequest: Sendable, Equatable {
     public var isWrite: Bool {
         switch self {
         case .set, .delete, .apply, .lock, .unlock, .forgetHistory, .keepHistory: true
-        case .get, .list, .listAll, .domains, .watch, .getInfo, .getInterfaceDescription, .locks, .mirror, .status, .history, .backup: false
+        case .get, .list, .listAll, .domains, .watch, .getInfo, .getInterfaceDescription, .locks, .mirror, .status,
+            .history, .backup:
+            false
         }
     }
 
@@ -135,7 +144,8 @@ public enum DefaultsRequest: Sendable, Equatable {
         case "io.kvd.Defaults.Set":
             self = .set(try p.domain(), try p.key(), try p.value("value"), ifRevision: try p.optionalInt("ifRevision"))
         case "io.kvd.Defaults.Delete": self = .delete(try p.domain(), try p.optionalKey())
-        case "io.kvd.Defaults.Apply": self = .apply(try p.domain(), try p.changes(), ifRevision: try p.optionalInt("ifRevision"))
+        case "io.kvd.Defaults.Apply":
+            self = .apply(try p.domain(), try p.changes(), ifRevision: try p.optionalInt("ifRevision"))
         case "io.kvd.Defaults.List": self = .list(try p.domain())
         case "io.kvd.Defaults.ListAll": self = .listAll(try p.domain())
         case "io.kvd.Defaults.Domains": self = .domains
@@ -146,9 +156,11 @@ public enum DefaultsRequest: Sendable, Equatable {
             guard revision.map({ $0 >= 0 }) ?? true else { throw Parameters.invalid("atRevision") }
             let before = try p.optionalInt("beforeRevision")
             guard before.map({ $0 > 0 }) ?? true else { throw Parameters.invalid("beforeRevision") }
-            self = .history(try p.domain(), try p.optionalKey(), limit: limit, atRevision: revision, beforeRevision: before)
+            self = .history(
+                try p.domain(), try p.optionalKey(), limit: limit, atRevision: revision, beforeRevision: before)
         case "io.kvd.Defaults.ForgetHistory": self = .forgetHistory(try p.domain(), try p.optionalKey())
-        case "io.kvd.Defaults.KeepHistory": self = .keepHistory(try p.domain(), try p.optionalKey(), keep: try p.bool("keep"))
+        case "io.kvd.Defaults.KeepHistory":
+            self = .keepHistory(try p.domain(), try p.optionalKey(), keep: try p.bool("keep"))
         case "io.kvd.Defaults.Backup":
             guard call.more else { throw RequestError(.failure(ServiceInterface.Error.expectedMore)) }
             self = .backup
@@ -275,7 +287,9 @@ extension DefaultsRequest {
             return method("\(interface).Get", ["domain": .string(domain.name), "key": .string(key.name)])
         case .set(let domain, let key, let value, let ifRevision):
             // In this order, so that the daemon's fast path (``fastSet(_:)``) takes it.
-            var members: JSONMembers = ["domain": .string(domain.name), "key": .string(key.name), "value": value.typedJSON]
+            var members: JSONMembers = [
+                "domain": .string(domain.name), "key": .string(key.name), "value": value.typedJSON,
+            ]
             if let ifRevision { members.pairs.append((name: "ifRevision", value: .integer(ifRevision))) }
             return VarlinkCall(method: "\(interface).Set", parameterMembers: members)
         case .delete(let domain, let key):
@@ -284,7 +298,8 @@ extension DefaultsRequest {
             return method(
                 "\(interface).Apply",
                 [
-                    "domain": .string(domain.name), "changes": .array(changes.map(\.json)), "ifRevision": ifRevision.map(JSON.integer),
+                    "domain": .string(domain.name), "changes": .array(changes.map(\.json)),
+                    "ifRevision": ifRevision.map(JSON.integer),
                 ])
         case .list(let domain):
             return method("\(interface).List", ["domain": .string(domain.name)])
@@ -293,7 +308,8 @@ extension DefaultsRequest {
         case .domains:
             return method("\(interface).Domains", [:])
         case .watch(let domain, let key):
-            return method("\(interface).Watch", ["domain": .string(domain.name), "key": key.map { .string($0.name) }], more: true)
+            return method(
+                "\(interface).Watch", ["domain": .string(domain.name), "key": key.map { .string($0.name) }], more: true)
         case .getInfo:
             return method("\(ServiceInterface.name).GetInfo", [:])
         case .getInterfaceDescription(let name):
@@ -311,14 +327,18 @@ extension DefaultsRequest {
         case .backup:
             return method("\(interface).Backup", [:], more: true)
         case .forgetHistory(let domain, let key):
-            return method("\(interface).ForgetHistory", ["domain": .string(domain.name), "key": key.map { .string($0.name) }])
+            return method(
+                "\(interface).ForgetHistory", ["domain": .string(domain.name), "key": key.map { .string($0.name) }])
         case .keepHistory(let domain, let key, let keep):
-            return method("\(interface).KeepHistory", ["domain": .string(domain.name), "key": key.map { .string($0.name) }, "keep": .bool(keep)])
+            return method(
+                "\(interface).KeepHistory",
+                ["domain": .string(domain.name), "key": key.map { .string($0.name) }, "keep": .bool(keep)])
         case .history(let domain, let key, let limit, let atRevision, let before):
             return method(
                 "\(interface).History",
                 [
-                    "domain": .string(domain.name), "key": key.map { .string($0.name) }, "limit": limit.map(JSON.integer),
+                    "domain": .string(domain.name), "key": key.map { .string($0.name) },
+                    "limit": limit.map(JSON.integer),
                     "atRevision": atRevision.map(JSON.integer), "beforeRevision": before.map(JSON.integer),
                 ])
         }

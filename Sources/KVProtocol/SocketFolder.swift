@@ -22,11 +22,13 @@ public enum SocketFolder {
     ) throws(SocketFolderError) {
         guard socketPath.hasPrefix(fallback + "/") else { return }
         if mkdir(fallback, 0o700) != 0, errno != EEXIST {
-            throw SocketFolderError(folder: fallback, problem: .unusable("cannot be created: \(String(cString: strerror(errno)))"))
+            throw SocketFolderError(
+                folder: fallback, problem: .unusable("cannot be created: \(String(cString: strerror(errno)))"))
         }
         var info = stat()
         guard lstat(fallback, &info) == 0 else {
-            throw SocketFolderError(folder: fallback, problem: .unusable("cannot be inspected: \(String(cString: strerror(errno)))"))
+            throw SocketFolderError(
+                folder: fallback, problem: .unusable("cannot be inspected: \(String(cString: strerror(errno)))"))
         }
         if let problem = SocketFolderError.Problem(info, owner: owner) {
             throw SocketFolderError(folder: fallback, problem: problem)
@@ -75,12 +77,15 @@ public struct SocketFolderError: Error, Sendable, Equatable, CustomStringConvert
         let elsewhere = "or set XDG_RUNTIME_DIR or KVD_SOCKET to a folder of your own"
         switch problem {
         case .notAFolder(let kind):
-            return "the socket folder \(folder) is \(kind), so kvd programs will not use it; remove it (rm \(folder)) \(elsewhere)"
+            return
+                "the socket folder \(folder) is \(kind), so kvd programs will not use it; remove it (rm \(folder)) \(elsewhere)"
         case .owner(let actual, let expected):
-            return "the socket folder \(folder) belongs to uid \(actual), not to you (uid \(expected)), so kvd programs will not use it: "
+            return
+                "the socket folder \(folder) belongs to uid \(actual), not to you (uid \(expected)), so kvd programs will not use it: "
                 + "another user could read and answer your settings there; have it removed (rm -r \(folder), as root or its owner) \(elsewhere)"
         case .mode(let mode):
-            return "the socket folder \(folder) has mode 0\(String(mode, radix: 8)), so other users could put their own socket there and kvd "
+            return
+                "the socket folder \(folder) has mode 0\(String(mode, radix: 8)), so other users could put their own socket there and kvd "
                 + "programs will not use it; remove it (rm -r \(folder)) so that it is made again with mode 0700, \(elsewhere)"
         case .unusable(let reason):
             return "the socket folder \(folder) \(reason); \(elsewhere)"

@@ -25,7 +25,8 @@ public struct SystemStatus: Sendable, Equatable {
 
     /// Reads a `Status` reply's parameters; nil when a member is missing or of the wrong type.
     public init?(json members: [String: JSON]) {
-        guard case .integer(let revision)? = members["revision"], case .integer(let domains)? = members["domains"] else { return nil }
+        guard case .integer(let revision)? = members["revision"], case .integer(let domains)? = members["domains"]
+        else { return nil }
         var fleet: FleetStatus? = nil
         if let member = members["fleet"], member != .null {
             guard let decoded = FleetStatus(json: member) else { return nil }
@@ -66,7 +67,8 @@ public struct FleetStatus: Sendable, Equatable {
     public var domains: [String]
 
     public init(
-        endpoints: [String], memberInUse: String?, phase: String, appliedRevision: Int64, seenRevision: Int64, relists: Int,
+        endpoints: [String], memberInUse: String?, phase: String, appliedRevision: Int64, seenRevision: Int64,
+        relists: Int,
         lastError: String?, problems: [String], problemCount: Int? = nil, prefix: String, domains: [String]
     ) {
         self.endpoints = endpoints
@@ -112,10 +114,12 @@ public struct FleetStatus: Sendable, Equatable {
             default: nil
             }
         }
-        guard let endpoints = strings("endpoints"), let problems = strings("problems"), let domains = strings("domains"),
+        guard let endpoints = strings("endpoints"), let problems = strings("problems"),
+            let domains = strings("domains"),
             case .string(let phase)? = json["phase"], case .string(let prefix)? = json["prefix"],
             case .integer(let applied)? = json["appliedRevision"], case .integer(let seen)? = json["seenRevision"],
-            case .integer(let relists)? = json["relists"], let member = optional("memberInUse"), let lastError = optional("lastError")
+            case .integer(let relists)? = json["relists"], let member = optional("memberInUse"),
+            let lastError = optional("lastError")
         else { return nil }
         var count: Int? = nil
         switch json["problemCount"] {
@@ -124,7 +128,8 @@ public struct FleetStatus: Sendable, Equatable {
         default: return nil
         }
         self.init(
-            endpoints: endpoints, memberInUse: member, phase: phase, appliedRevision: applied, seenRevision: seen, relists: Int(relists),
+            endpoints: endpoints, memberInUse: member, phase: phase, appliedRevision: applied, seenRevision: seen,
+            relists: Int(relists),
             lastError: lastError, problems: problems, problemCount: count, prefix: prefix, domains: domains)
     }
 }

@@ -50,7 +50,9 @@ public struct VarlinkCall: Sendable, Equatable {
     /// (`Apply`); the value rule itself is checked when the parameters become values.
     public init(message: some Collection<UInt8>, limits: JSONLimits = .message) throws(VarlinkError) {
         let (members, parameters) = try Varlink.envelope(message, limits: limits, of: "a call")
-        guard case .string(let method)? = members["method"] else { throw .malformed("a call needs a \"method\" string") }
+        guard case .string(let method)? = members["method"] else {
+            throw .malformed("a call needs a \"method\" string")
+        }
         switch members["parameters"] {  // an object came back as `parameters`
         case nil, .null?: break
         case let other?: throw .malformed("\"parameters\" must be an object, not \(other.typeName)")

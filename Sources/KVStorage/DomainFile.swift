@@ -25,7 +25,9 @@ enum DomainFile {
     /// ``StorageFormat/maxIndentedLevel``. Unreadable values are written back as the text read.
     static func encode(_ domain: Domain, _ state: DomainState, savedAt: Date = Date()) -> [UInt8] {
         let writer = JSONWriter(pretty: true, maxIndentedLevel: StorageFormat.maxIndentedLevel)
-        var entries = state.entries.map { (name: $0.key.name, entry: $0.value) } + state.foreign.map { (name: $0.key, entry: $0.value) }
+        var entries =
+            state.entries.map { (name: $0.key.name, entry: $0.value) }
+            + state.foreign.map { (name: $0.key, entry: $0.value) }
         entries.sort { $0.name < $1.name }
         var out: [UInt8] = []
         out.reserveCapacity(state.budgetBytes * 2 + 256)

@@ -17,12 +17,18 @@ extension DomainFile {
         var repeated: [String] = []
         for (name, range) in top where members.updateValue(range, forKey: name) != nil { repeated.append(name) }
         guard members["format"] != nil || members["formatVersion"] != nil else {
-            guard let domain else { throw DomainFileError(reason: "the file holds no envelope naming its domain, which a file of a long domain name needs") }
-            var loaded = LoadedDomain(domain: domain, state: DomainState(revision: 1), version: 0, replayedThrough: 0, warnings: [])
+            guard let domain else {
+                throw DomainFileError(
+                    reason: "the file holds no envelope naming its domain, which a file of a long domain name needs")
+            }
+            var loaded = LoadedDomain(
+                domain: domain, state: DomainState(revision: 1), version: 0, replayedThrough: 0, warnings: [])
             readValues(top, revisions: [:], from: bytes, into: &loaded)
             return loaded
         }
-        if let name = repeated.first { throw DomainFileError(reason: "the envelope member \"\(name)\" appears more than once") }
+        if let name = repeated.first {
+            throw DomainFileError(reason: "the envelope member \"\(name)\" appears more than once")
+        }
         func header(_ name: String) -> JSON? { members[name].flatMap { try? JSONParser.parse(bytes[$0]) } }
         guard header("format") == .string(StorageFormat.domainFormat) else {
             throw DomainFileError(reason: "\"format\" is not \"\(StorageFormat.domainFormat)\"")
@@ -30,7 +36,10 @@ extension DomainFile {
         switch header("formatVersion") {
         case .integer(1)?: break
         case .integer(let version)? where version > StorageFormat.domainFormatVersion:
-            throw DomainFileError(reason: "formatVersion \(version) was written by a newer kvd (this one reads up to \(StorageFormat.domainFormatVersion))")
+            throw DomainFileError(
+                reason:
+                    "formatVersion \(version) was written by a newer kvd (this one reads up to \(StorageFormat.domainFormatVersion))"
+            )
         default:
             throw DomainFileError(reason: "\"formatVersion\" is missing or not a known version")
         }
@@ -44,20 +53,26 @@ extension DomainFile {
         guard case .integer(let revision)? = header("revision"), revision >= 0 else {
             throw DomainFileError(reason: "\"revision\" is missing or not a non-negative integer")
         }
-        guard let valuesRange = members["values"], let values = try? split(bytes, valuesRange, what: "\"values\"") else {
+        guard let valuesRange = members["values"], let values = try? split(bytes, valuesRange, what: "\"values\"")
+        else {
             throw DomainFileError(reason: "\"values\" is missing or not an object")
         }
         var named: Domain?
         if case .string(let name)? = header("domain") { named = try? Domain(stored: name) }
-        guard let which = domain ?? named else { throw DomainFileError(reason: "\"domain\" is missing or not a valid domain name") }
-        var loaded = LoadedDomain(domain: which, state: DomainState(revision: revision), version: 1, replayedThrough: revision, warnings: [])
+        guard let which = domain ?? named else {
+            throw DomainFileError(reason: "\"domain\" is missing or not a valid domain name")
+        }
+        var loaded = LoadedDomain(
+            domain: which, state: DomainState(revision: revision), version: 1, replayedThrough: revision, warnings: [])
         if named != which {
             loaded.warnings.append("the file names another domain in \"domain\"; it is read as \(which)")
         }
         var revisions: [String: Int64] = [:]
         let revisionMembers = members["revisions"].flatMap { try? split(bytes, $0, what: "\"revisions\"") } ?? []
         for (name, range) in revisionMembers {
-            if case .integer(let found)? = try? JSONParser.parse(bytes[range]), found > 0, found <= revision { revisions[name] = found }
+            if case .integer(let found)? = try? JSONParser.parse(bytes[range]), found > 0, found <= revision {
+                revisions[name] = found
+            }
         }
         readValues(values, revisions: revisions, from: bytes, into: &loaded)
         return loaded
@@ -67,27 +82,38 @@ extension DomainFile {
     /// can name, costs only its key (kept verbatim). Of a key given more than once the last is
     /// read, as JSON readers commonly do, and ``LoadedDomain/copyReason`` asks for a copy of
     /// the file, since its rewrite keeps only that one.
-    private static func readValues(_ values: [(name: String, value: Range<Int>)], revisions: [String: Int64], from bytes: [UInt8], into loaded: inout LoadedDomain) {
+    private static func readValues(
+        _ values: [(name: String, value: Range<Int>)], revisions: [String: Int64], from bytes: [UInt8],
+        into loaded: inout LoadedDomain
+    ) {
         var repeated: Set<String> = []
         for (name, range) in values {
             let revision = revisions[name] ?? loaded.state.revision
             let raw = bytes[range]
             var problems: [String] = []
             var key: Key?
-            do { key = try Key(validating: name) } catch { problems.append("no request can name this key: \(error.reason)") }
+            do { key = try Key(validating: name) } catch {
+                problems.append("no request can name this key: \(error.reason)")
+            }
             let entry: StoredEntry
             do throws(ValueError) {
                 let json: JSON
-                do { json = try JSONParser.parse(raw, limits: valueLimits) } catch { throw ValueError(reason: error.description) }
+                do { json = try JSONParser.parse(raw, limits: valueLimits) } catch {
+                    throw ValueError(reason: error.description)
+                }
                 let value = try Value(typedJSON: json)
                 entry = StoredEntry(content: .value(value), revision: revision, bytes: StoredEntry.measure(name, value))
             } catch {
                 problems.insert(error.description, at: 0)
-                entry = StoredEntry(content: .unreadable(raw: Array(raw), reason: error.description), revision: revision, bytes: StoredEntry.measure(name, raw: raw.count))
+                entry = StoredEntry(
+                    content: .unreadable(raw: Array(raw), reason: error.description), revision: revision,
+                    bytes: StoredEntry.measure(name, raw: raw.count))
             }
             if loaded.state.load(key, name: name, entry) { repeated.insert(name) }
             if !problems.isEmpty {
-                loaded.warnings.append("key \"\(name.prefix(80))\" is unreadable (\(problems.joined(separator: "; "))); it is kept in the file as it is")
+                loaded.warnings.append(
+                    "key \"\(name.prefix(80))\" is unreadable (\(problems.joined(separator: "; "))); it is kept in the file as it is"
+                )
             }
         }
         if !repeated.isEmpty {
@@ -100,7 +126,9 @@ extension DomainFile {
     /// text lies. Names are read as strict JSON strings; values are only delimited (strings and
     /// brackets), so a bad value costs only itself. Linear; no recursion. `what` names the
     /// object in the error.
-    static func split(_ bytes: [UInt8], _ range: Range<Int>, what: String) throws(DomainFileError) -> [(name: String, value: Range<Int>)] {
+    static func split(_ bytes: [UInt8], _ range: Range<Int>, what: String) throws(DomainFileError) -> [(
+        name: String, value: Range<Int>
+    )] {
         var scanner = JSONScanner(bytes: bytes, end: range.upperBound, position: range.lowerBound)
         do throws(JSONSyntaxError) {
             let members = try scanner.objectMembers()
@@ -132,7 +160,9 @@ private struct JSONScanner {
 
     mutating func expect(_ byte: UInt8) throws(JSONSyntaxError) {
         skipWhitespace()
-        guard position < end, bytes[position] == byte else { throw error("expected '\(Character(Unicode.Scalar(byte)))'") }
+        guard position < end, bytes[position] == byte else {
+            throw error("expected '\(Character(Unicode.Scalar(byte)))'")
+        }
         position += 1
     }
 
@@ -147,7 +177,9 @@ private struct JSONScanner {
         while true {
             skipWhitespace()
             let nameStart = position
-            guard position < end, bytes[position] == UInt8(ascii: "\"") else { throw error("expected a member name in quotes") }
+            guard position < end, bytes[position] == UInt8(ascii: "\"") else {
+                throw error("expected a member name in quotes")
+            }
             try skipString()
             let name = try memberName(nameStart..<position)
             try expect(UInt8(ascii: ":"))
@@ -167,7 +199,9 @@ private struct JSONScanner {
     /// read by the strict parser.
     func memberName(_ range: Range<Int>) throws(JSONSyntaxError) -> String {
         let inner = bytes[(range.lowerBound + 1)..<(range.upperBound - 1)]
-        if inner.allSatisfy({ $0 >= 0x20 && $0 < 0x80 && $0 != UInt8(ascii: "\\") }) { return String(decoding: inner, as: UTF8.self) }
+        if inner.allSatisfy({ $0 >= 0x20 && $0 < 0x80 && $0 != UInt8(ascii: "\\") }) {
+            return String(decoding: inner, as: UTF8.self)
+        }
         guard case .string(let name) = try JSONParser.parse(bytes[range]) else { throw error("expected a member name") }
         return name
     }
@@ -181,7 +215,9 @@ private struct JSONScanner {
             while from < end, let found = memchr(buffer.baseAddress! + from, 0x22, end - from) {
                 let quote = buffer.baseAddress!.distance(to: found.assumingMemoryBound(to: UInt8.self))
                 var backslashes = 0
-                while quote - backslashes - 1 > start, buffer[quote - backslashes - 1] == UInt8(ascii: "\\") { backslashes += 1 }
+                while quote - backslashes - 1 > start, buffer[quote - backslashes - 1] == UInt8(ascii: "\\") {
+                    backslashes += 1
+                }
                 if backslashes % 2 == 0 { return quote }
                 from = quote + 1
             }
@@ -227,7 +263,8 @@ private struct JSONScanner {
 
     private static func isScalarByte(_ byte: UInt8) -> Bool {
         switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"),
             UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."):
             true
         default: false

@@ -58,7 +58,8 @@ struct DomainState: Sendable, Equatable {
     }
 
     var snapshot: DomainSnapshot {
-        var snapshot = DomainSnapshot(values: [:], revisions: [:], unreadable: [:], revision: revision, budgetBytes: budgetBytes)
+        var snapshot = DomainSnapshot(
+            values: [:], revisions: [:], unreadable: [:], revision: revision, budgetBytes: budgetBytes)
         snapshot.values.reserveCapacity(entries.count)
         snapshot.revisions.reserveCapacity(entries.count)
         for (key, entry) in entries {
@@ -75,7 +76,8 @@ struct DomainState: Sendable, Equatable {
     /// (`key` nil). Returns whether it replaced one (a key the file gives twice).
     mutating func load(_ key: Key?, name: String, _ entry: StoredEntry) -> Bool {
         let replaced = key.map { entries.updateValue(entry, forKey: $0) } ?? foreign.updateValue(entry, forKey: name)
-        budgetBytes += DomainBudget.cost(entryBytes: entry.bytes) - (replaced.map { DomainBudget.cost(entryBytes: $0.bytes) } ?? 0)
+        budgetBytes +=
+            DomainBudget.cost(entryBytes: entry.bytes) - (replaced.map { DomainBudget.cost(entryBytes: $0.bytes) } ?? 0)
         return replaced != nil
     }
 
@@ -85,12 +87,14 @@ struct DomainState: Sendable, Equatable {
     /// record twice gives the same state.
     /// Returns whether the domain is empty afterwards.
     @discardableResult
-    mutating func apply(_ changes: [Change], entryBytes: ArraySlice<Int>, budgetBytes: Int, at revision: Int64) -> Bool {
+    mutating func apply(_ changes: [Change], entryBytes: ArraySlice<Int>, budgetBytes: Int, at revision: Int64) -> Bool
+    {
         defer { self.revision = revision }
         for index in changes.indices {
             let change = changes[index]
             if let value = change.value {
-                entries[change.key] = StoredEntry(content: .value(value), revision: revision, bytes: entryBytes[entryBytes.startIndex + index])
+                entries[change.key] = StoredEntry(
+                    content: .value(value), revision: revision, bytes: entryBytes[entryBytes.startIndex + index])
             } else {
                 entries[change.key] = nil
             }
@@ -101,7 +105,9 @@ struct DomainState: Sendable, Equatable {
 
     /// The budget of a domain at `current` after `changes` of `entryBytes`, where `entry` finds
     /// the entries before them. Costs a lookup per change (a second for a key changed twice).
-    static func budgetBytes(_ current: Int, after changes: [Change], entryBytes: ArraySlice<Int>, entry: (Key) -> StoredEntry?) -> Int {
+    static func budgetBytes(
+        _ current: Int, after changes: [Change], entryBytes: ArraySlice<Int>, entry: (Key) -> StoredEntry?
+    ) -> Int {
         var total = current
         var changed: [Key: Int] = [:]  // the cost now of keys changed earlier in `changes`
         for (change, bytes) in zip(changes, entryBytes) {
@@ -165,7 +171,9 @@ struct DomainView {
     mutating func apply(_ changes: [Change], entryBytes: ArraySlice<Int>, budgetBytes: Int, at revision: Int64) {
         for index in changes.indices {
             let change = changes[index]
-            let now = change.value.map { StoredEntry(content: .value($0), revision: revision, bytes: entryBytes[entryBytes.startIndex + index]) }
+            let now = change.value.map {
+                StoredEntry(content: .value($0), revision: revision, bytes: entryBytes[entryBytes.startIndex + index])
+            }
             let existed: Bool
             if let earlier = overlay.updateValue(now, forKey: change.key) {  // one lookup, not three
                 existed = earlier != nil
@@ -203,10 +211,13 @@ enum MutationPlanner {
             let revision = entry?.revision ?? 0
             if let condition, condition != revision { throw .revisionMismatch(current: revision) }
             try validate(value, key: key)
-            return PlannedChanges(changes: [Change(key: key, value: value)], replacedCost: entry.map { DomainBudget.cost(entryBytes: $0.bytes) } ?? 0)
+            return PlannedChanges(
+                changes: [Change(key: key, value: value)],
+                replacedCost: entry.map { DomainBudget.cost(entryBytes: $0.bytes) } ?? 0)
         case .delete(let key):
             guard let entry = current.entry(key) else { throw .notFound(domain, key) }
-            return PlannedChanges(changes: [Change(key: key, value: nil)], replacedCost: DomainBudget.cost(entryBytes: entry.bytes))
+            return PlannedChanges(
+                changes: [Change(key: key, value: nil)], replacedCost: DomainBudget.cost(entryBytes: entry.bytes))
         case .apply(let changes, let condition):
             return PlannedChanges(changes: try applied(changes, condition: condition, current: current))
         case .deleteDomain:

@@ -97,7 +97,9 @@ public struct FileSystemError: Error, Sendable, Equatable, CustomStringConvertib
     /// With `ELOOP` (a link met by ``OpenOptions/noFollow``) it says what to do about the link.
     public var description: String {
         let subject = path.map { "\(operation) of \($0)" } ?? operation
-        let advice = errno == .tooManySymbolicLinks ? "; kvd does not follow symbolic links in its state folder: remove the link" : ""
+        let advice =
+            errno == .tooManySymbolicLinks
+            ? "; kvd does not follow symbolic links in its state folder: remove the link" : ""
         return "\(subject) failed: \(errno) (errno \(code))\(advice)"
     }
 }

@@ -161,7 +161,8 @@ public enum StorageFormat {
         let stem = name.dropLast(domainSuffix.count)
         if let tilde = stem.firstIndex(of: "~") {
             let hash = stem[stem.index(after: tilde)...]
-            guard hash.count == 32, hash.allSatisfy(\.isHexDigit), (try? Domain(stored: String(stem[..<tilde]))) != nil else { return nil }
+            guard hash.count == 32, hash.allSatisfy(\.isHexDigit), (try? Domain(stored: String(stem[..<tilde]))) != nil
+            else { return nil }
             return .longDomainFile
         }
         return (try? Domain(stored: String(stem))).map { .domainFile($0) }

@@ -97,23 +97,30 @@ enum HistoryFormat {
     /// ends it (``HistoryContent/tornTail``); any other line that cannot be used, or a header
     /// that is not a kvd history of `domain`, throws (the file is then set aside whole).
     static func read(_ bytes: [UInt8], domain: Domain) throws(HistoryFileError) -> HistoryContent {
-        guard let (headerRange, start) = LogFormat.line(in: bytes, at: 0), let header = try? JSONParser.parse(bytes[headerRange]) else {
+        guard let (headerRange, start) = LogFormat.line(in: bytes, at: 0),
+            let header = try? JSONParser.parse(bytes[headerRange])
+        else {
             throw HistoryFileError(reason: "the header line is torn or fails its checksum")
         }
         guard header["format"] == .string(format), case .integer(let version)? = header["formatVersion"] else {
             throw HistoryFileError(reason: "the header does not name the format \"\(format)\"")
         }
-        guard version <= formatVersion else { throw HistoryFileError(reason: "formatVersion \(version) was written by a newer kvd") }
+        guard version <= formatVersion else {
+            throw HistoryFileError(reason: "formatVersion \(version) was written by a newer kvd")
+        }
         guard version == 1, case .integer(let since)? = header["since"], since >= 0 else {
             throw HistoryFileError(reason: "the header has no valid formatVersion and since")
         }
-        guard header["domain"] == .string(domain.name) else { throw HistoryFileError(reason: "the header names another domain") }
+        guard header["domain"] == .string(domain.name) else {
+            throw HistoryFileError(reason: "the header names another domain")
+        }
         var content = HistoryContent(since: since, validLength: start)
         var position = start
         while position < bytes.count {
             guard let (payload, next) = LogFormat.line(in: bytes, at: position) else {
                 guard LogFormat.nextValidLine(in: bytes, after: position) == nil else {
-                    throw HistoryFileError(reason: "the line at byte \(position) fails its checksum, and lines follow it")
+                    throw HistoryFileError(
+                        reason: "the line at byte \(position) fails its checksum, and lines follow it")
                 }
                 content.tornTail = "the line at byte \(position) is torn"
                 break
@@ -126,16 +133,24 @@ enum HistoryFormat {
     }
 
     /// Reads one checksummed line: a `since` line or an entry.
-    private static func readLine(_ payload: ArraySlice<UInt8>, at position: Int, into content: inout HistoryContent) throws(HistoryFileError) {
-        func refuse(_ reason: String) -> HistoryFileError { HistoryFileError(reason: "the line at byte \(position) \(reason)") }
+    private static func readLine(_ payload: ArraySlice<UInt8>, at position: Int, into content: inout HistoryContent)
+        throws(HistoryFileError)
+    {
+        func refuse(_ reason: String) -> HistoryFileError {
+            HistoryFileError(reason: "the line at byte \(position) \(reason)")
+        }
         let json: JSON
         do { json = try JSONParser.parse(payload, limits: limits) } catch { throw refuse("cannot be read: \(error)") }
         if case .integer(let since)? = json["since"], json["key"] == nil {
             content.since = max(content.since, since)
             return
         }
-        guard case .integer(let revision)? = json["revision"], revision > 0 else { throw refuse("has no positive \"revision\"") }
-        guard case .string(let name)? = json["key"], let key = try? Key(validating: name) else { throw refuse("has no valid \"key\"") }
+        guard case .integer(let revision)? = json["revision"], revision > 0 else {
+            throw refuse("has no positive \"revision\"")
+        }
+        guard case .string(let name)? = json["key"], let key = try? Key(validating: name) else {
+            throw refuse("has no valid \"key\"")
+        }
         let origin: (time: Int64?, uid: UInt32?)
         do throws(RecordError) {
             origin = try LogFormat.origin(of: json) { RecordError(reason: $0) }
@@ -146,6 +161,7 @@ enum HistoryFormat {
         if let found = json["value"] {
             do { value = try Value(typedJSON: found) } catch { throw refuse("holds an invalid value: \(error)") }
         }
-        content.entries.append(HistoryEntry(revision: revision, time: origin.time, key: key, value: value, uid: origin.uid))
+        content.entries.append(
+            HistoryEntry(revision: revision, time: origin.time, key: key, value: value, uid: origin.uid))
     }
 }

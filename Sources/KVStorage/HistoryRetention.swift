@@ -64,7 +64,8 @@ enum HistoryRetention {
     }
 
     private static func stableSorted(_ entries: [HistoryEntry]) -> [HistoryEntry] {
-        entries.enumerated().sorted { ($0.element.revision, $0.offset) < ($1.element.revision, $1.offset) }.map(\.element)
+        entries.enumerated().sorted { ($0.element.revision, $0.offset) < ($1.element.revision, $1.offset) }.map(
+            \.element)
     }
 
     /// What pruning `entries` (normalized) keeps, and the `since` after it (at least `since`).

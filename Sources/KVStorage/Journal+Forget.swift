@@ -12,7 +12,9 @@ extension Journal {
     /// the log, the forgotten ones included. With history off, removes the file.
     /// The caller then compacts (the log holds the values too) and scrubs the copies
     /// (``scrubCopies(_:key:)``).
-    func forgetHistory(_ domain: Domain, key: Key?, current: DomainState?, revision: Int64, recent: [RecentCommit]) throws(FileSystemError) {
+    func forgetHistory(_ domain: Domain, key: Key?, current: DomainState?, revision: Int64, recent: [RecentCommit])
+        throws(FileSystemError)
+    {
         guard historyOptions != nil else { return try removeHistory(domain, since: revision, keep: false) }
         try loadHistory(domain, current: current, revision: revision, recent: recent)
         var (entries, since): ([HistoryEntry], Int64) = ([], 0)
@@ -26,7 +28,8 @@ extension Journal {
         guard !forgotten.isEmpty else { return }
         let rest = all.filter { key != nil && $0.key != key }
         let values = Self.baseline(current).filter { key == nil || $0.key == key }
-        try writeHistory(domain, rest + values, since: max(since, forgotten.lazy.map(\.revision).max() ?? 0), current: current)
+        try writeHistory(
+            domain, rest + values, since: max(since, forgotten.lazy.map(\.revision).max() ?? 0), current: current)
     }
 
     /// Removes `domain`'s history file (if any) durably, and records that it has none:
@@ -53,7 +56,9 @@ extension Journal {
         JSONWriter.writeString(domain.name, into: &domainName)
         if let key { JSONWriter.writeString(key.name, into: &keyName) }
         let historyCopy = HistoryFormat.fileName(for: domain) + StorageFormat.backupMarker
-        let domainCopy = String(StorageFormat.fileName(for: domain).dropLast(StorageFormat.domainSuffix.count)) + StorageFormat.backupMarker
+        let domainCopy =
+            String(StorageFormat.fileName(for: domain).dropLast(StorageFormat.domainSuffix.count))
+            + StorageFormat.backupMarker
         let logCopy = StorageFormat.logFileName + StorageFormat.backupMarker
         var changed = false
         for name in try fileSystem.contentsOfDirectory(directory) where StorageFormat.isBackup(name) {
@@ -68,7 +73,9 @@ extension Journal {
                 try fileSystem.unlink(path(name))
                 changed = true
             } else if name.hasPrefix(logCopy), !json, let bytes = try readCopy(name) {
-                let kept = Self.lines(of: bytes) { line in !(Self.contains(line, domainName) && (key == nil || Self.contains(line, keyName))) }
+                let kept = Self.lines(of: bytes) { line in
+                    !(Self.contains(line, domainName) && (key == nil || Self.contains(line, keyName)))
+                }
                 guard kept.count != bytes.count else { continue }
                 try fileSystem.replaceFile(path(name), temporary: path("." + name + ".tmp"), with: kept)
                 changed = true
@@ -132,7 +139,9 @@ extension Journal {
     /// was kept goes when history is turned off). Logged.
     func removeHistoryFiles() throws(FileSystemError) {
         let copyMarker = HistoryFormat.suffix + StorageFormat.backupMarker
-        let names = try fileSystem.contentsOfDirectory(directory).filter { Self.isHistoryFile($0) || $0.contains(copyMarker) }
+        let names = try fileSystem.contentsOfDirectory(directory).filter {
+            Self.isHistoryFile($0) || $0.contains(copyMarker)
+        }
         guard !names.isEmpty else { return }
         for name in names { try fileSystem.unlink(path(name)) }
         try fileSystem.syncDirectory(directory)
@@ -154,7 +163,10 @@ extension Journal {
             return
         }
         let backup = try moveAside(name)
-        log(.error, "\(path(name)) cannot be read; moved it to \(path(backup)): every key keeps history until marked again (kvctl history --keep-none)")
+        log(
+            .error,
+            "\(path(name)) cannot be read; moved it to \(path(backup)): every key keeps history until marked again (kvctl history --keep-none)"
+        )
     }
 
     /// Writes ``exclusions`` to ``HistoryExclusions/fileName`` durably (removes it when empty).

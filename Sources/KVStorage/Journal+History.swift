@@ -78,18 +78,24 @@ extension Journal {
     /// bound, each file synced (and a new one's folder) before returning. A file not loaded yet
     /// is loaded first (``loadHistory(_:current:revision:recent:)``, with `domains` at
     /// `revision`, the committed state). Nothing when history is off.
-    func foldHistory(_ history: [Domain: [RecentCommit]], domains: [Domain: DomainState], revision: Int64) throws(FileSystemError) {
+    func foldHistory(_ history: [Domain: [RecentCommit]], domains: [Domain: DomainState], revision: Int64)
+        throws(FileSystemError)
+    {
         guard let options = historyOptions else { return }
         let now = options.clock()
         for domain in history.keys.sorted() {
             guard !exclusions.excludes(domain) else { continue }
             let commits = history[domain]!
             try loadHistory(domain, current: domains[domain], revision: revision, recent: commits)
-            let fresh = (histories[domain]?.mark ?? HistoryMark()).fresh(commits).filter { !exclusions.excludes(domain, $0.key) }
+            let fresh = (histories[domain]?.mark ?? HistoryMark()).fresh(commits).filter {
+                !exclusions.excludes(domain, $0.key)
+            }
             guard !fresh.isEmpty else { continue }
             let maxBytes = HistoryRetention.maxBytes(domainBytes: domains[domain]?.budgetBytes ?? 0)
-            guard var info = histories[domain], info.lines + fresh.count <= info.pruneAbove || !info.mayPrune(options, now: now),
-                info.validLength + Self.lineBytesBound(fresh, logLength) <= maxBytes || info.validLength + Self.lineBytes(fresh) <= maxBytes
+            guard var info = histories[domain],
+                info.lines + fresh.count <= info.pruneAbove || !info.mayPrune(options, now: now),
+                info.validLength + Self.lineBytesBound(fresh, logLength) <= maxBytes
+                    || info.validLength + Self.lineBytes(fresh) <= maxBytes
             else {
                 try rewriteHistory(domain, adding: fresh, current: domains[domain], revision: revision)
                 continue
@@ -108,8 +114,11 @@ extension Journal {
     /// Appends the lines of `entries` after the file's last whole line, in pieces of at most
     /// ``historyChunkBytes`` (a fold of a 4 MiB log holds no second copy of it), then fsyncs
     /// once. Returns the bytes written.
-    private func appendHistory(_ domain: Domain, _ entries: [HistoryEntry], info: HistoryFileInfo) throws(FileSystemError) -> Int {
-        let descriptor = try fileSystem.open(path(HistoryFormat.fileName(for: domain)), [.write, .noFollow], permissions: 0o600)
+    private func appendHistory(_ domain: Domain, _ entries: [HistoryEntry], info: HistoryFileInfo)
+        throws(FileSystemError) -> Int
+    {
+        let descriptor = try fileSystem.open(
+            path(HistoryFormat.fileName(for: domain)), [.write, .noFollow], permissions: 0o600)
         defer { fileSystem.close(descriptor) }
         var offset = info.validLength
         var bytes: [UInt8] = []
@@ -143,7 +152,9 @@ extension Journal {
     /// Rewrites `domain`'s history file with its entries and `adding`, pruned. Its entries come
     /// from memory if a reader asked for them, else from the file; a file that cannot be read
     /// is set aside, and the new one starts at `revision` with the values of `current`.
-    private func rewriteHistory(_ domain: Domain, adding: [HistoryEntry], current: DomainState?, revision: Int64) throws(FileSystemError) {
+    private func rewriteHistory(_ domain: Domain, adding: [HistoryEntry], current: DomainState?, revision: Int64)
+        throws(FileSystemError)
+    {
         var (entries, since): ([HistoryEntry], Int64) = ([], 0)
         if let kept = historyCache[domain] {
             (entries, since) = (kept.entries, kept.since)
@@ -164,13 +175,16 @@ extension Journal {
     /// within ``HistoryRetention/pruneTarget(_:)`` of the bound for `current` (the domain's
     /// committed state). On failure it forgets the file, which is then read again when next
     /// needed.
-    func writeHistory(_ domain: Domain, _ entries: [HistoryEntry], since: Int64, current: DomainState?, keep: Bool = false) throws(FileSystemError) {
+    func writeHistory(
+        _ domain: Domain, _ entries: [HistoryEntry], since: Int64, current: DomainState?, keep: Bool = false
+    ) throws(FileSystemError) {
         let options = historyOptions!
         guard !exclusions.excludes(domain) else { return try removeHistory(domain, since: since, keep: keep) }
         let all = HistoryRetention.normalized(entries)
         let maxBytes = HistoryRetention.pruneTarget(HistoryRetention.maxBytes(domainBytes: current?.budgetBytes ?? 0))
         let pruned = HistoryRetention.prune(
-            all.filter { !exclusions.excludes(domain, $0.key) }, since: since, keep: options.historyKeep, days: options.historyDays,
+            all.filter { !exclusions.excludes(domain, $0.key) }, since: since, keep: options.historyKeep,
+            days: options.historyDays,
             now: options.clock(), maxBytes: maxBytes)
         var bytes = HistoryFormat.header(domain, since: pruned.since)
         for entry in pruned.entries { HistoryFormat.append(entry, to: &bytes) }
@@ -184,11 +198,14 @@ extension Journal {
             historyCache.set(domain, nil)
             throw error
         }
-        var info = HistoryFileInfo(pruned.entries, lines: pruned.entries.count, validLength: Int64(bytes.count), torn: false)
+        var info = HistoryFileInfo(
+            pruned.entries, lines: pruned.entries.count, validLength: Int64(bytes.count), torn: false)
         info.mark = HistoryMark(all)  // what was pruned stays folded
         histories[domain] = info
         loadedHistories.insert(domain)
-        if keep || historyCache[domain] != nil { historyCache.set(domain, KeptHistory(entries: pruned.entries, since: pruned.since, mark: info.mark)) }
+        if keep || historyCache[domain] != nil {
+            historyCache.set(domain, KeptHistory(entries: pruned.entries, since: pruned.since, mark: info.mark))
+        }
     }
 
     /// The values of `state` as history entries of no known time (values a domain has when its
@@ -223,7 +240,10 @@ extension Journal {
         }
         do {
             let backup = try moveAside(name)
-            log(.error, "history file \(path(name)) is unreadable (\(reason)); moved it to \(path(backup)); the history of domain \(domain) starts again from its current values")
+            log(
+                .error,
+                "history file \(path(name)) is unreadable (\(reason)); moved it to \(path(backup)); the history of domain \(domain) starts again from its current values"
+            )
         } catch {
             log(.error, "history file \(path(name)) is unreadable (\(reason)) and could not be moved aside: \(error)")
         }
@@ -236,7 +256,9 @@ enum HistoryFile {
     /// The content of the history file at `path` of `domain`, or nil if there is none. Throws
     /// why it cannot be used: not a regular file, or ``HistoryFormat/read(_:domain:)`` refuses
     /// it. Blocks on I/O; thread-safe.
-    static func read(_ fileSystem: any FileSystem, _ path: String, domain: Domain) throws(HistoryFileError) -> HistoryContent? {
+    static func read(_ fileSystem: any FileSystem, _ path: String, domain: Domain) throws(HistoryFileError)
+        -> HistoryContent?
+    {
         let bytes: [UInt8]
         do {
             guard let read = try fileSystem.readRegularFile(path, limit: .max) else { return nil }

@@ -12,8 +12,12 @@ extension Journal {
     /// state at the store's `revision`, `recent` its commits still only in the log.
     ///
     /// - Throws: if reading or writing failed (I/O): nothing is recorded, the next need retries.
-    func loadHistory(_ domain: Domain, current: DomainState?, revision: Int64, recent: [RecentCommit], keep: Bool = false) throws(FileSystemError) {
-        guard historyOptions != nil, !loadedHistories.contains(domain) || (keep && historyCache[domain] == nil) else { return }
+    func loadHistory(
+        _ domain: Domain, current: DomainState?, revision: Int64, recent: [RecentCommit], keep: Bool = false
+    ) throws(FileSystemError) {
+        guard historyOptions != nil, !loadedHistories.contains(domain) || (keep && historyCache[domain] == nil) else {
+            return
+        }
         var (content, present, unreadable) = (HistoryContent(), false, false)
         switch try readHistory(domain) {
         case .content(let read): (content, present) = (read, true)
@@ -22,7 +26,10 @@ extension Journal {
         }
         // A file this store loaded before is complete: it kept it so (only the first load checks).
         let checked = loadedHistories.contains(domain) && !unreadable
-        if !checked, let (entries, since) = completion(of: content, domain, current: current, recent: recent, unreadable: unreadable) {
+        if !checked,
+            let (entries, since) = completion(
+                of: content, domain, current: current, recent: recent, unreadable: unreadable)
+        {
             try writeHistory(domain, entries, since: since, current: current, keep: keep)
             if !unreadable {
                 log(
@@ -31,9 +38,16 @@ extension Journal {
                 )
             }
         } else if present {
-            let info = HistoryFileInfo(content.entries, lines: content.entries.count, validLength: Int64(content.validLength), torn: content.tornTail != nil)
+            let info = HistoryFileInfo(
+                content.entries, lines: content.entries.count, validLength: Int64(content.validLength),
+                torn: content.tornTail != nil)
             histories[domain] = info
-            if keep { historyCache.set(domain, KeptHistory(entries: HistoryRetention.normalized(content.entries), since: content.since, mark: info.mark)) }
+            if keep {
+                historyCache.set(
+                    domain,
+                    KeptHistory(
+                        entries: HistoryRetention.normalized(content.entries), since: content.since, mark: info.mark))
+            }
         } else if keep {
             historyCache.set(domain, KeptHistory())  // none yet: the first fold writes it, complete from 0
         }
@@ -64,7 +78,9 @@ extension Journal {
         }
         var firstChange: [Key: Int64] = [:]
         for commit in recent where commit.revision > base {
-            for change in commit.changes where firstChange[change.key] == nil { firstChange[change.key] = commit.revision }
+            for change in commit.changes where firstChange[change.key] == nil {
+                firstChange[change.key] = commit.revision
+            }
         }
         let values = Self.baseline(current).filter { firstChange[$0.key] == nil }
         let removals = live.keys.filter { current?.entries[$0] == nil && firstChange[$0] == nil }

@@ -150,7 +150,9 @@ final class Journal: @unchecked Sendable {
     /// the store's current revision (nothing was appended since the failure).
     func repairIfNeeded(revision: Int64) throws(StorageError) {
         if needsReset {
-            do { try resetLog(baseRevision: revision) } catch { throw .failure("could not rewrite the log \(logPath): \(error)") }
+            do { try resetLog(baseRevision: revision) } catch {
+                throw .failure("could not rewrite the log \(logPath): \(error)")
+            }
             return
         }
         guard needsRepair else { return }
@@ -191,7 +193,9 @@ final class Journal: @unchecked Sendable {
     /// failure the old log stays and still covers everything; the dirty set is kept for the
     /// next attempt. A stale file goes only once its replacement is durable: a crash between
     /// leaves both, and recovery reads the newer.
-    func compact(_ domains: [Domain: DomainState], revision: Int64, history: [Domain: [RecentCommit]] = [:]) throws(FileSystemError) {
+    func compact(_ domains: [Domain: DomainState], revision: Int64, history: [Domain: [RecentCommit]] = [:])
+        throws(FileSystemError)
+    {
         try foldHistory(history, domains: domains, revision: revision)
         for domain in dirty.sorted() {
             let name = StorageFormat.fileName(for: domain)
@@ -245,7 +249,8 @@ final class Journal: @unchecked Sendable {
         while true {
             let name = StorageFormat.backupName(for: fileName, stamp: stamp, attempt: attempt)
             do {
-                let descriptor = try fileSystem.open(path(name), [.write, .create, .exclusive, .noFollow], permissions: 0o600)
+                let descriptor = try fileSystem.open(
+                    path(name), [.write, .create, .exclusive, .noFollow], permissions: 0o600)
                 defer { fileSystem.close(descriptor) }
                 try fileSystem.write(descriptor, bytes)
                 try fileSystem.fsync(descriptor)

@@ -260,7 +260,8 @@ enum CRC32 {
     }()
 
     static func checksum(_ bytes: some Collection<UInt8>) -> UInt32 {
-        bytes.withContiguousStorageIfAvailable { checksum(UnsafeRawBufferPointer($0)) } ?? Array(bytes).withUnsafeBytes { checksum($0) }
+        bytes.withContiguousStorageIfAvailable { checksum(UnsafeRawBufferPointer($0)) }
+            ?? Array(bytes).withUnsafeBytes { checksum($0) }
     }
 
     private static func checksum(_ bytes: UnsafeRawBufferPointer) -> UInt32 {

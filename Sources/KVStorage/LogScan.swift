@@ -15,7 +15,8 @@ extension LogFormat {
     /// any other record that cannot be used (see ``LogDamage``) is skipped and recorded, and
     /// the scan goes on with the next valid line.
     static func scan(_ bytes: [UInt8]) throws(LogHeaderProblem) -> LogScan {
-        guard let (headerRange, start) = line(in: bytes, at: 0), let header = try? JSONParser.parse(bytes[headerRange]) else {
+        guard let (headerRange, start) = line(in: bytes, at: 0), let header = try? JSONParser.parse(bytes[headerRange])
+        else {
             throw .damaged("the header line is torn or fails its checksum")
         }
         var scan = LogScan(baseRevision: try baseRevision(of: header), records: [], validLength: start)
@@ -27,7 +28,8 @@ extension LogFormat {
                     scan.tornTail = "the record at byte \(position) is torn or corrupt"
                     break
                 }
-                scan.damage.append(LogDamage(offset: position, reason: "fails its checksum, and valid records follow it"))
+                scan.damage.append(
+                    LogDamage(offset: position, reason: "fails its checksum, and valid records follow it"))
                 position = resume
                 continue
             }
@@ -40,7 +42,10 @@ extension LogFormat {
                 scan.records.append(record)
                 scan.validLength = next
             } catch {
-                scan.damage.append(LogDamage(offset: position, reason: error.reason, revision: error.revision ?? leadingRevision(bytes[payload])))
+                scan.damage.append(
+                    LogDamage(
+                        offset: position, reason: error.reason,
+                        revision: error.revision ?? leadingRevision(bytes[payload])))
             }
             position = next
         }
@@ -48,7 +53,9 @@ extension LogFormat {
     }
 
     private static func baseRevision(of header: JSON) throws(LogHeaderProblem) -> Int64 {
-        guard header["format"] == .string(StorageFormat.logFormat), case .integer(let version)? = header["formatVersion"] else {
+        guard header["format"] == .string(StorageFormat.logFormat),
+            case .integer(let version)? = header["formatVersion"]
+        else {
             throw .damaged("the header does not name the format \"\(StorageFormat.logFormat)\"")
         }
         guard version <= StorageFormat.logFormatVersion else { throw .newer(version) }
@@ -113,20 +120,25 @@ extension LogFormat {
         let (time, uid) = try origin(of: json, refuse)
         guard case .array(let parts)? = json["parts"] else {
             let part = try decodePart(json, refuse)
-            return LogRecord(revision: revision, domain: part.domain, kind: kind, changes: part.changes, time: time, uid: uid)
+            return LogRecord(
+                revision: revision, domain: part.domain, kind: kind, changes: part.changes, time: time, uid: uid)
         }
         guard !parts.isEmpty else { throw refuse("has an empty \"parts\" array") }
         var decoded: [LogRecord.Part] = []
         for part in parts {
             let one = try decodePart(part, refuse)
-            guard !decoded.contains(where: { $0.domain == one.domain }) else { throw refuse("names domain \(one.domain) in two parts") }
+            guard !decoded.contains(where: { $0.domain == one.domain }) else {
+                throw refuse("names domain \(one.domain) in two parts")
+            }
             decoded.append(one)
         }
         return LogRecord(revision: revision, kind: kind, parts: decoded, time: time, uid: uid)
     }
 
     /// The optional `time` (milliseconds since the epoch) and `uid` of a record or history line.
-    static func origin(of json: JSON, _ refuse: (String) -> RecordError) throws(RecordError) -> (time: Int64?, uid: UInt32?) {
+    static func origin(of json: JSON, _ refuse: (String) -> RecordError) throws(RecordError) -> (
+        time: Int64?, uid: UInt32?
+    ) {
         var time: Int64?
         var uid: UInt32?
         switch json["time"] {
@@ -143,7 +155,9 @@ extension LogFormat {
     }
 
     /// One part of a record (`{"domain": D, "changes": [...]}`, or the record itself).
-    private static func decodePart(_ json: JSON, _ refuse: (String) -> RecordError) throws(RecordError) -> LogRecord.Part {
+    private static func decodePart(_ json: JSON, _ refuse: (String) -> RecordError) throws(RecordError)
+        -> LogRecord.Part
+    {
         guard case .string(let domainName)? = json["domain"], let domain = try? Domain(stored: domainName) else {
             throw refuse("names no valid domain")
         }
@@ -151,10 +165,14 @@ extension LogFormat {
         var changes: [Change] = []
         changes.reserveCapacity(items.count)
         for item in items {
-            guard case .string(let name)? = item["key"], let key = try? Key(validating: name) else { throw refuse("has a change without a valid key") }
+            guard case .string(let name)? = item["key"], let key = try? Key(validating: name) else {
+                throw refuse("has a change without a valid key")
+            }
             var value: Value?
             if let json = item["value"] {
-                do { value = try Value(typedJSON: json) } catch { throw refuse("holds an invalid value for key \"\(name)\": \(error)") }
+                do { value = try Value(typedJSON: json) } catch {
+                    throw refuse("holds an invalid value for key \"\(name)\": \(error)")
+                }
             }
             changes.append(Change(key: key, value: value))
         }

@@ -18,7 +18,8 @@ extension Recovery {
         } catch {
             switch error {
             case .newer(let version):
-                throw .invalidStateDirectory("the log \(journal.logPath) was written by a newer kvd (formatVersion \(version)); use that kvd")
+                throw .invalidStateDirectory(
+                    "the log \(journal.logPath) was written by a newer kvd (formatVersion \(version)); use that kvd")
             case .damaged(let reason):
                 try keepCopy(of: bytes, reason: reason)
                 try startFreshLog(state)
@@ -31,14 +32,20 @@ extension Recovery {
         if !scan.damage.isEmpty {
             try keepCopy(of: bytes, reason: "\(scan.damage.count) records cannot be used")
             for damage in scan.damage {
-                journal.log(.error, "the log \(journal.logPath): \(damage); that change is lost, the records after it are replayed")
+                journal.log(
+                    .error,
+                    "the log \(journal.logPath): \(damage); that change is lost, the records after it are replayed")
             }
         }
         if let torn = scan.tornTail {
-            journal.log(.warning, "ignored the end of the log \(journal.logPath) from byte \(scan.validLength): \(torn) (never acknowledged)")
+            journal.log(
+                .warning,
+                "ignored the end of the log \(journal.logPath) from byte \(scan.validLength): \(torn) (never acknowledged)"
+            )
         }
         try openLog(
-            validLength: Int64(scan.validLength), fileLength: Int64(bytes.count), damaged: scan.tornTail != nil || !scan.damage.isEmpty,
+            validLength: Int64(scan.validLength), fileLength: Int64(bytes.count),
+            damaged: scan.tornTail != nil || !scan.damage.isEmpty,
             tail: Journal.tail(of: bytes, length: scan.validLength))
         return !scan.damage.isEmpty
     }
@@ -59,10 +66,14 @@ extension Recovery {
             case .notRegular(let kind):
                 do {
                     let backup = try journal.moveAside(StorageFormat.logFileName)
-                    journal.log(.error, "the log \(path) is \(kind), not a regular file; moved it to \(journal.path(backup)) and started a new log")
+                    journal.log(
+                        .error,
+                        "the log \(path) is \(kind), not a regular file; moved it to \(journal.path(backup)) and started a new log"
+                    )
                     return nil
                 } catch {
-                    throw .failure("the log \(path) is \(kind), not a regular file, and could not be moved aside: \(error)")
+                    throw .failure(
+                        "the log \(path) is \(kind), not a regular file, and could not be moved aside: \(error)")
                 }
             case .tooLarge, .system:
                 throw .failure("cannot read the log \(path): \(error)")
@@ -87,12 +98,15 @@ extension Recovery {
                 if journal.historyOptions != nil {
                     let changes = journal.exclusions.filter(part.changes, of: part.domain)
                     if !changes.isEmpty {
-                        state.recent[part.domain, default: []].append(RecentCommit(revision: record.revision, time: record.time, uid: record.uid, changes: changes))
+                        state.recent[part.domain, default: []].append(
+                            RecentCommit(
+                                revision: record.revision, time: record.time, uid: record.uid, changes: changes))
                     }
                 }
                 guard record.revision > replayedThrough[part.domain] ?? 0 else { continue }
                 let current = state.domains[part.domain]
-                let budget = DomainState.budgetBytes(current?.budgetBytes ?? 0, after: part.changes, entryBytes: sizes) { current?.entries[$0] }
+                let budget = DomainState.budgetBytes(current?.budgetBytes ?? 0, after: part.changes, entryBytes: sizes)
+                { current?.entries[$0] }
                 let emptied = state.domains[part.domain, default: DomainState()]  // in place: no copy of the domain
                     .apply(part.changes, entryBytes: sizes, budgetBytes: budget, at: record.revision)
                 if emptied { state.domains[part.domain] = nil }
@@ -100,7 +114,9 @@ extension Recovery {
             }
         }
         if !scan.records.isEmpty {
-            journal.log(.info, "replayed \(scan.records.count) records of the log \(journal.logPath) up to revision \(state.revision)")
+            journal.log(
+                .info,
+                "replayed \(scan.records.count) records of the log \(journal.logPath) up to revision \(state.revision)")
         }
     }
 
@@ -110,7 +126,10 @@ extension Recovery {
         do {
             try journal.compact(state.domains, revision: state.revision, history: state.recent)
         } catch {
-            journal.log(.error, "could not compact the damaged log \(journal.logPath), it stays in use (and its damage will be reported again): \(error)")
+            journal.log(
+                .error,
+                "could not compact the damaged log \(journal.logPath), it stays in use (and its damage will be reported again): \(error)"
+            )
         }
     }
 
@@ -144,7 +163,8 @@ extension Recovery {
     private func keepCopy(of bytes: [UInt8], reason: String) throws(StorageError) {
         do {
             let backup = try journal.backUp(bytes, of: StorageFormat.logFileName)
-            journal.log(.warning, "the log \(journal.logPath) is damaged (\(reason)); copied it to \(journal.path(backup))")
+            journal.log(
+                .warning, "the log \(journal.logPath) is damaged (\(reason)); copied it to \(journal.path(backup))")
         } catch {
             journal.releaseAll()
             throw .failure("the log \(journal.logPath) is damaged (\(reason)) and could not be backed up: \(error)")

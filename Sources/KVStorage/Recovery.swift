@@ -80,11 +80,13 @@ struct Recovery {
     /// Why a state folder with `status` must not be used by `user`, or `nil` if it may.
     static func refusal(of status: FileStatus, at directory: String, user: UInt32) -> String? {
         if status.owner != user {
-            return "the state folder \(directory) belongs to uid \(status.owner), not to uid \(user) that kvd runs as, so kvd will not "
+            return
+                "the state folder \(directory) belongs to uid \(status.owner), not to uid \(user) that kvd runs as, so kvd will not "
                 + "keep settings there; use a folder of your own (--state-dir DIR), or have it given to uid \(user) (chown)"
         }
         if status.permissions & 0o022 != 0 {
-            return "the state folder \(directory) has mode 0\(String(status.permissions, radix: 8)), so other users can write to it "
+            return
+                "the state folder \(directory) has mode 0\(String(status.permissions, radix: 8)), so other users can write to it "
                 + "and plant files kvd would write through; if nothing in it is foreign, run `chmod go-w \(directory)` and start kvd again"
         }
         return nil
@@ -165,13 +167,21 @@ struct Recovery {
     /// Adds a loaded domain file to `state`. A domain read from two files (its own and an older
     /// kvd's name for it, after a crash between writing one and removing the other) keeps the
     /// newer; a file under another name than the domain's own is removed at the next compaction.
-    private func keep(_ file: LoadedDomain, from name: String, into state: inout RecoveredState, loaded: inout [Domain: (file: String, replayedThrough: Int64)]) {
+    private func keep(
+        _ file: LoadedDomain, from name: String, into state: inout RecoveredState,
+        loaded: inout [Domain: (file: String, replayedThrough: Int64)]
+    ) {
         let domain = file.domain
         let own = StorageFormat.fileName(for: domain)
         state.revision = max(state.revision, file.state.revision)
         if let earlier = loaded[domain] {
-            let newer = file.replayedThrough > earlier.replayedThrough || (file.replayedThrough == earlier.replayedThrough && name == own)
-            journal.log(.warning, "domain \(domain) is in two files, \(earlier.file) and \(name); the newer (\(newer ? name : earlier.file)) is read, the other will be removed")
+            let newer =
+                file.replayedThrough > earlier.replayedThrough
+                || (file.replayedThrough == earlier.replayedThrough && name == own)
+            journal.log(
+                .warning,
+                "domain \(domain) is in two files, \(earlier.file) and \(name); the newer (\(newer ? name : earlier.file)) is read, the other will be removed"
+            )
             journal.staleFiles[domain] = name == own ? earlier.file : name
             journal.dirty.insert(domain)
             guard newer else { return }
@@ -190,12 +200,18 @@ struct Recovery {
         let path = journal.path(name)
         let bytes: [UInt8]
         do {
-            guard let read = try fileSystem.readRegularFile(path, limit: Int64(StorageFormat.maxDomainFileBytes)) else { return nil }
+            guard let read = try fileSystem.readRegularFile(path, limit: Int64(StorageFormat.maxDomainFileBytes)) else {
+                return nil
+            }
             bytes = read
         } catch {
             switch error {
             case .notRegular(let kind): try setAside(name, reason: "it is \(kind), not a regular file")
-            case .tooLarge(let size): try setAside(name, reason: "it holds \(size) bytes, more than the \(StorageFormat.maxDomainFileBytes) a domain file may")
+            case .tooLarge(let size):
+                try setAside(
+                    name,
+                    reason:
+                        "it holds \(size) bytes, more than the \(StorageFormat.maxDomainFileBytes) a domain file may")
             case .system(let error): throw .failure("cannot read the domain file \(path): \(error)")
             }
             return nil
@@ -206,7 +222,10 @@ struct Recovery {
         do throws(DomainFileError) {
             loaded = try DomainFile.decode(bytes, domain: known)
             guard known != nil || StorageFormat.fileName(for: loaded.domain) == name else {
-                throw DomainFileError(reason: "its \"domain\" member names \(loaded.domain), whose file is \(StorageFormat.fileName(for: loaded.domain))")
+                throw DomainFileError(
+                    reason:
+                        "its \"domain\" member names \(loaded.domain), whose file is \(StorageFormat.fileName(for: loaded.domain))"
+                )
             }
         } catch {
             try setAside(name, reason: error.reason)
@@ -236,7 +255,10 @@ struct Recovery {
             } ?? "the domain it holds"
         do {
             let backup = try journal.moveAside(name)
-            journal.log(.error, "domain file \(path) is unreadable (\(reason)); moved it to \(journal.path(backup)); \(which) starts empty")
+            journal.log(
+                .error,
+                "domain file \(path) is unreadable (\(reason)); moved it to \(journal.path(backup)); \(which) starts empty"
+            )
         } catch {
             throw .failure("domain file \(path) is unreadable (\(reason)) and could not be moved aside: \(error)")
         }

@@ -73,7 +73,9 @@ extension Store {
             } catch {
                 // A full disk: history goes first, then the log is compacted, and the batch tried again.
                 // Tried again when either step freed space (dropped history alone may be enough).
-                let retried = Self.isFull(journal.appendFailure) && makeRoom().freedAny && (try? journal.append(batch.records, revision: state.withLock { $0.revision })) != nil
+                let retried =
+                    Self.isFull(journal.appendFailure) && makeRoom().freedAny
+                    && (try? journal.append(batch.records, revision: state.withLock { $0.revision })) != nil
                 if !retried {
                     log(.error, error.description)
                     for item in pending { item.fail(error) }
@@ -101,7 +103,9 @@ extension Store {
     }
 
     /// Plans one mutation of one domain (every Set: no per-call arrays, unlike a group).
-    private func plan(_ domain: Domain, _ mutation: Mutation, uid: UInt32?, into batch: inout Batch) -> Result<Commit, StorageError> {
+    private func plan(_ domain: Domain, _ mutation: Mutation, uid: UInt32?, into batch: inout Batch) -> Result<
+        Commit, StorageError
+    > {
         if batch.views[domain] == nil { batch.views[domain] = DomainView(state.withLock { $0.domains[domain] }) }
         let changes: PlannedChanges
         do {
@@ -109,38 +113,50 @@ extension Store {
         } catch {
             return .failure(error)
         }
-        guard !changes.changes.isEmpty else { return .success(Commit(revision: batch.revision, domain: domain, changes: [])) }
+        guard !changes.changes.isEmpty else {
+            return .success(Commit(revision: batch.revision, domain: domain, changes: []))
+        }
         let revision = batch.revision + 1
         let (recordStart, sizesStart) = (batch.records.count, batch.entryBytes.count)
-        let record = LogRecord(revision: revision, domain: domain, kind: mutation.kind, changes: changes.changes, time: batch.time, uid: uid)
+        let record = LogRecord(
+            revision: revision, domain: domain, kind: mutation.kind, changes: changes.changes, time: batch.time,
+            uid: uid)
         let sizes = LogFormat.append(record, to: &batch.records, entryBytes: &batch.entryBytes)
         let entryBytes = sizesStart..<batch.entryBytes.count
         let budget: Int
         do {
-            budget = try CommitLimits.check(sizes, changes, entryBytes: batch.entryBytes[entryBytes], in: domain, view: batch.views[domain]!)
+            budget = try CommitLimits.check(
+                sizes, changes, entryBytes: batch.entryBytes[entryBytes], in: domain, view: batch.views[domain]!)
         } catch {
             batch.records.removeSubrange(recordStart...)
             batch.entryBytes.removeSubrange(sizesStart...)
             return .failure(error)
         }
         batch.revision = revision
-        return .success(take(domain, changes.changes, entryBytes: entryBytes, budget: budget, at: revision, uid: uid, into: &batch))
+        return .success(
+            take(domain, changes.changes, entryBytes: entryBytes, budget: budget, at: revision, uid: uid, into: &batch))
     }
 
     /// Takes one domain's planned changes, accepted by the limits, into `batch` at `revision`:
     /// its view (in place: no copy of the overlay) and what publishing will apply.
     private func take(
-        _ domain: Domain, _ changes: [Change], entryBytes: Range<Int>, budget: Int, at revision: Int64, uid: UInt32? = nil, into batch: inout Batch
+        _ domain: Domain, _ changes: [Change], entryBytes: Range<Int>, budget: Int, at revision: Int64,
+        uid: UInt32? = nil, into batch: inout Batch
     ) -> Commit {
         batch.views[domain]!.apply(changes, entryBytes: batch.entryBytes[entryBytes], budgetBytes: budget, at: revision)
-        batch.planned.append(PlannedCommit(domain: domain, changes: changes, entryBytes: entryBytes, budgetBytes: budget, revision: revision, uid: uid))
+        batch.planned.append(
+            PlannedCommit(
+                domain: domain, changes: changes, entryBytes: entryBytes, budgetBytes: budget, revision: revision,
+                uid: uid))
         return Commit(revision: revision, domain: domain, changes: changes)
     }
 
     /// Plans mutations of different domains as one record at one revision: all of them, or
     /// (an error) none. Returns a commit per domain that changes; none, and no revision used,
     /// if nothing changes.
-    private func plan(_ mutations: [(Domain, Mutation)], kind: String, into batch: inout Batch) -> Result<[Commit], StorageError> {
+    private func plan(_ mutations: [(Domain, Mutation)], kind: String, into batch: inout Batch) -> Result<
+        [Commit], StorageError
+    > {
         var planned: [(domain: Domain, changes: PlannedChanges)] = []
         for (domain, mutation) in mutations {
             if batch.views[domain] == nil { batch.views[domain] = DomainView(state.withLock { $0.domains[domain] }) }
@@ -155,14 +171,19 @@ extension Store {
         let revision = batch.revision + 1
         let (recordStart, sizesStart) = (batch.records.count, batch.entryBytes.count)
         let parts = planned.map { LogRecord.Part(domain: $0.domain, changes: $0.changes.changes) }
-        let sizes = LogFormat.append(LogRecord(revision: revision, kind: kind, parts: parts, time: batch.time), to: &batch.records, entryBytes: &batch.entryBytes)
+        let sizes = LogFormat.append(
+            LogRecord(revision: revision, kind: kind, parts: parts, time: batch.time), to: &batch.records,
+            entryBytes: &batch.entryBytes)
         var budgets: [Int] = []
         var start = sizesStart
         for part in planned {
             let entryBytes = start..<(start + part.changes.changes.count)
             start = entryBytes.upperBound
             do {
-                budgets.append(try CommitLimits.check(sizes, part.changes, entryBytes: batch.entryBytes[entryBytes], in: part.domain, view: batch.views[part.domain]!))
+                budgets.append(
+                    try CommitLimits.check(
+                        sizes, part.changes, entryBytes: batch.entryBytes[entryBytes], in: part.domain,
+                        view: batch.views[part.domain]!))
             } catch {
                 batch.records.removeSubrange(recordStart...)
                 batch.entryBytes.removeSubrange(sizesStart...)
@@ -175,7 +196,10 @@ extension Store {
         for (part, budget) in zip(planned, budgets) {
             let entryBytes = start..<(start + part.changes.changes.count)
             start = entryBytes.upperBound
-            commits.append(take(part.domain, part.changes.changes, entryBytes: entryBytes, budget: budget, at: revision, into: &batch))
+            commits.append(
+                take(
+                    part.domain, part.changes.changes, entryBytes: entryBytes, budget: budget, at: revision,
+                    into: &batch))
         }
         return .success(commits)
     }
@@ -188,12 +212,17 @@ extension Store {
         state.withLock { state in
             for commit in batch.planned {
                 let emptied = state.domains[commit.domain, default: DomainState()]
-                    .apply(commit.changes, entryBytes: batch.entryBytes[commit.entryBytes], budgetBytes: commit.budgetBytes, at: commit.revision)
+                    .apply(
+                        commit.changes, entryBytes: batch.entryBytes[commit.entryBytes],
+                        budgetBytes: commit.budgetBytes, at: commit.revision)
                 if emptied { state.domains[commit.domain] = nil }
                 if keepsHistory {
-                    let changes = exclusions.filter(commit.changes, of: commit.domain)  // the same array when nothing is excluded
+                    // the same array when nothing is excluded
+                    let changes = exclusions.filter(commit.changes, of: commit.domain)
                     if !changes.isEmpty {
-                        state.recent[commit.domain, default: []].append(RecentCommit(revision: commit.revision, time: batch.time, uid: commit.uid, changes: changes))
+                        state.recent[commit.domain, default: []].append(
+                            RecentCommit(revision: commit.revision, time: batch.time, uid: commit.uid, changes: changes)
+                        )
                     }
                 }
             }
@@ -215,7 +244,8 @@ extension Store {
         let threshold = Int64(options.compactionLogBytes)
         do {
             try journal.compact(domains, revision: revision, history: recent)
-            state.withLock { $0.recent = [:] }  // in the history files now; nothing was published meanwhile (this queue publishes)
+            // in the history files now; nothing was published meanwhile (this queue publishes)
+            state.withLock { $0.recent = [:] }
             journal.nextCompactionLength = threshold
             log(.debug, "compacted the log into \(count) domain files at revision \(revision)")
         } catch  where Self.isFull(error) && makeRoom().compacted {
@@ -223,7 +253,9 @@ extension Store {
         } catch {
             // Retry once the log has grown by another quarter of the threshold, not every batch.
             journal.nextCompactionLength = journal.logLength + max(threshold / 4, 1)
-            log(.error, "compaction of \(journal.logPath) failed, the log is kept and compaction will be retried: \(error)")
+            log(
+                .error,
+                "compaction of \(journal.logPath) failed, the log is kept and compaction will be retried: \(error)")
         }
     }
 }
@@ -238,21 +270,31 @@ enum CommitLimits {
     /// for a reply's size (a hand-made domain over the limit can still be shrunk). A few
     /// comparisons.
     static func check(
-        _ record: RecordSizes, _ planned: PlannedChanges, entryBytes: ArraySlice<Int>, in domain: Domain, view: DomainView
+        _ record: RecordSizes, _ planned: PlannedChanges, entryBytes: ArraySlice<Int>, in domain: Domain,
+        view: DomainView
     ) throws(StorageError) -> Int {
         guard record.payloadBytes <= LogFormat.maxRecordBytes else {
             throw .tooLarge(
-                limit: LogFormat.maxRecordBytes, reason: "the change's log record would take \(record.payloadBytes) bytes, more than kvd reads back; make it in smaller parts")
+                limit: LogFormat.maxRecordBytes,
+                reason:
+                    "the change's log record would take \(record.payloadBytes) bytes, more than kvd reads back; make it in smaller parts"
+            )
         }
         let limit = Limits.messageBytes
         guard record.changesBytes <= Limits.domainBytes || !planned.changes.contains(where: { $0.value != nil }) else {
-            throw .tooLarge(limit: limit, reason: "the change takes \(record.changesBytes) bytes as typed JSON, more than one reply carries; store less at once")
+            throw .tooLarge(
+                limit: limit,
+                reason:
+                    "the change takes \(record.changesBytes) bytes as typed JSON, more than one reply carries; store less at once"
+            )
         }
         let budget = view.budgetBytes(after: planned, entryBytes: entryBytes)
         guard budget <= Limits.domainBytes || budget <= view.budgetBytes else {
             throw .tooLarge(
                 limit: limit,
-                reason: "domain \(domain) would take \(budget) bytes as typed JSON, more than one List or Watch reply carries; store less in it, or use another domain")
+                reason:
+                    "domain \(domain) would take \(budget) bytes as typed JSON, more than one List or Watch reply carries; store less in it, or use another domain"
+            )
         }
         return budget
     }

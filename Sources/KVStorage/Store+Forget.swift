@@ -24,12 +24,17 @@ extension Store {
     /// too) and removes or rewrites the copies set aside that name them
     /// (``Journal/scrubCopies(_:key:)``): once it completed, no file of the folder holds those
     /// past values, across any crash. Works with history off too (then only log and copies).
-    public func submitHistoryChange(_ change: HistoryChange, completion: @escaping @Sendable (Result<Int64, StorageError>) -> Void) {
-        guard !state.withLock({ $0.closed }) else { return queue.async { completion(.failure(.failure("the store is closed"))) } }
+    public func submitHistoryChange(
+        _ change: HistoryChange, completion: @escaping @Sendable (Result<Int64, StorageError>) -> Void
+    ) {
+        guard !state.withLock({ $0.closed }) else {
+            return queue.async { completion(.failure(.failure("the store is closed"))) }
+        }
         queue.async {
             self.state.withLock { $0.draining = true }
             self.drain()  // what was queued before it comes first
-            self.state.withLock { $0.draining = true }  // busy: an event loop's commitQueued() leaves new work to this queue
+            // busy: an event loop's commitQueued() leaves new work to this queue
+            self.state.withLock { $0.draining = true }
             completion(self.perform(change))
             self.drain()  // what was queued meanwhile
         }
@@ -72,7 +77,9 @@ extension Store {
             return .success(state.withLock { $0.revision })
         } catch {
             log(.error, "could not change what history keeps (\(change)): \(error)")
-            return .failure(.failure("could not change what history keeps: \(error); nothing is sure to be forgotten, run it again"))
+            return .failure(
+                .failure("could not change what history keeps: \(error); nothing is sure to be forgotten, run it again")
+            )
         }
     }
 
@@ -119,7 +126,8 @@ extension Store {
         let (domains, revision) = state.withLock { ($0.domains, $0.revision) }
         var made = RoomMade()
         do throws(FileSystemError) {
-            made.droppedHistory = journal.historyOptions != nil ? try journal.dropHistory(domains: domains, revision: revision) : false
+            made.droppedHistory =
+                journal.historyOptions != nil ? try journal.dropHistory(domains: domains, revision: revision) : false
             try journal.compact(domains, revision: revision)
             made.compacted = true
             state.withLock { $0.recent = [:] }
@@ -129,7 +137,10 @@ extension Store {
                 "the disk holding \(journal.directory) is full: \(made.droppedHistory ? "dropped the history of every domain (it starts again from the values) and " : "")compacted the log"
             )
         } catch {
-            log(.error, "the disk holding \(journal.directory) is full, \(made.droppedHistory ? "dropped the history of every domain, " : "")and compacting the log failed: \(error)")
+            log(
+                .error,
+                "the disk holding \(journal.directory) is full, \(made.droppedHistory ? "dropped the history of every domain, " : "")and compacting the log failed: \(error)"
+            )
         }
         return made
     }

@@ -43,7 +43,9 @@ extension Store {
     /// on the commit queue (from a completion).
     ///
     /// - Throws: `.off`, or `.failure` if the history file cannot be read.
-    public func history(_ domain: Domain, key: Key? = nil, limit: Int? = nil, before: Int64? = nil) throws(HistoryError) -> HistoryPage {
+    public func history(_ domain: Domain, key: Key? = nil, limit: Int? = nil, before: Int64? = nil) throws(HistoryError)
+        -> HistoryPage
+    {
         let (kept, fresh) = try keptHistory(domain)
         let (limit, before) = (limit ?? .max, before ?? .max)
         var selected: [HistoryEntry] = []
@@ -87,7 +89,9 @@ extension Store {
     private func loadHistory(_ domain: Domain) throws(HistoryError) -> KeptHistory {
         dispatchPrecondition(condition: .notOnQueue(queue))
         let loaded: Result<KeptHistory, FileSystemError> = queue.sync {
-            let (current, revision, recent) = state.withLock { ($0.domains[domain], $0.revision, $0.recent[domain] ?? []) }
+            let (current, revision, recent) = state.withLock {
+                ($0.domains[domain], $0.revision, $0.recent[domain] ?? [])
+            }
             return Result { () throws(FileSystemError) in
                 try journal.loadHistory(domain, current: current, revision: revision, recent: recent, keep: true)
                 return journal.historyCache[domain] ?? KeptHistory()
@@ -95,7 +99,8 @@ extension Store {
         }
         do { return try loaded.get() } catch {
             log(.error, "the history file of domain \(domain) cannot be read: \(error)")
-            throw .failure("the history file of domain \(domain) cannot be read (\(error)); try again, and see kvd's log")
+            throw .failure(
+                "the history file of domain \(domain) cannot be read (\(error)); try again, and see kvd's log")
         }
     }
 }

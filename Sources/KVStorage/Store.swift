@@ -89,8 +89,14 @@ public final class Store: Sendable {
         self.journal = journal
         self.options = options
         self.log = log
-        self.state = Mutex(State(domains: recovered.domains, revision: recovered.revision, recent: recovered.recent, exclusions: journal.exclusions))
-        log(.info, "opened state folder \(directory) at revision \(recovered.revision) with \(recovered.domains.count) domains")
+        self.state = Mutex(
+            State(
+                domains: recovered.domains, revision: recovered.revision, recent: recovered.recent,
+                exclusions: journal.exclusions))
+        log(
+            .info,
+            "opened state folder \(directory) at revision \(recovered.revision) with \(recovered.domains.count) domains"
+        )
     }
 
     /// Stops as a crash would, for tests: finishes queued work, then releases the folder
@@ -197,7 +203,9 @@ public final class Store: Sendable {
     }
 
     /// Runs `start` with a completion and waits for it. Blocks; not on the commit queue.
-    private func waitFor<T: Sendable>(_ start: (@escaping @Sendable (Result<T, StorageError>) -> Void) -> Void) throws(StorageError) -> T {
+    private func waitFor<T: Sendable>(_ start: (@escaping @Sendable (Result<T, StorageError>) -> Void) -> Void)
+        throws(StorageError) -> T
+    {
         dispatchPrecondition(condition: .notOnQueue(queue))
         let outcome = Mutex<Result<T, StorageError>?>(nil)
         let done = DispatchSemaphore(value: 0)
@@ -217,7 +225,9 @@ public final class Store: Sendable {
     /// that changed, all at the same revision (none, and no revision used, if nothing
     /// changed), or the error (nothing changed): `.invalidValue`, `.tooLarge` (each domain's
     /// limits, as for a single commit), `.failure`. Runs on the commit queue, like ``submit(_:_:completion:)``.
-    public func submitGroup(_ parts: [DomainChanges], completion: @escaping @Sendable (Result<[Commit], StorageError>) -> Void) {
+    public func submitGroup(
+        _ parts: [DomainChanges], completion: @escaping @Sendable (Result<[Commit], StorageError>) -> Void
+    ) {
         add(.group(parts, completion), startDrain: true)
     }
 
@@ -225,7 +235,9 @@ public final class Store: Sendable {
     /// the group's commits on the commit queue, in commit order with every other commit (a
     /// caller that tells watchers of them keeps their order). Blocks the calling thread; must
     /// not be called on the commit queue (from a completion).
-    public func commitGroup(_ parts: [DomainChanges], whenCommitted: (@Sendable ([Commit]) -> Void)? = nil) throws(StorageError) -> [Commit] {
+    public func commitGroup(_ parts: [DomainChanges], whenCommitted: (@Sendable ([Commit]) -> Void)? = nil)
+        throws(StorageError) -> [Commit]
+    {
         try waitFor { completion in
             submitGroup(parts) { result in
                 if case .success(let commits) = result { whenCommitted?(commits) }

@@ -6,7 +6,9 @@ import Glibc
 public struct SystemFileSystem: FileSystem {
     public init() {}
 
-    public func open(_ path: String, _ options: OpenOptions, permissions: UInt32) throws(FileSystemError) -> FileDescriptor {
+    public func open(_ path: String, _ options: OpenOptions, permissions: UInt32) throws(FileSystemError)
+        -> FileDescriptor
+    {
         var flags = O_CLOEXEC | (options.contains(.write) ? O_RDWR : O_RDONLY)
         if options.contains(.create) { flags |= O_CREAT }
         if options.contains(.exclusive) { flags |= O_EXCL }
@@ -37,7 +39,9 @@ public struct SystemFileSystem: FileSystem {
         var offset = 0
         while offset < bytes.count {
             let wrote = try retryingInterrupts("write", nil) {
-                bytes.withUnsafeBytes { Glibc.write(descriptor.rawValue, $0.baseAddress! + offset, bytes.count - offset) }
+                bytes.withUnsafeBytes {
+                    Glibc.write(descriptor.rawValue, $0.baseAddress! + offset, bytes.count - offset)
+                }
             }
             offset += wrote
         }
@@ -51,7 +55,8 @@ public struct SystemFileSystem: FileSystem {
         var done = 0
         while done < bytes.count {
             let wrote = try retryingInterrupts("pwrite", nil) {
-                Glibc.pwrite(descriptor.rawValue, aligned.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
+                Glibc.pwrite(
+                    descriptor.rawValue, aligned.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done))
             }
             done += wrote
         }
@@ -103,7 +108,8 @@ public struct SystemFileSystem: FileSystem {
         case S_IFBLK: kind = .blockDevice
         default: kind = .unknown
         }
-        return FileStatus(kind: kind, size: Int64(info.st_size), owner: info.st_uid, permissions: UInt32(info.st_mode & 0o7777))
+        return FileStatus(
+            kind: kind, size: Int64(info.st_size), owner: info.st_uid, permissions: UInt32(info.st_mode & 0o7777))
     }
 
     public var effectiveUserID: UInt32 { geteuid() }

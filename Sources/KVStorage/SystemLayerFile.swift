@@ -54,7 +54,8 @@ public struct SystemLayerFile: Sendable {
     /// Replaces the saved layer with `layer`, durably (see the type's comment).
     public func save(_ layer: SavedSystemLayer) throws(StorageError) {
         do {
-            try fileSystem.replaceFile(path, temporary: directory + "/." + Self.fileName + ".tmp", with: Self.encode(layer))
+            try fileSystem.replaceFile(
+                path, temporary: directory + "/." + Self.fileName + ".tmp", with: Self.encode(layer))
             try fileSystem.syncDirectory(directory)
         } catch {
             throw .failure("cannot save the system layer to \(path): \(error)")
@@ -71,7 +72,8 @@ public struct SystemLayerFile: Sendable {
         } catch {
             switch error {
             case .notRegular(let kind): throw .failure("the saved system layer \(path) is \(kind), not a regular file")
-            case .tooLarge(let size): throw .failure("the saved system layer \(path) holds \(size) bytes, more than kvd reads")
+            case .tooLarge(let size):
+                throw .failure("the saved system layer \(path) holds \(size) bytes, more than kvd reads")
             case .system(let error): throw .failure("cannot read the saved system layer \(path): \(error)")
             }
         }
@@ -88,7 +90,11 @@ public struct SystemLayerFile: Sendable {
     static func encode(_ layer: SavedSystemLayer) -> [UInt8] {
         var out: [UInt8] = []
         var lines = 1
-        out += LogFormat.frame(.object(["format": .string(format), "formatVersion": .integer(formatVersion), "revision": .integer(layer.revision)]))
+        out += LogFormat.frame(
+            .object([
+                "format": .string(format), "formatVersion": .integer(formatVersion),
+                "revision": .integer(layer.revision),
+            ]))
         let writer = JSONWriter()
         for domain in layer.values.keys.sorted() {
             let entries = layer.values[domain]!.sorted { $0.key < $1.key }
@@ -112,7 +118,11 @@ public struct SystemLayerFile: Sendable {
             }
         }
         for domain in layer.locks.keys.sorted() where !(layer.locks[domain]?.isEmpty ?? true) {
-            out += LogFormat.frame(.object(["domain": .string(domain.name), "locks": .array(layer.locks[domain]!.sorted().map { .string($0.name) })]))
+            out += LogFormat.frame(
+                .object([
+                    "domain": .string(domain.name),
+                    "locks": .array(layer.locks[domain]!.sorted().map { .string($0.name) }),
+                ]))
             lines += 1
         }
         out += LogFormat.frame(.object(["end": .integer(Int64(lines))]))
@@ -142,12 +152,17 @@ public struct SystemLayerFile: Sendable {
             }
             position = next
             if lines == 0 {
-                guard json["format"] == .string(format), json["formatVersion"] == .integer(formatVersion), case .integer(let revision)? = json["revision"] else {
-                    throw DecodeError(reason: "its first line is not a kvd-system-layer header of version \(formatVersion)")
+                guard json["format"] == .string(format), json["formatVersion"] == .integer(formatVersion),
+                    case .integer(let revision)? = json["revision"]
+                else {
+                    throw DecodeError(
+                        reason: "its first line is not a kvd-system-layer header of version \(formatVersion)")
                 }
                 layer.revision = revision
             } else if case .integer(let count)? = json["end"] {
-                guard count == lines else { throw DecodeError(reason: "its end says \(count) lines, it holds \(lines)") }
+                guard count == lines else {
+                    throw DecodeError(reason: "its end says \(count) lines, it holds \(lines)")
+                }
                 guard position == bytes.count else { throw DecodeError(reason: "bytes follow its last line") }
                 return layer
             } else {
@@ -170,7 +185,9 @@ public struct SystemLayerFile: Sendable {
             }
         } else if case .array(let names)? = json["locks"] {
             for item in names {
-                guard case .string(let name) = item, let key = try? Key(validating: name) else { throw DecodeError(reason: "domain \(domain) has an invalid lock") }
+                guard case .string(let name) = item, let key = try? Key(validating: name) else {
+                    throw DecodeError(reason: "domain \(domain) has an invalid lock")
+                }
                 layer.locks[domain, default: []].insert(key)
             }
         } else {

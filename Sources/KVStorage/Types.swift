@@ -66,7 +66,9 @@ public struct DomainSnapshot: Sendable, Equatable {
     /// domain file made by hand can be that large; writes that would make it so are refused).
     public var budgetBytes: Int
 
-    public init(values: [Key: Value], revisions: [Key: Int64], unreadable: [Key: String], revision: Int64, budgetBytes: Int = 0) {
+    public init(
+        values: [Key: Value], revisions: [Key: Int64], unreadable: [Key: String], revision: Int64, budgetBytes: Int = 0
+    ) {
         self.values = values
         self.revisions = revisions
         self.unreadable = unreadable
@@ -140,7 +142,8 @@ public struct StoreOptions: Sendable {
     public var keepsHistory: Bool { historyKeep > 0 || historyDays > 0 }
 
     public init(
-        compactionLogBytes: Int = 4 << 20, logReservationBytes: Int = 256 << 10, historyKeep: Int = 20, historyDays: Int = 30,
+        compactionLogBytes: Int = 4 << 20, logReservationBytes: Int = 256 << 10, historyKeep: Int = 20,
+        historyDays: Int = 30,
         clock: @escaping @Sendable () -> Int64 = StoreOptions.wallClock
     ) {
         self.compactionLogBytes = compactionLogBytes

@@ -49,7 +49,9 @@ public struct LinuxSystem: SystemCalls {
         defer { closedir(directory) }
         var descriptors: [Int32] = []
         while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self) }
+            let name = withUnsafeBytes(of: entry.pointee.d_name) {
+                String(decoding: $0.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
             if let fd = Int32(name), fd != dirfd(directory) { descriptors.append(fd) }
         }
         return descriptors
@@ -96,7 +98,9 @@ public struct LinuxSystem: SystemCalls {
         _ = try check(epoll_ctl(epoll, operation, fd, &event))
     }
 
-    public func epollWait(_ epoll: Int32, into events: UnsafeMutableBufferPointer<epoll_event>, timeoutMilliseconds: Int32) throws(Errno) -> Int {
+    public func epollWait(
+        _ epoll: Int32, into events: UnsafeMutableBufferPointer<epoll_event>, timeoutMilliseconds: Int32
+    ) throws(Errno) -> Int {
         Int(try check(epoll_wait(epoll, events.baseAddress, Int32(events.count), timeoutMilliseconds)))
     }
 
@@ -139,7 +143,8 @@ public struct LinuxSystem: SystemCalls {
             case S_IFSOCK: .socket
             default: .other
             }
-        return PathStatus(kind: kind, inode: UInt64(info.st_ino), owner: info.st_uid, permissions: UInt32(info.st_mode & 0o7777))
+        return PathStatus(
+            kind: kind, inode: UInt64(info.st_ino), owner: info.st_uid, permissions: UInt32(info.st_mode & 0o7777))
     }
 
     public func makeDirectory(_ path: String, permissions: UInt32) throws(Errno) {

@@ -67,7 +67,8 @@ public protocol SystemCalls: Sendable {
     func epollControl(_ epoll: Int32, _ operation: Int32, _ fd: Int32, events: UInt32) throws(Errno)
     /// Waits up to `timeoutMilliseconds` (-1: forever) for events; returns how many it stored.
     /// C: `epoll_wait`.
-    func epollWait(_ epoll: Int32, into events: UnsafeMutableBufferPointer<epoll_event>, timeoutMilliseconds: Int32) throws(Errno) -> Int
+    func epollWait(_ epoll: Int32, into events: UnsafeMutableBufferPointer<epoll_event>, timeoutMilliseconds: Int32)
+        throws(Errno) -> Int
     /// A non-blocking, close-on-exec event counter. C: `eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)`.
     func eventCounter() throws(Errno) -> Int32
     /// A non-blocking, close-on-exec descriptor that reads `signals` (which must be blocked).

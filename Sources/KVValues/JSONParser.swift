@@ -20,7 +20,8 @@ public struct JSONParser {
         _ input: some Collection<UInt8>, limits: JSONLimits = .default
     ) throws(JSONSyntaxError) -> JSON {
         guard input.count <= limits.maxBytes else {
-            throw JSONSyntaxError(offset: 0, reason: "input of \(input.count) bytes exceeds the limit of \(limits.maxBytes)")
+            throw JSONSyntaxError(
+                offset: 0, reason: "input of \(input.count) bytes exceeds the limit of \(limits.maxBytes)")
         }
         let result: Result<JSON, JSONSyntaxError>? = input.withContiguousStorageIfAvailable { buffer in
             parseBuffer(buffer, limits: limits)
@@ -56,7 +57,9 @@ public struct JSONParser {
                 }
                 let object = try parser.parseMemberList(inner: inner)
                 parser.skipWhitespace()
-                guard parser.position == buffer.count else { throw parser.error("unexpected data after the JSON value") }
+                guard parser.position == buffer.count else {
+                    throw parser.error("unexpected data after the JSON value")
+                }
                 return .success(object)
             } catch {
                 return .failure(error)
@@ -66,7 +69,9 @@ public struct JSONParser {
         return try (result ?? Array(input).withUnsafeBufferPointer { run($0) }).get()
     }
 
-    private static func parseBuffer(_ buffer: UnsafeBufferPointer<UInt8>, limits: JSONLimits) -> Result<JSON, JSONSyntaxError> {
+    private static func parseBuffer(_ buffer: UnsafeBufferPointer<UInt8>, limits: JSONLimits) -> Result<
+        JSON, JSONSyntaxError
+    > {
         var parser = JSONParser(bytes: buffer, limits: limits)
         do throws(JSONSyntaxError) {
             parser.skipWhitespace()
@@ -140,12 +145,16 @@ public struct JSONParser {
     }
 
     /// ``parseObject()`` in document order, with the object member `inner` parsed the same way.
-    private mutating func parseMemberList(inner: String?) throws(JSONSyntaxError) -> (members: JSONMembers, inner: JSONMembers?) {
+    private mutating func parseMemberList(inner: String?) throws(JSONSyntaxError) -> (
+        members: JSONMembers, inner: JSONMembers?
+    ) {
         var result: (members: JSONMembers, inner: JSONMembers?) = (JSONMembers(), nil)
         result.members.pairs.reserveCapacity(4)
         var names = MemberNameSet()
         try forEachMember { parser, name, nameOffset throws(JSONSyntaxError) in
-            let seen = (inner != nil && result.inner != nil && name == inner) || names.contains(name, among: result.members.pairs)
+            let seen =
+                (inner != nil && result.inner != nil && name == inner)
+                || names.contains(name, among: result.members.pairs)
             if name == inner, parser.position < parser.bytes.count, parser.bytes[parser.position] == UInt8(ascii: "{") {
                 result.inner = try parser.parseMemberList(inner: nil).members
             } else {
@@ -177,7 +186,9 @@ public struct JSONParser {
             let nameOffset = position
             let name = try parseString()
             skipWhitespace()
-            guard position < bytes.count, bytes[position] == UInt8(ascii: ":") else { throw error("expected ':' after member name") }
+            guard position < bytes.count, bytes[position] == UInt8(ascii: ":") else {
+                throw error("expected ':' after member name")
+            }
             position += 1
             skipWhitespace()
             try value(&self, name, nameOffset)
@@ -282,7 +293,9 @@ public struct JSONParser {
         case UInt8(ascii: "u"):
             var scalar = try parseHex4()
             if (0xD800..<0xDC00).contains(scalar) {
-                guard position + 1 < bytes.count, bytes[position] == UInt8(ascii: "\\"), bytes[position + 1] == UInt8(ascii: "u") else {
+                guard position + 1 < bytes.count, bytes[position] == UInt8(ascii: "\\"),
+                    bytes[position + 1] == UInt8(ascii: "u")
+                else {
                     throw error("unpaired surrogate in \\u escape")
                 }
                 position += 2
@@ -336,16 +349,22 @@ public struct JSONParser {
         if position < bytes.count, bytes[position] == UInt8(ascii: "e") || bytes[position] == UInt8(ascii: "E") {
             isReal = true
             position += 1
-            if position < bytes.count, bytes[position] == UInt8(ascii: "+") || bytes[position] == UInt8(ascii: "-") { position += 1 }
+            if position < bytes.count, bytes[position] == UInt8(ascii: "+") || bytes[position] == UInt8(ascii: "-") {
+                position += 1
+            }
             guard position < bytes.count, isDigit(bytes[position]) else { throw error("expected digits in exponent") }
             skipDigits()
         }
         let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<position]), as: UTF8.self)
         if isReal {
-            guard let real = Double(text), real.isFinite else { throw error("number \(text) is out of range for a real", at: start) }
+            guard let real = Double(text), real.isFinite else {
+                throw error("number \(text) is out of range for a real", at: start)
+            }
             return .real(real)
         }
-        guard let integer = Int64(text) else { throw error("integer \(text) is out of the signed 64-bit range", at: start) }
+        guard let integer = Int64(text) else {
+            throw error("integer \(text) is out of the signed 64-bit range", at: start)
+        }
         return .integer(integer)
     }
 

@@ -162,7 +162,10 @@ public struct JSONWriter {
         case 0x09: out.append(contentsOf: [0x5C, UInt8(ascii: "t")])
         default:
             let hex = Array("0123456789abcdef".utf8)
-            out.append(contentsOf: [0x5C, UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex[Int(byte >> 4)], hex[Int(byte & 0xF)]])
+            out.append(contentsOf: [
+                0x5C, UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex[Int(byte >> 4)],
+                hex[Int(byte & 0xF)],
+            ])
         }
     }
 }

@@ -20,19 +20,24 @@ public struct Domain: Sendable, Hashable, Comparable, CustomStringConvertible {
     private static func problem(with bytes: UnsafeBufferPointer<UInt8>, name: String) -> NameError? {
         guard let first = bytes.first else { return NameError(name: name, reason: "a domain name must not be empty") }
         guard bytes.count <= Limits.domainNameBytes else {
-            return NameError(name: name, reason: "a domain name must be at most \(Limits.domainNameBytes) bytes, not \(bytes.count)")
+            return NameError(
+                name: name, reason: "a domain name must be at most \(Limits.domainNameBytes) bytes, not \(bytes.count)")
         }
         guard first != UInt8(ascii: "."), first != UInt8(ascii: "-") else {
             return NameError(name: name, reason: "a domain name must not start with '.' or '-'")
         }
         for byte in bytes where !isAllowed(byte) {
-            let shown = (0x21...0x7E).contains(byte) ? "'\(Character(Unicode.Scalar(byte)))'" : "byte 0x\(String(byte, radix: 16))"
+            let shown =
+                (0x21...0x7E).contains(byte)
+                ? "'\(Character(Unicode.Scalar(byte)))'" : "byte 0x\(String(byte, radix: 16))"
             return NameError(name: name, reason: "a domain name may hold only A-Z a-z 0-9 . _ -, not \(shown)")
         }
         if containsBackupStamp(bytes) {
             return NameError(
                 name: name,
-                reason: "a domain name must not contain \"\(backupMarker)\" followed by a time like 20261129T181320Z: kvd names its copies of unreadable files so")
+                reason:
+                    "a domain name must not contain \"\(backupMarker)\" followed by a time like 20261129T181320Z: kvd names its copies of unreadable files so"
+            )
         }
         return nil
     }
@@ -133,7 +138,9 @@ public struct Key: Sendable, Hashable, Comparable, CustomStringConvertible {
         var text = name
         let (count, hasNUL) = text.withUTF8 { bytes in (bytes.count, bytes.contains(0)) }
         guard count > 0 else { throw NameError(name: name, reason: "a key must not be empty") }
-        guard count <= Limits.keyBytes else { throw NameError(name: name, reason: "a key must be at most \(Limits.keyBytes) bytes, not \(count)") }
+        guard count <= Limits.keyBytes else {
+            throw NameError(name: name, reason: "a key must be at most \(Limits.keyBytes) bytes, not \(count)")
+        }
         guard !hasNUL else { throw NameError(name: name, reason: "a key must not contain a NUL character") }
         self.name = name
     }

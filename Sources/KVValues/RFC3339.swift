@@ -14,7 +14,8 @@ public enum RFC3339 {
     public static func format(_ date: Date) -> String {
         let since1970 = date.timeIntervalSince1970
         guard range.contains(since1970) else {
-            return format(Date(timeIntervalSince1970: since1970 > range.upperBound ? range.upperBound : range.lowerBound))
+            return format(
+                Date(timeIntervalSince1970: since1970 > range.upperBound ? range.upperBound : range.lowerBound))
         }
         // Date keeps seconds since 2001 as a Double; split that, not the 1970 interval, to stay exact.
         let interval = date.timeIntervalSinceReferenceDate
@@ -65,7 +66,8 @@ public enum RFC3339 {
             let start = index
             index += 1
             while index < bytes.count, bytes[index] >= 0x30, bytes[index] <= 0x39 { index += 1 }
-            guard index - start > 1, let value = Double("0" + String(decoding: bytes[start..<index], as: UTF8.self)) else { return nil }
+            guard index - start > 1, let value = Double("0" + String(decoding: bytes[start..<index], as: UTF8.self))
+            else { return nil }
             fraction = value
         }
         var offset: Int64 = 0
@@ -74,7 +76,9 @@ public enum RFC3339 {
         } else if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") {
             let sign: Int64 = bytes[index] == UInt8(ascii: "-") ? -1 : 1
             index += 1
-            guard let offsetHours = number(2), expect(":"), let offsetMinutes = number(2), offsetHours < 24, offsetMinutes < 60 else { return nil }
+            guard let offsetHours = number(2), expect(":"), let offsetMinutes = number(2), offsetHours < 24,
+                offsetMinutes < 60
+            else { return nil }
             offset = sign * (offsetHours * 3600 + offsetMinutes * 60)
         } else {
             return nil
@@ -174,7 +178,8 @@ extension RFC3339 {
     /// whole millisecond), without building a `String`: for replies that carry many times.
     /// Clamped to ``range`` like ``format(_:)``.
     public static func writeMilliseconds(_ milliseconds: Int64, into out: inout [UInt8]) {
-        let clamped = min(max(milliseconds, Int64(range.lowerBound) * 1000), Int64(range.upperBound.rounded(.down)) * 1000 + 999)
+        let clamped = min(
+            max(milliseconds, Int64(range.lowerBound) * 1000), Int64(range.upperBound.rounded(.down)) * 1000 + 999)
         let (seconds, millisecond) = (clamped.floorDivided(by: 1000), clamped.floorModulo(1000))
         let (days, secondOfDay) = (seconds.floorDivided(by: 86_400), seconds.floorModulo(86_400))
         let (year, month, day) = civil(fromDays: days)

@@ -74,7 +74,8 @@ extension Value {
     @inline(__always)
     static func checkDepth(_ level: Int, adding levels: Int = 1, path: String?) throws(ValueError) {
         guard level + levels <= Limits.valueDepth else {
-            throw ValueError(path: path ?? "$", reason: "nesting deeper than \(Limits.valueDepth) levels (the limit for a value)")
+            throw ValueError(
+                path: path ?? "$", reason: "nesting deeper than \(Limits.valueDepth) levels (the limit for a value)")
         }
     }
 
@@ -92,7 +93,8 @@ extension Value {
             var values: [Value] = []
             values.reserveCapacity(elements.count)
             for index in elements.indices {
-                values.append(try decode(elements[index], path: path.map { "\($0)[\(index)]" }, level: level + 1, sorted: sorted))
+                values.append(
+                    try decode(elements[index], path: path.map { "\($0)[\(index)]" }, level: level + 1, sorted: sorted))
             }
             return .array(values)
         case .object(let members):
@@ -102,22 +104,34 @@ extension Value {
     }
 
     /// `level` counts the object itself.
-    private static func decodeObject(_ members: [String: JSON], path: String?, level: Int, sorted: Bool) throws(ValueError) -> Value {
+    private static func decodeObject(_ members: [String: JSON], path: String?, level: Int, sorted: Bool)
+        throws(ValueError) -> Value
+    {
         let here = path ?? "$"
         guard members.keys.contains(where: { $0.hasPrefix("$") }) else {
             return .dictionary(try decodeMembers(members, path: path, level: level, sorted: sorted))
         }
         guard members.count == 1, let (tag, payload) = members.first else {
-            throw ValueError(path: here, reason: "an object with a key starting with '$' must be exactly one of {\"$date\": ...}, {\"$data\": ...}, {\"$dict\": {...}}")
+            throw ValueError(
+                path: here,
+                reason:
+                    "an object with a key starting with '$' must be exactly one of {\"$date\": ...}, {\"$data\": ...}, {\"$dict\": {...}}"
+            )
         }
         switch (tag, payload) {
         case ("$date", .string(let text)):
             guard let date = RFC3339.parse(text) else {
-                throw ValueError(path: here, reason: "\"\(text)\" is not an RFC 3339 date-time in the years 0001 to 9999 (like 2026-11-29T17:00:00.250Z)")
+                throw ValueError(
+                    path: here,
+                    reason:
+                        "\"\(text)\" is not an RFC 3339 date-time in the years 0001 to 9999 (like 2026-11-29T17:00:00.250Z)"
+                )
             }
             return .date(date)
         case ("$data", .string(let text)):
-            guard let data = Data(base64Encoded: text) else { throw ValueError(path: here, reason: "$data is not valid base64") }
+            guard let data = Data(base64Encoded: text) else {
+                throw ValueError(path: here, reason: "$data is not valid base64")
+            }
             return .data(data)
         case ("$dict", .object(let inner)):
             try checkDepth(level, path: path)
@@ -127,17 +141,26 @@ extension Value {
         case ("$dict", _):
             throw ValueError(path: here, reason: "$dict needs an object, not \(payload.typeName)")
         default:
-            throw ValueError(path: here, reason: "unknown tag \"\(tag)\" (a dictionary with '$' keys must be wrapped as {\"$dict\": {...}})")
+            throw ValueError(
+                path: here,
+                reason: "unknown tag \"\(tag)\" (a dictionary with '$' keys must be wrapped as {\"$dict\": {...}})")
         }
     }
 
-    private static func decodeMembers(_ members: [String: JSON], path: String?, level: Int, sorted: Bool) throws(ValueError) -> [String: Value] {
+    private static func decodeMembers(_ members: [String: JSON], path: String?, level: Int, sorted: Bool)
+        throws(ValueError) -> [String: Value]
+    {
         var result: [String: Value] = [:]
         result.reserveCapacity(members.count)
         if sorted {
-            for name in members.keys.sorted() { result[name] = try decode(members[name]!, path: path.map { "\($0).\(name)" }, level: level, sorted: true) }
+            for name in members.keys.sorted() {
+                result[name] = try decode(
+                    members[name]!, path: path.map { "\($0).\(name)" }, level: level, sorted: true)
+            }
         } else {
-            for (name, member) in members { result[name] = try decode(member, path: path.map { "\($0).\(name)" }, level: level, sorted: false) }
+            for (name, member) in members {
+                result[name] = try decode(member, path: path.map { "\($0).\(name)" }, level: level, sorted: false)
+            }
         }
         return result
     }
@@ -172,7 +195,9 @@ extension Value {
         case .real(let number) where !number.isFinite:
             throw ValueError(reason: "a real must be finite, not \(number)")
         case .date(let date):
-            guard RFC3339.range.contains(date.timeIntervalSince1970) else { throw ValueError(reason: "a date must lie in the years 0001 to 9999") }
+            guard RFC3339.range.contains(date.timeIntervalSince1970) else {
+                throw ValueError(reason: "a date must lie in the years 0001 to 9999")
+            }
             try Self.checkDepth(level, path: "$")
         case .data:
             try Self.checkDepth(level, path: "$")

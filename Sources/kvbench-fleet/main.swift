@@ -29,7 +29,9 @@ func fail(_ message: String) -> Never {
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 guard let mode = arguments.first else {
-    print("usage: kvbench-fleet propagation|populate|first-listing [--subject kvd|etcd] [--from S] [--to S] [--etcd URLS] [--keys N] [--kvd PATH] [--dir D] [--seconds S]")
+    print(
+        "usage: kvbench-fleet propagation|populate|first-listing [--subject kvd|etcd] [--from S] [--to S] [--etcd URLS] [--keys N] [--kvd PATH] [--dir D] [--seconds S]"
+    )
     exit(2)
 }
 let flags: [String: String] = {
@@ -78,7 +80,9 @@ func propagate(_ name: String, arrivals: Arrivals, write: (Int64) throws -> Void
     }
     let elapsed = Double(now() - start) / 1e9
     latencies.sort()
-    func percentile(_ p: Double) -> Double { Double(latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))]) / 1000 }
+    func percentile(_ p: Double) -> Double {
+        Double(latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))]) / 1000
+    }
     print(
         #"{"op":"\#(name)","clients":1,"ops":\#(latencies.count),"ops_per_s":\#(Double(latencies.count) / elapsed),"p50_us":\#(percentile(0.5)),"p99_us":\#(percentile(0.99)),"seconds":\#(elapsed)}"#
     )
@@ -89,7 +93,9 @@ func gateway() -> EtcdGateway {
 }
 
 func kvdPropagation() throws {
-    guard let from = flags["--from"], let to = flags["--to"] else { fail("propagation --subject kvd needs --from and --to") }
+    guard let from = flags["--from"], let to = flags["--to"] else {
+        fail("propagation --subject kvd needs --from and --to")
+    }
     let arrivals = Arrivals()
     let watcher = try Connection(socketPath: to)
     Thread {
@@ -101,7 +107,9 @@ func kvdPropagation() throws {
         }
     }.start()
     let writer = try Connection(socketPath: from)
-    try propagate("fleet-propagation-kvd", arrivals: arrivals) { value in _ = try writer.set(domain, key, .integer(value)) }
+    try propagate("fleet-propagation-kvd", arrivals: arrivals) { value in
+        _ = try writer.set(domain, key, .integer(value))
+    }
 }
 
 func etcdPropagation() throws {
@@ -111,7 +119,11 @@ func etcdPropagation() throws {
     Thread {
         try? etcd.watch(from: etcdKey, end: [], startRevision: start, progressInterval: .seconds(5)) { message in
             if case .events(let events, _) = message {
-                for event in events { if let number = Int64(String(decoding: event.keyValue.value, as: UTF8.self)) { arrivals.note(number) } }
+                for event in events {
+                    if let number = Int64(String(decoding: event.keyValue.value, as: UTF8.self)) {
+                        arrivals.note(number)
+                    }
+                }
             }
             return true
         }
@@ -126,7 +138,8 @@ func populate() throws {
     let count = Int(flags["--keys"] ?? "10000") ?? 10000
     for batch in stride(from: 0, to: count, by: 100) {
         let puts = (batch..<min(batch + 100, count)).map { index in
-            EtcdTransaction.Operation.put(key: Array("kvd/values/com.corp.bench/k\(index)".utf8), value: Array(#""value \#(index)""#.utf8))
+            EtcdTransaction.Operation.put(
+                key: Array("kvd/values/com.corp.bench/k\(index)".utf8), value: Array(#""value \#(index)""#.utf8))
         }
         _ = try etcd.commit(EtcdTransaction(success: puts))
     }
@@ -143,7 +156,10 @@ func firstListing() throws {
     let socket = run + "/system.sock"
     let process = Process()
     process.executableURL = URL(fileURLWithPath: kvd)
-    process.arguments = ["--system", "--socket", socket, "--state-dir", run + "/state", "--etcd", endpoints.joined(separator: ","), "--fleet-domain", "com.corp.*"]
+    process.arguments = [
+        "--system", "--socket", socket, "--state-dir", run + "/state", "--etcd", endpoints.joined(separator: ","),
+        "--fleet-domain", "com.corp.*",
+    ]
     process.standardError = FileHandle(forWritingAtPath: "/dev/null")
     let begin = now()
     try process.run()
@@ -163,7 +179,9 @@ func firstListing() throws {
         if now() - begin > 60_000_000_000 { fail("the system instance did not list etcd within 60 s") }
     }
     let elapsed = Double(now() - begin) / 1e9
-    print(#"{"op":"fleet-first-listing","ops":1,"ops_per_s":\#(1 / elapsed),"p50_us":\#(elapsed * 1e6),"p99_us":\#(elapsed * 1e6),"seconds":\#(elapsed)}"#)
+    print(
+        #"{"op":"fleet-first-listing","ops":1,"ops_per_s":\#(1 / elapsed),"p50_us":\#(elapsed * 1e6),"p99_us":\#(elapsed * 1e6),"seconds":\#(elapsed)}"#
+    )
 }
 
 do {

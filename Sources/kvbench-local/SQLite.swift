@@ -4,8 +4,12 @@ import Glibc
 
 struct SQLite {
     typealias Open = @convention(c) (UnsafePointer<CChar>, UnsafeMutablePointer<OpaquePointer?>) -> Int32
-    typealias Exec = @convention(c) (OpaquePointer, UnsafePointer<CChar>, OpaquePointer?, OpaquePointer?, OpaquePointer?) -> Int32
-    typealias Prepare = @convention(c) (OpaquePointer, UnsafePointer<CChar>, Int32, UnsafeMutablePointer<OpaquePointer?>, OpaquePointer?) -> Int32
+    typealias Exec =
+        @convention(c) (OpaquePointer, UnsafePointer<CChar>, OpaquePointer?, OpaquePointer?, OpaquePointer?) -> Int32
+    typealias Prepare =
+        @convention(c) (
+            OpaquePointer, UnsafePointer<CChar>, Int32, UnsafeMutablePointer<OpaquePointer?>, OpaquePointer?
+        ) -> Int32
     typealias BindText = @convention(c) (OpaquePointer, Int32, UnsafePointer<CChar>, Int32, OpaquePointer?) -> Int32
     typealias Statement = @convention(c) (OpaquePointer) -> Int32
 
@@ -26,11 +30,14 @@ struct SQLite {
             dlsym(library, name).map { unsafeBitCast($0, to: type) }
         }
         guard let open = symbol("sqlite3_open", Open.self), let exec = symbol("sqlite3_exec", Exec.self),
-            let prepare = symbol("sqlite3_prepare_v2", Prepare.self), let bind = symbol("sqlite3_bind_text", BindText.self),
+            let prepare = symbol("sqlite3_prepare_v2", Prepare.self),
+            let bind = symbol("sqlite3_bind_text", BindText.self),
             let step = symbol("sqlite3_step", Statement.self), let reset = symbol("sqlite3_reset", Statement.self),
             let close = symbol("sqlite3_close", Statement.self)
         else { return (nil, "libsqlite3.so.0 lacks a function kvbench-local needs") }
-        return (SQLite(open: open, exec: exec, prepare: prepare, bindText: bind, step: step, reset: reset, close: close), "")
+        return (
+            SQLite(open: open, exec: exec, prepare: prepare, bindText: bind, step: step, reset: reset, close: close), ""
+        )
     }
 }
 
@@ -52,7 +59,8 @@ final class SQLiteWriter {
         ] {
             check(sqlite.exec(db!, sql, nil, nil, nil), sql)
         }
-        check(sqlite.prepare(db!, "INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)", -1, &statement, nil), "prepare")
+        check(
+            sqlite.prepare(db!, "INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)", -1, &statement, nil), "prepare")
         check(sqlite.bindText(statement!, 1, key, 2, nil), "bind")
         check(sqlite.bindText(statement!, 2, value, 100, nil), "bind")
     }

@@ -16,7 +16,9 @@ func now() -> UInt64 {
 
 var arguments = Array(CommandLine.arguments.dropFirst())
 guard let mode = arguments.first else {
-    print("usage: kvbench-local kvdefaults-set|userdefaults-set|sqlite-set|cached-read [--socket S] [--dir D] [--seconds S] [--runs N]")
+    print(
+        "usage: kvbench-local kvdefaults-set|userdefaults-set|sqlite-set|cached-read [--socket S] [--dir D] [--seconds S] [--runs N]"
+    )
     exit(2)
 }
 var flags: [String: String] = [:]
@@ -100,7 +102,9 @@ case "cached-read":
     guard defaults.string(forKey: "hot") == payload else { print("kvbench-local: KVDefaults read back wrong"); exit(1) }
     let (kvd, sinkA) = nanosecondsPerCall(count) { defaults.string(forKey: "hot")?.utf8.count ?? 0 }
     let (foundation, sinkB) = nanosecondsPerCall(count) { UserDefaults.standard.string(forKey: "hot")?.utf8.count ?? 0 }
-    print(#"{"op":"cached-read","kvdefaults_ns":\#(kvd),"userdefaults_ns":\#(foundation),"count":\#(count),"check":\#(sinkA == sinkB)}"#)
+    print(
+        #"{"op":"cached-read","kvdefaults_ns":\#(kvd),"userdefaults_ns":\#(foundation),"count":\#(count),"check":\#(sinkA == sinkB)}"#
+    )
 default:
     print("kvbench-local: unknown mode \(mode)")
     exit(2)

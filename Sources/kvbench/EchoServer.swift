@@ -7,7 +7,9 @@ func serveEcho(_ path: String) -> Never {
     let listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
     var address = unixAddress(path)
     let bound = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+        }
     }
     guard bound == 0, listen(listener, 128) == 0 else {
         print("kvbench: cannot listen on \(path): \(String(cString: strerror(errno)))")

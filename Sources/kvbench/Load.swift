@@ -122,14 +122,18 @@ func runClientsPolled(_ options: Options) -> [UInt32] {
     for index in 0..<count {
         let first = roundTrip(fds[index], calls[index], options.proto, buffers[index])
         if !replyIsSuccess(options.proto, Array(buffers[index][0..<first])) {
-            print("kvbench: \(options.operation) failed: \(String(decoding: buffers[index][0..<min(first, 300)], as: UTF8.self))")
+            print(
+                "kvbench: \(options.operation) failed: \(String(decoding: buffers[index][0..<min(first, 300)], as: UTF8.self))"
+            )
             exit(1)
         }
         _ = fcntl(fds[index], F_SETFL, fcntl(fds[index], F_GETFL) | O_NONBLOCK)
         var event = epoll_event()
         event.events = EPOLLIN.rawValue
         event.data.u64 = UInt64(index)
-        guard epoll_ctl(epoll, EPOLL_CTL_ADD, fds[index], &event) == 0 else { print("kvbench: epoll_ctl failed"); exit(1) }
+        guard epoll_ctl(epoll, EPOLL_CTL_ADD, fds[index], &event) == 0 else {
+            print("kvbench: epoll_ctl failed"); exit(1)
+        }
     }
     var events = [epoll_event](repeating: epoll_event(), count: count)
     var received = [Int](repeating: 0, count: count)
@@ -154,7 +158,9 @@ func runClientsPolled(_ options: Options) -> [UInt32] {
             if got < 0, errno == EAGAIN { continue }
             if got <= 0 { print("kvbench: connection closed"); exit(1) }
             received[index] += got
-            guard replyComplete(options.proto, UnsafeRawBufferPointer(buffer), received[index], sent: calls[index].count) else { continue }
+            guard
+                replyComplete(options.proto, UnsafeRawBufferPointer(buffer), received[index], sent: calls[index].count)
+            else { continue }
             let end = now()
             latencies.append(UInt32(min(end - began[index], UInt64(UInt32.max))))
             received[index] = 0

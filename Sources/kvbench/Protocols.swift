@@ -56,7 +56,11 @@ func respReplyLength(_ buffer: UnsafeRawBufferPointer, _ count: Int) -> Int? {
     var length = 0
     var negative = false
     for index in 1..<end {
-        if buffer[index] == UInt8(ascii: "-") { negative = true } else { length = length * 10 + Int(buffer[index] - 48) }
+        if buffer[index] == UInt8(ascii: "-") {
+            negative = true
+        } else {
+            length = length * 10 + Int(buffer[index] - 48)
+        }
     }
     return negative ? header : header + length + 2
 }

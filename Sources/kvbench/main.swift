@@ -10,7 +10,10 @@ if options.operation == "populate" {
     let begin = now()
     populate(options)
     let seconds = Double(now() - begin) / 1e9
-    print(options.json ? #"{"op":"populate","keys":\#(options.keys),"seconds":\#(seconds)}"# : "populated \(options.keys) keys in \(seconds) s")
+    print(
+        options.json
+            ? #"{"op":"populate","keys":\#(options.keys),"seconds":\#(seconds)}"#
+            : "populated \(options.keys) keys in \(seconds) s")
     exit(0)
 }
 if options.operation == "get" { prepareKeys(options) }

@@ -90,7 +90,8 @@ while let line = readLine() {
         FileHandleLike.out(matched ? "ok" : "timeout")
     case "watch" where words.count == 2:
         let key = words[1]
-        observations.append(defaults.observe(key) { value in FileHandleLike.out("change \(key) \(FileHandleLike.show(value))") })
+        observations.append(
+            defaults.observe(key) { value in FileHandleLike.out("change \(key) \(FileHandleLike.show(value))") })
         FileHandleLike.out("ok")
     case "forced" where words.count == 2:
         let forced = defaults.objectIsForced(forKey: words[1]) ? "forced" : "free"

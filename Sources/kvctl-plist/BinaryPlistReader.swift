@@ -31,9 +31,12 @@ struct BinaryPlistReader {
         self.bytes = bytes
         guard bytes.count >= 8, bytes.starts(with: Array("bplist00".utf8)) else {
             let version = String(decoding: bytes.dropFirst(6).prefix(2), as: UTF8.self).debugDescription
-            throw Self.damaged(bytes.count < 8 ? "it is cut short (\(bytes.count) bytes)" : "its version is \(version), not \"00\"")
+            throw Self.damaged(
+                bytes.count < 8 ? "it is cut short (\(bytes.count) bytes)" : "its version is \(version), not \"00\"")
         }
-        guard bytes.count >= 40 else { throw Self.damaged("it is cut short (\(bytes.count) bytes, less than its header and trailer)") }
+        guard bytes.count >= 40 else {
+            throw Self.damaged("it is cut short (\(bytes.count) bytes, less than its header and trailer)")
+        }
         let trailer = bytes.count - 32
         offsetSize = Int(bytes[trailer + 6])
         referenceSize = Int(bytes[trailer + 7])
@@ -78,7 +81,9 @@ struct BinaryPlistReader {
         var members: [(name: String, value: Int)] = []
         for (key, value) in zip(keys, values) { members.append((try string(key, path: path, isKey: true), value)) }
         members.sort { $0.name < $1.name }
-        for (first, second) in zip(members, members.dropFirst()) where first.name == second.name { throw PlistPlace.duplicateKey(path, first.name) }
+        for (first, second) in zip(members, members.dropFirst()) where first.name == second.name {
+            throw PlistPlace.duplicateKey(path, first.name)
+        }
         return members
     }
 
@@ -115,7 +120,9 @@ struct BinaryPlistReader {
         default: throw Self.damaged("object \(index) has the unknown type 0x\(String(marker, radix: 16))")
         }
         if unit > 0, low == 0xF {
-            guard start < tableStart, bytes[start] >> 4 == 0x1, bytes[start] & 0x0F <= 3 else { throw Self.damaged("object \(index) has no valid length") }
+            guard start < tableStart, bytes[start] >> 4 == 0x1, bytes[start] & 0x0F <= 3 else {
+                throw Self.damaged("object \(index) has no valid length")
+            }
             let size = 1 << Int(bytes[start] & 0x0F)
             guard start + 1 + size <= tableStart else { throw Self.damaged("object \(index) lies outside the file") }
             let length = Self.bigEndian(bytes, start + 1, size)
@@ -124,7 +131,9 @@ struct BinaryPlistReader {
             start += 1 + size
         }
         let length = unit > 0 ? count * unit : (marker >> 4 == 0x0 ? 0 : count)
-        guard length <= tableStart - start else { throw Self.damaged("object \(index) runs past the end of the objects") }
+        guard length <= tableStart - start else {
+            throw Self.damaged("object \(index) runs past the end of the objects")
+        }
         return Object(marker: marker, start: start, count: count)
     }
 
@@ -134,7 +143,9 @@ struct BinaryPlistReader {
         result.reserveCapacity(count)
         for position in 0..<count {
             let reference = Self.bigEndian(bytes, start + position * referenceSize, referenceSize)
-            guard reference < UInt64(objectCount) else { throw Self.damaged("a reference points to object \(reference) of \(objectCount)") }
+            guard reference < UInt64(objectCount) else {
+                throw Self.damaged("a reference points to object \(reference) of \(objectCount)")
+            }
             result.append(Int(reference))
         }
         return result
@@ -196,7 +207,8 @@ struct BinaryPlistReader {
             let seconds = Double(bitPattern: Self.bigEndian(bytes, object.start, 8))
             guard PlistPlace.isStorableDate(sinceReferenceDate: seconds) else {
                 throw PlistRefusal(
-                    "\(PlistPlace.describe(path)) is a date \(seconds) s from 2001-01-01, which is not a date in the years 0001 to 9999 kvd holds; nothing imported")
+                    "\(PlistPlace.describe(path)) is a date \(seconds) s from 2001-01-01, which is not a date in the years 0001 to 9999 kvd holds; nothing imported"
+                )
             }
             return .date(Date(timeIntervalSinceReferenceDate: seconds))
         default: break
@@ -213,11 +225,14 @@ struct BinaryPlistReader {
             return .array(elements)
         case 0x1, 0x2, 0x3,
             0x0 where object.marker != 0:
-            throw Self.damaged("\(PlistPlace.describe(path)) has the invalid marker 0x\(String(object.marker, radix: 16))")
+            throw Self.damaged(
+                "\(PlistPlace.describe(path)) has the invalid marker 0x\(String(object.marker, radix: 16))")
         case 0xD:
             guard depth < PlistLimits.depth else { throw PlistPlace.tooDeep(path) }
             var members: [String: Value] = [:]
-            for (name, value) in try sortedMembers(object, path: path) { members[name] = try self.value(value, path: path + [name], depth: depth + 1) }
+            for (name, value) in try sortedMembers(object, path: path) {
+                members[name] = try self.value(value, path: path + [name], depth: depth + 1)
+            }
             return .dictionary(members)
         default:
             throw PlistPlace.cannotHold(path, Self.kind(object.marker))
@@ -244,15 +259,22 @@ struct BinaryPlistReader {
         let content = bytes[object.start..<object.start + object.count * (object.marker >> 4 == 0x6 ? 2 : 1)]
         switch object.marker >> 4 {
         case 0x5:
-            guard let byte = content.first(where: { $0 >= 0x80 }) else { return String(decoding: content, as: UTF8.self) }
-            throw Self.damaged("a string marked ASCII holds the byte 0x\(String(byte, radix: 16)) (in \(PlistPlace.describe(path)))")
+            guard let byte = content.first(where: { $0 >= 0x80 }) else {
+                return String(decoding: content, as: UTF8.self)
+            }
+            throw Self.damaged(
+                "a string marked ASCII holds the byte 0x\(String(byte, radix: 16)) (in \(PlistPlace.describe(path)))")
         case 0x7:
-            guard let text = String(validating: content, as: UTF8.self) else { throw Self.damaged("a UTF-8 string is not valid UTF-8 (in \(PlistPlace.describe(path)))") }
+            guard let text = String(validating: content, as: UTF8.self) else {
+                throw Self.damaged("a UTF-8 string is not valid UTF-8 (in \(PlistPlace.describe(path)))")
+            }
             return text
         case 0x6:
             var units: [UInt16] = []
             units.reserveCapacity(object.count)
-            for position in 0..<object.count { units.append(UInt16(Self.bigEndian(bytes, object.start + 2 * position, 2))) }
+            for position in 0..<object.count {
+                units.append(UInt16(Self.bigEndian(bytes, object.start + 2 * position, 2)))
+            }
             var text = String.UnicodeScalarView()
             var iterator = units.makeIterator()
             var decoder = UTF16()
@@ -265,7 +287,9 @@ struct BinaryPlistReader {
             }
         default:
             guard isKey else { throw PlistPlace.cannotHold(path, Self.kind(object.marker)) }
-            throw PlistRefusal("\(PlistPlace.describe(path)): a dictionary key is \(Self.kind(object.marker)), not a string; nothing imported")
+            throw PlistRefusal(
+                "\(PlistPlace.describe(path)): a dictionary key is \(Self.kind(object.marker)), not a string; nothing imported"
+            )
         }
     }
 
@@ -273,7 +297,9 @@ struct BinaryPlistReader {
         var position = 0
         while position < units.count {
             let unit = units[position]
-            if (0xD800...0xDBFF).contains(unit), position + 1 < units.count, (0xDC00...0xDFFF).contains(units[position + 1]) {
+            if (0xD800...0xDBFF).contains(unit), position + 1 < units.count,
+                (0xDC00...0xDFFF).contains(units[position + 1])
+            {
                 position += 2
                 continue
             }

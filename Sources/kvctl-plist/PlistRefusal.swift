@@ -33,7 +33,9 @@ enum PlistPlace {
 
     /// The refusal for a nesting deeper than ``PlistLimits/depth``.
     static func tooDeep(_ path: [String]) -> PlistRefusal {
-        PlistRefusal("\(describe(path)) nests arrays and dictionaries more than \(PlistLimits.depth) levels deep, deeper than kvd holds; nothing imported")
+        PlistRefusal(
+            "\(describe(path)) nests arrays and dictionaries more than \(PlistLimits.depth) levels deep, deeper than kvd holds; nothing imported"
+        )
     }
 
     /// The refusal for a list that expands beyond ``PlistLimits/expandedBytes``.
@@ -47,17 +49,22 @@ enum PlistPlace {
     static func loneSurrogate(_ path: [String], _ unit: UInt32, isKey: Bool) -> PlistRefusal {
         let what = isKey ? "a key of \(describe(path))" : describe(path)
         let code = String(unit, radix: 16, uppercase: true)
-        return PlistRefusal("\(what) holds a lone UTF-16 surrogate (U+\(code)), which is not text kvd can hold; nothing imported")
+        return PlistRefusal(
+            "\(what) holds a lone UTF-16 surrogate (U+\(code)), which is not text kvd can hold; nothing imported")
     }
 
     /// The refusal for an integer outside kvd's signed 64 bits; `number` is its decimal text.
     static func integerTooBig(_ path: [String], _ number: String) -> PlistRefusal {
-        PlistRefusal("\(describe(path)) is the integer \(number.prefix(80)), beyond kvd's signed 64-bit integers; nothing imported")
+        PlistRefusal(
+            "\(describe(path)) is the integer \(number.prefix(80)), beyond kvd's signed 64-bit integers; nothing imported"
+        )
     }
 
     /// The refusal for a real that is NaN or infinite.
     static func notFinite(_ path: [String], _ number: String) -> PlistRefusal {
-        PlistRefusal("\(describe(path)) is the real \(number.prefix(80)), which kvd cannot hold (reals are finite); nothing imported")
+        PlistRefusal(
+            "\(describe(path)) is the real \(number.prefix(80)), which kvd cannot hold (reals are finite); nothing imported"
+        )
     }
 
     /// The refusal for a type kvd has no value for (`kind`: "a UID (from a keyed archive)").
@@ -67,7 +74,8 @@ enum PlistPlace {
 
     /// The refusal for a dictionary that holds one key twice.
     static func duplicateKey(_ path: [String], _ key: String) -> PlistRefusal {
-        PlistRefusal("\(path.isEmpty ? "the property list" : describe(path)) holds the key \"\(key)\" twice; nothing imported")
+        PlistRefusal(
+            "\(path.isEmpty ? "the property list" : describe(path)) holds the key \"\(key)\" twice; nothing imported")
     }
 
     /// The refusal for a top-level object that is not a dictionary.

@@ -43,7 +43,9 @@ enum PlistWriter {
         case .array(let elements):
             guard !elements.isEmpty else { return line("<array/>") }
             line("<array>")
-            for (position, element) in elements.enumerated() { try xml(element, path: PlistPlace.element(path, position), indent: indent + 1, into: &out) }
+            for (position, element) in elements.enumerated() {
+                try xml(element, path: PlistPlace.element(path, position), indent: indent + 1, into: &out)
+            }
             line("</array>")
         case .dictionary(let members):
             guard !members.isEmpty else { return line("<dict/>") }
@@ -58,7 +60,9 @@ enum PlistWriter {
 
     /// `text` with `&`, `<` and `>` written as entities.
     private static func escaped(_ text: String) -> String {
-        guard text.utf8.contains(where: { $0 == UInt8(ascii: "&") || $0 == UInt8(ascii: "<") || $0 == UInt8(ascii: ">") }) else { return text }
+        guard
+            text.utf8.contains(where: { $0 == UInt8(ascii: "&") || $0 == UInt8(ascii: "<") || $0 == UInt8(ascii: ">") })
+        else { return text }
         var out = ""
         for scalar in text.unicodeScalars {
             switch scalar {

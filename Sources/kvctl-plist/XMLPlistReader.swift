@@ -39,7 +39,9 @@ struct XMLPlistReader {
         let members = try dictionary(tag, path: [], depth: 1)
         if inPlist {
             let end = try readTag()
-            guard end.name == "plist", end.closing else { throw damaged("expected </plist>, found <\(end.closing ? "/" : "")\(end.name)>") }
+            guard end.name == "plist", end.closing else {
+                throw damaged("expected </plist>, found <\(end.closing ? "/" : "")\(end.name)>")
+            }
         }
         try skipMisc(prolog: false)
         guard index == bytes.count else { throw damaged("there is more after the end of the property list") }
@@ -55,7 +57,9 @@ struct XMLPlistReader {
     }
 
     /// The members of the `<dict>` just read (`open`), up to its `</dict>`.
-    private mutating func dictionary(_ open: Tag, path: [String], depth: Int) throws(PlistRefusal) -> [(key: String, value: Value)] {
+    private mutating func dictionary(_ open: Tag, path: [String], depth: Int) throws(PlistRefusal) -> [(
+        key: String, value: Value
+    )] {
         guard depth <= PlistLimits.depth else { throw PlistPlace.tooDeep(path) }
         var members: [(key: String, value: Value)] = []
         if open.empty { return members }
@@ -64,12 +68,16 @@ struct XMLPlistReader {
             let tag = try readTag()
             if tag.closing, tag.name == "dict" { return members }
             guard tag.name == "key", !tag.closing else {
-                throw damaged("\(path.isEmpty ? "the property list" : PlistPlace.describe(path)) has <\(tag.closing ? "/" : "")\(tag.name)> where a <key> belongs")
+                throw damaged(
+                    "\(path.isEmpty ? "the property list" : PlistPlace.describe(path)) has <\(tag.closing ? "/" : "")\(tag.name)> where a <key> belongs"
+                )
             }
             let key = tag.empty ? "" : try text(until: "key", path: path, isKey: true)
             guard seen.insert(key).inserted else { throw PlistPlace.duplicateKey(path, key) }
             let valueTag = try readTag()
-            guard !valueTag.closing else { throw damaged("\(PlistPlace.describe(path + [key])) is missing: the key has no value") }
+            guard !valueTag.closing else {
+                throw damaged("\(PlistPlace.describe(path + [key])) is missing: the key has no value")
+            }
             members.append((key, try value(valueTag, path: path + [key], depth: depth)))
         }
     }
@@ -105,7 +113,8 @@ struct XMLPlistReader {
             let content = tag.empty ? "" : try text(until: tag.name, path: path, isKey: false)
             return try Self.scalar(tag.name, content, path: path)
         default:
-            throw PlistRefusal("\(PlistPlace.describe(path)) is <\(tag.name)>, which is not a property-list type; nothing imported")
+            throw PlistRefusal(
+                "\(PlistPlace.describe(path)) is <\(tag.name)>, which is not a property-list type; nothing imported")
         }
     }
 
@@ -123,11 +132,15 @@ struct XMLPlistReader {
             case .value(let integer): return .integer(integer)
             case .outOfRange: throw PlistPlace.integerTooBig(path, trimmed)
             case .invalid:
-                throw PlistRefusal("\(PlistPlace.describe(path)) is the <integer> \"\(trimmed.prefix(80))\", which is not a whole number; nothing imported")
+                throw PlistRefusal(
+                    "\(PlistPlace.describe(path)) is the <integer> \"\(trimmed.prefix(80))\", which is not a whole number; nothing imported"
+                )
             }
         case "real":
             guard let real = Double(trimmed) else {
-                throw PlistRefusal("\(PlistPlace.describe(path)) is the <real> \"\(trimmed.prefix(80))\", which is not a number; nothing imported")
+                throw PlistRefusal(
+                    "\(PlistPlace.describe(path)) is the <real> \"\(trimmed.prefix(80))\", which is not a number; nothing imported"
+                )
             }
             guard real.isFinite else { throw PlistPlace.notFinite(path, trimmed) }
             return .real(real)
@@ -167,9 +180,15 @@ struct XMLPlistReader {
             radix = 16
             digits = digits.dropFirst(2)
         }
-        guard !digits.isEmpty, digits.utf8.allSatisfy({ radix == 16 ? Character(Unicode.Scalar($0)).isHexDigit : (0x30...0x39).contains($0) }) else { return .invalid }
+        guard !digits.isEmpty,
+            digits.utf8.allSatisfy({
+                radix == 16 ? Character(Unicode.Scalar($0)).isHexDigit : (0x30...0x39).contains($0)
+            })
+        else { return .invalid }
         guard let magnitude = UInt64(digits, radix: radix) else { return .outOfRange }
-        if negative { return magnitude <= UInt64(Int64.max) + 1 ? .value(Int64(truncatingIfNeeded: 0 &- magnitude)) : .outOfRange }
+        if negative {
+            return magnitude <= UInt64(Int64.max) + 1 ? .value(Int64(truncatingIfNeeded: 0 &- magnitude)) : .outOfRange
+        }
         return Int64(exactly: magnitude).map(Integer.value) ?? .outOfRange
     }
 
@@ -186,7 +205,9 @@ struct XMLPlistReader {
         return RFC3339.parse(text)
     }
 
-    private static func isSpace(_ scalar: Unicode.Scalar) -> Bool { scalar == " " || scalar == "\t" || scalar == "\n" || scalar == "\r" }
+    private static func isSpace(_ scalar: Unicode.Scalar) -> Bool {
+        scalar == " " || scalar == "\t" || scalar == "\n" || scalar == "\r"
+    }
 
     // MARK: Lexing
 
@@ -250,9 +271,13 @@ struct XMLPlistReader {
                 index = end + 3
             } else {
                 let tag = try readTag()
-                guard tag.closing, tag.name == name else { throw damaged("<\(name)> holds a tag (<\(tag.closing ? "/" : "")\(tag.name)>)") }
+                guard tag.closing, tag.name == name else {
+                    throw damaged("<\(name)> holds a tag (<\(tag.closing ? "/" : "")\(tag.name)>)")
+                }
                 guard let text = String(validating: out, as: UTF8.self) else {
-                    throw PlistRefusal("\(isKey ? "a key of \(PlistPlace.describe(path))" : PlistPlace.describe(path)) is not UTF-8 text; nothing imported")
+                    throw PlistRefusal(
+                        "\(isKey ? "a key of \(PlistPlace.describe(path))" : PlistPlace.describe(path)) is not UTF-8 text; nothing imported"
+                    )
                 }
                 return text
             }
@@ -276,11 +301,16 @@ struct XMLPlistReader {
         } else if name.hasPrefix("#") {
             number = UInt32(name.dropFirst(), radix: 10)
         } else {
-            throw PlistRefusal("\(PlistPlace.describe(path)) uses the entity &\(name);, which property lists do not define; nothing imported")
+            throw PlistRefusal(
+                "\(PlistPlace.describe(path)) uses the entity &\(name);, which property lists do not define; nothing imported"
+            )
         }
         guard let code = number, let scalar = Unicode.Scalar(code) else {
-            if let code = number, (0xD800...0xDFFF).contains(code) { throw PlistPlace.loneSurrogate(path, code, isKey: isKey) }
-            throw PlistRefusal("\(PlistPlace.describe(path)) holds &\(name);, which is not a Unicode character; nothing imported")
+            if let code = number, (0xD800...0xDFFF).contains(code) {
+                throw PlistPlace.loneSurrogate(path, code, isKey: isKey)
+            }
+            throw PlistRefusal(
+                "\(PlistPlace.describe(path)) holds &\(name);, which is not a Unicode character; nothing imported")
         }
         out += Array(String(scalar).utf8)
     }
@@ -333,14 +363,17 @@ struct XMLPlistReader {
         let last = min(bytes.count, within == .max ? .max : start + within)
         var position = start
         while position + needle.count <= last {
-            if bytes[position] == needle[0], bytes[position..<position + needle.count].elementsEqual(needle) { return position }
+            if bytes[position] == needle[0], bytes[position..<position + needle.count].elementsEqual(needle) {
+                return position
+            }
             position += 1
         }
         return nil
     }
 
     private static func isNameByte(_ byte: UInt8) -> Bool {
-        (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte) || (0x30...0x39).contains(byte) || byte == UInt8(ascii: "_") || byte == UInt8(ascii: ":")
+        (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte) || (0x30...0x39).contains(byte)
+            || byte == UInt8(ascii: "_") || byte == UInt8(ascii: ":")
             || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".")
     }
 

@@ -26,7 +26,10 @@ enum PlistTool {
             case ["read"]: output = Array(try typedJSON(fromPlist: input).utf8)
             case ["write", "xml"]: output = try PlistWriter.xml(try members(fromTypedJSON: input))
             case ["write", "binary"]: output = PlistWriter.binary(try members(fromTypedJSON: input))
-            default: throw PlistRefusal("usage: kvctl-plist read | kvctl-plist write xml|binary (kvctl runs it for plist import and export)")
+            default:
+                throw PlistRefusal(
+                    "usage: kvctl-plist read | kvctl-plist write xml|binary (kvctl runs it for plist import and export)"
+                )
             }
             try write(output, to: 1)
             return 0
@@ -48,7 +51,9 @@ enum PlistTool {
         var dictionary: [String: Value] = [:]
         for member in members { dictionary[member.key] = member.value }
         let value = Value.dictionary(dictionary)
-        do { try value.validate() } catch { throw PlistRefusal("the property list holds a value kvd cannot hold: \(error); nothing imported") }
+        do { try value.validate() } catch {
+            throw PlistRefusal("the property list holds a value kvd cannot hold: \(error); nothing imported")
+        }
         return JSONWriter(sortKeys: true).string(value.typedJSON)
     }
 
@@ -60,7 +65,9 @@ enum PlistTool {
         } catch {
             throw PlistRefusal("kvctl-plist: the input is not typed JSON: \(error)")
         }
-        guard case .dictionary(let members) = value else { throw PlistRefusal("kvctl-plist: the input is not a typed JSON object") }
+        guard case .dictionary(let members) = value else {
+            throw PlistRefusal("kvctl-plist: the input is not a typed JSON object")
+        }
         return members
     }
 

@@ -28,12 +28,16 @@ import Testing
         let filler = try RawClient(sandbox.socket)
         let fillers = 100
         for index in 0..<fillers {
-            _ = try filler.call(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"com.example.m\#(index)","key":"k","value":\#(index)}}"#)
+            _ = try filler.call(
+                #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"com.example.m\#(index)","key":"k","value":\#(index)}}"#
+            )
         }
         filler.close()
         let writer = try BackgroundWriter(sandbox, first: 1) { client, index in
             for domain in ["com.example.a", "com.example.z"] {
-                _ = try? client.call(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"\#(domain)","key":"counter","value":\#(index)}}"#)
+                _ = try? client.call(
+                    #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"\#(domain)","key":"counter","value":\#(index)}}"#
+                )
             }
         }
         var between = 0
@@ -46,7 +50,9 @@ import Testing
             let domains = backup["domains"] as? [String: [String: Int]] ?? [:]
             let (a, b) = (domains["com.example.a"]?["counter"] ?? 0, domains["com.example.z"]?["counter"] ?? 0)
             #expect(domains.count == fillers + (a > 0 ? 1 : 0) + (b > 0 ? 1 : 0))
-            #expect(a == (revision - fillers + 1) / 2 && b == (revision - fillers) / 2, "backup at revision \(revision) holds a=\(a) b=\(b)")
+            #expect(
+                a == (revision - fillers + 1) / 2 && b == (revision - fillers) / 2,
+                "backup at revision \(revision) holds a=\(a) b=\(b)")
             #expect(b <= a && a <= b + 1)
             #expect(run.stderr.contains("at revision \(revision)"), "\(run.stderr)")
             if a != b { between += 1 }
@@ -97,8 +103,11 @@ import Testing
         let client = try RawClient(source.socket)
         for domain in (0..<5).map({ "com.example.d\($0)" }) {
             for index in 0..<4 {
-                let value = String(repeating: String(UnicodeScalar(UInt8(97 + index))), count: mib - 16) + "\(domain)\(index)"
-                let reply = try client.call(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"\#(domain)","key":"k\#(index)","value":"\#(value)"}}"#)
+                let value =
+                    String(repeating: String(UnicodeScalar(UInt8(97 + index))), count: mib - 16) + "\(domain)\(index)"
+                let reply = try client.call(
+                    #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"\#(domain)","key":"k\#(index)","value":"\#(value)"}}"#
+                )
                 #expect(reply["error"] == nil, "\(reply)")
             }
         }
@@ -107,7 +116,8 @@ import Testing
         let run = try kvctl(source, "backup", file)
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stderr.contains("backed up 5 domains (20 keys)"), "\(run.stderr)")
-        let before = try Self.parse(try String(contentsOfFile: file, encoding: .utf8))["domains"] as? [String: [String: String]]
+        let before =
+            try Self.parse(try String(contentsOfFile: file, encoding: .utf8))["domains"] as? [String: [String: String]]
         daemon.stop()
         #expect(before?.count == 5 && before?.values.allSatisfy { $0.count == 4 } == true)
 
@@ -117,7 +127,9 @@ import Testing
         #expect(restore.status == 0, "\(restore.stderr)")
         let again = try kvctl(target, "backup", "-")
         #expect(again.status == 0, "\(again.stderr)")
-        #expect(try Self.parse(again.stdout)["domains"] as? [String: [String: String]] == before, "the restored store holds every value as it was")
+        #expect(
+            try Self.parse(again.stdout)["domains"] as? [String: [String: String]] == before,
+            "the restored store holds every value as it was")
         daemon.stop()
     }
 
@@ -132,11 +144,15 @@ import Testing
         let revision = try kvctl(sandbox, "--json", "set", "com.example.app", "j", "-int", "3")
         let run = try kvctl(sandbox, "restore-backup", file)
         #expect(run.status == 1)
-        #expect(run.stderr.contains("1 domains") && run.stderr.contains("com.example.app (2 keys)") && run.stderr.contains("--yes"), "\(run.stderr)")
+        #expect(
+            run.stderr.contains("1 domains") && run.stderr.contains("com.example.app (2 keys)")
+                && run.stderr.contains("--yes"), "\(run.stderr)")
         #expect(try kvctl(sandbox, "get", "com.example.app", "k").stdout == "after\n")
         let history = try kvctl(sandbox, "history", "com.example.app", "--json").stdout
         let changes = try JSONSerialization.jsonObject(with: Data(history.utf8)) as? [[String: Any]] ?? []
-        #expect(changes.count == 4 && changes.first?["revision"] as? Int == Int(revision.stdout.filter(\.isNumber)), "no new change: \(history)")
+        #expect(
+            changes.count == 4 && changes.first?["revision"] as? Int == Int(revision.stdout.filter(\.isNumber)),
+            "no new change: \(history)")
         #expect(try kvctl(sandbox, "restore-backup", file, "--yes").status == 0)
         #expect(try kvctl(sandbox, "get", "com.example.app", "k").stdout == "before\n")
         daemon.stop()
@@ -155,7 +171,10 @@ import Testing
         let systemDaemon = try Daemon(system, extra: ["--system"])
         _ = try kvctl(system, "--system", "set", "com.example.fleet", "k", "-int", "5")
         let fromSystem = try kvctl(system, "--system", "backup", "-")
-        #expect((try Self.parse(fromSystem.stdout)["domains"] as? [String: [String: Int]]) == ["com.example.fleet": ["k": 5]], "\(fromSystem.stderr)")
+        #expect(
+            (try Self.parse(fromSystem.stdout)["domains"] as? [String: [String: Int]]) == [
+                "com.example.fleet": ["k": 5]
+            ], "\(fromSystem.stderr)")
         systemDaemon.stop()
         daemon.stop()
     }
@@ -167,8 +186,13 @@ import Testing
         try sandbox.write("com.example.damaged.json", UnreadableValueTests.damagedDomain)
         let daemon = try Daemon(sandbox)
         let run = try kvctl(sandbox, "backup", "-")
-        #expect(run.status == 1 && run.stderr.contains("\"bad\"") && run.stderr.contains("com.example.damaged"), "\(run.stderr)")
-        #expect((try Self.parse(run.stdout)["domains"] as? [String: [String: String]]) == ["com.example.damaged": ["good": "fine"]])
+        #expect(
+            run.status == 1 && run.stderr.contains("\"bad\"") && run.stderr.contains("com.example.damaged"),
+            "\(run.stderr)")
+        #expect(
+            (try Self.parse(run.stdout)["domains"] as? [String: [String: String]]) == [
+                "com.example.damaged": ["good": "fine"]
+            ])
         daemon.stop()
     }
 
@@ -178,9 +202,14 @@ import Testing
         let sandbox = Sandbox()
         let daemon = try Daemon(sandbox)
         _ = try kvctl(sandbox, "set", "com.example.a", "k", "now")
-        let good = #"{"format": "kvd-backup", "version": 1, "revision": 9, "created": "2026-11-30T00:00:00Z", "domains": {"com.example.a": {"k": "old"}"#
+        let good =
+            #"{"format": "kvd-backup", "version": 1, "revision": 9, "created": "2026-11-30T00:00:00Z", "domains": {"com.example.a": {"k": "old"}"#
         let cases = [
-            ("newer", #"{"format": "kvd-backup", "version": 2, "revision": 9, "created": "2026-11-30T00:00:00Z", "domains": {}}"#, "newer kvctl"),
+            (
+                "newer",
+                #"{"format": "kvd-backup", "version": 2, "revision": 9, "created": "2026-11-30T00:00:00Z", "domains": {}}"#,
+                "newer kvctl"
+            ),
             ("torn", String(good.dropLast(6)), "not JSON"),
             ("bad value", good + #", "com.example.z": {"d": {"$date": "yesterday"}}}}"#, "com.example.z"),
             ("not a backup", #"{"k": "v"}"#, "not a kvd backup"),
@@ -189,7 +218,9 @@ import Testing
             let file = sandbox.root + "/\(name).json"
             try text.write(toFile: file, atomically: true, encoding: .utf8)
             let run = try kvctl(sandbox, "restore-backup", file, "--yes")
-            #expect(run.status == 1 && run.stderr.contains(message) && run.stderr.contains("nothing was restored"), "\(name): \(run.stderr)")
+            #expect(
+                run.status == 1 && run.stderr.contains(message) && run.stderr.contains("nothing was restored"),
+                "\(name): \(run.stderr)")
             #expect(run.stderr.split(separator: "\n").count == 1, "one line: \(run.stderr)")
             #expect(try kvctl(sandbox, "get", "com.example.a", "k").stdout == "now\n", "\(name)")
         }

@@ -111,12 +111,14 @@ func whileDown(_ sandbox: Sandbox, _ body: (RawClient) throws -> Void) throws {
 }
 
 func rawSet(_ client: RawClient, _ domain: String, _ key: String, _ json: String) throws {
-    let reply = try client.call(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"\#(domain)","key":"\#(key)","value":\#(json)}}"#)
+    let reply = try client.call(
+        #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"\#(domain)","key":"\#(key)","value":\#(json)}}"#)
     guard reply["error"] == nil else { throw TestFailure("set failed: \(reply)") }
 }
 
 func rawDelete(_ client: RawClient, _ domain: String, _ key: String) throws {
-    let reply = try client.call(#"{"method":"io.kvd.Defaults.Delete","parameters":{"domain":"\#(domain)","key":"\#(key)"}}"#)
+    let reply = try client.call(
+        #"{"method":"io.kvd.Defaults.Delete","parameters":{"domain":"\#(domain)","key":"\#(key)"}}"#)
     guard reply["error"] == nil else { throw TestFailure("delete failed: \(reply)") }
 }
 
@@ -168,13 +170,16 @@ func rawDelete(_ client: RawClient, _ domain: String, _ key: String) throws {
         try rawSet(setup, "com.example.watch", "a", #""x""#)
         setup.close()
         let plain = try Interactive(Binaries.kvctl, ["--socket", sandbox.socket, "watch", "com.example.watch"])
-        let json = try Interactive(Binaries.kvctl, ["--socket", sandbox.socket, "--json", "watch", "com.example.watch", "b"])
+        let json = try Interactive(
+            Binaries.kvctl, ["--socket", sandbox.socket, "--json", "watch", "com.example.watch", "b"])
         #expect(plain.line() == #"a = "x""#)
         let client = try RawClient(sandbox.socket)
         try rawSet(client, "com.example.watch", "b", "1")
         #expect(plain.line() == "b = 1")
         let first = try #require(json.line())
-        #expect(first.contains(#""key":"b""#) && first.contains(#""value":1"#), "(with \"initial\" if it started after the set)")
+        #expect(
+            first.contains(#""key":"b""#) && first.contains(#""value":1"#),
+            "(with \"initial\" if it started after the set)")
         client.close()
         daemon.stop()
         try whileDown(sandbox) { other in

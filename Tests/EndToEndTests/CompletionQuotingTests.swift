@@ -36,7 +36,8 @@ import Testing
     static let bashOnly: [(key: String, typed: [String])] = [("new\nline", ["$'new\\nl"])]
 
     static func cases(_ shell: String) -> [Typed] {
-        let lists = shell == "bash" ? everywhere + bashAndZsh + bashOnly : shell == "zsh" ? everywhere + bashAndZsh : everywhere
+        let lists =
+            shell == "bash" ? everywhere + bashAndZsh + bashOnly : shell == "zsh" ? everywhere + bashAndZsh : everywhere
         return lists.flatMap { entry in entry.typed.map { Typed(shell: shell, typed: $0, key: entry.key) } }
     }
 
@@ -66,7 +67,10 @@ import Testing
         let daemon = try Daemon(sandbox)
         #expect(try kvctl(sandbox, "set", "com.example.quoting", "has space", "v").status == 0)
         let session = InteractiveShell(shell: shell, sandbox: sandbox)
-        #expect(try session.complete("kvctl --socket \(sandbox.socket) get 'com.example.q") == ["--socket", sandbox.socket, "get", "com.example.quoting"])
+        #expect(
+            try session.complete("kvctl --socket \(sandbox.socket) get 'com.example.q") == [
+                "--socket", sandbox.socket, "get", "com.example.quoting",
+            ])
         #expect(
             try session.complete("kvctl --socket \(sandbox.socket) get \"com.example.quoting\" 'has")
                 == ["--socket", sandbox.socket, "get", "com.example.quoting", "has space"])

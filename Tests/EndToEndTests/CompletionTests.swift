@@ -35,7 +35,9 @@ import Testing
             _kvctl kvctl "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"
             printf '%s\\n' "${COMPREPLY[@]}"
             """
-        let shell = try run("/bin/bash", ["-c", program], environment: ["PATH": Binaries.directory + ":/usr/bin:/bin", "KVD_NO_AUTOSTART": "0"])
+        let shell = try run(
+            "/bin/bash", ["-c", program],
+            environment: ["PATH": Binaries.directory + ":/usr/bin:/bin", "KVD_NO_AUTOSTART": "0"])
         #expect(shell.status == 0 && shell.stderr.isEmpty, "bash: \(shell.stderr)")
         return shell.stdout.split(separator: "\n").map(String.init)
     }
@@ -45,10 +47,14 @@ import Testing
         let daemon = try Daemon(sandbox)
         try Self.populate(sandbox)
         let script = try Self.script("bash", sandbox)
-        #expect(try Self.bash(script, ["kvctl", "--socket", sandbox.socket, "get", "com.ex"]) == ["com.example.one", "com.example.two"])
+        #expect(
+            try Self.bash(script, ["kvctl", "--socket", sandbox.socket, "get", "com.ex"]) == [
+                "com.example.one", "com.example.two",
+            ])
         #expect(try Self.bash(script, ["kvctl", "--socket=" + sandbox.socket, "read", "o"]) == ["org.other"])
         // A key with a space comes back quoted for the command line.
-        #expect(try Self.bash(script, ["kvctl", "--socket", sandbox.socket, "get", "com.example.two", ""]) == ["a\\ key"])
+        #expect(
+            try Self.bash(script, ["kvctl", "--socket", sandbox.socket, "get", "com.example.two", ""]) == ["a\\ key"])
         #expect(try Self.bash(script, ["kvctl", "--socket", sandbox.socket, "g"]) == ["get"])
         #expect(try Self.bash(script, ["kvctl", "--no"]) == ["--no-autostart"])
         #expect(try Self.bash(script, ["kvctl", "set", "d", "k", "-arr"]) == ["-array", "-array-add"])
@@ -71,7 +77,8 @@ import Testing
         let daemon = try Daemon(sandbox)
         let marker = sandbox.root + "/evaluated"
         #expect(try kvctl(sandbox, "set", "com.example.x", "$(touch \(marker))", "v").status == 0)
-        let offered = try Self.bash(try Self.script("bash", sandbox), ["kvctl", "--socket", sandbox.socket, "get", "com.example.x", ""])
+        let offered = try Self.bash(
+            try Self.script("bash", sandbox), ["kvctl", "--socket", sandbox.socket, "get", "com.example.x", ""])
         #expect(offered == ["\\$\\(touch\\ \(marker)\\)"])
         #expect(!FileManager.default.fileExists(atPath: marker), "a key name was run as a command")
         daemon.stop()
@@ -91,7 +98,8 @@ import Testing
             words=(kvctl --socket \(sandbox.socket) get com.ex); CURRENT=5; PREFIX=com.ex
             _kvctl | grep '^com\\.ex'
             """
-        let shell = try run("/usr/bin/zsh", ["-f", "-c", program], environment: ["PATH": Binaries.directory + ":/usr/bin:/bin"])
+        let shell = try run(
+            "/usr/bin/zsh", ["-f", "-c", program], environment: ["PATH": Binaries.directory + ":/usr/bin:/bin"])
         #expect(shell.status == 0 && shell.stderr.isEmpty, "zsh: \(shell.stderr)")
         #expect(shell.stdout == "com.example.one\ncom.example.two\n")
         daemon.stop()
@@ -103,7 +111,8 @@ import Testing
         try Self.populate(sandbox)
         let script = try Self.script("fish", sandbox)
         let shell = try run(
-            "/usr/bin/fish", ["--no-config", "-c", "source \(script); complete -C 'kvctl --socket \(sandbox.socket) get com.ex'"],
+            "/usr/bin/fish",
+            ["--no-config", "-c", "source \(script); complete -C 'kvctl --socket \(sandbox.socket) get com.ex'"],
             environment: ["PATH": Binaries.directory + ":/usr/bin:/bin"])
         #expect(shell.status == 0 && shell.stderr.isEmpty, "fish: \(shell.stderr)")
         #expect(shell.stdout == "com.example.one\ncom.example.two\n")

@@ -11,15 +11,21 @@ import Testing
         let daemon = try Daemon(sandbox, mode: mode)
         let client = try RawClient(sandbox.socket)
         defer { client.close() }
-        let set = try client.call(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"com.example.a","key":"k","value":{"$date":"2026-11-29T17:00:00.250Z"}}}"#)
+        let set = try client.call(
+            #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"com.example.a","key":"k","value":{"$date":"2026-11-29T17:00:00.250Z"}}}"#
+        )
         let revision = try #require((set["parameters"] as? [String: Any])?["revision"] as? Int)
         #expect(revision >= 1)
-        let get = try client.call(#"{"method":"io.kvd.Defaults.Get","parameters":{"domain":"com.example.a","key":"k"}}"#)
+        let get = try client.call(
+            #"{"method":"io.kvd.Defaults.Get","parameters":{"domain":"com.example.a","key":"k"}}"#)
         let parameters = try #require(get["parameters"] as? [String: Any])
         #expect((parameters["value"] as? [String: String]) == ["$date": "2026-11-29T17:00:00.250Z"])
         #expect(parameters["revision"] as? Int == revision)
-        let description = try client.call(#"{"method":"org.varlink.service.GetInterfaceDescription","parameters":{"interface":"io.kvd.Defaults"}}"#)
-        #expect(((description["parameters"] as? [String: Any])?["description"] as? String)?.contains("method Watch(") == true)
+        let description = try client.call(
+            #"{"method":"org.varlink.service.GetInterfaceDescription","parameters":{"interface":"io.kvd.Defaults"}}"#)
+        #expect(
+            ((description["parameters"] as? [String: Any])?["description"] as? String)?.contains("method Watch(")
+                == true)
         #expect(daemon.stop() == 0)
     }
 
@@ -54,23 +60,44 @@ import Testing
         }
         let cases: [(String, [UInt8], String?)] = [
             ("broken JSON", Array("{\"method\":".utf8) + [0], "org.varlink.service.InvalidParameter"),
-            ("unknown method", Array(#"{"method":"io.kvd.Defaults.Explode"}"#.utf8) + [0], "org.varlink.service.MethodNotFound"),
-            ("wrong parameter type", Array(#"{"method":"io.kvd.Defaults.Get","parameters":{"domain":7,"key":"k"}}"#.utf8) + [0], "org.varlink.service.InvalidParameter"),
-            ("null value", Array(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"d","key":"k","value":{"a":null}}}"#.utf8) + [0], "io.kvd.Defaults.InvalidValue"),
-            ("bad domain", Array(#"{"method":"io.kvd.Defaults.Get","parameters":{"domain":"../x","key":"k"}}"#.utf8) + [0], "io.kvd.Defaults.InvalidName"),
             (
-                "invalid UTF-8", Array(#"{"method":"io.kvd.Defaults.Get","parameters":{"domain":"d","key":""#.utf8) + [0xC3, 0x28] + Array("\"}}".utf8) + [0],
+                "unknown method", Array(#"{"method":"io.kvd.Defaults.Explode"}"#.utf8) + [0],
+                "org.varlink.service.MethodNotFound"
+            ),
+            (
+                "wrong parameter type",
+                Array(#"{"method":"io.kvd.Defaults.Get","parameters":{"domain":7,"key":"k"}}"#.utf8) + [0],
+                "org.varlink.service.InvalidParameter"
+            ),
+            (
+                "null value",
+                Array(
+                    #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"d","key":"k","value":{"a":null}}}"#.utf8)
+                    + [0], "io.kvd.Defaults.InvalidValue"
+            ),
+            (
+                "bad domain",
+                Array(#"{"method":"io.kvd.Defaults.Get","parameters":{"domain":"../x","key":"k"}}"#.utf8) + [0],
+                "io.kvd.Defaults.InvalidName"
+            ),
+            (
+                "invalid UTF-8",
+                Array(#"{"method":"io.kvd.Defaults.Get","parameters":{"domain":"d","key":""#.utf8) + [0xC3, 0x28]
+                    + Array("\"}}".utf8) + [0],
                 "org.varlink.service.InvalidParameter"
             ),
             (
                 "10,000-deep nesting",
                 Array(
-                    (#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"d","key":"k","value":"# + String(repeating: "[", count: 10_000)
-                        + String(repeating: "]", count: 10_000) + "}}").utf8) + [0], "org.varlink.service.InvalidParameter"
+                    (#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"d","key":"k","value":"#
+                        + String(repeating: "[", count: 10_000)
+                        + String(repeating: "]", count: 10_000) + "}}").utf8) + [0],
+                "org.varlink.service.InvalidParameter"
             ),
             (
                 "20 MiB message",
-                Array(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"d","key":"k","value":""#.utf8) + [UInt8](repeating: UInt8(ascii: "x"), count: 20 << 20)
+                Array(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"d","key":"k","value":""#.utf8)
+                    + [UInt8](repeating: UInt8(ascii: "x"), count: 20 << 20)
                     + Array("\"}}".utf8) + [0], "io.kvd.Defaults.TooLarge"
             ),
         ]
@@ -98,7 +125,9 @@ import Testing
         _ = try writer.call(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"w","key":"b","value":"two"}}"#)
         _ = try writer.call(#"{"method":"io.kvd.Defaults.Delete","parameters":{"domain":"w","key":"a"}}"#)
         let first = try #require(watcher.receive())
-        #expect(first.contains(#""key":"b""#) && first.contains(#""value":"two""#) && first.contains(#""continues":true"#), "\(first)")
+        #expect(
+            first.contains(#""key":"b""#) && first.contains(#""value":"two""#) && first.contains(#""continues":true"#),
+            "\(first)")
         let second = try #require(watcher.receive())
         #expect(second.contains(#""key":"a""#) && !second.contains(#""value""#), "\(second)")
         daemon.stop()
@@ -111,7 +140,8 @@ import Testing
         stalled.send(Array(#"{"method":"io.kvd.Defaults.Get","para"#.utf8))
         let other = try RawClient(sandbox.socket)
         for index in 0..<20 {
-            let reply = try other.call(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"s","key":"k","value":\#(index)}}"#)
+            let reply = try other.call(
+                #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"s","key":"k","value":\#(index)}}"#)
             #expect(reply["error"] == nil)
         }
         stalled.close()

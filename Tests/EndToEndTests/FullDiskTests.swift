@@ -59,27 +59,37 @@ enum Tmpfs {
     }
 
     private func set(_ client: RawClient, _ key: String, _ value: String) throws -> [String: Any] {
-        try call(client, #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"\#(Self.domain)","key":"\#(key)","value":"\#(value)"}}"#)
+        try call(
+            client,
+            #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"\#(Self.domain)","key":"\#(key)","value":"\#(value)"}}"#
+        )
     }
 
     private func delete(_ client: RawClient, _ key: String) throws -> [String: Any] {
-        try call(client, #"{"method":"io.kvd.Defaults.Delete","parameters":{"domain":"\#(Self.domain)","key":"\#(key)"}}"#)
+        try call(
+            client, #"{"method":"io.kvd.Defaults.Delete","parameters":{"domain":"\#(Self.domain)","key":"\#(key)"}}"#)
     }
 
     /// Every stored value reads back exactly; the domain lists exactly the stored keys.
     private func verify(_ client: RawClient, _ stored: [String: String], _ when: String) throws {
         for (key, value) in stored.sorted(by: { $0.key < $1.key }) {
-            let reply = try call(client, #"{"method":"io.kvd.Defaults.Get","parameters":{"domain":"\#(Self.domain)","key":"\#(key)"}}"#)
+            let reply = try call(
+                client, #"{"method":"io.kvd.Defaults.Get","parameters":{"domain":"\#(Self.domain)","key":"\#(key)"}}"#)
             let found = (reply["parameters"] as? [String: Any])?["value"] as? String
             let same = found == value
-            #expect(same, "\(when): key \(key) reads back \(found.map { "\($0.prefix(20))... (\($0.count) bytes)" } ?? "\(reply)")")
+            #expect(
+                same,
+                "\(when): key \(key) reads back \(found.map { "\($0.prefix(20))... (\($0.count) bytes)" } ?? "\(reply)")"
+            )
         }
         let list = try call(client, #"{"method":"io.kvd.Defaults.List","parameters":{"domain":"\#(Self.domain)"}}"#)
         let keys = ((list["parameters"] as? [String: Any])?["values"] as? [String: Any])?.keys.sorted()
         #expect(keys == stored.keys.sorted(), "\(when): List")
     }
 
-    @Test(.enabled(if: Tmpfs.available, "needs root to mount a 2 MiB tmpfs as the state folder; skipped"), .timeLimit(.minutes(20)))
+    @Test(
+        .enabled(if: Tmpfs.available, "needs root to mount a 2 MiB tmpfs as the state folder; skipped"),
+        .timeLimit(.minutes(20)))
     func fullDiskFailsWritesCleanlyAndWritesWorkAgainOnceSpaceIsFreed() throws {
         let sandbox = Sandbox()
         guard try Tmpfs.mountState(of: sandbox, size: "2m") else { return }
@@ -107,7 +117,9 @@ enum Tmpfs {
                 stored["k\(index)"] = Self.value(index)
             }
         }
-        print("full disk: \(stored.count) writes of 64 KiB acknowledged on a 2 MiB tmpfs, then \(failures) refused with StorageFailure")
+        print(
+            "full disk: \(stored.count) writes of 64 KiB acknowledged on a 2 MiB tmpfs, then \(failures) refused with StorageFailure"
+        )
         #expect(failures == 5, "the disk never filled up")
         #expect(stored.count >= 10, "only \(stored.count) writes fit before the disk was full")
         try verify(client, stored, "while full")
@@ -151,7 +163,9 @@ enum Tmpfs {
     /// history on. The history files fill the disk; kvd drops them before it refuses a write,
     /// so every write is taken (it used to refuse all after ~30, for good, even after a
     /// restart and deleting the domain).
-    @Test(.enabled(if: Tmpfs.available, "needs root to mount a 6 MiB tmpfs as the state folder; skipped"), .timeLimit(.minutes(5)))
+    @Test(
+        .enabled(if: Tmpfs.available, "needs root to mount a 6 MiB tmpfs as the state folder; skipped"),
+        .timeLimit(.minutes(5)))
     func historyIsDroppedBeforeAWriteIsRefused() throws {
         let sandbox = Sandbox()
         guard try Tmpfs.mountState(of: sandbox, size: "6m") else { return }

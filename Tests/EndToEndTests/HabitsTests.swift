@@ -51,9 +51,12 @@ import Testing
         let set: Run
         switch form {
         case .dataValue:
-            set = try kvctl(sandbox, "set", "com.example.habits", "Habits", "-data", json.map { String(format: "%02x", $0) }.joined())
+            set = try kvctl(
+                sandbox, "set", "com.example.habits", "Habits", "-data",
+                json.map { String(format: "%02x", $0) }.joined())
         case .typedJSON:
-            set = try kvctl(sandbox, "set", "com.example.habits", "Habits", "--json", String(decoding: json, as: UTF8.self))
+            set = try kvctl(
+                sandbox, "set", "com.example.habits", "Habits", "--json", String(decoding: json, as: UTF8.self))
         }
         #expect(set.status == 0, "\(set.stderr)")
     }
@@ -75,7 +78,8 @@ import Testing
         }
         #expect(before.map { $0["everyDays"] as? Double } == Self.seedEveryDays)
         #expect(
-            try kvctl(sandbox, "read-type", "com.example.habits", "Habits").stdout == (form == .dataValue ? "data\n" : "array\n"),
+            try kvctl(sandbox, "read-type", "com.example.habits", "Habits").stdout
+                == (form == .dataValue ? "data\n" : "array\n"),
             "reading alone changes nothing")
 
         let done = try habits(sandbox, "done", "Dishes")
@@ -94,7 +98,9 @@ import Testing
         #expect(Self.seconds(after[0]["lastDone"])! > Self.seedHabits[0].lastDone)
         #expect(Self.seconds(after[0]["started"]) == Self.seedHabits[0].started)
         for index in 1..<9 {
-            #expect(NSDictionary(dictionary: after[index]) == NSDictionary(dictionary: before[index]), "\(Self.seedHabits[index].name) unchanged")
+            #expect(
+                NSDictionary(dictionary: after[index]) == NSDictionary(dictionary: before[index]),
+                "\(Self.seedHabits[index].name) unchanged")
         }
         daemon.stop()
     }
@@ -110,7 +116,10 @@ import Testing
         let list = try habits(sandbox, "list", "--json")
         #expect(list.status == 0)
         let shown = try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as! [[String: Any]]
-        #expect(shown.map { $0["name"] as? String } == ["Dishes", "Eating ", "Brush teeth", "Walk exercise", "Bins out", "Roomba kitchen", "Washing"])
+        #expect(
+            shown.map { $0["name"] as? String } == [
+                "Dishes", "Eating ", "Brush teeth", "Walk exercise", "Bins out", "Roomba kitchen", "Washing",
+            ])
         let warnings = list.stderr.split(separator: "\n")
         #expect(warnings.count == 2, "\(list.stderr)")
         #expect(warnings.first?.contains("#2 (\"Bed\") cannot be read") == true, "\(list.stderr)")
@@ -124,7 +133,9 @@ import Testing
         #expect(storedValue.count == 9, "the damaged elements stay stored")
         #expect(storedValue.filter { $0["schemaVersion"] as? Int == 2 }.count == 7)
         let bed = try #require(storedValue.first { $0["name"] as? String == "Bed" })
-        #expect(bed["timesDone"] as? String == "four" && bed["id"] as? String == Self.seedHabits[1].id, "kept as it was, recoverable")
+        #expect(
+            bed["timesDone"] as? String == "four" && bed["id"] as? String == Self.seedHabits[1].id,
+            "kept as it was, recoverable")
         #expect(storedValue.contains { $0["id"] as? String == Self.seedHabits[4].id && $0["name"] == nil })
         #expect(try listJSON(sandbox).first?["timesDone"] as? Int == 3)
         daemon.stop()
@@ -143,13 +154,17 @@ import Testing
 
         let list = try habits(sandbox, "list", "--json")
         #expect(list.status == 0)
-        #expect(list.stderr.contains("#2 (\"Bed\") was written by a newer version of habits (schema version 3"), "\(list.stderr)")
+        #expect(
+            list.stderr.contains("#2 (\"Bed\") was written by a newer version of habits (schema version 3"),
+            "\(list.stderr)")
         #expect((try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as! [[String: Any]]).count == 1)
 
         for arguments in [["done", "Dishes"], ["add", "Stretch"], ["remove", "Dishes"]] {
             let write = try run(Self.habitsBinary, ["--socket", sandbox.socket] + arguments)
             #expect(write.status == 1, "\(arguments)")
-            #expect(write.stderr.contains("newer version of habits") && write.stderr.contains("update habits"), "\(write.stderr)")
+            #expect(
+                write.stderr.contains("newer version of habits") && write.stderr.contains("update habits"),
+                "\(write.stderr)")
             #expect(try stored(sandbox) == original, "\(arguments) left the list untouched")
         }
 
@@ -158,7 +173,9 @@ import Testing
         #expect(try kvctl(sandbox, "set", "com.example.habits", "Habits", "--json", reshaped).status == 0)
         let reshapedStored = try stored(sandbox)
         let refused = try habits(sandbox, "done", "Dishes")
-        #expect(refused.status == 1 && refused.stderr.contains("newer version of habits (schema version 3"), "\(refused.stderr)")
+        #expect(
+            refused.status == 1 && refused.stderr.contains("newer version of habits (schema version 3"),
+            "\(refused.stderr)")
         #expect(try habits(sandbox, "list").status == 1)
         #expect(try stored(sandbox) == reshapedStored)
         daemon.stop()
@@ -177,9 +194,13 @@ import Testing
         let original = try stored(sandbox)
         let shown = try habits(sandbox, "list", "--json")
         #expect(shown.status == 0 && shown.stdout.contains("Dishes"))
-        #expect(shown.stderr.contains("stored habit #1 holds something this version of habits does not read ($[0].streak"), "\(shown.stderr)")
+        #expect(
+            shown.stderr.contains("stored habit #1 holds something this version of habits does not read ($[0].streak"),
+            "\(shown.stderr)")
         let done = try habits(sandbox, "done", "Dishes")
-        #expect(done.status == 1 && done.stderr.contains("habits will not rewrite the stored list") && done.stderr.contains("$[0].streak"), "\(done.stderr)")
+        #expect(
+            done.status == 1 && done.stderr.contains("habits will not rewrite the stored list")
+                && done.stderr.contains("$[0].streak"), "\(done.stderr)")
         #expect(try stored(sandbox) == original)
         daemon.stop()
     }
@@ -191,7 +212,9 @@ import Testing
         #expect(presets.status == 0 && presets.stdout.contains("Drink water"))
         let empty = try habits(sandbox, "list")
         #expect(empty.status == 0 && empty.stdout.contains("No habits yet"))
-        #expect(try kvctl(sandbox, "domains").stdout.contains("com.example.habits") == false, "nothing written by reading or listing presets")
+        #expect(
+            try kvctl(sandbox, "domains").stdout.contains("com.example.habits") == false,
+            "nothing written by reading or listing presets")
 
         #expect(try habits(sandbox, "add", "--preset", "drink", "water").status == 0)
         #expect(try habits(sandbox, "add", "Floss", "--every", "0.5").status == 0)
@@ -208,7 +231,9 @@ import Testing
         let usage = try habits(sandbox, "done")
         #expect(usage.status == 2 && usage.stderr.contains("usage: habits"))
         let table = try habits(sandbox, "list")
-        #expect(table.status == 0 && table.stdout.contains("●  Drink water") && !table.stdout.contains("\u{1B}["), "no colour off a terminal")
+        #expect(
+            table.status == 0 && table.stdout.contains("●  Drink water") && !table.stdout.contains("\u{1B}["),
+            "no colour off a terminal")
         #expect(try habits(sandbox, "remove", "Floss").status == 0)
         #expect(try listJSON(sandbox).count == 1)
         daemon.stop()

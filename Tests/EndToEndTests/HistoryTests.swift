@@ -13,7 +13,9 @@ import Testing
     }
 
     static func revision(of run: Run) throws -> Int {
-        guard run.status == 0, let object = try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any], let revision = object["revision"] as? Int
+        guard run.status == 0,
+            let object = try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any],
+            let revision = object["revision"] as? Int
         else { throw TestFailure("no revision in \(run.stdout.debugDescription), stderr \(run.stderr)") }
         return revision
     }
@@ -64,7 +66,9 @@ import Testing
         let target = try Self.revision(of: try kvctl(sandbox, "--json", "set", "com.example.race", "b", "-int", "2"))
         _ = try kvctl(sandbox, "set", "com.example.race", "a", "-int", "100")
         let writer = try BackgroundWriter(sandbox) { client, index in
-            _ = try? client.call(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"com.example.race","key":"w\#(index)","value":\#(index)}}"#)
+            _ = try? client.call(
+                #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"com.example.race","key":"w\#(index)","value":\#(index)}}"#
+            )
             usleep(2000)
         }
         var (restored, refused) = (0, 0)
@@ -79,9 +83,12 @@ import Testing
                 // nothing changed and there is no revision to check.
                 guard !run.stdout.isEmpty else { continue }
                 let at = try Self.revision(of: run)
-                let reply = try client.call(#"{"method":"io.kvd.Defaults.History","parameters":{"domain":"com.example.race","atRevision":\#(at)}}"#)
+                let reply = try client.call(
+                    #"{"method":"io.kvd.Defaults.History","parameters":{"domain":"com.example.race","atRevision":\#(at)}}"#
+                )
                 let entries = (reply["parameters"] as? [String: Any])?["entries"] as? [[String: Any]] ?? []
-                let state = Dictionary(uniqueKeysWithValues: entries.map { ($0["key"] as! String, $0["value"] as! Int) })
+                let state = Dictionary(
+                    uniqueKeysWithValues: entries.map { ($0["key"] as! String, $0["value"] as! Int) })
                 #expect(state == ["a": 1, "b": 2], "the restore at revision \(at) left \(state)")
             } else {
                 refused += 1
@@ -98,8 +105,14 @@ import Testing
         let sandbox = Sandbox()
         var daemon = try Daemon(sandbox, extra: ["--history-keep", "3", "--history-days", "0"])
         var revisions: [Int] = []
-        for value in 1...10 { revisions.append(try Self.revision(of: try kvctl(sandbox, "--json", "set", "com.example.keep", "k", "-int", String(value)))) }
-        #expect(try Self.history(sandbox, "com.example.keep", "k").count == 10, "before the fold every change is served from the log")
+        for value in 1...10 {
+            revisions.append(
+                try Self.revision(
+                    of: try kvctl(sandbox, "--json", "set", "com.example.keep", "k", "-int", String(value))))
+        }
+        #expect(
+            try Self.history(sandbox, "com.example.keep", "k").count == 10,
+            "before the fold every change is served from the log")
         daemon.stop()  // the fold writes the file as retention keeps it
         daemon = try Daemon(sandbox, extra: ["--history-keep", "3", "--history-days", "0"])
         let kept = try Self.history(sandbox, "com.example.keep", "k")
@@ -124,9 +137,13 @@ import Testing
         daemon = try Daemon(sandbox)
         #expect(try kvctl(sandbox, "get", "com.example.hurt", "a").stdout == "two\n")
         let entries = try Self.history(sandbox, "com.example.hurt")  // history files are read when first asked for
-        #expect(sandbox.stateFiles().contains { $0.hasPrefix("com.example.hurt.history.unreadable-") }, "\(sandbox.stateFiles())")
+        #expect(
+            sandbox.stateFiles().contains { $0.hasPrefix("com.example.hurt.history.unreadable-") },
+            "\(sandbox.stateFiles())")
         #expect(daemon.errorOutput().contains("history file") && daemon.errorOutput().contains("is unreadable"))
-        #expect(entries.count == 1 && entries[0]["value"] as? String == "two" && entries[0]["time"] == nil, "history starts again from the values: \(entries)")
+        #expect(
+            entries.count == 1 && entries[0]["value"] as? String == "two" && entries[0]["time"] == nil,
+            "history starts again from the values: \(entries)")
         daemon.stop()
     }
 
@@ -140,18 +157,25 @@ import Testing
         defer { client.close() }
         let big = String(repeating: "x", count: 1 << 20)
         for pad in ["pad1", "pad2"] {
-            let reply = try client.call(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"com.example.big","key":"\#(pad)","value":"\#(big)"}}"#)
+            let reply = try client.call(
+                #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"com.example.big","key":"\#(pad)","value":"\#(big)"}}"#
+            )
             #expect(reply["error"] == nil, "\(reply["error"] ?? "")")
         }
         for index in 0..<20 {
-            let reply = try client.call(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"com.example.big","key":"k","value":"\#(index)\#(big)"}}"#)
+            let reply = try client.call(
+                #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"com.example.big","key":"k","value":"\#(index)\#(big)"}}"#
+            )
             #expect(reply["error"] == nil, "\(reply["error"] ?? "")")
         }
         let first = try client.call(#"{"method":"io.kvd.Defaults.History","parameters":{"domain":"com.example.big"}}"#)
         let parameters = try #require(first["parameters"] as? [String: Any])
         let entries = try #require(parameters["entries"] as? [[String: Any]])
-        let next = try #require(parameters["nextBeforeRevision"] as? Int, "a cut reply names the next page: \(parameters.keys)")
-        #expect(entries.count > 0 && entries.count < 20 && next == (entries.last?["revision"] as? Int), "\(entries.count) entries, next \(next)")
+        let next = try #require(
+            parameters["nextBeforeRevision"] as? Int, "a cut reply names the next page: \(parameters.keys)")
+        #expect(
+            entries.count > 0 && entries.count < 20 && next == (entries.last?["revision"] as? Int),
+            "\(entries.count) entries, next \(next)")
         let all = try Self.history(sandbox, "com.example.big").filter { $0["key"] as? String == "k" }
         let indices: [String] = all.map { entry in String((entry["value"] as? String ?? "").prefix { $0 != "x" }) }
         #expect(indices == (0..<20).reversed().map { String($0) })
@@ -166,7 +190,9 @@ import Testing
         #expect(json.stdout.contains(#""uid":\#(getuid())"#), "\(json.stdout)")
         let table = try kvctl(sandbox, "--system", "history", "com.example.fleet")
         let user = String(cString: getpwuid(getuid())!.pointee.pw_name)
-        #expect(table.stdout.split(separator: "\n").first?.hasSuffix("USER") == true && table.stdout.contains(user), "\(table.stdout)")
+        #expect(
+            table.stdout.split(separator: "\n").first?.hasSuffix("USER") == true && table.stdout.contains(user),
+            "\(table.stdout)")
         daemon.stop()
     }
 }

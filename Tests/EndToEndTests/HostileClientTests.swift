@@ -24,13 +24,17 @@ import Testing
         defer { clients.forEach { $0.close() } }
         for _ in 0..<500 { clients.append(try RawClient(sandbox.socket)) }
         let during = try probe.roundTrips(20)
-        for client in clients { client.send(#"{"method":"io.kvd.Defaults.Get","parameters":{"domain":"probe","key":"k"}}"#) }
+        for client in clients {
+            client.send(#"{"method":"io.kvd.Defaults.Get","parameters":{"domain":"probe","key":"k"}}"#)
+        }
         for client in clients {
             let reply = try #require(client.receive(), "a connection was dropped")
             #expect(reply.contains(#""value":"probe""#))
         }
         let after = try probe.roundTrips(20)
-        print("Hostile: 500 connections held and served at once (plus the probe); probe round trip before \(ms(before)), during \(ms(during)), after \(ms(after))")
+        print(
+            "Hostile: 500 connections held and served at once (plus the probe); probe round trip before \(ms(before)), during \(ms(during)), after \(ms(after))"
+        )
         try expectServed(during + after, daemon)
         #expect(daemon.stop() == 0, "\(daemon.errorOutput())")
     }
@@ -67,9 +71,12 @@ import Testing
         usleep(100_000)
         let fresh = try RawClient(sandbox.socket)
         defer { fresh.close() }
-        let reply = try fresh.call(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"after","key":"k","value":1}}"#)
+        let reply = try fresh.call(
+            #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"after","key":"k","value":1}}"#)
         #expect(reply["error"] == nil, "\(reply)")
-        print("Hostile: at a limit of 64 descriptors, \(served) connections served and held, \(refused) refused cleanly; probe at the limit \(ms(atLimit))")
+        print(
+            "Hostile: at a limit of 64 descriptors, \(served) connections served and held, \(refused) refused cleanly; probe at the limit \(ms(atLimit))"
+        )
         try expectServed(atLimit, daemon)
         #expect(daemon.stop() == 0, "\(daemon.errorOutput())")
     }
@@ -89,7 +96,9 @@ import Testing
             stalled.append(client)
         }
         let during = try probe.roundTrips(50)
-        print("Hostile: 200 clients stalled mid-message (20 of them 1 MiB into it); probe round trip \(ms(during)); kvd RSS \(daemon.residentMegabytes) MB")
+        print(
+            "Hostile: 200 clients stalled mid-message (20 of them 1 MiB into it); probe round trip \(ms(during)); kvd RSS \(daemon.residentMegabytes) MB"
+        )
         try expectServed(during, daemon)
         #expect(daemon.stop() == 0, "\(daemon.errorOutput())")
     }
@@ -99,7 +108,8 @@ import Testing
         let daemon = try HostileDaemon(sandbox)
         let probe = try Probe(sandbox.socket)
         let big = String(repeating: "v", count: 256 << 10)
-        _ = try probe.client.call(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"big","key":"k","value":"\#(big)"}}"#)
+        _ = try probe.client.call(
+            #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"big","key":"k","value":"\#(big)"}}"#)
         let baseline = daemon.residentMegabytes
         // Each pipelines 4,000 Gets of a 256 KiB value: 1 GiB of replies each if kvd kept them all.
         let readers = 2
@@ -130,7 +140,9 @@ import Testing
         }
         senders.wait()
         peak = max(peak, daemon.residentMegabytes)
-        print("Hostile: \(readers) clients pipelined 4,000 Gets of 256 KiB each without reading: kvd RSS \(baseline) MB before, peak \(peak) MB; probe round trip \(ms(during))")
+        print(
+            "Hostile: \(readers) clients pipelined 4,000 Gets of 256 KiB each without reading: kvd RSS \(baseline) MB before, peak \(peak) MB; probe round trip \(ms(during))"
+        )
         #expect(!Self.checksMemory || peak - baseline < bound, "kvd grew from \(baseline) MB to \(peak) MB")
         try expectServed(during, daemon)
         silent.forEach { $0.close() }
@@ -148,7 +160,9 @@ import Testing
             // Mid-call: a Set, then gone before its durable reply.
             for index in 0..<20 {
                 let client = try RawClient(sandbox.socket)
-                client.send(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"gone","key":"k\#(index)","value":\#(round)}}"#)
+                client.send(
+                    #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"gone","key":"k\#(index)","value":\#(round)}}"#
+                )
                 if index % 2 == 0 { shutdown(client.fd, Int32(SHUT_WR)) }
                 client.close()
             }
@@ -168,7 +182,9 @@ import Testing
         let big = String(repeating: "w", count: 1 << 20)
         let baseline = daemon.residentMegabytes
         for index in 0..<60 {
-            let reply = try probe.client.call(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"flood","key":"k\#(index % 3)","value":"\#(big)"}}"#)
+            let reply = try probe.client.call(
+                #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"flood","key":"k\#(index % 3)","value":"\#(big)"}}"#
+            )
             #expect(reply["error"] == nil)
             if index % 10 == 0 { latencies += try probe.roundTrips(2) }
         }
@@ -179,7 +195,8 @@ import Testing
             "Hostile: 400 clients gone mid-Set, 200 watchers gone mid-watch; a watcher that never read 60 MiB of changes was cut off: \(cutOff) (RSS \(baseline) → \(peak) MB); probe round trip \(ms(latencies))"
         )
         #expect(cutOff, "the deaf watcher was not disconnected")
-        #expect(!Self.checksMemory || peak - baseline < 150, "kvd grew from \(baseline) MB to \(peak) MB for one watcher")
+        #expect(
+            !Self.checksMemory || peak - baseline < 150, "kvd grew from \(baseline) MB to \(peak) MB for one watcher")
         let list = try probe.client.call(#"{"method":"io.kvd.Defaults.List","parameters":{"domain":"gone"}}"#)
         #expect(((list["parameters"] as? [String: Any])?["values"] as? [String: Any])?.count == 20, "\(list)")
         try expectServed(latencies, daemon)
@@ -202,7 +219,8 @@ import Testing
             let call =
                 kind == "Get"
                 ? Array(#"{"method":"io.kvd.Defaults.Get","parameters":{"domain":"probe","key":"k"}}"#.utf8) + [0]
-                : Array(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"pipe","key":"k","value":1}}"#.utf8) + [0]
+                : Array(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"pipe","key":"k","value":1}}"#.utf8)
+                    + [0]
             let chunk = Array([[UInt8]](repeating: call, count: 200).joined())
             DispatchQueue.global().async(group: workers) {
                 while !stop.load(ordering: .relaxed) { guard client.send(chunk) else { break } }
@@ -231,7 +249,9 @@ import Testing
         stop.store(true, ordering: .relaxed)
         // Hang up with calls still queued (the Set pipeline has thousands waiting for commits).
         for client in pipelines { shutdown(client.fd, Int32(SHUT_RDWR)) }
-        guard workers.wait(timeout: .now() + 30) == .success else { throw TestFailure("pipelining clients did not stop") }
+        guard workers.wait(timeout: .now() + 30) == .success else {
+            throw TestFailure("pipelining clients did not stop")
+        }
         print(
             "Hostile: two endless pipelines got \(pipelined.load(ordering: .relaxed)) replies in 3 s and a 16 MiB+ flood was cut off; probe round trip before \(ms(before)), during \(ms(during)); kvd RSS \(daemon.residentMegabytes) MB"
         )
@@ -253,10 +273,13 @@ import Testing
         let initial = try #require(watcher.receive(), "no initial reply")
         #expect(initial.contains(#""initial":true"#), "\(initial)")
         for index in 0..<3 {
-            let reply = try probe.client.call(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"half","key":"k","value":\#(index)}}"#)
+            let reply = try probe.client.call(
+                #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"half","key":"k","value":\#(index)}}"#)
             #expect(reply["error"] == nil, "\(reply)")
             let change = watcher.receive()
-            #expect(change?.contains(#""value":\#(index)"#) == true, "change \(index) after the half-close: \(change ?? "connection closed")")
+            #expect(
+                change?.contains(#""value":\#(index)"#) == true,
+                "change \(index) after the half-close: \(change ?? "connection closed")")
         }
         watcher.close()
         try expectServed(try probe.roundTrips(5), daemon)
@@ -267,7 +290,9 @@ import Testing
     private func expectServed(_ latencies: [Double], _ daemon: HostileDaemon) throws {
         #expect(daemon.isRunning, "kvd died: \(daemon.errorOutput())")
         let slowest = latencies.max() ?? 0
-        #expect(slowest < Self.latencyBound, "the well-behaved client waited \(Int(slowest * 1000)) ms for a reply (\(ms(latencies)))")
+        #expect(
+            slowest < Self.latencyBound,
+            "the well-behaved client waited \(Int(slowest * 1000)) ms for a reply (\(ms(latencies)))")
     }
 }
 
@@ -275,7 +300,9 @@ import Testing
 func ms(_ latencies: [Double]) -> String {
     guard !latencies.isEmpty else { return "no calls" }
     let sorted = latencies.sorted()
-    return String(format: "median %.1f ms, max %.1f ms over %d calls", sorted[sorted.count / 2] * 1000, sorted.last! * 1000, sorted.count)
+    return String(
+        format: "median %.1f ms, max %.1f ms over %d calls", sorted[sorted.count / 2] * 1000, sorted.last! * 1000,
+        sorted.count)
 }
 
 /// The well-behaved client: one connection, one small Get at a time, timed.
@@ -284,7 +311,8 @@ struct Probe {
 
     init(_ socket: String) throws {
         client = try RawClient(socket)
-        let reply = try client.call(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"probe","key":"k","value":"probe"}}"#)
+        let reply = try client.call(
+            #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"probe","key":"k","value":"probe"}}"#)
         guard reply["error"] == nil else { throw TestFailure("probe cannot set its key: \(reply)") }
     }
 
@@ -293,7 +321,9 @@ struct Probe {
         try (0..<count).map { _ in
             let started = Date()
             let reply = try client.call(#"{"method":"io.kvd.Defaults.Get","parameters":{"domain":"probe","key":"k"}}"#)
-            guard (reply["parameters"] as? [String: Any])?["value"] as? String == "probe" else { throw TestFailure("probe got \(reply)") }
+            guard (reply["parameters"] as? [String: Any])?["value"] as? String == "probe" else {
+                throw TestFailure("probe got \(reply)")
+            }
             return Date().timeIntervalSince(started)
         }
     }
@@ -330,10 +360,17 @@ final class HostileDaemon {
         self.sandbox = sandbox
         // Descriptors above 2 that the test process holds open (other tests' sockets) are closed
         // first: under a low `fileLimit` they would leave kvd, and the log's redirection, none.
-        let closeInherited = #"for fd in /proc/$$/fd/*; do n=${fd##*/}; [ "$n" -gt 2 ] && eval "exec $n>&-" 2>/dev/null; done; "#
-        let command = "kvd=$1; shift; " + closeInherited + (fileLimit.map { "ulimit -n \($0) || exit 99; " } ?? "") + "exec \"$kvd\" \"$@\" 2>\"$0\""
+        let closeInherited =
+            #"for fd in /proc/$$/fd/*; do n=${fd##*/}; [ "$n" -gt 2 ] && eval "exec $n>&-" 2>/dev/null; done; "#
+        let command =
+            "kvd=$1; shift; " + closeInherited + (fileLimit.map { "ulimit -n \($0) || exit 99; " } ?? "")
+            + "exec \"$kvd\" \"$@\" 2>\"$0\""
         process = try ChildProcess(
-            "/bin/bash", ["-c", command, sandbox.root + "/kvd.log", Binaries.kvd, "--socket", sandbox.socket, "--state-dir", sandbox.state, "--idle-exit", "0"] + extra)
+            "/bin/bash",
+            [
+                "-c", command, sandbox.root + "/kvd.log", Binaries.kvd, "--socket", sandbox.socket, "--state-dir",
+                sandbox.state, "--idle-exit", "0",
+            ] + extra)
         try waitForListener(sandbox.socket, of: process, log: errorOutput)
     }
 

@@ -22,22 +22,29 @@ struct InteractiveShell {
         try printed.stdout.write(toFile: folder + "/completion", atomically: false, encoding: .utf8)
         let (command, environment) = try start(in: folder)
         let input = folder + "/tty-in"
-        guard mkfifo(input, 0o600) == 0 else { throw TestFailure("mkfifo \(input): \(String(cString: strerror(errno)))") }
+        guard mkfifo(input, 0o600) == 0 else {
+            throw TestFailure("mkfifo \(input): \(String(cString: strerror(errno)))")
+        }
         let writer = open(input, O_RDWR | O_CLOEXEC)  // read-write: opening never waits for the other end
         defer { close(writer) }
         let log = folder + "/terminal.log"
         let session = try ChildProcess(
-            "/usr/bin/script", ["-qfec", command, "/dev/null"], environment: environment, stdin: input, stdout: log, stderr: log)
+            "/usr/bin/script", ["-qfec", command, "/dev/null"], environment: environment, stdin: input, stdout: log,
+            stderr: log)
         // Keys typed before the shell reads the terminal would meet the terminal's line editing.
         let deadline = Date().addingTimeInterval(30)
         while !((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("KVREADY") {
-            guard session.isRunning, Date() < deadline else { throw TestFailure("\(shell) did not start: \(terminal(log))") }
+            guard session.isRunning, Date() < deadline else {
+                throw TestFailure("\(shell) did not start: \(terminal(log))")
+            }
             usleep(10_000)
         }
         guard Self.send(writer, line + "\t\r") else { throw TestFailure("cannot type into \(shell)") }
         session.wait(timeout: 15)
         guard let arguments = try? Data(contentsOf: URL(fileURLWithPath: folder + "/arguments")) else { return nil }
-        return arguments.split(separator: 0, omittingEmptySubsequences: false).dropLast().map { String(decoding: $0, as: UTF8.self) }
+        return arguments.split(separator: 0, omittingEmptySubsequences: false).dropLast().map {
+            String(decoding: $0, as: UTF8.self)
+        }
     }
 
     /// The command `script` runs and its environment: the shell reads a startup file that loads

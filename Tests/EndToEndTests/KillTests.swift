@@ -49,9 +49,14 @@ import Testing
             let daemon = try Daemon(sandbox)
             let client = try RawClient(sandbox.socket)
             for (key, entry) in acknowledged {
-                let reply = client.receiveRaw(#"{"method":"io.kvd.Defaults.Get","parameters":{"domain":"kill.deep","key":"\#(key)"}}"#) ?? "no reply"
+                let reply =
+                    client.receiveRaw(
+                        #"{"method":"io.kvd.Defaults.Get","parameters":{"domain":"kill.deep","key":"\#(key)"}}"#)
+                    ?? "no reply"
                 #expect(
-                    reply.hasPrefix(#"{"parameters":{"value":\#(entry.value),"revision":\#(entry.revision),"source":"user"}"#), "round \(round): \(key) lost: \(reply.prefix(120))")
+                    reply.hasPrefix(
+                        #"{"parameters":{"value":\#(entry.value),"revision":\#(entry.revision),"source":"user"}"#),
+                    "round \(round): \(key) lost: \(reply.prefix(120))")
             }
             let pid = daemon.process.pid
             let killer = Thread {
@@ -61,13 +66,18 @@ import Testing
             for index in 0... {
                 let key = "r\(round)-\(index)"
                 let value = index == 0 ? deep : index == 1 ? grows : #""small \#(index)""#
-                guard let reply = client.receiveRaw(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"kill.deep","key":"\#(key)","value":\#(value)}}"#),
+                guard
+                    let reply = client.receiveRaw(
+                        #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"kill.deep","key":"\#(key)","value":\#(value)}}"#
+                    ),
                     let range = reply.range(of: #"{"parameters":{"revision":"#)
                 else { break }
                 let revision = Int(reply[range.upperBound...].prefix { $0.isNumber })!
                 #expect(revision > highest, "round \(round): revision \(revision) after \(highest)")
                 highest = max(highest, revision)
-                let written = index == 1 ? "[" + Array(repeating: "1000000000000000.0", count: 2000).joined(separator: ",") + "]" : value
+                let written =
+                    index == 1
+                    ? "[" + Array(repeating: "1000000000000000.0", count: 2000).joined(separator: ",") + "]" : value
                 acknowledged[key] = (written, revision)
             }
             client.close()
@@ -78,7 +88,9 @@ import Testing
 
     /// Runs the writers against `daemon` and kills it after a random 0-60 ms; returns when every
     /// writer has seen its connection drop.
-    private func writeUntilKilled(_ daemon: Daemon, model: KillModel, round: Int) throws -> (acknowledged: Int, inFlight: Int) {
+    private func writeUntilKilled(_ daemon: Daemon, model: KillModel, round: Int) throws -> (
+        acknowledged: Int, inFlight: Int
+    ) {
         let done = DispatchGroup()
         let counts = Mutex((acknowledged: 0, inFlight: 0, failure: String?.none))
         for writer in 0..<Self.writers {
@@ -96,7 +108,9 @@ import Testing
         }
         usleep(UInt32.random(in: 0...60_000))
         daemon.stop(SIGKILL)
-        guard done.wait(timeout: .now() + 30) == .success else { throw TestFailure("writers did not stop after the kill") }
+        guard done.wait(timeout: .now() + 30) == .success else {
+            throw TestFailure("writers did not stop after the kill")
+        }
         let result = counts.withLock { $0 }
         if let failure = result.failure { throw TestFailure("round \(round): \(failure)") }
         return (result.acknowledged, result.inFlight)
@@ -136,12 +150,15 @@ final class KillModel: Sendable {
     func acknowledge(_ change: KillChange, revision: Int64) -> String? {
         state.withLock { state in
             guard revision > state.floor else {
-                return "revision \(revision) acknowledged after a restart is not above \(state.floor), acknowledged before it"
+                return
+                    "revision \(revision) acknowledged after a restart is not above \(state.floor), acknowledged before it"
             }
             state.highest = max(state.highest, revision)
             func record(_ key: String, _ value: String?) {
                 let id = Self.id(change.domain, key)
-                if revision > state.entries[id]?.revision ?? 0 { state.entries[id] = Entry(revision: revision, value: value) }
+                if revision > state.entries[id]?.revision ?? 0 {
+                    state.entries[id] = Entry(revision: revision, value: value)
+                }
             }
             for (key, value) in change.sets { record(key, value) }
             for key in change.removals { record(key, nil) }
@@ -162,22 +179,30 @@ final class KillModel: Sendable {
         var batch: [UInt8] = []
         for domain in KillTests.domains {
             for key in KillTests.keys {
-                batch += Array(#"{"method":"io.kvd.Defaults.Get","parameters":{"domain":"\#(domain)","key":"\#(key)"}}"#.utf8) + [0]
+                batch +=
+                    Array(
+                        #"{"method":"io.kvd.Defaults.Get","parameters":{"domain":"\#(domain)","key":"\#(key)"}}"#.utf8)
+                    + [0]
             }
         }
         client.send(batch)
         for domain in KillTests.domains {
             for key in KillTests.keys {
-                guard let text = client.receive(), let reply = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any] else {
+                guard let text = client.receive(),
+                    let reply = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]
+                else {
                     throw TestFailure("round \(round): no reply to Get \(domain) \(key)")
                 }
                 let parameters = reply["parameters"] as? [String: Any] ?? [:]
                 if let error = reply["error"] as? String {
-                    guard error == "io.kvd.Defaults.NotFound" else { throw TestFailure("round \(round): Get \(domain) \(key): \(text)") }
+                    guard error == "io.kvd.Defaults.NotFound" else {
+                        throw TestFailure("round \(round): Get \(domain) \(key): \(text)")
+                    }
                     observed[KillModel.id(domain, key)] = .some(nil)
                 } else {
                     let revision = Int64(parameters["revision"] as? Int ?? -1)
-                    observed[KillModel.id(domain, key)] = Entry(revision: revision, value: parameters["value"] as? String)
+                    observed[KillModel.id(domain, key)] = Entry(
+                        revision: revision, value: parameters["value"] as? String)
                 }
             }
         }
@@ -190,7 +215,9 @@ final class KillModel: Sendable {
             let seenValue = seen.flatMap { $0 }?.value
             if seenValue == expected?.value {
                 if let seen = seen.flatMap({ $0 }), let expected, seen.revision != expected.revision {
-                    throw TestFailure("round \(round): \(id) holds its acknowledged value at revision \(seen.revision), acknowledged at \(expected.revision)")
+                    throw TestFailure(
+                        "round \(round): \(id) holds its acknowledged value at revision \(seen.revision), acknowledged at \(expected.revision)"
+                    )
                 }
                 continue
             }
@@ -212,7 +239,11 @@ final class KillModel: Sendable {
         // revision is the Apply's; every other key must hold a change made after it.
         for change in state.inFlight where change.isApply {
             let seen = { (key: String) in observed[KillModel.id(change.domain, key)] ?? nil }
-            guard let revision = change.sets.compactMap({ key, value in seen(key)?.value == value ? seen(key)?.revision : nil }).first else {
+            guard
+                let revision = change.sets.compactMap({ key, value in
+                    seen(key)?.value == value ? seen(key)?.revision : nil
+                }).first
+            else {
                 continue  // not applied: nothing of it may be there, which the check above ensured
             }
             for key in change.sets.keys.sorted() + change.removals where seen(key)?.value != change.sets[key] {
@@ -222,7 +253,8 @@ final class KillModel: Sendable {
                     later = entry.revision > revision
                 } else {  // removed: by this Apply, or by a later delete
                     later =
-                        change.removals.contains(key) || (state.entries[id]?.value == nil && state.entries[id]?.revision ?? 0 > revision)
+                        change.removals.contains(key)
+                        || (state.entries[id]?.value == nil && state.entries[id]?.revision ?? 0 > revision)
                         || state.inFlight.contains { $0.domain == change.domain && $0.removals.contains(key) }
                 }
                 if !later {
@@ -257,10 +289,15 @@ struct KillWriter {
             }
             let reply = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]
             // Deleting a key that is not there changes nothing.
-            if reply?["error"] as? String == "io.kvd.Defaults.NotFound", !change.isApply, change.sets.isEmpty { continue }
-            guard let reply, reply["error"] == nil, let revision = (reply["parameters"] as? [String: Any])?["revision"] as? Int
+            if reply?["error"] as? String == "io.kvd.Defaults.NotFound", !change.isApply, change.sets.isEmpty {
+                continue
+            }
+            guard let reply, reply["error"] == nil,
+                let revision = (reply["parameters"] as? [String: Any])?["revision"] as? Int
             else { return (acknowledged, false, "writer \(id) got \(text.prefix(200))") }
-            if let complaint = model.acknowledge(change, revision: Int64(revision)) { return (acknowledged, false, complaint) }
+            if let complaint = model.acknowledge(change, revision: Int64(revision)) {
+                return (acknowledged, false, complaint)
+            }
             acknowledged += 1
         }
         return (acknowledged, false, nil)
@@ -280,7 +317,11 @@ struct KillWriter {
         default:
             var change = KillChange(domain: domain, sets: [:], removals: [], isApply: true)
             for key in KillTests.keys.shuffled().prefix(Int.random(in: 2...5)) {
-                if change.sets.count >= 2, Bool.random() { change.removals.append(key) } else { change.sets[key] = value(key) }
+                if change.sets.count >= 2, Bool.random() {
+                    change.removals.append(key)
+                } else {
+                    change.sets[key] = value(key)
+                }
             }
             return change
         }
@@ -292,11 +333,14 @@ struct KillWriter {
             let changes =
                 change.sets.map { #"{"key":\#(quoted($0.key)),"value":\#(quoted($0.value))}"# }
                 + change.removals.map { #"{"key":\#(quoted($0))}"# }
-            return #"{"method":"io.kvd.Defaults.Apply","parameters":{"domain":\#(quoted(change.domain)),"changes":[\#(changes.joined(separator: ","))]}}"#
+            return
+                #"{"method":"io.kvd.Defaults.Apply","parameters":{"domain":\#(quoted(change.domain)),"changes":[\#(changes.joined(separator: ","))]}}"#
         }
         if let (key, value) = change.sets.first {
-            return #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":\#(quoted(change.domain)),"key":\#(quoted(key)),"value":\#(quoted(value))}}"#
+            return
+                #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":\#(quoted(change.domain)),"key":\#(quoted(key)),"value":\#(quoted(value))}}"#
         }
-        return #"{"method":"io.kvd.Defaults.Delete","parameters":{"domain":\#(quoted(change.domain)),"key":\#(quoted(change.removals[0]))}}"#
+        return
+            #"{"method":"io.kvd.Defaults.Delete","parameters":{"domain":\#(quoted(change.domain)),"key":\#(quoted(change.removals[0]))}}"#
     }
 }

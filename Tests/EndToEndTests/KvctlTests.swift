@@ -17,7 +17,8 @@ import Testing
             (["-data", "68690a"], "68690a\n", "data"),
         ]
         for (index, (flags, expected, type)) in cases.enumerated() {
-            let set = try run(Binaries.kvctl, ["--socket", sandbox.socket, "set", "com.example.t", "k\(index)"] + flags)
+            let set = try run(
+                Binaries.kvctl, ["--socket", sandbox.socket, "set", "com.example.t", "k\(index)"] + flags)
             #expect(set.status == 0 && set.stdout.isEmpty, "\(flags): \(set.stderr)")
             let get = try kvctl(sandbox, "get", "com.example.t", "k\(index)")
             #expect(get.status == 0 && get.stdout == expected, "\(flags): got \(get.stdout.debugDescription)")
@@ -28,8 +29,12 @@ import Testing
         #expect(try kvctl(sandbox, "--json", "get", "com.example.t", "list").stdout == "[\"a\",2]\n")
         #expect(try kvctl(sandbox, "set", "com.example.t", "list", "-array-add", "c").status == 0)
         #expect(try kvctl(sandbox, "--json", "get", "com.example.t", "list").stdout == "[\"a\",2,\"c\"]\n")
-        #expect(try kvctl(sandbox, "set", "com.example.t", "raw", "--json", #"{"$dict": {"$x": {"$data": "aGk="}}}"#).status == 0)
-        #expect(try kvctl(sandbox, "--json", "get", "com.example.t", "raw").stdout == #"{"$dict":{"$x":{"$data":"aGk="}}}"# + "\n")
+        #expect(
+            try kvctl(sandbox, "set", "com.example.t", "raw", "--json", #"{"$dict": {"$x": {"$data": "aGk="}}}"#).status
+                == 0)
+        #expect(
+            try kvctl(sandbox, "--json", "get", "com.example.t", "raw").stdout == #"{"$dict":{"$x":{"$data":"aGk="}}}"#
+                + "\n")
         daemon.stop()
     }
 
@@ -37,7 +42,9 @@ import Testing
         let sandbox = Sandbox()
         let daemon = try Daemon(sandbox)
         _ = try kvctl(sandbox, "set", "com.example.sh", "path", "/home/ada/My Files")
-        let shell = try run("/bin/sh", ["-c", "x=$(\(Binaries.kvctl) --socket \(sandbox.socket) get com.example.sh path); printf '[%s]' \"$x\""])
+        let shell = try run(
+            "/bin/sh",
+            ["-c", "x=$(\(Binaries.kvctl) --socket \(sandbox.socket) get com.example.sh path); printf '[%s]' \"$x\""])
         #expect(shell.stdout == "[/home/ada/My Files]")
         daemon.stop()
     }
@@ -47,7 +54,9 @@ import Testing
         let daemon = try Daemon(sandbox)
         let missing = try kvctl(sandbox, "get", "com.example.none", "k")
         #expect(missing.status == 1 && missing.stdout.isEmpty)
-        #expect(missing.stderr.split(separator: "\n").count == 1 && missing.stderr.contains("com.example.none"), "\(missing.stderr)")
+        #expect(
+            missing.stderr.split(separator: "\n").count == 1 && missing.stderr.contains("com.example.none"),
+            "\(missing.stderr)")
         let usage = try kvctl(sandbox, "set", "com.example.x")
         #expect(usage.status == 2 && usage.stderr.contains("usage"), "\(usage.stderr)")
         let badInt = try kvctl(sandbox, "set", "com.example.x", "k", "-int", "many")
@@ -56,7 +65,8 @@ import Testing
         #expect(badDomain.status != 0 && badDomain.stderr.contains("domain"), "\(badDomain.stderr)")
         daemon.stop()
         let down = try kvctl(sandbox, "--no-autostart", "get", "com.example.x", "k")
-        #expect(down.status == 1 && down.stderr.contains(sandbox.socket) && down.stderr.contains("kvd"), "\(down.stderr)")
+        #expect(
+            down.status == 1 && down.stderr.contains(sandbox.socket) && down.stderr.contains("kvd"), "\(down.stderr)")
     }
 
     @Test func domainsKeysDeleteRenameExportImport() throws {
@@ -83,14 +93,20 @@ import Testing
     @Test func autostartsKvdFromBesideItselfWhenNothingListens() throws {
         let sandbox = Sandbox()
         let environment = ["KVD_NO_AUTOSTART": "", "KVD_STATE_DIR": sandbox.state]
-        let set = try run(Binaries.kvctl, ["--socket", sandbox.socket, "set", "com.example.auto", "k", "v"], environment: environment)
+        let set = try run(
+            Binaries.kvctl, ["--socket", sandbox.socket, "set", "com.example.auto", "k", "v"], environment: environment)
         #expect(set.status == 0, "\(set.stderr)")
-        let get = try run(Binaries.kvctl, ["--socket", sandbox.socket, "get", "com.example.auto", "k"], environment: environment)
+        let get = try run(
+            Binaries.kvctl, ["--socket", sandbox.socket, "get", "com.example.auto", "k"], environment: environment)
         #expect(get.stdout == "v\n")
         #expect(sandbox.stateFiles().contains("kvd.lock"), "the started kvd must use KVD_STATE_DIR")
         // Stop the daemon kvctl started (it listens on our socket; its pid is the lock holder).
-        let pids = try run("/bin/sh", ["-c", "fuser \(sandbox.state)/kvd.lock 2>/dev/null || pgrep -f 'kvd --socket \(sandbox.socket)'"])
-        for pid in pids.stdout.split(whereSeparator: { $0 == " " || $0 == "\n" }).compactMap({ Int32($0) }) { kill(pid, SIGTERM) }
+        let pids = try run(
+            "/bin/sh",
+            ["-c", "fuser \(sandbox.state)/kvd.lock 2>/dev/null || pgrep -f 'kvd --socket \(sandbox.socket)'"])
+        for pid in pids.stdout.split(whereSeparator: { $0 == " " || $0 == "\n" }).compactMap({ Int32($0) }) {
+            kill(pid, SIGTERM)
+        }
     }
 }
 
@@ -113,7 +129,8 @@ import Testing
         let sandbox = Sandbox()
         let daemon = try Daemon(sandbox)
         let deep = String(repeating: "[", count: 512) + "1" + String(repeating: "]", count: 512)
-        let deepDictionary = String(repeating: "[", count: 510) + #"{"$dict": {"$x": 1}}"# + String(repeating: "]", count: 510)
+        let deepDictionary =
+            String(repeating: "[", count: 510) + #"{"$dict": {"$x": 1}}"# + String(repeating: "]", count: 510)
         #expect(try kvctl(sandbox, "set", "com.example.deep", "deep", "--json", deep).status == 0)
         for (domain, value) in [("com.example.deep", deep), ("com.example.dollar", deepDictionary)] {
             let set = try kvctl(sandbox, "set", domain, "$key", "--json", value)
@@ -123,10 +140,14 @@ import Testing
             #expect(export.status == 0, "\(export.stderr)")
             let imported = try kvctl(sandbox, "import", domain + ".copy", file)
             #expect(imported.status == 0, "\(imported.stderr)")
-            #expect(try kvctl(sandbox, "--json", "get", domain + ".copy", "$key").stdout == (try kvctl(sandbox, "--json", "get", domain, "$key").stdout))
+            #expect(
+                try kvctl(sandbox, "--json", "get", domain + ".copy", "$key").stdout
+                    == (try kvctl(sandbox, "--json", "get", domain, "$key").stdout))
         }
         let tooDeep = try kvctl(sandbox, "import", "com.example.x", "-", input: #"{"k": "# + "[" + deep + "]}")
-        #expect(tooDeep.status == 1 && tooDeep.stderr.contains("\"k\"") && tooDeep.stderr.contains("512"), "\(tooDeep.stderr)")
+        #expect(
+            tooDeep.status == 1 && tooDeep.stderr.contains("\"k\"") && tooDeep.stderr.contains("512"),
+            "\(tooDeep.stderr)")
         daemon.stop()
     }
 }

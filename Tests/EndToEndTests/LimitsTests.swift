@@ -22,7 +22,8 @@ import Testing
 
     /// The revision a Set reply carries, or the reply itself as the failure.
     static func revision(_ reply: String?) throws -> Int {
-        guard let reply, let range = reply.range(of: #"{"parameters":{"revision":"#), !reply.contains("\"error\"") else {
+        guard let reply, let range = reply.range(of: #"{"parameters":{"revision":"#), !reply.contains("\"error\"")
+        else {
             throw TestFailure("not a revision: \(reply?.prefix(300) ?? "no reply")")
         }
         return Int(reply[range.upperBound...].prefix { $0.isNumber })!
@@ -43,8 +44,12 @@ import Testing
         client = try RawClient(sandbox.socket)
         defer { client.close() }
         let deep = try #require(client.large(Self.getCall("d", "deep")))
-        #expect(deep.hasPrefix(#"{"parameters":{"value":\#(Self.nestedArrays(510)),"revision":1,"source":"user"}"#), "\(deep.prefix(200))")
-        #expect(client.large(Self.getCall("other", "k")) == #"{"parameters":{"value":"acked","revision":2,"source":"user"}}"#)
+        #expect(
+            deep.hasPrefix(#"{"parameters":{"value":\#(Self.nestedArrays(510)),"revision":1,"source":"user"}"#),
+            "\(deep.prefix(200))")
+        #expect(
+            client.large(Self.getCall("other", "k"))
+                == #"{"parameters":{"value":"acked","revision":2,"source":"user"}}"#)
         #expect(try Self.revision(client.large(Self.setCall("other", "k2", "3"))) == 3, "the revision never goes back")
         #expect(!sandbox.stateFiles().contains { $0.contains("unreadable") }, "\(sandbox.stateFiles())")
         daemon.stop()
@@ -56,9 +61,12 @@ import Testing
         let sandbox = Sandbox()
         var daemon = try Daemon(sandbox)
         var client = try RawClient(sandbox.socket)
-        let dates = "[" + Array(repeating: #"{"$date":"2026-01-01T00:00:00Z"}"#, count: 480_000).joined(separator: ",") + "]"
+        let dates =
+            "[" + Array(repeating: #"{"$date":"2026-01-01T00:00:00Z"}"#, count: 480_000).joined(separator: ",") + "]"
         let reply = try #require(client.large(Self.setCall("d", "dates", dates)))
-        #expect(reply == #"{"parameters":{"limit":\#(Self.replyLimit)},"error":"io.kvd.Defaults.TooLarge"}"#, "\(reply.prefix(300))")
+        #expect(
+            reply == #"{"parameters":{"limit":\#(Self.replyLimit)},"error":"io.kvd.Defaults.TooLarge"}"#,
+            "\(reply.prefix(300))")
         #expect(try Self.revision(client.large(Self.setCall("other", "k", #""acked""#))) >= 1)
         client.close()
         daemon.stop(SIGKILL)
@@ -79,7 +87,9 @@ import Testing
         let nine = "\"" + String(repeating: "x", count: 9 << 20) + "\""
         _ = try Self.revision(client.large(Self.setCall("big", "a", nine)))
         let refused = try #require(client.large(Self.setCall("big", "b", nine)))
-        #expect(refused.contains("io.kvd.Defaults.TooLarge") && refused.contains("\(Self.replyLimit)"), "\(refused.prefix(300))")
+        #expect(
+            refused.contains("io.kvd.Defaults.TooLarge") && refused.contains("\(Self.replyLimit)"),
+            "\(refused.prefix(300))")
         let keys = try kvctl(sandbox, "keys", "big")
         #expect(keys.status == 0 && keys.stdout == "a\n", "\(keys.stderr)")
         let export = try kvctl(sandbox, "export", "big", "-")
@@ -100,13 +110,19 @@ import Testing
         let whole = try kvctl(sandbox, "--json", "get", "deep")
         #expect(whole.status == 0 && whole.stdout.hasPrefix(#"{"k":\#(Self.nestedArrays(depth))}"#), "\(whole.stderr)")
         let output = sandbox.root + "/watch.out", errors = sandbox.root + "/watch.err"
-        let watch = try ChildProcess(Binaries.kvctl, ["--socket", sandbox.socket, "--json", "watch", "deep"], stdout: output, stderr: errors)
+        let watch = try ChildProcess(
+            Binaries.kvctl, ["--socket", sandbox.socket, "--json", "watch", "deep"], stdout: output, stderr: errors)
         let deadline = Date().addingTimeInterval(10)
-        while Date() < deadline, (try? String(contentsOfFile: output, encoding: .utf8))?.isEmpty ?? true, watch.isRunning { usleep(20_000) }
+        while Date() < deadline, (try? String(contentsOfFile: output, encoding: .utf8))?.isEmpty ?? true,
+            watch.isRunning
+        { usleep(20_000) }
         watch.signal(SIGKILL)
         watch.wait(timeout: 5)
         let watched = (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
-        #expect(watched.contains(Self.nestedArrays(depth)), "watch printed \(watched.prefix(200)); stderr: \((try? String(contentsOfFile: errors, encoding: .utf8)) ?? "")")
+        #expect(
+            watched.contains(Self.nestedArrays(depth)),
+            "watch printed \(watched.prefix(200)); stderr: \((try? String(contentsOfFile: errors, encoding: .utf8)) ?? "")"
+        )
         daemon.stop()
     }
 
@@ -126,10 +142,13 @@ import Testing
         daemon = try Daemon(sandbox)
         client = try RawClient(sandbox.socket)
         defer { client.close() }
-        #expect(client.large(Self.getCall("good", "k")) == #"{"parameters":{"value":"fine","revision":1,"source":"user"}}"#)
+        #expect(
+            client.large(Self.getCall("good", "k")) == #"{"parameters":{"value":"fine","revision":1,"source":"user"}}"#)
         #expect(try Self.revision(client.large(Self.setCall("x", "k", "1"))) == 2)
         for name in ["x", "y", "z", "kvd.wal"] {
-            #expect(sandbox.stateFiles().contains { $0.hasPrefix(name + ".unreadable-") }, "\(name): \(sandbox.stateFiles())")
+            #expect(
+                sandbox.stateFiles().contains { $0.hasPrefix(name + ".unreadable-") },
+                "\(name): \(sandbox.stateFiles())")
             #expect(daemon.errorOutput().contains(name == "kvd.wal" ? name : name + ".json"))
         }
         daemon.stop()
@@ -148,10 +167,13 @@ import Testing
         #expect(!daemon.errorOutput().contains("failed"), "\(daemon.errorOutput())")
         let files = sandbox.stateFiles().filter { $0.hasPrefix("n") && $0.hasSuffix(".json") }
         #expect(files.count == 1, "\(sandbox.stateFiles())")
-        #expect(sandbox.stateFiles().filter { $0.hasPrefix("n") }.count == 2, "the domain file and its history: \(sandbox.stateFiles())")
+        #expect(
+            sandbox.stateFiles().filter { $0.hasPrefix("n") }.count == 2,
+            "the domain file and its history: \(sandbox.stateFiles())")
         daemon = try Daemon(sandbox)
         client = try RawClient(sandbox.socket)
-        #expect(client.large(Self.getCall(name, "k")) == #"{"parameters":{"value":"long","revision":1,"source":"user"}}"#)
+        #expect(
+            client.large(Self.getCall(name, "k")) == #"{"parameters":{"value":"long","revision":1,"source":"user"}}"#)
         client.close()
         daemon.stop()
         try sandbox.write(try #require(files.first), "{broken")

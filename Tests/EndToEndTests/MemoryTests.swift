@@ -23,7 +23,10 @@ import Testing
         for index in 0..<4 {
             let client = try RawClient(sandbox.socket)
             pipelines.append(client)
-            let set = Array(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"pipe\#(index)","key":"k","value":"\#(value)"}}"#.utf8) + [0]
+            let set =
+                Array(
+                    #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"pipe\#(index)","key":"k","value":"\#(value)"}}"#
+                        .utf8) + [0]
             let batch = Array([[UInt8]](repeating: set, count: 100).joined())
             DispatchQueue.global().async(group: workers) {
                 while !stop.load(ordering: .relaxed), client.send(batch) {}
@@ -45,7 +48,9 @@ import Testing
             usleep(100_000)
         }
         stop.store(true, ordering: .relaxed)
-        guard workers.wait(timeout: .now() + 60) == .success else { throw TestFailure("the pipelining clients did not finish") }
+        guard workers.wait(timeout: .now() + 60) == .success else {
+            throw TestFailure("the pipelining clients did not finish")
+        }
         let sent = replies.load(ordering: .relaxed)
         print(
             "Memory: 4 clients kept 8 KB Sets queued for 6 s (\(sent) replies, \(sent * 8 / 1024) MB of calls): kvd RSS \(baseline) MB after warm-up, peak \(peak) MB; probe \(ms(latencies))"
@@ -83,16 +88,23 @@ extension MemoryTests {
         // One key, rewritten: a domain holds at most what one reply carries (Limits.domainBytes).
         let value = String(repeating: "w", count: (15 << 20) - 1)
         for index in 0..<3 {
-            let reply = try probe.client.call(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"big","key":"k","value":"\#(value)\#(index)"}}"#)
+            let reply = try probe.client.call(
+                #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"big","key":"k","value":"\#(value)\#(index)"}}"#
+            )
             #expect(reply["error"] == nil, "Set \(index): \(reply)")
             peak = max(peak, daemon.residentMegabytes)
             let change = messages.next().map { String(decoding: $0.prefix(200) + $0.suffix(200), as: UTF8.self) }
-            #expect(change?.contains(#"w\#(index)""#) == true, "the watcher that reads did not get change \(index): \(change ?? "closed")")
+            #expect(
+                change?.contains(#"w\#(index)""#) == true,
+                "the watcher that reads did not get change \(index): \(change ?? "closed")")
         }
         let latencies = try probe.roundTrips(10)
         peak = max(peak, daemon.residentMegabytes)
         let cut = deaf.filter { $0.closedByDaemon(within: 2) }.count
-        let warnings = ((try? String(contentsOfFile: daemon.logFile, encoding: .utf8)) ?? "").components(separatedBy: "(--max-client-memory): disconnecting client").count - 1
+        let warnings =
+            ((try? String(contentsOfFile: daemon.logFile, encoding: .utf8)) ?? "").components(
+                separatedBy: "(--max-client-memory): disconnecting client"
+            ).count - 1
         print(
             "Memory: 100 watchers that never read and three 15 MiB Sets under a 40 MiB budget: \(cut) watchers cut (\(warnings) warnings), kvd RSS \(baseline) MB before, peak \(peak) MB; probe \(ms(latencies))"
         )
@@ -128,14 +140,19 @@ extension MemoryTests {
         }
         let cut = clients.filter { $0.closedByDaemon(within: 1) }.count
         let log = daemon.errorOutput()
-        print("Memory: 40 clients each sent an unfinished 16 MiB message under a 64 MiB budget: \(cut) cut, kvd RSS \(baseline) MB before, peak \(peak) MB; probe \(ms(latencies))")
+        print(
+            "Memory: 40 clients each sent an unfinished 16 MiB message under a 64 MiB budget: \(cut) cut, kvd RSS \(baseline) MB before, peak \(peak) MB; probe \(ms(latencies))"
+        )
         #expect(cut >= 30 && cut < 40, "\(cut) of 40 clients holding unfinished messages were cut")
         #expect(log.contains("of input (an unfinished message"), "no warning says what the client held: \(log)")
         #expect(!Self.checksMemory || peak - baseline < 64 + 40, "kvd grew from \(baseline) MB to \(peak) MB")
         clients.forEach { $0.close() }
         clients = []
         let big = String(repeating: "v", count: 1 << 20)
-        #expect(try probe.client.call(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"d","key":"k","value":"\#(big)"}}"#)["error"] == nil)
+        #expect(
+            try probe.client.call(
+                #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"d","key":"k","value":"\#(big)"}}"#)["error"]
+                == nil)
         #expect(daemon.isRunning && daemon.stop() == 0, "\(daemon.errorOutput())")
     }
 
@@ -159,7 +176,9 @@ extension MemoryTests {
         exact.send(domains(limit))
         #expect(exact.nothingArrives(within: 0.5), "kvd answered or closed a connection holding 16 MiB without its NUL")
         exact.send([0])
-        #expect(exact.receive()?.contains(#""domains""#) == true, "a message of exactly 16 MiB whose NUL came later was not served")
+        #expect(
+            exact.receive()?.contains(#""domains""#) == true,
+            "a message of exactly 16 MiB whose NUL came later was not served")
         for withNUL in [true, false] {
             let over = try RawClient(sandbox.socket)
             defer { over.close() }
@@ -167,9 +186,12 @@ extension MemoryTests {
             over.send(domains(limit + 1) + (withNUL ? [0] : []))
             let reply = over.receive()
             #expect(
-                reply?.contains(#""error":"io.kvd.Defaults.TooLarge""#) == true && reply?.contains(#""limit":16777216"#) == true,
+                reply?.contains(#""error":"io.kvd.Defaults.TooLarge""#) == true
+                    && reply?.contains(#""limit":16777216"#) == true,
                 "16 MiB + 1 \(withNUL ? "with" : "without") its NUL: \(reply?.prefix(300) ?? "closed without a reply")")
-            #expect(over.closedByDaemon(within: 5), "16 MiB + 1 \(withNUL ? "with" : "without") its NUL: the connection stayed open")
+            #expect(
+                over.closedByDaemon(within: 5),
+                "16 MiB + 1 \(withNUL ? "with" : "without") its NUL: the connection stayed open")
         }
         #expect(daemon.isRunning && daemon.stop() == 0, "\(daemon.errorOutput())")
     }

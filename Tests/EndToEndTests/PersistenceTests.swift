@@ -5,8 +5,11 @@ import Testing
 /// What the real daemon keeps across restarts, idle exits, kills and damaged files.
 @Suite(.serialized) struct PersistenceTests {
     private func set(_ client: RawClient, _ domain: String, _ key: String, _ json: String) throws -> Int {
-        let reply = try client.call(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"\#(domain)","key":"\#(key)","value":\#(json)}}"#)
-        guard let revision = (reply["parameters"] as? [String: Any])?["revision"] as? Int else { throw TestFailure("set failed: \(reply)") }
+        let reply = try client.call(
+            #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"\#(domain)","key":"\#(key)","value":\#(json)}}"#)
+        guard let revision = (reply["parameters"] as? [String: Any])?["revision"] as? Int else {
+            throw TestFailure("set failed: \(reply)")
+        }
         return revision
     }
 
@@ -28,7 +31,9 @@ import Testing
         client = try RawClient(sandbox.socket)
         defer { client.close() }
         #expect(value(try get(client, "com.example.r", "greeting")) as? String == "hello")
-        let raw = try #require(client.receiveRaw(#"{"method":"io.kvd.Defaults.Get","parameters":{"domain":"com.example.r","key":"real"}}"#))
+        let raw = try #require(
+            client.receiveRaw(#"{"method":"io.kvd.Defaults.Get","parameters":{"domain":"com.example.r","key":"real"}}"#)
+        )
         #expect(raw.contains(#""value":1.0"#), "a real must come back as a real: \(raw)")
         #expect(try set(client, "com.example.r", "next", "1") > revision + 1, "revision must never go back")
         daemon.stop()

@@ -8,7 +8,9 @@ import Testing
 @Suite(.serialized) struct PlistStrictnessTests {
     /// Imports `bytes` into a domain holding `kept = 7`; expects a one-line refusal holding each
     /// of `reasons`, and the domain unchanged.
-    static func expectRefused(_ bytes: [UInt8], _ reasons: [String], _ sandbox: Sandbox, limitMemory: Bool = false, _ label: String) throws {
+    static func expectRefused(
+        _ bytes: [UInt8], _ reasons: [String], _ sandbox: Sandbox, limitMemory: Bool = false, _ label: String
+    ) throws {
         let domain = "com.example.strict"
         #expect(try kvctl(sandbox, "import", domain, "-", input: #"{"kept": 7}"#).status == 0)
         let file = sandbox.root + "/input.plist"
@@ -18,19 +20,31 @@ import Testing
         let command = (limitMemory ? "ulimit -v 1048576; " : "") + "exec \"$0\" --socket \"$1\" import \(domain) \"$2\""
         let refused = try run("/bin/sh", ["-c", command, Binaries.kvctl, sandbox.socket, file])
         #expect(refused.status == 1, "\(label): exit \(refused.status) \(refused.stderr)")
-        #expect(refused.stderr.split(separator: "\n").count == 1 && !refused.stderr.contains("Domain="), "\(label): \(refused.stderr)")
+        #expect(
+            refused.stderr.split(separator: "\n").count == 1 && !refused.stderr.contains("Domain="),
+            "\(label): \(refused.stderr)")
         for reason in reasons { #expect(refused.stderr.contains(reason), "\(label): \(refused.stderr)") }
-        #expect(try kvctl(sandbox, "--json", "get", domain).stdout == #"{"kept":7}"# + "\n", "\(label) changed the domain")
+        #expect(
+            try kvctl(sandbox, "--json", "get", domain).stdout == #"{"kept":7}"# + "\n", "\(label) changed the domain")
     }
 
     @Test func integersBeyond64BitsDatesOutsideTheYearsAndLoneSurrogatesAreRefusedNamingTheKey() throws {
         let sandbox = Sandbox()
         let daemon = try Daemon(sandbox)
         let cases: [(String, [UInt8], String)] = [
-            ("2^64+5", [0x14] + BPlist.bigEndian(1, 8) + BPlist.bigEndian(5, 8), "is the integer 18446744073709551621, beyond kvd's signed 64-bit integers"),
-            ("2^100+2^63-1", [0x14] + BPlist.bigEndian(1 << 36, 8) + BPlist.bigEndian(UInt64(Int64.max), 8), "is the integer 1267650600237452773533557981183, beyond"),
+            (
+                "2^64+5", [0x14] + BPlist.bigEndian(1, 8) + BPlist.bigEndian(5, 8),
+                "is the integer 18446744073709551621, beyond kvd's signed 64-bit integers"
+            ),
+            (
+                "2^100+2^63-1", [0x14] + BPlist.bigEndian(1 << 36, 8) + BPlist.bigEndian(UInt64(Int64.max), 8),
+                "is the integer 1267650600237452773533557981183, beyond"
+            ),
             ("NaN date", [0x33] + BPlist.bigEndian(Double.nan.bitPattern, 8), "is a date nan s from 2001-01-01"),
-            ("infinite date", [0x33] + BPlist.bigEndian(Double.infinity.bitPattern, 8), "is a date inf s from 2001-01-01"),
+            (
+                "infinite date", [0x33] + BPlist.bigEndian(Double.infinity.bitPattern, 8),
+                "is a date inf s from 2001-01-01"
+            ),
             ("1e300 s date", [0x33] + BPlist.bigEndian(1e300.bitPattern, 8), "is a date 1e+300 s from 2001-01-01"),
             ("lone surrogate", [0x63, 0x00, 0x61, 0xD8, 0x00, 0x00, 0x62], "holds a lone UTF-16 surrogate (U+D800)"),
         ]
@@ -39,7 +53,10 @@ import Testing
             try Self.expectRefused(bytes, [#"the value of "bad""#, reason, "nothing imported"], sandbox, label)
         }
         let xml: [(String, String, String)] = [
-            ("month 13", "<date>2026-13-45T99:00:00Z</date>", #"is the <date> "2026-13-45T99:00:00Z", which is not a date"#),
+            (
+                "month 13", "<date>2026-13-45T99:00:00Z</date>",
+                #"is the <date> "2026-13-45T99:00:00Z", which is not a date"#
+            ),
             ("year 10000", "<date>10000-01-01T00:00:00Z</date>", #"is the <date> "10000-01-01T00:00:00Z""#),
             ("February 30", "<date>2026-02-30T00:00:00Z</date>", #"is the <date> "2026-02-30T00:00:00Z""#),
             ("lone surrogate", "<string>a&#xD800;b</string>", "holds a lone UTF-16 surrogate (U+D800)"),
@@ -47,8 +64,11 @@ import Testing
             ("NaN", "<real>nan</real>", "is the real nan, which kvd cannot hold"),
         ]
         for (label, element, reason) in xml {
-            let text = #"<?xml version="1.0" encoding="UTF-8"?><plist version="1.0"><dict><key>ok</key><true/><key>bad</key>"# + element + "</dict></plist>"
-            try Self.expectRefused(Array(text.utf8), [#"the value of "bad""#, reason, "nothing imported"], sandbox, "XML " + label)
+            let text =
+                #"<?xml version="1.0" encoding="UTF-8"?><plist version="1.0"><dict><key>ok</key><true/><key>bad</key>"#
+                + element + "</dict></plist>"
+            try Self.expectRefused(
+                Array(text.utf8), [#"the value of "bad""#, reason, "nothing imported"], sandbox, "XML " + label)
         }
         daemon.stop()
     }
@@ -57,11 +77,14 @@ import Testing
         let sandbox = Sandbox()
         let daemon = try Daemon(sandbox)
         // 1,000 references to one 1 MiB string: 1 MB of file, a gigabyte of values.
-        let string = [0x5F, 0x13] + BPlist.bigEndian(1 << 20, 8) + [UInt8](repeating: UInt8(ascii: "x"), count: 1 << 20)
+        let string =
+            [0x5F, 0x13] + BPlist.bigEndian(1 << 20, 8) + [UInt8](repeating: UInt8(ascii: "x"), count: 1 << 20)
         let array = [0xAF, 0x11] + BPlist.bigEndian(1000, 2) + (0..<1000).flatMap { _ in BPlist.bigEndian(3, 2) }
-        let bytes = BPlist.make([BPlist.dictionary(keys: [1], values: [2], size: 2), BPlist.ascii("big"), array, string], referenceSize: 2)
+        let bytes = BPlist.make(
+            [BPlist.dictionary(keys: [1], values: [2], size: 2), BPlist.ascii("big"), array, string], referenceSize: 2)
         try Self.expectRefused(
-            bytes, [#"the value of "big" expands to more than 16776192 bytes of values, more than one domain holds"#], sandbox, limitMemory: true, "1,000 references")
+            bytes, [#"the value of "big" expands to more than 16776192 bytes of values, more than one domain holds"#],
+            sandbox, limitMemory: true, "1,000 references")
         daemon.stop()
     }
 
@@ -72,8 +95,11 @@ import Testing
         var wrongTable = good
         wrongTable[wrongTable.count - 1] = 0xFF  // the offset table's offset
         let cycle = BPlist.make([BPlist.dictionary(keys: [1], values: [2]), BPlist.ascii("loop"), [0xA1, 0x02]])
-        for (label, bytes) in [("cut short", Array(good.prefix(good.count / 2))), ("offset table outside", wrongTable), ("cycle", cycle)] {
-            try Self.expectRefused(bytes, ["not a binary property list kvd can read (damaged or cut short?)"], sandbox, label)
+        for (label, bytes) in [
+            ("cut short", Array(good.prefix(good.count / 2))), ("offset table outside", wrongTable), ("cycle", cycle),
+        ] {
+            try Self.expectRefused(
+                bytes, ["not a binary property list kvd can read (damaged or cut short?)"], sandbox, label)
         }
         daemon.stop()
     }
@@ -100,9 +126,13 @@ import Testing
         let sandbox = Sandbox()
         let daemon = try Daemon(sandbox)
         let file = sandbox.root + "/big.json"
-        FileManager.default.createFile(atPath: file, contents: Data(#"{"big": ""#.utf8 + [UInt8](repeating: UInt8(ascii: "x"), count: 20 << 20) + #""}"#.utf8))
+        FileManager.default.createFile(
+            atPath: file,
+            contents: Data(#"{"big": ""#.utf8 + [UInt8](repeating: UInt8(ascii: "x"), count: 20 << 20) + #""}"#.utf8))
         let refused = try kvctl(sandbox, "import", "com.example.big", file)
-        #expect(refused.status == 1 && refused.stderr.contains("larger than kvd's limit of 16777216 bytes"), "\(refused.stderr)")
+        #expect(
+            refused.status == 1 && refused.stderr.contains("larger than kvd's limit of 16777216 bytes"),
+            "\(refused.stderr)")
         // kvd is fine, and the connection to it too.
         #expect(try kvctl(sandbox, "set", "com.example.big", "small", "ok").status == 0)
         daemon.stop()

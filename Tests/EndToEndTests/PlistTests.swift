@@ -7,7 +7,8 @@ import Testing
 @Suite(.serialized) struct PlistTests {
     /// The fixtures in tests/plist (see its README for how each was made).
     static func fixture(_ name: String) -> String {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../tests/plist/" + name).standardized.path
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../tests/plist/" + name)
+            .standardized.path
     }
 
     /// What all-types.{xml,bplist} hold, as `kvctl --json get DOMAIN` prints it.
@@ -28,7 +29,8 @@ import Testing
         }
         // From stdin too, recognised by its first bytes.
         let piped = try run(
-            Binaries.kvctl, ["--socket", sandbox.socket, "import", "com.example.stdin", "-"], input: try String(contentsOfFile: Self.fixture("all-types.xml"), encoding: .utf8))
+            Binaries.kvctl, ["--socket", sandbox.socket, "import", "com.example.stdin", "-"],
+            input: try String(contentsOfFile: Self.fixture("all-types.xml"), encoding: .utf8))
         #expect(piped.status == 0, "\(piped.stderr)")
         #expect(try kvctl(sandbox, "--json", "get", "com.example.stdin").stdout == Self.allTypes)
         daemon.stop()
@@ -42,7 +44,8 @@ import Testing
         for format in ["binary", "xml"] {
             if format == "binary" {
                 // A date with a fraction that needs every bit of its double.
-                #expect(try kvctl(sandbox, "set", domain, "when", "-date", "2026-11-29T17:00:00.123456789Z").status == 0)
+                #expect(
+                    try kvctl(sandbox, "set", domain, "when", "-date", "2026-11-29T17:00:00.123456789Z").status == 0)
             } else {
                 #expect(try kvctl(sandbox, "delete", domain, "when").status == 0)
             }
@@ -75,9 +78,13 @@ import Testing
         for (file, reason) in cases {
             let refused = try kvctl(sandbox, "import", domain, Self.fixture(file))
             #expect(refused.status == 1, "\(file)")
-            #expect(refused.stderr.split(separator: "\n").count == 1 && refused.stderr.contains(reason), "\(file): \(refused.stderr)")
+            #expect(
+                refused.stderr.split(separator: "\n").count == 1 && refused.stderr.contains(reason),
+                "\(file): \(refused.stderr)")
             #expect(refused.stderr.contains(file) && refused.stderr.contains("nothing imported"), "\(refused.stderr)")
-            #expect(try kvctl(sandbox, "--json", "get", domain).stdout == #"{"kept":7}"# + "\n", "\(file) changed the domain")
+            #expect(
+                try kvctl(sandbox, "--json", "get", domain).stdout == #"{"kept":7}"# + "\n",
+                "\(file) changed the domain")
         }
         daemon.stop()
     }
@@ -88,7 +95,9 @@ import Testing
         #expect(try kvctl(sandbox, "set", "com.example.d", "when", "-date", "2026-11-29T17:00:00.250Z").status == 0)
         let file = sandbox.root + "/d.plist"
         let refused = try kvctl(sandbox, "export", "com.example.d", file, "--format", "xml")
-        #expect(refused.status == 1 && refused.stderr.contains(#""when""#) && refused.stderr.contains("--format binary"), "\(refused.stderr)")
+        #expect(
+            refused.status == 1 && refused.stderr.contains(#""when""#) && refused.stderr.contains("--format binary"),
+            "\(refused.stderr)")
         #expect(!FileManager.default.fileExists(atPath: file))
         daemon.stop()
     }

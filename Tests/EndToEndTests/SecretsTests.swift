@@ -7,7 +7,9 @@ import Testing
 @Suite struct SecretsTests {
     /// The state files whose bytes contain `text`.
     static func files(_ sandbox: Sandbox, containing text: String) -> [String] {
-        sandbox.stateFiles().filter { (try? Data(contentsOf: URL(fileURLWithPath: sandbox.file($0))))?.range(of: Data(text.utf8)) != nil }
+        sandbox.stateFiles().filter {
+            (try? Data(contentsOf: URL(fileURLWithPath: sandbox.file($0))))?.range(of: Data(text.utf8)) != nil
+        }
     }
 
     @Test func forgetRemovesADeletedSecretFromEveryFile() throws {
@@ -47,7 +49,9 @@ import Testing
         daemon = try Daemon(sandbox)
         defer { daemon.stop() }
         let history = try kvctl(sandbox, "history", "app", "token")
-        #expect(history.stdout.isEmpty && history.stderr.contains("marked to keep no history"), "the mark survives a restart: \(history)")
+        #expect(
+            history.stdout.isEmpty && history.stderr.contains("marked to keep no history"),
+            "the mark survives a restart: \(history)")
         #expect(try kvctl(sandbox, "history", "--keep", "app", "token").status == 0)
         #expect(try kvctl(sandbox, "set", "app", "token", "kept-now").status == 0)
         #expect(try kvctl(sandbox, "history", "app", "token").stdout.contains("kept-now"))
@@ -67,19 +71,26 @@ import Testing
         #expect(Self.files(sandbox, containing: "SECRET") == [])
         daemon = try Daemon(sandbox)
         defer { daemon.stop() }
-        #expect(!(try kvctl(sandbox, "history", "app", "token").stdout.contains("SECRET")), "history on again does not serve it")
+        #expect(
+            !(try kvctl(sandbox, "history", "app", "token").stdout.contains("SECRET")),
+            "history on again does not serve it")
     }
 }
 
 /// On the system instance, History (past and deleted values, and who set them) and forgetting
 /// are for root and the admins only.
-@Suite(.enabled(if: SystemAccounts.available, "needs root, useradd, groupadd, setpriv and systemd-socket-activate to play an admin and two users"))
+@Suite(
+    .enabled(
+        if: SystemAccounts.available,
+        "needs root, useradd, groupadd, setpriv and systemd-socket-activate to play an admin and two users"))
 struct SystemHistoryTests {
     @Test func aNonAdminCannotReadAnAdminsDeletedValueOrWhoSetIt() throws {
         let scene = try SystemScene()
         let admin = scene.accounts.admin
-        let set = try scene.systemCall("io.kvd.Defaults.Set", ["domain": "org.ex.vpn", "key": "password", "value": "S3cret!"], as: admin)
-        let delete = try scene.systemCall("io.kvd.Defaults.Delete", ["domain": "org.ex.vpn", "key": "password"], as: admin)
+        let set = try scene.systemCall(
+            "io.kvd.Defaults.Set", ["domain": "org.ex.vpn", "key": "password", "value": "S3cret!"], as: admin)
+        let delete = try scene.systemCall(
+            "io.kvd.Defaults.Delete", ["domain": "org.ex.vpn", "key": "password"], as: admin)
         #expect(set.error == nil && delete.error == nil, "\(set) \(delete)")
         let other = scene.accounts.other
         let calls: [(String, [String: Any])] = [
@@ -95,8 +106,11 @@ struct SystemHistoryTests {
         }
         let history = try scene.systemCall("io.kvd.Defaults.History", ["domain": "org.ex.vpn"], as: admin)
         let entries = history.parameters["entries"] as? [[String: Any]] ?? []
-        #expect(entries.contains { $0["value"] as? String == "S3cret!" && $0["uid"] as? Int == Int(admin.uid) }, "an admin reads it: \(history)")
-        let forget = try scene.systemCall("io.kvd.Defaults.ForgetHistory", ["domain": "org.ex.vpn", "key": "password"], as: admin)
+        #expect(
+            entries.contains { $0["value"] as? String == "S3cret!" && $0["uid"] as? Int == Int(admin.uid) },
+            "an admin reads it: \(history)")
+        let forget = try scene.systemCall(
+            "io.kvd.Defaults.ForgetHistory", ["domain": "org.ex.vpn", "key": "password"], as: admin)
         #expect(forget.error == nil, "\(forget)")
         let after = try scene.systemCall("io.kvd.Defaults.History", ["domain": "org.ex.vpn"], as: admin)
         #expect(!"\(after)".contains("S3cret"), "\(after)")

@@ -13,12 +13,17 @@ final class LocalUser {
     let home: String
 
     /// Whether users can be made and switched to here (root only).
-    static var available: Bool { getuid() == 0 && access("/usr/sbin/useradd", X_OK) == 0 && access("/usr/bin/setpriv", X_OK) == 0 }
+    static var available: Bool {
+        getuid() == 0 && access("/usr/sbin/useradd", X_OK) == 0 && access("/usr/bin/setpriv", X_OK) == 0
+    }
 
     init(role: String) throws {
         name = "kvd\(role)\(getpid() % 100_000)"
-        let added = try run("/usr/sbin/useradd", ["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name])
-        guard added.status == 0, let entry = getpwnam(name) else { throw TestFailure("useradd \(name) failed: \(added.stderr)") }
+        let added = try run(
+            "/usr/sbin/useradd", ["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name])
+        guard added.status == 0, let entry = getpwnam(name) else {
+            throw TestFailure("useradd \(name) failed: \(added.stderr)")
+        }
         uid = entry.pointee.pw_uid
         gid = entry.pointee.pw_gid
         var template = Array("/tmp/kvd-home-XXXXXX".utf8CString)
@@ -34,7 +39,9 @@ final class LocalUser {
     /// Runs `program` as this user (`setpriv`) with a home, a `PATH` and `environment`: nothing
     /// of the test's own environment (no `XDG_RUNTIME_DIR`, no `KVD_SOCKET`).
     func runAs(_ program: String, _ arguments: [String], environment: [String: String] = [:]) throws -> Run {
-        try run("/usr/bin/setpriv", setprivArguments(uid: uid, gid: gid, home: home, environment: environment, program, arguments))
+        try run(
+            "/usr/bin/setpriv",
+            setprivArguments(uid: uid, gid: gid, home: home, environment: environment, program, arguments))
     }
 
     /// Makes `path` as this user, with `mode` (not masked by a umask).
@@ -129,11 +136,14 @@ struct SocketFolderOfAnotherUserTests {
     @Test func kvctlSendsNothingToAListenerInAFolderAnotherUserMade() throws {
         let scene = try Scene()
         let listener = try PlantedListener(at: scene.socket)
-        let set = try scene.victim.runAs(Binaries.kvctl, ["set", "com.example.mail", "password", "hunter2"], environment: scene.environment)
+        let set = try scene.victim.runAs(
+            Binaries.kvctl, ["set", "com.example.mail", "password", "hunter2"], environment: scene.environment)
         let received = listener.stop()
         #expect(received.isEmpty, "kvctl sent \(received) to the other user's socket")
         #expect(set.status == 1)
-        #expect(set.stderr.contains(scene.folder) && set.stderr.contains("belongs to uid \(scene.intruder.uid)"), "\(set.stderr)")
+        #expect(
+            set.stderr.contains(scene.folder) && set.stderr.contains("belongs to uid \(scene.intruder.uid)"),
+            "\(set.stderr)")
         #expect(set.stderr.split(separator: "\n").count == 1, "one line: \(set.stderr)")
     }
 
@@ -144,7 +154,8 @@ struct SocketFolderOfAnotherUserTests {
         #expect(withUnixAddress(scene.socket, { bind(dead, $0, $1) }) == 0)
         close(dead)
         chmod(scene.socket, 0o777)
-        let set = try scene.victim.runAs(Binaries.kvctl, ["set", "com.example.mail", "password", "hunter2"], environment: scene.environment)
+        let set = try scene.victim.runAs(
+            Binaries.kvctl, ["set", "com.example.mail", "password", "hunter2"], environment: scene.environment)
         #expect(set.status == 1, "kvctl autostarted kvd into the other user's folder: \(set.stdout)\(set.stderr)")
         #expect(set.stderr.contains(scene.folder), "\(set.stderr)")
         #expect((try? RawClient.connect(scene.socket)) == nil, "a kvd listens in the other user's folder")
@@ -155,13 +166,16 @@ struct SocketFolderOfAnotherUserTests {
         let scene = try Scene()
         let started = try scene.victim.runAs(Binaries.kvd, ["--idle-exit", "1"], environment: scene.environment)
         #expect(started.status == 1, "kvd served from the other user's folder: \(started.stderr)")
-        #expect(started.stderr.contains(scene.folder) && started.stderr.contains("belongs to uid \(scene.intruder.uid)"), "\(started.stderr)")
+        #expect(
+            started.stderr.contains(scene.folder) && started.stderr.contains("belongs to uid \(scene.intruder.uid)"),
+            "\(started.stderr)")
     }
 
     @Test func habitsRefusesAFolderAnotherUserMade() throws {
         let scene = try Scene()
         let listener = try PlantedListener(at: scene.socket)
-        let added = try scene.victim.runAs(Binaries.directory + "/habits", ["add", "Secret"], environment: scene.environment)
+        let added = try scene.victim.runAs(
+            Binaries.directory + "/habits", ["add", "Secret"], environment: scene.environment)
         #expect(listener.stop().isEmpty)
         #expect(added.status == 1)
         #expect(added.stderr.contains(scene.folder), "\(added.stderr)")
@@ -179,8 +193,11 @@ struct SocketFolderOfAnotherUserTests {
         try "untouched\n".write(toFile: target, atomically: false, encoding: .utf8)
         #expect(symlink(target, sandbox.file(".com.example.d.json.tmp")) == 0)
         #expect(daemon.stop() == 0, "\(daemon.errorOutput())")  // stopping compacts the log into the domain files
-        #expect(try String(contentsOfFile: target, encoding: .utf8) == "untouched\n", "kvd wrote through the planted link")
-        #expect(sandbox.read("com.example.d.json")?.contains(#""k": "v""#) == true, "compaction did not write the domain file")
+        #expect(
+            try String(contentsOfFile: target, encoding: .utf8) == "untouched\n", "kvd wrote through the planted link")
+        #expect(
+            sandbox.read("com.example.d.json")?.contains(#""k": "v""#) == true,
+            "compaction did not write the domain file")
         #expect(!daemon.errorOutput().contains("compaction"), "\(daemon.errorOutput())")
         let again = try Daemon(sandbox)
         #expect(try kvctl(sandbox, "get", "com.example.d", "k").stdout == "v\n")
@@ -191,7 +208,8 @@ struct SocketFolderOfAnotherUserTests {
         let sandbox = Sandbox()
         try FileManager.default.createDirectory(atPath: sandbox.state, withIntermediateDirectories: true)
         chmod(sandbox.state, 0o777)
-        let started = try run(Binaries.kvd, ["--socket", sandbox.socket, "--state-dir", sandbox.state, "--idle-exit", "1"])
+        let started = try run(
+            Binaries.kvd, ["--socket", sandbox.socket, "--state-dir", sandbox.state, "--idle-exit", "1"])
         #expect(started.status == 1, "kvd used a state folder of mode 0777: \(started.stderr)")
         #expect(started.stderr.contains(sandbox.state) && started.stderr.contains("0777"), "\(started.stderr)")
         #expect(!sandbox.stateFiles().contains("kvd.lock"))
@@ -203,9 +221,11 @@ struct SocketFolderOfAnotherUserTests {
         try FileManager.default.createDirectory(atPath: sandbox.state, withIntermediateDirectories: true)
         let stranger: UInt32 = 4_000_017
         #expect(chown(sandbox.state, stranger, stranger) == 0)
-        let started = try run(Binaries.kvd, ["--socket", sandbox.socket, "--state-dir", sandbox.state, "--idle-exit", "1"])
+        let started = try run(
+            Binaries.kvd, ["--socket", sandbox.socket, "--state-dir", sandbox.state, "--idle-exit", "1"])
         #expect(started.status == 1, "kvd used a state folder of uid \(stranger): \(started.stderr)")
-        #expect(started.stderr.contains(sandbox.state) && started.stderr.contains("uid \(stranger)"), "\(started.stderr)")
+        #expect(
+            started.stderr.contains(sandbox.state) && started.stderr.contains("uid \(stranger)"), "\(started.stderr)")
         #expect(!sandbox.stateFiles().contains("kvd.lock"))
     }
 }
@@ -218,7 +238,9 @@ struct SocketFolderOfAnotherUserTests {
     final class Scene {
         let sandbox = Sandbox()
         var home: String { sandbox.root + "/home" }
-        var environment: [String: String] { ["HOME": home, "KVD_SOCKET": sandbox.socket, "XDG_RUNTIME_DIR": "", "XDG_CONFIG_HOME": ""] }
+        var environment: [String: String] {
+            ["HOME": home, "KVD_SOCKET": sandbox.socket, "XDG_RUNTIME_DIR": "", "XDG_CONFIG_HOME": ""]
+        }
     }
 
     @Test(arguments: [["--state-dir", ""], ["--state-dir="], ["--socket", ""], ["--socket="]])
@@ -235,7 +257,8 @@ struct SocketFolderOfAnotherUserTests {
     func kvctlAndHabitsRefuseAnEmptySocket(arguments: [String]) throws {
         let scene = Scene()
         let daemon = try Daemon(scene.sandbox)
-        let set = try run(Binaries.kvctl, arguments + ["set", "com.example.x", "k", "v"], environment: scene.environment)
+        let set = try run(
+            Binaries.kvctl, arguments + ["set", "com.example.x", "k", "v"], environment: scene.environment)
         #expect(set.status == 2, "kvctl \(arguments) wrote to the default socket: \(set.stderr)")
         #expect(set.stderr.contains("--socket needs a PATH") && set.stderr.contains("empty"), "\(set.stderr)")
         let habits = try run(Binaries.directory + "/habits", arguments + ["add", "X"], environment: scene.environment)
@@ -260,14 +283,17 @@ struct SocketFolderOfAnotherUserTests {
             "STATE_DIRECTORY": callersState, "NOTIFY_SOCKET": notify.path,
             "WATCHDOG_USEC": "100000", "LISTEN_FDS": "1", "LISTEN_PID": String(getpid()),
         ]
-        let set = try run(Binaries.kvctl, ["--socket", sandbox.socket, "set", "com.example.auto", "k", "v"], environment: environment)
+        let set = try run(
+            Binaries.kvctl, ["--socket", sandbox.socket, "set", "com.example.auto", "k", "v"], environment: environment)
         #expect(set.status == 0, "\(set.stderr)")
         usleep(300_000)  // a watchdog ping would come within 50 ms
         stopDaemons(listeningOn: sandbox.socket)
         let messages = notify.waitFor("never sent")
         #expect(messages.isEmpty, "the autostarted kvd told the caller's service manager: \(messages)")
         #expect(access(callersState, F_OK) != 0, "the autostarted kvd kept its state in the caller's StateDirectory")
-        #expect(access(sandbox.root + "/home/.config/kvd/com.example.auto.json", F_OK) == 0, "kvd did not use ~/.config/kvd")
+        #expect(
+            access(sandbox.root + "/home/.config/kvd/com.example.auto.json", F_OK) == 0, "kvd did not use ~/.config/kvd"
+        )
     }
 
     /// A kvd for `sandbox` whose domain com.example.e holds `key` = `value`.
@@ -322,7 +348,9 @@ struct SocketFolderOfAnotherUserTests {
         #expect(mode(target) & 0o7777 == 0o640)
         let fresh = sandbox.root + "/new.json"
         #expect(try export(sandbox, to: fresh).status == 0)
-        #expect(mode(fresh) & 0o777 == 0o600, "a new export is \(String(mode(fresh) & 0o777, radix: 8)), readable by others")
+        #expect(
+            mode(fresh) & 0o777 == 0o600, "a new export is \(String(mode(fresh) & 0o777, radix: 8)), readable by others"
+        )
         let dangling = sandbox.root + "/dangling.json"
         #expect(symlink(sandbox.root + "/missing/x.json", dangling) == 0)
         let refused = try export(sandbox, to: dangling)

@@ -6,7 +6,10 @@ import Testing
 /// under `systemd-socket-activate`), users' kvds and callers as real uids. One user flooding
 /// the system instance never costs another user their `Mirror` (so their locks), nor an admin
 /// their call; a non-admin's huge call is refused before it is parsed.
-@Suite(.enabled(if: SystemAccounts.available, "needs root, useradd, groupadd, setpriv and systemd-socket-activate to play an admin and two users"))
+@Suite(
+    .enabled(
+        if: SystemAccounts.available,
+        "needs root, useradd, groupadd, setpriv and systemd-socket-activate to play an admin and two users"))
 struct SharedMachineTests {
     /// Reads replies from `client` in large pieces until one satisfies `done` or the connection
     /// closes (or 20 s pass with nothing); the replies, and whether it closed.
@@ -37,10 +40,16 @@ struct SharedMachineTests {
         let domain = "org.ex.browser"
         for index in 0..<8 {
             let value = String(repeating: "\(index)", count: 1 << 20)
-            #expect(try scene.systemCall("io.kvd.Defaults.Set", ["domain": domain, "key": "big\(index)", "value": value]).error == nil)
+            #expect(
+                try scene.systemCall("io.kvd.Defaults.Set", ["domain": domain, "key": "big\(index)", "value": value])
+                    .error == nil)
         }
         try scene.setAndLock(domain, "homepage", "https://intranet")
-        #expect(try scene.systemCall("io.kvd.Defaults.Set", ["domain": "org.ex.flood", "key": "k", "value": String(repeating: "f", count: 16 << 10)]).error == nil)
+        #expect(
+            try scene.systemCall(
+                "io.kvd.Defaults.Set",
+                ["domain": "org.ex.flood", "key": "k", "value": String(repeating: "f", count: 16 << 10)]
+            ).error == nil)
         let mirror = try RawClient.connect(scene.systemSocket, as: scene.accounts.user)
         defer { mirror.close() }
         let admin = try RawClient.connect(scene.systemSocket, as: scene.accounts.admin)
@@ -60,15 +69,26 @@ struct SharedMachineTests {
             client.send(pipeline)
             flood.append(client)
         }
-        #expect(eventually(within: 20) { scene.system?.errorOutput().contains("over the budget") == true }, "the flood never passed the budget\n\(scene.logs())")
+        #expect(
+            eventually(within: 20) { scene.system?.errorOutput().contains("over the budget") == true },
+            "the flood never passed the budget\n\(scene.logs())")
         let mirrored = Self.read(mirror) { $0.contains(#""synced":true"#) }
-        #expect(!mirrored.closed, "the other user's Mirror was cut after \(mirrored.replies.count) replies\n\(scene.system?.errorOutput() ?? "")")
+        #expect(
+            !mirrored.closed,
+            "the other user's Mirror was cut after \(mirrored.replies.count) replies\n\(scene.system?.errorOutput() ?? "")"
+        )
         let listed = Self.read(admin) { _ in true }
-        #expect(!listed.closed && listed.replies.first?.contains("big7") == true, "the admin's List was cut\n\(scene.system?.errorOutput() ?? "")")
+        #expect(
+            !listed.closed && listed.replies.first?.contains("big7") == true,
+            "the admin's List was cut\n\(scene.system?.errorOutput() ?? "")")
         let user = try scene.startUser(scene.accounts.user)
-        #expect(try eventually(within: 20) { try user.get(domain, "homepage").source == "locked" }, "the user's kvd got no layer\n\(scene.logs())")
+        #expect(
+            try eventually(within: 20) { try user.get(domain, "homepage").source == "locked" },
+            "the user's kvd got no layer\n\(scene.logs())")
         let write = try user.kvctl("set", domain, "homepage", "x")
-        #expect(write.status != 0 && write.stderr.contains("locked"), "the lock did not hold: \(write.status) \(write.stderr)")
+        #expect(
+            write.status != 0 && write.stderr.contains("locked"),
+            "the lock did not hold: \(write.status) \(write.stderr)")
         let log = scene.system?.errorOutput() ?? ""
         for account in [scene.accounts.user, scene.accounts.admin] {
             #expect(!log.contains("(uid \(account.uid))"), "\(account.name) was shed:\n\(log)")
@@ -92,11 +112,16 @@ struct SharedMachineTests {
             defer { client.close() }
             client.send(Array(call.utf8) + [0])  // kvd stops reading after 64 KiB: this send fails
             let reply = Self.read(client) { _ in true }.replies.first ?? ""
-            #expect(reply == #"{"parameters":{"limit":65536},"error":"io.kvd.Defaults.TooLarge"}"#, "\(reply.prefix(300))\n\(scene.logs())")
-            let served = try scene.systemCall("io.kvd.Defaults.Get", ["domain": "d", "key": "k"], as: scene.accounts.user)
+            #expect(
+                reply == #"{"parameters":{"limit":65536},"error":"io.kvd.Defaults.TooLarge"}"#,
+                "\(reply.prefix(300))\n\(scene.logs())")
+            let served = try scene.systemCall(
+                "io.kvd.Defaults.Get", ["domain": "d", "key": "k"], as: scene.accounts.user)
             #expect(served.error == "io.kvd.Defaults.NotFound", "\(served)")
         }
-        let large = try scene.systemCall("io.kvd.Defaults.Set", ["domain": "d", "key": "k", "value": String(repeating: "a", count: 1 << 20)], as: scene.accounts.admin)
+        let large = try scene.systemCall(
+            "io.kvd.Defaults.Set", ["domain": "d", "key": "k", "value": String(repeating: "a", count: 1 << 20)],
+            as: scene.accounts.admin)
         #expect(large.error == nil, "\(large)")
     }
 
@@ -105,7 +130,9 @@ struct SharedMachineTests {
     @Test func aDomainHoldingOnlyALockIsNotListed() throws {
         let scene = try SystemScene()
         #expect(try scene.systemCall("io.kvd.System.Lock", ["domain": "org.ex.lockonly", "key": "k"]).error == nil)
-        #expect(try scene.systemCall("io.kvd.Defaults.Set", ["domain": "org.ex.marker", "key": "k", "value": 1]).error == nil)
+        #expect(
+            try scene.systemCall("io.kvd.Defaults.Set", ["domain": "org.ex.marker", "key": "k", "value": 1]).error
+                == nil)
         let user = try scene.startUser(scene.accounts.user)
         #expect(try eventually { try user.get("org.ex.marker", "k").source == "system" }, "\(scene.logs())")
         let domains = try user.kvctl("domains")
@@ -120,9 +147,12 @@ struct SharedMachineTests {
         let log = scene.root + "/nosuchgroup.log"
         mkdir(scene.root + "/nosuchgroup-state", 0o700)
         let instance = try SystemInstance(
-            socket: scene.root + "/run/nosuchgroup.sock", state: scene.root + "/nosuchgroup-state", arguments: ["--admin-group", "kvd-e2e-nosuchgroup"],
+            socket: scene.root + "/run/nosuchgroup.sock", state: scene.root + "/nosuchgroup-state",
+            arguments: ["--admin-group", "kvd-e2e-nosuchgroup"],
             activated: false, logFile: log)
-        #expect(instance.errorOutput().contains(#"there is no group "kvd-e2e-nosuchgroup" (--admin-group)"#), "\(instance.errorOutput())")
+        #expect(
+            instance.errorOutput().contains(#"there is no group "kvd-e2e-nosuchgroup" (--admin-group)"#),
+            "\(instance.errorOutput())")
     }
 
     /// A user's kvd exiting on idle says so, and not that the system instance went away.
@@ -141,7 +171,10 @@ struct SharedMachineTests {
     @Test func anIdleExitTooLongForTheTimersIsAUsageError() throws {
         let refused = try run(Binaries.kvd, ["--idle-exit", "1e16", "--socket", "/nonexistent/kvd.sock"])
         #expect(refused.status == 2, "\(refused.status): \(refused.stderr)")
-        #expect(refused.stderr.hasPrefix("kvd: --idle-exit needs a number of seconds from 0 (never) to 1000000000, not \"1e16\"\n"), "\(refused.stderr)")
+        #expect(
+            refused.stderr.hasPrefix(
+                "kvd: --idle-exit needs a number of seconds from 0 (never) to 1000000000, not \"1e16\"\n"),
+            "\(refused.stderr)")
     }
 }
 
@@ -149,7 +182,10 @@ struct SharedMachineTests {
 /// (a real user's kvd under a real system instance): a system default is never copied into it,
 /// a lock blocks only the key it locks, a value equal to the default stays the user's own, and
 /// restore-backup restores all it can and says what it could not and why.
-@Suite(.enabled(if: SystemAccounts.available, "needs root, useradd, groupadd, setpriv and systemd-socket-activate to play an admin and two users"))
+@Suite(
+    .enabled(
+        if: SystemAccounts.available,
+        "needs root, useradd, groupadd, setpriv and systemd-socket-activate to play an admin and two users"))
 struct OwnLayerTests {
     static let domain = "org.ex.browser"
 
@@ -158,9 +194,14 @@ struct OwnLayerTests {
     static func scene() throws -> (SystemScene, UserKvd) {
         let scene = try SystemScene()
         try scene.setAndLock(domain, "homepage", "https://intranet")
-        #expect(try scene.systemCall("io.kvd.Defaults.Set", ["domain": domain, "key": "fontsize", "value": 12]).error == nil)
+        #expect(
+            try scene.systemCall("io.kvd.Defaults.Set", ["domain": domain, "key": "fontsize", "value": 12]).error == nil
+        )
         let user = try scene.startUser(scene.accounts.user)
-        #expect(try eventually { try user.get(domain, "homepage").source == "locked" && user.get(domain, "fontsize").value as? Int == 12 }, "\(scene.logs())")
+        #expect(
+            try eventually {
+                try user.get(domain, "homepage").source == "locked" && user.get(domain, "fontsize").value as? Int == 12
+            }, "\(scene.logs())")
         return (scene, user)
     }
 
@@ -174,18 +215,28 @@ struct OwnLayerTests {
         defer { withExtendedLifetime(scene) {} }
         #expect(try user.kvctl("set", Self.domain, "theme", "dark").status == 0)
         let own = try user.kvctl("export", Self.domain, "-")
-        #expect(own.status == 0 && own.stdout.contains("theme") && !own.stdout.contains("fontsize") && !own.stdout.contains("homepage"), "\(own.stdout)")
+        #expect(
+            own.status == 0 && own.stdout.contains("theme") && !own.stdout.contains("fontsize")
+                && !own.stdout.contains("homepage"), "\(own.stdout)")
         let effective = try user.kvctl("export", Self.domain, "-", "--effective")
-        #expect(effective.status == 0 && effective.stdout.contains("theme") && effective.stdout.contains("fontsize") && effective.stdout.contains("intranet"))
+        #expect(
+            effective.status == 0 && effective.stdout.contains("theme") && effective.stdout.contains("fontsize")
+                && effective.stdout.contains("intranet"))
         let fontsize = try user.file("fontsize.json", #"{"fontsize": 14}"#)
         let imported = try user.kvctl("import", Self.domain, fontsize)
         #expect(imported.status == 0, "import of an unlocked key was refused: \(imported.stderr)")
-        #expect(try user.get(Self.domain, "fontsize").value as? Int == 14 && user.get(Self.domain, "fontsize").source == "user")
+        #expect(
+            try user.get(Self.domain, "fontsize").value as? Int == 14
+                && user.get(Self.domain, "fontsize").source == "user")
         #expect(try user.get(Self.domain, "homepage").source == "locked")
-        #expect(try user.get(Self.domain, "theme").error == "io.kvd.Defaults.NotFound", "import makes the own layer hold the file's values only")
+        #expect(
+            try user.get(Self.domain, "theme").error == "io.kvd.Defaults.NotFound",
+            "import makes the own layer hold the file's values only")
         let withLocked = try user.file("locked.json", #"{"fontsize": 15, "homepage": "https://mine"}"#)
         let partly = try user.kvctl("import", Self.domain, withLocked)
-        #expect(partly.status == 1 && partly.stderr.contains(#""homepage""#) && partly.stderr.contains("locked"), "\(partly.stderr)")
+        #expect(
+            partly.status == 1 && partly.stderr.contains(#""homepage""#) && partly.stderr.contains("locked"),
+            "\(partly.stderr)")
         #expect(try user.get(Self.domain, "fontsize").value as? Int == 15, "the lock blocked more than its key")
     }
 
@@ -199,9 +250,17 @@ struct OwnLayerTests {
         #expect(try user.get(Self.domain, "fontsize").source == "user")
         #expect(try user.kvctl("delete", Self.domain, "fontsize").status == 0)
         let whole = try user.kvctl("restore", Self.domain, "--revision", String(revision))
-        #expect(whole.status == 0 && !whole.stderr.contains("nothing to restore"), "the domain restore was refused or did nothing: \(whole.stderr)")
-        #expect(try scene.systemCall("io.kvd.Defaults.Set", ["domain": Self.domain, "key": "fontsize", "value": 20]).error == nil)
-        #expect(try eventually { try user.get(Self.domain, "fontsize").value as? Int == 12 && user.get(Self.domain, "fontsize").source == "user" })
+        #expect(
+            whole.status == 0 && !whole.stderr.contains("nothing to restore"),
+            "the domain restore was refused or did nothing: \(whole.stderr)")
+        #expect(
+            try scene.systemCall("io.kvd.Defaults.Set", ["domain": Self.domain, "key": "fontsize", "value": 20]).error
+                == nil)
+        #expect(
+            try eventually {
+                try user.get(Self.domain, "fontsize").value as? Int == 12
+                    && user.get(Self.domain, "fontsize").source == "user"
+            })
     }
 
     @Test func restoreBackupRestoresAllItCanNamesALockedKeyAndNeverAsksForAUselessRerun() throws {
@@ -213,12 +272,21 @@ struct OwnLayerTests {
         try scene.setAndLock(Self.domain, "toolbar", "off")
         #expect(try user.kvctl("delete", "org.ex.other").status == 0)
         let restored = try user.kvctl("restore-backup", file, "--yes")
-        #expect(restored.status == 1 && restored.stderr.contains(#""toolbar""#) && restored.stderr.contains("locked"), "\(restored.stderr)")
+        #expect(
+            restored.status == 1 && restored.stderr.contains(#""toolbar""#) && restored.stderr.contains("locked"),
+            "\(restored.stderr)")
         #expect(!restored.stderr.contains("again"), "\(restored.stderr)")
-        #expect(try user.get("org.ex.other", "k").value as? String == "kept", "a domain after the locked key was not restored: \(restored.stderr)")
+        #expect(
+            try user.get("org.ex.other", "k").value as? String == "kept",
+            "a domain after the locked key was not restored: \(restored.stderr)")
         let system = try run(
-            "/usr/bin/setpriv", asUser(user.account, home: user.folder, Binaries.kvctl, ["--system", "--socket", scene.systemSocket, "restore-backup", file, "--yes"]))
-        #expect(system.status == 1 && system.stderr.contains("permission denied") && system.stderr.contains("nothing was restored"), "\(system.stderr)")
+            "/usr/bin/setpriv",
+            asUser(
+                user.account, home: user.folder, Binaries.kvctl,
+                ["--system", "--socket", scene.systemSocket, "restore-backup", file, "--yes"]))
+        #expect(
+            system.status == 1 && system.stderr.contains("permission denied")
+                && system.stderr.contains("nothing was restored"), "\(system.stderr)")
         #expect(!system.stderr.contains("again"), "\(system.stderr)")
     }
 }

@@ -18,7 +18,8 @@ enum Binaries {
     /// Where the built programs are (not necessarily reachable by other users).
     static let built: String = {
         if let dir = ProcessInfo.processInfo.environment["KVD_BIN_DIR"], !dir.isEmpty { return dir }
-        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        let exe =
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
         var url = URL(fileURLWithPath: exe).deletingLastPathComponent()
         while !FileManager.default.fileExists(atPath: url.appendingPathComponent("kvd").path), url.path != "/" {
             url.deleteLastPathComponent()
@@ -37,7 +38,11 @@ enum Binaries {
             chmod(copy + "/" + program, 0o755)
         }
         copiedFolder = strdup(copy)
-        atexit { if let folder = Binaries.copiedFolder { _ = try? FileManager.default.removeItem(atPath: String(cString: folder)) } }
+        atexit {
+            if let folder = Binaries.copiedFolder {
+                _ = try? FileManager.default.removeItem(atPath: String(cString: folder))
+            }
+        }
         return copy
     }()
 
@@ -176,7 +181,9 @@ final class Daemon {
             process = try ChildProcess(Binaries.kvd, ["--socket", sandbox.socket] + daemonArguments, stderr: logFile)
         case .socketActivated:
             unlink(sandbox.socket)
-            process = try ChildProcess("/usr/bin/systemd-socket-activate", ["-l", sandbox.socket, Binaries.kvd] + daemonArguments, stderr: logFile)
+            process = try ChildProcess(
+                "/usr/bin/systemd-socket-activate", ["-l", sandbox.socket, Binaries.kvd] + daemonArguments,
+                stderr: logFile)
         }
         try waitForSocket()
     }
@@ -233,7 +240,9 @@ struct Run {
 /// Runs `kvctl` (or another program) with `arguments`, feeding `input`, and waits (up to a
 /// minute) for it. Output goes through files, so a grandchild (an autostarted kvd) holding a
 /// descriptor cannot make the test wait.
-func run(_ program: String = Binaries.kvctl, _ arguments: [String], input: String? = nil, environment: [String: String] = [:]) throws -> Run {
+func run(
+    _ program: String = Binaries.kvctl, _ arguments: [String], input: String? = nil, environment: [String: String] = [:]
+) throws -> Run {
     var template = Array("/tmp/kvd-run-XXXXXX".utf8CString)
     let folder = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
     defer { try? FileManager.default.removeItem(atPath: folder) }
@@ -241,7 +250,8 @@ func run(_ program: String = Binaries.kvctl, _ arguments: [String], input: Strin
     env["KVD_NO_AUTOSTART"] = "1"
     for (name, value) in environment { env[name] = value }
     try (input ?? "").write(toFile: folder + "/in", atomically: false, encoding: .utf8)
-    let child = try ChildProcess(program, arguments, environment: env, stdin: folder + "/in", stdout: folder + "/out", stderr: folder + "/err")
+    let child = try ChildProcess(
+        program, arguments, environment: env, stdin: folder + "/in", stdout: folder + "/out", stderr: folder + "/err")
     let status = child.wait(timeout: 60)
     func text(_ name: String) -> String { (try? String(contentsOfFile: folder + "/" + name, encoding: .utf8)) ?? "" }
     return Run(status: status, stdout: text("out"), stderr: text("err"))
@@ -320,7 +330,9 @@ struct RawClient {
     /// One call, one reply, parsed as a JSON object.
     func call(_ text: String) throws -> [String: Any] {
         send(text)
-        guard let reply = receive() else { throw TestFailure("connection closed instead of a reply to \(text.prefix(100))") }
+        guard let reply = receive() else {
+            throw TestFailure("connection closed instead of a reply to \(text.prefix(100))")
+        }
         return try JSONSerialization.jsonObject(with: Data(reply.utf8)) as! [String: Any]
     }
 }
@@ -328,7 +340,9 @@ struct RawClient {
 /// `setpriv` arguments that run `program` as `uid`/`gid` with that user's groups
 /// (`--init-groups`), a home, a `PATH` and `environment`: nothing of the test's own environment
 /// (no `XDG_RUNTIME_DIR`, no `KVD_SOCKET`).
-func setprivArguments(uid: UInt32, gid: UInt32, home: String, environment: [String: String], _ program: String, _ arguments: [String]) -> [String] {
+func setprivArguments(
+    uid: UInt32, gid: UInt32, home: String, environment: [String: String], _ program: String, _ arguments: [String]
+) -> [String] {
     var clean = ["PATH": "/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8"]
     for (key, value) in environment { clean[key] = value }
     let command = ["/usr/bin/env", "-i"] + clean.map { "\($0.key)=\($0.value)" } + [program] + arguments

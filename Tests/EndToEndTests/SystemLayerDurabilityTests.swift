@@ -5,7 +5,10 @@ import Testing
 /// Issue 23, "Locks lift when the Mirror breaks" and "Replies that outgrow one message": with
 /// the real binaries, the system instance as root and users' kvds and kvctl as users made for
 /// the tests (see ``SystemScene``).
-@Suite(.enabled(if: SystemAccounts.available, "needs root, useradd, groupadd, setpriv and systemd-socket-activate to play an admin and two users"))
+@Suite(
+    .enabled(
+        if: SystemAccounts.available,
+        "needs root, useradd, groupadd, setpriv and systemd-socket-activate to play an admin and two users"))
 struct SystemLayerDurabilityTests {
     static let keyLocked = "io.kvd.Defaults.KeyLocked"
 
@@ -30,12 +33,18 @@ struct SystemLayerDurabilityTests {
         #expect(try eventually { try user.get(domain, "homepage").source == "locked" }, "\(scene.logs())")
         #expect(try eventually { access(user.state + "/kvd.system-layer", R_OK) == 0 }, "the layer is saved")
         #expect(scene.system?.stop(SIGKILL) == 128 + SIGKILL)
-        #expect(try Self.refusesWrites(user, domain, "homepage"), "with the system instance dead: \(user.errorOutput())")
+        #expect(
+            try Self.refusesWrites(user, domain, "homepage"), "with the system instance dead: \(user.errorOutput())")
         user = try scene.restart(user)
         let read = try user.get(domain, "homepage")
-        #expect(read.value as? String == "https://intranet" && read.source == "locked", "restarted while the system instance is down: \(read)")
-        #expect(try Self.refusesWrites(user, domain, "homepage"), "restarted while the system instance is down: \(user.errorOutput())")
-        #expect(user.errorOutput().contains("enforcing the system layer saved at system revision"), "\(user.errorOutput())")
+        #expect(
+            read.value as? String == "https://intranet" && read.source == "locked",
+            "restarted while the system instance is down: \(read)")
+        #expect(
+            try Self.refusesWrites(user, domain, "homepage"),
+            "restarted while the system instance is down: \(user.errorOutput())")
+        #expect(
+            user.errorOutput().contains("enforcing the system layer saved at system revision"), "\(user.errorOutput())")
         scene.system = try scene.startSystem()
         #expect(try scene.systemCall("io.kvd.System.Unlock", ["domain": domain, "key": "homepage"]).error == nil)
         #expect(try eventually(within: 15) { try user.get(domain, "homepage").source == "system" }, "\(scene.logs())")
@@ -53,7 +62,8 @@ struct SystemLayerDurabilityTests {
         let domains = ["org.ex.browser", "org.ex.mail", "org.ex.shell"]
         for domain in domains {
             for index in 0..<12 {
-                let set = try root.call("io.kvd.Defaults.Set", ["domain": domain, "key": "blob\(index)", "value": Self.big(1 << 20)])
+                let set = try root.call(
+                    "io.kvd.Defaults.Set", ["domain": domain, "key": "blob\(index)", "value": Self.big(1 << 20)])
                 #expect(set.error == nil, "\(set)")
             }
         }
@@ -61,12 +71,18 @@ struct SystemLayerDurabilityTests {
         // The budget: 16 MiB less the reply overhead (1024); the entry costs its key and value
         // as typed JSON ("k", "..." with quotes: 3 + 2 + count) plus 18.
         let fill = (16 << 20) - 1024 - 18 - 3 - 2
-        #expect(try root.call("io.kvd.Defaults.Set", ["domain": long, "key": "k", "value": Self.big(fill + 1)]).error == "io.kvd.Defaults.TooLarge")
-        #expect(try root.call("io.kvd.Defaults.Set", ["domain": long, "key": "k", "value": Self.big(fill)]).error == nil)
+        #expect(
+            try root.call("io.kvd.Defaults.Set", ["domain": long, "key": "k", "value": Self.big(fill + 1)]).error
+                == "io.kvd.Defaults.TooLarge")
+        #expect(
+            try root.call("io.kvd.Defaults.Set", ["domain": long, "key": "k", "value": Self.big(fill)]).error == nil)
         #expect(try root.call("io.kvd.System.Lock", ["domain": "org.ex.browser", "key": "homepage"]).error == nil)
-        #expect(try root.call("io.kvd.Defaults.Set", ["domain": "org.ex.marker", "key": "last", "value": true]).error == nil)
+        #expect(
+            try root.call("io.kvd.Defaults.Set", ["domain": "org.ex.marker", "key": "last", "value": true]).error == nil
+        )
         let user = try scene.startUser(scene.accounts.user)
-        #expect(try eventually(within: 30) { try user.get("org.ex.marker", "last").source == "system" }, "\(scene.logs())")
+        #expect(
+            try eventually(within: 30) { try user.get("org.ex.marker", "last").source == "system" }, "\(scene.logs())")
         #expect((try user.get(long, "k").value as? String)?.count == fill, "the longest name at its budget")
         #expect(try Self.refusesWrites(user, "org.ex.browser", "homepage"), "\(scene.logs())")
         #expect((try user.get("org.ex.shell", "blob11").value as? String)?.count == 1 << 20)
@@ -82,12 +98,17 @@ struct SystemLayerDurabilityTests {
         let domain = "org.ex.watched"
         let user = try scene.startUser(scene.accounts.user)
         #expect(try user.kvctl("set", domain, "own", "mine").status == 0)
-        let plain = try Interactive("/usr/bin/setpriv", asUser(user.account, home: user.folder, Binaries.kvctl, ["--socket", user.socket, "watch", domain]))
+        let plain = try Interactive(
+            "/usr/bin/setpriv",
+            asUser(user.account, home: user.folder, Binaries.kvctl, ["--socket", user.socket, "watch", domain]))
         let json = try Interactive(
-            "/usr/bin/setpriv", asUser(user.account, home: user.folder, Binaries.kvctl, ["--socket", user.socket, "--json", "watch", domain]))
+            "/usr/bin/setpriv",
+            asUser(
+                user.account, home: user.folder, Binaries.kvctl, ["--socket", user.socket, "--json", "watch", domain]))
         #expect(plain.line() == #"own = "mine""#)
         #expect(json.line()?.contains(#""initial":true"#) == true)
-        #expect(try scene.systemCall("io.kvd.Defaults.Set", ["domain": domain, "key": "default", "value": 5]).error == nil)
+        #expect(
+            try scene.systemCall("io.kvd.Defaults.Set", ["domain": domain, "key": "default", "value": 5]).error == nil)
         #expect(plain.line() == "default = 5 (system)")
         let line = try #require(json.line())
         let event = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
@@ -114,12 +135,16 @@ struct SystemLayerDurabilityTests {
         let root = try RawClient(scene.systemSocket)
         defer { root.close() }
         for index in 0..<15 {
-            #expect(try root.call("io.kvd.Defaults.Set", ["domain": domain, "key": "system\(index)", "value": Self.big(1 << 20, "s")]).error == nil)
+            #expect(
+                try root.call(
+                    "io.kvd.Defaults.Set", ["domain": domain, "key": "system\(index)", "value": Self.big(1 << 20, "s")]
+                ).error == nil)
         }
         let user = try scene.startUser(scene.accounts.user)
         #expect(try eventually(within: 15) { try user.get(domain, "system14").source == "system" }, "\(scene.logs())")
         for index in 0..<2 {
-            let set = try user.call("io.kvd.Defaults.Set", ["domain": domain, "key": "user\(index)", "value": Self.big(1 << 20, "u")])
+            let set = try user.call(
+                "io.kvd.Defaults.Set", ["domain": domain, "key": "user\(index)", "value": Self.big(1 << 20, "u")])
             #expect(set.error == nil, "\(set)")
         }
         let keys = try user.kvctl("keys", domain)
@@ -127,10 +152,16 @@ struct SystemLayerDurabilityTests {
         #expect(!keys.stderr.contains("could not store"), "\(keys.stderr)")
         let list = try user.call("io.kvd.Defaults.List", ["domain": domain])
         #expect(list.error == "io.kvd.Defaults.TooLarge", "\(list.error ?? "no error")")
-        #expect((list.parameters["reason"] as? String)?.contains("with the system layer's values") == true, "\(list.parameters)")
-        let watch = try Interactive("/usr/bin/setpriv", asUser(user.account, home: user.folder, Binaries.kvctl, ["--socket", user.socket, "watch", domain]))
+        #expect(
+            (list.parameters["reason"] as? String)?.contains("with the system layer's values") == true,
+            "\(list.parameters)")
+        let watch = try Interactive(
+            "/usr/bin/setpriv",
+            asUser(user.account, home: user.folder, Binaries.kvctl, ["--socket", user.socket, "watch", domain]))
         var lines: [String] = []
         while lines.count < 17, let line = watch.line(timeout: 15) { lines.append(line) }
-        #expect(lines.count == 17 && lines.allSatisfy { $0.hasPrefix("system") || $0.hasPrefix("user") }, "\(lines.map { $0.prefix(40) })")
+        #expect(
+            lines.count == 17 && lines.allSatisfy { $0.hasPrefix("system") || $0.hasPrefix("user") },
+            "\(lines.map { $0.prefix(40) })")
     }
 }

@@ -29,7 +29,10 @@ struct SystemAccounts: Sendable {
     /// Whether accounts can be made and switched to here: root, with the shadow tools,
     /// `setpriv` and `systemd-socket-activate`.
     static var available: Bool {
-        let tools: [String] = ["/usr/sbin/useradd", "/usr/sbin/groupadd", "/usr/sbin/usermod", "/usr/bin/setpriv", "/usr/bin/systemd-socket-activate"]
+        let tools: [String] = [
+            "/usr/sbin/useradd", "/usr/sbin/groupadd", "/usr/sbin/usermod", "/usr/bin/setpriv",
+            "/usr/bin/systemd-socket-activate",
+        ]
         return getuid() == 0 && RawSyscalls.available && tools.allSatisfy { access($0, X_OK) == 0 }
     }
 
@@ -52,7 +55,9 @@ struct SystemAccounts: Sendable {
         var complaint = ""
         for _ in 0..<50 {
             if getpwnam(name) == nil {
-                complaint = try run("/usr/sbin/useradd", ["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name]).stderr
+                complaint = try run(
+                    "/usr/sbin/useradd", ["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name]
+                ).stderr
             }
             if let group, getpwnam(name) != nil, !isMember(name, of: group) {
                 complaint = try run("/usr/sbin/usermod", ["-a", "-G", group, name]).stderr
@@ -105,7 +110,14 @@ enum RawSyscalls {
         guard let call, let numbers else { throw TestFailure("no raw system calls on this machine") }
         var groups = account.groups.map { gid_t($0) }
         let steps: [(String, () -> Int)] = [
-            ("setgroups", { groups.withUnsafeMutableBufferPointer { call(numbers.setgroups, $0.count, Int(bitPattern: $0.baseAddress), 0) } }),
+            (
+                "setgroups",
+                {
+                    groups.withUnsafeMutableBufferPointer {
+                        call(numbers.setgroups, $0.count, Int(bitPattern: $0.baseAddress), 0)
+                    }
+                }
+            ),
             ("setresgid", { call(numbers.setresgid, Int(account.gid), Int(account.gid), Int(account.gid)) }),
             ("setresuid", { call(numbers.setresuid, Int(account.uid), Int(account.uid), Int(account.uid)) }),
         ]
@@ -201,9 +213,12 @@ final class SystemInstance {
         unlink(socket)
         let kvdArguments = ["--system", "--state-dir", state] + arguments
         if activated {
-            process = try ChildProcess("/usr/bin/systemd-socket-activate", ["-l", socket, Binaries.kvd] + kvdArguments, stderr: logFile)
+            process = try ChildProcess(
+                "/usr/bin/systemd-socket-activate", ["-l", socket, Binaries.kvd] + kvdArguments, stderr: logFile)
             let made = eventually(within: 10) { access(socket, F_OK) == 0 || !process.isRunning }
-            guard made, chmod(socket, 0o666) == 0 else { throw TestFailure("systemd-socket-activate made no socket at \(socket)") }
+            guard made, chmod(socket, 0o666) == 0 else {
+                throw TestFailure("systemd-socket-activate made no socket at \(socket)")
+            }
         } else {
             process = try ChildProcess(Binaries.kvd, kvdArguments + ["--socket", socket], stderr: logFile)
         }
@@ -211,7 +226,9 @@ final class SystemInstance {
         // Under socket activation, the socket accepts before kvd runs: one answered call says it does.
         let client = try RawClient(socket)
         defer { client.close() }
-        guard try client.call("org.varlink.service.GetInfo", [:]).error == nil else { throw TestFailure("kvd --system did not answer: \(errorOutput())") }
+        guard try client.call("org.varlink.service.GetInfo", [:]).error == nil else {
+            throw TestFailure("kvd --system did not answer: \(errorOutput())")
+        }
     }
 
     func errorOutput() -> String { (try? String(contentsOfFile: logFile, encoding: .utf8)) ?? "" }
@@ -237,15 +254,21 @@ final class UserKvd {
     var state: String { folder + "/state" }
 
     /// Starts it; `again`: in the folder a kvd of this user used before (its state kept).
-    init(_ account: TestAccount, in root: String, systemSocket: String, idleExit: String = "0", again: Bool = false) throws {
+    init(_ account: TestAccount, in root: String, systemSocket: String, idleExit: String = "0", again: Bool = false)
+        throws
+    {
         self.account = account
         folder = root + "/" + account.name
         logFile = root + "/" + account.name + (again ? "-again-\(UInt32.random(in: 0...UInt32.max))" : "") + ".log"
         guard again || (mkdir(folder, 0o700) == 0 && chown(folder, account.uid, account.gid) == 0) else {
             throw TestFailure("cannot make \(folder) for \(account.name): \(String(cString: strerror(errno)))")
         }
-        let arguments = ["--socket", folder + "/kvd.sock", "--state-dir", folder + "/state", "--system-socket", systemSocket, "--idle-exit", idleExit]
-        process = try ChildProcess("/usr/bin/setpriv", asUser(account, home: folder, Binaries.kvd, arguments), stderr: logFile)
+        let arguments = [
+            "--socket", folder + "/kvd.sock", "--state-dir", folder + "/state", "--system-socket", systemSocket,
+            "--idle-exit", idleExit,
+        ]
+        process = try ChildProcess(
+            "/usr/bin/setpriv", asUser(account, home: folder, Binaries.kvd, arguments), stderr: logFile)
         try waitForListener(folder + "/kvd.sock", of: process, log: errorOutput)
     }
 
@@ -293,5 +316,6 @@ final class UserKvd {
 /// `setpriv` arguments that run `program` as `account` (its uid, gid and groups) with `HOME`
 /// = `home` and a clean environment, so nothing of the test's own (no `KVD_SOCKET`) leaks in.
 func asUser(_ account: TestAccount, home: String, _ program: String, _ arguments: [String]) -> [String] {
-    setprivArguments(uid: account.uid, gid: account.gid, home: home, environment: ["KVD_NO_AUTOSTART": "1"], program, arguments)
+    setprivArguments(
+        uid: account.uid, gid: account.gid, home: home, environment: ["KVD_NO_AUTOSTART": "1"], program, arguments)
 }

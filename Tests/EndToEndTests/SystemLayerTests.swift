@@ -23,14 +23,18 @@ final class SystemScene {
         chmod(root, 0o755)
         mkdir(root + "/run", 0o755)
         mkdir(root + "/system-state", 0o700)
-        systemArguments = ["--admin-group", SystemAccounts.adminGroup, "--max-connections-per-uid", String(maxConnectionsPerUID)] + extra
+        systemArguments =
+            ["--admin-group", SystemAccounts.adminGroup, "--max-connections-per-uid", String(maxConnectionsPerUID)]
+            + extra
         system = try startSystem()
     }
 
     /// A system instance on `socket` (the scene's by default) with the scene's state.
     func startSystem(on socket: String? = nil, activated: Bool = true) throws -> SystemInstance {
         let log = root + "/system-\(UInt32.random(in: 0...UInt32.max)).log"
-        return try SystemInstance(socket: socket ?? systemSocket, state: systemState, arguments: systemArguments, activated: activated, logFile: log)
+        return try SystemInstance(
+            socket: socket ?? systemSocket, state: systemState, arguments: systemArguments, activated: activated,
+            logFile: log)
     }
 
     /// Starts `account`'s own kvd, following the system instance.
@@ -51,7 +55,9 @@ final class SystemScene {
     }
 
     /// One call to the system instance as `account` (nil: root), on a connection of its own.
-    func systemCall(_ method: String, _ parameters: [String: Any], as account: TestAccount? = nil, on socket: String? = nil) throws -> [String: Any] {
+    func systemCall(
+        _ method: String, _ parameters: [String: Any], as account: TestAccount? = nil, on socket: String? = nil
+    ) throws -> [String: Any] {
         let client = try RawClient.connect(socket ?? systemSocket, as: account)
         defer { client.close() }
         return try client.call(method, parameters)
@@ -64,7 +70,8 @@ final class SystemScene {
 
     /// The system instance's locks of `domain`, as keys (as root).
     func systemLocks(_ domain: String) throws -> [String] {
-        let locks = try systemCall("io.kvd.System.Locks", ["domain": domain]).parameters["locks"] as? [[String: Any]] ?? []
+        let locks =
+            try systemCall("io.kvd.System.Locks", ["domain": domain]).parameters["locks"] as? [[String: Any]] ?? []
         return locks.compactMap { $0["key"] as? String }.sorted()
     }
 
@@ -77,8 +84,10 @@ final class SystemScene {
 
     /// Every log, for failure messages.
     func logs() -> String {
-        let names = ((try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []).filter { $0.hasSuffix(".log") }.sorted()
-        return names.map { "\($0): " + ((try? String(contentsOfFile: root + "/" + $0, encoding: .utf8)) ?? "") }.joined(separator: "\n")
+        let names = ((try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []).filter { $0.hasSuffix(".log") }
+            .sorted()
+        return names.map { "\($0): " + ((try? String(contentsOfFile: root + "/" + $0, encoding: .utf8)) ?? "") }.joined(
+            separator: "\n")
     }
 
     deinit {
@@ -91,7 +100,10 @@ final class SystemScene {
 /// Issue 11, "Tests (real processes, real uids)": the system instance as root, users' kvds and
 /// kvctl as users made for the tests, callers of the system instance connecting with those
 /// users' credentials.
-@Suite(.enabled(if: SystemAccounts.available, "needs root, useradd, groupadd, setpriv and systemd-socket-activate to play an admin and two users"))
+@Suite(
+    .enabled(
+        if: SystemAccounts.available,
+        "needs root, useradd, groupadd, setpriv and systemd-socket-activate to play an admin and two users"))
 struct SystemLayerTests {
     static let permissionDenied = "org.varlink.service.PermissionDenied"
     static let keyLocked = "io.kvd.Defaults.KeyLocked"
@@ -113,7 +125,9 @@ struct SystemLayerTests {
             let reply = try scene.systemCall(method, parameters, as: other)
             #expect(reply.error == Self.permissionDenied, "\(method) \(parameters) as \(other.name): \(reply)")
         }
-        #expect(try scene.systemCall("io.kvd.Defaults.Get", ["domain": "com.example.policy", "key": "kept"], as: other).value as? String == "root's", "anyone may read")
+        #expect(
+            try scene.systemCall("io.kvd.Defaults.Get", ["domain": "com.example.policy", "key": "kept"], as: other)
+                .value as? String == "root's", "anyone may read")
         #expect(try scene.systemValue("com.example.policy", "kept") as? String == "root's")
         #expect(try scene.systemValue("com.example.policy", "new") == nil, "a non-admin's Set was written")
         #expect(try scene.systemLocks("com.example.policy") == ["kept"], "a non-admin changed the locks")
@@ -122,13 +136,19 @@ struct SystemLayerTests {
     @Test func aMemberOfTheAdminGroupWhoIsNotRootMayWrite() throws {
         let scene = try SystemScene()
         let admin = scene.accounts.admin
-        #expect(admin.uid != 0 && admin.groups.contains { getgrgid($0).map { String(cString: $0.pointee.gr_name) } == SystemAccounts.adminGroup })
-        let set = try scene.systemCall("io.kvd.Defaults.Set", ["domain": "com.example.admin", "key": "k", "value": "set by an admin"], as: admin)
+        #expect(
+            admin.uid != 0
+                && admin.groups.contains {
+                    getgrgid($0).map { String(cString: $0.pointee.gr_name) } == SystemAccounts.adminGroup
+                })
+        let set = try scene.systemCall(
+            "io.kvd.Defaults.Set", ["domain": "com.example.admin", "key": "k", "value": "set by an admin"], as: admin)
         let lock = try scene.systemCall("io.kvd.System.Lock", ["domain": "com.example.admin", "key": "k"], as: admin)
         #expect(set.error == nil && lock.error == nil, "\(set) \(lock)")
         #expect(try scene.systemValue("com.example.admin", "k") as? String == "set by an admin")
         #expect(try scene.systemLocks("com.example.admin") == ["k"])
-        let unlock = try scene.systemCall("io.kvd.System.Unlock", ["domain": "com.example.admin", "key": "k"], as: admin)
+        let unlock = try scene.systemCall(
+            "io.kvd.System.Unlock", ["domain": "com.example.admin", "key": "k"], as: admin)
         #expect(unlock.error == nil, "\(unlock)")
         #expect(try scene.systemLocks("com.example.admin") == [])
     }
@@ -151,7 +171,8 @@ struct SystemLayerTests {
             intruder.close()
         }
         let made = try eventually(within: 5) {
-            try scene.systemValue("com.example.gone", "k") as? String == "made" && scene.systemLocks("com.example.gone") == ["k"]
+            try scene.systemValue("com.example.gone", "k") as? String == "made"
+                && scene.systemLocks("com.example.gone") == ["k"]
                 && scene.systemValue("com.example.gone", "quick") as? Int == 1
         }
         #expect(
@@ -166,24 +187,33 @@ struct SystemLayerTests {
         let scene = try SystemScene()
         let stateBefore = try FileManager.default.contentsOfDirectory(atPath: scene.systemState).sorted()
         let rootBefore = try FileManager.default.contentsOfDirectory(atPath: scene.root).sorted()
-        let names = ["..", "../escape", "a/b", "/tmp/kvd-e2e-escape", "com.example\u{0}.nul", ".hidden", String(repeating: "a", count: 300)]
+        let names = [
+            "..", "../escape", "a/b", "/tmp/kvd-e2e-escape", "com.example\u{0}.nul", ".hidden",
+            String(repeating: "a", count: 300),
+        ]
         for name in names {
             for account in [nil, scene.accounts.admin] {
-                let set = try scene.systemCall("io.kvd.Defaults.Set", ["domain": name, "key": "k", "value": "v"], as: account)
+                let set = try scene.systemCall(
+                    "io.kvd.Defaults.Set", ["domain": name, "key": "k", "value": "v"], as: account)
                 let lock = try scene.systemCall("io.kvd.System.Lock", ["domain": name, "key": "k"], as: account)
                 #expect(set.error == "io.kvd.Defaults.InvalidName", "Set of \(name.debugDescription): \(set)")
                 #expect(lock.error == "io.kvd.Defaults.InvalidName", "Lock of \(name.debugDescription): \(lock)")
             }
         }
         for key in ["k\u{0}nul", String(repeating: "k", count: 1025)] {
-            let set = try scene.systemCall("io.kvd.Defaults.Set", ["domain": "com.example.keys", "key": key, "value": "v"])
+            let set = try scene.systemCall(
+                "io.kvd.Defaults.Set", ["domain": "com.example.keys", "key": key, "value": "v"])
             let lock = try scene.systemCall("io.kvd.System.Lock", ["domain": "com.example.keys", "key": key])
-            #expect(set.error == "io.kvd.Defaults.InvalidName" && lock.error == "io.kvd.Defaults.InvalidName", "\(set) \(lock)")
+            #expect(
+                set.error == "io.kvd.Defaults.InvalidName" && lock.error == "io.kvd.Defaults.InvalidName",
+                "\(set) \(lock)")
         }
         scene.system?.stop()  // stopping compacts the log into domain files: none may appear
         let stateAfter = try FileManager.default.contentsOfDirectory(atPath: scene.systemState).sorted()
         #expect(stateAfter == stateBefore, "the state folder held \(stateBefore), now \(stateAfter)")
-        #expect(try FileManager.default.contentsOfDirectory(atPath: scene.root).filter { !$0.hasSuffix(".log") }.sorted() == rootBefore.filter { !$0.hasSuffix(".log") })
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: scene.root).filter { !$0.hasSuffix(".log") }.sorted()
+                == rootBefore.filter { !$0.hasSuffix(".log") })
         #expect(access("/tmp/kvd-e2e-escape.json", F_OK) != 0)
     }
 
@@ -193,14 +223,20 @@ struct SystemLayerTests {
         #expect(try user.kvctl("set", "com.example.watched", "k", "mine").status == 0)
         let watcher = try user.connect()
         defer { watcher.close() }
-        let initial = try watcher.call("io.kvd.Defaults.Watch", ["domain": "com.example.watched", "key": "k"], more: true)
+        let initial = try watcher.call(
+            "io.kvd.Defaults.Watch", ["domain": "com.example.watched", "key": "k"], more: true)
         #expect(Self.changes(initial) == ["k": "mine"], "\(initial)")
         try scene.setAndLock("com.example.watched", "k", "policy")
         let locked = try Self.nextChange(of: watcher, within: 5)
-        #expect(locked?["value"] as? String == "policy" && locked?["source"] as? String == "locked", "the watcher saw \(locked.map { "\($0)" } ?? "nothing")\n\(scene.logs())")
-        #expect(try scene.systemCall("io.kvd.System.Unlock", ["domain": "com.example.watched", "key": "k"]).error == nil)
+        #expect(
+            locked?["value"] as? String == "policy" && locked?["source"] as? String == "locked",
+            "the watcher saw \(locked.map { "\($0)" } ?? "nothing")\n\(scene.logs())")
+        #expect(
+            try scene.systemCall("io.kvd.System.Unlock", ["domain": "com.example.watched", "key": "k"]).error == nil)
         let unlocked = try Self.nextChange(of: watcher, within: 5)
-        #expect(unlocked?["value"] as? String == "mine" && unlocked?["source"] == nil, "the watcher saw \(unlocked.map { "\($0)" } ?? "nothing")")
+        #expect(
+            unlocked?["value"] as? String == "mine" && unlocked?["source"] == nil,
+            "the watcher saw \(unlocked.map { "\($0)" } ?? "nothing")")
     }
 
     /// The same `Get` bytes again and again on one connection (kvd keeps hot replies, see
@@ -217,11 +253,16 @@ struct SystemLayerTests {
             return (reply.value as? String, reply.parameters["source"] as? String, reply.error)
         }
         #expect(try read().error == "io.kvd.Defaults.NotFound")
-        #expect(try scene.systemCall("io.kvd.Defaults.Set", ["domain": "com.example.hot", "key": "k", "value": "default"]).error == nil)
-        #expect(try eventually { try read().value == "default" }, "the system default: \(String(describing: try? read()))")
+        #expect(
+            try scene.systemCall("io.kvd.Defaults.Set", ["domain": "com.example.hot", "key": "k", "value": "default"])
+                .error == nil)
+        #expect(
+            try eventually { try read().value == "default" }, "the system default: \(String(describing: try? read()))")
         #expect(try read().source == "system")
         #expect(try user.kvctl("set", "com.example.hot", "k", "mine").status == 0)
-        #expect(try read().value == "mine" && read().source == "user", "the user's own value at once: \(String(describing: try? read()))")
+        #expect(
+            try read().value == "mine" && read().source == "user",
+            "the user's own value at once: \(String(describing: try? read()))")
         #expect(try scene.systemCall("io.kvd.System.Lock", ["domain": "com.example.hot", "key": "k"]).error == nil)
         #expect(try eventually { try read().source == "locked" }, "the lock: \(String(describing: try? read()))")
         #expect(try read().value == "default")
@@ -236,17 +277,24 @@ struct SystemLayerTests {
         #expect(try user.kvctl("set", domain, "k", "mine").status == 0)
         #expect(try user.kvctl("set", domain, "other", "x").status == 0)
         try scene.setAndLock(domain, "k", "policy")
-        #expect(try eventually { try user.get(domain, "k").source == "locked" }, "the lock never reached the user's kvd\n\(scene.logs())")
+        #expect(
+            try eventually { try user.get(domain, "k").source == "locked" },
+            "the lock never reached the user's kvd\n\(scene.logs())")
         let raw: [(String, [String: Any])] = [
             ("io.kvd.Defaults.Set", ["domain": domain, "key": "k", "value": "changed"]),
-            ("io.kvd.Defaults.Apply", ["domain": domain, "changes": [["key": "other", "value": "y"], ["key": "k", "value": "changed"]]]),
+            (
+                "io.kvd.Defaults.Apply",
+                ["domain": domain, "changes": [["key": "other", "value": "y"], ["key": "k", "value": "changed"]]]
+            ),
             ("io.kvd.Defaults.Apply", ["domain": domain, "changes": [["key": "k"]]]),
             ("io.kvd.Defaults.Delete", ["domain": domain, "key": "k"]),
             ("io.kvd.Defaults.Delete", ["domain": domain]),
         ]
         for (method, parameters) in raw {
             let reply = try user.call(method, parameters)
-            #expect(reply.error == Self.keyLocked && reply.parameters["key"] as? String == "k", "\(method) \(parameters): \(reply)")
+            #expect(
+                reply.error == Self.keyLocked && reply.parameters["key"] as? String == "k",
+                "\(method) \(parameters): \(reply)")
         }
         let importFile = try user.file("import.json", #"{"k": "imported", "other": "imported"}"#)
         let commands: [[String]] = [
@@ -255,7 +303,9 @@ struct SystemLayerTests {
         ]
         for command in commands {
             let result = try user.kvctl(command)
-            #expect(result.status == 1 && result.stderr.contains("lock"), "kvctl \(command): \(result.status) \(result.stderr)")
+            #expect(
+                result.status == 1 && result.stderr.contains("lock"),
+                "kvctl \(command): \(result.status) \(result.stderr)")
         }
         #expect(try user.get(domain, "k").value as? String == "policy")
         // The import left out the locked key only (issue 23: a lock blocks only its key).
@@ -263,7 +313,8 @@ struct SystemLayerTests {
         #expect(try user.get(domain, "renamed").error == "io.kvd.Defaults.NotFound")
         #expect(try scene.systemCall("io.kvd.System.Unlock", ["domain": domain, "key": "k"]).error == nil)
         #expect(
-            try eventually { try user.get(domain, "k").value as? String == "mine" }, "the user's own value did not come back: \(String(describing: try? user.get(domain, "k")))")
+            try eventually { try user.get(domain, "k").value as? String == "mine" },
+            "the user's own value did not come back: \(String(describing: try? user.get(domain, "k")))")
         #expect(try user.get(domain, "k").source == "user")
     }
 
@@ -275,14 +326,19 @@ struct SystemLayerTests {
             #expect(try user.kvctl("set", domain, key, "own").status == 0)
         }
         for (key, value) in [("system", "machine"), ("both", "machine"), ("locked", "policy")] {
-            #expect(try scene.systemCall("io.kvd.Defaults.Set", ["domain": domain, "key": key, "value": value]).error == nil)
+            #expect(
+                try scene.systemCall("io.kvd.Defaults.Set", ["domain": domain, "key": key, "value": value]).error == nil
+            )
         }
         for key in ["locked", "ghost"] {
             #expect(try scene.systemCall("io.kvd.System.Lock", ["domain": domain, "key": key]).error == nil)
         }
-        #expect(try eventually { try user.get(domain, "ghost").error != nil }, "the locks never reached the user's kvd\n\(scene.logs())")
+        #expect(
+            try eventually { try user.get(domain, "ghost").error != nil },
+            "the locks never reached the user's kvd\n\(scene.logs())")
         let expected: [(key: String, value: String, source: String)] = [
-            ("system", "machine", "system"), ("both", "own", "user"), ("mine", "own", "user"), ("locked", "policy", "locked"),
+            ("system", "machine", "system"), ("both", "own", "user"), ("mine", "own", "user"),
+            ("locked", "policy", "locked"),
         ]
         for (key, value, source) in expected {
             let get = try user.get(domain, key)
@@ -305,7 +361,10 @@ struct SystemLayerTests {
 }
 
 /// Issue 11: the system instance crashing and coming back changed, and one user flooding it.
-@Suite(.enabled(if: SystemAccounts.available, "needs root, useradd, groupadd, setpriv and systemd-socket-activate to play an admin and two users"))
+@Suite(
+    .enabled(
+        if: SystemAccounts.available,
+        "needs root, useradd, groupadd, setpriv and systemd-socket-activate to play an admin and two users"))
 struct SystemInstanceOutageTests {
     /// Killed with SIGKILL while two users' kvds follow it; changed meanwhile by another
     /// instance on the same state folder; restarted on its socket: both users catch up, and
@@ -319,15 +378,22 @@ struct SystemInstanceOutageTests {
             #expect(try user.kvctl("set", domain, "lifted", "mine").status == 0)
         }
         try scene.setAndLock(domain, "lifted", "policy")
-        #expect(try scene.systemCall("io.kvd.Defaults.Set", ["domain": domain, "key": "changed", "value": 1]).error == nil)
-        #expect(try scene.systemCall("io.kvd.Defaults.Set", ["domain": domain, "key": "removed", "value": 1]).error == nil)
+        #expect(
+            try scene.systemCall("io.kvd.Defaults.Set", ["domain": domain, "key": "changed", "value": 1]).error == nil)
+        #expect(
+            try scene.systemCall("io.kvd.Defaults.Set", ["domain": domain, "key": "removed", "value": 1]).error == nil)
         for user in users {
-            #expect(try eventually { try user.get(domain, "lifted").source == "locked" && user.get(domain, "removed").value != nil }, "\(scene.logs())")
+            #expect(
+                try eventually {
+                    try user.get(domain, "lifted").source == "locked" && user.get(domain, "removed").value != nil
+                }, "\(scene.logs())")
         }
         #expect(scene.system?.stop(SIGKILL) == 128 + SIGKILL)
         for user in users {
             let kept = try user.get(domain, "lifted")
-            #expect(kept.value as? String == "policy" && kept.source == "locked", "with the system instance dead, \(user.account.name) got \(kept)")
+            #expect(
+                kept.value as? String == "policy" && kept.source == "locked",
+                "with the system instance dead, \(user.account.name) got \(kept)")
         }
         let meanwhile = try scene.startSystem(on: scene.root + "/run/meanwhile.sock", activated: false)
         let changes: [(String, [String: Any])] = [
@@ -345,9 +411,13 @@ struct SystemInstanceOutageTests {
         for user in users {
             let caughtUp = try eventually(within: 15) {
                 try user.get(domain, "lifted").value as? String == "mine" && user.get(domain, "new").source == "locked"
-                    && user.get(domain, "changed").value as? Int == 2 && user.get(domain, "removed").error == "io.kvd.Defaults.NotFound"
+                    && user.get(domain, "changed").value as? Int == 2
+                    && user.get(domain, "removed").error == "io.kvd.Defaults.NotFound"
             }
-            #expect(caughtUp, "\(user.account.name) did not catch up: \(String(describing: try? user.call("io.kvd.Defaults.List", ["domain": domain])))\n\(scene.logs())")
+            #expect(
+                caughtUp,
+                "\(user.account.name) did not catch up: \(String(describing: try? user.call("io.kvd.Defaults.List", ["domain": domain])))\n\(scene.logs())"
+            )
             #expect(try user.get(domain, "own").value as? String == user.account.name)
             #expect(try user.get(domain, "lifted").source == "user")
         }
@@ -357,8 +427,11 @@ struct SystemInstanceOutageTests {
     /// at once; other users and root are still served, and the user is again once one closes.
     @Test func aUserWhoFloodsTheSystemInstanceIsCappedAndOthersAreStillServed() throws {
         let scene = try SystemScene(maxConnectionsPerUID: 8)
-        #expect(try scene.systemCall("io.kvd.Defaults.Set", ["domain": "com.example.flood", "key": "k", "value": "served"]).error == nil)
-        let get = try RawClient.message("io.kvd.Defaults.Get", ["domain": "com.example.flood", "key": "k"], more: false)
+        #expect(
+            try scene.systemCall("io.kvd.Defaults.Set", ["domain": "com.example.flood", "key": "k", "value": "served"])
+                .error == nil)
+        let get = try RawClient.message(
+            "io.kvd.Defaults.Get", ["domain": "com.example.flood", "key": "k"], more: false)
         func served(_ client: RawClient) -> Bool {
             client.send(get)
             return client.receive()?.contains("served") == true
@@ -371,7 +444,9 @@ struct SystemInstanceOutageTests {
             held.append(client)
             if !served(client) { break }
         }
-        #expect(held.count == 9, "\(flooder.name) was refused at its connection \(held.count), not its ninth\n\(scene.logs())")
+        #expect(
+            held.count == 9,
+            "\(flooder.name) was refused at its connection \(held.count), not its ninth\n\(scene.logs())")
         for _ in 0..<3 {
             let refused = try RawClient.connect(scene.systemSocket, as: flooder)
             defer { refused.close() }
@@ -380,7 +455,8 @@ struct SystemInstanceOutageTests {
         for account in [scene.accounts.user, scene.accounts.admin, nil] {
             let client = try RawClient.connect(scene.systemSocket, as: account)
             defer { client.close() }
-            #expect(served(client), "\(account?.name ?? "root") was not served while \(flooder.name) held its connections")
+            #expect(
+                served(client), "\(account?.name ?? "root") was not served while \(flooder.name) held its connections")
         }
         held.removeFirst().close()
         #expect(
@@ -395,12 +471,16 @@ struct SystemInstanceOutageTests {
 /// KVClient in a real app process (`kvclient-probe`) against a user's real kvd that follows a
 /// real system instance: Foundation's `objectIsForced(forKey:)`, a refused `set` that leaves the
 /// locked value showing, and observers that see locks come and go with no restart.
-@Suite(.enabled(if: SystemAccounts.available, "needs root, useradd, groupadd, setpriv and systemd-socket-activate to play an admin and two users"))
+@Suite(
+    .enabled(
+        if: SystemAccounts.available,
+        "needs root, useradd, groupadd, setpriv and systemd-socket-activate to play an admin and two users"))
 struct SystemLayerClientTests {
     @Test func anAppSeesALockAsForcedKeepsShowingItsValueAndGetsItsOwnBack() throws {
         let scene = try SystemScene()
         let user = try scene.startUser(scene.accounts.user)
-        let app = try Interactive(Binaries.directory + "/kvclient-probe", ["--socket", user.socket, "--domain", "org.example.browser"])
+        let app = try Interactive(
+            Binaries.directory + "/kvclient-probe", ["--socket", user.socket, "--domain", "org.example.browser"])
         #expect(app.ask(#"set homepage "mine""#) == "ok")
         #expect(app.ask("forced homepage") == "free writable")
         #expect(app.ask("watch homepage") == "ok")
@@ -415,7 +495,9 @@ struct SystemLayerClientTests {
         #expect(app.ask(#"setquietly homepage "other""#) == "ok")
         #expect(app.ask("get homepage") == #""https://intranet.example""#, "a refused write never shows")
 
-        #expect(try scene.systemCall("io.kvd.System.Unlock", ["domain": "org.example.browser", "key": "homepage"]).error == nil)
+        #expect(
+            try scene.systemCall("io.kvd.System.Unlock", ["domain": "org.example.browser", "key": "homepage"]).error
+                == nil)
         #expect(app.line(timeout: 30) == #"change homepage "mine""#, "unlocking brings the app's own value back")
         #expect(app.ask("forced homepage") == "free writable")
         let answers = [app.ask(#"set homepage "new""#), app.line()]  // the observer may speak first

@@ -52,7 +52,8 @@ import Testing
     /// `units` as `make install` writes them (`@BINDIR@`: the binaries under test), in a
     /// folder of the sandbox; returns the folder.
     static func installUnits(_ units: [String], in sandbox: Sandbox) throws -> String {
-        let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
         let unitDirectory = sandbox.root + "/units"
         try FileManager.default.createDirectory(atPath: unitDirectory, withIntermediateDirectories: true)
         for unit in units {
@@ -109,7 +110,8 @@ import Testing
         let sandbox = Sandbox()
         let unitDirectory = try Self.installUnits(Self.systemUnits, in: sandbox)
         let result = try run(
-            "/usr/bin/systemd-analyze", ["security", "--offline=true", "--no-pager", unitDirectory + "/kvd-system.service"],
+            "/usr/bin/systemd-analyze",
+            ["security", "--offline=true", "--no-pager", unitDirectory + "/kvd-system.service"],
             environment: ["SYSTEMD_COLORS": "0"])
         let overall = result.stdout.split(separator: "\n").first { $0.contains("Overall exposure level") }
         let score = overall.flatMap { line in line.split(separator: " ").compactMap { Double($0) }.last }
@@ -147,10 +149,14 @@ import Testing
         var buffer = [UInt8](repeating: 0, count: 8192)
         let count = recv(fd, &buffer, buffer.count, 0)
         let entry = count > 0 ? String(decoding: buffer[..<count], as: UTF8.self) : ""
-        #expect(entry.contains("MESSAGE=") && entry.contains("SYSLOG_IDENTIFIER=kvd") && entry.contains("PRIORITY=6"), "\(entry)")
+        #expect(
+            entry.contains("MESSAGE=") && entry.contains("SYSLOG_IDENTIFIER=kvd") && entry.contains("PRIORITY=6"),
+            "\(entry)")
         daemon.signal(SIGTERM)
         #expect(daemon.wait(timeout: 20) == 0)
-        #expect((try? String(contentsOfFile: logFile, encoding: .utf8)) == "", "nothing goes to stderr when it is the journal")
+        #expect(
+            (try? String(contentsOfFile: logFile, encoding: .utf8)) == "",
+            "nothing goes to stderr when it is the journal")
     }
 
     @Test(arguments: [SIGTERM, SIGINT])
@@ -160,7 +166,10 @@ import Testing
         let client = try RawClient(sandbox.socket)
         var batch: [UInt8] = []
         for index in 0..<300 {
-            batch += Array(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"sig","key":"k\#(index)","value":\#(index)}}"#.utf8) + [0]
+            batch +=
+                Array(
+                    #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"sig","key":"k\#(index)","value":\#(index)}}"#
+                        .utf8) + [0]
         }
         client.send(batch)
         _ = try #require(client.receive(), "the first write must be answered")
@@ -176,7 +185,8 @@ import Testing
         let reader = try RawClient(sandbox.socket)
         defer { reader.close() }
         for index in 0..<acknowledged {
-            let reply = try reader.call(#"{"method":"io.kvd.Defaults.Get","parameters":{"domain":"sig","key":"k\#(index)"}}"#)
+            let reply = try reader.call(
+                #"{"method":"io.kvd.Defaults.Get","parameters":{"domain":"sig","key":"k\#(index)"}}"#)
             #expect((reply["parameters"] as? [String: Any])?["value"] as? Int == index, "acknowledged k\(index) lost")
         }
         again.stop()

@@ -34,7 +34,8 @@ import Testing
         #expect(whole.stderr.contains("left out") && whole.stderr.contains("\"bad\""), "\(whole.stderr)")
         let file = sandbox.file("export.json")
         let export = try kvctl(sandbox, "export", "com.example.damaged", file)
-        #expect(export.status == 1 && export.stderr.contains("\"bad\"") && export.stderr.contains(file), "\(export.stderr)")
+        #expect(
+            export.status == 1 && export.stderr.contains("\"bad\"") && export.stderr.contains(file), "\(export.stderr)")
         daemon.stop()
     }
 

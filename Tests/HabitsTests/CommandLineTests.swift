@@ -15,11 +15,19 @@ final class RecordingConsole: HabitsConsole, @unchecked Sendable {
 @Suite struct CommandLineTests {
     @Test func parsesTheContractsCommands() throws {
         #expect(try Invocation.parse(["list"]) == Invocation(socket: nil, command: .list(json: false)))
-        #expect(try Invocation.parse(["--socket", "/s", "list", "--json"]) == Invocation(socket: "/s", command: .list(json: true)))
-        #expect(try Invocation.parse(["add", "Brush", "teeth", "--every", "0.5"]).command == .add(name: "Brush teeth", every: Schedule(every: 12, unit: .hours)))
+        #expect(
+            try Invocation.parse(["--socket", "/s", "list", "--json"])
+                == Invocation(socket: "/s", command: .list(json: true)))
+        #expect(
+            try Invocation.parse(["add", "Brush", "teeth", "--every", "0.5"]).command
+                == .add(name: "Brush teeth", every: Schedule(every: 12, unit: .hours)))
         #expect(try Invocation.parse(["add", "Read"]).command == .add(name: "Read", every: nil))
-        #expect(try Invocation.parse(["add", "--preset", "Drink", "water"]).command == .addPreset("Drink water", every: nil))
-        #expect(try Invocation.parse(["done", "Dishes", "--socket=/s"]) == Invocation(socket: "/s", command: .done("Dishes")))
+        #expect(
+            try Invocation.parse(["add", "--preset", "Drink", "water"]).command == .addPreset("Drink water", every: nil)
+        )
+        #expect(
+            try Invocation.parse(["done", "Dishes", "--socket=/s"])
+                == Invocation(socket: "/s", command: .done("Dishes")))
         #expect(try Invocation.parse(["remove", "--", "-odd name"]).command == .remove("-odd name"))
         #expect(try Invocation.parse(["presets"]).command == .presets)
         #expect(try Invocation.parse(["--help"]).command == .help)
@@ -53,12 +61,19 @@ final class RecordingConsole: HabitsConsole, @unchecked Sendable {
         #expect(HabitsCLI.main(arguments: ["help"], environment: [:], console: help, colour: false) == 0)
         #expect(help.output.contains("add NAME [--every DAYS]") && help.output.contains("NO_COLOR"))
         let presets = RecordingConsole()
-        #expect(HabitsCLI.main(arguments: ["presets"], environment: ["KVD_NO_AUTOSTART": "1"], console: presets, colour: false) == 0)
+        #expect(
+            HabitsCLI.main(
+                arguments: ["presets"], environment: ["KVD_NO_AUTOSTART": "1"], console: presets, colour: false) == 0)
         #expect(presets.output.contains("Drink water"))
         let down = RecordingConsole()
         let socket = "/tmp/habits-unit-\(getpid())-none/kvd.sock"
-        #expect(HabitsCLI.main(arguments: ["--socket", socket, "list"], environment: ["KVD_NO_AUTOSTART": "1"], console: down, colour: false) == 1)
-        #expect(down.errors.contains("cannot reach kvd at \(socket)") && down.errors.contains("--socket PATH"), "\(down.errors)")
+        #expect(
+            HabitsCLI.main(
+                arguments: ["--socket", socket, "list"], environment: ["KVD_NO_AUTOSTART": "1"], console: down,
+                colour: false) == 1)
+        #expect(
+            down.errors.contains("cannot reach kvd at \(socket)") && down.errors.contains("--socket PATH"),
+            "\(down.errors)")
         #expect(down.errors.split(separator: "\n").count == 1)
     }
 
@@ -73,8 +88,12 @@ final class RecordingConsole: HabitsConsole, @unchecked Sendable {
         #expect(NameMatch.suggestions(for: "Zebra crossing", in: names).isEmpty)
         #expect(NameMatch.editDistance("kitten", "sitting") == 3)
         let habits = names.map { Habit(name: $0, started: Date(), schedule: Schedule(every: 1, unit: .days)) }
-        #expect(throws: HabitsError.failure("no habit named \"Dishs\"; did you mean \"Dishes\"?")) { try HabitsCLI.find("Dishs", in: habits) }
-        #expect(throws: HabitsError.failure("no habit named \"Gym\" (the habits are listed by: habits list)")) { try HabitsCLI.find("Gym", in: habits) }
+        #expect(throws: HabitsError.failure("no habit named \"Dishs\"; did you mean \"Dishes\"?")) {
+            try HabitsCLI.find("Dishs", in: habits)
+        }
+        #expect(throws: HabitsError.failure("no habit named \"Gym\" (the habits are listed by: habits list)")) {
+            try HabitsCLI.find("Gym", in: habits)
+        }
     }
 
     @Test func presetsLiveInCodeAndAreFoundByName() {
@@ -99,8 +118,12 @@ final class RecordingConsole: HabitsConsole, @unchecked Sendable {
         let (habits, _, lines) = warnings(.data(try JSONSerialization.data(withJSONObject: elements)))
         #expect(habits?.count == 6)
         #expect(lines.count == 3, "\(lines)")
-        #expect(lines[0].hasPrefix("warning: stored habit #2 (\"Bed\") cannot be read (") && lines[0].contains("HabitItemV01"), "\(lines[0])")
-        #expect(lines[0].contains("found the string \"four\" at $[1].timesDone") && lines[0].hasSuffix("kept when habits saves the list"), "\(lines[0])")
+        #expect(
+            lines[0].hasPrefix("warning: stored habit #2 (\"Bed\") cannot be read (")
+                && lines[0].contains("HabitItemV01"), "\(lines[0])")
+        #expect(
+            lines[0].contains("found the string \"four\" at $[1].timesDone")
+                && lines[0].hasSuffix("kept when habits saves the list"), "\(lines[0])")
         #expect(lines[1].contains("#4 (\"Brush teeth\")") && lines[1].contains("$[3].id"), "\(lines[1])")
         #expect(lines[2].contains("#5 cannot be read") && lines[2].contains("no member \"name\""), "\(lines[2])")
     }
@@ -113,7 +136,8 @@ final class RecordingConsole: HabitsConsole, @unchecked Sendable {
             newer.warnings == [
                 "warning: stored habit #1 (\"A\") was written by a newer version of habits (schema version 3; this one knows up to 2); it is not shown, and habits will not change the list until it is updated"
             ])
-        let v2 = Habit(name: "Run", started: Date(timeIntervalSinceReferenceDate: 0), schedule: Schedule(every: 1, unit: .days))
+        let v2 = Habit(
+            name: "Run", started: Date(timeIntervalSinceReferenceDate: 0), schedule: Schedule(every: 1, unit: .days))
         let stored = try #require(try StoredHabits.stored([v2]))
         guard case .array(let elements) = stored, case .dictionary(var members)? = elements.first else {
             Issue.record("a stored habit list is not an array of dictionaries: \(stored)")
@@ -123,7 +147,10 @@ final class RecordingConsole: HabitsConsole, @unchecked Sendable {
         let unknown = warnings(.array([.dictionary(members)]))
         #expect(unknown.habits == [v2])
         #expect(
-            unknown.warnings.count == 1 && unknown.warnings[0].contains("stored habit #1 holds something this version of habits does not read ($[0].mood"), "\(unknown.warnings)")
+            unknown.warnings.count == 1
+                && unknown.warnings[0].contains(
+                    "stored habit #1 holds something this version of habits does not read ($[0].mood"),
+            "\(unknown.warnings)")
         let reshaped = warnings(.dictionary(["schemaVersion": .integer(3), "habits": .array([])]))
         #expect(reshaped.habits == nil && reshaped.report.readDefault && reshaped.report.newerVersion == 3)
         let other = warnings(.string("x"))

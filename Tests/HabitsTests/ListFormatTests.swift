@@ -5,12 +5,19 @@ import Testing
 @Suite struct ListFormatTests {
     let now = Date(timeIntervalSinceReferenceDate: 800_000_000)
 
-    func habit(_ name: String, doneHoursAgo hours: Double, every: Schedule = Schedule(every: 1, unit: .days), times: Int = 1) -> Habit {
-        Habit(name: name, started: now.addingTimeInterval(-30 * 86_400), lastDone: now.addingTimeInterval(-hours * 3_600), timesDone: times, schedule: every)
+    func habit(
+        _ name: String, doneHoursAgo hours: Double, every: Schedule = Schedule(every: 1, unit: .days), times: Int = 1
+    ) -> Habit {
+        Habit(
+            name: name, started: now.addingTimeInterval(-30 * 86_400), lastDone: now.addingTimeInterval(-hours * 3_600),
+            timesDone: times, schedule: every)
     }
 
     @Test func markerFadesAsTheIntervalRunsOut() {
-        #expect([0, 0.24, 0.25, 0.5, 0.74, 0.99, 1, 3].map { DueState(fraction: $0).marker } == ["●", "●", "◕", "◑", "◑", "◔", "○", "○"])
+        #expect(
+            [0, 0.24, 0.25, 0.5, 0.74, 0.99, 1, 3].map { DueState(fraction: $0).marker } == [
+                "●", "●", "◕", "◑", "◑", "◔", "○", "○",
+            ])
         #expect(DueState(habit("a", doneHoursAgo: 6), now: now).fraction == 0.25)
         #expect(DueState(habit("a", doneHoursAgo: 30), now: now).isDue)
         #expect(!DueState(habit("a", doneHoursAgo: -1), now: now).isDue, "a clock set back reads as just done")
@@ -89,7 +96,9 @@ import Testing
 
     @Test func aStoredIntervalOfAnySizeIsListedWithoutATrap() throws {
         for every in [1e308, 1e20, Double.greatestFiniteMagnitude] {
-            let habit = Habit(name: "Forever", started: now, lastDone: now, timesDone: 1, schedule: Schedule(every: every, unit: .weeks))
+            let habit = Habit(
+                name: "Forever", started: now, lastDone: now, timesDone: 1,
+                schedule: Schedule(every: every, unit: .weeks))
             let table = ListFormat.table([habit], now: now, colour: false)
             #expect(table.contains("Forever") && table.contains("in over 9999 y"), "\(table)")
             let json = ListFormat.json([habit])

@@ -18,7 +18,11 @@ import Testing
     @Test func v01ToV2KeepsIdsNamesCountsAndDatesExactly() throws {
         let old = try v01Items()
         let habits = old.map(Habit.init(migrating:))
-        #expect(habits.map(\.name) == ["Dishes", "Bed", "Eating ", "Brush teeth", "Write code", "Walk exercise", "Bins out", "Roomba kitchen", "Washing"])
+        #expect(
+            habits.map(\.name) == [
+                "Dishes", "Bed", "Eating ", "Brush teeth", "Write code", "Walk exercise", "Bins out", "Roomba kitchen",
+                "Washing",
+            ])
         for (habit, item) in zip(habits, old) {
             #expect(habit.id == item.id)
             #expect(habit.timesDone == item.timesDone)
@@ -52,7 +56,9 @@ import Testing
     }
 
     @Test func v2RoundTripsAndLeavesOutAMissingPreset() throws {
-        let habit = Habit(name: "Stretch", started: Date(timeIntervalSinceReferenceDate: 800_000_000), schedule: Schedule(every: 3, unit: .days))
+        let habit = Habit(
+            name: "Stretch", started: Date(timeIntervalSinceReferenceDate: 800_000_000),
+            schedule: Schedule(every: 3, unit: .days))
         let data = try JSONEncoder().encode(habit)
         #expect(try JSONDecoder().decode(Habit.self, from: data) == habit)
         let object = try JSONSerialization.jsonObject(with: data) as! [String: Any]

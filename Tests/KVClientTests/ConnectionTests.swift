@@ -12,7 +12,9 @@ import Testing
     let key = try! Key(validating: "theme")
 
     @Test func getSendsTheCallAndDecodesValueAndRevision() throws {
-        let server = FakeVarlinkServer { _ in [VarlinkReply(parameters: ["value": .string("dark"), "revision": .integer(42)])] }
+        let server = FakeVarlinkServer { _ in
+            [VarlinkReply(parameters: ["value": .string("dark"), "revision": .integer(42)])]
+        }
         let connection = try Connection(socketPath: server.path)
         let (value, revision) = try connection.get(domain, key)
         #expect(value == .string("dark"))
@@ -22,7 +24,12 @@ import Testing
 
     @Test func typedValuesComeBackTyped() throws {
         let server = FakeVarlinkServer { _ in
-            [VarlinkReply(parameters: ["values": .object(["when": .object(["$date": .string("2026-11-29T17:00:00Z")]), "n": .real(1)]), "revision": .integer(3)])]
+            [
+                VarlinkReply(parameters: [
+                    "values": .object(["when": .object(["$date": .string("2026-11-29T17:00:00Z")]), "n": .real(1)]),
+                    "revision": .integer(3),
+                ])
+            ]
         }
         let listing = try Connection(socketPath: server.path).list(domain)
         #expect(listing.revision == 3 && listing.unreadable.isEmpty)
@@ -32,7 +39,10 @@ import Testing
 
     @Test func errorReplyBecomesRemoteErrorWithReadableText() throws {
         let server = FakeVarlinkServer { _ in
-            [.failure(DefaultsInterface.Error.notFound, ["domain": .string("com.example.test"), "key": .string("theme")])]
+            [
+                .failure(
+                    DefaultsInterface.Error.notFound, ["domain": .string("com.example.test"), "key": .string("theme")])
+            ]
         }
         let connection = try Connection(socketPath: server.path)
         let error = #expect(throws: ClientError.self) { try connection.get(domain, key) }
@@ -61,7 +71,8 @@ import Testing
                 : [VarlinkReply(parameters: ["revision": .integer(1)])]
         }
         let connection = try Connection(socketPath: server.path)
-        let results = connection.callPipelined(try ["ok", "bad", "ok"].map { .delete(domain, try Key(validating: $0)) })
+        let results = connection.callPipelined(
+            try ["ok", "bad", "ok"].map { .delete(domain, try Key(validating: $0)) })
         #expect((try? results[0].get()) != nil)
         #expect((try? results[1].get()) == nil)
         #expect((try? results[2].get()) != nil)
@@ -85,7 +96,13 @@ import Testing
                         "revision": .integer(Int64(10 + index)), "initial": .bool(index == 0),
                         "changes": .array([.object(["key": .string("theme"), "value": .integer(Int64(index))])]),
                     ], continues: true)
-            } + [VarlinkReply(parameters: ["revision": .integer(13), "initial": .bool(false), "changes": .array([.object(["key": .string("theme")])])], continues: true)]
+            } + [
+                VarlinkReply(
+                    parameters: [
+                        "revision": .integer(13), "initial": .bool(false),
+                        "changes": .array([.object(["key": .string("theme")])]),
+                    ], continues: true)
+            ]
         }
         let connection = try Connection(socketPath: server.path)
         var events: [WatchEvent] = []
@@ -131,7 +148,8 @@ import Testing
         #expect(try connection.domains().map(\.name) == ["com.a"])
         let call = DefaultsRequest.domains.call.encoded()
         var received = [UInt8](repeating: 0, count: 256)
-        #expect(Array(received[..<max(0, recv(fds[1], &received, received.count, 0))]) == call, "the call arrived damaged")
+        #expect(
+            Array(received[..<max(0, recv(fds[1], &received, received.count, 0))]) == call, "the call arrived damaged")
 
         system.inject(.fail(.ioError), on: .read)
         #expect(throws: ClientError.connectionFailed(SystemError("read", .ioError))) { try connection.domains() }

@@ -24,21 +24,27 @@ import Testing
         let other = try daemon.connection()
         for batch in stride(from: 0, to: 5_000, by: 500) {
             let requests = (batch..<batch + 500).flatMap { index -> [DefaultsRequest] in
-                [.set(name, key("other\(index)"), .integer(Int64(index)), ifRevision: nil), .delete(name, key("other\(index)"))]
+                [
+                    .set(name, key("other\(index)"), .integer(Int64(index)), ifRevision: nil),
+                    .delete(name, key("other\(index)")),
+                ]
             }
             for result in other.callPipelined(requests) { _ = try result.get() }
         }
         try other.set(name, key("last"), .bool(true))
         #expect(eventually(20) { cache.value("last") == .bool(true) }, "the watch did not deliver the last change")
         #expect(cache.value("kept") == .string("kept") && cache.values.count == 2)
-        #expect(cache.footprint <= before + 1, "the cache tracks \(cache.footprint) keys after the churn, \(before) before")
+        #expect(
+            cache.footprint <= before + 1, "the cache tracks \(cache.footprint) keys after the churn, \(before) before")
     }
 
     /// Forgetting removed keys keeps the ordering rule: a change older than a key's removal
     /// never brings the key back, whether the removal is still remembered (own delete ahead of
     /// the watch) or already forgotten (the watch delivered it).
     @Test func staleChangesStayIgnoredOnceRemovalsAreForgotten() {
-        let core = WatchCore(domain: domain("com.example.order"), connect: { () throws(ClientError) in throw .connectionClosed }, report: { _ in })
+        let core = WatchCore(
+            domain: domain("com.example.order"), connect: { () throws(ClientError) in throw .connectionClosed },
+            report: { _ in })
         core.reconcile(["a": Value.integer(1)], revision: 10, streamed: true)
         core.apply([Change(key: key("a"), value: nil)], revision: 12)  // own delete, ahead of the watch
         core.apply([Change(key: key("a"), value: .integer(2))], revision: 11, streamed: true)  // older, from the watch
@@ -56,11 +62,15 @@ import Testing
     /// store's revision unchanged, equal to the last one streamed. The stream's order is the
     /// truth: such a change applies even to a key the cache knows nothing of.
     @Test func aSystemChangeAtTheLastStreamedRevisionIsApplied() {
-        let core = WatchCore(domain: domain("com.example.layers"), connect: { () throws(ClientError) in throw .connectionClosed }, report: { _ in })
+        let core = WatchCore(
+            domain: domain("com.example.layers"), connect: { () throws(ClientError) in throw .connectionClosed },
+            report: { _ in })
         core.reconcile(["a": Value.integer(1)], revision: 10, streamed: true)
-        core.apply([Change(key: key("b"), value: .string("machine"))], revision: 10, streamed: true)  // a system default appears
+        // a system default appears
+        core.apply([Change(key: key("b"), value: .string("machine"))], revision: 10, streamed: true)
         #expect(core.value("b") == .string("machine"), "a system change streamed at the current revision was dropped")
-        core.apply([Change(key: key("a"), value: .integer(7))], revision: 10, streamed: true)  // a lock shows the system value
+        // a lock shows the system value
+        core.apply([Change(key: key("a"), value: .integer(7))], revision: 10, streamed: true)
         #expect(core.value("a") == .integer(7))
         core.apply([Change(key: key("b"), value: nil)], revision: 10, streamed: true)  // the default goes
         core.apply([Change(key: key("b"), value: .string("again"))], revision: 10, streamed: true)
@@ -72,17 +82,23 @@ import Testing
     /// at revision 6 too). The late acknowledgement must not hide the locked value; nor may an
     /// own delete acknowledged late hide the machine default the stream showed after it.
     @Test func aLateAcknowledgementDoesNotUndoALaterSystemChange() {
-        let core = WatchCore(domain: domain("com.example.layers"), connect: { () throws(ClientError) in throw .connectionClosed }, report: { _ in })
+        let core = WatchCore(
+            domain: domain("com.example.layers"), connect: { () throws(ClientError) in throw .connectionClosed },
+            report: { _ in })
         core.reconcile([:], revision: 5, streamed: true)
-        core.apply([Change(key: key("k"), value: .integer(1))], revision: 6, streamed: true)  // commit 6, this process's set
-        core.apply([Change(key: key("k"), value: .integer(99))], revision: 6, streamed: true)  // the admin locks k at 99
+        // commit 6, this process's set
+        core.apply([Change(key: key("k"), value: .integer(1))], revision: 6, streamed: true)
+        // the admin locks k at 99
+        core.apply([Change(key: key("k"), value: .integer(99))], revision: 6, streamed: true)
         core.apply([Change(key: key("k"), value: .integer(1))], revision: 6)  // the acknowledgement of the set, late
         #expect(core.value("k") == .integer(99), "the late acknowledgement replaced the locked value")
         core.apply([Change(key: key("d"), value: .integer(2))], revision: 7, streamed: true)
-        core.apply([Change(key: key("d"), value: .integer(5))], revision: 8, streamed: true)  // own delete: d falls back to the machine default 5
+        // own delete: d falls back to the machine default 5
+        core.apply([Change(key: key("d"), value: .integer(5))], revision: 8, streamed: true)
         core.apply([Change(key: key("d"), value: nil)], revision: 8)  // its acknowledgement, late
         #expect(core.value("d") == .integer(5), "the late acknowledgement of a delete hid the machine default")
-        core.apply([Change(key: key("e"), value: .integer(3))], revision: 9)  // acknowledged ahead of the watch: shown at once
+        // acknowledged ahead of the watch: shown at once
+        core.apply([Change(key: key("e"), value: .integer(3))], revision: 9)
         #expect(core.value("e") == .integer(3))
     }
 }

@@ -99,7 +99,8 @@ final class ChangeCounter: @unchecked Sendable {
         foundation.setPersistentDomain(["p": 1, "q": 2], forName: name)
         foundation.removePersistentDomain(forName: name)
         foundation.register(defaults: ["a": 1])
-        #expect(counter.value == 2, "corelibs posts once per persistent-domain call, and not for the registration domain")
+        #expect(
+            counter.value == 2, "corelibs posts once per persistent-domain call, and not for the registration domain")
     }
 
     @Test func setPersistentDomainReplacesTheDomainInOneCommit() throws {
@@ -116,7 +117,9 @@ final class ChangeCounter: @unchecked Sendable {
         #expect(after.revision == before + 1, "one commit, not one per key")
         let read = try #require(defaults.persistentDomain(forName: "com.example.other"))
         #expect(read.count == 3 && read["keep"] as? Int == 2 && read["new"] as? String == "n")
-        #expect(defaults.persistentDomain(forName: "com.example.never")?.isEmpty == true, "a domain with nothing stored is empty, as in corelibs")
+        #expect(
+            defaults.persistentDomain(forName: "com.example.never")?.isEmpty == true,
+            "a domain with nothing stored is empty, as in corelibs")
         #expect(defaults.persistentDomain(forName: "not a domain") == nil)
         defaults.removePersistentDomain(forName: "com.example.other")
         #expect(try !connection.domains().contains(other), "the domain is gone")
@@ -143,7 +146,9 @@ final class ChangeCounter: @unchecked Sendable {
         #expect(defaults.volatileDomainNames == [KVDefaults.argumentDomain])
         defaults.set("stored", forKey: "k")
         defaults.setVolatileDomain(["k": "volatile", "v": 1], forName: "Scratch")
-        #expect(defaults.string(forKey: "k") == "stored" && defaults.object(forKey: "v") == nil, "other volatile domains are not searched")
+        #expect(
+            defaults.string(forKey: "k") == "stored" && defaults.object(forKey: "v") == nil,
+            "other volatile domains are not searched")
         defaults.setVolatileDomain(["w": 2], forName: "Scratch")
         #expect(defaults.volatileDomain(forName: "Scratch").count == 3, "setVolatileDomain merges, as corelibs does")
         defaults.setVolatileDomain(["k": "argument"], forName: KVDefaults.argumentDomain)
@@ -160,7 +165,8 @@ final class ChangeCounter: @unchecked Sendable {
         let plain = daemon.suite("com.example.volatile", arguments: ["app"])
         #expect(plain.string(forKey: "k") == "stored")
         plain.setVolatileDomain(["k": "argument"], forName: KVDefaults.argumentDomain)
-        #expect(plain.string(forKey: "k") == "argument", "an argument domain set after the first read is searched first")
+        #expect(
+            plain.string(forKey: "k") == "argument", "an argument domain set after the first read is searched first")
     }
 
     @Test func addedSuitesAreSearchedAfterTheSuiteAndBeforeTheGlobalDomain() throws {

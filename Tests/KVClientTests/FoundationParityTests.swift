@@ -13,12 +13,16 @@ import Testing
         let object = d.object(forKey: key)
         var readings = [
             "object": render(object),
-            "as? Int": render(object as? Int), "as? Double": render(object as? Double), "as? Bool": render(object as? Bool),
+            "as? Int": render(object as? Int), "as? Double": render(object as? Double),
+            "as? Bool": render(object as? Bool),
             "as? String": render(object as? String), "as? NSNumber": render((object as? NSNumber)?.stringValue),
             "as? [String: Any]": render(object as? [String: Any]), "as? [Any]": render(object as? [Any]),
-            "string": render(d.string(forKey: key)), "integer": "\(d.integer(forKey: key))", "float": "\(d.float(forKey: key))",
-            "double": "\(d.double(forKey: key))", "bool": "\(d.bool(forKey: key))", "array": render(d.array(forKey: key)),
-            "stringArray": render(d.stringArray(forKey: key)), "dictionary": render(d.dictionary(forKey: key)), "data": render(d.data(forKey: key)),
+            "string": render(d.string(forKey: key)), "integer": "\(d.integer(forKey: key))",
+            "float": "\(d.float(forKey: key))",
+            "double": "\(d.double(forKey: key))", "bool": "\(d.bool(forKey: key))",
+            "array": render(d.array(forKey: key)),
+            "stringArray": render(d.stringArray(forKey: key)), "dictionary": render(d.dictionary(forKey: key)),
+            "data": render(d.data(forKey: key)),
         ]
         // corelibs' url(forKey:) of a data value unarchives it and crashes on anything else.
         if !(object is Data) { readings["url"] = render(d.url(forKey: key)?.absoluteURL) }
@@ -40,16 +44,25 @@ import Testing
 
     nonisolated(unsafe) static let values: [(name: String, value: Any)] =
         [
-            ("int", 42), ("negative", -7), ("double", 12.5), ("whole", 3.0), ("big", 1e20), ("fraction", 0.1), ("float", Float(12.34)), ("true", true), ("false", false),
-            ("int8", Int8(3)), ("uint64", UInt64(7)), ("date", Date(timeIntervalSince1970: 1_800_000_000)), ("data", Data([1, 2, 3])),
+            ("int", 42), ("negative", -7), ("double", 12.5), ("whole", 3.0), ("big", 1e20), ("fraction", 0.1),
+            ("float", Float(12.34)), ("true", true), ("false", false),
+            ("int8", Int8(3)), ("uint64", UInt64(7)), ("date", Date(timeIntervalSince1970: 1_800_000_000)),
+            ("data", Data([1, 2, 3])),
             ("nsnumber", NSNumber(value: 5)), ("nsreal", NSNumber(value: 2.5)), ("nsbool", NSNumber(value: true)),
-            ("nsfloat", NSNumber(value: Float(0.3))), ("nsstring", NSString(string: "ns")), ("nsdata", NSData(data: Data([9]))),
-            ("nsdate", NSDate(timeIntervalSince1970: 100)), ("nsarray", NSArray(array: [1, "a"])), ("nsdictionary", NSDictionary(dictionary: ["k": 1])),
-            ("url", URL(string: "https://example.com/a?b=1")!), ("fileurl", URL(fileURLWithPath: "/tmp/x")), ("nsurl", NSURL(fileURLWithPath: "/tmp/n")),
-            ("strings", ["a", "b"]), ("mixed", ["a", 1] as [Any]), ("ints", [1, 2]), ("dictionary", ["x": 1.5, "y": "z"] as [String: Any]),
+            ("nsfloat", NSNumber(value: Float(0.3))), ("nsstring", NSString(string: "ns")),
+            ("nsdata", NSData(data: Data([9]))),
+            ("nsdate", NSDate(timeIntervalSince1970: 100)), ("nsarray", NSArray(array: [1, "a"])),
+            ("nsdictionary", NSDictionary(dictionary: ["k": 1])),
+            ("url", URL(string: "https://example.com/a?b=1")!), ("fileurl", URL(fileURLWithPath: "/tmp/x")),
+            ("nsurl", NSURL(fileURLWithPath: "/tmp/n")),
+            ("strings", ["a", "b"]), ("mixed", ["a", 1] as [Any]), ("ints", [1, 2]),
+            ("dictionary", ["x": 1.5, "y": "z"] as [String: Any]),
             ("tilde", "~/notes"), ("empty", ""),
         ]
-        + ["42", "3.9", " 7", "-2.5e3", "1e3", ".5", "+5", "12abc", "0x10", "abc", "YES", "yes", "no", "true", "TRUE", "t", "Y", "N", "0", "1", "  true"]
+        + [
+            "42", "3.9", " 7", "-2.5e3", "1e3", ".5", "+5", "12abc", "0x10", "abc", "YES", "yes", "no", "true", "TRUE",
+            "t", "Y", "N", "0", "1", "  true",
+        ]
         .map { ("string \($0)", $0) }
 
     @Test func everyGetterConvertsEveryValueAsFoundationDoes() throws {
@@ -75,7 +88,9 @@ import Testing
         // The documented differences, as they are.
         #expect(defaults.float(forKey: "float") == Float(12.34) && defaults.string(forKey: "float") == "12.34")
         #expect(defaults.double(forKey: "float") == 12.34 && foundation.double(forKey: "float") == Double(Float(12.34)))
-        #expect(defaults.url(forKey: "url") == URL(string: "https://example.com/a?b=1") && foundation.string(forKey: "url") == "/a")
+        #expect(
+            defaults.url(forKey: "url") == URL(string: "https://example.com/a?b=1")
+                && foundation.string(forKey: "url") == "/a")
     }
 
     @Test func theTypedSettersRegistrationAndPersistentDomainMatchFoundation() throws {
@@ -170,7 +185,9 @@ import Testing
     static func removeFoundationSuite(_ name: String) {
         UserDefaults.standard.removePersistentDomain(forName: name)
         let environment = ProcessInfo.processInfo.environment
-        let folder = environment["XDG_CONFIG_HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? (environment["HOME"] ?? "/") + "/.config"
+        let folder =
+            environment["XDG_CONFIG_HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? (environment["HOME"] ?? "/")
+            + "/.config"
         try? FileManager.default.removeItem(atPath: folder + "/" + name + ".plist")
     }
 }

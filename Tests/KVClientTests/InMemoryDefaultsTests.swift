@@ -28,8 +28,13 @@ extension KVDefaults.Keys {
 
 /// ``KVMemoryStore``: the whole KVDefaults API with no kvd and no socket (an app's unit tests).
 @Suite struct InMemoryDefaultsTests {
-    private func suite(_ store: KVMemoryStore = KVMemoryStore(), _ name: String = "com.example.test", log: DiagnosticLog? = nil) -> KVDefaults {
-        KVDefaults(suiteName: name, configuration: .inMemory(store, diagnostics: { diagnostic in log?.entries.withLock { $0.append(diagnostic) } }))!
+    private func suite(
+        _ store: KVMemoryStore = KVMemoryStore(), _ name: String = "com.example.test", log: DiagnosticLog? = nil
+    ) -> KVDefaults {
+        KVDefaults(
+            suiteName: name,
+            configuration: .inMemory(
+                store, diagnostics: { diagnostic in log?.entries.withLock { $0.append(diagnostic) } }))!
     }
 
     @Test func aSuiteStartsEmptyAndNeedsNoDaemon() throws {
@@ -54,7 +59,9 @@ extension KVDefaults.Keys {
 
         defaults.set([["text": "from a newer app", "pinned": true, "schemaVersion": 3]], forKey: "notes")
         #expect(defaults[.memoNotes].isEmpty && defaults.read(.memoNotes).report.newerVersion == 3)
-        #expect(throws: KVDefaultsError.self) { try defaults.set([MemoNote(text: "x", pinned: false)], for: .memoNotes) }
+        #expect(throws: KVDefaultsError.self) {
+            try defaults.set([MemoNote(text: "x", pinned: false)], for: .memoNotes)
+        }
         #expect(defaults.read(.memoNotes).report.newerVersion == 3, "a refused save changed the stored value")
     }
 
@@ -89,10 +96,14 @@ extension KVDefaults.Keys {
         #expect(throws: ClientError.revisionMismatch(current: revision)) {
             try direct.set(domain("com.example.test"), key("a"), .integer(9), ifRevision: revision - 1)
         }
-        #expect(throws: ClientError.notFound(domain: "com.example.test", key: "zz")) { try direct.delete(domain("com.example.test"), key("zz")) }
+        #expect(throws: ClientError.notFound(domain: "com.example.test", key: "zz")) {
+            try direct.delete(domain("com.example.test"), key("zz"))
+        }
         try defaults.set(13, for: .size)
         try defaults.set(15, for: .size)
-        #expect(try defaults.history(for: .size).compactMap { if case .value(let size) = $0.content { size } else { nil } } == [15, 13])
+        #expect(
+            try defaults.history(for: .size).compactMap { if case .value(let size) = $0.content { size } else { nil } }
+                == [15, 13])
         defaults.removePersistentDomain(forName: "com.example.test")
         #expect(defaults.integer(forKey: "a") == 0 && defaults[.size] == 12)
     }
@@ -100,7 +111,8 @@ extension KVDefaults.Keys {
     @Test func theArgumentDomainIsEmptyUnlessGiven() {
         let plain = suite()
         #expect(plain.volatileDomain(forName: KVDefaults.argumentDomain).isEmpty)
-        let given = KVDefaults(suiteName: "com.example.test", configuration: .inMemory(arguments: ["app", "-theme", "dark"]))!
+        let given = KVDefaults(
+            suiteName: "com.example.test", configuration: .inMemory(arguments: ["app", "-theme", "dark"]))!
         #expect(given.string(forKey: "theme") == "dark")
     }
 }

@@ -62,7 +62,8 @@ extension KVDefaults.Keys {
 
     @Test func searchOrderIsArgumentsSuiteGlobalRegistration() throws {
         let daemon = try RealDaemon()
-        let defaults = daemon.suite("com.example.order", arguments: ["app", "-fromArgs", "7", "--flag", "-list", "(a, b)"])
+        let defaults = daemon.suite(
+            "com.example.order", arguments: ["app", "-fromArgs", "7", "--flag", "-list", "(a, b)"])
         defaults.register(defaults: ["fromArgs": 1, "fromGlobal": 1, "fromSuite": 1, "onlyRegistered": "preset"])
         let global = daemon.suite("NSGlobalDomain")
         try global.write("global", forKey: "fromGlobal")
@@ -113,7 +114,8 @@ extension KVDefaults.Keys {
         let daemon = try RealDaemon()
         let log = DiagnosticLog()
         let defaults = daemon.suite("com.example.downgrade", log: log)
-        let newer = try stored(#"{"schemaVersion": 3, "name": "From the future", "text": "t", "relativeSize": 0.1, "shadow": true}"#)
+        let newer = try stored(
+            #"{"schemaVersion": 3, "name": "From the future", "text": "t", "relativeSize": 0.1, "shadow": true}"#)
         try daemon.connection().set(domain("com.example.downgrade"), key("favorite"), newer)
         #expect(defaults[.favorite] == nil)
         #expect(log.all.map(\.kind) == [.newerSchema(stored: 3, known: 2)])
@@ -152,7 +154,10 @@ extension KVDefaults.Keys {
         #expect(throws: KVDefaultsError.self) { try defaults.set(templates, for: .templates) }
         #expect(try daemon.connection().get(domain("com.example.lenient"), key("templates")).value == original)
         try defaults.set(templates, for: .templates, unread: .keep)
-        guard case .array(let elements) = try daemon.connection().get(domain("com.example.lenient"), key("templates")).value else {
+        guard
+            case .array(let elements) = try daemon.connection().get(domain("com.example.lenient"), key("templates"))
+                .value
+        else {
             Issue.record("not an array")
             return
         }
@@ -175,7 +180,8 @@ extension KVDefaults.Keys {
         #expect(habits.count == 9)
         habits[0].timesDone += 1
         try defaults.set(habits, for: .habits)
-        guard case .array(let elements) = try daemon.connection().get(domain("com.example.habits"), key("Habits")).value,
+        guard
+            case .array(let elements) = try daemon.connection().get(domain("com.example.habits"), key("Habits")).value,
             case .dictionary(let first) = elements.first
         else {
             Issue.record("not stored as a typed array")

@@ -44,7 +44,9 @@ private func spawn(_ program: String, _ arguments: [String]) throws -> pid_t {
     let argv = ([path] + arguments).map { strdup($0) } + [nil]
     defer { for pointer in argv { free(pointer) } }
     var child: pid_t = 0
-    guard posix_spawn(&child, path, &actions, nil, argv, environ) == 0 else { throw TestFailure("cannot start \(path)") }
+    guard posix_spawn(&child, path, &actions, nil, argv, environ) == 0 else {
+        throw TestFailure("cannot start \(path)")
+    }
     return child
 }
 
@@ -53,7 +55,9 @@ private func run(_ program: String, _ arguments: [String]) throws {
     let child = try spawn(program, arguments)
     var status: Int32 = 0
     waitpid(child, &status, 0)
-    if status != 0 { throw TestFailure("\(program) \(arguments.joined(separator: " ")) failed (wait status \(status))") }
+    if status != 0 {
+        throw TestFailure("\(program) \(arguments.joined(separator: " ")) failed (wait status \(status))")
+    }
 }
 
 /// ``KVSettings``: Observation learns of changes from this process, another process (kvctl) and
@@ -128,7 +132,8 @@ enum SystemInstance {
 
     static func start(socket: String, state: String) throws {
         let group = String(cString: getgrgid(getgid()).pointee.gr_name)
-        let child = try spawn("kvd", ["--system", "--socket", socket, "--state-dir", state, "--idle-exit", "0", "--admin-group", group])
+        let child = try spawn(
+            "kvd", ["--system", "--socket", socket, "--state-dir", state, "--idle-exit", "0", "--admin-group", group])
         processes.withLock { $0[socket] = child }
         for _ in 0..<500 {
             if (try? Connection(socketPath: socket)) != nil { return }

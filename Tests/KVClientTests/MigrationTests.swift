@@ -41,7 +41,8 @@ struct WatermarkTemplate: VersionedValue, Equatable {
     static func relativeSize(fromLegacyPoints points: Double) -> Double { points / 1080 }
 
     init(
-        id: UUID = UUID(), name: String, text: String, fontName: String = "System", relativeSize: Double, opacity: Double = 0.8, anchor: Anchor = .bottomTrailing,
+        id: UUID = UUID(), name: String, text: String, fontName: String = "System", relativeSize: Double,
+        opacity: Double = 0.8, anchor: Anchor = .bottomTrailing,
         margin: Double = 0.04
     ) {
         (self.id, self.name, self.text, self.fontName) = (id, name, text, fontName)
@@ -95,7 +96,9 @@ struct Habit: VersionedValue, Equatable {
     var everyDays: Double
 
     init(id: UUID, name: String, started: Date, lastDone: Date?, timesDone: Int, everyDays: Double) {
-        (self.id, self.name, self.started, self.lastDone, self.timesDone, self.everyDays) = (id, name, started, lastDone, timesDone, everyDays)
+        (self.id, self.name, self.started, self.lastDone, self.timesDone, self.everyDays) = (
+            id, name, started, lastDone, timesDone, everyDays
+        )
     }
 
     init(migrating old: HabitItemV1) {
@@ -213,7 +216,8 @@ final class DiagnosticLog: Sendable {
             ]
             """)
         let log = DiagnosticLog()
-        let templates = try #require(log.suite().decode([WatermarkTemplate].self, value, source: .suite, key: "templates"))
+        let templates = try #require(
+            log.suite().decode([WatermarkTemplate].self, value, source: .suite, key: "templates"))
         #expect(templates.count == 2)
         #expect(abs(templates[0].relativeSize - 54.0 / 1080.0) < 0.0001)
         #expect(templates[0].margin == 0.04)
@@ -226,8 +230,10 @@ final class DiagnosticLog: Sendable {
     }
 
     @Test func storedCurrentVersionDecodesAsCurrent() throws {
-        let value = try stored(#"{"schemaVersion": 2, "name": "A", "text": "t", "relativeSize": 0.1, "margin": 0.2, "anchor": "top"}"#)
-        let template = try #require(DiagnosticLog().suite().decode(WatermarkTemplate.self, value, source: .suite, key: "t"))
+        let value = try stored(
+            #"{"schemaVersion": 2, "name": "A", "text": "t", "relativeSize": 0.1, "margin": 0.2, "anchor": "top"}"#)
+        let template = try #require(
+            DiagnosticLog().suite().decode(WatermarkTemplate.self, value, source: .suite, key: "t"))
         #expect(template.relativeSize == 0.1)
         #expect(template.margin == 0.2)
         #expect(template.anchor == .top)
@@ -236,8 +242,10 @@ final class DiagnosticLog: Sendable {
     /// An older version stored with its number is decoded as that version, even if the current
     /// type could also read it: the number decides, not the shape.
     @Test func storedOlderVersionIsDecodedAsThatVersionAndMigrated() throws {
-        let value = try stored(#"{"schemaVersion": 1, "name": "A", "text": "t", "pointSize": 108, "relativeSize": 0.9}"#)
-        let template = try #require(DiagnosticLog().suite().decode(WatermarkTemplate.self, value, source: .suite, key: "t"))
+        let value = try stored(
+            #"{"schemaVersion": 1, "name": "A", "text": "t", "pointSize": 108, "relativeSize": 0.9}"#)
+        let template = try #require(
+            DiagnosticLog().suite().decode(WatermarkTemplate.self, value, source: .suite, key: "t"))
         #expect(template.relativeSize == 0.1)
     }
 
@@ -251,7 +259,8 @@ final class DiagnosticLog: Sendable {
         #expect(members["schemaVersion"] == .integer(2))
         #expect(members["anchor"] == .string("center"))
         #expect(members["pointSize"] == nil)
-        let back = try #require(DiagnosticLog().suite().decode([WatermarkTemplate].self, try node.value(), source: .suite, key: "t"))
+        let back = try #require(
+            DiagnosticLog().suite().decode([WatermarkTemplate].self, try node.value(), source: .suite, key: "t"))
         #expect(back == [template])
     }
 
@@ -260,7 +269,8 @@ final class DiagnosticLog: Sendable {
         let log = DiagnosticLog()
         #expect(log.suite().decode(WatermarkTemplate.self, value, source: .suite, key: "t") == nil)
         #expect(log.all.map(\.kind) == [.newerSchema(stored: 3, known: 2)])
-        let report = KVReadReport(findings: KVDefaults.typedRead(WatermarkTemplate.self, value, argument: false).findings.map(\.visible))
+        let report = KVReadReport(
+            findings: KVDefaults.typedRead(WatermarkTemplate.self, value, argument: false).findings.map(\.visible))
         #expect(report.newerVersion == 3 && report.readDefault)
     }
 
@@ -275,11 +285,14 @@ final class DiagnosticLog: Sendable {
         let templates = try #require(log.suite().decode([WatermarkTemplate].self, value, source: .suite, key: "t"))
         #expect(templates.map(\.name) == ["Old"])
         #expect(log.all.map(\.kind) == [.skippedElement(index: 0), .skippedElement(index: 2)])
-        let kept = KVDefaults.typedRead([WatermarkTemplate].self, value, argument: false).findings.filter { $0.keep == .append }.compactMap(\.stored)
+        let kept = KVDefaults.typedRead([WatermarkTemplate].self, value, argument: false).findings.filter {
+            $0.keep == .append
+        }.compactMap(\.stored)
         #expect(kept.count == 2)
         #expect(
             try kept.map { try $0.value() } == [
-                try stored(#"{"schemaVersion": 3, "name": "New", "text": "t", "relativeSize": 0.1}"#), try stored(#"{"name": "Broken", "text": 42}"#),
+                try stored(#"{"schemaVersion": 3, "name": "New", "text": "t", "relativeSize": 0.1}"#),
+                try stored(#"{"name": "Broken", "text": 42}"#),
             ])
     }
 
@@ -293,14 +306,16 @@ final class DiagnosticLog: Sendable {
 
     /// Seed 002: the v0.1 HabitItem array as typed JSON (plain JSON is valid typed JSON here).
     @Test func seed002HabitItemsAsTypedJSONMigrateToV2() throws {
-        let habits = try #require(DiagnosticLog().suite().decode([Habit].self, try stored(habitsV01JSON), source: .suite, key: "Habits"))
+        let habits = try #require(
+            DiagnosticLog().suite().decode([Habit].self, try stored(habitsV01JSON), source: .suite, key: "Habits"))
         try checkSeed002(habits)
     }
 
     /// Seed 002 as the app stored it: `UserDefaults.standard.set(JSONEncoder().encode(items), forKey: "Habits")`.
     @Test func seed002HabitItemsAsADataBlobMigrateToV2() throws {
         let log = DiagnosticLog()
-        let habits = try #require(log.suite().decode([Habit].self, .data(Data(habitsV01JSON.utf8)), source: .suite, key: "Habits"))
+        let habits = try #require(
+            log.suite().decode([Habit].self, .data(Data(habitsV01JSON.utf8)), source: .suite, key: "Habits"))
         try checkSeed002(habits)
         #expect(log.all.isEmpty)
     }
@@ -322,13 +337,16 @@ final class DiagnosticLog: Sendable {
 
     @Test func dataBlobOfASingleLegacyValueIsRead() throws {
         let json = #"{"name":"Shop","text":"@myshop","pointSize":27}"#
-        let template = try #require(DiagnosticLog().suite().decode(WatermarkTemplate.self, .data(Data(json.utf8)), source: .suite, key: "t"))
+        let template = try #require(
+            DiagnosticLog().suite().decode(WatermarkTemplate.self, .data(Data(json.utf8)), source: .suite, key: "t"))
         #expect(template.relativeSize == 27.0 / 1080.0)
     }
 
     @Test func nestedVersionedValuesMigrateToo() throws {
         struct Settings: Codable, Sendable { var templates: [WatermarkTemplate]; var favorite: WatermarkTemplate }
-        let value = try stored(#"{"templates": [{"name": "A", "text": "t", "pointSize": 10.8}], "favorite": {"name": "B", "text": "t", "pointSize": 21.6}}"#)
+        let value = try stored(
+            #"{"templates": [{"name": "A", "text": "t", "pointSize": 10.8}], "favorite": {"name": "B", "text": "t", "pointSize": 21.6}}"#
+        )
         let settings = try #require(DiagnosticLog().suite().decode(Settings.self, value, source: .suite, key: "s"))
         #expect(settings.templates[0].relativeSize == 0.01)
         #expect(settings.favorite.relativeSize == 0.02)

@@ -11,7 +11,9 @@ import Testing
     let domain = try! Domain(validating: "com.example.own")
     let other = try! Domain(validating: "com.example.other")
 
-    private func change(_ key: String, _ value: Value?) -> Change { Change(key: try! Key(validating: key), value: value) }
+    private func change(_ key: String, _ value: Value?) -> Change {
+        Change(key: try! Key(validating: key), value: value)
+    }
 
     @Test func anEventAfterTheAcknowledgementIsStillOwn() {
         let writes = OwnWrites()
@@ -19,7 +21,9 @@ import Testing
         #expect(writes.explains(domain, ["k": .string("v")], streamed: nil), "the acknowledgement's own apply")
         writes.end(id, acknowledgedAt: 7)
         #expect(writes.explains(domain, ["k": .string("v")], streamed: 7), "the watch event after the acknowledgement")
-        #expect(!writes.explains(domain, ["k": .string("v")], streamed: 8), "the same value at a later revision is someone else's")
+        #expect(
+            !writes.explains(domain, ["k": .string("v")], streamed: 8),
+            "the same value at a later revision is someone else's")
         #expect(!writes.explains(domain, ["k": .string("v")], streamed: 7), "forgotten once the watch passed it")
     }
 
@@ -30,13 +34,15 @@ import Testing
         #expect(!writes.explains(domain, ["a": .integer(2)], streamed: 3), "another value")
         #expect(!writes.explains(other, ["a": .integer(1)], streamed: 3), "another domain")
         writes.end(id, acknowledgedAt: nil)
-        #expect(!writes.explains(domain, ["a": .integer(1)], streamed: nil), "a write nobody watches is forgotten at once")
+        #expect(
+            !writes.explains(domain, ["a": .integer(1)], streamed: nil), "a write nobody watches is forgotten at once")
     }
 
     @Test func acknowledgedWritesAreBounded() {
         let writes = OwnWrites()
         for index in 0...OwnWrites.keptAcknowledged {
-            writes.end(writes.begin(domain, [change("k\(index)", .integer(Int64(index)))]), acknowledgedAt: Int64(index + 1))
+            writes.end(
+                writes.begin(domain, [change("k\(index)", .integer(Int64(index)))]), acknowledgedAt: Int64(index + 1))
         }
         #expect(!writes.explains(domain, ["k0": .integer(0)], streamed: 1), "the oldest went past the bound")
         let last = OwnWrites.keptAcknowledged

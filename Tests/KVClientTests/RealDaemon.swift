@@ -13,7 +13,8 @@ final class RealDaemon: @unchecked Sendable {
     private(set) var process: Process?
 
     static let binary: String = {
-        let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
+        let exe =
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]
         var url = URL(fileURLWithPath: exe).deletingLastPathComponent()
         while !FileManager.default.fileExists(atPath: url.appendingPathComponent("kvd").path), url.path != "/" {
             url.deleteLastPathComponent()

@@ -53,7 +53,8 @@ struct CoveredNotebook: Codable, Sendable, Equatable {
 
 extension KVDefaults.Keys {
     static let tasks = Key<[Task]>("notes", default: [])
-    static let coveredNotebook = Key<CoveredNotebook>("notebook", default: CoveredNotebook(name: "", notes: [], cover: .normal))
+    static let coveredNotebook = Key<CoveredNotebook>(
+        "notebook", default: CoveredNotebook(name: "", notes: [], cover: .normal))
     static let notebook = Key<Notebook>("notebook", default: Notebook(name: "", notes: []))
     static let note = Key<Note>("note", default: Note(title: ""))
     static let notes = Key<[Note]>("notes", default: [])
@@ -111,16 +112,24 @@ enum ShapeFixture {
         #expect(notebook.notes.map(\.title) == ["Milk", "Bread"], "one damaged note must not take the others with it")
         notebook.name = "Kitchen"
         try? defaults.set(notebook, for: .notebook)
-        guard case .dictionary(let members) = try storedNow(daemon, "notebook"), case .array(let notes)? = members["notes"] else {
+        guard case .dictionary(let members) = try storedNow(daemon, "notebook"),
+            case .array(let notes)? = members["notes"]
+        else {
             Issue.record("the notebook is no longer stored as one")
             return
         }
         #expect(notes.count == 3, "three notes stored before the save, \(notes.count) after")
-        #expect(notes.contains(try stored(#"{"schemaVersion": 2, "title": 42, "text": "damaged"}"#)), "the damaged note is kept as it was")
+        #expect(
+            notes.contains(try stored(#"{"schemaVersion": 2, "title": 42, "text": "damaged"}"#)),
+            "the damaged note is kept as it was")
         #expect(try storedNow(daemon, "notebook") == original, "a plain save refused: nothing changed")
         let reading = defaults.read(.notebook)
-        #expect(reading.report.findings.map(\.path) == ["$.notes[1]"] && reading.report.findings.first?.kind == .undecodable)
-        #expect(reading.report.findings.first?.message.contains("found an integer (42) at $.notes[1].title") == true, "\(reading.report)")
+        #expect(
+            reading.report.findings.map(\.path) == ["$.notes[1]"] && reading.report.findings.first?.kind == .undecodable
+        )
+        #expect(
+            reading.report.findings.first?.message.contains("found an integer (42) at $.notes[1].title") == true,
+            "\(reading.report)")
 
         // Asked to keep it: the damaged note is appended to the notes, the rest is the app's.
         try defaults.set(notebook, for: .notebook, unread: .keep)
@@ -143,18 +152,24 @@ enum ShapeFixture {
         #expect(notebook.notes.map(\.title) == ["Milk", "Bread"])
         if notebook.notes.isEmpty { notebook.name = "Kitchen" } else { notebook.notes[0].text = "1 litre" }
         try? defaults.set(notebook, for: .notebook)
-        guard case .dictionary(let members) = try storedNow(daemon, "notebook"), case .array(let notes)? = members["notes"] else {
+        guard case .dictionary(let members) = try storedNow(daemon, "notebook"),
+            case .array(let notes)? = members["notes"]
+        else {
             Issue.record("the notebook is no longer stored as one")
             return
         }
-        #expect(notes.contains(try stored(#"{"schemaVersion": 3, "title": "Plan", "checklist": ["a", "b"]}"#)), "the v3 note survives the save")
+        #expect(
+            notes.contains(try stored(#"{"schemaVersion": 3, "title": "Plan", "checklist": ["a", "b"]}"#)),
+            "the v3 note survives the save")
         let reading = defaults.read(.notebook)
         #expect(reading.report.newerVersion == 3, "the downgrade is visible")
         #expect(reading.report.findings.first?.path == "$.notes[1]")
         let error = #expect(throws: KVDefaultsError.self) { try defaults.set(notebook, for: .notebook) }
         if case .wouldLoseStoredData(let key, let report)? = error {
             #expect(key == "notebook" && report.newerVersion == 3)
-            #expect(error?.description.contains("a newer version of the app (schema version 3) wrote it") == true, "\(error!)")
+            #expect(
+                error?.description.contains("a newer version of the app (schema version 3) wrote it") == true,
+                "\(error!)")
         } else {
             Issue.record("not refused as would-lose-stored-data: \(String(describing: error))")
         }
@@ -171,9 +186,12 @@ enum ShapeFixture {
         try? defaults.set(note, for: .note)
         let after = try storedNow(daemon, "note")
         #expect(
-            JSONWriter(sortKeys: true).string(after.typedJSON).contains("precious text") || after == .data(Data(ShapeFixture.unversionedV1.utf8)),
+            JSONWriter(sortKeys: true).string(after.typedJSON).contains("precious text")
+                || after == .data(Data(ShapeFixture.unversionedV1.utf8)),
             "the text survives the save: \(after)")
-        #expect(after == (try stored(#"{"schemaVersion": 2, "title": "Shopping", "text": "precious text"}"#)), "read cleanly as v1, saved as v2")
+        #expect(
+            after == (try stored(#"{"schemaVersion": 2, "title": "Shopping", "text": "precious text"}"#)),
+            "read cleanly as v1, saved as v2")
         #expect(defaults.read(.note).report.isClean)
     }
 
@@ -202,11 +220,14 @@ enum ShapeFixture {
         #expect(notes.map(\.priority) == [.normal, .low], "the app sees the fallback")
         notes[1].text = "2 litres"
         try? defaults.set(notes, for: .notes)
-        guard case .array(let elements) = try storedNow(daemon, "notes"), case .dictionary(let first)? = elements.first else {
+        guard case .array(let elements) = try storedNow(daemon, "notes"), case .dictionary(let first)? = elements.first
+        else {
             Issue.record("not stored as a list")
             return
         }
-        #expect(first["priority"] == .string("urgent"), "stored after the save: \(first["priority"].map(String.init(describing:)) ?? "nothing")")
+        #expect(
+            first["priority"] == .string("urgent"),
+            "stored after the save: \(first["priority"].map(String.init(describing:)) ?? "nothing")")
         let finding = defaults.read(.notes).report.findings.first
         #expect(finding?.path == "$[0].priority" && finding?.kind == .unknownCase(raw: "urgent", kept: false))
         #expect(throws: KVDefaultsError.self, "inside an element, the raw value has no provable place") {
@@ -223,7 +244,8 @@ enum ShapeFixture {
         var tasks = reading.value
         #expect(tasks.map(\.priority) == [.normal, .low])
         #expect(tasks[0].$priority.unknownRawValue == "urgent")
-        #expect(reading.report.isClean && reading.report.findings.map(\.kind) == [.unknownCase(raw: "urgent", kept: true)])
+        #expect(
+            reading.report.isClean && reading.report.findings.map(\.kind) == [.unknownCase(raw: "urgent", kept: true)])
         tasks[1].text = "2 litres"
         try defaults.set(tasks, for: .tasks)
         let saved = try storedNow(daemon, "notes")
@@ -255,11 +277,14 @@ enum ShapeFixture {
         book.name = "Kitchen"
         try defaults.set(book, for: .coveredNotebook, unread: .keep)
         #expect(
-            try storedNow(daemon, "notebook") == (try stored(#"{"name": "Kitchen", "notes": [], "cover": "tartan", "owner": "ann"}"#)),
+            try storedNow(daemon, "notebook")
+                == (try stored(#"{"name": "Kitchen", "notes": [], "cover": "tartan", "owner": "ann"}"#)),
             "the unknown case and the unknown member are back where they were")
         book.cover = .high
         try defaults.set(book, for: .coveredNotebook, unread: .keep)
-        #expect(try storedNow(daemon, "notebook") == (try stored(#"{"name": "Kitchen", "notes": [], "cover": "high", "owner": "ann"}"#)))
+        #expect(
+            try storedNow(daemon, "notebook")
+                == (try stored(#"{"name": "Kitchen", "notes": [], "cover": "high", "owner": "ann"}"#)))
     }
 
     @Test func shape5ADowngradedAppDoesNotAddToAListItCannotShow() throws {

@@ -14,7 +14,9 @@ import Testing
     }
 
     @Test func runtimeDirectoryComesThird() {
-        #expect(SocketPath.resolve(explicit: nil, environment: ["XDG_RUNTIME_DIR": "/run/user/7"], uid: 7) == "/run/user/7/kvd.sock")
+        #expect(
+            SocketPath.resolve(explicit: nil, environment: ["XDG_RUNTIME_DIR": "/run/user/7"], uid: 7)
+                == "/run/user/7/kvd.sock")
     }
 
     @Test func tmpFolderOfTheUserIsTheLastResort() {
@@ -28,10 +30,14 @@ import Testing
 
     /// Issue 11: the system instance's socket never falls back to the user's.
     @Test func systemSocketIsGivenThenKvdSystemSocketThenRunKvd() {
-        let environment = ["KVD_SYSTEM_SOCKET": "/env/system.sock", "KVD_SOCKET": "/user.sock", "XDG_RUNTIME_DIR": "/run/user/7"]
+        let environment = [
+            "KVD_SYSTEM_SOCKET": "/env/system.sock", "KVD_SOCKET": "/user.sock", "XDG_RUNTIME_DIR": "/run/user/7",
+        ]
         #expect(SocketPath.resolveSystem(explicit: "/given.sock", environment: environment) == "/given.sock")
         #expect(SocketPath.resolveSystem(explicit: "", environment: environment) == "/env/system.sock")
-        #expect(SocketPath.resolveSystem(explicit: nil, environment: ["KVD_SYSTEM_SOCKET": "", "KVD_SOCKET": "/user.sock"]) == "/run/kvd/system.sock")
+        #expect(
+            SocketPath.resolveSystem(explicit: nil, environment: ["KVD_SYSTEM_SOCKET": "", "KVD_SOCKET": "/user.sock"])
+                == "/run/kvd/system.sock")
     }
 
     @Test func fallbackFolderIsCreatedPrivate() throws {

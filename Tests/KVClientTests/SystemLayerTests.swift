@@ -13,17 +13,27 @@ import Testing
     static let name = "com.example.locks"
 
     @Test func keyLockedRepliesAreDecodedAndSayWhoCanLiftTheLock() {
-        let error = ClientError(errorReply: .failure(DefaultsInterface.Error.keyLocked, ["domain": .string("com.a"), "key": .string("x")]))
+        let error = ClientError(
+            errorReply: .failure(DefaultsInterface.Error.keyLocked, ["domain": .string("com.a"), "key": .string("x")]))
         #expect(error == .keyLocked(domain: "com.a", key: "x"))
-        #expect(error.description == "com.a x is locked by the system administrator; root or a member of group kvd-admin can lift it with: kvctl --system unlock com.a x")
+        #expect(
+            error.description
+                == "com.a x is locked by the system administrator; root or a member of group kvd-admin can lift it with: kvctl --system unlock com.a x"
+        )
         let spaced = ClientError.keyLocked(domain: "com.a", key: "it's on")
-        #expect(spaced.description.hasSuffix("kvctl --system unlock com.a 'it'\\''s on'"), "a key with spaces must be quoted for the shell")
+        #expect(
+            spaced.description.hasSuffix("kvctl --system unlock com.a 'it'\\''s on'"),
+            "a key with spaces must be quoted for the shell")
     }
 
     @Test func watchChangesAndGetCarryTheirSource() throws {
         let server = FakeVarlinkServer { call in
             if call.method.hasSuffix(".Get") {
-                return [VarlinkReply(parameters: ["value": .string("sys"), "revision": .integer(0), "source": .string("locked")])]
+                return [
+                    VarlinkReply(parameters: [
+                        "value": .string("sys"), "revision": .integer(0), "source": .string("locked"),
+                    ])
+                ]
             }
             return [FakeKVD.initial, .failure(DefaultsInterface.Error.notFound, ["domain": .string(Self.name)])]
         }
@@ -48,9 +58,14 @@ import Testing
         let defaults = kvd.suite(log)
         #expect(defaults.string(forKey: "k") == "sys")
         #expect(defaults.objectIsForced(forKey: "k") && defaults.objectIsForced(forKey: "k", inDomain: Self.name))
-        #expect(!defaults.isWritable(forKey: "k") && defaults.isWritable(forKey: "own") && defaults.isWritable(forKey: "def"))
-        #expect(!defaults.objectIsForced(forKey: "own") && !defaults.objectIsForced(forKey: "def") && !defaults.objectIsForced(forKey: "nothing"))
-        #expect(!defaults.objectIsForced(forKey: "k", inDomain: "com.example.other") && !defaults.isWritable(forKey: ""))
+        #expect(
+            !defaults.isWritable(forKey: "k") && defaults.isWritable(forKey: "own")
+                && defaults.isWritable(forKey: "def"))
+        #expect(
+            !defaults.objectIsForced(forKey: "own") && !defaults.objectIsForced(forKey: "def")
+                && !defaults.objectIsForced(forKey: "nothing"))
+        #expect(
+            !defaults.objectIsForced(forKey: "k", inDomain: "com.example.other") && !defaults.isWritable(forKey: ""))
 
         defaults.set("mine", forKey: "k")
         #expect(defaults.string(forKey: "k") == "sys", "the refused write shows in the cache")
@@ -83,8 +98,11 @@ import Testing
         #expect(await updates.next() == "mine")
         #expect(!defaults.objectIsForced(forKey: "own") && defaults.isWritable(forKey: "own"))
 
-        kvd.feed.push(FakeKVD.change("new", "machine", source: "system"))  // a new machine default: a key the cache did not know
-        #expect(eventually { defaults.string(forKey: "new") == "machine" }, "a system default streamed at the current revision was dropped")
+        // a new machine default: a key the cache did not know
+        kvd.feed.push(FakeKVD.change("new", "machine", source: "system"))
+        #expect(
+            eventually { defaults.string(forKey: "new") == "machine" },
+            "a system default streamed at the current revision was dropped")
     }
 }
 
@@ -96,7 +114,10 @@ final class FakeKVD: Sendable {
 
     static let initial = VarlinkReply.watch(
         revision: 3,
-        changes: [Change(key: key("k"), value: .string("sys")), Change(key: key("own"), value: .string("mine")), Change(key: key("def"), value: .integer(5))],
+        changes: [
+            Change(key: key("k"), value: .string("sys")), Change(key: key("own"), value: .string("mine")),
+            Change(key: key("def"), value: .integer(5)),
+        ],
         initial: true, sources: [key("k"): .locked, key("def"): .system])
 
     init() {
@@ -117,7 +138,9 @@ final class FakeKVD: Sendable {
     static func change(_ name: String, _ value: String, source: String?) -> VarlinkReply {
         var change: [String: JSON] = ["key": .string(name), "value": .string(value)]
         if let source { change["source"] = .string(source) }
-        return VarlinkReply(parameters: ["revision": .integer(3), "changes": .array([.object(change)]), "initial": .bool(false)], continues: true)
+        return VarlinkReply(
+            parameters: ["revision": .integer(3), "changes": .array([.object(change)]), "initial": .bool(false)],
+            continues: true)
     }
 
     private static func serve(_ call: VarlinkCall, _ feed: Feed, _ send: (VarlinkReply) -> Bool) -> Bool {
@@ -130,9 +153,14 @@ final class FakeKVD: Sendable {
         case "io.kvd.Defaults.Watch":
             return send(.watch(revision: 3, changes: [], initial: true))
         case "io.kvd.Defaults.Set" where call.parameters["key"] == .string("k"):
-            return send(.failure(DefaultsInterface.Error.keyLocked, ["domain": .string(SystemLayerTests.name), "key": .string("k")]))
+            return send(
+                .failure(
+                    DefaultsInterface.Error.keyLocked, ["domain": .string(SystemLayerTests.name), "key": .string("k")]))
         case "io.kvd.Defaults.Get" where call.parameters["key"] == .string("k"):
-            return send(VarlinkReply(parameters: ["value": .string("sys"), "revision": .integer(0), "source": .string("locked")]))
+            return send(
+                VarlinkReply(parameters: [
+                    "value": .string("sys"), "revision": .integer(0), "source": .string("locked"),
+                ]))
         default:
             return send(.failure(ServiceInterface.Error.methodNotImplemented, ["method": .string(call.method)]))
         }

@@ -28,7 +28,8 @@ import Testing
         let daemon = try RealDaemon()
         let log = DiagnosticLog()
         let defaults = daemon.suite("com.example.nested", log: log)
-        try defaults.write(.array([.array([.integer(1), .bool(true), .integer(2)]), .array([.integer(3)])]), forKey: "grid")
+        try defaults.write(
+            .array([.array([.integer(1), .bool(true), .integer(2)]), .array([.integer(3)])]), forKey: "grid")
         #expect(defaults[Self.grid] == [[1, 2], [3]])
         #expect(log.all.contains { $0.kind == .notRead(path: "$[0][1]") }, "\(log.all)")
     }
@@ -39,6 +40,8 @@ import Testing
         let defaults = daemon.suite("com.example.fallback", log: log)
         try defaults.write(.array([.string("calm"), .string("ecstatic")]), forKey: "moods")
         #expect(defaults[Self.moods] == [.calm, .unknown])
-        #expect(log.all.contains { $0.key == "moods" && $0.message.contains("\"ecstatic\" is not a case of Mood") }, "\(log.all)")
+        #expect(
+            log.all.contains { $0.key == "moods" && $0.message.contains("\"ecstatic\" is not a case of Mood") },
+            "\(log.all)")
     }
 }

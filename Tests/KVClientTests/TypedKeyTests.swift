@@ -40,7 +40,9 @@ extension KVDefaults.Keys {
         #expect(log.all.first?.message.contains("found the string \"twenty\"") == true, "\(log.all)")
         try defaults.write(5, forKey: "showHidden")
         #expect(!defaults[.showHidden], "only 0 and 1 are bools")
-        #expect(throws: KVDefaultsError.self, "what did not convert is not overwritten") { try defaults.set(true, for: .showHidden) }
+        #expect(throws: KVDefaultsError.self, "what did not convert is not overwritten") {
+            try defaults.set(true, for: .showHidden)
+        }
         #expect(defaults.value(forKey: "showHidden") == .integer(5), "after the refused save, reads say what is stored")
         try defaults.set(true, for: .showHidden, unread: .replace)
         #expect(defaults.value(forKey: "showHidden") == .bool(true))
@@ -59,7 +61,9 @@ extension KVDefaults.Keys {
         }
         #expect(defaults[.fontSize] == 30 && defaults[.ratio] == 0.25 && defaults.string(forKey: "theme") == "dark")
         let connection = try daemon.connection()
-        let revisions = try ["fontSize", "ratio", "theme"].map { try connection.get(domain("com.example.batch"), key($0)).revision }
+        let revisions = try ["fontSize", "ratio", "theme"].map {
+            try connection.get(domain("com.example.batch"), key($0)).revision
+        }
         #expect(Set(revisions).count == 1, "one commit: \(revisions)")
 
         try connection.set(domain("com.example.batch"), key("notebook"), try stored(ShapeFixture.nestedNewer))
@@ -69,8 +73,12 @@ extension KVDefaults.Keys {
                 batch.set(Notebook(name: "Mine", notes: []), for: .notebook)
             }
         }
-        #expect(try connection.get(domain("com.example.batch"), key("fontSize")).value == .integer(30), "a refused write stops the whole batch")
-        #expect(try connection.get(domain("com.example.batch"), key("notebook")).value == (try stored(ShapeFixture.nestedNewer)))
+        #expect(
+            try connection.get(domain("com.example.batch"), key("fontSize")).value == .integer(30),
+            "a refused write stops the whole batch")
+        #expect(
+            try connection.get(domain("com.example.batch"), key("notebook")).value
+                == (try stored(ShapeFixture.nestedNewer)))
         #expect(throws: KVDefaultsError.invalidValue(key: "ratio", reason: "kvd stores only finite numbers, not inf")) {
             try defaults.apply { batch in
                 batch.set(32, for: .fontSize)
@@ -91,8 +99,12 @@ extension KVDefaults.Keys {
     @Test func aSkippedNewerElementIsDescribedOnce() throws {
         let log = DiagnosticLog()
         _ = log.suite().decode(
-            [Note].self, try stored(ShapeFixture.nestedNewer.replacingOccurrences(of: "\"name\": \"Home\", \"notes\": ", with: "\"x\": ")), source: .suite, key: "notes")
-        _ = log.suite().decode([Note].self, try stored(#"[{"schemaVersion": 3, "title": "Plan"}]"#), source: .suite, key: "notes")
+            [Note].self,
+            try stored(
+                ShapeFixture.nestedNewer.replacingOccurrences(of: "\"name\": \"Home\", \"notes\": ", with: "\"x\": ")),
+            source: .suite, key: "notes")
+        _ = log.suite().decode(
+            [Note].self, try stored(#"[{"schemaVersion": 3, "title": "Plan"}]"#), source: .suite, key: "notes")
         let message = try #require(log.all.last?.message)
         #expect(!(message.contains("left as stored") && message.contains("stays stored")), "\(message)")
     }
@@ -107,7 +119,10 @@ extension KVDefaults.Keys {
         #expect(defaults[.fontSize] == 12)
         #expect(eventually { log.all.contains { $0.kind == .unavailable } }, "\(log.all)")
         let message = log.all.first { $0.kind == .unavailable }?.message ?? ""
-        #expect(message.contains("/nonexistent/kvd") && message.contains("install kvd beside this program"), "\(message)")
-        #expect(message.contains("reads return registered values and defaults") && !message.contains("last known values"), "\(message)")
+        #expect(
+            message.contains("/nonexistent/kvd") && message.contains("install kvd beside this program"), "\(message)")
+        #expect(
+            message.contains("reads return registered values and defaults") && !message.contains("last known values"),
+            "\(message)")
     }
 }

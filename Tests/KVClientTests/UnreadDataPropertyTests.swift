@@ -78,7 +78,8 @@ struct Scenario {
             items.append(
                 Item(
                     id: id, title: "T\(id)", done: [true, false, nil].randomElement(using: &generator)!,
-                    priority: [.low, .normal, .high].randomElement(using: &generator)!, mood: [.busy, nil].randomElement(using: &generator)!))
+                    priority: [.low, .normal, .high].randomElement(using: &generator)!,
+                    mood: [.busy, nil].randomElement(using: &generator)!))
         }
         var counts: [String: Int] = [:]
         for index in 0..<Int.random(in: 0...3, using: &generator) { counts["c\(index)"] = index }
@@ -111,8 +112,13 @@ struct Scenario {
             nextID += 1
             let element: Node =
                 tag % 2 == 0
-                ? .object(["schemaVersion": .integer(2), "id": .integer(Int64(nextID)), "title": .integer(Int64(tag)), "priority": .string("low")])
-                : .object(["schemaVersion": .integer(3), "id": .integer(Int64(nextID)), "headline": .string("new \(tag)")])
+                ? .object([
+                    "schemaVersion": .integer(2), "id": .integer(Int64(nextID)), "title": .integer(Int64(tag)),
+                    "priority": .string("low"),
+                ])
+                : .object([
+                    "schemaVersion": .integer(3), "id": .integer(Int64(nextID)), "headline": .string("new \(tag)"),
+                ])
             edit(items: { $0.insert(element, at: Int.random(in: 0...$0.count, using: &generator)) })
             injected.append(.element(element))
         case 3 where !ids.isEmpty:
@@ -139,7 +145,9 @@ struct Scenario {
     var itemIDs: [Int] {
         guard case .object(let root) = stored, case .array(let elements)? = root["items"] else { return [] }
         return elements.compactMap { element in
-            guard case .object(let members) = element, case .integer(let id)? = members["id"], id < 1000 else { return nil }
+            guard case .object(let members) = element, case .integer(let id)? = members["id"], id < 1000 else {
+                return nil
+            }
             return Int(id)
         }
     }
@@ -185,7 +193,9 @@ struct Scenario {
                 return
             }
             for index in elements.indices {
-                guard case .object(var members) = elements[index], members["id"] == .integer(Int64(id)) else { continue }
+                guard case .object(var members) = elements[index], members["id"] == .integer(Int64(id)) else {
+                    continue
+                }
                 body(&members)
                 elements[index] = .object(members)
             }
@@ -210,10 +220,14 @@ struct AppChange {
             return AppChange(describe: "toggle done of item \(id!)")
         case 1 where index != nil:
             shelf.items[index!].priority = .high
-            return AppChange(describe: "set priority of item \(id!)", excuses: { if case .itemPriority(id!, _) = $0 { true } else { false } })
+            return AppChange(
+                describe: "set priority of item \(id!)",
+                excuses: { if case .itemPriority(id!, _) = $0 { true } else { false } })
         case 2 where index != nil:
             shelf.items[index!].mood = .busy
-            return AppChange(describe: "set mood of item \(id!)", excuses: { if case .mood(.item(id: id!), _) = $0 { true } else { false } })
+            return AppChange(
+                describe: "set mood of item \(id!)",
+                excuses: { if case .mood(.item(id: id!), _) = $0 { true } else { false } })
         case 3 where index != nil:
             shelf.items.remove(at: index!)
             return AppChange(
@@ -225,11 +239,14 @@ struct AppChange {
                     }
                 })
         case 4:
-            shelf.items.insert(Item(id: 5000, title: "new", done: nil, priority: .low, mood: nil), at: Int.random(in: 0...shelf.items.count, using: &generator))
+            shelf.items.insert(
+                Item(id: 5000, title: "new", done: nil, priority: .low, mood: nil),
+                at: Int.random(in: 0...shelf.items.count, using: &generator))
             return AppChange(describe: "insert an item", check: { Check.item(5000, in: $0) != nil })
         case 5:
             shelf.mood = .busy
-            return AppChange(describe: "set the shelf's mood", excuses: { if case .mood(.root, _) = $0 { true } else { false } })
+            return AppChange(
+                describe: "set the shelf's mood", excuses: { if case .mood(.root, _) = $0 { true } else { false } })
         case 6:
             shelf.meta.note = "written"
             return AppChange(
@@ -237,7 +254,8 @@ struct AppChange {
                 check: { Check.object(.meta, in: $0)?["note"] == .string("written") })
         default:
             shelf.label = "changed"
-            return AppChange(describe: "change the label", check: { Check.object(.root, in: $0)?["label"] == .string("changed") })
+            return AppChange(
+                describe: "change the label", check: { Check.object(.root, in: $0)?["label"] == .string("changed") })
         }
     }
 }
@@ -291,10 +309,12 @@ enum Check {
             tally.cases += 1
             if !scenario.injected.isEmpty { tally.damaged += 1 }
             for policy in [KVDefaults.UnreadPolicy.refuse, .keep] {
-                let context = "round \(round), \(policy), \(change.describe), injected \(scenario.injected), stored \(stored)"
+                let context =
+                    "round \(round), \(policy), \(change.describe), injected \(scenario.injected), stored \(stored)"
                 let saved: Value?
                 do {
-                    saved = try WriteGuard.prepare(written, as: Shelf.self, over: .value(stored), unread: policy, key: "shelf")
+                    saved = try WriteGuard.prepare(
+                        written, as: Shelf.self, over: .value(stored), unread: policy, key: "shelf")
                 } catch .wouldLoseStoredData(_, let report) {
                     #expect(!clean, "a clean read was refused: \(report); \(context)")
                     #expect(!report.findings.isEmpty)

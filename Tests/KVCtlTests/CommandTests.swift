@@ -20,14 +20,17 @@ import Testing
         #expect(result.status == 1)
         #expect(result.out == "")
         #expect(result.err == "kvctl: no key \"x\" in domain \"com.a\" (list keys with: kvctl keys com.a)\n")
-        #expect(daemon.kvctl("keys", "com.none").err == "kvctl: no domain \"com.none\" (list domains with: kvctl domains)\n")
+        #expect(
+            daemon.kvctl("keys", "com.none").err == "kvctl: no domain \"com.none\" (list domains with: kvctl domains)\n"
+        )
     }
 
     @Test func everyTypeReadsBackWithItsType() {
         let daemon = FakeDaemon()
         let cases: [([String], String, String)] = [
             (["-int", "7"], "integer", "7"), (["-float", "1"], "real", "1.0"), (["-bool", "yes"], "bool", "true"),
-            (["-date", "2026-11-29T17:00:00Z"], "date", "2026-11-29T17:00:00.000Z"), (["-data", "00ff"], "data", "00ff"),
+            (["-date", "2026-11-29T17:00:00Z"], "date", "2026-11-29T17:00:00.000Z"),
+            (["-data", "00ff"], "data", "00ff"),
             (["-array", "a"], "array", "[\n  \"a\"\n]"), (["-dict", "k", "v"], "dictionary", "{\n  \"k\": \"v\"\n}"),
         ]
         for (flags, type, shown) in cases {
@@ -114,7 +117,10 @@ import Testing
     @Test func helpGoesToStdoutAndNamesEveryCommand() {
         let console = RecordingConsole()
         #expect(KVCtl.run(arguments: ["--help"], environment: [:], console: console) == 0)
-        for command in ["get", "set", "delete", "domains", "keys", "read-type", "rename", "export", "import", "watch", "--no-autostart", "--json", "--socket"] {
+        for command in [
+            "get", "set", "delete", "domains", "keys", "read-type", "rename", "export", "import", "watch",
+            "--no-autostart", "--json", "--socket",
+        ] {
             #expect(console.output.contains(command))
         }
         let one = RecordingConsole()
@@ -125,7 +131,9 @@ import Testing
     @Test func cannotConnectNamesTheSocket() {
         let console = RecordingConsole()
         let path = "/tmp/kvctl-test-nobody-\(getpid()).sock"
-        let status = KVCtl.run(arguments: ["get", "com.a", "k"], environment: ["KVD_SOCKET": path, "KVD_NO_AUTOSTART": "1"], console: console)
+        let status = KVCtl.run(
+            arguments: ["get", "com.a", "k"], environment: ["KVD_SOCKET": path, "KVD_NO_AUTOSTART": "1"],
+            console: console)
         #expect(status == 1)
         #expect(console.errors.hasPrefix("kvctl: cannot connect to kvd at \(path): No such file or directory"))
         #expect(console.errors.contains("systemctl --user start kvd.socket"))
@@ -134,7 +142,9 @@ import Testing
     @Test func missingDaemonBinaryIsNamed() {
         let console = RecordingConsole()
         let path = "/tmp/kvctl-test-nobody-\(getpid()).sock"
-        let status = KVCtl.run(arguments: ["--socket", path, "domains"], environment: [:], console: console, daemonPath: "/nonexistent/kvd")
+        let status = KVCtl.run(
+            arguments: ["--socket", path, "domains"], environment: [:], console: console, daemonPath: "/nonexistent/kvd"
+        )
         #expect(status == 1)
         #expect(console.errors.contains("kvd is not at /nonexistent/kvd"))
     }
@@ -143,7 +153,8 @@ import Testing
 extension FakeDaemon {
     func kvctl(_ arguments: [String]) -> (status: Int32, out: String, err: String) {
         let console = RecordingConsole()
-        let status = KVCtl.run(arguments: ["--socket", path, "--no-autostart"] + arguments, environment: [:], console: console)
+        let status = KVCtl.run(
+            arguments: ["--socket", path, "--no-autostart"] + arguments, environment: [:], console: console)
         return (status, console.output, console.errors)
     }
 }

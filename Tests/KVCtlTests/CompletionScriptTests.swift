@@ -11,7 +11,9 @@ import Testing
         do {
             _ = try Invocation.parse(["completion", "tcsh"])
         } catch {
-            #expect(error.error.message.contains("tcsh") && error.error.message.contains("bash|zsh|fish"), "\(error.error.message)")
+            #expect(
+                error.error.message.contains("tcsh") && error.error.message.contains("bash|zsh|fish"),
+                "\(error.error.message)")
         }
     }
 
@@ -20,7 +22,10 @@ import Testing
         #expect(slots("get") == [.domain, .key])
         #expect(slots("set") == [.domain, .key, .value, .value])
         #expect(slots("rename") == [.domain, .key, .key])
-        #expect(slots("export") == [.domain, .file, .words(["--format"]), .words(["json", "xml", "binary"]), .words(["--effective"])])
+        #expect(
+            slots("export") == [
+                .domain, .file, .words(["--format"]), .words(["json", "xml", "binary"]), .words(["--effective"]),
+            ])
         #expect(slots("help") == [.command])
         #expect(slots("completion") == [.words(["bash", "zsh", "fish"])])
     }
@@ -39,7 +44,9 @@ import Testing
     @Test func nullListsNamesExactlyEachEndedByANul() throws {
         #expect(try Invocation.parse(["--null", "keys", "com.a"]).options.null)
         #expect(try !Invocation.parse(["keys", "com.a"]).options.null)
-        #expect(Format.names(["back\\slash", "new\nline", "tab\tthere"], json: false, null: true) == "back\\slash\u{0}new\nline\u{0}tab\tthere\u{0}")
+        #expect(
+            Format.names(["back\\slash", "new\nline", "tab\tthere"], json: false, null: true)
+                == "back\\slash\u{0}new\nline\u{0}tab\tthere\u{0}")
         #expect(Format.names([], json: false, null: true) == "")
         for shell in Shell.allCases {
             #expect(Completion.script(for: shell).contains("--null keys"), "\(shell) reads keys without --null")

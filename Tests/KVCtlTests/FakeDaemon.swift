@@ -40,7 +40,9 @@ final class FakeDaemon: Sendable {
             }
             let locked = locks[touched.0] ?? []
             guard let key = touched.1.map({ $0.first(where: locked.contains) }) ?? locked.min() else { return nil }
-            return RequestError(.failure(DefaultsInterface.Error.keyLocked, ["domain": .string(touched.0.name), "key": .string(key.name)]))
+            return RequestError(
+                .failure(
+                    DefaultsInterface.Error.keyLocked, ["domain": .string(touched.0.name), "key": .string(key.name)]))
         }
 
         func domainRevision(_ domain: Domain) -> Int64 {
@@ -70,7 +72,8 @@ final class FakeDaemon: Sendable {
 
     func kvctl(_ arguments: [String], stdin: String = "") -> (status: Int32, out: String, err: String) {
         let console = RecordingConsole(stdin: stdin)
-        let status = KVCtl.run(arguments: ["--socket", path, "--no-autostart"] + arguments, environment: [:], console: console)
+        let status = KVCtl.run(
+            arguments: ["--socket", path, "--no-autostart"] + arguments, environment: [:], console: console)
         return (status, console.output, console.errors)
     }
 
@@ -91,8 +94,12 @@ final class FakeDaemon: Sendable {
         switch request {
         case .get(let domain, let key):
             guard let entry = store.domains[domain]?[key] else { throw notFound(domain, key) }
-            let source: ValueSource = store.locks[domain]?.contains(key) == true ? .locked : store.sources[domain]?[key] ?? .user
-            return VarlinkReply(parameters: ["value": entry.value.typedJSON, "revision": .integer(entry.revision), "source": .string(source.rawValue)])
+            let source: ValueSource =
+                store.locks[domain]?.contains(key) == true ? .locked : store.sources[domain]?[key] ?? .user
+            return VarlinkReply(parameters: [
+                "value": entry.value.typedJSON, "revision": .integer(entry.revision),
+                "source": .string(source.rawValue),
+            ])
         case .set(let domain, let key, let value, let ifRevision):
             let current = store.domains[domain]?[key]?.revision ?? 0
             if let ifRevision, ifRevision != current { throw mismatch(current) }
@@ -118,15 +125,20 @@ final class FakeDaemon: Sendable {
         case .list(let domain):
             guard let values = store.domains[domain] else { throw notFound(domain) }
             let members = Dictionary(uniqueKeysWithValues: values.map { ($0.key.name, $0.value.value.typedJSON) })
-            return VarlinkReply(parameters: ["values": .object(members), "revision": .integer(store.domainRevision(domain))])
+            return VarlinkReply(parameters: [
+                "values": .object(members), "revision": .integer(store.domainRevision(domain)),
+            ])
         case .listAll:
             // Plays a kvd older than ListAll, so every kvctl unit test also runs the fallback to List.
-            throw RequestError(.failure(ServiceInterface.Error.methodNotFound, ["method": .string("io.kvd.Defaults.ListAll")]))
+            throw RequestError(
+                .failure(ServiceInterface.Error.methodNotFound, ["method": .string("io.kvd.Defaults.ListAll")]))
         case .domains:
             return VarlinkReply(parameters: ["domains": .array(store.domains.keys.map { .string($0.name) })])
         case .watch(let domain, _):
             let changes = (store.domains[domain] ?? [:]).map { Change(key: $0.key, value: $0.value.value).json }
-            return VarlinkReply(parameters: ["revision": .integer(store.revision), "changes": .array(changes), "initial": .bool(true)])
+            return VarlinkReply(parameters: [
+                "revision": .integer(store.revision), "changes": .array(changes), "initial": .bool(true),
+            ])
         case .lock(let domain, let key):
             store.locks[domain, default: []].insert(key)
             store.revision += 1
@@ -136,10 +148,15 @@ final class FakeDaemon: Sendable {
             store.revision += 1
             return revision(store.revision)
         case .locks(let only):
-            let locks = store.locks.filter { only == nil || $0.key == only }.flatMap { domain, keys in keys.map { (domain, $0) } }
-            let items = locks.sorted { ($0.0.name, $0.1) < ($1.0.name, $1.1) }.map { JSON.object(["domain": .string($0.0.name), "key": .string($0.1.name)]) }
+            let locks = store.locks.filter { only == nil || $0.key == only }.flatMap { domain, keys in
+                keys.map { (domain, $0) }
+            }
+            let items = locks.sorted { ($0.0.name, $0.1) < ($1.0.name, $1.1) }.map {
+                JSON.object(["domain": .string($0.0.name), "key": .string($0.1.name)])
+            }
             return VarlinkReply(parameters: ["locks": .array(items)])
-        case .getInfo, .getInterfaceDescription, .mirror, .status, .history, .backup, .forgetHistory, .keepHistory:  // history, backup: tested against the real kvd
+        // history, backup: tested against the real kvd
+        case .getInfo, .getInterfaceDescription, .mirror, .status, .history, .backup, .forgetHistory, .keepHistory:
             throw RequestError(.failure(ServiceInterface.Error.methodNotImplemented))
         }
     }

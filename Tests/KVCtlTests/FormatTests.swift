@@ -17,7 +17,10 @@ import Testing
         (.date(Date(timeIntervalSince1970: 1_795_971_600.25)), "2026-11-29T17:00:00.250Z"),
         (.data(Data([0xDE, 0xAD, 0x01])), "dead01"),
         (.array([.integer(1), .string("a")]), "[\n  1,\n  \"a\"\n]"),
-        (.dictionary(["b": .real(2), "a": .date(Date(timeIntervalSince1970: 0))]), "{\n  \"a\": {\n    \"$date\": \"1970-01-01T00:00:00.000Z\"\n  },\n  \"b\": 2.0\n}"),
+        (
+            .dictionary(["b": .real(2), "a": .date(Date(timeIntervalSince1970: 0))]),
+            "{\n  \"a\": {\n    \"$date\": \"1970-01-01T00:00:00.000Z\"\n  },\n  \"b\": 2.0\n}"
+        ),
     ])
     func plainOutputPerType(value: Value, expected: String) {
         #expect(Format.plain(value) == expected)
@@ -54,16 +57,24 @@ import Testing
     /// read back into the same status.
     @Test func statusShowsTheFleetAndItsJSONReadsBack() throws {
         let fleet = FleetStatus(
-            endpoints: ["http://127.0.0.1:2379", "http://127.0.0.1:2479"], memberInUse: "http://127.0.0.1:2479", phase: "watching",
-            appliedRevision: 40, seenRevision: 45, relists: 1, lastError: "etcd member http://127.0.0.1:2379: connection refused",
-            problems: ["etcd key \"kvd/values/com.corp.a/b\" (revision 3) is left out: bad JSON"], prefix: "kvd/", domains: ["com.corp.*"])
+            endpoints: ["http://127.0.0.1:2379", "http://127.0.0.1:2479"], memberInUse: "http://127.0.0.1:2479",
+            phase: "watching",
+            appliedRevision: 40, seenRevision: 45, relists: 1,
+            lastError: "etcd member http://127.0.0.1:2379: connection refused",
+            problems: ["etcd key \"kvd/values/com.corp.a/b\" (revision 3) is left out: bad JSON"], prefix: "kvd/",
+            domains: ["com.corp.*"])
         let status = SystemStatus(revision: 12, domains: 3, fleet: fleet)
         let text = Format.status(status, json: false)
-        #expect(text.hasPrefix("system instance: revision 12, 3 domain(s)\nfleet: watching (etcd prefix kvd/, domains com.corp.*)\n"))
+        #expect(
+            text.hasPrefix(
+                "system instance: revision 12, 3 domain(s)\nfleet: watching (etcd prefix kvd/, domains com.corp.*)\n"))
         #expect(text.contains("  member in use: http://127.0.0.1:2479\n"))
         #expect(text.contains("  etcd revision: 40 applied, 45 seen (lag 5)\n"))
         #expect(text.contains("  last error: etcd member http://127.0.0.1:2379: connection refused\n"))
-        #expect(text.hasSuffix("  left out: 1 etcd key(s)\n    etcd key \"kvd/values/com.corp.a/b\" (revision 3) is left out: bad JSON\n"))
+        #expect(
+            text.hasSuffix(
+                "  left out: 1 etcd key(s)\n    etcd key \"kvd/values/com.corp.a/b\" (revision 3) is left out: bad JSON\n"
+            ))
         let json = try JSONParser.parse(Format.status(status, json: true))
         guard case .object(let members) = json else { Issue.record("not an object: \(json)"); return }
         #expect(SystemStatus(json: members) == status)
@@ -73,15 +84,20 @@ import Testing
     /// Issue 24: a left-out key holding terminal controls and a forged line is printed escaped
     /// as `keys` prints names; a capped list says how many are not shown.
     @Test func statusEscapesNamesAndCountsWhatIsNotShown() throws {
-        let forged = "etcd key \"kvd/values/com.corp.a/\u{0}\u{1b}[2K\rFORGED\n  left out: nothing\" (revision 3) is left out: bad"
+        let forged =
+            "etcd key \"kvd/values/com.corp.a/\u{0}\u{1b}[2K\rFORGED\n  left out: nothing\" (revision 3) is left out: bad"
         let fleet = FleetStatus(
-            endpoints: ["http://127.0.0.1:2379"], memberInUse: nil, phase: "watching", appliedRevision: 4, seenRevision: 4, relists: 0,
+            endpoints: ["http://127.0.0.1:2379"], memberInUse: nil, phase: "watching", appliedRevision: 4,
+            seenRevision: 4, relists: 0,
             lastError: nil, problems: [forged], problemCount: 1000, prefix: "kvd/", domains: ["com.corp.*"])
         let text = Format.status(SystemStatus(revision: 1, domains: 1, fleet: fleet), json: false)
         #expect(text.contains("    " + Format.escapedLine(forged) + "\n"))
         #expect(text.contains("\\x00\\x1b[2K\\rFORGED\\n  left out: nothing"))
         #expect(!text.contains("\u{1b}") && !text.contains("\r") && !text.contains("\nFORGED"))
-        #expect(text.hasSuffix("  left out: 1000 etcd key(s)\n" + "    " + Format.escapedLine(forged) + "\n    (999 more not shown)\n"))
+        #expect(
+            text.hasSuffix(
+                "  left out: 1000 etcd key(s)\n" + "    " + Format.escapedLine(forged) + "\n    (999 more not shown)\n")
+        )
         let json = try JSONParser.parse(Format.status(SystemStatus(revision: 1, domains: 1, fleet: fleet), json: true))
         guard case .object(let members) = json else { Issue.record("not an object: \(json)"); return }
         #expect(SystemStatus(json: members)?.fleet?.problemCount == 1000)
@@ -94,6 +110,9 @@ import KVProtocol
 enum WatchEventFixture {
     static let event = WatchEvent(
         revision: 7,
-        changes: [Change(key: try! Key(validating: "b"), value: nil), Change(key: try! Key(validating: "a"), value: .string("x"))],
+        changes: [
+            Change(key: try! Key(validating: "b"), value: nil),
+            Change(key: try! Key(validating: "a"), value: .string("x")),
+        ],
         initial: true)
 }

@@ -16,7 +16,9 @@ import Testing
     @Test func aliasesAndGlobalDomain() throws {
         #expect(try Invocation.parse(["read", "com.a", "k"]).command == .get(domain, key))
         #expect(try Invocation.parse(["get", "-g"]).command == .get(.global, nil))
-        #expect(try Invocation.parse(["write", "-g", "k", "-int", "1"]).command == .set(.global, key, .replace(.integer(1))))
+        #expect(
+            try Invocation.parse(["write", "-g", "k", "-int", "1"]).command == .set(.global, key, .replace(.integer(1)))
+        )
     }
 
     @Test func everyCommandParses() throws {
@@ -41,10 +43,16 @@ import Testing
     @Test func historyForgetsAndMarks() throws {
         #expect(try Invocation.parse(["history", "--forget", "com.a", "k"]).command == .forgetHistory(domain, key))
         #expect(try Invocation.parse(["history", "com.a", "--forget"]).command == .forgetHistory(domain, nil))
-        #expect(try Invocation.parse(["history", "--keep-none", "com.a", "k"]).command == .keepHistory(domain, key, keep: false))
+        #expect(
+            try Invocation.parse(["history", "--keep-none", "com.a", "k"]).command
+                == .keepHistory(domain, key, keep: false))
         #expect(try Invocation.parse(["history", "--keep", "com.a"]).command == .keepHistory(domain, nil, keep: true))
-        #expect(throws: CommandLineError.self) { try Invocation.parse(["history", "--forget", "--keep-none", "com.a"]) }
-        #expect(throws: CommandLineError.self) { try Invocation.parse(["history", "--forget", "com.a", "--limit", "3"]) }
+        #expect(throws: CommandLineError.self) {
+            try Invocation.parse(["history", "--forget", "--keep-none", "com.a"])
+        }
+        #expect(throws: CommandLineError.self) {
+            try Invocation.parse(["history", "--forget", "com.a", "--limit", "3"])
+        }
         #expect(throws: CommandLineError.self) { try Invocation.parse(["restore", "--forget", "com.a"]) }
     }
 

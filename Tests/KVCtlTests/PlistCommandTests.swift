@@ -10,15 +10,22 @@ import Testing
     @Test func exportTakesAFormatAfterTheFile() throws {
         #expect(try Invocation.parse(["export", "com.a", "f"]).command == .export(domain, "f"))
         #expect(try Invocation.parse(["export", "com.a", "f", "--format", "json"]).command == .export(domain, "f"))
-        #expect(try Invocation.parse(["export", "com.a", "f", "--format", "xml"]).command == .exportPlist(domain, "f", .xml))
-        #expect(try Invocation.parse(["export", "com.a", "-", "--format", "binary"]).command == .exportPlist(domain, "-", .binary))
+        #expect(
+            try Invocation.parse(["export", "com.a", "f", "--format", "xml"]).command == .exportPlist(domain, "f", .xml)
+        )
+        #expect(
+            try Invocation.parse(["export", "com.a", "-", "--format", "binary"]).command
+                == .exportPlist(domain, "-", .binary))
         for bad in [["--format"], ["--format", "yaml"], ["--json"], ["--format", "xml", "extra"]] {
             #expect(throws: CommandLineError.self, "\(bad)") { try Invocation.parse(["export", "com.a", "f"] + bad) }
         }
     }
 
     @Test func propertyListsAreRecognisedByTheirFirstBytes() {
-        for text in ["bplist00\u{0}", "<?xml version=\"1.0\"?><plist/>", "<plist version=\"1.0\">", "\u{FEFF}\n  <?xml", "\n<plist>"] {
+        for text in [
+            "bplist00\u{0}", "<?xml version=\"1.0\"?><plist/>", "<plist version=\"1.0\">", "\u{FEFF}\n  <?xml",
+            "\n<plist>",
+        ] {
             #expect(Plist.looksLikePlist(Array(text.utf8)), "\(text.debugDescription)")
         }
         for text in ["{\"a\": 1}", " {\"<?xml\": 1}", "bplist0", "", "[]"] {

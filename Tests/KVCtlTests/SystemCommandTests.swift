@@ -15,7 +15,9 @@ import Testing
         for arguments in [["lock", "com.a", "k"], ["unlock", "com.a", "k"], ["locks"]] {
             let result = daemon.kvctl(arguments)
             #expect(result.status == 2)
-            #expect(result.err.hasPrefix("kvctl: \(arguments[0]) works on the system instance only: kvctl --system \(arguments[0])"))
+            #expect(
+                result.err.hasPrefix(
+                    "kvctl: \(arguments[0]) works on the system instance only: kvctl --system \(arguments[0])"))
             #expect(result.err.contains("usage: kvctl [OPTIONS] \(arguments[0])"))
         }
         #expect(daemon.shared.store.withLock { $0.locks.isEmpty && $0.revision == 0 }, "a refused command reached kvd")
@@ -28,9 +30,14 @@ import Testing
         #expect(daemon.kvctl("--system", "--json", "lock", "com.b", "line\nbreak") == (0, "{\"revision\":3}\n", ""))
         #expect(daemon.kvctl("--system", "locks").out == "com.a k\ncom.b line\\nbreak\n")
         #expect(daemon.kvctl("--system", "locks", "com.a").out == "k\n")
-        #expect(daemon.kvctl("--system", "--json", "locks", "com.b").out == "[{\"domain\":\"com.b\",\"key\":\"line\\nbreak\"}]\n")
+        #expect(
+            daemon.kvctl("--system", "--json", "locks", "com.b").out
+                == "[{\"domain\":\"com.b\",\"key\":\"line\\nbreak\"}]\n")
         #expect(daemon.kvctl("--system", "unlock", "com.a", "k") == (0, "", ""))
-        #expect(daemon.kvctl("--system", "unlock", "com.a", "k") == (1, "", "kvctl: com.a k is not locked (list the locks with: kvctl --system locks com.a)\n"))
+        #expect(
+            daemon.kvctl("--system", "unlock", "com.a", "k") == (
+                1, "", "kvctl: com.a k is not locked (list the locks with: kvctl --system locks com.a)\n"
+            ))
         #expect(daemon.kvctl("--system", "locks", "com.a") == (0, "", ""))
     }
 
@@ -42,14 +49,17 @@ import Testing
         _ = daemon.kvctl("set", "com.a", "k", "-array", "v")
         _ = daemon.kvctl("--system", "lock", "com.a", "k")
         let writes: [[String]] = [
-            ["set", "com.a", "k", "x"], ["set", "com.a", "k", "-array-add", "x"], ["delete", "com.a", "k"], ["delete", "com.a"],
+            ["set", "com.a", "k", "x"], ["set", "com.a", "k", "-array-add", "x"], ["delete", "com.a", "k"],
+            ["delete", "com.a"],
             ["rename", "com.a", "k", "other"],
         ]
         for arguments in writes {
             #expect(daemon.kvctl(arguments, stdin: "{}") == (1, "", Self.lockedMessage), "\(arguments)")
         }
         let imported = daemon.kvctl(["import", "com.a", "-"], stdin: #"{"k": "x", "other": "y"}"#)
-        #expect(imported.status == 1 && imported.err.contains(#""k" of com.a is locked by the system administrator"#), "\(imported)")
+        #expect(
+            imported.status == 1 && imported.err.contains(#""k" of com.a is locked by the system administrator"#),
+            "\(imported)")
         #expect(daemon.kvctl("--json", "get", "com.a", "k").out == "[\"v\"]\n")
         #expect(daemon.kvctl("get", "com.a", "other").out == "y\n")
     }
@@ -57,7 +67,8 @@ import Testing
     @Test func aChangeDeniedByTheSystemInstanceSaysWhoMayMakeIt() {
         let daemon = FakeDaemon()
         daemon.shared.store.withLock { $0.writesDenied = true }
-        let denied = "kvctl: permission denied: only root and members of group kvd-admin may change the system instance\n"
+        let denied =
+            "kvctl: permission denied: only root and members of group kvd-admin may change the system instance\n"
         #expect(daemon.kvctl("--system", "set", "com.a", "k", "v") == (1, "", denied))
         #expect(daemon.kvctl("--system", "lock", "com.a", "k") == (1, "", denied))
         #expect(daemon.kvctl("--system", "locks") == (0, "", ""), "reading must stay allowed")
@@ -66,14 +77,21 @@ import Testing
     @Test func sourceSaysWhereTheValueComesFromAndWhatToDo() {
         let daemon = FakeDaemon()
         for key in ["mine", "machine", "k"] { _ = daemon.kvctl("set", "com.a", key, "v") }
-        daemon.shared.store.withLock { $0.sources[try! Domain(validating: "com.a")] = [try! Key(validating: "machine"): .system] }
+        daemon.shared.store.withLock {
+            $0.sources[try! Domain(validating: "com.a")] = [try! Key(validating: "machine"): .system]
+        }
         _ = daemon.kvctl("--system", "lock", "com.a", "k")
         #expect(daemon.kvctl("source", "com.a", "mine") == (0, "user: your own value\n", ""))
-        #expect(daemon.kvctl("source", "com.a", "machine").out == "system: the machine's default (your own value would override it: kvctl set com.a machine ...)\n")
+        #expect(
+            daemon.kvctl("source", "com.a", "machine").out
+                == "system: the machine's default (your own value would override it: kvctl set com.a machine ...)\n")
         #expect(
             daemon.kvctl("source", "com.a", "k").out
-                == "locked: set by the system administrator and locked (root or a member of kvd-admin can lift it: kvctl --system unlock com.a k)\n")
-        #expect(daemon.kvctl("--json", "source", "com.a", "k").out == "{\"domain\":\"com.a\",\"key\":\"k\",\"source\":\"locked\",\"value\":\"v\"}\n")
+                == "locked: set by the system administrator and locked (root or a member of kvd-admin can lift it: kvctl --system unlock com.a k)\n"
+        )
+        #expect(
+            daemon.kvctl("--json", "source", "com.a", "k").out
+                == "{\"domain\":\"com.a\",\"key\":\"k\",\"source\":\"locked\",\"value\":\"v\"}\n")
         #expect(daemon.kvctl("source", "com.a", "none").status == 1)
     }
 
@@ -83,14 +101,19 @@ import Testing
         _ = daemon.kvctl("set", "com.a", "k", "v")
         let console = RecordingConsole()
         let environment = ["KVD_SYSTEM_SOCKET": daemon.path, "KVD_SOCKET": "/nonexistent/user.sock"]
-        #expect(KVCtl.run(arguments: ["--system", "get", "com.a", "k"], environment: environment, console: console) == 0)
+        #expect(
+            KVCtl.run(arguments: ["--system", "get", "com.a", "k"], environment: environment, console: console) == 0)
         #expect(console.output == "v\n")
 
         let missing = RecordingConsole()
         let absent = ["KVD_SYSTEM_SOCKET": "/tmp/kvctl-test-no-system.sock"]
-        let status = KVCtl.run(arguments: ["--system", "get", "com.a", "k"], environment: absent, console: missing, daemonPath: "/bin/true")
+        let status = KVCtl.run(
+            arguments: ["--system", "get", "com.a", "k"], environment: absent, console: missing, daemonPath: "/bin/true"
+        )
         #expect(status == 1)
-        #expect(missing.errors.hasPrefix("kvctl: cannot connect to the system instance at /tmp/kvctl-test-no-system.sock: "))
+        #expect(
+            missing.errors.hasPrefix("kvctl: cannot connect to the system instance at /tmp/kvctl-test-no-system.sock: ")
+        )
         #expect(missing.errors.contains("systemctl start kvd-system.socket"))
     }
 }

@@ -15,8 +15,15 @@ import Testing
         let loop = try EventLoopTests.Loop()
         let mib = 1 << 20
         let (big, small) = (try Domain(validating: "big"), try Domain(validating: "small"))
-        for index in 0..<12 { _ = try loop.store.commit(big, .set(try Key(validating: "k\(index)"), .string(String(repeating: "a", count: mib)), ifRevision: nil)) }
-        for index in 0..<4 { _ = try loop.store.commit(small, .set(try Key(validating: "k\(index)"), .integer(Int64(index)), ifRevision: nil)) }
+        for index in 0..<12 {
+            _ = try loop.store.commit(
+                big,
+                .set(try Key(validating: "k\(index)"), .string(String(repeating: "a", count: mib)), ifRevision: nil))
+        }
+        for index in 0..<4 {
+            _ = try loop.store.commit(
+                small, .set(try Key(validating: "k\(index)"), .integer(Int64(index)), ifRevision: nil))
+        }
         let revision = loop.store.revision
         let client = loop.connect()
         client.send(Self.backup, Self.domains)
@@ -32,7 +39,8 @@ import Testing
         let expected = 12 + 1 + 1 + 1  // a piece per big value, one for small, the last, Domains
         loop.run("the backup did not end", passes: 2000) {
             _ = client.isClosed  // reads what arrived
-            return loop.server.streams.isEmpty && loop.server.connectionsByID.values.allSatisfy { $0.pendingOutput == 0 }
+            return loop.server.streams.isEmpty
+                && loop.server.connectionsByID.values.allSatisfy { $0.pendingOutput == 0 }
         }
         loop.run("the call after the backup was not answered") { client.replies.count == expected }
         let replies = try client.replies.map { try VarlinkReply(message: ArraySlice($0.utf8)) }
@@ -40,19 +48,27 @@ import Testing
         guard replies.count == expected else { return }
         let pieces = replies.prefix(expected - 1)
         #expect(pieces.allSatisfy { $0.parameters["revision"] == .integer(revision) })
-        #expect(pieces.dropLast().allSatisfy { $0.continues } && !pieces.last!.continues, "every piece but the last says more follow")
+        #expect(
+            pieces.dropLast().allSatisfy { $0.continues } && !pieces.last!.continues,
+            "every piece but the last says more follow")
         #expect(pieces.last!.parameters["domain"] == nil)
         var values: [String: [String: JSON]] = [:]
         for piece in pieces.dropLast() {
-            guard case .string(let domain)? = piece.parameters["domain"], case .object(let members)? = piece.parameters["values"] else {
+            guard case .string(let domain)? = piece.parameters["domain"],
+                case .object(let members)? = piece.parameters["values"]
+            else {
                 Issue.record("a piece without a domain or values")
                 continue
             }
             values[domain, default: [:]].merge(members) { _, new in new }
         }
-        #expect(values["big"]?.count == 12 && values["big"]?["k11"] == .string(String(repeating: "a", count: mib)), "the state at the call's revision")
+        #expect(
+            values["big"]?.count == 12 && values["big"]?["k11"] == .string(String(repeating: "a", count: mib)),
+            "the state at the call's revision")
         #expect(values["small"] == ["k0": .integer(0), "k1": .integer(1), "k2": .integer(2), "k3": .integer(3)])
-        #expect(replies.last!.parameters["domains"] != nil, "the next call is answered after the last piece: \(replies.last!.parameters)")
+        #expect(
+            replies.last!.parameters["domains"] != nil,
+            "the next call is answered after the last piece: \(replies.last!.parameters)")
         #expect(loop.server.streams.isEmpty)
     }
 }

@@ -12,7 +12,9 @@ import Testing
     @Test func aSharedReplyIsChargedOnceAndKeepsItsPlaceInTheOutput() throws {
         let memory = ClientMemory(budget: 1 << 30)
         let pairs = [try SocketPair(), try SocketPair()]
-        let watchers = pairs.enumerated().map { ClientConnection(id: $0.offset, fd: $0.element.near, memory: memory, system: system) }
+        let watchers = pairs.enumerated().map {
+            ClientConnection(id: $0.offset, fd: $0.element.near, memory: memory, system: system)
+        }
         let shared = SharedReply([UInt8](repeating: UInt8(ascii: "s"), count: SharedReply.minimumShared) + [0])
         for watcher in watchers {
             watcher.send(writing: { $0 += Array("first".utf8) + [0] })
@@ -21,7 +23,9 @@ import Testing
             watcher.recharge()
         }
         let own = memory.total - shared.bytes.count
-        #expect(own >= 0 && own < shared.bytes.count, "the shared reply was charged \(memory.total / shared.bytes.count) times")
+        #expect(
+            own >= 0 && own < shared.bytes.count,
+            "the shared reply was charged \(memory.total / shared.bytes.count) times")
         #expect(watchers[0].pendingOutput == 6 + shared.bytes.count + 5)
         try watchers[0].flush()
         let received = pairs[0].received()
@@ -47,7 +51,10 @@ import Testing
     @Test func theBudgetOptionTakesSizesOfAtLeastOneMebibyte() throws {
         let environment = ["HOME": "/home/u"]
         func budget(_ text: String) throws(UsageError) -> Int? {
-            guard case .run(let options) = try DaemonOptions.parse(["--max-client-memory", text], environment: environment) else { return nil }
+            guard
+                case .run(let options) = try DaemonOptions.parse(
+                    ["--max-client-memory", text], environment: environment)
+            else { return nil }
             return options.maxClientMemory
         }
         #expect(try budget("1048576") == 1 << 20)

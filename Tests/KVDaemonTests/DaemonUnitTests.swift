@@ -6,7 +6,9 @@ import Testing
 @testable import KVDaemon
 
 @Suite struct OptionsTests {
-    private func parse(_ arguments: [String], _ environment: [String: String] = ["HOME": "/home/u"]) throws(UsageError) -> DaemonOptions.Parsed {
+    private func parse(_ arguments: [String], _ environment: [String: String] = ["HOME": "/home/u"]) throws(UsageError)
+        -> DaemonOptions.Parsed
+    {
         try DaemonOptions.parse(arguments, environment: environment)
     }
 
@@ -21,13 +23,20 @@ import Testing
     }
 
     @Test func flagsOverrideTheEnvironment() throws {
-        let parsed = try parse(["--socket", "/s", "--state-dir=/d", "--idle-exit", "0"], ["KVD_SOCKET": "/x", "KVD_STATE_DIR": "/y"])
-        #expect(parsed == .run(DaemonOptions(socketPath: "/s", stateDirectory: "/d", idleExit: nil, verbose: false, role: .user(systemSocket: "/run/kvd/system.sock"))))
+        let parsed = try parse(
+            ["--socket", "/s", "--state-dir=/d", "--idle-exit", "0"], ["KVD_SOCKET": "/x", "KVD_STATE_DIR": "/y"])
+        #expect(
+            parsed
+                == .run(
+                    DaemonOptions(
+                        socketPath: "/s", stateDirectory: "/d", idleExit: nil, verbose: false,
+                        role: .user(systemSocket: "/run/kvd/system.sock"))))
         #expect(
             try parse(["--idle-exit", "1.5"])
                 == .run(
                     DaemonOptions(
-                        socketPath: Paths.socket(explicit: nil, environment: [:]), stateDirectory: "/home/u/.config/kvd", idleExit: .milliseconds(1500), verbose: false,
+                        socketPath: Paths.socket(explicit: nil, environment: [:]),
+                        stateDirectory: "/home/u/.config/kvd", idleExit: .milliseconds(1500), verbose: false,
                         role: .user(systemSocket: "/run/kvd/system.sock"))))
     }
 
@@ -59,7 +68,9 @@ import Testing
             // Every file (domain and history files of any name, a saved system layer).
             if let folder = opendir(path) {
                 while let entry = readdir(folder) {
-                    let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+                    let name = withUnsafeBytes(of: entry.pointee.d_name) {
+                        String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
+                    }
                     if name != ".", name != ".." { unlink(path + "/" + name) }
                 }
                 closedir(folder)
@@ -74,7 +85,9 @@ import Testing
 
     /// The reply of `outcome`; fails the test when `call` was not answered at once.
     private func answer(_ outcome: RequestHandler.Outcome, _ call: String) throws -> VarlinkReply {
-        guard case .reply(let reply) = outcome else { throw TestFailure("\(call) must be answered at once, not become \(outcome)") }
+        guard case .reply(let reply) = outcome else {
+            throw TestFailure("\(call) must be answered at once, not become \(outcome)")
+        }
         return reply
     }
 
@@ -84,15 +97,21 @@ import Testing
         let domain = try Domain(validating: "d")
         let key = try Key(validating: "k")
         guard
-            case .commit(domain, .set(key, .integer(5), ifRevision: nil)) = handler.handle(try request("Set", ["domain": .string("d"), "key": .string("k"), "value": .integer(5)]))
+            case .commit(domain, .set(key, .integer(5), ifRevision: nil)) = handler.handle(
+                try request("Set", ["domain": .string("d"), "key": .string("k"), "value": .integer(5)]))
         else {
             Issue.record("Set must become a commit")
             return
         }
         let commit = try temp.store.commit(domain, .set(key, .integer(5), ifRevision: nil))
-        let reply = try answer(handler.handle(try request("Get", ["domain": .string("d"), "key": .string("k")])), "Get")
-        #expect(reply.parameters == ["value": .integer(5), "revision": .integer(commit.revision), "source": .string("user")])
-        let missing = try answer(handler.handle(try request("Get", ["domain": .string("d"), "key": .string("nope")])), "Get")
+        let reply = try answer(
+            handler.handle(try request("Get", ["domain": .string("d"), "key": .string("k")])), "Get")
+        #expect(
+            reply.parameters == [
+                "value": .integer(5), "revision": .integer(commit.revision), "source": .string("user"),
+            ])
+        let missing = try answer(
+            handler.handle(try request("Get", ["domain": .string("d"), "key": .string("nope")])), "Get")
         #expect(missing.error == "io.kvd.Defaults.NotFound" && missing.parameters["key"] == .string("nope"))
         let list = try answer(handler.handle(try request("List", ["domain": .string("other")])), "List")
         #expect(list.error == "io.kvd.Defaults.NotFound")
@@ -100,9 +119,13 @@ import Testing
 
     @Test func storageErrorsMapToContractErrors() throws {
         let domain = try Domain(validating: "d")
-        #expect(RequestHandler.reply(to: .revisionMismatch(current: 7)) == .failure("io.kvd.Defaults.RevisionMismatch", ["revision": .integer(7)]))
+        #expect(
+            RequestHandler.reply(to: .revisionMismatch(current: 7))
+                == .failure("io.kvd.Defaults.RevisionMismatch", ["revision": .integer(7)]))
         #expect(RequestHandler.reply(to: .failure("disk full")).error == "io.kvd.Defaults.StorageFailure")
-        #expect(RequestHandler.reply(to: .notFound(domain, nil)) == .failure("io.kvd.Defaults.NotFound", ["domain": .string("d")]))
+        #expect(
+            RequestHandler.reply(to: .notFound(domain, nil))
+                == .failure("io.kvd.Defaults.NotFound", ["domain": .string("d")]))
     }
 
     @Test func interfaceDescriptionsAreServed() throws {
@@ -122,17 +145,24 @@ import Testing
         (["--state-dir", ""], "--state-dir needs a DIR"), (["--state-dir="], "--state-dir needs a DIR"),
     ])
     func anEmptyPathIsAUsageError(arguments: [String], expected: String) {
-        let error = #expect(throws: UsageError.self) { try DaemonOptions.parse(arguments, environment: ["HOME": "/home/u"]) }
-        #expect(error?.description.hasPrefix(expected) == true && error?.description.contains("empty") == true, "\(String(describing: error))")
+        let error = #expect(throws: UsageError.self) {
+            try DaemonOptions.parse(arguments, environment: ["HOME": "/home/u"])
+        }
+        #expect(
+            error?.description.hasPrefix(expected) == true && error?.description.contains("empty") == true,
+            "\(String(describing: error))")
     }
 
     @Test func emptyVariablesStillCountAsUnset() throws {
-        let parsed = try DaemonOptions.parse([], environment: ["HOME": "/home/u", "KVD_SOCKET": "", "KVD_STATE_DIR": "", "XDG_RUNTIME_DIR": "/run/user/7"])
+        let parsed = try DaemonOptions.parse(
+            [],
+            environment: ["HOME": "/home/u", "KVD_SOCKET": "", "KVD_STATE_DIR": "", "XDG_RUNTIME_DIR": "/run/user/7"])
         #expect(
             parsed
                 == .run(
                     DaemonOptions(
-                        socketPath: "/run/user/7/kvd.sock", stateDirectory: "/home/u/.config/kvd", idleExit: .seconds(30), verbose: false,
+                        socketPath: "/run/user/7/kvd.sock", stateDirectory: "/home/u/.config/kvd",
+                        idleExit: .seconds(30), verbose: false,
                         role: .user(systemSocket: "/run/kvd/system.sock"))))
     }
 }

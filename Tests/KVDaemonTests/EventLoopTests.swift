@@ -25,7 +25,8 @@ import Testing
             store = try Store(directory: folder + "/state")
             let listener = system.makeListener()
             server = try Server(
-                store: store, socket: .handedOver([listener], system: system), log: Logger(toJournal: false, system: system),
+                store: store, socket: .handedOver([listener], system: system),
+                log: Logger(toJournal: false, system: system),
                 idleExit: nil, limits: limits, system: system, role: role)
         }
 
@@ -85,7 +86,8 @@ import Testing
         func send(_ calls: String...) {
             var bytes: [UInt8] = []
             for call in calls { bytes += Array(call.utf8) + [0] }
-            #expect(bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } == bytes.count)
+            #expect(
+                bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } == bytes.count)
         }
 
         /// Reads what has arrived; notes the end of the stream.
@@ -105,7 +107,9 @@ import Testing
         /// The complete replies received so far, as text.
         var replies: [String] {
             poll()
-            return received.split(separator: 0, omittingEmptySubsequences: false).dropLast().map { String(decoding: $0, as: UTF8.self) }
+            return received.split(separator: 0, omittingEmptySubsequences: false).dropLast().map {
+                String(decoding: $0, as: UTF8.self)
+            }
         }
 
         var isClosed: Bool {
@@ -114,7 +118,8 @@ import Testing
         }
     }
 
-    static let set = #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"d","key":"k","value":"\#(String(repeating: "v", count: 3000))"}}"#
+    static let set =
+        #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"d","key":"k","value":"\#(String(repeating: "v", count: 3000))"}}"#
     static let get = #"{"method":"io.kvd.Defaults.Get","parameters":{"domain":"d","key":"k"}}"#
     static let domains = #"{"method":"io.kvd.Defaults.Domains"}"#
 
@@ -158,8 +163,11 @@ import Testing
         #expect(replies.count == 4, "\(replies.count) replies for 4 calls")
         guard replies.count == 4 else { return }
         let get = VarlinkReply.value(.string(String(repeating: "v", count: 3000)), revision: 1, source: .user)
-        #expect(replies[1] == get && replies[3] == get, "a Get reply arrived damaged: \(client.replies[1].prefix(100))...")
-        #expect(replies[2] == VarlinkReply(parameters: ["domains": .array([.string("d")])]), "\(client.replies[2].prefix(100))")
+        #expect(
+            replies[1] == get && replies[3] == get, "a Get reply arrived damaged: \(client.replies[1].prefix(100))...")
+        #expect(
+            replies[2] == VarlinkReply(parameters: ["domains": .array([.string("d")])]),
+            "\(client.replies[2].prefix(100))")
         #expect(loop.system.count(.send) - sendsBefore >= 2 * 6000 / 64, "the sends were not short")
         #expect(!client.isClosed)
     }

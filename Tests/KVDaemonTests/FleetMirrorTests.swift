@@ -14,9 +14,16 @@ import Testing
 @Suite struct FleetMirrorTests {
     /// An etcd that is never called: these tests hand the mirror its updates themselves.
     struct NoEtcd: EtcdAPI {
-        func range(from key: [UInt8], end: [UInt8], revision: Int64?, limit: Int) throws(EtcdError) -> EtcdRangePage { throw .unreachable("test") }
-        func commit(_ transaction: EtcdTransaction) throws(EtcdError) -> (succeeded: Bool, revision: Int64) { throw .unreachable("test") }
-        func watch(from key: [UInt8], end: [UInt8], startRevision: Int64, progressInterval: Duration, receive: (EtcdWatchMessage) -> Bool) throws(EtcdError) {
+        func range(from key: [UInt8], end: [UInt8], revision: Int64?, limit: Int) throws(EtcdError) -> EtcdRangePage {
+            throw .unreachable("test")
+        }
+        func commit(_ transaction: EtcdTransaction) throws(EtcdError) -> (succeeded: Bool, revision: Int64) {
+            throw .unreachable("test")
+        }
+        func watch(
+            from key: [UInt8], end: [UInt8], startRevision: Int64, progressInterval: Duration,
+            receive: (EtcdWatchMessage) -> Bool
+        ) throws(EtcdError) {
             throw .unreachable("test")
         }
     }
@@ -46,7 +53,8 @@ import Testing
 
         static func mirror(_ store: Store, _ layout: FleetLayout, _ announced: Announced) -> FleetMirror {
             FleetMirror(
-                store: store, reflector: FleetReflector(etcd: NoEtcd(), layout: layout), layout: layout, log: Logger(toJournal: false, system: LinuxSystem()),
+                store: store, reflector: FleetReflector(etcd: NoEtcd(), layout: layout), layout: layout,
+                log: Logger(toJournal: false, system: LinuxSystem()),
                 announce: { commit in announced.commits.withLock { $0.append(commit) } })
         }
 
@@ -67,16 +75,27 @@ import Testing
         let (app, old, mine) = (Self.domain("com.corp.app"), Self.domain("com.corp.old"), Self.domain("org.mine"))
         _ = try scene.store.commit(mine, .set(Self.key("k"), .string("local"), ifRevision: nil))
         _ = try scene.store.commit(old, .set(Self.key("stale"), .integer(1), ifRevision: nil))
-        let snapshot = FleetSnapshot(values: [app: [Self.key("home"): .string("https://intranet"), Self.key("n"): .integer(3)]], locks: [app: [Self.key("home")]])
+        let snapshot = FleetSnapshot(
+            values: [app: [Self.key("home"): .string("https://intranet"), Self.key("n"): .integer(3)]],
+            locks: [app: [Self.key("home")]])
         try scene.mirror.commit(.replace(snapshot, revision: 5))
         #expect(scene.mirror.appliedRevision == 5)
         #expect(scene.store.get(app, Self.key("home")) == .value(.string("https://intranet"), revision: 3))
-        #expect(scene.store.get(Domain.locks(of: app), Self.key("home")) == .value(.bool(true), revision: 3), "values, locks and the etcd revision in one commit")
+        #expect(
+            scene.store.get(Domain.locks(of: app), Self.key("home")) == .value(.bool(true), revision: 3),
+            "values, locks and the etcd revision in one commit")
         #expect(scene.store.list(old) == nil, "a fleet domain etcd no longer has is emptied")
-        #expect(scene.store.get(mine, Self.key("k")) == .value(.string("local"), revision: 1), "a domain outside the fleet is left alone")
-        #expect(Set(scene.announced.commits.withLock { $0 }.map(\.domain)) == [app, Domain.locks(of: app), old], "watchers hear of every fleet commit, not of -fleet")
+        #expect(
+            scene.store.get(mine, Self.key("k")) == .value(.string("local"), revision: 1),
+            "a domain outside the fleet is left alone")
+        #expect(
+            Set(scene.announced.commits.withLock { $0 }.map(\.domain)) == [app, Domain.locks(of: app), old],
+            "watchers hear of every fleet commit, not of -fleet")
 
-        try scene.mirror.commit(.apply([.remove(app, Self.key("n")), .unlock(app, Self.key("home")), .remove(app, Self.key("never"))], revision: 7))
+        try scene.mirror.commit(
+            .apply(
+                [.remove(app, Self.key("n")), .unlock(app, Self.key("home")), .remove(app, Self.key("never"))],
+                revision: 7))
         #expect(scene.store.get(app, Self.key("n")) == .missing && scene.store.list(Domain.locks(of: app)) == nil)
         try scene.reopen()
         #expect(scene.mirror.appliedRevision == 7, "the etcd revision reached survives a restart")
@@ -84,7 +103,8 @@ import Testing
         let before = scene.store.revision
         try scene.mirror.commit(.replace(again, revision: 9))
         #expect(
-            scene.store.revision == before + 1 && scene.store.get(app, Self.key("home")) == .value(.string("https://intranet"), revision: 3),
+            scene.store.revision == before + 1
+                && scene.store.get(app, Self.key("home")) == .value(.string("https://intranet"), revision: 3),
             "a listing that changes nothing rewrites no value (only the etcd revision moves)")
     }
 
@@ -93,14 +113,16 @@ import Testing
         let handler = RequestHandler(store: scene.store, isSystem: true, fleet: scene.layout)
         let fleetDomain = Self.domain("com.corp.app")
         for request in [
-            DefaultsRequest.set(fleetDomain, Self.key("k"), .integer(1), ifRevision: nil), .delete(fleetDomain, nil), .lock(fleetDomain, Self.key("k")),
+            DefaultsRequest.set(fleetDomain, Self.key("k"), .integer(1), ifRevision: nil), .delete(fleetDomain, nil),
+            .lock(fleetDomain, Self.key("k")),
         ] {
             guard case .fleetWrite(let change) = handler.handle(request), change.domain == fleetDomain else {
                 Issue.record("\(request) was not sent to etcd")
                 continue
             }
         }
-        guard case .commit = handler.handle(.set(Self.domain("org.local"), Self.key("k"), .integer(1), ifRevision: nil)) else {
+        guard case .commit = handler.handle(.set(Self.domain("org.local"), Self.key("k"), .integer(1), ifRevision: nil))
+        else {
             Issue.record("a domain outside the fleet was not committed locally")
             return
         }

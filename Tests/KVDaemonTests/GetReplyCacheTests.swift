@@ -18,17 +18,23 @@ import Testing
             switch Int.random(in: 0..<10, using: &generator) {
             case 0..<3:
                 let value = Int.random(in: 0..<5, using: &generator)
-                client.send(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"d","key":"\#(key)","value":\#(value)}}"#)
+                client.send(
+                    #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"d","key":"\#(key)","value":\#(value)}}"#)
                 answered += 1
             case 3:
                 client.send(#"{"method":"io.kvd.Defaults.Delete","parameters":{"domain":"d","key":"\#(key)"}}"#)
                 answered += 1
             case 4:
-                let change = Change(key: try Key(validating: key), value: Bool.random(using: &generator) ? .string("system \(step)") : nil)
+                let change = Change(
+                    key: try Key(validating: key),
+                    value: Bool.random(using: &generator) ? .string("system \(step)") : nil)
                 loop.server.handler.layer.apply(.values(try Domain(validating: "d"), [change], revision: Int64(step)))
             case 5:
                 let locked = Bool.random(using: &generator)
-                loop.server.handler.layer.apply(.locks(try Domain(validating: "d"), [(key: try Key(validating: key), locked: locked)], revision: Int64(step)))
+                loop.server.handler.layer.apply(
+                    .locks(
+                        try Domain(validating: "d"), [(key: try Key(validating: key), locked: locked)],
+                        revision: Int64(step)))
             default:
                 client.send(
                     #"{"method":"io.kvd.Defaults.Get","parameters":{"domain":"d","key":"\#(key)"}}"#,
@@ -36,7 +42,9 @@ import Testing
                 answered += 2
                 loop.run("step \(step): the two Gets were not answered") { client.replies.count == answered }
                 let replies = client.replies
-                #expect(replies[answered - 2] == replies[answered - 1], "step \(step), \(key): the fast path and the general path differ")
+                #expect(
+                    replies[answered - 2] == replies[answered - 1],
+                    "step \(step), \(key): the fast path and the general path differ")
             }
             loop.run("step \(step): not answered") { client.replies.count == answered }
         }

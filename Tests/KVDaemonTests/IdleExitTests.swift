@@ -38,7 +38,9 @@ import Testing
                 reason = try? server.run()
                 finished.signal()
             }
-            guard finished.wait(timeout: .now() + 20) == .success else { throw TestFailure("the server did not exit on idle") }
+            guard finished.wait(timeout: .now() + 20) == .success else {
+                throw TestFailure("the server did not exit on idle")
+            }
             store.close()
             server.socket.close()
             return reason ?? "the event loop failed"
@@ -64,7 +66,8 @@ import Testing
         guard let late else { return }  // refused: the right outcome
         defer { system.close(late) }
         let reply = exchange(late, #"{"method":"io.kvd.Defaults.Domains"}"#)
-        Issue.record("a client connected as kvd exited on idle, then got \(reply ?? "the connection closed before a reply")")
+        Issue.record(
+            "a client connected as kvd exited on idle, then got \(reply ?? "the connection closed before a reply")")
     }
 
     /// A client queued as kvd decides to exit is accepted and served, and kvd goes on
@@ -89,9 +92,13 @@ import Testing
         }
         #expect(connected.wait(timeout: .now() + 10) == .success)
         let client = try #require(early, "the client could not connect before kvd decided")
-        #expect(exchange(client, #"{"method":"io.kvd.Defaults.Domains"}"#)?.contains("domains") == true, "the queued client was not served")
+        #expect(
+            exchange(client, #"{"method":"io.kvd.Defaults.Domains"}"#)?.contains("domains") == true,
+            "the queued client was not served")
         let fresh = try system.connectUnix(fixture.socketPath)
-        #expect(exchange(fresh, #"{"method":"io.kvd.Defaults.Domains"}"#)?.contains("domains") == true, "the fresh socket does not serve")
+        #expect(
+            exchange(fresh, #"{"method":"io.kvd.Defaults.Domains"}"#)?.contains("domains") == true,
+            "the fresh socket does not serve")
         system.close(fresh)
         system.close(client)
         #expect(done.wait(timeout: .now() + 20) == .success)

@@ -7,14 +7,21 @@ import Testing
 /// (`--idle-exit 1e16` used to die with SIGILL converting the milliseconds to `Int64`).
 @Suite struct OptionParserPropertyTests {
     static let numericFlags = [
-        "--idle-exit", "--max-client-memory", "--history-keep", "--history-days", "--max-connections-per-uid", "--etcd-progress-interval",
+        "--idle-exit", "--max-client-memory", "--history-keep", "--history-days", "--max-connections-per-uid",
+        "--etcd-progress-interval",
     ]
-    static let otherFlags = ["--system", "--verbose", "--no-system-layer", "--socket", "--state-dir", "--admin-group", "--etcd", "--fleet-domain"]
+    static let otherFlags = [
+        "--system", "--verbose", "--no-system-layer", "--socket", "--state-dir", "--admin-group", "--etcd",
+        "--fleet-domain",
+    ]
     /// Numbers at and around every limit, huge, tiny, negative, not finite, not numbers.
     static let numbers = [
-        "0", "1", "-1", "0.0001", "1e-300", "0.05", "0.1", "3600", "3601", "1e16", "-1e16", "1e308", "1e309", "inf", "-inf", "nan", "NaN", "9223372036854775807",
-        "9223372036854775808", "18446744073709551616", "1000000", "1000001", "1048576", "1048577", "1000000000", "1000000001", "1M", "1023K",
-        "1024G", "1025G", "8796093022207G", "9999999999999999999G", "256m", "1g", "", " ", "x", "0x10", "1_000", "+5", "٣",
+        "0", "1", "-1", "0.0001", "1e-300", "0.05", "0.1", "3600", "3601", "1e16", "-1e16", "1e308", "1e309", "inf",
+        "-inf", "nan", "NaN", "9223372036854775807",
+        "9223372036854775808", "18446744073709551616", "1000000", "1000001", "1048576", "1048577", "1000000000",
+        "1000000001", "1M", "1023K",
+        "1024G", "1025G", "8796093022207G", "9999999999999999999G", "256m", "1g", "", " ", "x", "0x10", "1_000", "+5",
+        "٣",
     ]
 
     static func randomCommandLine(_ random: inout SeededGenerator) -> [String] {
@@ -28,7 +35,8 @@ import Testing
                 let flag = otherFlags[random.below(otherFlags.count)]
                 arguments.append(flag)
                 if !["--system", "--verbose", "--no-system-layer"].contains(flag) {
-                    arguments.append(["/tmp/x", "", "http://127.0.0.1:2379", "com.corp.*", "kvd-admin"][random.below(5)])
+                    arguments.append(
+                        ["/tmp/x", "", "http://127.0.0.1:2379", "com.corp.*", "kvd-admin"][random.below(5)])
                 }
             }
         }
@@ -41,16 +49,26 @@ import Testing
         for _ in 0..<20_000 {
             let arguments = Self.randomCommandLine(&random)
             do {
-                guard case .run(let options) = try DaemonOptions.parse(arguments, environment: environment) else { continue }
-                if let idle = options.idleExit { #expect(idle > .zero && idle <= .seconds(1_000_000_000), "\(arguments)") }
+                guard case .run(let options) = try DaemonOptions.parse(arguments, environment: environment) else {
+                    continue
+                }
+                if let idle = options.idleExit {
+                    #expect(idle > .zero && idle <= .seconds(1_000_000_000), "\(arguments)")
+                }
                 #expect(options.maxClientMemory >= 1 << 20 && options.maxClientMemory <= 1 << 40, "\(arguments)")
-                #expect((0...1_000_000).contains(options.historyKeep) && (0...1_000_000).contains(options.historyDays), "\(arguments)")
+                #expect(
+                    (0...1_000_000).contains(options.historyKeep) && (0...1_000_000).contains(options.historyDays),
+                    "\(arguments)")
                 if case .system(let policy) = options.role {
                     #expect((1...(1 << 20)).contains(policy.maxConnectionsPerUID), "\(arguments)")
-                    #expect(policy.etcdProgressInterval >= .milliseconds(100) && policy.etcdProgressInterval <= .seconds(3600), "\(arguments)")
+                    #expect(
+                        policy.etcdProgressInterval >= .milliseconds(100)
+                            && policy.etcdProgressInterval <= .seconds(3600), "\(arguments)")
                 }
             } catch {
-                #expect(!error.description.isEmpty && !error.description.contains("\n"), "\(arguments): \(error.description)")
+                #expect(
+                    !error.description.isEmpty && !error.description.contains("\n"),
+                    "\(arguments): \(error.description)")
             }
         }
     }
@@ -60,18 +78,23 @@ import Testing
         let cases: [([String], String)] = [
             (["--idle-exit", "1e16"], "from 0 (never) to 1000000000"), (["--idle-exit", "inf"], "--idle-exit"),
             (["--idle-exit", "-1"], "--idle-exit"), (["--max-client-memory", "2048G"], "from 1M to 1024G"),
-            (["--history-keep", "1000001"], "0 to 1000000"), (["--system", "--max-connections-per-uid", "0"], "1 to 1048576"),
+            (["--history-keep", "1000001"], "0 to 1000000"),
+            (["--system", "--max-connections-per-uid", "0"], "1 to 1048576"),
             (["--system", "--etcd-progress-interval", "nan"], "0.1 to 3600"),
         ]
         for (arguments, message) in cases {
-            #expect(throws: UsageError.self, "\(arguments)") { try DaemonOptions.parse(arguments, environment: environment) }
+            #expect(throws: UsageError.self, "\(arguments)") {
+                try DaemonOptions.parse(arguments, environment: environment)
+            }
             do {
                 _ = try DaemonOptions.parse(arguments, environment: environment)
             } catch {
                 #expect(error.description.contains(message), "\(arguments): \(error.description)")
             }
         }
-        guard case .run(let longest)? = try? DaemonOptions.parse(["--idle-exit", "1000000000"], environment: environment) else {
+        guard
+            case .run(let longest)? = try? DaemonOptions.parse(["--idle-exit", "1000000000"], environment: environment)
+        else {
             Issue.record("the longest --idle-exit was refused")
             return
         }

@@ -13,7 +13,11 @@ import Testing
         let handler = RequestHandler(store: temp.store)
         let domain = try Domain(validating: "d")
         // Many small keys (the per-key overhead is what a budget can get wrong), some needing escapes.
-        let small = (0..<20_000).map { Change(key: try! Key(validating: "k\($0)\($0 % 7 == 0 ? "\"\n" : "")"), value: .integer(Int64($0) * -1_000_003)) }
+        let small = (0..<20_000).map {
+            Change(
+                key: try! Key(validating: "k\($0)\($0 % 7 == 0 ? "\"\n" : "")"), value: .integer(Int64($0) * -1_000_003)
+            )
+        }
         _ = try temp.store.commit(domain, .apply(small, ifRevision: nil))
         let used = try #require(temp.store.list(domain)).budgetBytes
         let key = try Key(validating: "big")
@@ -23,7 +27,9 @@ import Testing
         #expect(throws: StorageError.self) {
             try temp.store.commit(domain, .set(key, .string(String(repeating: "x", count: fill + 1)), ifRevision: nil))
         }
-        guard case .reply(let list) = handler.handle(.list(domain)) else { Issue.record("List must be answered"); return }
+        guard case .reply(let list) = handler.handle(.list(domain)) else {
+            Issue.record("List must be answered"); return
+        }
         let pieces = Self.pieces(of: handler.initialWatchStream(domain, nil, revision: .max))
         for reply in [list] + pieces {
             let bytes = reply.encoded().dropLast()
@@ -66,7 +72,9 @@ import Testing
             #expect(bytes.count <= Limits.messageBytes, "a Mirror reply of \(bytes.count) bytes")
             updates += try reader.read(try VarlinkReply(message: bytes))
         }
-        guard case .snapshot(let values, let locks, _)? = updates.first else { Issue.record("no snapshot: \(updates.count) updates"); return }
+        guard case .snapshot(let values, let locks, _)? = updates.first else {
+            Issue.record("no snapshot: \(updates.count) updates"); return
+        }
         #expect(values[domain]?[key] == .string(String(repeating: "x", count: fill)) && locks[domain] == [key])
     }
 
@@ -79,10 +87,16 @@ import Testing
         let layer = SystemLayer()
         let handler = RequestHandler(store: temp.store, layer: layer)
         let domain = try Domain(validating: "org.ex.big")
-        let system = (0..<15).map { (try! Key(validating: "system\($0)"), Value.string(String(repeating: "s", count: 1 << 20))) }
+        let system = (0..<15).map {
+            (try! Key(validating: "system\($0)"), Value.string(String(repeating: "s", count: 1 << 20)))
+        }
         layer.apply(.snapshot([domain: Dictionary(uniqueKeysWithValues: system)], locks: [:], revision: 9))
         for index in 0..<2 {
-            _ = try temp.store.commit(domain, .set(try Key(validating: "user\(index)"), .string(String(repeating: "u", count: 1 << 20)), ifRevision: nil))
+            _ = try temp.store.commit(
+                domain,
+                .set(
+                    try Key(validating: "user\(index)"), .string(String(repeating: "u", count: 1 << 20)),
+                    ifRevision: nil))
         }
         let pieces = Self.pieces(of: handler.initialWatchStream(domain, nil, revision: temp.store.revision))
         var keys: Set<String> = []
@@ -95,17 +109,22 @@ import Testing
             for case .object(let change) in changes { if case .string(let name)? = change["key"] { keys.insert(name) } }
         }
         #expect(pieces.count > 1 && keys.count == 17, "\(pieces.count) pieces, \(keys.count) keys")
-        guard case .reply(let list) = handler.handle(.list(domain)) else { Issue.record("List must be answered"); return }
+        guard case .reply(let list) = handler.handle(.list(domain)) else {
+            Issue.record("List must be answered"); return
+        }
         #expect(list.error == DefaultsInterface.Error.tooLarge)
         guard case .string(let reason)? = list.parameters["reason"] else { Issue.record("no reason: \(list)"); return }
-        #expect(reason.contains("with the system layer's values") && reason.contains("(\(Limits.domainBytes))"), "\(reason)")
+        #expect(
+            reason.contains("with the system layer's values") && reason.contains("(\(Limits.domainBytes))"), "\(reason)"
+        )
         let said = Int(reason.split(separator: " ")[3]) ?? 0
         #expect(said > Limits.domainBytes && said < 18 << 20, "\(reason)")
     }
 
     @Test func tooLargeIsTheContractsError() {
         #expect(
-            RequestHandler.reply(to: .tooLarge(limit: Limits.messageBytes, reason: "x")) == .failure("io.kvd.Defaults.TooLarge", ["limit": .integer(Int64(Limits.messageBytes))]))
+            RequestHandler.reply(to: .tooLarge(limit: Limits.messageBytes, reason: "x"))
+                == .failure("io.kvd.Defaults.TooLarge", ["limit": .integer(Int64(Limits.messageBytes))]))
         #expect(RequestHandler.reply(to: .invalidValue("nesting")).error == "io.kvd.Defaults.InvalidValue")
     }
 }

@@ -14,7 +14,10 @@ import Testing
         let loop = try EventLoopTests.Loop()
         let domain = try Domain(validating: "d")
         let keys = (0..<6).map { try! Key(validating: "big\($0)") }
-        for key in keys { _ = try loop.store.commit(domain, .set(key, .string(String(repeating: "v", count: 1 << 20)), ifRevision: nil)) }
+        for key in keys {
+            _ = try loop.store.commit(
+                domain, .set(key, .string(String(repeating: "v", count: 1 << 20)), ifRevision: nil))
+        }
         let watcher = loop.connect()
         watcher.send(Self.watch)
         loop.run("the watch did not begin") { loop.server.streams.count == 1 }
@@ -34,7 +37,10 @@ import Testing
         #expect(replies.prefix(keys.count - 1).allSatisfy { $0.parameters["partial"] == .bool(true) })
         #expect(replies[keys.count - 1].parameters["partial"] == nil, "the last piece ends the current values")
         let last = replies[keys.count]
-        #expect(last.parameters["changes"] == .array([Change(key: try Key(validating: "late"), value: .string("after")).json]), "the commit comes after every piece")
+        #expect(
+            last.parameters["changes"]
+                == .array([Change(key: try Key(validating: "late"), value: .string("after")).json]),
+            "the commit comes after every piece")
         #expect(loop.server.streams.isEmpty)
     }
 }

@@ -33,7 +33,8 @@ import Testing
     static func populate(_ loop: EventLoopTests.Loop, _ values: [(String, String, Int)]) {
         for (domain, key, bytes) in values {
             let value = Value.string(String(repeating: "v", count: bytes))
-            loop.store.enqueue(try! Domain(validating: domain), .set(try! Key(validating: key), value, ifRevision: nil)) { result in
+            loop.store.enqueue(try! Domain(validating: domain), .set(try! Key(validating: key), value, ifRevision: nil))
+            { result in
                 if case .failure(let error) = result { Issue.record("cannot populate \(domain): \(error)") }
             }
         }
@@ -56,7 +57,9 @@ import Testing
         other.send(Self.get("d", "k"))
         loop.run("the other user's Get was not answered") { other.replies.count == 1 }
         let answered = flood.reduce(0) { $0 + $1.replies.count }
-        #expect(answered <= limits.callsPerTurn, "uid 1000 had \(answered) calls answered by then, more than one turn (\(limits.callsPerTurn))")
+        #expect(
+            answered <= limits.callsPerTurn,
+            "uid 1000 had \(answered) calls answered by then, more than one turn (\(limits.callsPerTurn))")
         loop.run("the flooder's calls were not all answered") { flood.allSatisfy { $0.replies.count == 40 } }
     }
 
@@ -67,7 +70,8 @@ import Testing
         var limits = Server.Limits()
         limits.maxClientMemory = 20 << 20
         let loop = try Self.systemLoop(limits)
-        Self.populate(loop, [("org.ex.big", "a", 2 << 20), ("org.ex.big", "b", 2 << 20), ("org.ex.flood", "k", 100 << 10)])
+        Self.populate(
+            loop, [("org.ex.big", "a", 2 << 20), ("org.ex.big", "b", 2 << 20), ("org.ex.flood", "k", 100 << 10)])
         loop.system.pretendPeers([Self.other, Self.root])
         let mirror = loop.connect()
         let admin = loop.connect()
@@ -84,7 +88,9 @@ import Testing
         for client in flood { client.send(calls) }
         loop.run("nobody was shed", passes: 1000) { loop.server.connections.count < 14 }
         loop.run("the flooder's calls were not all handled", passes: 500) {
-            flood.allSatisfy { loop.server.connections[$0.daemonFD].map { $0.framer.pendingByteCount == 0 && $0.isServing } ?? true }
+            flood.allSatisfy {
+                loop.server.connections[$0.daemonFD].map { $0.framer.pendingByteCount == 0 && $0.isServing } ?? true
+            }
         }
         #expect(loop.server.connections[mirror.daemonFD] != nil, "another user's Mirror was shed")
         #expect(loop.server.connections[admin.daemonFD] != nil, "an admin's connection was shed")
@@ -100,7 +106,9 @@ import Testing
         let reader = loop.connect()
         let admin = loop.connect()
         writer.send(Self.set("d", "k", bytes: 70 << 10))
-        reader.send(#"{"method":"io.kvd.Defaults.Get","parameters":{"domain":"d","key":"k","junk":"\#(String(repeating: "j", count: 70 << 10))"}}"#)
+        reader.send(
+            #"{"method":"io.kvd.Defaults.Get","parameters":{"domain":"d","key":"k","junk":"\#(String(repeating: "j", count: 70 << 10))"}}"#
+        )
         admin.send(Self.set("d", "k", bytes: 70 << 10))
         loop.run("the calls were not answered") { writer.isClosed && reader.isClosed && admin.replies.count == 1 }
         let tooLarge = #"{"parameters":{"limit":65536},"error":"io.kvd.Defaults.TooLarge"}"#
@@ -120,13 +128,17 @@ import Testing
         let list = #"{"method":"io.kvd.Defaults.List","parameters":{"domain":"d"}}"#
         reader.send(list, list)
         loop.run("the Lists were not answered") { reader.replies.count == 2 }
-        #expect(reader.replies[0] == reader.replies[1] && reader.replies[0].contains(#""a":"vvvv"#), "\(reader.replies.map { $0.prefix(100) })")
+        #expect(
+            reader.replies[0] == reader.replies[1] && reader.replies[0].contains(#""a":"vvvv"#),
+            "\(reader.replies.map { $0.prefix(100) })")
         #expect(!reader.replies[0].contains(#""b":"#))
         admin.send(Self.set("d", "b", bytes: 10))
         loop.run("the write was not answered") { admin.replies.count == 1 }
         reader.send(list)
         loop.run("the third List was not answered") { reader.replies.count == 3 }
-        #expect(reader.replies[2].contains(#""b":"vvvvvvvvvv""#) && reader.replies[2].contains(#""a":"vvvv"#), "\(reader.replies[2].prefix(100))")
+        #expect(
+            reader.replies[2].contains(#""b":"vvvvvvvvvv""#) && reader.replies[2].contains(#""a":"vvvv"#),
+            "\(reader.replies[2].prefix(100))")
     }
 
     /// A reader that pipelines calls and never reads holds at most about 1 MiB of replies (its
@@ -140,11 +152,17 @@ import Testing
         let calls = [String](repeating: Self.get("d", "k"), count: 40).joined(separator: "\u{0}")
         reader.send(calls)
         admin.send(calls)
-        func held(_ client: EventLoopTests.Client) -> Int { loop.server.connections[client.daemonFD]?.pendingOutput ?? -1 }
-        loop.run("the admin's calls were not all handled") { loop.server.connections[admin.daemonFD]?.framer.pendingByteCount == 0 && held(admin) > 2 << 20 }
+        func held(_ client: EventLoopTests.Client) -> Int {
+            loop.server.connections[client.daemonFD]?.pendingOutput ?? -1
+        }
+        loop.run("the admin's calls were not all handled") {
+            loop.server.connections[admin.daemonFD]?.framer.pendingByteCount == 0 && held(admin) > 2 << 20
+        }
         loop.run("the reader's first calls were not handled") { held(reader) > 1 << 20 }
         #expect(held(reader) <= (1 << 20) + (200 << 10), "the reader holds \(held(reader)) bytes of replies")
-        #expect(loop.server.connections[reader.daemonFD]?.framer.pendingByteCount ?? 0 > 0, "the reader's later calls were handled too")
+        #expect(
+            loop.server.connections[reader.daemonFD]?.framer.pendingByteCount ?? 0 > 0,
+            "the reader's later calls were handled too")
         #expect(reader.replies.count > 0)
         loop.run("the reader was not served as it read") { reader.replies.count == 40 }
     }

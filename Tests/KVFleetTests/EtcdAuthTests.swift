@@ -8,15 +8,24 @@ import Testing
 /// etcd 3.4.10+; checked once a second).
 @Suite(
     .enabled(if: EtcdCluster.isInstalled, EtcdCluster.notInstalled),
-    .etcdCluster(members: 1, extraFlags: ["--auth-token", "simple", "--auth-token-ttl", "2"], setup: enableAuthentication))
+    .etcdCluster(
+        members: 1, extraFlags: ["--auth-token", "simple", "--auth-token-ttl", "2"], setup: enableAuthentication))
 struct EtcdAuthTests {
     static let root = EtcdCredentials(name: "root", password: "root-secret")
     var cluster: EtcdCluster { EtcdCluster.shared! }
 
     @Test func withoutCredentialsOrWithAWrongPasswordCallsAreRefused() throws {
-        #expect(isAuthentication { _ = try EtcdGateway(endpoints: cluster.clientURLs).range(from: bytes("k"), end: [], revision: nil, limit: 0) })
+        #expect(
+            isAuthentication {
+                _ = try EtcdGateway(endpoints: cluster.clientURLs).range(
+                    from: bytes("k"), end: [], revision: nil, limit: 0)
+            })
         let wrong = EtcdCredentials(name: "root", password: "wrong")
-        #expect(isAuthentication { _ = try EtcdGateway(endpoints: cluster.clientURLs, credentials: wrong).range(from: bytes("k"), end: [], revision: nil, limit: 0) })
+        #expect(
+            isAuthentication {
+                _ = try EtcdGateway(endpoints: cluster.clientURLs, credentials: wrong).range(
+                    from: bytes("k"), end: [], revision: nil, limit: 0)
+            })
     }
 
     @Test func anExpiredTokenIsRenewedForReadsWritesAndWatches() async throws {
@@ -29,14 +38,18 @@ struct EtcdAuthTests {
         try await Task.sleep(for: .milliseconds(3500))  // past the 2 s TTL (checked each second)
         // The token did expire: etcd refuses it.
         let url = URL(string: cluster.clientURLs[0])!.appendingPathComponent("/v3/kv/range")
-        let refused = try etcd.transport.post(url, body: GatewayJSON.encode(RangeRequestJSON(key: GatewayJSON.base64(bytes("k")))), token: staleToken)
+        let refused = try etcd.transport.post(
+            url, body: GatewayJSON.encode(RangeRequestJSON(key: GatewayJSON.base64(bytes("k")))), token: staleToken)
         #expect(refused.status != 200)
         #expect(String(decoding: refused.body, as: UTF8.self).contains("invalid auth token"))
 
         // A watch with the stale token is cancelled by etcd; the gateway renews and watches on.
         let progress = try await onThread { () throws -> Int64? in
             var revision: Int64?
-            try etcd.watch(from: bytes(prefix), end: etcdPrefixEnd(bytes(prefix)), startRevision: written.revision + 1, progressInterval: .milliseconds(500)) { message in
+            try etcd.watch(
+                from: bytes(prefix), end: etcdPrefixEnd(bytes(prefix)), startRevision: written.revision + 1,
+                progressInterval: .milliseconds(500)
+            ) { message in
                 if case .progress(let seen) = message { revision = seen }
                 return revision == nil
             }
@@ -46,7 +59,10 @@ struct EtcdAuthTests {
         #expect(try etcd.currentToken(renew: false) != staleToken)
 
         try await Task.sleep(for: .milliseconds(3500))
-        #expect(try etcd.range(from: bytes(prefix + "k"), end: [], revision: nil, limit: 0).keyValues.map(\.value) == [bytes("v")])
+        #expect(
+            try etcd.range(from: bytes(prefix + "k"), end: [], revision: nil, limit: 0).keyValues.map(\.value) == [
+                bytes("v")
+            ])
         #expect(try etcd.commit(EtcdTransaction(success: [.delete(key: bytes(prefix + "k"))])).succeeded)
     }
 }

@@ -14,7 +14,8 @@ final class EtcdCluster: @unchecked Sendable {
     static let etcd = "/usr/bin/etcd"
     static let etcdctl = "/usr/bin/etcdctl"
     static var isInstalled: Bool { access(etcd, X_OK) == 0 && access(etcdctl, X_OK) == 0 }
-    static let notInstalled = Comment(rawValue: "etcd is not installed: run scripts/install-deps.sh (Debian's etcd-server and etcd-client)")
+    static let notInstalled = Comment(
+        rawValue: "etcd is not installed: run scripts/install-deps.sh (Debian's etcd-server and etcd-client)")
 
     /// The cluster a suite's ``SharedEtcdCluster`` trait started.
     @TaskLocal static var shared: EtcdCluster?
@@ -122,7 +123,9 @@ final class EtcdCluster: @unchecked Sendable {
             """
         let status = try SpawnedProcess("/bin/sh", ["-c", script, "sh", folder], output: "\(folder)/openssl.log").reap()
         guard status == 0 else {
-            throw ClusterFailure("openssl could not make the test certificates: \((try? String(contentsOfFile: "\(folder)/openssl.log", encoding: .utf8)) ?? "")")
+            throw ClusterFailure(
+                "openssl could not make the test certificates: \((try? String(contentsOfFile: "\(folder)/openssl.log", encoding: .utf8)) ?? "")"
+            )
         }
         return "\(folder)/ca.pem"
     }
@@ -146,7 +149,10 @@ final class EtcdCluster: @unchecked Sendable {
         var environment = ProcessInfo.processInfo.environment
         environment["ETCDCTL_API"] = "3"
         let all =
-            ["--endpoints", (endpoints ?? clientURLs).joined(separator: ","), "--dial-timeout", "2s", "--command-timeout", "5s"]
+            [
+                "--endpoints", (endpoints ?? clientURLs).joined(separator: ","), "--dial-timeout", "2s",
+                "--command-timeout", "5s",
+            ]
             + (caFile.map { ["--cacert", $0] } ?? [])
         let process = try SpawnedProcess(Self.etcdctl, all + arguments, output: output, environment: environment)
         let status = process.reap()
@@ -157,7 +163,9 @@ final class EtcdCluster: @unchecked Sendable {
     @discardableResult
     func mustEtcdctl(_ arguments: [String], endpoints: [String]? = nil) throws -> String {
         let (status, output) = try etcdctl(arguments, endpoints: endpoints)
-        guard status == 0 else { throw ClusterFailure("etcdctl \(arguments.joined(separator: " ")) exited with \(status): \(output)") }
+        guard status == 0 else {
+            throw ClusterFailure("etcdctl \(arguments.joined(separator: " ")) exited with \(status): \(output)")
+        }
         return output
     }
 
@@ -207,7 +215,9 @@ final class EtcdCluster: @unchecked Sendable {
             last = output
             usleep(100_000)
         }
-        let logs = clientURLs.indices.map { "m\($0): " + ((try? String(contentsOfFile: "\(folder)/m\($0).log", encoding: .utf8)) ?? "").suffix(1500) }
+        let logs = clientURLs.indices.map {
+            "m\($0): " + ((try? String(contentsOfFile: "\(folder)/m\($0).log", encoding: .utf8)) ?? "").suffix(1500)
+        }
         throw ClusterFailure("etcd did not become healthy within 60 s: \(last)\nlogs: \(logs.joined(separator: "\n"))")
     }
 }
@@ -229,9 +239,13 @@ private func freePorts(_ count: Int) throws -> [Int] {
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
+            }
         }
-        guard fd >= 0, bound else { throw ClusterFailure("cannot find a free port: \(String(cString: strerror(errno)))") }
+        guard fd >= 0, bound else {
+            throw ClusterFailure("cannot find a free port: \(String(cString: strerror(errno)))")
+        }
         return Int(UInt16(bigEndian: address.sin_port))
     }
 }
@@ -283,7 +297,9 @@ struct SharedEtcdCluster: SuiteTrait, TestScoping {
     /// Runs once the cluster is healthy, before the suite's tests.
     var setup: (@Sendable (EtcdCluster) throws -> Void)?
 
-    func provideScope(for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void) async throws {
+    func provideScope(for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void)
+        async throws
+    {
         guard EtcdCluster.isInstalled else { return try await function() }
         let cluster = try EtcdCluster(members: members, extraFlags: extraFlags)
         defer { cluster.stop() }
@@ -293,7 +309,9 @@ struct SharedEtcdCluster: SuiteTrait, TestScoping {
 }
 
 extension Trait where Self == SharedEtcdCluster {
-    static func etcdCluster(members: Int = 3, extraFlags: [String] = [], setup: (@Sendable (EtcdCluster) throws -> Void)? = nil) -> Self {
+    static func etcdCluster(
+        members: Int = 3, extraFlags: [String] = [], setup: (@Sendable (EtcdCluster) throws -> Void)? = nil
+    ) -> Self {
         SharedEtcdCluster(members: members, extraFlags: extraFlags, setup: setup)
     }
 }

@@ -58,13 +58,17 @@ import Testing
         for endpoints in [[], ["127.0.0.1:2379"], ["ftp://host:2379"], ["http://"]] {
             #expect(throws: EtcdError.self) { _ = try EtcdGateway(endpoints: endpoints) }
         }
-        #expect(throws: Never.self) { _ = try EtcdGateway(endpoints: ["http://10.0.0.1:2379", "https://etcd.example:2379"]) }
+        #expect(throws: Never.self) {
+            _ = try EtcdGateway(endpoints: ["http://10.0.0.1:2379", "https://etcd.example:2379"])
+        }
     }
 
     @Test func noReachableEndpointIsUnreachableWithEveryReason() throws {
         // Port 1 on 127.0.0.1: nothing listens, the connection is refused at once.
         let etcd = try EtcdGateway(endpoints: ["http://127.0.0.1:1", "http://127.0.0.2:1"])
-        let error = #expect(throws: EtcdError.self) { _ = try etcd.range(from: bytes("k"), end: [], revision: nil, limit: 0) }
+        let error = #expect(throws: EtcdError.self) {
+            _ = try etcd.range(from: bytes("k"), end: [], revision: nil, limit: 0)
+        }
         guard case .unreachable(let reason) = error else {
             Issue.record("expected unreachable, got \(String(describing: error))")
             return

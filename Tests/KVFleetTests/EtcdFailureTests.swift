@@ -5,7 +5,9 @@ import Testing
 
 /// Members killed, hung and compacted: one cluster, one test at a time (each disturbs it and
 /// puts it back).
-@Suite(.enabled(if: EtcdCluster.isInstalled, EtcdCluster.notInstalled), .etcdCluster(members: 3), .serialized, .timeLimit(.minutes(20)))
+@Suite(
+    .enabled(if: EtcdCluster.isInstalled, EtcdCluster.notInstalled), .etcdCluster(members: 3), .serialized,
+    .timeLimit(.minutes(20)))
 struct EtcdFailureTests {
     var cluster: EtcdCluster { EtcdCluster.shared! }
 
@@ -25,7 +27,10 @@ struct EtcdFailureTests {
             try? cluster.waitUntilHealthy()
         }
         let written = try await onThread {
-            try etcd.commit(EtcdTransaction(comparisons: [.modRevision(key: bytes(prefix + "k"), equals: 0)], success: [.put(key: bytes(prefix + "k"), value: bytes("v"))]))
+            try etcd.commit(
+                EtcdTransaction(
+                    comparisons: [.modRevision(key: bytes(prefix + "k"), equals: 0)],
+                    success: [.put(key: bytes(prefix + "k"), value: bytes("v"))]))
         }
         #expect(written.succeeded)
         let read = try await onThread { try etcd.range(from: bytes(prefix + "k"), end: [], revision: nil, limit: 0) }
@@ -45,7 +50,10 @@ struct EtcdFailureTests {
         let ended = try await onThread { () throws -> (error: EtcdError?, waited: Duration) in
             var stoppedAt: ContinuousClock.Instant?
             do throws(EtcdError) {
-                try etcd.watch(from: bytes(prefix), end: etcdPrefixEnd(bytes(prefix)), startRevision: start + 1, progressInterval: .milliseconds(500)) { _ in
+                try etcd.watch(
+                    from: bytes(prefix), end: etcdPrefixEnd(bytes(prefix)), startRevision: start + 1,
+                    progressInterval: .milliseconds(500)
+                ) { _ in
                     // The first message proves the stream works; then the member hangs.
                     if stoppedAt == nil {
                         cluster.signal(SIGSTOP, member: hungMember)
@@ -76,7 +84,10 @@ struct EtcdFailureTests {
         // The next watch starts on another member and works while the hung one stays stopped.
         let progress = try await onThread { () throws -> Int64? in
             var revision: Int64?
-            try etcd.watch(from: bytes(prefix), end: etcdPrefixEnd(bytes(prefix)), startRevision: start + 1, progressInterval: .milliseconds(500)) { message in
+            try etcd.watch(
+                from: bytes(prefix), end: etcdPrefixEnd(bytes(prefix)), startRevision: start + 1,
+                progressInterval: .milliseconds(500)
+            ) { message in
                 if case .progress(let seen) = message { revision = seen }
                 return revision == nil
             }
@@ -88,9 +99,11 @@ struct EtcdFailureTests {
     @Test func readsAndWatchesAtACompactedRevisionThrowCompacted() async throws {
         let etcd = try EtcdGateway(endpoints: cluster.clientURLs)
         let prefix = uniquePrefix("compact")
-        let old = try etcd.commit(EtcdTransaction(success: [.put(key: bytes(prefix + "k"), value: bytes("1"))])).revision
+        let old = try etcd.commit(EtcdTransaction(success: [.put(key: bytes(prefix + "k"), value: bytes("1"))]))
+            .revision
         _ = try etcd.commit(EtcdTransaction(success: [.put(key: bytes(prefix + "k"), value: bytes("2"))]))
-        let compactedAt = try etcd.commit(EtcdTransaction(success: [.put(key: bytes(prefix + "k"), value: bytes("3"))])).revision
+        let compactedAt = try etcd.commit(EtcdTransaction(success: [.put(key: bytes(prefix + "k"), value: bytes("3"))]))
+            .revision
         try cluster.mustEtcdctl(["compact", String(compactedAt)])
 
         #expect(throws: EtcdError.compacted(compactedAt)) {
@@ -98,13 +111,18 @@ struct EtcdFailureTests {
         }
         let watched = try await onThread { () -> EtcdError? in
             do throws(EtcdError) {
-                try etcd.watch(from: bytes(prefix), end: etcdPrefixEnd(bytes(prefix)), startRevision: old, progressInterval: .milliseconds(500)) { _ in false }
+                try etcd.watch(
+                    from: bytes(prefix), end: etcdPrefixEnd(bytes(prefix)), startRevision: old,
+                    progressInterval: .milliseconds(500)
+                ) { _ in false }
                 return nil
             } catch {
                 return error
             }
         }
         #expect(watched == .compacted(compactedAt))
-        #expect(try etcd.range(from: bytes(prefix + "k"), end: [], revision: compactedAt, limit: 0).keyValues.map(\.value) == [bytes("3")])
+        #expect(
+            try etcd.range(from: bytes(prefix + "k"), end: [], revision: compactedAt, limit: 0).keyValues.map(\.value)
+                == [bytes("3")])
     }
 }

@@ -20,16 +20,24 @@ struct EtcdGatewayTests {
     @Test func rangePagesStayPinnedToTheRevisionOfTheFirstPage() async throws {
         let prefix = uniquePrefix("pages")
         let etcd = try gateway()
-        for index in 0..<5 { _ = try etcd.commit(EtcdTransaction(success: [.put(key: bytes("\(prefix)k\(index)"), value: bytes("old\(index)"))])) }
+        for index in 0..<5 {
+            _ = try etcd.commit(
+                EtcdTransaction(success: [.put(key: bytes("\(prefix)k\(index)"), value: bytes("old\(index)"))]))
+        }
         let first = try etcd.range(from: bytes(prefix), end: etcdPrefixEnd(bytes(prefix)), revision: nil, limit: 2)
         #expect(first.keyValues.map(\.value) == [bytes("old0"), bytes("old1")])
         #expect(first.more)
         // Changes after the first page: later pages read at its revision must not see them.
-        _ = try etcd.commit(EtcdTransaction(success: [.put(key: bytes("\(prefix)k2"), value: bytes("new2")), .delete(key: bytes("\(prefix)k3"))]))
+        _ = try etcd.commit(
+            EtcdTransaction(success: [
+                .put(key: bytes("\(prefix)k2"), value: bytes("new2")), .delete(key: bytes("\(prefix)k3")),
+            ]))
         var values: [[UInt8]] = first.keyValues.map(\.value)
         var page = first
         while page.more {
-            page = try etcd.range(from: page.keyValues.last!.key + [0], end: etcdPrefixEnd(bytes(prefix)), revision: first.revision, limit: 2)
+            page = try etcd.range(
+                from: page.keyValues.last!.key + [0], end: etcdPrefixEnd(bytes(prefix)), revision: first.revision,
+                limit: 2)
             #expect(page.revision == first.revision)
             values += page.keyValues.map(\.value)
         }
@@ -50,28 +58,42 @@ struct EtcdGatewayTests {
         let prefix = uniquePrefix("txn")
         let key = bytes(prefix + "a"), other = bytes(prefix + "b")
         // Mod revision 0: the key does not exist yet.
-        let created = try etcd.commit(EtcdTransaction(comparisons: [.modRevision(key: key, equals: 0)], success: [.put(key: key, value: bytes("1"))]))
+        let created = try etcd.commit(
+            EtcdTransaction(
+                comparisons: [.modRevision(key: key, equals: 0)], success: [.put(key: key, value: bytes("1"))]))
         #expect(created.succeeded)
         let stored = try etcd.range(from: key, end: [], revision: nil, limit: 0).keyValues
         #expect(stored == [EtcdKeyValue(key: key, value: bytes("1"), modRevision: created.revision)])
 
         let lost = try etcd.commit(
             EtcdTransaction(
-                comparisons: [.modRevision(key: key, equals: created.revision - 1)], success: [.put(key: key, value: bytes("2"))],
+                comparisons: [.modRevision(key: key, equals: created.revision - 1)],
+                success: [.put(key: key, value: bytes("2"))],
                 failure: [.put(key: other, value: bytes("failure branch"))]))
         #expect(!lost.succeeded)  // the gateway leaves `succeeded` out when false
         #expect(lost.revision > created.revision)  // the failure branch's put
         #expect(try etcd.range(from: key, end: [], revision: nil, limit: 0).keyValues.map(\.value) == [bytes("1")])
-        #expect(try etcd.range(from: other, end: [], revision: nil, limit: 0).keyValues.map(\.value) == [bytes("failure branch")])
+        #expect(
+            try etcd.range(from: other, end: [], revision: nil, limit: 0).keyValues.map(\.value) == [
+                bytes("failure branch")
+            ])
 
         let won = try etcd.commit(
-            EtcdTransaction(comparisons: [.modRevision(key: key, equals: created.revision)], success: [.put(key: key, value: []), .delete(key: other)]))
+            EtcdTransaction(
+                comparisons: [.modRevision(key: key, equals: created.revision)],
+                success: [.put(key: key, value: []), .delete(key: other)]))
         #expect(won.succeeded)
         // An empty value (left out of the JSON) reads back as empty.
-        #expect(try etcd.range(from: key, end: [], revision: nil, limit: 0).keyValues == [EtcdKeyValue(key: key, value: [], modRevision: won.revision)])
-        let cleared = try etcd.commit(EtcdTransaction(success: [.deleteRange(key: bytes(prefix), end: etcdPrefixEnd(bytes(prefix)))]))
+        #expect(
+            try etcd.range(from: key, end: [], revision: nil, limit: 0).keyValues == [
+                EtcdKeyValue(key: key, value: [], modRevision: won.revision)
+            ])
+        let cleared = try etcd.commit(
+            EtcdTransaction(success: [.deleteRange(key: bytes(prefix), end: etcdPrefixEnd(bytes(prefix)))]))
         #expect(cleared.succeeded)
-        #expect(try etcd.range(from: bytes(prefix), end: etcdPrefixEnd(bytes(prefix)), revision: nil, limit: 0).keyValues.isEmpty)
+        #expect(
+            try etcd.range(from: bytes(prefix), end: etcdPrefixEnd(bytes(prefix)), revision: nil, limit: 0).keyValues
+                .isEmpty)
     }
 
     @Test func aWatchSeesEventsInOrderWithATransactionsEventsTogether() async throws {
@@ -79,13 +101,17 @@ struct EtcdGatewayTests {
         let prefix = uniquePrefix("watch")
         let start = try etcd.range(from: bytes(prefix), end: [], revision: nil, limit: 0).revision
         _ = try etcd.commit(EtcdTransaction(success: [.put(key: bytes(prefix + "a"), value: bytes("1"))]))
-        _ = try etcd.commit(EtcdTransaction(success: (0..<3).map { .put(key: bytes(prefix + "t\($0)"), value: bytes("x")) }))
+        _ = try etcd.commit(
+            EtcdTransaction(success: (0..<3).map { .put(key: bytes(prefix + "t\($0)"), value: bytes("x")) }))
         _ = try etcd.commit(EtcdTransaction(success: [.delete(key: bytes(prefix + "a"))]))
         let messages = try await onThread { () throws -> [EtcdWatchMessage] in
             var messages: [EtcdWatchMessage] = []
             var events = 0
             let deadline = ContinuousClock.now + .seconds(10)
-            try etcd.watch(from: bytes(prefix), end: etcdPrefixEnd(bytes(prefix)), startRevision: start + 1, progressInterval: .milliseconds(500)) { message in
+            try etcd.watch(
+                from: bytes(prefix), end: etcdPrefixEnd(bytes(prefix)), startRevision: start + 1,
+                progressInterval: .milliseconds(500)
+            ) { message in
                 messages.append(message)
                 if case .events(let batch, _) = message { events += batch.count }
                 return events < 5 && ContinuousClock.now < deadline
@@ -98,7 +124,9 @@ struct EtcdGatewayTests {
         }
         let all = batches.flatMap { $0 }
         #expect(all.map(\.kind) == [.put, .put, .put, .put, .delete])
-        #expect(all.map { String(decoding: $0.keyValue.key, as: UTF8.self) } == ["a", "t0", "t1", "t2", "a"].map { prefix + $0 })
+        #expect(
+            all.map { String(decoding: $0.keyValue.key, as: UTF8.self) }
+                == ["a", "t0", "t1", "t2", "a"].map { prefix + $0 })
         #expect(all.map(\.keyValue.modRevision) == all.map(\.keyValue.modRevision).sorted())
         // The transaction's three puts share one revision and arrive in one message.
         let transaction = try #require(batches.first { $0.contains { $0.keyValue.key == bytes(prefix + "t0") } })
@@ -115,7 +143,10 @@ struct EtcdGatewayTests {
         let (revisions, took) = try await onThread { () throws -> ([Int64], Duration) in
             var revisions: [Int64] = []
             let began = ContinuousClock.now
-            try etcd.watch(from: bytes(prefix), end: etcdPrefixEnd(bytes(prefix)), startRevision: start + 1, progressInterval: .milliseconds(500)) { message in
+            try etcd.watch(
+                from: bytes(prefix), end: etcdPrefixEnd(bytes(prefix)), startRevision: start + 1,
+                progressInterval: .milliseconds(500)
+            ) { message in
                 if case .progress(let revision) = message { revisions.append(revision) }
                 return revisions.count < 3
             }
@@ -135,9 +166,17 @@ struct EtcdGatewayTests {
         #expect(isTooLarge { _ = try etcd.commit(tooMany) })
         // 1.5 MiB is etcd's default request limit; 3 MiB is also over gRPC's message limit.
         for size in [1_600_000, 3_000_000] {
-            #expect(isTooLarge { _ = try etcd.commit(EtcdTransaction(success: [.put(key: bytes(prefix + "big"), value: Array(repeating: 0x61, count: size))])) })
+            #expect(
+                isTooLarge {
+                    _ = try etcd.commit(
+                        EtcdTransaction(success: [
+                            .put(key: bytes(prefix + "big"), value: Array(repeating: 0x61, count: size))
+                        ]))
+                })
         }
-        #expect(try etcd.range(from: bytes(prefix), end: etcdPrefixEnd(bytes(prefix)), revision: nil, limit: 0).keyValues.isEmpty)
+        #expect(
+            try etcd.range(from: bytes(prefix), end: etcdPrefixEnd(bytes(prefix)), revision: nil, limit: 0).keyValues
+                .isEmpty)
         // Just under the limits passes.
         let fits = EtcdTransaction(success: (0..<128).map { .put(key: bytes("\(prefix)\($0)"), value: bytes("v")) })
         #expect(try etcd.commit(fits).succeeded)
@@ -146,7 +185,9 @@ struct EtcdGatewayTests {
     @Test func aFutureRevisionIsAProtocolErrorWithEtcdsMessage() throws {
         let etcd = try gateway()
         let now = try etcd.range(from: bytes("x"), end: [], revision: nil, limit: 0).revision
-        let error = #expect(throws: EtcdError.self) { _ = try etcd.range(from: bytes("x"), end: [], revision: now + 1000, limit: 0) }
+        let error = #expect(throws: EtcdError.self) {
+            _ = try etcd.range(from: bytes("x"), end: [], revision: now + 1000, limit: 0)
+        }
         guard case .protocolError(let message) = error else {
             Issue.record("expected a protocol error, got \(String(describing: error))")
             return
@@ -161,10 +202,14 @@ struct EtcdGatewayTests {
         defer { proxy.stop() }
         let etcd = try EtcdGateway(endpoints: [proxy.url])
         let prefix = uniquePrefix("proxied")
-        for index in 0..<3 { _ = try etcd.commit(EtcdTransaction(success: [.put(key: bytes("\(prefix)k\(index)"), value: bytes("v\(index)"))])) }
+        for index in 0..<3 {
+            _ = try etcd.commit(
+                EtcdTransaction(success: [.put(key: bytes("\(prefix)k\(index)"), value: bytes("v\(index)"))]))
+        }
         let page = try etcd.range(from: bytes(prefix), end: etcdPrefixEnd(bytes(prefix)), revision: nil, limit: 0)
         #expect(page.keyValues.map(\.value) == [bytes("v0"), bytes("v1"), bytes("v2")])
-        let again = try etcd.range(from: bytes(prefix), end: etcdPrefixEnd(bytes(prefix)), revision: page.revision, limit: 1)
+        let again = try etcd.range(
+            from: bytes(prefix), end: etcdPrefixEnd(bytes(prefix)), revision: page.revision, limit: 1)
         #expect(again.keyValues.map(\.value) == [bytes("v0")] && again.more)
     }
 }
@@ -201,7 +246,8 @@ final class HTTP1Proxy {
         process = try SpawnedProcess("/usr/bin/python3", ["-c", script, target], output: output)
         var port = ""
         for _ in 0..<200 where port.isEmpty {
-            port = ((try? String(contentsOfFile: output, encoding: .utf8)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+            port = ((try? String(contentsOfFile: output, encoding: .utf8)) ?? "").trimmingCharacters(
+                in: .whitespacesAndNewlines)
             if port.isEmpty { usleep(20_000) }
         }
         guard !port.isEmpty else { throw ClusterFailure("the HTTP/1.1 proxy did not start") }

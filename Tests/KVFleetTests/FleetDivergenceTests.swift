@@ -12,14 +12,17 @@ import Testing
 /// left-out list in status and the journal, the fleet enabled over a host's own values, and a
 /// transaction whose answer is lost. etcd wiped under a host has its own cluster
 /// (``FleetWipeTests``).
-@Suite(.enabled(if: EtcdCluster.isInstalled, EtcdCluster.notInstalled), .etcdCluster(members: 3), .serialized, .timeLimit(.minutes(20)))
+@Suite(
+    .enabled(if: EtcdCluster.isInstalled, EtcdCluster.notInstalled), .etcdCluster(members: 3), .serialized,
+    .timeLimit(.minutes(20)))
 struct FleetDivergenceTests {
     var cluster: EtcdCluster { EtcdCluster.shared! }
 
     /// A host on its own prefix of the shared cluster.
     func host(_ name: String, prefix: String, endpoints: [String]? = nil) throws -> FleetHost {
         try FleetHost(
-            name, in: try FleetFailureTests.hostsFolder(cluster), cluster: cluster, endpoints: endpoints, extraArguments: ["--etcd-prefix", prefix],
+            name, in: try FleetFailureTests.hostsFolder(cluster), cluster: cluster, endpoints: endpoints,
+            extraArguments: ["--etcd-prefix", prefix],
             withUser: false)
     }
 
@@ -63,7 +66,9 @@ struct FleetDivergenceTests {
         let status = try host.status { $0.fleet?.appliedRevision == last }
         #expect(status.fleet?.problemCount == 100_000)
         #expect(status.fleet?.problems.count == FleetReflector.statusProblemLimit)
-        #expect(status.fleet?.problems.first?.contains("com.corp.bad/k0\"") == true, "\(status.fleet?.problems.first ?? "")")
+        #expect(
+            status.fleet?.problems.first?.contains("com.corp.bad/k0\"") == true, "\(status.fleet?.problems.first ?? "")"
+        )
         let log = host.systemLog()
         #expect(log.contains("more etcd key(s) left out; the journal names at most"), "the journal is not flooded")
     }
@@ -108,7 +113,9 @@ struct FleetDivergenceTests {
         func kvctl(_ arguments: String...) throws -> (status: Int32, output: String) {
             let output = folder + "/kvctl.out"
             defer { unlink(output) }
-            let status = try SpawnedProcess(fleetBinaries + "/kvctl", ["--system", "--socket", socket] + arguments, output: output).reap()
+            let status = try SpawnedProcess(
+                fleetBinaries + "/kvctl", ["--system", "--socket", socket] + arguments, output: output
+            ).reap()
             return (status, (try? String(contentsOfFile: output, encoding: .utf8)) ?? "")
         }
         var local = try FleetHost.start(plain, waitingFor: socket, log: log)
@@ -117,7 +124,11 @@ struct FleetDivergenceTests {
         local.signal(SIGTERM)
         local.reap()
 
-        let fleet = plain + ["--etcd", cluster.clientURLs.joined(separator: ","), "--fleet-domain", "com.corp.*", "--etcd-prefix", uniquePrefix("local")]
+        let fleet =
+            plain + [
+                "--etcd", cluster.clientURLs.joined(separator: ","), "--fleet-domain", "com.corp.*", "--etcd-prefix",
+                uniquePrefix("local"),
+            ]
         let starting = try SpawnedProcess(fleetBinaries + "/kvd", fleet, output: log)
         // A kvd that starts the fleet anyway never exits: stop it after 15 s (the test fails).
         let exited = Counter()
@@ -156,7 +167,8 @@ struct FleetDivergenceTests {
         #expect(proxy.droppedAnswers >= 1, "the proxy dropped the answer")
         #expect(written.status == 0, "\(written.output) \(host.logs())")
         #expect(try FleetFailureTests.etcdContents(writer, prefix + "values/com.corp.lost/") == ["k": "\"new\""])
-        #expect(try host.kvctl("get", "com.corp.lost", "k", system: true).output == "new\n", "the host reads its own write")
+        #expect(
+            try host.kvctl("get", "com.corp.lost", "k", system: true).output == "new\n", "the host reads its own write")
     }
 }
 

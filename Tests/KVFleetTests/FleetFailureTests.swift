@@ -18,7 +18,8 @@ import Testing
 struct FleetFailureTests {
     static func hostsFolder(_ cluster: EtcdCluster) throws -> String {
         let root = cluster.folder + "/hosts"
-        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        try FileManager.default.createDirectory(
+            atPath: root, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
         return root
     }
 
@@ -32,14 +33,21 @@ struct FleetFailureTests {
     static func etcdContents(_ etcd: EtcdGateway, _ prefix: String) throws -> [String: String] {
         let page = try etcd.range(from: bytes(prefix), end: etcdPrefixEnd(bytes(prefix)), revision: nil, limit: 0)
         return Dictionary(
-            uniqueKeysWithValues: page.keyValues.map { (String(decoding: $0.key.dropFirst(prefix.utf8.count), as: UTF8.self), String(decoding: $0.value, as: UTF8.self)) })
+            uniqueKeysWithValues: page.keyValues.map {
+                (
+                    String(decoding: $0.key.dropFirst(prefix.utf8.count), as: UTF8.self),
+                    String(decoding: $0.value, as: UTF8.self)
+                )
+            })
     }
 
     /// A host's domain as key → typed JSON text, from `kvctl --system get DOMAIN --json`.
     static func mirrored(_ host: FleetHost, _ domain: String) throws -> [String: String] {
         let run = try host.kvctl("--json", "get", domain, system: true)
         guard run.status == 0 else { return [:] }
-        let object = try JSONSerialization.jsonObject(with: Data(run.output.utf8), options: [.fragmentsAllowed]) as? [String: Any] ?? [:]
+        let object =
+            try JSONSerialization.jsonObject(with: Data(run.output.utf8), options: [.fragmentsAllowed])
+            as? [String: Any] ?? [:]
         return object.mapValues { value in
             let data = try! JSONSerialization.data(withJSONObject: value, options: [.fragmentsAllowed, .sortedKeys])
             return String(decoding: data, as: UTF8.self)
@@ -53,7 +61,9 @@ struct FleetFailureTests {
         let cluster = try EtcdCluster()
         defer { cluster.stop() }
         let first = try cluster.follower()
-        let host = try FleetHost("a", in: try Self.hostsFolder(cluster), cluster: cluster, endpoints: cluster.endpoints(startingWith: first), withUser: false)
+        let host = try FleetHost(
+            "a", in: try Self.hostsFolder(cluster), cluster: cluster, endpoints: cluster.endpoints(startingWith: first),
+            withUser: false)
         let writer = try EtcdGateway(endpoints: cluster.clientURLs)
         var last = try Self.put(writer, "kvd/values/com.corp.app/k0", "0")
         var status = try host.status { $0.fleet?.appliedRevision == last }
@@ -79,7 +89,8 @@ struct FleetFailureTests {
         let others = cluster.clientURLs.indices.filter { $0 != hung }.map { cluster.clientURLs[$0] }
         let survivor = try EtcdGateway(endpoints: others)
         cluster.signal(SIGSTOP, member: hung)
-        try cluster.waitUntilHealthy(members: cluster.clientURLs.indices.filter { $0 != hung })  // a new leader, if it led
+        // a new leader, if it led
+        try cluster.waitUntilHealthy(members: cluster.clientURLs.indices.filter { $0 != hung })
         for i in 41...60 { last = try Self.put(survivor, "kvd/values/com.corp.app/k\(i % 7)", "\(i)") }
         status = try host.status { $0.fleet?.appliedRevision == last }
         #expect(status.fleet?.appliedRevision == last, "the hung member was left: \(status) \(host.logs())")
@@ -114,7 +125,9 @@ struct FleetFailureTests {
 
         stopped.forEach { cluster.signal(SIGCONT, member: $0) }
         try cluster.waitUntilHealthy()
-        #expect(try cluster.mustEtcdctl(["get", "--print-value-only", "kvd/values/com.corp.net/proxy"]) == "\"p1\"\n", "the refused write changed nothing")
+        #expect(
+            try cluster.mustEtcdctl(["get", "--print-value-only", "kvd/values/com.corp.net/proxy"]) == "\"p1\"\n",
+            "the refused write changed nothing")
         _ = try cluster.mustEtcdctl(["put", "kvd/values/com.corp.net/proxy", "\"p3\""])
         for host in [a, b] { #expect(try host.eventually("p3", "get", "com.corp.net", "proxy"), "\(host.logs())") }
         #expect(try b.kvctl("set", "com.corp.net", "proxy", "p4", system: true).status == 0)
@@ -158,7 +171,9 @@ struct FleetFailureTests {
         #expect(try Self.mirrored(b, "com.corp.app") == expected)
         #expect(try a.kvctl("get", "com.corp.other", "x", system: true).status == 1, "the deleted key is gone")
         #expect(try a.kvctl("locks", system: true).output == "com.corp.app k3\n")
-        #expect(try a.kvctl("get", "org.local", "kept", system: true).output == "yes\n", "the host's own domains are untouched")
+        #expect(
+            try a.kvctl("get", "org.local", "kept", system: true).output == "yes\n",
+            "the host's own domains are untouched")
     }
 
     /// Test 7: a host killed (SIGKILL) during a burst of 1,000 etcd changes (values set and
@@ -206,7 +221,10 @@ struct FleetFailureTests {
         let cluster = try EtcdCluster()
         defer { cluster.stop() }
         let root = try Self.hostsFolder(cluster)
-        let hosts = [try FleetHost("a", in: root, cluster: cluster, withUser: false), try FleetHost("b", in: root, cluster: cluster, withUser: false)]
+        let hosts = [
+            try FleetHost("a", in: root, cluster: cluster, withUser: false),
+            try FleetHost("b", in: root, cluster: cluster, withUser: false),
+        ]
         let domain = try Domain(validating: "com.corp.mail"), key = try Key(validating: "port")
         #expect(try hosts[0].kvctl("set", "com.corp.mail", "port", "-int", "1", system: true).status == 0)
         #expect(try hosts[1].eventually("1", "get", "com.corp.mail", "port", system: true))
@@ -233,7 +251,8 @@ struct FleetFailureTests {
             #expect(results.values.sorted() == ["mismatch", "won"], "round \(round): \(results)")
             guard let winner = results.first(where: { $0.value == "won" })?.key else { continue }
             let value = String(100 * round + winner)
-            #expect(try cluster.mustEtcdctl(["get", "--print-value-only", "kvd/values/com.corp.mail/port"]) == value + "\n")
+            #expect(
+                try cluster.mustEtcdctl(["get", "--print-value-only", "kvd/values/com.corp.mail/port"]) == value + "\n")
             for host in hosts { #expect(try host.eventually(value, "get", "com.corp.mail", "port", system: true)) }
         }
     }
@@ -247,8 +266,10 @@ struct FleetFailureTests {
         try enableAuthentication(cluster)
         let root = try Self.hostsFolder(cluster)
         let authFile = root + "/etcd-auth"
-        _ = FileManager.default.createFile(atPath: authFile, contents: Data("root:root-secret\n".utf8), attributes: [.posixPermissions: 0o600])
-        let host = try FleetHost("a", in: root, cluster: cluster, extraArguments: ["--etcd-auth-file", authFile], withUser: false)
+        _ = FileManager.default.createFile(
+            atPath: authFile, contents: Data("root:root-secret\n".utf8), attributes: [.posixPermissions: 0o600])
+        let host = try FleetHost(
+            "a", in: root, cluster: cluster, extraArguments: ["--etcd-auth-file", authFile], withUser: false)
         let writer = try EtcdGateway(endpoints: cluster.clientURLs, credentials: EtcdAuthTests.root)
         var last = try Self.put(writer, "kvd/values/com.corp.auth/k", "1")
         #expect(try host.status { $0.fleet?.appliedRevision == last }.fleet?.appliedRevision == last, "\(host.logs())")
@@ -271,9 +292,13 @@ struct FleetFailureTests {
         #expect(try host.status { $0.fleet?.appliedRevision == last }.fleet?.appliedRevision == last, "\(host.logs())")
         #expect(try host.kvctl("set", "com.corp.auth", "k", "-int", "5", system: true).status == 0, "\(host.logs())")
         last = try Self.put(open, "kvd/values/com.corp.auth/k", "6")
-        let later = try FleetHost("b", in: root, cluster: cluster, extraArguments: ["--etcd-auth-file", authFile], withUser: false)
-        #expect(try later.status { $0.fleet?.appliedRevision == last }.fleet?.appliedRevision == last, "\(later.logs())")
-        #expect(later.systemLog().contains("authentication is not enabled: calling it without the credentials"), "\(later.logs())")
+        let later = try FleetHost(
+            "b", in: root, cluster: cluster, extraArguments: ["--etcd-auth-file", authFile], withUser: false)
+        #expect(
+            try later.status { $0.fleet?.appliedRevision == last }.fleet?.appliedRevision == last, "\(later.logs())")
+        #expect(
+            later.systemLog().contains("authentication is not enabled: calling it without the credentials"),
+            "\(later.logs())")
     }
 
     /// `https://` members: with `--etcd-ca-file` (the authority that signed etcd's certificate)
@@ -285,7 +310,8 @@ struct FleetFailureTests {
         let caFile = try #require(cluster.caFile)
         #expect(cluster.clientURLs.allSatisfy { $0.hasPrefix("https://") })
         let root = try Self.hostsFolder(cluster)
-        let host = try FleetHost("a", in: root, cluster: cluster, extraArguments: ["--etcd-ca-file", caFile], withUser: false)
+        let host = try FleetHost(
+            "a", in: root, cluster: cluster, extraArguments: ["--etcd-ca-file", caFile], withUser: false)
         let writer = try EtcdGateway(endpoints: cluster.clientURLs, caFile: caFile)
         let last = try Self.put(writer, "kvd/values/com.corp.tls/k", "1")
         #expect(try host.status { $0.fleet?.appliedRevision == last }.fleet?.appliedRevision == last, "\(host.logs())")
@@ -296,7 +322,9 @@ struct FleetFailureTests {
         let refused = try untrusting.status { $0.fleet?.lastError != nil }
         #expect(refused.fleet?.appliedRevision == 0)
         #expect(refused.fleet?.lastError?.contains("certificate") == true, "\(refused)")
-        #expect(throws: EtcdError.self) { try EtcdGateway(endpoints: cluster.clientURLs).range(from: bytes("k"), end: [], revision: nil, limit: 1) }
+        #expect(throws: EtcdError.self) {
+            try EtcdGateway(endpoints: cluster.clientURLs).range(from: bytes("k"), end: [], revision: nil, limit: 1)
+        }
     }
 }
 

@@ -7,8 +7,12 @@ import Testing
 
 /// The built programs, beside the test bundle.
 let fleetBinaries: String = {
-    var url = URL(fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0])
-    while !FileManager.default.fileExists(atPath: url.appendingPathComponent("kvd").path), url.path != "/" { url.deleteLastPathComponent() }
+    var url = URL(
+        fileURLWithPath: (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+            ?? CommandLine.arguments[0])
+    while !FileManager.default.fileExists(atPath: url.appendingPathComponent("kvd").path), url.path != "/" {
+        url.deleteLastPathComponent()
+    }
     return url.path
 }()
 
@@ -25,16 +29,23 @@ final class FleetHost: @unchecked Sendable {
     var systemSocket: String { folder + "/run/system.sock" }
     var userSocket: String { folder + "/user.sock" }
 
-    init(_ name: String, in root: String, cluster: EtcdCluster, endpoints: [String]? = nil, extraArguments: [String] = [], withUser: Bool = true) throws {
+    init(
+        _ name: String, in root: String, cluster: EtcdCluster, endpoints: [String]? = nil,
+        extraArguments: [String] = [], withUser: Bool = true
+    ) throws {
         folder = root + "/" + name
         self.cluster = cluster
         self.endpoints = endpoints ?? cluster.clientURLs
         self.extraArguments = extraArguments
-        try FileManager.default.createDirectory(atPath: folder + "/run", withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        try FileManager.default.createDirectory(
+            atPath: folder + "/run", withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
         try startSystem()
         if withUser {
             user = try Self.start(
-                ["--socket", userSocket, "--state-dir", folder + "/user-state", "--system-socket", systemSocket, "--idle-exit", "0"], waitingFor: userSocket,
+                [
+                    "--socket", userSocket, "--state-dir", folder + "/user-state", "--system-socket", systemSocket,
+                    "--idle-exit", "0",
+                ], waitingFor: userSocket,
                 log: folder + "/user.log")
         }
     }
@@ -43,7 +54,8 @@ final class FleetHost: @unchecked Sendable {
     func startSystem() throws {
         system = try Self.start(
             [
-                "--system", "--socket", systemSocket, "--state-dir", folder + "/system-state", "--etcd", endpoints.joined(separator: ","),
+                "--system", "--socket", systemSocket, "--state-dir", folder + "/system-state", "--etcd",
+                endpoints.joined(separator: ","),
                 "--fleet-domain", "com.corp.*", "--etcd-progress-interval", "0.5", "--verbose",
             ] + extraArguments, waitingFor: systemSocket, log: folder + "/system.log")
     }
@@ -125,8 +137,10 @@ final class FleetHost: @unchecked Sendable {
     }
 
     func logs() -> String {
-        ["system.log", "user.log"].map { name in "\(name): " + ((try? String(contentsOfFile: folder + "/" + name, encoding: .utf8)) ?? "").suffix(3000) }
-            .joined(separator: "\n")
+        ["system.log", "user.log"].map { name in
+            "\(name): " + ((try? String(contentsOfFile: folder + "/" + name, encoding: .utf8)) ?? "").suffix(3000)
+        }
+        .joined(separator: "\n")
     }
 
     deinit {

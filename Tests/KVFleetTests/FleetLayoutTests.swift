@@ -15,7 +15,8 @@ import Testing
 
     @Test func valuesAndLocksAreReadWithKeysThatContainSlashes() throws {
         #expect(reading("kvd/values/com.corp.mail/server") == .fleet(try name(.value, "com.corp.mail", "server")))
-        #expect(reading("kvd/locks/com.corp.mail/server/host/") == .fleet(try name(.lock, "com.corp.mail", "server/host/")))
+        #expect(
+            reading("kvd/locks/com.corp.mail/server/host/") == .fleet(try name(.lock, "com.corp.mail", "server/host/")))
         #expect(reading("kvd/values/org.example.app//") == .fleet(try name(.value, "org.example.app", "/")))
     }
 
@@ -33,7 +34,9 @@ import Testing
     @Test func keysOutsideThePrefixAndOtherHostsDomainsAreIgnored() {
         guard case .ignored(let why) = reading("other/values/com.corp.a/k") else { Issue.record("not ignored"); return }
         #expect(why.contains("not under the prefix"))
-        guard case .ignored(let reason) = reading("kvd/values/com.other.a/k") else { Issue.record("not ignored"); return }
+        guard case .ignored(let reason) = reading("kvd/values/com.other.a/k") else {
+            Issue.record("not ignored"); return
+        }
         #expect(reason.contains("not a fleet domain"))
         // "kvd/values/" is under "kvd/", but "kvdx/..." is not under "kvd/".
         guard case .ignored = reading("kvdx/values/com.corp.a/k") else { Issue.record("not ignored"); return }
@@ -62,7 +65,9 @@ import Testing
     }
 
     @Test func valuesTravelAsTheContractsTypedJSON() throws {
-        let value: Value = .dictionary(["$odd": .date(Date(timeIntervalSince1970: 1.25)), "d": .data(Data([1, 2])), "r": .real(1.0)])
+        let value: Value = .dictionary([
+            "$odd": .date(Date(timeIntervalSince1970: 1.25)), "d": .data(Data([1, 2])), "r": .real(1.0),
+        ])
         let bytes = try layout.etcdValue(value)
         #expect(try layout.value(fromEtcdValue: bytes) == value)
         #expect(try layout.value(fromEtcdValue: Array(#"{"$data":"AQI="}"#.utf8)) == .data(Data([1, 2])))
@@ -76,7 +81,9 @@ import Testing
         let deepest = try layout.etcdValue(nested(Limits.valueDepth))
         #expect(try layout.value(fromEtcdValue: deepest) == nested(Limits.valueDepth))
         #expect(throws: ValueError.self) { try layout.etcdValue(nested(Limits.valueDepth + 1)) }
-        let tooDeep = Array(String(repeating: "[", count: 513).utf8) + [UInt8(ascii: "1")] + Array(String(repeating: "]", count: 513).utf8)
+        let tooDeep =
+            Array(String(repeating: "[", count: 513).utf8) + [UInt8(ascii: "1")]
+            + Array(String(repeating: "]", count: 513).utf8)
         #expect(throws: ValueError.self) { try layout.value(fromEtcdValue: tooDeep) }
     }
 

@@ -19,7 +19,8 @@ final class ReflectorRun {
         var options = FleetReflector.Options()
         options.pageSize = pageSize
         let sleeps = self.sleeps
-        return FleetReflector(etcd: etcd, layout: layout, options: options, sleep: { duration in sleeps.change { $0.append(duration) } })
+        return FleetReflector(
+            etcd: etcd, layout: layout, options: options, sleep: { duration in sleeps.change { $0.append(duration) } })
     }
 
     struct SinkFailure: Error, CustomStringConvertible {
@@ -65,7 +66,8 @@ final class ReflectorRun {
 func domain(_ name: String) -> Domain { try! Domain(validating: name) }
 func key(_ name: String) -> Key { try! Key(validating: name) }
 func values(_ entries: [String: Int64], in name: String = "com.corp.a") -> [Domain: [Key: Value]] {
-    entries.isEmpty ? [:] : [domain(name): Dictionary(uniqueKeysWithValues: entries.map { (key($0.key), Value.integer($0.value)) })]
+    entries.isEmpty
+        ? [:] : [domain(name): Dictionary(uniqueKeysWithValues: entries.map { (key($0.key), Value.integer($0.value)) })]
 }
 
 @Suite struct FleetReflectorListTests {
@@ -75,14 +77,19 @@ func values(_ entries: [String: Int64], in name: String = "com.corp.a") -> [Doma
         run.etcd.put("kvd/values/com.corp.a/2", "2")
         let listed = run.etcd.put("kvd/values/com.corp.a/3", "3")
         run.etcd.beforeRange { index, etcd in
-            if index == 1 { etcd.write(put: [("kvd/values/com.corp.a/4", "4"), ("kvd/values/com.corp.a/1", "10")], delete: ["kvd/values/com.corp.a/3"]) }
+            if index == 1 {
+                etcd.write(
+                    put: [("kvd/values/com.corp.a/4", "4"), ("kvd/values/com.corp.a/1", "10")],
+                    delete: ["kvd/values/com.corp.a/3"])
+            }
         }
         run.etcd.script([.history])
         run.run(pageSize: 2)
         #expect(run.etcd.rangeCalls.map(\.revision) == [nil, listed])
         #expect(run.etcd.rangeCalls.map(\.limit) == [2, 2])
         #expect(run.etcd.rangeCalls[1].from == Array("kvd/values/com.corp.a/2".utf8) + [0])
-        #expect(run.updates.first == .replace(FleetSnapshot(values: values(["1": 1, "2": 2, "3": 3])), revision: listed))
+        #expect(
+            run.updates.first == .replace(FleetSnapshot(values: values(["1": 1, "2": 2, "3": 3])), revision: listed))
         // The write between the pages comes by the watch, from the listing's revision + 1.
         #expect(run.etcd.watchStarts.first == listed + 1)
         #expect(run.mirror == FleetSnapshot(values: values(["1": 10, "2": 2, "4": 4])))
@@ -113,7 +120,8 @@ func values(_ entries: [String: Int64], in name: String = "com.corp.a") -> [Doma
         run.etcd.put("kvdx/values/com.corp.a/z", "1")
         let status = run.run()
         let expected = FleetSnapshot(
-            values: [domain("com.corp.a"): [key("x/y"): .dictionary(["$k": .bool(true)])]], locks: [domain("com.corp.a"): [key("x/y")]])
+            values: [domain("com.corp.a"): [key("x/y"): .dictionary(["$k": .bool(true)])]],
+            locks: [domain("com.corp.a"): [key("x/y")]])
         #expect(run.updates == [.replace(expected, revision: 5)])
         #expect(status.appliedRevision == 5)
         #expect(status.problems.isEmpty)
@@ -127,9 +135,14 @@ func values(_ entries: [String: Int64], in name: String = "com.corp.a") -> [Doma
         run.etcd.put("kvd/vals/com.corp.a/k", "1")
         let status = run.run()
         #expect(run.updates == [.replace(FleetSnapshot(values: values(["good": 1])), revision: 5)])
-        #expect(status.problems.map(\.etcdKey) == ["kvd/locks/com.corp.a b/k", "kvd/vals/com.corp.a/k", "kvd/values/com.corp.a/bad"])
+        #expect(
+            status.problems.map(\.etcdKey) == [
+                "kvd/locks/com.corp.a b/k", "kvd/vals/com.corp.a/k", "kvd/values/com.corp.a/bad",
+            ])
         #expect(status.problems.last?.revision == 3)
-        #expect(status.problems.last?.description.contains("is not the contract's typed JSON: invalid JSON at byte") == true)
+        #expect(
+            status.problems.last?.description.contains("is not the contract's typed JSON: invalid JSON at byte") == true
+        )
     }
 }
 
@@ -149,7 +162,9 @@ func values(_ entries: [String: Int64], in name: String = "com.corp.a") -> [Doma
     @Test func theEventsOfOneRevisionAreDeliveredTogether() {
         let run = ReflectorRun()
         func event(_ kind: EtcdEvent.Kind, _ name: String, _ value: String, _ revision: Int64) -> EtcdEvent {
-            EtcdEvent(kind: kind, keyValue: EtcdKeyValue(key: Array(name.utf8), value: Array(value.utf8), modRevision: revision))
+            EtcdEvent(
+                kind: kind,
+                keyValue: EtcdKeyValue(key: Array(name.utf8), value: Array(value.utf8), modRevision: revision))
         }
         let events = [
             event(.put, "kvd/values/com.corp.a/1", "1", 5), event(.put, "kvd/locks/com.corp.a/1", "", 5),
@@ -169,9 +184,15 @@ func values(_ entries: [String: Int64], in name: String = "com.corp.a") -> [Doma
     @Test func eventsAtOrBelowTheAppliedRevisionAreDropped() {
         let run = ReflectorRun()
         let replayed = (8...11).map { revision in
-            EtcdEvent(kind: .put, keyValue: EtcdKeyValue(key: Array("kvd/values/com.corp.a/k".utf8), value: Array("\(revision)".utf8), modRevision: Int64(revision)))
+            EtcdEvent(
+                kind: .put,
+                keyValue: EtcdKeyValue(
+                    key: Array("kvd/values/com.corp.a/k".utf8), value: Array("\(revision)".utf8),
+                    modRevision: Int64(revision)))
         }
-        run.etcd.script([.send(.events(Array(replayed[0...2]), headerRevision: 12)), .send(.events(replayed, headerRevision: 12))])
+        run.etcd.script([
+            .send(.events(Array(replayed[0...2]), headerRevision: 12)), .send(.events(replayed, headerRevision: 12)),
+        ])
         let status = run.run(from: 10)
         #expect(run.updates == [.apply([.set(a, key("k"), .integer(11))], revision: 11)])
         #expect(status.appliedRevision == 11)
@@ -232,7 +253,11 @@ func values(_ entries: [String: Int64], in name: String = "com.corp.a") -> [Doma
         run.etcd.script([.run({ $0.put("kvd/values/com.corp.a/1", "2") }), .history], [.history])
         let status = run.run()
         #expect(run.etcd.watchStarts == [3, 3, 4])
-        #expect(run.updates == [.replace(FleetSnapshot(values: values(["1": 1])), revision: 2), .apply([.set(a, key("1"), .integer(2))], revision: 3)])
+        #expect(
+            run.updates == [
+                .replace(FleetSnapshot(values: values(["1": 1])), revision: 2),
+                .apply([.set(a, key("1"), .integer(2))], revision: 3),
+            ])
         #expect(status.appliedRevision == 3)
         #expect(run.sleeps.value.first == .milliseconds(100))
     }
@@ -250,7 +275,9 @@ func values(_ entries: [String: Int64], in name: String = "com.corp.a") -> [Doma
     @Test func backoffDoublesUpToItsCapAndResetsWhenEtcdAnswers() {
         let run = ReflectorRun()
         let broken: [ScriptedEtcd.Step] = [.fail(.unreachable("refused"))]
-        run.etcd.script(broken, broken, broken, broken, broken, broken, broken, broken, [.send(.progress(revision: 9)), .fail(.unreachable("reset"))])
+        run.etcd.script(
+            broken, broken, broken, broken, broken, broken, broken, broken,
+            [.send(.progress(revision: 9)), .fail(.unreachable("reset"))])
         run.run(from: 5)
         let milliseconds: [Int64] = [100, 200, 400, 800, 1600, 3200, 5000, 5000, 100]
         #expect(run.sleeps.value == milliseconds.map { .milliseconds($0) })
@@ -259,9 +286,15 @@ func values(_ entries: [String: Int64], in name: String = "com.corp.a") -> [Doma
     @Test func anUnreadableValueRemovesTheOldOneAndIsReported() {
         let run = ReflectorRun()
         run.etcd.put("kvd/values/com.corp.a/1", "1")
-        run.etcd.script([.run({ $0.write(put: [("kvd/values/com.corp.a/1", "[1,"), ("kvd/locks/com.corp.a/", "")]) }), .history])
+        run.etcd.script([
+            .run({ $0.write(put: [("kvd/values/com.corp.a/1", "[1,"), ("kvd/locks/com.corp.a/", "")]) }), .history,
+        ])
         let status = run.run()
-        #expect(run.updates == [.replace(FleetSnapshot(values: values(["1": 1])), revision: 2), .apply([.remove(a, key("1"))], revision: 3)])
+        #expect(
+            run.updates == [
+                .replace(FleetSnapshot(values: values(["1": 1])), revision: 2),
+                .apply([.remove(a, key("1"))], revision: 3),
+            ])
         #expect(status.appliedRevision == 3)
         #expect(status.problems.map(\.etcdKey) == ["kvd/locks/com.corp.a/", "kvd/values/com.corp.a/1"])
         #expect(status.problems.map(\.revision) == [3, 3])
@@ -271,9 +304,14 @@ func values(_ entries: [String: Int64], in name: String = "com.corp.a") -> [Doma
         let run = ReflectorRun()
         run.etcd.put("kvd/values/com.corp.a/1", "[1,")
         run.etcd.put("kvd/locks/com.corp.a/", "")
-        run.etcd.script([.run({ $0.write(put: [("kvd/values/com.corp.a/1", "4")], delete: ["kvd/locks/com.corp.a/"]) }), .history])
+        run.etcd.script([
+            .run({ $0.write(put: [("kvd/values/com.corp.a/1", "4")], delete: ["kvd/locks/com.corp.a/"]) }), .history,
+        ])
         let status = run.run()
-        #expect(run.updates == [.replace(FleetSnapshot(), revision: 3), .apply([.set(a, key("1"), .integer(4))], revision: 4)])
+        #expect(
+            run.updates == [
+                .replace(FleetSnapshot(), revision: 3), .apply([.set(a, key("1"), .integer(4))], revision: 4),
+            ])
         #expect(status.problems.isEmpty)
     }
 

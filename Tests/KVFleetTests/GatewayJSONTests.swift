@@ -6,21 +6,26 @@ import Testing
 /// The gateway's JSON quirks, on answers as etcd 3.4 writes them (the ones real etcd rarely
 /// produces on demand: an error inside the watch stream).
 @Suite struct GatewayJSONTests {
-    func decode<T: Decodable>(_ type: T.Type, _ text: String) throws -> T { try GatewayJSON.decode(type, from: Data(text.utf8)) }
+    func decode<T: Decodable>(_ type: T.Type, _ text: String) throws -> T {
+        try GatewayJSON.decode(type, from: Data(text.utf8))
+    }
 
     @Test func zeroValuesLeftOutReadAsZero() throws {
-        let failedTxn = try decode(TxnResponseJSON.self, #"{"header":{"cluster_id":"1","member_id":"2","revision":"17","raft_term":"3"}}"#)
+        let failedTxn = try decode(
+            TxnResponseJSON.self, #"{"header":{"cluster_id":"1","member_id":"2","revision":"17","raft_term":"3"}}"#)
         #expect(failedTxn.succeeded == nil && failedTxn.header?.revision?.value == 17)
         let line = try decode(
             WatchLineJSON.self,
-            #"{"result":{"header":{"revision":"9"},"events":[{"kv":{"key":"YQ==","mod_revision":"9"}},{"type":"DELETE","kv":{"key":"Yg==","mod_revision":"9"}}]}}"#)
+            #"{"result":{"header":{"revision":"9"},"events":[{"kv":{"key":"YQ==","mod_revision":"9"}},{"type":"DELETE","kv":{"key":"Yg==","mod_revision":"9"}}]}}"#
+        )
         let message = try EtcdGateway.message(try #require(line.result))
         #expect(
             message
                 == .events(
                     [
                         EtcdEvent(kind: .put, keyValue: EtcdKeyValue(key: Array("a".utf8), value: [], modRevision: 9)),
-                        EtcdEvent(kind: .delete, keyValue: EtcdKeyValue(key: Array("b".utf8), value: [], modRevision: 9)),
+                        EtcdEvent(
+                            kind: .delete, keyValue: EtcdKeyValue(key: Array("b".utf8), value: [], modRevision: 9)),
                     ], headerRevision: 9))
         let progress = try decode(WatchLineJSON.self, #"{"result":{"header":{"revision":"12"}}}"#)
         #expect(try EtcdGateway.message(try #require(progress.result)) == .progress(revision: 12))
@@ -29,9 +34,13 @@ import Testing
     @Test func errorsReadFromUnaryAnswersAndFromTheStream() throws {
         let unary = try decode(
             GatewayErrorJSON.self,
-            #"{"error":"etcdserver: mvcc: required revision has been compacted","code":11,"message":"etcdserver: mvcc: required revision has been compacted"}"#)
+            #"{"error":"etcdserver: mvcc: required revision has been compacted","code":11,"message":"etcdserver: mvcc: required revision has been compacted"}"#
+        )
         #expect(unary.kind == .failed(.compacted(0)))
-        let stream = try decode(WatchLineJSON.self, #"{"error":{"grpc_code":14,"http_code":503,"message":"etcdserver: no leader","http_status":"Service Unavailable"}}"#)
+        let stream = try decode(
+            WatchLineJSON.self,
+            #"{"error":{"grpc_code":14,"http_code":503,"message":"etcdserver: no leader","http_status":"Service Unavailable"}}"#
+        )
         #expect(stream.error?.kind == .unavailable(certainlyNotApplied: true))
         let token = try decode(GatewayErrorJSON.self, #"{"error":"etcdserver: invalid auth token","code":16}"#)
         #expect(token.kind == .invalidToken)
@@ -47,11 +56,15 @@ import Testing
         #expect(page.header?.revision?.value == 101 && page.more == true)
         #expect(
             page.kvs?.map(\.keyValue) == [
-                EtcdKeyValue(key: Array("a".utf8), value: Array("1".utf8), modRevision: 7), EtcdKeyValue(key: Array("b".utf8), value: [], modRevision: 8),
+                EtcdKeyValue(key: Array("a".utf8), value: Array("1".utf8), modRevision: 7),
+                EtcdKeyValue(key: Array("b".utf8), value: [], modRevision: 8),
             ])
         let empty = try read(#"{"header":{"revision":"5"}}"#)
         #expect(empty.kvs == nil && empty.more == nil && empty.header?.revision?.value == 5)
-        for bad in [#"{"kvs":[{"key":"not base64!"}]}"#, #"{"kvs":{}}"#, #"{"header":{"revision":"x"}}"#, #"{"more":"yes"}"#, "not json"] {
+        for bad in [
+            #"{"kvs":[{"key":"not base64!"}]}"#, #"{"kvs":{}}"#, #"{"header":{"revision":"x"}}"#, #"{"more":"yes"}"#,
+            "not json",
+        ] {
             #expect(throws: EtcdError.self, "\(bad)") { _ = try read(bad) }
         }
     }
@@ -71,9 +84,13 @@ import Testing
         #expect(page.revision == 300 && page.more)
         #expect(
             page.keyValues == [
-                EtcdKeyValue(key: Array("a".utf8), value: Array("1".utf8), modRevision: 7), EtcdKeyValue(key: Array("b".utf8), value: [], modRevision: 8),
+                EtcdKeyValue(key: Array("a".utf8), value: Array("1".utf8), modRevision: 7),
+                EtcdKeyValue(key: Array("b".utf8), value: [], modRevision: 8),
             ])
-        for bad in [Data([1, 0, 0, 0, 0]), Data([0, 0, 0, 0, 9, 0x0A]), Data([0, 0, 0, 0, 2, 0x0A, 5]), Data([0, 0, 0, 0, 1, 0x0B])] {
+        for bad in [
+            Data([1, 0, 0, 0, 0]), Data([0, 0, 0, 0, 9, 0x0A]), Data([0, 0, 0, 0, 2, 0x0A, 5]),
+            Data([0, 0, 0, 0, 1, 0x0B]),
+        ] {
             #expect(throws: EtcdError.self, "\([UInt8](bad))") { _ = try EtcdGRPC.rangeResponse(bad) }
         }
     }

@@ -24,9 +24,13 @@ final class LossyProxy: @unchecked Sendable {
         var address = Self.loopback(port: 0)
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) == 0 && getsockname(listener, $0, &length) == 0 }
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(listener, $0, length) == 0 && getsockname(listener, $0, &length) == 0
+            }
         }
-        guard bound, listen(listener, 64) == 0 else { throw ClusterFailure("the proxy cannot listen: \(String(cString: strerror(errno)))") }
+        guard bound, listen(listener, 64) == 0 else {
+            throw ClusterFailure("the proxy cannot listen: \(String(cString: strerror(errno)))")
+        }
         self.listener = listener
         url = "http://127.0.0.1:\(UInt16(bigEndian: address.sin_port))"
         Thread { [self] in acceptLoop() }.start()
@@ -63,7 +67,9 @@ final class LossyProxy: @unchecked Sendable {
             let server = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
             var address = Self.loopback(port: target)
             let connected = withUnsafePointer(to: &address) { pointer in
-                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(server, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    connect(server, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+                }
             }
             guard connected,
                 lock.withLock({ () -> Bool in

@@ -47,7 +47,9 @@ final class ScriptedEtcd: EtcdAPI, @unchecked Sendable {
     var revision: Int64 { state.withLock { $0.revision } }
 
     func script(_ steps: [Step]...) { state.withLock { $0.scripts += steps } }
-    func beforeRange(_ hook: @escaping @Sendable (Int, ScriptedEtcd) -> Void) { state.withLock { $0.beforeRange = hook } }
+    func beforeRange(_ hook: @escaping @Sendable (Int, ScriptedEtcd) -> Void) {
+        state.withLock { $0.beforeRange = hook }
+    }
     func whenExhausted(_ hook: @escaping @Sendable () -> Void) { state.withLock { $0.whenExhausted = hook } }
 
     /// Puts and deletes in one new revision (a transaction); returns the revision.
@@ -56,10 +58,17 @@ final class ScriptedEtcd: EtcdAPI, @unchecked Sendable {
         state.withLock { state in
             state.revision += 1
             for (key, value) in put {
-                state.history.append(EtcdEvent(kind: .put, keyValue: EtcdKeyValue(key: Array(key.utf8), value: Array(value.utf8), modRevision: state.revision)))
+                state.history.append(
+                    EtcdEvent(
+                        kind: .put,
+                        keyValue: EtcdKeyValue(
+                            key: Array(key.utf8), value: Array(value.utf8), modRevision: state.revision)))
             }
             for key in delete {
-                state.history.append(EtcdEvent(kind: .delete, keyValue: EtcdKeyValue(key: Array(key.utf8), value: [], modRevision: state.revision)))
+                state.history.append(
+                    EtcdEvent(
+                        kind: .delete,
+                        keyValue: EtcdKeyValue(key: Array(key.utf8), value: [], modRevision: state.revision)))
             }
             return state.revision
         }
@@ -88,8 +97,10 @@ final class ScriptedEtcd: EtcdAPI, @unchecked Sendable {
             for event in state.history where event.keyValue.modRevision <= at {
                 keys[event.keyValue.key] = event.kind == .put ? event.keyValue : nil
             }
-            let inRange = keys.values.filter { !$0.key.lexicographicallyPrecedes(key) && $0.key.lexicographicallyPrecedes(end) }
-                .sorted { $0.key.lexicographicallyPrecedes($1.key) }
+            let inRange = keys.values.filter {
+                !$0.key.lexicographicallyPrecedes(key) && $0.key.lexicographicallyPrecedes(end)
+            }
+            .sorted { $0.key.lexicographicallyPrecedes($1.key) }
             let page = limit > 0 ? Array(inRange.prefix(limit)) : inRange
             return EtcdRangePage(keyValues: page, more: page.count < inRange.count, revision: state.revision)
         }

@@ -87,7 +87,8 @@ import Testing
     /// A value nested as deep as a value may be is taken; one level deeper goes to the general
     /// path (which refuses it).
     @Test func theValueDepthIsTheGeneralPaths() throws {
-        let deepest = String(repeating: "[", count: Limits.valueDepth) + String(repeating: "]", count: Limits.valueDepth)
+        let deepest =
+            String(repeating: "[", count: Limits.valueDepth) + String(repeating: "]", count: Limits.valueDepth)
         let message = ArraySlice(Array((Self.prefix + deepest + "}}").utf8))
         #expect(try DefaultsRequest.fastSet(message) == DefaultsRequest(call: VarlinkCall(message: message)))
         let deeper = "[" + deepest + "]"
@@ -98,7 +99,8 @@ import Testing
 
     /// kvd's own clients write `Set` so that the fast path takes it.
     @Test func clientsWriteSetsTheFastPathTakes() throws {
-        let request = DefaultsRequest.set(try Domain(validating: "a.b"), try Key(validating: "k"), .string("v"), ifRevision: nil)
+        let request = DefaultsRequest.set(
+            try Domain(validating: "a.b"), try Key(validating: "k"), .string("v"), ifRevision: nil)
         #expect(DefaultsRequest.fastSet(request.call.encoded().dropLast()) == request)
     }
 }

@@ -15,10 +15,13 @@ import KVValues
 
     @Test(arguments: [510, 512])
     func setAndApplyTakeValuesAsDeepAsTheContractAllows(depth: Int) throws {
-        let set = try Self.request(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"d","key":"k","value":\#(Self.nested(depth))}}"#)
+        let set = try Self.request(
+            #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"d","key":"k","value":\#(Self.nested(depth))}}"#)
         guard case .set(_, _, let value, _) = set else { Issue.record("not a Set: \(set)"); return }
         #expect(JSONWriter().string(value.typedJSON) == Self.nested(depth))
-        let apply = try Self.request(#"{"method":"io.kvd.Defaults.Apply","parameters":{"domain":"d","changes":[{"key":"k","value":\#(Self.nested(depth))}]}}"#)
+        let apply = try Self.request(
+            #"{"method":"io.kvd.Defaults.Apply","parameters":{"domain":"d","changes":[{"key":"k","value":\#(Self.nested(depth))}]}}"#
+        )
         guard case .apply(_, let changes, _) = apply else { Issue.record("not an Apply: \(apply)"); return }
         #expect(changes.first?.value == value)
     }
@@ -28,7 +31,8 @@ import KVValues
     /// JSON, or 513 levels in an Apply, is refused by the call parser itself.)
     @Test(arguments: [513, 514])
     func setOfAValueDeeperThan512LevelsIsAnInvalidValue(depth: Int) throws {
-        let text = #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"d","key":"k","value":\#(Self.nested(depth))}}"#
+        let text =
+            #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"d","key":"k","value":\#(Self.nested(depth))}}"#
         #expect {
             try Self.request(text)
         } throws: { error in
@@ -36,14 +40,16 @@ import KVValues
             return reply.error == DefaultsInterface.Error.invalidValue
                 && reply.parameters["reason"].map { "\($0)".contains("deeper than 512 levels") } == true
         }
-        let apply = #"{"method":"io.kvd.Defaults.Apply","parameters":{"domain":"d","changes":[{"key":"k","value":\#(Self.nested(depth))}]}}"#
+        let apply =
+            #"{"method":"io.kvd.Defaults.Apply","parameters":{"domain":"d","changes":[{"key":"k","value":\#(Self.nested(depth))}]}}"#
         #expect(throws: (any Error).self) { try Self.request(apply) }
     }
 
     /// What kvd sends for a domain holding a 512-deep value: the client's reply parser takes it.
     @Test func listAndWatchRepliesOfTheDeepestValueAreRead() throws {
         let list = #"{"parameters":{"values":{"k":\#(Self.nested(512))},"revision":1}}"#
-        let watch = #"{"parameters":{"revision":1,"changes":[{"key":"k","value":\#(Self.nested(512))}],"initial":true},"continues":true}"#
+        let watch =
+            #"{"parameters":{"revision":1,"changes":[{"key":"k","value":\#(Self.nested(512))}],"initial":true},"continues":true}"#
         for text in [list, watch] {
             let reply = try VarlinkReply(message: Array(text.utf8))
             #expect(reply.error == nil)

@@ -61,7 +61,9 @@ import Testing
         #expect(mkdir(place.folder, 0o700) == 0)
         let someoneElse = geteuid() &+ 1
         let error = #expect(throws: SocketFolderError.self) { try place.prepare(owner: someoneElse) }
-        #expect(error?.description.contains("belongs to uid \(geteuid()), not to you (uid \(someoneElse))") == true, "\(String(describing: error))")
+        #expect(
+            error?.description.contains("belongs to uid \(geteuid()), not to you (uid \(someoneElse))") == true,
+            "\(String(describing: error))")
     }
 
     @Test func aLinkInThePlaceOfTheFolderIsRefused() throws {

@@ -33,7 +33,10 @@ import KVValues
         #expect(try exact.next() == nil)
         feed(&exact, "\0")
         #expect(try exact.next().map { $0.count } == 10)
-        for text in [String(repeating: "x", count: 11), String(repeating: "x", count: 11) + "\0", "{}\0" + String(repeating: "x", count: 11) + "\0"] {
+        for text in [
+            String(repeating: "x", count: 11), String(repeating: "x", count: 11) + "\0",
+            "{}\0" + String(repeating: "x", count: 11) + "\0",
+        ] {
             var over = MessageFramer(limit: 10)
             feed(&over, text)
             if text.hasPrefix("{}") { #expect(try over.next().map { Array($0) } == Array("{}".utf8)) }
@@ -45,7 +48,8 @@ import KVValues
     /// more chunk, ...) never lets the buffer empty or run out of complete messages: the bytes
     /// already handled must still be released.
     @Test func aPipelineThatNeverLetsTheBufferEmptyKeepsMemoryBounded() throws {
-        let message = Array(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"d","key":"k","value":1}}"#.utf8) + [0]
+        let message =
+            Array(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"d","key":"k","value":1}}"#.utf8) + [0]
         var stream: [UInt8] = []
         for _ in 0..<(8 << 20) / message.count { stream.append(contentsOf: message) }
         let chunk = 64 << 10
@@ -90,7 +94,9 @@ import KVValues
             stream[offset..<end].withUnsafeBytes { framer.append($0) }
             offset = end
             let bound = max(MessageFramer.keptCapacity, 2 * framer.pendingByteCount)
-            try #require(framer.retainedByteCount <= bound, "holds \(framer.retainedByteCount) bytes for \(framer.pendingByteCount) in flight")
+            try #require(
+                framer.retainedByteCount <= bound,
+                "holds \(framer.retainedByteCount) bytes for \(framer.pendingByteCount) in flight")
             // Consume as the daemon may: everything, a few (its turn ended, a commit waits), or none.
             let take = offset == stream.count ? Int.max : [Int.max, 1, 3, 0][random.below(4)]
             var taken = 0
@@ -100,19 +106,25 @@ import KVValues
             }
             if offset == stream.count, taken == 0 { break }
         }
-        #expect(received.count == expected.count && received == expected, "the framer split the stream differently from its NULs")
+        #expect(
+            received.count == expected.count && received == expected,
+            "the framer split the stream differently from its NULs")
     }
 }
 
 @Suite struct CallTests {
     @Test func callRoundTrips() throws {
-        let call = VarlinkCall(method: "io.kvd.Defaults.Get", parameters: ["domain": .string("d"), "key": .string("k")], more: true)
+        let call = VarlinkCall(
+            method: "io.kvd.Defaults.Get", parameters: ["domain": .string("d"), "key": .string("k")], more: true)
         var bytes = call.encoded()
         #expect(bytes.removeLast() == 0)
         #expect(try VarlinkCall(message: bytes) == call)
     }
 
-    @Test(arguments: ["[]", "{}", "{\"method\": 1}", "{\"method\":\"x\",\"parameters\":[]}", "{\"method\":\"x\",\"more\":\"yes\"}", "nope"])
+    @Test(arguments: [
+        "[]", "{}", "{\"method\": 1}", "{\"method\":\"x\",\"parameters\":[]}", "{\"method\":\"x\",\"more\":\"yes\"}",
+        "nope",
+    ])
     func malformedCallsAreRefused(text: String) {
         #expect(throws: VarlinkError.self) { try VarlinkCall(message: Array(text.utf8)) }
     }
@@ -144,15 +156,25 @@ import KVValues
     @Test func badRequestsGetTheRightError() {
         #expect(refusal("io.kvd.Defaults.Nope", [:])?.error == "org.varlink.service.MethodNotFound")
         #expect(refusal("io.kvd.Defaults.Get", ["domain": .string("d")])?.parameters["parameter"] == .string("key"))
-        #expect(refusal("io.kvd.Defaults.Get", ["domain": .integer(1), "key": .string("k")])?.error == "org.varlink.service.InvalidParameter")
-        #expect(refusal("io.kvd.Defaults.Get", ["domain": .string("../etc"), "key": .string("k")])?.error == "io.kvd.Defaults.InvalidName")
         #expect(
-            refusal("io.kvd.Defaults.Set", ["domain": .string("d"), "key": .string("k"), "value": .object(["$x": .integer(1)])])?.error
+            refusal("io.kvd.Defaults.Get", ["domain": .integer(1), "key": .string("k")])?.error
+                == "org.varlink.service.InvalidParameter")
+        #expect(
+            refusal("io.kvd.Defaults.Get", ["domain": .string("../etc"), "key": .string("k")])?.error
+                == "io.kvd.Defaults.InvalidName")
+        #expect(
+            refusal(
+                "io.kvd.Defaults.Set",
+                ["domain": .string("d"), "key": .string("k"), "value": .object(["$x": .integer(1)])])?.error
                 == "io.kvd.Defaults.InvalidValue")
-        #expect(refusal("io.kvd.Defaults.Set", ["domain": .string("d"), "key": .string("k")])?.error == "org.varlink.service.InvalidParameter")
+        #expect(
+            refusal("io.kvd.Defaults.Set", ["domain": .string("d"), "key": .string("k")])?.error
+                == "org.varlink.service.InvalidParameter")
         #expect(refusal("io.kvd.Defaults.Watch", ["domain": .string("d")])?.error == "org.varlink.service.ExpectedMore")
         #expect(
-            refusal("io.kvd.Defaults.Set", ["domain": .string("d"), "key": .string("k"), "value": .integer(1), "ifRevision": .string("1")])?.error
+            refusal(
+                "io.kvd.Defaults.Set",
+                ["domain": .string("d"), "key": .string("k"), "value": .integer(1), "ifRevision": .string("1")])?.error
                 == "org.varlink.service.InvalidParameter")
     }
 
@@ -172,9 +194,14 @@ import KVValues
         }
         // The system layer: Get's source, declared so that every varlink client (Python's keeps
         // only declared members) sees it; KeyLocked; io.kvd.System's methods.
-        #expect(DefaultsInterface.description.contains("method Get(domain: string, key: string) -> (value: object, revision: int, source: string)\n"))
+        #expect(
+            DefaultsInterface.description.contains(
+                "method Get(domain: string, key: string) -> (value: object, revision: int, source: string)\n"))
         #expect(DefaultsInterface.description.contains("error KeyLocked (domain: string, key: string)"))
-        for method in ["method Lock(domain: string, key: string)", "method Unlock(domain: string, key: string)", "method Locks(domain: ?string)"] {
+        for method in [
+            "method Lock(domain: string, key: string)", "method Unlock(domain: string, key: string)",
+            "method Locks(domain: ?string)",
+        ] {
             #expect(SystemInterface.description.contains(method), "missing: \(method)")
         }
     }
@@ -190,8 +217,11 @@ import KVValues
 
     @Test func stateDirectoryFollowsTheContractOrder() {
         #expect(Paths.stateDirectory(explicit: "/s", environment: ["KVD_STATE_DIR": "/k"]) == "/s")
-        #expect(Paths.stateDirectory(explicit: nil, environment: ["KVD_STATE_DIR": "/k", "STATE_DIRECTORY": "/sd"]) == "/k")
-        #expect(Paths.stateDirectory(explicit: nil, environment: ["STATE_DIRECTORY": "/sd:/other", "XDG_CONFIG_HOME": "/c"]) == "/sd")
+        #expect(
+            Paths.stateDirectory(explicit: nil, environment: ["KVD_STATE_DIR": "/k", "STATE_DIRECTORY": "/sd"]) == "/k")
+        #expect(
+            Paths.stateDirectory(
+                explicit: nil, environment: ["STATE_DIRECTORY": "/sd:/other", "XDG_CONFIG_HOME": "/c"]) == "/sd")
         #expect(Paths.stateDirectory(explicit: nil, environment: ["XDG_CONFIG_HOME": "/c", "HOME": "/h"]) == "/c/kvd")
         #expect(Paths.stateDirectory(explicit: nil, environment: ["HOME": "/h"]) == "/h/.config/kvd")
     }

@@ -17,7 +17,8 @@ import Testing
     static let checker = CrashChecker(directory: directory, options: options, applies: applies)
 
     static func run(_ work: CrashWorkload) {
-        let a = domain("com.example.a"), b = domain("com.example.b"), c = domain("com.example.c"), global = domain("NSGlobalDomain")
+        let a = domain("com.example.a"), b = domain("com.example.b"), c = domain("com.example.c"),
+            global = domain("NSGlobalDomain")
         work.open()
         work.commit(a, .set(key("k1"), .integer(1), ifRevision: nil))
         work.commit(a, .set(key("k2"), .string("two"), ifRevision: nil))
@@ -36,18 +37,25 @@ import Testing
         work.commit(b, .deleteDomain)
         work.commit(b, CrashWorkload.markedApply(4, keys: 4))
         work.commit(Domain.locks(of: b), .set(key("m4-0"), .bool(true), ifRevision: nil))
-        work.commitGroup(CrashWorkload.markedGroup(6, keys: 2, in: [a, Domain.locks(of: a)]))  // a fleet revision: values and locks
+        // a fleet revision: values and locks
+        work.commitGroup(CrashWorkload.markedGroup(6, keys: 2, in: [a, Domain.locks(of: a)]))
         work.commit(a, .set(key("when"), .date(Date(timeIntervalSince1970: 1_800_000_000.25)), ifRevision: nil))
         work.commit(a, .set(key("blob"), .data(Data((0..<64).map { UInt8($0) })), ifRevision: nil))
         work.commit(global, .delete(key("AppleLocale")))
-        work.commit(c, .set(key("list"), .array([.integer(1), .string("two"), .dictionary(["$x": .bool(false)])]), ifRevision: nil))
+        work.commit(
+            c,
+            .set(
+                key("list"), .array([.integer(1), .string("two"), .dictionary(["$x": .bool(false)])]), ifRevision: nil))
         work.commit(a, .set(key("long"), .string(String(repeating: "long value ", count: 30)), ifRevision: nil))
         work.commit(c, .deleteDomain)
         work.close()  // compacts
         work.open()
         work.commit(a, .set(key("k1"), .integer(42), ifRevision: 0))
         work.commit(Domain.locks(of: a), .delete(key("k1")))  // Unlock
-        work.commitGroup(CrashWorkload.markedGroup(7, keys: 1, in: [a, b, global]) + [DomainChanges(domain: c, changes: [Change(key: key("plain-c"), value: .integer(7))])])
+        work.commitGroup(
+            CrashWorkload.markedGroup(7, keys: 1, in: [a, b, global]) + [
+                DomainChanges(domain: c, changes: [Change(key: key("plain-c"), value: .integer(7))])
+            ])
         let removals = (0..<4).map { Change(key: key("m4-\($0)"), value: nil) }
         work.commit(b, CrashWorkload.markedApply(5, keys: 3, also: removals))
         work.commit(a, .delete(key("long")))
@@ -60,19 +68,26 @@ import Testing
         let fileSystem = SimulatedFileSystem()
         let work = CrashWorkload(fileSystem: fileSystem, directory: directory, options: options)
         run(work)
-        if getenv("KVD_CRASH_TRACE") != nil { for (index, label) in fileSystem.labels.enumerated() { print(index + 1, label) } }
+        if getenv("KVD_CRASH_TRACE") != nil {
+            for (index, label) in fileSystem.labels.enumerated() { print(index + 1, label) }
+        }
         return (fileSystem, work, CrashEnumeration.run(fileSystem, work, checker))
     }()
 
     @Test func everyCrashPointKeepsEveryAcknowledgedCommit() {
         let (fileSystem, work, report) = Self.enumeration
         #expect(work.failedOpens.isEmpty)
-        #expect(work.attempts.count == 28 && work.attempts.allSatisfy(\.succeeded), "every commit of the workload succeeds")
+        #expect(
+            work.attempts.count == 28 && work.attempts.allSatisfy(\.succeeded), "every commit of the workload succeeds")
         let resets = fileSystem.labels.filter { $0 == "rename .kvd.wal.tmp to kvd.wal" }.count
         #expect(resets >= 5, "the workload compacts several times (\(resets) log resets)")
-        print("crash points: \(report.points) disk operations; crash states checked: \(report.states) (\(report.distinct) distinct disks)")
+        print(
+            "crash points: \(report.points) disk operations; crash states checked: \(report.states) (\(report.distinct) distinct disks)"
+        )
         #expect(report.points > 130)
-        #expect(report.failures.count == 0, "crash states failed; the first:\n\(report.failures.prefix(3).joined(separator: "\n\n"))")
+        #expect(
+            report.failures.count == 0,
+            "crash states failed; the first:\n\(report.failures.prefix(3).joined(separator: "\n\n"))")
     }
 
     /// Crashes again at every operation of the recovery (and of one commit and a close) of each
@@ -80,13 +95,17 @@ import Testing
     /// it served must survive.
     @Test func everyCrashDuringRecoveryRecoversTheSameState() {
         let (_, _, outer) = Self.enumeration
-        let total = CrashEnumeration.crashDuringRecovery(of: outer, directory: Self.directory, options: Self.options, checker: Self.checker) { work in
+        let total = CrashEnumeration.crashDuringRecovery(
+            of: outer, directory: Self.directory, options: Self.options, checker: Self.checker
+        ) { work in
             work.commit(domain("com.example.a"), .set(key("after"), .integer(7), ifRevision: nil))
         }
         print(
             "crashes during recovery: \(outer.recovered.count) crashed disks recovered again, \(total.points) crash points, \(total.states) crash states checked (\(total.distinct) more distinct disks)"
         )
-        #expect(total.failures.count == 0, "crash states failed; the first:\n\(total.failures.prefix(3).joined(separator: "\n\n"))")
+        #expect(
+            total.failures.count == 0,
+            "crash states failed; the first:\n\(total.failures.prefix(3).joined(separator: "\n\n"))")
     }
 }
 
@@ -103,7 +122,8 @@ import Testing
         work.open()
         work.commit(a, .set(key("deep"), StorageLimitsTests.nested(512), ifRevision: nil))  // 515 levels in its record
         work.commit(b, .set(key("after-deep"), .integer(1), ifRevision: nil))
-        work.commit(a, .set(key("grows"), .array(Array(repeating: .real(1e15), count: 40)), ifRevision: nil))  // "1e15" is written in 18 bytes
+        // "1e15" is written in 18 bytes
+        work.commit(a, .set(key("grows"), .array(Array(repeating: .real(1e15), count: 40)), ifRevision: nil))
         work.commit(b, .set(key("after-grows"), .integer(2), ifRevision: nil))
         work.restart()
         work.commit(b, .set(key("after-restart"), .string("three"), ifRevision: nil))
@@ -114,13 +134,20 @@ import Testing
         let fileSystem = SimulatedFileSystem()
         let work = CrashWorkload(fileSystem: fileSystem, directory: CrashPointTests.directory, options: Self.options)
         Self.run(work)
-        #expect(work.attempts.count == 5 && work.attempts.allSatisfy(\.succeeded), "every commit of the workload succeeds")
+        #expect(
+            work.attempts.count == 5 && work.attempts.allSatisfy(\.succeeded), "every commit of the workload succeeds")
         let report = CrashEnumeration.run(fileSystem, work, Self.checker)
         #expect(report.points > 20)
-        #expect(report.failures.isEmpty, "crash states failed; the first:\n\(report.failures.prefix(3).joined(separator: "\n\n"))")
-        let again = CrashEnumeration.crashDuringRecovery(of: report, directory: CrashPointTests.directory, options: Self.options, checker: Self.checker) { work in
+        #expect(
+            report.failures.isEmpty,
+            "crash states failed; the first:\n\(report.failures.prefix(3).joined(separator: "\n\n"))")
+        let again = CrashEnumeration.crashDuringRecovery(
+            of: report, directory: CrashPointTests.directory, options: Self.options, checker: Self.checker
+        ) { work in
             work.commit(domain("com.example.b"), .set(key("after-recovery"), .integer(4), ifRevision: nil))
         }
-        #expect(again.failures.isEmpty, "crash states during recovery failed; the first:\n\(again.failures.prefix(3).joined(separator: "\n\n"))")
+        #expect(
+            again.failures.isEmpty,
+            "crash states during recovery failed; the first:\n\(again.failures.prefix(3).joined(separator: "\n\n"))")
     }
 }

@@ -37,7 +37,9 @@ struct StoreContent: Hashable, CustomStringConvertible {
     /// Reads the history of `domains` from `store` (entries sorted by revision and key).
     mutating func readHistory(of store: Store, _ domains: [Domain]) throws {
         for domain in domains {
-            let entries = try store.history(domain).entries.map { HistoryEntry(revision: $0.revision, time: nil, key: $0.key, value: $0.value) }
+            let entries = try store.history(domain).entries.map {
+                HistoryEntry(revision: $0.revision, time: nil, key: $0.key, value: $0.value)
+            }
             if !entries.isEmpty { history[domain] = entries.sorted(by: Self.historyOrder) }
         }
     }
@@ -46,7 +48,8 @@ struct StoreContent: Hashable, CustomStringConvertible {
 
     /// Adds the oracle's history entries of one commit at `revision` (the final value of each key).
     private mutating func record(_ domain: Domain, _ changes: [Key: Value?], at revision: Int64) {
-        let entries = changes.map { HistoryEntry(revision: revision, time: nil, key: $0.key, value: $0.value) }.sorted(by: Self.historyOrder)
+        let entries = changes.map { HistoryEntry(revision: revision, time: nil, key: $0.key, value: $0.value) }.sorted(
+            by: Self.historyOrder)
         history[domain, default: []] += entries
     }
 
@@ -55,7 +58,9 @@ struct StoreContent: Hashable, CustomStringConvertible {
         for domain in store.domains() {
             guard let snapshot = store.list(domain) else { continue }
             var entries: [Key: Stored] = [:]
-            for (key, value) in snapshot.values { entries[key] = Stored(value: value, revision: snapshot.revisions[key] ?? -1) }
+            for (key, value) in snapshot.values {
+                entries[key] = Stored(value: value, revision: snapshot.revisions[key] ?? -1)
+            }
             for key in snapshot.unreadable.keys { entries[key] = Stored(value: .string("UNREADABLE"), revision: -1) }
             domains[domain] = entries
             domainRevisions[domain] = snapshot.revision
@@ -173,7 +178,10 @@ final class CrashWorkload {
     /// which it completed and whether it succeeded.
     var historyChanges: [(change: HistoryChange, completedAt: Int, succeeded: Bool)] = []
 
-    init(fileSystem: SimulatedFileSystem, directory: String = "/data/state", options: StoreOptions, base: StoreContent = StoreContent()) {
+    init(
+        fileSystem: SimulatedFileSystem, directory: String = "/data/state", options: StoreOptions,
+        base: StoreContent = StoreContent()
+    ) {
         self.fileSystem = fileSystem
         self.directory = directory
         self.options = options
@@ -220,7 +228,9 @@ final class CrashWorkload {
         let (result, index) = outcome.withLock { $0! }
         let commit = result.map { $0.first ?? Commit(revision: store.revision, domain: first.domain, changes: []) }
         attempts.append(
-            Attempt(domain: first.domain, mutation: .apply(first.changes, ifRevision: nil), group: parts, outcome: commit, completedAt: index))
+            Attempt(
+                domain: first.domain, mutation: .apply(first.changes, ifRevision: nil), group: parts, outcome: commit,
+                completedAt: index))
     }
 
     /// Forgets history, or marks what keeps none (``Store/submitHistoryChange(_:completion:)``).
@@ -256,7 +266,8 @@ final class CrashWorkload {
         var content = base
         for attempt in attempts {
             guard attempt.completedAt <= operations else {
-                if case .failure(let error) = attempt.outcome, !error.isStorageFailure { return [content] }  // refused: never written
+                // refused: never written
+                if case .failure(let error) = attempt.outcome, !error.isStorageFailure { return [content] }
                 var withInFlight = content
                 attempt.apply(to: &withInFlight)
                 return withInFlight == content ? [content] : [content, withInFlight]
@@ -272,7 +283,10 @@ final class CrashWorkload {
     /// A group setting keys `mN-0`, `mN-1`... of each of `domains` to the marker of apply N
     /// (applies and groups share the numbers: the marker check covers every domain).
     static func markedGroup(_ number: Int, keys: Int, in domains: [Domain]) -> [DomainChanges] {
-        domains.map { domain in DomainChanges(domain: domain, changes: (0..<keys).map { Change(key: key("m\(number)-\($0)"), value: marker(number)) }) }
+        domains.map { domain in
+            DomainChanges(
+                domain: domain, changes: (0..<keys).map { Change(key: key("m\(number)-\($0)"), value: marker(number)) })
+        }
     }
 
     /// An apply setting keys `mN-0`, `mN-1`... to the marker of apply N, then `extra`.
@@ -320,19 +334,26 @@ struct CrashChecker {
         } catch {
             return .failed("recovery or the first commit after it failed: \(error)")
         }
-        if let backup = fileSystem.model.current.files(in: directory).keys.first(where: { StorageFormat.isBackup($0) }) {
+        if let backup = fileSystem.model.current.files(in: directory).keys.first(where: { StorageFormat.isBackup($0) })
+        {
             return .failed("recovery found damage and made the backup \(backup)")
         }
         // What recovery, the commit and the close wrote must itself survive a crash.
         var expected = content
         expected.apply(Self.probe, .set(key("p"), .integer(1), ifRevision: nil))
         do {
-            let store = try Store(directory: directory, options: options, fileSystem: SimulatedFileSystem(fileSystem.model.durable.reachable()))
+            let store = try Store(
+                directory: directory, options: options,
+                fileSystem: SimulatedFileSystem(fileSystem.model.durable.reachable()))
             defer { store.close() }
             var reread = StoreContent(of: store)
             if checksHistory { try reread.readHistory(of: store, Self.historyDomains) }
-            guard reread == expected else { return .failed("after recovery, a commit, close and crash: \(reread), expected \(expected)") }
-            if let problem = judgeHistory(reread, expected: expected) { return .failed("after recovery, a commit, close and crash: \(problem)") }
+            guard reread == expected else {
+                return .failed("after recovery, a commit, close and crash: \(reread), expected \(expected)")
+            }
+            if let problem = judgeHistory(reread, expected: expected) {
+                return .failed("after recovery, a commit, close and crash: \(problem)")
+            }
         } catch {
             return .failed("the second recovery failed: \(error)")
         }
@@ -365,8 +386,12 @@ struct CrashChecker {
     func judge(_ content: StoreContent, allowed: [StoreContent]) -> String? {
         for (number, count) in applies {
             var visible = 0
-            for entries in content.domains.values { visible += entries.values.filter { $0.value == CrashWorkload.marker(number) }.count }
-            if visible != 0, visible != count { return "apply \(number) is half visible: \(visible) of its \(count) keys" }
+            for entries in content.domains.values {
+                visible += entries.values.filter { $0.value == CrashWorkload.marker(number) }.count
+            }
+            if visible != 0, visible != count {
+                return "apply \(number) is half visible: \(visible) of its \(count) keys"
+            }
         }
         guard let match = allowed.first(where: { $0 == content }) else {
             return "recovered \(content)\n  allowed:\n" + allowed.map { "    \($0)" }.joined(separator: "\n")
@@ -375,7 +400,9 @@ struct CrashChecker {
     }
 
     /// The domains whose history the checks read (every domain of the workloads).
-    static let historyDomains = ["com.example.a", "com.example.b", "com.example.c", "NSGlobalDomain", "com.example.probe"].map(domain)
+    static let historyDomains = [
+        "com.example.a", "com.example.b", "com.example.c", "NSGlobalDomain", "com.example.probe",
+    ].map(domain)
         .flatMap { [$0, Domain.locks(of: $0)] }
 
     /// Nil if the history `content` serves is what `expected` (the oracle) committed, as
@@ -389,14 +416,19 @@ struct CrashChecker {
             for key in Set(committed.map(\.key)).union(served.map(\.key)) {
                 let mine = served.filter { $0.key == key }, theirs = committed.filter { $0.key == key }
                 guard mine.count >= min(keep, theirs.count), Array(theirs.suffix(mine.count)) == mine else {
-                    return "history of \(domain) key \(key): served \(mine.map(Self.describe)), committed \(theirs.map(Self.describe))"
+                    return
+                        "history of \(domain) key \(key): served \(mine.map(Self.describe)), committed \(theirs.map(Self.describe))"
                 }
             }
         }
         for (domain, states) in content.rebuilt {
             for (revision, values) in states {
-                let committed = HistoryRetention.state(of: expected.history[domain] ?? [], at: revision).mapValues { $0.value! }
-                guard values == committed else { return "history of \(domain) at revision \(revision) gives \(values), committed \(committed)" }
+                let committed = HistoryRetention.state(of: expected.history[domain] ?? [], at: revision).mapValues {
+                    $0.value!
+                }
+                guard values == committed else {
+                    return "history of \(domain) at revision \(revision) gives \(values), committed \(committed)"
+                }
             }
         }
         return nil
@@ -411,17 +443,23 @@ struct CrashChecker {
             guard let page = try? store.history(domain) else { return "no history of \(domain)" }
             guard !page.entries.isEmpty || page.oldestRevision > 0 else { continue }
             for revision in Set([page.oldestRevision, (page.oldestRevision + now) / 2, now]) {
-                guard let rebuilt = try? store.history(domain, at: revision) else { return "history of \(domain) at \(revision) cannot be rebuilt" }
-                content.rebuilt[domain, default: [:]][revision] = Dictionary(uniqueKeysWithValues: rebuilt.map { ($0.key, $0.value!) })
+                guard let rebuilt = try? store.history(domain, at: revision) else {
+                    return "history of \(domain) at \(revision) cannot be rebuilt"
+                }
+                content.rebuilt[domain, default: [:]][revision] = Dictionary(
+                    uniqueKeysWithValues: rebuilt.map { ($0.key, $0.value!) })
             }
             if page.oldestRevision > 0, (try? store.history(domain, at: page.oldestRevision - 1)) != nil {
-                return "history of \(domain) rebuilds revision \(page.oldestRevision - 1), before its oldest \(page.oldestRevision)"
+                return
+                    "history of \(domain) rebuilds revision \(page.oldestRevision - 1), before its oldest \(page.oldestRevision)"
             }
         }
         return nil
     }
 
-    static func describe(_ entry: HistoryEntry) -> String { "\(entry.revision):\(entry.value.map { "\($0)" } ?? "removed")" }
+    static func describe(_ entry: HistoryEntry) -> String {
+        "\(entry.revision):\(entry.value.map { "\($0)" } ?? "removed")"
+    }
 }
 
 /// Walks the operations of a recorded workload and checks every crash state after each.
@@ -465,7 +503,8 @@ enum CrashEnumeration {
     /// Checks the crash states after each operation (and before the first).
     /// `known` holds disks already recovered (recovery is deterministic), to skip them.
     static func run(
-        _ fileSystem: SimulatedFileSystem, _ work: CrashWorkload, _ checker: CrashChecker, known: [Disk: CrashChecker.Recovered] = [:]
+        _ fileSystem: SimulatedFileSystem, _ work: CrashWorkload, _ checker: CrashChecker,
+        known: [Disk: CrashChecker.Recovered] = [:]
     ) -> Report {
         let operations = fileSystem.operations
         let labels = fileSystem.labels
@@ -487,7 +526,9 @@ enum CrashEnumeration {
                     }
                 if let problem {
                     let last = point > 0 ? labels[point - 1] : "nothing"
-                    report.failures.append("crash after operation \(point) (\(last)): \(problem)\n  disk: \(describe(disk, checker.directory))")
+                    report.failures.append(
+                        "crash after operation \(point) (\(last)): \(problem)\n  disk: \(describe(disk, checker.directory))"
+                    )
                 }
             }
         }
@@ -496,6 +537,7 @@ enum CrashEnumeration {
     }
 
     static func describe(_ disk: Disk, _ directory: String) -> String {
-        disk.files(in: directory).sorted { $0.key < $1.key }.map { "\($0.key) (\($0.value.count) bytes)" }.joined(separator: ", ")
+        disk.files(in: directory).sorted { $0.key < $1.key }.map { "\($0.key) (\($0.value.count) bytes)" }.joined(
+            separator: ", ")
     }
 }

@@ -31,7 +31,8 @@ import Testing
         #expect(all.count == threads * perThread)
         let revisions = all.compactMap { try? $0.get().revision }
         #expect(revisions == Array(1...Int64(threads * perThread)))  // completions in commit order
-        #expect(fileSystem.syncs < threads * perThread / 4, "\(fileSystem.syncs) syncs for \(threads * perThread) commits")
+        #expect(
+            fileSystem.syncs < threads * perThread / 4, "\(fileSystem.syncs) syncs for \(threads * perThread) commits")
         #expect(waitUntil { store.isIdle })
         store.close()
         let reopened = try Store(directory: folder.state)
@@ -91,7 +92,8 @@ import Testing
         let folder = TemporaryFolder()
         defer { folder.remove() }
         let store = try Store(directory: folder.state)
-        let message = "another kvd is already using state folder \(folder.state) (lock file \(folder.state)/kvd.lock is held)"
+        let message =
+            "another kvd is already using state folder \(folder.state) (lock file \(folder.state)/kvd.lock is held)"
         #expect(throws: StorageError.locked(message)) { try Store(directory: folder.state) }
         store.close()
         let again = try Store(directory: folder.state)

@@ -14,17 +14,31 @@ import Testing
     /// Runs the session; returns the expected contents of the two domains from the commits that
     /// succeeded, or nil if the store could not even open.
     func session(_ folder: TemporaryFolder, _ fileSystem: RecordingFileSystem) -> [Domain: [Key: Value]]? {
-        guard let store = try? Store(directory: folder.state, options: StoreOptions(compactionLogBytes: 400, logReservationBytes: 64), fileSystem: fileSystem) else {
+        guard
+            let store = try? Store(
+                directory: folder.state, options: StoreOptions(compactionLogBytes: 400, logReservationBytes: 64),
+                fileSystem: fileSystem)
+        else {
             return nil
         }
         var model: [Domain: [Key: Value]] = [:]
         let steps: [(Domain, Mutation)] = [
             (app, .set(key("a"), .integer(1), ifRevision: nil)),
-            (other, .apply([Change(key: key("x"), value: .string("x")), Change(key: key("y"), value: .bool(true))], ifRevision: nil)),
+            (
+                other,
+                .apply(
+                    [Change(key: key("x"), value: .string("x")), Change(key: key("y"), value: .bool(true))],
+                    ifRevision: nil)
+            ),
             (app, .set(key("b"), .real(2.5), ifRevision: nil)),
             (app, .set(key("a"), .integer(3), ifRevision: nil)),
             (other, .deleteDomain),
-            (app, .apply([Change(key: key("c"), value: .string("long value to pass the compaction threshold soon"))], ifRevision: nil)),
+            (
+                app,
+                .apply(
+                    [Change(key: key("c"), value: .string("long value to pass the compaction threshold soon"))],
+                    ifRevision: nil)
+            ),
             (app, .delete(key("b"))),
             (other, .set(key("z"), .integer(26), ifRevision: nil)),
         ]

@@ -45,7 +45,8 @@ extension TemporaryFolder {
         #expect(folder.files(containing: "SECRET") == [], "no file holds a forgotten value")
         #expect(try store.history(app, key: key("token")).entries == [])
         #expect(try store.history(app, key: key("theme")).entries.count == 12, "the other key's history stays")
-        #expect(folder.names().contains("kvd.wal.unreadable-20261129T181320Z"), "the log's copy is rewritten, not removed")
+        #expect(
+            folder.names().contains("kvd.wal.unreadable-20261129T181320Z"), "the log's copy is rewritten, not removed")
         try commit(store, .set(key("theme"), .string("light"), ifRevision: nil))
         store.close()
         store = try Store(directory: folder.state, options: Self.options)
@@ -76,7 +77,8 @@ extension TemporaryFolder {
         var store = try Store(directory: folder.state, options: Self.options)
         try commit(store, .set(key("token"), .string("OLD-SECRET"), ifRevision: nil))
         try store.changeHistory(.keep(app, key("token"), false))
-        #expect(folder.files(containing: "OLD-SECRET") == ["app.json"], "marking forgets what was kept: the value is left")
+        #expect(
+            folder.files(containing: "OLD-SECRET") == ["app.json"], "marking forgets what was kept: the value is left")
         for round in 1...12 {
             try commit(store, .set(key("token"), .string("SECRET-\(round)"), ifRevision: nil))
             try commit(store, .set(key("theme"), .integer(Int64(round)), ifRevision: nil))
@@ -84,9 +86,12 @@ extension TemporaryFolder {
         #expect(try store.history(app, key: key("token")).entries == [])
         let themes = try store.history(app, key: key("theme")).entries
         #expect(themes.count == 12, "\(themes.map(\.revision))")
-        #expect(folder.files(containing: "SECRET").allSatisfy { $0 == "kvd.wal" || $0 == "app.json" }, "\(folder.files(containing: "SECRET"))")
+        #expect(
+            folder.files(containing: "SECRET").allSatisfy { $0 == "kvd.wal" || $0 == "app.json" },
+            "\(folder.files(containing: "SECRET"))")
         store.abandon()
-        store = try Store(directory: folder.state, options: Self.options)  // the mark is durable; the log replays without it
+        // the mark is durable; the log replays without it
+        store = try Store(directory: folder.state, options: Self.options)
         #expect(store.historyExclusions.excludes(app, key("token")))
         #expect(try store.history(app, key: key("token")).entries == [])
         try store.changeHistory(.keep(app, key("token"), true))
@@ -153,16 +158,21 @@ extension TemporaryFolder {
             largest = max(largest, folder.size("app.history"))
         }
         try commit(store, .set(key("kept"), .integer(1), ifRevision: nil))
-        #expect(largest > 0 && largest <= 1 << 20, "history of an empty domain stays within 1 MiB: at most \(largest) bytes")
+        #expect(
+            largest > 0 && largest <= 1 << 20, "history of an empty domain stays within 1 MiB: at most \(largest) bytes"
+        )
         let page = try store.history(app)
-        #expect(page.entries.first?.key == key("kept") && page.entries.contains { $0.key.name.hasPrefix("session-29-") }, "the newest stay")
+        #expect(
+            page.entries.first?.key == key("kept") && page.entries.contains { $0.key.name.hasPrefix("session-29-") },
+            "the newest stay")
         #expect(!page.entries.contains { $0.key.name.hasPrefix("session-0-") }, "the oldest go first")
     }
 
     @Test func historyOfValuesIsBoundedToo() throws {
         let folder = TemporaryFolder()
         defer { folder.remove() }
-        let store = try Store(directory: folder.state, options: StoreOptions(compactionLogBytes: 64 << 10))  // keep 20, 30 days
+        // keep 20, 30 days
+        let store = try Store(directory: folder.state, options: StoreOptions(compactionLogBytes: 64 << 10))
         defer { store.close() }
         let blob = String(repeating: "x", count: 10_000)
         var largest: Int64 = 0

@@ -10,9 +10,13 @@ import Testing
     @Test func aGroupChangesEveryDomainAtOneRevisionAndSurvivesReplayAndCompaction() throws {
         let folder = TemporaryFolder()
         defer { folder.remove() }
-        let (values, locks, meta) = (domain("com.corp.app"), Domain.locks(of: domain("com.corp.app")), domain("kvd.fleet"))
+        let (values, locks, meta) = (
+            domain("com.corp.app"), Domain.locks(of: domain("com.corp.app")), domain("kvd.fleet")
+        )
         let group = [
-            DomainChanges(domain: values, changes: [Change(key: key("a"), value: .integer(1)), Change(key: key("gone"), value: nil)]),
+            DomainChanges(
+                domain: values,
+                changes: [Change(key: key("a"), value: .integer(1)), Change(key: key("gone"), value: nil)]),
             DomainChanges(domain: locks, changes: [Change(key: key("a"), value: .bool(true))]),
             DomainChanges(domain: meta, changes: [Change(key: key("etcdRevision"), value: .integer(42))]),
         ]
@@ -22,8 +26,13 @@ import Testing
             let commits = try store.commitGroup(group)
             #expect(commits.map(\.domain) == [values, locks, meta])
             #expect(commits.allSatisfy { $0.revision == 2 }, "one revision for the whole group: \(commits)")
-            #expect(commits[0].changes == [Change(key: key("a"), value: .integer(1))], "removing a missing key is no change")
-            let nothing = [DomainChanges(domain: values, changes: [Change(key: key("gone"), value: nil)]), DomainChanges(domain: meta, changes: [])]
+            #expect(
+                commits[0].changes == [Change(key: key("a"), value: .integer(1))], "removing a missing key is no change"
+            )
+            let nothing = [
+                DomainChanges(domain: values, changes: [Change(key: key("gone"), value: nil)]),
+                DomainChanges(domain: meta, changes: []),
+            ]
             #expect(try store.commitGroup(nothing).isEmpty, "a group that changes nothing uses no revision")
             #expect(store.revision == 2)
             store.abandon()  // as a crash: the log is replayed
@@ -51,13 +60,17 @@ import Testing
         _ = try store.commit(domain("full"), .set(key("half"), big, ifRevision: nil))
         let group = [
             DomainChanges(domain: domain("fine"), changes: [Change(key: key("k"), value: .integer(1))]),
-            DomainChanges(domain: domain("full"), changes: [Change(key: key("other half"), value: big), Change(key: key("more"), value: .integer(1))]),
+            DomainChanges(
+                domain: domain("full"),
+                changes: [Change(key: key("other half"), value: big), Change(key: key("more"), value: .integer(1))]),
         ]
         #expect(throws: StorageError.self) { try store.commitGroup(group) }
         #expect(store.get(domain("fine"), key("k")) == .missing, "the part that fits was not committed alone")
         #expect(store.revision == 1)
         #expect(throws: StorageError.invalidValue("a group names a domain more than once")) {
-            try store.commitGroup([DomainChanges(domain: domain("fine"), changes: []), DomainChanges(domain: domain("fine"), changes: [])])
+            try store.commitGroup([
+                DomainChanges(domain: domain("fine"), changes: []), DomainChanges(domain: domain("fine"), changes: []),
+            ])
         }
         _ = try store.commit(domain("fine"), .set(key("k"), .integer(2), ifRevision: nil))
         #expect(store.revision == 2, "a refused group leaves the store taking commits")
@@ -74,7 +87,11 @@ import Testing
         store.abandon()
         let log = folder.read("kvd.wal") ?? ""
         let line = log.split(separator: "\n").first { $0.contains("\"group\"") }.map(String.init) ?? ""
-        #expect(line.contains(#""kind":"group","parts":[{"domain":"a","changes":[{"key":"k","value":1}]},{"domain":"b""#), "\(line)")
-        #expect(!line.contains(#"{"revision":1,"domain""#), "an older kvd reads a record by its top-level domain: a group has none")
+        #expect(
+            line.contains(#""kind":"group","parts":[{"domain":"a","changes":[{"key":"k","value":1}]},{"domain":"b""#),
+            "\(line)")
+        #expect(
+            !line.contains(#"{"revision":1,"domain""#),
+            "an older kvd reads a record by its top-level domain: a group has none")
     }
 }

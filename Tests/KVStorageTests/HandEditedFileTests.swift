@@ -19,7 +19,9 @@ import Testing
     /// Opens the folder, checks `good` reads back as 1, writes another key (so the file is
     /// rewritten at close) and returns the file's text after the rewrite, and the store's
     /// unreadable keys before it.
-    static func loadAndRewrite(_ folder: TemporaryFolder, logs: LogCollector = LogCollector()) throws -> (text: String, unreadable: Set<String>) {
+    static func loadAndRewrite(_ folder: TemporaryFolder, logs: LogCollector = LogCollector()) throws -> (
+        text: String, unreadable: Set<String>
+    ) {
         let store = try Store(directory: folder.state, log: logs.callback)
         #expect(store.get(app, key("good")) == .value(.integer(1), revision: 5))
         let unreadable = Set(store.list(app)?.unreadable.keys.map(\.name) ?? [])
@@ -30,7 +32,10 @@ import Testing
 
     @Test(arguments: [
         ("an empty key", #"{"good": 1, "": "empty name"}"#, #""": "empty name""#),
-        ("a key over 1024 bytes", #"{"good": 1, "\#(String(repeating: "k", count: 1025))": "long name"}"#, #""long name""#),
+        (
+            "a key over 1024 bytes", #"{"good": 1, "\#(String(repeating: "k", count: 1025))": "long name"}"#,
+            #""long name""#
+        ),
     ])
     func keyNoRequestCanNameIsKeptVerbatim(_ what: String, values: String, kept: String) throws {
         let folder = TemporaryFolder()
@@ -48,7 +53,9 @@ import Testing
     @Test func integerOutOfRangeCostsOnlyItsKey() throws {
         let folder = TemporaryFolder()
         defer { folder.remove() }
-        folder.write("com.example.hand.json", Self.envelope(#"{"good": 1, "huge": 18446744073709551615}"#, revisions: #"{"good": 5, "huge": 4}"#))
+        folder.write(
+            "com.example.hand.json",
+            Self.envelope(#"{"good": 1, "huge": 18446744073709551615}"#, revisions: #"{"good": 5, "huge": 4}"#))
         let (text, unreadable) = try Self.loadAndRewrite(folder)
         #expect(unreadable == ["huge"])
         #expect(text.contains("18446744073709551615"))

@@ -28,13 +28,21 @@ import Testing
         let fileSystem = SimulatedFileSystem()
         let work = CrashWorkload(fileSystem: fileSystem, directory: CrashPointTests.directory, options: Self.options)
         Self.run(work)
-        #expect(work.attempts.count == 91 && work.attempts.allSatisfy(\.succeeded), "every commit of the workload succeeds")
-        let rewrites = fileSystem.labels.filter { $0 == "rename .com.example.a.history.tmp to com.example.a.history" }.count
+        #expect(
+            work.attempts.count == 91 && work.attempts.allSatisfy(\.succeeded), "every commit of the workload succeeds")
+        let rewrites = fileSystem.labels.filter { $0 == "rename .com.example.a.history.tmp to com.example.a.history" }
+            .count
         let appends = fileSystem.labels.filter { $0.hasPrefix("write com.example.a.history") }.count
-        #expect(rewrites >= 2 && appends >= 5, "the history of a is created, appended to (\(appends)) and pruned (\(rewrites) rewrites)")
+        #expect(
+            rewrites >= 2 && appends >= 5,
+            "the history of a is created, appended to (\(appends)) and pruned (\(rewrites) rewrites)")
         let report = CrashEnumeration.run(fileSystem, work, Self.checker)
-        print("history crash points: \(report.points) disk operations; crash states checked: \(report.states) (\(report.distinct) distinct disks)")
-        #expect(report.failures.count == 0, "crash states failed; the first:\n\(report.failures.prefix(3).joined(separator: "\n\n"))")
+        print(
+            "history crash points: \(report.points) disk operations; crash states checked: \(report.states) (\(report.distinct) distinct disks)"
+        )
+        #expect(
+            report.failures.count == 0,
+            "crash states failed; the first:\n\(report.failures.prefix(3).joined(separator: "\n\n"))")
     }
 }
 
@@ -69,10 +77,13 @@ import Testing
 
     /// Why a crash state at `point` fails, or nil.
     static func judge(_ disk: Disk, point: Int, _ work: CrashWorkload, _ checker: CrashChecker) -> String? {
-        let done = work.historyChanges.enumerated().filter { $0.element.completedAt <= point && $0.element.succeeded }.map { forgotten[$0.offset] }
+        let done = work.historyChanges.enumerated().filter { $0.element.completedAt <= point && $0.element.succeeded }
+            .map { forgotten[$0.offset] }
         func leak(_ files: [String: [UInt8]], _ when: String) -> String? {
             for (name, bytes) in files {
-                for marker in done where Journal.contains(bytes, Array(marker.utf8)) { return "\(when): \(name) holds \(marker)" }
+                for marker in done where Journal.contains(bytes, Array(marker.utf8)) {
+                    return "\(when): \(name) holds \(marker)"
+                }
             }
             return nil
         }
@@ -87,13 +98,15 @@ import Testing
             let store = try Store(directory: CrashPointTests.directory, options: options, fileSystem: fileSystem)
             let served = try store.history(a).entries + store.history(b).entries
             store.close()  // compacts: folds what the log held
-            if let value = served.compactMap(\.value).first(where: { value in done.contains { "\(value)".contains($0) } }) {
+            if let value = served.compactMap(\.value).first(where: { value in done.contains { "\(value)".contains($0) }
+            }) {
                 return "history serves \(value)"
             }
         } catch {
             return "recovery failed: \(error)"
         }
-        return leak(fileSystem.model.durable.reachable().files(in: CrashPointTests.directory), "after recovery and a fold")
+        return leak(
+            fileSystem.model.durable.reachable().files(in: CrashPointTests.directory), "after recovery and a fold")
     }
 
     @Test func noForgottenValueComesBackAfterAnyCrash() {
@@ -110,10 +123,16 @@ import Testing
             if point > 0 { model.apply(fileSystem.operations[point - 1]) }
             for disk in model.crashStates() {
                 let done = work.historyChanges.filter { $0.completedAt <= point }.count
-                guard judged[disk, default: []].insert(done * 1000 + work.attempts.filter { $0.completedAt <= point }.count).inserted else { continue }
+                guard
+                    judged[disk, default: []].insert(
+                        done * 1000 + work.attempts.filter { $0.completedAt <= point }.count
+                    ).inserted
+                else { continue }
                 states += 1
                 if let problem = Self.judge(disk, point: point, work, checker) {
-                    failures.append("crash after operation \(point) (\(point > 0 ? fileSystem.labels[point - 1] : "nothing")): \(problem)")
+                    failures.append(
+                        "crash after operation \(point) (\(point > 0 ? fileSystem.labels[point - 1] : "nothing")): \(problem)"
+                    )
                 }
             }
         }
@@ -134,12 +153,16 @@ import Testing
         let full = Mutex(false)
         fileSystem.inject { _, operation, name in
             if operation == "unlink", name.hasSuffix(".history") { full.withLock { $0 = false } }
-            guard ["write", "fsync", "fdatasync", "preallocate"].contains(operation), full.withLock({ $0 }) else { return nil }
+            guard ["write", "fsync", "fdatasync", "preallocate"].contains(operation), full.withLock({ $0 }) else {
+                return nil
+            }
             return InjectedFault(code: ENOSPC, tookEffect: false)
         }
         let work = CrashWorkload(fileSystem: fileSystem, directory: CrashPointTests.directory, options: Self.options)
         work.open()
-        for step in 0..<12 { work.commit(step % 3 == 2 ? b : a, .set(key("k\(step % 2)"), .integer(Int64(step)), ifRevision: nil)) }
+        for step in 0..<12 {
+            work.commit(step % 3 == 2 ? b : a, .set(key("k\(step % 2)"), .integer(Int64(step)), ifRevision: nil))
+        }
         full.withLock { $0 = true }  // the disk fills up: a history file must go before the next write is taken
         work.commit(a, .set(key("k0"), .string("while full"), ifRevision: nil))
         #expect(!full.withLock { $0 }, "history files were dropped")
@@ -147,11 +170,17 @@ import Testing
         work.restart()
         work.commit(a, .set(key("k1"), .string("after restart"), ifRevision: nil))
         work.close()
-        #expect(work.attempts.count == 15 && work.attempts.allSatisfy(\.succeeded), "every write is taken: \(work.attempts.map(\.outcome))")
+        #expect(
+            work.attempts.count == 15 && work.attempts.allSatisfy(\.succeeded),
+            "every write is taken: \(work.attempts.map(\.outcome))")
         var checker = CrashChecker(directory: CrashPointTests.directory, options: Self.options, applies: [:])
         checker.checksHistory = false  // dropped history is allowed; the data is not
         let report = CrashEnumeration.run(fileSystem, work, checker)
-        print("full-disk crash points: \(report.points) disk operations; crash states checked: \(report.states) (\(report.distinct) distinct disks)")
-        #expect(report.failures.isEmpty, "crash states failed; the first:\n\(report.failures.prefix(3).joined(separator: "\n\n"))")
+        print(
+            "full-disk crash points: \(report.points) disk operations; crash states checked: \(report.states) (\(report.distinct) distinct disks)"
+        )
+        #expect(
+            report.failures.isEmpty,
+            "crash states failed; the first:\n\(report.failures.prefix(3).joined(separator: "\n\n"))")
     }
 }

@@ -116,7 +116,9 @@ extension TemporaryFolder {
             let done = DispatchSemaphore(value: 0)
             for index in 0..<500 {
                 let value = Value.integer(Int64(round * 500 + index))
-                store.submit(app, .set(keys[index % 4], value, ifRevision: nil)) { _ in if index == 499 { done.signal() } }
+                store.submit(app, .set(keys[index % 4], value, ifRevision: nil)) { _ in
+                    if index == 499 { done.signal() }
+                }
             }
             done.wait()
             largest = max(largest, Int(folder.size("com.example.busy.history")))
@@ -152,7 +154,9 @@ extension TemporaryFolder {
             let page = try reopened.history(app)
             #expect(page.entries.map(\.value) == expected.map { .integer(Int64($0)) }, "keep \(keep)")
             #expect(page.oldestRevision == Int64(9 - expected.count))
-            #expect(throws: HistoryError.truncated(app, oldestRevision: page.oldestRevision)) { try reopened.history(app, at: page.oldestRevision - 1) }
+            #expect(throws: HistoryError.truncated(app, oldestRevision: page.oldestRevision)) {
+                try reopened.history(app, at: page.oldestRevision - 1)
+            }
             reopened.close()
         }
     }

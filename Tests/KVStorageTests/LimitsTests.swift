@@ -37,7 +37,8 @@ import Testing
         #expect(store.get(deep, key("deep")) == .value(Self.nested(depth), revision: 1))
         #expect(store.get(other, key("k")) == .value(.string("acked"), revision: 2))
         #expect(store.revision == 2)
-        #expect(logs.messages(at: .warning).isEmpty && logs.messages(at: .error).isEmpty, "\(logs.lines.withLock { $0 })")
+        #expect(
+            logs.messages(at: .warning).isEmpty && logs.messages(at: .error).isEmpty, "\(logs.lines.withLock { $0 })")
         #expect(!folder.names().contains { $0.contains("unreadable") })
     }
 
@@ -63,7 +64,8 @@ import Testing
         let folder = TemporaryFolder()
         defer { folder.remove() }
         let app = domain("grows")
-        let big = Value.array(Array(repeating: .real(1e15), count: 900_000))  // "1e15," in a request: 4.5 MB; encoded: 17.1 MB
+        // "1e15," in a request: 4.5 MB; encoded: 17.1 MB
+        let big = Value.array(Array(repeating: .real(1e15), count: 900_000))
         do {
             let store = try Store(directory: folder.state)
             var refused = false
@@ -98,7 +100,9 @@ import Testing
         #expect(store.list(app)?.values.keys.map(\.name) == ["a"])
         // Replacing the value with one of the same size, and shrinking the domain, are accepted.
         _ = try store.commit(app, .set(key("a"), .string(String(repeating: "y", count: 9 << 20)), ifRevision: nil))
-        _ = try store.commit(app, .apply([Change(key: key("a"), value: nil), Change(key: key("b"), value: .string(nine))], ifRevision: nil))
+        _ = try store.commit(
+            app,
+            .apply([Change(key: key("a"), value: nil), Change(key: key("b"), value: .string(nine))], ifRevision: nil))
         #expect(store.list(app)?.values.keys.map(\.name) == ["b"])
         // Another domain has its own budget.
         _ = try store.commit(domain("big2"), .set(key("a"), .string(nine), ifRevision: nil))
@@ -132,14 +136,23 @@ import Testing
             [entry(.array(Array(repeating: Self.nested(6), count: 2000)), "boundary")],
             [entry(.array(Array(repeating: .array([.array([.array([])])]), count: 3000)), "brackets")],
             (0..<3000).map { entry(.integer(0), "\($0)") },
-            [entry(.dictionary(Dictionary(uniqueKeysWithValues: (0..<2000).map { ("\($0)", Value.dictionary(["a": .array([.integer(1)])])) })), "dicts")],
+            [
+                entry(
+                    .dictionary(
+                        Dictionary(
+                            uniqueKeysWithValues: (0..<2000).map {
+                                ("\($0)", Value.dictionary(["a": .array([.integer(1)])]))
+                            })), "dicts")
+            ],
             [entry(.array(Array(repeating: .date(Date(timeIntervalSince1970: 0)), count: 500)), "dates")],
         ]
         for shape in shapes {
             var state = DomainState(revision: Int64.max)
             for (name, stored) in shape { _ = state.load(try? Key(validating: name), name: name, stored) }
             let file = DomainFile.encode(domain(String(repeating: "d", count: 255)), state)
-            #expect(file.count <= 16 * state.budgetBytes + 1024, "\(shape.first!.0): \(file.count) bytes for a budget of \(state.budgetBytes)")
+            #expect(
+                file.count <= 16 * state.budgetBytes + 1024,
+                "\(shape.first!.0): \(file.count) bytes for a budget of \(state.budgetBytes)")
         }
         #expect(StorageFormat.maxDomainFileBytes >= 16 * Limits.domainBytes + 1024)
     }
@@ -153,15 +166,25 @@ import Testing
         let app = domain("budget")
         func measured(_ store: Store) -> Int? {
             guard let snapshot = store.list(app) else { return nil }
-            return snapshot.values.reduce(0) { $0 + DomainBudget.cost(entryBytes: StoredEntry.measure($1.key.name, $1.value)) }
+            return snapshot.values.reduce(0) {
+                $0 + DomainBudget.cost(entryBytes: StoredEntry.measure($1.key.name, $1.value))
+            }
         }
         let steps: [Mutation] = [
             .set(key("a"), .string("one"), ifRevision: nil),
             .set(key("a"), .array([.real(1e15), .date(Date(timeIntervalSince1970: 1))]), ifRevision: nil),
             .set(key("quote\""), .dictionary(["$x": .integer(-1)]), ifRevision: nil),
-            .apply([Change(key: key("b"), value: .bool(true)), Change(key: key("b"), value: .string("twice")), Change(key: key("a"), value: nil)], ifRevision: nil),
+            .apply(
+                [
+                    Change(key: key("b"), value: .bool(true)), Change(key: key("b"), value: .string("twice")),
+                    Change(key: key("a"), value: nil),
+                ], ifRevision: nil),
             .delete(key("quote\"")),
-            .apply([Change(key: key("c"), value: .data(Data([1, 2, 3]))), Change(key: key("c"), value: nil), Change(key: key("d"), value: .integer(4))], ifRevision: nil),
+            .apply(
+                [
+                    Change(key: key("c"), value: .data(Data([1, 2, 3]))), Change(key: key("c"), value: nil),
+                    Change(key: key("d"), value: .integer(4)),
+                ], ifRevision: nil),
         ]
         do {
             let store = try Store(directory: folder.state, options: StoreOptions(compactionLogBytes: 1 << 30))

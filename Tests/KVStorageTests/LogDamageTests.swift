@@ -13,24 +13,37 @@ import Testing
     }
 
     static func record(_ revision: Int64, _ domainName: String, _ keyName: String, _ value: Value) -> [UInt8] {
-        LogFormat.encode(LogRecord(revision: revision, domain: domain(domainName), kind: "set", changes: [Change(key: key(keyName), value: value)]))
+        LogFormat.encode(
+            LogRecord(
+                revision: revision, domain: domain(domainName), kind: "set",
+                changes: [Change(key: key(keyName), value: value)]))
     }
 
     /// A line with a valid checksum whose record cannot be decoded (here: a domain name no
     /// request can carry), at `revision`.
     static func undecodable(_ revision: Int64) -> [UInt8] {
-        LogFormat.frame(.object(["revision": .integer(revision), "domain": .string("not a domain!"), "kind": .string("set"), "changes": .array([])]))
+        LogFormat.frame(
+            .object([
+                "revision": .integer(revision), "domain": .string("not a domain!"), "kind": .string("set"),
+                "changes": .array([]),
+            ]))
     }
 
     @Test func undecodableRecordInTheMiddleCostsOnlyItselfAndIsReported() throws {
         let folder = TemporaryFolder()
         defer { folder.remove() }
-        folder.write("kvd.wal", Self.log([Self.record(1, "a", "k1", .integer(1)), Self.undecodable(2), Self.record(3, "a", "k3", .integer(3))]))
+        folder.write(
+            "kvd.wal",
+            Self.log([
+                Self.record(1, "a", "k1", .integer(1)), Self.undecodable(2), Self.record(3, "a", "k3", .integer(3)),
+            ]))
         let logs = LogCollector()
         do {
             let store = try Store(directory: folder.state, log: logs.callback)
             #expect(store.get(domain("a"), key("k1")) == .value(.integer(1), revision: 1))
-            #expect(store.get(domain("a"), key("k3")) == .value(.integer(3), revision: 3), "the record after the damage is replayed")
+            #expect(
+                store.get(domain("a"), key("k3")) == .value(.integer(3), revision: 3),
+                "the record after the damage is replayed")
             #expect(store.revision == 3)
             #expect(try store.commit(domain("a"), .set(key("k4"), .integer(4), ifRevision: nil)).revision == 4)
             store.abandon()
@@ -41,7 +54,9 @@ import Testing
         defer { store.close() }
         #expect(store.list(domain("a"))?.values.count == 3)
         #expect(store.revision == 4)
-        #expect(folder.names().filter { $0.hasPrefix("kvd.wal.unreadable-") }.count == 1, "reported once, not at every start")
+        #expect(
+            folder.names().filter { $0.hasPrefix("kvd.wal.unreadable-") }.count == 1,
+            "reported once, not at every start")
     }
 
     /// A complete record the reader cannot use at the end of the log was written whole (its
@@ -66,7 +81,9 @@ import Testing
         defer { folder.remove() }
         var second = Self.record(2, "a", "k2", .integer(2))
         second[20] ^= 0x01  // the checksum no longer matches
-        folder.write("kvd.wal", Self.log([Self.record(1, "a", "k1", .integer(1)), second, Self.record(3, "b", "k3", .integer(3))]))
+        folder.write(
+            "kvd.wal",
+            Self.log([Self.record(1, "a", "k1", .integer(1)), second, Self.record(3, "b", "k3", .integer(3))]))
         let store = try Store(directory: folder.state)
         defer { store.close() }
         #expect(store.get(domain("a"), key("k1")) == .value(.integer(1), revision: 1))
@@ -82,7 +99,8 @@ import Testing
         let folder = TemporaryFolder()
         defer { folder.remove() }
         let deep = StorageLimitsTests.nested(510)
-        folder.write("kvd.wal", Self.log([Self.record(1, "d", "deep", deep), Self.record(2, "other", "k", .string("acked"))]))
+        folder.write(
+            "kvd.wal", Self.log([Self.record(1, "d", "deep", deep), Self.record(2, "other", "k", .string("acked"))]))
         let store = try Store(directory: folder.state)
         defer { store.close() }
         #expect(store.get(domain("d"), key("deep")) == .value(deep, revision: 1))

@@ -7,7 +7,8 @@ import Testing
     @Test func version0BareObjectIsReadAndRewrittenAsVersion1() throws {
         let folder = TemporaryFolder()
         defer { folder.remove() }
-        folder.write("com.example.old.json", #"{"name": "Ada", "count": 3, "when": {"$date": "2026-11-29T17:00:00.250Z"}}"#)
+        folder.write(
+            "com.example.old.json", #"{"name": "Ada", "count": 3, "when": {"$date": "2026-11-29T17:00:00.250Z"}}"#)
         let app = domain("com.example.old")
         do {
             let store = try Store(directory: folder.state)
@@ -15,7 +16,8 @@ import Testing
             #expect(store.list(app)?.values.count == 3)
             store.close()
         }
-        #expect(folder.read("com.example.old.json")?.contains("formatVersion") == false, "loading alone does not rewrite")
+        #expect(
+            folder.read("com.example.old.json")?.contains("formatVersion") == false, "loading alone does not rewrite")
         let store = try Store(directory: folder.state)
         _ = try store.commit(app, .set(key("count"), .integer(4), ifRevision: nil))
         store.close()
@@ -120,10 +122,15 @@ import Testing
         let app = domain("com.example.reserved")
         let fileSystem = RecordingFileSystem()
         do {
-            let store = try Store(directory: folder.state, options: StoreOptions(logReservationBytes: 4096), fileSystem: fileSystem)
-            for index in 0..<50 { _ = try store.commit(app, .set(key("k\(index)"), .integer(Int64(index)), ifRevision: nil)) }
+            let store = try Store(
+                directory: folder.state, options: StoreOptions(logReservationBytes: 4096), fileSystem: fileSystem)
+            for index in 0..<50 {
+                _ = try store.commit(app, .set(key("k\(index)"), .integer(Int64(index)), ifRevision: nil))
+            }
             let reservations = fileSystem.calls.filter { $0 == "preallocate kvd.wal" }.count
-            #expect((1...3).contains(reservations), "one reservation per 4 KiB of records, not one per commit: \(reservations)")
+            #expect(
+                (1...3).contains(reservations),
+                "one reservation per 4 KiB of records, not one per commit: \(reservations)")
             let log = try #require(folder.read("kvd.wal"))
             #expect(log.hasSuffix("\0\0\0\0"), "the file ends in reserved zeros")
             store.abandon()
@@ -177,10 +184,13 @@ import Testing
         let app = domain("com.example.rot")
         do {
             let store = try Store(directory: folder.state)
-            for index in 1...3 { _ = try store.commit(app, .set(key("k\(index)"), .integer(Int64(index)), ifRevision: nil)) }
+            for index in 1...3 {
+                _ = try store.commit(app, .set(key("k\(index)"), .integer(Int64(index)), ifRevision: nil))
+            }
             store.abandon()
         }
-        var lines = try #require(folder.read("kvd.wal")).split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        var lines = try #require(folder.read("kvd.wal")).split(separator: "\n", omittingEmptySubsequences: false).map(
+            String.init)
         lines[2] = lines[2].replacing("\"k2\"", with: "\"kX\"")  // record 2: checksum no longer matches
         folder.write("kvd.wal", lines.joined(separator: "\n"))
         let logs = LogCollector()
@@ -205,7 +215,8 @@ import Testing
     @Test func logFromANewerKvdIsRefused() throws {
         let folder = TemporaryFolder()
         defer { folder.remove() }
-        let header = LogFormat.frame(.object(["format": .string("kvd-wal"), "formatVersion": .integer(2), "baseRevision": .integer(9)]))
+        let header = LogFormat.frame(
+            .object(["format": .string("kvd-wal"), "formatVersion": .integer(2), "baseRevision": .integer(9)]))
         folder.write("kvd.wal", String(decoding: header, as: UTF8.self))
         #expect {
             try Store(directory: folder.state)
@@ -225,7 +236,10 @@ import Testing
         defer { folder.remove() }
         let app = domain("com.example.layout")
         let store = try Store(directory: folder.state)
-        _ = try store.commit(app, .apply([Change(key: key("b"), value: .integer(2)), Change(key: key("a"), value: .real(1))], ifRevision: nil))
+        _ = try store.commit(
+            app,
+            .apply(
+                [Change(key: key("b"), value: .integer(2)), Change(key: key("a"), value: .real(1))], ifRevision: nil))
         store.close()
         let text = try #require(folder.read("com.example.layout.json"))
         let json = try JSONParser.parse(text)
@@ -235,7 +249,11 @@ import Testing
         #expect(json["revision"] == .integer(1))
         #expect(json["values"] == .object(["a": .real(1), "b": .integer(2)]))
         #expect(json["revisions"] == .object(["a": .integer(1), "b": .integer(1)]))
-        if case .string(let saved)? = json["savedAt"] { #expect(RFC3339.parse(saved) != nil) } else { Issue.record("no savedAt") }
+        if case .string(let saved)? = json["savedAt"] {
+            #expect(RFC3339.parse(saved) != nil)
+        } else {
+            Issue.record("no savedAt")
+        }
         #expect(text == String(decoding: JSONWriter(pretty: true).bytes(json), as: UTF8.self) + "\n")
         #expect(text.contains("\n  \"domain\": "))
         #expect(folder.names() == ["com.example.layout.history", "com.example.layout.json", "kvd.lock", "kvd.wal"])

@@ -127,7 +127,11 @@ struct DiskModel: Sendable {
             lastWrite = (inode, before, offset, bytes)
         case .truncate(let inode, let length):
             var content = current.files[inode] ?? []
-            if content.count > length { content.removeSubrange(length...) } else { content += Array(repeating: 0, count: length - content.count) }
+            if content.count > length {
+                content.removeSubrange(length...)
+            } else {
+                content += Array(repeating: 0, count: length - content.count)
+            }
             current.files[inode] = content
             if lastWrite?.inode == inode { lastWrite = nil }
         case .sync(let inode):
@@ -269,24 +273,34 @@ final class SimulatedFileSystem: FileSystem {
         try state.withLock { state throws(FileSystemError) in
             let (folder, name) = try Self.parent(of: path, in: state.model.current, operation: "open")
             let effect = Self.check(&state, "open", path)
-            if let effect, !effect.tookEffect { throw FileSystemError(operation: "open", path: path, code: effect.code) }
+            if let effect, !effect.tookEffect {
+                throw FileSystemError(operation: "open", path: path, code: effect.code)
+            }
             var inode = name == "." ? folder : state.model.current.folders[folder]?[name]
             if options.contains(.directory) {
                 guard let found = inode else { throw FileSystemError(operation: "open", path: path, code: ENOENT) }
-                guard state.model.current.folders[found] != nil else { throw FileSystemError(operation: "open", path: path, code: ENOTDIR) }
+                guard state.model.current.folders[found] != nil else {
+                    throw FileSystemError(operation: "open", path: path, code: ENOTDIR)
+                }
             } else if let found = inode {
                 if state.model.current.folders[found] != nil, options.contains(.write) {
                     throw FileSystemError(operation: "open", path: path, code: EISDIR)
                 }
-                if options.contains(.create), options.contains(.exclusive) { throw FileSystemError(operation: "open", path: path, code: EEXIST) }
+                if options.contains(.create), options.contains(.exclusive) {
+                    throw FileSystemError(operation: "open", path: path, code: EEXIST)
+                }
                 if options.contains(.truncate), state.model.current.files[found]?.isEmpty == false {
                     Self.record(&state, .truncate(found, length: 0), "truncate \(name) to 0 (open)")
                 }
             } else {
-                guard options.contains(.create) else { throw FileSystemError(operation: "open", path: path, code: ENOENT) }
+                guard options.contains(.create) else {
+                    throw FileSystemError(operation: "open", path: path, code: ENOENT)
+                }
                 let created = state.nextInode
                 state.nextInode += 1
-                Self.record(&state, .entries(folder: folder, .link(name, created), newFolder: nil, newFile: created), "create \(name)")
+                Self.record(
+                    &state, .entries(folder: folder, .link(name, created), newFolder: nil, newFile: created),
+                    "create \(name)")
                 inode = created
             }
             if let effect { throw FileSystemError(operation: "open", path: path, code: effect.code) }
@@ -306,8 +320,12 @@ final class SimulatedFileSystem: FileSystem {
 
     func read(_ descriptor: FileDescriptor, upTo count: Int) throws(FileSystemError) -> [UInt8] {
         try state.withLock { state throws(FileSystemError) in
-            guard var handle = state.handles[descriptor.rawValue] else { throw FileSystemError(operation: "read", path: nil, code: EBADF) }
-            guard let content = state.model.current.files[handle.inode] else { throw FileSystemError(operation: "read", path: handle.name, code: EISDIR) }
+            guard var handle = state.handles[descriptor.rawValue] else {
+                throw FileSystemError(operation: "read", path: nil, code: EBADF)
+            }
+            guard let content = state.model.current.files[handle.inode] else {
+                throw FileSystemError(operation: "read", path: handle.name, code: EISDIR)
+            }
             let end = min(content.count, handle.offset + count)
             let chunk = handle.offset < end ? Array(content[handle.offset..<end]) : []
             handle.offset += chunk.count
@@ -327,15 +345,21 @@ final class SimulatedFileSystem: FileSystem {
     /// `write` at the descriptor's offset (or end, when appending), `pwrite` at `position`.
     private func write(_ descriptor: FileDescriptor, _ bytes: [UInt8], at position: Int?) throws(FileSystemError) {
         try state.withLock { state throws(FileSystemError) in
-            guard var handle = state.handles[descriptor.rawValue] else { throw FileSystemError(operation: "write", path: nil, code: EBADF) }
-            guard let content = state.model.current.files[handle.inode] else { throw FileSystemError(operation: "write", path: handle.name, code: EISDIR) }
+            guard var handle = state.handles[descriptor.rawValue] else {
+                throw FileSystemError(operation: "write", path: nil, code: EBADF)
+            }
+            guard let content = state.model.current.files[handle.inode] else {
+                throw FileSystemError(operation: "write", path: handle.name, code: EISDIR)
+            }
             let effect = Self.check(&state, "write", handle.name)
             let keepOffset = handle.offset
             if handle.append { handle.offset = content.count }
             if let position { handle.offset = position }
             let written = effect.map { $0.tookEffect ? Array(bytes.prefix(bytes.count / 2)) : [] } ?? bytes
             if !written.isEmpty {
-                Self.record(&state, .write(handle.inode, offset: handle.offset, written), "write \(handle.name) \(written.count) bytes at \(handle.offset)")
+                Self.record(
+                    &state, .write(handle.inode, offset: handle.offset, written),
+                    "write \(handle.name) \(written.count) bytes at \(handle.offset)")
                 handle.offset += written.count
             }
             if position != nil { handle.offset = keepOffset }  // pwrite leaves the offset alone
@@ -350,7 +374,9 @@ final class SimulatedFileSystem: FileSystem {
 
     private func sync(_ descriptor: FileDescriptor, _ operation: String) throws(FileSystemError) {
         try state.withLock { state throws(FileSystemError) in
-            guard let handle = state.handles[descriptor.rawValue] else { throw FileSystemError(operation: operation, path: nil, code: EBADF) }
+            guard let handle = state.handles[descriptor.rawValue] else {
+                throw FileSystemError(operation: operation, path: nil, code: EBADF)
+            }
             let effect = Self.check(&state, operation, handle.name)
             if effect?.tookEffect ?? true { Self.record(&state, .sync(handle.inode), "\(operation) \(handle.name)") }
             if let effect { throw FileSystemError(operation: operation, path: handle.name, code: effect.code) }
@@ -359,7 +385,9 @@ final class SimulatedFileSystem: FileSystem {
 
     func truncate(_ descriptor: FileDescriptor, to length: Int64) throws(FileSystemError) {
         try state.withLock { state throws(FileSystemError) in
-            guard let handle = state.handles[descriptor.rawValue] else { throw FileSystemError(operation: "ftruncate", path: nil, code: EBADF) }
+            guard let handle = state.handles[descriptor.rawValue] else {
+                throw FileSystemError(operation: "ftruncate", path: nil, code: EBADF)
+            }
             if let effect = Self.check(&state, "truncate", handle.name) {
                 throw FileSystemError(operation: "ftruncate", path: handle.name, code: effect.code)
             }
@@ -371,7 +399,9 @@ final class SimulatedFileSystem: FileSystem {
     /// the file unchanged.
     func preallocate(_ descriptor: FileDescriptor, to length: Int64) throws(FileSystemError) {
         try state.withLock { state throws(FileSystemError) in
-            guard let handle = state.handles[descriptor.rawValue] else { throw FileSystemError(operation: "fallocate", path: nil, code: EBADF) }
+            guard let handle = state.handles[descriptor.rawValue] else {
+                throw FileSystemError(operation: "fallocate", path: nil, code: EBADF)
+            }
             if let effect = Self.check(&state, "preallocate", handle.name) {
                 throw FileSystemError(operation: "fallocate", path: handle.name, code: effect.code)
             }
@@ -382,7 +412,9 @@ final class SimulatedFileSystem: FileSystem {
 
     func size(_ descriptor: FileDescriptor) throws(FileSystemError) -> Int64 {
         try state.withLock { state throws(FileSystemError) in
-            guard let handle = state.handles[descriptor.rawValue] else { throw FileSystemError(operation: "fstat", path: nil, code: EBADF) }
+            guard let handle = state.handles[descriptor.rawValue] else {
+                throw FileSystemError(operation: "fstat", path: nil, code: EBADF)
+            }
             return Int64(state.model.current.files[handle.inode]?.count ?? 0)
         }
     }
@@ -391,25 +423,32 @@ final class SimulatedFileSystem: FileSystem {
     /// permissions ``setStatus(of:owner:permissions:)`` gave it.
     func status(_ descriptor: FileDescriptor) throws(FileSystemError) -> FileStatus {
         try state.withLock { state throws(FileSystemError) in
-            guard let handle = state.handles[descriptor.rawValue] else { throw FileSystemError(operation: "fstat", path: nil, code: EBADF) }
+            guard let handle = state.handles[descriptor.rawValue] else {
+                throw FileSystemError(operation: "fstat", path: nil, code: EBADF)
+            }
             let content = state.model.current.files[handle.inode]
             let set = state.statuses[handle.inode] ?? (effectiveUserID, content == nil ? 0o700 : 0o600)
             return FileStatus(
-                kind: content == nil ? .directory : .regular, size: Int64(content?.count ?? 0), owner: set.owner, permissions: set.permissions)
+                kind: content == nil ? .directory : .regular, size: Int64(content?.count ?? 0), owner: set.owner,
+                permissions: set.permissions)
         }
     }
 
     /// Gives the file or folder at `path` (which must exist) another owner or permissions.
     func setStatus(of path: String, owner: UInt32, permissions: UInt32) {
         state.withLock { state in
-            guard let inode = state.model.current.inode(at: path) else { preconditionFailure("no \(path) on the simulated disk") }
+            guard let inode = state.model.current.inode(at: path) else {
+                preconditionFailure("no \(path) on the simulated disk")
+            }
             state.statuses[inode] = (owner, permissions)
         }
     }
 
     func lockExclusively(_ descriptor: FileDescriptor) throws(FileSystemError) {
         try state.withLock { state throws(FileSystemError) in
-            guard let handle = state.handles[descriptor.rawValue] else { throw FileSystemError(operation: "flock", path: nil, code: EBADF) }
+            guard let handle = state.handles[descriptor.rawValue] else {
+                throw FileSystemError(operation: "flock", path: nil, code: EBADF)
+            }
             if let holder = state.locks[handle.inode], holder != descriptor.rawValue {
                 throw FileSystemError(operation: "flock", path: handle.name, code: EWOULDBLOCK)
             }
@@ -422,10 +461,14 @@ final class SimulatedFileSystem: FileSystem {
             let (folder, from) = try Self.parent(of: source, in: state.model.current, operation: "rename")
             let (target, to) = try Self.parent(of: destination, in: state.model.current, operation: "rename")
             guard folder == target else { throw FileSystemError(operation: "rename", path: source, code: EXDEV) }
-            guard let inode = state.model.current.folders[folder]?[from] else { throw FileSystemError(operation: "rename", path: source, code: ENOENT) }
+            guard let inode = state.model.current.folders[folder]?[from] else {
+                throw FileSystemError(operation: "rename", path: source, code: ENOENT)
+            }
             let effect = Self.check(&state, "rename", to)
             if effect?.tookEffect ?? true {
-                Self.record(&state, .entries(folder: folder, .rename(from, to, inode), newFolder: nil, newFile: nil), "rename \(from) to \(to)")
+                Self.record(
+                    &state, .entries(folder: folder, .rename(from, to, inode), newFolder: nil, newFile: nil),
+                    "rename \(from) to \(to)")
             }
             if let effect { throw FileSystemError(operation: "rename", path: source, code: effect.code) }
         }
@@ -434,11 +477,16 @@ final class SimulatedFileSystem: FileSystem {
     func unlink(_ path: String) throws(FileSystemError) {
         try state.withLock { state throws(FileSystemError) in
             let (folder, name) = try Self.parent(of: path, in: state.model.current, operation: "unlink")
-            guard let inode = state.model.current.folders[folder]?[name] else { throw FileSystemError(operation: "unlink", path: path, code: ENOENT) }
-            guard state.model.current.folders[inode] == nil else { throw FileSystemError(operation: "unlink", path: path, code: EISDIR) }
+            guard let inode = state.model.current.folders[folder]?[name] else {
+                throw FileSystemError(operation: "unlink", path: path, code: ENOENT)
+            }
+            guard state.model.current.folders[inode] == nil else {
+                throw FileSystemError(operation: "unlink", path: path, code: EISDIR)
+            }
             let effect = Self.check(&state, "unlink", name)
             if effect?.tookEffect ?? true {
-                Self.record(&state, .entries(folder: folder, .remove(name), newFolder: nil, newFile: nil), "unlink \(name)")
+                Self.record(
+                    &state, .entries(folder: folder, .remove(name), newFolder: nil, newFile: nil), "unlink \(name)")
             }
             if let effect { throw FileSystemError(operation: "unlink", path: path, code: effect.code) }
         }
@@ -447,29 +495,45 @@ final class SimulatedFileSystem: FileSystem {
     func makeDirectory(_ path: String, permissions: UInt32) throws(FileSystemError) {
         try state.withLock { state throws(FileSystemError) in
             let (folder, name) = try Self.parent(of: path, in: state.model.current, operation: "mkdir")
-            guard state.model.current.folders[folder]?[name] == nil else { throw FileSystemError(operation: "mkdir", path: path, code: EEXIST) }
-            if let effect = Self.check(&state, "mkdir", name) { throw FileSystemError(operation: "mkdir", path: path, code: effect.code) }
+            guard state.model.current.folders[folder]?[name] == nil else {
+                throw FileSystemError(operation: "mkdir", path: path, code: EEXIST)
+            }
+            if let effect = Self.check(&state, "mkdir", name) {
+                throw FileSystemError(operation: "mkdir", path: path, code: effect.code)
+            }
             let created = state.nextInode
             state.nextInode += 1
-            Self.record(&state, .entries(folder: folder, .link(name, created), newFolder: created, newFile: nil), "mkdir \(name)")
+            Self.record(
+                &state, .entries(folder: folder, .link(name, created), newFolder: created, newFile: nil),
+                "mkdir \(name)")
         }
     }
 
     func contentsOfDirectory(_ path: String) throws(FileSystemError) -> [String] {
         try state.withLock { state throws(FileSystemError) in
-            guard let folder = state.model.current.inode(at: path) else { throw FileSystemError(operation: "opendir", path: path, code: ENOENT) }
-            guard let entries = state.model.current.folders[folder] else { throw FileSystemError(operation: "opendir", path: path, code: ENOTDIR) }
+            guard let folder = state.model.current.inode(at: path) else {
+                throw FileSystemError(operation: "opendir", path: path, code: ENOENT)
+            }
+            guard let entries = state.model.current.folders[folder] else {
+                throw FileSystemError(operation: "opendir", path: path, code: ENOTDIR)
+            }
             return Array(entries.keys)
         }
     }
 
     // MARK: Helpers
 
-    private static func parent(of path: String, in disk: Disk, operation: String) throws(FileSystemError) -> (Int, String) {
+    private static func parent(of path: String, in disk: Disk, operation: String) throws(FileSystemError) -> (
+        Int, String
+    ) {
         var parts = path.split(separator: "/").map(String.init)
         guard let name = parts.popLast() else { return (Disk.root, ".") }
-        guard let folder = disk.inode(at: parts.joined(separator: "/")) else { throw FileSystemError(operation: operation, path: path, code: ENOENT) }
-        guard disk.folders[folder] != nil else { throw FileSystemError(operation: operation, path: path, code: ENOTDIR) }
+        guard let folder = disk.inode(at: parts.joined(separator: "/")) else {
+            throw FileSystemError(operation: operation, path: path, code: ENOENT)
+        }
+        guard disk.folders[folder] != nil else {
+            throw FileSystemError(operation: operation, path: path, code: ENOTDIR)
+        }
         return (folder, name)
     }
 

@@ -17,7 +17,9 @@ struct StoreOpenTimeout: Error, CustomStringConvertible {
         let outcome = Mutex<Result<Store, StorageError>?>(nil)
         let done = DispatchSemaphore(value: 0)
         DispatchQueue.global().async {
-            let result = Result { () throws(StorageError) in try Store(directory: folder.state, options: options, log: logs.callback) }
+            let result = Result { () throws(StorageError) in
+                try Store(directory: folder.state, options: options, log: logs.callback)
+            }
             outcome.withLock { $0 = result }
             done.signal()
         }
@@ -51,27 +53,38 @@ struct StoreOpenTimeout: Error, CustomStringConvertible {
             var address = sockaddr_un()
             address.sun_family = sa_family_t(AF_UNIX)
             withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(path.utf8) + [0]) }
-            _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+            _ = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+                }
+            }
             Glibc.close(descriptor)
         case "symlink to a file":
             folder.write("target", #"{"k": "read through a link"}"#)
             symlink(folder.file("target"), path)
         default: symlink("/dev/zero", path)
         }
-        defer { for name in folder.names() where name.hasPrefix("x.") { rmdir(folder.file(name)); unlink(folder.file(name)) } }
+        defer {
+            for name in folder.names() where name.hasPrefix("x.") {
+                rmdir(folder.file(name)); unlink(folder.file(name))
+            }
+        }
         let logs = LogCollector()
         let store = try Self.open(folder, logs: logs)
         defer { store.close() }
         Self.expectGoodDomainServed(store)
         #expect(store.list(domain("x")) == nil, "a \(kind) is not read as a domain file")
-        #expect(logs.messages(at: .error).contains { $0.contains("x.json") && $0.contains("not a regular file") }, "\(logs.lines.withLock { $0 })")
+        #expect(
+            logs.messages(at: .error).contains { $0.contains("x.json") && $0.contains("not a regular file") },
+            "\(logs.lines.withLock { $0 })")
         // The domain can be written and compacted: its file name is free.
         _ = try store.commit(domain("x"), .set(key("k"), .integer(1), ifRevision: nil))
         store.close()
         let reopened = try Store(directory: folder.state)
         defer { reopened.close() }
         #expect(reopened.get(domain("x"), key("k")) == .value(.integer(1), revision: 2))
-        #expect(folder.names().contains { $0.hasPrefix("x.unreadable-") }, "the odd entry is kept aside: \(folder.names())")
+        #expect(
+            folder.names().contains { $0.hasPrefix("x.unreadable-") }, "the odd entry is kept aside: \(folder.names())")
     }
 
     /// A file over the size limit is not read at all; it is renamed aside, not copied.
@@ -87,7 +100,10 @@ struct StoreOpenTimeout: Error, CustomStringConvertible {
         Self.expectGoodDomainServed(store)
         #expect(!folder.names().contains("huge.json"))
         #expect(folder.names().contains { $0.hasPrefix("huge.unreadable-") })
-        #expect(logs.messages(at: .error).contains { $0.contains("huge.json") && $0.contains("\(StorageFormat.maxDomainFileBytes)") })
+        #expect(
+            logs.messages(at: .error).contains {
+                $0.contains("huge.json") && $0.contains("\(StorageFormat.maxDomainFileBytes)")
+            })
     }
 
     /// `kvd.wal` that is a directory (or a FIFO) holds no log of kvd's: it is moved aside and a
@@ -141,7 +157,9 @@ struct StoreOpenTimeout: Error, CustomStringConvertible {
             #expect(logs.messages(at: .error).isEmpty, "\(logs.messages(at: .error))")
         }
         let files = folder.names().filter { !["kvd.lock", "kvd.wal", "short.json", "short.history"].contains($0) }
-        #expect(files.count == 2 && files.filter { $0.hasSuffix(".json") }.count == 1, "one file and one history file for the long domain: \(files)")
+        #expect(
+            files.count == 2 && files.filter { $0.hasSuffix(".json") }.count == 1,
+            "one file and one history file for the long domain: \(files)")
         #expect(files.allSatisfy { $0.utf8.count <= 255 })
         do {
             let store = try Store(directory: folder.state)
@@ -181,14 +199,17 @@ struct StoreOpenTimeout: Error, CustomStringConvertible {
         #expect(own.contains("~") && own.utf8.count <= 205)
         let history = HistoryFormat.fileName(for: domain(name))
         #expect(history == own.dropLast(".json".count) + ".history")
-        #expect(folder.names() == [own, "kvd.lock", "kvd.wal"].sorted(), "no history file is written until one is needed")
+        #expect(
+            folder.names() == [own, "kvd.lock", "kvd.wal"].sorted(), "no history file is written until one is needed")
         folder.write(name + ".json", envelope(2, "older"))  // as if a crash left it behind
         let logs = LogCollector()
         let store = try Store(directory: folder.state, log: logs.callback)
         defer { store.close() }
         #expect(store.get(domain(name), key("k")) == .value(.string("old"), revision: 3))
         #expect(logs.messages(at: .warning).contains { $0.contains("two files") })
-        #expect(try store.history(domain(name)).entries.map(\.value) == [.string("old")], "history begins with the value it had")
+        #expect(
+            try store.history(domain(name)).entries.map(\.value) == [.string("old")],
+            "history begins with the value it had")
         store.close()
         #expect(folder.names() == [own, history, "kvd.lock", "kvd.wal"].sorted())
     }
@@ -199,9 +220,13 @@ struct StoreOpenTimeout: Error, CustomStringConvertible {
         #expect(
             StorageFormat.fileName(for: domain("a" + String(repeating: "b", count: 254)))
                 == "a" + String(repeating: "b", count: 166) + "~52f4de1bcc5833f197db6890a7fdeda8.json")
-        #expect(StorageFormat.fileName(for: domain(String(repeating: "c", count: 200))) == String(repeating: "c", count: 200) + ".json")
+        #expect(
+            StorageFormat.fileName(for: domain(String(repeating: "c", count: 200))) == String(
+                repeating: "c", count: 200) + ".json")
         #expect(StorageFormat.entry(forFileName: "a~52f4de1bcc5833f197db6890a7fdeda8.json") == .longDomainFile)
         #expect(StorageFormat.entry(forFileName: "a~52f4.json") == nil)
-        #expect(StorageFormat.entry(forFileName: "a~52f4de1bcc5833f197db6890a7fdeda8.unreadable-20261129T181320Z.json") == nil)
+        #expect(
+            StorageFormat.entry(forFileName: "a~52f4de1bcc5833f197db6890a7fdeda8.unreadable-20261129T181320Z.json")
+                == nil)
     }
 }

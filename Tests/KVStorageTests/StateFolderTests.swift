@@ -39,7 +39,8 @@ import Testing
         let fileSystem = SimulatedFileSystem()
         fileSystem.setStatus(of: "/data", owner: fileSystem.effectiveUserID + 1, permissions: 0o700)
         let message = refusal("/data", fileSystem: fileSystem)
-        #expect(message.contains("the state folder /data belongs to uid \(fileSystem.effectiveUserID + 1)"), "\(message)")
+        #expect(
+            message.contains("the state folder /data belongs to uid \(fileSystem.effectiveUserID + 1)"), "\(message)")
         #expect(message.contains("--state-dir"), "\(message)")
     }
 

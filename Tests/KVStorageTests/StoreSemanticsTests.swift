@@ -20,7 +20,8 @@ import Testing
         do {
             let store = try Store(directory: folder.state)
             for (index, value) in Self.samples.enumerated() {
-                revisions[key("k\(index)")] = try store.commit(app, .set(key("k\(index)"), value, ifRevision: nil)).revision
+                revisions[key("k\(index)")] = try store.commit(app, .set(key("k\(index)"), value, ifRevision: nil))
+                    .revision
             }
             store.close()
         }
@@ -91,11 +92,19 @@ import Testing
         }
         // A change that cannot be stored fails the whole apply: nothing of it is visible.
         #expect(throws: StorageError.self) {
-            try store.commit(app, .apply([Change(key: key("a"), value: .integer(9)), Change(key: key("c"), value: .real(.nan))], ifRevision: nil))
+            try store.commit(
+                app,
+                .apply(
+                    [Change(key: key("a"), value: .integer(9)), Change(key: key("c"), value: .real(.nan))],
+                    ifRevision: nil))
         }
         #expect(store.get(app, key("a")) == .value(.integer(1), revision: first.revision))
         #expect(store.get(app, key("c")) == .missing)
-        let second = try store.commit(app, .apply([Change(key: key("a"), value: nil), Change(key: key("c"), value: .bool(true))], ifRevision: first.revision))
+        let second = try store.commit(
+            app,
+            .apply(
+                [Change(key: key("a"), value: nil), Change(key: key("c"), value: .bool(true))],
+                ifRevision: first.revision))
         #expect(second.revision == first.revision + 1)
         #expect(store.list(app)?.values == [key("b"): .integer(2), key("c"): .bool(true)])
         #expect(store.list(app)?.revisions == [key("b"): first.revision, key("c"): second.revision])
@@ -121,7 +130,9 @@ import Testing
         let folder = TemporaryFolder()
         defer {
             let nested = folder.path + "/a/b"
-            for name in (try? SystemFileSystem().contentsOfDirectory(nested)) ?? [] { try? SystemFileSystem().unlink(nested + "/" + name) }
+            for name in (try? SystemFileSystem().contentsOfDirectory(nested)) ?? [] {
+                try? SystemFileSystem().unlink(nested + "/" + name)
+            }
             rmdir(nested)
             rmdir(folder.path + "/a")
             folder.remove()

@@ -180,7 +180,9 @@ final class RecordingFileSystem: FileSystem {
 final class LogCollector: Sendable {
     let lines = Mutex<[(LogLevel, String)]>([])
 
-    var callback: @Sendable (LogLevel, String) -> Void { { level, text in self.lines.withLock { $0.append((level, text)) } } }
+    var callback: @Sendable (LogLevel, String) -> Void {
+        { level, text in self.lines.withLock { $0.append((level, text)) } }
+    }
 
     func messages(at level: LogLevel) -> [String] { lines.withLock { $0.filter { $0.0 == level }.map(\.1) } }
 }

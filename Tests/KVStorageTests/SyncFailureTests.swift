@@ -12,12 +12,15 @@ import Testing
     struct Case: Sendable, CustomTestStringConvertible {
         var operation: String
         var fault: InjectedFault
-        var testDescription: String { "\(operation) fails with errno \(fault.code)\(fault.tookEffect ? " after taking effect" : "")" }
+        var testDescription: String {
+            "\(operation) fails with errno \(fault.code)\(fault.tookEffect ? " after taking effect" : "")"
+        }
     }
 
     static let cases = [
         Case(operation: "fdatasync", fault: InjectedFault(code: EIO, tookEffect: false)),  // pages stay dirty
-        Case(operation: "fdatasync", fault: InjectedFault(code: EIO, tookEffect: true)),  // the data reached the disk anyway
+        // the data reached the disk anyway
+        Case(operation: "fdatasync", fault: InjectedFault(code: EIO, tookEffect: true)),
         // Half the record written. (Not ENOSPC: a full disk makes room and tries again, see
         // FullDiskCrashPointTests.)
         Case(operation: "write", fault: InjectedFault(code: EIO, tookEffect: true)),
@@ -51,7 +54,8 @@ import Testing
 
         let failed = try #require(work.attempts.count == 5 ? work.attempts[1] : nil)
         guard case .failure(.failure(let reason)) = failed.outcome else {
-            Issue.record("the change whose \(failure.operation) failed was not reported as a storage failure: \(failed.outcome)")
+            Issue.record(
+                "the change whose \(failure.operation) failed was not reported as a storage failure: \(failed.outcome)")
             return
         }
         #expect(reason.contains(String(cString: strerror(failure.fault.code))), "\(reason)")
@@ -74,7 +78,9 @@ import Testing
         #expect(leaks.count == 0, "the failed change is on disk: \(leaks.prefix(3))")
 
         let report = CrashEnumeration.run(fileSystem, work, CrashPointTests.checker)
-        #expect(report.failures.count == 0, "crash states failed; the first:\n\(report.failures.prefix(3).joined(separator: "\n\n"))")
+        #expect(
+            report.failures.count == 0,
+            "crash states failed; the first:\n\(report.failures.prefix(3).joined(separator: "\n\n"))")
     }
 
     static func contains(_ bytes: [UInt8], _ part: [UInt8]) -> Bool {
@@ -128,12 +134,18 @@ import Testing
                             case .failed(let reason): reason
                             case .content(let content): checker.judge(content, allowed: allowed)
                             }
-                        if let problem { failures.append("failing call \(index) (\(calls[index]), took effect: \(tookEffect)), crash after operation \(point): \(problem)") }
+                        if let problem {
+                            failures.append(
+                                "failing call \(index) (\(calls[index]), took effect: \(tookEffect)), crash after operation \(point): \(problem)"
+                            )
+                        }
                     }
                 }
             }
         }
-        print("faults injected: \(faults) (each of \(calls.count) calls failed in 2 ways), \(failedCommits) commits failed, \(states) crash states checked after them")
+        print(
+            "faults injected: \(faults) (each of \(calls.count) calls failed in 2 ways), \(failedCommits) commits failed, \(states) crash states checked after them"
+        )
         if getenv("KVD_CRASH_TRACE") != nil { print(failures.joined(separator: "\n")) }
         #expect(failures.count == 0, "crash states failed; the first:\n\(failures.prefix(3).joined(separator: "\n\n"))")
     }
@@ -156,14 +168,19 @@ import Testing
         do {
             let store = try Store(directory: "/data/state", options: CrashPointTests.options, fileSystem: fileSystem)
             #expect(store.journalIsDirect == false)
-            for index in 0..<5 { _ = try store.commit(app, .set(key("k\(index)"), .integer(Int64(index)), ifRevision: nil)) }
+            for index in 0..<5 {
+                _ = try store.commit(app, .set(key("k\(index)"), .integer(Int64(index)), ifRevision: nil))
+            }
             store.abandon()
         }
         // Without O_DIRECT the records are not padded to whole 512-byte blocks.
         let logWrites = fileSystem.labels.filter { $0.hasPrefix("write kvd.wal ") }
         #expect(logWrites.count >= 5)
-        #expect(logWrites.allSatisfy { !$0.hasPrefix("write kvd.wal 512 ") && !$0.hasPrefix("write kvd.wal 1024 ") }, "\(logWrites)")
-        let reopened = try Store(directory: "/data/state", fileSystem: SimulatedFileSystem(fileSystem.model.durable.reachable()))
+        #expect(
+            logWrites.allSatisfy { !$0.hasPrefix("write kvd.wal 512 ") && !$0.hasPrefix("write kvd.wal 1024 ") },
+            "\(logWrites)")
+        let reopened = try Store(
+            directory: "/data/state", fileSystem: SimulatedFileSystem(fileSystem.model.durable.reachable()))
         defer { reopened.close() }
         #expect(reopened.list(app)?.values.count == 5)
         #expect(reopened.journalIsDirect == true, "the simulated disk takes O_DIRECT when not told otherwise")

@@ -17,7 +17,9 @@ import Testing
         #expect(count == 3 && Array(buffer[..<3]) == Array("abc".utf8))
         #expect(system.count(.read) == 4, "two interrupted reads, one that read, one that found nothing")
         system.inject(.fail(.connectionReset), on: .read)
-        #expect(throws: SystemError("read", .connectionReset)) { try buffer.withUnsafeMutableBytes { try system.readAvailable(pair.near, into: $0) } }
+        #expect(throws: SystemError("read", .connectionReset)) {
+            try buffer.withUnsafeMutableBytes { try system.readAvailable(pair.near, into: $0) }
+        }
     }
 
     @Test func sendAvailableReadsAFullSocketAsZeroAndSendAllFinishesShortWrites() throws {
@@ -52,7 +54,9 @@ import Testing
     @Test func aSocketPathThatCannotBeAnAddressIsRefusedByName() {
         for path in ["", "/tmp/a\u{0}b", "/tmp/" + String(repeating: "x", count: 200)] {
             let error = #expect(throws: SystemError.self) { try LinuxSystem().connectUnix(path) }
-            #expect(error?.errno == .nameTooLong && error?.description.contains("1 to 107 bytes") == true, "\(String(describing: error))")
+            #expect(
+                error?.errno == .nameTooLong && error?.description.contains("1 to 107 bytes") == true,
+                "\(String(describing: error))")
         }
     }
 

@@ -36,7 +36,9 @@ import Testing
         let bytes = Array(input.utf8)
         let limits = JSONLimits(maxDepth: 5, maxBytes: 1 << 20)
         let general = Result { () throws(JSONSyntaxError) in try JSONParser.parse(bytes, limits: limits) }
-        let ordered = Result { () throws(JSONSyntaxError) in try JSONParser.parseMembers(bytes, limits: limits, inner: "parameters") }
+        let ordered = Result { () throws(JSONSyntaxError) in
+            try JSONParser.parseMembers(bytes, limits: limits, inner: "parameters")
+        }
         switch (general, ordered) {
         case (.failure(let expected), .failure(let got)):
             #expect(got == expected)
@@ -75,7 +77,8 @@ import Testing
                     #expect(try JSONParser.parse(out) == .string(text))
                     let escaped = special < 0x20 || special == 0x22 || special == 0x5C
                     #expect(
-                        out.count == length + 2 + (escaped ? (special == 0x0A || special == 0x22 || special == 0x5C ? 1 : 5) : 0),
+                        out.count == length + 2
+                            + (escaped ? (special == 0x0A || special == 0x22 || special == 0x5C ? 1 : 5) : 0),
                         "byte \(special) at \(position) of \(length)")
                 }
             }

@@ -116,7 +116,9 @@ import Testing
         }
     }
 
-    @Test(arguments: ["com.x.unreadable-2026112XT181320Z", "com.x.unreadable-20261129T181320", "unreadable-20261129T181320Z"])
+    @Test(arguments: [
+        "com.x.unreadable-2026112XT181320Z", "com.x.unreadable-20261129T181320", "unreadable-20261129T181320Z",
+    ])
     func namesThatOnlyResembleBackupsAreAccepted(name: String) throws {
         #expect(try Domain(validating: name).name == name)
     }

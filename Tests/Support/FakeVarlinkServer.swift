@@ -21,7 +21,8 @@ public final class FakeVarlinkServer: Sendable {
     }
 
     /// Listens at `/tmp/PREFIX-PID-RANDOM.sock` and serves until released.
-    public convenience init(prefix: String = "kvd-fake", respond: @escaping @Sendable (VarlinkCall) -> [VarlinkReply]?) {
+    public convenience init(prefix: String = "kvd-fake", respond: @escaping @Sendable (VarlinkCall) -> [VarlinkReply]?)
+    {
         self.init(prefix: prefix) { call, send in
             guard let replies = respond(call) else { return false }
             return replies.allSatisfy(send)

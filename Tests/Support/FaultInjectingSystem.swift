@@ -108,7 +108,9 @@ public final class FaultInjectingSystem: SystemCalls {
     }
 
     /// Runs a byte-moving call with the planned fault applied.
-    private func transfer(_ call: Call, _ fd: Int32, count: Int, _ body: (Int) throws(Errno) -> Int) throws(Errno) -> Int {
+    private func transfer(_ call: Call, _ fd: Int32, count: Int, _ body: (Int) throws(Errno) -> Int) throws(Errno)
+        -> Int
+    {
         switch fault(call, fd) {
         case .fail(let errno)?: throw errno
         case .short(let most)?: return try body(min(count, most))
@@ -131,7 +133,8 @@ public final class FaultInjectingSystem: SystemCalls {
     /// the daemon will accept (non-blocking).
     public func connectPair() -> (client: Int32, daemon: Int32) {
         var fds: [Int32] = [0, 0]
-        precondition(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0, &fds) == 0, "socketpair failed")
+        precondition(
+            socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0, &fds) == 0, "socketpair failed")
         _ = fcntl(fds[1], F_SETFL, fcntl(fds[1], F_GETFL) | O_NONBLOCK)
         state.withLock { state in
             state.queued.append(fds[1])
@@ -213,19 +216,29 @@ public final class FaultInjectingSystem: SystemCalls {
         try real.epollControl(epoll, operation, fd, events: events)
     }
 
-    public func epollWait(_ epoll: Int32, into events: UnsafeMutableBufferPointer<epoll_event>, timeoutMilliseconds: Int32) throws(Errno) -> Int {
+    public func epollWait(
+        _ epoll: Int32, into events: UnsafeMutableBufferPointer<epoll_event>, timeoutMilliseconds: Int32
+    ) throws(Errno) -> Int {
         if case .fail(let errno)? = fault(.epollWait, epoll) { throw errno }
         return try real.epollWait(epoll, into: events, timeoutMilliseconds: timeoutMilliseconds)
     }
 
     public func eventCounter() throws(Errno) -> Int32 { try real.eventCounter() }
-    public func signalDescriptor(for signals: [Int32]) throws(Errno) -> Int32 { try real.signalDescriptor(for: signals) }
+    public func signalDescriptor(for signals: [Int32]) throws(Errno) -> Int32 {
+        try real.signalDescriptor(for: signals)
+    }
     public func blockSignals(_ signals: [Int32]) { real.blockSignals(signals) }
     public func ignoreSignal(_ signal: Int32) { real.ignoreSignal(signal) }
-    public func status(_ path: String, followingLinks: Bool) throws(Errno) -> PathStatus { try real.status(path, followingLinks: followingLinks) }
-    public func makeDirectory(_ path: String, permissions: UInt32) throws(Errno) { try real.makeDirectory(path, permissions: permissions) }
+    public func status(_ path: String, followingLinks: Bool) throws(Errno) -> PathStatus {
+        try real.status(path, followingLinks: followingLinks)
+    }
+    public func makeDirectory(_ path: String, permissions: UInt32) throws(Errno) {
+        try real.makeDirectory(path, permissions: permissions)
+    }
     public func unlink(_ path: String) throws(Errno) { try real.unlink(path) }
-    public func rename(_ source: String, to destination: String) throws(Errno) { try real.rename(source, to: destination) }
+    public func rename(_ source: String, to destination: String) throws(Errno) {
+        try real.rename(source, to: destination)
+    }
     public func setCreationMask(_ mask: UInt32) -> UInt32 { real.setCreationMask(mask) }
     public func executablePath() -> String? { real.executablePath() }
     public func checkExecutable(_ path: String) throws(Errno) { try real.checkExecutable(path) }
@@ -234,7 +247,9 @@ public final class FaultInjectingSystem: SystemCalls {
         try real.spawn(path, arguments: arguments, environment: environment)
     }
 
-    public func waitForExit(_ process: pid_t, blocking: Bool) throws(Errno) -> Int32? { try real.waitForExit(process, blocking: blocking) }
+    public func waitForExit(_ process: pid_t, blocking: Bool) throws(Errno) -> Int32? {
+        try real.waitForExit(process, blocking: blocking)
+    }
     public func sleep(microseconds: UInt32) { real.sleep(microseconds: microseconds) }
     public func peerCredentials(_ fd: Int32) throws(Errno) -> PeerCredentials {
         if let peer = state.withLock({ $0.peers.isEmpty ? nil : $0.peers.removeFirst() }) { return peer }

@@ -10,7 +10,9 @@ public final class SocketPair {
 
     public init() throws {
         var fds: [Int32] = [0, 0]
-        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0, &fds) == 0 else { throw SystemError("socketpair") }
+        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0, &fds) == 0 else {
+            throw SystemError("socketpair")
+        }
         (near, far) = (fds[0], fds[1])
         try LinuxSystem().setNonBlocking(near)
     }
@@ -24,7 +26,9 @@ public final class SocketPair {
     public func received() -> [UInt8] {
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 1 << 16)
-        while case let count = recv(far, &chunk, chunk.count, Int32(MSG_DONTWAIT)), count > 0 { bytes += chunk[..<count] }
+        while case let count = recv(far, &chunk, chunk.count, Int32(MSG_DONTWAIT)), count > 0 {
+            bytes += chunk[..<count]
+        }
         return bytes
     }
 }
