@@ -1,5 +1,6 @@
 import FoundationEssentials
 import KVClient
+import KVProtocol
 
 extension KVDefaults.Keys {
     /// The habit list: read from any version (a v0.1 data value too), written as v2.
@@ -24,7 +25,7 @@ public final class HabitStore: Sendable {
     public let socketPath: String
 
     public init(socketPath: String?, environment: [String: String]) {
-        self.socketPath = SocketPath.resolve(explicit: socketPath, environment: environment)
+        self.socketPath = Paths.socket(explicit: socketPath, environment: environment)
         // Reads report through `read(_:)`; the diagnostics would only repeat that.
         let configuration = KVDefaults.Configuration(
             socketPath: self.socketPath, environment: environment, arguments: [], diagnostics: { _ in })

@@ -21,7 +21,7 @@ final class RequestClient: Sendable {
             transport = .memory(store)
             return
         }
-        let path = SocketPath.resolve(explicit: configuration.socketPath, environment: configuration.environment)
+        let path = Paths.socket(explicit: configuration.socketPath, environment: configuration.environment)
         let environment = configuration.environment
         let autostart = configuration.autostart
         let daemon = configuration.daemonPath

@@ -14,7 +14,7 @@ public enum Autostart {
         environment["KVD_NO_AUTOSTART"] == "1"
     }
 
-    /// Connects to `socketPath`, after checking its folder (``SocketPath/prepareFolder(for:uid:)``:
+    /// Connects to `socketPath`, after checking its folder (``Connection/prepareFolder(for:)``:
     /// a folder another user may control gets ``ClientError/unsafeSocketFolder(_:)``, with nothing
     /// sent and nothing started). If nothing listens there (no socket file, or connection refused),
     /// `enabled` is true and the environment does not disable it, starts the daemon (`daemonPath`,
@@ -35,7 +35,7 @@ public enum Autostart {
     static func connect(
         socketPath: String, daemonPath: String?, enabled: Bool, environment: [String: String], system: any SystemCalls
     ) throws(ClientError) -> Connection {
-        try SocketPath.prepareFolder(for: socketPath)
+        try Connection.prepareFolder(for: socketPath)
         let firstFailure: SystemError
         do {
             return Connection(descriptor: try system.connectUnix(socketPath), socketPath: socketPath, system: system)

@@ -38,10 +38,10 @@ public enum KVCtl {
         let runner = Runner(options: options, console: console) { () throws(ClientError) -> Connection in
             guard !options.system else {
                 // The system instance is started by systemd (kvd-system.socket), never by kvctl.
-                let path = SocketPath.resolveSystem(explicit: options.socket, environment: environment)
+                let path = Paths.systemSocket(explicit: options.socket, environment: environment)
                 return try Autostart.connect(socketPath: path, enabled: false, environment: environment)
             }
-            let path = SocketPath.resolve(explicit: options.socket, environment: environment)
+            let path = Paths.socket(explicit: options.socket, environment: environment)
             return try Autostart.connect(
                 socketPath: path, daemonPath: daemonPath, enabled: options.autostart, environment: environment)
         }
