@@ -9,10 +9,11 @@ import PackageDescription
 ///     KVProtocol ← KVValues                    varlink framing, the interface, paths, socket folder
 ///     KVFleet ← KVValues, CCurl                etcd v3 through its JSON gateway: the fleet's source of truth
 ///     CCurl                                    libcurl's few calls, typed for Swift (HTTP and HTTPS)
-///     KVDaemon ← KVValues, KVStorage, KVProtocol, KVSystem, KVFleet, CSystemd, CLinux   the event loop
 ///     KVConnection ← KVValues, KVProtocol, KVSystem   connections to kvd (no Foundation: kvctl starts fast)
+///     KVDaemon ← KVValues, KVStorage, KVProtocol, KVSystem, KVConnection, KVFleet, CSystemd, CLinux   the event loop
+///                                              (KVConnection: a user's kvd is a client of the system instance)
 ///     KVClient ← KVValues, KVProtocol, KVSystem, KVConnection   the Swift library (links Foundation)
-///     KVCtl ← KVValues, KVProtocol, KVConnection    kvctl's commands
+///     KVCtl ← KVValues, KVProtocol, KVSystem, KVConnection    kvctl's commands
 ///     HabitsKit ← KVClient, KVProtocol, KVValues    the sample app
 ///     kvd ← KVDaemon; kvctl ← KVCtl; habits ← HabitsKit (thin mains)
 ///     kvctl-plist ← KVValues                  property lists ↔ typed JSON for kvctl (its own reader and writer on FoundationEssentials; a process of its own, so kvctl links neither)
@@ -41,11 +42,13 @@ let package = Package(
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         .target(
             name: "KVDaemon",
-            dependencies: ["KVValues", "KVStorage", "KVProtocol", "KVSystem", "KVFleet", "CSystemd", "CLinux"]),
+            dependencies: [
+                "KVValues", "KVStorage", "KVProtocol", "KVSystem", "KVConnection", "KVFleet", "CSystemd", "CLinux",
+            ]),
         .executableTarget(name: "kvd", dependencies: ["KVDaemon"]),
         .target(name: "KVConnection", dependencies: ["KVValues", "KVProtocol", "KVSystem"]),
         .target(name: "KVClient", dependencies: ["KVValues", "KVProtocol", "KVSystem", "KVConnection"]),
-        .target(name: "KVCtl", dependencies: ["KVValues", "KVProtocol", "KVConnection"]),
+        .target(name: "KVCtl", dependencies: ["KVValues", "KVProtocol", "KVSystem", "KVConnection"]),
         .executableTarget(name: "kvctl", dependencies: ["KVCtl"]),
         .executableTarget(name: "kvctl-plist", dependencies: ["KVValues"]),
         .executableTarget(name: "kvbench", dependencies: ["CLinux"]),

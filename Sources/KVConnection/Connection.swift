@@ -10,7 +10,7 @@ import Synchronization
 /// through the `SystemCalls` it was made with.
 ///
 /// ```swift
-/// let connection = try Connection(socketPath: SocketPath.resolve(explicit: nil, environment: env))
+/// let connection = try Connection(socketPath: Paths.socket(explicit: nil, environment: env))
 /// let (value, revision) = try connection.get(domain, key)   // (.string("dark"), 42)
 /// ```
 public final class Connection: Sendable {
@@ -31,15 +31,15 @@ public final class Connection: Sendable {
     }
 
     /// Connects to the kvd socket at `socketPath`, after checking its folder
-    /// (``SocketPath/prepareFolder(for:uid:)``). Throws ``ClientError/cannotConnect(path:reason:)``
+    /// (``prepareFolder(for:)``). Throws ``ClientError/cannotConnect(path:reason:)``
     /// naming the path when that fails, ``ClientError/unsafeSocketFolder(_:)`` for a folder
     /// another user may control.
     public convenience init(socketPath: String) throws(ClientError) {
         try self.init(socketPath: socketPath, system: LinuxSystem())
     }
 
-    convenience init(socketPath: String, system: any SystemCalls) throws(ClientError) {
-        try SocketPath.prepareFolder(for: socketPath)
+    package convenience init(socketPath: String, system: any SystemCalls) throws(ClientError) {
+        try Self.prepareFolder(for: socketPath)
         do {
             self.init(descriptor: try system.connectUnix(socketPath), socketPath: socketPath, system: system)
         } catch {
@@ -47,8 +47,22 @@ public final class Connection: Sendable {
         }
     }
 
+    /// Makes sure the folder of the socket at `path` may be trusted, by the rule every kvd program
+    /// shares (`SocketFolder.prepare(forSocket:fallback:owner:)`): the fallback folder
+    /// (`/tmp/kvd-<uid>`) is created with mode 0700 if missing and must be a folder owned by the
+    /// user with mode 0700; a path elsewhere is left alone. Blocks for a `mkdir` and an `lstat`.
+    ///
+    /// Throws ``ClientError/unsafeSocketFolder(_:)`` saying what to do.
+    package static func prepareFolder(for path: String) throws(ClientError) {
+        do {
+            try SocketFolder.prepare(forSocket: path)
+        } catch {
+            throw .unsafeSocketFolder(error)
+        }
+    }
+
     /// A connection over `descriptor`, a connected blocking Unix stream socket it now owns.
-    init(descriptor: Int32, socketPath: String, system: any SystemCalls) {
+    package init(descriptor: Int32, socketPath: String, system: any SystemCalls) {
         self.socketPath = socketPath
         self.system = system
         self.state = Mutex(State(descriptor: descriptor))
@@ -138,20 +152,29 @@ public final class Connection: Sendable {
         return results
     }
 
-    /// Streams the replies of a call made with `more: true` to `onEvent` until it returns false,
+    /// Streams the replies of a call made with `more: true` to `onReply` until it returns false,
     /// kvd ends the stream, or the connection fails (which throws). Holds the connection for the
     /// whole stream; after the callback stops early the connection is closed, since replies to
     /// the call may still be on their way.
     public func stream(_ request: DefaultsRequest, onReply: (VarlinkReply) throws(ClientError) -> Bool)
         throws(ClientError)
     {
+        try stream(request) { (reply, _) throws(ClientError) in try onReply(reply) }
+    }
+
+    /// ``stream(_:onReply:)``, telling `onReply` with each reply whether more bytes have been
+    /// received already (`moreReceived`): a reader that saves what it read can wait for a
+    /// pause in the stream instead of saving after each reply.
+    package func stream(
+        _ request: DefaultsRequest, onReply: (VarlinkReply, _ moreReceived: Bool) throws(ClientError) -> Bool
+    ) throws(ClientError) {
         let stopped = try state.withLock { (state: inout State) throws(ClientError) -> Bool in
             let message = request.call.encoded()
             guard message.count - 1 <= Limits.messageBytes else { throw .tooLarge(limit: Int64(Limits.messageBytes)) }
             if let failure = send(message, on: &state) { throw failure }
             while true {
                 let reply = try Self.checked(readReply(from: &state))
-                guard try onReply(reply) else { return true }
+                guard try onReply(reply, state.framer.pendingByteCount > 0) else { return true }
                 guard reply.continues else { return false }
             }
         }

@@ -1,21 +1,23 @@
 import Dispatch
 import Glibc
+import KVConnection
 import KVProtocol
 import KVStorage
 import KVSystem
 import KVValues
 import Synchronization
 
-/// Follows the machine's system instance for a user's kvd: a client of its socket that calls
-/// `io.kvd.System.Mirror` and hands what it reads to the loop as ``SystemLayer/Update``s.
+/// Follows the machine's system instance for a user's kvd: a client of its socket (a
+/// KVConnection ``Connection``) that calls `io.kvd.System.Mirror` and hands what it reads to the
+/// loop as ``SystemLayer/Update``s.
 ///
 /// Runs on its own thread with blocking I/O (through ``SystemCalls``): the loop never waits
 /// for the system instance. Each connection begins with a whole snapshot, so reconnecting is
 /// catching up: whatever changed while the system instance was away (stopped, crashed,
 /// restarted with other values) arrives as the difference between the two snapshots. While
 /// it is away, the loop keeps the last layer it was given; the thread retries with backoff
-/// (50 ms, doubling, at most 5 s). When nothing ever listens, no update is ever sent, and the
-/// user's kvd serves the user's values alone.
+/// (a ``ReconnectingStream``: 50 ms, doubling, at most 5 s). When nothing ever listens, no
+/// update is ever sent, and the user's kvd serves the user's values alone.
 ///
 /// The socket's folder must belong to root or to this user and be writable by nobody else:
 /// otherwise whoever could plant a socket there could dictate "locked" values, and kvd logs
@@ -23,22 +25,32 @@ import Synchronization
 ///
 /// Durable (issue 23): with a ``SystemLayerFile``, the last whole layer received (a snapshot
 /// and every change after it) is saved in the state folder, from this thread, after the loop
-/// was given it; ``start(waitingAtMost:)`` hands the saved layer to the loop first. So a lock
-/// holds from the moment kvd starts, while the system instance is away or not yet answering,
-/// and whatever breaks the connection, until the system instance sends a newer layer.
+/// was given it (once per pause in the stream, and when the stream ends);
+/// ``start(waitingAtMost:)`` hands the saved layer to the loop first. So a lock holds from the
+/// moment kvd starts, while the system instance is away or not yet answering, and whatever
+/// breaks the connection, until the system instance sends a newer layer.
 final class SystemMirror: Sendable {
     let path: String
     private let system: any SystemCalls
     private let log: Logger
     private let wake: @Sendable () -> Void
     private let file: SystemLayerFile?
+    private let stream = ReconnectingStream(backoff: .init(initial: .milliseconds(50), maximum: .seconds(5)))
+
+    /// Where following the system instance stands.
+    enum Phase: Equatable {
+        /// The first attempt has not ended: ``start(waitingAtMost:)`` waits.
+        case starting
+        /// Synced: the loop has the system instance's layer, and its changes as they come.
+        case following
+        /// Not connected (or not synced): the loop keeps the last layer it was given (or the
+        /// saved one) while the thread reconnects.
+        case away
+    }
 
     private struct State {
         var updates: [SystemLayer.Update] = []
-        var fd: Int32 = -1
-        var stopped = false
-        /// The first connection attempt has ended (synced, or failed).
-        var firstAttemptDone = false
+        var phase = Phase.starting
     }
 
     private let state = Mutex(State())
@@ -71,14 +83,13 @@ final class SystemMirror: Sendable {
         }
     }
 
-    /// Stops following (the thread ends at its next read or sleep). Any thread.
+    /// Stops following (the thread ends at its next read or wait). Any thread.
     func stop() {
-        let fd = state.withLock { state -> Int32 in
-            state.stopped = true
-            return state.fd
-        }
-        if fd >= 0 { try? system.shutdown(fd) }
+        stream.stop()
     }
+
+    /// Where following stands now.
+    var phase: Phase { state.withLock { $0.phase } }
 
     /// Loop thread: the updates read since the last call, in order (none without taking the
     /// lock when there are none: this runs once per pass of the loop).
@@ -89,8 +100,6 @@ final class SystemMirror: Sendable {
             return state.updates
         }
     }
-
-    private var isStopped: Bool { state.withLock { $0.stopped } }
 
     /// Queues the layer saved in the state folder, if one is there and sound; whether it did.
     private func loadSaved() -> Bool {
@@ -134,117 +143,89 @@ final class SystemMirror: Sendable {
         if first { wake() }
     }
 
-    private func firstAttemptEnded() {
-        let signal = state.withLock { state in
-            defer { state.firstAttemptDone = true }
-            return !state.firstAttemptDone
+    /// Moves to `phase`; the first move ends ``start(waitingAtMost:)``'s wait.
+    private func enter(_ phase: Phase) {
+        let first = state.withLock { state in
+            defer { state.phase = phase }
+            return state.phase == .starting
         }
-        if signal { firstAttempt.signal() }
+        if first { firstAttempt.signal() }
     }
 
     private func run() {
-        var delay: UInt32 = 50_000
-        var outage: String?
         let copy = SystemLayer()
         var saveFailure: String?
-        while !isStopped {
-            let outcome = follow { updates in
-                for update in updates { copy.apply(update) }
-                save(copy, lastFailure: &saveFailure)
-            }
-            firstAttemptEnded()
-            if isStopped { return }  // kvd is stopping (an idle exit): the instance did not go away
-            switch outcome {
-            case .followed(let ending):
-                delay = 50_000
-                outage = nil
-                log.warning(
-                    "the system instance at \(path) went away (\(ending)); serving the last system layer seen, reconnecting"
-                )
-            case .failed(let reason):
-                if outage != reason {
-                    log.log(outage == nil ? .info : .debug, "no system layer from \(path): \(reason)")
+        stream.run(
+            { () -> ReconnectingStream.Outcome in
+                defer { enter(.away) }
+                return follow(copy, saveFailure: &saveFailure)
+            },
+            onRetry: { interruption, _ in
+                switch interruption {
+                case .lost(let ending):
+                    log.warning(
+                        "the system instance at \(path) went away (\(ending)); serving the last system layer seen, reconnecting"
+                    )
+                case .outage(let reason): log.info("no system layer from \(path): \(reason)")
+                case .stillOut(let reason, changed: true): log.log(.debug, "no system layer from \(path): \(reason)")
+                case .stillOut(_, changed: false): break
                 }
-                outage = reason
-            }
-            if isStopped { return }
-            system.sleep(microseconds: delay)
-            delay = min(delay * 2, 5_000_000)
-        }
+            })
     }
 
-    private enum Outcome {
-        /// A snapshot arrived, then the stream ended for this reason.
-        case followed(String)
-        /// No snapshot arrived, for this reason.
-        case failed(String)
-    }
-
-    /// One connection: the snapshot, then the stream of commits until it ends. The updates of
-    /// each read, once the loop has them, go to `received` (to be saved).
-    private func follow(received: ([SystemLayer.Update]) -> Void) -> Outcome {
+    /// One connection: the snapshot, then the stream of commits until it ends (always a failure
+    /// for the stream: whether it had worked, the stream knows). Each update goes to the loop as
+    /// it is read, then to `copy`, which is saved at each pause in the stream and at its end.
+    private func follow(_ copy: SystemLayer, saveFailure: inout String?) -> ReconnectingStream.Outcome {
         if let refusal = folderRefusal() { return .failed(refusal) }
-        let fd: Int32
-        do { fd = try system.connectUnix(path) } catch {
+        let connection: Connection
+        do {
+            connection = Connection(descriptor: try system.connectUnix(path), socketPath: path, system: system)
+        } catch {
             return .failed(error.errno.meansNobodyListens ? "nothing listens there" : "\(error)")
         }
-        let keep = state.withLock { state -> Bool in
-            if !state.stopped { state.fd = fd }
-            return !state.stopped
-        }
-        defer {
-            state.withLock { $0.fd = -1 }
-            system.close(fd)
-        }
-        guard keep else { return .failed("stopped") }
+        defer { connection.close() }
+        guard stream.interrupting(with: { connection.interrupt() }) else { return .failed("stopped") }
         var reader = MirrorReader()
-        do throws(SystemError) {
-            try send(DefaultsRequest.mirror.call.encoded(), to: fd)
-        } catch {
-            return .failed("\(error)")
-        }
-        var framer = MessageFramer()
-        var buffer = [UInt8](repeating: 0, count: 64 << 10)
-        while true {
-            let count: Int
-            do throws(SystemError) { count = try receive(into: &buffer, from: fd) } catch {
-                return ended(reader, "\(error)")
-            }
-            guard count > 0 else { return ended(reader, "it closed the connection") }
-            buffer.withUnsafeBytes { framer.append(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
-            var updates: [SystemLayer.Update] = []
-            defer { if !updates.isEmpty { received(updates) } }
-            do {
-                while let message = try framer.next() {
-                    for update in try reader.read(try VarlinkReply(message: message)) {
+        var unsaved = false
+        var failure: String?
+        defer { if unsaved { save(copy, lastFailure: &saveFailure) } }
+        do throws(ClientError) {
+            try connection.stream(DefaultsRequest.mirror) { (reply, moreReceived) throws(ClientError) -> Bool in
+                do throws(MirrorReader.Failure) {
+                    for update in try reader.read(reply) {
                         push(update)
-                        updates.append(update)
+                        copy.apply(update)
+                        unsaved = true
                     }
-                    if reader.synced { firstAttemptEnded() }
+                } catch {
+                    failure = error.reason
+                    return false
                 }
-            } catch let error as MirrorReader.Failure {
-                return ended(reader, error.reason)
-            } catch {
-                return ended(reader, "it sent a malformed reply: \(error)")
+                if reader.synced, phase != .following {
+                    enter(.following)
+                    stream.working()
+                }
+                if unsaved && !moreReceived {
+                    save(copy, lastFailure: &saveFailure)
+                    unsaved = false
+                }
+                return true
             }
+        } catch {
+            return .failed(Self.reason(error))
         }
+        return .failed(failure ?? "it ended the stream")
     }
 
-    private func send(_ bytes: [UInt8], to fd: Int32) throws(SystemError) {
-        let result = bytes.withUnsafeBytes { bytes in Result { () throws(SystemError) in try system.sendAll(fd, bytes) }
+    /// Why the stream ended, in the words of the journal.
+    private static func reason(_ error: ClientError) -> String {
+        switch error {
+        case .connectionClosed: "it closed the connection"
+        case .connectionFailed(let error): "\(error)"
+        case .protocolError(let reason): "it sent a malformed reply: \(reason)"
+        default: error.isErrorReply ? "it answered: \(error)" : "\(error)"
         }
-        try result.get()
-    }
-
-    private func receive(into buffer: inout [UInt8], from fd: Int32) throws(SystemError) -> Int {
-        let result = buffer.withUnsafeMutableBytes { bytes in
-            Result { () throws(SystemError) in try system.receive(fd, into: bytes) }
-        }
-        return try result.get()
-    }
-
-    private func ended(_ reader: MirrorReader, _ reason: String) -> Outcome {
-        reader.synced ? .followed(reason) : .failed(reason)
     }
 
     /// Why the socket's folder cannot be trusted, or `nil` if it can.
