@@ -1,4 +1,5 @@
 import KVProtocol
+import KVSystem
 import KVValues
 import Synchronization
 
@@ -15,45 +16,29 @@ import Synchronization
 /// the user store's revision, unchanged. So the stream's order is the truth: a streamed change
 /// applies at a revision equal to the last one streamed, and anything from outside the stream (an
 /// acknowledgement, a `List`) applies only when it is newer than everything streamed
-/// (``WatchCore/State/complete``), since the stream already holds it and maybe a system change
+/// (``State/complete``), since the stream already holds it and maybe a system change
 /// after it. This relies on kvd streaming a domain's commits and system changes in one order.
 ///
 /// Each key's source (``ValueSource``) comes with its change; the cache keeps the keys whose value
-/// is not the user's, so ``WatchCore/isLocked(_:)`` needs no IPC.
+/// is not the user's, so ``isLocked(_:)`` needs no IPC.
 ///
 /// Memory follows the keys present, not the keys ever seen: a removed key is remembered only
-/// until the watch has delivered its removal (``WatchCore/State/complete``); past that point a
+/// until the watch has delivered its removal (``State/complete``); past that point a
 /// change to a key the cache knows nothing of is stale by construction.
 ///
-/// Stops its thread when released. On a ``KVMemoryStore`` there is no thread: the store gives
-/// the core its commits as a watch would, in order.
+/// Stops its watch when released. On a ``KVMemoryStore`` there is no thread: the store gives
+/// the cache its commits as a watch would, in order.
 final class DomainCache: Sendable {
-    let core: WatchCore
-    private let store: KVMemoryStore?
-
-    init(domain: Domain, transport: RequestClient.Transport, report: @escaping @Sendable (KVDiagnostic) -> Void) {
-        switch transport {
-        case .kvd(let connect):
-            core = WatchCore(domain: domain, connect: connect, report: report)
-            store = nil
-            let core = core
-            detachThread { core.run() }
-        case .memory(let store):
-            core = WatchCore(
-                domain: domain, connect: { () throws(ClientError) -> Connection in throw .connectionClosed },
-                report: report)
-            self.store = store
-            store.subscribe(core)
-        }
-    }
-
-    deinit {
-        if let store { store.unsubscribe(core) } else { core.stop() }
-    }
-}
-
-final class WatchCore: Sendable {
     typealias Changes = [String: Value?]
+
+    /// Where the cache stands with its source of values.
+    enum Phase: Equatable {
+        /// No snapshot yet: reads return registered values and defaults.
+        case empty
+        /// A snapshot arrived: the values are kvd's as of the last event (while kvd is away, the
+        /// last known ones).
+        case loaded
+    }
 
     struct State {
         var values: [String: Value] = [:]
@@ -68,10 +53,7 @@ final class WatchCore: Sendable {
         /// last snapshot): a change at or below it to a key the cache knows nothing of is older
         /// than that key's removal.
         var complete = Int64.min
-        var loaded = false
-        var stopped = false
-        var outageReported = false
-        var connection: Connection?
+        var phase = Phase.empty
         var onChange: OnChange?
     }
 
@@ -82,20 +64,41 @@ final class WatchCore: Sendable {
     typealias OnChange = @Sendable (_ domain: Domain, _ changes: Changes, _ firstLoad: Bool, _ streamed: Int64?) -> Void
 
     let domain: Domain
-    private let connect: @Sendable () throws(ClientError) -> Connection
-    private let report: @Sendable (KVDiagnostic) -> Void
+    let reportDiagnostic: @Sendable (KVDiagnostic) -> Void
     private let state = Mutex(State())
     /// Opened after the first snapshot arrived or the first connection failed.
     let firstAttempt = Gate()
-    private let stopGate = Gate()
+    /// The watch of kvd (reconnecting), or the memory store the cache is subscribed to.
+    private let source: Source
 
-    init(
-        domain: Domain, connect: @escaping @Sendable () throws(ClientError) -> Connection,
-        report: @escaping @Sendable (KVDiagnostic) -> Void
-    ) {
+    private enum Source {
+        case kvd(ReconnectingStream)
+        case memory(KVMemoryStore)
+    }
+
+    /// The cache of `domain`, fed by a watch of kvd on a thread of its own (reconnecting, with a
+    /// backoff of 20 ms doubling to 1 s), or by `transport`'s memory store. `report` hears of an
+    /// outage, once each.
+    init(domain: Domain, transport: RequestClient.Transport, report: @escaping @Sendable (KVDiagnostic) -> Void) {
         self.domain = domain
-        self.connect = connect
-        self.report = report
+        self.reportDiagnostic = report
+        switch transport {
+        case .kvd(let connect):
+            let stream = ReconnectingStream(backoff: .init(initial: .milliseconds(20), maximum: .seconds(1)))
+            source = .kvd(stream)
+            let cache = Weak(self)
+            detachThread { Self.watch(domain, into: cache, connect: connect, stream: stream) }
+        case .memory(let store):
+            source = .memory(store)
+            store.subscribe(self)
+        }
+    }
+
+    deinit {
+        switch source {
+        case .kvd(let stream): stream.stop()
+        case .memory(let store): store.unsubscribe(self)
+        }
     }
 
     // MARK: reading
@@ -105,6 +108,7 @@ final class WatchCore: Sendable {
         if !firstAttempt.opened { firstAttempt.wait(seconds: timeout) }
     }
 
+    var phase: Phase { state.withLock { $0.phase } }
     func value(_ key: String) -> Value? { state.withLock { $0.values[key] } }
     /// Whether the system administrator locked `key` (as of the last change streamed).
     func isLocked(_ key: String) -> Bool { state.withLock { $0.sources[key] == .locked } }
@@ -155,7 +159,7 @@ final class WatchCore: Sendable {
                     changed: &changed)
             }
             Self.complete(through: revision, &state)
-            state.loaded = true
+            state.phase = .loaded
             return (changed, state.onChange)
         }
         firstAttempt.open()
@@ -202,78 +206,5 @@ final class WatchCore: Sendable {
         guard revision > state.complete else { return }
         state.complete = revision
         if !state.removals.isEmpty { state.removals = state.removals.filter { $0.value > revision } }
-    }
-
-    // MARK: the watch thread
-
-    func stop() {
-        let connection = state.withLock { state in
-            state.stopped = true
-            state.onChange = nil
-            return state.connection
-        }
-        stopGate.open()
-        connection?.interrupt()
-    }
-
-    private var isStopped: Bool { state.withLock { $0.stopped } }
-
-    /// Watches the domain until stopped, reconnecting with a backoff of 20 ms doubling to 1 s.
-    func run() {
-        var backoff = 0.02
-        while !isStopped {
-            do throws(ClientError) {
-                let connection = try connect()
-                guard register(connection) else {
-                    connection.close()
-                    return
-                }
-                defer { state.withLock { $0.connection = nil } }
-                try connection.watch(domain, nil) { event in
-                    if event.initial {
-                        var snapshot: [String: Value] = [:]
-                        for change in event.changes { snapshot[change.key.name] = change.value }
-                        let sources = Dictionary(uniqueKeysWithValues: event.sources.map { ($0.key.name, $0.value) })
-                        reconcile(snapshot, revision: event.revision, streamed: true, sources: sources)
-                        state.withLock { $0.outageReported = false }
-                        backoff = 0.02
-                    } else {
-                        apply(event.changes, revision: event.revision, streamed: true, sources: event.sources)
-                    }
-                    return !isStopped
-                }
-            } catch {
-                noteFailure(error)
-            }
-            firstAttempt.open()
-            if stopGate.wait(seconds: backoff) { return }
-            backoff = min(backoff * 2, 1)
-        }
-    }
-
-    private func register(_ connection: Connection) -> Bool {
-        state.withLock { state in
-            guard !state.stopped else { return false }
-            state.connection = connection
-            return true
-        }
-    }
-
-    /// Reports the first failure to connect of an outage; a watch that merely ends (kvd
-    /// restarting) is not worth a report unless reconnecting fails.
-    private func noteFailure(_ error: ClientError) {
-        guard error != .connectionClosed else { return }
-        let (first, loaded) = state.withLock { state in
-            defer { state.outageReported = true }
-            return (!state.outageReported && !state.stopped, state.loaded)
-        }
-        guard first else { return }
-        let serving =
-            loaded
-            ? "serving the last known values" : "reads return registered values and defaults until it can be reached"
-        report(
-            KVDiagnostic(
-                domain: domain.name, key: nil, kind: .unavailable,
-                message: "cannot reach kvd to read or watch the domain (\(error)); \(serving), and retrying"))
     }
 }

@@ -102,7 +102,7 @@ public final class KVDefaults: Sendable {
     private let caches = Mutex<[Domain: DomainCache]>([:])
     /// The caches of ``storedDomains()`` in search order, made on first read; nil after the
     /// added suites change.
-    private let searchOrder = Mutex<[(core: WatchCore, source: Source)]?>(nil)
+    private let searchOrder = Mutex<[(core: DomainCache, source: Source)]?>(nil)
     let observers = Observers()
     let reported = Mutex<[String: Value]>([:])
 
@@ -156,7 +156,7 @@ public final class KVDefaults: Sendable {
 
     /// The caches of the stored domains in search order (started, not awaited), kept between
     /// reads so a hot read takes no lock but the one of each cache it looks in.
-    private func searchCaches() -> [(core: WatchCore, source: Source)] {
+    private func searchCaches() -> [(core: DomainCache, source: Source)] {
         searchOrder.withLock { order in
             if let order { return order }
             let made = storedDomains().map { (core: cache(for: $0.0, wait: false), source: $0.1) }
@@ -191,7 +191,7 @@ public final class KVDefaults: Sendable {
     }
 
     /// The cache of `domain`, started (and its first snapshot awaited) on first use.
-    func cache(for domain: Domain, wait: Bool = true) -> WatchCore {
+    func cache(for domain: Domain, wait: Bool = true) -> DomainCache {
         let (cache, isNew) = caches.withLock { caches -> (DomainCache, Bool) in
             if let cache = caches[domain] { return (cache, false) }
             let cache = DomainCache(domain: domain, transport: client.transport, report: configuration.diagnostics)
@@ -199,13 +199,13 @@ public final class KVDefaults: Sendable {
             return (cache, true)
         }
         if isNew {
-            cache.core.setOnChange { [weak self] domain, changes, firstLoad, streamed in
+            cache.setOnChange { [weak self] domain, changes, firstLoad, streamed in
                 self?.observers.changed(domain, changes, in: self)
                 if !firstLoad { self?.announceIfNotOwn(domain, changes, streamed: streamed) }
             }
         }
-        if wait { cache.core.waitUntilLoaded(timeout: configuration.loadTimeout) }
-        return cache.core
+        if wait { cache.waitUntilLoaded(timeout: configuration.loadTimeout) }
+        return cache
     }
 
     /// Starts watching (if not yet) the domains this suite reads.
@@ -289,8 +289,8 @@ public final class KVDefaults: Sendable {
     }
 
     /// The cache of `domain` if it was started, without starting it.
-    func cacheIfWatching(_ domain: Domain) -> WatchCore? {
-        caches.withLock { $0[domain]?.core }
+    func cacheIfWatching(_ domain: Domain) -> DomainCache? {
+        caches.withLock { $0[domain] }
     }
 
     /// Fetches the whole domain from kvd and applies it to the cache at once, without waiting

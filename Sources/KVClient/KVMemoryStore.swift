@@ -42,7 +42,8 @@ public final class KVMemoryStore: Sendable {
         /// Keys marked to keep no history, and domains marked whole (``keepHistory(_:key:_:)``).
         var keepsNoHistory: [Domain: Set<Key>] = [:]
         var domainsKeepingNoHistory: Set<Domain> = []
-        var subscribers: [Domain: [ObjectIdentifier: WatchCore]] = [:]
+        /// Held weakly: a cache unsubscribes when released.
+        var subscribers: [Domain: [ObjectIdentifier: Weak<DomainCache>]] = [:]
         /// Commits not yet given to the subscribers, in revision order.
         var pending: [(domain: Domain, changes: [Change], revision: Int64)] = []
         var delivering = false
@@ -61,18 +62,18 @@ public final class KVMemoryStore: Sendable {
     // MARK: the watch, for DomainCache
 
     /// Gives `core` the domain's values now and each later commit of its domain, in order.
-    func subscribe(_ core: WatchCore) {
+    func subscribe(_ core: DomainCache) {
         state.withLock { state in
             let values = state.domains[core.domain, default: [:]]
             core.reconcile(
                 Dictionary(uniqueKeysWithValues: values.map { ($0.key.name, $0.value.value) }),
                 revision: state.revision, streamed: true)
-            state.subscribers[core.domain, default: [:]][ObjectIdentifier(core)] = core
+            state.subscribers[core.domain, default: [:]][ObjectIdentifier(core)] = Weak(core)
         }
     }
 
     /// Stops giving `core` commits.
-    func unsubscribe(_ core: WatchCore) {
+    func unsubscribe(_ core: DomainCache) {
         core.setOnChange(nil)
         state.withLock { state in
             state.subscribers[core.domain]?[ObjectIdentifier(core)] = nil
@@ -90,14 +91,14 @@ public final class KVMemoryStore: Sendable {
         }
         guard starts else { return }
         while true {
-            let batch = state.withLock { state -> [(changes: [Change], revision: Int64, cores: [WatchCore])]? in
+            let batch = state.withLock { state -> [(changes: [Change], revision: Int64, cores: [DomainCache])]? in
                 guard !state.pending.isEmpty else {
                     state.delivering = false
                     return nil
                 }
                 defer { state.pending = [] }
                 return state.pending.map {
-                    ($0.changes, $0.revision, Array(state.subscribers[$0.domain, default: [:]].values))
+                    ($0.changes, $0.revision, state.subscribers[$0.domain, default: [:]].values.compactMap(\.object))
                 }
             }
             guard let batch else { return }

@@ -1,12 +1,12 @@
-import Glibc
 import KVConnection
 import KVProtocol
+import KVSystem
 import KVValues
 
 /// `kvctl watch`: prints the current values, then one line per change, until interrupted.
 ///
 /// When the connection is lost (kvd restarted, or was stopped and is started again), it
-/// reconnects, with a backoff of 50 ms doubling to 1 s, and compares the new watch's current
+/// reconnects (a `ReconnectingStream`), with a backoff of 50 ms doubling to 1 s, and compares the new watch's current
 /// values with the last ones it printed: every key that changed meanwhile gets one line with its
 /// current value (or `removed`), at the new watch's revision, so no change is missed; only
 /// intermediate values of a key that changed several times while disconnected are not seen.
@@ -38,27 +38,30 @@ struct WatchCommand {
 
     func run() throws(ClientError) {
         let seen = Seen()
-        var backoff: UInt32 = 50_000
-        var reportedLoss = false
-        while true {
-            do throws(ClientError) {
-                let connection = try connect()
-                try connection.watch(domain, key) { event in
-                    handle(event, seen)
-                    backoff = 50_000
-                    reportedLoss = false
-                    return true
+        let stream = ReconnectingStream(backoff: .init(initial: .milliseconds(50), maximum: .seconds(1)))
+        try stream.run(
+            { () throws(ClientError) -> ReconnectingStream.Outcome in
+                do throws(ClientError) {
+                    let connection = try connect()
+                    try connection.watch(domain, key) { event in
+                        handle(event, seen)
+                        stream.working()
+                        return true
+                    }
+                    return .finished
+                } catch  where Self.isConnectionLoss(error) && (seen.started || error == .connectionClosed) {
+                    return .failed("\(error)")
                 }
-                return
-            } catch  where Self.isConnectionLoss(error) && (seen.started || error == .connectionClosed) {
-                if !reportedLoss {
-                    console.err("kvctl: lost the connection to kvd (\(error)); reconnecting\n")
-                    reportedLoss = true
+            },
+            onRetry: { interruption, _ in
+                // Once per loss: when a stream that printed ends, or (nothing printed yet) at the first failure.
+                switch interruption {
+                case .lost,
+                    .outage where !seen.started:
+                    console.err("kvctl: lost the connection to kvd (\(interruption.reason)); reconnecting\n")
+                default: break
                 }
-                usleep(backoff)
-                backoff = min(backoff * 2, 1_000_000)
-            }
-        }
+            })
     }
 
     private func handle(_ event: WatchEvent, _ seen: Seen) {

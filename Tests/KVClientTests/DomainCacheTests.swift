@@ -42,9 +42,8 @@ import Testing
     /// never brings the key back, whether the removal is still remembered (own delete ahead of
     /// the watch) or already forgotten (the watch delivered it).
     @Test func staleChangesStayIgnoredOnceRemovalsAreForgotten() {
-        let core = WatchCore(
-            domain: domain("com.example.order"), connect: { () throws(ClientError) in throw .connectionClosed },
-            report: { _ in })
+        let core = DomainCache(
+            domain: domain("com.example.order"), transport: .memory(KVMemoryStore()), report: { _ in })
         core.reconcile(["a": Value.integer(1)], revision: 10, streamed: true)
         core.apply([Change(key: key("a"), value: nil)], revision: 12)  // own delete, ahead of the watch
         core.apply([Change(key: key("a"), value: .integer(2))], revision: 11, streamed: true)  // older, from the watch
@@ -62,9 +61,8 @@ import Testing
     /// store's revision unchanged, equal to the last one streamed. The stream's order is the
     /// truth: such a change applies even to a key the cache knows nothing of.
     @Test func aSystemChangeAtTheLastStreamedRevisionIsApplied() {
-        let core = WatchCore(
-            domain: domain("com.example.layers"), connect: { () throws(ClientError) in throw .connectionClosed },
-            report: { _ in })
+        let core = DomainCache(
+            domain: domain("com.example.layers"), transport: .memory(KVMemoryStore()), report: { _ in })
         core.reconcile(["a": Value.integer(1)], revision: 10, streamed: true)
         // a system default appears
         core.apply([Change(key: key("b"), value: .string("machine"))], revision: 10, streamed: true)
@@ -82,9 +80,8 @@ import Testing
     /// at revision 6 too). The late acknowledgement must not hide the locked value; nor may an
     /// own delete acknowledged late hide the machine default the stream showed after it.
     @Test func aLateAcknowledgementDoesNotUndoALaterSystemChange() {
-        let core = WatchCore(
-            domain: domain("com.example.layers"), connect: { () throws(ClientError) in throw .connectionClosed },
-            report: { _ in })
+        let core = DomainCache(
+            domain: domain("com.example.layers"), transport: .memory(KVMemoryStore()), report: { _ in })
         core.reconcile([:], revision: 5, streamed: true)
         // commit 6, this process's set
         core.apply([Change(key: key("k"), value: .integer(1))], revision: 6, streamed: true)
