@@ -7,7 +7,7 @@ import PackageDescription
 ///     KVSystem ← CLinux                        the OS seam: errno, system calls (daemon and client)
 ///     KVStorage ← KVValues, KVSystem           domain files, log, recovery; no sockets
 ///     KVProtocol ← KVValues                    varlink framing, the interface, paths, socket folder
-///     KVFleet ← KVValues, CCurl                etcd v3 through its JSON gateway: the fleet's source of truth
+///     KVFleet ← KVValues, KVSystem, CCurl      etcd v3 through its JSON gateway: the fleet's source of truth
 ///     CCurl                                    libcurl's few calls, typed for Swift (HTTP and HTTPS)
 ///     KVConnection ← KVValues, KVProtocol, KVSystem   connections to kvd (no Foundation: kvctl starts fast)
 ///     KVDaemon ← KVValues, KVStorage, KVProtocol, KVSystem, KVConnection, KVFleet, CSystemd, CLinux   the event loop
@@ -38,7 +38,7 @@ let package = Package(
         .target(name: "KVStorage", dependencies: ["KVValues", "KVSystem"]),
         .target(name: "KVProtocol", dependencies: ["KVValues"]),
         .target(name: "CCurl", linkerSettings: [.linkedLibrary("curl")]),
-        .target(name: "KVFleet", dependencies: ["KVValues", "CCurl"]),
+        .target(name: "KVFleet", dependencies: ["KVValues", "KVSystem", "CCurl"]),
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         .target(
             name: "KVDaemon",

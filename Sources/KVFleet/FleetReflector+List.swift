@@ -1,3 +1,4 @@
+import KVSystem
 import KVValues
 
 extension FleetReflector {
@@ -42,7 +43,7 @@ extension FleetReflector {
         }
         loop.applied = revision
         loop.needsList = false
-        loop.backoff = options.initialBackoff
+        stream.working()
         _ = takeRelistRequest()  // this listing is the one asked for
         noteApplied(revision, .replace(problems))
         update { $0.listings += 1 }

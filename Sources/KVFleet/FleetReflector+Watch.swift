@@ -1,3 +1,4 @@
+import KVSystem
 import KVValues
 
 extension FleetReflector {
@@ -37,7 +38,7 @@ extension FleetReflector {
                         return false
                     }
                 }
-                loop.backoff = options.initialBackoff  // etcd answers and the sink commits
+                stream.working()  // etcd answers and the sink commits
                 return true
             }
         } catch .compacted {

@@ -1,4 +1,4 @@
-import Dispatch
+import KVSystem
 import KVValues
 import Synchronization
 
@@ -28,7 +28,7 @@ import Synchronization
 /// - Failures: a watch cancelled for compaction lists again at once; any other failure (a
 ///   broken stream, an idle one, an unreachable cluster, a sink that throws) waits a backoff
 ///   (``Options/initialBackoff`` doubling up to ``Options/maximumBackoff``, reset once a
-///   message from etcd has been handled) and resumes from the applied revision + 1, or lists again when no
+///   message from etcd has been handled: a ``ReconnectingStream``) and resumes from the applied revision + 1, or lists again when no
 ///   listing has been committed yet. The ``EtcdAPI`` conformer fails over between endpoints.
 /// - Durability: the applied revision advances only when the sink returns, so a crash between
 ///   an event and its commit replays the event, and never skips it.
@@ -61,13 +61,12 @@ public final class FleetReflector: Sendable {
     let etcd: any EtcdAPI
     let layout: FleetLayout
     let options: Options
-    private let sleep: (@Sendable (Duration) -> Void)?
+    /// The attempts (a listing or a watch), the backoff between them, stopping.
+    let stream: ReconnectingStream
     private let shared = Mutex(Shared())
-    private let wakeup = DispatchSemaphore(value: 0)
 
     private struct Shared: Sendable {
         var status = FleetReflectorStatus()
-        var stopped = false
         /// The entries left out, by etcd key.
         var problems: [[UInt8]: FleetProblem] = [:]
         /// ``relist(_:)`` was called: the watch ends at its next message and lists again.
@@ -85,7 +84,8 @@ public final class FleetReflector: Sendable {
         self.etcd = etcd
         self.layout = layout
         self.options = options
-        self.sleep = sleep
+        self.stream = ReconnectingStream(
+            backoff: .init(initial: options.initialBackoff, maximum: options.maximumBackoff), wait: sleep)
     }
 
     /// A copy of the current status, with the first ``statusProblemLimit`` entries left out
@@ -118,17 +118,16 @@ public final class FleetReflector: Sendable {
     /// Asks ``run(from:delivering:)`` to return. Returns at once; `run` returns after the etcd
     /// call in progress ends (a watch: at its next message, within a progress interval).
     public func stop() {
-        shared.withLock { $0.stopped = true }
-        wakeup.signal()
+        stream.stop()
     }
 
-    var isStopped: Bool { shared.withLock { $0.stopped } }
+    var isStopped: Bool { stream.isStopped }
 
     /// Asks the run to list again now (`reason`, for the journal): a watch ends at its next
     /// message (within a progress interval). Any thread.
     public func relist(_ reason: String) {
         shared.withLock { $0.relistReason = $0.relistReason ?? reason }
-        wakeup.signal()
+        stream.wake()
     }
 
     /// The reason given to ``relist(_:)``, taken once.
@@ -154,46 +153,51 @@ public final class FleetReflector: Sendable {
             $0.appliedRevision = appliedRevision
             $0.seenRevision = max($0.seenRevision, appliedRevision)
         }
-        var loop = Loop(applied: appliedRevision, needsList: appliedRevision == 0, backoff: options.initialBackoff)
-        while !isStopped {
-            let listing = loop.needsList
-            if !listing { report(.watching(from: loop.applied + 1)) }
-            let outcome = listing ? list(&loop, report, sink) : watch(&loop, report, sink)
-            switch outcome {
-            case .stopped:
-                break
-            case .listed:
-                report(.listed(revision: loop.applied))
-            case .relist:
-                loop.needsList = true
-                update { $0.relists += 1 }
-                report(.relisting)
-            case .historyReplaced(let reason, let revision):
-                loop.needsList = true
-                update {
-                    $0.lastError = reason
-                    $0.seenRevision = revision
-                }
-                report(.historyReplaced(reason))
-            case .failed(let reason):
-                update {
-                    $0.lastError = reason
-                    $0.phase = .waitingToRetry
-                }
-                guard !isStopped else { break }
-                report(.failed(reason, retryingIn: loop.backoff))
-                wait(loop.backoff)
-                loop.backoff = min(loop.backoff * 2, options.maximumBackoff)
-            }
-        }
+        var loop = Loop(applied: appliedRevision, needsList: appliedRevision == 0)
+        stream.run(
+            { () -> ReconnectingStream.Outcome in
+                let listing = loop.needsList
+                if !listing { report(.watching(from: loop.applied + 1)) }
+                return handle(listing ? list(&loop, report, sink) : watch(&loop, report, sink), &loop, report)
+            },
+            onRetry: { interruption, wait in report(.failed(interruption.reason, retryingIn: wait)) })
         update { $0.phase = .stopped }
+    }
+
+    /// What the run does after a listing or a watch ended with `outcome`.
+    private func handle(_ outcome: Outcome, _ loop: inout Loop, _ report: (FleetReflectorEvent) -> Void)
+        -> ReconnectingStream.Outcome
+    {
+        switch outcome {
+        case .stopped:
+            return .finished
+        case .listed:
+            report(.listed(revision: loop.applied))
+        case .relist:
+            loop.needsList = true
+            update { $0.relists += 1 }
+            report(.relisting)
+        case .historyReplaced(let reason, let revision):
+            loop.needsList = true
+            update {
+                $0.lastError = reason
+                $0.seenRevision = revision
+            }
+            report(.historyReplaced(reason))
+        case .failed(let reason):
+            update {
+                $0.lastError = reason
+                $0.phase = .waitingToRetry
+            }
+            return .failed(reason)
+        }
+        return .again
     }
 
     /// The run's own state, on the run's thread.
     struct Loop {
         var applied: Int64
         var needsList: Bool
-        var backoff: Duration
     }
 
     /// How one listing or watch ended.
@@ -241,9 +245,4 @@ public final class FleetReflector: Sendable {
         }
     }
 
-    private func wait(_ duration: Duration) {
-        if let sleep { return sleep(duration) }
-        let (seconds, attoseconds) = duration.components
-        _ = wakeup.wait(timeout: .now() + .nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)))
-    }
 }
