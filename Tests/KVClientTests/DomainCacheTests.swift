@@ -98,4 +98,24 @@ import Testing
         core.apply([Change(key: key("e"), value: .integer(3))], revision: 9)
         #expect(core.value("e") == .integer(3))
     }
+
+    /// The watch thread holds its cache only while it hands it an event: releasing the suite
+    /// releases its caches (and so stops their watches), on kvd and on a memory store alike.
+    @Test func releasingTheSuiteReleasesItsCachesAndTheirWatches() throws {
+        let daemon = try RealDaemon()
+        weak var watched: DomainCache?
+        weak var inMemory: DomainCache?
+        do {
+            let defaults = daemon.suite("com.example.released")
+            try defaults.write(.string("v"), forKey: "k")
+            watched = defaults.cache(for: domain("com.example.released"))
+            #expect(watched?.value("k") == .string("v"))
+            let store = KVMemoryStore()
+            let memory = KVDefaults(suiteName: "com.example.released", configuration: .inMemory(store))!
+            inMemory = memory.cache(for: domain("com.example.released"))
+            #expect(inMemory != nil)
+        }
+        #expect(eventually { watched == nil }, "the watch thread kept the cache of a released suite")
+        #expect(inMemory == nil, "the memory store kept the cache of a released suite")
+    }
 }
