@@ -4,7 +4,7 @@ import PackageDescription
 /// Targets, one role each; dependencies point one way (a target uses only those after "←"):
 ///
 ///     KVValues                                 typed values, names
-///     KVSystem ← CLinux                        the OS seam: errno, system calls (daemon and client); the reconnect loop
+///     KVSystem ← CLinux                        the OS seam: errno, system calls (daemon and client), reconnecting
 ///     KVStorage ← KVValues, KVSystem           domain files, log, recovery; no sockets
 ///     KVProtocol ← KVValues                    varlink framing, the interface, paths, socket folder
 ///     KVFleet ← KVValues, KVSystem, CCurl      etcd v3 through its JSON gateway: the fleet's source of truth

@@ -14,9 +14,9 @@ public enum Autostart {
         environment["KVD_NO_AUTOSTART"] == "1"
     }
 
-    /// Connects to `socketPath`, after checking its folder (``Connection/prepareFolder(for:)``:
-    /// a folder another user may control gets ``ClientError/unsafeSocketFolder(_:)``, with nothing
-    /// sent and nothing started). If nothing listens there (no socket file, or connection refused),
+    /// Connects to `socketPath`, after checking its folder (as ``Connection/init(socketPath:)``
+    /// does: a folder another user may control gets ``ClientError/unsafeSocketFolder(_:)``, with
+    /// nothing sent and nothing started). If nothing listens there (no socket file, or connection refused),
     /// `enabled` is true and the environment does not disable it, starts the daemon (`daemonPath`,
     /// else `kvd` beside the current executable) as `kvd --socket PATH` in a new session with
     /// `environment` less the service manager's variables (``daemonEnvironment(_:)``), polls for

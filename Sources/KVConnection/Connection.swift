@@ -30,8 +30,8 @@ public final class Connection: Sendable {
         var chunk: [UInt8] = []
     }
 
-    /// Connects to the kvd socket at `socketPath`, after checking its folder
-    /// (``prepareFolder(for:)``). Throws ``ClientError/cannotConnect(path:reason:)``
+    /// Connects to the kvd socket at `socketPath`, after checking its folder (the rule every kvd
+    /// program shares: the fallback folder `/tmp/kvd-<uid>` must be the user's own, mode 0700). Throws ``ClientError/cannotConnect(path:reason:)``
     /// naming the path when that fails, ``ClientError/unsafeSocketFolder(_:)`` for a folder
     /// another user may control.
     public convenience init(socketPath: String) throws(ClientError) {

@@ -25,7 +25,8 @@ import Synchronization
 ///
 /// Durable (issue 23): with a ``SystemLayerFile``, the last whole layer received (a snapshot
 /// and every change after it) is saved in the state folder, from this thread, after the loop
-/// was given it (once per pause in the stream, and when the stream ends);
+/// was given it (at each pause in the stream, after at most ``updatesPerSave`` updates, and when
+/// the stream ends);
 /// ``start(waitingAtMost:)`` hands the saved layer to the loop first. So a lock holds from the
 /// moment kvd starts, while the system instance is away or not yet answering, and whatever
 /// breaks the connection, until the system instance sends a newer layer.
@@ -175,7 +176,8 @@ final class SystemMirror: Sendable {
 
     /// One connection: the snapshot, then the stream of commits until it ends (always a failure
     /// for the stream: whether it had worked, the stream knows). Each update goes to the loop as
-    /// it is read, then to `copy`, which is saved at each pause in the stream and at its end.
+    /// it is read, then to `copy`, which is saved at each pause in the stream (or after
+    /// ``updatesPerSave`` updates) and at its end.
     private func follow(_ copy: SystemLayer, saveFailure: inout String?) -> ReconnectingStream.Outcome {
         if let refusal = folderRefusal() { return .failed(refusal) }
         let connection: Connection
@@ -187,16 +189,17 @@ final class SystemMirror: Sendable {
         defer { connection.close() }
         guard stream.interrupting(with: { connection.interrupt() }) else { return .failed("stopped") }
         var reader = MirrorReader()
-        var unsaved = false
+        /// Updates given to the loop since the layer was last saved.
+        var unsaved = 0
         var failure: String?
-        defer { if unsaved { save(copy, lastFailure: &saveFailure) } }
+        defer { if unsaved > 0 { save(copy, lastFailure: &saveFailure) } }
         do throws(ClientError) {
             try connection.stream(DefaultsRequest.mirror) { (reply, moreReceived) throws(ClientError) -> Bool in
                 do throws(MirrorReader.Failure) {
                     for update in try reader.read(reply) {
                         push(update)
                         copy.apply(update)
-                        unsaved = true
+                        unsaved += 1
                     }
                 } catch {
                     failure = error.reason
@@ -206,9 +209,9 @@ final class SystemMirror: Sendable {
                     enter(.following)
                     stream.working()
                 }
-                if unsaved && !moreReceived {
+                if unsaved > 0 && (!moreReceived || unsaved >= Self.updatesPerSave) {
                     save(copy, lastFailure: &saveFailure)
-                    unsaved = false
+                    unsaved = 0
                 }
                 return true
             }
@@ -217,6 +220,10 @@ final class SystemMirror: Sendable {
         }
         return .failed(failure ?? "it ended the stream")
     }
+
+    /// The most updates given to the loop before the layer is saved, in a stream that never
+    /// pauses.
+    static let updatesPerSave = 64
 
     /// Why the stream ended, in the words of the journal.
     private static func reason(_ error: ClientError) -> String {
