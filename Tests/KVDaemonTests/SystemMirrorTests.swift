@@ -1,0 +1,107 @@
+import Dispatch
+import Glibc
+import KVProtocol
+import KVSystem
+import KVTestSupport
+import KVValues
+import Synchronization
+import Testing
+@testable import KVDaemon
+
+/// A user's kvd following a (fake) system instance through KVConnection and its reconnecting
+/// stream (issue 26, item 2): each connection's snapshot reaches the loop, a dropped connection
+/// is followed again, and an instance that refuses `Mirror` leaves the layer alone.
+@Suite struct SystemMirrorTests {
+    static let domain = try! Domain(validating: "com.example.mirrored")
+    static let key = try! Key(validating: "k")
+
+    /// A private folder in /tmp for the fake instance's socket (the mirror refuses a folder
+    /// others may write, such as /tmp itself); removed with the test.
+    final class Folder {
+        let prefix: String
+        private let path: String
+
+        init() {
+            var template = Array("/tmp/kvd-mirror-XXXXXX".utf8CString)
+            path = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+            prefix = String(path.dropFirst("/tmp/".count)) + "/instance"
+        }
+
+        deinit {
+            if let entries = opendir(path) {
+                while let entry = readdir(entries) {
+                    var name = entry.pointee.d_name
+                    let text = withUnsafeBytes(of: &name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+                    if text != "." && text != ".." { unlink(path + "/" + text) }
+                }
+                closedir(entries)
+            }
+            rmdir(path)
+        }
+    }
+
+    /// The updates the loop is woken for, gathered until `done` says they are enough.
+    final class Loop: Sendable {
+        let woken = DispatchSemaphore(value: 0)
+
+        func gather(from mirror: SystemMirror, until done: ([SystemLayer.Update]) -> Bool) -> [SystemLayer.Update] {
+            var updates: [SystemLayer.Update] = []
+            while !done(updates) {
+                guard woken.wait(timeout: .now() + .seconds(30)) == .success else { break }
+                updates += mirror.takeUpdates()
+            }
+            return updates
+        }
+    }
+
+    private static func snapshot(_ value: Int64, revision: Int64) -> [VarlinkReply] {
+        [
+            RequestHandler.mirrorReply(
+                revision: revision, domain: domain, changes: [Change(key: key, value: .integer(value))], synced: false),
+            RequestHandler.mirrorReply(revision: revision, domain: nil, changes: [], synced: true),
+        ]
+    }
+
+    @Test func eachConnectionsSnapshotReachesTheLoopAndADroppedConnectionIsFollowedAgain() {
+        let folder = Folder()
+        let connections = Mutex(0)
+        let instance = FakeVarlinkServer(prefix: folder.prefix) { call, send in
+            guard call.method == DefaultsRequest.mirror.call.method else { return false }
+            let number = connections.withLock { count in
+                count += 1
+                return Int64(count)
+            }
+            for reply in Self.snapshot(number, revision: number) { _ = send(reply) }
+            return false  // the instance goes away after each snapshot
+        }
+        let loop = Loop()
+        let mirror = SystemMirror(
+            path: instance.path, system: LinuxSystem(), log: Logger(toJournal: false), wake: { loop.woken.signal() })
+        mirror.start(waitingAtMost: .seconds(30))
+        let updates = loop.gather(from: mirror) { $0.count >= 2 }
+        mirror.stop()
+        guard updates.count >= 2, case .snapshot(let first, _, 1) = updates[0],
+            case .snapshot(let second, _, 2) = updates[1]
+        else {
+            Issue.record("expected a snapshot from each connection, got \(updates)")
+            return
+        }
+        #expect(first == [Self.domain: [Self.key: .integer(1)]] && second == [Self.domain: [Self.key: .integer(2)]])
+    }
+
+    @Test func anInstanceThatRefusesMirrorLeavesTheLayerAloneAndIsAskedAgain() {
+        let folder = Folder()
+        let calls = DispatchSemaphore(value: 0)
+        let instance = FakeVarlinkServer(prefix: folder.prefix) { _ in
+            calls.signal()
+            return [.failure(ServiceInterface.Error.methodNotFound, ["method": .string("io.kvd.System.Mirror")])]
+        }
+        let mirror = SystemMirror(path: instance.path, system: LinuxSystem(), log: Logger(toJournal: false), wake: {})
+        mirror.start(waitingAtMost: .seconds(30))
+        #expect(calls.wait(timeout: .now() + .seconds(30)) == .success)
+        #expect(calls.wait(timeout: .now() + .seconds(30)) == .success, "the mirror did not ask again")
+        mirror.stop()
+        #expect(mirror.takeUpdates().isEmpty)
+        #expect(mirror.phase == .away)
+    }
+}
