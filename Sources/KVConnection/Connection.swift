@@ -38,7 +38,7 @@ public final class Connection: Sendable {
         try self.init(socketPath: socketPath, system: LinuxSystem())
     }
 
-    package convenience init(socketPath: String, system: any SystemCalls) throws(ClientError) {
+    convenience init(socketPath: String, system: any SystemCalls) throws(ClientError) {
         try Self.prepareFolder(for: socketPath)
         do {
             self.init(descriptor: try system.connectUnix(socketPath), socketPath: socketPath, system: system)

@@ -28,7 +28,9 @@ import Synchronization
 public final class ReconnectingStream: Sendable {
     /// The wait between attempts: `initial`, doubling up to `maximum`.
     public struct Backoff: Sendable, Equatable {
+        /// The first wait, and the wait after an attempt in which the stream worked.
         public var initial: Duration
+        /// The longest wait: doubling stops there.
         public var maximum: Duration
 
         public init(initial: Duration, maximum: Duration) {
