@@ -68,6 +68,8 @@ public enum Command: Sendable, Equatable {
     case locks(Domain?)
     /// `--system status`: the system instance's revision, domains and fleet mirror.
     case status
+    /// `--system reload`: the system instance reads its drop-in files again.
+    case reload
     /// `history DOMAIN [KEY] [--limit N] [--json]`.
     case history(Domain, Key?, limit: Int?, json: Bool)
     /// `history --forget DOMAIN [KEY]`: the past values removed from every file kvd keeps.
@@ -94,7 +96,7 @@ extension Command {
     /// Whether the command exists only on the system instance (`kvctl --system ...`).
     var needsSystem: Bool {
         switch self {
-        case .lock, .unlock, .locks, .status: true
+        case .lock, .unlock, .locks, .status, .reload: true
         default: false
         }
     }
@@ -196,6 +198,7 @@ extension Invocation {
         case "unlock": command = .unlock(try reader.domain(), try reader.key())
         case "locks": command = .locks(try reader.optionalDomain())
         case "status": command = .status
+        case "reload": command = .reload
         case "history", "restore": command = try parseHistoryCommand(name, &reader)
         case "backup", "restore-backup": command = try parseBackupCommand(name, &reader)
         case "completion":

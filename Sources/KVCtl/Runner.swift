@@ -1,4 +1,5 @@
 import KVConnection
+import KVProtocol
 import KVValues
 
 /// Carries out one parsed command against kvd, printing through the console.
@@ -83,6 +84,16 @@ struct Runner {
                 }
                 return try connect()
             }.run()
+        case .source(let domain, let key) where options.system:
+            let found = try connection.systemSource(domain, key)
+            console.out(Format.systemSource(found, domain: domain, key: key, json: options.json))
+        case .reload:
+            let revision = try connection.reload()
+            let status = try connection.status()
+            console.out(Format.reload(revision, status.dropIns, json: options.json))
+            if let problems = status.dropIns?.problems, !problems.isEmpty {
+                throw Failure("\(problems.count) drop-in file(s) could not be read (named above); the others apply")
+            }
         case .source(let domain, let key):
             let found = try connection.getWithSource(domain, key)
             console.out(Format.source(found.source, found.value, domain: domain, key: key, json: options.json) + "\n")

@@ -168,6 +168,7 @@ extension Server {
     /// Sends the commit's changes to the watchers of its domain (and to mirrors, every commit):
     /// encoded once per key filter, the same bytes shared by every watcher that uses it.
     private func notifyWatchers(_ commit: Commit) {
+        if commit.domain == .dropInState { return deliverDropIns(commit) }
         var encoded: [Key?: SharedReply?] = [:]
         var mirrored: SharedReply?
         let system = handler.layer.layer(commit.domain)
@@ -180,7 +181,8 @@ extension Server {
                     mirrored
                     ?? SharedReply(
                         RequestHandler.mirrorReply(
-                            revision: commit.revision, domain: commit.domain, changes: commit.changes, synced: true
+                            revision: commit.revision, domain: commit.domain,
+                            changes: handler.dropIns.mirrored(commit), synced: true
                         ).encoded())
                 mirrored = reply
             } else if watch.domain != commit.domain {

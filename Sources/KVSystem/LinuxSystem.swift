@@ -113,6 +113,14 @@ public struct LinuxSystem: SystemCalls {
         return try check(signalfd(-1, &mask, Int32(SFD_NONBLOCK | SFD_CLOEXEC)))
     }
 
+    public func inotifyInit() throws(Errno) -> Int32 {
+        try check(inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC)))
+    }
+
+    public func inotifyAddWatch(_ fd: Int32, _ path: String, mask: UInt32) throws(Errno) -> Int32 {
+        try check(inotify_add_watch(fd, path, mask))
+    }
+
     public func blockSignals(_ signals: [Int32]) {
         var mask = Self.signalSet(signals)
         pthread_sigmask(SIG_BLOCK, &mask, nil)
