@@ -165,7 +165,10 @@ extension DropIns {
             throw DropInReadError(description: "not UTF-8 text")
         }
         var locks: [Domain: Set<Key>] = [:]
-        for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        for (index, rawLine) in text.split(
+            omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" }
+        )
+        .enumerated() {
             let line = rawLine.trimmingWhitespace
             if line.isEmpty || line.hasPrefix("#") { continue }
             guard let space = line.firstIndex(where: { $0 == " " || $0 == "\t" }) else {
