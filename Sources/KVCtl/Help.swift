@@ -160,6 +160,22 @@ enum Help {
                 the Status reply as JSON.
                 """),
         Entry(
+            name: "apply", aliases: [], usage: "apply FILE|- [--check] [--diff] [--prune]",
+            summary: "make domains hold what a file says (desired state)",
+            details: """
+                FILE (or - for stdin) is typed JSON: {"DOMAIN": {"KEY": VALUE, ...}, ...}, the
+                format of the system instance's drop-in files; each domain's object as export
+                writes it. Every key FILE names gets its value; with --prune, every other key of
+                those domains is removed. Each domain changes in one atomic Apply (read again and
+                retried if it changed meanwhile). Your own values only: system defaults are never
+                copied in, and a key the administrator locks is left out and named (exit 1), the
+                rest applied. With --system, the admins' values of the system instance (not its
+                drop-in files).
+                  --check  change nothing: exit 0 when already equal, 1 when apply would change
+                           something, 3 when it failed (config-management tools read this)
+                  --diff   print each change: DOMAIN KEY: OLD -> NEW, (none) for no value
+                """),
+        Entry(
             name: "reload", aliases: [], usage: "reload",
             summary: "(with --system) read the drop-in files again",
             details: """
