@@ -38,7 +38,7 @@ final class DropInLayer {
     /// Reads the folders for the first time, before anyone is served: the combination applies
     /// at once. Returns the marker mutation to commit before serving when the store's last
     /// marker is of another combination (so users' kvds that saved the old layer see a newer
-    /// revision), else nil.
+    /// revision), else nil (also when there are no files and never were: nothing is written).
     func start(_ reader: DropInReader, store: Store, log: Logger) -> Mutation? {
         self.reader = reader
         self.log = log
@@ -49,7 +49,8 @@ final class DropInLayer {
         report(dropIns, because: "start")
         let stored = Self.storedMarker(in: store)
         generation = stored?.generation ?? 0
-        guard stored?.digest != Self.digest(dropIns) else { return nil }
+        // Nothing to record: the files are as at the last start, or there never were any.
+        guard stored?.digest != Self.digest(dropIns), stored != nil || !dropIns.isEmpty else { return nil }
         generation += 1
         return marker(for: dropIns)
     }

@@ -86,6 +86,8 @@ struct DropInTests {
         #expect(
             !status.stdout.contains("hidden") && !status.stdout.contains("json~") && !status.stdout.contains("dpkg"))
         #expect(scene.system!.errorOutput().contains("60-bad.json"), "the bad file is named in the log")
+        let refused = try scene.systemCall("io.kvd.System.Reload", [:], as: scene.accounts.other)
+        #expect(refused.error == "org.varlink.service.PermissionDenied", "a non-admin's Reload: \(refused)")
         let source = try Self.systemKvctl(scene, "source", Self.domain, "homepage")
         #expect(
             source.stdout.contains(folder.defaults + "/50-site.json")

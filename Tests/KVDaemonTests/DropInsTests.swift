@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import KVProtocol
 import KVStorage
 import KVSystem
 import KVValues
@@ -120,5 +121,28 @@ struct DropInsTests {
             directory: "/nonexistent/kvd-dropins", fileSystem: SystemFileSystem(), system: LinuxSystem())
         let (combined, _) = DropIns.combine(reader.read())
         #expect(combined == .empty)
+    }
+}
+
+/// A reload reaches a user's kvd as one batch: ``MirrorReader`` holds a batch's replies until its
+/// last, so the loop applies all of them in one step.
+struct DropInBatchTests {
+    @Test func aBatchOfMirrorRepliesIsGivenTogetherAtItsLast() throws {
+        var reader = MirrorReader()
+        _ = try reader.read(RequestHandler.mirrorReply(revision: 1, domain: nil, changes: [], synced: true))
+        let a = try Domain(validating: "com.a")
+        let b = try Domain(validating: "com.b")
+        let k = try Key(validating: "k")
+        let replies = DropInLayer.batch(
+            [a: ([Change(key: k, value: .integer(1))], []), b: ([], [(k, true)])], revision: 7)
+        #expect(
+            replies.count == 2 && replies[0].parameters["batch"] == .bool(true) && replies[1].parameters["batch"] == nil
+        )
+        #expect(try reader.read(replies[0]).isEmpty, "the first reply of a batch was given alone")
+        let updates = try reader.read(replies[1])
+        #expect(updates.count == 2 && updates.allSatisfy { $0.revision == 7 }, "\(updates)")
+        let layer = SystemLayer()
+        for update in updates { layer.apply(update) }
+        #expect(layer.layer(a)?.values[k] == .integer(1) && layer.layer(b)?.locks.contains(k) == true)
     }
 }
