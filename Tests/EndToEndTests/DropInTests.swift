@@ -166,6 +166,36 @@ struct DropInTests {
         #expect(try users[0].kvctl("set", Self.domain, "homepage", "mine").status == 1)
     }
 
+    /// A crash between a change of the files and the reload (SIGKILL): the files are the truth,
+    /// so the restarted system instance gives users the whole new combination, as one change set,
+    /// at a newer system revision (the marker it commits at start), never half of it.
+    @Test func afterASigkillBeforeTheReloadTheRestartGivesTheWholeNewCombinationAtANewerRevision() throws {
+        let folder = DropInFolder()
+        let managed = folder.path + "/managed"
+        mkdir(managed, 0o755)
+        try #"{"org.ex.browser": {"homepage": "a", "fontsize": 12}}"#.write(
+            toFile: managed + "/defaults.json", atomically: false, encoding: .utf8)
+        symlink(managed + "/defaults.json", folder.defaults + "/30-managed.json")
+        let scene = try SystemScene(systemArguments: ["--config-dir", folder.path])
+        let user = try scene.startUser(scene.accounts.user)
+        let watcher = try user.connect()
+        defer { watcher.close() }
+        let initial = try watcher.call("io.kvd.Defaults.Watch", ["domain": Self.domain], more: true)
+        #expect(Self.changes(initial) == ["homepage": "a system", "fontsize": "12 system"], "\(initial)")
+        let before = initial.parameters["systemRevision"] as? Int ?? -1
+
+        try #"{"org.ex.browser": {"homepage": "b", "fontsize": 14, "theme": "dark"}}"#.write(
+            toFile: managed + "/defaults.json", atomically: false, encoding: .utf8)
+        scene.system!.stop(SIGKILL)
+        scene.system = try scene.startSystem()
+        let seen = try watcher.reply(within: 15)
+        #expect(
+            Self.changes(seen) == ["homepage": "b system", "fontsize": "14 system", "theme": "dark system"],
+            "\(String(describing: seen))\n\(scene.logs())")
+        let after = seen?.parameters["systemRevision"] as? Int ?? -1
+        #expect(after > before, "the new combination came at system revision \(after), not after \(before)")
+    }
+
     @Test func aUsersKvdKeepsTheFilesLayerWhileTheSystemInstanceIsAway() throws {
         let folder = DropInFolder()
         try folder.write(folder.defaults, "10-base.json", #"{"org.ex.browser": {"homepage": "school"}}"#)
