@@ -21,19 +21,43 @@ import KVValues
 final class DropInLayer {
     /// Where the folders are; nil: no drop-ins (a user's kvd, or tests).
     private(set) var reader: DropInReader?
-    /// What users are given now.
-    private(set) var current = DropIns.empty
-    /// Each file's last good parse, by path (a file that turns bad keeps it).
-    private var parsed: [String: DropInContent] = [:]
-    /// Combinations read but not yet delivered, by the generation of their marker commit.
-    private var pending: [(generation: Int64, dropIns: DropIns)] = []
+    /// What users are given now: every file, each peer taking those for it.
+    private(set) var current = DropInSet.empty
+    /// Each peer profile's combination of ``current`` (which files apply), made when first asked.
+    private var combinations: [[Bool]: DropIns] = [:]
+    /// Sets read but not yet delivered, by the generation of their marker commit.
+    private var pending: [(generation: Int64, set: DropInSet)] = []
     /// The generation of the last combination read.
     private(set) var generation: Int64 = 0
-    /// The problems of the last read (which may not be delivered yet).
-    private(set) var lastRead = DropIns.empty
+    /// The last read (which may not be delivered yet): its files and problems.
+    private(set) var lastRead = DropInSet.empty
+    /// Looks up group and user names of `"for"` (through the system-call seam).
+    private var system: (any SystemCalls)?
 
     static let generationKey = try! Key(validating: "generation")
     private var log: Logger?
+
+    /// The combination `peer` gets now (nil: the files for everyone only).
+    func combination(for peer: DropInPeer?) -> DropIns {
+        let profile = current.profile(of: peer)
+        if let made = combinations[profile] { return made }
+        let made = current.combination(profile: profile)
+        combinations[profile] = made
+        return made
+    }
+
+    private func replace(with set: DropInSet) {
+        current = set
+        combinations = [:]
+    }
+
+    /// Reads the folders and looks up the names of every `"for"`.
+    private func read(keeping previous: [String: DropInContent]) -> DropInSet {
+        guard let reader else { return .empty }
+        let set = DropInSet.read(reader.read(), keeping: previous)
+        guard let system else { return set }
+        return set.resolved(group: system.groupID(named:), user: system.userID(named:))
+    }
 
     /// Reads the folders for the first time, before anyone is served: the combination applies
     /// at once. Returns the marker mutation to commit before serving when the store's last
@@ -42,52 +66,49 @@ final class DropInLayer {
     func start(_ reader: DropInReader, store: Store, log: Logger) -> Mutation? {
         self.reader = reader
         self.log = log
-        let (dropIns, fresh) = DropIns.combine(reader.read())
-        parsed = fresh
-        current = dropIns
-        lastRead = dropIns
-        report(dropIns, because: "start")
+        self.system = reader.system
+        let set = read(keeping: [:])
+        replace(with: set)
+        lastRead = set
+        report(set, because: "start")
         let stored = Self.storedMarker(in: store)
         generation = stored?.generation ?? 0
         // Nothing to record: the files are as at the last start, or there never were any.
-        guard stored?.digest != Self.digest(dropIns), stored != nil || !dropIns.isEmpty else { return nil }
+        guard stored?.digest != Self.digest(set), stored != nil || !set.files.isEmpty else { return nil }
         generation += 1
-        return marker(for: dropIns)
+        return marker(for: set)
     }
 
     /// Reads the folders again (`reason`: what asked, for the log): the marker mutation to
-    /// commit when the combination changed (delivered by ``deliver(_:store:)``), or nil when
-    /// users would see no difference.
+    /// commit when the combination changed (delivered by ``deliver(_:)``), or nil when users
+    /// would see no difference.
     func reload(because reason: String) -> Mutation? {
-        guard let reader else { return nil }
-        let (dropIns, fresh) = DropIns.combine(reader.read(), keeping: parsed)
-        parsed = fresh
-        lastRead = dropIns
-        report(dropIns, because: reason)
-        let newest = pending.last?.dropIns ?? current
-        guard !dropIns.sameLayer(as: newest) else {
-            if pending.isEmpty { current = dropIns }  // the same layer: only the problems or files changed
-            return nil
-        }
+        guard reader != nil else { return nil }
+        let set = read(keeping: lastRead.parsed)
+        lastRead = set
+        report(set, because: reason)
+        let newest = pending.last?.set ?? current
+        guard set.files != newest.files else { return nil }
         generation += 1
-        pending.append((generation, dropIns))
-        return marker(for: dropIns)
+        pending.append((generation, set))
+        return marker(for: set)
     }
 
     /// Logs what a read found: each problem as an error, then a summary.
-    private func report(_ dropIns: DropIns, because reason: String) {
-        for problem in dropIns.problems { log?.error("drop-in file \(problem.file): \(problem.reason)") }
-        let locks = dropIns.locks.values.reduce(0) { $0 + $1.count }
-        let values = dropIns.values.values.reduce(0) { $0 + $1.count }
+    private func report(_ set: DropInSet, because reason: String) {
+        for problem in set.problems { log?.error("drop-in file \(problem.file): \(problem.reason)") }
+        let values = set.files.reduce(0) { $0 + $1.content.values.values.reduce(0) { $0 + $1.count } }
+        let locks = set.files.reduce(0) { $0 + $1.content.locks.values.reduce(0) { $0 + $1.count } }
+        let profiles = set.files.filter { $0.content.audience != nil }.count
         log?.info(
-            "drop-in files (\(reason)): \(dropIns.files.count) read, \(dropIns.problems.count) not; \(values) value(s), \(locks) lock(s)"
+            "drop-in files (\(reason)): \(set.files.count) read (\(profiles) for some users or groups only), \(set.problems.count) not; \(values) value(s), \(locks) lock(s)"
         )
     }
 
-    private func marker(for dropIns: DropIns) -> Mutation {
+    private func marker(for set: DropInSet) -> Mutation {
         .set(
             Self.generationKey,
-            .dictionary(["generation": .integer(generation), "digest": .string(Self.digest(dropIns))]),
+            .dictionary(["generation": .integer(generation), "digest": .string(Self.digest(set))]),
             ifRevision: nil)
     }
 
@@ -98,24 +119,36 @@ final class DropInLayer {
         return (generation, digest)
     }
 
-    /// A marker commit was delivered: the combination it marks replaces the current one.
-    /// Returns the Mirror replies of the difference (one batch: every reply but the last says
-    /// `batch: true`), empty when there is none.
-    func deliver(_ commit: Commit, store: Store) -> [VarlinkReply] {
+    /// A marker commit was delivered: the set it marks replaces the current one. Returns what
+    /// each mirror is sent: for a peer, the Mirror replies of the difference between its old and
+    /// its new combination (one batch), empty when there is none, with a key that is the same
+    /// for peers given the same replies; nil when the commit marks no pending set.
+    func deliver(_ commit: Commit, store: Store) -> ((DropInPeer?) -> (profile: [Bool], replies: [VarlinkReply]))? {
         guard case .dictionary(let members)? = commit.changes.first?.value,
             case .integer(let delivered)? = members["generation"],
             let index = pending.firstIndex(where: { $0.generation == delivered })
-        else { return [] }
-        let next = pending[index].dropIns
+        else { return nil }
+        let next = pending[index].set
         pending.removeFirst(index + 1)
         let old = current
-        current = next
-        return Self.batch(Self.difference(from: old, to: next, store: store), revision: commit.revision)
+        replace(with: next)
+        var made: [[Bool]: [VarlinkReply]] = [:]
+        return { peer in
+            // Peers that take the same files before and after get the same replies.
+            let key = old.profile(of: peer) + [false] + next.profile(of: peer)
+            if let replies = made[key] { return (key, replies) }
+            let replies = Self.batch(
+                Self.difference(from: old.combination(for: peer), to: next.combination(for: peer), store: store),
+                revision: commit.revision)
+            made[key] = replies
+            return (key, replies)
+        }
     }
 
     /// What mirrors are sent for an admin's `commit`: its changes, with a removal uncovering
     /// the file's value and an unlock of a key a file locks left out.
-    func mirrored(_ commit: Commit) -> [Change] {
+    func mirrored(_ commit: Commit, for peer: DropInPeer?) -> [Change] {
+        let current = combination(for: peer)
         if let target = commit.domain.lockedDomain {
             guard let locks = current.locks[target] else { return commit.changes }
             return commit.changes.filter { $0.value != nil || !locks.contains($0.key) }
@@ -128,9 +161,9 @@ final class DropInLayer {
     }
 
     /// The values a mirror's snapshot sends for `domain`: the files', then the admins' over them.
-    func snapshotValues(_ domain: Domain, admin: [Key: Value]) -> [Key: Value] {
-        guard let files = current.values[domain] else { return admin }
-        return files.merging(admin) { $1 }
+    static func snapshotValues(_ domain: Domain, admin: [Key: Value], files: DropIns) -> [Key: Value] {
+        guard let values = files.values[domain] else { return admin }
+        return values.merging(admin) { $1 }
     }
 
     /// Per domain, the changes users see when the files' combination goes from `old` to `new`
@@ -180,7 +213,7 @@ final class DropInLayer {
 
     /// A stable digest of what users are given (FNV-1a, 64 bits, over the values' and locks'
     /// sorted typed JSON), to tell at start whether the files changed while kvd was away.
-    static func digest(_ dropIns: DropIns) -> String {
+    static func digest(_ set: DropInSet) -> String {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         func add(_ text: String) {
             for byte in text.utf8 {
@@ -190,6 +223,19 @@ final class DropInLayer {
             hash ^= 0xff
             hash = hash &* 0x100_0000_01b3
         }
+        for file in set.files {
+            add("f" + file.path)
+            if let audience = file.content.audience {
+                add("g" + audience.groups.joined(separator: ","))
+                add("u" + audience.users.joined(separator: ","))
+            }
+            digest(file.content, into: add)
+        }
+        return String(hash, radix: 16)
+    }
+
+    private static func digest(_ content: DropInContent, into add: (String) -> Void) {
+        let dropIns = content
         for domain in dropIns.values.keys.sorted() {
             add("v" + domain.name)
             for (key, value) in dropIns.values[domain]!.sorted(by: { $0.key < $1.key }) {
@@ -201,11 +247,12 @@ final class DropInLayer {
             add("l" + domain.name)
             for key in dropIns.locks[domain]!.sorted() { add(key.name) }
         }
-        return String(hash, radix: 16)
     }
 
-    /// Where `key` of `domain` comes from on this instance (`io.kvd.System.Source`).
+    /// Where `key` of `domain` comes from on this instance (`io.kvd.System.Source`), for
+    /// everyone (a file for some users or groups only is not counted).
     func source(_ domain: Domain, _ key: Key, store: Store) -> [String: JSON] {
+        let current = combination(for: nil)
         var parameters: [String: JSON] = [:]
         let admin: Bool
         if case .value = store.get(domain, key) { admin = true } else { admin = false }
@@ -229,7 +276,7 @@ final class DropInLayer {
     var status: DropInStatus? {
         guard let reader else { return nil }
         return DropInStatus(
-            directory: reader.directory, files: lastRead.files,
+            directory: reader.directory, files: lastRead.files.map(\.path),
             problems: lastRead.problems.map { .init(file: $0.file, reason: $0.reason) }, generation: generation)
     }
 }

@@ -2,9 +2,12 @@ import KVValues
 
 /// The system instance's drop-in files, as one combination: `defaults.d/NN-name.json` (typed
 /// JSON, `{DOMAIN: {KEY: VALUE}}`, each domain's object as `kvctl export` writes it) and
-/// `locks.d/NN-name` (one `DOMAIN KEY` or `DOMAIN *` a line; a key holding `*` is a glob).
+/// `locks.d/NN-name` (one `DOMAIN KEY` or `DOMAIN *` a line; a key holding `*` is a glob). A
+/// file may be for some users and groups only (``DropInAudience``): ``DropInSet`` holds every
+/// file, and each peer's combination takes the files for everyone and those for it.
 ///
-/// Pure: ``combine(_:keeping:)`` takes what ``DropInReader`` read and gives the combination,
+/// Pure: ``DropInSet/read(_:keeping:)`` takes what ``DropInReader`` read, and
+/// ``DropInSet/combination(for:)`` gives one peer's combination,
 /// with the file every value and lock came from. Files combine in name order (defaults and
 /// locks apart), a later file's value winning; a file that cannot be read or parsed is named in
 /// ``problems`` and keeps the content it had at the last good read (none if it never had one),
@@ -48,10 +51,34 @@ struct DropIns: Equatable, Sendable {
     }
 }
 
-/// What one drop-in file holds once parsed.
-enum DropInContent: Equatable, Sendable {
-    case defaults([Domain: [Key: Value]])
-    case locks([Domain: Set<Key>])
+/// What one drop-in file holds once parsed: values (a `defaults.d` file) or locks (a
+/// `locks.d` file), and whom it is for (nil: everyone).
+struct DropInContent: Equatable, Sendable {
+    var values: [Domain: [Key: Value]] = [:]
+    var locks: [Domain: Set<Key>] = [:]
+    var audience: DropInAudience?
+}
+
+/// Whom a drop-in file is for (its `"for"` member, or its `for` lines): the users named and
+/// the members of the groups named. The ids are looked up at each read (``DropInSet/resolved(group:user:)``);
+/// a name nobody has matches nobody.
+struct DropInAudience: Equatable, Sendable {
+    var groups: [String] = []
+    var users: [String] = []
+    var gids: Set<UInt32> = []
+    var uids: Set<UInt32> = []
+
+    /// Whether `peer` is one of the users or in one of the groups.
+    func includes(_ peer: DropInPeer) -> Bool {
+        uids.contains(peer.uid) || !gids.isDisjoint(with: peer.gids)
+    }
+}
+
+/// Who a mirror belongs to, as the kernel said when it connected (`SO_PEERCRED`,
+/// `SO_PEERGROUPS`): its uid and every group it is in.
+struct DropInPeer: Hashable, Sendable {
+    var uid: UInt32
+    var gids: Set<UInt32>
 }
 
 /// One file as ``DropInReader`` found it: its path, which folder, and its bytes or why not.
@@ -68,62 +95,80 @@ struct DropInReadError: Error, Equatable, Sendable, CustomStringConvertible {
 }
 
 extension DropIns {
-    /// Combines `files` (each folder's in name order, as ``DropInReader`` gives them); a file
-    /// that fails uses its content in `previous` (the last good parse, by path), if any.
-    /// Returns the combination and every good parse, by path, for the next call's `previous`.
+    /// Combines `files` (each folder's in name order, as ``DropInReader`` gives them) for
+    /// everyone (files with a `for` left out); see ``DropInSet`` for the rest.
     static func combine(_ files: [DropInFile], keeping previous: [String: DropInContent] = [:]) -> (
         DropIns, parsed: [String: DropInContent]
     ) {
+        let set = DropInSet.read(files, keeping: previous)
+        return (set.combination(for: nil), set.parsed)
+    }
+
+    /// The combination of `files` (path and content, in order), later winning.
+    static func merge(_ files: [DropInSet.File]) -> DropIns {
         var result = DropIns()
-        var parsed: [String: DropInContent] = [:]
         for file in files {
-            let content: DropInContent
-            switch file.bytes.flatMap({ bytes in Result { () throws(DropInReadError) in try parse(bytes, file.kind) } })
-            {
-            case .success(let fresh):
-                content = fresh
-                result.files.append(file.path)
-            case .failure(let error):
-                guard let kept = previous[file.path] else {
-                    result.problems.append(Problem(file: file.path, reason: error.description))
-                    continue
-                }
-                content = kept
-                result.problems.append(
-                    Problem(file: file.path, reason: "\(error.description) (its last good content still applies)"))
-            }
-            parsed[file.path] = content
-            result.add(content, from: file.path)
+            result.files.append(file.path)
+            result.add(file.content, from: file.path)
         }
-        return (result, parsed)
+        return result
     }
 
     private mutating func add(_ content: DropInContent, from path: String) {
-        switch content {
-        case .defaults(let domains):
-            for (domain, entries) in domains {
-                values[domain, default: [:]].merge(entries) { $1 }
-                for key in entries.keys { valueFiles[domain, default: [:]][key] = path }
-            }
-        case .locks(let domains):
-            for (domain, keys) in domains {
-                locks[domain, default: []].formUnion(keys)
-                for key in keys where lockFiles[domain]?[key] == nil { lockFiles[domain, default: [:]][key] = path }
-            }
+        for (domain, entries) in content.values {
+            values[domain, default: [:]].merge(entries) { $1 }
+            for key in entries.keys { valueFiles[domain, default: [:]][key] = path }
+        }
+        for (domain, keys) in content.locks {
+            locks[domain, default: []].formUnion(keys)
+            for key in keys where lockFiles[domain]?[key] == nil { lockFiles[domain, default: [:]][key] = path }
         }
     }
 
     /// Parses one file's bytes.
     static func parse(_ bytes: [UInt8], _ kind: DropInFile.Kind) throws(DropInReadError) -> DropInContent {
         switch kind {
-        case .defaults: .defaults(try parseDefaults(bytes))
-        case .locks: .locks(try parseLocks(bytes))
+        case .defaults:
+            var audience: DropInAudience?
+            let values = try parseDefaults(bytes, audience: &audience)
+            return DropInContent(values: values, audience: audience)
+        case .locks:
+            var audience: DropInAudience?
+            let locks = try parseLocks(bytes, audience: &audience)
+            return DropInContent(locks: locks, audience: audience)
         }
     }
 
+    /// The `"for"` member: `{"groups": [NAME, ...], "users": [NAME, ...]}`.
+    static func parseAudience(_ json: JSON) throws(DropInReadError) -> DropInAudience {
+        guard case .object(let members) = json, !members.isEmpty,
+            members.keys.allSatisfy({ $0 == "groups" || $0 == "users" })
+        else {
+            throw DropInReadError(description: #""for" must be {"groups": [NAME, ...], "users": [NAME, ...]}"#)
+        }
+        func names(_ member: String) throws(DropInReadError) -> [String] {
+            guard let value = members[member] else { return [] }
+            guard case .array(let items) = value else {
+                throw DropInReadError(description: #""for" "\#(member)" must be an array of names"#)
+            }
+            var names: [String] = []
+            for item in items {
+                guard case .string(let name) = item, !name.isEmpty else {
+                    throw DropInReadError(description: #""for" "\#(member)" must be an array of names"#)
+                }
+                names.append(name)
+            }
+            return names
+        }
+        return DropInAudience(groups: try names("groups"), users: try names("users"))
+    }
+
     /// `{DOMAIN: {KEY: typed value}}`; a domain's object may be `{"$dict": {...}}`, as `kvctl
-    /// export` writes a domain whose keys start with `$`.
-    static func parseDefaults(_ bytes: [UInt8]) throws(DropInReadError) -> [Domain: [Key: Value]] {
+    /// export` writes a domain whose keys start with `$`. The member `"for"` is not a domain:
+    /// it names whom the file is for (`audience`).
+    static func parseDefaults(_ bytes: [UInt8], audience: inout DropInAudience?) throws(DropInReadError) -> [Domain:
+        [Key: Value]]
+    {
         let json: JSON
         do {
             json = try JSONParser.parse(bytes, limits: JSONLimits(framingDepth: 3, maxBytes: Int.max))
@@ -135,6 +180,10 @@ extension DropIns {
         }
         var domains: [Domain: [Key: Value]] = [:]
         for (name, member) in members.sorted(by: { $0.key < $1.key }) {
+            if name == "for" {
+                audience = try parseAudience(member)
+                continue
+            }
             let domain: Domain
             do { domain = try Domain(validating: name) } catch {
                 throw DropInReadError(description: "\(error)")
@@ -159,8 +208,11 @@ extension DropIns {
     }
 
     /// One `DOMAIN KEY` a line (the key: the rest of the line, trimmed; `*` in it is a glob,
-    /// `DOMAIN *` the whole domain); blank lines and lines starting with `#` are skipped.
-    static func parseLocks(_ bytes: [UInt8]) throws(DropInReadError) -> [Domain: Set<Key>] {
+    /// `DOMAIN *` the whole domain); blank lines and lines starting with `#` are skipped. A line
+    /// `for groups NAME...` or `for users NAME...` names whom the file is for (`audience`).
+    static func parseLocks(_ bytes: [UInt8], audience: inout DropInAudience?) throws(DropInReadError) -> [Domain:
+        Set<Key>]
+    {
         guard let text = String(validating: bytes, as: UTF8.self) else {
             throw DropInReadError(description: "not UTF-8 text")
         }
@@ -175,6 +227,17 @@ extension DropIns {
                 throw DropInReadError(description: "line \(index + 1): needs DOMAIN KEY (or DOMAIN *)")
             }
             let key = line[space...].trimmingWhitespace
+            if line[..<space] == "for" {
+                let words = key.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
+                guard let kind = words.first, kind == "groups" || kind == "users", words.count > 1 else {
+                    throw DropInReadError(
+                        description: "line \(index + 1): needs for groups NAME... or for users NAME...")
+                }
+                var found = audience ?? DropInAudience()
+                if kind == "groups" { found.groups += words.dropFirst() } else { found.users += words.dropFirst() }
+                audience = found
+                continue
+            }
             do {
                 locks[try Domain(validating: String(line[..<space])), default: []].insert(
                     try Key(validating: String(key)))
@@ -215,4 +278,74 @@ enum LockPattern {
     }
 
     static func isPattern(_ key: Key) -> Bool { key.name.contains("*") }
+}
+
+/// Every drop-in file read and parsed, in the order they combine, with the problems: the input
+/// of each peer's combination. Pure.
+struct DropInSet: Equatable, Sendable {
+    struct File: Equatable, Sendable {
+        var path: String
+        var content: DropInContent
+    }
+
+    var files: [File] = []
+    var problems: [DropIns.Problem] = []
+
+    static let empty = DropInSet()
+
+    /// Each file's content by path (for the next read's `keeping`).
+    var parsed: [String: DropInContent] {
+        Dictionary(files.map { ($0.path, $0.content) }, uniquingKeysWith: { $1 })
+    }
+
+    /// Parses `files`; a file that fails uses its content in `previous` (the last good parse,
+    /// by path), if any, and is named in ``problems`` either way.
+    static func read(_ files: [DropInFile], keeping previous: [String: DropInContent] = [:]) -> DropInSet {
+        var set = DropInSet()
+        for file in files {
+            switch file.bytes.flatMap({ bytes in
+                Result { () throws(DropInReadError) in try DropIns.parse(bytes, file.kind) }
+            }) {
+            case .success(let content):
+                set.files.append(File(path: file.path, content: content))
+            case .failure(let error):
+                guard let kept = previous[file.path] else {
+                    set.problems.append(.init(file: file.path, reason: error.description))
+                    continue
+                }
+                set.files.append(File(path: file.path, content: kept))
+                set.problems.append(
+                    .init(file: file.path, reason: "\(error.description) (its last good content still applies)"))
+            }
+        }
+        return set
+    }
+
+    /// Looks up the ids of every audience's names (`group`, `user`: name to id, nil if none).
+    func resolved(group: (String) -> UInt32?, user: (String) -> UInt32?) -> DropInSet {
+        var copy = self
+        for index in copy.files.indices {
+            guard var audience = copy.files[index].content.audience else { continue }
+            audience.gids = Set(audience.groups.compactMap(group))
+            audience.uids = Set(audience.users.compactMap(user))
+            copy.files[index].content.audience = audience
+        }
+        return copy
+    }
+
+    /// Which files apply to `peer` (nil: only those for everyone), as one flag per file.
+    func profile(of peer: DropInPeer?) -> [Bool] {
+        files.map { file in file.content.audience.map { audience in peer.map(audience.includes) ?? false } ?? true }
+    }
+
+    /// The combination for `peer`: the files for everyone and those for it, in order.
+    func combination(for peer: DropInPeer?) -> DropIns {
+        combination(profile: profile(of: peer))
+    }
+
+    func combination(profile: [Bool]) -> DropIns {
+        var combined = DropIns.merge(zip(files, profile).filter(\.1).map(\.0))
+        combined.problems = problems
+        return combined
+    }
 }

@@ -52,11 +52,11 @@ extension RequestHandler {
     }
 
     /// The first replies of a `Mirror`, made piece by piece (``ReplyStream``): each domain's
-    /// values and locks (the admins' over the drop-in files', ``DropInLayer``), in replies of about ``ReplyStream/pieceBytes``
+    /// values and locks (the admins' over the drop-in files' for `peer`, ``DropInLayer``), in replies of about ``ReplyStream/pieceBytes``
     /// (several for one domain when it is larger), then `synced`. All at `revision`.
-    func initialMirrorStream(revision: Int64) -> ReplyStream {
+    func initialMirrorStream(revision: Int64, for peer: DropInPeer? = nil) -> ReplyStream {
         var runs: [ReplyStream.Run] = []
-        let files = dropIns.current
+        let files = dropIns.combination(for: peer)
         var domains = Set(store.domains().filter(\.isMirrored))
         domains.formUnion(files.values.keys)
         domains.formUnion(files.locks.keys.map(Domain.locks(of:)))
@@ -65,7 +65,7 @@ extension RequestHandler {
             if let target = domain.lockedDomain {
                 for key in files.locks[target] ?? [] { values[key] = .bool(true) }
             } else {
-                values = dropIns.snapshotValues(domain, admin: values)
+                values = DropInLayer.snapshotValues(domain, admin: values, files: files)
             }
             guard !values.isEmpty else { continue }
             runs.append(

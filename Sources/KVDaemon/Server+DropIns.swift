@@ -53,15 +53,23 @@ extension Server {
     }
 
     /// A marker commit was delivered: every mirror that has not seen its revision gets the
-    /// difference, as one batch.
+    /// difference of its peer's combination, as one batch.
     func deliverDropIns(_ commit: Commit) {
-        let replies = handler.dropIns.deliver(commit, store: store).map { SharedReply($0.encoded()) }
-        guard !replies.isEmpty else { return }
+        guard let replies = handler.dropIns.deliver(commit, store: store) else { return }
+        var encoded: [[Bool]: [SharedReply]] = [:]
         for connection in watchers.values {
             guard case .watching(let watch) = connection.phase, watch.domain == nil, commit.revision > watch.since
             else { continue }
-            for reply in replies { deliver(.shared(reply), to: connection) }
+            let mine = replies(connection.dropInPeer)
+            let shared = encoded[mine.profile] ?? mine.replies.map { SharedReply($0.encoded()) }
+            encoded[mine.profile] = shared
+            for reply in shared { deliver(.shared(reply), to: connection) }
         }
         log.info("drop-in files: generation \(handler.dropIns.generation) sent to users at revision \(commit.revision)")
     }
+}
+
+extension ClientConnection {
+    /// The peer a mirror belongs to, for its drop-in profile (nil before accept told).
+    var dropInPeer: DropInPeer? { uid.map { DropInPeer(uid: $0, gids: gids) } }
 }

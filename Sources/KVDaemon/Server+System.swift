@@ -31,6 +31,7 @@ extension Server {
         }
         connectionsPerUID[peer.uid] = open + 1
         connection.uid = peer.uid
+        connection.gids = Set(peer.groups + [peer.gid])
         connection.mayWrite =
             peer.uid == 0 || (system.groupID(named: policy.adminGroup).map(peer.isMember(of:)) ?? false)
         if !connection.mayWrite {

@@ -237,6 +237,20 @@ public struct LinuxSystem: SystemCalls {
         return result == process ? status : nil
     }
 
+    public func userID(named name: String) -> UInt32? {
+        var entry = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 1 << 14)
+        while true {
+            let status = getpwnam_r(name, &entry, &buffer, buffer.count, &result)
+            if status == ERANGE, buffer.count < 1 << 22 {
+                buffer = [CChar](repeating: 0, count: buffer.count * 4)
+                continue
+            }
+            return status == 0 && result != nil ? entry.pw_uid : nil
+        }
+    }
+
     public func groupID(named name: String) -> UInt32? {
         var entry = group()
         var result: UnsafeMutablePointer<group>?

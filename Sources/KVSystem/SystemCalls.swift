@@ -116,6 +116,8 @@ public protocol SystemCalls: Sendable {
     func waitForExit(_ process: pid_t, blocking: Bool) throws(Errno) -> Int32?
     /// The id of the group named `name`, or `nil` if there is none. C: `getgrnam_r`.
     func groupID(named name: String) -> UInt32?
+    /// The uid of the user named `name`, or `nil` if there is none. C: `getpwnam_r`.
+    func userID(named name: String) -> UInt32?
     /// Sleeps the calling thread. C: `usleep`.
     func sleep(microseconds: UInt32)
 }

@@ -196,6 +196,49 @@ struct DropInTests {
         #expect(after > before, "the new combination came at system revision \(after), not after \(before)")
     }
 
+    /// Profiles: a file `"for"` some groups or users reaches only their kvds, decided by the
+    /// system instance from each mirror's peer credentials (two real users and a member of a
+    /// real group, through `setpriv --init-groups`).
+    @Test func aFileForAGroupOrAUserReachesOnlyThem() throws {
+        let folder = DropInFolder()
+        let group = SystemAccounts.adminGroup
+        try folder.write(folder.defaults, "10-base.json", #"{"org.ex.browser": {"homepage": "all"}}"#)
+        try folder.write(
+            folder.defaults, "50-group.json",
+            #"{"for": {"groups": ["\#(group)"]}, "org.ex.browser": {"homepage": "group's"}}"#)
+        try folder.write(folder.locks, "50-group", "for groups \(group)\norg.ex.browser homepage\n")
+        let scene = try SystemScene(systemArguments: ["--config-dir", folder.path])
+        try folder.write(
+            folder.defaults, "60-user.json",
+            #"{"for": {"users": ["\#(scene.accounts.user.name)"]}, "org.ex.browser": {"zoom": 2}}"#)
+        #expect(try Self.systemKvctl(scene, "reload").status == 0)
+        let user = try scene.startUser(scene.accounts.user)
+        let member = try scene.startUser(scene.accounts.admin)
+        let other = try scene.startUser(scene.accounts.other)
+
+        let userHome = try user.get(Self.domain, "homepage")
+        #expect(userHome.value as? String == "all" && userHome.source == "system", "\(userHome)\n\(scene.logs())")
+        #expect(try user.get(Self.domain, "zoom").value as? Int == 2)
+        #expect(
+            try user.kvctl("set", Self.domain, "homepage", "mine").status == 0, "the group's lock is not the user's")
+        let memberHome = try member.get(Self.domain, "homepage")
+        #expect(memberHome.value as? String == "group's" && memberHome.source == "locked", "\(memberHome)")
+        #expect(try member.get(Self.domain, "zoom").value == nil, "the user's file reached a member of the group")
+        #expect(try member.kvctl("set", Self.domain, "homepage", "mine").status == 1)
+        #expect(try other.get(Self.domain, "homepage").value as? String == "all")
+        #expect(try other.get(Self.domain, "zoom").value == nil, "the user's file reached another user")
+
+        // A reload reaches each profile with its own difference.
+        try folder.write(
+            folder.defaults, "60-user.json",
+            #"{"for": {"users": ["\#(scene.accounts.user.name)"]}, "org.ex.browser": {"zoom": 3}}"#)
+        try folder.write(folder.defaults, "20-all.json", #"{"org.ex.browser": {"theme": "dark"}}"#)
+        #expect(try eventually { try user.get(Self.domain, "zoom").value as? Int == 3 })
+        #expect(try eventually { try other.get(Self.domain, "theme").value as? String == "dark" })
+        #expect(try eventually { try member.get(Self.domain, "theme").value as? String == "dark" })
+        #expect(try other.get(Self.domain, "zoom").value == nil && member.get(Self.domain, "zoom").value == nil)
+    }
+
     @Test func aUsersKvdKeepsTheFilesLayerWhileTheSystemInstanceIsAway() throws {
         let folder = DropInFolder()
         try folder.write(folder.defaults, "10-base.json", #"{"org.ex.browser": {"homepage": "school"}}"#)

@@ -61,11 +61,32 @@ struct DropInsTests {
     }
 
     @Test func lockLinesCommentsAndGlobs() throws {
-        let locks = try DropIns.parseLocks(
-            Array("# comment\n\n  org.ex.browser   home page \r\norg.ex.mail *\norg.ex.browser proxy.*\n".utf8))
+        let locks = try DropIns.parse(
+            Array("# comment\n\n  org.ex.browser   home page \r\norg.ex.mail *\norg.ex.browser proxy.*\n".utf8), .locks
+        ).locks
         #expect(locks[Self.browser] == [Self.key("home page"), Self.key("proxy.*")])
         #expect(locks[try Domain(validating: "org.ex.mail")] == [Self.key("*")])
-        #expect(throws: DropInReadError.self) { try DropIns.parseLocks(Array("org.ex/browser k\n".utf8)) }
+        #expect(throws: DropInReadError.self) { try DropIns.parse(Array("org.ex/browser k\n".utf8), .locks) }
+    }
+
+    @Test func aFileForSomeGroupsOrUsersAppliesToThemOnly() throws {
+        let set = DropInSet.read([
+            Self.defaults("10-base.json", #"{"org.ex.browser": {"homepage": "all"}}"#),
+            Self.defaults(
+                "50-students.json", #"{"for": {"groups": ["students"]}, "org.ex.browser": {"homepage": "s"}}"#),
+            Self.defaults("60-alice.json", #"{"for": {"users": ["alice"]}, "org.ex.browser": {"zoom": 2}}"#),
+            Self.locks("50-students", "for groups students staff\norg.ex.browser homepage\n"),
+            Self.defaults("70-bad.json", #"{"for": {"groups": "students"}}"#),
+        ]).resolved(group: { ["students": 100, "staff": 101][$0] }, user: { ["alice": 1000][$0] })
+        let homepage = Self.key("homepage")
+        let student = set.combination(for: DropInPeer(uid: 2000, gids: [100]))
+        #expect(student.values[Self.browser] == [homepage: .string("s")] && student.locks[Self.browser] == [homepage])
+        let alice = set.combination(for: DropInPeer(uid: 1000, gids: [5]))
+        #expect(alice.values[Self.browser] == [homepage: .string("all"), Self.key("zoom"): .integer(2)])
+        #expect(alice.locks.isEmpty)
+        #expect(set.combination(for: nil).values[Self.browser] == [homepage: .string("all")])
+        #expect(set.combination(for: DropInPeer(uid: 3000, gids: [101])).locks[Self.browser] == [homepage])
+        #expect(set.problems.map(\.file) == ["70-bad.json"])
     }
 
     @Test func globsMatchAsShellStarsDo() {

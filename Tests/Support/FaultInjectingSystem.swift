@@ -260,6 +260,7 @@ public final class FaultInjectingSystem: SystemCalls {
         return try real.peerCredentials(fd)
     }
 
+    public func userID(named name: String) -> UInt32? { real.userID(named: name) }
     public func groupID(named name: String) -> UInt32? {
         let groups = state.withLock { $0.groups }
         return groups.isEmpty ? real.groupID(named: name) : groups[name]
