@@ -172,5 +172,12 @@ lock: drop-in file $work/etc/locks.d/50-mail" "$bin/kvctl" --system source org.e
 check "$user" 1 "kvctl: org.example.mail server is locked by the system administrator..." \
   "$bin/kvctl" set org.example.mail server evil.example
 
+step "Profiles: a drop-in file for $user's group, another for group $group; $user gets only the first"
+ship "$work/etc/defaults.d/60-$user.json" '{"for": {"groups": ["'"$user"'"]}, "org.example.mail": {"signature": "-- sent from the lab"}}'
+ship "$work/etc/defaults.d/60-admins.json" '{"for": {"groups": ["'"$group"'"]}, "org.example.mail": {"signature": "-- the admins"}}'
+settled "$user" "-- sent from the lab" "$bin/kvctl" get org.example.mail signature
+check root 0 "value: none
+lock: none" "$bin/kvctl" --system source org.example.mail signature
+
 echo
 echo "system layer demo finished"

@@ -83,7 +83,8 @@ public struct DaemonOptions: Sendable, Equatable {
                                 folder default $STATE_DIRECTORY, else /var/lib/kvd
           --config-dir DIR      the drop-in files: DIR/defaults.d/*.json (typed JSON,
                                 {DOMAIN: {KEY: VALUE}}) and DIR/locks.d/* (DOMAIN KEY or
-                                DOMAIN * a line), combined in name order beneath what admins
+                                DOMAIN * a line; a file may be "for" some groups or
+                                users only), combined in name order beneath what admins
                                 set; read again on SIGHUP, kvctl --system reload and a change
                                 in the folders (default $KVD_CONFIG_DIR, else /etc/kvd)
           --admin-group NAME    besides root, the members of this group may change values and

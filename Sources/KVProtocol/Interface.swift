@@ -166,7 +166,8 @@ public enum SystemInterface {
         # values (changes) or its locked keys (locks), then one with synced: true and no
         # domain; after that, each reply the changes of one commit. revision: the snapshot's
         # revision, then each commit's. A reader applies the snapshot once synced arrives.
-        # The values and locks are the admins' over the drop-in files'. A locked key holding
+        # The values and locks are the admins' over the drop-in files' (those for everyone and
+        # those for the caller's uid and groups, as the kernel gave them). A locked key holding
         # "*" is a glob ("*" alone: the whole domain). batch: true says the next reply belongs
         # to the same change (a reload of the drop-in files): a reader applies them together.
         method Mirror() -> (revision: int, domain: ?string, changes: []Change, locks: []LockChange, synced: bool, batch: ?bool)
