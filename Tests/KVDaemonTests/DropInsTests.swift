@@ -137,6 +137,23 @@ struct DropInsTests {
         #expect(refused.problems.last?.reason.contains("others may write") == true)
     }
 
+    @Test func theFolderIsAnOptionOfTheSystemInstanceWithAnEnvironmentDefault() throws {
+        func folder(_ arguments: [String], _ environment: [String: String] = [:]) throws -> String? {
+            guard case .run(let options) = try DaemonOptions.parse(arguments, environment: environment),
+                case .system(let policy) = options.role
+            else { return nil }
+            return policy.configDirectory
+        }
+        #expect(try folder(["--system"]) == "/etc/kvd")
+        #expect(try folder(["--system"], ["KVD_CONFIG_DIR": "/srv/kvd"]) == "/srv/kvd")
+        #expect(try folder(["--system", "--config-dir", "/opt/k"], ["KVD_CONFIG_DIR": "/srv/kvd"]) == "/opt/k")
+        #expect(try folder(["--system"], ["KVD_CONFIG_DIR": ""]) == "/etc/kvd", "an empty variable counts as unset")
+        #expect(throws: UsageError.self) { try DaemonOptions.parse(["--config-dir", "/opt/k"], environment: [:]) }
+        #expect(throws: UsageError.self) {
+            try DaemonOptions.parse(["--system", "--config-dir", ""], environment: [:])
+        }
+    }
+
     @Test func aMissingFolderHoldsNothing() {
         let reader = DropInReader(
             directory: "/nonexistent/kvd-dropins", fileSystem: SystemFileSystem(), system: LinuxSystem())
