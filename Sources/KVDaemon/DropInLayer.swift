@@ -87,8 +87,9 @@ final class DropInLayer {
         let set = read(keeping: lastRead.parsed)
         lastRead = set
         report(set, because: reason)
-        let newest = pending.last?.set ?? current
-        guard set.files != newest.files else { return nil }
+        // With a marker in flight (or one whose commit failed), commit again: a delivery that
+        // changes nothing sends nothing, and a failed one is never waited for.
+        guard set.files != current.files || !pending.isEmpty else { return nil }
         generation += 1
         pending.append((generation, set))
         return marker(for: set)
