@@ -22,6 +22,8 @@ extension Server {
             let watcher = try DropInWatcher(directory: directory, system: system)
             try poller.watch(watcher.fd, readable: true, writable: false, adding: true)
             dropInWatcher = watcher
+        } catch  where error.errno == .noSuchFileOrDirectory {
+            log.info("no drop-in folder \(directory): none read (make it, then reload with SIGHUP)")
         } catch {
             log.warning("the drop-in folders in \(directory) are not watched (\(error)); reload with SIGHUP")
         }
