@@ -158,7 +158,8 @@ public enum SystemInterface {
         # Lifts a lock; io.kvd.Defaults.NotFound if the key is not locked.
         method Unlock(domain: string, key: string) -> (revision: int)
 
-        # The locked keys, of one domain or of all, sorted.
+        # The locked keys, of one domain or of all, sorted: the admins' locks (those of the
+        # drop-in files are named by Source and Status).
         method Locks(domain: ?string) -> (locks: []Lock)
 
         # Needs "more": how users' kvd follow the system layer. First the snapshot, in replies
