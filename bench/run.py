@@ -7,7 +7,7 @@ varlink to kvd, RESP to Redis), runs the in-process rows with kvbench-local, and
 bench/results.json, bench/results.md and bench/results.svg. Every child is bounded in time and
 stopped at the end, whatever happens. A peer that cannot be had is skipped with a note.
 
-    bench/run.py --bin .build/release [--quick] [--out bench] [--no-install] [--only history,cold,shared]
+    bench/run.py --bin .build/release [--quick] [--out bench] [--no-install] [--only history,cold,shared,dropins]
 
 --quick (BENCH_QUICK=1) is the smoke mode: tiny durations, one run, never installs anything.
 """
@@ -27,6 +27,7 @@ import time
 
 import chart
 from fleet import FleetRows
+from dropins import DropInRow
 from flood import FloodRow
 
 CHILD_TIMEOUT = 120  # seconds any one measuring program may take
@@ -257,6 +258,9 @@ class Bench:
         if "shared" in self.only:
             print("shared machine", flush=True)
             FloodRow(self).run()
+        if "dropins" in self.only:
+            print("drop-in reload", flush=True)
+            DropInRow(self).run()
         for t in self.targets:
             ratio = "n/a" if t["ratio"] is None else f"{t['ratio']:.2f}"
             print(f"  target {t['row']}: {t['measure']} = {ratio} (target {t['target']})", flush=True)
@@ -330,6 +334,9 @@ class Bench:
 
         print("shared machine", flush=True)
         FloodRow(self).run()
+
+        print("drop-in reload", flush=True)
+        DropInRow(self).run()
 
         print("fleet (etcd)", flush=True)
         FleetRows(self).run()
@@ -572,10 +579,10 @@ def main():
     parser.add_argument("--runs", type=int, default=5, help="runs per measurement (median and spread)")
     parser.add_argument("--out", help="folder for results.* (default: bench, or .build/bench-smoke with --quick)")
     parser.add_argument("--tmp", help="folder for the servers' state (default .build; must not be tmpfs)")
-    parser.add_argument("--only", help="run only these rows, comma-separated (history, cold, shared), print them and write no results")
+    parser.add_argument("--only", help="run only these rows, comma-separated (history, cold, shared, dropins), print them and write no results")
     args = parser.parse_args()
-    if args.only and not set(args.only.split(",")) <= {"history", "cold", "shared"}:
-        parser.error(f"--only takes history, cold and/or shared, not {args.only}")
+    if args.only and not set(args.only.split(",")) <= {"history", "cold", "shared", "dropins"}:
+        parser.error(f"--only takes history, cold, shared and/or dropins, not {args.only}")
     bench = Bench(args)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     try:

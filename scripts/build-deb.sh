@@ -43,6 +43,8 @@ done
 chmod 0644 "$stage"/usr/lib/systemd/*/*
 
 install -m 0644 README.md "$stage/usr/share/doc/kvd/README.md"
+# The system instance's drop-in folders (kvd --system --config-dir, default /etc/kvd): empty.
+install -d -m 0755 "$stage/etc/kvd/defaults.d" "$stage/etc/kvd/locks.d"
 install -m 0644 packaging/deb/copyright "$stage/usr/share/doc/kvd/copyright"
 gzip -9n < CHANGELOG.md > "$stage/usr/share/doc/kvd/changelog.gz"
 {

@@ -106,7 +106,9 @@ settled() {
 
 # --- The system instance and one user's kvd ---------------------------------------------------
 step "Start kvd --system as root under socket activation (socket $system_socket, mode 0666 as kvd-system.socket sets it)"
-systemd-socket-activate -l "$system_socket" "$bin/kvd" --system --state-dir "$system_state" 2>>"$work/system.log" &
+mkdir -m 0755 "$work/etc" "$work/etc/defaults.d" "$work/etc/locks.d"   # as /etc/kvd, root's
+systemd-socket-activate -l "$system_socket" "$bin/kvd" --system --state-dir "$system_state" --config-dir "$work/etc" \
+  2>>"$work/system.log" &
 system_pid=$!
 for _ in $(seq 100); do [ -S "$system_socket" ] && break; sleep 0.05; done
 [ -S "$system_socket" ] || fail "systemd-socket-activate did not make $system_socket"
@@ -156,6 +158,26 @@ check "$admin" 0 "..." "$bin/kvctl" --system unlock "$domain" "$key"
 check "$admin" 0 "..." "$bin/kvctl" --system locks
 settled "$user" https://news.example "$bin/kvctl" get "$domain" "$key"
 check "$user" 0 "user: ..." "$bin/kvctl" source "$domain" "$key"
+
+step "root ships drop-in files, as Ansible or an OS image would (kvd reads them when they change)"
+ship() { printf '%s\n' "$2" >"$(dirname "$1")/.tmp" && mv "$(dirname "$1")/.tmp" "$1" && echo "wrote $1: $2"; }
+ship "$work/etc/defaults.d/50-mail.json" '{"org.example.mail": {"server": "mail.intranet.example", "port": 993}}'
+ship "$work/etc/locks.d/50-mail" "org.example.mail server"
+check root 0 "reloaded at revision ..." "$bin/kvctl" --system reload
+settled "$user" mail.intranet.example "$bin/kvctl" get org.example.mail server
+check "$user" 0 "locked: ..." "$bin/kvctl" source org.example.mail server
+check "$user" 0 "system: ..." "$bin/kvctl" source org.example.mail port
+check root 0 "value: drop-in file $work/etc/defaults.d/50-mail.json
+lock: drop-in file $work/etc/locks.d/50-mail" "$bin/kvctl" --system source org.example.mail server
+check "$user" 1 "kvctl: org.example.mail server is locked by the system administrator..." \
+  "$bin/kvctl" set org.example.mail server evil.example
+
+step "Profiles: a drop-in file for $user's group, another for group $group; $user gets only the first"
+ship "$work/etc/defaults.d/60-$user.json" '{"for": {"groups": ["'"$user"'"]}, "org.example.mail": {"signature": "-- sent from the lab"}}'
+ship "$work/etc/defaults.d/60-admins.json" '{"for": {"groups": ["'"$group"'"]}, "org.example.mail": {"signature": "-- the admins"}}'
+settled "$user" "-- sent from the lab" "$bin/kvctl" get org.example.mail signature
+check root 0 "value: none
+lock: none" "$bin/kvctl" --system source org.example.mail signature
 
 echo
 echo "system layer demo finished"

@@ -48,4 +48,40 @@ extension Connection {
         }
         return locks
     }
+
+    /// Reads the system instance's drop-in files again (admins): returns the revision at which
+    /// users get the new combination (the current one when nothing they see changed).
+    @discardableResult
+    public func reload() throws(ClientError) -> Int64 {
+        try Decode.revision(try call(.reload))
+    }
+
+    /// Where the system value and lock of `key` come from on the system instance.
+    public func systemSource(_ domain: Domain, _ key: Key) throws(ClientError) -> SystemSource {
+        let reply = try call(.systemSource(domain, key))
+        func text(_ name: String) -> String? {
+            if case .string(let value)? = reply.parameters[name] { return value }
+            return nil
+        }
+        return SystemSource(value: text("value"), file: text("file"), lock: text("lock"), lockFile: text("lockFile"))
+    }
+}
+
+/// Where a system value and lock come from (`io.kvd.System.Source`).
+public struct SystemSource: Sendable, Equatable {
+    /// `admin` (set through kvctl or etcd), `file` (a drop-in file), or nil: no system value.
+    public var value: String?
+    /// The drop-in file holding a value for the key (beneath an admin's, if ``value`` is `admin`).
+    public var file: String?
+    /// `admin`, `file`, or nil: not locked.
+    public var lock: String?
+    /// The drop-in file whose line locks the key.
+    public var lockFile: String?
+
+    public init(value: String?, file: String?, lock: String?, lockFile: String?) {
+        self.value = value
+        self.file = file
+        self.lock = lock
+        self.lockFile = lockFile
+    }
 }

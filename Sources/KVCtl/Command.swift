@@ -11,12 +11,20 @@ public struct UsageError: Error, Sendable, Equatable, CustomStringConvertible {
     public var description: String { message }
 }
 
-/// A failure outside kvctl (not found, kvd unreachable, a file unreadable): exit status 1.
+/// A failure outside kvctl (not found, kvd unreachable, a file unreadable): exit status 1
+/// (`apply --check`: 1 means "would change", a failure is 3).
 public struct Failure: Error, Sendable, Equatable, CustomStringConvertible {
     public var message: String
+    /// The exit status.
+    public var status: Int32 = 1
 
     public init(_ message: String) {
         self.message = message
+    }
+
+    public init(_ message: String, status: Int32) {
+        self.message = message
+        self.status = status
     }
 
     public var description: String { message }
@@ -68,6 +76,10 @@ public enum Command: Sendable, Equatable {
     case locks(Domain?)
     /// `--system status`: the system instance's revision, domains and fleet mirror.
     case status
+    /// `--system reload`: the system instance reads its drop-in files again.
+    case reload
+    /// `apply FILE|- [--check] [--diff] [--prune]`: domains made to hold what FILE says.
+    case apply(String, check: Bool, diff: Bool, prune: Bool)
     /// `history DOMAIN [KEY] [--limit N] [--json]`.
     case history(Domain, Key?, limit: Int?, json: Bool)
     /// `history --forget DOMAIN [KEY]`: the past values removed from every file kvd keeps.
@@ -94,7 +106,7 @@ extension Command {
     /// Whether the command exists only on the system instance (`kvctl --system ...`).
     var needsSystem: Bool {
         switch self {
-        case .lock, .unlock, .locks, .status: true
+        case .lock, .unlock, .locks, .status, .reload: true
         default: false
         }
     }
@@ -196,6 +208,21 @@ extension Invocation {
         case "unlock": command = .unlock(try reader.domain(), try reader.key())
         case "locks": command = .locks(try reader.optionalDomain())
         case "status": command = .status
+        case "reload": command = .reload
+        case "apply":
+            var words = reader.remaining()
+            let flags = ["--check", "--diff", "--prune"]
+            let given = Set(words.filter(flags.contains))
+            words.removeAll(where: flags.contains)
+            if let option = words.first(where: { $0.hasPrefix("--") }) {
+                throw UsageError("unknown option \(option) for apply")
+            }
+            var positional = ArgumentReader(words)
+            let file = try positional.word("FILE")
+            try positional.end()
+            return .apply(
+                file, check: given.contains("--check"), diff: given.contains("--diff"), prune: given.contains("--prune")
+            )
         case "history", "restore": command = try parseHistoryCommand(name, &reader)
         case "backup", "restore-backup": command = try parseBackupCommand(name, &reader)
         case "completion":

@@ -81,8 +81,9 @@ enum Format {
     static func status(_ status: SystemStatus, json asJSON: Bool) -> String {
         if asJSON { return JSONWriter(sortKeys: true).string(.object(status.json)) + "\n" }
         var lines = ["system instance: revision \(status.revision), \(status.domains) domain(s)"]
+        lines += dropInLines(status.dropIns)
         guard let fleet = status.fleet else {
-            return (lines + ["fleet: none (started without --etcd)"]).joined(separator: "\n") + "\n"
+            return (lines + ["fleet: none (started without --etcd)"]).map(escapedLine).joined(separator: "\n") + "\n"
         }
         lines.append(
             "fleet: \(fleet.phase) (etcd prefix \(fleet.prefix), domains \(fleet.domains.joined(separator: " ")))")
@@ -98,6 +99,58 @@ enum Format {
         }
         // Every line holds text from etcd or the daemon (keys, messages): escaped, one line each.
         return lines.map(escapedLine).joined(separator: "\n") + "\n"
+    }
+
+    /// The drop-in part of `status` and `reload`: the folder, the files applied, and each file
+    /// that could not be read with why.
+    static func dropInLines(_ dropIns: DropInStatus?) -> [String] {
+        guard let dropIns else { return [] }
+        var lines = [
+            "drop-in files: \(dropIns.files.count) applied from \(dropIns.directory), generation \(dropIns.generation)"
+        ]
+        lines += dropIns.files.map { "  " + $0 }
+        if !dropIns.problems.isEmpty { lines.append("  not read: \(dropIns.problems.count)") }
+        lines += dropIns.problems.map { "    \($0.file): \($0.reason)" }
+        return lines
+    }
+
+    /// What `--system reload` prints.
+    static func reload(_ revision: Int64, _ dropIns: DropInStatus?, json asJSON: Bool) -> String {
+        if asJSON {
+            var members: [String: JSON] = ["revision": .integer(revision)]
+            if let dropIns { members["dropIns"] = dropIns.json }
+            return JSONWriter(sortKeys: true).string(.object(members)) + "\n"
+        }
+        return (["reloaded at revision \(revision)"] + dropInLines(dropIns)).map(escapedLine).joined(separator: "\n")
+            + "\n"
+    }
+
+    /// What `--system source DOMAIN KEY` prints: the layer of the system value (and its file),
+    /// and of the lock.
+    static func systemSource(_ source: SystemSource, domain: Domain, key: Key, json asJSON: Bool) -> String {
+        if asJSON {
+            var members: [String: JSON] = ["domain": .string(domain.name), "key": .string(key.name)]
+            for (name, value) in [
+                ("value", source.value), ("file", source.file), ("lock", source.lock), ("lockFile", source.lockFile),
+            ] {
+                if let value { members[name] = .string(value) }
+            }
+            return JSONWriter(sortKeys: true).string(.object(members)) + "\n"
+        }
+        let value: String
+        switch (source.value, source.file) {
+        case ("admin"?, let file?): value = "value: admin (kvctl --system or etcd), over drop-in file \(file)"
+        case ("admin"?, nil): value = "value: admin (kvctl --system or etcd)"
+        case (_, let file?): value = "value: drop-in file \(file)"
+        default: value = "value: none"
+        }
+        let lock: String
+        switch (source.lock, source.lockFile) {
+        case ("admin"?, _): lock = "lock: admin (kvctl --system lock)"
+        case (_, let file?): lock = "lock: drop-in file \(file)"
+        default: lock = "lock: none"
+        }
+        return [value, lock].map(escapedLine).joined(separator: "\n") + "\n"
     }
 
     /// A list of names: one a line, or a JSON array (exact), or with `null` each name as it is

@@ -118,6 +118,9 @@ enum Help {
                   locked: set by the system administrator and locked (root or a member of
                           kvd-admin can lift it: kvctl --system unlock DOMAIN KEY)
                 With --json: {"domain": D, "key": K, "source": S, "value": V}.
+                With --system: where the system instance's value and lock come from: admin (set
+                with kvctl --system or etcd), a drop-in file (named), or none. With --json:
+                {"domain": D, "key": K, "value": "admin"|"file", "file": F, "lock": ..., "lockFile": F}.
                 """),
         Entry(
             name: "lock", aliases: [], usage: "lock DOMAIN KEY",
@@ -145,15 +148,43 @@ enum Help {
                 """),
         Entry(
             name: "status", aliases: [], usage: "status",
-            summary: "(with --system) the system instance and its fleet mirror",
+            summary: "(with --system) the system instance, its drop-in files and fleet mirror",
             details: """
-                Needs --system; anyone may ask. Prints the store's revision and domain count and,
+                Needs --system; anyone may ask. Prints the store's revision and domain count, the
+                drop-in files applied and those that could not be read (each with why), and,
                 for an instance started with --etcd, the fleet mirror: the etcd members, the one in
                 use, what it is doing (listing, watching, waiting to retry), the etcd revision it
                 holds and the newest etcd told of (the lag), listings made again after a
                 compaction, the last error, and the etcd keys left out because they cannot be
                 read (their count and the first 100, escaped as keys prints them). With --json,
                 the Status reply as JSON.
+                """),
+        Entry(
+            name: "apply", aliases: [], usage: "apply FILE|- [--check] [--diff] [--prune]",
+            summary: "make domains hold what a file says (desired state)",
+            details: """
+                FILE (or - for stdin) is typed JSON: {"DOMAIN": {"KEY": VALUE, ...}, ...}, the
+                format of the system instance's drop-in files; each domain's object as export
+                writes it. Every key FILE names gets its value; with --prune, every other key of
+                those domains is removed. Each domain changes in one atomic Apply (read again and
+                retried if it changed meanwhile). Your own values only: system defaults are never
+                copied in, and a key the administrator locks is left out and named (exit 1), the
+                rest applied. With --system, the admins' values of the system instance (not its
+                drop-in files).
+                  --check  change nothing: exit 0 when already equal, 1 when apply would change
+                           something, 3 when it failed (config-management tools read this)
+                  --diff   print each change: DOMAIN KEY: OLD -> NEW, (none) for no value
+                """),
+        Entry(
+            name: "reload", aliases: [], usage: "reload",
+            summary: "(with --system) read the drop-in files again",
+            details: """
+                Needs --system, and root or a member of the group kvd-admin. The system instance
+                reads DIR/defaults.d/*.json and DIR/locks.d/* again (DIR: kvd --config-dir,
+                default /etc/kvd) and replaces the old combination in one step; every user's kvd
+                gets the difference as one change. SIGHUP (systemctl reload kvd-system) and a
+                change in the folders do the same. Prints the revision and the files; exits 1
+                when a file could not be read (named; the others apply).
                 """),
         Entry(
             name: "history", aliases: [],

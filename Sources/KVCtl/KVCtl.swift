@@ -6,7 +6,7 @@ import KVProtocol
 /// ``main(arguments:environment:)``.
 public enum KVCtl {
     /// Runs kvctl with `arguments` (without the program name) and returns the exit status:
-    /// 0 done, 1 not found or failed, 2 wrong usage.
+    /// 0 done, 1 not found or failed, 2 wrong usage (`apply --check`: 0 equal, 1 would change, 3 failed).
     public static func main(arguments: [String], environment: [String: String]) -> Int32 {
         run(arguments: arguments, environment: environment, console: StandardConsole())
     }
@@ -50,7 +50,7 @@ public enum KVCtl {
             return 0
         } catch {
             console.err("kvctl: \(error.message)\n")
-            return 1
+            return error.status
         }
     }
 

@@ -1,4 +1,5 @@
 import KVConnection
+import KVProtocol
 import KVValues
 
 /// Carries out one parsed command against kvd, printing through the console.
@@ -11,15 +12,21 @@ struct Runner {
     static let attempts = 5
 
     func run(_ command: Command) throws(Failure) {
+        var failure: Failure
         do {
-            try perform(command, on: try connect())
+            return try perform(command, on: try connect())
+        } catch let error as WouldChange {
+            throw Failure("\(error.count) change(s) to make (kvctl apply without --check makes them)", status: 1)
         } catch let error as ClientError {
-            throw Failure(message(for: error, in: command))
+            failure = Failure(message(for: error, in: command))
         } catch let error as Failure {
-            throw error
+            failure = error
         } catch {
-            throw Failure("\(error)")
+            failure = Failure("\(error)")
         }
+        // `apply --check`: 1 says "would change"; a failure is 3, so a tool never takes one for the other.
+        if case .apply(_, check: true, _, _) = command { failure.status = 3 }
+        throw failure
     }
 
     private func perform(_ command: Command, on connection: Connection) throws {
@@ -83,6 +90,18 @@ struct Runner {
                 }
                 return try connect()
             }.run()
+        case .source(let domain, let key) where options.system:
+            let found = try connection.systemSource(domain, key)
+            console.out(Format.systemSource(found, domain: domain, key: key, json: options.json))
+        case .apply(let file, let check, let diff, let prune):
+            try apply(file: file, check: check, diff: diff, prune: prune, on: connection)
+        case .reload:
+            let revision = try connection.reload()
+            let status = try connection.status()
+            console.out(Format.reload(revision, status.dropIns, json: options.json))
+            if let problems = status.dropIns?.problems, !problems.isEmpty {
+                throw Failure("\(problems.count) drop-in file(s) could not be read (named above); the others apply")
+            }
         case .source(let domain, let key):
             let found = try connection.getWithSource(domain, key)
             console.out(Format.source(found.source, found.value, domain: domain, key: key, json: options.json) + "\n")
@@ -197,6 +216,12 @@ struct Runner {
         } catch {
             throw Failure("\(name) is not typed JSON: \(error) (write one with: kvctl export DOMAIN FILE)")
         }
+        return try domainValues(json, from: name)
+    }
+
+    /// The values of one domain's typed JSON object (`{KEY: VALUE}`, or `{"$dict": {...}}`);
+    /// `name` names the source in messages.
+    static func domainValues(_ json: JSON, from name: String) throws(Failure) -> [Key: Value] {
         var members: [String: JSON]
         switch json {
         case .object(let object) where object.count == 1 && object["$dict"] != nil:

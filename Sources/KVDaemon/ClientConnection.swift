@@ -122,6 +122,8 @@ final class ClientConnection {
 
     /// The peer's user id, from the kernel at accept (the system instance only).
     var uid: UInt32?
+    /// The system instance: the peer's groups as the kernel said at accept (its gid included).
+    var gids: Set<UInt32> = []
     /// Whether the peer may change anything: fixed at accept, never looked up again.
     @exclusivity(unchecked) var mayWrite = true
 

@@ -92,6 +92,9 @@ public enum Daemon {
             log.error("event loop failed: \(error)")
             return 1
         }
+        if case .system(let policy) = options.role {
+            server.startDropIns(directory: policy.configDirectory, fileSystem: SystemFileSystem())
+        }
         let mirror = fleet.map {
             FleetMirror(
                 store: store, reflector: $0.reflector, layout: $0.layout, gateway: $0.gateway, log: log,

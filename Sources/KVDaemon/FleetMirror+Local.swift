@@ -33,7 +33,7 @@ extension FleetMirror {
     static func localDomains(in store: Store, layout: FleetLayout) -> [LocalDomain] {
         let owned = ownedLayout(store, prefix: layout.prefix)
         var found: [Domain: LocalDomain] = [:]
-        for domain in store.domains() where domain != .fleetState {
+        for domain in store.domains() where domain != .fleetState && domain != .dropInState {
             let target = domain.lockedDomain ?? domain
             guard layout.isFleetDomain(target), owned?.isFleetDomain(target) != true else { continue }
             let count = store.list(domain).map { $0.revisions.count } ?? 0

@@ -23,6 +23,10 @@ extension DaemonOptions {
         /// etcd's progress notification interval (`--etcd-progress-interval`): a watch silent
         /// for 2.25 times as long counts as broken.
         public var etcdProgressInterval: Duration = .seconds(5)
+        /// The folder holding the drop-in files, `defaults.d/` and `locks.d/` (`--config-dir`,
+        /// default `$KVD_CONFIG_DIR`, else ``defaultConfigDirectory``).
+        public var configDirectory = Self.defaultConfigDirectory
+        public static let defaultConfigDirectory = "/etc/kvd"
         public init() {}
     }
 }
@@ -61,6 +65,8 @@ extension DaemonOptions.SystemPolicy {
             etcdAuthFile = try DaemonOptions.path(try value(), for: flag, naming: "FILE")
         case "--etcd-ca-file":
             etcdCAFile = try DaemonOptions.path(try value(), for: flag, naming: "FILE")
+        case "--config-dir":
+            configDirectory = try DaemonOptions.path(try value(), for: flag, naming: "DIR")
         case "--etcd-progress-interval":
             let text = try value()
             guard let seconds = Double(text), seconds >= 0.1, seconds <= 3600 else {

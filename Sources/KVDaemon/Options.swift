@@ -35,7 +35,7 @@ public struct DaemonOptions: Sendable, Equatable {
     public static let usage = """
         usage: kvd [--socket PATH] [--state-dir DIR] [--system-socket PATH | --no-system-layer]
                    [--idle-exit SECONDS] [--max-client-memory SIZE] [--history-keep N] [--history-days D] [--verbose]
-               kvd --system [--socket PATH] [--state-dir DIR] [--admin-group NAME]
+               kvd --system [--socket PATH] [--state-dir DIR] [--config-dir DIR] [--admin-group NAME]
                    [--max-connections-per-uid N] [--idle-exit SECONDS] [--max-client-memory SIZE]
                    [--history-keep N] [--history-days D] [--verbose]
                    [--etcd URL[,URL...] --fleet-domain PATTERN... [--etcd-prefix P] [--etcd-auth-file FILE] [--etcd-ca-file FILE]
@@ -81,6 +81,12 @@ public struct DaemonOptions: Sendable, Equatable {
           --system              serve every user of the machine: defaults and locks; socket
                                 default $KVD_SYSTEM_SOCKET, else /run/kvd/system.sock; state
                                 folder default $STATE_DIRECTORY, else /var/lib/kvd
+          --config-dir DIR      the drop-in files: DIR/defaults.d/*.json (typed JSON,
+                                {DOMAIN: {KEY: VALUE}}) and DIR/locks.d/* (DOMAIN KEY or
+                                DOMAIN * a line; a file may be "for" some groups or
+                                users only), combined in name order beneath what admins
+                                set; read again on SIGHUP, kvctl --system reload and a change
+                                in the folders (default $KVD_CONFIG_DIR, else /etc/kvd)
           --admin-group NAME    besides root, the members of this group may change values and
                                 locks (default kvd-admin); everyone may read
           --max-connections-per-uid N
@@ -204,6 +210,9 @@ public struct DaemonOptions: Sendable, Equatable {
             throw UsageError(
                 policy.etcdEndpoints.isEmpty
                     ? "--fleet-domain needs --etcd URL" : "--etcd needs at least one --fleet-domain PATTERN")
+        }
+        if system, !systemOnly.contains("--config-dir"), let folder = environment["KVD_CONFIG_DIR"], !folder.isEmpty {
+            policy.configDirectory = folder
         }
         var options =
             system

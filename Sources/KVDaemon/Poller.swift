@@ -15,15 +15,17 @@ final class Poller: @unchecked Sendable {
         var hangup: Bool
     }
 
-    /// The signals that stop kvd; they must be blocked in every thread (see
-    /// ``blockTerminationSignals(_:)``) and arrive through ``signalFD``.
-    static let terminationSignals = [SIGTERM, SIGINT]
+    /// The signals kvd handles; they must be blocked in every thread (see
+    /// ``blockTerminationSignals(_:)``) and arrive through ``signalFD``. SIGTERM and SIGINT stop
+    /// kvd; SIGHUP makes the system instance read its drop-in files again (a user's kvd stops,
+    /// as before).
+    static let terminationSignals = [SIGTERM, SIGINT, SIGHUP]
 
     private let system: any SystemCalls
     private let epollFD: Int32
     /// Written by ``wake()``; readable means "look at the completion queue".
     let wakeFD: Int32
-    /// Readable when SIGTERM or SIGINT arrived.
+    /// Readable when SIGTERM, SIGINT or SIGHUP arrived.
     let signalFD: Int32
     @exclusivity(unchecked) private var events = [epoll_event](repeating: epoll_event(), count: 256)
 
@@ -107,7 +109,7 @@ final class Poller: @unchecked Sendable {
         _ = try? withUnsafeMutableBytes(of: &counter) { buffer throws(Errno) in try system.read(wakeFD, into: buffer) }
     }
 
-    /// Reads a pending signal; returns SIGTERM or SIGINT if one arrived (loop thread).
+    /// Reads a pending signal; returns SIGTERM, SIGINT or SIGHUP if one arrived (loop thread).
     func takeTerminationSignal() -> Int32? {
         var info = signalfd_siginfo()
         let size = MemoryLayout<signalfd_siginfo>.size

@@ -18,6 +18,13 @@ extension RequestHandler {
             return .mirror
         case .status:
             return .status
+        case .reload:
+            guard let marker = dropIns.reload(because: "Reload") else {
+                return .reply(VarlinkReply(parameters: ["revision": .integer(store.revision)]))
+            }
+            return .commit(.dropInState, marker)
+        case .systemSource(let domain, let key):
+            return .reply(VarlinkReply(parameters: dropIns.source(domain, key, store: store)))
         default:
             preconditionFailure("\(request) is not an io.kvd.System call")
         }
@@ -27,7 +34,8 @@ extension RequestHandler {
     /// `fleet` when the instance mirrors one.
     func statusReply(fleet: FleetStatus?) -> VarlinkReply {
         let domains = store.domains().lazy.filter { !$0.isInternal }.count
-        return VarlinkReply(parameters: SystemStatus(revision: store.revision, domains: domains, fleet: fleet).json)
+        let status = SystemStatus(revision: store.revision, domains: domains, fleet: fleet, dropIns: dropIns.status)
+        return VarlinkReply(parameters: status.json)
     }
 
     /// `{"domain": D, "key": K}` for every lock (of `domain`, or of all), sorted.
@@ -44,16 +52,26 @@ extension RequestHandler {
     }
 
     /// The first replies of a `Mirror`, made piece by piece (``ReplyStream``): each domain's
-    /// values, then each domain's locks, in replies of about ``ReplyStream/pieceBytes``
+    /// values and locks (the admins' over the drop-in files' for `peer`, ``DropInLayer``), in replies of about ``ReplyStream/pieceBytes``
     /// (several for one domain when it is larger), then `synced`. All at `revision`.
-    func initialMirrorStream(revision: Int64) -> ReplyStream {
+    func initialMirrorStream(revision: Int64, for peer: DropInPeer? = nil) -> ReplyStream {
         var runs: [ReplyStream.Run] = []
-        for domain in store.domains() where domain.isMirrored {
-            guard let snapshot = store.list(domain), !snapshot.values.isEmpty else { continue }
+        let files = dropIns.combination(for: peer)
+        var domains = Set(store.domains().filter(\.isMirrored))
+        domains.formUnion(files.values.keys)
+        domains.formUnion(files.locks.keys.map(Domain.locks(of:)))
+        for domain in domains.sorted() {
+            var values = store.list(domain)?.values ?? [:]
+            if let target = domain.lockedDomain {
+                for key in files.locks[target] ?? [] { values[key] = .bool(true) }
+            } else {
+                values = DropInLayer.snapshotValues(domain, admin: values, files: files)
+            }
+            guard !values.isEmpty else { continue }
             runs.append(
                 .init(
                     domain: domain,
-                    changes: snapshot.values.map { Change(key: $0.key, value: $0.value) }.sorted { $0.key < $1.key }))
+                    changes: values.map { Change(key: $0.key, value: $0.value) }.sorted { $0.key < $1.key }))
         }
         runs.append(.init(domain: nil, changes: []))
         return ReplyStream(runs: runs) { run, slice, _, last in

@@ -18,6 +18,8 @@ struct RequestHandler {
     let isSystem: Bool
     /// The system instance's fleet domains (`--etcd`): mirrored from etcd, changed there.
     let fleet: FleetLayout?
+    /// The system instance's drop-in files, beneath what admins set (unused in a user's kvd).
+    let dropIns = DropInLayer()
 
     init(store: Store, layer: SystemLayer = SystemLayer(), isSystem: Bool = false, fleet: FleetLayout? = nil) {
         self.store = store
@@ -76,7 +78,7 @@ struct RequestHandler {
             return .historyChange(domain, .keep(domain, key, keep))
         case .backup:
             return .stream(backupStream())
-        case .lock, .unlock, .locks, .mirror, .status:
+        case .lock, .unlock, .locks, .mirror, .status, .reload, .systemSource:
             guard isSystem else {
                 return .reply(.failure(ServiceInterface.Error.methodNotFound, ["method": .string(request.call.method)]))
             }

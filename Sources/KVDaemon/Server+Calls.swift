@@ -57,7 +57,7 @@ extension Server {
             let since = store.revision
             connection.phase = .watching(ClientConnection.Watch(domain: nil, key: nil, since: since))
             watchers[connection.id] = connection
-            startStream(handler.initialMirrorStream(revision: since), to: connection)
+            startStream(handler.initialMirrorStream(revision: since, for: connection.dropInPeer), to: connection)
         case .status:
             if !oneway { connection.send(handler.statusReply(fleet: fleetWriter?.mirror.status)) }
         case .stream(let stream):
@@ -168,21 +168,26 @@ extension Server {
     /// Sends the commit's changes to the watchers of its domain (and to mirrors, every commit):
     /// encoded once per key filter, the same bytes shared by every watcher that uses it.
     private func notifyWatchers(_ commit: Commit) {
+        if commit.domain == .dropInState { return deliverDropIns(commit) }
         var encoded: [Key?: SharedReply?] = [:]
-        var mirrored: SharedReply?
+        var mirrored: [[Bool]: SharedReply] = [:]
         let system = handler.layer.layer(commit.domain)
         for connection in watchers.values {
             guard case .watching(let watch) = connection.phase, commit.revision > watch.since else { continue }
             let reply: SharedReply?
             if watch.domain == nil {
                 guard commit.domain.isMirrored else { continue }
+                // One reply per drop-in profile (which files apply to the mirror's peer).
+                let peer = connection.dropInPeer
+                let profile = handler.dropIns.current.profile(of: peer)
                 reply =
-                    mirrored
+                    mirrored[profile]
                     ?? SharedReply(
                         RequestHandler.mirrorReply(
-                            revision: commit.revision, domain: commit.domain, changes: commit.changes, synced: true
+                            revision: commit.revision, domain: commit.domain,
+                            changes: handler.dropIns.mirrored(commit, for: peer), synced: true
                         ).encoded())
-                mirrored = reply
+                mirrored[profile] = reply
             } else if watch.domain != commit.domain {
                 continue
             } else if let known = encoded[watch.key] {

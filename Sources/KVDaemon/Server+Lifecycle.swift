@@ -7,7 +7,7 @@ extension Server {
     func beginShutdown(signal: Int32) {
         guard shutdownDeadline == nil else { return }
         log.notice(
-            "received \(signal == SIGTERM ? "SIGTERM" : "SIGINT"): finishing \(commitsInFlight) pending write(s), then stopping"
+            "received \(signal == SIGTERM ? "SIGTERM" : signal == SIGHUP ? "SIGHUP" : "SIGINT"): finishing \(commitsInFlight) pending write(s), then stopping"
         )
         Systemd.notify("STOPPING=1")
         shutdownDeadline = .now + limits.shutdownGrace

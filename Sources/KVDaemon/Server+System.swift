@@ -31,6 +31,7 @@ extension Server {
         }
         connectionsPerUID[peer.uid] = open + 1
         connection.uid = peer.uid
+        connection.gids = Set(peer.groups + [peer.gid])
         connection.mayWrite =
             peer.uid == 0 || (system.groupID(named: policy.adminGroup).map(peer.isMember(of:)) ?? false)
         if !connection.mayWrite {
@@ -48,20 +49,28 @@ extension Server {
     /// user's own data did not change).
     func applySystemUpdates() {
         guard let mirror else { return }
-        for update in mirror.takeUpdates() { applySystem(update) }
+        let updates = mirror.takeUpdates()
+        if !updates.isEmpty { applySystem(updates) }
     }
 
-    private func applySystem(_ update: SystemLayer.Update) {
+    /// Applies `updates` together: each watcher gets one change set for all of them.
+    private func applySystem(_ updates: [SystemLayer.Update]) {
         let layer = handler.layer
         var watched: [Domain: [Key: LayeredValue?]] = [:]
-        let touched = layer.touchedKeys(by: update)
+        var touched: [Domain: Set<Key>] = [:]
+        for update in updates { touched.merge(layer.touchedKeys(by: update)) { $0.union($1) } }
+        // A glob lock changes every key it matches: the user's and the system's of its domain.
+        for (domain, keys) in touched where keys.contains(where: LockPattern.isPattern) {
+            touched[domain]?.formUnion(store.list(domain)?.values.keys.map { $0 } ?? [])
+            touched[domain]?.formUnion(layer.layer(domain)?.values.keys.map { $0 } ?? [])
+        }
         for connection in watchers.values {
             guard case .watching(let watch) = connection.phase, let domain = watch.domain, watched[domain] == nil,
                 let keys = touched[domain]
             else { continue }
             watched[domain] = Dictionary(uniqueKeysWithValues: keys.map { ($0, combined(domain, $0)) })
         }
-        layer.apply(update)
+        for update in updates { layer.apply(update) }
         for (domain, before) in watched {
             var changes: [Change] = []
             var sources: [Key: ValueSource] = [:]

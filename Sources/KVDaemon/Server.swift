@@ -64,6 +64,8 @@ public final class Server {
     var mirror: SystemMirror?
     /// The system instance with `--etcd`: makes changes to fleet domains in etcd.
     var fleetWriter: FleetWriter?
+    /// The system instance: tells of changes in its drop-in folders (``DropInWatcher``).
+    var dropInWatcher: DropInWatcher?
     /// The system instance: open connections per peer uid (see ``SystemPolicy``).
     var connectionsPerUID: [UInt32: Int] = [:]
     let system: any SystemCalls
@@ -200,7 +202,9 @@ public final class Server {
         if event.fd == poller.wakeFD {
             poller.drainWake()
         } else if event.fd == poller.signalFD {
-            if let signal = poller.takeTerminationSignal() { beginShutdown(signal: signal) }
+            if let signal = poller.takeTerminationSignal() { signalArrived(signal) }
+        } else if event.fd == dropInWatcher?.fd {
+            dropInsChanged()
         } else if listeners.contains(event.fd) {
             acceptAll(from: event.fd)
         } else if let connection = connections[event.fd] {
@@ -212,6 +216,7 @@ public final class Server {
 
     deinit {
         mirror?.stop()
+        dropInWatcher?.close()
         for connection in connections.values { system.close(connection.fd) }
         if spareFD >= 0 { system.close(spareFD) }
     }

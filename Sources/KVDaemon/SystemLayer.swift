@@ -15,7 +15,7 @@ final class SystemLayer {
     /// One domain's system values and locked keys.
     struct DomainLayer: Equatable {
         var values: [Key: Value] = [:]
-        var locks: Set<Key> = []
+        var locks = LockSet()
         /// What ``values`` would add to a reply (``DomainBudget``), for the size check of the
         /// combined domain.
         var budgetBytes = 0
@@ -86,7 +86,7 @@ final class SystemLayer {
             for (domain, entries) in values {
                 for (key, value) in entries { fresh[domain, default: .init()].set(key, value) }
             }
-            for (domain, keys) in locks where !keys.isEmpty { fresh[domain, default: .init()].locks = keys }
+            for (domain, keys) in locks where !keys.isEmpty { fresh[domain, default: .init()].locks = LockSet(keys) }
             domains = fresh.filter { !$0.value.isEmpty }
         case .values(let domain, let changes, _):
             var layer = domains[domain] ?? .init()
@@ -110,8 +110,43 @@ final class SystemLayer {
         guard let revision else { return nil }
         return SavedSystemLayer(
             revision: revision, values: domains.mapValues(\.values).filter { !$0.value.isEmpty },
-            locks: domains.mapValues(\.locks).filter { !$0.value.isEmpty })
+            locks: domains.mapValues(\.locks.entries).filter { !$0.value.isEmpty })
     }
+}
+
+/// The locked keys of one domain: each an exact key, or a glob (a key holding `*`, see
+/// ``LockPattern``) that locks every key it matches. ``contains(_:)`` answers for any key.
+struct LockSet: Equatable, Sequence, ExpressibleByArrayLiteral {
+    /// Every lock entry as received (keys and globs).
+    private(set) var entries: Set<Key> = []
+    private var patterns: [Key] = []
+
+    init() {}
+    init(arrayLiteral elements: Key...) { self.init(Set(elements)) }
+    init(_ entries: Set<Key>) {
+        self.entries = entries
+        patterns = entries.filter(LockPattern.isPattern).sorted()
+    }
+
+    var isEmpty: Bool { entries.isEmpty }
+    var hasPatterns: Bool { !patterns.isEmpty }
+
+    /// Whether `key` is locked: named, or matched by a glob.
+    func contains(_ key: Key) -> Bool {
+        entries.contains(key) || (!patterns.isEmpty && patterns.contains { LockPattern.matches($0, key) })
+    }
+
+    mutating func insert(_ key: Key) {
+        guard entries.insert(key).inserted, LockPattern.isPattern(key) else { return }
+        patterns = (patterns + [key]).sorted()
+    }
+
+    mutating func remove(_ key: Key) {
+        entries.remove(key)
+        patterns.removeAll { $0 == key }
+    }
+
+    func makeIterator() -> Set<Key>.Iterator { entries.makeIterator() }
 }
 
 /// A value as the layers combine, with where it comes from.
@@ -138,6 +173,9 @@ extension SystemLayer.DomainLayer {
             sources[key] = locks.contains(key) ? .locked : .system
         }
         for key in locks where values[key] == nil { combined[key] = nil }
+        if locks.hasPatterns {
+            for key in user.keys where values[key] == nil && locks.contains(key) { combined[key] = nil }
+        }
         return (combined, sources)
     }
 }

@@ -135,10 +135,14 @@ final class SystemMirror: Sendable {
         }
     }
 
-    private func push(_ update: SystemLayer.Update) {
+    private func push(_ update: SystemLayer.Update) { push([update]) }
+
+    /// Queues `updates` together: the loop takes all of them in one pass (a batch, one step).
+    private func push(_ updates: [SystemLayer.Update]) {
+        guard !updates.isEmpty else { return }
         let first = state.withLock { state in
-            state.updates.append(update)
-            return state.updates.count == 1
+            state.updates += updates
+            return state.updates.count == updates.count
         }
         pending.store(true, ordering: .releasing)
         if first { wake() }
@@ -196,11 +200,11 @@ final class SystemMirror: Sendable {
         do throws(ClientError) {
             try connection.stream(DefaultsRequest.mirror) { (reply, moreReceived) throws(ClientError) -> Bool in
                 do throws(MirrorReader.Failure) {
-                    for update in try reader.read(reply) {
-                        push(update)
-                        copy.apply(update)
-                        unsaved += 1
-                    }
+                    // A batch (a reload of drop-in files) goes to the loop together: one step.
+                    let batch = try reader.read(reply)
+                    push(batch)
+                    for update in batch { copy.apply(update) }
+                    unsaved += batch.count
                 } catch {
                     failure = error.reason
                     return false
@@ -252,13 +256,16 @@ final class SystemMirror: Sendable {
 }
 
 /// Reads `Mirror` replies into ``SystemLayer/Update``s: the snapshot's replies are gathered
-/// into one update, sent when `synced` arrives; each later reply is one update.
+/// into one update, sent when `synced` arrives; each later reply is one update (or two: values
+/// and locks), a batch's replies (`batch: true` but the last) given together.
 struct MirrorReader {
     struct Failure: Error { var reason: String }
 
     private(set) var synced = false
     private var values: [Domain: [Key: Value]] = [:]
     private var locks: [Domain: Set<Key>] = [:]
+    /// The updates of a batch whose last reply has yet to come.
+    private var held: [SystemLayer.Update] = []
 
     mutating func read(_ reply: VarlinkReply) throws(Failure) -> [SystemLayer.Update] {
         if let error = reply.error { throw Failure(reason: "it answered \(error)") }
@@ -281,9 +288,15 @@ struct MirrorReader {
         }
         if synced {
             guard let domain else { return [] }
-            var updates: [SystemLayer.Update] = []
+            var updates = held
             if !changes.isEmpty { updates.append(.values(domain, changes, revision: revision)) }
             if !lockChanges.isEmpty { updates.append(.locks(domain, lockChanges, revision: revision)) }
+            // `batch: true`: the next reply belongs to the same change (a reload of drop-in files).
+            if parameters["batch"] == .bool(true) {
+                held = updates
+                return []
+            }
+            held = []
             return updates
         }
         if let domain {

@@ -152,12 +152,14 @@ public enum SystemInterface {
 
         # Locks a key for every user: users' kvd then serve the system value (or none) and
         # refuse every write to it with io.kvd.Defaults.KeyLocked. Durable when answered.
+        # A key holding "*" is a glob: it locks every key it matches ("*" alone, the domain).
         method Lock(domain: string, key: string) -> (revision: int)
 
         # Lifts a lock; io.kvd.Defaults.NotFound if the key is not locked.
         method Unlock(domain: string, key: string) -> (revision: int)
 
-        # The locked keys, of one domain or of all, sorted.
+        # The locked keys, of one domain or of all, sorted: the admins' locks (those of the
+        # drop-in files are named by Source and Status).
         method Locks(domain: ?string) -> (locks: []Lock)
 
         # Needs "more": how users' kvd follow the system layer. First the snapshot, in replies
@@ -165,7 +167,11 @@ public enum SystemInterface {
         # values (changes) or its locked keys (locks), then one with synced: true and no
         # domain; after that, each reply the changes of one commit. revision: the snapshot's
         # revision, then each commit's. A reader applies the snapshot once synced arrives.
-        method Mirror() -> (revision: int, domain: ?string, changes: []Change, locks: []LockChange, synced: bool)
+        # The values and locks are the admins' over the drop-in files' (those for everyone and
+        # those for the caller's uid and groups, as the kernel gave them). A locked key holding
+        # "*" is a glob ("*" alone: the whole domain). batch: true says the next reply belongs
+        # to the same change (a reload of the drop-in files): a reader applies them together.
+        method Mirror() -> (revision: int, domain: ?string, changes: []Change, locks: []LockChange, synced: bool, batch: ?bool)
 
         # The fleet mirror of a system instance started with --etcd: the etcd members given,
         # the one in use, what the mirror is doing (starting, listing, watching, waiting to
@@ -189,9 +195,30 @@ public enum SystemInterface {
           domains: []string
         )
 
-        # The instance's store revision, how many domains it holds, and its fleet mirror (none
-        # without --etcd).
-        method Status() -> (revision: int, domains: int, fleet: ?FleetStatus)
+        # The drop-in files (DIR/defaults.d/*.json and DIR/locks.d/*, DIR: kvd's --config-dir,
+        # default /etc/kvd): the folder, the files applied at the last read in the order they
+        # combine (the later wins), those that could not be read with why (one that was good
+        # before keeps its last good content), and the generation of the combination.
+        type DropInProblem (file: string, reason: string)
+        type DropInStatus (directory: string, files: []string, problems: []DropInProblem, generation: int)
+
+        # The instance's store revision, how many domains it holds, its fleet mirror (none
+        # without --etcd), and its drop-in files (an older instance leaves dropIns out).
+        method Status() -> (revision: int, domains: int, fleet: ?FleetStatus, dropIns: ?DropInStatus)
+
+        # Admins: reads the drop-in files again (as SIGHUP and a change in the folders do) and
+        # replaces the old combination in one step: every mirror gets the difference as one
+        # batch of replies (all but the last with batch: true) at one new revision, answered
+        # once that revision is durable; the current revision when users would see no change.
+        # The files form a layer beneath what admins set (values and locks through this
+        # interface or etcd): neither overwrites the other.
+        method Reload() -> (revision: int)
+
+        # Where the system value and lock of a key come from: value "admin" (set through kvctl
+        # or etcd), "file" (a drop-in file) or none; file: the drop-in file holding a value for
+        # the key (beneath an admin's, if value is "admin"); lock "admin", "file" or none, with
+        # lockFile the file whose line locks it (a key or a glob).
+        method Source(domain: string, key: string) -> (value: ?string, file: ?string, lock: ?string, lockFile: ?string)
 
         """
 }

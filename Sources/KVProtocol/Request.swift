@@ -106,6 +106,10 @@ public enum DefaultsRequest: Sendable, Equatable {
     case mirror
     /// `io.kvd.System.Status` (system instance only): revision, domains, the fleet's state.
     case status
+    /// `io.kvd.System.Reload` (system instance only, admins): reads the drop-in files again.
+    case reload
+    /// `io.kvd.System.Source` (system instance only): which layer and file `key` comes from.
+    case systemSource(Domain, Key)
     /// `History`: the kept changes of a domain (or key), newest first, at most `limit`, older
     /// than `beforeRevision` if given; with `atRevision`, the entries that made its state at
     /// that revision.
@@ -123,7 +127,7 @@ public enum DefaultsRequest: Sendable, Equatable {
         switch self {
         case .set, .delete, .apply, .lock, .unlock, .forgetHistory, .keepHistory: true
         case .get, .list, .listAll, .domains, .watch, .getInfo, .getInterfaceDescription, .locks, .mirror, .status,
-            .history, .backup:
+            .history, .backup, .reload, .systemSource:
             false
         }
     }
@@ -132,6 +136,7 @@ public enum DefaultsRequest: Sendable, Equatable {
     /// `History` (past and deleted values, and who set them, are the admins' alone).
     public var isPrivileged: Bool {
         if case .history = self { return true }
+        if case .reload = self { return true }
         return isWrite
     }
 
@@ -174,6 +179,8 @@ public enum DefaultsRequest: Sendable, Equatable {
             guard call.more else { throw RequestError(.failure(ServiceInterface.Error.expectedMore)) }
             self = .mirror
         case "io.kvd.System.Status": self = .status
+        case "io.kvd.System.Reload": self = .reload
+        case "io.kvd.System.Source": self = .systemSource(try p.domain(), try p.key())
         case "org.varlink.service.GetInfo": self = .getInfo
         case "org.varlink.service.GetInterfaceDescription": self = .getInterfaceDescription(try p.string("interface"))
         default:
@@ -324,6 +331,10 @@ extension DefaultsRequest {
             return method("\(SystemInterface.name).Mirror", [:], more: true)
         case .status:
             return method("\(SystemInterface.name).Status", [:])
+        case .reload:
+            return method("\(SystemInterface.name).Reload", [:])
+        case .systemSource(let domain, let key):
+            return method("\(SystemInterface.name).Source", ["domain": .string(domain.name), "key": .string(key.name)])
         case .backup:
             return method("\(interface).Backup", [:], more: true)
         case .forgetHistory(let domain, let key):

@@ -9,17 +9,21 @@ public struct SystemStatus: Sendable, Equatable {
     public var domains: Int
     /// Its fleet mirror; nil when it was started without `--etcd`.
     public var fleet: FleetStatus?
+    /// Its drop-in files (`--config-dir`); nil from an instance that reads none (an older one).
+    public var dropIns: DropInStatus?
 
-    public init(revision: Int64, domains: Int, fleet: FleetStatus?) {
+    public init(revision: Int64, domains: Int, fleet: FleetStatus?, dropIns: DropInStatus? = nil) {
         self.revision = revision
         self.domains = domains
         self.fleet = fleet
+        self.dropIns = dropIns
     }
 
     /// The `Status` reply's parameters.
     public var json: [String: JSON] {
         var members: [String: JSON] = ["revision": .integer(revision), "domains": .integer(Int64(domains))]
         if let fleet { members["fleet"] = fleet.json }
+        if let dropIns { members["dropIns"] = dropIns.json }
         return members
     }
 
@@ -32,7 +36,66 @@ public struct SystemStatus: Sendable, Equatable {
             guard let decoded = FleetStatus(json: member) else { return nil }
             fleet = decoded
         }
-        self.init(revision: revision, domains: Int(domains), fleet: fleet)
+        var dropIns: DropInStatus? = nil
+        if let member = members["dropIns"], member != .null {
+            guard let decoded = DropInStatus(json: member) else { return nil }
+            dropIns = decoded
+        }
+        self.init(revision: revision, domains: Int(domains), fleet: fleet, dropIns: dropIns)
+    }
+}
+
+/// The drop-in files of a system instance (type `DropInStatus` of ``SystemInterface``): the
+/// folder holding `defaults.d` and `locks.d`, the files applied at the last read (in the order
+/// they combine), the files that could not be read (each with why), and the generation of the
+/// combination (it grows with each reload that changed what users get).
+public struct DropInStatus: Sendable, Equatable {
+    public struct Problem: Sendable, Equatable {
+        public var file: String
+        public var reason: String
+        public init(file: String, reason: String) {
+            self.file = file
+            self.reason = reason
+        }
+    }
+
+    public var directory: String
+    public var files: [String]
+    public var problems: [Problem]
+    public var generation: Int64
+
+    public init(directory: String, files: [String], problems: [Problem], generation: Int64) {
+        self.directory = directory
+        self.files = files
+        self.problems = problems
+        self.generation = generation
+    }
+
+    public var json: JSON {
+        .object([
+            "directory": .string(directory), "files": .array(files.map(JSON.string)),
+            "problems": .array(
+                problems.map { .object(["file": .string($0.file), "reason": .string($0.reason)]) }),
+            "generation": .integer(generation),
+        ])
+    }
+
+    /// Reads the `dropIns` member; nil when a member is missing or of the wrong type.
+    public init?(json: JSON) {
+        guard case .string(let directory)? = json["directory"], case .array(let fileItems)? = json["files"],
+            case .array(let problemItems)? = json["problems"], case .integer(let generation)? = json["generation"]
+        else { return nil }
+        var files: [String] = []
+        for case .string(let file) in fileItems { files.append(file) }
+        var problems: [Problem] = []
+        for item in problemItems {
+            guard case .string(let file)? = item["file"], case .string(let reason)? = item["reason"] else {
+                return nil
+            }
+            problems.append(Problem(file: file, reason: reason))
+        }
+        guard files.count == fileItems.count else { return nil }
+        self.init(directory: directory, files: files, problems: problems, generation: generation)
     }
 }
 

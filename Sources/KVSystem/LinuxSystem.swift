@@ -113,6 +113,14 @@ public struct LinuxSystem: SystemCalls {
         return try check(signalfd(-1, &mask, Int32(SFD_NONBLOCK | SFD_CLOEXEC)))
     }
 
+    public func inotifyInit() throws(Errno) -> Int32 {
+        try check(inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC)))
+    }
+
+    public func inotifyAddWatch(_ fd: Int32, _ path: String, mask: UInt32) throws(Errno) -> Int32 {
+        try check(inotify_add_watch(fd, path, mask))
+    }
+
     public func blockSignals(_ signals: [Int32]) {
         var mask = Self.signalSet(signals)
         pthread_sigmask(SIG_BLOCK, &mask, nil)
@@ -227,6 +235,20 @@ public struct LinuxSystem: SystemCalls {
         var status: Int32 = 0
         let result = try check(waitpid(process, &status, blocking ? 0 : WNOHANG))
         return result == process ? status : nil
+    }
+
+    public func userID(named name: String) -> UInt32? {
+        var entry = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 1 << 14)
+        while true {
+            let status = getpwnam_r(name, &entry, &buffer, buffer.count, &result)
+            if status == ERANGE, buffer.count < 1 << 22 {
+                buffer = [CChar](repeating: 0, count: buffer.count * 4)
+                continue
+            }
+            return status == 0 && result != nil ? entry.pw_uid : nil
+        }
     }
 
     public func groupID(named name: String) -> UInt32? {

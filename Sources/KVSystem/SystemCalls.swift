@@ -79,6 +79,12 @@ public protocol SystemCalls: Sendable {
     func blockSignals(_ signals: [Int32])
     /// Ignores `signal` in the whole process. C: `signal(signal, SIG_IGN)`.
     func ignoreSignal(_ signal: Int32)
+    /// A non-blocking, close-on-exec inotify instance; its events are read with ``read(_:into:)``.
+    /// C: `inotify_init1(IN_NONBLOCK | IN_CLOEXEC)`.
+    func inotifyInit() throws(Errno) -> Int32
+    /// Watches `path` for the events in `mask` (`IN_*`); returns the watch descriptor (the same
+    /// one again for a path already watched). C: `inotify_add_watch`.
+    func inotifyAddWatch(_ fd: Int32, _ path: String, mask: UInt32) throws(Errno) -> Int32
 
     // MARK: paths
 
@@ -110,6 +116,8 @@ public protocol SystemCalls: Sendable {
     func waitForExit(_ process: pid_t, blocking: Bool) throws(Errno) -> Int32?
     /// The id of the group named `name`, or `nil` if there is none. C: `getgrnam_r`.
     func groupID(named name: String) -> UInt32?
+    /// The uid of the user named `name`, or `nil` if there is none. C: `getpwnam_r`.
+    func userID(named name: String) -> UInt32?
     /// Sleeps the calling thread. C: `usleep`.
     func sleep(microseconds: UInt32)
 }

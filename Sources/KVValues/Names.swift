@@ -109,6 +109,10 @@ extension Domain {
     /// etcd revision it reached), committed with each update it mirrors.
     public static let fleetState = Domain(unchecked: "-fleet")
 
+    /// The internal domain where a system instance marks each reload of its drop-in files
+    /// (their generation and digest): a reload is one durable commit at one revision.
+    public static let dropInState = Domain(unchecked: "-dropins")
+
     /// Whether this is one of kvd's internal domains (locks, fleet state), which no client names.
     public var isInternal: Bool { name.utf8.first == UInt8(ascii: "-") }
 
@@ -117,10 +121,12 @@ extension Domain {
     public var isMirrored: Bool { !isInternal || lockedDomain != nil }
 
     /// A name read back from kvd's own files (a file name, a log record): an ordinary domain
-    /// name, ``lockPrefix`` followed by one, or ``fleetState``'s.
+    /// name, ``lockPrefix`` followed by one, ``fleetState``'s or ``dropInState``'s.
     public init(stored name: String) throws(NameError) {
         if name == Self.fleetState.name {
             self = Self.fleetState
+        } else if name == Self.dropInState.name {
+            self = Self.dropInState
         } else if name.hasPrefix(Self.lockPrefix) {
             let rest = String(name.dropFirst(Self.lockPrefix.count))
             self = Self.locks(of: try Domain(validating: rest))

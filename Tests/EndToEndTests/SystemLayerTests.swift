@@ -23,9 +23,11 @@ final class SystemScene {
         chmod(root, 0o755)
         mkdir(root + "/run", 0o755)
         mkdir(root + "/system-state", 0o700)
+        // The machine's own /etc/kvd is never read: the drop-in folder is the scene's (none, unless given).
+        let dropIns = extra.contains("--config-dir") ? [] : ["--config-dir", root + "/etc"]
         systemArguments =
             ["--admin-group", SystemAccounts.adminGroup, "--max-connections-per-uid", String(maxConnectionsPerUID)]
-            + extra
+            + dropIns + extra
         system = try startSystem()
     }
 

@@ -102,6 +102,7 @@ import Testing
         #expect(service.contains("ExecStart=\(Binaries.directory)/kvd --system\n"))
         #expect(service.contains("StateDirectory=kvd\n"))
         #expect(!service.contains("PrivateUsers=yes"))
+        #expect(service.contains("ExecReload=/bin/kill -HUP $MAINPID\n"), "systemctl reload reads the drop-in files")
     }
 
     /// `systemd-analyze security` rates the system service's exposure from 0 (locked down) to

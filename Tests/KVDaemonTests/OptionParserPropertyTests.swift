@@ -12,7 +12,7 @@ import Testing
     ]
     static let otherFlags = [
         "--system", "--verbose", "--no-system-layer", "--socket", "--state-dir", "--admin-group", "--etcd",
-        "--fleet-domain",
+        "--fleet-domain", "--config-dir",
     ]
     /// Numbers at and around every limit, huge, tiny, negative, not finite, not numbers.
     static let numbers = [

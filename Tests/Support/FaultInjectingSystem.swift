@@ -227,6 +227,10 @@ public final class FaultInjectingSystem: SystemCalls {
     public func signalDescriptor(for signals: [Int32]) throws(Errno) -> Int32 {
         try real.signalDescriptor(for: signals)
     }
+    public func inotifyInit() throws(Errno) -> Int32 { try real.inotifyInit() }
+    public func inotifyAddWatch(_ fd: Int32, _ path: String, mask: UInt32) throws(Errno) -> Int32 {
+        try real.inotifyAddWatch(fd, path, mask: mask)
+    }
     public func blockSignals(_ signals: [Int32]) { real.blockSignals(signals) }
     public func ignoreSignal(_ signal: Int32) { real.ignoreSignal(signal) }
     public func status(_ path: String, followingLinks: Bool) throws(Errno) -> PathStatus {
@@ -256,6 +260,7 @@ public final class FaultInjectingSystem: SystemCalls {
         return try real.peerCredentials(fd)
     }
 
+    public func userID(named name: String) -> UInt32? { real.userID(named: name) }
     public func groupID(named name: String) -> UInt32? {
         let groups = state.withLock { $0.groups }
         return groups.isEmpty ? real.groupID(named: name) : groups[name]

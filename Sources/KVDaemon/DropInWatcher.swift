@@ -1,0 +1,57 @@
+import CLinux
+import Glibc
+import KVSystem
+
+/// Tells the system instance's loop when its drop-in folders change: an inotify instance
+/// watching `DIR`, `DIR/defaults.d` and `DIR/locks.d` for files closed after writing, moved in
+/// or out, and removed (not for each write: a file is read once it is whole; an admin who
+/// writes in place triggers one reload when the file is closed, one who renames a temporary
+/// file into place, as editors and config-management tools do, one at the rename). A folder
+/// that appears later is watched from the next event in `DIR`. Loop thread only.
+final class DropInWatcher {
+    let fd: Int32
+    private let directory: String
+    private let system: any SystemCalls
+
+    static let folderEvents = UInt32(IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_ATTRIB)
+    static let fileEvents = UInt32(
+        IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF)
+
+    /// Throws when inotify is not available or `directory` cannot be watched.
+    init(directory: String, system: any SystemCalls) throws(SystemError) {
+        self.directory = directory
+        self.system = system
+        fd = try system.retrying("inotify_init1") { () throws(Errno) in try system.inotifyInit() }
+        do {
+            _ = try system.inotifyAddWatch(fd, directory, mask: Self.folderEvents)
+        } catch {
+            system.close(fd)
+            throw SystemError("inotify_add_watch \(directory)", error)
+        }
+        watchFolders()
+    }
+
+    /// Watches the two folders (again: the same watch if already watched; none if missing).
+    private func watchFolders() {
+        for folder in ["defaults.d", "locks.d"] {
+            _ = try? system.inotifyAddWatch(fd, directory + "/" + folder, mask: Self.fileEvents)
+        }
+    }
+
+    /// Reads every pending event; whether there was one.
+    func drain() -> Bool {
+        var buffer = [UInt8](repeating: 0, count: 16 << 10)
+        var any = false
+        while true {
+            let count = buffer.withUnsafeMutableBytes { bytes in
+                Result { () throws(Errno) in try system.read(fd, into: bytes) }
+            }
+            guard case .success(let read) = count, read > 0 else { break }
+            any = true
+        }
+        if any { watchFolders() }
+        return any
+    }
+
+    func close() { system.close(fd) }
+}

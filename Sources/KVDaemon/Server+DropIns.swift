@@ -1,0 +1,77 @@
+import Glibc
+import KVProtocol
+import KVStorage
+import KVSystem
+import KVValues
+
+/// The system instance's drop-in files in the loop (``DropInLayer``): read at start, again on
+/// SIGHUP (`systemctl reload`), on `io.kvd.System.Reload` and when the folders change
+/// (``DropInWatcher``); each reload that changes what users get is one marker commit, and its
+/// delivery sends every mirror the difference as one batch. Loop thread only.
+extension Server {
+    /// Reads the drop-in files in `directory` before the loop serves anyone, commits the marker
+    /// when they differ from the last start's (blocks on it), and watches the folders.
+    func startDropIns(directory: String, fileSystem: any FileSystem) {
+        let reader = DropInReader(directory: directory, fileSystem: fileSystem, system: system)
+        if let marker = handler.dropIns.start(reader, store: store, log: log) {
+            do { _ = try store.commit(.dropInState, marker) } catch {
+                log.error("the drop-in files: cannot record their generation: \(error)")
+            }
+        }
+        do {
+            let watcher = try DropInWatcher(directory: directory, system: system)
+            try poller.watch(watcher.fd, readable: true, writable: false, adding: true)
+            dropInWatcher = watcher
+        } catch  where error.errno == .noSuchFileOrDirectory {
+            log.info("no drop-in folder \(directory): none read (make it, then reload with SIGHUP)")
+        } catch {
+            log.warning("the drop-in folders in \(directory) are not watched (\(error)); reload with SIGHUP")
+        }
+    }
+
+    /// SIGHUP reloads the system instance's drop-in files; any other signal (and SIGHUP to a
+    /// user's kvd) stops kvd.
+    func signalArrived(_ signal: Int32) {
+        guard signal == SIGHUP, case .system = role else { return beginShutdown(signal: signal) }
+        reloadDropIns(because: "SIGHUP")
+    }
+
+    /// The drop-in folders changed: reads them again once, whatever the number of events.
+    func dropInsChanged() {
+        guard let dropInWatcher, dropInWatcher.drain() else { return }
+        reloadDropIns(because: "a change in the folders")
+    }
+
+    /// Reads the drop-in files again and, when users would see a difference, queues the marker
+    /// commit for this pass (its delivery sends the difference).
+    func reloadDropIns(because reason: String) {
+        guard let marker = handler.dropIns.reload(because: reason) else { return }
+        commitsQueued = true
+        store.enqueue(.dropInState, marker) { [completions, poller] result in
+            if completions.push(.init(connection: CompletionQueue.Item.external, oneway: true, result: result)) {
+                poller.wake()
+            }
+        }
+    }
+
+    /// A marker commit was delivered: every mirror that has not seen its revision gets the
+    /// difference of its peer's combination, as one batch.
+    func deliverDropIns(_ commit: Commit) {
+        guard let replies = handler.dropIns.deliver(commit, store: store) else { return }
+        var encoded: [[Bool]: [SharedReply]] = [:]
+        for connection in watchers.values {
+            guard case .watching(let watch) = connection.phase, watch.domain == nil, commit.revision > watch.since
+            else { continue }
+            let mine = replies(connection.dropInPeer)
+            let shared = encoded[mine.profile] ?? mine.replies.map { SharedReply($0.encoded()) }
+            encoded[mine.profile] = shared
+            for reply in shared { deliver(.shared(reply), to: connection) }
+        }
+        log.info("drop-in files: generation \(handler.dropIns.generation) sent to users at revision \(commit.revision)")
+    }
+}
+
+extension ClientConnection {
+    /// The peer a mirror belongs to, for its drop-in profile (nil before accept told).
+    var dropInPeer: DropInPeer? { uid.map { DropInPeer(uid: $0, gids: gids) } }
+}
