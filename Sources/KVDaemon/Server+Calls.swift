@@ -38,7 +38,7 @@ extension Server {
         case .watch(let domain, let key):
             let since = store.revision
             connection.phase = .watching(ClientConnection.Watch(domain: domain, key: key, since: since))
-            watchers[connection.id] = connection
+            table.addWatcher(connection)
             startStream(handler.initialWatchStream(domain, key, revision: since), to: connection)
         case .fleetWrite(let change):
             guard let fleetWriter else {
@@ -56,7 +56,7 @@ extension Server {
         case .mirror:
             let since = store.revision
             connection.phase = .watching(ClientConnection.Watch(domain: nil, key: nil, since: since))
-            watchers[connection.id] = connection
+            table.addWatcher(connection)
             startStream(handler.initialMirrorStream(revision: since), to: connection)
         case .status:
             if !oneway { connection.send(handler.statusReply(fleet: fleetWriter?.mirror.status)) }
@@ -155,7 +155,7 @@ extension Server {
         for item in completions.takeAll() {
             if item.connection != CompletionQueue.Item.external { commitsInFlight -= 1 }
             if item.notify, case .success(let commit) = item.result { notifyWatchers(commit) }
-            guard let connection = connectionsByID[item.connection] else { continue }
+            guard let connection = table.byID[item.connection] else { continue }
             assert(
                 connection.phase == .awaitingCommit,
                 "a commit finished for client \(item.connection), which awaited none")
@@ -171,7 +171,7 @@ extension Server {
         var encoded: [Key?: SharedReply?] = [:]
         var mirrored: SharedReply?
         let system = handler.layer.layer(commit.domain)
-        for connection in watchers.values {
+        for connection in table.watchers.values {
             guard case .watching(let watch) = connection.phase, commit.revision > watch.since else { continue }
             let reply: SharedReply?
             if watch.domain == nil {

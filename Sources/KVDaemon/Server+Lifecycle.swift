@@ -16,11 +16,11 @@ extension Server {
 
     func stopReason() -> String? {
         if let deadline = shutdownDeadline {
-            let flushed = connections.values.allSatisfy { $0.pendingOutput == 0 }
+            let flushed = table.connections.values.allSatisfy { $0.pendingOutput == 0 }
             if commitsInFlight == 0 && (flushed || ContinuousClock.now >= deadline) { return "stopped on request" }
             return nil
         }
-        guard let idleExit, connections.isEmpty, commitsInFlight == 0, store.isIdle else { return nil }
+        guard let idleExit, table.connections.isEmpty, commitsInFlight == 0, store.isIdle else { return nil }
         guard ContinuousClock.now - lastActivity >= idleExit else { return nil }
         return exitUnlessClientsWait(idle: idleExit)
     }
@@ -38,7 +38,7 @@ extension Server {
             )
         }
         for fd in listeners { acceptAll(from: fd) }
-        guard connections.isEmpty else {
+        guard table.connections.isEmpty else {
             if !socket.activated { listenAgain() }
             return nil
         }
@@ -60,7 +60,7 @@ extension Server {
         } catch {
             try? socket.refuseNewConnections()  // already shut, unless it is the fresh one
             listeners = []
-            log.error("\(error): serving the \(connections.count) client(s) connected, then exiting")
+            log.error("\(error): serving the \(table.connections.count) client(s) connected, then exiting")
         }
     }
 
@@ -69,7 +69,7 @@ extension Server {
         func consider(_ candidate: Duration) { wait = min(wait ?? candidate, max(candidate, .zero)) }
         let now = ContinuousClock.now
         if let deadline = shutdownDeadline { consider(min(deadline - now, .milliseconds(100))) }
-        if let idleExit, connections.isEmpty { consider(lastActivity + idleExit - now) }
+        if let idleExit, table.connections.isEmpty { consider(lastActivity + idleExit - now) }
         if watchdog != nil { consider(nextWatchdogPing - now) }
         if commitsInFlight > 0 && shutdownDeadline != nil { consider(.milliseconds(10)) }
         guard let wait else { return -1 }

@@ -3,46 +3,10 @@ import KVStorage
 import KVSystem
 import KVValues
 
-/// The system layer in the loop: who may write to the system instance (decided once, at
-/// accept, from the kernel's word), how many connections one user may hold there, and, in a
-/// user's kvd, applying what ``SystemMirror`` read and telling watchers what it changed.
-/// Loop thread only.
+/// The system layer in a user's kvd: applying what ``SystemMirror`` read and telling watchers
+/// what it changed. (Who may write to the system instance, and how many connections one user
+/// may hold there, is ``ConnectionTable/admit(_:)``'s.) Loop thread only.
 extension Server {
-    /// The system instance: learns the new connection's peer from the kernel (`SO_PEERCRED`,
-    /// `SO_PEERGROUPS`, as they were when it connected), fixes whether it may write (root, or
-    /// a member of the admin group; anyone else's calls may be at most
-    /// ``DaemonOptions/SystemPolicy/maxReaderMessageBytes``), and counts it against its uid's cap. Returns false when the
-    /// connection is refused (the caller closes it). A user's kvd admits everyone: only its
-    /// user can reach its socket.
-    func admit(_ connection: ClientConnection) -> Bool {
-        guard case .system(let policy) = role else { return true }
-        let peer: PeerCredentials
-        do {
-            peer = try system.peerCredentials(connection.fd)
-        } catch {
-            noteRefusal("cannot tell who connected (getsockopt SO_PEERCRED: \(error))")
-            return false
-        }
-        let open = connectionsPerUID[peer.uid, default: 0]
-        guard open < policy.maxConnectionsPerUID else {
-            noteRefusal(
-                "uid \(peer.uid) already holds \(open) connections, the most one user may (--max-connections-per-uid)")
-            return false
-        }
-        connectionsPerUID[peer.uid] = open + 1
-        connection.uid = peer.uid
-        connection.mayWrite =
-            peer.uid == 0 || (system.groupID(named: policy.adminGroup).map(peer.isMember(of:)) ?? false)
-        if !connection.mayWrite {
-            connection.framer = MessageFramer(limit: DaemonOptions.SystemPolicy.maxReaderMessageBytes)
-        }
-        log.log(
-            .debug,
-            "client \(connection.id) is uid \(peer.uid) (pid \(peer.pid)), \(connection.mayWrite ? "may write" : "reads only")"
-        )
-        return true
-    }
-
     /// A user's kvd: applies what the mirror read since the last pass, and sends each watcher
     /// the keys whose combined value or source changed (at the store's current revision: the
     /// user's own data did not change).
@@ -55,7 +19,7 @@ extension Server {
         let layer = handler.layer
         var watched: [Domain: [Key: LayeredValue?]] = [:]
         let touched = layer.touchedKeys(by: update)
-        for connection in watchers.values {
+        for connection in table.watchers.values {
             guard case .watching(let watch) = connection.phase, let domain = watch.domain, watched[domain] == nil,
                 let keys = touched[domain]
             else { continue }
@@ -82,7 +46,7 @@ extension Server {
     /// (the user's data did not change) and the layer's new `systemRevision`.
     private func notifyWatchers(of domain: Domain, _ changes: [Change], _ sources: [Key: ValueSource]) {
         let revision = store.revision
-        for connection in watchers.values {
+        for connection in table.watchers.values {
             guard case .watching(let watch) = connection.phase, watch.domain == domain else { continue }
             let mine = changes.filter { watch.key == nil || $0.key == watch.key }
             guard !mine.isEmpty else { continue }

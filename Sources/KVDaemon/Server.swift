@@ -59,13 +59,10 @@ public final class Server {
     @exclusivity(unchecked) var getReplies = GetReplyCache()
     /// Replies to `List` calls of large domains, shared while nothing they read changes.
     var listReplies: ListReplyCache
-    let role: DaemonOptions.Role
     /// A user's kvd: follows the system instance (nil: no system layer).
     var mirror: SystemMirror?
     /// The system instance with `--etcd`: makes changes to fleet domains in etcd.
     var fleetWriter: FleetWriter?
-    /// The system instance: open connections per peer uid (see ``SystemPolicy``).
-    var connectionsPerUID: [UInt32: Int] = [:]
     let system: any SystemCalls
     /// kvd's own socket or systemd's; replaced by a fresh one if a client comes at idle exit.
     var socket: ListeningSocket
@@ -75,23 +72,8 @@ public final class Server {
     let idleExit: Duration?
     let limits: Limits
     let poller: Poller
-    let memory: ClientMemory
-    @exclusivity(unchecked) var connections: [Int32: ClientConnection] = [:]
-    @exclusivity(unchecked) var connectionsByID: [Int: ClientConnection] = [:]
-    /// The connections streaming a `Watch`, by id (a commit looks at these only).
-    @exclusivity(unchecked) var watchers: [Int: ClientConnection] = [:]
-    /// Watchers whose first replies (a `Mirror` snapshot, a large domain's current values) are
-    /// still being made piece by piece, by connection id (see ``ReplyStream``).
-    @exclusivity(unchecked) var streams: [Int: ReplyStream] = [:]
-    var nextID = 0
-    /// One buffer for every socket read (the loop reads one socket at a time).
-    @exclusivity(unchecked) var readBuffer: [UInt8]
-    /// Connections with calls left over after their turn, in the order they get the next one.
-    @exclusivity(unchecked) var ready: [Int] = []
-    /// The system instance: what each uid's connections handled this pass (a uid's turn).
-    @exclusivity(unchecked) var turnsUsed: [UInt32: TurnUse] = [:]
-    /// Connections handled this pass, to be settled at its end (replies sent together).
-    @exclusivity(unchecked) var unsettled: [ClientConnection] = []
+    /// Who is connected, and what the loop keeps per connection and per user.
+    let table: ConnectionTable
     /// Finished commits, in commit order: from this loop's own commits, or from the store's
     /// thread when it was busy compacting.
     let completions = CompletionQueue()
@@ -100,11 +82,6 @@ public final class Server {
     @exclusivity(unchecked) var commitsQueued = false
     @exclusivity(unchecked) var lastActivity = ContinuousClock.now
     @exclusivity(unchecked) var shutdownDeadline: ContinuousClock.Instant?
-    /// A descriptor kept open to be given up when the process runs out of descriptors, so an
-    /// excess connection can be accepted and closed instead of spinning on `EMFILE`.
-    var spareFD: Int32 = -1
-    var refusedSinceLog = 0
-    var lastRefusalLog: ContinuousClock.Instant?
     let watchdog: Duration?
     @exclusivity(unchecked) var nextWatchdogPing = ContinuousClock.now
     /// Tests: called when the idle timeout has passed, before kvd looks at its backlog
@@ -113,11 +90,8 @@ public final class Server {
 
     enum IdleExitStep { case deciding, exiting }
 
-    /// Calls handled and reply bytes produced in a turn so far.
-    struct TurnUse {
-        var calls = 0
-        var output = 0
-    }
+    /// What all clients hold (``ConnectionTable/memory``).
+    var memory: ClientMemory { table.memory }
 
     /// - Parameters:
     ///   - socket: the listening socket (from systemd, or bound by ``Daemon``); the caller closes
@@ -132,7 +106,6 @@ public final class Server {
         systemLayerFile: SystemLayerFile? = nil
     ) throws(SystemError) {
         self.store = store
-        self.role = role
         if case .system = role {
             self.handler = RequestHandler(store: store, isSystem: true, fleet: fleet)
         } else {
@@ -145,12 +118,14 @@ public final class Server {
         self.idleExit = idleExit
         self.limits = limits
         self.poller = try Poller(system: system)
-        self.memory = ClientMemory(budget: limits.maxClientMemory)
+        var policy: DaemonOptions.SystemPolicy?
+        if case .system(let given) = role { policy = given }
+        self.table = ConnectionTable(
+            memory: ClientMemory(budget: limits.maxClientMemory), policy: policy, readChunk: limits.readChunk,
+            system: system, log: log)
         self.listReplies = ListReplyCache(maxBytes: min(64 << 20, limits.maxClientMemory / 4))
-        self.readBuffer = [UInt8](repeating: 0, count: limits.readChunk)
         self.watchdog = Systemd.watchdogInterval()
         try watchListeners()
-        spareFD = (try? system.openReadOnly("/dev/null")) ?? -1
         if case .user(let systemSocket?) = role {
             let mirror = SystemMirror(
                 path: systemSocket, system: system, log: log, file: systemLayerFile, wake: { [poller] in poller.wake() }
@@ -180,14 +155,14 @@ public final class Server {
     /// the loop's timers allow), handles them, commits what they wrote, sends the replies.
     /// Returns the reason to stop, or `nil` to go on. Tests drive the loop pass by pass.
     func runPass(maxWait: Int32 = -1) throws(SystemError) -> String? {
-        var timeout = ready.isEmpty && !commitsQueued ? nextTimeout() : 0
+        var timeout = !table.hasReady && !commitsQueued ? nextTimeout() : 0
         if maxWait >= 0 { timeout = timeout < 0 ? maxWait : min(timeout, maxWait) }
         let events = try poller.wait(timeoutMilliseconds: timeout)
         if mirror != nil { applySystemUpdates() }
-        turnsUsed.removeAll(keepingCapacity: true)
+        table.beginPass()
         serveReady()  // those that waited longest first
         for event in events { dispatch(event) }
-        if !streams.isEmpty { refillStreams() }  // pieces of long replies, as clients read them
+        if !table.streams.isEmpty { refillStreams() }  // pieces of long replies, as clients read them
         settleAll()  // replies to reads go out before the sync, not after it
         commitQueued()
         deliverCompletions()
@@ -203,16 +178,14 @@ public final class Server {
             if let signal = poller.takeTerminationSignal() { beginShutdown(signal: signal) }
         } else if listeners.contains(event.fd) {
             acceptAll(from: event.fd)
-        } else if let connection = connections[event.fd] {
+        } else if let connection = table.connections[event.fd] {
             if event.hangup { return hangUp(connection) }
             if event.writable { flush(connection) }
-            if event.readable, connections[event.fd] != nil { read(connection) }
+            if event.readable, table.connections[event.fd] != nil { read(connection) }
         }
     }
 
     deinit {
         mirror?.stop()
-        for connection in connections.values { system.close(connection.fd) }
-        if spareFD >= 0 { system.close(spareFD) }
     }
 }

@@ -205,9 +205,9 @@ import Testing
         loop.run("another user was not served") { other.replies.count == 1 }
         for client in held { client.send(Self.locksCall) }
         loop.run("the user's first connections were not served") { held.allSatisfy { $0.replies.count == 1 } }
-        #expect(loop.server.connectionsPerUID == [1000: 2, 1002: 1])
+        #expect(loop.server.table.perUID == [1000: 2, 1002: 1])
         held[0].disconnect()
-        loop.run("a closed connection was not given back to its uid") { loop.server.connectionsPerUID[1000] == 1 }
+        loop.run("a closed connection was not given back to its uid") { loop.server.table.perUID[1000] == 1 }
     }
 
     // MARK: options
