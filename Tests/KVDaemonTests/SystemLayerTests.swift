@@ -210,6 +210,24 @@ import Testing
         loop.run("a closed connection was not given back to its uid") { loop.server.table.perUID[1000] == 1 }
     }
 
+    /// A connection counts against its uid only once it is served: one that epoll could not
+    /// watch (and was closed at once) does not hold one of its user's connections for good.
+    @Test func aConnectionEpollCannotWatchCostsItsUserNothing() throws {
+        let loop = try Self.systemLoop(maxPerUID: 1)
+        let user = PeerCredentials(pid: 1, uid: 1000, gid: 1000, groups: [])
+        loop.system.pretendPeers([user, user])
+        let unwatched = loop.connect()
+        loop.system.inject(.fail(Errno(rawValue: ENOSPC)), on: .epollControl, fd: unwatched.daemonFD)
+        loop.run("the connection epoll could not watch was not closed") { unwatched.isClosed }
+        let next = loop.connect()
+        next.send(Self.locksCall)
+        loop.run("the user's next connection was neither served nor refused") {
+            next.replies.count == 1 || next.isClosed
+        }
+        #expect(next.replies.count == 1, "refused: the connection that failed still counts against uid 1000")
+        #expect(loop.server.table.perUID == [1000: 1])
+    }
+
     // MARK: options
 
     @Test func systemOptionsParseAndMistakesSayWhy() throws {
