@@ -27,31 +27,16 @@ extension Server {
         case .reply(let reply):
             if !oneway { connection.send(reply) }
         case .commit(let domain, let mutation):
-            connection.phase = .awaitingCommit
-            commitsInFlight += 1
-            let id = connection.id
-            commitsQueued = true
-            store.enqueue(domain, mutation, uid: handler.isSystem ? connection.uid : nil) {
-                [completions, poller] result in
-                if completions.push(.init(connection: id, oneway: oneway, result: result)) { poller.wake() }
-            }
+            _ = commits.submit(
+                .write(domain, mutation, uid: handler.isSystem ? connection.uid : nil), for: connection, oneway: oneway)
         case .watch(let domain, let key):
             let since = store.revision
             connection.phase = .watching(ClientConnection.Watch(domain: domain, key: key, since: since))
             table.addWatcher(connection)
             startStream(handler.initialWatchStream(domain, key, revision: since), to: connection)
         case .fleetWrite(let change):
-            guard let fleetWriter else {
-                if !oneway { connection.send(RequestHandler.reply(to: .failure("the fleet is starting; try again"))) }
-                return
-            }
-            connection.phase = .awaitingCommit
-            commitsInFlight += 1
-            let id = connection.id
-            fleetWriter.submit(change) { [completions, poller] result in
-                if completions.push(.init(connection: id, oneway: oneway, result: result, notify: false)) {
-                    poller.wake()
-                }
+            if !commits.submit(.fleet(change), for: connection, oneway: oneway), !oneway {
+                connection.send(RequestHandler.reply(to: .failure("the fleet is starting; try again")))
             }
         case .mirror:
             let since = store.revision
@@ -59,21 +44,13 @@ extension Server {
             table.addWatcher(connection)
             startStream(handler.initialMirrorStream(revision: since), to: connection)
         case .status:
-            if !oneway { connection.send(handler.statusReply(fleet: fleetWriter?.mirror.status)) }
+            if !oneway { connection.send(handler.statusReply(fleet: commits.fleetWriter?.mirror.status)) }
         case .stream(let stream):
             if oneway { return }
             connection.phase = .streaming
             startStream(stream, to: connection)
         case .historyChange(let domain, let change):
-            connection.phase = .awaitingCommit
-            commitsInFlight += 1
-            let id = connection.id
-            store.submitHistoryChange(change) { [completions, poller] result in
-                let commit = result.map { Commit(revision: $0, domain: domain, changes: []) }
-                if completions.push(.init(connection: id, oneway: oneway, result: commit, notify: false)) {
-                    poller.wake()
-                }
-            }
+            _ = commits.submit(.history(domain, change), for: connection, oneway: oneway)
         }
     }
 
@@ -130,30 +107,13 @@ extension Server {
         return true
     }
 
-    /// What tells the loop of a commit made outside it (the fleet mirror's, called from the
-    /// store's commit queue, in commit order): its watchers and mirrors hear of it at the
-    /// loop's next pass. Callable from any thread.
-    var announcer: @Sendable (Commit) -> Void {
-        { [completions, poller] commit in
-            if completions.push(
-                .init(connection: CompletionQueue.Item.external, oneway: true, result: .success(commit)))
-            {
-                poller.wake()
-            }
-        }
-    }
-
-    /// Makes this pass's writes durable with one sync (blocks the loop for it).
-    func commitQueued() {
-        guard commitsQueued else { return }
-        commitsQueued = false
-        completions.whileLoopCommits { store.commitQueued() }
-    }
+    /// What tells the loop of a commit made outside it (``CommitPipeline/announcer``).
+    /// Callable from any thread.
+    var announcer: @Sendable (Commit) -> Void { commits.announcer }
 
     /// Sends the replies of finished commits and the changes to watchers, in commit order.
     func deliverCompletions() {
-        for item in completions.takeAll() {
-            if item.connection != CompletionQueue.Item.external { commitsInFlight -= 1 }
+        for item in commits.takeFinished() {
             if item.notify, case .success(let commit) = item.result { notifyWatchers(commit) }
             guard let connection = table.byID[item.connection] else { continue }
             assert(

@@ -7,7 +7,7 @@ extension Server {
     func beginShutdown(signal: Int32) {
         guard shutdownDeadline == nil else { return }
         log.notice(
-            "received \(signal == SIGTERM ? "SIGTERM" : "SIGINT"): finishing \(commitsInFlight) pending write(s), then stopping"
+            "received \(signal == SIGTERM ? "SIGTERM" : "SIGINT"): finishing \(commits.inFlight) pending write(s), then stopping"
         )
         Systemd.notify("STOPPING=1")
         shutdownDeadline = .now + limits.shutdownGrace
@@ -17,10 +17,10 @@ extension Server {
     func stopReason() -> String? {
         if let deadline = shutdownDeadline {
             let flushed = table.connections.values.allSatisfy { $0.pendingOutput == 0 }
-            if commitsInFlight == 0 && (flushed || ContinuousClock.now >= deadline) { return "stopped on request" }
+            if commits.inFlight == 0 && (flushed || ContinuousClock.now >= deadline) { return "stopped on request" }
             return nil
         }
-        guard let idleExit, table.connections.isEmpty, commitsInFlight == 0, store.isIdle else { return nil }
+        guard let idleExit, table.connections.isEmpty, commits.inFlight == 0, store.isIdle else { return nil }
         guard ContinuousClock.now - lastActivity >= idleExit else { return nil }
         return exitUnlessClientsWait(idle: idleExit)
     }
@@ -71,7 +71,7 @@ extension Server {
         if let deadline = shutdownDeadline { consider(min(deadline - now, .milliseconds(100))) }
         if let idleExit, table.connections.isEmpty { consider(lastActivity + idleExit - now) }
         if watchdog != nil { consider(nextWatchdogPing - now) }
-        if commitsInFlight > 0 && shutdownDeadline != nil { consider(.milliseconds(10)) }
+        if commits.inFlight > 0 && shutdownDeadline != nil { consider(.milliseconds(10)) }
         guard let wait else { return -1 }
         let milliseconds = wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000
         return Int32(clamping: milliseconds + 1)

@@ -61,8 +61,6 @@ public final class Server {
     var listReplies: ListReplyCache
     /// A user's kvd: follows the system instance (nil: no system layer).
     var mirror: SystemMirror?
-    /// The system instance with `--etcd`: makes changes to fleet domains in etcd.
-    var fleetWriter: FleetWriter?
     let system: any SystemCalls
     /// kvd's own socket or systemd's; replaced by a fresh one if a client comes at idle exit.
     var socket: ListeningSocket
@@ -74,12 +72,8 @@ public final class Server {
     let poller: Poller
     /// Who is connected, and what the loop keeps per connection and per user.
     let table: ConnectionTable
-    /// Finished commits, in commit order: from this loop's own commits, or from the store's
-    /// thread when it was busy compacting.
-    let completions = CompletionQueue()
-    @exclusivity(unchecked) var commitsInFlight = 0
-    /// Writes were queued in the store this pass and await ``commitQueued()``.
-    @exclusivity(unchecked) var commitsQueued = false
+    /// The writes on their way and the replies waiting for them.
+    let commits: CommitPipeline
     @exclusivity(unchecked) var lastActivity = ContinuousClock.now
     @exclusivity(unchecked) var shutdownDeadline: ContinuousClock.Instant?
     let watchdog: Duration?
@@ -92,6 +86,13 @@ public final class Server {
 
     /// What all clients hold (``ConnectionTable/memory``).
     var memory: ClientMemory { table.memory }
+
+    /// The system instance with `--etcd`: makes changes to fleet domains in etcd
+    /// (``CommitPipeline/fleetWriter``); set once the fleet is up.
+    var fleetWriter: FleetWriter? {
+        get { commits.fleetWriter }
+        set { commits.fleetWriter = newValue }
+    }
 
     /// - Parameters:
     ///   - socket: the listening socket (from systemd, or bound by ``Daemon``); the caller closes
@@ -118,6 +119,7 @@ public final class Server {
         self.idleExit = idleExit
         self.limits = limits
         self.poller = try Poller(system: system)
+        self.commits = CommitPipeline(store: store, poller: poller)
         var policy: DaemonOptions.SystemPolicy?
         if case .system(let given) = role { policy = given }
         self.table = ConnectionTable(
@@ -155,7 +157,7 @@ public final class Server {
     /// the loop's timers allow), handles them, commits what they wrote, sends the replies.
     /// Returns the reason to stop, or `nil` to go on. Tests drive the loop pass by pass.
     func runPass(maxWait: Int32 = -1) throws(SystemError) -> String? {
-        var timeout = !table.hasReady && !commitsQueued ? nextTimeout() : 0
+        var timeout = !table.hasReady && !commits.hasQueued ? nextTimeout() : 0
         if maxWait >= 0 { timeout = timeout < 0 ? maxWait : min(timeout, maxWait) }
         let events = try poller.wait(timeoutMilliseconds: timeout)
         if mirror != nil { applySystemUpdates() }
@@ -164,7 +166,7 @@ public final class Server {
         for event in events { dispatch(event) }
         if !table.streams.isEmpty { refillStreams() }  // pieces of long replies, as clients read them
         settleAll()  // replies to reads go out before the sync, not after it
-        commitQueued()
+        commits.commitQueued()
         deliverCompletions()
         settleAll()
         pingWatchdog()
