@@ -3,8 +3,9 @@ import KVStorage
 import KVValues
 
 /// Calls: each message is answered from memory (reads), queued for the pass's group commit
-/// (writes), or turns the connection into a watcher; finished commits send their replies and
-/// fan out to the watchers of their domain, in commit order. Loop thread only.
+/// (writes, ``CommitPipeline``), or turns the connection into a watcher; finished commits send
+/// their replies and, like the system layer's updates, reach the watchers through the
+/// ``WatchFanOut``, in commit order. Loop thread only.
 extension Server {
     /// Answers one call of `connection` (a read, at once), queues it for this pass's commit (a
     /// write: the connection then awaits it), or makes the connection a watcher.
@@ -30,19 +31,13 @@ extension Server {
             _ = commits.submit(
                 .write(domain, mutation, uid: handler.isSystem ? connection.uid : nil), for: connection, oneway: oneway)
         case .watch(let domain, let key):
-            let since = store.revision
-            connection.phase = .watching(ClientConnection.Watch(domain: domain, key: key, since: since))
-            table.addWatcher(connection)
-            startStream(handler.initialWatchStream(domain, key, revision: since), to: connection)
+            startWatch(ClientConnection.Watch(domain: domain, key: key, since: store.revision), connection)
         case .fleetWrite(let change):
             if !commits.submit(.fleet(change), for: connection, oneway: oneway), !oneway {
                 connection.send(RequestHandler.reply(to: .failure("the fleet is starting; try again")))
             }
         case .mirror:
-            let since = store.revision
-            connection.phase = .watching(ClientConnection.Watch(domain: nil, key: nil, since: since))
-            table.addWatcher(connection)
-            startStream(handler.initialMirrorStream(revision: since), to: connection)
+            startWatch(ClientConnection.Watch(domain: nil, key: nil, since: store.revision), connection)
         case .status:
             if !oneway { connection.send(handler.statusReply(fleet: commits.fleetWriter?.mirror.status)) }
         case .stream(let stream):
@@ -52,6 +47,13 @@ extension Server {
         case .historyChange(let domain, let change):
             _ = commits.submit(.history(domain, change), for: connection, oneway: oneway)
         }
+    }
+
+    /// Makes `connection` a watcher of `watch`: its first replies, then every change after them.
+    private func startWatch(_ watch: ClientConnection.Watch, _ connection: ClientConnection) {
+        connection.phase = .watching(watch)
+        table.addWatcher(connection)
+        startStream(fanOut.initialStream(for: watch), to: connection)
     }
 
     /// The request `message` carries and whether it is `oneway`: a compact `Set` through the
@@ -114,7 +116,10 @@ extension Server {
     /// Sends the replies of finished commits and the changes to watchers, in commit order.
     func deliverCompletions() {
         for item in commits.takeFinished() {
-            if item.notify, case .success(let commit) = item.result { notifyWatchers(commit) }
+            if item.notify, case .success(let commit) = item.result {
+                var news = fanOut.news(of: commit)
+                notifyWatchers(&news)
+            }
             guard let connection = table.byID[item.connection] else { continue }
             assert(
                 connection.phase == .awaitingCommit,
@@ -125,55 +130,22 @@ extension Server {
         }
     }
 
-    /// Sends the commit's changes to the watchers of its domain (and to mirrors, every commit):
-    /// encoded once per key filter, the same bytes shared by every watcher that uses it.
-    private func notifyWatchers(_ commit: Commit) {
-        var encoded: [Key?: SharedReply?] = [:]
-        var mirrored: SharedReply?
-        let system = handler.layer.layer(commit.domain)
-        for connection in table.watchers.values {
-            guard case .watching(let watch) = connection.phase, commit.revision > watch.since else { continue }
-            let reply: SharedReply?
-            if watch.domain == nil {
-                guard commit.domain.isMirrored else { continue }
-                reply =
-                    mirrored
-                    ?? SharedReply(
-                        RequestHandler.mirrorReply(
-                            revision: commit.revision, domain: commit.domain, changes: commit.changes, synced: true
-                        ).encoded())
-                mirrored = reply
-            } else if watch.domain != commit.domain {
-                continue
-            } else if let known = encoded[watch.key] {
-                reply = known
-            } else {
-                reply = watchReply(to: commit, key: watch.key, system: system)
-                encoded[watch.key] = .some(reply)
-            }
-            guard let reply else { continue }
-            deliver(.shared(reply), to: connection)
+    /// A user's kvd: applies what the mirror read since the last pass, telling the watchers of
+    /// each update before the next is applied (``WatchFanOut/applySystemUpdate(_:watchers:)``).
+    func applySystemUpdates() {
+        for update in fanOut.takeSystemUpdates() {
+            var news = fanOut.applySystemUpdate(update, watchers: table.watchers.values)
+            notifyWatchers(&news)
+            log.log(.debug, "system layer: \(handler.layer.domains.count) domain(s)")
         }
     }
 
-    /// The watch reply for the commit's changes of `key` (all if `nil`), as the layers combine
-    /// (a change under a lock is not seen; a removal uncovers the system default); `nil` if
-    /// there are none.
-    private func watchReply(to commit: Commit, key: Key?, system: SystemLayer.DomainLayer?) -> SharedReply? {
-        var changes = commit.changes.filter { key == nil || $0.key == key }
-        var sources: [Key: ValueSource] = [:]
-        if let system {
-            changes = changes.compactMap { change in
-                guard !system.locks.contains(change.key) else { return nil }
-                guard change.value == nil, let value = system.values[change.key] else { return change }
-                sources[change.key] = .system
-                return Change(key: change.key, value: value)
-            }
+    /// Tells every watcher what `news` has for it: the one place watchers hear of a change, be
+    /// it a commit or the system layer's. A shared reply is encoded once for all who get it.
+    private func notifyWatchers(_ news: inout WatchFanOut.News) {
+        for connection in table.watchers.values {
+            guard case .watching(let watch) = connection.phase, let reply = news.reply(for: watch) else { continue }
+            deliver(reply, to: connection)
         }
-        guard !changes.isEmpty else { return nil }
-        let reply = RequestHandler.watchReply(
-            revision: commit.revision, changes: changes, initial: false, sources: sources,
-            systemRevision: handler.layer.revision)
-        return SharedReply(reply.encoded())
     }
 }

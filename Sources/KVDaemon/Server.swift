@@ -59,8 +59,8 @@ public final class Server {
     @exclusivity(unchecked) var getReplies = GetReplyCache()
     /// Replies to `List` calls of large domains, shared while nothing they read changes.
     var listReplies: ListReplyCache
-    /// A user's kvd: follows the system instance (nil: no system layer).
-    var mirror: SystemMirror?
+    /// What watchers hear, and how the layers combine in it; follows the system instance.
+    let fanOut: WatchFanOut
     let system: any SystemCalls
     /// kvd's own socket or systemd's; replaced by a fresh one if a client comes at idle exit.
     var socket: ListeningSocket
@@ -127,12 +127,15 @@ public final class Server {
             system: system, log: log)
         self.listReplies = ListReplyCache(maxBytes: min(64 << 20, limits.maxClientMemory / 4))
         self.watchdog = Systemd.watchdogInterval()
-        try watchListeners()
+        var mirror: SystemMirror?
         if case .user(let systemSocket?) = role {
-            let mirror = SystemMirror(
+            mirror = SystemMirror(
                 path: systemSocket, system: system, log: log, file: systemLayerFile, wake: { [poller] in poller.wake() }
             )
-            self.mirror = mirror
+        }
+        self.fanOut = WatchFanOut(handler: handler, mirror: mirror)
+        try watchListeners()
+        if let mirror {
             mirror.start(waitingAtMost: .seconds(3))
             applySystemUpdates()
         }
@@ -160,7 +163,7 @@ public final class Server {
         var timeout = !table.hasReady && !commits.hasQueued ? nextTimeout() : 0
         if maxWait >= 0 { timeout = timeout < 0 ? maxWait : min(timeout, maxWait) }
         let events = try poller.wait(timeoutMilliseconds: timeout)
-        if mirror != nil { applySystemUpdates() }
+        if fanOut.followsSystem { applySystemUpdates() }
         table.beginPass()
         serveReady()  // those that waited longest first
         for event in events { dispatch(event) }
@@ -188,6 +191,6 @@ public final class Server {
     }
 
     deinit {
-        mirror?.stop()
+        fanOut.stop()
     }
 }
