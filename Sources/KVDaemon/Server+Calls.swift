@@ -79,24 +79,24 @@ extension Server {
         }
     }
 
-    /// The reply to `List` of `domain`: from ``listReplies`` when it holds it, else made (and
+    /// The reply to `List` of `domain`: from ``Server/replies`` when it holds it, else made (and
     /// kept there if large). The stamp is read before the reply is made (see ``GetReplyCache``).
     private func listReply(_ domain: Domain) -> SharedReply {
         let stamp = GetReplyCache.Stamp(revision: store.revision, layerVersion: handler.layer.version)
-        if let kept = listReplies.reply(for: domain, at: stamp) { return kept }
+        if let kept = replies.lists.reply(for: domain, at: stamp) { return kept }
         let reply = SharedReply(handler.list(domain, withUnreadable: false).encoded())
-        listReplies.keep(reply, for: domain, at: stamp)
+        replies.lists.keep(reply, for: domain, at: stamp)
         return reply
     }
 
     /// Answers `message` if it is a `Get` the fast path takes (``DefaultsRequest/fastGet(_:)``):
-    /// from ``getReplies`` when it holds the reply, else made and kept there. The stamp is read
+    /// from ``Server/replies`` when it holds the reply, else made and kept there. The stamp is read
     /// before the reply is made (see ``GetReplyCache``).
     private func answerFastGet(_ message: ArraySlice<UInt8>, _ connection: ClientConnection) -> Bool {
         guard DefaultsRequest.beginsAsGet(message) else { return false }
         let stamp = GetReplyCache.Stamp(revision: store.revision, layerVersion: handler.layer.version)
         let slot = GetReplyCache.slot(of: message)
-        if let reply = getReplies.reply(slot, for: message, at: stamp) {
+        if let reply = replies.gets.reply(slot, for: message, at: stamp) {
             connection.send { $0.append(contentsOf: reply) }
             return true
         }
@@ -104,7 +104,7 @@ extension Server {
         connection.send { output in
             let start = output.count
             handler.writeGetReply(domain, key, into: &output)
-            getReplies.keep(output[start...], for: message, in: slot, at: stamp)
+            replies.gets.keep(output[start...], for: message, in: slot, at: stamp)
         }
         return true
     }

@@ -8,7 +8,7 @@ extension Server {
     /// Accepts every connection waiting on `listener`. Out of descriptors (`EMFILE`, `ENFILE`),
     /// refuses one (see ``refuseOneConnection(_:)``) and leaves the rest for the next pass.
     func acceptAll(from listener: Int32) {
-        guard shutdownDeadline == nil else { return }
+        guard !lifecycle.isStopping else { return }
         while true {
             let fd: Int32
             do {
@@ -44,7 +44,7 @@ extension Server {
         poller.forget(connection.fd)
         system.close(connection.fd)
         table.remove(connection)
-        lastActivity = .now
+        lifecycle.lastActivity = .now
         log.log(.debug, "client \(connection.id) disconnected (\(table.connections.count) open)")
     }
 

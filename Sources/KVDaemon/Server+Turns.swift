@@ -61,7 +61,7 @@ extension Server {
     /// commit or its turn, watching or closing), kvd is not stopping, and its unread replies are
     /// within its cap (``outputCap(_:)``).
     private func canHandleNextCall(_ connection: ClientConnection) -> Bool {
-        connection.isServing && shutdownDeadline == nil && connection.pendingOutput <= outputCap(connection)
+        connection.isServing && !lifecycle.isStopping && connection.pendingOutput <= outputCap(connection)
     }
 
     /// Unread reply bytes past which a connection's calls wait: ``Limits/readerPendingOutput``
@@ -94,7 +94,7 @@ extension Server {
     /// a commit or their turn, follow a `Watch`, or kvd is stopping), one read chunk in all;
     /// otherwise one whole message and its NUL, so a message over the limit shows as one.
     func inputRoom(_ connection: ClientConnection) -> Int {
-        let waiting = !connection.isServing || shutdownDeadline != nil
+        let waiting = !connection.isServing || lifecycle.isStopping
         return (waiting ? limits.readChunk : connection.framer.limit + 1) - connection.framer.pendingByteCount
     }
 

@@ -21,10 +21,15 @@ import KVSystem
 ///
 /// Every system call goes through the ``SystemCalls`` the server is given, so tests can run
 /// this loop over socket pairs and inject `EINTR`, `EAGAIN`, `EMFILE`, `ECONNRESET` or short
-/// writes. The loop's work is split by role: this file (the loop), `Server+Connections.swift`
-/// (accepting, reading, writing, closing), `Server+Turns.swift` (fairness, settling, memory),
-/// `Server+Calls.swift` (calls, commits, the watch fan-out), `Server+Lifecycle.swift` (idle
-/// exit, shutdown, timers). Loop thread only, except ``Poller/wake()``.
+/// writes. The loop's state is in parts that own it, each with its contract: the
+/// ``ConnectionTable`` (who is connected: watchers, streams, per-uid counts and turns, whom to
+/// shed, the spare descriptor), the ``CommitPipeline`` (writes in flight and their completions),
+/// the ``WatchFanOut`` (what watchers hear, as the layers combine), ``KeptReplies`` and the
+/// ``Lifecycle`` (timers, listeners). The server composes them, its work split by role: this
+/// file (the loop), `Server+Connections.swift` (accepting, reading, writing, closing),
+/// `Server+Turns.swift` (fairness, settling, memory), `Server+Calls.swift` (calls, commits,
+/// telling watchers), `Server+Streams.swift` (replies made piece by piece),
+/// `Server+Lifecycle.swift` (idle exit, shutdown). Loop thread only, except ``Poller/wake()``.
 ///
 /// Memory: a client's input is read only while it has room (see `inputRoom`): while its calls
 /// cannot be handled (they wait for a commit or their turn, or follow a `Watch`), it holds at
@@ -55,34 +60,30 @@ public final class Server {
 
     let store: Store
     let handler: RequestHandler
-    /// Replies to hot `Get` calls, kept while nothing they read changes.
-    @exclusivity(unchecked) var getReplies = GetReplyCache()
-    /// Replies to `List` calls of large domains, shared while nothing they read changes.
-    var listReplies: ListReplyCache
-    /// What watchers hear, and how the layers combine in it; follows the system instance.
-    let fanOut: WatchFanOut
     let system: any SystemCalls
-    /// kvd's own socket or systemd's; replaced by a fresh one if a client comes at idle exit.
-    var socket: ListeningSocket
-    /// `socket.fds`, checked for every event.
-    var listeners: [Int32]
     let log: Logger
-    let idleExit: Duration?
     let limits: Limits
     let poller: Poller
+    /// kvd's own socket or systemd's; replaced by a fresh one if a client comes at idle exit.
+    var socket: ListeningSocket
     /// Who is connected, and what the loop keeps per connection and per user.
     let table: ConnectionTable
     /// The writes on their way and the replies waiting for them.
     let commits: CommitPipeline
-    @exclusivity(unchecked) var lastActivity = ContinuousClock.now
-    @exclusivity(unchecked) var shutdownDeadline: ContinuousClock.Instant?
-    let watchdog: Duration?
-    @exclusivity(unchecked) var nextWatchdogPing = ContinuousClock.now
-    /// Tests: called when the idle timeout has passed, before kvd looks at its backlog
-    /// (`.deciding`), and when it found nobody there and returns (`.exiting`).
-    var idleExitHook: ((IdleExitStep) -> Void)?
+    /// What watchers hear, and how the layers combine in it; follows the system instance.
+    let fanOut: WatchFanOut
+    /// Replies to hot `Get`s and large `List`s, kept while nothing they read changes.
+    @exclusivity(unchecked) var replies: KeptReplies
+    /// The loop's timers and listening descriptors: when it waits, wakes and stops.
+    @exclusivity(unchecked) var lifecycle: Lifecycle
 
     enum IdleExitStep { case deciding, exiting }
+
+    /// Tests: called when the idle timeout has passed (``Lifecycle/idleExitHook``).
+    var idleExitHook: ((IdleExitStep) -> Void)? {
+        get { lifecycle.idleExitHook }
+        set { lifecycle.idleExitHook = newValue }
+    }
 
     /// What all clients hold (``ConnectionTable/memory``).
     var memory: ClientMemory { table.memory }
@@ -114,9 +115,7 @@ public final class Server {
         }
         self.system = system
         self.socket = socket
-        self.listeners = socket.fds
         self.log = log
-        self.idleExit = idleExit
         self.limits = limits
         self.poller = try Poller(system: system)
         self.commits = CommitPipeline(store: store, poller: poller)
@@ -125,8 +124,8 @@ public final class Server {
         self.table = ConnectionTable(
             memory: ClientMemory(budget: limits.maxClientMemory), policy: policy, readChunk: limits.readChunk,
             system: system, log: log)
-        self.listReplies = ListReplyCache(maxBytes: min(64 << 20, limits.maxClientMemory / 4))
-        self.watchdog = Systemd.watchdogInterval()
+        self.replies = KeptReplies(maxListBytes: min(64 << 20, limits.maxClientMemory / 4))
+        self.lifecycle = Lifecycle(idleExit: idleExit, watchdog: Systemd.watchdogInterval(), listeners: socket.fds)
         var mirror: SystemMirror?
         if case .user(let systemSocket?) = role {
             mirror = SystemMirror(
@@ -142,7 +141,7 @@ public final class Server {
     }
 
     func watchListeners() throws(SystemError) {
-        for fd in listeners {
+        for fd in lifecycle.listeners {
             try system.setNonBlocking(fd)
             try poller.watch(fd, readable: true, writable: false, adding: true)
         }
@@ -172,7 +171,7 @@ public final class Server {
         commits.commitQueued()
         deliverCompletions()
         settleAll()
-        pingWatchdog()
+        lifecycle.pingWatchdog()
         return stopReason()
     }
 
@@ -181,7 +180,7 @@ public final class Server {
             poller.drainWake()
         } else if event.fd == poller.signalFD {
             if let signal = poller.takeTerminationSignal() { beginShutdown(signal: signal) }
-        } else if listeners.contains(event.fd) {
+        } else if lifecycle.listeners.contains(event.fd) {
             acceptAll(from: event.fd)
         } else if let connection = table.connections[event.fd] {
             if event.hangup { return hangUp(connection) }
