@@ -195,6 +195,9 @@ final class ConnectionTable {
         unsettled.append(connection)
     }
 
+    /// Whether connections are queued to be settled.
+    var hasUnsettled: Bool { !unsettled.isEmpty }
+
     /// The connections queued to be settled, each marked as no longer queued; empty when none.
     func takeUnsettled() -> [ClientConnection] {
         let batch = unsettled

@@ -11,7 +11,7 @@ extension Server {
             "received \(signal == SIGTERM ? "SIGTERM" : "SIGINT"): finishing \(commits.inFlight) pending write(s), then stopping"
         )
         Systemd.notify("STOPPING=1")
-        lifecycle.shutdownDeadline = .now + limits.shutdownGrace
+        lifecycle.beginStopping(grace: limits.shutdownGrace)
         for fd in lifecycle.listeners { poller.forget(fd) }
     }
 

@@ -75,6 +75,7 @@ extension Server {
     /// used its turn this pass (another of its connections had it) keeps its place at the front
     /// for the next pass, so the connections of one uid take their turns in rotation.
     func serveReady() {
+        guard table.hasReady else { return }
         var waiting: [Int] = []
         for id in table.takeReady() {
             guard let connection = table.byID[id], connection.phase == .waitingForTurn else { continue }
@@ -102,10 +103,8 @@ extension Server {
     /// the pass (as Redis writes them before it sleeps), so a client is woken once per pass
     /// and not once per reply while the loop still works on others.
     func settleAll() {
-        var batch = table.takeUnsettled()
-        while !batch.isEmpty {
-            for connection in batch where !connection.isClosed { settle(connection) }
-            batch = table.takeUnsettled()
+        while table.hasUnsettled {
+            for connection in table.takeUnsettled() where !connection.isClosed { settle(connection) }
         }
     }
 

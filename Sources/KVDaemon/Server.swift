@@ -75,7 +75,7 @@ public final class Server {
     /// Replies to hot `Get`s and large `List`s, kept while nothing they read changes.
     @exclusivity(unchecked) var replies: KeptReplies
     /// The loop's timers and listening descriptors: when it waits, wakes and stops.
-    @exclusivity(unchecked) var lifecycle: Lifecycle
+    let lifecycle: Lifecycle
 
     enum IdleExitStep { case deciding, exiting }
 
