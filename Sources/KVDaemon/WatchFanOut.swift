@@ -9,7 +9,7 @@ import KVValues
 /// A change reaches watchers as one ``News``, whatever it came from: a commit (the loop's own,
 /// or one made outside it) or an update of the system layer. The server hands each watcher's
 /// ``ClientConnection/Watch`` to ``News/reply(for:)`` and delivers what it gets: that is the only
-/// place watchers are told anything after their first replies (``initialStream(for:revision:)``).
+/// place watchers are told anything after their first replies (``initialStream(for:)``).
 /// What a watcher gets is what a read at the same revision gets: a change under a lock is not
 /// seen, a removal uncovers the system default, and a change of the layer is sent for the keys
 /// whose combined value or source it changed.
