@@ -6,7 +6,7 @@ import KVSystem
 /// up, closing. Loop thread only; every system call through ``Server/system``.
 extension Server {
     /// Accepts every connection waiting on `listener`. Out of descriptors (`EMFILE`, `ENFILE`),
-    /// refuses one (see ``refuseOneConnection(_:)``) and leaves the rest for the next pass.
+    /// refuses one (see ``ConnectionTable/refuseOne(from:)``) and leaves the rest for the next pass.
     func acceptAll(from listener: Int32) {
         guard !lifecycle.isStopping else { return }
         while true {
