@@ -195,8 +195,9 @@ struct RequestHandler {
             sources: view.sources)
     }
 
-    /// The user's domain and the system layer's, combined; `nil` when neither has it.
-    private func combined(_ domain: Domain, _ system: SystemLayer.DomainLayer?) -> (
+    /// The user's domain and the system layer's, combined; `nil` when neither has it. What
+    /// `List` reads and a `Watch` starts with (``WatchFanOut/initialWatchStream(_:_:revision:)``).
+    func combined(_ domain: Domain, _ system: SystemLayer.DomainLayer?) -> (
         snapshot: DomainSnapshot, values: [Key: Value], sources: [Key: ValueSource]
     )? {
         let snapshot = store.list(domain)
@@ -275,36 +276,5 @@ struct RequestHandler {
         var parameters: [String: JSON] = ["domain": .string((domain.lockedDomain ?? domain).name)]
         if let key { parameters["key"] = .string(key.name) }
         return .failure(DefaultsInterface.Error.notFound, parameters)
-    }
-
-    /// The first replies of a watch, made piece by piece (``ReplyStream``): the current values
-    /// (all, or the one key) as changes, as the layers combine. The first piece has `initial:
-    /// true`; when the values take more than one piece, every piece but the last has `partial:
-    /// true` and the later ones `initial: false`: a client gathers them into the current values.
-    func initialWatchStream(_ domain: Domain, _ key: Key?, revision: Int64) -> ReplyStream {
-        var changes: [Change] = []
-        var sources: [Key: ValueSource] = [:]
-        if let view = combined(domain, layer.layer(domain)) {
-            for (name, value) in view.values where key == nil || key == name {
-                changes.append(Change(key: name, value: value))
-            }
-            sources = view.sources
-        }
-        changes.sort { $0.key < $1.key }
-        let systemRevision = layer.revision
-        return ReplyStream(runs: [.init(domain: domain, changes: changes)]) { _, slice, first, last in
-            var reply = Self.watchReply(
-                revision: revision, changes: Array(slice), initial: first, sources: sources,
-                systemRevision: systemRevision)
-            if !last { reply.parameterMembers.pairs.append((name: "partial", value: .bool(true))) }
-            return reply
-        }
-    }
-
-    static func watchReply(
-        revision: Int64, changes: [Change], initial: Bool, sources: [Key: ValueSource] = [:],
-        systemRevision: Int64? = nil
-    ) -> VarlinkReply {
-        .watch(revision: revision, changes: changes, initial: initial, sources: sources, systemRevision: systemRevision)
     }
 }

@@ -3,8 +3,9 @@ import KVStorage
 import KVValues
 
 /// Calls: each message is answered from memory (reads), queued for the pass's group commit
-/// (writes), or turns the connection into a watcher; finished commits send their replies and
-/// fan out to the watchers of their domain, in commit order. Loop thread only.
+/// (writes, ``CommitPipeline``), or turns the connection into a watcher; finished commits send
+/// their replies and, like the system layer's updates, reach the watchers through the
+/// ``WatchFanOut``, in commit order. Loop thread only.
 extension Server {
     /// Answers one call of `connection` (a read, at once), queues it for this pass's commit (a
     /// write: the connection then awaits it), or makes the connection a watcher.
@@ -27,54 +28,32 @@ extension Server {
         case .reply(let reply):
             if !oneway { connection.send(reply) }
         case .commit(let domain, let mutation):
-            connection.phase = .awaitingCommit
-            commitsInFlight += 1
-            let id = connection.id
-            commitsQueued = true
-            store.enqueue(domain, mutation, uid: handler.isSystem ? connection.uid : nil) {
-                [completions, poller] result in
-                if completions.push(.init(connection: id, oneway: oneway, result: result)) { poller.wake() }
-            }
+            _ = commits.submit(
+                .write(domain, mutation, uid: handler.isSystem ? connection.uid : nil), for: connection, oneway: oneway)
         case .watch(let domain, let key):
-            let since = store.revision
-            connection.phase = .watching(ClientConnection.Watch(domain: domain, key: key, since: since))
-            watchers[connection.id] = connection
-            startStream(handler.initialWatchStream(domain, key, revision: since), to: connection)
+            startWatch(ClientConnection.Watch(domain: domain, key: key, since: store.revision), connection)
         case .fleetWrite(let change):
-            guard let fleetWriter else {
-                if !oneway { connection.send(RequestHandler.reply(to: .failure("the fleet is starting; try again"))) }
-                return
-            }
-            connection.phase = .awaitingCommit
-            commitsInFlight += 1
-            let id = connection.id
-            fleetWriter.submit(change) { [completions, poller] result in
-                if completions.push(.init(connection: id, oneway: oneway, result: result, notify: false)) {
-                    poller.wake()
-                }
+            if !commits.submit(.fleet(change), for: connection, oneway: oneway), !oneway {
+                connection.send(RequestHandler.reply(to: .failure("the fleet is starting; try again")))
             }
         case .mirror:
-            let since = store.revision
-            connection.phase = .watching(ClientConnection.Watch(domain: nil, key: nil, since: since))
-            watchers[connection.id] = connection
-            startStream(handler.initialMirrorStream(revision: since, for: connection.dropInPeer), to: connection)
+            startWatch(ClientConnection.Watch(domain: nil, key: nil, since: store.revision), connection)
         case .status:
-            if !oneway { connection.send(handler.statusReply(fleet: fleetWriter?.mirror.status)) }
+            if !oneway { connection.send(handler.statusReply(fleet: commits.fleetWriter?.mirror.status)) }
         case .stream(let stream):
             if oneway { return }
             connection.phase = .streaming
             startStream(stream, to: connection)
         case .historyChange(let domain, let change):
-            connection.phase = .awaitingCommit
-            commitsInFlight += 1
-            let id = connection.id
-            store.submitHistoryChange(change) { [completions, poller] result in
-                let commit = result.map { Commit(revision: $0, domain: domain, changes: []) }
-                if completions.push(.init(connection: id, oneway: oneway, result: commit, notify: false)) {
-                    poller.wake()
-                }
-            }
+            _ = commits.submit(.history(domain, change), for: connection, oneway: oneway)
         }
+    }
+
+    /// Makes `connection` a watcher of `watch`: its first replies, then every change after them.
+    private func startWatch(_ watch: ClientConnection.Watch, _ connection: ClientConnection) {
+        connection.phase = .watching(watch)
+        table.addWatcher(connection)
+        startStream(fanOut.initialStream(for: watch, peer: connection.dropInPeer), to: connection)
     }
 
     /// The request `message` carries and whether it is `oneway`: a compact `Set` through the
@@ -100,24 +79,24 @@ extension Server {
         }
     }
 
-    /// The reply to `List` of `domain`: from ``listReplies`` when it holds it, else made (and
+    /// The reply to `List` of `domain`: from ``Server/replies`` when it holds it, else made (and
     /// kept there if large). The stamp is read before the reply is made (see ``GetReplyCache``).
     private func listReply(_ domain: Domain) -> SharedReply {
         let stamp = GetReplyCache.Stamp(revision: store.revision, layerVersion: handler.layer.version)
-        if let kept = listReplies.reply(for: domain, at: stamp) { return kept }
+        if let kept = replies.lists.reply(for: domain, at: stamp) { return kept }
         let reply = SharedReply(handler.list(domain, withUnreadable: false).encoded())
-        listReplies.keep(reply, for: domain, at: stamp)
+        replies.lists.keep(reply, for: domain, at: stamp)
         return reply
     }
 
     /// Answers `message` if it is a `Get` the fast path takes (``DefaultsRequest/fastGet(_:)``):
-    /// from ``getReplies`` when it holds the reply, else made and kept there. The stamp is read
+    /// from ``Server/replies`` when it holds the reply, else made and kept there. The stamp is read
     /// before the reply is made (see ``GetReplyCache``).
     private func answerFastGet(_ message: ArraySlice<UInt8>, _ connection: ClientConnection) -> Bool {
         guard DefaultsRequest.beginsAsGet(message) else { return false }
         let stamp = GetReplyCache.Stamp(revision: store.revision, layerVersion: handler.layer.version)
         let slot = GetReplyCache.slot(of: message)
-        if let reply = getReplies.reply(slot, for: message, at: stamp) {
+        if let reply = replies.gets.reply(slot, for: message, at: stamp) {
             connection.send { $0.append(contentsOf: reply) }
             return true
         }
@@ -125,37 +104,27 @@ extension Server {
         connection.send { output in
             let start = output.count
             handler.writeGetReply(domain, key, into: &output)
-            getReplies.keep(output[start...], for: message, in: slot, at: stamp)
+            replies.gets.keep(output[start...], for: message, in: slot, at: stamp)
         }
         return true
     }
 
-    /// What tells the loop of a commit made outside it (the fleet mirror's, called from the
-    /// store's commit queue, in commit order): its watchers and mirrors hear of it at the
-    /// loop's next pass. Callable from any thread.
-    var announcer: @Sendable (Commit) -> Void {
-        { [completions, poller] commit in
-            if completions.push(
-                .init(connection: CompletionQueue.Item.external, oneway: true, result: .success(commit)))
-            {
-                poller.wake()
-            }
-        }
-    }
-
-    /// Makes this pass's writes durable with one sync (blocks the loop for it).
-    func commitQueued() {
-        guard commitsQueued else { return }
-        commitsQueued = false
-        completions.whileLoopCommits { store.commitQueued() }
-    }
+    /// What tells the loop of a commit made outside it (``CommitPipeline/announcer``).
+    /// Callable from any thread.
+    var announcer: @Sendable (Commit) -> Void { commits.announcer }
 
     /// Sends the replies of finished commits and the changes to watchers, in commit order.
     func deliverCompletions() {
-        for item in completions.takeAll() {
-            if item.connection != CompletionQueue.Item.external { commitsInFlight -= 1 }
-            if item.notify, case .success(let commit) = item.result { notifyWatchers(commit) }
-            guard let connection = connectionsByID[item.connection] else { continue }
+        for item in commits.takeFinished() {
+            if item.notify, case .success(let commit) = item.result {
+                if commit.domain == .dropInState {
+                    deliverDropIns(commit)
+                } else {
+                    var news = fanOut.news(of: commit)
+                    notifyWatchers(&news)
+                }
+            }
+            guard let connection = table.byID[item.connection] else { continue }
             assert(
                 connection.phase == .awaitingCommit,
                 "a commit finished for client \(item.connection), which awaited none")
@@ -165,60 +134,25 @@ extension Server {
         }
     }
 
-    /// Sends the commit's changes to the watchers of its domain (and to mirrors, every commit):
-    /// encoded once per key filter, the same bytes shared by every watcher that uses it.
-    private func notifyWatchers(_ commit: Commit) {
-        if commit.domain == .dropInState { return deliverDropIns(commit) }
-        var encoded: [Key?: SharedReply?] = [:]
-        var mirrored: [[Bool]: SharedReply] = [:]
-        let system = handler.layer.layer(commit.domain)
-        for connection in watchers.values {
-            guard case .watching(let watch) = connection.phase, commit.revision > watch.since else { continue }
-            let reply: SharedReply?
-            if watch.domain == nil {
-                guard commit.domain.isMirrored else { continue }
-                // One reply per drop-in profile (which files apply to the mirror's peer).
-                let peer = connection.dropInPeer
-                let profile = handler.dropIns.current.profile(of: peer)
-                reply =
-                    mirrored[profile]
-                    ?? SharedReply(
-                        RequestHandler.mirrorReply(
-                            revision: commit.revision, domain: commit.domain,
-                            changes: handler.dropIns.mirrored(commit, for: peer), synced: true
-                        ).encoded())
-                mirrored[profile] = reply
-            } else if watch.domain != commit.domain {
-                continue
-            } else if let known = encoded[watch.key] {
-                reply = known
-            } else {
-                reply = watchReply(to: commit, key: watch.key, system: system)
-                encoded[watch.key] = .some(reply)
-            }
-            guard let reply else { continue }
-            deliver(.shared(reply), to: connection)
-        }
+    /// A user's kvd: applies what the mirror read since the last pass together, telling each
+    /// watcher one change set for all of it (a reload of drop-in files is never seen half
+    /// done; ``WatchFanOut/applySystemUpdates(_:watchers:)``).
+    func applySystemUpdates() {
+        let updates = fanOut.takeSystemUpdates()
+        guard !updates.isEmpty else { return }
+        var news = fanOut.applySystemUpdates(updates, watchers: table.watchers.values)
+        notifyWatchers(&news)
+        log.log(.debug, "system layer: \(handler.layer.domains.count) domain(s)")
     }
 
-    /// The watch reply for the commit's changes of `key` (all if `nil`), as the layers combine
-    /// (a change under a lock is not seen; a removal uncovers the system default); `nil` if
-    /// there are none.
-    private func watchReply(to commit: Commit, key: Key?, system: SystemLayer.DomainLayer?) -> SharedReply? {
-        var changes = commit.changes.filter { key == nil || $0.key == key }
-        var sources: [Key: ValueSource] = [:]
-        if let system {
-            changes = changes.compactMap { change in
-                guard !system.locks.contains(change.key) else { return nil }
-                guard change.value == nil, let value = system.values[change.key] else { return change }
-                sources[change.key] = .system
-                return Change(key: change.key, value: value)
-            }
+    /// Tells every watcher what `news` has for it: the one place watchers hear of a change, be
+    /// it a commit or the system layer's. A shared reply is encoded once for all who get it.
+    private func notifyWatchers(_ news: inout WatchFanOut.News) {
+        for connection in table.watchers.values {
+            guard case .watching(let watch) = connection.phase,
+                let reply = news.reply(for: watch, peer: connection.dropInPeer)
+            else { continue }
+            deliver(reply, to: connection)
         }
-        guard !changes.isEmpty else { return nil }
-        let reply = RequestHandler.watchReply(
-            revision: commit.revision, changes: changes, initial: false, sources: sources,
-            systemRevision: handler.layer.revision)
-        return SharedReply(reply.encoded())
     }
 }

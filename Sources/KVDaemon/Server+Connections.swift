@@ -6,25 +6,24 @@ import KVSystem
 /// up, closing. Loop thread only; every system call through ``Server/system``.
 extension Server {
     /// Accepts every connection waiting on `listener`. Out of descriptors (`EMFILE`, `ENFILE`),
-    /// refuses one (see ``refuseOneConnection(_:)``) and leaves the rest for the next pass.
+    /// refuses one (see ``ConnectionTable/refuseOne(from:)``) and leaves the rest for the next pass.
     func acceptAll(from listener: Int32) {
-        guard shutdownDeadline == nil else { return }
+        guard !lifecycle.isStopping else { return }
         while true {
             let fd: Int32
             do {
                 guard let accepted = try system.acceptWaiting(listener) else { return }
                 fd = accepted
             } catch  where error.errno == .tooManyOpenFiles || error.errno == .tooManyOpenFilesInSystem {
-                return refuseOneConnection(listener)
+                return table.refuseOne(from: listener)
             } catch {
                 return log.warning("\(error)")
             }
-            let connection = ClientConnection(id: nextID, fd: fd, memory: memory, system: system)
-            guard admit(connection) else {
+            let connection = ClientConnection(id: table.nextID, fd: fd, memory: memory, system: system)
+            guard table.admit(connection) else {
                 system.close(fd)
                 continue
             }
-            nextID += 1
             do {
                 try poller.watch(fd, readable: true, writable: false, adding: true)
             } catch {
@@ -32,46 +31,21 @@ extension Server {
                 system.close(fd)
                 continue
             }
-            connections[fd] = connection
-            connectionsByID[connection.id] = connection
-            log.log(.debug, "client \(connection.id) connected (\(connections.count) open)")
+            table.add(connection)
+            log.log(.debug, "client \(connection.id) connected (\(table.connections.count) open)")
         }
     }
 
-    /// Out of descriptors: accept with the spare one and close at once, so the client sees a
-    /// closed connection instead of hanging, and the loop does not spin on a listener that
-    /// stays readable. Logged at most every 10 s, with the count refused since.
-    private func refuseOneConnection(_ listener: Int32) {
-        noteRefusal("out of file descriptors with \(connections.count) clients connected")
-        guard spareFD >= 0 else { return }
-        system.close(spareFD)
-        if let fd = try? system.acceptWaiting(listener) { system.close(fd) }
-        spareFD = (try? system.openReadOnly("/dev/null")) ?? -1
-    }
-
-    /// Logs a refused connection and why: at most every 10 s, with the count refused since.
-    func noteRefusal(_ why: @autoclosure () -> String) {
-        refusedSinceLog += 1
-        guard lastRefusalLog.map({ ContinuousClock.now - $0 >= .seconds(10) }) ?? true else { return }
-        log.warning("\(why()): refused \(refusedSinceLog) new connection(s)")
-        refusedSinceLog = 0
-        lastRefusalLog = .now
-    }
-
+    /// Closes `connection` and forgets it (``ConnectionTable/remove(_:)``); what it held is
+    /// given back.
     func close(_ connection: ClientConnection) {
-        if let uid = connection.uid, let open = connectionsPerUID[uid] {
-            connectionsPerUID[uid] = open > 1 ? open - 1 : nil
-        }
         connection.phase = .closed
         connection.releaseMemory()
         poller.forget(connection.fd)
         system.close(connection.fd)
-        connections[connection.fd] = nil
-        connectionsByID[connection.id] = nil
-        watchers[connection.id] = nil
-        streams.removeValue(forKey: connection.id)?.drop(memory: memory)
-        lastActivity = .now
-        log.log(.debug, "client \(connection.id) disconnected (\(connections.count) open)")
+        table.remove(connection)
+        lifecycle.lastActivity = .now
+        log.log(.debug, "client \(connection.id) disconnected (\(table.connections.count) open)")
     }
 
     func read(_ connection: ClientConnection) {
@@ -101,7 +75,7 @@ extension Server {
         guard room > 0 else { return .nothingNow }
         let count: Int?
         do {
-            count = try readBuffer.withUnsafeMutableBytes { raw in
+            count = try table.readBuffer.withUnsafeMutableBytes { raw in
                 Result { () throws(SystemError) in
                     try system.readAvailable(
                         connection.fd, into: UnsafeMutableRawBufferPointer(rebasing: raw[..<min(raw.count, room)]))
@@ -113,7 +87,7 @@ extension Server {
         }
         guard let count else { return .nothingNow }
         guard count > 0 else { return .ended }
-        readBuffer.withUnsafeBytes { connection.framer.append(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+        table.readBuffer.withUnsafeBytes { connection.framer.append(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
         connection.recharge()
         if memory.isOverBudget { shedClients() }
         return .received

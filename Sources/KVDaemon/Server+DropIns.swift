@@ -21,7 +21,7 @@ extension Server {
         do {
             let watcher = try DropInWatcher(directory: directory, system: system)
             try poller.watch(watcher.fd, readable: true, writable: false, adding: true)
-            dropInWatcher = watcher
+            lifecycle.dropInWatcher = watcher
         } catch  where error.errno == .noSuchFileOrDirectory {
             log.info("no drop-in folder \(directory): none read (make it, then reload with SIGHUP)")
         } catch {
@@ -32,13 +32,13 @@ extension Server {
     /// SIGHUP reloads the system instance's drop-in files; any other signal (and SIGHUP to a
     /// user's kvd) stops kvd.
     func signalArrived(_ signal: Int32) {
-        guard signal == SIGHUP, case .system = role else { return beginShutdown(signal: signal) }
+        guard signal == SIGHUP, handler.isSystem else { return beginShutdown(signal: signal) }
         reloadDropIns(because: "SIGHUP")
     }
 
     /// The drop-in folders changed: reads them again once, whatever the number of events.
     func dropInsChanged() {
-        guard let dropInWatcher, dropInWatcher.drain() else { return }
+        guard let watcher = lifecycle.dropInWatcher, watcher.drain() else { return }
         reloadDropIns(because: "a change in the folders")
     }
 
@@ -46,12 +46,7 @@ extension Server {
     /// commit for this pass (its delivery sends the difference).
     func reloadDropIns(because reason: String) {
         guard let marker = handler.dropIns.reload(because: reason) else { return }
-        commitsQueued = true
-        store.enqueue(.dropInState, marker) { [completions, poller] result in
-            if completions.push(.init(connection: CompletionQueue.Item.external, oneway: true, result: result)) {
-                poller.wake()
-            }
-        }
+        commits.submitUnawaited(.dropInState, marker)
     }
 
     /// A marker commit was delivered: every mirror that has not seen its revision gets the
@@ -59,7 +54,7 @@ extension Server {
     func deliverDropIns(_ commit: Commit) {
         guard let replies = handler.dropIns.deliver(commit, store: store) else { return }
         var encoded: [[Bool]: [SharedReply]] = [:]
-        for connection in watchers.values {
+        for connection in table.watchers.values {
             guard case .watching(let watch) = connection.phase, watch.domain == nil, commit.revision > watch.since
             else { continue }
             let mine = replies(connection.dropInPeer)

@@ -1,27 +1,29 @@
 import Glibc
 import KVStorage
 
-/// How the server stops: on SIGTERM/SIGINT after what is in flight, or on idle; and the loop's
-/// timers (the shutdown deadline, the idle timeout, systemd's watchdog). Loop thread only.
+/// How the server stops: on SIGTERM/SIGINT after what is in flight, or on idle, decided from
+/// the ``Lifecycle``'s timers (the shutdown deadline, the idle timeout, systemd's watchdog).
+/// Loop thread only.
 extension Server {
     func beginShutdown(signal: Int32) {
-        guard shutdownDeadline == nil else { return }
+        guard !lifecycle.isStopping else { return }
         log.notice(
-            "received \(signal == SIGTERM ? "SIGTERM" : signal == SIGHUP ? "SIGHUP" : "SIGINT"): finishing \(commitsInFlight) pending write(s), then stopping"
+            "received \(signal == SIGTERM ? "SIGTERM" : signal == SIGHUP ? "SIGHUP" : "SIGINT"): finishing \(commits.inFlight) pending write(s), then stopping"
         )
         Systemd.notify("STOPPING=1")
-        shutdownDeadline = .now + limits.shutdownGrace
-        for fd in listeners { poller.forget(fd) }
+        lifecycle.beginStopping(grace: limits.shutdownGrace)
+        for fd in lifecycle.listeners { poller.forget(fd) }
     }
 
     func stopReason() -> String? {
-        if let deadline = shutdownDeadline {
-            let flushed = connections.values.allSatisfy { $0.pendingOutput == 0 }
-            if commitsInFlight == 0 && (flushed || ContinuousClock.now >= deadline) { return "stopped on request" }
+        if let deadline = lifecycle.shutdownDeadline {
+            let flushed = table.connections.values.allSatisfy { $0.pendingOutput == 0 }
+            if commits.inFlight == 0 && (flushed || ContinuousClock.now >= deadline) { return "stopped on request" }
             return nil
         }
-        guard let idleExit, connections.isEmpty, commitsInFlight == 0, store.isIdle else { return nil }
-        guard ContinuousClock.now - lastActivity >= idleExit else { return nil }
+        guard let idleExit = lifecycle.idleExit, table.connections.isEmpty, commits.inFlight == 0, store.isIdle
+        else { return nil }
+        guard ContinuousClock.now - lifecycle.lastActivity >= idleExit else { return nil }
         return exitUnlessClientsWait(idle: idleExit)
     }
 
@@ -31,18 +33,18 @@ extension Server {
     /// place: no connection is queued and then dropped. A socket from systemd is left alone:
     /// systemd keeps queueing clients on it and starts kvd again for them.
     func exitUnlessClientsWait(idle: Duration) -> String? {
-        idleExitHook?(.deciding)
+        lifecycle.idleExitHook?(.deciding)
         do { try socket.refuseNewConnections() } catch {
             log.warning(
                 "cannot shut the listening socket before exiting on idle (\(error)): a client connecting now may be dropped"
             )
         }
-        for fd in listeners { acceptAll(from: fd) }
-        guard connections.isEmpty else {
+        for fd in lifecycle.listeners { acceptAll(from: fd) }
+        guard table.connections.isEmpty else {
             if !socket.activated { listenAgain() }
             return nil
         }
-        idleExitHook?(.exiting)
+        lifecycle.idleExitHook?(.exiting)
         Systemd.notify("STOPPING=1")
         return "idle for \(idle) with no client"
     }
@@ -51,35 +53,20 @@ extension Server {
     /// that, kvd keeps its socket shut (no client is queued unseen), serves the clients it has
     /// and exits when idle again.
     func listenAgain() {
-        for fd in listeners { poller.forget(fd) }
+        for fd in lifecycle.listeners { poller.forget(fd) }
         do {
             socket = try socket.rebound()
-            listeners = socket.fds
+            lifecycle.listeners = socket.fds
             try watchListeners()
             log.notice("a client came as kvd was about to exit on idle: serving it on a fresh socket")
         } catch {
             try? socket.refuseNewConnections()  // already shut, unless it is the fresh one
-            listeners = []
-            log.error("\(error): serving the \(connections.count) client(s) connected, then exiting")
+            lifecycle.listeners = []
+            log.error("\(error): serving the \(table.connections.count) client(s) connected, then exiting")
         }
     }
 
     func nextTimeout() -> Int32 {
-        var wait: Duration?
-        func consider(_ candidate: Duration) { wait = min(wait ?? candidate, max(candidate, .zero)) }
-        let now = ContinuousClock.now
-        if let deadline = shutdownDeadline { consider(min(deadline - now, .milliseconds(100))) }
-        if let idleExit, connections.isEmpty { consider(lastActivity + idleExit - now) }
-        if watchdog != nil { consider(nextWatchdogPing - now) }
-        if commitsInFlight > 0 && shutdownDeadline != nil { consider(.milliseconds(10)) }
-        guard let wait else { return -1 }
-        let milliseconds = wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000
-        return Int32(clamping: milliseconds + 1)
-    }
-
-    func pingWatchdog() {
-        guard let watchdog, ContinuousClock.now >= nextWatchdogPing else { return }
-        Systemd.notify("WATCHDOG=1")
-        nextWatchdogPing = .now + watchdog / 2
+        lifecycle.timeout(idle: table.connections.isEmpty, committing: commits.inFlight > 0)
     }
 }

@@ -10,15 +10,15 @@ extension Server {
     /// whose call is being handled: the caller settles it) get `stream`'s pieces, then its
     /// live replies or its next calls.
     func startStream(_ stream: ReplyStream, to connection: ClientConnection) {
-        streams[connection.id] = stream
+        table.streams[connection.id] = stream
         refill(connection, stream, settle: false)
     }
 
     /// Makes pieces for every watcher with a stream that has read most of what it was sent.
     func refillStreams() {
-        for (id, stream) in streams {
-            guard let connection = connectionsByID[id], !connection.isClosed else {
-                streams.removeValue(forKey: id)?.drop(memory: memory)
+        for (id, stream) in table.streams {
+            guard let connection = table.byID[id], !connection.isClosed else {
+                table.streams.removeValue(forKey: id)?.drop(memory: memory)
                 continue
             }
             refill(connection, stream, settle: true)
@@ -32,7 +32,7 @@ extension Server {
         guard connection.pendingOutput < ReplyStream.lowWater else { return }
         while connection.pendingOutput < ReplyStream.lowWater, let piece = stream.next() { connection.send(piece) }
         if stream.isDone {
-            streams[connection.id] = nil
+            table.streams[connection.id] = nil
             if connection.phase == .streaming { connection.phase = .serving }
             for reply in stream.takeDeferred() {
                 switch reply {
@@ -49,7 +49,7 @@ extension Server {
     /// Sends a live reply to a watcher, or keeps it behind the watcher's stream; a watcher that
     /// has more kept than ``Limits/maxPendingOutput`` does not read, and is disconnected.
     func deliver(_ reply: ReplyStream.Deferred, to connection: ClientConnection) {
-        guard let stream = streams[connection.id] else {
+        guard let stream = table.streams[connection.id] else {
             switch reply {
             case .own(let bytes): connection.send { $0.append(contentsOf: bytes) }
             case .shared(let shared): connection.send(shared: shared)

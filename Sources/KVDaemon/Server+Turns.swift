@@ -12,24 +12,26 @@ extension Server {
     ///
     /// On the system instance a turn is its uid's, not its own: all the connections of one uid
     /// together handle at most one turn's calls and reply bytes per pass of the loop (see
-    /// ``turnsUsed``), so a user with many connections gets no more of the loop than a user
+    /// ``ConnectionTable/turnUse(of:)``), so a user with many connections gets no more of the loop than a user
     /// with one.
     func process(_ connection: ClientConnection) {
         guard !connection.isClosed else { return }
-        let before = connection.uid.flatMap { turnsUsed[$0] } ?? TurnUse()
+        let before = table.turnUse(of: connection.uid) ?? .init()
         var handled = 0
         let outputBefore = connection.pendingOutput
         defer {
             if let uid = connection.uid, handled > 0 {
-                turnsUsed[uid] = TurnUse(
-                    calls: before.calls + handled,
-                    output: before.output + max(0, connection.pendingOutput - outputBefore))
+                table.setTurnUse(
+                    .init(
+                        calls: before.calls + handled,
+                        output: before.output + max(0, connection.pendingOutput - outputBefore)),
+                    of: uid)
             }
         }
         while canHandleNextCall(connection) {
             let output = before.output + connection.pendingOutput - outputBefore
             if before.calls + handled >= limits.callsPerTurn || output >= limits.outputPerTurn {
-                if connection.framer.pendingByteCount > 0 { giveTurn(connection) }
+                if connection.framer.pendingByteCount > 0 { table.giveTurn(connection) }
                 break
             }
             handled += 1
@@ -52,17 +54,14 @@ extension Server {
         connection.framer.compact()  // the handled calls' bytes, and a large message's buffer
         connection.recharge()
         if memory.isOverBudget { shedClients() }
-        if !connection.isClosed, !connection.needsSettling {
-            connection.needsSettling = true
-            unsettled.append(connection)
-        }
+        table.queueToSettle(connection)
     }
 
     /// Whether `connection` may handle its next call now: it is serving (not waiting for a
     /// commit or its turn, watching or closing), kvd is not stopping, and its unread replies are
     /// within its cap (``outputCap(_:)``).
     private func canHandleNextCall(_ connection: ClientConnection) -> Bool {
-        connection.isServing && shutdownDeadline == nil && connection.pendingOutput <= outputCap(connection)
+        connection.isServing && !lifecycle.isStopping && connection.pendingOutput <= outputCap(connection)
     }
 
     /// Unread reply bytes past which a connection's calls wait: ``Limits/readerPendingOutput``
@@ -72,22 +71,15 @@ extension Server {
             ? min(limits.readerPendingOutput, limits.maxPendingOutput) : limits.maxPendingOutput
     }
 
-    /// Queues `connection` for another turn on the next pass of the loop.
-    private func giveTurn(_ connection: ClientConnection) {
-        connection.phase = .waitingForTurn
-        ready.append(connection.id)
-    }
-
     /// Gives each connection that had calls left over its next turn. A connection whose uid has
     /// used its turn this pass (another of its connections had it) keeps its place at the front
     /// for the next pass, so the connections of one uid take their turns in rotation.
     func serveReady() {
-        let turns = ready
-        ready = []
+        guard table.hasReady else { return }
         var waiting: [Int] = []
-        for id in turns {
-            guard let connection = connectionsByID[id], connection.phase == .waitingForTurn else { continue }
-            if let uid = connection.uid, let used = turnsUsed[uid],
+        for id in table.takeReady() {
+            guard let connection = table.byID[id], connection.phase == .waitingForTurn else { continue }
+            if let used = table.turnUse(of: connection.uid),
                 used.calls >= limits.callsPerTurn || used.output >= limits.outputPerTurn
             {
                 waiting.append(id)
@@ -96,14 +88,14 @@ extension Server {
             connection.phase = .serving
             process(connection)
         }
-        ready = waiting + ready
+        table.putBackReady(waiting)
     }
 
     /// Input bytes `connection` may still hold: while its calls cannot be handled (they wait for
     /// a commit or their turn, follow a `Watch`, or kvd is stopping), one read chunk in all;
     /// otherwise one whole message and its NUL, so a message over the limit shows as one.
     func inputRoom(_ connection: ClientConnection) -> Int {
-        let waiting = !connection.isServing || shutdownDeadline != nil
+        let waiting = !connection.isServing || lifecycle.isStopping
         return (waiting ? limits.readChunk : connection.framer.limit + 1) - connection.framer.pendingByteCount
     }
 
@@ -111,13 +103,8 @@ extension Server {
     /// the pass (as Redis writes them before it sleeps), so a client is woken once per pass
     /// and not once per reply while the loop still works on others.
     func settleAll() {
-        while !unsettled.isEmpty {
-            let batch = unsettled
-            unsettled = []
-            for connection in batch where !connection.isClosed {
-                connection.needsSettling = false
-                settle(connection)
-            }
+        while table.hasUnsettled {
+            for connection in table.takeUnsettled() where !connection.isClosed { settle(connection) }
         }
     }
 
@@ -153,34 +140,15 @@ extension Server {
 
     /// Clients together hold more than ``Limits/maxClientMemory``: disconnects those holding the
     /// most (unsent replies, unfinished messages) until the rest fit, each with a warning that
-    /// names it and what it held (see ``sheddingCandidate()`` for whom).
+    /// names it and what it held (see ``ConnectionTable/sheddingCandidate()`` for whom).
     func shedClients() {
-        while memory.isOverBudget, let victim = sheddingCandidate() {
+        while memory.isOverBudget, let victim = table.sheddingCandidate() {
             let who = victim.uid.map { " (uid \($0))" } ?? ""
             log.warning(
                 "clients hold \(ClientMemory.text(memory.total)), over the budget of \(ClientMemory.text(memory.budget)) "
                     + "(--max-client-memory): disconnecting client \(victim.id)\(who), which holds the most, \(victim.memoryDescription)"
             )
             close(victim)
-        }
-    }
-
-    /// The connection to disconnect first when clients hold too much. A user's kvd: the one
-    /// holding the most. The system instance: one of the uid whose non-admin connections
-    /// together hold the most, its own largest that is not a `Mirror` if it has one, so one user's
-    /// many connections never cost another user their `Mirror` (and with it their locks) nor an
-    /// admin their call; an admin's connection only when the non-admins hold nothing.
-    func sheddingCandidate() -> ClientConnection? {
-        guard case .system = role else { return connections.values.max { $0.heldBytes < $1.heldBytes } }
-        var held: [UInt32: Int] = [:]
-        for connection in connections.values where !connection.mayWrite {
-            if let uid = connection.uid { held[uid, default: 0] += connection.heldBytes }
-        }
-        guard let (uid, bytes) = held.max(by: { $0.value < $1.value }), bytes > 0 else {
-            return connections.values.max { $0.heldBytes < $1.heldBytes }
-        }
-        return connections.values.filter { $0.uid == uid && !$0.mayWrite }.max {
-            ($0.isMirror ? 0 : 1, $0.heldBytes) < ($1.isMirror ? 0 : 1, $1.heldBytes)
         }
     }
 }

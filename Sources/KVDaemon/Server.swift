@@ -21,10 +21,15 @@ import KVSystem
 ///
 /// Every system call goes through the ``SystemCalls`` the server is given, so tests can run
 /// this loop over socket pairs and inject `EINTR`, `EAGAIN`, `EMFILE`, `ECONNRESET` or short
-/// writes. The loop's work is split by role: this file (the loop), `Server+Connections.swift`
-/// (accepting, reading, writing, closing), `Server+Turns.swift` (fairness, settling, memory),
-/// `Server+Calls.swift` (calls, commits, the watch fan-out), `Server+Lifecycle.swift` (idle
-/// exit, shutdown, timers). Loop thread only, except ``Poller/wake()``.
+/// writes. The loop's state is in parts that own it, each with its contract: the
+/// ``ConnectionTable`` (who is connected: watchers, streams, per-uid counts and turns, whom to
+/// shed, the spare descriptor), the ``CommitPipeline`` (writes in flight and their completions),
+/// the ``WatchFanOut`` (what watchers hear, as the layers combine), ``KeptReplies`` and the
+/// ``Lifecycle`` (timers, listeners). The server composes them, its work split by role: this
+/// file (the loop), `Server+Connections.swift` (accepting, reading, writing, closing),
+/// `Server+Turns.swift` (fairness, settling, memory), `Server+Calls.swift` (calls, commits,
+/// telling watchers), `Server+Streams.swift` (replies made piece by piece),
+/// `Server+Lifecycle.swift` (idle exit, shutdown). Loop thread only, except ``Poller/wake()``.
 ///
 /// Memory: a client's input is read only while it has room (see `inputRoom`): while its calls
 /// cannot be handled (they wait for a commit or their turn, or follow a `Watch`), it holds at
@@ -55,70 +60,39 @@ public final class Server {
 
     let store: Store
     let handler: RequestHandler
-    /// Replies to hot `Get` calls, kept while nothing they read changes.
-    @exclusivity(unchecked) var getReplies = GetReplyCache()
-    /// Replies to `List` calls of large domains, shared while nothing they read changes.
-    var listReplies: ListReplyCache
-    let role: DaemonOptions.Role
-    /// A user's kvd: follows the system instance (nil: no system layer).
-    var mirror: SystemMirror?
-    /// The system instance with `--etcd`: makes changes to fleet domains in etcd.
-    var fleetWriter: FleetWriter?
-    /// The system instance: tells of changes in its drop-in folders (``DropInWatcher``).
-    var dropInWatcher: DropInWatcher?
-    /// The system instance: open connections per peer uid (see ``SystemPolicy``).
-    var connectionsPerUID: [UInt32: Int] = [:]
     let system: any SystemCalls
-    /// kvd's own socket or systemd's; replaced by a fresh one if a client comes at idle exit.
-    var socket: ListeningSocket
-    /// `socket.fds`, checked for every event.
-    var listeners: [Int32]
     let log: Logger
-    let idleExit: Duration?
     let limits: Limits
     let poller: Poller
-    let memory: ClientMemory
-    @exclusivity(unchecked) var connections: [Int32: ClientConnection] = [:]
-    @exclusivity(unchecked) var connectionsByID: [Int: ClientConnection] = [:]
-    /// The connections streaming a `Watch`, by id (a commit looks at these only).
-    @exclusivity(unchecked) var watchers: [Int: ClientConnection] = [:]
-    /// Watchers whose first replies (a `Mirror` snapshot, a large domain's current values) are
-    /// still being made piece by piece, by connection id (see ``ReplyStream``).
-    @exclusivity(unchecked) var streams: [Int: ReplyStream] = [:]
-    var nextID = 0
-    /// One buffer for every socket read (the loop reads one socket at a time).
-    @exclusivity(unchecked) var readBuffer: [UInt8]
-    /// Connections with calls left over after their turn, in the order they get the next one.
-    @exclusivity(unchecked) var ready: [Int] = []
-    /// The system instance: what each uid's connections handled this pass (a uid's turn).
-    @exclusivity(unchecked) var turnsUsed: [UInt32: TurnUse] = [:]
-    /// Connections handled this pass, to be settled at its end (replies sent together).
-    @exclusivity(unchecked) var unsettled: [ClientConnection] = []
-    /// Finished commits, in commit order: from this loop's own commits, or from the store's
-    /// thread when it was busy compacting.
-    let completions = CompletionQueue()
-    @exclusivity(unchecked) var commitsInFlight = 0
-    /// Writes were queued in the store this pass and await ``commitQueued()``.
-    @exclusivity(unchecked) var commitsQueued = false
-    @exclusivity(unchecked) var lastActivity = ContinuousClock.now
-    @exclusivity(unchecked) var shutdownDeadline: ContinuousClock.Instant?
-    /// A descriptor kept open to be given up when the process runs out of descriptors, so an
-    /// excess connection can be accepted and closed instead of spinning on `EMFILE`.
-    var spareFD: Int32 = -1
-    var refusedSinceLog = 0
-    var lastRefusalLog: ContinuousClock.Instant?
-    let watchdog: Duration?
-    @exclusivity(unchecked) var nextWatchdogPing = ContinuousClock.now
-    /// Tests: called when the idle timeout has passed, before kvd looks at its backlog
-    /// (`.deciding`), and when it found nobody there and returns (`.exiting`).
-    var idleExitHook: ((IdleExitStep) -> Void)?
+    /// kvd's own socket or systemd's; replaced by a fresh one if a client comes at idle exit.
+    var socket: ListeningSocket
+    /// Who is connected, and what the loop keeps per connection and per user.
+    let table: ConnectionTable
+    /// The writes on their way and the replies waiting for them.
+    let commits: CommitPipeline
+    /// What watchers hear, and how the layers combine in it; follows the system instance.
+    let fanOut: WatchFanOut
+    /// Replies to hot `Get`s and large `List`s, kept while nothing they read changes.
+    @exclusivity(unchecked) var replies: KeptReplies
+    /// The loop's timers and listening descriptors: when it waits, wakes and stops.
+    let lifecycle: Lifecycle
 
     enum IdleExitStep { case deciding, exiting }
 
-    /// Calls handled and reply bytes produced in a turn so far.
-    struct TurnUse {
-        var calls = 0
-        var output = 0
+    /// Tests: called when the idle timeout has passed (``Lifecycle/idleExitHook``).
+    var idleExitHook: ((IdleExitStep) -> Void)? {
+        get { lifecycle.idleExitHook }
+        set { lifecycle.idleExitHook = newValue }
+    }
+
+    /// What all clients hold (``ConnectionTable/memory``).
+    var memory: ClientMemory { table.memory }
+
+    /// The system instance with `--etcd`: makes changes to fleet domains in etcd
+    /// (``CommitPipeline/fleetWriter``); set once the fleet is up.
+    var fleetWriter: FleetWriter? {
+        get { commits.fleetWriter }
+        set { commits.fleetWriter = newValue }
     }
 
     /// - Parameters:
@@ -134,7 +108,6 @@ public final class Server {
         systemLayerFile: SystemLayerFile? = nil
     ) throws(SystemError) {
         self.store = store
-        self.role = role
         if case .system = role {
             self.handler = RequestHandler(store: store, isSystem: true, fleet: fleet)
         } else {
@@ -142,29 +115,33 @@ public final class Server {
         }
         self.system = system
         self.socket = socket
-        self.listeners = socket.fds
         self.log = log
-        self.idleExit = idleExit
         self.limits = limits
         self.poller = try Poller(system: system)
-        self.memory = ClientMemory(budget: limits.maxClientMemory)
-        self.listReplies = ListReplyCache(maxBytes: min(64 << 20, limits.maxClientMemory / 4))
-        self.readBuffer = [UInt8](repeating: 0, count: limits.readChunk)
-        self.watchdog = Systemd.watchdogInterval()
-        try watchListeners()
-        spareFD = (try? system.openReadOnly("/dev/null")) ?? -1
+        self.commits = CommitPipeline(store: store, poller: poller)
+        var policy: DaemonOptions.SystemPolicy?
+        if case .system(let given) = role { policy = given }
+        self.table = ConnectionTable(
+            memory: ClientMemory(budget: limits.maxClientMemory), policy: policy, readChunk: limits.readChunk,
+            system: system, log: log)
+        self.replies = KeptReplies(maxListBytes: min(64 << 20, limits.maxClientMemory / 4))
+        self.lifecycle = Lifecycle(idleExit: idleExit, watchdog: Systemd.watchdogInterval(), listeners: socket.fds)
+        var mirror: SystemMirror?
         if case .user(let systemSocket?) = role {
-            let mirror = SystemMirror(
+            mirror = SystemMirror(
                 path: systemSocket, system: system, log: log, file: systemLayerFile, wake: { [poller] in poller.wake() }
             )
-            self.mirror = mirror
+        }
+        self.fanOut = WatchFanOut(handler: handler, mirror: mirror)
+        try watchListeners()
+        if let mirror {
             mirror.start(waitingAtMost: .seconds(3))
             applySystemUpdates()
         }
     }
 
     func watchListeners() throws(SystemError) {
-        for fd in listeners {
+        for fd in lifecycle.listeners {
             try system.setNonBlocking(fd)
             try poller.watch(fd, readable: true, writable: false, adding: true)
         }
@@ -182,19 +159,19 @@ public final class Server {
     /// the loop's timers allow), handles them, commits what they wrote, sends the replies.
     /// Returns the reason to stop, or `nil` to go on. Tests drive the loop pass by pass.
     func runPass(maxWait: Int32 = -1) throws(SystemError) -> String? {
-        var timeout = ready.isEmpty && !commitsQueued ? nextTimeout() : 0
+        var timeout = !table.hasReady && !commits.hasQueued ? nextTimeout() : 0
         if maxWait >= 0 { timeout = timeout < 0 ? maxWait : min(timeout, maxWait) }
         let events = try poller.wait(timeoutMilliseconds: timeout)
-        if mirror != nil { applySystemUpdates() }
-        turnsUsed.removeAll(keepingCapacity: true)
+        if fanOut.followsSystem { applySystemUpdates() }
+        table.beginPass()
         serveReady()  // those that waited longest first
         for event in events { dispatch(event) }
-        if !streams.isEmpty { refillStreams() }  // pieces of long replies, as clients read them
+        if !table.streams.isEmpty { refillStreams() }  // pieces of long replies, as clients read them
         settleAll()  // replies to reads go out before the sync, not after it
-        commitQueued()
+        commits.commitQueued()
         deliverCompletions()
         settleAll()
-        pingWatchdog()
+        lifecycle.pingWatchdog()
         return stopReason()
     }
 
@@ -203,21 +180,19 @@ public final class Server {
             poller.drainWake()
         } else if event.fd == poller.signalFD {
             if let signal = poller.takeTerminationSignal() { signalArrived(signal) }
-        } else if event.fd == dropInWatcher?.fd {
+        } else if event.fd == lifecycle.dropInWatcher?.fd {
             dropInsChanged()
-        } else if listeners.contains(event.fd) {
+        } else if lifecycle.listeners.contains(event.fd) {
             acceptAll(from: event.fd)
-        } else if let connection = connections[event.fd] {
+        } else if let connection = table.connections[event.fd] {
             if event.hangup { return hangUp(connection) }
             if event.writable { flush(connection) }
-            if event.readable, connections[event.fd] != nil { read(connection) }
+            if event.readable, table.connections[event.fd] != nil { read(connection) }
         }
     }
 
     deinit {
-        mirror?.stop()
-        dropInWatcher?.close()
-        for connection in connections.values { system.close(connection.fd) }
-        if spareFD >= 0 { system.close(spareFD) }
+        fanOut.stop()
+        lifecycle.dropInWatcher?.close()
     }
 }

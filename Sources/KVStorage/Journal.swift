@@ -17,11 +17,9 @@ final class Journal: @unchecked Sendable {
     /// The log file's size: past ``logLength`` it holds zeros (space reserved ahead, so that a
     /// sync need not change the file's size) or, after a failed write, data being cut off.
     var fileLength: Int64 = 0
-    /// A write or sync of the log failed: it must be cut back to ``logLength`` and synced
-    /// before anything else is appended (a later sync must not make the failed data durable).
-    var needsRepair = false
-    /// The log's replacement may not be durable: it must be written anew before appending.
-    var needsReset = false
+    /// Whether the log may be appended to as it is, or what must be done to it first
+    /// (``repairIfNeeded(revision:)`` does it before the next append).
+    var state: LogState = .intact
     /// Domains changed in the log since their files were last written.
     var dirty: Set<Domain> = []
     /// Files a domain was read from under another name than its own (an older kvd's
@@ -54,6 +52,18 @@ final class Journal: @unchecked Sendable {
     /// Why the last ``append(_:revision:)`` failed, if a file system call did.
     var appendFailure: FileSystemError?
 
+    /// What the log needs before the next append. One value: a log whose replacement may not
+    /// be durable is written anew, which also covers what a cut back would repair.
+    enum LogState: Equatable {
+        /// The log ends with its last durable record (and zeros reserved past it): append.
+        case intact
+        /// A write or sync of the log failed: it must be cut back to ``logLength`` and synced
+        /// before anything else is appended (a later sync must not make the failed data durable).
+        case needsRepair
+        /// The log's replacement may not be durable: it must be written anew before appending.
+        case needsReset
+    }
+
     /// The block the log is written in. A commit writes whole blocks from the start of the
     /// partly filled last one, zero-padded, through an `O_DIRECT` descriptor where the file
     /// system takes one: a 100-byte change then writes 512 bytes, not a 4 KiB page.
@@ -85,7 +95,7 @@ final class Journal: @unchecked Sendable {
             try fileSystem.fdatasync(descriptor)
         } catch {
             appendFailure = error
-            needsRepair = true
+            if state == .intact { state = .needsRepair }
             try? repairIfNeeded(revision: revision)
             throw .failure("could not make the change durable in \(logPath): \(error)")
         }
@@ -149,13 +159,15 @@ final class Journal: @unchecked Sendable {
     /// record and syncs it, or rewrites it if its replacement was not durable. `revision` is
     /// the store's current revision (nothing was appended since the failure).
     func repairIfNeeded(revision: Int64) throws(StorageError) {
-        if needsReset {
+        switch state {
+        case .intact: return
+        case .needsReset:
             do { try resetLog(baseRevision: revision) } catch {
                 throw .failure("could not rewrite the log \(logPath): \(error)")
             }
             return
+        case .needsRepair: break
         }
-        guard needsRepair else { return }
         do {
             if let old = logDescriptor { fileSystem.close(old) }
             logDescriptor = nil
@@ -166,24 +178,24 @@ final class Journal: @unchecked Sendable {
         } catch {
             throw .failure("could not repair the log \(logPath) after a failed write: \(error)")
         }
-        needsRepair = false
+        state = .intact
         log(.warning, "cut the log \(logPath) back to its last durable record after a failed write")
     }
 
     /// Replaces the log with one holding only a header: temporary file, fsync, rename, fsync of
-    /// the folder. Only valid once every record is in the domain files.
+    /// the folder. Only valid once every record is in the domain files. Until the folder's sync
+    /// succeeds the log ``LogState/needsReset``.
     func resetLog(baseRevision: Int64) throws(FileSystemError) {
         let header = LogFormat.header(baseRevision: baseRevision)
-        needsReset = true
+        state = .needsReset
         try fileSystem.replaceFile(logPath, temporary: path("." + StorageFormat.logFileName + ".tmp"), with: header)
         if let old = logDescriptor { fileSystem.close(old) }
         logDescriptor = nil
         logLength = Int64(header.count)
         fileLength = logLength
         try openLog(tail: Self.tail(of: header, length: header.count))
-        needsRepair = false
         try fileSystem.syncDirectory(directory)
-        needsReset = false
+        state = .intact
     }
 
     /// Appends the commits of `history` to the history files first (so a crash after them

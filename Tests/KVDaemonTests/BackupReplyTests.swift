@@ -27,11 +27,11 @@ import Testing
         let revision = loop.store.revision
         let client = loop.connect()
         client.send(Self.backup, Self.domains)
-        loop.run("the backup did not begin") { loop.server.streams.count == 1 }
+        loop.run("the backup did not begin") { loop.server.table.streams.count == 1 }
         for _ in 0..<20 { _ = try loop.server.runPass(maxWait: 1) }
-        let held = loop.server.connectionsByID.values.map(\.pendingOutput).max() ?? 0
+        let held = loop.server.table.byID.values.map(\.pendingOutput).max() ?? 0
         #expect(held <= ReplyStream.lowWater + (2 << 20), "a client that does not read holds \(held) bytes")
-        #expect(loop.server.streams.count == 1, "the pieces wait for the client to read")
+        #expect(loop.server.table.streams.count == 1, "the pieces wait for the client to read")
         // Written while the backup streams: not in it.
         _ = try loop.store.commit(big, .set(try Key(validating: "k11"), .string("later"), ifRevision: nil))
         _ = try loop.store.commit(small, .delete(try Key(validating: "k0")))
@@ -39,8 +39,8 @@ import Testing
         let expected = 12 + 1 + 1 + 1  // a piece per big value, one for small, the last, Domains
         loop.run("the backup did not end", passes: 2000) {
             _ = client.isClosed  // reads what arrived
-            return loop.server.streams.isEmpty
-                && loop.server.connectionsByID.values.allSatisfy { $0.pendingOutput == 0 }
+            return loop.server.table.streams.isEmpty
+                && loop.server.table.byID.values.allSatisfy { $0.pendingOutput == 0 }
         }
         loop.run("the call after the backup was not answered") { client.replies.count == expected }
         let replies = try client.replies.map { try VarlinkReply(message: ArraySlice($0.utf8)) }
@@ -69,6 +69,6 @@ import Testing
         #expect(
             replies.last!.parameters["domains"] != nil,
             "the next call is answered after the last piece: \(replies.last!.parameters)")
-        #expect(loop.server.streams.isEmpty)
+        #expect(loop.server.table.streams.isEmpty)
     }
 }

@@ -135,7 +135,7 @@ import Testing
         let acceptsWhileOut = loop.system.count(.accept)
         for _ in 0..<20 { _ = try loop.server.runPass(maxWait: 5) }
         #expect(loop.system.count(.accept) == acceptsWhileOut, "the loop kept calling accept on an empty listener")
-        #expect(loop.server.connections.isEmpty)
+        #expect(loop.server.table.connections.isEmpty)
 
         loop.system.limitDescriptors(free: nil)
         let served = loop.connect()
@@ -184,7 +184,7 @@ import Testing
         client.send(Self.domains)
         loop.run("a client met by EINTR was not served") { client.replies.count == 1 }
         #expect(!client.isClosed, "the connection was closed after EINTR")
-        #expect(loop.server.connections.count == 1)
+        #expect(loop.server.table.connections.count == 1)
         #expect(loop.system.count(.read) > 3 && loop.system.count(.send) > 3, "the faults were not all met")
     }
 
@@ -205,7 +205,7 @@ import Testing
         let onRead = loop.connect()
         let onSend = loop.connect()
         let other = loop.connect()
-        loop.run("the clients were not accepted") { loop.server.connections.count == 3 }
+        loop.run("the clients were not accepted") { loop.server.table.connections.count == 3 }
         loop.system.inject(.fail(.connectionReset), on: .read, fd: onRead.daemonFD)
         loop.system.inject(.fail(.connectionReset), on: .send, fd: onSend.daemonFD)
         onRead.send(Self.domains)
@@ -214,11 +214,11 @@ import Testing
         loop.run("the reset connections were not closed") { onRead.isClosed && onSend.isClosed }
         loop.run("the other client was not served") { other.replies.count == 1 }
         #expect(onRead.replies.isEmpty && onSend.replies.isEmpty)
-        #expect(loop.server.connections.count == 1)
+        #expect(loop.server.table.connections.count == 1)
         other.send(Self.get)
         loop.run("the other client's second call was not answered") { other.replies.count == 2 }
         other.disconnect()
-        loop.run("the last client's hang-up was not seen") { loop.server.connections.isEmpty }
+        loop.run("the last client's hang-up was not seen") { loop.server.table.connections.isEmpty }
         #expect(loop.server.memory.total == 0, "closed connections still hold \(loop.server.memory.total) bytes")
     }
 }

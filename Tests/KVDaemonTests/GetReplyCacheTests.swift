@@ -48,7 +48,7 @@ import Testing
             }
             loop.run("step \(step): not answered") { client.replies.count == answered }
         }
-        let hits = loop.server.getReplies.hits
+        let hits = loop.server.replies.gets.hits
         #expect(hits > 20, "the cache answered only \(hits) Gets: the test did not exercise it")
     }
 }

@@ -30,7 +30,8 @@ import Testing
         guard case .reply(let list) = handler.handle(.list(domain)) else {
             Issue.record("List must be answered"); return
         }
-        let pieces = Self.pieces(of: handler.initialWatchStream(domain, nil, revision: .max))
+        let pieces = Self.pieces(
+            of: WatchFanOut(handler: handler, mirror: nil).initialWatchStream(domain, nil, revision: .max))
         for reply in [list] + pieces {
             let bytes = reply.encoded().dropLast()
             #expect(bytes.count <= Limits.messageBytes, "\(bytes.count) bytes")
@@ -98,7 +99,9 @@ import Testing
                     try Key(validating: "user\(index)"), .string(String(repeating: "u", count: 1 << 20)),
                     ifRevision: nil))
         }
-        let pieces = Self.pieces(of: handler.initialWatchStream(domain, nil, revision: temp.store.revision))
+        let pieces = Self.pieces(
+            of: WatchFanOut(handler: handler, mirror: nil).initialWatchStream(
+                domain, nil, revision: temp.store.revision))
         var keys: Set<String> = []
         for piece in pieces {
             let bytes = piece.encoded().dropLast()

@@ -20,11 +20,11 @@ import Testing
         }
         let watcher = loop.connect()
         watcher.send(Self.watch)
-        loop.run("the watch did not begin") { loop.server.streams.count == 1 }
+        loop.run("the watch did not begin") { loop.server.table.streams.count == 1 }
         for _ in 0..<20 { _ = try loop.server.runPass(maxWait: 1) }
-        let held = loop.server.connectionsByID.values.map(\.pendingOutput).max() ?? 0
+        let held = loop.server.table.byID.values.map(\.pendingOutput).max() ?? 0
         #expect(held <= ReplyStream.lowWater + (2 << 20), "a watcher that does not read holds \(held) bytes")
-        #expect(loop.server.streams.count == 1, "the pieces wait for the watcher to read")
+        #expect(loop.server.table.streams.count == 1, "the pieces wait for the watcher to read")
         let writer = loop.connect()
         writer.send(Self.set)
         loop.run("the Set was not answered") { writer.replies.count == 1 }
@@ -41,6 +41,6 @@ import Testing
             last.parameters["changes"]
                 == .array([Change(key: try Key(validating: "late"), value: .string("after")).json]),
             "the commit comes after every piece")
-        #expect(loop.server.streams.isEmpty)
+        #expect(loop.server.table.streams.isEmpty)
     }
 }

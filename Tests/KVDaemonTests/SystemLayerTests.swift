@@ -205,9 +205,27 @@ import Testing
         loop.run("another user was not served") { other.replies.count == 1 }
         for client in held { client.send(Self.locksCall) }
         loop.run("the user's first connections were not served") { held.allSatisfy { $0.replies.count == 1 } }
-        #expect(loop.server.connectionsPerUID == [1000: 2, 1002: 1])
+        #expect(loop.server.table.perUID == [1000: 2, 1002: 1])
         held[0].disconnect()
-        loop.run("a closed connection was not given back to its uid") { loop.server.connectionsPerUID[1000] == 1 }
+        loop.run("a closed connection was not given back to its uid") { loop.server.table.perUID[1000] == 1 }
+    }
+
+    /// A connection counts against its uid only once it is served: one that epoll could not
+    /// watch (and was closed at once) does not hold one of its user's connections for good.
+    @Test func aConnectionEpollCannotWatchCostsItsUserNothing() throws {
+        let loop = try Self.systemLoop(maxPerUID: 1)
+        let user = PeerCredentials(pid: 1, uid: 1000, gid: 1000, groups: [])
+        loop.system.pretendPeers([user, user])
+        let unwatched = loop.connect()
+        loop.system.inject(.fail(Errno(rawValue: ENOSPC)), on: .epollControl, fd: unwatched.daemonFD)
+        loop.run("the connection epoll could not watch was not closed") { unwatched.isClosed }
+        let next = loop.connect()
+        next.send(Self.locksCall)
+        loop.run("the user's next connection was neither served nor refused") {
+            next.replies.count == 1 || next.isClosed
+        }
+        #expect(next.replies.count == 1, "refused: the connection that failed still counts against uid 1000")
+        #expect(loop.server.table.perUID == [1000: 1])
     }
 
     // MARK: options

@@ -51,7 +51,7 @@ import Testing
         loop.system.pretendPeers([Self.flooder, Self.flooder, Self.flooder, Self.flooder, Self.other])
         let flood = (0..<4).map { _ in loop.connect() }
         let other = loop.connect()
-        loop.run("the connections were not accepted") { loop.server.connections.count == 5 }
+        loop.run("the connections were not accepted") { loop.server.table.connections.count == 5 }
         let calls = [String](repeating: Self.get("d", "k"), count: 40).joined(separator: "\u{0}")
         for client in flood { client.send(calls) }
         other.send(Self.get("d", "k"))
@@ -78,22 +78,23 @@ import Testing
         mirror.send(#"{"method":"io.kvd.System.Mirror","more":true}"#)
         admin.send(#"{"method":"io.kvd.Defaults.List","parameters":{"domain":"org.ex.big"}}"#)
         loop.run("the Mirror and the List were not handled") {
-            loop.server.connections[mirror.daemonFD].map { $0.pendingOutput > 0 } == true
-                && loop.server.connections[admin.daemonFD].map { $0.pendingOutput > 0 } == true
+            loop.server.table.connections[mirror.daemonFD].map { $0.pendingOutput > 0 } == true
+                && loop.server.table.connections[admin.daemonFD].map { $0.pendingOutput > 0 } == true
         }
         loop.system.pretendPeers([PeerCredentials](repeating: Self.flooder, count: 12))
         let flood = (0..<12).map { _ in loop.connect() }
-        loop.run("the flooder's connections were not accepted") { loop.server.connections.count == 14 }
+        loop.run("the flooder's connections were not accepted") { loop.server.table.connections.count == 14 }
         let calls = [String](repeating: Self.get("org.ex.flood", "k"), count: 10).joined(separator: "\u{0}")
         for client in flood { client.send(calls) }
-        loop.run("nobody was shed", passes: 1000) { loop.server.connections.count < 14 }
+        loop.run("nobody was shed", passes: 1000) { loop.server.table.connections.count < 14 }
         loop.run("the flooder's calls were not all handled", passes: 500) {
             flood.allSatisfy {
-                loop.server.connections[$0.daemonFD].map { $0.framer.pendingByteCount == 0 && $0.isServing } ?? true
+                loop.server.table.connections[$0.daemonFD].map { $0.framer.pendingByteCount == 0 && $0.isServing }
+                    ?? true
             }
         }
-        #expect(loop.server.connections[mirror.daemonFD] != nil, "another user's Mirror was shed")
-        #expect(loop.server.connections[admin.daemonFD] != nil, "an admin's connection was shed")
+        #expect(loop.server.table.connections[mirror.daemonFD] != nil, "another user's Mirror was shed")
+        #expect(loop.server.table.connections[admin.daemonFD] != nil, "an admin's connection was shed")
         #expect(!loop.server.memory.isOverBudget)
     }
 
@@ -153,15 +154,15 @@ import Testing
         reader.send(calls)
         admin.send(calls)
         func held(_ client: EventLoopTests.Client) -> Int {
-            loop.server.connections[client.daemonFD]?.pendingOutput ?? -1
+            loop.server.table.connections[client.daemonFD]?.pendingOutput ?? -1
         }
         loop.run("the admin's calls were not all handled") {
-            loop.server.connections[admin.daemonFD]?.framer.pendingByteCount == 0 && held(admin) > 2 << 20
+            loop.server.table.connections[admin.daemonFD]?.framer.pendingByteCount == 0 && held(admin) > 2 << 20
         }
         loop.run("the reader's first calls were not handled") { held(reader) > 1 << 20 }
         #expect(held(reader) <= (1 << 20) + (200 << 10), "the reader holds \(held(reader)) bytes of replies")
         #expect(
-            loop.server.connections[reader.daemonFD]?.framer.pendingByteCount ?? 0 > 0,
+            loop.server.table.connections[reader.daemonFD]?.framer.pendingByteCount ?? 0 > 0,
             "the reader's later calls were handled too")
         #expect(reader.replies.count > 0)
         loop.run("the reader was not served as it read") { reader.replies.count == 40 }

@@ -16,7 +16,7 @@ import Synchronization
 /// ```
 public final class FaultInjectingSystem: SystemCalls {
     /// The calls faults can be planned for.
-    public enum Call: Hashable, Sendable { case read, write, send, accept, epollWait, connect }
+    public enum Call: Hashable, Sendable { case read, write, send, accept, epollWait, epollControl, connect }
 
     /// What a planned fault does to one call.
     public enum Fault: Sendable, Equatable {
@@ -212,7 +212,9 @@ public final class FaultInjectingSystem: SystemCalls {
     public func shutdown(_ fd: Int32) throws(Errno) { try real.shutdown(fd) }
     public func epollCreate() throws(Errno) -> Int32 { try real.epollCreate() }
 
+    /// A fault planned for `.epollControl` is matched by the descriptor watched, not the epoll one.
     public func epollControl(_ epoll: Int32, _ operation: Int32, _ fd: Int32, events: UInt32) throws(Errno) {
+        if case .fail(let errno)? = fault(.epollControl, fd) { throw errno }
         try real.epollControl(epoll, operation, fd, events: events)
     }
 

@@ -1,0 +1,242 @@
+import KVProtocol
+import KVStorage
+import KVValues
+
+/// What watchers hear, and how the layers combine in it: the user's own store, the system layer
+/// a user's kvd follows (``SystemMirror``), and on the system instance the fleet domains (whose
+/// commits the fleet mirror makes in the store, so they reach watchers as commits).
+///
+/// A change reaches watchers as one ``News``, whatever it came from: a commit (the loop's own,
+/// or one made outside it) or an update of the system layer. The server hands each watcher's
+/// ``ClientConnection/Watch`` to ``News/reply(for:)`` and delivers what it gets: that is the only
+/// place watchers are told anything after their first replies (``initialStream(for:)``).
+/// What a watcher gets is what a read at the same revision gets: a change under a lock is not
+/// seen, a removal uncovers the system default, and a change of the layer is sent for the keys
+/// whose combined value or source it changed.
+///
+/// The fan-out owns the system layer's updates: only ``applySystemUpdates(_:watchers:)`` changes
+/// the layer (``RequestHandler`` reads it). Loop thread only.
+final class WatchFanOut {
+    private let handler: RequestHandler
+    /// A user's kvd: follows the system instance (nil: no system layer).
+    private let mirror: SystemMirror?
+
+    init(handler: RequestHandler, mirror: SystemMirror?) {
+        self.handler = handler
+        self.mirror = mirror
+    }
+
+    /// Whether updates of the system layer can come (a user's kvd with a system layer).
+    var followsSystem: Bool { mirror != nil }
+
+    /// Stops following the system instance. Any thread.
+    func stop() { mirror?.stop() }
+
+    /// The system layer's updates read since the last call, in order; apply each with
+    /// ``applySystemUpdates(_:watchers:)`` together.
+    func takeSystemUpdates() -> [SystemLayer.Update] {
+        mirror?.takeUpdates() ?? []
+    }
+
+    // MARK: What a watcher gets
+
+    /// The first replies of a new watcher: a `Mirror`'s snapshot (no domain) with the drop-in
+    /// files that apply to `peer`, or a `Watch`'s current values as the layers combine (see
+    /// ``initialWatchStream(_:_:revision:)``), all at `revision`.
+    func initialStream(for watch: ClientConnection.Watch, peer: DropInPeer?) -> ReplyStream {
+        guard let domain = watch.domain else { return handler.initialMirrorStream(revision: watch.since, for: peer) }
+        return initialWatchStream(domain, watch.key, revision: watch.since)
+    }
+
+    /// The first replies of a watch, made piece by piece (``ReplyStream``): the current values
+    /// (all, or the one key) as changes, as the layers combine. The first piece has `initial:
+    /// true`; when the values take more than one piece, every piece but the last has `partial:
+    /// true` and the later ones `initial: false`: a client gathers them into the current values.
+    func initialWatchStream(_ domain: Domain, _ key: Key?, revision: Int64) -> ReplyStream {
+        var changes: [Change] = []
+        var sources: [Key: ValueSource] = [:]
+        if let view = handler.combined(domain, handler.layer.layer(domain)) {
+            for (name, value) in view.values where key == nil || key == name {
+                changes.append(Change(key: name, value: value))
+            }
+            sources = view.sources
+        }
+        changes.sort { $0.key < $1.key }
+        let systemRevision = handler.layer.revision
+        return ReplyStream(runs: [.init(domain: domain, changes: changes)]) { _, slice, first, last in
+            var reply = Self.watchReply(
+                revision: revision, changes: Array(slice), initial: first, sources: sources,
+                systemRevision: systemRevision)
+            if !last { reply.parameterMembers.pairs.append((name: "partial", value: .bool(true))) }
+            return reply
+        }
+    }
+
+    /// The news of `commit`, for every watcher of its domain and every `Mirror`.
+    func news(of commit: Commit) -> News {
+        News(
+            .commit(commit, system: handler.layer.layer(commit.domain)), systemRevision: handler.layer.revision,
+            dropIns: handler.dropIns)
+    }
+
+    /// Applies `updates` to the system layer together; the news for the watchers of each domain
+    /// they touched: the keys whose combined value or source changed, at the store's current
+    /// revision (the user's own data did not change), one change set for all of `updates`.
+    /// Only the domains some of `watchers` watch are compared.
+    func applySystemUpdates(_ updates: [SystemLayer.Update], watchers: some Sequence<ClientConnection>) -> News {
+        let layer = handler.layer
+        var watched: [Domain: [Key: LayeredValue?]] = [:]
+        var touched: [Domain: Set<Key>] = [:]
+        for update in updates { touched.merge(layer.touchedKeys(by: update)) { $0.union($1) } }
+        // A glob lock changes every key it matches: the user's and the system's of its domain.
+        for (domain, keys) in touched where keys.contains(where: LockPattern.isPattern) {
+            touched[domain]?.formUnion(handler.store.list(domain)?.values.keys.map { $0 } ?? [])
+            touched[domain]?.formUnion(layer.layer(domain)?.values.keys.map { $0 } ?? [])
+        }
+        for connection in watchers {
+            guard case .watching(let watch) = connection.phase, let domain = watch.domain, watched[domain] == nil,
+                let keys = touched[domain]
+            else { continue }
+            watched[domain] = Dictionary(uniqueKeysWithValues: keys.map { ($0, combined(domain, $0)) })
+        }
+        for update in updates { layer.apply(update) }
+        var changed: [Domain: News.LayerChanges] = [:]
+        for (domain, before) in watched {
+            var changes: [Change] = []
+            var sources: [Key: ValueSource] = [:]
+            for (key, old) in before {
+                let now = combined(domain, key)
+                guard now != old else { continue }
+                changes.append(Change(key: key, value: now?.value))
+                if let source = now?.source, source != .user { sources[key] = source }
+            }
+            guard !changes.isEmpty else { continue }
+            changes.sort { $0.key < $1.key }
+            changed[domain] = News.LayerChanges(changes: changes, sources: sources)
+        }
+        return News(.system(revision: handler.store.revision, changed), systemRevision: layer.revision, dropIns: nil)
+    }
+
+    /// The value of `key` a reader of `domain` gets now, as the layers combine (an unreadable
+    /// value of the user's counts as none).
+    private func combined(_ domain: Domain, _ key: Key) -> LayeredValue? {
+        var user: Value?
+        if case .value(let value, _) = handler.store.get(domain, key) { user = value }
+        guard let system = handler.layer.layer(domain) else {
+            return user.map { LayeredValue(value: $0, source: .user) }
+        }
+        return system.combine(key, user: user)
+    }
+
+    static func watchReply(
+        revision: Int64, changes: [Change], initial: Bool, sources: [Key: ValueSource] = [:],
+        systemRevision: Int64? = nil
+    ) -> VarlinkReply {
+        .watch(revision: revision, changes: changes, initial: initial, sources: sources, systemRevision: systemRevision)
+    }
+
+    // MARK: News
+
+    /// One change on its way to the watchers: ``reply(for:)`` says what each watcher gets (nil:
+    /// nothing). A reply that many watchers get is encoded once and shared (one per key filter
+    /// of a commit; one for every `Mirror`).
+    struct News {
+        /// What changed in one domain's system layer, as a reader sees it.
+        struct LayerChanges {
+            var changes: [Change]
+            var sources: [Key: ValueSource]
+        }
+
+        enum Source {
+            /// A commit, and the system layer of its domain then.
+            case commit(Commit, system: SystemLayer.DomainLayer?)
+            /// The system layer changed these domains, at the store's `revision`.
+            case system(revision: Int64, [Domain: LayerChanges])
+        }
+
+        private let source: Source
+        /// The layer's revision the replies carry.
+        private let systemRevision: Int64?
+        /// A commit's watch replies made so far, by key filter (nil: nothing for that filter).
+        private var encoded: [Key?: SharedReply?] = [:]
+        /// The system instance's drop-in files: a `Mirror` gets a commit as its peer's files
+        /// combine with it (nil: a change of the system layer, which no mirror follows).
+        private let dropIns: DropInLayer?
+        /// A commit's `Mirror` reply, by drop-in profile (which files apply to the peer).
+        private var mirrored: [[Bool]: SharedReply] = [:]
+
+        init(_ source: Source, systemRevision: Int64?, dropIns: DropInLayer?) {
+            self.source = source
+            self.systemRevision = systemRevision
+            self.dropIns = dropIns
+        }
+
+        /// What the watcher of `watch` gets from this change; nil when it is not concerned (another
+        /// domain, another key, a commit at or before its first replies, nothing it can see).
+        /// `peer`: the watcher's, for a `Mirror`'s drop-in profile (read only for a `Mirror`).
+        mutating func reply(for watch: ClientConnection.Watch, peer: @autoclosure () -> DropInPeer?)
+            -> ReplyStream.Deferred?
+        {
+            switch source {
+            case .commit(let commit, let system):
+                return commitReply(commit, system, for: watch, peer: peer).map { .shared($0) }
+            case .system(let revision, let changed):
+                guard let domain = watch.domain, let layer = changed[domain] else { return nil }
+                let mine = layer.changes.filter { watch.key == nil || $0.key == watch.key }
+                guard !mine.isEmpty else { return nil }
+                let reply = WatchFanOut.watchReply(
+                    revision: revision, changes: mine, initial: false, sources: layer.sources,
+                    systemRevision: systemRevision)
+                return .own(reply.encoded())
+            }
+        }
+
+        /// A commit's reply to `watch`: every commit of a mirrored domain to a `Mirror`; the
+        /// commit's changes of the watched key (all if none) to a `Watch` of its domain.
+        private mutating func commitReply(
+            _ commit: Commit, _ system: SystemLayer.DomainLayer?, for watch: ClientConnection.Watch,
+            peer: () -> DropInPeer?
+        ) -> SharedReply? {
+            guard commit.revision > watch.since else { return nil }
+            guard let domain = watch.domain else {
+                guard commit.domain.isMirrored else { return nil }
+                let peer = peer()
+                let profile = dropIns?.current.profile(of: peer) ?? []
+                if let known = mirrored[profile] { return known }
+                let changes = dropIns?.mirrored(commit, for: peer) ?? commit.changes
+                let reply = SharedReply(
+                    RequestHandler.mirrorReply(
+                        revision: commit.revision, domain: commit.domain, changes: changes, synced: true
+                    ).encoded())
+                mirrored[profile] = reply
+                return reply
+            }
+            guard domain == commit.domain else { return nil }
+            if let known = encoded[watch.key] { return known }
+            let reply = watchReply(to: commit, key: watch.key, system: system)
+            encoded[watch.key] = .some(reply)
+            return reply
+        }
+
+        /// The watch reply for the commit's changes of `key` (all if `nil`), as the layers combine
+        /// (a change under a lock is not seen; a removal uncovers the system default); `nil` if
+        /// there are none.
+        private func watchReply(to commit: Commit, key: Key?, system: SystemLayer.DomainLayer?) -> SharedReply? {
+            var changes = commit.changes.filter { key == nil || $0.key == key }
+            var sources: [Key: ValueSource] = [:]
+            if let system {
+                changes = changes.compactMap { change in
+                    guard !system.locks.contains(change.key) else { return nil }
+                    guard change.value == nil, let value = system.values[change.key] else { return change }
+                    sources[change.key] = .system
+                    return Change(key: change.key, value: value)
+                }
+            }
+            guard !changes.isEmpty else { return nil }
+            let reply = WatchFanOut.watchReply(
+                revision: commit.revision, changes: changes, initial: false, sources: sources,
+                systemRevision: systemRevision)
+            return SharedReply(reply.encoded())
+        }
+    }
+}
