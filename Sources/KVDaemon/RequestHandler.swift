@@ -282,11 +282,17 @@ struct RequestHandler {
     func initialWatchStream(_ domain: Domain, _ key: Key?, revision: Int64) -> ReplyStream {
         var changes: [Change] = []
         var sources: [Key: ValueSource] = [:]
-        if let view = combined(domain, layer.layer(domain)) {
+        let system = layer.layer(domain)
+        if let view = combined(domain, system) {
             for (name, value) in view.values where key == nil || key == name {
                 changes.append(Change(key: name, value: value))
             }
             sources = view.sources
+        }
+        // A key locked without a system value: a change with no value and the source "locked".
+        for name in system?.valuelessLocks ?? [] where key == nil || key == name {
+            changes.append(Change(key: name, value: nil))
+            sources[name] = .locked
         }
         changes.sort { $0.key < $1.key }
         let systemRevision = layer.revision

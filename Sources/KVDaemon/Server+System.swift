@@ -53,23 +53,25 @@ extension Server {
 
     private func applySystem(_ update: SystemLayer.Update) {
         let layer = handler.layer
-        var watched: [Domain: [Key: LayeredValue?]] = [:]
+        var watched: [Domain: [Key: WatchedKey]] = [:]
         let touched = layer.touchedKeys(by: update)
         for connection in watchers.values {
             guard case .watching(let watch) = connection.phase, let domain = watch.domain, watched[domain] == nil,
                 let keys = touched[domain]
             else { continue }
-            watched[domain] = Dictionary(uniqueKeysWithValues: keys.map { ($0, combined(domain, $0)) })
+            watched[domain] = Dictionary(uniqueKeysWithValues: keys.map { ($0, watchedKey(domain, $0)) })
         }
         layer.apply(update)
         for (domain, before) in watched {
             var changes: [Change] = []
             var sources: [Key: ValueSource] = [:]
             for (key, old) in before {
-                let now = combined(domain, key)
+                let now = watchedKey(domain, key)
                 guard now != old else { continue }
-                changes.append(Change(key: key, value: now?.value))
-                if let source = now?.source, source != .user { sources[key] = source }
+                changes.append(Change(key: key, value: now.value?.value))
+                if let source = now.value?.source ?? (now.locked ? .locked : nil), source != .user {
+                    sources[key] = source
+                }
             }
             guard !changes.isEmpty else { continue }
             changes.sort { $0.key < $1.key }
@@ -91,6 +93,18 @@ extension Server {
                 systemRevision: handler.layer.revision)
             deliver(.own(reply.encoded()), to: connection)
         }
+    }
+
+    /// What a watcher of `domain` is told of `key`: its value as the layers combine, and whether
+    /// the system layer locks it (a key locked without a value is sent with no value and the
+    /// source "locked", so that clients know it is not writable).
+    private struct WatchedKey: Equatable {
+        var value: LayeredValue?
+        var locked: Bool
+    }
+
+    private func watchedKey(_ domain: Domain, _ key: Key) -> WatchedKey {
+        WatchedKey(value: combined(domain, key), locked: handler.layer.layer(domain)?.locks.contains(key) ?? false)
     }
 
     /// The value of `key` a reader of `domain` gets now, as the layers combine.
