@@ -161,11 +161,11 @@ check "and the user's value wins over the default" 9 "$(gsettings get io.kvd.tes
 gsettings set io.kvd.test uint64 7
 kvctl --system lock io.kvd.test uint64
 check "a key locked without a value is not writable" false "$(gsettings writable io.kvd.test uint64)"
-check "and reads as the schema default" 42 "$(gsettings get io.kvd.test uint64)"
+check "and reads as the schema default" "uint64 42" "$(gsettings get io.kvd.test uint64)"
 if gsettings set io.kvd.test uint64 9 2>"$dir/locked.err"; then fail "gsettings set of a key locked without a value succeeded"; fi
 kvctl --system unlock io.kvd.test uint64
 check "unlocked, writable again" true "$(gsettings writable io.kvd.test uint64)"
-check "and the user's value is back" 7 "$(gsettings get io.kvd.test uint64)"
+check "and the user's value is back" "uint64 7" "$(gsettings get io.kvd.test uint64)"
 
 # A PyGObject program: delay-apply as one Apply, an own write announced once, a lock or unlock
 # announced as writable-changed, changes from kvctl in the app's main context.
