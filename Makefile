@@ -50,7 +50,7 @@ help:
 	@echo "make demo     build and show kvd end to end, the system layer (as root) and a fleet on a 3-member etcd (installs what is missing)"
 	@echo "make test     run every test, the end-to-end suite on the debug and on the release build (installs what is missing)"
 	@echo "make deb      build dist/kvd_VERSION_amd64.deb (static Swift runtime; lintian-clean)"
-	@echo "make install  install kvd, kvctl, habits, the systemd units (user and system), man pages and completions (PREFIX=$(PREFIX))"
+	@echo "make install  install kvd, kvctl, habits, the systemd units (user and system), man pages, completions, libkvd and the GSettings backend (PREFIX=$(PREFIX))"
 	@echo "make libkvd   the C client library (.build/clib: libkvd.so, kvd.pc); make libkvd-test runs its tests"
 	@echo "make giokvd   the GSettings backend (.build/clib/gio: libgiokvd.so, kvd-dconf-import); make giokvd-test, giokvd-glib-suite test it"
 	@echo "make fuzz     run each libFuzzer target for FUZZ_SECONDS (default 60)"
