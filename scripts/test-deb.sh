@@ -66,7 +66,8 @@ DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$deb" >/dev/null
 [ -f /usr/share/bash-completion/completions/kvctl ] || fail "the bash completion is not installed"
 modules=$(pkg-config --variable=giomoduledir gio-2.0)
 libdir=/usr/lib/$(dpkg-architecture -qDEB_HOST_MULTIARCH)
-for file in "$modules/libgiokvd.so" "$libdir/libkvd.so.0" "$libdir/pkgconfig/kvd.pc" /usr/include/kvd.h /usr/bin/kvd-dconf-import; do
+for file in "$modules/libgiokvd.so" "$libdir/libkvd.so.0" "$libdir/pkgconfig/kvd.pc" /usr/include/kvd.h /usr/bin/kvd-dconf-import \
+            /usr/share/man/man1/kvd-dconf-import.1.gz; do
   [ -e "$file" ] || fail "$file is not installed"
 done
 grep -q '^libgiokvd.so:' "$modules/giomodule.cache" || fail "gio-querymodules did not list the module"

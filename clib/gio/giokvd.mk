@@ -58,14 +58,15 @@ giokvd-test: giokvd $(GIOKVD_OUT)/test_mapping $(GIOKVD_OUT)/test_values
 giokvd-install: giokvd
 	install -d $(DESTDIR)$(GIOMODULEDIR)
 	install -m 0644 $(GIOKVD_SO) $(DESTDIR)$(GIOMODULEDIR)/
-	install -d $(DESTDIR)$(BINDIR)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1
 	install -m 0755 $(GIOKVD_IMPORT) $(DESTDIR)$(BINDIR)/
+	install -m 0644 man/kvd-dconf-import.1 $(DESTDIR)$(MANDIR)/man1/
 	if [ -z "$(DESTDIR)" ] && command -v $(GIO_QUERYMODULES) >/dev/null; then $(GIO_QUERYMODULES) $(GIOMODULEDIR); fi
 	@if [ "$(GIOMODULEDIR)" != "$$(pkg-config --variable=giomoduledir gio-2.0)" ]; then \
 	  echo "the GSettings backend is in $(GIOMODULEDIR), where GLib does not look: export GIO_EXTRA_MODULES=$(GIOMODULEDIR) (then GSETTINGS_BACKEND=kvd)"; fi
 
 giokvd-uninstall:
-	rm -f $(DESTDIR)$(GIOMODULEDIR)/libgiokvd.so $(DESTDIR)$(BINDIR)/kvd-dconf-import
+	rm -f $(DESTDIR)$(GIOMODULEDIR)/libgiokvd.so $(DESTDIR)$(BINDIR)/kvd-dconf-import $(DESTDIR)$(MANDIR)/man1/kvd-dconf-import.1
 	if [ -z "$(DESTDIR)" ] && command -v $(GIO_QUERYMODULES) >/dev/null && [ -d $(GIOMODULEDIR) ]; then $(GIO_QUERYMODULES) $(GIOMODULEDIR); fi
 
 ## GLib's own gio/tests/gsettings.c (fetched with apt-get source into .build/glib-source, once per
