@@ -50,12 +50,12 @@ help:
 	@echo "make demo     build and show kvd end to end, the system layer (as root) and a fleet on a 3-member etcd (installs what is missing)"
 	@echo "make test     run every test, the end-to-end suite on the debug and on the release build (installs what is missing)"
 	@echo "make deb      build dist/kvd_VERSION_amd64.deb (static Swift runtime; lintian-clean)"
-	@echo "make install  install kvd, kvctl, habits, the systemd units (user and system), man pages and completions (PREFIX=$(PREFIX))"
+	@echo "make install  install kvd, kvctl, habits, the systemd units (user and system), man pages, completions, libkvd and the GSettings backend (PREFIX=$(PREFIX))"
 	@echo "make libkvd   the C client library (.build/clib: libkvd.so, kvd.pc); make libkvd-test runs its tests"
 	@echo "make giokvd   the GSettings backend (.build/clib/gio: libgiokvd.so, kvd-dconf-import); make giokvd-test, giokvd-glib-suite test it"
 	@echo "make fuzz     run each libFuzzer target for FUZZ_SECONDS (default 60)"
 	@echo "make test-sanitize  run the tests under AddressSanitizer and ThreadSanitizer"
-	@echo "make bench    kvd beside Redis, SQLite and UserDefaults: bench/results.{json,md,svg}"
+	@echo "make bench    kvd beside Redis, SQLite, UserDefaults and dconf: bench/results.{json,md,svg}"
 	@echo "make format   format the Swift code with swift-format (make test checks it)"
 
 ## deps: Debian packages and the Python varlink client used by the tests.
@@ -91,19 +91,20 @@ test: deps format-check
 docs:
 	SWIFT=$(SWIFT) scripts/docs.sh
 
-## make bench: kvd beside Redis, SQLite and Foundation's UserDefaults in one run (release build;
-## installs redis-server and sqlite3 when missing), into bench/results.{json,md,svg}; about 3 min.
+## make bench: kvd beside Redis, SQLite, Foundation's UserDefaults and dconf (kvd's GSettings
+## backend, bench/gsettings.py) in one run (release build; installs redis-server, sqlite3 and
+## dconf-service when missing), into bench/results.{json,md,svg}; about 4 min.
 ## BENCH_QUICK=1: the smoke mode (tiny durations, installs nothing, into .build/bench-smoke).
 BENCH_SCRATCH ?= .build
-bench: deps
+bench: deps giokvd
 	$(SWIFT) build $(RELEASE_FLAGS) --scratch-path $(BENCH_SCRATCH)
-	$(PYTHON) bench/run.py --bin "$$($(SWIFT) build $(RELEASE_FLAGS) --scratch-path $(BENCH_SCRATCH) --show-bin-path)" $(if $(filter 1,$(BENCH_QUICK)),--quick)
+	$(PYTHON) bench/run.py --bin "$$($(SWIFT) build $(RELEASE_FLAGS) --scratch-path $(BENCH_SCRATCH) --show-bin-path)" --gio-modules $(GIOKVD_OUT) $(if $(filter 1,$(BENCH_QUICK)),--quick)
 
 ## The smoke mode on the debug build, as `make test` runs it: proves the benchmark still works
 ## (a few seconds; peers that are not installed are skipped).
-bench-smoke:
+bench-smoke: giokvd
 	$(SWIFT) build
-	$(PYTHON) bench/run.py --quick --no-install --bin "$$($(SWIFT) build --show-bin-path)"
+	$(PYTHON) bench/run.py --quick --no-install --bin "$$($(SWIFT) build --show-bin-path)" --gio-modules $(GIOKVD_OUT)
 
 ## make deb: dist/kvd_VERSION_amd64.deb (scripts/build-deb.sh: dpkg-deb from a staged tree).
 deb: deps

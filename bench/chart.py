@@ -18,7 +18,8 @@ def measure_cell(row):
         return (f"{fmt(row['ops_per_s'])} ops/s [{fmt(row['ops_per_s_min'])}–{fmt(row['ops_per_s_max'])}]",
                 fmt(row["p50_us"], 1), fmt(row["p99_us"], 1))
     if "ns_per_op" in row:
-        return f"{fmt(row['ns_per_op'], 1)} ns/op", "", ""
+        spread = f" [{fmt(row['ns_min'], 1)}–{fmt(row['ns_max'], 1)}]" if "ns_min" in row else ""
+        return f"{fmt(row['ns_per_op'], 1)} ns/op{spread}", "", ""
     if "ms" in row:
         return f"{fmt(row['ms'], 2)} ms [{fmt(row['ms_min'], 2)}–{fmt(row['ms_max'], 2)}]", "", ""
     if "rss_kib" in row:
@@ -59,7 +60,7 @@ def markdown(result):
     for t in result["targets"]:
         met = {True: "yes", False: "**no**", None: "n/a"}[t["met"]]
         ratio = "—" if t["ratio"] is None else f"{t['ratio']:,.2f}"
-        target = "reported" if t["row"] == "raw limit" else t["target"]
+        target = "reported" if t["row"] == "raw limit" or t["target"] == "reported" else t["target"]
         lines.append(f"| {t['row']} | {t['measure']} | {ratio} | {target} | {met}{' — ' + t['note'] if t['note'] else ''} |")
     if result["notes"]:
         lines += ["", "## Notes", ""] + [f"- {note}" for note in result["notes"]]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""make bench: kvd beside Redis, SQLite and Foundation's UserDefaults, in one run on one machine.
+"""make bench: kvd beside Redis, SQLite, Foundation's UserDefaults and dconf, in one run on one machine.
 
 Starts every server it measures itself (kvd, Redis on a Unix socket only, the raw ping-pong
 server) in a temporary folder on disk, drives them with the same load generator (kvbench:
@@ -7,7 +7,8 @@ varlink to kvd, RESP to Redis), runs the in-process rows with kvbench-local, and
 bench/results.json, bench/results.md and bench/results.svg. Every child is bounded in time and
 stopped at the end, whatever happens. A peer that cannot be had is skipped with a note.
 
-    bench/run.py --bin .build/release [--quick] [--out bench] [--no-install] [--only history,cold,shared,dropins]
+    bench/run.py --bin .build/release [--gio-modules .build/clib/gio] [--quick] [--out bench] [--no-install]
+                 [--only history,cold,shared,dropins,gsettings]
 
 --quick (BENCH_QUICK=1) is the smoke mode: tiny durations, one run, never installs anything.
 """
@@ -29,6 +30,7 @@ import chart
 from fleet import FleetRows
 from dropins import DropInRow
 from flood import FloodRow
+from gsettings import GSettingsRows
 
 CHILD_TIMEOUT = 120  # seconds any one measuring program may take
 ACTIVATE = 'export LISTEN_PID=$$ LISTEN_FDS=1; exec "$0" "$@" {redirect}'
@@ -37,6 +39,7 @@ ACTIVATE = 'export LISTEN_PID=$$ LISTEN_FDS=1; exec "$0" "$@" {redirect}'
 class Bench:
     def __init__(self, args):
         self.bin = os.path.abspath(args.bin)
+        self.gio_modules = args.gio_modules  # the folder of libgiokvd.so (the GSettings rows)
         self.quick = args.quick
         self.install = not args.no_install and not args.quick
         self.seconds = 0.2 if self.quick else args.seconds
@@ -177,8 +180,8 @@ class Bench:
                        "--keys", str(keys), "--domain", domain, "--domains", str(domains), "--json"], timeout=300)
 
     def target(self, row, measure, ratio, goal, op, note=""):
-        met = None if ratio is None or row == "raw limit" else (ratio >= goal if op == ">=" else ratio <= goal)
-        self.targets.append({"row": row, "measure": measure, "ratio": ratio, "target": f"{op} {goal}",
+        met = None if ratio is None or goal is None or row == "raw limit" else (ratio >= goal if op == ">=" else ratio <= goal)
+        self.targets.append({"row": row, "measure": measure, "ratio": ratio, "target": "reported" if goal is None else f"{op} {goal}",
                              "met": met, "note": note})
 
     def skip(self, what, why):
@@ -261,6 +264,11 @@ class Bench:
         if "dropins" in self.only:
             print("drop-in reload", flush=True)
             DropInRow(self).run()
+        if "gsettings" in self.only:
+            print("GSettings, kvd's backend and dconf's", flush=True)
+            _, kvd_sock = self.start_kvd("kvd")
+            GSettingsRows(self, kvd_sock, self.gio_modules).run()
+            self.stop_all()
         for t in self.targets:
             ratio = "n/a" if t["ratio"] is None else f"{t['ratio']:.2f}"
             print(f"  target {t['row']}: {t['measure']} = {ratio} (target {t['target']})", flush=True)
@@ -271,6 +279,8 @@ class Bench:
         self.ensure_packages()
         self.machine = machine()
         kvd, kvd_sock = self.start_kvd("kvd")
+        gsettings_rows = GSettingsRows(self, kvd_sock, self.gio_modules)
+        gsettings_rows.ensure_packages()
         redis = self.start_redis("redis")
         if redis is None:
             self.skip("Redis rows", "redis-server is not installed or BENCH_SKIP has redis (make bench installs it; smoke mode does not)")
@@ -343,6 +353,8 @@ class Bench:
 
         print("Foundation, cached read", flush=True)
         self.foundation_rows(kvd_sock)
+        print("GSettings, kvd's backend and dconf's", flush=True)
+        gsettings_rows.run()
         print("shell", flush=True)
         self.shell_row(kvd_sock, redis[1] if redis else None)
         self.stop_all()
@@ -572,6 +584,7 @@ def machine():
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bin", required=True, help="folder with kvd, kvctl, kvbench, kvbench-local, kvbench-hello, kvbench-fleet")
+    parser.add_argument("--gio-modules", help="folder of libgiokvd.so, kvd's GSettings backend (make giokvd): the GSettings rows")
     parser.add_argument("--quick", action="store_true", default=os.environ.get("BENCH_QUICK") == "1")
     parser.add_argument("--no-install", action="store_true")
     parser.add_argument("--no-pin", action="store_true", help="do not bind servers to one core and clients to another")
@@ -579,10 +592,10 @@ def main():
     parser.add_argument("--runs", type=int, default=5, help="runs per measurement (median and spread)")
     parser.add_argument("--out", help="folder for results.* (default: bench, or .build/bench-smoke with --quick)")
     parser.add_argument("--tmp", help="folder for the servers' state (default .build; must not be tmpfs)")
-    parser.add_argument("--only", help="run only these rows, comma-separated (history, cold, shared, dropins), print them and write no results")
+    parser.add_argument("--only", help="run only these rows, comma-separated (history, cold, shared, dropins, gsettings), print them and write no results")
     args = parser.parse_args()
-    if args.only and not set(args.only.split(",")) <= {"history", "cold", "shared", "dropins"}:
-        parser.error(f"--only takes history, cold, shared and/or dropins, not {args.only}")
+    if args.only and not set(args.only.split(",")) <= {"history", "cold", "shared", "dropins", "gsettings"}:
+        parser.error(f"--only takes history, cold, shared, dropins and/or gsettings, not {args.only}")
     bench = Bench(args)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     try:

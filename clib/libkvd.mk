@@ -16,6 +16,8 @@ INCLUDEDIR     ?= $(PREFIX)/include
 PKGCONFIGDIR   ?= $(LIBDIR)/pkgconfig
 KVD_CC         ?= cc
 LIBKVD_CFLAGS  ?= -O2 -g
+# Extra flags for the links (scripts/build-deb.sh: dpkg-buildflags' hardening, -z relro -z now).
+LIBKVD_LDFLAGS ?=
 LIBKVD_WARN    := -std=c11 -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wstrict-prototypes -Wvla
 LIBKVD_DEFS    := -D_GNU_SOURCE -DKVD_DAEMON_PATH='"$(BINDIR)/kvd"' -I$(LIBKVD_DIR)/include -I$(LIBKVD_DIR)/src
 # Its JSON code's libFuzzer target, libkvd-json, is built by fuzz/build.sh (make fuzz-build) with
@@ -40,7 +42,7 @@ $(LIBKVD_OUT)/obj/%.o: $(LIBKVD_DIR)/src/%.c $(LIBKVD_HEADERS) $(LIBKVD_STAMP)
 LIBKVD_OBJECTS := $(LIBKVD_SOURCES:$(LIBKVD_DIR)/src/%.c=$(LIBKVD_OUT)/obj/%.o)
 
 $(LIBKVD_SO): $(LIBKVD_OBJECTS)
-	$(KVD_CC) -shared -Wl,-soname,$(LIBKVD_SONAME) -Wl,--no-undefined -Wl,-z,defs -o $@ $^ -lpthread
+	$(KVD_CC) $(LIBKVD_LDFLAGS) -shared -Wl,-soname,$(LIBKVD_SONAME) -Wl,--no-undefined -Wl,-z,defs -o $@ $^ -lpthread
 	ln -sf libkvd.so.0.1 $(LIBKVD_OUT)/$(LIBKVD_SONAME)
 	ln -sf $(LIBKVD_SONAME) $(LIBKVD_OUT)/libkvd.so
 
@@ -67,6 +69,7 @@ libkvd-install: libkvd
 	ln -sf $(LIBKVD_SONAME) $(DESTDIR)$(LIBDIR)/libkvd.so
 	install -m 0644 $(LIBKVD_DIR)/include/kvd.h $(DESTDIR)$(INCLUDEDIR)/
 	install -m 0644 $(LIBKVD_OUT)/kvd.pc $(DESTDIR)$(PKGCONFIGDIR)/
+	if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then ldconfig; fi
 
 libkvd-uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/libkvd.so.0.1 $(DESTDIR)$(LIBDIR)/$(LIBKVD_SONAME) $(DESTDIR)$(LIBDIR)/libkvd.so

@@ -34,6 +34,31 @@ for program in kvd kvctl kvctl-plist habits; do
   install -m 0755 "$bin/$program" "$stage/usr/bin/$program"
   strip --strip-unneeded --remove-section=.comment --remove-section=.note "$stage/usr/bin/$program"
 done
+# libkvd (the shared library, its header and kvd.pc: one package, see README "Installing") and the
+# GSettings backend (GIO's module folder; libglib2.0-0's file trigger on that folder runs
+# gio-querymodules when dpkg installs, upgrades or removes it), built for /usr (libkvd starts
+# /usr/bin/kvd) in a folder of their own, with Debian's hardening flags.
+multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
+libdir=/usr/lib/$multiarch
+giomoduledir=$(pkg-config --variable=giomoduledir gio-2.0)
+[ -n "$giomoduledir" ] || { echo "build-deb: pkg-config knows no gio-2.0 (install libglib2.0-dev)" >&2; exit 1; }
+clib=$root/.build/deb/clib
+make -s -C "$root" libkvd giokvd PREFIX=/usr BINDIR=/usr/bin LIBDIR="$libdir" INCLUDEDIR=/usr/include \
+  LIBKVD_OUT="$clib" GIOKVD_OUT="$clib/gio" \
+  LIBKVD_CFLAGS="$(dpkg-buildflags --get CFLAGS) $(dpkg-buildflags --get CPPFLAGS)" \
+  LIBKVD_LDFLAGS="$(dpkg-buildflags --get LDFLAGS) -Wl,-z,now" >/dev/null
+install -d -m 0755 "$stage$libdir/pkgconfig" "$stage/usr/include" "$stage$giomoduledir"
+install -m 0644 "$clib/libkvd.so.0.1" "$stage$libdir/libkvd.so.0.1"
+ln -s libkvd.so.0.1 "$stage$libdir/libkvd.so.0"
+ln -s libkvd.so.0 "$stage$libdir/libkvd.so"
+install -m 0644 clib/include/kvd.h "$stage/usr/include/kvd.h"
+install -m 0644 "$clib/kvd.pc" "$stage$libdir/pkgconfig/kvd.pc"
+install -m 0644 "$clib/gio/libgiokvd.so" "$stage$giomoduledir/libgiokvd.so"
+install -m 0755 "$clib/gio/kvd-dconf-import" "$stage/usr/bin/kvd-dconf-import"
+for object in "$stage$libdir/libkvd.so.0.1" "$stage$giomoduledir/libgiokvd.so" "$stage/usr/bin/kvd-dconf-import"; do
+  strip --strip-unneeded --remove-section=.comment --remove-section=.note "$object"
+done
+
 for unit in kvd.socket kvd.service; do
   sed -e 's|@BINDIR@|/usr/bin|g' -e 's|@DOCDIR@|/usr/share/doc/kvd|g' "systemd/$unit" > "$stage/usr/lib/systemd/user/$unit"
 done
@@ -75,7 +100,9 @@ fi
 
 # Depends: the package of each shared library the programs need, at least the version here.
 depends=$(
-  for program in "$stage"/usr/bin/*; do objdump -p "$program" | awk '/NEEDED/ {print $2}'; done | sort -u |
+  for program in "$stage"/usr/bin/* "$stage$libdir/libkvd.so.0.1" "$stage$giomoduledir/libgiokvd.so"; do
+    objdump -p "$program" | awk '/NEEDED/ {print $2}'
+  done | grep -v '^libkvd\.' | sort -u |
     while read -r library; do
       path=$(ldconfig -p | awk -v lib="$library" '$1 == lib && /x86-64/ {print $NF; exit}')
       [ -n "$path" ] || continue
@@ -88,6 +115,11 @@ depends=$(
 )
 size=$(du -sk --exclude=DEBIAN "$stage" | cut -f1)
 sed -e "s|@VERSION@|$version|" -e "s|@SIZE@|$size|" -e "s|@DEPENDS@|$depends|" packaging/deb/control.in > "$stage/DEBIAN/control"
+# libkvd's shlibs (a program linked with it depends on kvd at least this version) and the
+# ldconfig trigger for it.
+echo "libkvd 0 kvd (>= $version)" > "$stage/DEBIAN/shlibs"
+echo "activate-noawait ldconfig" > "$stage/DEBIAN/triggers"
+chmod 0644 "$stage/DEBIAN/shlibs" "$stage/DEBIAN/triggers"
 scripts=${KVD_DEB_SCRIPTS:-packaging/deb}
 for script in preinst postinst prerm postrm; do
   if [ -f "$scripts/$script" ]; then install -m 0755 "$scripts/$script" "$stage/DEBIAN/"; fi

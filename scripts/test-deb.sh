@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The Debian package end to end, as `make test` runs it (as root): build dist/kvd_*.deb, check it
 # with lintian (no errors), check its upgrades in a throw-away root (scripts/test-deb-upgrade.sh),
+# and GSettings and libkvd from it in another (scripts/test-deb-gsettings.sh),
 # install it with apt-get, use kvctl from /usr/bin as an ordinary user
 # (kvctl starts /usr/bin/kvd for them), check what postinst set up, remove it (users' data and
 # /var/lib/kvd stay), purge it (/var/lib/kvd goes). Exits non-zero at the first difference.
@@ -29,6 +30,9 @@ lintian --fail-on error --suppress-tags maintainer-script-calls-systemctl "$deb"
 # Upgrades (the admin's disabled sockets stay disabled, kvd-system.service is restarted), in a
 # throw-away root that leaves this machine as it was.
 "$root/scripts/test-deb-upgrade.sh" "$bin" "$deb" || fail "the upgrade test failed"
+# libkvd and the GSettings backend as a user gets them (gsettings with GSETTINGS_BACKEND=kvd, a C
+# program built with pkg-config kvd), in another throw-away root.
+"$root/scripts/test-deb-gsettings.sh" "$deb" || fail "the GSettings and libkvd test failed"
 
 user=kvd-deb-user
 work=$(mktemp -d /tmp/kvd-deb-test-XXXXXX)
@@ -60,6 +64,13 @@ DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$deb" >/dev/null
 [ -x /usr/bin/kvctl ] && [ -x /usr/bin/kvd ] && [ -x /usr/bin/habits ] && [ -x /usr/bin/kvctl-plist ] || fail "the programs are not in /usr/bin"
 [ -f /usr/share/man/man1/kvctl.1.gz ] && [ -f /usr/share/man/man8/kvd.8.gz ] || fail "the man pages are not installed"
 [ -f /usr/share/bash-completion/completions/kvctl ] || fail "the bash completion is not installed"
+modules=$(pkg-config --variable=giomoduledir gio-2.0)
+libdir=/usr/lib/$(dpkg-architecture -qDEB_HOST_MULTIARCH)
+for file in "$modules/libgiokvd.so" "$libdir/libkvd.so.0" "$libdir/pkgconfig/kvd.pc" /usr/include/kvd.h /usr/bin/kvd-dconf-import \
+            /usr/share/man/man1/kvd-dconf-import.1.gz; do
+  [ -e "$file" ] || fail "$file is not installed"
+done
+grep -q '^libgiokvd.so:' "$modules/giomodule.cache" || fail "gio-querymodules did not list the module"
 /usr/bin/kvctl --version | grep -q '^kvctl ' || fail "kvctl --version"
 getent group kvd-admin >/dev/null || fail "postinst did not make the group kvd-admin"
 [ -L /etc/systemd/user/sockets.target.wants/kvd.socket ] || fail "postinst did not enable kvd.socket for every user"
@@ -81,6 +92,8 @@ pkill -u "$user" -x kvd || true
 mkdir -p /var/lib/kvd && echo kept > /var/lib/kvd/test-deb-marker
 DEBIAN_FRONTEND=noninteractive apt-get remove -y -qq kvd >/dev/null
 [ ! -e /usr/bin/kvctl ] || fail "remove left /usr/bin/kvctl"
+[ ! -e "$modules/libgiokvd.so" ] && ! grep -q libgiokvd "$modules/giomodule.cache" 2>/dev/null ||
+  fail "remove left the GSettings module or its giomodule.cache line"
 [ ! -e /etc/systemd/user/sockets.target.wants/kvd.socket ] || fail "remove left kvd.socket enabled"
 [ -f /var/lib/kvd/test-deb-marker ] || fail "remove deleted /var/lib/kvd (only purge may)"
 [ -d "$work/home/.config/kvd" ] || fail "remove deleted the user's settings"

@@ -26,11 +26,12 @@ enum Format {
     }
 
     /// The lines `watch` prints for one event: `KEY = VALUE`, with ` (system)` or ` (locked)`
-    /// after a value that is not the user's own, or `KEY removed`; with `json`, objects with
-    /// `revision`, `key`, `value`, and `source` and `systemRevision` when not the user's.
+    /// after a value that is not the user's own, `KEY removed`, or `KEY removed (locked)` for a
+    /// key locked without a value; with `json`, objects with `revision`, `key`, `value`, and
+    /// `source` and `systemRevision` when not the user's.
     static func watchLines(_ event: WatchEvent, json asJSON: Bool) -> [String] {
         event.changes.sorted { $0.key < $1.key }.map { change in
-            let source = change.value == nil ? nil : event.sources[change.key]
+            let source = change.value == nil && event.sources[change.key] != .locked ? nil : event.sources[change.key]
             if asJSON {
                 var members: [String: JSON] = ["revision": .integer(event.revision), "key": .string(change.key.name)]
                 if let value = change.value { members["value"] = value.typedJSON }
@@ -39,7 +40,9 @@ enum Format {
                 if let system = event.systemRevision { members["systemRevision"] = .integer(system) }
                 return JSONWriter(sortKeys: true).string(.object(members))
             }
-            guard let value = change.value else { return "\(change.key.name) removed" }
+            guard let value = change.value else {
+                return "\(change.key.name) removed" + (source.map { " (\($0.rawValue))" } ?? "")
+            }
             return "\(change.key.name) = \(json(value))" + (source.map { " (\($0.rawValue))" } ?? "")
         }
     }

@@ -164,7 +164,8 @@ extension SystemLayer.DomainLayer {
     }
 
     /// The whole domain, the user's values `user` beneath this layer, with the source of every
-    /// value that is not the user's.
+    /// value that is not the user's, and `.locked` for each key locked without a system value
+    /// (it has no value, and is not writable).
     func combine(user: [Key: Value]) -> (values: [Key: Value], sources: [Key: ValueSource]) {
         var combined = user
         var sources: [Key: ValueSource] = [:]
@@ -172,10 +173,20 @@ extension SystemLayer.DomainLayer {
             combined[key] = value
             sources[key] = locks.contains(key) ? .locked : .system
         }
-        for key in locks where values[key] == nil { combined[key] = nil }
+        for key in valuelessLocks {
+            combined[key] = nil
+            sources[key] = .locked
+        }
         if locks.hasPatterns {
-            for key in user.keys where values[key] == nil && locks.contains(key) { combined[key] = nil }
+            for key in user.keys where values[key] == nil && locks.contains(key) {
+                combined[key] = nil
+                sources[key] = .locked
+            }
         }
         return (combined, sources)
     }
+
+    /// The keys locked by name without a system value: they read as missing and refuse writes.
+    /// (A glob lock is not a key: the keys it matches are named only where a value has them.)
+    var valuelessLocks: [Key] { locks.filter { values[$0] == nil && !LockPattern.isPattern($0) } }
 }

@@ -55,11 +55,17 @@ final class WatchFanOut {
     func initialWatchStream(_ domain: Domain, _ key: Key?, revision: Int64) -> ReplyStream {
         var changes: [Change] = []
         var sources: [Key: ValueSource] = [:]
-        if let view = handler.combined(domain, handler.layer.layer(domain)) {
+        let system = handler.layer.layer(domain)
+        if let view = handler.combined(domain, system) {
             for (name, value) in view.values where key == nil || key == name {
                 changes.append(Change(key: name, value: value))
             }
             sources = view.sources
+        }
+        // A key locked without a system value: a change with no value and the source "locked".
+        for name in system?.valuelessLocks ?? [] where key == nil || key == name {
+            changes.append(Change(key: name, value: nil))
+            sources[name] = .locked
         }
         changes.sort { $0.key < $1.key }
         let systemRevision = handler.layer.revision
@@ -85,7 +91,7 @@ final class WatchFanOut {
     /// Only the domains some of `watchers` watch are compared.
     func applySystemUpdates(_ updates: [SystemLayer.Update], watchers: some Sequence<ClientConnection>) -> News {
         let layer = handler.layer
-        var watched: [Domain: [Key: LayeredValue?]] = [:]
+        var watched: [Domain: [Key: WatchedKey]] = [:]
         var touched: [Domain: Set<Key>] = [:]
         for update in updates { touched.merge(layer.touchedKeys(by: update)) { $0.union($1) } }
         // A glob lock changes every key it matches: the user's and the system's of its domain.
@@ -97,7 +103,7 @@ final class WatchFanOut {
             guard case .watching(let watch) = connection.phase, let domain = watch.domain, watched[domain] == nil,
                 let keys = touched[domain]
             else { continue }
-            watched[domain] = Dictionary(uniqueKeysWithValues: keys.map { ($0, combined(domain, $0)) })
+            watched[domain] = Dictionary(uniqueKeysWithValues: keys.map { ($0, watchedKey(domain, $0)) })
         }
         for update in updates { layer.apply(update) }
         var changed: [Domain: News.LayerChanges] = [:]
@@ -105,16 +111,30 @@ final class WatchFanOut {
             var changes: [Change] = []
             var sources: [Key: ValueSource] = [:]
             for (key, old) in before {
-                let now = combined(domain, key)
+                let now = watchedKey(domain, key)
                 guard now != old else { continue }
-                changes.append(Change(key: key, value: now?.value))
-                if let source = now?.source, source != .user { sources[key] = source }
+                changes.append(Change(key: key, value: now.value?.value))
+                if let source = now.value?.source ?? (now.locked ? .locked : nil), source != .user {
+                    sources[key] = source
+                }
             }
             guard !changes.isEmpty else { continue }
             changes.sort { $0.key < $1.key }
             changed[domain] = News.LayerChanges(changes: changes, sources: sources)
         }
         return News(.system(revision: handler.store.revision, changed), systemRevision: layer.revision, dropIns: nil)
+    }
+
+    /// What a watcher of `domain` is told of `key`: its value as the layers combine, and whether
+    /// the system layer locks it (a key locked without a value is sent with no value and the
+    /// source "locked", so that clients know it is not writable).
+    private struct WatchedKey: Equatable {
+        var value: LayeredValue?
+        var locked: Bool
+    }
+
+    private func watchedKey(_ domain: Domain, _ key: Key) -> WatchedKey {
+        WatchedKey(value: combined(domain, key), locked: handler.layer.layer(domain)?.locks.contains(key) ?? false)
     }
 
     /// The value of `key` a reader of `domain` gets now, as the layers combine (an unreadable

@@ -33,7 +33,9 @@ public enum DefaultsInterface {
         # Commits all changes atomically. With ifRevision, only if the domain last changed then.
         method Apply(domain: string, changes: []Change, ifRevision: ?int) -> (revision: int)
 
-        # All values of a domain.
+        # All values of a domain. A user's kvd with a system layer adds sources: the keys whose
+        # value is not the user's, each "system" or "locked", and (issue 28) every key locked
+        # without a system value, as "locked", though it has no value and is not in values.
         method List(domain: string) -> (values: [string]object, revision: int)
 
         # List, and also the keys whose stored values kvd cannot read (it keeps them as they are
@@ -51,7 +53,11 @@ public enum DefaultsInterface {
         # the first with initial: true, later ones with initial: false, all but the last with
         # partial: true. systemRevision (a user's kvd that follows a system instance): the
         # system instance's revision the reply reflects; replies come in increasing order of
-        # (revision, systemRevision), compared by revision first. Before issue 23 the signature
+        # (revision, systemRevision), compared by revision first. A key locked without a system
+        # value (it reads as NotFound, and writes get KeyLocked) comes as a change with no value
+        # and "source": "locked": in the current values, and whenever its lock comes or goes (a
+        # change with no value and no source then means it is unlocked, still without a value).
+        # Issue 28; before it such a key was not in the replies. Before issue 23 the signature
         # was: method Watch(domain: string, key: ?string) -> (revision: int, changes: []Change, initial: bool)
         method Watch(domain: string, key: ?string) -> (revision: int, changes: []Change, initial: bool, partial: ?bool, systemRevision: ?int)
 

@@ -47,6 +47,15 @@ import Testing
             ])
     }
 
+    /// Issue 28: a key locked without a value comes as a removal with the source "locked".
+    @Test func watchLinesShowAKeyLockedWithoutAValue() throws {
+        let key = try Key(validating: "k")
+        let event = WatchEvent(
+            revision: 3, changes: [Change(key: key, value: nil)], initial: false, sources: [key: .locked])
+        #expect(Format.watchLines(event, json: false) == ["k removed (locked)"])
+        #expect(Format.watchLines(event, json: true) == ["{\"key\":\"k\",\"revision\":3,\"source\":\"locked\"}"])
+    }
+
     @Test func namesAreOneALineOrAJSONArray() {
         #expect(Format.names(["a", "b"], json: false) == "a\nb\n")
         #expect(Format.names(["a", "b"], json: true) == "[\"a\",\"b\"]\n")

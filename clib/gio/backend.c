@@ -23,6 +23,8 @@
 
 #define GIOKVD_TIMEOUT_MS 3000
 #define RETRY_SECONDS 1
+/* The most GSettings keys whose mapping is remembered (then the memory starts over). */
+#define KEY_CACHE_MAX 4096
 static kvd_value *const REMOVED = (kvd_value *)&REMOVED; /* a pending own delete */
 
 typedef struct {
@@ -42,6 +44,7 @@ typedef struct {
     GMutex lock;
     kvd_client *client;
     GHashTable *domains; /* name -> Domain* */
+    GHashTable *keys;    /* GSettings key -> KeyRef*: the mapping of the keys read, so a read maps nothing */
     gint64 quiet_until;  /* monotonic µs: no connecting from the app's threads before then */
     GMainContext *context;
     GMainLoop *loop;
@@ -49,6 +52,18 @@ typedef struct {
 } KvdSettingsBackend;
 
 typedef GSettingsBackendClass KvdSettingsBackendClass;
+
+/* A GSettings key's domain (never freed before the backend) and kvd key. */
+typedef struct {
+    Domain *domain;
+    char *kvd_key;
+} KeyRef;
+
+static void key_ref_free(gpointer data) {
+    KeyRef *ref = data;
+    g_free(ref->kvd_key);
+    g_free(ref);
+}
 
 static GType kvd_settings_backend_get_type(void);
 G_DEFINE_DYNAMIC_TYPE(KvdSettingsBackend, kvd_settings_backend, G_TYPE_SETTINGS_BACKEND)
@@ -298,11 +313,34 @@ static Domain *lock_domain(KvdSettingsBackend *self, const char *gsettings_key, 
     return domain;
 }
 
+/* The domain of a GSettings key as lock_domain, for the reads: the mapping remembered (`*kvd_key`
+ * belongs to the backend, valid while the lock is held). Returns with the lock held. */
+static Domain *lock_key(KvdSettingsBackend *self, const char *gsettings_key, const char **kvd_key) {
+    g_mutex_lock(&self->lock);
+    KeyRef *ref = g_hash_table_lookup(self->keys, gsettings_key);
+    if (ref) {
+        *kvd_key = ref->kvd_key;
+        return ref->domain;
+    }
+    g_mutex_unlock(&self->lock);
+    char *mapped = NULL;
+    Domain *domain = lock_domain(self, gsettings_key, &mapped);
+    *kvd_key = NULL;
+    if (domain == NULL) return NULL;
+    if (g_hash_table_size(self->keys) >= KEY_CACHE_MAX) g_hash_table_remove_all(self->keys);
+    ref = g_new(KeyRef, 1);
+    ref->domain = domain;
+    ref->kvd_key = mapped;
+    g_hash_table_insert(self->keys, g_strdup(gsettings_key), ref);
+    *kvd_key = ref->kvd_key;
+    return domain;
+}
+
 static GVariant *kvd_backend_read(GSettingsBackend *backend, const gchar *key, const GVariantType *expected_type,
                                   gboolean default_value) {
     KvdSettingsBackend *self = KVD_SETTINGS_BACKEND(backend);
-    char *kvd_key = NULL;
-    Domain *domain = lock_domain(self, key, &kvd_key);
+    const char *kvd_key = NULL;
+    Domain *domain = lock_key(self, key, &kvd_key);
     GVariant *result = NULL;
     if (domain) {
         const kvd_value *value = g_hash_table_lookup(domain->values, kvd_key);
@@ -311,31 +349,28 @@ static GVariant *kvd_backend_read(GSettingsBackend *backend, const gchar *key, c
         if (value && (!default_value || system)) result = giokvd_from_kvd(value, expected_type);
     }
     g_mutex_unlock(&self->lock);
-    g_free(kvd_key);
     return result;
 }
 
 static GVariant *kvd_backend_read_user_value(GSettingsBackend *backend, const gchar *key, const GVariantType *expected_type) {
     KvdSettingsBackend *self = KVD_SETTINGS_BACKEND(backend);
-    char *kvd_key = NULL;
-    Domain *domain = lock_domain(self, key, &kvd_key);
+    const char *kvd_key = NULL;
+    Domain *domain = lock_key(self, key, &kvd_key);
     GVariant *result = NULL;
     if (domain && !g_hash_table_contains(domain->system, kvd_key) && !g_hash_table_contains(domain->locked, kvd_key)) {
         const kvd_value *value = g_hash_table_lookup(domain->values, kvd_key);
         if (value) result = giokvd_from_kvd(value, expected_type);
     }
     g_mutex_unlock(&self->lock);
-    g_free(kvd_key);
     return result;
 }
 
 static gboolean kvd_backend_get_writable(GSettingsBackend *backend, const gchar *key) {
     KvdSettingsBackend *self = KVD_SETTINGS_BACKEND(backend);
-    char *kvd_key = NULL;
-    Domain *domain = lock_domain(self, key, &kvd_key);
+    const char *kvd_key = NULL;
+    Domain *domain = lock_key(self, key, &kvd_key);
     gboolean writable = domain != NULL && !g_hash_table_contains(domain->locked, kvd_key);
     g_mutex_unlock(&self->lock);
-    g_free(kvd_key);
     return writable;
 }
 
@@ -517,6 +552,7 @@ static GPermission *kvd_backend_get_permission(GSettingsBackend *backend, const 
 static void kvd_settings_backend_init(KvdSettingsBackend *self) {
     g_mutex_init(&self->lock);
     self->domains = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)domain_free);
+    self->keys = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, key_ref_free);
     self->context = g_main_context_new();
     self->loop = g_main_loop_new(self->context, FALSE);
     GSource *timer = g_timeout_source_new_seconds(RETRY_SECONDS);
@@ -540,6 +576,7 @@ static void kvd_settings_backend_finalize(GObject *object) {
     g_source_unref(quit);
     if (g_thread_self() != self->thread) g_thread_join(self->thread);
     else g_thread_unref(self->thread);
+    g_hash_table_unref(self->keys);
     g_hash_table_unref(self->domains);
     g_main_loop_unref(self->loop);
     g_main_context_unref(self->context);

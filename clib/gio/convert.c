@@ -133,9 +133,27 @@ static kvd_value *natural(GVariant *value) {
     }
 }
 
+static kvd_value *tagged_form(GVariant *value);
+
 kvd_value *giokvd_to_kvd(GVariant *value) {
     kvd_value *converted = natural(value);
     if (converted) return converted;
+    return tagged_form(value);
+}
+
+kvd_value *giokvd_to_kvd_keeping_type(GVariant *value) {
+    kvd_value *converted = natural(value);
+    if (converted == NULL) return tagged_form(value);
+    char *guessed = giokvd_guess_type(converted);
+    gboolean same = guessed && strcmp(guessed, g_variant_get_type_string(value)) == 0;
+    g_free(guessed);
+    if (same) return converted;
+    kvd_value_free(converted);
+    return tagged_form(value);
+}
+
+/* {"gvariant": TYPE, "text": ...} or {"gvariant": TYPE, "data": ...} (giokvd.h). */
+static kvd_value *tagged_form(GVariant *value) {
     char *text = g_variant_print(value, TRUE);
     kvd_value *tagged = kvd_value_new_dict();
     if (tagged) kvd_value_dict_set(tagged, "gvariant", kvd_value_new_string(g_variant_get_type_string(value)));
@@ -307,6 +325,11 @@ static GVariant *read_as(const kvd_value *value, const GVariantType *type) {
     case 'a': return read_array(value, type);
     default: return NULL;
     }
+}
+
+char *giokvd_guess_type(const kvd_value *value) {
+    if (is_tagged(value)) return g_strdup(kvd_value_get_string(kvd_value_dict_get(value, "gvariant"), NULL));
+    return inferred_type(value);
 }
 
 GVariant *giokvd_from_kvd(const kvd_value *value, const GVariantType *type) {

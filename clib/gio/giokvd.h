@@ -38,6 +38,13 @@ char *giokvd_unmap_key(const char *domain, const char *key);
 
 /* The value's kvd form (natural or tagged); NULL only when out of memory. */
 kvd_value *giokvd_to_kvd(GVariant *value);
+/* The value's kvd form when no schema will give its type back (kvd-dconf-import, a key no
+ * installed schema has): the natural form if giokvd_guess_type of it is the value's type (a b, x,
+ * d, s, ay, ...), else the tagged form (a uint32 9 is {"gvariant": "u", "text": "uint32 9"}). */
+kvd_value *giokvd_to_kvd_keeping_type(GVariant *value);
+/* The type of a value when no schema says (kvd-dconf-import --export): a tagged value's own type,
+ * else the inference above (integers as x); NULL for a date. A new string. */
+char *giokvd_guess_type(const kvd_value *value);
 /* The value read back as `type` (a new reference, not floating), or NULL when it does not convert. */
 GVariant *giokvd_from_kvd(const kvd_value *value, const GVariantType *type);
 

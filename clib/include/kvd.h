@@ -265,7 +265,11 @@ const char *kvd_client_socket_path(const kvd_client *client);
 typedef enum kvd_source { KVD_SOURCE_USER, KVD_SOURCE_SYSTEM, KVD_SOURCE_LOCKED } kvd_source;
 
 /** One key's new value; `value` NULL means the key is removed. `source` is set in watch events
- * and ignored by kvd_apply. */
+ * and ignored by kvd_apply. In watch events, `value` NULL with KVD_SOURCE_LOCKED means the key
+ * is locked by the system layer without a value (it reads as KVD_ERROR_NOT_FOUND and writes get
+ * KVD_ERROR_KEY_LOCKED: not writable); such a key comes so in the initial event and whenever its
+ * lock comes or goes (then `value` NULL with KVD_SOURCE_USER: unlocked, still without a value).
+ * A kvd from before issue 28 does not send those keys. */
 typedef struct kvd_change {
     const char *key;
     const kvd_value *value;
@@ -304,7 +308,8 @@ kvd_status kvd_delete(kvd_client *client, const char *domain, const char *key, i
 /** List: every value of `domain` as the layers combine, as one dictionary in `*values` (the
  * caller's; empty for a domain with no keys); the revision at which the domain last changed in
  * `*revision`; and, if `sources` is not NULL, a dictionary in `*sources` of the keys whose value
- * is not the user's own, each with the string "system" or "locked". */
+ * is not the user's own, each with the string "system" or "locked", and of the keys locked
+ * without a value (not in `*values`), with "locked". */
 kvd_status kvd_list(kvd_client *client, const char *domain, kvd_value **values, int64_t *revision, kvd_value **sources,
                     kvd_error *error);
 

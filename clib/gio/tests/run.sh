@@ -156,6 +156,16 @@ kvctl --system unlock io.kvd.test int32
 check "unlocked, writable again" true "$(gsettings writable io.kvd.test int32)"
 gsettings set io.kvd.test int32 9
 check "and the user's value wins over the default" 9 "$(gsettings get io.kvd.test int32)"
+# A lock without a value (issue 28): the key reads as the schema default, even over the user's
+# own value, and is not writable.
+gsettings set io.kvd.test uint64 7
+kvctl --system lock io.kvd.test uint64
+check "a key locked without a value is not writable" false "$(gsettings writable io.kvd.test uint64)"
+check "and reads as the schema default" "uint64 42" "$(gsettings get io.kvd.test uint64)"
+if gsettings set io.kvd.test uint64 9 2>"$dir/locked.err"; then fail "gsettings set of a key locked without a value succeeded"; fi
+kvctl --system unlock io.kvd.test uint64
+check "unlocked, writable again" true "$(gsettings writable io.kvd.test uint64)"
+check "and the user's value is back" "uint64 7" "$(gsettings get io.kvd.test uint64)"
 
 # A PyGObject program: delay-apply as one Apply, an own write announced once, a lock or unlock
 # announced as writable-changed, changes from kvctl in the app's main context.
@@ -174,7 +184,9 @@ if command -v dbus-run-session >/dev/null && command -v dconf >/dev/null; then
     check "dconf -> kvd: an int32" 123 "$(gsettings get io.kvd.test int32)"
     check "dconf -> kvd: a tuple" "(7, 0.25, 'd')" "$(gsettings get io.kvd.test tuple)"
     check "dconf -> kvd: an a{sv} with a uint32" "{'k': <uint32 3>}" "$(gsettings get io.kvd.test dict)"
-    check "dconf -> kvd: keys without a schema" '9 ["x"]' "$(kvctl get io.kvd.moved some_key) $(kvctl --json get io.kvd.moved other)"
+    # Keys no schema describes keep their type: natural when kvd's type says it, else tagged.
+    check "dconf -> kvd: keys without a schema" '{"gvariant":"u","text":"uint32 9"} ["x"]' \
+        "$(kvctl --json get io.kvd.moved some_key) $(kvctl --json get io.kvd.moved other)"
     check "dconf -> kvd: a key at the root" true "$(kvctl get _ top-level)"
     # And back, as the README says: every key of the schema through gsettings into dconf.
     XDG_RUNTIME_DIR="$dir/run" dbus-run-session -- sh -c '
@@ -185,6 +197,26 @@ if command -v dbus-run-session >/dev/null && command -v dconf >/dev/null; then
     XDG_RUNTIME_DIR="$dir/run" GSETTINGS_BACKEND=dconf dbus-run-session -- gsettings list-recursively io.kvd.test > "$dir/dconf.list"
     cmp -s "$dir/kvd.list" "$dir/dconf.list" || fail "kvd -> dconf: $(diff "$dir/kvd.list" "$dir/dconf.list")"
     echo "ok kvd -> dconf: every key of the schema the same in both"
+    # And back with nothing lost, schema or not: kvd-dconf-import --export into a fresh dconf
+    # gives every key dconf had, with its value and its type.
+    mkdir -m 0700 "$dir/run-back"
+    XDG_RUNTIME_DIR="$dir/run-back" XDG_CONFIG_HOME="$dir/config-back" GSETTINGS_BACKEND=dconf dbus-run-session -- sh -c '
+        "$0" --export / > "$1" && dconf load / < "$1" && dconf dump /' "$module_dir/kvd-dconf-import" "$dir/export.keyfile" \
+        > "$dir/dconf-back.dump" 2>"$dir/export.log" || fail "kvd-dconf-import --export | dconf load: $(cat "$dir/export.log")"
+    "$python" - "$dir/dconf.dump" "$dir/dconf-back.dump" <<'COMPARE' || fail "kvd -> dconf with --export lost something"
+import configparser, sys
+def read(path):
+    parser = configparser.ConfigParser(interpolation=None, strict=False)
+    parser.optionxform = str
+    parser.read(path)
+    return {(group, key): parser[group][key] for group in parser.sections() for key in parser[group]}
+before, after = read(sys.argv[1]), read(sys.argv[2])
+lost = {k: (v, after.get(k)) for k, v in before.items() if after.get(k) != v}
+if lost or not before:
+    print(f"dconf had, and got back: {lost}", file=sys.stderr)
+    sys.exit(1)
+print(f"ok kvd -> dconf with kvd-dconf-import --export: all {len(before)} keys dconf had, with their types")
+COMPARE
 else
     echo "giokvd-test: dbus-run-session or dconf missing: skipped the dconf import"
 fi

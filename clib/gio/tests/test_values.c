@@ -136,6 +136,21 @@ int main(void) {
             g_free(got);
             failures++;
         }
+        /* With no schema (kvd-dconf-import of a key no schema has, then --export): the stored
+         * form keeps the type, and reads back as the value. */
+        kvd_value *kept = giokvd_to_kvd_keeping_type(value);
+        char *guessed = kept ? giokvd_guess_type(kept) : NULL;
+        GVariant *again = NULL;
+        if (guessed && strcmp(guessed, type_string->str) == 0) again = giokvd_from_kvd(kept, type);
+        if (again == NULL || !g_variant_equal(again, value)) {
+            char *text = g_variant_print(value, TRUE);
+            printf("FAIL without a schema: %s %s came back as type %s\n", type_string->str, text, guessed ? guessed : "(none)");
+            g_free(text);
+            failures++;
+        }
+        if (again) g_variant_unref(again);
+        g_free(guessed);
+        kvd_value_free(kept);
         kvd_error_clear(&error);
         if (back) g_variant_unref(back);
         kvd_value_free(reread);
@@ -147,6 +162,6 @@ int main(void) {
     }
     g_rand_free(rand_);
     if (failures) return 1;
-    printf("ok every GVariant round-trips: %d random values of random types (%d in natural kvd form)\n", rounds, natural);
+    printf("ok every GVariant round-trips: %d random values of random types (%d in natural kvd form), and without a schema keeps its type\n", rounds, natural);
     return 0;
 }
