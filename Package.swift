@@ -45,7 +45,7 @@ let package = Package(
         .executableTarget(name: "kvd", dependencies: ["KVDaemon"]),
         .target(name: "KVConnection", dependencies: ["KVValues", "KVProtocol", "KVSystem"]),
         .target(name: "KVClient", dependencies: ["KVValues", "KVProtocol", "KVSystem", "KVConnection"]),
-        .target(name: "KVCtl", dependencies: ["KVValues", "KVProtocol", "KVConnection"]),
+        .target(name: "KVCtl", dependencies: ["KVValues", "KVProtocol", "KVSystem", "KVConnection"]),
         .executableTarget(name: "kvctl", dependencies: ["KVCtl"]),
         .executableTarget(name: "kvctl-plist", dependencies: ["KVValues"]),
         .executableTarget(name: "kvbench", dependencies: ["CLinux"]),

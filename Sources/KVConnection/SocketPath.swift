@@ -1,5 +1,6 @@
 import Glibc
 import KVProtocol
+import KVSystem
 
 /// Where kvd's socket lives, by the rule every kvd program shares (see CONTRACT.md):
 /// `--socket PATH`, else `$KVD_SOCKET`, else `$XDG_RUNTIME_DIR/kvd.sock`, else
