@@ -1,4 +1,5 @@
 import KVProtocol
+import KVSystem
 import KVValues
 import Synchronization
 

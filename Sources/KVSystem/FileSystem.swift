@@ -53,10 +53,12 @@ public struct FileStatus: Sendable, Hashable {
     public var permissions: UInt32
     /// The inode number (`st_ino`).
     public var inode: UInt64
+    /// The device the inode is on (`st_dev`).
+    public var device: UInt64
 
     public init(
         kind: Kind, size: Int64 = 0, owner: UInt32 = 0, group: UInt32 = 0, permissions: UInt32 = 0o600,
-        inode: UInt64 = 0
+        inode: UInt64 = 0, device: UInt64 = 0
     ) {
         self.kind = kind
         self.size = size
@@ -64,6 +66,7 @@ public struct FileStatus: Sendable, Hashable {
         self.group = group
         self.permissions = permissions
         self.inode = inode
+        self.device = device
     }
 }
 

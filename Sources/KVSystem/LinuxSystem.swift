@@ -275,6 +275,26 @@ public struct LinuxSystem: SystemCalls {
         }
     }
 
+    public func userName(ofUser uid: UInt32) -> String? {
+        var entry = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 4096)
+        guard getpwuid_r(uid, &entry, &buffer, buffer.count, &result) == 0, result != nil, let name = entry.pw_name
+        else { return nil }
+        return String(cString: name)
+    }
+
+    public func localTime(_ seconds: Int64) -> LocalTime {
+        var time = time_t(seconds)
+        var parts = tm()
+        localtime_r(&time, &parts)
+        return LocalTime(
+            year: Int(parts.tm_year) + 1900, month: Int(parts.tm_mon) + 1, day: Int(parts.tm_mday),
+            hour: Int(parts.tm_hour), minute: Int(parts.tm_min), second: Int(parts.tm_sec))
+    }
+
+    public func isTerminal(_ fd: Int32) -> Bool { isatty(fd) != 0 }
+
     public var userID: UInt32 { getuid() }
 
     public var processID: Int32 { getpid() }
@@ -300,6 +320,7 @@ extension FileStatus {
             }
         self.init(
             kind: kind, size: Int64(info.st_size), owner: info.st_uid, group: info.st_gid,
-            permissions: UInt32(info.st_mode & 0o7777), inode: UInt64(info.st_ino))
+            permissions: UInt32(info.st_mode & 0o7777), inode: UInt64(info.st_ino),
+            device: UInt64(info.st_dev))
     }
 }

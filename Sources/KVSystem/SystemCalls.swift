@@ -121,6 +121,12 @@ public protocol SystemCalls: FileSystem {
     func groupID(named name: String) -> UInt32?
     /// The home folder of user `uid` in the password database, or `nil`. C: `getpwuid_r`.
     func homeDirectory(ofUser uid: UInt32) -> String?
+    /// The name of user `uid` in the password database, or `nil`. C: `getpwuid_r`.
+    func userName(ofUser uid: UInt32) -> String?
+    /// The date and time `seconds` after 1970 (UTC) is in the local time zone. C: `localtime_r`.
+    func localTime(_ seconds: Int64) -> LocalTime
+    /// Whether `fd` is a terminal. C: `isatty`.
+    func isTerminal(_ fd: Int32) -> Bool
     /// The real user id of this process. C: `getuid`.
     var userID: UInt32 { get }
     /// This process's id. C: `getpid`.
@@ -145,4 +151,24 @@ public struct PeerCredentials: Sendable, Equatable {
 
     /// Whether the peer is in group `gid` (its primary group or a supplementary one).
     public func isMember(of gid: UInt32) -> Bool { self.gid == gid || groups.contains(gid) }
+}
+
+/// A date and time in the local time zone, as ``SystemCalls/localTime(_:)`` reports it.
+public struct LocalTime: Sendable, Equatable {
+    public var year: Int
+    /// 1 to 12.
+    public var month: Int
+    public var day: Int
+    public var hour: Int
+    public var minute: Int
+    public var second: Int
+
+    public init(year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int) {
+        self.year = year
+        self.month = month
+        self.day = day
+        self.hour = hour
+        self.minute = minute
+        self.second = second
+    }
 }

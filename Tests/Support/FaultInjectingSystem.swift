@@ -258,6 +258,9 @@ public final class FaultInjectingSystem: SystemCalls {
         try real.waitForExit(process, blocking: blocking)
     }
     public func homeDirectory(ofUser uid: UInt32) -> String? { real.homeDirectory(ofUser: uid) }
+    public func userName(ofUser uid: UInt32) -> String? { real.userName(ofUser: uid) }
+    public func localTime(_ seconds: Int64) -> LocalTime { real.localTime(seconds) }
+    public func isTerminal(_ fd: Int32) -> Bool { real.isTerminal(fd) }
     public var userID: UInt32 { real.userID }
     public var processID: Int32 { real.processID }
     public func peerCredentials(_ fd: Int32) throws(Errno) -> PeerCredentials {
