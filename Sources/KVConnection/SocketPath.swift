@@ -16,9 +16,7 @@ import KVSystem
 public enum SocketPath {
     /// The socket path for an explicit `--socket` value (or `nil`) and an environment.
     /// Empty values count as unset. Pure: touches no file.
-    public static func resolve(explicit: String?, environment: [String: String], uid: UInt32 = LinuxSystem().userID)
-        -> String
-    {
+    public static func resolve(explicit: String?, environment: [String: String], uid: UInt32 = getuid()) -> String {
         Paths.socket(explicit: explicit, environment: environment, uid: uid)
     }
 
@@ -29,7 +27,7 @@ public enum SocketPath {
     }
 
     /// `/tmp/kvd-<uid>`: the socket's folder when there is no runtime directory.
-    public static func fallbackFolder(uid: UInt32 = LinuxSystem().userID) -> String {
+    public static func fallbackFolder(uid: UInt32 = getuid()) -> String {
         Paths.fallbackSocketFolder(uid: uid)
     }
 
@@ -39,7 +37,7 @@ public enum SocketPath {
     /// user with mode 0700; a path elsewhere is left alone. Blocks for a `mkdir` and an `lstat`.
     ///
     /// Throws ``ClientError/unsafeSocketFolder(_:)`` saying what to do.
-    public static func prepareFolder(for path: String, uid: UInt32 = LinuxSystem().userID) throws(ClientError) {
+    public static func prepareFolder(for path: String, uid: UInt32 = getuid()) throws(ClientError) {
         do {
             try SocketFolder.prepare(forSocket: path, fallback: fallbackFolder(uid: uid))
         } catch {
