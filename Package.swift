@@ -4,9 +4,9 @@ import PackageDescription
 /// Targets, one role each; dependencies point one way (a target uses only those after "←"):
 ///
 ///     KVValues                                 typed values, names
-///     KVSystem ← CLinux                        the OS seam: errno, system calls (daemon and client), reconnecting
+///     KVSystem ← CLinux                        the one OS seam of every target: errno, FileSystem and SystemCalls, paths, socket folder, the reconnecting stream
 ///     KVStorage ← KVValues, KVSystem           domain files, log, recovery; no sockets
-///     KVProtocol ← KVValues                    varlink framing, the interface, paths, socket folder
+///     KVProtocol ← KVValues                    varlink framing, the interface
 ///     KVFleet ← KVValues, KVSystem, CCurl      etcd v3 through its JSON gateway: the fleet's source of truth
 ///     CCurl                                    libcurl's few calls, typed for Swift (HTTP and HTTPS)
 ///     KVConnection ← KVValues, KVProtocol, KVSystem   connections to kvd (no Foundation: kvctl starts fast)
@@ -14,13 +14,14 @@ import PackageDescription
 ///                                              (KVConnection: a user's kvd is a client of the system instance)
 ///     KVClient ← KVValues, KVProtocol, KVSystem, KVConnection   the Swift library (links Foundation)
 ///     KVCtl ← KVValues, KVProtocol, KVSystem, KVConnection    kvctl's commands
-///     HabitsKit ← KVClient, KVProtocol, KVValues    the sample app
-///     kvd ← KVDaemon; kvctl ← KVCtl; habits ← HabitsKit (thin mains)
-///     kvctl-plist ← KVValues                  property lists ↔ typed JSON for kvctl (its own reader and writer on FoundationEssentials; a process of its own, so kvctl links neither)
+///     HabitsKit ← KVClient, KVProtocol, KVSystem, KVValues    the sample app
+///     kvd ← KVDaemon; kvctl ← KVCtl; habits ← HabitsKit, KVSystem (thin mains)
+///     kvctl-plist ← KVValues, KVSystem        property lists ↔ typed JSON for kvctl (its own reader and writer on FoundationEssentials; a process of its own, so kvctl links neither)
 ///     KVTestSupport ← KVSystem, KVProtocol, CLinux     shared by test targets only (fake server, faults)
 ///
-/// `scripts/check-imports.py` (run by `make test`) fails when a target imports a target it does
-/// not declare here; the `MemberImportVisibility` feature fails the build when a file uses a
+/// Only KVSystem (and the C shims) calls the C library's system calls: `scripts/check-nm.sh` (run by
+/// `make test`) fails when another target's object file does. `scripts/check-imports.py` (run by
+/// `make test`) fails when a target imports a target it does not declare here; the `MemberImportVisibility` feature fails the build when a file uses a
 /// module's members without importing it.
 let package = Package(
     name: "kvd",
@@ -50,14 +51,15 @@ let package = Package(
         .target(name: "KVClient", dependencies: ["KVValues", "KVProtocol", "KVSystem", "KVConnection"]),
         .target(name: "KVCtl", dependencies: ["KVValues", "KVProtocol", "KVSystem", "KVConnection"]),
         .executableTarget(name: "kvctl", dependencies: ["KVCtl"]),
-        .executableTarget(name: "kvctl-plist", dependencies: ["KVValues"]),
+        .executableTarget(name: "kvctl-plist", dependencies: ["KVValues", "KVSystem"]),
         .executableTarget(name: "kvbench", dependencies: ["CLinux"]),
-        .executableTarget(name: "kvclient-probe", dependencies: ["KVClient", "KVValues"]),
-        .target(name: "HabitsKit", dependencies: ["KVClient", "KVProtocol", "KVValues"]),
-        .executableTarget(name: "habits", dependencies: ["HabitsKit"]),
+        .executableTarget(name: "kvclient-probe", dependencies: ["KVClient", "KVValues", "KVSystem"]),
+        .target(name: "HabitsKit", dependencies: ["KVClient", "KVProtocol", "KVSystem", "KVValues"]),
+        .executableTarget(name: "habits", dependencies: ["HabitsKit", "KVSystem"]),
         .executableTarget(name: "kvbench-local", dependencies: ["KVClient"]),
         .executableTarget(name: "kvbench-hello"),
-        .executableTarget(name: "kvbench-fleet", dependencies: ["KVConnection", "KVFleet", "KVProtocol", "KVValues"]),
+        .executableTarget(
+            name: "kvbench-fleet", dependencies: ["KVConnection", "KVFleet", "KVProtocol", "KVSystem", "KVValues"]),
         .target(name: "KVTestSupport", dependencies: ["KVSystem", "KVProtocol", "CLinux"], path: "Tests/Support"),
 
         .testTarget(name: "KVValuesTests", dependencies: ["KVValues"]),

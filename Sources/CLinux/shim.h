@@ -11,6 +11,8 @@
 
 /* accept4 is declared only under _GNU_SOURCE, which the Glibc module is built without. */
 int accept4(int sockfd, struct sockaddr *addr, socklen_t *addrlen, int flags);
+/* pipe2 likewise. */
+int pipe2(int pipefd[2], int flags);
 
 /* struct ucred is declared only under _GNU_SOURCE too: the same layout, for SO_PEERCRED. */
 struct kvd_peer_credentials { int pid; unsigned int uid; unsigned int gid; };

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import KVClient
 import KVProtocol
+import KVSystem
 
 extension KVDefaults.Keys {
     /// The habit list: read from any version (a v0.1 data value too), written as v2.

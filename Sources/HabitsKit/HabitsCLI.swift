@@ -2,6 +2,7 @@ import FoundationEssentials
 import Glibc
 import KVClient
 import KVProtocol
+import KVSystem
 
 /// Where habits writes: standard output and standard error, replaceable in tests.
 public protocol HabitsConsole: AnyObject {
@@ -17,12 +18,8 @@ public final class StandardConsole: HabitsConsole {
 
     private static func write(_ descriptor: Int32, _ text: String) {
         let bytes = Array(text.utf8)
-        var offset = 0
-        while offset < bytes.count {
-            let written = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress! + offset, $0.count - offset) }
-            if written < 0, errno == EINTR { continue }
-            if written <= 0 { return }
-            offset += written
+        _ = bytes.withUnsafeBytes { raw in
+            Result { () throws(SystemError) in try LinuxSystem().writeAll(descriptor, raw) }
         }
     }
 }

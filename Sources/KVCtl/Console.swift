@@ -1,4 +1,4 @@
-import Glibc
+import KVSystem
 
 /// Where kvctl's output goes: stdout, stderr and stdin, replaceable in tests.
 public protocol Console: AnyObject {
@@ -14,43 +14,34 @@ final class StandardConsole: Console {
     func readStandardInput() throws(Failure) -> [UInt8] { try Files.readAll(0, name: "stdin") }
 }
 
-/// Whole-file reads and atomic writes with the C calls underneath.
+/// Whole-file reads and atomic writes, through KVSystem's seam.
 enum Files {
+    static let system: any SystemCalls = LinuxSystem()
+
     /// Writes all of `bytes`; returns the `errno` of a failure, or `nil`.
     @discardableResult
-    static func writeAll(_ descriptor: Int32, _ bytes: [UInt8]) -> Int32? {
-        var offset = 0
-        while offset < bytes.count {
-            let written = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress! + offset, $0.count - offset) }
-            if written < 0 {
-                if errno == EINTR { continue }
-                return errno
-            }
-            offset += written
+    static func writeAll(_ descriptor: Int32, _ bytes: [UInt8]) -> Errno? {
+        let result = bytes.withUnsafeBytes { raw in
+            Result { () throws(SystemError) in try system.writeAll(descriptor, raw) }
         }
+        if case .failure(let error) = result { return error.errno }
         return nil
     }
 
     static func readAll(_ descriptor: Int32, name: String) throws(Failure) -> [UInt8] {
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65_536)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw Failure("cannot read \(name): \(String(cString: strerror(errno)))")
-            }
-            if count == 0 { return bytes }
-            bytes += chunk[..<count]
+        do { return try system.readToEnd(descriptor) } catch {
+            throw Failure("cannot read \(name): \(error.errno)")
         }
     }
 
     /// The contents of the file at `path`.
     static func read(_ path: String) throws(Failure) -> [UInt8] {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw Failure("cannot open \(path): \(String(cString: strerror(errno)))") }
-        defer { close(descriptor) }
-        return try readAll(descriptor, name: path)
+        let descriptor: FileDescriptor
+        do { descriptor = try system.open(path, [], permissions: 0) } catch {
+            throw Failure("cannot open \(path): \(error.errno)")
+        }
+        defer { system.close(descriptor) }
+        return try readAll(descriptor.rawValue, name: path)
     }
 
     /// Replaces the file at `path` with `bytes` atomically, as editors save: a new file beside it,
@@ -80,74 +71,78 @@ enum Files {
         _ path: String, writing body: (_ write: ([UInt8]) throws(Failure) -> Void) throws -> Void
     ) throws {
         let (target, existing) = try replacedFile(path)
-        let temporary = target + ".kvctl-\(getpid()).tmp"
-        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else { throw Failure("cannot create \(temporary): \(systemError())") }
+        let temporary = target + ".kvctl-\(system.processID).tmp"
+        let descriptor: FileDescriptor
+        do {
+            descriptor = try system.open(temporary, [.write, .create, .exclusive, .noFollow], permissions: 0o600)
+        } catch {
+            throw Failure("cannot create \(temporary): \(error.errno)")
+        }
         var failure = existing.flatMap { keepOwnerAndMode(of: $0, on: descriptor) }
         if failure == nil {
             do {
                 try body { (bytes) throws(Failure) in
-                    if let code = writeAll(descriptor, bytes) {
-                        throw Failure("cannot write \(path): \(systemError(code))")
+                    if let code = writeAll(descriptor.rawValue, bytes) {
+                        throw Failure("cannot write \(path): \(code)")
                     }
                 }
             } catch {
-                close(descriptor)
-                unlink(temporary)
+                system.close(descriptor)
+                try? system.unlink(temporary)
                 throw error
             }
         }
-        if failure == nil, fsync(descriptor) != 0 { failure = systemError() }
-        close(descriptor)
-        if failure == nil, rename(temporary, target) != 0 { failure = systemError() }
+        if failure == nil {
+            do { try system.fsync(descriptor) } catch { failure = error.errno.description }
+        }
+        system.close(descriptor)
+        if failure == nil {
+            do { try system.rename(temporary, to: target) } catch { failure = error.errno.description }
+        }
         if let failure {
-            unlink(temporary)
+            try? system.unlink(temporary)
             throw Failure("cannot write \(path): \(failure)")
         }
     }
 
     /// The file a write to `path` replaces (the target of a link) and its status, `nil` if
     /// there is none yet.
-    private static func replacedFile(_ path: String) throws(Failure) -> (path: String, status: stat?) {
-        var info = stat()
-        guard lstat(path, &info) == 0 else {
-            guard errno == ENOENT else { throw Failure("cannot write \(path): \(systemError())") }
+    private static func replacedFile(_ path: String) throws(Failure) -> (path: String, status: FileStatus?) {
+        var status: FileStatus
+        do { status = try system.status(path, followingLinks: false) } catch {
+            guard error == .noSuchFileOrDirectory else { throw Failure("cannot write \(path): \(error)") }
             return (path, nil)
         }
         var target = path
-        if info.st_mode & S_IFMT == S_IFLNK {
-            let resolved = realpath(path, nil)
-            defer { free(resolved) }
-            guard let resolved, stat(resolved, &info) == 0 else {
+        if status.kind == .symbolicLink {
+            do {
+                target = try system.resolvedPath(path)
+                status = try system.status(target, followingLinks: true)
+            } catch {
                 throw Failure(
-                    "cannot write \(path): it is a symbolic link to a file that cannot be reached (\(systemError())); create that file first, or remove the link"
+                    "cannot write \(path): it is a symbolic link to a file that cannot be reached (\(error)); create that file first, or remove the link"
                 )
             }
-            target = String(cString: resolved)
         }
-        guard info.st_mode & S_IFMT == S_IFREG else {
+        guard status.kind == .regular else {
             throw Failure(
                 "cannot write \(path): it is not a regular file; give the name of a file, or - for standard output")
         }
-        return (target, info)
+        return (target, status)
     }
 
     /// Gives the new file open at `descriptor` the owner, group and permissions of `existing`;
     /// returns why it could not, or `nil`.
-    private static func keepOwnerAndMode(of existing: stat, on descriptor: Int32) -> String? {
-        var created = stat()
-        guard fstat(descriptor, &created) == 0 else { return systemError() }
-        if created.st_uid != existing.st_uid || created.st_gid != existing.st_gid,
-            fchown(descriptor, existing.st_uid, existing.st_gid) != 0
-        {
-            return
-                "it belongs to uid \(existing.st_uid) and gid \(existing.st_gid), which a new copy cannot keep (\(systemError())); export as its owner, or to another file"
+    private static func keepOwnerAndMode(of existing: FileStatus, on descriptor: FileDescriptor) -> String? {
+        let created: FileStatus
+        do { created = try system.status(descriptor) } catch { return error.errno.description }
+        if created.owner != existing.owner || created.group != existing.group {
+            do { try system.changeOwner(descriptor, owner: existing.owner, group: existing.group) } catch {
+                return
+                    "it belongs to uid \(existing.owner) and gid \(existing.group), which a new copy cannot keep (\(error)); export as its owner, or to another file"
+            }
         }
-        return fchmod(descriptor, existing.st_mode & 0o7777) == 0 ? nil : systemError()
-    }
-
-    /// The system's message for `code`, like "Permission denied".
-    private static func systemError(_ code: Int32 = errno) -> String {
-        String(cString: strerror(code))
+        do { try system.changePermissions(descriptor, existing.permissions) } catch { return error.description }
+        return nil
     }
 }

@@ -2,6 +2,7 @@ import FoundationEssentials
 import Glibc
 import KVConnection
 import KVProtocol
+import KVSystem
 import KVValues
 
 extension Invocation {
@@ -170,21 +171,14 @@ enum HistoryTable {
 
     /// `2026-11-30 17:04:05` in the local time zone.
     static func localTime(_ date: Date) -> String {
-        var seconds = time_t(date.timeIntervalSince1970.rounded(.down))
-        var parts = tm()
-        localtime_r(&seconds, &parts)
-        func two(_ number: Int32) -> String { number < 10 ? "0\(number)" : "\(number)" }
+        let parts = Files.system.localTime(Int64(date.timeIntervalSince1970.rounded(.down)))
+        func two(_ number: Int) -> String { number < 10 ? "0\(number)" : "\(number)" }
         return
-            "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday)) \(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))"
+            "\(parts.year)-\(two(parts.month))-\(two(parts.day)) \(two(parts.hour)):\(two(parts.minute)):\(two(parts.second))"
     }
 
     /// The user name of `uid`, or the number when it has none.
     static func userName(_ uid: UInt32) -> String {
-        var entry = passwd()
-        var result: UnsafeMutablePointer<passwd>?
-        var buffer = [CChar](repeating: 0, count: 4096)
-        guard getpwuid_r(uid, &entry, &buffer, buffer.count, &result) == 0, result != nil, let name = entry.pw_name
-        else { return String(uid) }
-        return String(cString: name)
+        Files.system.userName(ofUser: uid) ?? String(uid)
     }
 }

@@ -1,4 +1,4 @@
-import Glibc
+import KVSystem
 
 /// The property-list formats `kvctl export --format` writes besides typed JSON.
 public enum PlistFormat: String, Sendable, Equatable {
@@ -41,35 +41,39 @@ enum Plist {
     /// stderr. The helper reads all its input before writing, so writing then reading cannot
     /// deadlock.
     static func runHelper(_ arguments: [String], input: [UInt8]) throws(Failure) -> [UInt8] {
+        let system = Files.system
         let helper = try helperPath()
-        var toHelper: [Int32] = [-1, -1], fromHelper: [Int32] = [-1, -1], errors: [Int32] = [-1, -1]
-        guard closeOnExecPipe(&toHelper), closeOnExecPipe(&fromHelper), closeOnExecPipe(&errors) else {
-            throw Failure("cannot run \(helper): pipe: \(String(cString: strerror(errno)))")
+        let toHelper: (read: Int32, write: Int32)
+        let fromHelper: (read: Int32, write: Int32)
+        let errors: (read: Int32, write: Int32)
+        do {
+            toHelper = try system.makePipe()
+            fromHelper = try system.makePipe()
+            errors = try system.makePipe()
+        } catch {
+            throw Failure("cannot run \(helper): pipe: \(error)")
         }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, toHelper[0], 0)
-        posix_spawn_file_actions_adddup2(&actions, fromHelper[1], 1)
-        posix_spawn_file_actions_adddup2(&actions, errors[1], 2)
-        let argv = ([helper] + arguments).map { strdup($0) } + [nil]
-        defer { for pointer in argv { free(pointer) } }
-        var child: pid_t = 0
-        let spawned = posix_spawn(&child, helper, &actions, nil, argv, environ)
-        for descriptor in [toHelper[0], fromHelper[1], errors[1]] { close(descriptor) }
-        defer { for descriptor in [fromHelper[0], errors[0]] { close(descriptor) } }
-        guard spawned == 0 else {
-            close(toHelper[1])
-            throw Failure(
-                "cannot run \(helper): \(String(cString: strerror(spawned))) (reinstall kvd: kvctl needs it for property lists)"
-            )
+        let spawned = Result { () throws(Errno) in
+            try system.spawn(
+                helper, arguments: arguments, input: toHelper.read, output: fromHelper.write, error: errors.write)
         }
-        let writeError = Files.writeAll(toHelper[1], input)
-        close(toHelper[1])
-        let output = try Files.readAll(fromHelper[0], name: helper)
-        let message = try Files.readAll(errors[0], name: helper)
-        var status: Int32 = 0
-        while waitpid(child, &status, 0) < 0, errno == EINTR {}
+        for descriptor in [toHelper.read, fromHelper.write, errors.write] { system.close(descriptor) }
+        defer { for descriptor in [fromHelper.read, errors.read] { system.close(descriptor) } }
+        let child: Int32
+        switch spawned {
+        case .success(let process): child = process
+        case .failure(let error):
+            system.close(toHelper.write)
+            throw Failure("cannot run \(helper): \(error) (reinstall kvd: kvctl needs it for property lists)")
+        }
+        let writeError = Files.writeAll(toHelper.write, input)
+        system.close(toHelper.write)
+        let output = try Files.readAll(fromHelper.read, name: helper)
+        let message = try Files.readAll(errors.read, name: helper)
+        let status: Int32
+        do { status = try system.waitForExit(child) } catch {
+            throw Failure("cannot wait for \(helper): \(error.errno)")
+        }
         let text = String(decoding: message, as: UTF8.self).split(separator: "\n").first.map(String.init)
         if status & 0x7F != 0 {
             // Killed (out of memory, say) or crashed: its own last words are not a message for the user.
@@ -82,20 +86,11 @@ enum Plist {
         return output
     }
 
-    /// A pipe whose ends the helper does not inherit (it gets its own copies by `dup2`).
-    private static func closeOnExecPipe(_ ends: inout [Int32]) -> Bool {
-        guard pipe(&ends) == 0 else { return false }
-        return ends.allSatisfy { fcntl($0, F_SETFD, FD_CLOEXEC) == 0 }
-    }
-
     /// `kvctl-plist` beside the running kvctl.
     private static func helperPath() throws(Failure) -> String {
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-        guard length > 0 else {
-            throw Failure("cannot find \(helperName): /proc/self/exe: \(String(cString: strerror(errno)))")
+        guard let executable = Files.system.executablePath() else {
+            throw Failure("cannot find \(helperName): /proc/self/exe cannot be read")
         }
-        let executable = String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
         let folder = executable.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(
             separator: "/")
         return folder + "/" + helperName

@@ -93,7 +93,7 @@ public enum Daemon {
             return 1
         }
         if case .system(let policy) = options.role {
-            server.startDropIns(directory: policy.configDirectory, fileSystem: SystemFileSystem())
+            server.startDropIns(directory: policy.configDirectory, fileSystem: system)
         }
         let mirror = fleet.map {
             FleetMirror(
@@ -135,7 +135,7 @@ public enum Daemon {
     /// daemon started from a script or a test never holds the starter's pipes open.
     static func closeInheritedDescriptors(environment: [String: String], system: any SystemCalls) {
         var keep: Int32 = 0
-        if let pid = environment["LISTEN_PID"].flatMap(Int32.init), pid == getpid() {
+        if let pid = environment["LISTEN_PID"].flatMap(Int32.init), pid == system.processID {
             keep = environment["LISTEN_FDS"].flatMap(Int32.init) ?? 0
         }
         for fd in system.openDescriptors() where fd > 2 && fd >= 3 + keep { system.close(fd) }

@@ -74,13 +74,12 @@ struct DropInReader {
     /// Why `folder` may not be trusted, or nil (also when it does not exist).
     private func folderRefusal(_ folder: String) -> String? {
         guard let status = try? system.status(folder, followingLinks: true) else { return nil }
-        guard status.owner == 0 || status.owner == getuid() else {
-            return "the folder belongs to uid \(status.owner), neither root nor kvd's user: not read"
+        let rule = OwnershipRule(kind: nil, owners: [0, system.userID], forbiddenPermissions: 0o022)
+        switch rule.violation(of: status) {
+        case nil, .kind: return nil
+        case .owner(let owner): return "the folder belongs to uid \(owner), neither root nor kvd's user: not read"
+        case .permissions(let mode): return "others may write the folder (mode \(String(mode, radix: 8))): not read"
         }
-        guard status.permissions & 0o022 == 0 else {
-            return "others may write the folder (mode \(String(status.permissions, radix: 8))): not read"
-        }
-        return nil
     }
 
     /// The bytes of the regular file at `path` (following a link), at most `limit` of them.

@@ -1,4 +1,5 @@
 import KVProtocol
+import KVSystem
 
 /// The daemon's settings, from its command line and environment.
 public struct DaemonOptions: Sendable, Equatable {

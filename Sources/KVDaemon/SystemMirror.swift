@@ -243,15 +243,14 @@ final class SystemMirror: Sendable {
     private func folderRefusal() -> String? {
         let folder = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : "."
         guard let status = try? system.status(folder.isEmpty ? "/" : folder, followingLinks: true) else { return nil }
-        let me = getuid()
-        guard status.owner == 0 || status.owner == me else {
-            return "its folder \(folder) belongs to uid \(status.owner), neither root nor this user: not followed"
+        let rule = OwnershipRule(kind: nil, owners: [0, system.userID], forbiddenPermissions: 0o022)
+        switch rule.violation(of: status) {
+        case nil, .kind: return nil
+        case .owner(let owner):
+            return "its folder \(folder) belongs to uid \(owner), neither root nor this user: not followed"
+        case .permissions(let mode):
+            return "its folder \(folder) is writable by others (mode \(String(mode, radix: 8))): not followed"
         }
-        guard status.permissions & 0o022 == 0 else {
-            return
-                "its folder \(folder) is writable by others (mode \(String(status.permissions, radix: 8))): not followed"
-        }
-        return nil
     }
 }
 

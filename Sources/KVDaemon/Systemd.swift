@@ -1,5 +1,6 @@
 import CSystemd
 import Glibc
+import KVSystem
 
 /// What the daemon asks of systemd, through libsystemd: inherited sockets, readiness and status
 /// notifications, the watchdog, and the journal. Each call is harmless when systemd is absent.
@@ -32,9 +33,8 @@ public enum Systemd {
         guard let stream = environment["JOURNAL_STREAM"] else { return false }
         let parts = stream.split(separator: ":")
         guard parts.count == 2, let device = UInt64(parts[0]), let inode = UInt64(parts[1]) else { return false }
-        var status = stat()
-        guard fstat(STDERR_FILENO, &status) == 0 else { return false }
-        return UInt64(status.st_dev) == device && UInt64(status.st_ino) == inode
+        guard let status = try? LinuxSystem().status(FileDescriptor(rawValue: 2)) else { return false }
+        return status.device == device && status.inode == inode
     }
 
     /// Sends one structured entry to the journal. The corresponding C function is `sd_journal_sendv`.

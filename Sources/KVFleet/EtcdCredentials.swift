@@ -1,8 +1,5 @@
 import Foundation
-
-#if canImport(Glibc)
-    import Glibc
-#endif
+import KVSystem
 
 /// An etcd user's name and password, for ``EtcdGateway``.
 public struct EtcdCredentials: Sendable, Equatable {
@@ -21,51 +18,51 @@ public struct EtcdCredentials: Sendable, Equatable {
     /// regular file, is owned by neither root nor this process's user, or that group or others
     /// may read or write (it holds a password), and content that has no name or no password.
     /// Blocking (reads one small file).
-    public static func read(fromFile path: String) throws(EtcdError) -> EtcdCredentials {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-        guard fd >= 0 else {
-            throw .badConfiguration("cannot open the etcd auth file \(path): \(String(cString: strerror(errno)))")
+    public static func read(fromFile path: String, system: any SystemCalls = LinuxSystem()) throws(EtcdError)
+        -> EtcdCredentials
+    {
+        let fd: FileDescriptor
+        do { fd = try system.open(path, [.noFollow], permissions: 0) } catch {
+            throw .badConfiguration("cannot open the etcd auth file \(path): \(error.errno)")
         }
-        defer { close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0 else {
-            throw .badConfiguration("cannot inspect the etcd auth file \(path): \(String(cString: strerror(errno)))")
+        defer { system.close(fd) }
+        let status: FileStatus
+        do { status = try system.status(fd) } catch {
+            throw .badConfiguration("cannot inspect the etcd auth file \(path): \(error.errno)")
         }
-        try checkOwnership(info, path)
-        return try parse(readAll(fd, path), path)
+        try checkOwnership(status, path, user: system.effectiveUserID)
+        return try parse(readAll(fd, path, system), path)
     }
 
-    static func checkOwnership(_ info: stat, _ path: String) throws(EtcdError) {
-        guard info.st_mode & S_IFMT == S_IFREG else {
+    /// Refuses a file that is not a regular file of root's or `user`'s, or that group or others
+    /// may use (``OwnershipRule``).
+    static func checkOwnership(_ status: FileStatus, _ path: String, user: UInt32) throws(EtcdError) {
+        switch OwnershipRule(kind: .regular, owners: [0, user], forbiddenPermissions: 0o077).violation(of: status) {
+        case nil:
+            return
+        case .kind:
             throw .badConfiguration("the etcd auth file \(path) is not a regular file")
-        }
-        guard info.st_uid == 0 || info.st_uid == geteuid() else {
+        case .owner(let owner):
             throw .badConfiguration(
-                "the etcd auth file \(path) is owned by uid \(info.st_uid): it must belong to root or to uid \(geteuid()) (chown it)"
+                "the etcd auth file \(path) is owned by uid \(owner): it must belong to root or to uid \(user) (chown it)"
             )
-        }
-        guard info.st_mode & 0o077 == 0 else {
-            let mode = String(info.st_mode & 0o777, radix: 8)
+        case .permissions(let permissions):
+            let mode = String(permissions & 0o777, radix: 8)
             throw .badConfiguration(
                 "the etcd auth file \(path) has mode \(mode): group and others must have no access (chmod 600 \(path))")
         }
     }
 
-    private static func readAll(_ fd: Int32, _ path: String) throws(EtcdError) -> String {
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if count < 0, errno == EINTR { continue }
-            guard count >= 0 else {
-                throw .badConfiguration("cannot read the etcd auth file \(path): \(String(cString: strerror(errno)))")
-            }
-            if count == 0 { break }
-            bytes += chunk[..<count]
-            guard bytes.count <= 64 * 1024 else {
-                throw .badConfiguration(
-                    "the etcd auth file \(path) is over 64 KiB: it should hold a name and a password")
-            }
+    private static func readAll(_ fd: FileDescriptor, _ path: String, _ system: any SystemCalls) throws(EtcdError)
+        -> String
+    {
+        let limit = 64 * 1024
+        let bytes: [UInt8]
+        do { bytes = try system.readToEnd(fd.rawValue, limit: limit) } catch {
+            throw .badConfiguration("cannot read the etcd auth file \(path): \(error.errno)")
+        }
+        guard bytes.count <= limit else {
+            throw .badConfiguration("the etcd auth file \(path) is over 64 KiB: it should hold a name and a password")
         }
         guard let text = String(validating: bytes, as: UTF8.self) else {
             throw .badConfiguration("the etcd auth file \(path) is not UTF-8 text")

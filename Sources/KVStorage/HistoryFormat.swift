@@ -1,3 +1,4 @@
+import KVSystem
 import KVValues
 
 /// One change of one key as history keeps it: the value the key got at `revision` (nil: it was
@@ -43,7 +44,7 @@ struct HistoryContent {
 struct HistoryFileError: Error {
     var reason: String
     /// Reading failed (I/O), rather than the file being unusable: it must not be set aside.
-    var system: FileSystemError?
+    var system: SystemError?
 }
 
 /// Encodes and reads `DOMAIN.history`. Pure functions; thread-safe.

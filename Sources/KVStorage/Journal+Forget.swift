@@ -1,4 +1,5 @@
 import Glibc
+import KVSystem
 import KVValues
 
 /// Forgetting history: a key's or a domain's past values removed from every file the store
@@ -13,7 +14,7 @@ extension Journal {
     /// The caller then compacts (the log holds the values too) and scrubs the copies
     /// (``scrubCopies(_:key:)``).
     func forgetHistory(_ domain: Domain, key: Key?, current: DomainState?, revision: Int64, recent: [RecentCommit])
-        throws(FileSystemError)
+        throws(SystemError)
     {
         guard historyOptions != nil else { return try removeHistory(domain, since: revision, keep: false) }
         try loadHistory(domain, current: current, revision: revision, recent: recent)
@@ -34,7 +35,7 @@ extension Journal {
 
     /// Removes `domain`'s history file (if any) durably, and records that it has none:
     /// states are kept from `since` on.
-    func removeHistory(_ domain: Domain, since: Int64, keep: Bool) throws(FileSystemError) {
+    func removeHistory(_ domain: Domain, since: Int64, keep: Bool) throws(SystemError) {
         let name = HistoryFormat.fileName(for: domain)
         do {
             try fileSystem.unlink(path(name))
@@ -51,7 +52,7 @@ extension Journal {
     /// are removed, and so are its domain file copies (for a key: those that name it); a copy
     /// of the log is rewritten without the lines that name the domain (and the key), torn or
     /// not. Then syncs the folder.
-    func scrubCopies(_ domain: Domain, key: Key?) throws(FileSystemError) {
+    func scrubCopies(_ domain: Domain, key: Key?) throws(SystemError) {
         var domainName: [UInt8] = [], keyName: [UInt8] = []
         JSONWriter.writeString(domain.name, into: &domainName)
         if let key { JSONWriter.writeString(key.name, into: &keyName) }
@@ -84,7 +85,7 @@ extension Journal {
         if changed { try fileSystem.syncDirectory(directory) }
     }
 
-    private func readCopy(_ name: String) throws(FileSystemError) -> [UInt8]? {
+    private func readCopy(_ name: String) throws(SystemError) -> [UInt8]? {
         do { return try fileSystem.readRegularFile(path(name), limit: .max) } catch {
             if case .system(let failure) = error { throw failure }
             return nil  // not a regular file: kvd never wrote it
@@ -118,7 +119,7 @@ extension Journal {
     /// and starts each domain's history again from its values at `revision` when next needed.
     /// Returns whether any was removed.
     @discardableResult
-    func dropHistory(domains: [Domain: DomainState], revision: Int64) throws(FileSystemError) -> Bool {
+    func dropHistory(domains: [Domain: DomainState], revision: Int64) throws(SystemError) -> Bool {
         let names = try fileSystem.contentsOfDirectory(directory).filter(Self.isHistoryFile)
         for name in names { try fileSystem.unlink(path(name)) }
         if !names.isEmpty { try fileSystem.syncDirectory(directory) }
@@ -137,7 +138,7 @@ extension Journal {
 
     /// With history off: removes the history files and their copies set aside, durably (what
     /// was kept goes when history is turned off). Logged.
-    func removeHistoryFiles() throws(FileSystemError) {
+    func removeHistoryFiles() throws(SystemError) {
         let copyMarker = HistoryFormat.suffix + StorageFormat.backupMarker
         let names = try fileSystem.contentsOfDirectory(directory).filter {
             Self.isHistoryFile($0) || $0.contains(copyMarker)
@@ -150,7 +151,7 @@ extension Journal {
 
     /// Reads ``HistoryExclusions/fileName`` into ``exclusions``. One that cannot be read is
     /// set aside and logged (every key then keeps history until marked again).
-    func loadExclusions() throws(FileSystemError) {
+    func loadExclusions() throws(SystemError) {
         let name = HistoryExclusions.fileName
         let bytes: [UInt8]?
         do { bytes = try fileSystem.readRegularFile(path(name), limit: 16 << 20) } catch {
@@ -170,7 +171,7 @@ extension Journal {
     }
 
     /// Writes ``exclusions`` to ``HistoryExclusions/fileName`` durably (removes it when empty).
-    func saveExclusions() throws(FileSystemError) {
+    func saveExclusions() throws(SystemError) {
         let name = HistoryExclusions.fileName
         if exclusions.isEmpty {
             do { try fileSystem.unlink(path(name)) } catch  where error.code == ENOENT { return }

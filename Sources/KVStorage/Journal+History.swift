@@ -1,4 +1,5 @@
 import Glibc
+import KVSystem
 import KVValues
 
 /// One commit of one domain as the store keeps it in memory until the log is folded into the
@@ -79,7 +80,7 @@ extension Journal {
     /// is loaded first (``loadHistory(_:current:revision:recent:)``, with `domains` at
     /// `revision`, the committed state). Nothing when history is off.
     func foldHistory(_ history: [Domain: [RecentCommit]], domains: [Domain: DomainState], revision: Int64)
-        throws(FileSystemError)
+        throws(SystemError)
     {
         guard let options = historyOptions else { return }
         let now = options.clock()
@@ -115,7 +116,7 @@ extension Journal {
     /// ``historyChunkBytes`` (a fold of a 4 MiB log holds no second copy of it), then fsyncs
     /// once. Returns the bytes written.
     private func appendHistory(_ domain: Domain, _ entries: [HistoryEntry], info: HistoryFileInfo)
-        throws(FileSystemError) -> Int
+        throws(SystemError) -> Int
     {
         let descriptor = try fileSystem.open(
             path(HistoryFormat.fileName(for: domain)), [.write, .noFollow], permissions: 0o600)
@@ -153,7 +154,7 @@ extension Journal {
     /// from memory if a reader asked for them, else from the file; a file that cannot be read
     /// is set aside, and the new one starts at `revision` with the values of `current`.
     private func rewriteHistory(_ domain: Domain, adding: [HistoryEntry], current: DomainState?, revision: Int64)
-        throws(FileSystemError)
+        throws(SystemError)
     {
         var (entries, since): ([HistoryEntry], Int64) = ([], 0)
         if let kept = historyCache[domain] {
@@ -177,7 +178,7 @@ extension Journal {
     /// needed.
     func writeHistory(
         _ domain: Domain, _ entries: [HistoryEntry], since: Int64, current: DomainState?, keep: Bool = false
-    ) throws(FileSystemError) {
+    ) throws(SystemError) {
         let options = historyOptions!
         guard !exclusions.excludes(domain) else { return try removeHistory(domain, since: since, keep: keep) }
         let all = HistoryRetention.normalized(entries)
@@ -228,7 +229,7 @@ extension Journal {
 
     /// Reads `domain`'s history file; one that cannot be used is renamed aside and logged.
     /// Throws if reading it failed (I/O: nothing is set aside, the caller fails and retries).
-    func readHistory(_ domain: Domain) throws(FileSystemError) -> HistoryRead {
+    func readHistory(_ domain: Domain) throws(SystemError) -> HistoryRead {
         let name = HistoryFormat.fileName(for: domain)
         let reason: String
         do throws(HistoryFileError) {

@@ -1,3 +1,4 @@
+import KVSystem
 import KVValues
 
 /// Loading a history file when it is first needed: by a fold into it, or by a reader.
@@ -14,7 +15,7 @@ extension Journal {
     /// - Throws: if reading or writing failed (I/O): nothing is recorded, the next need retries.
     func loadHistory(
         _ domain: Domain, current: DomainState?, revision: Int64, recent: [RecentCommit], keep: Bool = false
-    ) throws(FileSystemError) {
+    ) throws(SystemError) {
         guard historyOptions != nil, !loadedHistories.contains(domain) || (keep && historyCache[domain] == nil) else {
             return
         }

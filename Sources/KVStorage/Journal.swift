@@ -1,4 +1,5 @@
 import Glibc
+import KVSystem
 import KVValues
 
 /// The commit thread's side of the store: the lock, the log file, and the domains that
@@ -50,7 +51,7 @@ final class Journal: @unchecked Sendable {
     /// The domains and keys that keep no history (``HistoryExclusions/fileName``).
     var exclusions = HistoryExclusions()
     /// Why the last ``append(_:revision:)`` failed, if a file system call did.
-    var appendFailure: FileSystemError?
+    var appendFailure: SystemError?
 
     /// What the log needs before the next append. One value: a log whose replacement may not
     /// be durable is written anew, which also covers what a cut back would repair.
@@ -114,7 +115,7 @@ final class Journal: @unchecked Sendable {
     /// the last block boundary up to ``logLength``: with `O_DIRECT` if the file system takes it
     /// (checked by writing that block back as it is), else through the page cache.
     @discardableResult
-    func openLog(tail: [UInt8]) throws(FileSystemError) -> FileDescriptor {
+    func openLog(tail: [UInt8]) throws(SystemError) -> FileDescriptor {
         self.tail = tail
         let start = logLength - Int64(tail.count)
         if let descriptor = try? fileSystem.open(logPath, [.write, .direct, .noFollow], permissions: 0o600) {
@@ -185,7 +186,7 @@ final class Journal: @unchecked Sendable {
     /// Replaces the log with one holding only a header: temporary file, fsync, rename, fsync of
     /// the folder. Only valid once every record is in the domain files. Until the folder's sync
     /// succeeds the log ``LogState/needsReset``.
-    func resetLog(baseRevision: Int64) throws(FileSystemError) {
+    func resetLog(baseRevision: Int64) throws(SystemError) {
         let header = LogFormat.header(baseRevision: baseRevision)
         state = .needsReset
         try fileSystem.replaceFile(logPath, temporary: path("." + StorageFormat.logFileName + ".tmp"), with: header)
@@ -206,7 +207,7 @@ final class Journal: @unchecked Sendable {
     /// next attempt. A stale file goes only once its replacement is durable: a crash between
     /// leaves both, and recovery reads the newer.
     func compact(_ domains: [Domain: DomainState], revision: Int64, history: [Domain: [RecentCommit]] = [:])
-        throws(FileSystemError)
+        throws(SystemError)
     {
         try foldHistory(history, domains: domains, revision: revision)
         for domain in dirty.sorted() {
@@ -226,13 +227,13 @@ final class Journal: @unchecked Sendable {
         dirty = []
     }
 
-    private func removeIfPresent(_ name: String) throws(FileSystemError) {
+    private func removeIfPresent(_ name: String) throws(SystemError) {
         do { try fileSystem.unlink(path(name)) } catch  where error.code == ENOENT {}
     }
 
     /// Renames `fileName` (whatever kind of entry it is) to a free backup name beside it,
     /// durably, and returns the backup's name.
-    func moveAside(_ fileName: String) throws(FileSystemError) -> String {
+    func moveAside(_ fileName: String) throws(SystemError) -> String {
         let stamp = StorageFormat.timestamp()
         var attempt = 1
         while exists(StorageFormat.backupName(for: fileName, stamp: stamp, attempt: attempt)) { attempt += 1 }
@@ -255,7 +256,7 @@ final class Journal: @unchecked Sendable {
 
     /// Copies `bytes` (the content of `fileName`) to a new backup file beside it, durably,
     /// and returns the backup's name.
-    func backUp(_ bytes: [UInt8], of fileName: String) throws(FileSystemError) -> String {
+    func backUp(_ bytes: [UInt8], of fileName: String) throws(SystemError) -> String {
         let stamp = StorageFormat.timestamp()
         var attempt = 1
         while true {

@@ -1,3 +1,4 @@
+import KVSystem
 import KVValues
 
 extension Recovery {

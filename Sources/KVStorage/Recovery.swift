@@ -1,4 +1,5 @@
 import Glibc
+import KVSystem
 import KVValues
 
 /// The committed state found in a state folder.
@@ -77,25 +78,27 @@ struct Recovery {
         }
     }
 
-    /// Why a state folder with `status` must not be used by `user`, or `nil` if it may.
+    /// Why a state folder with `status` must not be used by `user`, or `nil` if it may
+    /// (``OwnershipRule``: the user's own, writable by nobody else; it was opened as a folder).
     static func refusal(of status: FileStatus, at directory: String, user: UInt32) -> String? {
-        if status.owner != user {
+        switch OwnershipRule(kind: nil, owners: [user], forbiddenPermissions: 0o022).violation(of: status) {
+        case nil, .kind:
+            return nil
+        case .owner(let owner):
             return
-                "the state folder \(directory) belongs to uid \(status.owner), not to uid \(user) that kvd runs as, so kvd will not "
+                "the state folder \(directory) belongs to uid \(owner), not to uid \(user) that kvd runs as, so kvd will not "
                 + "keep settings there; use a folder of your own (--state-dir DIR), or have it given to uid \(user) (chown)"
-        }
-        if status.permissions & 0o022 != 0 {
+        case .permissions(let mode):
             return
-                "the state folder \(directory) has mode 0\(String(status.permissions, radix: 8)), so other users can write to it "
+                "the state folder \(directory) has mode 0\(String(mode, radix: 8)), so other users can write to it "
                 + "and plant files kvd would write through; if nothing in it is foreign, run `chmod go-w \(directory)` and start kvd again"
         }
-        return nil
     }
 
     /// Creates `path` and any missing parents (like `mkdir -p`), each with mode 0700, and
     /// syncs the folder holding each one created: until then a crash may lose the new folder
     /// with everything committed into it.
-    private func makeDirectories(_ path: String) throws(FileSystemError) {
+    private func makeDirectories(_ path: String) throws(SystemError) {
         do {
             try fileSystem.makeDirectory(path, permissions: 0o700)
         } catch  where error.code == EEXIST {
@@ -120,14 +123,14 @@ struct Recovery {
     /// ago can still hold it through a child process that another thread is starting (the lock
     /// descriptor is close-on-exec, but shared until the child's `exec`), and a kvd that is just
     /// exiting releases it soon. A live kvd holds it far longer, and is reported.
-    private func lockRetryingBriefly(_ descriptor: FileDescriptor) throws(FileSystemError) {
+    private func lockRetryingBriefly(_ descriptor: FileDescriptor) throws(SystemError) {
         var attempt = 0
         while true {
             do {
                 return try fileSystem.lockExclusively(descriptor)
             } catch  where error.code == EWOULDBLOCK && attempt < 50 {
                 attempt += 1
-                usleep(10_000)
+                fileSystem.sleep(microseconds: 10_000)
             }
         }
     }

@@ -1,5 +1,6 @@
 import Dispatch
 import Glibc
+import KVSystem
 import KVValues
 import Synchronization
 
@@ -59,7 +60,7 @@ extension Store {
     public var historyExclusions: HistoryExclusions { state.withLock { $0.exclusions } }
 
     private func perform(_ change: HistoryChange) -> Result<Int64, StorageError> {
-        do throws(FileSystemError) {
+        do throws(SystemError) {
             switch change {
             case .forget(let domain, let key):
                 try forget(domain, key)
@@ -84,7 +85,7 @@ extension Store {
     }
 
     /// See ``submitHistoryChange(_:completion:)``.
-    private func forget(_ domain: Domain, _ key: Key?) throws(FileSystemError) {
+    private func forget(_ domain: Domain, _ key: Key?) throws(SystemError) {
         let (domains, revision, recent, original) = state.withLock { state in
             let original = state.recent[domain] ?? []
             if let key {
@@ -107,7 +108,7 @@ extension Store {
     }
 
     /// Whether `error` says the disk (or the user's quota) is full.
-    static func isFull(_ error: FileSystemError?) -> Bool {
+    static func isFull(_ error: SystemError?) -> Bool {
         error?.code == ENOSPC || error?.code == EDQUOT
     }
 
@@ -125,7 +126,7 @@ extension Store {
     func makeRoom() -> RoomMade {
         let (domains, revision) = state.withLock { ($0.domains, $0.revision) }
         var made = RoomMade()
-        do throws(FileSystemError) {
+        do throws(SystemError) {
             made.droppedHistory =
                 journal.historyOptions != nil ? try journal.dropHistory(domains: domains, revision: revision) : false
             try journal.compact(domains, revision: revision)

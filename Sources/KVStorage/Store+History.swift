@@ -1,4 +1,5 @@
 import Dispatch
+import KVSystem
 import KVValues
 import Synchronization
 
@@ -88,11 +89,11 @@ extension Store {
     /// the queue has finished what it was doing, and on the read.
     private func loadHistory(_ domain: Domain) throws(HistoryError) -> KeptHistory {
         dispatchPrecondition(condition: .notOnQueue(queue))
-        let loaded: Result<KeptHistory, FileSystemError> = queue.sync {
+        let loaded: Result<KeptHistory, SystemError> = queue.sync {
             let (current, revision, recent) = state.withLock {
                 ($0.domains[domain], $0.revision, $0.recent[domain] ?? [])
             }
-            return Result { () throws(FileSystemError) in
+            return Result { () throws(SystemError) in
                 try journal.loadHistory(domain, current: current, revision: revision, recent: recent, keep: true)
                 return journal.historyCache[domain] ?? KeptHistory()
             }

@@ -1,4 +1,5 @@
 import Dispatch
+import KVSystem
 import KVValues
 import Synchronization
 
@@ -74,7 +75,7 @@ public final class Store: Sendable {
     /// - Throws: `.locked` if another store holds the folder, `.invalidStateDirectory` if the
     ///   folder cannot be used, `.failure` if reading or repairing it failed.
     public init(
-        directory: String, options: StoreOptions = .init(), fileSystem: any FileSystem = SystemFileSystem(),
+        directory: String, options: StoreOptions = .init(), fileSystem: any FileSystem = LinuxSystem(),
         log: @escaping @Sendable (LogLevel, String) -> Void = { _, _ in }
     ) throws(StorageError) {
         let journal = Journal(fileSystem: fileSystem, directory: directory, log: log)

@@ -1,3 +1,4 @@
+import KVSystem
 import KVValues
 
 /// The system layer (the machine's system defaults and locks) as a user's kvd last received it
@@ -44,7 +45,7 @@ public struct SystemLayerFile: Sendable {
     let directory: String
     let fileSystem: any FileSystem
 
-    public init(directory: String, fileSystem: any FileSystem = SystemFileSystem()) {
+    public init(directory: String, fileSystem: any FileSystem = LinuxSystem()) {
         self.directory = directory
         self.fileSystem = fileSystem
     }

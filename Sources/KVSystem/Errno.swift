@@ -1,7 +1,7 @@
 import Glibc
 
 /// Why a system call failed: an `errno` value. The one errno type of every kvd module (the
-/// storage engine's `FileSystemError` carries one too); the values the code acts on have
+/// ``SystemError`` carries one); the values the code acts on have
 /// names, so `EINTR` reads as ``interrupted``.
 ///
 /// ```swift
@@ -19,7 +19,7 @@ public struct Errno: RawRepresentable, Error, Hashable, Sendable, CustomStringCo
     public static let notPermitted = Errno(rawValue: EPERM)
     /// `ENOENT`.
     public static let noSuchFileOrDirectory = Errno(rawValue: ENOENT)
-    /// `EINTR`: a signal arrived; the call is retried, in ``SystemCalls``'s policies only.
+    /// `EINTR`: a signal arrived; the call is retried, by ``retryingInterrupts(_:)`` only.
     public static let interrupted = Errno(rawValue: EINTR)
     /// `EIO`.
     public static let ioError = Errno(rawValue: EIO)
@@ -56,18 +56,56 @@ public struct Errno: RawRepresentable, Error, Hashable, Sendable, CustomStringCo
     public var meansNobodyListens: Bool { self == .noSuchFileOrDirectory || self == .connectionRefused }
 }
 
-/// A failed system call: which one, and why. Thrown by ``SystemCalls``'s policies; the one
-/// error type of the daemon's and the client's system calls.
+/// Runs `body` until it does not fail with `EINTR` (a signal arrived before the call did
+/// anything): the one place kvd retries an interrupted call. Every other failure is thrown as it
+/// came. `close` must not go through it (Linux releases the descriptor even when `close` reports
+/// `EINTR`), nor `connect` (an interrupted connect goes on in the background).
+///
+/// ```swift
+/// let count = try retryingInterrupts { () throws(Errno) in try system.read(fd, into: buffer) }
+/// ```
+@inlinable
+@inline(__always)
+public func retryingInterrupts<T>(_ body: () throws(Errno) -> T) throws(Errno) -> T {
+    while true {
+        do throws(Errno) {
+            return try body()
+        } catch  where error == .interrupted {
+            continue
+        }
+    }
+}
+
+/// A failed system call: which one, on what path if one is known, and why. The one error type
+/// of kvd's system calls, thrown by ``SystemCalls``'s policies and by every ``FileSystem``.
 public struct SystemError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// The C call, like `"accept4"`.
+    /// The C call, like `"accept4"` or `"fsync"`.
     public var call: String
+    /// The path the call was given, when it was given one (`"a to b"` for a rename).
+    public var path: String?
     public var errno: Errno
 
-    public init(_ call: String, _ errno: Errno = .current) {
+    public init(_ call: String, path: String? = nil, _ errno: Errno = .current) {
         self.call = call
+        self.path = path
         self.errno = errno
     }
 
-    /// Like "connect: Connection refused".
-    public var description: String { "\(call): \(errno)" }
+    public init(_ call: String, path: String?, code: Int32) {
+        self.init(call, path: path, Errno(rawValue: code))
+    }
+
+    /// The raw `errno` value.
+    public var code: Int32 { errno.rawValue }
+
+    /// Like "connect: Connection refused", or with a path "fsync of /x/kvd.wal: Input/output
+    /// error". With `ELOOP` (a link met by ``OpenOptions/noFollow``) it says what to do about the
+    /// link.
+    public var description: String {
+        let subject = path.map { "\(call) of \($0)" } ?? call
+        let advice =
+            errno == .tooManySymbolicLinks
+            ? "; kvd does not follow symbolic links in its state folder: remove the link" : ""
+        return "\(subject): \(errno)\(advice)"
+    }
 }

@@ -1,15 +1,16 @@
 import CLinux
 import Glibc
 
-/// The real ``SystemCalls``: each method is its C call and nothing else (no retry; the policies
-/// in `SystemCalls+Policy.swift` decide). The only file of kvd's daemon and client that calls
-/// these C functions. Thread-safe; stateless.
+/// The real ``SystemCalls`` and ``FileSystem``: each ``SystemCalls`` method is its C call and
+/// nothing else (no retry; the policies in `SystemCalls+Policy.swift` decide); the file calls
+/// (`LinuxSystem+Files.swift`) retry `EINTR` and throw ``SystemError``. This file and that one
+/// are the only ones of kvd that call these C functions. Thread-safe; stateless.
 public struct LinuxSystem: SystemCalls {
     public init() {}
 
     /// -1 becomes the thrown `errno`.
     @inline(__always)
-    private func check<T: BinaryInteger>(_ result: T) throws(Errno) -> T {
+    func check<T: BinaryInteger>(_ result: T) throws(Errno) -> T {
         if result == -1 { throw Errno.current }
         return result
     }
@@ -139,36 +140,35 @@ public struct LinuxSystem: SystemCalls {
 
     // MARK: paths
 
-    public func status(_ path: String, followingLinks: Bool) throws(Errno) -> PathStatus {
+    public func status(_ path: String, followingLinks: Bool) throws(Errno) -> FileStatus {
         var info = stat()
         let result: Int32 = followingLinks ? stat(path, &info) : lstat(path, &info)
         _ = try check(result)
-        let kind: PathStatus.Kind =
-            switch info.st_mode & S_IFMT {
-            case S_IFREG: .file
-            case S_IFDIR: .directory
-            case S_IFLNK: .symbolicLink
-            case S_IFSOCK: .socket
-            default: .other
-            }
-        return PathStatus(
-            kind: kind, inode: UInt64(info.st_ino), owner: info.st_uid, permissions: UInt32(info.st_mode & 0o7777))
+        return FileStatus(info)
     }
 
-    public func makeDirectory(_ path: String, permissions: UInt32) throws(Errno) {
-        _ = try check(mkdir(path, mode_t(permissions)))
+    public func resolvedPath(_ path: String) throws(Errno) -> String {
+        guard let resolved = realpath(path, nil) else { throw Errno.current }
+        defer { free(resolved) }
+        return String(cString: resolved)
     }
 
-    public func unlink(_ path: String) throws(Errno) {
-        _ = try check(Glibc.unlink(path))
+    public func changeOwner(_ descriptor: FileDescriptor, owner: UInt32, group: UInt32) throws(Errno) {
+        _ = try check(fchown(descriptor.rawValue, owner, group))
     }
 
-    public func rename(_ source: String, to destination: String) throws(Errno) {
-        _ = try check(Glibc.rename(source, destination))
+    public func changePermissions(_ descriptor: FileDescriptor, _ permissions: UInt32) throws(Errno) {
+        _ = try check(fchmod(descriptor.rawValue, mode_t(permissions)))
     }
 
     public func setCreationMask(_ mask: UInt32) -> UInt32 {
         UInt32(umask(mode_t(mask)))
+    }
+
+    public func makePipe() throws(Errno) -> (read: Int32, write: Int32) {
+        var ends: [Int32] = [-1, -1]
+        _ = try check(pipe2(&ends, O_CLOEXEC))
+        return (ends[0], ends[1])
     }
 
     // MARK: processes
@@ -228,6 +228,23 @@ public struct LinuxSystem: SystemCalls {
         return process
     }
 
+    public func spawn(_ path: String, arguments: [String], input: Int32, output: Int32, error: Int32) throws(Errno)
+        -> pid_t
+    {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, input, 0)
+        posix_spawn_file_actions_adddup2(&actions, output, 1)
+        posix_spawn_file_actions_adddup2(&actions, error, 2)
+        let argv = ([path] + arguments).map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        var process: pid_t = 0
+        let result = posix_spawn(&process, path, &actions, nil, argv, environ)
+        guard result == 0 else { throw Errno(rawValue: result) }
+        return process
+    }
+
     /// `POSIX_SPAWN_SETSID` from glibc's spawn.h (a macro Swift does not import).
     private static let setsidFlag: Int32 = 0x80
 
@@ -265,7 +282,67 @@ public struct LinuxSystem: SystemCalls {
         }
     }
 
+    public func homeDirectory(ofUser uid: UInt32) -> String? {
+        var entry = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 1 << 14)
+        while true {
+            let status = getpwuid_r(uid, &entry, &buffer, buffer.count, &result)
+            if status == ERANGE, buffer.count < 1 << 22 {
+                buffer = [CChar](repeating: 0, count: buffer.count * 4)
+                continue
+            }
+            guard status == 0, result != nil, let directory = entry.pw_dir else { return nil }
+            return String(cString: directory)
+        }
+    }
+
+    public func userName(ofUser uid: UInt32) -> String? {
+        var entry = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 4096)
+        guard getpwuid_r(uid, &entry, &buffer, buffer.count, &result) == 0, result != nil, let name = entry.pw_name
+        else { return nil }
+        return String(cString: name)
+    }
+
+    public func localTime(_ seconds: Int64) -> LocalTime {
+        var time = time_t(seconds)
+        var parts = tm()
+        localtime_r(&time, &parts)
+        return LocalTime(
+            year: Int(parts.tm_year) + 1900, month: Int(parts.tm_mon) + 1, day: Int(parts.tm_mday),
+            hour: Int(parts.tm_hour), minute: Int(parts.tm_min), second: Int(parts.tm_sec))
+    }
+
+    public func isTerminal(_ fd: Int32) -> Bool { isatty(fd) != 0 }
+
+    public var userID: UInt32 { getuid() }
+
+    public var processID: Int32 { getpid() }
+
     public func sleep(microseconds: UInt32) {
         usleep(microseconds)
+    }
+}
+
+extension FileStatus {
+    /// The status `stat`, `lstat` or `fstat` filled in.
+    init(_ info: stat) {
+        let kind: Kind =
+            switch info.st_mode & S_IFMT {
+            case S_IFREG: .regular
+            case S_IFDIR: .directory
+            case S_IFLNK: .symbolicLink
+            case S_IFIFO: .fifo
+            case S_IFSOCK: .socket
+            case S_IFCHR: .characterDevice
+            case S_IFBLK: .blockDevice
+            default: .unknown
+            }
+        self.init(
+            kind: kind, size: Int64(info.st_size), owner: info.st_uid, group: info.st_gid,
+            permissions: UInt32(info.st_mode & 0o7777), inode: UInt64(info.st_ino),
+            device: UInt64(info.st_dev))
     }
 }

@@ -1,7 +1,8 @@
 import Glibc
 
 /// What the daemon and the client do about each error of a system call, decided here once for
-/// every ``SystemCalls`` conformer: `EINTR` is retried here and nowhere else; `EAGAIN` on a
+/// every ``SystemCalls`` conformer: `EINTR` is retried (by ``retryingInterrupts(_:)``, here and
+/// in the file calls, nowhere else); `EAGAIN` on a
 /// non-blocking descriptor means "nothing now"; other failures become a ``SystemError`` naming
 /// the call. Thread-safe as the conformer is.
 extension SystemCalls {
@@ -9,14 +10,10 @@ extension SystemCalls {
     /// naming `call`.
     @inlinable
     public func retrying<T>(_ call: String, _ body: () throws(Errno) -> T) throws(SystemError) -> T {
-        while true {
-            do {
-                return try body()
-            } catch  where error == .interrupted {
-                continue
-            } catch {
-                throw SystemError(call, error)
-            }
+        do {
+            return try retryingInterrupts(body)
+        } catch {
+            throw SystemError(call, error)
         }
     }
 
@@ -26,16 +23,12 @@ extension SystemCalls {
     /// nothing is there now (`EAGAIN`). C: `read`.
     @inlinable
     public func readAvailable(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer) throws(SystemError) -> Int? {
-        while true {  // the loop's hot path: no closure
-            do {
-                return try read(fd, into: buffer)
-            } catch  where error == .interrupted {
-                continue
-            } catch  where error == .wouldBlock {
-                return nil
-            } catch {
-                throw SystemError("read", error)
-            }
+        do {  // the loop's hot path: the closure is inlined
+            return try retryingInterrupts { () throws(Errno) in try read(fd, into: buffer) }
+        } catch  where error == .wouldBlock {
+            return nil
+        } catch {
+            throw SystemError("read", error)
         }
     }
 
@@ -43,16 +36,12 @@ extension SystemCalls {
     /// C: `send(..., MSG_NOSIGNAL)`.
     @inlinable
     public func sendAvailable(_ fd: Int32, _ bytes: UnsafeRawBufferPointer) throws(SystemError) -> Int {
-        while true {  // the loop's hot path: no closure
-            do {
-                return try send(fd, bytes)
-            } catch  where error == .interrupted {
-                continue
-            } catch  where error == .wouldBlock {
-                return 0
-            } catch {
-                throw SystemError("send", error)
-            }
+        do {  // the loop's hot path: the closure is inlined
+            return try retryingInterrupts { () throws(Errno) in try send(fd, bytes) }
+        } catch  where error == .wouldBlock {
+            return 0
+        } catch {
+            throw SystemError("send", error)
         }
     }
 
@@ -113,6 +102,30 @@ extension SystemCalls {
         try retrying("read") { () throws(Errno) in try read(fd, into: buffer) }
     }
 
+    /// Reads a blocking descriptor to its end, in pieces of up to 64 KiB; stops early once it
+    /// holds more than `limit` bytes (the caller sees more than `limit` and refuses). C: `read`.
+    public func readToEnd(_ fd: Int32, limit: Int = .max) throws(SystemError) -> [UInt8] {
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        while bytes.count <= limit {
+            let count = try chunk.withUnsafeMutableBytes { raw in
+                Result { () throws(SystemError) in try receive(fd, into: raw) }
+            }.get()
+            if count == 0 { break }
+            bytes += chunk[..<count]
+        }
+        return bytes
+    }
+
+    /// Waits for child `process` to exit and returns its wait status. C: `waitpid`.
+    public func waitForExit(_ process: pid_t) throws(SystemError) -> Int32 {
+        while true {
+            if let status = try retrying("waitpid", { () throws(Errno) in try waitForExit(process, blocking: true) }) {
+                return status
+            }
+        }
+    }
+
     // MARK: Unix sockets
 
     /// The address of `path`; `ENAMETOOLONG` when it is empty, holds a NUL or does not fit.
@@ -161,10 +174,8 @@ extension SystemCalls {
             partial += "/" + component
             do {
                 try makeDirectory(partial, permissions: permissions)
-            } catch  where error == .fileExists {
+            } catch  where error.errno == .fileExists {
                 continue
-            } catch {
-                throw SystemError("mkdir \(partial)", error)
             }
         }
     }

@@ -1,9 +1,10 @@
 import CLinux
 import Glibc
 
-/// The one seam through which the daemon's event loop and the client touch the operating
-/// system, as `FileSystem` is the storage engine's: every socket, epoll, eventfd, signalfd,
-/// read, write, close, accept and connect call, and the few path and process calls around them.
+/// kvd's one OS seam: every socket, epoll, eventfd, signalfd, read, write, close, accept and
+/// connect call of the daemon, the client and kvctl, and the few path and process calls around
+/// them, on top of the file calls of ``FileSystem`` (which the storage engine sees alone). No
+/// object file outside KVSystem calls the C library's system calls (`scripts/check-nm.sh`).
 ///
 /// Each requirement is one C call (named at the end of its comment) and nothing more: it
 /// returns what the call returns or throws its ``Errno``, and never retries. What to do about an
@@ -14,7 +15,7 @@ import Glibc
 ///
 /// Conformers are thread-safe. A call through the protocol costs one indirect call and no
 /// allocation (buffers are passed as pointers).
-public protocol SystemCalls: Sendable {
+public protocol SystemCalls: FileSystem {
     // MARK: descriptors
 
     /// Reads up to `buffer.count` bytes; 0 at end of stream. C: `read`.
@@ -88,17 +89,20 @@ public protocol SystemCalls: Sendable {
 
     // MARK: paths
 
-    /// What is at `path`, following a final symbolic link or not. C: `stat` / `lstat`.
-    func status(_ path: String, followingLinks: Bool) throws(Errno) -> PathStatus
-    /// Creates one folder. C: `mkdir`.
-    func makeDirectory(_ path: String, permissions: UInt32) throws(Errno)
-    /// C: `unlink`.
-    func unlink(_ path: String) throws(Errno)
-    /// C: `rename`.
-    func rename(_ source: String, to destination: String) throws(Errno)
+    /// What is at `path`, following a final symbolic link or not (its `size` and `group` too).
+    /// C: `stat` / `lstat`.
+    func status(_ path: String, followingLinks: Bool) throws(Errno) -> FileStatus
+    /// The absolute path of `path` with every symbolic link resolved. C: `realpath`.
+    func resolvedPath(_ path: String) throws(Errno) -> String
+    /// Gives an open file another owner and group. C: `fchown`.
+    func changeOwner(_ descriptor: FileDescriptor, owner: UInt32, group: UInt32) throws(Errno)
+    /// Sets an open file's permission bits. C: `fchmod`.
+    func changePermissions(_ descriptor: FileDescriptor, _ permissions: UInt32) throws(Errno)
     /// Sets the permission bits new files are created without; returns the previous mask.
     /// C: `umask`.
     func setCreationMask(_ mask: UInt32) -> UInt32
+    /// A pipe, both ends close-on-exec. C: `pipe2(O_CLOEXEC)`.
+    func makePipe() throws(Errno) -> (read: Int32, write: Int32)
 
     // MARK: processes
 
@@ -111,6 +115,11 @@ public protocol SystemCalls: Sendable {
     /// log lines must not land in the user's terminal later). C: `posix_spawn` with
     /// `POSIX_SPAWN_SETSID`.
     func spawn(_ path: String, arguments: [String], environment: [String: String]) throws(Errno) -> pid_t
+    /// Starts `path` with `arguments` as a helper of this process: in its session, with its
+    /// environment, and with standard input, output and error on `input`, `output` and `error`
+    /// (every other descriptor it inherits is close-on-exec). C: `posix_spawn` with
+    /// `posix_spawn_file_actions_adddup2`.
+    func spawn(_ path: String, arguments: [String], input: Int32, output: Int32, error: Int32) throws(Errno) -> pid_t
     /// The wait status of child `process` once it has exited; with `blocking: false`, `nil` while
     /// it runs. C: `waitpid`.
     func waitForExit(_ process: pid_t, blocking: Bool) throws(Errno) -> Int32?
@@ -118,28 +127,18 @@ public protocol SystemCalls: Sendable {
     func groupID(named name: String) -> UInt32?
     /// The uid of the user named `name`, or `nil` if there is none. C: `getpwnam_r`.
     func userID(named name: String) -> UInt32?
-    /// Sleeps the calling thread. C: `usleep`.
-    func sleep(microseconds: UInt32)
-}
-
-/// What ``SystemCalls/status(_:followingLinks:)`` reports about a path.
-public struct PathStatus: Sendable, Equatable {
-    public enum Kind: Sendable, Equatable { case file, directory, symbolicLink, socket, other }
-
-    public var kind: Kind
-    /// The inode number (`st_ino`).
-    public var inode: UInt64
-    /// The owner's user id (`st_uid`).
-    public var owner: UInt32
-    /// The permission bits (`st_mode & 07777`).
-    public var permissions: UInt32
-
-    public init(kind: Kind, inode: UInt64, owner: UInt32, permissions: UInt32) {
-        self.kind = kind
-        self.inode = inode
-        self.owner = owner
-        self.permissions = permissions
-    }
+    /// The home folder of user `uid` in the password database, or `nil`. C: `getpwuid_r`.
+    func homeDirectory(ofUser uid: UInt32) -> String?
+    /// The name of user `uid` in the password database, or `nil`. C: `getpwuid_r`.
+    func userName(ofUser uid: UInt32) -> String?
+    /// The date and time `seconds` after 1970 (UTC) is in the local time zone. C: `localtime_r`.
+    func localTime(_ seconds: Int64) -> LocalTime
+    /// Whether `fd` is a terminal. C: `isatty`.
+    func isTerminal(_ fd: Int32) -> Bool
+    /// The real user id of this process. C: `getuid`.
+    var userID: UInt32 { get }
+    /// This process's id. C: `getpid`.
+    var processID: Int32 { get }
 }
 
 /// The peer of a Unix socket connection, from the kernel.
@@ -160,4 +159,24 @@ public struct PeerCredentials: Sendable, Equatable {
 
     /// Whether the peer is in group `gid` (its primary group or a supplementary one).
     public func isMember(of gid: UInt32) -> Bool { self.gid == gid || groups.contains(gid) }
+}
+
+/// A date and time in the local time zone, as ``SystemCalls/localTime(_:)`` reports it.
+public struct LocalTime: Sendable, Equatable {
+    public var year: Int
+    /// 1 to 12.
+    public var month: Int
+    public var day: Int
+    public var hour: Int
+    public var minute: Int
+    public var second: Int
+
+    public init(year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int) {
+        self.year = year
+        self.month = month
+        self.day = day
+        self.hour = hour
+        self.minute = minute
+        self.second = second
+    }
 }

@@ -1,8 +1,9 @@
 import Glibc
 import HabitsKit
+import KVSystem
 
 let environment = HabitsCLI.processEnvironment()
 exit(
     HabitsCLI.main(
         arguments: Array(CommandLine.arguments.dropFirst()), environment: environment, console: StandardConsole(),
-        colour: HabitsCLI.wantsColour(environment: environment, isTerminal: isatty(1) != 0)))
+        colour: HabitsCLI.wantsColour(environment: environment, isTerminal: LinuxSystem().isTerminal(1))))

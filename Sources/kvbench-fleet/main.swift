@@ -13,6 +13,7 @@ import Glibc
 import KVConnection
 import KVFleet
 import KVProtocol
+import KVSystem
 import KVValues
 import Synchronization
 
@@ -171,11 +172,11 @@ func firstListing() throws {
     var connection: Connection?
     while connection == nil {
         connection = try? Connection(socketPath: socket)
-        if connection == nil { usleep(200) }
+        if connection == nil { LinuxSystem().sleep(microseconds: 200) }
         if now() - begin > 60_000_000_000 { fail("the system instance did not start") }
     }
     while (try connection!.status().fleet?.appliedRevision ?? 0) < target {
-        usleep(200)
+        LinuxSystem().sleep(microseconds: 200)
         if now() - begin > 60_000_000_000 { fail("the system instance did not list etcd within 60 s") }
     }
     let elapsed = Double(now() - begin) / 1e9

@@ -15,6 +15,7 @@
 // Usage: kvclient-probe --socket PATH --domain DOMAIN
 import Glibc
 import KVClient
+import KVSystem
 import KVValues
 
 var socket: String?
@@ -41,7 +42,9 @@ enum FileHandleLike {
 
     private static func write(_ descriptor: Int32, _ text: String) {
         let bytes = Array(text.utf8)
-        _ = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
+        _ = bytes.withUnsafeBytes { raw in
+            Result { () throws(SystemError) in try LinuxSystem().writeAll(descriptor, raw) }
+        }
     }
 
     static func show(_ value: Value?) -> String {
@@ -84,7 +87,7 @@ while let line = readLine() {
                 matched = true
                 break
             }
-            usleep(2_000)
+            LinuxSystem().sleep(microseconds: 2_000)
             waited += 0.002
         }
         FileHandleLike.out(matched ? "ok" : "timeout")

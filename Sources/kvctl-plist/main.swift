@@ -1,4 +1,5 @@
 import Glibc
+import KVSystem
 import KVValues
 
 /// kvctl-plist: converts between property lists and the contract's typed JSON for
@@ -71,32 +72,19 @@ enum PlistTool {
         return members
     }
 
-    /// All of stdin. The corresponding C call is `read`.
+    /// All of stdin. The corresponding C call is `read` (through KVSystem).
     static func readStandardInput() throws(PlistRefusal) -> [UInt8] {
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 1 << 16)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { read(0, $0.baseAddress, $0.count) }
-            if count == 0 { return bytes }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw PlistRefusal("kvctl-plist: cannot read stdin: \(String(cString: strerror(errno)))")
-            }
-            bytes += chunk[..<count]
+        do { return try LinuxSystem().readToEnd(0) } catch {
+            throw PlistRefusal("kvctl-plist: cannot read stdin: \(error.errno)")
         }
     }
 
-    /// Writes all of `bytes` to `descriptor`. The corresponding C call is `write`.
+    /// Writes all of `bytes` to `descriptor`. The corresponding C call is `write` (through KVSystem).
     static func write(_ bytes: [UInt8], to descriptor: Int32) throws(PlistRefusal) {
-        var done = 0
-        while done < bytes.count {
-            let count = bytes[done...].withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw PlistRefusal("kvctl-plist: cannot write: \(String(cString: strerror(errno)))")
-            }
-            done += count
+        let result = bytes.withUnsafeBytes { raw in
+            Result { () throws(SystemError) in try LinuxSystem().writeAll(descriptor, raw) }
         }
+        if case .failure(let error) = result { throw PlistRefusal("kvctl-plist: cannot write: \(error.errno)") }
     }
 }
 

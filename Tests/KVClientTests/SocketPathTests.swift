@@ -1,6 +1,7 @@
 import Glibc
 import KVConnection
 import KVProtocol
+import KVSystem
 import Testing
 
 /// The socket path rule (`Paths`) as the clients use it, and the folder check they make.

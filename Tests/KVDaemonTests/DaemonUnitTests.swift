@@ -1,6 +1,7 @@
 import Glibc
 import KVProtocol
 import KVStorage
+import KVSystem
 import KVValues
 import Testing
 @testable import KVDaemon

@@ -124,7 +124,7 @@ struct DropInsTests {
         let big = "{\"d\": {\"k\": \"" + String(repeating: "x", count: DropInReader.maxFileBytes) + "\"}}"
         try big.write(toFile: root + "/defaults.d/40-big.json", atomically: false, encoding: .utf8)
         mkfifo(root + "/locks.d/10-fifo", 0o644)
-        let reader = DropInReader(directory: root, fileSystem: SystemFileSystem(), system: LinuxSystem())
+        let reader = DropInReader(directory: root, fileSystem: LinuxSystem(), system: LinuxSystem())
         let (combined, _) = DropIns.combine(reader.read())
         #expect(combined.files == [root + "/defaults.d/10-a.json", root + "/defaults.d/20-b.json"])
         #expect(combined.values[try Domain(validating: "d")] == [Self.key("k"): .integer(2)])
@@ -156,7 +156,7 @@ struct DropInsTests {
 
     @Test func aMissingFolderHoldsNothing() {
         let reader = DropInReader(
-            directory: "/nonexistent/kvd-dropins", fileSystem: SystemFileSystem(), system: LinuxSystem())
+            directory: "/nonexistent/kvd-dropins", fileSystem: LinuxSystem(), system: LinuxSystem())
         let (combined, _) = DropIns.combine(reader.read())
         #expect(combined == .empty)
     }

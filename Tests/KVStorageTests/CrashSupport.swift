@@ -1,6 +1,7 @@
 import Dispatch
 import Glibc
 @testable import KVStorage
+import KVSystem
 import KVValues
 import Synchronization
 

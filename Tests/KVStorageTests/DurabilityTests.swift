@@ -2,6 +2,7 @@ import Dispatch
 import FoundationEssentials
 import Glibc
 @testable import KVStorage
+import KVSystem
 import KVValues
 import Synchronization
 import Testing

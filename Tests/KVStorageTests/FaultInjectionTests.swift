@@ -1,5 +1,6 @@
 import Glibc
 @testable import KVStorage
+import KVSystem
 import KVValues
 import Synchronization
 import Testing

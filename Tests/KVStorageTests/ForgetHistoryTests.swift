@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Glibc
 @testable import KVStorage
+import KVSystem
 import KVValues
 import Synchronization
 import Testing

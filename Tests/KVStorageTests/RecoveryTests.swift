@@ -1,5 +1,6 @@
 import FoundationEssentials
 @testable import KVStorage
+import KVSystem
 import KVValues
 import Testing
 

@@ -1,5 +1,6 @@
 import Glibc
 import KVStorage
+import KVSystem
 import Synchronization
 
 /// What a simulated disk holds: folders (names → inode numbers) and file contents, by inode.
@@ -269,32 +270,32 @@ final class SimulatedFileSystem: FileSystem {
 
     // MARK: FileSystem
 
-    func open(_ path: String, _ options: OpenOptions, permissions: UInt32) throws(FileSystemError) -> FileDescriptor {
-        try state.withLock { state throws(FileSystemError) in
+    func open(_ path: String, _ options: OpenOptions, permissions: UInt32) throws(SystemError) -> FileDescriptor {
+        try state.withLock { state throws(SystemError) in
             let (folder, name) = try Self.parent(of: path, in: state.model.current, operation: "open")
             let effect = Self.check(&state, "open", path)
             if let effect, !effect.tookEffect {
-                throw FileSystemError(operation: "open", path: path, code: effect.code)
+                throw SystemError("open", path: path, code: effect.code)
             }
             var inode = name == "." ? folder : state.model.current.folders[folder]?[name]
             if options.contains(.directory) {
-                guard let found = inode else { throw FileSystemError(operation: "open", path: path, code: ENOENT) }
+                guard let found = inode else { throw SystemError("open", path: path, code: ENOENT) }
                 guard state.model.current.folders[found] != nil else {
-                    throw FileSystemError(operation: "open", path: path, code: ENOTDIR)
+                    throw SystemError("open", path: path, code: ENOTDIR)
                 }
             } else if let found = inode {
                 if state.model.current.folders[found] != nil, options.contains(.write) {
-                    throw FileSystemError(operation: "open", path: path, code: EISDIR)
+                    throw SystemError("open", path: path, code: EISDIR)
                 }
                 if options.contains(.create), options.contains(.exclusive) {
-                    throw FileSystemError(operation: "open", path: path, code: EEXIST)
+                    throw SystemError("open", path: path, code: EEXIST)
                 }
                 if options.contains(.truncate), state.model.current.files[found]?.isEmpty == false {
                     Self.record(&state, .truncate(found, length: 0), "truncate \(name) to 0 (open)")
                 }
             } else {
                 guard options.contains(.create) else {
-                    throw FileSystemError(operation: "open", path: path, code: ENOENT)
+                    throw SystemError("open", path: path, code: ENOENT)
                 }
                 let created = state.nextInode
                 state.nextInode += 1
@@ -303,7 +304,7 @@ final class SimulatedFileSystem: FileSystem {
                     "create \(name)")
                 inode = created
             }
-            if let effect { throw FileSystemError(operation: "open", path: path, code: effect.code) }
+            if let effect { throw SystemError("open", path: path, code: effect.code) }
             let descriptor = state.nextDescriptor
             state.nextDescriptor += 1
             state.handles[descriptor] = Handle(inode: inode!, append: options.contains(.append), name: name)
@@ -318,13 +319,13 @@ final class SimulatedFileSystem: FileSystem {
         }
     }
 
-    func read(_ descriptor: FileDescriptor, upTo count: Int) throws(FileSystemError) -> [UInt8] {
-        try state.withLock { state throws(FileSystemError) in
+    func read(_ descriptor: FileDescriptor, upTo count: Int) throws(SystemError) -> [UInt8] {
+        try state.withLock { state throws(SystemError) in
             guard var handle = state.handles[descriptor.rawValue] else {
-                throw FileSystemError(operation: "read", path: nil, code: EBADF)
+                throw SystemError("read", path: nil, code: EBADF)
             }
             guard let content = state.model.current.files[handle.inode] else {
-                throw FileSystemError(operation: "read", path: handle.name, code: EISDIR)
+                throw SystemError("read", path: handle.name, code: EISDIR)
             }
             let end = min(content.count, handle.offset + count)
             let chunk = handle.offset < end ? Array(content[handle.offset..<end]) : []
@@ -334,22 +335,22 @@ final class SimulatedFileSystem: FileSystem {
         }
     }
 
-    func write(_ descriptor: FileDescriptor, _ bytes: [UInt8]) throws(FileSystemError) {
+    func write(_ descriptor: FileDescriptor, _ bytes: [UInt8]) throws(SystemError) {
         try write(descriptor, bytes, at: nil)
     }
 
-    func write(_ descriptor: FileDescriptor, _ bytes: [UInt8], at offset: Int64) throws(FileSystemError) {
+    func write(_ descriptor: FileDescriptor, _ bytes: [UInt8], at offset: Int64) throws(SystemError) {
         try write(descriptor, bytes, at: Int(offset))
     }
 
     /// `write` at the descriptor's offset (or end, when appending), `pwrite` at `position`.
-    private func write(_ descriptor: FileDescriptor, _ bytes: [UInt8], at position: Int?) throws(FileSystemError) {
-        try state.withLock { state throws(FileSystemError) in
+    private func write(_ descriptor: FileDescriptor, _ bytes: [UInt8], at position: Int?) throws(SystemError) {
+        try state.withLock { state throws(SystemError) in
             guard var handle = state.handles[descriptor.rawValue] else {
-                throw FileSystemError(operation: "write", path: nil, code: EBADF)
+                throw SystemError("write", path: nil, code: EBADF)
             }
             guard let content = state.model.current.files[handle.inode] else {
-                throw FileSystemError(operation: "write", path: handle.name, code: EISDIR)
+                throw SystemError("write", path: handle.name, code: EISDIR)
             }
             let effect = Self.check(&state, "write", handle.name)
             let keepOffset = handle.offset
@@ -364,32 +365,32 @@ final class SimulatedFileSystem: FileSystem {
             }
             if position != nil { handle.offset = keepOffset }  // pwrite leaves the offset alone
             state.handles[descriptor.rawValue] = handle
-            if let effect { throw FileSystemError(operation: "write", path: handle.name, code: effect.code) }
+            if let effect { throw SystemError("write", path: handle.name, code: effect.code) }
         }
     }
 
-    func fsync(_ descriptor: FileDescriptor) throws(FileSystemError) { try sync(descriptor, "fsync") }
+    func fsync(_ descriptor: FileDescriptor) throws(SystemError) { try sync(descriptor, "fsync") }
 
-    func fdatasync(_ descriptor: FileDescriptor) throws(FileSystemError) { try sync(descriptor, "fdatasync") }
+    func fdatasync(_ descriptor: FileDescriptor) throws(SystemError) { try sync(descriptor, "fdatasync") }
 
-    private func sync(_ descriptor: FileDescriptor, _ operation: String) throws(FileSystemError) {
-        try state.withLock { state throws(FileSystemError) in
+    private func sync(_ descriptor: FileDescriptor, _ operation: String) throws(SystemError) {
+        try state.withLock { state throws(SystemError) in
             guard let handle = state.handles[descriptor.rawValue] else {
-                throw FileSystemError(operation: operation, path: nil, code: EBADF)
+                throw SystemError(operation, path: nil, code: EBADF)
             }
             let effect = Self.check(&state, operation, handle.name)
             if effect?.tookEffect ?? true { Self.record(&state, .sync(handle.inode), "\(operation) \(handle.name)") }
-            if let effect { throw FileSystemError(operation: operation, path: handle.name, code: effect.code) }
+            if let effect { throw SystemError(operation, path: handle.name, code: effect.code) }
         }
     }
 
-    func truncate(_ descriptor: FileDescriptor, to length: Int64) throws(FileSystemError) {
-        try state.withLock { state throws(FileSystemError) in
+    func truncate(_ descriptor: FileDescriptor, to length: Int64) throws(SystemError) {
+        try state.withLock { state throws(SystemError) in
             guard let handle = state.handles[descriptor.rawValue] else {
-                throw FileSystemError(operation: "ftruncate", path: nil, code: EBADF)
+                throw SystemError("ftruncate", path: nil, code: EBADF)
             }
             if let effect = Self.check(&state, "truncate", handle.name) {
-                throw FileSystemError(operation: "ftruncate", path: handle.name, code: effect.code)
+                throw SystemError("ftruncate", path: handle.name, code: effect.code)
             }
             Self.record(&state, .truncate(handle.inode, length: Int(length)), "truncate \(handle.name) to \(length)")
         }
@@ -397,23 +398,23 @@ final class SimulatedFileSystem: FileSystem {
 
     /// Extends the file with zeros, like `ftruncate` (durable only once synced); a fault leaves
     /// the file unchanged.
-    func preallocate(_ descriptor: FileDescriptor, to length: Int64) throws(FileSystemError) {
-        try state.withLock { state throws(FileSystemError) in
+    func preallocate(_ descriptor: FileDescriptor, to length: Int64) throws(SystemError) {
+        try state.withLock { state throws(SystemError) in
             guard let handle = state.handles[descriptor.rawValue] else {
-                throw FileSystemError(operation: "fallocate", path: nil, code: EBADF)
+                throw SystemError("fallocate", path: nil, code: EBADF)
             }
             if let effect = Self.check(&state, "preallocate", handle.name) {
-                throw FileSystemError(operation: "fallocate", path: handle.name, code: effect.code)
+                throw SystemError("fallocate", path: handle.name, code: effect.code)
             }
             guard (state.model.current.files[handle.inode]?.count ?? 0) < length else { return }
             Self.record(&state, .truncate(handle.inode, length: Int(length)), "preallocate \(handle.name) to \(length)")
         }
     }
 
-    func size(_ descriptor: FileDescriptor) throws(FileSystemError) -> Int64 {
-        try state.withLock { state throws(FileSystemError) in
+    func size(_ descriptor: FileDescriptor) throws(SystemError) -> Int64 {
+        try state.withLock { state throws(SystemError) in
             guard let handle = state.handles[descriptor.rawValue] else {
-                throw FileSystemError(operation: "fstat", path: nil, code: EBADF)
+                throw SystemError("fstat", path: nil, code: EBADF)
             }
             return Int64(state.model.current.files[handle.inode]?.count ?? 0)
         }
@@ -421,10 +422,10 @@ final class SimulatedFileSystem: FileSystem {
 
     /// A folder or a regular file (the simulated disk has nothing else), with the owner and
     /// permissions ``setStatus(of:owner:permissions:)`` gave it.
-    func status(_ descriptor: FileDescriptor) throws(FileSystemError) -> FileStatus {
-        try state.withLock { state throws(FileSystemError) in
+    func status(_ descriptor: FileDescriptor) throws(SystemError) -> FileStatus {
+        try state.withLock { state throws(SystemError) in
             guard let handle = state.handles[descriptor.rawValue] else {
-                throw FileSystemError(operation: "fstat", path: nil, code: EBADF)
+                throw SystemError("fstat", path: nil, code: EBADF)
             }
             let content = state.model.current.files[handle.inode]
             let set = state.statuses[handle.inode] ?? (effectiveUserID, content == nil ? 0o700 : 0o600)
@@ -444,25 +445,25 @@ final class SimulatedFileSystem: FileSystem {
         }
     }
 
-    func lockExclusively(_ descriptor: FileDescriptor) throws(FileSystemError) {
-        try state.withLock { state throws(FileSystemError) in
+    func lockExclusively(_ descriptor: FileDescriptor) throws(SystemError) {
+        try state.withLock { state throws(SystemError) in
             guard let handle = state.handles[descriptor.rawValue] else {
-                throw FileSystemError(operation: "flock", path: nil, code: EBADF)
+                throw SystemError("flock", path: nil, code: EBADF)
             }
             if let holder = state.locks[handle.inode], holder != descriptor.rawValue {
-                throw FileSystemError(operation: "flock", path: handle.name, code: EWOULDBLOCK)
+                throw SystemError("flock", path: handle.name, code: EWOULDBLOCK)
             }
             state.locks[handle.inode] = descriptor.rawValue
         }
     }
 
-    func rename(_ source: String, to destination: String) throws(FileSystemError) {
-        try state.withLock { state throws(FileSystemError) in
+    func rename(_ source: String, to destination: String) throws(SystemError) {
+        try state.withLock { state throws(SystemError) in
             let (folder, from) = try Self.parent(of: source, in: state.model.current, operation: "rename")
             let (target, to) = try Self.parent(of: destination, in: state.model.current, operation: "rename")
-            guard folder == target else { throw FileSystemError(operation: "rename", path: source, code: EXDEV) }
+            guard folder == target else { throw SystemError("rename", path: source, code: EXDEV) }
             guard let inode = state.model.current.folders[folder]?[from] else {
-                throw FileSystemError(operation: "rename", path: source, code: ENOENT)
+                throw SystemError("rename", path: source, code: ENOENT)
             }
             let effect = Self.check(&state, "rename", to)
             if effect?.tookEffect ?? true {
@@ -470,36 +471,36 @@ final class SimulatedFileSystem: FileSystem {
                     &state, .entries(folder: folder, .rename(from, to, inode), newFolder: nil, newFile: nil),
                     "rename \(from) to \(to)")
             }
-            if let effect { throw FileSystemError(operation: "rename", path: source, code: effect.code) }
+            if let effect { throw SystemError("rename", path: source, code: effect.code) }
         }
     }
 
-    func unlink(_ path: String) throws(FileSystemError) {
-        try state.withLock { state throws(FileSystemError) in
+    func unlink(_ path: String) throws(SystemError) {
+        try state.withLock { state throws(SystemError) in
             let (folder, name) = try Self.parent(of: path, in: state.model.current, operation: "unlink")
             guard let inode = state.model.current.folders[folder]?[name] else {
-                throw FileSystemError(operation: "unlink", path: path, code: ENOENT)
+                throw SystemError("unlink", path: path, code: ENOENT)
             }
             guard state.model.current.folders[inode] == nil else {
-                throw FileSystemError(operation: "unlink", path: path, code: EISDIR)
+                throw SystemError("unlink", path: path, code: EISDIR)
             }
             let effect = Self.check(&state, "unlink", name)
             if effect?.tookEffect ?? true {
                 Self.record(
                     &state, .entries(folder: folder, .remove(name), newFolder: nil, newFile: nil), "unlink \(name)")
             }
-            if let effect { throw FileSystemError(operation: "unlink", path: path, code: effect.code) }
+            if let effect { throw SystemError("unlink", path: path, code: effect.code) }
         }
     }
 
-    func makeDirectory(_ path: String, permissions: UInt32) throws(FileSystemError) {
-        try state.withLock { state throws(FileSystemError) in
+    func makeDirectory(_ path: String, permissions: UInt32) throws(SystemError) {
+        try state.withLock { state throws(SystemError) in
             let (folder, name) = try Self.parent(of: path, in: state.model.current, operation: "mkdir")
             guard state.model.current.folders[folder]?[name] == nil else {
-                throw FileSystemError(operation: "mkdir", path: path, code: EEXIST)
+                throw SystemError("mkdir", path: path, code: EEXIST)
             }
             if let effect = Self.check(&state, "mkdir", name) {
-                throw FileSystemError(operation: "mkdir", path: path, code: effect.code)
+                throw SystemError("mkdir", path: path, code: effect.code)
             }
             let created = state.nextInode
             state.nextInode += 1
@@ -509,30 +510,33 @@ final class SimulatedFileSystem: FileSystem {
         }
     }
 
-    func contentsOfDirectory(_ path: String) throws(FileSystemError) -> [String] {
-        try state.withLock { state throws(FileSystemError) in
+    func contentsOfDirectory(_ path: String) throws(SystemError) -> [String] {
+        try state.withLock { state throws(SystemError) in
             guard let folder = state.model.current.inode(at: path) else {
-                throw FileSystemError(operation: "opendir", path: path, code: ENOENT)
+                throw SystemError("opendir", path: path, code: ENOENT)
             }
             guard let entries = state.model.current.folders[folder] else {
-                throw FileSystemError(operation: "opendir", path: path, code: ENOTDIR)
+                throw SystemError("opendir", path: path, code: ENOTDIR)
             }
             return Array(entries.keys)
         }
     }
 
+    /// Really sleeps: a lock held on the simulated disk is held by another handle of this process.
+    func sleep(microseconds: UInt32) { usleep(microseconds) }
+
     // MARK: Helpers
 
-    private static func parent(of path: String, in disk: Disk, operation: String) throws(FileSystemError) -> (
+    private static func parent(of path: String, in disk: Disk, operation: String) throws(SystemError) -> (
         Int, String
     ) {
         var parts = path.split(separator: "/").map(String.init)
         guard let name = parts.popLast() else { return (Disk.root, ".") }
         guard let folder = disk.inode(at: parts.joined(separator: "/")) else {
-            throw FileSystemError(operation: operation, path: path, code: ENOENT)
+            throw SystemError(operation, path: path, code: ENOENT)
         }
         guard disk.folders[folder] != nil else {
-            throw FileSystemError(operation: operation, path: path, code: ENOTDIR)
+            throw SystemError(operation, path: path, code: ENOTDIR)
         }
         return (folder, name)
     }

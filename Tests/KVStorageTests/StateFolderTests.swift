@@ -1,12 +1,13 @@
 import Glibc
 @testable import KVStorage
+import KVSystem
 import KVValues
 import Testing
 
 /// Issue 17, item 5: the state folder must be its user's alone, and the store never writes
 /// through a link planted in it.
 @Suite struct StateFolderTests {
-    private func refusal(_ folder: String, fileSystem: any FileSystem = SystemFileSystem()) -> String {
+    private func refusal(_ folder: String, fileSystem: any FileSystem = LinuxSystem()) -> String {
         do {
             let store = try Store(directory: folder, fileSystem: fileSystem)
             store.close()

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Glibc
 import KVStorage
+import KVSystem
 import KVValues
 import Testing
 
@@ -130,8 +131,8 @@ import Testing
         let folder = TemporaryFolder()
         defer {
             let nested = folder.path + "/a/b"
-            for name in (try? SystemFileSystem().contentsOfDirectory(nested)) ?? [] {
-                try? SystemFileSystem().unlink(nested + "/" + name)
+            for name in (try? LinuxSystem().contentsOfDirectory(nested)) ?? [] {
+                try? LinuxSystem().unlink(nested + "/" + name)
             }
             rmdir(nested)
             rmdir(folder.path + "/a")

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import Glibc
 import KVStorage
+import KVSystem
 import KVValues
 import Synchronization
 
@@ -19,28 +20,28 @@ struct TemporaryFolder {
     func file(_ name: String) -> String { state + "/" + name }
 
     func names() -> [String] {
-        ((try? SystemFileSystem().contentsOfDirectory(state)) ?? []).sorted()
+        ((try? LinuxSystem().contentsOfDirectory(state)) ?? []).sorted()
     }
 
     func read(_ name: String) -> String? {
-        guard let fd = try? SystemFileSystem().open(file(name), [], permissions: 0) else { return nil }
-        defer { SystemFileSystem().close(fd) }
+        guard let fd = try? LinuxSystem().open(file(name), [], permissions: 0) else { return nil }
+        defer { LinuxSystem().close(fd) }
         var bytes: [UInt8] = []
-        while let chunk = try? SystemFileSystem().read(fd, upTo: 65536), !chunk.isEmpty { bytes += chunk }
+        while let chunk = try? LinuxSystem().read(fd, upTo: 65536), !chunk.isEmpty { bytes += chunk }
         return String(decoding: bytes, as: UTF8.self)
     }
 
     func write(_ name: String, _ text: String) {
-        _ = try? SystemFileSystem().makeDirectory(state, permissions: 0o700)
-        let fd = try! SystemFileSystem().open(file(name), [.write, .create, .truncate], permissions: 0o600)
-        try! SystemFileSystem().write(fd, Array(text.utf8))
-        SystemFileSystem().close(fd)
+        _ = try? LinuxSystem().makeDirectory(state, permissions: 0o700)
+        let fd = try! LinuxSystem().open(file(name), [.write, .create, .truncate], permissions: 0o600)
+        try! LinuxSystem().write(fd, Array(text.utf8))
+        LinuxSystem().close(fd)
     }
 
     func remove() {
         for folder in [state, path] {
-            for name in (try? SystemFileSystem().contentsOfDirectory(folder)) ?? [] {
-                try? SystemFileSystem().unlink(folder + "/" + name)
+            for name in (try? LinuxSystem().contentsOfDirectory(folder)) ?? [] {
+                try? LinuxSystem().unlink(folder + "/" + name)
             }
             rmdir(folder)
         }
@@ -57,7 +58,7 @@ final class RecordingFileSystem: FileSystem {
         var bytesWritten: [String: Int] = [:]
     }
 
-    let base = SystemFileSystem()
+    let base = LinuxSystem()
     let counts = Mutex(Counts())
     /// Given an operation name and a file name, the errno to fail with, or nil.
     let failure = Mutex<@Sendable (String, String) -> Int32?>({ _, _ in nil })
@@ -94,15 +95,15 @@ final class RecordingFileSystem: FileSystem {
 
     private func name(_ fd: FileDescriptor) -> String { counts.withLock { $0.paths[fd.rawValue] ?? "?" } }
 
-    private func check(_ operation: String, _ path: String) throws(FileSystemError) {
+    private func check(_ operation: String, _ path: String) throws(SystemError) {
         let file = String(path.split(separator: "/").last ?? "")
         counts.withLock { $0.calls.append("\(operation) \(file)") }
         if let code = failure.withLock({ $0 })(operation, file) {
-            throw FileSystemError(operation: operation, path: path, code: code)
+            throw SystemError(operation, path: path, code: code)
         }
     }
 
-    func open(_ path: String, _ options: OpenOptions, permissions: UInt32) throws(FileSystemError) -> FileDescriptor {
+    func open(_ path: String, _ options: OpenOptions, permissions: UInt32) throws(SystemError) -> FileDescriptor {
         try check("open", path)
         let fd = try base.open(path, options, permissions: permissions)
         counts.withLock { $0.paths[fd.rawValue] = path }
@@ -111,69 +112,70 @@ final class RecordingFileSystem: FileSystem {
 
     func close(_ descriptor: FileDescriptor) { base.close(descriptor) }
 
-    func read(_ descriptor: FileDescriptor, upTo count: Int) throws(FileSystemError) -> [UInt8] {
+    func read(_ descriptor: FileDescriptor, upTo count: Int) throws(SystemError) -> [UInt8] {
         try base.read(descriptor, upTo: count)
     }
 
-    func write(_ descriptor: FileDescriptor, _ bytes: [UInt8]) throws(FileSystemError) {
+    func write(_ descriptor: FileDescriptor, _ bytes: [UInt8]) throws(SystemError) {
         let path = name(descriptor)
         try check("write", path)
         counts.withLock { $0.bytesWritten[String(path.split(separator: "/").last ?? ""), default: 0] += bytes.count }
         try base.write(descriptor, bytes)
     }
 
-    func write(_ descriptor: FileDescriptor, _ bytes: [UInt8], at offset: Int64) throws(FileSystemError) {
+    func write(_ descriptor: FileDescriptor, _ bytes: [UInt8], at offset: Int64) throws(SystemError) {
         let path = name(descriptor)
         try check("write", path)
         counts.withLock { $0.bytesWritten[String(path.split(separator: "/").last ?? ""), default: 0] += bytes.count }
         try base.write(descriptor, bytes, at: offset)
     }
 
-    func preallocate(_ descriptor: FileDescriptor, to length: Int64) throws(FileSystemError) {
+    func preallocate(_ descriptor: FileDescriptor, to length: Int64) throws(SystemError) {
         try check("preallocate", name(descriptor))
         try base.preallocate(descriptor, to: length)
     }
 
-    func fsync(_ descriptor: FileDescriptor) throws(FileSystemError) {
+    func fsync(_ descriptor: FileDescriptor) throws(SystemError) {
         try check("fsync", name(descriptor))
         counts.withLock { $0.syncs += 1 }
         try base.fsync(descriptor)
     }
 
-    func fdatasync(_ descriptor: FileDescriptor) throws(FileSystemError) {
+    func fdatasync(_ descriptor: FileDescriptor) throws(SystemError) {
         try check("fdatasync", name(descriptor))
         counts.withLock { $0.syncs += 1 }
         try base.fdatasync(descriptor)
     }
 
-    func truncate(_ descriptor: FileDescriptor, to length: Int64) throws(FileSystemError) {
+    func truncate(_ descriptor: FileDescriptor, to length: Int64) throws(SystemError) {
         try check("truncate", name(descriptor))
         try base.truncate(descriptor, to: length)
     }
 
-    func size(_ descriptor: FileDescriptor) throws(FileSystemError) -> Int64 { try base.size(descriptor) }
+    func size(_ descriptor: FileDescriptor) throws(SystemError) -> Int64 { try base.size(descriptor) }
 
-    func status(_ descriptor: FileDescriptor) throws(FileSystemError) -> FileStatus { try base.status(descriptor) }
+    func status(_ descriptor: FileDescriptor) throws(SystemError) -> FileStatus { try base.status(descriptor) }
 
     var effectiveUserID: UInt32 { base.effectiveUserID }
 
-    func lockExclusively(_ descriptor: FileDescriptor) throws(FileSystemError) { try base.lockExclusively(descriptor) }
+    func lockExclusively(_ descriptor: FileDescriptor) throws(SystemError) { try base.lockExclusively(descriptor) }
 
-    func rename(_ source: String, to destination: String) throws(FileSystemError) {
+    func rename(_ source: String, to destination: String) throws(SystemError) {
         try check("rename", destination)
         try base.rename(source, to: destination)
     }
 
-    func unlink(_ path: String) throws(FileSystemError) {
+    func unlink(_ path: String) throws(SystemError) {
         try check("unlink", path)
         try base.unlink(path)
     }
 
-    func makeDirectory(_ path: String, permissions: UInt32) throws(FileSystemError) {
+    func makeDirectory(_ path: String, permissions: UInt32) throws(SystemError) {
         try base.makeDirectory(path, permissions: permissions)
     }
 
-    func contentsOfDirectory(_ path: String) throws(FileSystemError) -> [String] { try base.contentsOfDirectory(path) }
+    func contentsOfDirectory(_ path: String) throws(SystemError) -> [String] { try base.contentsOfDirectory(path) }
+    func sleep(microseconds: UInt32) { base.sleep(microseconds: microseconds) }
 }
 
 /// Collects what a store logs.

@@ -45,7 +45,7 @@ public final class FaultInjectingSystem: SystemCalls {
         var groups: [String: UInt32] = [:]
     }
 
-    private let real = LinuxSystem()
+    let real = LinuxSystem()
     private let state = Mutex(State())
 
     public init() {}
@@ -235,17 +235,18 @@ public final class FaultInjectingSystem: SystemCalls {
     }
     public func blockSignals(_ signals: [Int32]) { real.blockSignals(signals) }
     public func ignoreSignal(_ signal: Int32) { real.ignoreSignal(signal) }
-    public func status(_ path: String, followingLinks: Bool) throws(Errno) -> PathStatus {
+    public func status(_ path: String, followingLinks: Bool) throws(Errno) -> FileStatus {
         try real.status(path, followingLinks: followingLinks)
     }
-    public func makeDirectory(_ path: String, permissions: UInt32) throws(Errno) {
-        try real.makeDirectory(path, permissions: permissions)
+    public func resolvedPath(_ path: String) throws(Errno) -> String { try real.resolvedPath(path) }
+    public func changeOwner(_ descriptor: FileDescriptor, owner: UInt32, group: UInt32) throws(Errno) {
+        try real.changeOwner(descriptor, owner: owner, group: group)
     }
-    public func unlink(_ path: String) throws(Errno) { try real.unlink(path) }
-    public func rename(_ source: String, to destination: String) throws(Errno) {
-        try real.rename(source, to: destination)
+    public func changePermissions(_ descriptor: FileDescriptor, _ permissions: UInt32) throws(Errno) {
+        try real.changePermissions(descriptor, permissions)
     }
     public func setCreationMask(_ mask: UInt32) -> UInt32 { real.setCreationMask(mask) }
+    public func makePipe() throws(Errno) -> (read: Int32, write: Int32) { try real.makePipe() }
     public func executablePath() -> String? { real.executablePath() }
     public func checkExecutable(_ path: String) throws(Errno) { try real.checkExecutable(path) }
 
@@ -253,10 +254,21 @@ public final class FaultInjectingSystem: SystemCalls {
         try real.spawn(path, arguments: arguments, environment: environment)
     }
 
+    public func spawn(_ path: String, arguments: [String], input: Int32, output: Int32, error: Int32) throws(Errno)
+        -> pid_t
+    {
+        try real.spawn(path, arguments: arguments, input: input, output: output, error: error)
+    }
+
     public func waitForExit(_ process: pid_t, blocking: Bool) throws(Errno) -> Int32? {
         try real.waitForExit(process, blocking: blocking)
     }
-    public func sleep(microseconds: UInt32) { real.sleep(microseconds: microseconds) }
+    public func homeDirectory(ofUser uid: UInt32) -> String? { real.homeDirectory(ofUser: uid) }
+    public func userName(ofUser uid: UInt32) -> String? { real.userName(ofUser: uid) }
+    public func localTime(_ seconds: Int64) -> LocalTime { real.localTime(seconds) }
+    public func isTerminal(_ fd: Int32) -> Bool { real.isTerminal(fd) }
+    public var userID: UInt32 { real.userID }
+    public var processID: Int32 { real.processID }
     public func peerCredentials(_ fd: Int32) throws(Errno) -> PeerCredentials {
         if let peer = state.withLock({ $0.peers.isEmpty ? nil : $0.peers.removeFirst() }) { return peer }
         return try real.peerCredentials(fd)

@@ -4,7 +4,7 @@ import Glibc
 /// child process), which must not hold one of Dispatch's few pool threads.
 ///
 /// The corresponding C calls are `pthread_create` and `pthread_detach`.
-package func detachThread(_ body: @escaping @Sendable () -> Void) {
+public func detachThread(_ body: @escaping @Sendable () -> Void) {
     final class Box: Sendable {
         let body: @Sendable () -> Void
         init(_ body: @escaping @Sendable () -> Void) { self.body = body }

@@ -1,5 +1,5 @@
 import Glibc
-import KVProtocol
+import KVSystem
 import Testing
 
 /// The one socket-folder check every kvd program makes (issue 17, item 4), on folders made for

@@ -5,7 +5,9 @@ import Glibc
 public enum Paths {
     /// The socket: `explicit` (`--socket`), else `$KVD_SOCKET`, else `$XDG_RUNTIME_DIR/kvd.sock`,
     /// else `/tmp/kvd-<uid>/kvd.sock`. Empty variables count as unset.
-    public static func socket(explicit: String?, environment: [String: String], uid: UInt32 = getuid()) -> String {
+    public static func socket(explicit: String?, environment: [String: String], uid: UInt32 = LinuxSystem().userID)
+        -> String
+    {
         if let explicit, !explicit.isEmpty { return explicit }
         if let path = environment["KVD_SOCKET"], !path.isEmpty { return path }
         if let runtime = environment["XDG_RUNTIME_DIR"], !runtime.isEmpty { return runtime + "/kvd.sock" }
@@ -36,7 +38,7 @@ public enum Paths {
     }
 
     /// `/tmp/kvd-<uid>`: the socket folder when there is no runtime directory (mode 0700).
-    public static func fallbackSocketFolder(uid: UInt32 = getuid()) -> String {
+    public static func fallbackSocketFolder(uid: UInt32 = LinuxSystem().userID) -> String {
         "/tmp/kvd-\(uid)"
     }
 
@@ -67,7 +69,8 @@ public enum Paths {
 
     static func homeDirectory(environment: [String: String]) -> String {
         if let home = environment["HOME"], !home.isEmpty { return home }
-        if let entry = getpwuid(getuid()), let directory = entry.pointee.pw_dir { return String(cString: directory) }
+        let system = LinuxSystem()
+        if let directory = system.homeDirectory(ofUser: system.userID) { return directory }
         return "/"
     }
 }

@@ -1,5 +1,4 @@
 import Glibc
-import KVSystem
 
 /// An open file or folder, as the ``FileSystem`` that opened it numbers it.
 public struct FileDescriptor: Sendable, Hashable {
@@ -36,7 +35,8 @@ public struct OpenOptions: OptionSet, Sendable, Hashable {
     public static let nonBlocking = OpenOptions(rawValue: 1 << 8)
 }
 
-/// What an open descriptor refers to, as `fstat` reports: its kind, size, owner and permissions.
+/// What a path or an open descriptor refers to, as `stat`, `lstat` or `fstat` report: its kind,
+/// size, owner, group, permissions and inode. The one status type of kvd's system calls.
 public struct FileStatus: Sendable, Hashable {
     public enum Kind: Sendable, Hashable {
         case regular, directory, symbolicLink, fifo, socket, characterDevice, blockDevice, unknown
@@ -47,14 +47,26 @@ public struct FileStatus: Sendable, Hashable {
     public var size: Int64
     /// The owner's user id (`st_uid`).
     public var owner: UInt32
+    /// The owning group's id (`st_gid`).
+    public var group: UInt32
     /// The permission bits, with set-user-id, set-group-id and sticky (`st_mode & 07777`).
     public var permissions: UInt32
+    /// The inode number (`st_ino`).
+    public var inode: UInt64
+    /// The device the inode is on (`st_dev`).
+    public var device: UInt64
 
-    public init(kind: Kind, size: Int64, owner: UInt32 = 0, permissions: UInt32 = 0o600) {
+    public init(
+        kind: Kind, size: Int64 = 0, owner: UInt32 = 0, group: UInt32 = 0, permissions: UInt32 = 0o600,
+        inode: UInt64 = 0, device: UInt64 = 0
+    ) {
         self.kind = kind
         self.size = size
         self.owner = owner
+        self.group = group
         self.permissions = permissions
+        self.inode = inode
+        self.device = device
     }
 }
 
@@ -74,99 +86,75 @@ extension FileStatus.Kind: CustomStringConvertible {
     }
 }
 
-/// A failed file-system call: the operation, the path if known, and the ``Errno``.
-public struct FileSystemError: Error, Sendable, Equatable, CustomStringConvertible {
-    public var operation: String
-    public var path: String?
-    public var errno: Errno
-
-    public init(operation: String, path: String?, errno: Errno) {
-        self.operation = operation
-        self.path = path
-        self.errno = errno
-    }
-
-    public init(operation: String, path: String?, code: Int32) {
-        self.init(operation: operation, path: path, errno: Errno(rawValue: code))
-    }
-
-    /// The raw `errno` value.
-    public var code: Int32 { errno.rawValue }
-
-    /// Like "fsync of /x/kvd.wal failed: Input/output error (errno 5)".
-    /// With `ELOOP` (a link met by ``OpenOptions/noFollow``) it says what to do about the link.
-    public var description: String {
-        let subject = path.map { "\(operation) of \($0)" } ?? operation
-        let advice =
-            errno == .tooManySymbolicLinks
-            ? "; kvd does not follow symbolic links in its state folder: remove the link" : ""
-        return "\(subject) failed: \(errno) (errno \(code))\(advice)"
-    }
-}
-
-/// The one seam through which the storage engine touches the file system.
+/// The files half of kvd's one OS seam: every file and folder call of the storage engine, and of
+/// the programs' own file reads and writes. ``SystemCalls`` (sockets, readiness, processes)
+/// refines it, and ``LinuxSystem`` is the real conformer of both.
 ///
-/// Every call the engine makes goes through a conformer, so a test double can record each call,
-/// count bytes and syncs, inject errors (`EIO` on `fsync`) or simulate a crash at any point.
-/// Methods are synchronous and may block on I/O; conformers must be thread-safe. Paths are
-/// absolute or relative to the working folder, as given.
+/// Every call goes through a conformer, so a test double can record each call, count bytes and
+/// syncs, inject errors (`EIO` on `fsync`) or simulate a crash at any point (the storage tests'
+/// simulated disk implements this protocol alone). Each requirement is its C call (named at the
+/// end of its comment) with `EINTR` retried (``retryingInterrupts(_:)``) and a failure thrown as
+/// a ``SystemError`` naming the call and the path. Methods are synchronous and may block on I/O;
+/// conformers must be thread-safe. Paths are absolute or relative to the working folder, as given.
 public protocol FileSystem: Sendable {
     /// Opens (and maybe creates, with mode `permissions`) a file or folder. C: `open`.
-    func open(_ path: String, _ options: OpenOptions, permissions: UInt32) throws(FileSystemError) -> FileDescriptor
+    func open(_ path: String, _ options: OpenOptions, permissions: UInt32) throws(SystemError) -> FileDescriptor
     /// Closes a descriptor; errors are ignored (Linux releases it anyway). C: `close`.
     func close(_ descriptor: FileDescriptor)
     /// Reads up to `count` bytes at the current offset; empty at end of file. C: `read`.
-    func read(_ descriptor: FileDescriptor, upTo count: Int) throws(FileSystemError) -> [UInt8]
+    func read(_ descriptor: FileDescriptor, upTo count: Int) throws(SystemError) -> [UInt8]
     /// Writes all of `bytes` at the current offset (or the end, with ``OpenOptions/append``),
     /// or throws; a throw may leave a part written. C: `write`.
-    func write(_ descriptor: FileDescriptor, _ bytes: [UInt8]) throws(FileSystemError)
+    func write(_ descriptor: FileDescriptor, _ bytes: [UInt8]) throws(SystemError)
     /// Writes all of `bytes` at `offset`, whatever the descriptor's offset or append mode, or
     /// throws; a throw may leave a part written. Works on ``OpenOptions/direct`` descriptors
     /// (the bytes are copied to aligned memory). C: `pwrite`.
-    func write(_ descriptor: FileDescriptor, _ bytes: [UInt8], at offset: Int64) throws(FileSystemError)
+    func write(_ descriptor: FileDescriptor, _ bytes: [UInt8], at offset: Int64) throws(SystemError)
     /// Reserves disk space so the file is at least `length` bytes long; the added bytes read as
     /// zeros. Syncing data written into reserved space is cheaper than syncing an append (the
     /// file's size does not change). C: `fallocate` (mode 0).
-    func preallocate(_ descriptor: FileDescriptor, to length: Int64) throws(FileSystemError)
+    func preallocate(_ descriptor: FileDescriptor, to length: Int64) throws(SystemError)
     /// Makes the file's data and metadata durable. C: `fsync`.
-    func fsync(_ descriptor: FileDescriptor) throws(FileSystemError)
+    func fsync(_ descriptor: FileDescriptor) throws(SystemError)
     /// Makes the file's data (and its size) durable. C: `fdatasync`.
-    func fdatasync(_ descriptor: FileDescriptor) throws(FileSystemError)
+    func fdatasync(_ descriptor: FileDescriptor) throws(SystemError)
     /// Cuts or extends the file to `length` bytes. C: `ftruncate`.
-    func truncate(_ descriptor: FileDescriptor, to length: Int64) throws(FileSystemError)
+    func truncate(_ descriptor: FileDescriptor, to length: Int64) throws(SystemError)
     /// The file's size in bytes. C: `fstat`.
-    func size(_ descriptor: FileDescriptor) throws(FileSystemError) -> Int64
+    func size(_ descriptor: FileDescriptor) throws(SystemError) -> Int64
     /// The kind, size, owner and permissions of an open file or folder. C: `fstat`.
-    func status(_ descriptor: FileDescriptor) throws(FileSystemError) -> FileStatus
+    func status(_ descriptor: FileDescriptor) throws(SystemError) -> FileStatus
     /// The user this process acts as, who must own the state folder. C: `geteuid`.
     var effectiveUserID: UInt32 { get }
     /// Takes an exclusive lock without waiting; `EWOULDBLOCK` if another holds it.
     /// C: `flock(LOCK_EX | LOCK_NB)`.
-    func lockExclusively(_ descriptor: FileDescriptor) throws(FileSystemError)
+    func lockExclusively(_ descriptor: FileDescriptor) throws(SystemError)
     /// Atomically replaces `destination` with `source`. C: `rename`.
-    func rename(_ source: String, to destination: String) throws(FileSystemError)
+    func rename(_ source: String, to destination: String) throws(SystemError)
     /// Removes a file. C: `unlink`.
-    func unlink(_ path: String) throws(FileSystemError)
+    func unlink(_ path: String) throws(SystemError)
     /// Creates a folder; `EEXIST` if something is there. C: `mkdir`.
-    func makeDirectory(_ path: String, permissions: UInt32) throws(FileSystemError)
+    func makeDirectory(_ path: String, permissions: UInt32) throws(SystemError)
     /// The names in a folder, without `.` and `..`, in no order. C: `opendir`/`readdir`.
-    func contentsOfDirectory(_ path: String) throws(FileSystemError) -> [String]
+    func contentsOfDirectory(_ path: String) throws(SystemError) -> [String]
+    /// Sleeps the calling thread (a brief wait before trying a held lock again). C: `usleep`.
+    func sleep(microseconds: UInt32)
 }
 
 /// Why ``FileSystem/readRegularFile(_:limit:)`` did not read a file.
-enum FileReadError: Error {
+public enum FileReadError: Error {
     /// The path is not a regular file (a symbolic link is not followed).
     case notRegular(FileStatus.Kind)
     /// The file holds more than the limit: `size` bytes.
     case tooLarge(size: Int64)
-    case system(FileSystemError)
+    case system(SystemError)
 }
 
 extension FileSystem {
     /// The whole content of the regular file at `path`, or `nil` if nothing is there. Never
     /// follows a symbolic link, never waits on a FIFO, and reads at most `limit` bytes: anything
     /// else throws ``FileReadError`` without reading. C: `open(O_NOFOLLOW|O_NONBLOCK)`, `fstat`.
-    func readRegularFile(_ path: String, limit: Int64) throws(FileReadError) -> [UInt8]? {
+    public func readRegularFile(_ path: String, limit: Int64) throws(FileReadError) -> [UInt8]? {
         let descriptor: FileDescriptor
         do {
             descriptor = try open(path, [.noFollow, .nonBlocking], permissions: 0)
@@ -203,7 +191,7 @@ extension FileSystem {
     ///
     /// The temporary file is always a new file (`O_CREAT|O_EXCL|O_NOFOLLOW`): whatever is at its
     /// name (left by a crash, or a link planted there) is unlinked, never written through.
-    func replaceFile(_ path: String, temporary: String, with bytes: [UInt8]) throws(FileSystemError) {
+    public func replaceFile(_ path: String, temporary: String, with bytes: [UInt8]) throws(SystemError) {
         do {
             let descriptor = try createNew(temporary)
             defer { close(descriptor) }
@@ -223,7 +211,7 @@ extension FileSystem {
 
     /// Creates `path` as a new file, mode 0600, for writing; if something is at that name,
     /// unlinks it (without following a link) and tries once more.
-    private func createNew(_ path: String) throws(FileSystemError) -> FileDescriptor {
+    private func createNew(_ path: String) throws(SystemError) -> FileDescriptor {
         let options: OpenOptions = [.write, .create, .exclusive, .noFollow]
         do {
             return try open(path, options, permissions: 0o600)
@@ -234,7 +222,7 @@ extension FileSystem {
     }
 
     /// Makes the entries of the folder at `path` durable (after a rename, create or unlink).
-    func syncDirectory(_ path: String) throws(FileSystemError) {
+    public func syncDirectory(_ path: String) throws(SystemError) {
         let descriptor = try open(path, [.directory], permissions: 0)
         defer { close(descriptor) }
         try fsync(descriptor)

@@ -1,5 +1,3 @@
-import Glibc
-
 /// The check every kvd program (kvd, kvctl, KVClient and what is built on it) makes before it
 /// trusts the folder of the socket: the one place where that rule lives.
 ///
@@ -16,21 +14,24 @@ public enum SocketFolder {
     /// with mode 0700 or narrower. A socket elsewhere is left alone.
     ///
     /// Blocks for one `mkdir` and one `lstat`; thread-safe. Throws ``SocketFolderError``, whose
-    /// one-line description says what to do. The corresponding C calls are `mkdir` and `lstat`.
+    /// one-line description says what to do. The corresponding C calls are `mkdir` and `lstat`
+    /// (through `system`).
     public static func prepare(
-        forSocket socketPath: String, fallback: String = Paths.fallbackSocketFolder(), owner: UInt32 = geteuid()
+        forSocket socketPath: String, fallback: String = Paths.fallbackSocketFolder(), owner: UInt32? = nil,
+        system: any SystemCalls = LinuxSystem()
     ) throws(SocketFolderError) {
         guard socketPath.hasPrefix(fallback + "/") else { return }
-        if mkdir(fallback, 0o700) != 0, errno != EEXIST {
-            throw SocketFolderError(
-                folder: fallback, problem: .unusable("cannot be created: \(String(cString: strerror(errno)))"))
+        do {
+            try system.makeDirectory(fallback, permissions: 0o700)
+        } catch  where error.errno != .fileExists {
+            throw SocketFolderError(folder: fallback, problem: .unusable("cannot be created: \(error.errno)"))
+        } catch {}
+        let status: FileStatus
+        do { status = try system.status(fallback, followingLinks: false) } catch {
+            throw SocketFolderError(folder: fallback, problem: .unusable("cannot be inspected: \(error)"))
         }
-        var info = stat()
-        guard lstat(fallback, &info) == 0 else {
-            throw SocketFolderError(
-                folder: fallback, problem: .unusable("cannot be inspected: \(String(cString: strerror(errno)))"))
-        }
-        if let problem = SocketFolderError.Problem(info, owner: owner) {
+        let owner = owner ?? system.effectiveUserID
+        if let problem = SocketFolderError.Problem(status, owner: owner) {
             throw SocketFolderError(folder: fallback, problem: problem)
         }
     }
@@ -49,17 +50,15 @@ public struct SocketFolderError: Error, Sendable, Equatable, CustomStringConvert
         /// It could not be created or inspected (the system's reason).
         case unusable(String)
 
-        /// The problem of a folder with status `info`, or `nil` if it may be trusted by `owner`.
-        init?(_ info: stat, owner: UInt32) {
-            let type = info.st_mode & S_IFMT
-            if type != S_IFDIR {
-                self = .notAFolder(kind: type == S_IFLNK ? "a symbolic link" : "not a folder")
-            } else if info.st_uid != owner {
-                self = .owner(actual: info.st_uid, expected: owner)
-            } else if info.st_mode & 0o077 != 0 {
-                self = .mode(UInt32(info.st_mode & 0o7777))
-            } else {
-                return nil
+        /// The problem of a folder with `status`, or `nil` if it may be trusted by `owner`
+        /// (``OwnershipRule``: a folder of `owner`'s, nothing for group or others).
+        init?(_ status: FileStatus, owner: UInt32) {
+            let rule = OwnershipRule(kind: .directory, owners: [owner], forbiddenPermissions: 0o077)
+            switch rule.violation(of: status) {
+            case nil: return nil
+            case .kind(let kind): self = .notAFolder(kind: kind == .symbolicLink ? "a symbolic link" : "not a folder")
+            case .owner(let actual): self = .owner(actual: actual, expected: owner)
+            case .permissions(let mode): self = .mode(mode)
             }
         }
     }
