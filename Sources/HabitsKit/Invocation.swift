@@ -37,7 +37,9 @@ public struct Invocation: Equatable, Sendable {
         }
         while let argument = rest.popFirst() {
             switch argument {
-            case "--": words += rest; rest = []
+            case "--":
+                words += rest
+                rest = []
             case "--socket": socket = try socketPath(try value(argument))
             case "--every": every = try value(argument)
             case "--json", "--preset", "--help", "-h", "--version": flags.insert(argument == "-h" ? "--help" : argument)

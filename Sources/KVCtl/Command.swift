@@ -129,11 +129,10 @@ extension Invocation {
             case "--help", "-h": return Invocation(options: options, command: .help(nil))
             case "--version": return Invocation(options: options, command: .version)
             default:
-                if option.hasPrefix("--socket=") {
-                    options.socket = try socketPath(String(option.dropFirst("--socket=".count)))
-                } else {
+                guard option.hasPrefix("--socket=") else {
                     throw CommandLineError(command: nil, UsageError("unknown option \(option)"))
                 }
+                options.socket = try socketPath(String(option.dropFirst("--socket=".count)))
             }
         }
         guard index < arguments.count else { throw CommandLineError(command: nil, UsageError("missing COMMAND")) }

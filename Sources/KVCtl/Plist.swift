@@ -42,7 +42,9 @@ enum Plist {
     /// deadlock.
     static func runHelper(_ arguments: [String], input: [UInt8]) throws(Failure) -> [UInt8] {
         let helper = try helperPath()
-        var toHelper: [Int32] = [-1, -1], fromHelper: [Int32] = [-1, -1], errors: [Int32] = [-1, -1]
+        var toHelper: [Int32] = [-1, -1]
+        var fromHelper: [Int32] = [-1, -1]
+        var errors: [Int32] = [-1, -1]
         guard closeOnExecPipe(&toHelper), closeOnExecPipe(&fromHelper), closeOnExecPipe(&errors) else {
             throw Failure("cannot run \(helper): pipe: \(String(cString: strerror(errno)))")
         }

@@ -109,9 +109,9 @@ public enum Daemon {
         }
         mirror?.start()
         defer { mirror?.stop() }
-        let where_ = socket.activated ? "socket from systemd" : options.socketPath
+        let listening = socket.activated ? "socket from systemd" : options.socketPath
         let what = options.isSystem ? "the system instance: serving" : "serving"
-        log.info("\(what) \(where_), state in \(options.stateDirectory), revision \(store.revision)")
+        log.info("\(what) \(listening), state in \(options.stateDirectory), revision \(store.revision)")
         Systemd.notify("READY=1\nSTATUS=serving \(store.domains().count) domain(s) at revision \(store.revision)")
         let outcome = Result { () throws(SystemError) in try server.run() }
         switch outcome {

@@ -132,7 +132,9 @@ final class FleetWriter: Sendable {
                 "etcd's reply to the transaction was lost (\(reason)) and \(why); etcd may or may not have made the change: read the value back (kvctl --system get) before trying again"
             )
         }
-        var ours = 0, unchanged = 0, newest = before
+        var ours = 0
+        var unchanged = 0
+        var newest = before
         var committedAt: Int64? = nil
         do throws(EtcdError) {
             for operation in transaction.success {

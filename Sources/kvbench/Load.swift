@@ -14,7 +14,10 @@ func roundTrip(_ fd: Int32, _ call: [UInt8], _ proto: String, _ buffer: UnsafeMu
     var count = 0
     repeat {
         let received = recv(fd, buffer.baseAddress! + count, buffer.count - count, 0)
-        if received <= 0 { print("kvbench: connection closed"); exit(1) }
+        if received <= 0 {
+            print("kvbench: connection closed")
+            exit(1)
+        }
         count += received
     } while !replyComplete(proto, UnsafeRawBufferPointer(buffer), count, sent: call.count)
     return count
@@ -132,7 +135,8 @@ func runClientsPolled(_ options: Options) -> [UInt32] {
         event.events = EPOLLIN.rawValue
         event.data.u64 = UInt64(index)
         guard epoll_ctl(epoll, EPOLL_CTL_ADD, fds[index], &event) == 0 else {
-            print("kvbench: epoll_ctl failed"); exit(1)
+            print("kvbench: epoll_ctl failed")
+            exit(1)
         }
     }
     var events = [epoll_event](repeating: epoll_event(), count: count)
@@ -150,13 +154,20 @@ func runClientsPolled(_ options: Options) -> [UInt32] {
     var open = count
     while open > 0 {
         let ready = epoll_wait(epoll, &events, Int32(count), 1000)
-        if ready < 0 { if errno == EINTR { continue }; print("kvbench: epoll_wait failed"); exit(1) }
+        if ready < 0 {
+            if errno == EINTR { continue }
+            print("kvbench: epoll_wait failed")
+            exit(1)
+        }
         for event in events[0..<Int(ready)] {
             let index = Int(event.data.u64)
             let buffer = buffers[index]
             let got = recv(fds[index], buffer.baseAddress! + received[index], buffer.count - received[index], 0)
             if got < 0, errno == EAGAIN { continue }
-            if got <= 0 { print("kvbench: connection closed"); exit(1) }
+            if got <= 0 {
+                print("kvbench: connection closed")
+                exit(1)
+            }
             received[index] += got
             guard
                 replyComplete(options.proto, UnsafeRawBufferPointer(buffer), received[index], sent: calls[index].count)

@@ -108,13 +108,23 @@ struct BinaryPlistReader {
         var count = low
         let unit: Int
         switch marker >> 4 {
-        case 0x0: unit = 0; count = 0
-        case 0x1: unit = 0; count = 1 << low
-        case 0x2: unit = 0; count = 1 << low
-        case 0x3: unit = 0; count = 8
+        case 0x0:
+            unit = 0
+            count = 0
+        case 0x1:
+            unit = 0
+            count = 1 << low
+        case 0x2:
+            unit = 0
+            count = 1 << low
+        case 0x3:
+            unit = 0
+            count = 8
         case 0x4, 0x5, 0x7: unit = 1
         case 0x6: unit = 2
-        case 0x8: unit = 0; count = low + 1
+        case 0x8:
+            unit = 0
+            count = low + 1
         case 0xA, 0xB, 0xC: unit = referenceSize
         case 0xD: unit = 2 * referenceSize
         default: throw Self.damaged("object \(index) has the unknown type 0x\(String(marker, radix: 16))")

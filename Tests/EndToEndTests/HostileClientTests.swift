@@ -21,7 +21,7 @@ import Testing
         let probe = try Probe(sandbox.socket)
         let before = try probe.roundTrips(20)
         var clients: [RawClient] = []
-        defer { clients.forEach { $0.close() } }
+        defer { for client in clients { client.close() } }
         for _ in 0..<500 { clients.append(try RawClient(sandbox.socket)) }
         let during = try probe.roundTrips(20)
         for client in clients {
@@ -55,7 +55,10 @@ import Testing
             if client.receive() == nil {
                 client.close()
                 // A refusal is a prompt close, not a connection left hanging in the backlog.
-                if Date().timeIntervalSince(started) > 1 { hung = true; break }
+                if Date().timeIntervalSince(started) > 1 {
+                    hung = true
+                    break
+                }
                 refused += 1
             } else {
                 served += 1
@@ -67,7 +70,7 @@ import Testing
         #expect(refused > 0, "the file limit was never reached")
         #expect(served >= 40, "only \(served) connections were served under a limit of 64 descriptors")
         #expect(daemon.isRunning, "kvd died at its descriptor limit: \(daemon.errorOutput())")
-        clients.forEach { $0.close() }
+        for client in clients { client.close() }
         usleep(100_000)
         let fresh = try RawClient(sandbox.socket)
         defer { fresh.close() }
@@ -86,7 +89,7 @@ import Testing
         let daemon = try HostileDaemon(sandbox)
         let probe = try Probe(sandbox.socket)
         var stalled: [RawClient] = []
-        defer { stalled.forEach { $0.close() } }
+        defer { for client in stalled { client.close() } }
         for index in 0..<200 {
             let client = try RawClient(sandbox.socket)
             // Half a call; some stop inside a string, some inside a huge value.
@@ -118,7 +121,7 @@ import Testing
         // Measured 95 MB over the baseline for two; without the output bound it passes 1 GB.
         let bound = readers * 64
         var silent: [RawClient] = []
-        defer { silent.forEach { $0.close() } }
+        defer { for client in silent { client.close() } }
         let get = Array(#"{"method":"io.kvd.Defaults.Get","parameters":{"domain":"big","key":"k"}}"#.utf8) + [0]
         let batch = Array([[UInt8]](repeating: get, count: 4000).joined())
         let senders = DispatchGroup()
@@ -145,7 +148,7 @@ import Testing
         )
         #expect(!Self.checksMemory || peak - baseline < bound, "kvd grew from \(baseline) MB to \(peak) MB")
         try expectServed(during, daemon)
-        silent.forEach { $0.close() }
+        for client in silent { client.close() }
         silent = []
         #expect(try probe.client.call(#"{"method":"io.kvd.Defaults.Domains"}"#)["error"] == nil)
         #expect(daemon.stop() == 0, "\(daemon.errorOutput())")

@@ -36,7 +36,7 @@ import Testing
                 replies.add(client.countRepliesUntilClosed(), ordering: .relaxed)
             }
         }
-        defer { pipelines.forEach { $0.close() } }
+        defer { for pipeline in pipelines { pipeline.close() } }
         var latencies = try probe.roundTrips(5)
         usleep(500_000)
         let baseline = daemon.residentMegabytes
@@ -76,7 +76,7 @@ extension MemoryTests {
         let messages = MessageReader(reader)
         _ = try #require(messages.next(), "no initial watch reply")
         var deaf: [RawClient] = []
-        defer { deaf.forEach { $0.close() } }
+        defer { for client in deaf { client.close() } }
         for _ in 0..<100 {
             let watcher = try RawClient(sandbox.socket)
             watcher.send(#"{"method":"io.kvd.Defaults.Watch","parameters":{"domain":"big"},"more":true}"#)
@@ -128,7 +128,7 @@ extension MemoryTests {
         let prefix = Array(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"d","key":"k","value":""#.utf8)
         let unfinished = prefix + [UInt8](repeating: UInt8(ascii: "x"), count: (16 << 20) - prefix.count)
         var clients: [RawClient] = []
-        defer { clients.forEach { $0.close() } }
+        defer { for client in clients { client.close() } }
         var latencies: [Double] = []
         for _ in 0..<40 {
             let client = try RawClient(sandbox.socket)
@@ -146,7 +146,7 @@ extension MemoryTests {
         #expect(cut >= 30 && cut < 40, "\(cut) of 40 clients holding unfinished messages were cut")
         #expect(log.contains("of input (an unfinished message"), "no warning says what the client held: \(log)")
         #expect(!Self.checksMemory || peak - baseline < 64 + 40, "kvd grew from \(baseline) MB to \(peak) MB")
-        clients.forEach { $0.close() }
+        for client in clients { client.close() }
         clients = []
         let big = String(repeating: "v", count: 1 << 20)
         #expect(

@@ -3,6 +3,7 @@ import KVProtocol
 import KVSystem
 import KVTestSupport
 import Testing
+
 @testable import KVDaemon
 
 /// What clients hold in kvd, as ``ClientMemory`` counts it, and the option that bounds it.

@@ -3,6 +3,7 @@ import KVProtocol
 import KVStorage
 import KVValues
 import Testing
+
 @testable import KVDaemon
 
 @Suite struct OptionsTests {

@@ -4,6 +4,7 @@ import KVProtocol
 import KVStorage
 import KVSystem
 import Testing
+
 @testable import KVDaemon
 
 /// The server's exit on idle, at the moments a client can race it (issue 17, item 14: without

@@ -1,5 +1,6 @@
 import KVTestSupport
 import Testing
+
 @testable import KVDaemon
 
 /// Issue 23, item 13: kvd's option parser over random command lines. Whatever it is given, it

@@ -108,7 +108,8 @@ struct FleetDivergenceTests {
     @Test func theFleetOverAHostsOwnValuesRefusesToStart() throws {
         let folder = try FleetFailureTests.hostsFolder(cluster) + "/local"
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        let socket = folder + "/system.sock", log = folder + "/system.log"
+        let socket = folder + "/system.sock"
+        let log = folder + "/system.log"
         let plain = ["--system", "--socket", socket, "--state-dir", folder + "/state", "--idle-exit", "0"]
         func kvctl(_ arguments: String...) throws -> (status: Int32, output: String) {
             let output = folder + "/kvctl.out"

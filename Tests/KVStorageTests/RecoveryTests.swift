@@ -1,7 +1,8 @@
 import FoundationEssentials
-@testable import KVStorage
 import KVValues
 import Testing
+
+@testable import KVStorage
 
 @Suite struct RecoveryTests {
     @Test func version0BareObjectIsReadAndRewrittenAsVersion1() throws {
