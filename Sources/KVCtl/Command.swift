@@ -1,16 +1,5 @@
 import KVValues
 
-/// Wrong use of kvctl: exit status 2, with the command's usage line.
-public struct UsageError: Error, Sendable, Equatable, CustomStringConvertible {
-    public var message: String
-
-    public init(_ message: String) {
-        self.message = message
-    }
-
-    public var description: String { message }
-}
-
 /// A failure outside kvctl (not found, kvd unreachable, a file unreadable): exit status 1.
 public struct Failure: Error, Sendable, Equatable, CustomStringConvertible {
     public var message: String

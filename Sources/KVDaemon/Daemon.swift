@@ -3,6 +3,7 @@ import KVFleet
 import KVProtocol
 import KVStorage
 import KVSystem
+import KVValues
 
 /// The whole daemon: options → store → listening socket → server loop → orderly exit.
 public enum Daemon {

@@ -1,3 +1,5 @@
+import KVValues
+
 extension DaemonOptions {
     /// Who may change the system instance, and how many connections one user may hold.
     public struct SystemPolicy: Sendable, Equatable {

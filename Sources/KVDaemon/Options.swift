@@ -1,4 +1,5 @@
 import KVProtocol
+import KVValues
 
 /// The daemon's settings, from its command line and environment.
 public struct DaemonOptions: Sendable, Equatable {
@@ -236,10 +237,4 @@ public struct DaemonOptions: Sendable, Equatable {
         }
         return number << (shift ?? 0)
     }
-}
-
-/// A command-line mistake, said in one line.
-public struct UsageError: Error, Equatable, CustomStringConvertible {
-    public var description: String
-    public init(_ description: String) { self.description = description }
 }

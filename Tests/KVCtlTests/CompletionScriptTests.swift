@@ -1,3 +1,4 @@
+import KVValues
 import Testing
 
 @testable import KVCtl

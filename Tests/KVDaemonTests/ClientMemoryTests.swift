@@ -2,6 +2,7 @@ import Glibc
 import KVProtocol
 import KVSystem
 import KVTestSupport
+import KVValues
 import Testing
 
 @testable import KVDaemon

@@ -1,4 +1,5 @@
 import KVTestSupport
+import KVValues
 import Testing
 
 @testable import KVDaemon
