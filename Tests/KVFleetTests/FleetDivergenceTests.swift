@@ -134,8 +134,7 @@ struct FleetDivergenceTests {
         // A kvd that starts the fleet anyway never exits: stop it after 15 s (the test fails).
         let exited = Counter()
         Thread {
-            for _ in 0..<1500 where exited.value < 0 { usleep(10_000) }
-            if exited.value < 0 { starting.signal(SIGKILL) }
+            if !exited.wait(atLeast: 0, within: 15) { starting.signal(SIGKILL) }
         }.start()
         let refused = starting.reap()
         exited.set(Int(refused))

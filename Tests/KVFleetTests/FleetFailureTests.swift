@@ -201,9 +201,9 @@ struct FleetFailureTests {
             }
             return try Self.put(writer, "kvd/values/com.corp.burst/end", "1000")
         }
-        while done.value < 300 { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(done.wait(atLeast: 300), "the burst stopped at \(done.value)")
         host.stopSystem(SIGKILL)
-        while done.value < 600 { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(done.wait(atLeast: 600), "the burst stopped at \(done.value)")
         try host.startSystem()
         let last = try await burst.value
 
@@ -331,10 +331,25 @@ struct FleetFailureTests {
 
 /// A number one thread sets and another reads.
 final class Counter: @unchecked Sendable {
-    private let lock = NSLock()
+    private let condition = NSCondition()
     private var current = -1
-    var value: Int { lock.withLock { current } }
-    func set(_ value: Int) { lock.withLock { current = value } }
+    var value: Int { condition.withLock { current } }
+
+    func set(_ value: Int) {
+        condition.withLock {
+            current = value
+            condition.broadcast()
+        }
+    }
+
+    /// Waits (`seconds` at most) until the count reaches `target`; whether it did.
+    func wait(atLeast target: Int, within seconds: Double = 60) -> Bool {
+        condition.withLock {
+            let deadline = Date().addingTimeInterval(seconds)
+            while current < target, condition.wait(until: deadline) {}
+            return current >= target
+        }
+    }
 }
 
 /// What racing threads report, by index.
