@@ -33,11 +33,6 @@ ALLOWED_FUNCTIONS = {
     "Sources/KVStorage/Recovery+Log.swift:Recovery.recoverLog",
     "Sources/KVConnection/Connection+Backup.swift:Connection.backup",
     # Not split yet.
-    "Sources/HabitsKit/HabitsCLI.swift:HabitsCLI.run",
-    "Sources/HabitsKit/Invocation.swift:Invocation.parse",
-    "Sources/KVCtl/Command.swift:Invocation.parse",
-    "Sources/KVCtl/Command.swift:Invocation.parseCommand",
-    "Sources/KVCtl/HistoryCommand.swift:Invocation.parseHistoryCommand",
     "Sources/KVDaemon/FleetWriter.swift:FleetWriter.readBack",
     "Sources/KVFleet/FleetReflector+List.swift:FleetReflector.list",
     "Sources/KVFleet/FleetReflector+Watch.swift:FleetReflector.watch",

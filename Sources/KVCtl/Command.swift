@@ -100,33 +100,11 @@ extension Invocation {
     /// name it concerns (for the usage line), if known.
     public static func parse(_ arguments: [String]) throws(CommandLineError) -> Invocation {
         var options = GlobalOptions()
-        var index = 0
-        while index < arguments.count, arguments[index].hasPrefix("-") {
-            let option = arguments[index]
-            index += 1
-            switch option {
-            case "--socket":
-                guard index < arguments.count else {
-                    throw CommandLineError(command: nil, UsageError("--socket needs a PATH"))
-                }
-                options.socket = try socketPath(arguments[index])
-                index += 1
-            case "--system": options.system = true
-            case "--json": options.json = true
-            case "--no-autostart": options.autostart = false
-            case "--null": options.null = true
-            case "--help", "-h": return Invocation(options: options, command: .help(nil))
-            case "--version": return Invocation(options: options, command: .version)
-            default:
-                guard option.hasPrefix("--socket=") else {
-                    throw CommandLineError(command: nil, UsageError("unknown option \(option)"))
-                }
-                options.socket = try socketPath(String(option.dropFirst("--socket=".count)))
-            }
+        var rest = arguments[...]
+        if let early = try readOptions(from: &rest, into: &options) {
+            return Invocation(options: options, command: early)
         }
-        guard index < arguments.count else { throw CommandLineError(command: nil, UsageError("missing COMMAND")) }
-        let name = arguments[index]
-        let rest = Array(arguments[(index + 1)...])
+        guard let name = rest.popFirst() else { throw CommandLineError(command: nil, UsageError("missing COMMAND")) }
         guard let canonical = Help.canonicalName(name) else {
             throw CommandLineError(command: nil, UsageError("unknown command \"\(name)\""))
         }
@@ -134,7 +112,7 @@ extension Invocation {
             return Invocation(options: options, command: .help(canonical))
         }
         do throws(UsageError) {
-            let command = try parseCommand(canonical, rest)
+            let command = try parseCommand(canonical, Array(rest))
             if command.needsSystem, !options.system {
                 throw UsageError(
                     "\(canonical) works on the system instance only: kvctl --system \(Help.entry(canonical)?.usage ?? canonical)"
@@ -144,6 +122,35 @@ extension Invocation {
         } catch {
             throw CommandLineError(command: canonical, error)
         }
+    }
+
+    /// Takes the options before the command off the front of `rest`; returns the command of a
+    /// `--help` or `--version` among them (which ends the parse).
+    private static func readOptions(
+        from rest: inout ArraySlice<String>, into options: inout GlobalOptions
+    ) throws(CommandLineError) -> Command? {
+        while let option = rest.first, option.hasPrefix("-") {
+            rest.removeFirst()
+            switch option {
+            case "--socket":
+                guard let path = rest.popFirst() else {
+                    throw CommandLineError(command: nil, UsageError("--socket needs a PATH"))
+                }
+                options.socket = try socketPath(path)
+            case "--system": options.system = true
+            case "--json": options.json = true
+            case "--no-autostart": options.autostart = false
+            case "--null": options.null = true
+            case "--help", "-h": return .help(nil)
+            case "--version": return .version
+            default:
+                guard option.hasPrefix("--socket=") else {
+                    throw CommandLineError(command: nil, UsageError("unknown option \(option)"))
+                }
+                options.socket = try socketPath(String(option.dropFirst("--socket=".count)))
+            }
+        }
+        return nil
     }
 
     /// The value of `--socket`: an empty one (a script's unset variable) is a usage error, not
@@ -170,13 +177,7 @@ extension Invocation {
         case "keys": command = .keys(try reader.domain())
         case "read-type": command = .readType(try reader.domain(), try reader.key())
         case "rename": command = .rename(try reader.domain(), try reader.key("OLD"), try reader.key("NEW"))
-        case "export":
-            let (domain, file) = (try reader.domain(), try reader.word("FILE"))
-            let (format, effective) = try reader.exportOptions()
-            switch format {
-            case nil: command = .export(domain, file, effective: effective)
-            case let format?: command = .exportPlist(domain, file, format, effective: effective)
-            }
+        case "export": command = try parseExport(&reader)
         case "import": command = .import(try reader.domain(), try reader.word("FILE"))
         case "watch": command = .watch(try reader.domain(), try reader.optionalKey())
         case "source": command = .source(try reader.domain(), try reader.key())
@@ -186,20 +187,38 @@ extension Invocation {
         case "status": command = .status
         case "history", "restore": command = try parseHistoryCommand(name, &reader)
         case "backup", "restore-backup": command = try parseBackupCommand(name, &reader)
-        case "completion":
-            let name = try reader.word("SHELL")
-            guard let shell = Shell(rawValue: name) else {
-                throw UsageError("no completion for the shell \"\(name)\": kvctl completion bash|zsh|fish")
-            }
-            command = .completion(shell)
-        case "help":
-            let topic = reader.optionalWord()
-            if let topic, Help.canonicalName(topic) == nil { throw UsageError("no command \"\(topic)\" to explain") }
-            command = .help(topic.flatMap(Help.canonicalName))
+        case "completion": command = try parseCompletion(&reader)
+        case "help": command = try parseHelp(&reader)
         default: throw UsageError("unknown command \"\(name)\"")
         }
         try reader.end()
         return command
+    }
+
+    /// `export DOMAIN FILE [--format xml|binary] [--effective]`.
+    private static func parseExport(_ reader: inout ArgumentReader) throws(UsageError) -> Command {
+        let (domain, file) = (try reader.domain(), try reader.word("FILE"))
+        let (format, effective) = try reader.exportOptions()
+        switch format {
+        case nil: return .export(domain, file, effective: effective)
+        case let format?: return .exportPlist(domain, file, format, effective: effective)
+        }
+    }
+
+    /// `completion bash|zsh|fish`.
+    private static func parseCompletion(_ reader: inout ArgumentReader) throws(UsageError) -> Command {
+        let name = try reader.word("SHELL")
+        guard let shell = Shell(rawValue: name) else {
+            throw UsageError("no completion for the shell \"\(name)\": kvctl completion bash|zsh|fish")
+        }
+        return .completion(shell)
+    }
+
+    /// `help [COMMAND]`.
+    private static func parseHelp(_ reader: inout ArgumentReader) throws(UsageError) -> Command {
+        let topic = reader.optionalWord()
+        if let topic, Help.canonicalName(topic) == nil { throw UsageError("no command \"\(topic)\" to explain") }
+        return .help(topic.flatMap(Help.canonicalName))
     }
 }
 
