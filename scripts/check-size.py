@@ -36,9 +36,6 @@ ALLOWED_FUNCTIONS = {
     "Sources/KVFleet/FleetReflector+List.swift:FleetReflector.list",
     "Sources/KVFleet/FleetReflector+Watch.swift:FleetReflector.watch",
     "Sources/KVFleet/GatewayJSON.swift:RangeResponseJSON.read",
-    "Sources/KVStorage/DomainFile.swift:DomainFile.encode",
-    "Sources/KVStorage/Store+Commit.swift:Store.plan",
-    "Sources/kvbench/Load.swift:runClientsPolled",
     "Sources/kvctl-plist/BinaryPlistReader.swift:BinaryPlistReader.object",
     "Sources/kvctl-plist/BinaryPlistReader.swift:BinaryPlistReader.value",
 }
