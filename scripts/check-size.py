@@ -35,9 +35,6 @@ ALLOWED_FUNCTIONS = {
     # Not split yet.
     "Sources/KVFleet/FleetReflector+List.swift:FleetReflector.list",
     "Sources/KVFleet/FleetReflector+Watch.swift:FleetReflector.watch",
-    "Sources/KVFleet/GatewayJSON.swift:RangeResponseJSON.read",
-    "Sources/kvctl-plist/BinaryPlistReader.swift:BinaryPlistReader.object",
-    "Sources/kvctl-plist/BinaryPlistReader.swift:BinaryPlistReader.value",
 }
 ALLOWED_FILES = {
     # The simulated disk and its crash harness move with FileSystem into KVSystem (item 1).
