@@ -32,9 +32,6 @@ ALLOWED_FUNCTIONS = {
     "Sources/KVStorage/Recovery.swift:Recovery.load",
     "Sources/KVStorage/Recovery+Log.swift:Recovery.recoverLog",
     "Sources/KVConnection/Connection+Backup.swift:Connection.backup",
-    # Not split yet.
-    "Sources/KVFleet/FleetReflector+List.swift:FleetReflector.list",
-    "Sources/KVFleet/FleetReflector+Watch.swift:FleetReflector.watch",
 }
 ALLOWED_FILES = {
     # The simulated disk and its crash harness move with FileSystem into KVSystem (item 1).
