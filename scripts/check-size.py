@@ -30,8 +30,6 @@ ALLOWED_FUNCTIONS = {
     "Sources/KVDaemon/SystemMirror.swift:SystemMirror.follow",
     "Sources/KVDaemon/RequestHandler.swift:RequestHandler.handle",
     "Sources/KVStorage/Recovery.swift:Recovery.load",
-    "Sources/KVStorage/Recovery+Log.swift:Recovery.recoverLog",
-    "Sources/KVConnection/Connection+Backup.swift:Connection.backup",
 }
 ALLOWED_FILES = {
     # The simulated disk and its crash harness move with FileSystem into KVSystem (item 1).
