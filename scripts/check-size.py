@@ -24,15 +24,18 @@ ROOTS = ["Sources", "Tests", "fuzz"]
 # Today's exceptions. The lead shrinks these lists as the splits land; nothing is added to them.
 # A function is "path:Type.name" ("path:name" for a free function); a file is its path.
 ALLOWED_FUNCTIONS = {
-    # Being split by the engineers who own these files (issue 26 items 1-3).
+    # Being split by the engineers who own these files (issue 26 items 2 and 3).
     "Sources/KVDaemon/Server+Calls.swift:Server.handle",
     "Sources/KVDaemon/Server+Turns.swift:Server.process",
     "Sources/KVDaemon/SystemMirror.swift:SystemMirror.follow",
+    # In files that items 1 and 3 are changing (FileSystem's errors and the lock retry in
+    # Recovery.swift; the watch fan-out out of RequestHandler.swift): to split once they land.
     "Sources/KVDaemon/RequestHandler.swift:RequestHandler.handle",
     "Sources/KVStorage/Recovery.swift:Recovery.load",
 }
 ALLOWED_FILES = {
-    # The simulated disk and its crash harness move with FileSystem into KVSystem (item 1).
+    # The simulated disk and its crash harness move with FileSystem into KVSystem (item 1);
+    # SystemLayerTests.swift is to split by suite (it holds three).
     "Tests/KVStorageTests/SimulatedFileSystem.swift",
     "Tests/KVStorageTests/CrashSupport.swift",
     "Tests/EndToEndTests/SystemLayerTests.swift",
