@@ -6,9 +6,11 @@ public struct UsageError: Error, Sendable, Equatable, CustomStringConvertible {
     /// What is wrong, in one line (no program name, no usage line: the program adds them).
     public var message: String
 
+    /// A usage error saying `message`.
     public init(_ message: String) {
         self.message = message
     }
 
+    /// ``message``.
     public var description: String { message }
 }
