@@ -13,7 +13,7 @@ import KVValues
 public func fuzzDomainFile(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     let bytes = Array(UnsafeBufferPointer(start: data, count: size))
     if let named = try? DomainFile.decode(bytes, domain: nil) { check(named) }
-    guard let loaded = try? DomainFile.decode(bytes, domain: try! Domain(validating: "com.example.fuzz")) else {
+    guard let loaded = try? DomainFile.decode(bytes, domain: Domain(constant: "com.example.fuzz")) else {
         return 0
     }
     check(loaded)

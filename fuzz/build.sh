@@ -31,7 +31,7 @@ target varlink FuzzVarlink fuzz/FuzzVarlink.swift "$OUT/lib/libKVProtocol.a" "$O
 target domain-file KVStorage -I Sources/CLinux fuzz/FuzzDomainFile.swift Sources/KVStorage/*.swift "$OUT/lib/libKVValues.a" "$OUT/lib/libKVSystem.a"
 target log KVStorage -I Sources/CLinux fuzz/FuzzLog.swift Sources/KVStorage/*.swift "$OUT/lib/libKVValues.a" "$OUT/lib/libKVSystem.a"
 target commit KVStorage -I Sources/CLinux fuzz/FuzzCommit.swift Sources/KVStorage/*.swift "$OUT/lib/libKVProtocol.a" "$OUT/lib/libKVValues.a" "$OUT/lib/libKVSystem.a"
-target value-parser KVCtl fuzz/FuzzValueParser.swift fuzz/UsageErrorShim.swift Sources/KVCtl/ValueParser.swift "$OUT/lib/libKVValues.a"
+target value-parser KVCtl fuzz/FuzzValueParser.swift Sources/KVCtl/ValueParser.swift "$OUT/lib/libKVValues.a"
 target plist KVCtlPlist fuzz/FuzzPlist.swift Sources/kvctl-plist/PlistRefusal.swift Sources/kvctl-plist/BinaryPlistReader.swift Sources/kvctl-plist/XMLPlistReader.swift Sources/kvctl-plist/PlistWriter.swift "$OUT/lib/libKVValues.a"
 # libkvd's JSON reader and writer (C), with the toolchain's clang and its libFuzzer.
 echo "fuzz: target libkvd-json"

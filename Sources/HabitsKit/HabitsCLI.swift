@@ -80,7 +80,15 @@ public enum HabitsCLI {
         let (loaded, warnings) = try store.load()
         for warning in warnings { console.err("habits: \(warning)\n") }
         var habits = loaded
-        switch invocation.command {
+        try perform(invocation.command, on: &habits, store, console: console, colour: colour, now: now)
+    }
+
+    /// The commands on the stored list of habits (`habits`, as loaded from `store`).
+    private static func perform(
+        _ command: Invocation.Command, on habits: inout [Habit], _ store: HabitStore, console: any HabitsConsole,
+        colour: Bool, now: () -> Date
+    ) throws(HabitsError) {
+        switch command {
         case .list(let json):
             if json {
                 console.out(ListFormat.json(habits))
@@ -95,11 +103,7 @@ public enum HabitsCLI {
             try add(habit, to: &habits, store)
             console.out("Added \"\(habit.name)\", due \(habit.schedule.phrase).\n")
         case .addPreset(let presetName, let every):
-            guard let preset = Preset.named(presetName) else {
-                let close = NameMatch.suggestions(for: presetName, in: Preset.all.map(\.name))
-                throw .failure(
-                    "no preset named \"\(presetName)\"\(didYouMean(close)) (the presets are listed by: habits presets)")
-            }
+            let preset = try preset(named: presetName)
             let habit = Habit(
                 name: preset.name, started: now(), schedule: every ?? preset.schedule, preset: preset.name)
             try add(habit, to: &habits, store)
@@ -121,6 +125,16 @@ public enum HabitsCLI {
         case .presets, .help, .version:
             break
         }
+    }
+
+    /// The preset named `name`, or a failure that suggests the closest names.
+    private static func preset(named name: String) throws(HabitsError) -> Preset {
+        guard let preset = Preset.named(name) else {
+            let close = NameMatch.suggestions(for: name, in: Preset.all.map(\.name))
+            throw .failure(
+                "no preset named \"\(name)\"\(didYouMean(close)) (the presets are listed by: habits presets)")
+        }
+        return preset
     }
 
     private static func add(_ habit: Habit, to habits: inout [Habit], _ store: HabitStore) throws(HabitsError) {

@@ -20,80 +20,101 @@ public struct Invocation: Equatable, Sendable {
 
     /// Parses the arguments after the program name. Options may come anywhere; `--` ends them.
     public static func parse(_ arguments: [String]) throws(HabitsError) -> Invocation {
+        let given = try Given(arguments)
+        if given.flags.contains("--help") || given.words.first == "help" {
+            return Invocation(socket: given.socket, command: .help)
+        }
+        if given.flags.contains("--version") { return Invocation(socket: given.socket, command: .version) }
+        return Invocation(socket: given.socket, command: try given.command())
+    }
+
+    /// The options and words of a command line, before they make a command.
+    struct Given {
         var socket: String?
         var words: [String] = []
         var flags: Set<String> = []
         var every: String?
-        var rest = arguments[...]
-        func value(_ option: String) throws(HabitsError) -> String {
-            guard let next = rest.popFirst() else { throw .usage("\(option) needs a value") }
-            return next
+
+        init(_ arguments: [String]) throws(HabitsError) {
+            var rest = arguments[...]
+            func value(_ option: String) throws(HabitsError) -> String {
+                guard let next = rest.popFirst() else { throw .usage("\(option) needs a value") }
+                return next
+            }
+            while let argument = rest.popFirst() {
+                switch argument {
+                case "--":
+                    words += rest
+                    rest = []
+                case "--socket": socket = try Self.socketPath(try value(argument))
+                case "--every": every = try value(argument)
+                case "--json", "--preset", "--help", "-h", "--version":
+                    flags.insert(argument == "-h" ? "--help" : argument)
+                case _ where argument.hasPrefix("--socket="):
+                    socket = try Self.socketPath(String(argument.dropFirst("--socket=".count)))
+                case _ where argument.hasPrefix("--every="): every = String(argument.dropFirst("--every=".count))
+                case _ where argument.hasPrefix("-") && argument.count > 1 && Double(argument) == nil:
+                    throw .usage("unknown option \(argument)")
+                default: words.append(argument)
+                }
+            }
         }
-        func socketPath(_ value: String) throws(HabitsError) -> String {
+
+        static func socketPath(_ value: String) throws(HabitsError) -> String {
             guard !value.isEmpty else {
                 throw .usage("--socket needs a PATH, not an empty value (is a variable unset?)")
             }
             return value
         }
-        while let argument = rest.popFirst() {
-            switch argument {
-            case "--": words += rest; rest = []
-            case "--socket": socket = try socketPath(try value(argument))
-            case "--every": every = try value(argument)
-            case "--json", "--preset", "--help", "-h", "--version": flags.insert(argument == "-h" ? "--help" : argument)
-            case _ where argument.hasPrefix("--socket="):
-                socket = try socketPath(String(argument.dropFirst("--socket=".count)))
-            case _ where argument.hasPrefix("--every="): every = String(argument.dropFirst("--every=".count))
-            case _ where argument.hasPrefix("-") && argument.count > 1 && Double(argument) == nil:
-                throw .usage("unknown option \(argument)")
-            default: words.append(argument)
-            }
-        }
-        if flags.contains("--help") || words.first == "help" { return Invocation(socket: socket, command: .help) }
-        if flags.contains("--version") { return Invocation(socket: socket, command: .version) }
-        guard let verb = words.first else { throw .usage("no command given") }
-        let name = words.dropFirst().joined(separator: " ")
-        func allowOnly(_ allowed: Set<String>) throws(HabitsError) {
-            if let extra = flags.subtracting(allowed).sorted().first { throw .usage("\(verb) does not take \(extra)") }
-            if every != nil, !allowed.contains("--every") { throw .usage("\(verb) does not take --every") }
-        }
-        func needName() throws(HabitsError) -> String {
-            guard !NameMatch.trimmed(name).isEmpty else { throw .usage("\(verb) needs the habit's NAME") }
-            return name
-        }
-        let command: Command
-        switch verb {
-        case "list", "ls":
-            try allowOnly(["--json"])
-            guard name.isEmpty else { throw .usage("list takes no NAME") }
-            command = .list(json: flags.contains("--json"))
-        case "add":
-            try allowOnly(["--every", "--preset"])
-            var schedule: Schedule?
-            if let every {
-                guard let parsed = Schedule(parsing: every) else {
-                    throw .usage(
-                        "--every needs a positive number of days up to 36525 (1, 0.5, 7) or a length such as 12h, 3d, 2w or 90m, not \"\(every)\""
-                    )
+
+        /// The command the words name, with the options it takes and no other.
+        func command() throws(HabitsError) -> Command {
+            guard let verb = words.first else { throw .usage("no command given") }
+            let name = words.dropFirst().joined(separator: " ")
+            func allowOnly(_ allowed: Set<String>) throws(HabitsError) {
+                if let extra = flags.subtracting(allowed).sorted().first {
+                    throw .usage("\(verb) does not take \(extra)")
                 }
-                schedule = parsed
+                if every != nil, !allowed.contains("--every") { throw .usage("\(verb) does not take --every") }
             }
-            command =
-                flags.contains("--preset")
-                ? .addPreset(try needName(), every: schedule) : .add(name: try needName(), every: schedule)
-        case "done":
-            try allowOnly([])
-            command = .done(try needName())
-        case "remove", "rm":
-            try allowOnly([])
-            command = .remove(try needName())
-        case "presets":
-            try allowOnly([])
-            command = .presets
-        default:
-            throw .usage("unknown command \"\(verb)\"")
+            func needName() throws(HabitsError) -> String {
+                guard !NameMatch.trimmed(name).isEmpty else { throw .usage("\(verb) needs the habit's NAME") }
+                return name
+            }
+            switch verb {
+            case "list", "ls":
+                try allowOnly(["--json"])
+                guard name.isEmpty else { throw .usage("list takes no NAME") }
+                return .list(json: flags.contains("--json"))
+            case "add":
+                try allowOnly(["--every", "--preset"])
+                let schedule = try Self.schedule(every)
+                return flags.contains("--preset")
+                    ? .addPreset(try needName(), every: schedule) : .add(name: try needName(), every: schedule)
+            case "done":
+                try allowOnly([])
+                return .done(try needName())
+            case "remove", "rm":
+                try allowOnly([])
+                return .remove(try needName())
+            case "presets":
+                try allowOnly([])
+                return .presets
+            default:
+                throw .usage("unknown command \"\(verb)\"")
+            }
         }
-        return Invocation(socket: socket, command: command)
+
+        /// `--every`'s schedule; `nil` when not given.
+        static func schedule(_ every: String?) throws(HabitsError) -> Schedule? {
+            guard let every else { return nil }
+            guard let parsed = Schedule(parsing: every) else {
+                throw .usage(
+                    "--every needs a positive number of days up to 36525 (1, 0.5, 7) or a length such as 12h, 3d, 2w or 90m, not \"\(every)\""
+                )
+            }
+            return parsed
+        }
     }
 
     public static let help = """

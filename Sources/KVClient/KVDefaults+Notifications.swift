@@ -76,7 +76,10 @@ final class OwnWrites: Sendable {
     /// passes it), or failed or watched by nobody (`nil`: forgotten now).
     func end(_ id: UInt64, acknowledgedAt revision: Int64?) {
         state.withLock { state in
-            guard let revision else { return _ = state.writes.removeValue(forKey: id) }
+            guard let revision else {
+                _ = state.writes.removeValue(forKey: id)
+                return
+            }
             state.writes[id]?.revision = revision
             let acknowledged = state.writes.filter { $0.value.revision != nil }
             if acknowledged.count > Self.keptAcknowledged, let oldest = acknowledged.keys.min() {

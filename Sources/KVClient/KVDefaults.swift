@@ -136,7 +136,13 @@ public final class KVDefaults: Sendable {
     // MARK: lookup
 
     /// Where a value was found.
-    enum Source: Equatable { case argument, suite, added(Domain), global, registration }
+    enum Source: Equatable {
+        case argument
+        case suite
+        case added(Domain)
+        case global
+        case registration
+    }
 
     /// The value of `key` by the search order.
     /// With `wait: false` (on a watch thread), a domain still loading counts as empty.

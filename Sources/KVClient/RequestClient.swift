@@ -107,6 +107,6 @@ enum ProcessFacts {
                     ? Character(scalar) : "_"
             }.prefix(255))
         while cleaned.hasPrefix(".") || cleaned.hasPrefix("-") { cleaned = "_" + cleaned.dropFirst() }
-        return (try? Domain(validating: cleaned)) ?? (try! Domain(validating: "app"))
+        return (try? Domain(validating: cleaned)) ?? Domain(constant: "app")
     }
 }

@@ -55,12 +55,7 @@ extension Connection {
                 throw .protocolError("Backup replies at two revisions, \(replyRevision) and \(revision!)")
             }
             revision = replyRevision
-            var domain: Domain?
-            if case .string(let name)? = reply.parameters["domain"] {
-                do { domain = try Domain(validating: name) } catch {
-                    throw .protocolError("Backup reply with an invalid domain: \(error)")
-                }
-            }
+            let domain = try Self.backupDomain(reply)
             if let held = current, held.domain != domain {
                 current = nil
                 done.insert(held.domain)
@@ -76,23 +71,39 @@ extension Connection {
             guard !done.contains(domain) else {
                 throw .protocolError("Backup replies give domain \(domain.name) in two places")
             }
-            if current == nil { current = (domain, [:], [:]) }
-            guard case .object(let values)? = reply.parameters["values"] else {
-                throw .protocolError("Backup reply without a \"values\" object")
-            }
-            for (name, json) in values { current!.values[try Decode.key(name)] = try Decode.value(json, "values") }
-            if case .object(let unreadable)? = reply.parameters["unreadable"] {
-                for (name, reason) in unreadable {
-                    guard case .string(let text) = reason else {
-                        throw .protocolError("Backup reply with a reason that is not a string")
-                    }
-                    current!.unreadable[try Decode.key(name)] = text
-                }
-            }
+            var piece = current ?? (domain, [:], [:])
+            current = nil  // held once, so adding to it copies nothing
+            try Self.add(reply, to: &piece)
+            current = piece
             return true
         }
         if stopped { return nil }
         guard finished, let revision else { throw .protocolError("the Backup replies ended before the last one") }
         return revision
+    }
+
+    /// The domain one `Backup` reply carries a piece of; nil for the last reply.
+    private static func backupDomain(_ reply: VarlinkReply) throws(ClientError) -> Domain? {
+        guard case .string(let name)? = reply.parameters["domain"] else { return nil }
+        do { return try Domain(validating: name) } catch {
+            throw .protocolError("Backup reply with an invalid domain: \(error)")
+        }
+    }
+
+    /// Adds the values and the unreadable keys of one `Backup` reply to its domain's.
+    private static func add(
+        _ reply: VarlinkReply, to domain: inout (domain: Domain, values: [Key: Value], unreadable: [Key: String])
+    ) throws(ClientError) {
+        guard case .object(let values)? = reply.parameters["values"] else {
+            throw .protocolError("Backup reply without a \"values\" object")
+        }
+        for (name, json) in values { domain.values[try Decode.key(name)] = try Decode.value(json, "values") }
+        guard case .object(let unreadable)? = reply.parameters["unreadable"] else { return }
+        for (name, reason) in unreadable {
+            guard case .string(let text) = reason else {
+                throw .protocolError("Backup reply with a reason that is not a string")
+            }
+            domain.unreadable[try Decode.key(name)] = text
+        }
     }
 }

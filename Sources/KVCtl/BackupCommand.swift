@@ -241,9 +241,8 @@ extension Runner {
                         ? "nothing was restored" : "restored \(restored.map(\.name).joined(separator: ", ")) only"
                     throw Failure("\(Self.message(for: error)); \(done)")
                 }
-                transient =
-                    transient || error.isConnectionLost
-                    || { if case .storageFailure = error { return true } else { return false } }()
+                if error.isConnectionLost { transient = true }
+                if case .storageFailure = error { transient = true }
                 notes.append("not \(domain.name): \(Self.message(for: error))")
             }
         }

@@ -1,16 +1,5 @@
 import KVValues
 
-/// Wrong use of kvctl: exit status 2, with the command's usage line.
-public struct UsageError: Error, Sendable, Equatable, CustomStringConvertible {
-    public var message: String
-
-    public init(_ message: String) {
-        self.message = message
-    }
-
-    public var description: String { message }
-}
-
 /// A failure outside kvctl (not found, kvd unreachable, a file unreadable): exit status 1
 /// (`apply --check`: 1 means "would change", a failure is 3).
 public struct Failure: Error, Sendable, Equatable, CustomStringConvertible {
@@ -123,34 +112,11 @@ extension Invocation {
     /// name it concerns (for the usage line), if known.
     public static func parse(_ arguments: [String]) throws(CommandLineError) -> Invocation {
         var options = GlobalOptions()
-        var index = 0
-        while index < arguments.count, arguments[index].hasPrefix("-") {
-            let option = arguments[index]
-            index += 1
-            switch option {
-            case "--socket":
-                guard index < arguments.count else {
-                    throw CommandLineError(command: nil, UsageError("--socket needs a PATH"))
-                }
-                options.socket = try socketPath(arguments[index])
-                index += 1
-            case "--system": options.system = true
-            case "--json": options.json = true
-            case "--no-autostart": options.autostart = false
-            case "--null": options.null = true
-            case "--help", "-h": return Invocation(options: options, command: .help(nil))
-            case "--version": return Invocation(options: options, command: .version)
-            default:
-                if option.hasPrefix("--socket=") {
-                    options.socket = try socketPath(String(option.dropFirst("--socket=".count)))
-                } else {
-                    throw CommandLineError(command: nil, UsageError("unknown option \(option)"))
-                }
-            }
+        var rest = arguments[...]
+        if let early = try readOptions(from: &rest, into: &options) {
+            return Invocation(options: options, command: early)
         }
-        guard index < arguments.count else { throw CommandLineError(command: nil, UsageError("missing COMMAND")) }
-        let name = arguments[index]
-        let rest = Array(arguments[(index + 1)...])
+        guard let name = rest.popFirst() else { throw CommandLineError(command: nil, UsageError("missing COMMAND")) }
         guard let canonical = Help.canonicalName(name) else {
             throw CommandLineError(command: nil, UsageError("unknown command \"\(name)\""))
         }
@@ -158,7 +124,7 @@ extension Invocation {
             return Invocation(options: options, command: .help(canonical))
         }
         do throws(UsageError) {
-            let command = try parseCommand(canonical, rest)
+            let command = try parseCommand(canonical, Array(rest))
             if command.needsSystem, !options.system {
                 throw UsageError(
                     "\(canonical) works on the system instance only: kvctl --system \(Help.entry(canonical)?.usage ?? canonical)"
@@ -168,6 +134,35 @@ extension Invocation {
         } catch {
             throw CommandLineError(command: canonical, error)
         }
+    }
+
+    /// Takes the options before the command off the front of `rest`; returns the command of a
+    /// `--help` or `--version` among them (which ends the parse).
+    private static func readOptions(
+        from rest: inout ArraySlice<String>, into options: inout GlobalOptions
+    ) throws(CommandLineError) -> Command? {
+        while let option = rest.first, option.hasPrefix("-") {
+            rest.removeFirst()
+            switch option {
+            case "--socket":
+                guard let path = rest.popFirst() else {
+                    throw CommandLineError(command: nil, UsageError("--socket needs a PATH"))
+                }
+                options.socket = try socketPath(path)
+            case "--system": options.system = true
+            case "--json": options.json = true
+            case "--no-autostart": options.autostart = false
+            case "--null": options.null = true
+            case "--help", "-h": return .help(nil)
+            case "--version": return .version
+            default:
+                guard option.hasPrefix("--socket=") else {
+                    throw CommandLineError(command: nil, UsageError("unknown option \(option)"))
+                }
+                options.socket = try socketPath(String(option.dropFirst("--socket=".count)))
+            }
+        }
+        return nil
     }
 
     /// The value of `--socket`: an empty one (a script's unset variable) is a usage error, not
@@ -194,13 +189,7 @@ extension Invocation {
         case "keys": command = .keys(try reader.domain())
         case "read-type": command = .readType(try reader.domain(), try reader.key())
         case "rename": command = .rename(try reader.domain(), try reader.key("OLD"), try reader.key("NEW"))
-        case "export":
-            let (domain, file) = (try reader.domain(), try reader.word("FILE"))
-            let (format, effective) = try reader.exportOptions()
-            switch format {
-            case nil: command = .export(domain, file, effective: effective)
-            case let format?: command = .exportPlist(domain, file, format, effective: effective)
-            }
+        case "export": command = try parseExport(&reader)
         case "import": command = .import(try reader.domain(), try reader.word("FILE"))
         case "watch": command = .watch(try reader.domain(), try reader.optionalKey())
         case "source": command = .source(try reader.domain(), try reader.key())
@@ -209,36 +198,57 @@ extension Invocation {
         case "locks": command = .locks(try reader.optionalDomain())
         case "status": command = .status
         case "reload": command = .reload
-        case "apply":
-            var words = reader.remaining()
-            let flags = ["--check", "--diff", "--prune"]
-            let given = Set(words.filter(flags.contains))
-            words.removeAll(where: flags.contains)
-            if let option = words.first(where: { $0.hasPrefix("--") }) {
-                throw UsageError("unknown option \(option) for apply")
-            }
-            var positional = ArgumentReader(words)
-            let file = try positional.word("FILE")
-            try positional.end()
-            return .apply(
-                file, check: given.contains("--check"), diff: given.contains("--diff"), prune: given.contains("--prune")
-            )
+        case "apply": return try parseApply(reader.remaining())
         case "history", "restore": command = try parseHistoryCommand(name, &reader)
         case "backup", "restore-backup": command = try parseBackupCommand(name, &reader)
-        case "completion":
-            let name = try reader.word("SHELL")
-            guard let shell = Shell(rawValue: name) else {
-                throw UsageError("no completion for the shell \"\(name)\": kvctl completion bash|zsh|fish")
-            }
-            command = .completion(shell)
-        case "help":
-            let topic = reader.optionalWord()
-            if let topic, Help.canonicalName(topic) == nil { throw UsageError("no command \"\(topic)\" to explain") }
-            command = .help(topic.flatMap(Help.canonicalName))
+        case "completion": command = try parseCompletion(&reader)
+        case "help": command = try parseHelp(&reader)
         default: throw UsageError("unknown command \"\(name)\"")
         }
         try reader.end()
         return command
+    }
+
+    /// `apply FILE [--check] [--diff] [--prune]`, the flags anywhere among the words.
+    private static func parseApply(_ words: [String]) throws(UsageError) -> Command {
+        var words = words
+        let flags = ["--check", "--diff", "--prune"]
+        let given = Set(words.filter(flags.contains))
+        words.removeAll(where: flags.contains)
+        if let option = words.first(where: { $0.hasPrefix("--") }) {
+            throw UsageError("unknown option \(option) for apply")
+        }
+        var positional = ArgumentReader(words)
+        let file = try positional.word("FILE")
+        try positional.end()
+        return .apply(
+            file, check: given.contains("--check"), diff: given.contains("--diff"), prune: given.contains("--prune"))
+    }
+
+    /// `export DOMAIN FILE [--format xml|binary] [--effective]`.
+    private static func parseExport(_ reader: inout ArgumentReader) throws(UsageError) -> Command {
+        let (domain, file) = (try reader.domain(), try reader.word("FILE"))
+        let (format, effective) = try reader.exportOptions()
+        switch format {
+        case nil: return .export(domain, file, effective: effective)
+        case let format?: return .exportPlist(domain, file, format, effective: effective)
+        }
+    }
+
+    /// `completion bash|zsh|fish`.
+    private static func parseCompletion(_ reader: inout ArgumentReader) throws(UsageError) -> Command {
+        let name = try reader.word("SHELL")
+        guard let shell = Shell(rawValue: name) else {
+            throw UsageError("no completion for the shell \"\(name)\": kvctl completion bash|zsh|fish")
+        }
+        return .completion(shell)
+    }
+
+    /// `help [COMMAND]`.
+    private static func parseHelp(_ reader: inout ArgumentReader) throws(UsageError) -> Command {
+        let topic = reader.optionalWord()
+        if let topic, Help.canonicalName(topic) == nil { throw UsageError("no command \"\(topic)\" to explain") }
+        return .help(topic.flatMap(Help.canonicalName))
     }
 }
 

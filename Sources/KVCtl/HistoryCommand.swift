@@ -9,12 +9,37 @@ extension Invocation {
     /// `history DOMAIN [KEY] [--limit N] [--json]`, `history --forget|--keep-none|--keep
     /// DOMAIN [KEY]` and `restore DOMAIN [KEY] --revision N` (flags anywhere after the command).
     static func parseHistoryCommand(_ name: String, _ reader: inout ArgumentReader) throws(UsageError) -> Command {
-        var words: [String] = []
-        var limit: Int?
-        var revision: Int64?
-        var json = false
-        var change: String?
-        var rest = reader.remaining()[...]
+        let flags = try HistoryFlags(name, reader.remaining())
+        var positional = ArgumentReader(flags.words)
+        let domain = try positional.domain()
+        let key = try positional.optionalKey()
+        try positional.end()
+        if let change = flags.change {
+            guard flags.limit == nil, !flags.json else { throw UsageError("\(change) takes no --limit or --json") }
+            return change == "--forget"
+                ? .forgetHistory(domain, key) : .keepHistory(domain, key, keep: change == "--keep")
+        }
+        guard name == "restore" else { return .history(domain, key, limit: flags.limit, json: flags.json) }
+        guard let revision = flags.revision else {
+            throw UsageError(
+                "restore needs --revision N: the revision to go back to (see: kvctl history \(domain.name))")
+        }
+        return .restore(domain, key, revision: revision)
+    }
+}
+
+/// The flags of `history` or `restore` (`name`), which may come anywhere after the command, and
+/// the words between them.
+struct HistoryFlags {
+    var words: [String] = []
+    var limit: Int?
+    var revision: Int64?
+    var json = false
+    /// `--forget`, `--keep-none` or `--keep`.
+    var change: String?
+
+    init(_ name: String, _ arguments: [String]) throws(UsageError) {
+        var rest = arguments[...]
         while let word = rest.popFirst() {
             switch word {
             case "--forget", "--keep-none", "--keep":
@@ -39,21 +64,6 @@ extension Invocation {
                 words.append(word)
             }
         }
-        var positional = ArgumentReader(words)
-        let domain = try positional.domain()
-        let key = try positional.optionalKey()
-        try positional.end()
-        if let change {
-            guard limit == nil, !json else { throw UsageError("\(change) takes no --limit or --json") }
-            return change == "--forget"
-                ? .forgetHistory(domain, key) : .keepHistory(domain, key, keep: change == "--keep")
-        }
-        guard name == "restore" else { return .history(domain, key, limit: limit, json: json) }
-        guard let revision else {
-            throw UsageError(
-                "restore needs --revision N: the revision to go back to (see: kvctl history \(domain.name))")
-        }
-        return .restore(domain, key, revision: revision)
     }
 }
 

@@ -2,6 +2,7 @@ import Glibc
 import KVConnection
 import KVProtocol
 import KVSystem
+import KVValues
 
 /// kvctl: the shell client of kvd. All logic lives here; the `kvctl` executable only calls
 /// ``main(arguments:environment:)``.

@@ -43,16 +43,7 @@ enum Plist {
     static func runHelper(_ arguments: [String], input: [UInt8]) throws(Failure) -> [UInt8] {
         let system = Files.system
         let helper = try helperPath()
-        let toHelper: (read: Int32, write: Int32)
-        let fromHelper: (read: Int32, write: Int32)
-        let errors: (read: Int32, write: Int32)
-        do {
-            toHelper = try system.makePipe()
-            fromHelper = try system.makePipe()
-            errors = try system.makePipe()
-        } catch {
-            throw Failure("cannot run \(helper): pipe: \(error)")
-        }
+        let (toHelper, fromHelper, errors) = try pipes(for: helper)
         let spawned = Result { () throws(Errno) in
             try system.spawn(
                 helper, arguments: arguments, input: toHelper.read, output: fromHelper.write, error: errors.write)
@@ -84,6 +75,18 @@ enum Plist {
             throw Failure(text ?? "\(helper) failed (exit status \(status >> 8))")
         }
         return output
+    }
+
+    /// The helper's three pipes (its input, output and errors), close-on-exec.
+    private static func pipes(for helper: String) throws(Failure) -> (
+        input: (read: Int32, write: Int32), output: (read: Int32, write: Int32), errors: (read: Int32, write: Int32)
+    ) {
+        let system = Files.system
+        do {
+            return (try system.makePipe(), try system.makePipe(), try system.makePipe())
+        } catch {
+            throw Failure("cannot run \(helper): pipe: \(error)")
+        }
     }
 
     /// `kvctl-plist` beside the running kvctl.

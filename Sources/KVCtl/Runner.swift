@@ -54,47 +54,29 @@ struct Runner {
         case .rename(let domain, let old, let new):
             printRevision(try rename(domain, old, new, on: connection))
         case .export(let domain, let file, let effective):
-            let listing = try exportListing(domain, effective: effective, on: connection)
-            let text = Format.domain(listing.values, pretty: true) + "\n"
-            if file == "-" { console.out(text) } else { try Files.writeAtomically(file, Array(text.utf8)) }
-            try Self.refuseLeftOut(listing, of: domain, from: file == "-" ? "the export" : file)
+            try export(domain, to: file, effective: effective, on: connection)
         case .exportPlist(let domain, let file, let format, let effective):
-            let listing = try exportListing(domain, effective: effective, on: connection)
-            let bytes = try Plist.plist(fromTypedJSON: Format.domain(listing.values, pretty: false), format: format)
-            if file != "-" {
-                try Files.writeAtomically(file, bytes)
-            } else if format == .xml {
-                console.out(String(decoding: bytes, as: UTF8.self))
-            } else {
-                throw Failure("a binary property list is not written to the terminal: give a FILE, or use --format xml")
-            }
-            try Self.refuseLeftOut(listing, of: domain, from: file == "-" ? "the export" : file)
+            try exportPlist(domain, to: file, format: format, effective: effective, on: connection)
         case .import(let domain, let file):
-            var bytes = file == "-" ? try console.readStandardInput() : try Files.read(file)
-            if Plist.looksLikePlist(bytes) {
-                bytes = try Plist.typedJSON(fromPlist: bytes, name: file == "-" ? "stdin" : file)
-            }
-            let change = try makeOwnLayer(
-                domain, hold: try Self.domainValues(bytes, from: file), onlyChanged: false, from: file, on: connection)
-            printRevision(change.revision)
-            if !change.locked.isEmpty {
-                throw Failure(
-                    "imported \(domain.name) but \(Self.lockedNote(change.locked, of: domain)); the rest is imported")
-            }
+            try importFile(file, into: domain, on: connection)
         case .watch(let domain, let key):
-            var first: Connection? = connection
-            try WatchCommand(domain: domain, key: key, json: options.json, console: console) { () throws(ClientError) in
-                if let connection = first {
-                    first = nil
-                    return connection
-                }
-                return try connect()
-            }.run()
+            try watch(domain, key, first: connection)
+        case .apply(let file, let check, let diff, let prune):
+            try apply(file: file, check: check, diff: diff, prune: prune, on: connection)
+        case .source, .lock, .unlock, .locks, .status, .history, .forgetHistory, .keepHistory, .restore, .backup,
+            .restoreBackup, .reload:
+            try performAdministration(command, on: connection)
+        case .help, .version, .completion:
+            break
+        }
+    }
+
+    /// The commands about layers, history and backups rather than one domain's values.
+    private func performAdministration(_ command: Command, on connection: Connection) throws {
+        switch command {
         case .source(let domain, let key) where options.system:
             let found = try connection.systemSource(domain, key)
             console.out(Format.systemSource(found, domain: domain, key: key, json: options.json))
-        case .apply(let file, let check, let diff, let prune):
-            try apply(file: file, check: check, diff: diff, prune: prune, on: connection)
         case .reload:
             let revision = try connection.reload()
             let status = try connection.status()
@@ -125,9 +107,62 @@ struct Runner {
             try backup(to: file, on: connection)
         case .restoreBackup(let file, let yes):
             try restoreBackup(from: file, yes: yes, on: connection)
-        case .help, .version, .completion:
-            break
+        default:
+            preconditionFailure("perform(_:on:) sends only these commands here")
         }
+    }
+
+    /// `export DOMAIN FILE`: the domain as typed JSON, to `file` (`-`: standard output).
+    private func export(_ domain: Domain, to file: String, effective: Bool, on connection: Connection) throws {
+        let listing = try exportListing(domain, effective: effective, on: connection)
+        let text = Format.domain(listing.values, pretty: true) + "\n"
+        if file == "-" { console.out(text) } else { try Files.writeAtomically(file, Array(text.utf8)) }
+        try Self.refuseLeftOut(listing, of: domain, from: file == "-" ? "the export" : file)
+    }
+
+    /// `export DOMAIN FILE --format xml|binary`: the domain as a property list; a binary one is
+    /// never written to the terminal.
+    private func exportPlist(
+        _ domain: Domain, to file: String, format: PlistFormat, effective: Bool, on connection: Connection
+    ) throws {
+        let listing = try exportListing(domain, effective: effective, on: connection)
+        let bytes = try Plist.plist(fromTypedJSON: Format.domain(listing.values, pretty: false), format: format)
+        if file != "-" {
+            try Files.writeAtomically(file, bytes)
+        } else if format == .xml {
+            console.out(String(decoding: bytes, as: UTF8.self))
+        } else {
+            throw Failure("a binary property list is not written to the terminal: give a FILE, or use --format xml")
+        }
+        try Self.refuseLeftOut(listing, of: domain, from: file == "-" ? "the export" : file)
+    }
+
+    /// `import DOMAIN FILE`: typed JSON or a property list becomes the user's own layer of the
+    /// domain; locked keys are left out and said.
+    private func importFile(_ file: String, into domain: Domain, on connection: Connection) throws {
+        var bytes = file == "-" ? try console.readStandardInput() : try Files.read(file)
+        if Plist.looksLikePlist(bytes) {
+            bytes = try Plist.typedJSON(fromPlist: bytes, name: file == "-" ? "stdin" : file)
+        }
+        let change = try makeOwnLayer(
+            domain, hold: try Self.domainValues(bytes, from: file), onlyChanged: false, from: file, on: connection)
+        printRevision(change.revision)
+        if !change.locked.isEmpty {
+            throw Failure(
+                "imported \(domain.name) but \(Self.lockedNote(change.locked, of: domain)); the rest is imported")
+        }
+    }
+
+    /// `watch DOMAIN [KEY]` on `first`, then on a new connection each time kvd comes back.
+    private func watch(_ domain: Domain, _ key: Key?, first: Connection) throws {
+        var first: Connection? = first
+        try WatchCommand(domain: domain, key: key, json: options.json, console: console) { () throws(ClientError) in
+            if let connection = first {
+                first = nil
+                return connection
+            }
+            return try connect()
+        }.run()
     }
 
     /// With `--json`, a write prints `{"revision": N}`; otherwise nothing.

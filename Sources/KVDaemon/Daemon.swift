@@ -3,6 +3,7 @@ import KVFleet
 import KVProtocol
 import KVStorage
 import KVSystem
+import KVValues
 
 /// The whole daemon: options → store → listening socket → server loop → orderly exit.
 public enum Daemon {
@@ -61,26 +62,31 @@ public enum Daemon {
             log.error("\(error)")
             return 1
         }
-        var limits = Server.Limits()
-        limits.maxClientMemory = options.maxClientMemory
-        let fleet: FleetSetup?
-        do {
-            fleet = try FleetSetup(options, log: log)
+        let started: (server: Server, mirror: FleetMirror?)
+        do throws(StartFailure) {
+            started = try start(options, store: store, socket: socket, log: log, system: system)
         } catch {
             socket.close()
-            log.error("\(error)")
-            Systemd.notify("STATUS=\(error)")
+            log.error(error.message)
+            if let status = error.status { Systemd.notify("STATUS=" + status) }
             return 1
         }
-        if let fleet {
-            let local = FleetMirror.localDomains(in: store, layout: fleet.layout)
-            guard local.isEmpty else {
-                socket.close()
-                log.error(FleetMirror.refusal(local, layout: fleet.layout))
-                Systemd.notify("STATUS=" + FleetMirror.refusalStatus(local))
-                return 1
-            }
-        }
+        return serve(started.server, mirror: started.mirror, store: store, options: options, log: log)
+    }
+
+    /// Why kvd stopped before serving: logged, and told to systemd when there is a `status`.
+    struct StartFailure: Error {
+        var message: String
+        var status: String?
+    }
+
+    /// The server on `socket` and, on a system instance with a fleet, its mirror (started).
+    static func start(
+        _ options: DaemonOptions, store: Store, socket: ListeningSocket, log: Logger, system: any SystemCalls
+    ) throws(StartFailure) -> (server: Server, mirror: FleetMirror?) {
+        let fleet = try fleet(options, store: store, log: log)
+        var limits = Server.Limits()
+        limits.maxClientMemory = options.maxClientMemory
         let server: Server
         do {
             server = try Server(
@@ -88,9 +94,7 @@ public enum Daemon {
                 role: options.role, fleet: fleet?.layout,
                 systemLayerFile: options.isSystem ? nil : SystemLayerFile(directory: options.stateDirectory))
         } catch {
-            socket.close()
-            log.error("event loop failed: \(error)")
-            return 1
+            throw StartFailure(message: "event loop failed: \(error)")
         }
         if case .system(let policy) = options.role {
             server.startDropIns(directory: policy.configDirectory, fileSystem: system)
@@ -106,15 +110,38 @@ public enum Daemon {
         do throws(StorageError) {
             try mirror?.recordPatterns()
         } catch {
-            socket.close()
-            log.error("the fleet: cannot record its domain patterns: \(error)")
-            return 1
+            throw StartFailure(message: "the fleet: cannot record its domain patterns: \(error)")
         }
         mirror?.start()
-        defer { mirror?.stop() }
-        let where_ = socket.activated ? "socket from systemd" : options.socketPath
+        return (server, mirror)
+    }
+
+    /// The fleet `options` ask for (`nil`: none), refused while the store holds values of its
+    /// own in the fleet's domains.
+    static func fleet(_ options: DaemonOptions, store: Store, log: Logger) throws(StartFailure) -> FleetSetup? {
+        let fleet: FleetSetup?
+        do {
+            fleet = try FleetSetup(options, log: log)
+        } catch {
+            throw StartFailure(message: "\(error)", status: "\(error)")
+        }
+        if let fleet {
+            let local = FleetMirror.localDomains(in: store, layout: fleet.layout)
+            guard local.isEmpty else {
+                throw StartFailure(
+                    message: FleetMirror.refusal(local, layout: fleet.layout), status: FleetMirror.refusalStatus(local))
+            }
+        }
+        return fleet
+    }
+
+    /// Runs `server` until it stops, then closes in order; returns the exit status.
+    static func serve(_ server: Server, mirror: FleetMirror?, store: Store, options: DaemonOptions, log: Logger)
+        -> Int32
+    {
+        let listening = server.socket.activated ? "socket from systemd" : options.socketPath
         let what = options.isSystem ? "the system instance: serving" : "serving"
-        log.info("\(what) \(where_), state in \(options.stateDirectory), revision \(store.revision)")
+        log.info("\(what) \(listening), state in \(options.stateDirectory), revision \(store.revision)")
         Systemd.notify("READY=1\nSTATUS=serving \(store.domains().count) domain(s) at revision \(store.revision)")
         let outcome = Result { () throws(SystemError) in try server.run() }
         switch outcome {

@@ -34,7 +34,7 @@ final class DropInLayer {
     /// Looks up group and user names of `"for"` (through the system-call seam).
     private var system: (any SystemCalls)?
 
-    static let generationKey = try! Key(validating: "generation")
+    static let generationKey = Key(constant: "generation")
     private var log: Logger?
 
     /// The combination `peer` gets now (nil: the files for everyone only).

@@ -13,7 +13,7 @@ import KVValues
 /// domain the current patterns cover as the fleet's.
 extension FleetMirror {
     /// The key of ``Domain/fleetState`` holding the fleet domain patterns of the last start.
-    static let patternsKey = try! Key(validating: "fleetDomains")
+    static let patternsKey = Key(constant: "fleetDomains")
 
     /// One domain of this host's own that the fleet would take over.
     struct LocalDomain: Equatable, CustomStringConvertible {

@@ -1,7 +1,7 @@
 import FoundationEssentials
 import KVFleet
-import KVStorage
 import KVProtocol
+import KVStorage
 import KVValues
 import Synchronization
 

@@ -33,9 +33,9 @@ final class FleetMirror: Sendable {
     let told = Mutex(Told())
 
     /// The key of ``Domain/fleetState`` holding the etcd revision the store's mirror reached.
-    static let revisionKey = try! Key(validating: "etcdRevision")
+    static let revisionKey = Key(constant: "etcdRevision")
     /// The key of ``Domain/fleetState`` holding the etcd cluster ID of the last listing (text).
-    static let clusterKey = try! Key(validating: "etcdCluster")
+    static let clusterKey = Key(constant: "etcdCluster")
 
     init(
         store: Store, reflector: FleetReflector, layout: FleetLayout, gateway: EtcdGateway? = nil, log: Logger,

@@ -132,47 +132,64 @@ final class FleetWriter: Sendable {
                 "etcd's reply to the transaction was lost (\(reason)) and \(why); etcd may or may not have made the change: read the value back (kvctl --system get) before trying again"
             )
         }
-        var ours = 0, unchanged = 0, newest = before
-        var committedAt: Int64? = nil
+        let tally: ReadBack
         do throws(EtcdError) {
-            for operation in transaction.success {
-                let (key, end): ([UInt8], [UInt8])
-                switch operation {
-                case .put(let k, _), .delete(let k): (key, end) = (k, [])
-                case .deleteRange(let k, let e): (key, end) = (k, e)
-                }
-                let page = try etcd.range(from: key, end: end, revision: nil, limit: 0)
-                newest = max(newest, page.revision)
-                switch operation {
-                case .put(_, let value):
-                    if let found = page.keyValues.first, found.modRevision > applied {
-                        guard found.value == value, committedAt == nil || committedAt == found.modRevision else {
-                            continue
-                        }
-                        committedAt = found.modRevision
-                        ours += 1
-                    } else {
-                        unchanged += 1
-                    }
-                case .delete, .deleteRange:
-                    if page.keyValues.isEmpty {
-                        ours += 1
-                    } else if page.keyValues.allSatisfy({ $0.modRevision <= applied }) {
-                        unchanged += 1
-                    }
-                }
-            }
+            tally = try readKeysBack(transaction, after: applied, before: before)
         } catch {
             throw unknown("reading the keys back failed too (\(error))")
         }
         let count = transaction.success.count
-        if newest == before || unchanged == count {
+        if tally.newest == before || tally.unchanged == count {
             throw .failure(
                 "etcd's reply to the transaction was lost (\(reason)); read back, the keys are as this host's mirror has them, so etcd did not make the change; nothing changed"
             )
         }
-        if ours == count { return (true, committedAt ?? newest) }
+        if tally.ours == count { return (true, tally.committedAt ?? tally.newest) }
         throw unknown("the keys read back changed, though not all as the change would")
+    }
+
+    /// What etcd holds of the keys a transaction writes, counted against the mirror: how many
+    /// are as the transaction would leave them (`ours`, all puts at one revision), how many as
+    /// the mirror has them (`unchanged`), the newest revision seen.
+    struct ReadBack {
+        var ours = 0
+        var unchanged = 0
+        var newest: Int64
+        var committedAt: Int64?
+    }
+
+    /// Reads back each key `transaction` writes and counts them (see ``ReadBack``).
+    private func readKeysBack(_ transaction: EtcdTransaction, after applied: Int64, before: Int64) throws(EtcdError)
+        -> ReadBack
+    {
+        var tally = ReadBack(newest: before)
+        for operation in transaction.success {
+            let (key, end): ([UInt8], [UInt8])
+            switch operation {
+            case .put(let k, _), .delete(let k): (key, end) = (k, [])
+            case .deleteRange(let k, let e): (key, end) = (k, e)
+            }
+            let page = try etcd.range(from: key, end: end, revision: nil, limit: 0)
+            tally.newest = max(tally.newest, page.revision)
+            switch operation {
+            case .put(_, let value):
+                if let found = page.keyValues.first, found.modRevision > applied {
+                    guard found.value == value, tally.committedAt == nil || tally.committedAt == found.modRevision
+                    else { continue }
+                    tally.committedAt = found.modRevision
+                    tally.ours += 1
+                } else {
+                    tally.unchanged += 1
+                }
+            case .delete, .deleteRange:
+                if page.keyValues.isEmpty {
+                    tally.ours += 1
+                } else if page.keyValues.allSatisfy({ $0.modRevision <= applied }) {
+                    tally.unchanged += 1
+                }
+            }
+        }
+        return tally
     }
 
     /// The transaction of `change`, comparing each key it writes against the mirror's revision.

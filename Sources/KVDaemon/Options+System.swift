@@ -1,3 +1,5 @@
+import KVValues
+
 extension DaemonOptions {
     /// Who may change the system instance, and how many connections one user may hold.
     public struct SystemPolicy: Sendable, Equatable {
@@ -45,6 +47,16 @@ extension DaemonOptions.SystemPolicy {
                 throw UsageError("--max-connections-per-uid needs a whole number from 1 to 1048576, not \"\(text)\"")
             }
             maxConnectionsPerUID = count
+        case "--config-dir":
+            configDirectory = try DaemonOptions.path(try value(), for: flag, naming: "DIR")
+        default: return try takeFleet(flag, value: value)
+        }
+        return true
+    }
+
+    /// The fleet's flags (`--etcd` and the options that go with it); false for any other flag.
+    private mutating func takeFleet(_ flag: String, value: () throws(UsageError) -> String) throws(UsageError) -> Bool {
+        switch flag {
         case "--etcd":
             let urls = try value().split(separator: ",").map(String.init)
             guard !urls.isEmpty, urls.allSatisfy({ $0.hasPrefix("http://") || $0.hasPrefix("https://") }) else {
@@ -65,8 +77,6 @@ extension DaemonOptions.SystemPolicy {
             etcdAuthFile = try DaemonOptions.path(try value(), for: flag, naming: "FILE")
         case "--etcd-ca-file":
             etcdCAFile = try DaemonOptions.path(try value(), for: flag, naming: "FILE")
-        case "--config-dir":
-            configDirectory = try DaemonOptions.path(try value(), for: flag, naming: "DIR")
         case "--etcd-progress-interval":
             let text = try value()
             guard let seconds = Double(text), seconds >= 0.1, seconds <= 3600 else {

@@ -1,5 +1,6 @@
 import KVProtocol
 import KVSystem
+import KVValues
 
 /// The daemon's settings, from its command line and environment.
 public struct DaemonOptions: Sendable, Equatable {
@@ -139,6 +140,26 @@ public struct DaemonOptions: Sendable, Equatable {
     /// Parses `arguments` (without the program name). Throws a one-line message on bad usage;
     /// an empty `--socket` or `--state-dir` is one (empty environment variables count as unset).
     public static func parse(_ arguments: [String], environment: [String: String]) throws(UsageError) -> Parsed {
+        var flags = Flags()
+        var rest = arguments[...]
+        while let argument = rest.popFirst() {
+            var argument = argument
+            if argument.hasPrefix("--"), let equals = argument.firstIndex(of: "=") {
+                rest.insert(String(argument[argument.index(after: equals)...]), at: rest.startIndex)
+                argument = String(argument[..<equals])
+            }
+            switch argument {
+            case "-h", "--help": return .help
+            case "--version": return .version
+            default: try flags.take(argument, from: &rest)
+            }
+        }
+        try flags.check()
+        return .run(flags.options(environment: environment))
+    }
+
+    /// What the command line said, before the paths are settled from the environment.
+    struct Flags {
         var socket: String?
         var state: String?
         var idle: Duration? = .seconds(30)
@@ -149,88 +170,97 @@ public struct DaemonOptions: Sendable, Equatable {
         var systemSocket: String?
         var noSystemLayer = false
         var policy = SystemPolicy()
+        /// The flags given that only a user's kvd, or only the system instance, takes.
         var userOnly: [String] = []
         var systemOnly: [String] = []
         var history: [String: Int] = [:]
-        var rest = arguments[...]
-        func value(for flag: String) throws(UsageError) -> String {
-            guard let next = rest.popFirst() else { throw UsageError("\(flag) needs a value") }
-            return next
-        }
-        while let argument = rest.popFirst() {
-            var argument = argument
-            if argument.hasPrefix("--"), let equals = argument.firstIndex(of: "=") {
-                rest.insert(String(argument[argument.index(after: equals)...]), at: rest.startIndex)
-                argument = String(argument[..<equals])
+
+        /// Takes `flag` and, when it has one, its value from the front of `rest`.
+        mutating func take(_ flag: String, from rest: inout ArraySlice<String>) throws(UsageError) {
+            func value() throws(UsageError) -> String {
+                guard let next = rest.popFirst() else { throw UsageError("\(flag) needs a value") }
+                return next
             }
-            switch argument {
-            case "-h", "--help": return .help
-            case "--version": return .version
-            case "--socket": socket = try path(try value(for: argument), for: argument, naming: "PATH")
-            case "--state-dir": state = try path(try value(for: argument), for: argument, naming: "DIR")
+            switch flag {
+            case "--socket": socket = try path(try value(), for: flag, naming: "PATH")
+            case "--state-dir": state = try path(try value(), for: flag, naming: "DIR")
             case "--verbose", "-v": verbose = true
             case "--system": system = true
             case "--system-socket":
-                systemSocket = try path(try value(for: argument), for: argument, naming: "PATH")
-                userOnly.append(argument)
+                systemSocket = try path(try value(), for: flag, naming: "PATH")
+                userOnly.append(flag)
             case "--no-system-layer":
                 noSystemLayer = true
-                userOnly.append(argument)
+                userOnly.append(flag)
             case "--idle-exit":
                 idleSet = true
-                let text = try value(for: argument)
-                guard let seconds = Double(text), seconds >= 0, seconds <= maxIdleExitSeconds else {
-                    throw UsageError(
-                        "--idle-exit needs a number of seconds from 0 (never) to \(Int(maxIdleExitSeconds)), not \"\(text)\""
-                    )
-                }
-                idle = seconds == 0 ? nil : .milliseconds(Int64((seconds * 1000).rounded(.up)))
-            case "--max-client-memory":
-                clientMemory = try byteCount(try value(for: argument), for: argument)
+                idle = try idleExit(try value())
+            case "--max-client-memory": clientMemory = try byteCount(try value(), for: flag)
             case "--history-keep", "--history-days":
-                let text = try value(for: argument)
+                let text = try value()
                 guard let number = Int(text), number >= 0, number <= 1_000_000 else {
-                    throw UsageError("\(argument) needs a whole number from 0 to 1000000, not \"\(text)\"")
+                    throw UsageError("\(flag) needs a whole number from 0 to 1000000, not \"\(text)\"")
                 }
-                history[argument] = number
+                history[flag] = number
             default:
-                guard try policy.take(argument, value: { () throws(UsageError) in try value(for: argument) }) else {
-                    throw UsageError("unknown argument \"\(argument)\"")
-                }
-                systemOnly.append(argument)
+                guard try policy.take(flag, value: value) else { throw UsageError("unknown argument \"\(flag)\"") }
+                systemOnly.append(flag)
             }
         }
-        if system, let flag = userOnly.first {
-            throw UsageError("\(flag) is for a user's kvd, not the system instance (--system)")
+
+        /// The rules between flags: each for its instance, no two that exclude each other.
+        func check() throws(UsageError) {
+            if system, let flag = userOnly.first {
+                throw UsageError("\(flag) is for a user's kvd, not the system instance (--system)")
+            }
+            if !system, let flag = systemOnly.first {
+                throw UsageError("\(flag) is for the system instance: add --system")
+            }
+            if noSystemLayer, systemSocket != nil {
+                throw UsageError("--system-socket and --no-system-layer exclude each other")
+            }
+            if policy.etcdEndpoints.isEmpty != policy.fleetDomains.isEmpty {
+                throw UsageError(
+                    policy.etcdEndpoints.isEmpty
+                        ? "--fleet-domain needs --etcd URL" : "--etcd needs at least one --fleet-domain PATTERN")
+            }
         }
-        if !system, let flag = systemOnly.first { throw UsageError("\(flag) is for the system instance: add --system") }
-        if noSystemLayer, systemSocket != nil {
-            throw UsageError("--system-socket and --no-system-layer exclude each other")
+
+        /// The options, with the paths not given taken from `environment` (see ``Paths``).
+        func options(environment: [String: String]) -> DaemonOptions {
+            var policy = policy
+            if system, !systemOnly.contains("--config-dir"), let folder = environment["KVD_CONFIG_DIR"], !folder.isEmpty
+            {
+                policy.configDirectory = folder
+            }
+            var options =
+                system
+                ? DaemonOptions(
+                    socketPath: Paths.systemSocket(explicit: socket, environment: environment),
+                    stateDirectory: Paths.systemStateDirectory(explicit: state, environment: environment),
+                    idleExit: idleSet ? idle : nil, verbose: verbose, maxClientMemory: clientMemory,
+                    role: .system(policy))
+                : DaemonOptions(
+                    socketPath: Paths.socket(explicit: socket, environment: environment),
+                    stateDirectory: Paths.stateDirectory(explicit: state, environment: environment),
+                    idleExit: idle, verbose: verbose, maxClientMemory: clientMemory,
+                    role: .user(
+                        systemSocket: noSystemLayer
+                            ? nil : Paths.systemSocket(explicit: systemSocket, environment: environment)))
+            options.historyKeep = history["--history-keep"] ?? options.historyKeep
+            options.historyDays = history["--history-days"] ?? options.historyDays
+            return options
         }
-        if policy.etcdEndpoints.isEmpty != policy.fleetDomains.isEmpty {
+    }
+
+    /// `--idle-exit`'s seconds, from 0 (never: `nil`) to ``maxIdleExitSeconds``, rounded up to
+    /// the millisecond.
+    static func idleExit(_ text: String) throws(UsageError) -> Duration? {
+        guard let seconds = Double(text), seconds >= 0, seconds <= maxIdleExitSeconds else {
             throw UsageError(
-                policy.etcdEndpoints.isEmpty
-                    ? "--fleet-domain needs --etcd URL" : "--etcd needs at least one --fleet-domain PATTERN")
+                "--idle-exit needs a number of seconds from 0 (never) to \(Int(maxIdleExitSeconds)), not \"\(text)\"")
         }
-        if system, !systemOnly.contains("--config-dir"), let folder = environment["KVD_CONFIG_DIR"], !folder.isEmpty {
-            policy.configDirectory = folder
-        }
-        var options =
-            system
-            ? DaemonOptions(
-                socketPath: Paths.systemSocket(explicit: socket, environment: environment),
-                stateDirectory: Paths.systemStateDirectory(explicit: state, environment: environment),
-                idleExit: idleSet ? idle : nil, verbose: verbose, maxClientMemory: clientMemory, role: .system(policy))
-            : DaemonOptions(
-                socketPath: Paths.socket(explicit: socket, environment: environment),
-                stateDirectory: Paths.stateDirectory(explicit: state, environment: environment),
-                idleExit: idle, verbose: verbose, maxClientMemory: clientMemory,
-                role: .user(
-                    systemSocket: noSystemLayer
-                        ? nil : Paths.systemSocket(explicit: systemSocket, environment: environment)))
-        options.historyKeep = history["--history-keep"] ?? options.historyKeep
-        options.historyDays = history["--history-days"] ?? options.historyDays
-        return .run(options)
+        return seconds == 0 ? nil : .milliseconds(Int64((seconds * 1000).rounded(.up)))
     }
 
     /// `1048576`, `512K`, `256M`, `1G` (binary units) as bytes, from 1 MiB to 1 TiB.
@@ -246,10 +276,4 @@ public struct DaemonOptions: Sendable, Equatable {
         }
         return number << (shift ?? 0)
     }
-}
-
-/// A command-line mistake, said in one line.
-public struct UsageError: Error, Equatable, CustomStringConvertible {
-    public var description: String
-    public init(_ description: String) { self.description = description }
 }

@@ -95,12 +95,11 @@ public final class Server {
         set { commits.fleetWriter = newValue }
     }
 
-    /// - Parameters:
-    ///   - socket: the listening socket (from systemd, or bound by ``Daemon``); the caller closes
-    ///     ``socket`` (which may be a fresh one by then) after ``run()``.
-    ///   - system: every system call of the loop goes through it.
-    ///   - systemLayerFile: where a user's kvd keeps the last system layer it received (see
-    ///     ``SystemMirror``); nil: nowhere.
+    /// A server on `socket`, the listening socket (from systemd, or bound by ``Daemon``); the caller
+    /// closes ``socket`` (which may be a fresh one by then) after ``run()``. Every system call of the
+    /// loop goes through `system`. `systemLayerFile`: where a user's kvd keeps the last system layer
+    /// it received (see ``SystemMirror``); nil: nowhere. Throws when the poller cannot be made or the
+    /// listening socket cannot be watched.
     init(
         store: Store, socket: ListeningSocket, log: Logger, idleExit: Duration?, limits: Limits = .init(),
         system: any SystemCalls = LinuxSystem(), role: DaemonOptions.Role = .user(systemSocket: nil),

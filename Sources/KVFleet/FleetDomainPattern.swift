@@ -135,7 +135,7 @@ public struct FleetDomainPattern: Sendable, Equatable, CustomStringConvertible {
                 tokens.append(.literal(scalars[index]))
                 index += 1
             case "[":
-                if case let (set, next)? = bracket(scalars, from: index) {
+                if case (let set, let next)? = bracket(scalars, from: index) {
                     tokens.append(set)
                     index = next
                 } else {
@@ -164,7 +164,7 @@ public struct FleetDomainPattern: Sendable, Equatable, CustomStringConvertible {
             if scalar == "]" && !first { return (.set(negated: negated, items: items), index + 1) }
             first = false
             if scalar == "[", index + 1 < scalars.count, scalars[index + 1] == ":",
-                case let (name, next)? = posixClass(scalars, from: index + 2)
+                case (let name, let next)? = posixClass(scalars, from: index + 2)
             {
                 items.append(.posixClass(name))
                 index = next

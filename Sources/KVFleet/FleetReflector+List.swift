@@ -7,35 +7,10 @@ extension FleetReflector {
         -> Outcome
     {
         update { $0.phase = .listing }
-        let (start, end) = layout.range
-        var from = start
-        var pinned: Int64? = nil
-        var snapshot = FleetSnapshot()
-        var problems: [[UInt8]: FleetProblem] = [:]
-        while true {
-            guard !isStopped else { return .stopped }
-            let page: EtcdRangePage
-            do {
-                page = try etcd.range(from: from, end: end, revision: pinned, limit: options.pageSize)
-            } catch .compacted {
-                return .relist
-            } catch .clusterChanged(let was, let now) {
-                return .historyReplaced("\(EtcdError.clusterChanged(was: was, now: now)): listing again", revision: 0)
-            } catch {
-                return .failed("listing the fleet failed: \(error)")
-            }
-            // Later pages' headers carry etcd's newest revision, not the pinned one.
-            noteSeen(page.revision)
-            let revision = pinned ?? page.revision
-            pinned = revision
-            for keyValue in page.keyValues { add(keyValue, to: &snapshot, problems: &problems) }
-            guard page.more else { break }
-            guard let last = page.keyValues.last else {
-                return .failed("listing the fleet failed: etcd said more keys follow a page with none")
-            }
-            from = last.key + [0]
-        }
-        guard let revision = pinned else { return .stopped }
+        var listing = Listing()
+        if let ended = listPages(into: &listing) { return ended }
+        guard let revision = listing.revision else { return .stopped }
+        let (snapshot, problems) = (listing.snapshot, listing.problems)
         do {
             try sink(.replace(snapshot, revision: revision))
         } catch {
@@ -49,6 +24,42 @@ extension FleetReflector {
         update { $0.listings += 1 }
         if !problems.isEmpty { report(.leftOut(Array(problems.values))) }
         return .listed
+    }
+
+    /// What the pages of one listing hold, at the revision the first page pinned.
+    struct Listing {
+        var snapshot = FleetSnapshot()
+        var problems: [[UInt8]: FleetProblem] = [:]
+        var revision: Int64?
+    }
+
+    /// Reads the layout's range page by page at one revision into `listing`; how the listing
+    /// ended instead when it did (stopped, compacted, the cluster replaced, failed), else nil.
+    private func listPages(into listing: inout Listing) -> Outcome? {
+        let (start, end) = layout.range
+        var from = start
+        while true {
+            guard !isStopped else { return .stopped }
+            let page: EtcdRangePage
+            do {
+                page = try etcd.range(from: from, end: end, revision: listing.revision, limit: options.pageSize)
+            } catch .compacted {
+                return .relist
+            } catch .clusterChanged(let was, let now) {
+                return .historyReplaced("\(EtcdError.clusterChanged(was: was, now: now)): listing again", revision: 0)
+            } catch {
+                return .failed("listing the fleet failed: \(error)")
+            }
+            // Later pages' headers carry etcd's newest revision, not the pinned one.
+            noteSeen(page.revision)
+            listing.revision = listing.revision ?? page.revision
+            for keyValue in page.keyValues { add(keyValue, to: &listing.snapshot, problems: &listing.problems) }
+            guard page.more else { return nil }
+            guard let last = page.keyValues.last else {
+                return .failed("listing the fleet failed: etcd said more keys follow a page with none")
+            }
+            from = last.key + [0]
+        }
     }
 
     private func add(

@@ -14,18 +14,8 @@ extension FleetReflector {
             try etcd.watch(
                 from: start, end: end, startRevision: loop.applied + 1, progressInterval: options.progressInterval
             ) { message in
-                guard !isStopped else {
-                    ended = .stopped
-                    return false
-                }
-                if let reason = takeRelistRequest() {
-                    ended = .historyReplaced(reason, revision: message.revision)
-                    return false
-                }
-                if message.revision < loop.applied {
-                    let reason =
-                        "etcd's revision went back from \(loop.applied) to \(message.revision) (its data was wiped or restored from an older backup): listing again"
-                    ended = .historyReplaced(reason, revision: message.revision)
+                if let interrupted = interruption(at: message.revision, applied: loop.applied) {
+                    ended = interrupted
                     return false
                 }
                 switch message {
@@ -49,6 +39,17 @@ extension FleetReflector {
             return .failed("the fleet watch broke: \(error)")
         }
         return ended ?? .failed("the fleet watch ended without a reason")
+    }
+
+    /// Why the watch stops before a message at `revision`: kvd stops, a listing was asked for,
+    /// or etcd's revision went back below `applied` (its data wiped or restored); nil to go on.
+    private func interruption(at revision: Int64, applied: Int64) -> Outcome? {
+        if isStopped { return .stopped }
+        if let reason = takeRelistRequest() { return .historyReplaced(reason, revision: revision) }
+        guard revision < applied else { return nil }
+        let reason =
+            "etcd's revision went back from \(applied) to \(revision) (its data was wiped or restored from an older backup): listing again"
+        return .historyReplaced(reason, revision: revision)
     }
 
     /// Hands the sink the events above the applied revision, one apply per revision; returns

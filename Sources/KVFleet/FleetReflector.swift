@@ -104,7 +104,8 @@ public final class FleetReflector: Sendable {
         var kept: [(key: [UInt8], problem: FleetProblem)] = []
         for (key, problem) in problems {
             if kept.count == limit, let last = kept.last, !key.lexicographicallyPrecedes(last.key) { continue }
-            var low = 0, high = kept.count
+            var low = 0
+            var high = kept.count
             while low < high {
                 let middle = (low + high) / 2
                 if kept[middle].key.lexicographicallyPrecedes(key) { low = middle + 1 } else { high = middle }
@@ -244,5 +245,4 @@ public final class FleetReflector: Sendable {
             }
         }
     }
-
 }

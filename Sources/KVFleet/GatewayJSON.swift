@@ -263,43 +263,66 @@ extension RangeResponseJSON {
     /// of a first listing's time. Same rules: int64 as a string or a number, bytes as base64,
     /// zero values left out.
     static func read(_ data: Data) throws(EtcdError) -> RangeResponseJSON {
-        func refuse(_ why: String) -> EtcdError {
-            .protocolError(
-                "cannot read the gateway's range answer (\(why)): \(String(decoding: data.prefix(200), as: UTF8.self))")
-        }
+        let reader = RangeReader(data: data)
         let json: JSON
         do {
             json = try JSONParser.parse(data, limits: JSONLimits(maxDepth: 8, maxBytes: max(data.count, 1)))
         } catch {
-            throw refuse("\(error)")
-        }
-        func int64(_ member: JSON?, _ name: String) throws(EtcdError) -> GatewayInt64? {
-            switch member {
-            case nil, .null?: return nil
-            case .integer(let number)?: return GatewayInt64(value: number)
-            case .string(let text)?:
-                guard let number = Int64(text) else { throw refuse("\(name) is not an int64") }
-                return GatewayInt64(value: number)
-            default: throw refuse("\(name) is not an int64")
-            }
-        }
-        func bytes(_ member: JSON?, _ name: String) throws(EtcdError) -> GatewayBytes? {
-            switch member {
-            case nil, .null?: return nil
-            case .string(let text)?:
-                guard let data = Data(base64Encoded: text) else { throw refuse("\(name) is not base64") }
-                return GatewayBytes(bytes: [UInt8](data))
-            default: throw refuse("\(name) is not base64 text")
-            }
+            throw reader.refuse("\(error)")
         }
         var response = RangeResponseJSON()
         if let header = json["header"] {
             var cluster: String? = nil
             if case .string(let text)? = header["cluster_id"] { cluster = text }
-            response.header = HeaderJSON(revision: try int64(header["revision"], "header.revision"), clusterId: cluster)
+            response.header = HeaderJSON(
+                revision: try reader.int64(header["revision"], "header.revision"), clusterId: cluster)
         }
-        switch json["kvs"] {
+        response.kvs = try reader.keyValues(json["kvs"])
+        switch json["more"] {
         case nil, .null?: break
+        case .bool(let more)?: response.more = more
+        default: throw reader.refuse("more is not a bool")
+        }
+        return response
+    }
+}
+
+/// The members of one range answer (`data`), read as the gateway writes them.
+private struct RangeReader {
+    let data: Data
+
+    func refuse(_ why: String) -> EtcdError {
+        .protocolError(
+            "cannot read the gateway's range answer (\(why)): \(String(decoding: data.prefix(200), as: UTF8.self))")
+    }
+
+    /// An int64, as a string or a number; `nil` when left out.
+    func int64(_ member: JSON?, _ name: String) throws(EtcdError) -> GatewayInt64? {
+        switch member {
+        case nil, .null?: return nil
+        case .integer(let number)?: return GatewayInt64(value: number)
+        case .string(let text)?:
+            guard let number = Int64(text) else { throw refuse("\(name) is not an int64") }
+            return GatewayInt64(value: number)
+        default: throw refuse("\(name) is not an int64")
+        }
+    }
+
+    /// Bytes, as base64 text; `nil` when left out.
+    func bytes(_ member: JSON?, _ name: String) throws(EtcdError) -> GatewayBytes? {
+        switch member {
+        case nil, .null?: return nil
+        case .string(let text)?:
+            guard let data = Data(base64Encoded: text) else { throw refuse("\(name) is not base64") }
+            return GatewayBytes(bytes: [UInt8](data))
+        default: throw refuse("\(name) is not base64 text")
+        }
+    }
+
+    /// `kvs`: each key, value and mod revision; `nil` when left out.
+    func keyValues(_ member: JSON?) throws(EtcdError) -> [KeyValueJSON]? {
+        switch member {
+        case nil, .null?: return nil
         case .array(let items)?:
             var kvs: [KeyValueJSON] = []
             kvs.reserveCapacity(items.count)
@@ -309,14 +332,8 @@ extension RangeResponseJSON {
                         key: try bytes(item["key"], "kvs.key"), value: try bytes(item["value"], "kvs.value"),
                         modRevision: try int64(item["mod_revision"], "kvs.mod_revision")))
             }
-            response.kvs = kvs
+            return kvs
         default: throw refuse("kvs is not an array")
         }
-        switch json["more"] {
-        case nil, .null?: break
-        case .bool(let more)?: response.more = more
-        default: throw refuse("more is not a bool")
-        }
-        return response
     }
 }

@@ -154,15 +154,7 @@ public enum DefaultsRequest: Sendable, Equatable {
         case "io.kvd.Defaults.List": self = .list(try p.domain())
         case "io.kvd.Defaults.ListAll": self = .listAll(try p.domain())
         case "io.kvd.Defaults.Domains": self = .domains
-        case "io.kvd.Defaults.History":
-            let limit = try p.optionalInt("limit")
-            guard limit.map({ $0 > 0 }) ?? true else { throw Parameters.invalid("limit") }
-            let revision = try p.optionalInt("atRevision")
-            guard revision.map({ $0 >= 0 }) ?? true else { throw Parameters.invalid("atRevision") }
-            let before = try p.optionalInt("beforeRevision")
-            guard before.map({ $0 > 0 }) ?? true else { throw Parameters.invalid("beforeRevision") }
-            self = .history(
-                try p.domain(), try p.optionalKey(), limit: limit, atRevision: revision, beforeRevision: before)
+        case "io.kvd.Defaults.History": self = try Self.history(p)
         case "io.kvd.Defaults.ForgetHistory": self = .forgetHistory(try p.domain(), try p.optionalKey())
         case "io.kvd.Defaults.KeepHistory":
             self = .keepHistory(try p.domain(), try p.optionalKey(), keep: try p.bool("keep"))
@@ -186,6 +178,17 @@ public enum DefaultsRequest: Sendable, Equatable {
         default:
             throw RequestError(.failure(ServiceInterface.Error.methodNotFound, ["method": .string(call.method)]))
         }
+    }
+
+    /// `History`: a limit above 0, a revision from 0, a `beforeRevision` above 0, each optional.
+    private static func history(_ p: Parameters) throws(RequestError) -> DefaultsRequest {
+        let limit = try p.optionalInt("limit")
+        guard limit.map({ $0 > 0 }) ?? true else { throw Parameters.invalid("limit") }
+        let revision = try p.optionalInt("atRevision")
+        guard revision.map({ $0 >= 0 }) ?? true else { throw Parameters.invalid("atRevision") }
+        let before = try p.optionalInt("beforeRevision")
+        guard before.map({ $0 > 0 }) ?? true else { throw Parameters.invalid("beforeRevision") }
+        return .history(try p.domain(), try p.optionalKey(), limit: limit, atRevision: revision, beforeRevision: before)
     }
 }
 

@@ -32,23 +32,8 @@ enum DomainFile {
         var out: [UInt8] = []
         out.reserveCapacity(state.budgetBytes * 2 + 256)
         out.append(UInt8(ascii: "{"))
-        func member(_ name: String) {
-            if out.count > 1 { out.append(UInt8(ascii: ",")) }
-            writer.newline(into: &out, level: 1)
-            writer.writeMemberName(name, into: &out)
-        }
-        /// `{"key": ..., ...}` at level 1, each entry written by `write`.
-        func object(_ write: (StoredEntry, inout [UInt8]) -> Void) {
-            out.append(UInt8(ascii: "{"))
-            for (index, (name, entry)) in entries.enumerated() {
-                if index > 0 { out.append(UInt8(ascii: ",")) }
-                writer.newline(into: &out, level: 2)
-                writer.writeMemberName(name, into: &out)
-                write(entry, &out)
-            }
-            if !entries.isEmpty { writer.newline(into: &out, level: 1) }
-            out.append(UInt8(ascii: "}"))
-        }
+        func member(_ name: String) { writeMember(name, writer, into: &out) }
+        func object(_ write: (StoredEntry, inout [UInt8]) -> Void) { writeObject(entries, writer, into: &out, write) }
         member("domain")
         JSONWriter.writeString(domain.name, into: &out)
         member("format")
@@ -71,6 +56,29 @@ enum DomainFile {
         writer.newline(into: &out, level: 0)
         out.append(contentsOf: [UInt8(ascii: "}"), UInt8(ascii: "\n")])
         return out
+    }
+
+    /// `"name": ` of a top-level member, after a comma unless it is the first.
+    private static func writeMember(_ name: String, _ writer: JSONWriter, into out: inout [UInt8]) {
+        if out.count > 1 { out.append(UInt8(ascii: ",")) }
+        writer.newline(into: &out, level: 1)
+        writer.writeMemberName(name, into: &out)
+    }
+
+    /// `{"key": ..., ...}` at level 1, each entry written by `write`.
+    private static func writeObject(
+        _ entries: [(name: String, entry: StoredEntry)], _ writer: JSONWriter, into out: inout [UInt8],
+        _ write: (StoredEntry, inout [UInt8]) -> Void
+    ) {
+        out.append(UInt8(ascii: "{"))
+        for (index, (name, entry)) in entries.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            writer.newline(into: &out, level: 2)
+            writer.writeMemberName(name, into: &out)
+            write(entry, &out)
+        }
+        if !entries.isEmpty { writer.newline(into: &out, level: 1) }
+        out.append(UInt8(ascii: "}"))
     }
 }
 

@@ -72,12 +72,6 @@ enum HistoryFormat {
             ]))
     }
 
-    /// The framed line saying that states from `since` on can be rebuilt from the entries
-    /// (written before the values a domain already had when its history begins again).
-    static func sinceLine(_ since: Int64) -> [UInt8] {
-        LogFormat.frame(.object(["since": .integer(since)]))
-    }
-
     /// Appends the framed line of `entry`:
     /// `{"revision":N,"time":T,"uid":U,"key":K,"value":V}` (no `time` for a value older than
     /// history, no `uid` but on the system instance, no `value` for a removal).

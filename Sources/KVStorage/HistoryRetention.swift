@@ -90,8 +90,7 @@ enum HistoryRetention {
             }
         }
         if maxBytes < .max { bound(entries, &kept, byKey: byKey, maxBytes: maxBytes) }
-        for indices in byKey.values {
-            guard !kept[indices[0]] else { continue }  // nothing of this key is dropped
+        for indices in byKey.values where !kept[indices[0]] {
             if let oldest = indices.first(where: { kept[$0] }) {
                 newSince = max(newSince, entries[oldest].revision)  // from there on, this key's values are all kept
             } else if let newest = indices.last {

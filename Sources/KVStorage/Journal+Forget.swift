@@ -53,7 +53,8 @@ extension Journal {
     /// of the log is rewritten without the lines that name the domain (and the key), torn or
     /// not. Then syncs the folder.
     func scrubCopies(_ domain: Domain, key: Key?) throws(SystemError) {
-        var domainName: [UInt8] = [], keyName: [UInt8] = []
+        var domainName: [UInt8] = []
+        var keyName: [UInt8] = []
         JSONWriter.writeString(domain.name, into: &domainName)
         if let key { JSONWriter.writeString(key.name, into: &keyName) }
         let historyCopy = HistoryFormat.fileName(for: domain) + StorageFormat.backupMarker

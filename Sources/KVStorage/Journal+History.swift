@@ -84,8 +84,7 @@ extension Journal {
     {
         guard let options = historyOptions else { return }
         let now = options.clock()
-        for domain in history.keys.sorted() {
-            guard !exclusions.excludes(domain) else { continue }
+        for domain in history.keys.sorted() where !exclusions.excludes(domain) {
             let commits = history[domain]!
             try loadHistory(domain, current: domains[domain], revision: revision, recent: commits)
             let fresh = (histories[domain]?.mark ?? HistoryMark()).fresh(commits).filter {

@@ -30,6 +30,16 @@ extension Recovery {
         }
         state.logBase = scan.baseRevision
         replay(scan, into: &state, replayedThrough: replayedThrough)
+        try report(scan, of: bytes)
+        try openLog(
+            validLength: Int64(scan.validLength), fileLength: Int64(bytes.count),
+            damaged: scan.tornTail != nil || !scan.damage.isEmpty,
+            tail: Journal.tail(of: bytes, length: scan.validLength))
+        return !scan.damage.isEmpty
+    }
+
+    /// Logs the records `scan` found unusable (copying the log aside first) and a torn tail.
+    private func report(_ scan: LogScan, of bytes: [UInt8]) throws(StorageError) {
         if !scan.damage.isEmpty {
             try keepCopy(of: bytes, reason: "\(scan.damage.count) records cannot be used")
             for damage in scan.damage {
@@ -44,11 +54,6 @@ extension Recovery {
                 "ignored the end of the log \(journal.logPath) from byte \(scan.validLength): \(torn) (never acknowledged)"
             )
         }
-        try openLog(
-            validLength: Int64(scan.validLength), fileLength: Int64(bytes.count),
-            damaged: scan.tornTail != nil || !scan.damage.isEmpty,
-            tail: Journal.tail(of: bytes, length: scan.validLength))
-        return !scan.damage.isEmpty
     }
 
     /// The log's bytes, or nil if there is none. Something other than a regular file at its

@@ -174,25 +174,17 @@ extension Store {
         let sizes = LogFormat.append(
             LogRecord(revision: revision, kind: kind, parts: parts, time: batch.time), to: &batch.records,
             entryBytes: &batch.entryBytes)
-        var budgets: [Int] = []
-        var start = sizesStart
-        for part in planned {
-            let entryBytes = start..<(start + part.changes.changes.count)
-            start = entryBytes.upperBound
-            do {
-                budgets.append(
-                    try CommitLimits.check(
-                        sizes, part.changes, entryBytes: batch.entryBytes[entryBytes], in: part.domain,
-                        view: batch.views[part.domain]!))
-            } catch {
-                batch.records.removeSubrange(recordStart...)
-                batch.entryBytes.removeSubrange(sizesStart...)
-                return .failure(error)
-            }
+        let budgets: [Int]
+        do {
+            budgets = try checkLimits(planned, sizes, from: sizesStart, in: batch)
+        } catch {
+            batch.records.removeSubrange(recordStart...)
+            batch.entryBytes.removeSubrange(sizesStart...)
+            return .failure(error)
         }
         batch.revision = revision
         var commits: [Commit] = []
-        start = sizesStart
+        var start = sizesStart
         for (part, budget) in zip(planned, budgets) {
             let entryBytes = start..<(start + part.changes.changes.count)
             start = entryBytes.upperBound
@@ -202,6 +194,25 @@ extension Store {
                     into: &batch))
         }
         return .success(commits)
+    }
+
+    /// The budget of each planned domain once its changes (their entries' sizes in
+    /// `batch.entryBytes` from `start` on) are in, or the limit the first one breaks.
+    private func checkLimits(
+        _ planned: [(domain: Domain, changes: PlannedChanges)], _ sizes: RecordSizes, from start: Int,
+        in batch: Batch
+    ) throws(StorageError) -> [Int] {
+        var budgets: [Int] = []
+        var start = start
+        for part in planned {
+            let entryBytes = start..<(start + part.changes.changes.count)
+            start = entryBytes.upperBound
+            budgets.append(
+                try CommitLimits.check(
+                    sizes, part.changes, entryBytes: batch.entryBytes[entryBytes], in: part.domain,
+                    view: batch.views[part.domain]!))
+        }
+        return budgets
     }
 
     /// Makes a durable batch visible to readers: applies its changes in place (the committed

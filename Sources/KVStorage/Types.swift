@@ -75,9 +75,6 @@ public struct DomainSnapshot: Sendable, Equatable {
         self.revision = revision
         self.budgetBytes = budgetBytes
     }
-
-    /// Whether one reply can carry the whole domain.
-    public var fitsOneReply: Bool { budgetBytes <= Limits.domainBytes }
 }
 
 /// Why the store refused or failed a request. One error type for the module.

@@ -15,8 +15,6 @@ public struct Errno: RawRepresentable, Error, Hashable, Sendable, CustomStringCo
     /// The calling thread's `errno`, right after a call failed.
     public static var current: Errno { Errno(rawValue: Glibc.errno) }
 
-    /// `EPERM`.
-    public static let notPermitted = Errno(rawValue: EPERM)
     /// `ENOENT`.
     public static let noSuchFileOrDirectory = Errno(rawValue: ENOENT)
     /// `EINTR`: a signal arrived; the call is retried, by ``retryingInterrupts(_:)`` only.

@@ -45,7 +45,10 @@ public struct JSONParser {
     public static func parseMembers(
         _ input: some Collection<UInt8>, limits: JSONLimits = .default, inner: String
     ) throws(JSONSyntaxError) -> (members: JSONMembers, inner: JSONMembers?)? {
-        guard input.count <= limits.maxBytes else { _ = try parse(input, limits: limits); return nil }
+        guard input.count <= limits.maxBytes else {
+            _ = try parse(input, limits: limits)
+            return nil
+        }
         typealias Outcome = Result<(members: JSONMembers, inner: JSONMembers?)?, JSONSyntaxError>
         func run(_ buffer: UnsafeBufferPointer<UInt8>) -> Outcome {
             var parser = JSONParser(bytes: buffer, limits: limits)
@@ -103,9 +106,15 @@ public struct JSONParser {
         case UInt8(ascii: "{"): return try parseObject()
         case UInt8(ascii: "["): return try parseArray()
         case UInt8(ascii: "\""): return .string(try parseString())
-        case UInt8(ascii: "t"): try expectLiteral("true"); return .bool(true)
-        case UInt8(ascii: "f"): try expectLiteral("false"); return .bool(false)
-        case UInt8(ascii: "n"): try expectLiteral("null"); return .null
+        case UInt8(ascii: "t"):
+            try expectLiteral("true")
+            return .bool(true)
+        case UInt8(ascii: "f"):
+            try expectLiteral("false")
+            return .bool(false)
+        case UInt8(ascii: "n"):
+            try expectLiteral("null")
+            return .null
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try parseNumber()
         default: throw error("unexpected character \(describe(bytes[position]))")
         }

@@ -73,6 +73,12 @@ public struct Domain: Sendable, Hashable, Comparable, CustomStringConvertible {
 
     fileprivate init(unchecked name: String) { self.name = name }
 
+    /// A name written in the program, such as `"com.example.app"`: one that breaks the rule is a
+    /// programmer error (a precondition failure), not input to report.
+    public init(constant name: StaticString) {
+        do { self = try Domain(validating: "\(name)") } catch { preconditionFailure("\(error)") }
+    }
+
     private static func isAllowed(_ byte: UInt8) -> Bool {
         switch byte {
         case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
@@ -149,6 +155,12 @@ public struct Key: Sendable, Hashable, Comparable, CustomStringConvertible {
         }
         guard !hasNUL else { throw NameError(name: name, reason: "a key must not contain a NUL character") }
         self.name = name
+    }
+
+    /// A key written in the program, such as `"etcdRevision"`: one that breaks the rule is a
+    /// programmer error (a precondition failure), not input to report.
+    public init(constant name: StaticString) {
+        do { self = try Key(validating: "\(name)") } catch { preconditionFailure("\(error)") }
     }
 
     public var description: String { name }

@@ -37,9 +37,33 @@ public enum RFC3339 {
 
     /// Parses `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`; `nil` if malformed or out of range.
     public static func parse(_ text: String) -> Date? {
-        let bytes = Array(text.utf8)
+        var scanner = Scanner(bytes: Array(text.utf8))
+        guard let year = scanner.number(4), scanner.expect("-"), let month = scanner.number(2), scanner.expect("-"),
+            let day = scanner.number(2), scanner.expect("Tt "), let hour = scanner.number(2), scanner.expect(":"),
+            let minute = scanner.number(2), scanner.expect(":"), let second = scanner.number(2)
+        else { return nil }
+        guard (1...12).contains(month), (1...daysIn(month: month, year: year)).contains(day),
+            hour < 24, minute < 60, second < 61, year >= 1
+        else { return nil }
+        guard let fraction = scanner.fraction(), let offset = scanner.offset(), scanner.atEnd else { return nil }
+        let seconds = days(fromCivil: year, month, day) * 86_400 + hour * 3600 + minute * 60 + min(second, 59) - offset
+        // An offset, or a fraction rounded up to the next second, can carry the instant out of
+        // 0001-9999, where ``format(_:)`` could not write it back in four-digit years.
+        let interval = Double(seconds - referenceOffset) + fraction
+        guard range.contains(interval + Double(referenceOffset)) else { return nil }
+        return Date(timeIntervalSinceReferenceDate: interval)
+    }
+
+    /// Reads a time stamp's parts from the front; each method returns `nil` (or false) on a
+    /// malformed part.
+    private struct Scanner {
+        let bytes: [UInt8]
         var index = 0
-        func number(_ width: Int) -> Int64? {
+
+        var atEnd: Bool { index == bytes.count }
+
+        /// `width` decimal digits.
+        mutating func number(_ width: Int) -> Int64? {
             guard index + width <= bytes.count else { return nil }
             var value: Int64 = 0
             for byte in bytes[index..<index + width] {
@@ -49,47 +73,37 @@ public enum RFC3339 {
             index += width
             return value
         }
-        func expect(_ characters: String) -> Bool {
+
+        /// One of `characters`.
+        mutating func expect(_ characters: String) -> Bool {
             guard index < bytes.count, characters.utf8.contains(bytes[index]) else { return false }
             index += 1
             return true
         }
-        guard let year = number(4), expect("-"), let month = number(2), expect("-"), let day = number(2),
-            expect("Tt "), let hour = number(2), expect(":"), let minute = number(2), expect(":"),
-            let second = number(2)
-        else { return nil }
-        guard (1...12).contains(month), (1...daysIn(month: month, year: year)).contains(day),
-            hour < 24, minute < 60, second < 61, year >= 1
-        else { return nil }
-        var fraction = 0.0
-        if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
+
+        /// `.` and at least one digit, as a fraction of a second; 0 when there is no `.`.
+        mutating func fraction() -> Double? {
+            guard index < bytes.count, bytes[index] == UInt8(ascii: ".") else { return 0 }
             let start = index
             index += 1
             while index < bytes.count, bytes[index] >= 0x30, bytes[index] <= 0x39 { index += 1 }
-            guard index - start > 1, let value = Double("0" + String(decoding: bytes[start..<index], as: UTF8.self))
-            else { return nil }
-            fraction = value
+            guard index - start > 1 else { return nil }
+            return Double("0" + String(decoding: bytes[start..<index], as: UTF8.self))
         }
-        var offset: Int64 = 0
-        if expect("Zz") {
-            offset = 0
-        } else if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") {
+
+        /// `Z` or `±HH:MM`, as seconds east of UTC.
+        mutating func offset() -> Int64? {
+            if expect("Zz") { return 0 }
+            guard index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") else {
+                return nil
+            }
             let sign: Int64 = bytes[index] == UInt8(ascii: "-") ? -1 : 1
             index += 1
-            guard let offsetHours = number(2), expect(":"), let offsetMinutes = number(2), offsetHours < 24,
-                offsetMinutes < 60
-            else { return nil }
-            offset = sign * (offsetHours * 3600 + offsetMinutes * 60)
-        } else {
-            return nil
+            guard let hours = number(2), expect(":"), let minutes = number(2), hours < 24, minutes < 60 else {
+                return nil
+            }
+            return sign * (hours * 3600 + minutes * 60)
         }
-        guard index == bytes.count else { return nil }
-        let seconds = days(fromCivil: year, month, day) * 86_400 + hour * 3600 + minute * 60 + min(second, 59) - offset
-        // An offset, or a fraction rounded up to the next second, can carry the instant out of
-        // 0001-9999, where ``format(_:)`` could not write it back in four-digit years.
-        let interval = Double(seconds - referenceOffset) + fraction
-        guard range.contains(interval + Double(referenceOffset)) else { return nil }
-        return Date(timeIntervalSinceReferenceDate: interval)
     }
 
     /// Seconds from 1970-01-01 to 2001-01-01, Foundation's reference date.

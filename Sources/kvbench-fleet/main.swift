@@ -42,8 +42,8 @@ let flags: [String: String] = {
 }()
 let seconds = Double(flags["--seconds"] ?? "1") ?? 1
 let endpoints = (flags["--etcd"] ?? "").split(separator: ",").map(String.init)
-let domain = try! Domain(validating: "com.corp.bench")
-let key = try! Key(validating: "propagation")
+let domain = Domain(constant: "com.corp.bench")
+let key = Key(constant: "propagation")
 let etcdKey = Array("kvd/values/com.corp.bench/propagation".utf8)
 
 /// The value a watcher saw last, and when.

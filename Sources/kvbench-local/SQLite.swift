@@ -66,7 +66,10 @@ final class SQLiteWriter {
     }
 
     func check(_ code: Int32, _ what: String) {
-        if code != 0 { print("kvbench-local: SQLite \(what) failed with code \(code)"); exit(1) }
+        if code != 0 {
+            print("kvbench-local: SQLite \(what) failed with code \(code)")
+            exit(1)
+        }
     }
 
     func set() {

@@ -78,17 +78,26 @@ switch mode {
 case "kvdefaults-set":
     let defaults = suite()
     measure("kvdefaults-set") {
-        do { try defaults.write(nextPayload(), forKey: "k0") } catch { print("kvbench-local: \(error)"); exit(1) }
+        do { try defaults.write(nextPayload(), forKey: "k0") } catch {
+            print("kvbench-local: \(error)")
+            exit(1)
+        }
     }
 case "userdefaults-set":
     let defaults = UserDefaults(suiteName: "bench.userdefaults")!
     measure("userdefaults-set") {
         defaults.set(nextPayload(), forKey: "k0")
-        if !defaults.synchronize() { print("kvbench-local: synchronize() failed"); exit(1) }
+        if !defaults.synchronize() {
+            print("kvbench-local: synchronize() failed")
+            exit(1)
+        }
     }
 case "sqlite-set":
     let (sqlite, reason) = SQLite.load()
-    guard let sqlite else { print(#"{"skipped":"\#(reason)"}"#); exit(0) }
+    guard let sqlite else {
+        print(#"{"skipped":"\#(reason)"}"#)
+        exit(0)
+    }
     let writer = SQLiteWriter(sqlite: sqlite, path: (flags["--dir"] ?? "/tmp") + "/bench.sqlite")
     measure("sqlite-set") { writer.set() }
 case "sqlite-probe":
@@ -96,10 +105,16 @@ case "sqlite-probe":
     print(sqlite == nil ? #"{"skipped":"\#(reason)"}"# : #"{"ok":true}"#)
 case "cached-read":
     let defaults = suite()
-    do { try defaults.write(payload, forKey: "hot") } catch { print("kvbench-local: \(error)"); exit(1) }
+    do { try defaults.write(payload, forKey: "hot") } catch {
+        print("kvbench-local: \(error)")
+        exit(1)
+    }
     UserDefaults.standard.set(payload, forKey: "hot")
     let count = Int(flags["--count"] ?? "1000000") ?? 1_000_000
-    guard defaults.string(forKey: "hot") == payload else { print("kvbench-local: KVDefaults read back wrong"); exit(1) }
+    guard defaults.string(forKey: "hot") == payload else {
+        print("kvbench-local: KVDefaults read back wrong")
+        exit(1)
+    }
     let (kvd, sinkA) = nanosecondsPerCall(count) { defaults.string(forKey: "hot")?.utf8.count ?? 0 }
     let (foundation, sinkB) = nanosecondsPerCall(count) { UserDefaults.standard.string(forKey: "hot")?.utf8.count ?? 0 }
     print(

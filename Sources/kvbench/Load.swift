@@ -14,7 +14,10 @@ func roundTrip(_ fd: Int32, _ call: [UInt8], _ proto: String, _ buffer: UnsafeMu
     var count = 0
     repeat {
         let received = recv(fd, buffer.baseAddress! + count, buffer.count - count, 0)
-        if received <= 0 { print("kvbench: connection closed"); exit(1) }
+        if received <= 0 {
+            print("kvbench: connection closed")
+            exit(1)
+        }
         count += received
     } while !replyComplete(proto, UnsafeRawBufferPointer(buffer), count, sent: call.count)
     return count
@@ -114,65 +117,105 @@ func runClientsPolled(_ options: Options) -> [UInt32] {
     let count = options.clients
     let fds = (0..<count).map { _ in connectUnix(options.socket) }
     defer { for fd in fds { close(fd) } }
-    let calls = (0..<count).map { request(options, client: $0) }
     let buffers = (0..<count).map { _ in UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 8) }
     defer { for buffer in buffers { buffer.deallocate() } }
     let epoll = epoll_create1(Int32(EPOLL_CLOEXEC))
     defer { close(epoll) }
-    for index in 0..<count {
-        let first = roundTrip(fds[index], calls[index], options.proto, buffers[index])
-        if !replyIsSuccess(options.proto, Array(buffers[index][0..<first])) {
-            print(
-                "kvbench: \(options.operation) failed: \(String(decoding: buffers[index][0..<min(first, 300)], as: UTF8.self))"
-            )
-            exit(1)
-        }
-        _ = fcntl(fds[index], F_SETFL, fcntl(fds[index], F_GETFL) | O_NONBLOCK)
-        var event = epoll_event()
-        event.events = EPOLLIN.rawValue
-        event.data.u64 = UInt64(index)
-        guard epoll_ctl(epoll, EPOLL_CTL_ADD, fds[index], &event) == 0 else {
-            print("kvbench: epoll_ctl failed"); exit(1)
-        }
-    }
+    var clients = PolledClients(options: options, fds: fds, buffers: buffers)
+    clients.warmUp(watchedBy: epoll)
     var events = [epoll_event](repeating: epoll_event(), count: count)
-    var received = [Int](repeating: 0, count: count)
-    var began = [UInt64](repeating: 0, count: count)
-    var latencies: [UInt32] = []
-    latencies.reserveCapacity(1 << 22)
     let start = now() + 50_000_000
     let deadline = start + UInt64(options.seconds * 1e9)
     while now() < start { usleep(100) }
-    for index in 0..<count {
-        began[index] = now()
-        sendAll(fds[index], calls[index])
-    }
+    for index in 0..<count { clients.send(index) }
     var open = count
     while open > 0 {
         let ready = epoll_wait(epoll, &events, Int32(count), 1000)
-        if ready < 0 { if errno == EINTR { continue }; print("kvbench: epoll_wait failed"); exit(1) }
+        if ready < 0 {
+            if errno == EINTR { continue }
+            print("kvbench: epoll_wait failed")
+            exit(1)
+        }
         for event in events[0..<Int(ready)] {
             let index = Int(event.data.u64)
-            let buffer = buffers[index]
-            let got = recv(fds[index], buffer.baseAddress! + received[index], buffer.count - received[index], 0)
-            if got < 0, errno == EAGAIN { continue }
-            if got <= 0 { print("kvbench: connection closed"); exit(1) }
-            received[index] += got
-            guard
-                replyComplete(options.proto, UnsafeRawBufferPointer(buffer), received[index], sent: calls[index].count)
-            else { continue }
-            let end = now()
-            latencies.append(UInt32(min(end - began[index], UInt64(UInt32.max))))
-            received[index] = 0
+            guard let end = clients.receive(index) else { continue }
             if end >= deadline {
                 _ = epoll_ctl(epoll, EPOLL_CTL_DEL, fds[index], nil)  // finished: no more calls
                 open -= 1
             } else {
-                began[index] = end
-                sendAll(fds[index], calls[index])
+                clients.send(index, at: end)
             }
         }
     }
     // Calls that started before the deadline count; the run's length is still `seconds`.
-    return latencies.sorted()
+    return clients.latencies.sorted()
+}
+
+/// The connections of ``runClientsPolled(_:)``, each with one call in flight and its reply
+/// buffer, and the latencies measured so far.
+struct PolledClients {
+    let options: Options
+    let fds: [Int32]
+    let buffers: [UnsafeMutableRawBufferPointer]
+    let calls: [[UInt8]]
+    var received: [Int]
+    var began: [UInt64]
+    var latencies: [UInt32] = []
+
+    init(options: Options, fds: [Int32], buffers: [UnsafeMutableRawBufferPointer]) {
+        self.options = options
+        self.fds = fds
+        self.buffers = buffers
+        calls = (0..<fds.count).map { request(options, client: $0) }
+        received = [Int](repeating: 0, count: fds.count)
+        began = [UInt64](repeating: 0, count: fds.count)
+        latencies.reserveCapacity(1 << 22)
+    }
+
+    /// One blocking round trip on each connection (the first call must succeed), then each is
+    /// made non-blocking and added to `epoll` with its index.
+    func warmUp(watchedBy epoll: Int32) {
+        for index in fds.indices {
+            let first = roundTrip(fds[index], calls[index], options.proto, buffers[index])
+            if !replyIsSuccess(options.proto, Array(buffers[index][0..<first])) {
+                print(
+                    "kvbench: \(options.operation) failed: \(String(decoding: buffers[index][0..<min(first, 300)], as: UTF8.self))"
+                )
+                exit(1)
+            }
+            _ = fcntl(fds[index], F_SETFL, fcntl(fds[index], F_GETFL) | O_NONBLOCK)
+            var event = epoll_event()
+            event.events = EPOLLIN.rawValue
+            event.data.u64 = UInt64(index)
+            guard epoll_ctl(epoll, EPOLL_CTL_ADD, fds[index], &event) == 0 else {
+                print("kvbench: epoll_ctl failed")
+                exit(1)
+            }
+        }
+    }
+
+    /// Sends connection `index`'s call, its clock started at `time`.
+    mutating func send(_ index: Int, at time: UInt64 = now()) {
+        began[index] = time
+        sendAll(fds[index], calls[index])
+    }
+
+    /// Reads what connection `index` has; when its reply is complete, records the latency and
+    /// returns the time it ended.
+    mutating func receive(_ index: Int) -> UInt64? {
+        let buffer = buffers[index]
+        let got = recv(fds[index], buffer.baseAddress! + received[index], buffer.count - received[index], 0)
+        if got < 0, errno == EAGAIN { return nil }
+        if got <= 0 {
+            print("kvbench: connection closed")
+            exit(1)
+        }
+        received[index] += got
+        guard replyComplete(options.proto, UnsafeRawBufferPointer(buffer), received[index], sent: calls[index].count)
+        else { return nil }
+        let end = now()
+        latencies.append(UInt32(min(end - began[index], UInt64(UInt32.max))))
+        received[index] = 0
+        return end
+    }
 }

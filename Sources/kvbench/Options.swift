@@ -38,8 +38,14 @@ func parseOptions() -> Options {
     var options = Options()
     var arguments = CommandLine.arguments.dropFirst()
     while let flag = arguments.popFirst() {
-        if flag == "--json" { options.json = true; continue }
-        if flag == "--threads" { options.threads = true; continue }
+        if flag == "--json" {
+            options.json = true
+            continue
+        }
+        if flag == "--threads" {
+            options.threads = true
+            continue
+        }
         guard let value = arguments.popFirst() else { usage() }
         switch flag {
         case "--socket": options.socket = value

@@ -32,7 +32,10 @@ func sendAll(_ fd: Int32, _ bytes: [UInt8]) {
     var sent = 0
     while sent < bytes.count {
         let count = bytes.withUnsafeBytes { send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }
-        if count <= 0 { print("kvbench: send failed: \(String(cString: strerror(errno)))"); exit(1) }
+        if count <= 0 {
+            print("kvbench: send failed: \(String(cString: strerror(errno)))")
+            exit(1)
+        }
         sent += count
     }
 }

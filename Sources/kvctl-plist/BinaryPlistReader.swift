@@ -105,20 +105,11 @@ struct BinaryPlistReader {
         let marker = bytes[offset]
         let low = Int(marker & 0x0F)
         var start = offset + 1
-        var count = low
-        let unit: Int
-        switch marker >> 4 {
-        case 0x0: unit = 0; count = 0
-        case 0x1: unit = 0; count = 1 << low
-        case 0x2: unit = 0; count = 1 << low
-        case 0x3: unit = 0; count = 8
-        case 0x4, 0x5, 0x7: unit = 1
-        case 0x6: unit = 2
-        case 0x8: unit = 0; count = low + 1
-        case 0xA, 0xB, 0xC: unit = referenceSize
-        case 0xD: unit = 2 * referenceSize
-        default: throw Self.damaged("object \(index) has the unknown type 0x\(String(marker, radix: 16))")
+        guard let layout = Self.layout(marker: marker, referenceSize: referenceSize) else {
+            throw Self.damaged("object \(index) has the unknown type 0x\(String(marker, radix: 16))")
         }
+        let unit = layout.unit
+        var count = layout.count
         if unit > 0, low == 0xF {
             guard start < tableStart, bytes[start] >> 4 == 0x1, bytes[start] & 0x0F <= 3 else {
                 throw Self.damaged("object \(index) has no valid length")
@@ -135,6 +126,23 @@ struct BinaryPlistReader {
             throw Self.damaged("object \(index) runs past the end of the objects")
         }
         return Object(marker: marker, start: start, count: count)
+    }
+
+    /// The size of one unit of an object with `marker` (0: the count is in bytes, or none) and
+    /// its count before an extended length; `nil` for an unknown type.
+    private static func layout(marker: UInt8, referenceSize: Int) -> (unit: Int, count: Int)? {
+        let low = Int(marker & 0x0F)
+        switch marker >> 4 {
+        case 0x0: return (0, 0)
+        case 0x1, 0x2: return (0, 1 << low)
+        case 0x3: return (0, 8)
+        case 0x4, 0x5, 0x7: return (1, low)
+        case 0x6: return (2, low)
+        case 0x8: return (0, low + 1)
+        case 0xA, 0xB, 0xC: return (referenceSize, low)
+        case 0xD: return (2 * referenceSize, low)
+        default: return nil
+        }
     }
 
     /// The object numbers that array or set `object` refers to.
@@ -191,28 +199,7 @@ struct BinaryPlistReader {
     /// Object `index` as a kvd value; `path` names it for messages.
     private func value(_ index: Int, path: [String], depth: Int) throws(PlistRefusal) -> Value {
         let object = try object(index)
-        switch object.marker {
-        case 0x08: return .bool(false)
-        case 0x09: return .bool(true)
-        case 0x10...0x14: return .integer(try integer(object, path: path))
-        case 0x22:
-            let real = Double(Float(bitPattern: UInt32(Self.bigEndian(bytes, object.start, 4))))
-            guard real.isFinite else { throw PlistPlace.notFinite(path, "\(real)") }
-            return .real(real)
-        case 0x23:
-            let real = Double(bitPattern: Self.bigEndian(bytes, object.start, 8))
-            guard real.isFinite else { throw PlistPlace.notFinite(path, "\(real)") }
-            return .real(real)
-        case 0x33:
-            let seconds = Double(bitPattern: Self.bigEndian(bytes, object.start, 8))
-            guard PlistPlace.isStorableDate(sinceReferenceDate: seconds) else {
-                throw PlistRefusal(
-                    "\(PlistPlace.describe(path)) is a date \(seconds) s from 2001-01-01, which is not a date in the years 0001 to 9999 kvd holds; nothing imported"
-                )
-            }
-            return .date(Date(timeIntervalSinceReferenceDate: seconds))
-        default: break
-        }
+        if let scalar = try scalar(object, path: path) { return scalar }
         switch object.marker >> 4 {
         case 0x4: return .data(Data(bytes[object.start..<object.start + object.count]))
         case 0x5, 0x6, 0x7: return .string(try string(index, path: path, isKey: false))
@@ -236,6 +223,32 @@ struct BinaryPlistReader {
             return .dictionary(members)
         default:
             throw PlistPlace.cannotHold(path, Self.kind(object.marker))
+        }
+    }
+
+    /// A boolean, integer, real or date object as a kvd value; `nil` for other objects.
+    private func scalar(_ object: Object, path: [String]) throws(PlistRefusal) -> Value? {
+        switch object.marker {
+        case 0x08: return .bool(false)
+        case 0x09: return .bool(true)
+        case 0x10...0x14: return .integer(try integer(object, path: path))
+        case 0x22:
+            let real = Double(Float(bitPattern: UInt32(Self.bigEndian(bytes, object.start, 4))))
+            guard real.isFinite else { throw PlistPlace.notFinite(path, "\(real)") }
+            return .real(real)
+        case 0x23:
+            let real = Double(bitPattern: Self.bigEndian(bytes, object.start, 8))
+            guard real.isFinite else { throw PlistPlace.notFinite(path, "\(real)") }
+            return .real(real)
+        case 0x33:
+            let seconds = Double(bitPattern: Self.bigEndian(bytes, object.start, 8))
+            guard PlistPlace.isStorableDate(sinceReferenceDate: seconds) else {
+                throw PlistRefusal(
+                    "\(PlistPlace.describe(path)) is a date \(seconds) s from 2001-01-01, which is not a date in the years 0001 to 9999 kvd holds; nothing imported"
+                )
+            }
+            return .date(Date(timeIntervalSinceReferenceDate: seconds))
+        default: return nil
         }
     }
 

@@ -117,7 +117,10 @@ import Testing
         let daemon = try Daemon(sandbox)
         let writer = try RawClient(sandbox.socket)
         let watcher = try RawClient(sandbox.socket)
-        defer { writer.close(); watcher.close() }
+        defer {
+            writer.close()
+            watcher.close()
+        }
         _ = try writer.call(#"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"w","key":"a","value":1}}"#)
         watcher.send(#"{"method":"io.kvd.Defaults.Watch","parameters":{"domain":"w"},"more":true}"#)
         let initial = try #require(watcher.receive())

@@ -125,7 +125,7 @@ struct DropInTests {
         let scene = try SystemScene(systemArguments: ["--config-dir", folder.path])
         let users = [try scene.startUser(scene.accounts.user), try scene.startUser(scene.accounts.other)]
         var watchers: [RawClient] = []
-        defer { watchers.forEach { $0.close() } }
+        defer { for watcher in watchers { watcher.close() } }
         for user in users {
             let watcher = try user.connect()
             let initial = try watcher.call("io.kvd.Defaults.Watch", ["domain": Self.domain], more: true)

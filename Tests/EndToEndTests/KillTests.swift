@@ -60,7 +60,8 @@ import Testing
             }
             let pid = daemon.process.pid
             let killer = Thread {
-                usleep(UInt32.random(in: 0...30_000)); kill(pid, SIGKILL)
+                usleep(UInt32.random(in: 0...30_000))
+                kill(pid, SIGKILL)
             }
             killer.start()
             for index in 0... {

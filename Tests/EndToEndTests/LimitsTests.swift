@@ -109,7 +109,8 @@ import Testing
         #expect(keys.status == 0 && keys.stdout == "k\n", "\(keys.stderr)")
         let whole = try kvctl(sandbox, "--json", "get", "deep")
         #expect(whole.status == 0 && whole.stdout.hasPrefix(#"{"k":\#(Self.nestedArrays(depth))}"#), "\(whole.stderr)")
-        let output = sandbox.root + "/watch.out", errors = sandbox.root + "/watch.err"
+        let output = sandbox.root + "/watch.out"
+        let errors = sandbox.root + "/watch.err"
         let watch = try ChildProcess(
             Binaries.kvctl, ["--socket", sandbox.socket, "--json", "watch", "deep"], stdout: output, stderr: errors)
         let deadline = Date().addingTimeInterval(10)

@@ -63,7 +63,7 @@ struct SharedMachineTests {
         let get = try RawClient.message("io.kvd.Defaults.Get", ["domain": "org.ex.flood", "key": "k"], more: false)
         let pipeline = [String](repeating: get, count: 64).joined(separator: "\u{0}")
         var flood: [RawClient] = []
-        defer { flood.forEach { $0.close() } }
+        defer { for client in flood { client.close() } }
         for _ in 0..<40 {
             let client = try RawClient.connect(scene.systemSocket, as: scene.accounts.other)
             client.send(pipeline)

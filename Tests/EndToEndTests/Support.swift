@@ -376,3 +376,23 @@ final class BackgroundWriter: @unchecked Sendable {  // `stopped` is guarded by 
         client.close()
     }
 }
+
+extension RawClient {
+    /// Reads and drops everything until the daemon closes the connection (true) or the receive
+    /// timeout passes (false).
+    func drainUntilClosed() -> Bool {
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let count = recv(fd, &buffer, buffer.count, 0)
+            if count == 0 { return true }
+            if count < 0 { return errno == ECONNRESET }
+        }
+    }
+
+    /// Send and receive timeouts, so a test never hangs on a daemon that stopped reading.
+    func setTimeouts(seconds: Int) {
+        var timeout = timeval(tv_sec: seconds, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    }
+}

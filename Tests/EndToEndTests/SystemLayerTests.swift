@@ -440,7 +440,7 @@ struct SystemInstanceOutageTests {
         }
         let flooder = scene.accounts.other
         var held: [RawClient] = []
-        defer { held.forEach { $0.close() } }
+        defer { for connection in held { connection.close() } }
         for _ in 0..<20 {
             let client = try RawClient.connect(scene.systemSocket, as: flooder)
             held.append(client)

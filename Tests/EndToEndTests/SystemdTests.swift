@@ -38,7 +38,10 @@ import Testing
         let notify = NotifySocket(in: sandbox)
         setenv("NOTIFY_SOCKET", notify.path, 1)
         setenv("WATCHDOG_USEC", "200000", 1)
-        defer { unsetenv("NOTIFY_SOCKET"); unsetenv("WATCHDOG_USEC") }
+        defer {
+            unsetenv("NOTIFY_SOCKET")
+            unsetenv("WATCHDOG_USEC")
+        }
         let daemon = try Daemon(sandbox)
         let ready = notify.waitFor("READY=1")
         #expect(ready.last?.contains("READY=1") == true, "\(ready)")
@@ -133,7 +136,11 @@ import Testing
         mkdir("/run/systemd", 0o755)
         mkdir("/run/systemd/journal", 0o755)
         let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
-        defer { close(fd); unlink(Self.journalSocket); rmdir("/run/systemd/journal") }
+        defer {
+            close(fd)
+            unlink(Self.journalSocket)
+            rmdir("/run/systemd/journal")
+        }
         #expect(withUnixAddress(Self.journalSocket) { bind(fd, $0, $1) } == 0)
         var timeout = timeval(tv_sec: 10, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))

@@ -1,9 +1,10 @@
 import Foundation
+import KVValues
 import Synchronization
 import Testing
+
 @testable import HabitsKit
 @testable import KVClient
-import KVValues
 
 final class RecordingConsole: HabitsConsole, @unchecked Sendable {
     var output = ""

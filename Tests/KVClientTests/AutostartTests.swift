@@ -2,6 +2,7 @@ import Glibc
 import KVProtocol
 import KVTestSupport
 import Testing
+
 @testable import KVClient
 
 @Suite struct AutostartTests {
@@ -43,7 +44,10 @@ import Testing
         let path = unusedPath()
         let record = path + ".args"
         let daemon = script("echo \"$1 $2 $KVD_STATE_DIR\" > \(record); exit 3")
-        defer { unlink(daemon); unlink(record) }
+        defer {
+            unlink(daemon)
+            unlink(record)
+        }
         let error = #expect(throws: ClientError.self) {
             try Autostart.connect(socketPath: path, daemonPath: daemon, environment: ["KVD_STATE_DIR": "/tmp/st"])
         }
@@ -60,7 +64,10 @@ import Testing
         let path = unusedPath()
         // The "daemon" makes the socket appear after a moment: a link to the fake server's socket.
         let daemon = script("sleep 0.3; ln -s \(server.path) \"$2\"; sleep 1")
-        defer { unlink(daemon); unlink(path) }
+        defer {
+            unlink(daemon)
+            unlink(path)
+        }
         let connection = try Autostart.connect(socketPath: path, daemonPath: daemon, environment: [:])
         #expect(try connection.domains().map(\.name) == ["com.a"])
     }

@@ -2,6 +2,7 @@ import KVProtocol
 import KVSystem
 import KVValues
 import Testing
+
 @testable import KVClient
 
 @Suite struct ClientErrorTests {

@@ -4,6 +4,7 @@ import KVSystem
 import KVTestSupport
 import KVValues
 import Testing
+
 @testable import KVClient
 @testable import KVConnection
 

@@ -2,6 +2,7 @@ import Glibc
 import KVProtocol
 import KVValues
 import Testing
+
 @testable import KVClient
 
 /// The in-process cache of a watched domain (issue 10, item 7).

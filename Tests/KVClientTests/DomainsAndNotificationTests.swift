@@ -3,6 +3,7 @@ import Glibc
 import KVValues
 import Synchronization
 import Testing
+
 @testable import KVClient
 
 /// Counts `didChangeNotification`s whose object is one suite object.
@@ -55,9 +56,11 @@ final class ChangeCounter: @unchecked Sendable {
         try defaults.set(0.5, for: .quality)
         try defaults.reset(.quality)
         #expect(counter.value == 9, "a typed set and a reset post once each")
-        // Nothing more arrives from the watch for these own writes.
-        usleep(300_000)
-        #expect(counter.value == 9, "the watch announced an own write again")
+        // Nothing more arrives from the watch for these own writes: a change by another process,
+        // which the watch delivers after them, is the tenth notification and the last.
+        try daemon.connection().set(domain("com.example.notify"), key("sentinel"), .integer(1))
+        #expect(eventually { counter.value >= 10 })
+        #expect(counter.value == 10, "the watch announced an own write again")
         // A suite that has not read yet (no watch) announces its own writes all the same.
         let unread = daemon.suite("com.example.notify")
         let unreadCounter = ChangeCounter(unread)
@@ -76,8 +79,10 @@ final class ChangeCounter: @unchecked Sendable {
         try daemon.connection().set(domain("NSGlobalDomain"), key("lang"), .string("fr"))
         #expect(eventually { counter.value == 2 }, "NSGlobalDomain is read by the suite")
         try daemon.connection().set(domain("com.example.unrelated"), key("k"), .integer(1))
-        usleep(300_000)
-        #expect(counter.value == 2, "a domain the suite does not read")
+        // A change of the suite's own domain after it: the third notification and the last.
+        try daemon.connection().set(domain("com.example.external"), key("sentinel"), .integer(1))
+        #expect(eventually { counter.value >= 3 })
+        #expect(counter.value == 3, "a domain the suite does not read")
     }
 
     @Test func loadingTheStoredValuesIsNotAChange() throws {
@@ -87,8 +92,12 @@ final class ChangeCounter: @unchecked Sendable {
         let defaults = daemon.suite("com.example.load")
         let counter = ChangeCounter(defaults)
         #expect(defaults.string(forKey: "theme") == "dark" && defaults.string(forKey: "lang") == "fr")
-        usleep(300_000)
-        #expect(counter.value == 0, "the first snapshot of the watch was announced as a change")
+        // One change of each domain read, which each watch delivers after its first snapshot:
+        // two notifications and no more.
+        try daemon.connection().set(domain("com.example.load"), key("sentinel"), .integer(1))
+        try daemon.connection().set(domain("NSGlobalDomain"), key("sentinel"), .integer(1))
+        #expect(eventually { counter.value >= 2 })
+        #expect(counter.value == 2, "the first snapshot of the watch was announced as a change")
     }
 
     @Test func foundationPostsOncePerPersistentDomainCall() throws {

@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import KVValues
 import Testing
+
 @testable import KVClient
 
 /// The same calls on swift-corelibs-foundation's `UserDefaults` (a uniquely named suite whose

@@ -12,7 +12,8 @@ import Testing
         let log = DiagnosticLog()
         let suite = daemon.suite("com.example.notes", log: log)
         let connection = try daemon.connection()
-        let name = key("note"), app = domain("com.example.notes")
+        let name = key("note")
+        let app = domain("com.example.notes")
         // version 1, as 1.0 wrote it
         try connection.set(app, name, .dictionary(["title": .string("a"), "body": .string("old")]))
         try suite.set(Note(title: "b", text: "new"), for: Self.note)
@@ -21,12 +22,17 @@ import Testing
         let entries = try suite.history(for: Self.note)
         #expect(entries.count == 4)
         guard entries.count == 4 else { return }
-        guard case .removed = entries[0].content else { Issue.record("newest: \(entries[0].content)"); return }
+        guard case .removed = entries[0].content else {
+            Issue.record("newest: \(entries[0].content)")
+            return
+        }
         guard case .raw(.string("garbage"), _) = entries[1].content else {
-            Issue.record("raw: \(entries[1].content)"); return
+            Issue.record("raw: \(entries[1].content)")
+            return
         }
         guard case .value(let new) = entries[2].content, case .value(let old) = entries[3].content else {
-            Issue.record("\(entries)"); return
+            Issue.record("\(entries)")
+            return
         }
         #expect(new == Note(title: "b", text: "new"))
         #expect(old == Note(title: "a", text: "old"), "version 1 migrated")

@@ -2,6 +2,7 @@ import Foundation
 import KVValues
 import Synchronization
 import Testing
+
 @testable import KVClient
 
 private struct MemoNoteV1: VersionedValue {

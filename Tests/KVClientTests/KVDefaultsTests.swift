@@ -3,6 +3,7 @@ import Glibc
 import KVValues
 import Synchronization
 import Testing
+
 @testable import KVClient
 
 extension KVDefaults.Keys {

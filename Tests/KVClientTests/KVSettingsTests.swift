@@ -5,6 +5,7 @@ import KVValues
 import Observation
 import Synchronization
 import Testing
+
 @testable import KVClient
 
 extension KVDefaults.Keys {

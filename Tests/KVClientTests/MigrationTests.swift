@@ -2,6 +2,7 @@ import FoundationEssentials
 import KVValues
 import Synchronization
 import Testing
+
 @testable import KVClient
 
 // Fixtures are kept inline, one per shipped version, as they were written by that version.
@@ -343,7 +344,10 @@ final class DiagnosticLog: Sendable {
     }
 
     @Test func nestedVersionedValuesMigrateToo() throws {
-        struct Settings: Codable, Sendable { var templates: [WatermarkTemplate]; var favorite: WatermarkTemplate }
+        struct Settings: Codable, Sendable {
+            var templates: [WatermarkTemplate]
+            var favorite: WatermarkTemplate
+        }
         let value = try stored(
             #"{"templates": [{"name": "A", "text": "t", "pointSize": 10.8}], "favorite": {"name": "B", "text": "t", "pointSize": 21.6}}"#
         )

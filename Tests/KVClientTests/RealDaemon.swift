@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import KVValues
 import Synchronization
+
 @testable import KVClient
 
 /// The real kvd, built beside this test bundle, on a private socket and state folder; killed

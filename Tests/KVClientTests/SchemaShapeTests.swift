@@ -1,6 +1,7 @@
 import FoundationEssentials
 import KVValues
 import Testing
+
 @testable import KVClient
 
 // Issue 18's five shapes of silent loss, each with the fixture a real app would have left.

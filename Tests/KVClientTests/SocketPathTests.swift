@@ -4,6 +4,8 @@ import KVProtocol
 import KVSystem
 import Testing
 
+@testable import KVClient
+
 /// The socket path rule (`Paths`) as the clients use it, and the folder check they make.
 @Suite struct SocketPathTests {
     @Test func explicitPathWinsOverEverything() {

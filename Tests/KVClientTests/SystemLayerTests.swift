@@ -4,6 +4,7 @@ import KVTestSupport
 import KVValues
 import Synchronization
 import Testing
+
 @testable import KVClient
 
 /// Issue 11, the client side of the system layer, against a faked user kvd whose domain

@@ -1,6 +1,7 @@
 import Foundation
 import KVValues
 import Testing
+
 @testable import KVClient
 
 /// Issue 14's typed-key items: arrays decode leniently also behind an optional key and inside

@@ -2,6 +2,7 @@ import FoundationEssentials
 import KVTestSupport
 import KVValues
 import Testing
+
 @testable import KVClient
 
 // The property of issue 18: for random nested values with random damage, unknown members, newer
@@ -93,7 +94,7 @@ struct Scenario {
 
     /// Stores item `index` as version 1 (read and migrated: understood).
     mutating func asV1(_ index: Int) {
-        edit(items: { elements in
+        editItems({ elements in
             guard case .object(let members) = elements[index], let id = members["id"] else { return }
             elements[index] = .object(["schemaVersion": .integer(1), "id": id, "name": .string("old")])
         })
@@ -119,7 +120,7 @@ struct Scenario {
                 : .object([
                     "schemaVersion": .integer(3), "id": .integer(Int64(nextID)), "headline": .string("new \(tag)"),
                 ])
-            edit(items: { $0.insert(element, at: Int.random(in: 0...$0.count, using: &generator)) })
+            editItems({ $0.insert(element, at: Int.random(in: 0...$0.count, using: &generator)) })
             injected.append(.element(element))
         case 3 where !ids.isEmpty:
             let id = ids.randomElement(using: &generator)!
@@ -136,7 +137,7 @@ struct Scenario {
             injected.removeAll { if case .note = $0 { true } else { false } }
             injected.append(.note(.integer(Int64(tag))))
         default:
-            edit(counts: { $0["bad\(tag)"] = .string("v\(tag)") })
+            editCounts({ $0["bad\(tag)"] = .string("v\(tag)") })
             injected.append(.entry(name: "bad\(tag)", value: .string("v\(tag)")))
         }
     }
@@ -152,7 +153,7 @@ struct Scenario {
         }
     }
 
-    mutating func edit(items body: (inout [Node]) -> Void) {
+    mutating func editItems(_ body: (inout [Node]) -> Void) {
         guard case .object(var root) = stored, case .array(var elements)? = root["items"] else {
             Issue.record("the stored shelf has no items array to edit: \(stored)")
             return
@@ -162,7 +163,7 @@ struct Scenario {
         stored = .object(root)
     }
 
-    mutating func edit(counts body: (inout [String: Node]) -> Void) {
+    mutating func editCounts(_ body: (inout [String: Node]) -> Void) {
         guard case .object(var root) = stored, case .object(var counts)? = root["counts"] else {
             Issue.record("the stored shelf has no counts object to edit: \(stored)")
             return
@@ -272,7 +273,9 @@ enum Check {
         guard case .object(let root) = node else { return nil }
         switch owner {
         case .root: return root
-        case .meta: if case .object(let meta)? = root["meta"] { return meta } else { return nil }
+        case .meta:
+            guard case .object(let meta)? = root["meta"] else { return nil }
+            return meta
         case .item(let id): return item(id, in: node)
         }
     }

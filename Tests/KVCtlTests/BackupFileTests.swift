@@ -1,6 +1,7 @@
 import FoundationEssentials
 import KVValues
 import Testing
+
 @testable import KVCtl
 
 /// The backup file written piece by piece as domains arrive (issue 23 item 9) is the same file

@@ -1,5 +1,6 @@
 import Glibc
 import Testing
+
 @testable import KVCtl
 
 /// kvctl's commands end to end against an in-memory daemon.

@@ -1,4 +1,6 @@
+import KVValues
 import Testing
+
 @testable import KVCtl
 
 /// `kvctl completion SHELL`: parsing, and the scripts' tables derived from kvctl's own (the

@@ -3,6 +3,7 @@ import KVProtocol
 import KVTestSupport
 import KVValues
 import Synchronization
+
 @testable import KVCtl
 
 /// An in-memory kvd for kvctl's tests: serves io.kvd.Defaults (Get, Set, Delete, Apply, List,

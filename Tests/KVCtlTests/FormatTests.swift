@@ -1,7 +1,9 @@
 import FoundationEssentials
+import KVClient
 import KVProtocol
 import KVValues
 import Testing
+
 @testable import KVCtl
 
 @Suite struct FormatTests {
@@ -85,7 +87,10 @@ import Testing
                 "  left out: 1 etcd key(s)\n    etcd key \"kvd/values/com.corp.a/b\" (revision 3) is left out: bad JSON\n"
             ))
         let json = try JSONParser.parse(Format.status(status, json: true))
-        guard case .object(let members) = json else { Issue.record("not an object: \(json)"); return }
+        guard case .object(let members) = json else {
+            Issue.record("not an object: \(json)")
+            return
+        }
         #expect(SystemStatus(json: members) == status)
         #expect(Format.status(SystemStatus(revision: 1, domains: 0, fleet: nil), json: false).contains("fleet: none"))
     }
@@ -108,13 +113,13 @@ import Testing
                 "  left out: 1000 etcd key(s)\n" + "    " + Format.escapedLine(forged) + "\n    (999 more not shown)\n")
         )
         let json = try JSONParser.parse(Format.status(SystemStatus(revision: 1, domains: 1, fleet: fleet), json: true))
-        guard case .object(let members) = json else { Issue.record("not an object: \(json)"); return }
+        guard case .object(let members) = json else {
+            Issue.record("not an object: \(json)")
+            return
+        }
         #expect(SystemStatus(json: members)?.fleet?.problemCount == 1000)
     }
 }
-
-import KVClient
-import KVProtocol
 
 enum WatchEventFixture {
     static let event = WatchEvent(

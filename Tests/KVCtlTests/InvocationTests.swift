@@ -1,5 +1,6 @@
 import KVValues
 import Testing
+
 @testable import KVCtl
 
 @Suite struct InvocationTests {

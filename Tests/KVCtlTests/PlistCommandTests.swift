@@ -1,5 +1,6 @@
 import KVValues
 import Testing
+
 @testable import KVCtl
 
 /// Parsing of `export --format` and how `import` recognises a property list (the conversions

@@ -2,6 +2,7 @@ import KVProtocol
 import KVValues
 import Synchronization
 import Testing
+
 @testable import KVCtl
 
 /// Issue 11: kvctl's side of the system layer (`--system`, lock, unlock, locks, source, and the

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import KVValues
 import Testing
+
 @testable import KVCtl
 
 @Suite struct ValueParserTests {

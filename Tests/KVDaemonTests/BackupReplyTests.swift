@@ -2,6 +2,7 @@ import KVProtocol
 import KVStorage
 import KVValues
 import Testing
+
 @testable import KVDaemon
 
 /// `Backup`'s replies (issue 23 item 9): made piece by piece as the client reads them, a domain

@@ -2,7 +2,9 @@ import Glibc
 import KVProtocol
 import KVSystem
 import KVTestSupport
+import KVValues
 import Testing
+
 @testable import KVDaemon
 
 /// What clients hold in kvd, as ``ClientMemory`` counts it, and the option that bounds it.

@@ -4,6 +4,7 @@ import KVStorage
 import KVSystem
 import KVValues
 import Testing
+
 @testable import KVDaemon
 
 @Suite struct OptionsTests {

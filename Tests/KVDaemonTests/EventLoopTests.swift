@@ -6,6 +6,7 @@ import KVSystem
 import KVTestSupport
 import KVValues
 import Testing
+
 @testable import KVDaemon
 
 /// The event loop (`Server`) on its own, over socket pairs, with faults injected into its system
@@ -95,12 +96,11 @@ import Testing
             var chunk = [UInt8](repeating: 0, count: 1 << 16)
             while !closed, isOpen {
                 let count = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
-                if count > 0 {
-                    received += chunk[..<count]
-                } else {
+                guard count > 0 else {
                     closed = count == 0 || errno == ECONNRESET
                     return
                 }
+                received += chunk[..<count]
             }
         }
 

@@ -6,6 +6,7 @@ import KVSystem
 import KVValues
 import Synchronization
 import Testing
+
 @testable import KVDaemon
 
 /// The system instance's side of the fleet: how the reflector's updates become group commits

@@ -3,6 +3,7 @@ import KVProtocol
 import KVStorage
 import KVValues
 import Testing
+
 @testable import KVDaemon
 
 /// The `History` reply, encoded once as it is measured: what does not fit one message is left
@@ -26,7 +27,8 @@ import Testing
         #expect(bytes.count <= Limits.messageBytes)
         let read = try VarlinkReply(message: bytes)
         guard case .array(let items)? = read.parameters["entries"] else {
-            Issue.record("no entries: \(read.parameters.keys)"); return
+            Issue.record("no entries: \(read.parameters.keys)")
+            return
         }
         #expect(
             items.map { $0["revision"] } == [.integer(9), .integer(9), .integer(8)], "revision 7 is left out whole")

@@ -4,6 +4,7 @@ import KVProtocol
 import KVStorage
 import KVSystem
 import Testing
+
 @testable import KVDaemon
 
 /// The server's exit on idle, at the moments a client can race it (issue 17, item 14: without
@@ -125,7 +126,8 @@ import Testing
         let next = try #require(try system.acceptWaiting(listener), "the client was not left queued for the next kvd")
         defer { system.close(next) }
         var byte: UInt8 = 0
-        usleep(10_000)
+        var readable = pollfd(fd: next, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&readable, 1, 5000) == 1, "the client's byte did not arrive on the queued connection")
         #expect(read(next, &byte, 1) == 1 && byte == UInt8(ascii: "x"))
     }
 

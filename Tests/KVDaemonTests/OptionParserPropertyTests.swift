@@ -1,5 +1,7 @@
 import KVTestSupport
+import KVValues
 import Testing
+
 @testable import KVDaemon
 
 /// Issue 23, item 13: kvd's option parser over random command lines. Whatever it is given, it

@@ -2,6 +2,7 @@ import KVProtocol
 import KVStorage
 import KVValues
 import Testing
+
 @testable import KVDaemon
 
 /// Issue 17, item 2: the budget the store keeps per domain matches the replies kvd really
@@ -28,7 +29,8 @@ import Testing
             try temp.store.commit(domain, .set(key, .string(String(repeating: "x", count: fill + 1)), ifRevision: nil))
         }
         guard case .reply(let list) = handler.handle(.list(domain)) else {
-            Issue.record("List must be answered"); return
+            Issue.record("List must be answered")
+            return
         }
         let pieces = Self.pieces(
             of: WatchFanOut(handler: handler, mirror: nil).initialWatchStream(domain, nil, revision: .max))
@@ -74,7 +76,8 @@ import Testing
             updates += try reader.read(try VarlinkReply(message: bytes))
         }
         guard case .snapshot(let values, let locks, _)? = updates.first else {
-            Issue.record("no snapshot: \(updates.count) updates"); return
+            Issue.record("no snapshot: \(updates.count) updates")
+            return
         }
         #expect(values[domain]?[key] == .string(String(repeating: "x", count: fill)) && locks[domain] == [key])
     }
@@ -113,10 +116,14 @@ import Testing
         }
         #expect(pieces.count > 1 && keys.count == 17, "\(pieces.count) pieces, \(keys.count) keys")
         guard case .reply(let list) = handler.handle(.list(domain)) else {
-            Issue.record("List must be answered"); return
+            Issue.record("List must be answered")
+            return
         }
         #expect(list.error == DefaultsInterface.Error.tooLarge)
-        guard case .string(let reason)? = list.parameters["reason"] else { Issue.record("no reason: \(list)"); return }
+        guard case .string(let reason)? = list.parameters["reason"] else {
+            Issue.record("no reason: \(list)")
+            return
+        }
         #expect(
             reason.contains("with the system layer's values") && reason.contains("(\(Limits.domainBytes))"), "\(reason)"
         )

@@ -2,6 +2,7 @@ import KVProtocol
 import KVStorage
 import KVValues
 import Testing
+
 @testable import KVDaemon
 
 /// Issue 23: a watcher's first replies are made piece by piece as it reads them, and a commit

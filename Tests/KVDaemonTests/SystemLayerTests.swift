@@ -5,6 +5,7 @@ import KVSystem
 import KVTestSupport
 import KVValues
 import Testing
+
 @testable import KVDaemon
 
 /// The system layer's rules on their own: how the layers combine, how a user's kvd reads the
@@ -50,7 +51,8 @@ import Testing
 
     @Test func snapshotsReplaceTheLayerAndNameEveryKeyTheyTouch() {
         let layer = SystemLayer()
-        let a = Self.domain("com.a"), b = Self.domain("com.b")
+        let a = Self.domain("com.a")
+        let b = Self.domain("com.b")
         let first = SystemLayer.Update.snapshot(
             [a: [Self.key("x"): .integer(1)]], locks: [b: [Self.key("y")]], revision: 1)
         layer.apply(first)
@@ -106,7 +108,8 @@ import Testing
         let temp = try RequestHandlerTests.TempStore()
         let file = SystemLayerFile(directory: temp.path)
         #expect(try file.load() == nil, "no file: no layer")
-        let a = Self.domain("com.a"), b = Self.domain("com.b")
+        let a = Self.domain("com.a")
+        let b = Self.domain("com.b")
         let many = Dictionary(
             uniqueKeysWithValues: (0..<3).map {
                 (Self.key("big\($0)"), Value.string(String(repeating: "v", count: 700_000)))

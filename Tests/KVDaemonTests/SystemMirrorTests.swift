@@ -6,6 +6,7 @@ import KVTestSupport
 import KVValues
 import Synchronization
 import Testing
+
 @testable import KVDaemon
 
 /// A user's kvd following a (fake) system instance through KVConnection and its reconnecting

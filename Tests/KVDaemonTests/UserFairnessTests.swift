@@ -5,6 +5,7 @@ import KVSystem
 import KVTestSupport
 import KVValues
 import Testing
+
 @testable import KVDaemon
 
 /// Issue 23, items 3-5: on the system instance one user cannot stall or evict another. A uid's

@@ -46,7 +46,8 @@ final class EtcdCluster: @unchecked Sendable {
         caFile = tls ? try Self.makeCertificates(in: folder) : nil
         let tlsFlags = tls ? ["--cert-file", "\(folder)/server.pem", "--key-file", "\(folder)/server.key"] : []
         arguments = (0..<count).map { index in
-            let client = clientURLs[index], peer = "http://127.0.0.1:\(ports[2 * index + 1])"
+            let client = clientURLs[index]
+            let peer = "http://127.0.0.1:\(ports[2 * index + 1])"
             return [
                 "--name", "m\(index)", "--data-dir", "\(folder)/m\(index)",
                 "--listen-client-urls", client, "--advertise-client-urls", client,
@@ -230,7 +231,7 @@ struct ClusterFailure: Error, CustomStringConvertible {
 /// Free TCP ports on 127.0.0.1 (bound to port 0, read back, released: etcd binds them next).
 private func freePorts(_ count: Int) throws -> [Int] {
     var sockets: [Int32] = []
-    defer { sockets.forEach { close($0) } }
+    defer { for fd in sockets { close(fd) } }
     return try (0..<count).map { _ in
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         sockets.append(fd)
@@ -265,7 +266,7 @@ final class SpawnedProcess: @unchecked Sendable {
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
         let argv = ([program] + arguments).map { strdup($0) } + [nil]
         let envp = (environment ?? ProcessInfo.processInfo.environment).map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer { (argv + envp).forEach { free($0) } }
+        defer { for pointer in argv + envp { free(pointer) } }
         var child: pid_t = 0
         let result = posix_spawn(&child, program, &actions, nil, argv, envp)
         guard result == 0 else { throw ClusterFailure("cannot start \(program): \(String(cString: strerror(result)))") }

@@ -38,7 +38,6 @@ struct EtcdFailureTests {
         let status = etcd.status
         #expect(status.memberInUse.absoluteString != cluster.clientURLs[victim])
         #expect(status.lastError?.contains(URL(string: cluster.clientURLs[victim])!.port!.description) == true)
-
     }
 
     @Test func aWatchOnAHungMemberEndsAfterTheIdleLimitAndTheNextOneFailsOver() async throws {

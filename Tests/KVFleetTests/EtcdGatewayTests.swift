@@ -56,7 +56,8 @@ struct EtcdGatewayTests {
     @Test func aTransactionRunsOnlyWhenTheModRevisionsMatch() throws {
         let etcd = try gateway()
         let prefix = uniquePrefix("txn")
-        let key = bytes(prefix + "a"), other = bytes(prefix + "b")
+        let key = bytes(prefix + "a")
+        let other = bytes(prefix + "b")
         // Mod revision 0: the key does not exist yet.
         let created = try etcd.commit(
             EtcdTransaction(

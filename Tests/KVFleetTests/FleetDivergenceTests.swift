@@ -108,7 +108,8 @@ struct FleetDivergenceTests {
     @Test func theFleetOverAHostsOwnValuesRefusesToStart() throws {
         let folder = try FleetFailureTests.hostsFolder(cluster) + "/local"
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        let socket = folder + "/system.sock", log = folder + "/system.log"
+        let socket = folder + "/system.sock"
+        let log = folder + "/system.log"
         let plain = ["--system", "--socket", socket, "--state-dir", folder + "/state", "--idle-exit", "0"]
         func kvctl(_ arguments: String...) throws -> (status: Int32, output: String) {
             let output = folder + "/kvctl.out"
@@ -133,8 +134,7 @@ struct FleetDivergenceTests {
         // A kvd that starts the fleet anyway never exits: stop it after 15 s (the test fails).
         let exited = Counter()
         Thread {
-            for _ in 0..<1500 where exited.value < 0 { usleep(10_000) }
-            if exited.value < 0 { starting.signal(SIGKILL) }
+            if !exited.wait(atLeast: 0, within: 15) { starting.signal(SIGKILL) }
         }.start()
         let refused = starting.reap()
         exited.set(Int(refused))

@@ -116,14 +116,14 @@ struct FleetFailureTests {
         #expect(try b.eventually("p1", "get", "com.corp.net", "proxy"))
 
         let stopped = [1, 2]
-        stopped.forEach { cluster.signal(SIGSTOP, member: $0) }
+        for member in stopped { cluster.signal(SIGSTOP, member: member) }
         let refused = try a.kvctl("set", "com.corp.net", "proxy", "p2", system: true)
         #expect(refused.status == 1, "\(refused.output)")
         #expect(refused.output.contains("etcd"), "the message says etcd is the trouble: \(refused.output)")
         #expect(try a.kvctl("get", "com.corp.net", "proxy", system: true).output == "p1\n")
         #expect(try b.kvctl("get", "com.corp.net", "proxy").output == "p1\n", "users read on from the mirror")
 
-        stopped.forEach { cluster.signal(SIGCONT, member: $0) }
+        for member in stopped { cluster.signal(SIGCONT, member: member) }
         try cluster.waitUntilHealthy()
         #expect(
             try cluster.mustEtcdctl(["get", "--print-value-only", "kvd/values/com.corp.net/proxy"]) == "\"p1\"\n",
@@ -201,9 +201,9 @@ struct FleetFailureTests {
             }
             return try Self.put(writer, "kvd/values/com.corp.burst/end", "1000")
         }
-        while done.value < 300 { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(done.wait(atLeast: 300), "the burst stopped at \(done.value)")
         host.stopSystem(SIGKILL)
-        while done.value < 600 { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(done.wait(atLeast: 600), "the burst stopped at \(done.value)")
         try host.startSystem()
         let last = try await burst.value
 
@@ -225,12 +225,13 @@ struct FleetFailureTests {
             try FleetHost("a", in: root, cluster: cluster, withUser: false),
             try FleetHost("b", in: root, cluster: cluster, withUser: false),
         ]
-        let domain = try Domain(validating: "com.corp.mail"), key = try Key(validating: "port")
+        let domain = try Domain(validating: "com.corp.mail")
+        let key = try Key(validating: "port")
         #expect(try hosts[0].kvctl("set", "com.corp.mail", "port", "-int", "1", system: true).status == 0)
         #expect(try hosts[1].eventually("1", "get", "com.corp.mail", "port", system: true))
         for round in 0..<5 {
             let connections = try hosts.map { try Connection(socketPath: $0.systemSocket) }
-            defer { connections.forEach { $0.close() } }
+            defer { for connection in connections { connection.close() } }
             let read = try connections.map { try $0.get(domain, key).revision }
             let outcomes = Outcomes()
             let writers = (0..<2).map { (index: Int) -> Thread in
@@ -246,7 +247,7 @@ struct FleetFailureTests {
                     }
                 }
             }
-            writers.forEach { $0.start() }
+            for writer in writers { writer.start() }
             let results = outcomes.wait(for: 2)
             #expect(results.values.sorted() == ["mismatch", "won"], "round \(round): \(results)")
             guard let winner = results.first(where: { $0.value == "won" })?.key else { continue }
@@ -330,10 +331,25 @@ struct FleetFailureTests {
 
 /// A number one thread sets and another reads.
 final class Counter: @unchecked Sendable {
-    private let lock = NSLock()
+    private let condition = NSCondition()
     private var current = -1
-    var value: Int { lock.withLock { current } }
-    func set(_ value: Int) { lock.withLock { current = value } }
+    var value: Int { condition.withLock { current } }
+
+    func set(_ value: Int) {
+        condition.withLock {
+            current = value
+            condition.broadcast()
+        }
+    }
+
+    /// Waits (`seconds` at most) until the count reaches `target`; whether it did.
+    func wait(atLeast target: Int, within seconds: Double = 60) -> Bool {
+        condition.withLock {
+            let deadline = Date().addingTimeInterval(seconds)
+            while current < target, condition.wait(until: deadline) {}
+            return current >= target
+        }
+    }
 }
 
 /// What racing threads report, by index.

@@ -113,7 +113,7 @@ struct FleetHostTests {
         let writers = [a, b].enumerated().map { index, host in
             Thread { _ = try? host.kvctl("set", "com.corp.mail", "port", "-int", String(993 + index), system: true) }
         }
-        writers.forEach { $0.start() }
+        for writer in writers { writer.start() }
         for _ in 0..<200 where writers.contains(where: { !$0.isFinished }) { usleep(20_000) }
         let settled = try cluster.mustEtcdctl(["get", "--print-value-only", "kvd/values/com.corp.mail/port"])
             .trimmingCharacters(in: .whitespacesAndNewlines)

@@ -32,14 +32,21 @@ import Testing
     }
 
     @Test func keysOutsideThePrefixAndOtherHostsDomainsAreIgnored() {
-        guard case .ignored(let why) = reading("other/values/com.corp.a/k") else { Issue.record("not ignored"); return }
+        guard case .ignored(let why) = reading("other/values/com.corp.a/k") else {
+            Issue.record("not ignored")
+            return
+        }
         #expect(why.contains("not under the prefix"))
         guard case .ignored(let reason) = reading("kvd/values/com.other.a/k") else {
-            Issue.record("not ignored"); return
+            Issue.record("not ignored")
+            return
         }
         #expect(reason.contains("not a fleet domain"))
         // "kvd/values/" is under "kvd/", but "kvdx/..." is not under "kvd/".
-        guard case .ignored = reading("kvdx/values/com.corp.a/k") else { Issue.record("not ignored"); return }
+        guard case .ignored = reading("kvdx/values/com.corp.a/k") else {
+            Issue.record("not ignored")
+            return
+        }
     }
 
     @Test func keysThatFitNoPartOfTheLayoutAreReportedWithTheReason() {
@@ -60,7 +67,10 @@ import Testing
         let badUTF8 = Array("kvd/values/com.corp.a/".utf8) + [0xC3, 0x28]
         #expect(layout.name(ofEtcdKey: badUTF8) == .unreadable("the key is not valid UTF-8"))
         let nul = Array("kvd/values/com.corp.a/k".utf8) + [0]
-        guard case .unreadable(let reason) = layout.name(ofEtcdKey: nul) else { Issue.record("NUL accepted"); return }
+        guard case .unreadable(let reason) = layout.name(ofEtcdKey: nul) else {
+            Issue.record("NUL accepted")
+            return
+        }
         #expect(reason.contains("NUL"))
     }
 

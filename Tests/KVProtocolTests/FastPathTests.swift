@@ -1,5 +1,6 @@
 import KVValues
 import Testing
+
 @testable import KVProtocol
 
 /// The daemon's fast path for `Get` takes only what the general path reads as the same `Get`.

@@ -1,6 +1,7 @@
-import Testing
-@testable import KVProtocol
 import KVValues
+import Testing
+
+@testable import KVProtocol
 
 /// Issue 17, items 1 and 2: the varlink parsers on both sides take every value the contract
 /// allows (512 levels) inside their own framing, and the value rule itself is checked once.
@@ -17,12 +18,18 @@ import KVValues
     func setAndApplyTakeValuesAsDeepAsTheContractAllows(depth: Int) throws {
         let set = try Self.request(
             #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"d","key":"k","value":\#(Self.nested(depth))}}"#)
-        guard case .set(_, _, let value, _) = set else { Issue.record("not a Set: \(set)"); return }
+        guard case .set(_, _, let value, _) = set else {
+            Issue.record("not a Set: \(set)")
+            return
+        }
         #expect(JSONWriter().string(value.typedJSON) == Self.nested(depth))
         let apply = try Self.request(
             #"{"method":"io.kvd.Defaults.Apply","parameters":{"domain":"d","changes":[{"key":"k","value":\#(Self.nested(depth))}]}}"#
         )
-        guard case .apply(_, let changes, _) = apply else { Issue.record("not an Apply: \(apply)"); return }
+        guard case .apply(_, let changes, _) = apply else {
+            Issue.record("not an Apply: \(apply)")
+            return
+        }
         #expect(changes.first?.value == value)
     }
 

@@ -1,7 +1,8 @@
-import Testing
-@testable import KVProtocol
 import KVTestSupport
 import KVValues
+import Testing
+
+@testable import KVProtocol
 
 @Suite struct FramingTests {
     private func feed(_ framer: inout MessageFramer, _ text: String) {

@@ -1,9 +1,10 @@
 import FoundationEssentials
 import Glibc
-@testable import KVStorage
 import KVSystem
 import KVValues
 import Testing
+
+@testable import KVStorage
 
 /// Simulates a crash after every disk operation of a workload (set, delete, apply, domain
 /// deletion, a system instance's lock and unlock, group commits across domains (a fleet
@@ -18,8 +19,10 @@ import Testing
     static let checker = CrashChecker(directory: directory, options: options, applies: applies)
 
     static func run(_ work: CrashWorkload) {
-        let a = domain("com.example.a"), b = domain("com.example.b"), c = domain("com.example.c"),
-            global = domain("NSGlobalDomain")
+        let a = domain("com.example.a")
+        let b = domain("com.example.b")
+        let c = domain("com.example.c")
+        let global = domain("NSGlobalDomain")
         work.open()
         work.commit(a, .set(key("k1"), .integer(1), ifRevision: nil))
         work.commit(a, .set(key("k2"), .string("two"), ifRevision: nil))
@@ -119,7 +122,8 @@ import Testing
     static let checker = CrashChecker(directory: CrashPointTests.directory, options: options, applies: [:])
 
     static func run(_ work: CrashWorkload) {
-        let a = domain("com.example.a"), b = domain("com.example.b")
+        let a = domain("com.example.a")
+        let b = domain("com.example.b")
         work.open()
         work.commit(a, .set(key("deep"), StorageLimitsTests.nested(512), ifRevision: nil))  // 515 levels in its record
         work.commit(b, .set(key("after-deep"), .integer(1), ifRevision: nil))

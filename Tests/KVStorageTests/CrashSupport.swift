@@ -1,9 +1,10 @@
 import Dispatch
 import Glibc
-@testable import KVStorage
 import KVSystem
 import KVValues
 import Synchronization
+
+@testable import KVStorage
 
 /// What a store holds, as the test's own oracle computes it (independent of the engine's
 /// planner) or as read back from a store through its public API.
@@ -413,9 +414,11 @@ struct CrashChecker {
         guard checksHistory else { return nil }
         let keep = options.historyDays > 0 ? Int.max : options.historyKeep
         for domain in Set(content.history.keys).union(expected.history.keys) {
-            let served = content.history[domain] ?? [], committed = expected.history[domain] ?? []
+            let served = content.history[domain] ?? []
+            let committed = expected.history[domain] ?? []
             for key in Set(committed.map(\.key)).union(served.map(\.key)) {
-                let mine = served.filter { $0.key == key }, theirs = committed.filter { $0.key == key }
+                let mine = served.filter { $0.key == key }
+                let theirs = committed.filter { $0.key == key }
                 guard mine.count >= min(keep, theirs.count), Array(theirs.suffix(mine.count)) == mine else {
                     return
                         "history of \(domain) key \(key): served \(mine.map(Self.describe)), committed \(theirs.map(Self.describe))"

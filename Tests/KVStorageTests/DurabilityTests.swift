@@ -1,11 +1,12 @@
 import Dispatch
 import FoundationEssentials
 import Glibc
-@testable import KVStorage
 import KVSystem
 import KVValues
 import Synchronization
 import Testing
+
+@testable import KVStorage
 
 @Suite struct DurabilityTests {
     @Test func concurrentSubmittersShareOneSyncPerBatch() throws {
@@ -15,7 +16,8 @@ import Testing
         let store = try Store(directory: folder.state, fileSystem: fileSystem)
         fileSystem.resetCounts()
         let app = domain("com.example.group")
-        let threads = 8, perThread = 50
+        let threads = 8
+        let perThread = 50
         let results = Mutex<[Result<Commit, StorageError>]>([])
         let group = DispatchGroup()
         DispatchQueue.concurrentPerform(iterations: threads) { thread in

@@ -1,9 +1,10 @@
 import Glibc
-@testable import KVStorage
 import KVSystem
 import KVValues
 import Synchronization
 import Testing
+
+@testable import KVStorage
 
 /// Fails each file-system call of a session in turn (with `EIO`) and checks that reopening
 /// the folder gives exactly the acknowledged commits: nothing acknowledged is lost, nothing

@@ -1,10 +1,11 @@
 import FoundationEssentials
 import Glibc
-@testable import KVStorage
 import KVSystem
 import KVValues
 import Synchronization
 import Testing
+
+@testable import KVStorage
 
 extension TemporaryFolder {
     /// The names of the state folder's files whose bytes contain `text`.

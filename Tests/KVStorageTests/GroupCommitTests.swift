@@ -1,7 +1,8 @@
 import Glibc
-@testable import KVStorage
 import KVValues
 import Testing
+
+@testable import KVStorage
 
 /// Group commits (`Store/submitGroup`): several domains at one revision, in one log record, all
 /// or nothing. What a fleet mirror needs to apply one etcd revision, and the etcd revision it

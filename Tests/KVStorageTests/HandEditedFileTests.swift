@@ -1,8 +1,9 @@
 import FoundationEssentials
-@testable import KVStorage
 import KVValues
 import Synchronization
 import Testing
+
+@testable import KVStorage
 
 /// Issue 17, item 3: in a hand-edited domain file, a bad value or key costs only that key; it is
 /// kept verbatim and written back, never dropped.

@@ -1,9 +1,10 @@
 import Glibc
-@testable import KVStorage
 import KVSystem
 import KVValues
 import Synchronization
 import Testing
+
+@testable import KVStorage
 
 /// History's own crash points: a domain whose history is pruned (each key keeps its last 2
 /// values), appended to at every fold and rewritten once it has grown past its bound, through
@@ -15,7 +16,8 @@ import Testing
     static let checker = CrashChecker(directory: CrashPointTests.directory, options: options, applies: [:])
 
     static func run(_ work: CrashWorkload) {
-        let a = domain("com.example.a"), b = domain("com.example.b")
+        let a = domain("com.example.a")
+        let b = domain("com.example.b")
         work.open()
         for step in 0..<90 {
             if step == 45 { work.restart() }
@@ -149,7 +151,8 @@ import Testing
     static let options = StoreOptions(compactionLogBytes: 700, logReservationBytes: 64, historyKeep: 20, historyDays: 0)
 
     @Test func historyIsDroppedBeforeAWriteIsRefusedAndNoAcknowledgedValueIsLost() {
-        let a = domain("com.example.a"), b = domain("com.example.b")
+        let a = domain("com.example.a")
+        let b = domain("com.example.b")
         let fileSystem = SimulatedFileSystem()
         let full = Mutex(false)
         fileSystem.inject { _, operation, name in

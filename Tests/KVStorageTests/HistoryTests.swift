@@ -1,11 +1,12 @@
 import Dispatch
 import FoundationEssentials
 import Glibc
-@testable import KVStorage
 import KVSystem
 import KVValues
 import Synchronization
 import Testing
+
+@testable import KVStorage
 
 extension TemporaryFolder {
     /// The size of the state folder's file `name` (0 if missing).

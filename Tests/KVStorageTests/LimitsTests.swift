@@ -1,8 +1,9 @@
 import FoundationEssentials
-@testable import KVStorage
 import KVValues
 import Synchronization
 import Testing
+
+@testable import KVStorage
 
 /// Issue 17, items 1 and 2: what the store acknowledges is always read back, and a domain it
 /// stored can always be served in one reply.
@@ -24,7 +25,8 @@ import Testing
     func deepAcceptedValueAndTheWritesAfterItSurviveACrash(depth: Int) throws {
         let folder = TemporaryFolder()
         defer { folder.remove() }
-        let deep = domain("d"), other = domain("other")
+        let deep = domain("d")
+        let other = domain("other")
         do {
             let store = try Store(directory: folder.state)
             #expect(try store.commit(deep, .set(key("deep"), Self.nested(depth), ifRevision: nil)).revision == 1)

@@ -1,8 +1,9 @@
 import FoundationEssentials
-@testable import KVStorage
 import KVValues
 import Synchronization
 import Testing
+
+@testable import KVStorage
 
 /// Issue 17, item 1: a record the log reader cannot use never takes the records after it with
 /// it, and the store revision never goes back.

@@ -1,8 +1,9 @@
 import FoundationEssentials
-@testable import KVStorage
 import KVSystem
 import KVValues
 import Testing
+
+@testable import KVStorage
 
 @Suite struct RecoveryTests {
     @Test func version0BareObjectIsReadAndRewrittenAsVersion1() throws {

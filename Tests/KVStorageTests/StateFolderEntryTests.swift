@@ -1,10 +1,11 @@
 import Dispatch
 import FoundationEssentials
 import Glibc
-@testable import KVStorage
 import KVValues
 import Synchronization
 import Testing
+
+@testable import KVStorage
 
 struct StoreOpenTimeout: Error, CustomStringConvertible {
     var description: String { "opening the store did not finish within 10 s" }
@@ -66,7 +67,8 @@ struct StoreOpenTimeout: Error, CustomStringConvertible {
         }
         defer {
             for name in folder.names() where name.hasPrefix("x.") {
-                rmdir(folder.file(name)); unlink(folder.file(name))
+                rmdir(folder.file(name))
+                unlink(folder.file(name))
             }
         }
         let logs = LogCollector()

@@ -1,8 +1,9 @@
 import Glibc
-@testable import KVStorage
 import KVSystem
 import KVValues
 import Testing
+
+@testable import KVStorage
 
 /// Issue 17, item 5: the state folder must be its user's alone, and the store never writes
 /// through a link planted in it.

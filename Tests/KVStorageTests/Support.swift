@@ -89,7 +89,9 @@ final class RecordingFileSystem: FileSystem {
 
     func resetCounts() {
         counts.withLock {
-            $0.syncs = 0; $0.bytesWritten = [:]; $0.calls = []
+            $0.syncs = 0
+            $0.bytesWritten = [:]
+            $0.calls = []
         }
     }
 

@@ -1,9 +1,10 @@
 import Glibc
-@testable import KVStorage
 import KVSystem
 import KVValues
 import Synchronization
 import Testing
+
+@testable import KVStorage
 
 /// Failed writes and syncs on the simulated file system, followed by crashes: a change whose
 /// sync failed is reported as failed and never becomes durable later, not even when a later
@@ -100,9 +101,12 @@ import Testing
         CrashPointTests.run(CrashWorkload(fileSystem: baseline, options: CrashPointTests.options))
         let calls = baseline.calls
         #expect(calls.count > 150)
-        var faults = 0, states = 0, failedCommits = 0
+        var faults = 0
+        var states = 0
+        var failedCommits = 0
         var failures: [String] = []
-        var known: [Disk: CrashChecker.Recovered] = [:], knownFull: [Disk: CrashChecker.Recovered] = [:]
+        var known: [Disk: CrashChecker.Recovered] = [:]
+        var knownFull: [Disk: CrashChecker.Recovered] = [:]
         var dataOnly = CrashPointTests.checker
         dataOnly.checksHistory = false
         for index in calls.indices {

@@ -1,7 +1,7 @@
+import KVValues
 import Testing
 
 @testable import KVStorage
-import KVValues
 
 /// Issue 27: a reload of the system instance's drop-in files reaches a user's kvd as one batch,
 /// which it saves as one new system layer (``SystemLayerFile``). After a crash at every disk

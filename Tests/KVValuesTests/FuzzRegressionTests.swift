@@ -1,5 +1,6 @@
 import FoundationEssentials
 import Testing
+
 @testable import KVValues
 
 /// Inputs found by the fuzz targets in `fuzz/` (see `make fuzz`), kept so the defects stay fixed.

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import KVValues
 
 /// ``JSONParser/parseMembers(_:limits:inner:)`` is the daemon's path for every call: it must

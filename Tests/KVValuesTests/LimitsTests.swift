@@ -1,4 +1,5 @@
 import Testing
+
 @testable import KVValues
 
 /// Issue 17, item 1: the contract's value rule (at most 512 levels) is checked on the value
