@@ -78,6 +78,7 @@ public struct SystemSource: Sendable, Equatable {
     /// The drop-in file whose line locks the key.
     public var lockFile: String?
 
+    /// A source as `io.kvd.System.Source` names it; each part nil where it has none.
     public init(value: String?, file: String?, lock: String?, lockFile: String?) {
         self.value = value
         self.file = file
