@@ -161,6 +161,10 @@ public final class Server {
         var timeout = !table.hasReady && !commits.hasQueued ? nextTimeout() : 0
         if maxWait >= 0 { timeout = timeout < 0 ? maxWait : min(timeout, maxWait) }
         let events = try poller.wait(timeoutMilliseconds: timeout)
+        // The wake-up is cleared before the mirror's updates are taken, never after: an update
+        // queued in between wakes the next pass (cleared after, its wake-up was lost and the
+        // update, and every later one, waited for some other event).
+        if events.contains(where: { $0.fd == poller.wakeFD }) { poller.drainWake() }
         if fanOut.followsSystem { applySystemUpdates() }
         table.beginPass()
         serveReady()  // those that waited longest first
@@ -176,7 +180,7 @@ public final class Server {
 
     private func dispatch(_ event: Poller.Event) {
         if event.fd == poller.wakeFD {
-            poller.drainWake()
+            return  // cleared at the start of the pass
         } else if event.fd == poller.signalFD {
             if let signal = poller.takeTerminationSignal() { signalArrived(signal) }
         } else if event.fd == lifecycle.dropInWatcher?.fd {

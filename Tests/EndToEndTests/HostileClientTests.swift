@@ -9,8 +9,9 @@ import Testing
 /// must come back within ``HostileClientTests/latencyBound`` (a generous bound to catch a
 /// blocked loop, not a performance target), and the daemon's memory stays bounded.
 @Suite(.serialized) struct HostileClientTests {
-    /// Seconds per call; `KVD_TEST_LATENCY_BOUND` loosens it for sanitizer builds.
-    static let latencyBound = Double(ProcessInfo.processInfo.environment["KVD_TEST_LATENCY_BOUND"] ?? "") ?? 0.2
+    /// Seconds per call: a blocked loop takes seconds, a busy machine (CI on two cores) a few
+    /// hundred milliseconds (344 ms seen); `KVD_TEST_LATENCY_BOUND` loosens it for sanitizer builds.
+    static let latencyBound = Double(ProcessInfo.processInfo.environment["KVD_TEST_LATENCY_BOUND"] ?? "") ?? 1.0
     /// `KVD_TEST_NO_RSS_BOUNDS=1` (sanitizer builds, whose quarantine and shadow memory swamp
     /// the figures) turns the memory bounds off; everything else is still checked.
     static let checksMemory = ProcessInfo.processInfo.environment["KVD_TEST_NO_RSS_BOUNDS"] == nil
