@@ -6,15 +6,7 @@ import Testing
 /// The etcd password file read through KVSystem's seam (issue 26, item 1): what is not a regular
 /// file of its own, or too large, is refused with the same messages as before.
 @Suite struct EtcdAuthFileTests {
-    func refusal(_ path: String) -> String? {
-        do throws(EtcdError) {
-            _ = try EtcdCredentials.read(fromFile: path)
-            return nil
-        } catch {
-            guard case .badConfiguration(let message) = error else { return "unexpected: \(error)" }
-            return message
-        }
-    }
+    func refusal(_ path: String) -> String? { etcdAuthFileRefusal(path) }
 
     @Test func aLinkAFolderAndAnOversizedFileAreRefused() throws {
         let folder = NSTemporaryDirectory() + "kvd-etcd-auth-\(UInt64.random(in: 0...UInt64.max))"
@@ -34,5 +26,17 @@ import Testing
         chmod(folder + "/big", 0o600)
         #expect(refusal(folder + "/big")?.contains("is over 64 KiB") == true)
         #expect(refusal(folder + "/good") == nil)
+    }
+}
+
+/// Why the etcd password file at `path` is refused (`badConfiguration`'s message), or nil when
+/// it is read.
+func etcdAuthFileRefusal(_ path: String) -> String? {
+    do throws(EtcdError) {
+        _ = try EtcdCredentials.read(fromFile: path)
+        return nil
+    } catch {
+        guard case .badConfiguration(let message) = error else { return "unexpected: \(error)" }
+        return message
     }
 }

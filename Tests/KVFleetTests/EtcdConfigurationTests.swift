@@ -13,15 +13,7 @@ import Testing
         return path
     }
 
-    func refusal(_ path: String) -> String? {
-        do throws(EtcdError) {
-            _ = try EtcdCredentials.read(fromFile: path)
-            return nil
-        } catch {
-            guard case .badConfiguration(let message) = error else { return "unexpected: \(error)" }
-            return message
-        }
-    }
+    func refusal(_ path: String) -> String? { etcdAuthFileRefusal(path) }
 
     @Test func anAuthFileHoldsNameAndPasswordOnTwoLinesOrWithAColon() throws {
         for (text, password) in [("kvd\nse:cret\n", "se:cret"), ("kvd:se:cret", "se:cret"), ("kvd\r\npw\r\n", "pw")] {
