@@ -8,7 +8,7 @@ bench/results.json, bench/results.md and bench/results.svg. Every child is bound
 stopped at the end, whatever happens. A peer that cannot be had is skipped with a note.
 
     bench/run.py --bin .build/release [--gio-modules .build/clib/gio] [--quick] [--out bench] [--no-install]
-                 [--only history,cold,shared,dropins,gsettings]
+                 [--only history,cold,shared,dropins,gsettings,scaling]
 
 --quick (BENCH_QUICK=1) is the smoke mode: tiny durations, one run, never installs anything.
 """
@@ -31,6 +31,7 @@ from fleet import FleetRows
 from dropins import DropInRow
 from flood import FloodRow
 from gsettings import GSettingsRows
+from scaling import ScalingRows
 
 CHILD_TIMEOUT = 120  # seconds any one measuring program may take
 ACTIVATE = 'export LISTEN_PID=$$ LISTEN_FDS=1; exec "$0" "$@" {redirect}'
@@ -62,6 +63,7 @@ class Bench:
         self.client_cpus = {cpus[1]} if pin else None
         self.rows = []       # one per measured subject of a row
         self.targets = []    # one per issue target
+        self.scaling = []    # one per (op, client count): kvd and Redis side by side (bench/scaling.py)
         self.notes = []
         self.env = dict(os.environ, KVD_NO_AUTOSTART="1", HOME=os.path.join(self.dir, "home"),
                         XDG_CONFIG_HOME=os.path.join(self.dir, "home", ".config"))
@@ -264,6 +266,12 @@ class Bench:
         if "dropins" in self.only:
             print("drop-in reload", flush=True)
             DropInRow(self).run()
+        if "scaling" in self.only:
+            print("scaling", flush=True)
+            _, kvd_sock = self.start_kvd("kvd")
+            redis = self.start_redis("redis")
+            ScalingRows(self).run(kvd_sock, {}, redis[1] if redis else None)
+            self.stop_all()
         if "gsettings" in self.only:
             print("GSettings, kvd's backend and dconf's", flush=True)
             _, kvd_sock = self.start_kvd("kvd")
@@ -289,6 +297,7 @@ class Bench:
 
         print("raw limit, get, set", flush=True)
         redis_sock = redis[1] if redis else None
+        measured_rows = {}  # (op, clients) -> (kvd, Redis): the scaling rows reuse them
         for clients in (1, 50):
             row = f"get, {clients} client{'s' if clients > 1 else ''}"
             subjects = [("kvd Get", self.kvbench(kvd_sock, "varlink", "get", clients))]
@@ -298,6 +307,7 @@ class Bench:
             if redis:
                 subjects.append(("Redis GET", self.kvbench(redis_sock, "resp", "get", clients)))
             measured = self.interleave(row, subjects)
+            measured_rows[("get", clients)] = (measured[0], measured[-1] if redis else None)
             self.compare(row, "throughput kvd/Redis", measured[0], measured[-1] if redis else None, ">=", 1.0)
             if clients == 1:
                 self.target("raw limit", "kvd Get as share of the raw round trip",
@@ -312,12 +322,16 @@ class Bench:
                 subjects.append(("SQLite WAL synchronous=FULL", self.local("sqlite-set", "--dir", self.dir)))
             measured = {m["subject"]: m for m in self.interleave(row, subjects)}
             mine = measured["kvd Set (fsync)"]
+            measured_rows[("set", clients)] = (mine, measured.get("Redis SET appendfsync always"))
             self.compare(row, "throughput kvd/Redis", mine, measured.get("Redis SET appendfsync always"), ">=", 1.0)
             if clients == 1:
                 self.target("write amplification", "bytes written per 100-byte durable set (kvd)",
                             mine.get("write_bytes_per_op"), 4096, "<=", "from /proc/PID/io write_bytes")
                 self.compare(row, "throughput kvd/SQLite", mine, measured.get("SQLite WAL synchronous=FULL"), ">=", 0.7,
                              "SQLite runs in the measuring process; kvd adds a socket round trip to the same sync")
+
+        print("scaling", flush=True)
+        ScalingRows(self).run(kvd_sock, measured_rows, redis_sock)
 
         self.history_rows(kvd_sock)
 
@@ -536,6 +550,7 @@ class Bench:
             "machine": self.machine, "quick": self.quick, "seconds_per_run": self.seconds,
             "runs": self.runs, "server_cpus": sorted(self.server_cpus or []), "client_cpus": sorted(self.client_cpus or []),
             "loadavg_end": os.getloadavg(), "rows": self.rows, "targets": self.targets, "notes": self.notes,
+            "scaling": self.scaling,
         }
         with open(os.path.join(self.out, "results.json"), "w") as f:
             json.dump(result, f, indent=2)
@@ -592,10 +607,10 @@ def main():
     parser.add_argument("--runs", type=int, default=5, help="runs per measurement (median and spread)")
     parser.add_argument("--out", help="folder for results.* (default: bench, or .build/bench-smoke with --quick)")
     parser.add_argument("--tmp", help="folder for the servers' state (default .build; must not be tmpfs)")
-    parser.add_argument("--only", help="run only these rows, comma-separated (history, cold, shared, dropins, gsettings), print them and write no results")
+    parser.add_argument("--only", help="run only these rows, comma-separated (history, cold, shared, dropins, gsettings, scaling), print them and write no results")
     args = parser.parse_args()
-    if args.only and not set(args.only.split(",")) <= {"history", "cold", "shared", "dropins", "gsettings"}:
-        parser.error(f"--only takes history, cold, shared, dropins and/or gsettings, not {args.only}")
+    if args.only and not set(args.only.split(",")) <= {"history", "cold", "shared", "dropins", "gsettings", "scaling"}:
+        parser.error(f"--only takes history, cold, shared, dropins, gsettings and/or scaling, not {args.only}")
     bench = Bench(args)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     try:

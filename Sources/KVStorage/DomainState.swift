@@ -4,7 +4,8 @@ import KVValues
 /// typed JSON, kept verbatim so that it is written back unchanged.
 enum StoredContent: Sendable, Equatable {
     case value(Value)
-    case unreadable(raw: [UInt8], reason: String)
+    /// Boxed: rare, and unboxed it would make every entry 8 bytes larger (a value takes 17).
+    indirect case unreadable(raw: [UInt8], reason: String)
 }
 
 /// One key's content, the revision at which it last changed, and its size.

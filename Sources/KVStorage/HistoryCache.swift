@@ -4,10 +4,14 @@ import Synchronization
 /// How far a history file goes: the largest revision folded into it (pruned entries included)
 /// and the keys it holds at that revision. A fold, and a reader merging the log's commits,
 /// skip entries below it, and those at it whose key it holds (a crash may have cut an append
-/// within one commit).
+/// within one commit). Once a fold wrote that revision's commit whole, the keys are not kept
+/// (``wholeAtLast``): a domain's last commit may have changed every one of its keys, and the
+/// mark lives as long as the process.
 struct HistoryMark: Sendable {
     var lastRevision: Int64 = 0
     var lastKeys: Set<Key> = []
+    /// The file holds every entry at ``lastRevision`` (``lastKeys`` is then empty).
+    var wholeAtLast = false
 
     /// The mark of a file to which `entries` were folded.
     init(_ entries: [HistoryEntry] = []) {
@@ -17,7 +21,8 @@ struct HistoryMark: Sendable {
 
     /// Whether the file holds `entry` (or newer ones).
     func holds(_ entry: HistoryEntry) -> Bool {
-        entry.revision < lastRevision || (entry.revision == lastRevision && lastKeys.contains(entry.key))
+        entry.revision < lastRevision
+            || (entry.revision == lastRevision && (wholeAtLast || lastKeys.contains(entry.key)))
     }
 
     /// The entries of `commits` (in revision order) the file does not hold, in order.
@@ -25,12 +30,18 @@ struct HistoryMark: Sendable {
         commits.lazy.filter { $0.revision >= lastRevision }.flatMap(\.entries).filter { !holds($0) }
     }
 
-    /// After `fresh` (from ``fresh(_:)``) was appended.
+    /// After `fresh` (from ``fresh(_:)``: whole commits) was appended.
     mutating func advance(_ fresh: [HistoryEntry]) {
-        for entry in fresh {
-            if entry.revision > lastRevision { (lastRevision, lastKeys) = (entry.revision, []) }
-            lastKeys.insert(entry.key)
-        }
+        guard let last = fresh.last?.revision, last >= lastRevision else { return }
+        if last > lastRevision { (lastRevision, lastKeys) = (last, []) }
+        markWhole()
+    }
+
+    /// Records that the file holds every entry at ``lastRevision`` (a fold wrote its commit
+    /// whole) and drops the keys.
+    mutating func markWhole() {
+        lastKeys = []
+        wholeAtLast = true
     }
 }
 

@@ -102,22 +102,30 @@ enum HistoryRetention {
     }
 
     /// Unmarks the oldest kept entries of `entries` (normalized: in revision order) until the
-    /// rest take at most `maxBytes`; a key's newest entry stays when it is a value.
+    /// rest take at most `maxBytes`; a key's newest entry stays when it is a value. Walks from
+    /// the newest entry back and stops measuring at the first that no longer fits: a fold that
+    /// brings a large history down encodes only what it keeps (and the keys' newest values),
+    /// never the entries it drops.
     private static func bound(_ entries: [HistoryEntry], _ kept: inout [Bool], byKey: [Key: [Int]], maxBytes: Int) {
         var scratch: [UInt8] = []
-        var sizes = [Int](repeating: 0, count: entries.count)
-        var total = 0
-        for index in entries.indices where kept[index] {
-            sizes[index] = lineBytes(entries[index], scratch: &scratch)
-            total += sizes[index]
-        }
-        guard total > maxBytes else { return }
         var current = Set<Int>()
-        for indices in byKey.values where entries[indices.last!].value != nil { current.insert(indices.last!) }
-        for index in entries.indices where kept[index] && !current.contains(index) {
-            guard total > maxBytes else { return }
-            kept[index] = false
-            total -= sizes[index]
+        var total = 0
+        for indices in byKey.values where entries[indices.last!].value != nil && kept[indices.last!] {
+            current.insert(indices.last!)
+            total += lineBytes(entries[indices.last!], scratch: &scratch)
+        }
+        var index = entries.count - 1
+        while index >= 0 {
+            if kept[index] && !current.contains(index) {
+                let bytes = lineBytes(entries[index], scratch: &scratch)
+                guard total + bytes <= maxBytes else { break }
+                total += bytes
+            }
+            index -= 1
+        }
+        while index >= 0 {  // the first that did not fit and all older: dropped
+            if !current.contains(index) { kept[index] = false }
+            index -= 1
         }
     }
 

@@ -95,7 +95,7 @@ extension Journal {
             guard var info = histories[domain],
                 info.lines + fresh.count <= info.pruneAbove || !info.mayPrune(options, now: now),
                 info.validLength + Self.lineBytesBound(fresh, logLength) <= maxBytes
-                    || info.validLength + Self.lineBytes(fresh) <= maxBytes
+                    || Self.lineBytes(fresh, fitIn: Int64(maxBytes) - info.validLength)
             else {
                 try rewriteHistory(domain, adding: fresh, current: domains[domain], revision: revision)
                 continue
@@ -143,10 +143,17 @@ extension Journal {
         logLength + 128 * Int64(entries.count)
     }
 
-    /// The bytes the lines of `entries` take (measured one by one, no copy of them all).
-    static func lineBytes(_ entries: [HistoryEntry]) -> Int64 {
+    /// Whether the lines of `entries` take at most `room` bytes (measured one by one, no copy
+    /// of them all; it stops at the first line past `room`, so a fold bound to rewrite the file
+    /// does not encode every new entry to learn it).
+    static func lineBytes(_ entries: [HistoryEntry], fitIn room: Int64) -> Bool {
         var scratch: [UInt8] = []
-        return entries.reduce(0) { $0 + Int64(HistoryRetention.lineBytes($1, scratch: &scratch)) }
+        var total: Int64 = 0
+        for entry in entries {
+            total += Int64(HistoryRetention.lineBytes(entry, scratch: &scratch))
+            if total > room { return false }
+        }
+        return true
     }
 
     /// Rewrites `domain`'s history file with its entries and `adding`, pruned. Its entries come
@@ -165,7 +172,7 @@ extension Journal {
             case .unreadable: (entries, since) = (Self.baseline(current), revision)
             }
         }
-        try writeHistory(domain, entries + adding, since: since, current: current)
+        try writeHistory(domain, entries + adding, since: since, current: current, whole: true)
     }
 
     /// Writes `domain`'s history file anew with `entries` as retention keeps them, complete
@@ -174,9 +181,10 @@ extension Journal {
     /// are left out (a domain that keeps none has its file removed instead); what is kept is
     /// within ``HistoryRetention/pruneTarget(_:)`` of the bound for `current` (the domain's
     /// committed state). On failure it forgets the file, which is then read again when next
-    /// needed.
+    /// needed. `whole`: `entries` hold every entry of their last revision (a fold's rewrite).
     func writeHistory(
-        _ domain: Domain, _ entries: [HistoryEntry], since: Int64, current: DomainState?, keep: Bool = false
+        _ domain: Domain, _ entries: [HistoryEntry], since: Int64, current: DomainState?, keep: Bool = false,
+        whole: Bool = false
     ) throws(SystemError) {
         let options = historyOptions!
         guard !exclusions.excludes(domain) else { return try removeHistory(domain, since: since, keep: keep) }
@@ -201,6 +209,7 @@ extension Journal {
         var info = HistoryFileInfo(
             pruned.entries, lines: pruned.entries.count, validLength: Int64(bytes.count), torn: false)
         info.mark = HistoryMark(all)  // what was pruned stays folded
+        if whole { info.mark.markWhole() }
         histories[domain] = info
         loadedHistories.insert(domain)
         if keep || historyCache[domain] != nil {

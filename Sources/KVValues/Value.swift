@@ -5,7 +5,7 @@ import FoundationEssentials
 /// Travels and rests as the contract's typed JSON (`init(typedJSON:)`, `typedJSON`);
 /// reading back always gives the same case that was written (an integer stays an integer, a
 /// real a real, even `1.0`).
-public indirect enum Value: Sendable, Equatable, Hashable {
+public enum Value: Sendable, Equatable, Hashable {
     case string(String)
     case integer(Int64)
     case real(Double)
