@@ -16,6 +16,7 @@ import PackageDescription
 ///     KVCtl ← KVValues, KVProtocol, KVSystem, KVConnection    kvctl's commands
 ///     HabitsKit ← KVClient, KVProtocol, KVSystem, KVValues    the sample app
 ///     kvd ← KVDaemon; kvctl ← KVCtl; habits ← HabitsKit, KVSystem (thin mains)
+///     kvbench ← KVSystem, CLinux; kvbench-local ← KVClient, KVSystem   the benchmark's load generator and in-process rows
 ///     kvctl-plist ← KVValues, KVSystem        property lists ↔ typed JSON for kvctl (its own reader and writer on FoundationEssentials; a process of its own, so kvctl links neither)
 ///     KVTestSupport ← KVSystem, KVProtocol, CLinux     shared by test targets only (fake server, faults)
 ///
@@ -52,11 +53,11 @@ let package = Package(
         .target(name: "KVCtl", dependencies: ["KVValues", "KVProtocol", "KVSystem", "KVConnection"]),
         .executableTarget(name: "kvctl", dependencies: ["KVCtl"]),
         .executableTarget(name: "kvctl-plist", dependencies: ["KVValues", "KVSystem"]),
-        .executableTarget(name: "kvbench", dependencies: ["CLinux"]),
+        .executableTarget(name: "kvbench", dependencies: ["KVSystem", "CLinux"]),
         .executableTarget(name: "kvclient-probe", dependencies: ["KVClient", "KVValues", "KVSystem"]),
         .target(name: "HabitsKit", dependencies: ["KVClient", "KVProtocol", "KVSystem", "KVValues"]),
         .executableTarget(name: "habits", dependencies: ["HabitsKit", "KVSystem"]),
-        .executableTarget(name: "kvbench-local", dependencies: ["KVClient"]),
+        .executableTarget(name: "kvbench-local", dependencies: ["KVClient", "KVSystem"]),
         .executableTarget(name: "kvbench-hello"),
         .executableTarget(
             name: "kvbench-fleet", dependencies: ["KVConnection", "KVFleet", "KVProtocol", "KVSystem", "KVValues"]),

@@ -20,7 +20,9 @@ import Synchronization
 /// after it. This relies on kvd streaming a domain's commits and system changes in one order.
 ///
 /// Each key's source (``ValueSource``) comes with its change; the cache keeps the keys whose value
-/// is not the user's, so ``isLocked(_:)`` needs no IPC.
+/// is not the user's, so ``isLocked(_:)`` needs no IPC. A key the administrator locked without a
+/// value comes as a change with no value and the source `locked` (and, when its lock lifts, with
+/// no value and no source): the cache keeps its source though it holds no value for it.
 ///
 /// Memory follows the keys present, not the keys ever seen: a removed key is remembered only
 /// until the watch has delivered its removal (``State/complete``); past that point a
@@ -42,7 +44,8 @@ final class DomainCache: Sendable {
 
     struct State {
         var values: [String: Value] = [:]
-        /// The source of each present key whose value is not the user's (`system`, `locked`).
+        /// The source of each key whose value is not the user's (`system`, `locked`), and of
+        /// each key locked without a value (`locked`; it has no entry in ``values``).
         var sources: [String: ValueSource] = [:]
         /// The revision of each present key's last change.
         var revisions: [String: Int64] = [:]
@@ -116,7 +119,9 @@ final class DomainCache: Sendable {
     /// Keys the cache keeps anything for (a value, a revision, a removal): what its memory
     /// grows with.
     var footprint: Int {
-        state.withLock { Set($0.values.keys).union($0.revisions.keys).union($0.removals.keys).count }
+        state.withLock {
+            Set($0.values.keys).union($0.revisions.keys).union($0.removals.keys).union($0.sources.keys).count
+        }
     }
 
     func setOnChange(_ handler: OnChange?) {
@@ -144,7 +149,8 @@ final class DomainCache: Sendable {
 
     /// A full snapshot taken at `revision`: every key not in it was removed by then. `streamed`:
     /// the first reply of a watch (the stream's start); otherwise a `List`, taken outside the
-    /// stream. `sources` names the keys whose value is not the user's.
+    /// stream. `sources` names the keys whose value is not the user's, and the keys locked
+    /// without a value (not in `snapshot`).
     func reconcile(_ snapshot: [String: Value], revision: Int64, streamed: Bool, sources: [String: ValueSource] = [:]) {
         let firstLoad = !firstAttempt.opened
         let (changed, handler) = state.withLock { state -> (Changes, OnChange?) in
@@ -153,10 +159,11 @@ final class DomainCache: Sendable {
                 let update = Update(value: value, source: sources[key] ?? .user, revision: revision, streamed: streamed)
                 Self.apply(update, to: key, in: &state, changed: &changed)
             }
-            for key in state.values.keys where snapshot[key] == nil {
-                Self.apply(
-                    Update(value: nil, source: .user, revision: revision, streamed: streamed), to: key, in: &state,
-                    changed: &changed)
+            // The keys with no value: removed, or locked without one (as `sources` says).
+            let valueless = Set(state.values.keys).union(state.sources.keys).union(sources.keys)
+            for key in valueless where snapshot[key] == nil {
+                let update = Update(value: nil, source: sources[key] ?? .user, revision: revision, streamed: streamed)
+                Self.apply(update, to: key, in: &state, changed: &changed)
             }
             Self.complete(through: revision, &state)
             state.phase = .loaded
@@ -195,7 +202,9 @@ final class DomainCache: Sendable {
             state.revisions[key] = nil
             state.removals[key] = revision > state.complete ? revision : nil
         }
-        state.sources[key] = value == nil || update.source == .user ? nil : update.source
+        // A change with no value may lock the key (`locked`, a lock without a value): kept too.
+        let kept = update.source != .user && (value != nil || update.source == .locked)
+        state.sources[key] = kept ? update.source : nil
         guard state.values[key] != value else { return }
         state.values[key] = value
         changed[key] = .some(value)

@@ -47,6 +47,11 @@ struct RequestHandler {
         case historyChange(Domain, HistoryChange)
     }
 
+    /// What to do with `request`: a read is answered here, from the store and the layer,
+    /// without waiting for I/O; a write becomes a mutation to commit, unless it touches a
+    /// locked key (then the refusal); a fleet domain's write goes to etcd; a watch, a stream or
+    /// a history change is handed back for the loop to start. `io.kvd.System` is served by the
+    /// system instance only (`MethodNotFound` elsewhere).
     func handle(_ request: DefaultsRequest) -> Outcome {
         if fleet != nil, let write = fleetWrite(request) { return write }
         switch request {
@@ -55,11 +60,7 @@ struct RequestHandler {
         case .list(let domain), .listAll(let domain):
             return .reply(list(domain, withUnreadable: request == .listAll(domain)))
         case .domains:
-            var names = Set(store.domains().filter { !$0.isInternal })
-            // A system domain that holds only locks has nothing to read: not listed (`Get` and
-            // `List` of it are NotFound).
-            names.formUnion(layer.domains.lazy.filter { !$0.value.values.isEmpty }.map(\.key))
-            return .reply(VarlinkReply(parameters: ["domains": .array(names.sorted().map { .string($0.name) })]))
+            return .reply(domainNames())
         case .set(let domain, let key, let value, let ifRevision):
             return refusal(domain, [key]) ?? .commit(domain, .set(key, value, ifRevision: ifRevision))
         case .delete(let domain, let key?):
@@ -84,25 +85,44 @@ struct RequestHandler {
             }
             return handleSystem(request)
         case .getInfo:
-            var interfaces = [ServiceInterface.name, DefaultsInterface.name]
-            if isSystem { interfaces.append(SystemInterface.name) }
-            return .reply(
-                VarlinkReply(parameters: [
-                    "vendor": .string("kvd project"), "product": .string("kvd"),
-                    "version": .string(DaemonOptions.version), "url": .string("https://kvd.invalid/"),
-                    "interfaces": .array(interfaces.map(JSON.string)),
-                ]))
+            return .reply(info())
         case .getInterfaceDescription(let name):
-            switch name {
-            case DefaultsInterface.name:
-                return .reply(VarlinkReply(parameters: ["description": .string(DefaultsInterface.description)]))
-            case ServiceInterface.name:
-                return .reply(VarlinkReply(parameters: ["description": .string(ServiceInterface.description)]))
-            case SystemInterface.name where isSystem:
-                return .reply(VarlinkReply(parameters: ["description": .string(SystemInterface.description)]))
-            default: return .reply(.failure(ServiceInterface.Error.interfaceNotFound, ["interface": .string(name)]))
-            }
+            return .reply(interfaceDescription(name))
         }
+    }
+
+    /// `Domains`: the user's domains (not the internal ones) and the system layer's domains
+    /// that hold a value, sorted. A system domain that holds only locks has nothing to read: not
+    /// listed (`Get` and `List` of it are NotFound).
+    private func domainNames() -> VarlinkReply {
+        var names = Set(store.domains().filter { !$0.isInternal })
+        names.formUnion(layer.domains.lazy.filter { !$0.value.values.isEmpty }.map(\.key))
+        return VarlinkReply(parameters: ["domains": .array(names.sorted().map { .string($0.name) })])
+    }
+
+    /// `org.varlink.service.GetInfo`: who made this kvd, its version, and the interfaces it
+    /// serves (`io.kvd.System` on the system instance only).
+    private func info() -> VarlinkReply {
+        var interfaces = [ServiceInterface.name, DefaultsInterface.name]
+        if isSystem { interfaces.append(SystemInterface.name) }
+        return VarlinkReply(parameters: [
+            "vendor": .string("kvd project"), "product": .string("kvd"),
+            "version": .string(DaemonOptions.version), "url": .string("https://kvd.invalid/"),
+            "interfaces": .array(interfaces.map(JSON.string)),
+        ])
+    }
+
+    /// `org.varlink.service.GetInterfaceDescription`: the text of interface `name` as ``info()``
+    /// lists it; `InterfaceNotFound` for any other (`io.kvd.System` on a user's kvd too).
+    private func interfaceDescription(_ name: String) -> VarlinkReply {
+        let description: String
+        switch name {
+        case DefaultsInterface.name: description = DefaultsInterface.description
+        case ServiceInterface.name: description = ServiceInterface.description
+        case SystemInterface.name where isSystem: description = SystemInterface.description
+        default: return .failure(ServiceInterface.Error.interfaceNotFound, ["interface": .string(name)])
+        }
+        return VarlinkReply(parameters: ["description": .string(description)])
     }
 
     /// A write to a fleet domain: made in etcd by the ``FleetWriter`` (the mirror then holds

@@ -200,13 +200,21 @@ struct Recovery {
     /// limit, or unreadable as a whole — is renamed aside and logged, and its domain starts
     /// empty; nil then.
     private func load(_ name: String, _ entry: StorageFormat.Entry) throws(StorageError) -> LoadedDomain? {
+        guard let bytes = try readDomainFile(name) else { return nil }
+        var known: Domain?
+        if case .domainFile(let domain) = entry { known = domain }
+        guard let loaded = try decodeDomainFile(bytes, name, known: known) else { return nil }
+        try note(loaded, read: bytes, from: name)
+        return loaded
+    }
+
+    /// The bytes of domain file `name`; nil when there is none, or when it is not a regular
+    /// file or is over the size limit (then it is set aside, ``setAside(_:reason:)``). A failed
+    /// read is a failure of recovery.
+    private func readDomainFile(_ name: String) throws(StorageError) -> [UInt8]? {
         let path = journal.path(name)
-        let bytes: [UInt8]
         do {
-            guard let read = try fileSystem.readRegularFile(path, limit: Int64(StorageFormat.maxDomainFileBytes)) else {
-                return nil
-            }
-            bytes = read
+            return try fileSystem.readRegularFile(path, limit: Int64(StorageFormat.maxDomainFileBytes))
         } catch {
             switch error {
             case .notRegular(let kind): try setAside(name, reason: "it is \(kind), not a regular file")
@@ -219,21 +227,36 @@ struct Recovery {
             }
             return nil
         }
-        var known: Domain?
-        if case .domainFile(let domain) = entry { known = domain }
-        let loaded: LoadedDomain
+    }
+
+    /// The domain `bytes` (read from file `name`) hold: of domain `known` when the file's name
+    /// says which, else the one its `"domain"` member names, which must be the one whose file
+    /// is `name`. Nil when the file cannot be decoded or names another domain: then it is set
+    /// aside (``setAside(_:reason:)``).
+    private func decodeDomainFile(_ bytes: [UInt8], _ name: String, known: Domain?) throws(StorageError)
+        -> LoadedDomain?
+    {
         do throws(DomainFileError) {
-            loaded = try DomainFile.decode(bytes, domain: known)
+            let loaded = try DomainFile.decode(bytes, domain: known)
             guard known != nil || StorageFormat.fileName(for: loaded.domain) == name else {
                 throw DomainFileError(
                     reason:
                         "its \"domain\" member names \(loaded.domain), whose file is \(StorageFormat.fileName(for: loaded.domain))"
                 )
             }
+            return loaded
         } catch {
             try setAside(name, reason: error.reason)
             return nil
         }
+    }
+
+    /// What recovery tells of a decoded domain file `name`: its decoder's warnings and a domain
+    /// larger than one reply carries are logged; a file its next rewrite cannot keep whole
+    /// (``LoadedDomain/copyReason``) is copied aside (``keepCopy(of:name:reason:)``) and its
+    /// domain marked dirty, so that it is rewritten, and copied, once.
+    private func note(_ loaded: LoadedDomain, read bytes: [UInt8], from name: String) throws(StorageError) {
+        let path = journal.path(name)
         for warning in loaded.warnings { journal.log(.warning, "domain file \(path): \(warning)") }
         if let reason = loaded.copyReason {
             try keepCopy(of: bytes, name: name, reason: reason)
@@ -245,7 +268,6 @@ struct Recovery {
                 "domain \(loaded.domain) in \(path) takes \(loaded.state.budgetBytes) bytes as typed JSON, more than one reply carries (\(Limits.domainBytes)): its keys are served one by one, List of the whole domain fails, and writes that grow it are refused"
             )
         }
-        return loaded
     }
 
     /// Renames an unreadable file `name` aside and logs it.

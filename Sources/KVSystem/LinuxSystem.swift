@@ -321,6 +321,24 @@ public struct LinuxSystem: SystemCalls {
 
     public var processID: Int32 { getpid() }
 
+    public func processorSeconds() -> (user: Double, system: Double) {
+        var usage = rusage()
+        getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+        func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
+        return (seconds(usage.ru_utime), seconds(usage.ru_stime))
+    }
+
+    public func openLibrary(_ name: String) throws(LibraryError) -> SharedLibrary {
+        guard let handle = dlopen(name, RTLD_NOW) else {
+            throw LibraryError(dlerror().map { String(cString: $0) } ?? "\(name) cannot be loaded")
+        }
+        return SharedLibrary(handle: handle)
+    }
+
+    public func symbol(_ name: String, in library: SharedLibrary) -> UnsafeMutableRawPointer? {
+        dlsym(library.handle, name)
+    }
+
     public func sleep(microseconds: UInt32) {
         usleep(microseconds)
     }

@@ -61,11 +61,13 @@ extension SystemCalls {
         }
     }
 
-    /// Makes `fd` non-blocking. C: `fcntl(F_GETFL)`, `fcntl(F_SETFL)`.
+    /// Makes `fd` non-blocking (or, with `false`, blocking again). C: `fcntl(F_GETFL)`,
+    /// `fcntl(F_SETFL)`.
     @inlinable
-    public func setNonBlocking(_ fd: Int32) throws(SystemError) {
+    public func setNonBlocking(_ fd: Int32, _ nonBlocking: Bool = true) throws(SystemError) {
         let flags = try retrying("fcntl") { () throws(Errno) in try statusFlags(fd) }
-        try retrying("fcntl") { () throws(Errno) in try setStatusFlags(fd, flags | O_NONBLOCK) }
+        let changed = nonBlocking ? flags | O_NONBLOCK : flags & ~O_NONBLOCK
+        try retrying("fcntl") { () throws(Errno) in try setStatusFlags(fd, changed) }
     }
 
     // MARK: blocking descriptors (the client, kvd's log)
@@ -150,11 +152,14 @@ extension SystemCalls {
         }
     }
 
-    /// A non-blocking Unix stream socket bound at `path` and listening. C: `socket`, `bind`,
-    /// `listen`.
-    public func listenUnix(_ path: String, backlog: Int32 = 512) throws(SystemError) -> Int32 {
+    /// A Unix stream socket bound at `path` and listening, close-on-exec and non-blocking (with
+    /// `nonBlocking: false`, blocking: ``accept(_:)`` then waits for a connection). C: `socket`,
+    /// `bind`, `listen`.
+    public func listenUnix(_ path: String, backlog: Int32 = 512, nonBlocking: Bool = true) throws(SystemError)
+        -> Int32
+    {
         let address = try unixAddress(path)
-        let fd = try retrying("socket") { () throws(Errno) in try socket(nonBlocking: true) }
+        let fd = try retrying("socket") { () throws(Errno) in try socket(nonBlocking: nonBlocking) }
         do {
             try retrying("bind") { () throws(Errno) in try bind(fd, to: address) }
             try retrying("listen") { () throws(Errno) in try listen(fd, backlog: backlog) }

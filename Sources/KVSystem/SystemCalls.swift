@@ -2,8 +2,8 @@ import CLinux
 import Glibc
 
 /// kvd's one OS seam: every socket, epoll, eventfd, signalfd, read, write, close, accept and
-/// connect call of the daemon, the client and kvctl, and the few path and process calls around
-/// them, on top of the file calls of ``FileSystem`` (which the storage engine sees alone). No
+/// connect call of the daemon, the client, kvctl and the benchmark's programs, and the few path,
+/// process and shared-library calls around them, on top of the file calls of ``FileSystem`` (which the storage engine sees alone). No
 /// object file outside KVSystem calls the C library's system calls (`scripts/check-nm.sh`).
 ///
 /// Each requirement is one C call (named at the end of its comment) and nothing more: it
@@ -139,6 +139,37 @@ public protocol SystemCalls: FileSystem {
     var userID: UInt32 { get }
     /// This process's id. C: `getpid`.
     var processID: Int32 { get }
+    /// The processor time this process has used so far, in seconds: in user mode and in the
+    /// kernel. C: `getrusage(RUSAGE_SELF)`.
+    func processorSeconds() -> (user: Double, system: Double)
+
+    // MARK: shared libraries
+
+    /// Loads the shared library `name` (a file name, searched as the dynamic linker searches,
+    /// or a path), resolving all its symbols now; throws the loader's reason when it cannot.
+    /// The library stays loaded for the life of the process. C: `dlopen(name, RTLD_NOW)`,
+    /// `dlerror`.
+    func openLibrary(_ name: String) throws(LibraryError) -> SharedLibrary
+    /// The address of the function or variable `name` in `library`, or `nil` when it has none.
+    /// C: `dlsym`.
+    func symbol(_ name: String, in library: SharedLibrary) -> UnsafeMutableRawPointer?
+}
+
+/// A shared library ``SystemCalls/openLibrary(_:)`` loaded (the handle `dlopen` returned).
+public struct SharedLibrary: @unchecked Sendable {
+    /// The handle of `dlopen`; the loader keeps it valid for the life of the process.
+    public let handle: UnsafeMutableRawPointer
+
+    public init(handle: UnsafeMutableRawPointer) { self.handle = handle }
+}
+
+/// Why ``SystemCalls/openLibrary(_:)`` could not load a library: the dynamic loader's message
+/// (it sets no `errno`), like "libx.so.0: cannot open shared object file: No such file or
+/// directory".
+public struct LibraryError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var description: String
+
+    public init(_ description: String) { self.description = description }
 }
 
 /// The peer of a Unix socket connection, from the kernel.

@@ -1,6 +1,7 @@
 // SQLite, loaded at run time (dlopen of libsqlite3.so.0) so that building kvd never needs its
 // headers, and a machine without it skips the SQLite row instead of failing to build.
 import Glibc
+import KVSystem
 
 struct SQLite {
     typealias Open = @convention(c) (UnsafePointer<CChar>, UnsafeMutablePointer<OpaquePointer?>) -> Int32
@@ -23,11 +24,15 @@ struct SQLite {
 
     /// The library's functions, or nil (with the reason) when it cannot be loaded.
     static func load() -> (SQLite?, String) {
-        guard let library = dlopen("libsqlite3.so.0", RTLD_NOW) else {
-            return (nil, "libsqlite3.so.0 cannot be loaded: \(String(cString: dlerror()))")
+        let system = LinuxSystem()
+        let library: SharedLibrary
+        do {
+            library = try system.openLibrary("libsqlite3.so.0")
+        } catch {
+            return (nil, "libsqlite3.so.0 cannot be loaded: \(error)")
         }
         func symbol<T>(_ name: String, _ type: T.Type) -> T? {
-            dlsym(library, name).map { unsafeBitCast($0, to: type) }
+            system.symbol(name, in: library).map { unsafeBitCast($0, to: type) }
         }
         guard let open = symbol("sqlite3_open", Open.self), let exec = symbol("sqlite3_exec", Exec.self),
             let prepare = symbol("sqlite3_prepare_v2", Prepare.self),

@@ -1,31 +1,34 @@
 // The raw limit: a server that echoes every byte it receives, one thread per connection, so a
 // round trip costs two context switches and two socket copies and nothing else.
 import Glibc
+import KVSystem
 
 func serveEcho(_ path: String) -> Never {
-    unlink(path)
-    let listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-    var address = unixAddress(path)
-    let bound = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-        }
-    }
-    guard bound == 0, listen(listener, 128) == 0 else {
-        print("kvbench: cannot listen on \(path): \(String(cString: strerror(errno)))")
+    try? system.unlink(path)
+    let listener: Int32
+    do {
+        listener = try system.listenUnix(path, backlog: 128, nonBlocking: false)
+    } catch {
+        print("kvbench: cannot listen on \(path): \(error.errno)")
         exit(1)
     }
     while true {
-        let fd = accept(listener, nil, nil)
-        if fd < 0 { continue }
-        _ = startThread {
+        // accept4 makes the connection non-blocking; its thread reads it blocking.
+        guard let fd = try? system.accept(listener) else { continue }
+        guard (try? system.setNonBlocking(fd, false)) != nil else {
+            system.close(fd)
+            continue
+        }
+        detachThread {
             var buffer = [UInt8](repeating: 0, count: 65536)
-            while true {
-                let count = recv(fd, &buffer, buffer.count, 0)
-                if count <= 0 { break }
-                if buffer.withUnsafeBytes({ send(fd, $0.baseAddress, count, Int32(MSG_NOSIGNAL)) }) != count { break }
+            buffer.withUnsafeMutableBytes { raw in
+                while true {
+                    guard let count = try? system.receive(fd, into: raw), count > 0,
+                        (try? system.sendAll(fd, UnsafeRawBufferPointer(rebasing: raw[..<count]))) != nil
+                    else { break }
+                }
             }
-            close(fd)
+            system.close(fd)
         }
     }
 }

@@ -3,6 +3,7 @@
 // generator costs the same whatever it talks to.
 import CLinux
 import Glibc
+import KVSystem
 
 final class Box: @unchecked Sendable {
     var latencies: [UInt32] = []
@@ -13,8 +14,8 @@ func roundTrip(_ fd: Int32, _ call: [UInt8], _ proto: String, _ buffer: UnsafeMu
     sendAll(fd, call)
     var count = 0
     repeat {
-        let received = recv(fd, buffer.baseAddress! + count, buffer.count - count, 0)
-        if received <= 0 {
+        let received = try? system.receive(fd, into: UnsafeMutableRawBufferPointer(rebasing: buffer[count...]))
+        guard let received, received > 0 else {
             print("kvbench: connection closed")
             exit(1)
         }
@@ -26,7 +27,7 @@ func roundTrip(_ fd: Int32, _ call: [UInt8], _ proto: String, _ buffer: UnsafeMu
 /// Runs one client from `start` until `deadline`; returns its latencies in nanoseconds.
 func runClient(_ options: Options, index: Int, start: UInt64, deadline: UInt64) -> [UInt32] {
     let fd = connectUnix(options.socket)
-    defer { close(fd) }
+    defer { system.close(fd) }
     let call = request(options, client: index)
     let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 8)
     defer { buffer.deallocate() }
@@ -37,7 +38,7 @@ func runClient(_ options: Options, index: Int, start: UInt64, deadline: UInt64) 
     }
     var latencies: [UInt32] = []
     latencies.reserveCapacity(1 << 20)
-    while now() < start { usleep(100) }
+    while now() < start { system.sleep(microseconds: 100) }
     while true {
         let begin = now()
         if begin >= deadline { break }
@@ -54,9 +55,11 @@ func runClients(_ options: Options) -> [UInt32] {
     let boxes = (0..<options.clients).map { _ in Box() }
     let threads = (0..<options.clients).map { index in
         let box = boxes[index]
-        return startThread { box.latencies = runClient(options, index: index, start: start, deadline: deadline) }
+        return startJoinableThread {
+            box.latencies = runClient(options, index: index, start: start, deadline: deadline)
+        }
     }
-    for thread in threads { pthread_join(thread, nil) }
+    for thread in threads { thread.join() }
     return boxes.flatMap(\.latencies).sorted()
 }
 
@@ -65,7 +68,7 @@ func prepareKeys(_ options: Options) {
     var setup = options
     setup.operation = "set"
     let fd = connectUnix(options.socket)
-    defer { close(fd) }
+    defer { system.close(fd) }
     let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 8)
     defer { buffer.deallocate() }
     for index in 0..<options.clients { _ = roundTrip(fd, request(setup, client: index), options.proto, buffer) }
@@ -75,7 +78,7 @@ func prepareKeys(_ options: Options) {
 /// RESP `MSET`), as fast as the peer takes them.
 func populate(_ options: Options) {
     let fd = connectUnix(options.socket)
-    defer { close(fd) }
+    defer { system.close(fd) }
     let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 8)
     defer { buffer.deallocate() }
     let perDomain = (options.keys + options.domains - 1) / options.domains
@@ -103,10 +106,8 @@ func populate(_ options: Options) {
 
 /// CPU seconds (user + system) this process has used so far.
 func cpuSeconds() -> Double {
-    var usage = rusage()
-    getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
-    func seconds(_ time: timeval) -> Double { Double(time.tv_sec) + Double(time.tv_usec) / 1e6 }
-    return seconds(usage.ru_utime) + seconds(usage.ru_stime)
+    let used = system.processorSeconds()
+    return used.user + used.system
 }
 
 /// The same load from one thread: every connection non-blocking, one call in flight on each,
@@ -116,31 +117,30 @@ func cpuSeconds() -> Double {
 func runClientsPolled(_ options: Options) -> [UInt32] {
     let count = options.clients
     let fds = (0..<count).map { _ in connectUnix(options.socket) }
-    defer { for fd in fds { close(fd) } }
+    defer { for fd in fds { system.close(fd) } }
     let buffers = (0..<count).map { _ in UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 8) }
     defer { for buffer in buffers { buffer.deallocate() } }
-    let epoll = epoll_create1(Int32(EPOLL_CLOEXEC))
-    defer { close(epoll) }
+    guard let epoll = try? system.epollCreate() else {
+        print("kvbench: epoll_create1 failed")
+        exit(1)
+    }
+    defer { system.close(epoll) }
     var clients = PolledClients(options: options, fds: fds, buffers: buffers)
     clients.warmUp(watchedBy: epoll)
-    var events = [epoll_event](repeating: epoll_event(), count: count)
+    let events = UnsafeMutableBufferPointer<epoll_event>.allocate(capacity: count)
+    defer { events.deallocate() }
     let start = now() + 50_000_000
     let deadline = start + UInt64(options.seconds * 1e9)
-    while now() < start { usleep(100) }
+    while now() < start { system.sleep(microseconds: 100) }
     for index in 0..<count { clients.send(index) }
     var open = count
     while open > 0 {
-        let ready = epoll_wait(epoll, &events, Int32(count), 1000)
-        if ready < 0 {
-            if errno == EINTR { continue }
-            print("kvbench: epoll_wait failed")
-            exit(1)
-        }
-        for event in events[0..<Int(ready)] {
-            let index = Int(event.data.u64)
+        for event in events[0..<waitForReplies(epoll, into: events)] {
+            let index = clients.index(of: event.data.fd)
             guard let end = clients.receive(index) else { continue }
             if end >= deadline {
-                _ = epoll_ctl(epoll, EPOLL_CTL_DEL, fds[index], nil)  // finished: no more calls
+                // finished: no more calls
+                _ = try? system.epollControl(epoll, EPOLL_CTL_DEL, fds[index], events: 0)
                 open -= 1
             } else {
                 clients.send(index, at: end)
@@ -151,6 +151,19 @@ func runClientsPolled(_ options: Options) -> [UInt32] {
     return clients.latencies.sorted()
 }
 
+/// Waits up to a second for connections with a reply to read (`EINTR`: again); returns how many
+/// events it stored in `events`. Exits the program when `epoll_wait` fails.
+func waitForReplies(_ epoll: Int32, into events: UnsafeMutableBufferPointer<epoll_event>) -> Int {
+    do {
+        return try system.retrying("epoll_wait") { () throws(Errno) in
+            try system.epollWait(epoll, into: events, timeoutMilliseconds: 1000)
+        }
+    } catch {
+        print("kvbench: epoll_wait failed")
+        exit(1)
+    }
+}
+
 /// The connections of ``runClientsPolled(_:)``, each with one call in flight and its reply
 /// buffer, and the latencies measured so far.
 struct PolledClients {
@@ -158,6 +171,8 @@ struct PolledClients {
     let fds: [Int32]
     let buffers: [UnsafeMutableRawBufferPointer]
     let calls: [[UInt8]]
+    /// The index of each connection, by its descriptor (what epoll reports).
+    let indices: [Int]
     var received: [Int]
     var began: [UInt64]
     var latencies: [UInt32] = []
@@ -167,13 +182,16 @@ struct PolledClients {
         self.fds = fds
         self.buffers = buffers
         calls = (0..<fds.count).map { request(options, client: $0) }
+        var indices = [Int](repeating: -1, count: Int(fds.max() ?? 0) + 1)
+        for (index, fd) in fds.enumerated() { indices[Int(fd)] = index }
+        self.indices = indices
         received = [Int](repeating: 0, count: fds.count)
         began = [UInt64](repeating: 0, count: fds.count)
         latencies.reserveCapacity(1 << 22)
     }
 
     /// One blocking round trip on each connection (the first call must succeed), then each is
-    /// made non-blocking and added to `epoll` with its index.
+    /// made non-blocking and added to `epoll`.
     func warmUp(watchedBy epoll: Int32) {
         for index in fds.indices {
             let first = roundTrip(fds[index], calls[index], options.proto, buffers[index])
@@ -183,16 +201,18 @@ struct PolledClients {
                 )
                 exit(1)
             }
-            _ = fcntl(fds[index], F_SETFL, fcntl(fds[index], F_GETFL) | O_NONBLOCK)
-            var event = epoll_event()
-            event.events = EPOLLIN.rawValue
-            event.data.u64 = UInt64(index)
-            guard epoll_ctl(epoll, EPOLL_CTL_ADD, fds[index], &event) == 0 else {
+            do {
+                try system.setNonBlocking(fds[index])
+                try system.epollControl(epoll, EPOLL_CTL_ADD, fds[index], events: EPOLLIN.rawValue)
+            } catch {
                 print("kvbench: epoll_ctl failed")
                 exit(1)
             }
         }
     }
+
+    /// The index of the connection on descriptor `fd`.
+    func index(of fd: Int32) -> Int { indices[Int(fd)] }
 
     /// Sends connection `index`'s call, its clock started at `time`.
     mutating func send(_ index: Int, at time: UInt64 = now()) {
@@ -204,9 +224,15 @@ struct PolledClients {
     /// returns the time it ended.
     mutating func receive(_ index: Int) -> UInt64? {
         let buffer = buffers[index]
-        let got = recv(fds[index], buffer.baseAddress! + received[index], buffer.count - received[index], 0)
-        if got < 0, errno == EAGAIN { return nil }
-        if got <= 0 {
+        let got: Int
+        do {
+            let rest = UnsafeMutableRawBufferPointer(rebasing: buffer[received[index]...])
+            guard let count = try system.readAvailable(fds[index], into: rest) else { return nil }
+            got = count
+        } catch {
+            got = 0
+        }
+        if got == 0 {
             print("kvbench: connection closed")
             exit(1)
         }

@@ -1,42 +1,32 @@
-// Blocking Unix-socket helpers shared by the clients and the echo server.
+// Blocking Unix-socket helpers shared by the clients and the echo server, through KVSystem's
+// seam (`LinuxSystem`: a struct with no state, so a call costs what the C call costs).
 import Glibc
+import KVSystem
 
-func unixAddress(_ path: String) -> sockaddr_un {
-    var address = sockaddr_un()
-    address.sun_family = sa_family_t(AF_UNIX)
-    withUnsafeMutableBytes(of: &address.sun_path) { raw in
-        let bytes = Array(path.utf8.prefix(raw.count - 1))
-        raw.copyBytes(from: bytes)
-        raw[bytes.count] = 0
-    }
-    return address
-}
+let system = LinuxSystem()
 
 func connectUnix(_ path: String) -> Int32 {
-    let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-    var address = unixAddress(path)
-    let result = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-        }
-    }
-    if result != 0 {
-        print("kvbench: cannot connect to \(path): \(String(cString: strerror(errno)))")
+    do {
+        return try system.connectUnix(path)
+    } catch {
+        print("kvbench: cannot connect to \(path): \(error.errno)")
         exit(1)
     }
-    return fd
 }
 
 /// Sends all of `bytes`.
 func sendAll(_ fd: Int32, _ bytes: [UInt8]) {
-    var sent = 0
-    while sent < bytes.count {
-        let count = bytes.withUnsafeBytes { send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }
-        if count <= 0 {
-            print("kvbench: send failed: \(String(cString: strerror(errno)))")
-            exit(1)
+    let failure = bytes.withUnsafeBytes { raw -> SystemError? in
+        do throws(SystemError) {
+            try system.sendAll(fd, raw)
+            return nil
+        } catch {
+            return error
         }
-        sent += count
+    }
+    if let failure {
+        print("kvbench: send failed: \(failure.errno)")
+        exit(1)
     }
 }
 
@@ -46,19 +36,12 @@ func now() -> UInt64 {
     return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
 }
 
-/// Runs `body` on a new pthread; `join` waits for it.
-final class ClosureBox: @unchecked Sendable {
-    let body: @Sendable () -> Void
-    init(_ body: @escaping @Sendable () -> Void) { self.body = body }
-}
-
-func startThread(_ body: @escaping @Sendable () -> Void) -> pthread_t {
-    var thread = pthread_t()
-    pthread_create(
-        &thread, nil,
-        { raw in
-            Unmanaged<ClosureBox>.fromOpaque(raw!).takeRetainedValue().body()
-            return nil
-        }, Unmanaged.passRetained(ClosureBox(body)).toOpaque())
-    return thread
+/// Runs `body` on a new thread; `join()` waits for it.
+func startJoinableThread(_ body: @escaping @Sendable () -> Void) -> StartedThread {
+    do {
+        return try startThread(body)
+    } catch {
+        print("kvbench: cannot start a thread: \(error)")
+        exit(1)
+    }
 }

@@ -100,6 +100,23 @@ import Testing
         #expect(core.value("e") == .integer(3))
     }
 
+    /// Issue 28: a key the administrator locked without a value comes with no value and the
+    /// source `locked`, in a watch's first reply and as a change; it is locked though the cache
+    /// holds no value for it, until a change with no value and no source lifts the lock.
+    @Test func aKeyLockedWithoutAValueIsLockedUntilTheLockLifts() {
+        let core = DomainCache(
+            domain: domain("com.example.bare"), transport: .memory(KVMemoryStore()), report: { _ in })
+        core.reconcile(["a": Value.integer(1)], revision: 10, streamed: true, sources: ["bare": .locked])
+        #expect(core.isLocked("bare") && core.value("bare") == nil, "the snapshot's valueless lock was dropped")
+        core.apply([Change(key: key("bare"), value: nil)], revision: 10, streamed: true)  // the lock lifts
+        #expect(!core.isLocked("bare"))
+        core.apply([Change(key: key("b"), value: nil)], revision: 10, streamed: true, sources: [key("b"): .locked])
+        #expect(core.isLocked("b") && core.value("b") == nil, "a streamed valueless lock was dropped")
+        core.reconcile(["a": Value.integer(1)], revision: 11, streamed: true)  // a new watch: b's lock lifted meanwhile
+        #expect(!core.isLocked("b"), "a lock lifted while disconnected stayed")
+        #expect(core.footprint == 1)
+    }
+
     /// The watch thread holds its cache only while it hands it an event: releasing the suite
     /// releases its caches (and so stops their watches), on kvd and on a memory store alike.
     @Test func releasingTheSuiteReleasesItsCachesAndTheirWatches() throws {

@@ -105,6 +105,25 @@ import Testing
             eventually { defaults.string(forKey: "new") == "machine" },
             "a system default streamed at the current revision was dropped")
     }
+
+    /// Issue 28: a key the administrator locked without a value (it reads as absent) is not
+    /// writable and is forced in its domain; a change with no value and no source lifts the
+    /// lock. Before, the cache dropped the source of a change with no value.
+    @Test func aKeyLockedWithoutAValueIsNotWritableUntilTheLockLifts() {
+        let kvd = FakeKVD()
+        defer { kvd.feed.close() }
+        let defaults = kvd.suite(DiagnosticLog())
+        #expect(defaults.isWritable(forKey: "bare"))
+
+        kvd.feed.push(FakeKVD.change("bare", nil, source: "locked"))
+        #expect(eventually { !defaults.isWritable(forKey: "bare") }, "a lock without a value was not seen")
+        #expect(defaults.objectIsForced(forKey: "bare", inDomain: Self.name))
+        #expect(defaults.object(forKey: "bare") == nil, "a lock without a value reads as absent")
+
+        kvd.feed.push(FakeKVD.change("bare", nil, source: nil))
+        #expect(eventually { defaults.isWritable(forKey: "bare") }, "the lifted lock stayed")
+        #expect(!defaults.objectIsForced(forKey: "bare", inDomain: Self.name))
+    }
 }
 
 /// The faked user kvd of ``SystemLayerTests``: `Watch` of the test domain streams what the test
@@ -135,9 +154,11 @@ final class FakeKVD: Sendable {
         return KVDefaults(suiteName: SystemLayerTests.name, configuration: configuration)!
     }
 
-    /// One streamed change at the unchanged revision 3; `source` nil for the user's value.
-    static func change(_ name: String, _ value: String, source: String?) -> VarlinkReply {
-        var change: [String: JSON] = ["key": .string(name), "value": .string(value)]
+    /// One streamed change at the unchanged revision 3; `source` nil for the user's value. With
+    /// no `value`: a key removed, or (source "locked") locked without a value.
+    static func change(_ name: String, _ value: String?, source: String?) -> VarlinkReply {
+        var change: [String: JSON] = ["key": .string(name)]
+        if let value { change["value"] = .string(value) }
         if let source { change["source"] = .string(source) }
         return VarlinkReply(
             parameters: ["revision": .integer(3), "changes": .array([.object(change)]), "initial": .bool(false)],

@@ -269,6 +269,11 @@ public final class FaultInjectingSystem: SystemCalls {
     public func isTerminal(_ fd: Int32) -> Bool { real.isTerminal(fd) }
     public var userID: UInt32 { real.userID }
     public var processID: Int32 { real.processID }
+    public func processorSeconds() -> (user: Double, system: Double) { real.processorSeconds() }
+    public func openLibrary(_ name: String) throws(LibraryError) -> SharedLibrary { try real.openLibrary(name) }
+    public func symbol(_ name: String, in library: SharedLibrary) -> UnsafeMutableRawPointer? {
+        real.symbol(name, in: library)
+    }
     public func peerCredentials(_ fd: Int32) throws(Errno) -> PeerCredentials {
         if let peer = state.withLock({ $0.peers.isEmpty ? nil : $0.peers.removeFirst() }) { return peer }
         return try real.peerCredentials(fd)
