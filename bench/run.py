@@ -308,7 +308,9 @@ class Bench:
                 subjects.append(("Redis GET", self.kvbench(redis_sock, "resp", "get", clients)))
             measured = self.interleave(row, subjects)
             measured_rows[("get", clients)] = (measured[0], measured[-1] if redis else None)
-            self.compare(row, "throughput kvd/Redis", measured[0], measured[-1] if redis else None, ">=", 1.0)
+            # 50 clients: 1.1 (issue 29), so that the lead holds through this machine's noise
+            self.compare(row, "throughput kvd/Redis", measured[0], measured[-1] if redis else None, ">=",
+                         1.1 if clients > 1 else 1.0)
             if clients == 1:
                 self.target("raw limit", "kvd Get as share of the raw round trip",
                             measured[0]["ops_per_s"] / measured[1]["ops_per_s"], 0.0, ">=", "reported, no target")
@@ -323,12 +325,15 @@ class Bench:
             measured = {m["subject"]: m for m in self.interleave(row, subjects)}
             mine = measured["kvd Set (fsync)"]
             measured_rows[("set", clients)] = (mine, measured.get("Redis SET appendfsync always"))
-            self.compare(row, "throughput kvd/Redis", mine, measured.get("Redis SET appendfsync always"), ">=", 1.0)
+            self.compare(row, "throughput kvd/Redis", mine, measured.get("Redis SET appendfsync always"), ">=",
+                         1.1 if clients > 1 else 1.0)
             if clients == 1:
                 self.target("write amplification", "bytes written per 100-byte durable set (kvd)",
                             mine.get("write_bytes_per_op"), 4096, "<=", "from /proc/PID/io write_bytes")
-                self.compare(row, "throughput kvd/SQLite", mine, measured.get("SQLite WAL synchronous=FULL"), ">=", 0.7,
-                             "SQLite runs in the measuring process; kvd adds a socket round trip to the same sync")
+                self.compare(row, "throughput kvd/SQLite, pinned", mine, measured.get("SQLite WAL synchronous=FULL"), ">=",
+                             None, "SQLite runs in the measuring process on the clients' CPU; each kvd call wakes the other CPU")
+                if sqlite:
+                    self.unpinned_sqlite_row()
 
         print("scaling", flush=True)
         ScalingRows(self).run(kvd_sock, measured_rows, redis_sock)
@@ -407,6 +412,22 @@ class Bench:
         self.target("history read", "p50 latency History/List", history["p50_us"] / listing["p50_us"], 2.0, "<=")
         for proc, _ in servers.values():
             self.stop(proc)
+
+    def unpinned_sqlite_row(self):
+        """kvd's durable Set beside SQLite with nothing pinned (issue 29: the target is on this
+        pair): a kvd of its own, kvbench and the SQLite program where the scheduler puts them, as
+        an app and its settings daemon run on a desktop."""
+        saved = (self.server_cpus, self.client_cpus)
+        self.server_cpus = self.client_cpus = None
+        try:
+            _, sock = self.start_kvd("kvd-unpinned")
+            mine, peer = self.interleave("durable set, 1 client, unpinned", [
+                ("kvd Set (fsync), unpinned", self.kvbench(sock, "varlink", "set", 1)),
+                ("SQLite WAL synchronous=FULL, unpinned", self.local("sqlite-set", "--dir", self.dir))])
+        finally:
+            self.server_cpus, self.client_cpus = saved
+        self.compare("durable set, 1 client, unpinned", "throughput kvd/SQLite, unpinned", mine, peer, ">=", 0.7,
+                     "SQLite runs in the measuring process; kvd adds a socket round trip to the same sync")
 
     def compare(self, row, measure, mine, peer, op, goal, note=""):
         if peer is None:
@@ -521,25 +542,30 @@ class Bench:
             self.stop(proc)
 
     def memory_row(self):
-        keys = 1000 if self.quick else 100_000
-        kvd, sock = self.start_kvd("mem-kvd")
+        """RSS after populating 100,000 and 1,000,000 keys of 100 B (1,000 keys a domain), kvd beside
+        Redis (no persistence: only what it holds in memory)."""
+        for keys, goal in ((1000, 2.0), (10_000, 2.0)) if self.quick else ((100_000, 1.4), (1_000_000, 1.5)):
+            self.memory_pair(keys, keys // 1000, goal)
+
+    def memory_pair(self, keys, domains, goal):
+        kvd, sock = self.start_kvd(f"mem-kvd-{keys}")
         empty = rss_kib(kvd.pid)
-        self.populate(sock, "varlink", keys, "bench.mem", domains=100)
+        self.populate(sock, "varlink", keys, "bench.mem", domains=domains)
         mine = rss_kib(kvd.pid)
         self.stop(kvd)
-        self.rows.append({"row": "memory", "subject": f"kvd RSS, {keys} keys of 100 B", "rss_kib": mine, "rss_empty_kib": empty})
+        self.rows.append({"row": "memory", "subject": f"kvd RSS, {keys:,} keys of 100 B", "rss_kib": mine, "rss_empty_kib": empty})
         print(f"  memory: kvd {empty} KiB empty, {mine} KiB with {keys} keys", flush=True)
-        redis = self.start_redis("mem-redis", durable=False)
+        redis = self.start_redis(f"mem-redis-{keys}", durable=False)
         if redis is None:
-            self.target("memory", "RSS kvd/Redis", None, 2.0, "<=", "peer skipped")
+            self.target("memory", f"RSS kvd/Redis, {keys:,} keys", None, goal, "<=", "peer skipped")
             return
         empty = rss_kib(redis[0].pid)
-        self.populate(redis[1], "resp", keys, "bench.mem", domains=100)
+        self.populate(redis[1], "resp", keys, "bench.mem", domains=domains)
         peer = rss_kib(redis[0].pid)
         self.stop(redis[0])
-        self.rows.append({"row": "memory", "subject": f"Redis RSS, {keys} keys of 100 B", "rss_kib": peer, "rss_empty_kib": empty})
+        self.rows.append({"row": "memory", "subject": f"Redis RSS, {keys:,} keys of 100 B", "rss_kib": peer, "rss_empty_kib": empty})
         print(f"  memory: Redis {empty} KiB empty, {peer} KiB with {keys} keys", flush=True)
-        self.target("memory", "RSS kvd/Redis", mine / peer, 2.0, "<=")
+        self.target("memory", f"RSS kvd/Redis, {keys:,} keys", mine / peer, goal, "<=")
 
     # ---- output ----------------------------------------------------------------------
 

@@ -19,8 +19,8 @@ final class CommitPipeline {
     private let completions = CompletionQueue()
     /// Commits clients asked for that have not been handed back by ``takeFinished()``.
     @exclusivity(unchecked) private(set) var inFlight = 0
-    /// Writes were queued in the store this pass and await ``commitQueued()``.
-    @exclusivity(unchecked) private(set) var hasQueued = false
+    /// Writes queued in the store this pass, awaiting ``commitQueued()``.
+    @exclusivity(unchecked) private(set) var queued = 0
     /// The system instance with `--etcd`: makes changes to fleet domains in etcd (nil until
     /// the fleet is up, and in every other kvd).
     var fleetWriter: FleetWriter?
@@ -50,7 +50,7 @@ final class CommitPipeline {
         inFlight += 1
         switch work {
         case .write(let domain, let mutation, let uid):
-            hasQueued = true
+            queued += 1
             store.enqueue(domain, mutation, uid: uid, completion: finisher(connection.id, oneway, notify: true))
         case .fleet(let change):
             fleetWriter?.submit(change, completion: finisher(connection.id, oneway, notify: false))
@@ -66,7 +66,7 @@ final class CommitPipeline {
     /// Queues a commit the loop makes itself (a drop-in reload's marker) in this pass's group
     /// commit, awaited by nobody: watchers hear of it when it finishes.
     func submitUnawaited(_ domain: Domain, _ mutation: Mutation) {
-        hasQueued = true
+        queued += 1
         store.enqueue(domain, mutation) { [completions, poller] result in
             if completions.push(.init(connection: CompletionQueue.Item.external, oneway: true, result: result)) {
                 poller.wake()
@@ -94,11 +94,19 @@ final class CommitPipeline {
         }
     }
 
-    /// Makes this pass's writes durable with one sync (blocks the loop for it).
+    /// Makes this pass's writes durable with one sync. One write (one client waiting): on the
+    /// loop's thread, which blocks for the sync but hands nothing to another thread. More: on the
+    /// store's commit queue, so the loop reads and parses the next calls during the sync, and
+    /// the commit queue takes them as the next batch as soon as this one is durable (their
+    /// completions wake the loop, one wake a batch).
     func commitQueued() {
-        guard hasQueued else { return }
-        hasQueued = false
-        completions.whileLoopCommits { store.commitQueued() }
+        guard queued > 0 else { return }
+        defer { queued = 0 }
+        if queued > 1 {
+            store.commitQueuedInBackground()
+        } else {
+            completions.whileLoopCommits { store.commitQueued() }
+        }
     }
 
     /// The commits finished since the last call, in commit order; those clients asked for are

@@ -158,7 +158,7 @@ public final class Server {
     /// the loop's timers allow), handles them, commits what they wrote, sends the replies.
     /// Returns the reason to stop, or `nil` to go on. Tests drive the loop pass by pass.
     func runPass(maxWait: Int32 = -1) throws(SystemError) -> String? {
-        var timeout = !table.hasReady && !commits.hasQueued ? nextTimeout() : 0
+        var timeout = !table.hasReady && commits.queued == 0 ? nextTimeout() : 0
         if maxWait >= 0 { timeout = timeout < 0 ? maxWait : min(timeout, maxWait) }
         let events = try poller.wait(timeoutMilliseconds: timeout)
         // The wake-up is cleared before the mirror's updates are taken, never after: an update

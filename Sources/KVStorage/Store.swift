@@ -182,6 +182,21 @@ public final class Store: Sendable {
         queue.sync { drain(compactingInline: false) }
     }
 
+    /// Hands everything queued to the commit queue and returns at once: the batch is written,
+    /// synced and published there, and its completions run there, while the caller goes on (an
+    /// event loop reads and queues the next batch during this one's sync; the commit queue takes
+    /// it as soon as this one is durable). Nothing if nothing is queued or the queue is already
+    /// draining (then it takes what was queued too).
+    public func commitQueuedInBackground() {
+        let mine = state.withLock { state in
+            guard !state.draining, !state.pending.isEmpty else { return false }
+            state.draining = true
+            return true
+        }
+        guard mine else { return }
+        queue.async { self.drain() }
+    }
+
     private func add(_ pending: Pending, startDrain: Bool) {
         let schedule: Bool? = state.withLock { state in
             guard !state.closed else { return nil }
