@@ -62,9 +62,66 @@ def markdown(result):
         ratio = "—" if t["ratio"] is None else f"{t['ratio']:,.2f}"
         target = "reported" if t["row"] == "raw limit" or t["target"] == "reported" else t["target"]
         lines.append(f"| {t['row']} | {t['measure']} | {ratio} | {target} | {met}{' — ' + t['note'] if t['note'] else ''} |")
+    lines += scaling_markdown(result.get("scaling") or [])
     if result["notes"]:
         lines += ["", "## Notes", ""] + [f"- {note}" for note in result["notes"]]
     return "\n".join(lines) + "\n"
+
+
+def scaling_markdown(scaling):
+    """The scaling rows (bench/scaling.py) as one table: a line per client count."""
+    if not scaling:
+        return []
+    lines = ["", "## Scaling: throughput by client count (kvd beside Redis)", "",
+             "| clients | kvd Get/s | Redis GET/s | kvd/Redis | kvd Set (fsync)/s | Redis SET (always)/s | kvd/Redis |",
+             "|---:|---:|---:|---:|---:|---:|---:|"]
+    by = {(e["op"], e["clients"]): e for e in scaling}
+    for clients in sorted({e["clients"] for e in scaling}):
+        cells = []
+        for op in ("get", "set"):
+            e = by.get((op, clients))
+            cells += ["—"] * 3 if e is None else [
+                fmt(e["kvd_ops_per_s"]), fmt(e["redis_ops_per_s"]), "—" if e["ratio"] is None else f"{e['ratio']:.2f}"]
+        lines.append(f"| {clients:,} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def scaling_svg(scaling, top, width):
+    """A panel of four lines (kvd and Redis, Get and durable Set) over the client counts, on a
+    logarithmic axis; returns its SVG elements and its height."""
+    if not scaling:
+        return [], 0
+    import math
+    counts = sorted({e["clients"] for e in scaling})
+    left, plot_w, plot_h = 80, width - 300, 220
+    peak = max(max(e["kvd_ops_per_s"], e["redis_ops_per_s"] or 0) for e in scaling) or 1
+    span = math.log10(max(counts)) - math.log10(min(counts)) or 1
+    def x(c):
+        return left + plot_w * (math.log10(c) - math.log10(min(counts))) / span
+    def y(v):
+        return top + 30 + plot_h * (1 - v / peak)
+    out = [f'<text x="10" y="{top + 14}" font-weight="bold" font-size="12">scaling: throughput (ops/s) by client count, '
+           'kvd beside Redis (higher is better)</text>',
+           f'<line x1="{left}" y1="{y(0):.1f}" x2="{left + plot_w}" y2="{y(0):.1f}" stroke="#999"/>',
+           f'<line x1="{left}" y1="{y(0):.1f}" x2="{left}" y2="{y(peak):.1f}" stroke="#999"/>',
+           f'<text x="{left - 6}" y="{y(peak) + 4:.1f}" text-anchor="end">{fmt(peak)}</text>',
+           f'<text x="{left - 6}" y="{y(0) + 4:.1f}" text-anchor="end">0</text>']
+    for c in counts:
+        out.append(f'<text x="{x(c):.1f}" y="{y(0) + 14:.1f}" text-anchor="middle">{c:,}</text>')
+    series = [("kvd Get", "get", "kvd_ops_per_s", "#2b6cb0", ""), ("Redis GET", "get", "redis_ops_per_s", "#dd6b20", ""),
+              ("kvd Set (fsync)", "set", "kvd_ops_per_s", "#2b6cb0", ' stroke-dasharray="5,3"'),
+              ("Redis SET (always)", "set", "redis_ops_per_s", "#dd6b20", ' stroke-dasharray="5,3"')]
+    for index, (name, op, key, colour, dash) in enumerate(series):
+        points = [(x(e["clients"]), y(e[key])) for e in sorted(scaling, key=lambda e: e["clients"])
+                  if e["op"] == op and e[key] is not None]
+        if points:
+            path = " ".join(f"{px:.1f},{py:.1f}" for px, py in points)
+            out.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"{dash}/>')
+        ly = top + 40 + index * 16
+        out.append(f'<line x1="{left + plot_w + 20}" y1="{ly}" x2="{left + plot_w + 50}" y2="{ly}" stroke="{colour}" '
+                   f'stroke-width="2"{dash}/>')
+        out.append(f'<text x="{left + plot_w + 56}" y="{ly + 4}">{escape(name)}</text>')
+    return out, plot_h + 60
 
 
 COLORS = {"kvd": "#2b6cb0", "kvctl": "#2b6cb0", "KVDefaults": "#2b6cb0", "raw": "#718096"}
@@ -96,8 +153,10 @@ def svg(result):
                     others.append((row["row"], []))
                 others[-1][1].append((row["subject"], row[key] * scale, unit, digits))
     bar, gap, label_width, panel_width = 16, 14, 250, 300
-    height = 90 + sum(len(rows) * bar + gap + 16 for _, rows in groups) + sum(len(rows) * bar + gap + 16 for _, rows in others)
     width = label_width + panel_width * len(panels) + 20
+    _, scaling_height = scaling_svg(result.get("scaling") or [], 0, width)
+    height = (90 + sum(len(rows) * bar + gap + 16 for _, rows in groups) + sum(len(rows) * bar + gap + 16 for _, rows in others)
+              + scaling_height)
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="11">',
            f'<rect width="{width}" height="{height}" fill="white"/>',
            f'<text x="10" y="18" font-size="14" font-weight="bold">kvd beside its peers — {escape(result["date"])}'
@@ -131,5 +190,7 @@ def svg(result):
             out.append(f'<text x="{label_width + length + 4:.1f}" y="{y + 12}">{fmt(value, digits)} {unit}</text>')
             y += bar
         y += gap
+    scaling, _ = scaling_svg(result.get("scaling") or [], y + 10, width)
+    out += scaling
     out.append("</svg>")
     return "\n".join(out) + "\n"
