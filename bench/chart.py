@@ -23,7 +23,8 @@ def measure_cell(row):
     if "ms" in row:
         return f"{fmt(row['ms'], 2)} ms [{fmt(row['ms_min'], 2)}–{fmt(row['ms_max'], 2)}]", "", ""
     if "rss_kib" in row:
-        return f"{fmt(row['rss_kib'] / 1024, 1)} MiB RSS (empty: {fmt(row['rss_empty_kib'] / 1024, 1)} MiB)", "", ""
+        anon = f"; anonymous {fmt(row['rss_anon_kib'] / 1024, 1)} MiB" if "rss_anon_kib" in row else ""
+        return f"{fmt(row['rss_kib'] / 1024, 1)} MiB RSS (empty: {fmt(row['rss_empty_kib'] / 1024, 1)} MiB{anon})", "", ""
     return "", "", ""
 
 

@@ -9,12 +9,28 @@ enum StoredContent: Sendable, Equatable {
 }
 
 /// One key's content, the revision at which it last changed, and its size.
+///
+/// 32 bytes, a domain's dictionary holding one per key: the revision first and the size in 4
+/// bytes last, so that they pack around the content's 17 (declared content, revision, size as
+/// `Int`, an entry took 40).
 struct StoredEntry: Sendable, Equatable {
-    var content: StoredContent
     var revision: Int64
+    var content: StoredContent
+    /// ``bytes``, which a domain's budget keeps below 2^32 (``Limits/domainBytes``).
+    private var size: UInt32
+
     /// The key and the value as compact typed JSON, in bytes (for an unreadable value, the key
     /// and the text kept): what the entry costs in a reply (see ``DomainBudget``).
-    var bytes: Int
+    var bytes: Int {
+        get { Int(size) }
+        set { size = UInt32(clamping: newValue) }
+    }
+
+    init(content: StoredContent, revision: Int64, bytes: Int) {
+        self.revision = revision
+        self.content = content
+        self.size = UInt32(clamping: bytes)
+    }
 
     /// The size of `key` with `value` as ``bytes`` counts it (encodes them: for loading).
     static func measure(_ key: String, _ value: Value) -> Int {
