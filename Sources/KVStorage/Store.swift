@@ -173,12 +173,7 @@ public final class Store: Sendable {
     /// compaction that falls due is handed to the commit queue, so the caller never waits for
     /// one. Blocks on I/O (a sync); must not be called from a completion.
     public func commitQueued() {
-        let mine = state.withLock { state in
-            guard !state.draining, !state.pending.isEmpty else { return false }
-            state.draining = true
-            return true
-        }
-        guard mine else { return }
+        guard claimDrain() else { return }
         queue.sync { drain(compactingInline: false) }
     }
 
@@ -188,13 +183,18 @@ public final class Store: Sendable {
     /// it as soon as this one is durable). Nothing if nothing is queued or the queue is already
     /// draining (then it takes what was queued too).
     public func commitQueuedInBackground() {
-        let mine = state.withLock { state in
+        guard claimDrain() else { return }
+        queue.async { self.drain() }
+    }
+
+    /// Sets `State.draining` and returns true when something is queued and no drain is running
+    /// or scheduled; otherwise false (the running drain takes what is queued).
+    private func claimDrain() -> Bool {
+        state.withLock { state in
             guard !state.draining, !state.pending.isEmpty else { return false }
             state.draining = true
             return true
         }
-        guard mine else { return }
-        queue.async { self.drain() }
     }
 
     private func add(_ pending: Pending, startDrain: Bool) {
