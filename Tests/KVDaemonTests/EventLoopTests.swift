@@ -20,10 +20,14 @@ import Testing
         let store: Store
         let server: Server
 
-        init(limits: Server.Limits = .init(), role: DaemonOptions.Role = .user(systemSocket: nil)) throws {
+        /// `disk`: what the store writes through (the real one unless a test slows a call).
+        init(
+            limits: Server.Limits = .init(), role: DaemonOptions.Role = .user(systemSocket: nil),
+            disk: any FileSystem = LinuxSystem()
+        ) throws {
             var template = Array("/tmp/kvd-loop-XXXXXX".utf8CString)
             folder = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
-            store = try Store(directory: folder + "/state")
+            store = try Store(directory: folder + "/state", fileSystem: disk)
             let listener = system.makeListener()
             server = try Server(
                 store: store, socket: .handedOver([listener], system: system),
