@@ -66,10 +66,7 @@ struct ApplyTests {
         #expect(try kvctl(sandbox, "apply", "f.json", "--force").status == 2)
     }
 
-    @Test(
-        .enabled(
-            if: SystemAccounts.available,
-            "needs root, useradd, groupadd, setpriv and systemd-socket-activate to play an admin and two users"))
+    @Test(.needsSystemAccounts)
     func withSystemItSetsTheAdminsLayerAndAUsersApplyLeavesOutALockedKey() throws {
         let scene = try SystemScene()
         let user = try scene.startUser(scene.accounts.user)

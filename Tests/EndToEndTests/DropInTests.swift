@@ -29,10 +29,7 @@ final class DropInFolder {
 
 /// Issue 27: drop-in defaults and locks read by the system instance (root, under
 /// `systemd-socket-activate`), reaching users' kvds and apps (real users through `setpriv`).
-@Suite(
-    .enabled(
-        if: SystemAccounts.available,
-        "needs root, useradd, groupadd, setpriv and systemd-socket-activate to play an admin and two users"))
+@Suite(.needsSystemAccounts)
 struct DropInTests {
     static let domain = "org.ex.browser"
 

@@ -79,10 +79,7 @@ import Testing
 
 /// On the system instance, History (past and deleted values, and who set them) and forgetting
 /// are for root and the admins only.
-@Suite(
-    .enabled(
-        if: SystemAccounts.available,
-        "needs root, useradd, groupadd, setpriv and systemd-socket-activate to play an admin and two users"))
+@Suite(.needsSystemAccounts)
 struct SystemHistoryTests {
     @Test func aNonAdminCannotReadAnAdminsDeletedValueOrWhoSetIt() throws {
         let scene = try SystemScene()

@@ -6,10 +6,7 @@ import Testing
 /// under `systemd-socket-activate`), users' kvds and callers as real uids. One user flooding
 /// the system instance never costs another user their `Mirror` (so their locks), nor an admin
 /// their call; a non-admin's huge call is refused before it is parsed.
-@Suite(
-    .enabled(
-        if: SystemAccounts.available,
-        "needs root, useradd, groupadd, setpriv and systemd-socket-activate to play an admin and two users"))
+@Suite(.needsSystemAccounts)
 struct SharedMachineTests {
     /// Reads replies from `client` in large pieces until one satisfies `done` or the connection
     /// closes (or 20 s pass with nothing); the replies, and whether it closed.
@@ -182,10 +179,7 @@ struct SharedMachineTests {
 /// (a real user's kvd under a real system instance): a system default is never copied into it,
 /// a lock blocks only the key it locks, a value equal to the default stays the user's own, and
 /// restore-backup restores all it can and says what it could not and why.
-@Suite(
-    .enabled(
-        if: SystemAccounts.available,
-        "needs root, useradd, groupadd, setpriv and systemd-socket-activate to play an admin and two users"))
+@Suite(.needsSystemAccounts)
 struct OwnLayerTests {
     static let domain = "org.ex.browser"
 

@@ -2,10 +2,7 @@ import Glibc
 import Testing
 
 /// Issue 11: the system instance crashing and coming back changed, and one user flooding it.
-@Suite(
-    .enabled(
-        if: SystemAccounts.available,
-        "needs root, useradd, groupadd, setpriv and systemd-socket-activate to play an admin and two users"))
+@Suite(.needsSystemAccounts)
 struct SystemInstanceOutageTests {
     /// Killed with SIGKILL while two users' kvds follow it; changed meanwhile by another
     /// instance on the same state folder; restarted on its socket: both users catch up, and

@@ -3,10 +3,7 @@ import Testing
 /// KVClient in a real app process (`kvclient-probe`) against a user's real kvd that follows a
 /// real system instance: Foundation's `objectIsForced(forKey:)`, a refused `set` that leaves the
 /// locked value showing, and observers that see locks come and go with no restart.
-@Suite(
-    .enabled(
-        if: SystemAccounts.available,
-        "needs root, useradd, groupadd, setpriv and systemd-socket-activate to play an admin and two users"))
+@Suite(.needsSystemAccounts)
 struct SystemLayerClientTests {
     @Test func anAppSeesALockAsForcedKeepsShowingItsValueAndGetsItsOwnBack() throws {
         let scene = try SystemScene()

@@ -5,10 +5,7 @@ import Testing
 /// Issue 23, "Locks lift when the Mirror breaks" and "Replies that outgrow one message": with
 /// the real binaries, the system instance as root and users' kvds and kvctl as users made for
 /// the tests (see ``SystemScene``).
-@Suite(
-    .enabled(
-        if: SystemAccounts.available,
-        "needs root, useradd, groupadd, setpriv and systemd-socket-activate to play an admin and two users"))
+@Suite(.needsSystemAccounts)
 struct SystemLayerDurabilityTests {
     static let keyLocked = "io.kvd.Defaults.KeyLocked"
 

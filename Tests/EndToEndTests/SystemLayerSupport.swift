@@ -2,6 +2,17 @@ import Foundation
 import Glibc
 import Testing
 
+extension Trait where Self == ConditionTrait {
+    /// Runs a suite or test that plays an admin and two users only where ``SystemAccounts`` can
+    /// make them (root, the shadow tools, `setpriv`, `systemd-socket-activate`), and says so
+    /// when it is skipped.
+    static var needsSystemAccounts: Self {
+        .enabled(
+            if: SystemAccounts.available,
+            "needs root, useradd, groupadd, setpriv and systemd-socket-activate to play an admin and two users")
+    }
+}
+
 /// A local account the system-layer tests act as: its uid, gid and groups as the kernel would
 /// report them for a process it runs (`SO_PEERCRED`, `SO_PEERGROUPS`).
 struct TestAccount: Sendable {

@@ -5,10 +5,7 @@ import Testing
 /// Issue 11, "Tests (real processes, real uids)": the system instance as root, users' kvds and
 /// kvctl as users made for the tests, callers of the system instance connecting with those
 /// users' credentials.
-@Suite(
-    .enabled(
-        if: SystemAccounts.available,
-        "needs root, useradd, groupadd, setpriv and systemd-socket-activate to play an admin and two users"))
+@Suite(.needsSystemAccounts)
 struct SystemLayerTests {
     static let permissionDenied = "org.varlink.service.PermissionDenied"
     static let keyLocked = "io.kvd.Defaults.KeyLocked"

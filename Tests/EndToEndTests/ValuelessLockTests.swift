@@ -5,10 +5,7 @@ import Testing
 /// client must still know it is not writable (the GSettings backend's `get_writable`). A user's
 /// kvd names it in `Watch` replies (a change with no value and the source "locked", in the
 /// current values and when the lock comes or goes) and in `List`'s `sources`.
-@Suite(
-    .enabled(
-        if: SystemAccounts.available,
-        "needs root, useradd, groupadd, setpriv and systemd-socket-activate to play an admin and two users"))
+@Suite(.needsSystemAccounts)
 struct ValuelessLockTests {
     @Test func aLockWithoutAValueIsNamedInWatchAndList() throws {
         let scene = try SystemScene()
