@@ -14,8 +14,8 @@ import KVValues
 final class CommitPipeline {
     private let store: Store
     private let poller: Poller
-    /// Finished commits, in commit order: from this loop's own commits, or from the store's
-    /// thread when it was busy compacting, or from the fleet's.
+    /// Finished commits, in commit order: from this loop's own commits, from the store's
+    /// thread (batches of two or more writes, or while it was busy), or from the fleet's.
     private let completions = CompletionQueue()
     /// Commits clients asked for that have not been handed back by ``takeFinished()``.
     @exclusivity(unchecked) private(set) var inFlight = 0

@@ -2,7 +2,8 @@ import KVStorage
 import Synchronization
 
 /// Finished commits passed to the loop thread, in commit order: from the loop's own inline
-/// commits, or from the store's commit thread when that was busy compacting.
+/// commits (a lone write), or from the store's commit thread (a pass's batch of two or more
+/// writes, and any batch queued while that thread was busy syncing or compacting).
 final class CompletionQueue: Sendable {
     struct Item: Sendable {
         /// The client that asked for the commit, or ``external`` for a commit made elsewhere

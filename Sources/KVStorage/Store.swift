@@ -159,7 +159,8 @@ public final class Store: Sendable {
     /// Queues `mutation` like ``submit(_:_:completion:)``, but leaves its commit to the next
     /// ``commitQueued()`` of the caller (an event loop that group-commits once per pass), so no
     /// thread is woken for it. `completion` then runs on that caller's thread, or on the commit
-    /// queue if that queue was busy (compacting) at the time.
+    /// queue if that queue was busy (syncing or compacting) at the time, or if the caller chose
+    /// ``commitQueuedInBackground()``.
     public func enqueue(
         _ domain: Domain, _ mutation: Mutation, uid: UInt32? = nil,
         completion: @escaping @Sendable (Result<Commit, StorageError>) -> Void
