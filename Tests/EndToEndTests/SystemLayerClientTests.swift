@@ -1,3 +1,5 @@
+import Foundation
+import Glibc
 import Testing
 
 /// KVClient in a real app process (`kvclient-probe`) against a user's real kvd that follows a
@@ -31,5 +33,39 @@ struct SystemLayerClientTests {
         #expect(app.ask("forced homepage") == "free writable")
         let answers = [app.ask(#"set homepage "new""#), app.line()]  // the observer may speak first
         #expect(Set(answers) == ["ok", #"change homepage "new""#], "\(answers)")
+    }
+
+    /// A key the admin locks without giving it a value: the app's `isWritable` answers false at
+    /// once through its streamed cache (it dropped such a lock's source before issue 26's fix),
+    /// and true again once the lock lifts; the app's own value stays its own.
+    /// `objectIsForced(forKey:)` looks at where a value comes from, so it stays false.
+    @Test func anAppSeesAKeyLockedWithoutAValueAsReadOnlyUntilItIsUnlocked() throws {
+        let scene = try SystemScene()
+        let domain = "org.example.valueless"
+        let user = try scene.startUser(scene.accounts.user)
+        let probe = Binaries.directory + "/kvclient-probe"
+        let app = try Interactive(probe, ["--socket", user.socket, "--domain", domain])
+        #expect(app.ask(#"set theme "dark""#) == "ok")
+        #expect(app.ask("forced theme") == "free writable")
+
+        #expect(try scene.systemCall("io.kvd.System.Lock", ["domain": domain, "key": "theme"]).error == nil)
+        #expect(Self.answer(of: app, "forced theme", becomes: "free read-only"), "the lock did not reach the app")
+        let refused = app.ask(#"set theme "light""#) ?? ""
+        #expect(refused.hasPrefix("error:") && refused.contains("locked"), "\(refused)")
+
+        #expect(try scene.systemCall("io.kvd.System.Unlock", ["domain": domain, "key": "theme"]).error == nil)
+        #expect(Self.answer(of: app, "forced theme", becomes: "free writable"), "the unlock did not reach the app")
+        #expect(app.ask("get theme") == #""dark""#)
+    }
+
+    /// Asks `question` until `app` answers `expected` (at most 30 s: the lock travels from the
+    /// system instance through the user's kvd to the app's watch on a machine busy with the suite).
+    static func answer(of app: Interactive, _ question: String, becomes expected: String) -> Bool {
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline {
+            if app.ask(question) == expected { return true }
+            usleep(20_000)
+        }
+        return false
     }
 }
