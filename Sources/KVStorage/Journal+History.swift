@@ -78,10 +78,11 @@ extension Journal {
     /// file starts complete: since 0), or rewrites the file pruned once it has grown past its
     /// bound, each file synced (and a new one's folder) before returning. A file not loaded yet
     /// is loaded first (``loadHistory(_:current:revision:recent:)``, with `domains` at
-    /// `revision`, the committed state). Nothing when history is off.
-    func foldHistory(_ history: [Domain: [RecentCommit]], domains: [Domain: DomainState], revision: Int64)
-        throws(SystemError)
-    {
+    /// `revision`, the committed state). `logLength` is the log's length at `revision` (it
+    /// bounds the new lines' size). Nothing when history is off.
+    func foldHistory(
+        _ history: [Domain: [RecentCommit]], domains: [Domain: DomainState], revision: Int64, logLength: Int64
+    ) throws(SystemError) {
         guard let options = historyOptions else { return }
         let now = options.clock()
         for domain in history.keys.sorted() where !exclusions.excludes(domain) {

@@ -6,7 +6,11 @@ import KVValues
 /// compaction still owes to their files.
 ///
 /// Confined to the store's commit queue (and to `Store.init` before that exists), hence
-/// `@unchecked Sendable`; it is not thread-safe. Every method blocks on I/O.
+/// `@unchecked Sendable`; it is not thread-safe. Every method blocks on I/O. One exception:
+/// while a fold runs (``fold``), the fold's thread owns the file side — the history state
+/// (``histories``, ``loadedHistories``, ``historyStart``) and ``staleFiles`` — and the commit
+/// queue keeps to the log side (the log, ``dirty``, ``carried``) until it has waited for the
+/// fold (``Store/awaitFold()``). ``exclusions`` and ``historyOptions`` are only read meanwhile.
 final class Journal: @unchecked Sendable {
     let fileSystem: any FileSystem
     let directory: String
@@ -28,7 +32,7 @@ final class Journal: @unchecked Sendable {
     var staleFiles: [Domain: String] = [:]
     /// The log length at which the next compaction is due.
     var nextCompactionLength: Int64 = .max
-    /// Bytes reserved ahead of the log's end when it grows past its file.
+    /// Bytes reserved ahead of the log's end (and written as zeros) when it grows past its file.
     var reservation: Int64 = 256 << 10
     /// The log's bytes from the start of its last, partly filled block up to ``logLength``:
     /// a commit rewrites that block with its records appended (see ``append(_:revision:)``).
@@ -50,8 +54,16 @@ final class Journal: @unchecked Sendable {
     var historyLogBase: Int64 = 0
     /// The domains and keys that keep no history (``HistoryExclusions/fileName``).
     var exclusions = HistoryExclusions()
-    /// Why the last ``append(_:revision:)`` failed, if a file system call did.
+    /// Why the last ``append(_:)`` failed, if a file system call did.
     var appendFailure: SystemError?
+    /// The fold running off the commit queue, if any (``Store/startFoldIfDue()``).
+    var fold: FoldTask?
+    /// While a fold runs: every record appended since it started. The log that replaces this
+    /// one when it ends holds them after its header (``rotateLog(baseRevision:carrying:)``).
+    var carried: [UInt8]?
+    /// The log a ``LogState/needsReset`` repair writes: the base and records of the last
+    /// replacement that may not be durable.
+    var replacement: (base: Int64, records: [UInt8]) = (0, [])
 
     /// What the log needs before the next append. One value: a log whose replacement may not
     /// be durable is written anew, which also covers what a cut back would repair.
@@ -83,8 +95,8 @@ final class Journal: @unchecked Sendable {
     /// Writes framed records after the last durable one and makes them durable with one
     /// `fdatasync`. On failure nothing is durable, the log is marked for repair, and
     /// `.failure` is thrown.
-    func append(_ bytes: [UInt8], revision: Int64) throws(StorageError) {
-        try repairIfNeeded(revision: revision)
+    func append(_ bytes: [UInt8]) throws(StorageError) {
+        try repairIfNeeded()
         guard let descriptor = logDescriptor else { throw .failure("the log \(logPath) is not open") }
         let start = logLength - Int64(tail.count)
         let end = logLength + Int64(bytes.count)
@@ -97,9 +109,10 @@ final class Journal: @unchecked Sendable {
         } catch {
             appendFailure = error
             if state == .intact { state = .needsRepair }
-            try? repairIfNeeded(revision: revision)
+            try? repairIfNeeded()
             throw .failure("could not make the change durable in \(logPath): \(error)")
         }
+        carried?.append(contentsOf: bytes)
         logLength = end
         let kept = Int(end % Int64(Self.blockSize))
         tail = Array(block[(Int(end - start) - kept)..<Int(end - start)])
@@ -142,28 +155,39 @@ final class Journal: @unchecked Sendable {
         Array(bytes.prefix(length).suffix(length % blockSize))
     }
 
-    /// Reserves space ahead when the log would grow past its file, so most syncs overwrite
-    /// reserved zeros instead of appending (on ext4 about a third cheaper). Best effort: where
-    /// it fails (a full disk, a file system without `fallocate`) the write appends.
+    /// Reserves space ahead when the log would grow past its file, and writes zeros over it,
+    /// so that syncs overwrite blocks already written instead of appending: a sync then writes
+    /// data only. Allocated but unwritten blocks would not do: the first write into each turns
+    /// it into a written one, a change of the file's metadata that the sync must commit too
+    /// (batches of 8 KiB sync in half the time over written zeros on ext4). Best effort: where
+    /// allocating fails (a full disk, a file system without `fallocate`) the write appends, and
+    /// where writing the zeros fails the blocks stay allocated.
     private func reserve(_ descriptor: FileDescriptor, for end: Int64) {
         guard end > fileLength, reservation > 0 else { return }
         let length = end + reservation
         do {
             try fileSystem.preallocate(descriptor, to: length)
-            fileLength = length
         } catch {
-            log(.debug, "could not reserve space in \(logPath): \(error)")
+            return log(.debug, "could not reserve space in \(logPath): \(error)")
         }
+        // From the first whole block past the file's end: the block holding it is the next write's.
+        let from = (fileLength + Int64(Self.blockSize) - 1) / Int64(Self.blockSize) * Int64(Self.blockSize)
+        if length > from {
+            do { try fileSystem.write(descriptor, [UInt8](repeating: 0, count: Int(length - from)), at: from) } catch {
+                log(.debug, "could not write the space reserved in \(logPath): \(error)")
+            }
+        }
+        fileLength = length
     }
 
     /// Before appending after a failure: reopens the log, cuts it back to its last durable
-    /// record and syncs it, or rewrites it if its replacement was not durable. `revision` is
-    /// the store's current revision (nothing was appended since the failure).
-    func repairIfNeeded(revision: Int64) throws(StorageError) {
+    /// record and syncs it, or writes its replacement again if that may not be durable
+    /// (``replacement``: nothing was appended since the failure).
+    func repairIfNeeded() throws(StorageError) {
         switch state {
         case .intact: return
         case .needsReset:
-            do { try resetLog(baseRevision: revision) } catch {
+            do { try rotateLog(baseRevision: replacement.base, carrying: replacement.records) } catch {
                 throw .failure("could not rewrite the log \(logPath): \(error)")
             }
             return
@@ -183,36 +207,62 @@ final class Journal: @unchecked Sendable {
         log(.warning, "cut the log \(logPath) back to its last durable record after a failed write")
     }
 
-    /// Replaces the log with one holding only a header: temporary file, fsync, rename, fsync of
-    /// the folder. Only valid once every record is in the domain files. Until the folder's sync
-    /// succeeds the log ``LogState/needsReset``.
+    /// Replaces the log with one holding only a header. Only valid once every record is in
+    /// the domain files. See ``rotateLog(baseRevision:carrying:)``.
     func resetLog(baseRevision: Int64) throws(SystemError) {
-        let header = LogFormat.header(baseRevision: baseRevision)
-        state = .needsReset
-        try fileSystem.replaceFile(logPath, temporary: path("." + StorageFormat.logFileName + ".tmp"), with: header)
-        if let old = logDescriptor { fileSystem.close(old) }
-        logDescriptor = nil
-        logLength = Int64(header.count)
-        fileLength = logLength
-        try openLog(tail: Self.tail(of: header, length: header.count))
-        try fileSystem.syncDirectory(directory)
-        state = .intact
+        try rotateLog(baseRevision: baseRevision, carrying: [])
     }
 
-    /// Appends the commits of `history` to the history files first (so a crash after them
-    /// still has every entry: the log replays, and what the files hold is skipped), then
-    /// writes every dirty domain file (or removes it, for a domain that no longer exists),
-    /// syncs the folder, removes the stale files of those domains, then resets the log. On
-    /// failure the old log stays and still covers everything; the dirty set is kept for the
-    /// next attempt. A stale file goes only once its replacement is durable: a crash between
-    /// leaves both, and recovery reads the newer.
+    /// Replaces the log with one holding a header of `baseRevision` and then `records` (framed
+    /// records above it): temporary file, fsync, rename, fsync of the folder. Only valid once
+    /// every change at or below `baseRevision` is in the domain files, and when `records` are
+    /// every record of the log above it. If the temporary file cannot be written (a full disk),
+    /// the log in place is untouched and stays as it was. From the rename on, until the
+    /// folder's sync succeeds, the log ``LogState/needsReset`` (to this same replacement).
+    /// The file is written up to a whole block (zeros past the records), so that the first
+    /// direct write of its last block (``openLog(tail:)``) does not grow it: growing a file
+    /// with a direct write waits for the file's metadata to be committed (milliseconds).
+    func rotateLog(baseRevision: Int64, carrying records: [UInt8]) throws(SystemError) {
+        var content = LogFormat.header(baseRevision: baseRevision) + records
+        let end = content.count
+        content += [UInt8](repeating: 0, count: (Self.blockSize - end % Self.blockSize) % Self.blockSize)
+        let temporary = path("." + StorageFormat.logFileName + ".tmp")
+        try fileSystem.writeTemporary(temporary, content)
+        (state, replacement) = (.needsReset, (baseRevision, records))
+        try fileSystem.moveTemporary(temporary, to: logPath)
+        if let old = logDescriptor { fileSystem.close(old) }
+        logDescriptor = nil
+        logLength = Int64(end)
+        fileLength = Int64(content.count)
+        try openLog(tail: Self.tail(of: content, length: end))
+        try fileSystem.syncDirectory(directory)
+        (state, replacement) = (.intact, (0, []))
+    }
+
+    /// Folds everything into the files (``fold(_:)``), then resets the log. On failure the old
+    /// log stays and still covers everything; the dirty set is kept for the next attempt. Not
+    /// while a fold runs.
     func compact(_ domains: [Domain: DomainState], revision: Int64, history: [Domain: [RecentCommit]] = [:])
         throws(SystemError)
     {
-        try foldHistory(history, domains: domains, revision: revision)
-        for domain in dirty.sorted() {
+        try fold(FoldJob(revision: revision, dirty: dirty, domains: domains, history: history, logLength: logLength))
+        try resetLog(baseRevision: revision)
+        dirty = []
+    }
+
+    /// Appends the commits of `job.history` to the history files first (so a crash after them
+    /// still has every entry: the log replays, and what the files hold is skipped), then
+    /// writes each of `job.dirty`'s domain files as of `job.revision` (or removes it, for a
+    /// domain that no longer exists), syncs the folder, and removes the stale files of those
+    /// domains. A stale file goes only once its replacement is durable: a crash between leaves
+    /// both, and recovery reads the newer. Touches the file side only (see the type's
+    /// comment): it may run on a thread of its own while the commit queue appends to the log.
+    func fold(_ job: FoldJob) throws(SystemError) {
+        try foldHistory(job.history, domains: job.domains, revision: job.revision, logLength: job.logLength)
+        let dirty = job.dirty.sorted()
+        for domain in dirty {
             let name = StorageFormat.fileName(for: domain)
-            if let state = domains[domain], !state.isEmpty {
+            if let state = job.domains[domain], !state.isEmpty {
                 let bytes = DomainFile.encode(domain, state)
                 try fileSystem.replaceFile(path(name), temporary: path("." + name + ".tmp"), with: bytes)
             } else {
@@ -220,11 +270,9 @@ final class Journal: @unchecked Sendable {
             }
         }
         try fileSystem.syncDirectory(directory)
-        for domain in dirty.sorted() {
+        for domain in dirty {
             if let stale = staleFiles.removeValue(forKey: domain) { try removeIfPresent(stale) }
         }
-        try resetLog(baseRevision: revision)
-        dirty = []
     }
 
     private func removeIfPresent(_ name: String) throws(SystemError) {

@@ -33,19 +33,19 @@ extension Store {
 
     /// Commits batches until nothing is queued; each batch is all that was queued when it
     /// started, so submitters arriving during a sync share the next one. Called with
-    /// `State.draining` set; clears it when done. Without `compactingInline` (on a caller's
-    /// thread), a compaction that falls due goes to the commit queue, which keeps draining.
-    func drain(compactingInline: Bool = true) {
+    /// `State.draining` set; clears it when done. After each batch, a fold that falls due is
+    /// started (``startFoldIfDue()``) and one that has finished is ended; without
+    /// `endingFolds` (on a caller's thread) that is left to the commit queue. A fold that has
+    /// fallen ``maxCarriedBytes`` behind is waited for.
+    func drain(endingFolds: Bool = true) {
         while let pending = takeBatch() {
             commit(pending)
-            guard journal.logLength >= journal.nextCompactionLength else { continue }
-            guard compactingInline else {
-                return queue.async {
-                    self.compact()
-                    self.drain()
-                }
+            if (journal.carried?.count ?? 0) > maxCarriedBytes {
+                awaitFold()
+            } else if endingFolds {
+                finishFoldIfDone()
             }
-            compact()
+            startFoldIfDue()
         }
     }
 
@@ -69,13 +69,13 @@ extension Store {
         batch.views = [:]  // drop the shared references, so publishing changes the state in place
         if !batch.records.isEmpty {
             do {
-                try journal.append(batch.records, revision: state.withLock { $0.revision })
+                try journal.append(batch.records)
             } catch {
                 // A full disk: history goes first, then the log is compacted, and the batch tried again.
                 // Tried again when either step freed space (dropped history alone may be enough).
                 let retried =
                     Self.isFull(journal.appendFailure) && makeRoom().freedAny
-                    && (try? journal.append(batch.records, revision: state.withLock { $0.revision })) != nil
+                    && (try? journal.append(batch.records)) != nil
                 if !retried {
                     log(.error, error.description)
                     for item in pending { item.fail(error) }
@@ -246,10 +246,12 @@ extension Store {
         }
     }
 
-    /// Folds the log's commits into the history files, writes the dirty domain files and
-    /// resets the log; a failure is logged and retried at the next batch (the log still holds
-    /// everything). On a full disk, history is dropped to make room (``makeRoom()``).
+    /// Waits for a running fold, then folds the log's commits into the history files, writes
+    /// the dirty domain files and resets the log, on the commit queue (at close); a failure is
+    /// logged and retried at the next fold (the log still holds everything). On a full disk,
+    /// history is dropped to make room (``makeRoom()``).
     func compact() {
+        awaitFold()
         let (domains, revision, recent) = state.withLock { ($0.domains, $0.revision, $0.recent) }
         let count = journal.dirty.count
         let threshold = Int64(options.compactionLogBytes)

@@ -60,6 +60,7 @@ extension Store {
     public var historyExclusions: HistoryExclusions { state.withLock { $0.exclusions } }
 
     private func perform(_ change: HistoryChange) -> Result<Int64, StorageError> {
+        awaitFold()  // the history files and what keeps none are the fold's while it runs
         do throws(SystemError) {
             switch change {
             case .forget(let domain, let key):
@@ -124,6 +125,7 @@ extension Store {
     /// Makes room on a full disk for the data: drops every history file, then compacts the
     /// log into the domain files (freeing the log's space). Says what it freed; logged.
     func makeRoom() -> RoomMade {
+        awaitFold()
         let (domains, revision) = state.withLock { ($0.domains, $0.revision) }
         var made = RoomMade()
         do throws(SystemError) {

@@ -90,6 +90,7 @@ extension Store {
     private func loadHistory(_ domain: Domain) throws(HistoryError) -> KeptHistory {
         dispatchPrecondition(condition: .notOnQueue(queue))
         let loaded: Result<KeptHistory, SystemError> = queue.sync {
+            awaitFold()  // the history files are the fold's while it runs
             let (current, revision, recent) = state.withLock {
                 ($0.domains[domain], $0.revision, $0.recent[domain] ?? [])
             }

@@ -60,6 +60,8 @@ public final class Store: Sendable {
         var pending: [Pending] = []
         /// A drain is scheduled or running on the commit queue.
         var draining = false
+        /// A fold runs off the commit queue, or has not been ended by it yet.
+        var folding = false
         var closed = false
     }
 
@@ -68,6 +70,8 @@ public final class Store: Sendable {
     let state: Mutex<State>
     let journal: Journal
     let queue = DispatchQueue(label: "kvd.storage.commit")
+    /// Where folds of the log into the files run, beside the commit queue (``startFoldIfDue()``).
+    let foldQueue = DispatchQueue(label: "kvd.storage.fold")
 
     /// Opens (creating it with mode 0700 if missing) and locks the state folder, and recovers
     /// its committed state. Blocks on I/O.
@@ -100,11 +104,12 @@ public final class Store: Sendable {
         )
     }
 
-    /// Stops as a crash would, for tests: finishes queued work, then releases the folder
-    /// without compacting. Later submissions fail.
+    /// Stops as a crash would, for tests: waits for a running fold (without rotating the log),
+    /// finishes queued work, then releases the folder without compacting. Later submissions fail.
     func abandon() {
         state.withLock { $0.closed = true }
         queue.sync {
+            abandonFold()
             drain()
             journal.releaseAll()
         }
@@ -139,9 +144,9 @@ public final class Store: Sendable {
     /// Whether the log is written with `O_DIRECT` (for tests).
     var journalIsDirect: Bool { queue.sync { journal.direct } }
 
-    /// Whether nothing is queued or being written (or compacted).
+    /// Whether nothing is queued or being written (or compacted or folded).
     public var isIdle: Bool {
-        state.withLock { $0.pending.isEmpty && !$0.draining }
+        state.withLock { $0.pending.isEmpty && !$0.draining && !$0.folding }
     }
 
     /// Queues `mutation` for `domain` and returns at once. `completion` runs on the commit
@@ -170,12 +175,13 @@ public final class Store: Sendable {
 
     /// Commits everything queued, on the calling thread, with one sync per batch, and calls
     /// the completions there; returns at once if nothing is queued. If the commit queue is busy
-    /// (a drain or compaction runs there), leaves the work to it instead of waiting. A
-    /// compaction that falls due is handed to the commit queue, so the caller never waits for
-    /// one. Blocks on I/O (a sync); must not be called from a completion.
+    /// (a drain runs there), leaves the work to it instead of waiting. A fold that falls due
+    /// runs on the fold queue, and its end (the log's rotation) on the commit queue, so the
+    /// caller waits for neither (unless a fold falls far behind: ``maxCarriedBytes``). Blocks on
+    /// I/O (a sync); must not be called from a completion.
     public func commitQueued() {
         guard claimDrain() else { return }
-        queue.sync { drain(compactingInline: false) }
+        queue.sync { drain(endingFolds: false) }
     }
 
     /// Hands everything queued to the commit queue and returns at once: the batch is written,
@@ -263,9 +269,9 @@ public final class Store: Sendable {
         }
     }
 
-    /// Finishes the queued work, compacts the log into the domain files, and releases the
-    /// folder's lock. Later submissions fail; reads keep working. Idempotent; blocks on I/O;
-    /// must not be called from a completion.
+    /// Finishes the queued work and a running fold, compacts the log into the domain files,
+    /// and releases the folder's lock. Later submissions fail; reads keep working. Idempotent;
+    /// blocks on I/O; must not be called from a completion.
     public func close() {
         dispatchPrecondition(condition: .notOnQueue(queue))
         let first = state.withLock { state in
@@ -275,6 +281,7 @@ public final class Store: Sendable {
         }
         queue.sync {
             guard first else { return }
+            awaitFold()
             drain()
             if !journal.dirty.isEmpty { compact() }
             journal.releaseAll()

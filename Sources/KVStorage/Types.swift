@@ -123,8 +123,9 @@ public struct StoreOptions: Sendable {
     /// The log is compacted into the domain files once it grows past this many bytes.
     public var compactionLogBytes: Int
 
-    /// Space reserved ahead at the end of the log, so that a commit's sync overwrites
-    /// reserved zeros instead of growing the file (cheaper: the file size does not change).
+    /// Space reserved ahead at the end of the log and written with zeros, so that a commit's
+    /// sync overwrites blocks already written instead of growing the file or converting
+    /// allocated blocks (cheaper: the sync writes data only, no metadata).
     public var logReservationBytes: Int
 
     /// History keeps at least each key's last this many values (``HistoryRetention``).
@@ -134,6 +135,10 @@ public struct StoreOptions: Sendable {
     /// The time of a commit, in milliseconds since the Unix epoch: the wall clock (tests set
     /// another). Called on the commit queue, once per batch.
     public var clock: @Sendable () -> Int64
+
+    /// Runs a fold of the log into the files (for tests, which step it by hand); nil: the
+    /// store's fold queue.
+    var foldRunner: (@Sendable (@escaping @Sendable () -> Void) -> Void)?
 
     /// Whether history is kept: not when both ``historyKeep`` and ``historyDays`` are 0.
     public var keepsHistory: Bool { historyKeep > 0 || historyDays > 0 }

@@ -192,6 +192,13 @@ extension FileSystem {
     /// The temporary file is always a new file (`O_CREAT|O_EXCL|O_NOFOLLOW`): whatever is at its
     /// name (left by a crash, or a link planted there) is unlinked, never written through.
     public func replaceFile(_ path: String, temporary: String, with bytes: [UInt8]) throws(SystemError) {
+        try writeTemporary(temporary, bytes)
+        try moveTemporary(temporary, to: path)
+    }
+
+    /// The first half of ``replaceFile(_:temporary:with:)``: writes `bytes` durably to a new
+    /// file at `temporary` (open, write, fsync, close). On failure it is removed.
+    public func writeTemporary(_ temporary: String, _ bytes: [UInt8]) throws(SystemError) {
         do {
             let descriptor = try createNew(temporary)
             defer { close(descriptor) }
@@ -201,6 +208,11 @@ extension FileSystem {
             try? unlink(temporary)
             throw error
         }
+    }
+
+    /// The second half of ``replaceFile(_:temporary:with:)``: renames `temporary` to `path`;
+    /// on failure `temporary` is removed.
+    public func moveTemporary(_ temporary: String, to path: String) throws(SystemError) {
         do {
             try rename(temporary, to: path)
         } catch {

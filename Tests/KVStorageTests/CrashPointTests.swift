@@ -85,6 +85,7 @@ import Testing
             work.attempts.count == 28 && work.attempts.allSatisfy(\.succeeded), "every commit of the workload succeeds")
         let resets = fileSystem.labels.filter { $0 == "rename .kvd.wal.tmp to kvd.wal" }.count
         #expect(resets >= 5, "the workload compacts several times (\(resets) log resets)")
+        #expect(work.interleavedFolds >= 3, "folds that a commit came between: \(work.interleavedFolds)")
         print(
             "crash points: \(report.points) disk operations; crash states checked: \(report.states) (\(report.distinct) distinct disks)"
         )

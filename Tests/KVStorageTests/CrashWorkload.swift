@@ -33,6 +33,12 @@ extension StorageError {
 
 /// Runs commits one at a time against a store on a ``SimulatedFileSystem`` and records each
 /// attempt with the operation index at which its completion ran.
+///
+/// Folds of the log into the files are stepped by hand, so that the disk operations come in
+/// one order every run: a fold the store starts after a commit runs (on the workload's thread)
+/// once the next commit has completed, so that commit's record is carried into the log that
+/// replaces the old one; before anything else (a restart, a close, a history change) a fold
+/// waiting to run runs first.
 final class CrashWorkload {
     let fileSystem: SimulatedFileSystem
     let directory: String
@@ -46,6 +52,10 @@ final class CrashWorkload {
     /// Each history change asked for (``changeHistory(_:)``), with the operation index at
     /// which it completed and whether it succeeded.
     var historyChanges: [(change: HistoryChange, completedAt: Int, succeeded: Bool)] = []
+    /// Folds the store handed to its runner and that have not run yet.
+    private let folds = SteppedFolds()
+    /// How many folds ran after a commit that came after their start.
+    private(set) var interleavedFolds = 0
 
     init(
         fileSystem: SimulatedFileSystem, directory: String = "/data/state", options: StoreOptions,
@@ -59,6 +69,8 @@ final class CrashWorkload {
 
     /// Opens the store, retrying (as a restarted daemon would) if recovery fails.
     func open() {
+        var options = self.options
+        options.foldRunner = { [folds] work in folds.add(work) }
         for _ in 0..<3 {
             do {
                 store = try Store(directory: directory, options: options, fileSystem: fileSystem)
@@ -69,7 +81,27 @@ final class CrashWorkload {
         }
     }
 
+    /// Runs the folds waiting to run, then lets the store end them (on its commit queue).
+    private func runFolds(_ waiting: [@Sendable () -> Void]) {
+        guard !waiting.isEmpty else { return }
+        for fold in waiting { fold() }
+        settle()
+    }
+
+    private func runWaitingFolds() { runFolds(takeFolds()) }
+
+    private func takeFolds() -> [@Sendable () -> Void] { folds.take() }
+
+    /// Waits until the store's commit queue has done what was handed to it.
+    private func settle() { store?.queue.sync {} }
+
     func commit(_ domain: Domain, _ mutation: Mutation) {
+        let waiting = takeFolds()
+        defer {
+            settle()  // the drain that committed it may have started a fold
+            runFolds(waiting)
+            interleavedFolds += waiting.count
+        }
         guard let store else { return }
         let done = DispatchSemaphore(value: 0)
         let outcome = Mutex<(Result<Commit, StorageError>, Int)?>(nil)
@@ -85,6 +117,12 @@ final class CrashWorkload {
 
     /// Commits `parts` as one group (``Store/submitGroup(_:completion:)``).
     func commitGroup(_ parts: [DomainChanges]) {
+        let waiting = takeFolds()
+        defer {
+            settle()
+            runFolds(waiting)
+            interleavedFolds += waiting.count
+        }
         guard let store, let first = parts.first else { return }
         let done = DispatchSemaphore(value: 0)
         let outcome = Mutex<(Result<[Commit], StorageError>, Int)?>(nil)
@@ -104,6 +142,7 @@ final class CrashWorkload {
 
     /// Forgets history, or marks what keeps none (``Store/submitHistoryChange(_:completion:)``).
     func changeHistory(_ change: HistoryChange) {
+        runWaitingFolds()
         guard let store else { return }
         let done = DispatchSemaphore(value: 0)
         let outcome = Mutex<(Bool, Int)?>(nil)
@@ -119,12 +158,14 @@ final class CrashWorkload {
 
     /// Stops as a crash of the process would (no compaction) and opens the folder again.
     func restart() {
+        runWaitingFolds()
         store?.abandon()
         store = nil
         open()
     }
 
     func close() {
+        runWaitingFolds()
         store?.close()
         store = nil
     }
@@ -162,5 +203,20 @@ final class CrashWorkload {
     static func markedApply(_ number: Int, keys: Int, also extra: [Change] = []) -> Mutation {
         let changes = (0..<keys).map { Change(key: key("m\(number)-\($0)"), value: marker(number)) }
         return .apply(changes + extra, ifRevision: nil)
+    }
+}
+
+/// The folds a store handed to a ``CrashWorkload``'s runner, until the workload runs them.
+final class SteppedFolds: Sendable {
+    private let waiting = Mutex<[@Sendable () -> Void]>([])
+
+    func add(_ fold: @escaping @Sendable () -> Void) { waiting.withLock { $0.append(fold) } }
+
+    /// The folds waiting to run, which then are the caller's.
+    func take() -> [@Sendable () -> Void] {
+        waiting.withLock { waiting in
+            defer { waiting = [] }
+            return waiting
+        }
     }
 }

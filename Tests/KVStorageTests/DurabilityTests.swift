@@ -79,7 +79,9 @@ import Testing
                 if index % 50 == 49 { _ = try store.commit(app, .deleteDomain) }
             }
             let log = (folder.read("kvd.wal") ?? "").prefix { $0 != "\0" }  // records, not reserved space
-            #expect(log.utf8.count < 4_000, "the log was compacted while running")
+            // About 33 kB of records in all; folds run beside the commits, so the log may hold
+            // what came during the last fold too.
+            #expect(log.utf8.count < 12_000, "the log was compacted while running: \(log.utf8.count) bytes")
             for app in store.domains() { expected[app] = store.list(app) }
             revision = store.revision
             store.abandon()  // as a crash: recovery replays the log over the compacted files

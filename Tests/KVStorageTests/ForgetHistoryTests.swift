@@ -35,6 +35,7 @@ extension TemporaryFolder {
             try commit(store, .set(key("theme"), .string("dark-\(round)"), ifRevision: nil))
         }
         try commit(store, .delete(key("token")))
+        store.waitForFold()  // a crash after the last fold: what follows is only in the log
         store.abandon()
         // Copies kvd set aside: of the log and of the history file.
         folder.write("kvd.wal.unreadable-20261129T181320Z", folder.read("kvd.wal")!)
@@ -42,7 +43,8 @@ extension TemporaryFolder {
         store = try Store(directory: folder.state, options: Self.options)
         try commit(store, .set(key("token"), .string("SECRET-in-the-log"), ifRevision: nil))
         try commit(store, .delete(key("token")))
-        #expect(folder.files(containing: "SECRET-in-the-log") == ["kvd.wal"])
+        // (a fold beside the commits may have put it in the domain and history files too)
+        #expect(folder.files(containing: "SECRET-in-the-log").contains("kvd.wal"))
         try store.changeHistory(.forget(app, key("token")))
         #expect(folder.files(containing: "SECRET") == [], "no file holds a forgotten value")
         #expect(try store.history(app, key: key("token")).entries == [])
@@ -192,6 +194,7 @@ extension TemporaryFolder {
         let fileSystem = RecordingFileSystem()
         let store = try Store(directory: folder.state, options: Self.options, fileSystem: fileSystem)
         for round in 1...12 { try commit(store, .set(key("k"), .integer(Int64(round)), ifRevision: nil)) }
+        store.waitForFold()
         #expect(folder.names().contains("app.history"))
         // The disk is full until a history file is removed.
         let full = Mutex(true)
@@ -218,6 +221,7 @@ extension TemporaryFolder {
         let store = try Store(directory: folder.state, options: Self.options, fileSystem: fileSystem)
         defer { store.close() }
         for round in 1...12 { try commit(store, .set(key("k"), .integer(Int64(round)), ifRevision: nil)) }
+        store.waitForFold()
         // The log is full until a history file is removed; a new domain file never fits.
         let full = Mutex(true)
         fileSystem.fail { operation, name in

@@ -39,6 +39,7 @@ import Testing
         #expect(
             rewrites >= 2 && appends >= 5,
             "the history of a is created, appended to (\(appends)) and pruned (\(rewrites) rewrites)")
+        #expect(work.interleavedFolds >= 5, "folds that a commit came between: \(work.interleavedFolds)")
         let report = CrashEnumeration.run(fileSystem, work, Self.checker)
         print(
             "history crash points: \(report.points) disk operations; crash states checked: \(report.states) (\(report.distinct) distinct disks)"

@@ -1,0 +1,178 @@
+import Dispatch
+import KVSystem
+import KVValues
+import Synchronization
+
+/// What one fold writes (``Journal/fold(_:)``): the files of the domains changed since the
+/// last fold, as of one revision, and the history of the commits up to it.
+struct FoldJob: Sendable {
+    /// Every change at or below it is in the files once the fold is done.
+    var revision: Int64
+    /// The domains whose files it writes.
+    var dirty: Set<Domain>
+    /// The committed state at ``revision`` of each domain it writes or folds history of (none
+    /// for a domain that no longer exists). Shared with the store: a domain the store changes
+    /// meanwhile is copied by the store, once.
+    var domains: [Domain: DomainState]
+    /// The commits up to ``revision`` still only in the log, per domain.
+    var history: [Domain: [RecentCommit]]
+    /// The log's length at ``revision``.
+    var logLength: Int64
+}
+
+/// A fold handed to the store's fold queue (or a test's runner): its job and, once done, its
+/// outcome. Whoever comes first runs it: the fold queue, or the commit queue when it must wait
+/// for the fold before the queue got to it. Thread-safe.
+final class FoldTask: Sendable {
+    let job: FoldJob
+    private let journal: Journal
+    private let outcome = Mutex<Result<Void, SystemError>?>(nil)
+    private let claimed = Atomic<Bool>(false)
+    private let done = DispatchSemaphore(value: 0)
+
+    init(_ job: FoldJob, journal: Journal) { (self.job, self.journal) = (job, journal) }
+
+    /// Runs the fold on the calling thread unless it was run (or is running) already; returns
+    /// whether it ran it.
+    @discardableResult
+    func runUnlessClaimed() -> Bool {
+        guard !claimed.exchange(true, ordering: .acquiringAndReleasing) else { return false }
+        complete(Result { () throws(SystemError) in try journal.fold(job) })
+        return true
+    }
+
+    /// Whether the fold has finished (successfully or not).
+    var isDone: Bool { outcome.withLock { $0 != nil } }
+
+    /// Records the fold's outcome and wakes ``wait()``; once.
+    private func complete(_ result: Result<Void, SystemError>) {
+        outcome.withLock { $0 = result }
+        done.signal()
+    }
+
+    /// Runs the fold if nobody did yet, else blocks until it has finished; returns its outcome.
+    func wait() -> Result<Void, SystemError> {
+        runUnlessClaimed()
+        if let result = outcome.withLock({ $0 }) { return result }
+        done.wait()
+        done.signal()  // a later wait() returns at once too
+        return outcome.withLock { $0! }
+    }
+}
+
+/// Folding the log into the files off the commit queue: commits go on while it runs, and the
+/// log is rotated when it ends. Everything here runs on ``Store/queue``.
+///
+/// The order that keeps every acknowledged change across a crash: the fold writes the history
+/// and domain files as of revision R and syncs them while the commit queue keeps appending to
+/// the log (which still holds everything since its base); only then is the log replaced by one
+/// of base R holding the records appended since (``Journal/carried``). A crash at any point
+/// finds either the old log over files at R or older (recovery skips what a file holds), or
+/// the new one over files at R.
+extension Store {
+    /// The most bytes of records a running fold lets the log gain before a commit waits for it:
+    /// what the next log starts with, held in memory until then.
+    var maxCarriedBytes: Int { max(4 * options.compactionLogBytes, 1 << 20) }
+
+    /// Starts a fold of everything up to the current revision when the log has grown past its
+    /// threshold, no fold runs, the log is intact and the store is open: takes the committed
+    /// state of the dirty domains (shared, not copied), hands the fold to ``foldRunner`` and
+    /// returns at once.
+    func startFoldIfDue() {
+        guard journal.fold == nil, journal.state == .intact, journal.logLength >= journal.nextCompactionLength
+        else { return }
+        let dirty = journal.dirty
+        let snapshot: (domains: [Domain: DomainState], revision: Int64, history: [Domain: [RecentCommit]])? =
+            state.withLock { state in
+                guard !state.closed else { return nil }
+                state.folding = true
+                var domains: [Domain: DomainState] = [:]
+                for domain in dirty.union(state.recent.keys) { domains[domain] = state.domains[domain] }
+                return (domains, state.revision, state.recent)
+            }
+        guard let snapshot else { return }
+        let task = FoldTask(
+            FoldJob(
+                revision: snapshot.revision, dirty: dirty, domains: snapshot.domains, history: snapshot.history,
+                logLength: journal.logLength), journal: journal)
+        (journal.fold, journal.dirty, journal.carried) = (task, [], [])
+        foldRunner {
+            guard task.runUnlessClaimed() else { return }
+            self.queue.async { self.finishFoldIfDone() }
+        }
+    }
+
+    /// Where folds run: the test's runner from ``StoreOptions/foldRunner``, or the fold queue.
+    private var foldRunner: @Sendable (@escaping @Sendable () -> Void) -> Void {
+        options.foldRunner ?? { [foldQueue] work in foldQueue.async(execute: work) }
+    }
+
+    /// Ends the running fold if it has finished; nothing otherwise.
+    func finishFoldIfDone() {
+        guard let task = journal.fold, task.isDone else { return }
+        finishFold(task, task.wait())
+    }
+
+    /// Waits for the running fold, if any (runs it, if the fold queue has not started it yet),
+    /// and ends it: the commit queue owns the whole journal again. Blocks on the fold's I/O.
+    func awaitFold() {
+        guard let task = journal.fold else { return }
+        finishFold(task, task.wait())
+    }
+
+    /// Waits until a running fold has ended (for tests that look at the files).
+    func waitForFold() {
+        queue.sync { awaitFold() }
+    }
+
+    /// Waits for a running fold (or runs it) without ending it (a crash, for tests: the log is
+    /// not rotated).
+    func abandonFold() {
+        guard let task = journal.fold else { return }
+        _ = task.wait()
+        (journal.fold, journal.carried) = (nil, nil)
+    }
+
+    /// After a fold: drops the commits it put in the history files from memory and replaces the
+    /// log by one holding only what came after it; or, if it failed, keeps its domains dirty
+    /// (the log still holds everything) and tries again later, first making room on a full disk.
+    private func finishFold(_ task: FoldTask, _ result: Result<Void, SystemError>) {
+        let job = task.job
+        let carried = journal.carried ?? []
+        (journal.fold, journal.carried) = (nil, nil)
+        defer { state.withLock { $0.folding = false } }
+        let threshold = Int64(options.compactionLogBytes)
+        switch result {
+        case .success:
+            state.withLock { state in
+                for domain in job.history.keys {
+                    state.recent[domain]?.removeAll { $0.revision <= job.revision }
+                    if state.recent[domain]?.isEmpty == true { state.recent[domain] = nil }
+                }
+            }
+            journal.nextCompactionLength = threshold
+            do {
+                try journal.rotateLog(baseRevision: job.revision, carrying: carried)
+                log(
+                    .debug,
+                    "folded the log into \(job.dirty.count) domain files at revision \(job.revision), carried \(carried.count) bytes of later records"
+                )
+            } catch {
+                if journal.state == .intact {
+                    // Not replaced: it still holds everything. Folded again once it has grown a bit.
+                    journal.nextCompactionLength = journal.logLength + max(threshold / 4, 1)
+                }
+                log(
+                    .error,
+                    "could not replace the log \(journal.logPath) after folding it (\(journal.state == .intact ? "it stays in use, and is replaced at a later fold" : "it is written again before the next commit")): \(error)"
+                )
+            }
+        case .failure(let error):
+            journal.dirty.formUnion(job.dirty)
+            if Self.isFull(error) && makeRoom().compacted { return }
+            // Retry once the log has grown by another quarter of the threshold, not every batch.
+            journal.nextCompactionLength = journal.logLength + max(threshold / 4, 1)
+            log(.error, "compaction of \(journal.logPath) failed, the log is kept and compaction will be retried: \(error)")
+        }
+    }
+}

@@ -1,0 +1,164 @@
+import Dispatch
+import Glibc
+import KVSystem
+import KVValues
+import Synchronization
+import Testing
+
+@testable import KVStorage
+
+/// The fold of the log into the files runs beside the commit queue (issue 29): commits are
+/// acknowledged while it writes, the log that replaces the old one carries them, readers see
+/// every change once throughout, a failed fold loses nothing, and a fold that falls far behind
+/// is waited for. Folds are stepped by hand (``SteppedFolds``), so each step is seen.
+@Suite struct ConcurrentFoldTests {
+    let app = domain("app")
+
+    /// A store whose folds wait in `folds` until the test runs them.
+    static func open(_ folder: TemporaryFolder, _ folds: SteppedFolds, fileSystem: any FileSystem = LinuxSystem())
+        throws -> Store
+    {
+        var options = StoreOptions(compactionLogBytes: 600, historyKeep: 50, historyDays: 30)
+        options.foldRunner = { work in folds.add(work) }
+        return try Store(directory: folder.state, options: options, fileSystem: fileSystem)
+    }
+
+    /// Commits Sets of `app` until the store hands a fold to its runner; returns that fold and
+    /// the values set so far.
+    func commitUntilAFoldStarts(_ store: Store, _ folds: SteppedFolds, values: inout [String: Int]) throws
+        -> [@Sendable () -> Void]
+    {
+        for round in 0..<100 {
+            let name = "k\(round % 7)"
+            try store.commit(app, .set(key(name), .integer(Int64(round)), ifRevision: nil))
+            values[name] = round
+            store.queue.sync {}  // the drain that committed it starts the fold after its completions
+            let started = folds.take()
+            if !started.isEmpty { return started }
+        }
+        Issue.record("no fold was handed to the runner after 100 commits of a 600-byte threshold")
+        return []
+    }
+
+    /// The log's base revision and the revisions of its records.
+    static func log(_ folder: TemporaryFolder) throws -> (base: Int64, revisions: [Int64]) {
+        let scan = try LogFormat.scan(Array(folder.read(StorageFormat.logFileName)!.utf8))
+        return (scan.baseRevision, scan.records.map(\.revision))
+    }
+
+    static func integers(_ store: Store, _ domain: Domain) -> [String: Int] {
+        var values: [String: Int] = [:]
+        for (key, value) in store.list(domain)?.values ?? [:] {
+            if case .integer(let value) = value { values[key.name] = Int(value) }
+        }
+        return values
+    }
+
+    @Test func commitsAreAcknowledgedWhileAFoldRunsAndTheNextLogCarriesThem() throws {
+        let folder = TemporaryFolder()
+        defer { folder.remove() }
+        let folds = SteppedFolds()
+        var store = try Self.open(folder, folds)
+        var values: [String: Int] = [:]
+        let fold = try commitUntilAFoldStarts(store, folds, values: &values)
+        let folded = store.revision
+        #expect(folder.read("app.json") == nil, "the domain file was written before the fold ran")
+        for round in 0..<3 {  // acknowledged while the fold has not run
+            try store.commit(app, .set(key("during"), .integer(Int64(round)), ifRevision: nil))
+        }
+        values["during"] = 2
+        #expect(!store.isIdle, "a store with a fold to end is not idle")
+        for work in fold { work() }
+        store.queue.sync {}  // the commit queue ends the fold: it rotates the log
+        #expect(store.isIdle)
+        #expect(folder.read("app.json") != nil)
+        let log = try Self.log(folder)
+        #expect(log.base == folded && log.revisions == [folded + 1, folded + 2, folded + 3], "\(log)")
+        #expect(try store.history(app, key: key("during")).entries.map(\.revision) == [folded + 3, folded + 2, folded + 1])
+        store.abandon()  // a crash: the files at the fold's revision and the carried records
+        store = try Self.open(folder, folds)
+        defer { store.close() }
+        #expect(Self.integers(store, app) == values)
+        #expect(store.revision == folded + 3)
+        #expect(try store.history(app).entries.count == Int(folded + 3), "every commit once in history")
+    }
+
+    /// Between the fold's writing of the history files and its end on the commit queue, the
+    /// changes are both in memory and in the files: a reader takes each once.
+    @Test func aReaderSeesEveryChangeOnceWhileAFoldRuns() throws {
+        let folder = TemporaryFolder()
+        defer { folder.remove() }
+        let folds = SteppedFolds()
+        let store = try Self.open(folder, folds)
+        defer { store.close() }
+        #expect(try store.history(app).entries.isEmpty)  // loaded: later reads never wait
+        var values: [String: Int] = [:]
+        let fold = try commitUntilAFoldStarts(store, folds, values: &values)
+        try store.commit(app, .set(key("during"), .integer(1), ifRevision: nil))
+        let expected = Array((1...store.revision).reversed())
+        #expect(try store.history(app).entries.map(\.revision) == expected, "before the fold ran")
+        store.queue.sync {
+            for work in fold { work() }  // the files are written; the commit queue has not ended it
+            #expect(!store.isIdle)
+            #expect((try? store.history(app).entries.map(\.revision)) == expected, "during the fold's end")
+        }
+        #expect(try store.history(app).entries.map(\.revision) == expected, "after the fold")
+    }
+
+    @Test func aFoldThatFailsLosesNothingAndIsTriedAgain() throws {
+        let folder = TemporaryFolder()
+        defer { folder.remove() }
+        let folds = SteppedFolds()
+        let disk = RecordingFileSystem()
+        disk.fail { operation, name in operation == "rename" && name == "app.json" ? EIO : nil }
+        var store = try Self.open(folder, folds, fileSystem: disk)
+        var values: [String: Int] = [:]
+        for work in try commitUntilAFoldStarts(store, folds, values: &values) { work() }
+        try store.commit(app, .set(key("after"), .integer(1), ifRevision: nil))
+        values["after"] = 1
+        store.queue.sync {}
+        #expect(folder.read("app.json") == nil)
+        #expect(try Self.log(folder).base == 0, "the log was replaced after a failed fold")
+        disk.fail { _, _ in nil }
+        var again: [@Sendable () -> Void] = []
+        for round in 0..<100 where again.isEmpty {
+            try store.commit(app, .set(key("retry"), .integer(Int64(round)), ifRevision: nil))
+            values["retry"] = round
+            store.queue.sync {}
+            again = folds.take()
+        }
+        #expect(!again.isEmpty, "the fold was not tried again")
+        for work in again { work() }
+        store.queue.sync {}
+        #expect(folder.read("app.json") != nil)
+        #expect(try Self.log(folder).base > 0)
+        store.abandon()
+        store = try Self.open(folder, folds)
+        defer { store.close() }
+        #expect(Self.integers(store, app) == values)
+        #expect(try store.history(app).entries.count == Int(store.revision))
+    }
+
+    /// Records carried for the next log are held in memory: past ``Store/maxCarriedBytes`` a
+    /// commit waits for the fold (here, runs it itself, as the runner never does).
+    @Test func aFoldThatFallsFarBehindIsWaitedFor() throws {
+        let folder = TemporaryFolder()
+        defer { folder.remove() }
+        let folds = SteppedFolds()
+        let store = try Self.open(folder, folds)
+        defer { store.close() }
+        var values: [String: Int] = [:]
+        let fold = try commitUntilAFoldStarts(store, folds, values: &values)
+        let big = String(repeating: "x", count: 60_000)
+        var count = 0
+        while folder.read("app.json") == nil && count < 40 {
+            try store.commit(domain("big\(count % 10)"), .set(key("v\(count)"), .string(big), ifRevision: nil))
+            count += 1
+        }
+        #expect(folder.read("app.json") != nil, "the fold never ran")
+        #expect(count * 60_000 > store.maxCarriedBytes, "waited before the bound: \(count) commits")
+        #expect(count * 60_000 < store.maxCarriedBytes + 200_000, "carried past the bound: \(count) commits")
+        for work in fold { work() }  // claimed already: does nothing
+        #expect(Self.integers(store, app) == values)
+    }
+}
