@@ -39,7 +39,7 @@ let package = Package(
         .target(name: "KVSystem", dependencies: ["CLinux"]),
         .target(name: "KVStorage", dependencies: ["KVValues", "KVSystem"]),
         .target(name: "KVProtocol", dependencies: ["KVValues"]),
-        .target(name: "CCurl", linkerSettings: [.linkedLibrary("curl")]),
+        .target(name: "CCurl"),  // loads libcurl when the fleet first needs it (dlopen)
         .target(name: "KVFleet", dependencies: ["KVValues", "KVSystem", "CCurl"]),
         .systemLibrary(name: "CSystemd", pkgConfig: "libsystemd", providers: [.apt(["libsystemd-dev"])]),
         .target(

@@ -98,11 +98,15 @@ if [ -x "$bin/kvctl" ]; then
   done
 fi
 
-# Depends: the package of each shared library the programs need, at least the version here.
+# Depends: the package of each shared library the programs need, at least the version here; and
+# libcurl, which kvd loads (dlopen) when the fleet first needs it, so no program names it.
 depends=$(
-  for program in "$stage"/usr/bin/* "$stage$libdir/libkvd.so.0.1" "$stage$giomoduledir/libgiokvd.so"; do
-    objdump -p "$program" | awk '/NEEDED/ {print $2}'
-  done | grep -v '^libkvd\.' | sort -u |
+  {
+    for program in "$stage"/usr/bin/* "$stage$libdir/libkvd.so.0.1" "$stage$giomoduledir/libgiokvd.so"; do
+      objdump -p "$program" | awk '/NEEDED/ {print $2}'
+    done
+    echo libcurl.so.4
+  } | grep -v '^libkvd\.' | sort -u |
     while read -r library; do
       path=$(ldconfig -p | awk -v lib="$library" '$1 == lib && /x86-64/ {print $NF; exit}')
       [ -n "$path" ] || continue

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import KVSystem
 
 /// An etcd user's name and password, for ``EtcdGateway``.

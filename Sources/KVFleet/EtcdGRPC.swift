@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// etcd's `Range` as a gRPC call (`/etcdserverpb.KV/Range`, on the same client port as the
 /// gateway): the one call kvd makes through gRPC rather than the JSON gateway, because a first

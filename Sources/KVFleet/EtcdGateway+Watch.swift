@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 extension EtcdGateway {
     /// How long a watch stream may stay silent before it counts as broken: twice the progress

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// ``EtcdAPI`` over etcd's JSON gateway (`/v3/...`, etcd 3.4 or later), through libcurl.

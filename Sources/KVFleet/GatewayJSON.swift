@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import KVValues
 
 /// The JSON of etcd's gRPC gateway (etcd 3.4, `/v3/...`): protobuf's JSON mapping, with its

@@ -1,5 +1,5 @@
 import CCurl
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// HTTP exchanges with etcd members through libcurl, blocking: a POST of JSON and its answer,
@@ -64,9 +64,36 @@ final class GatewayTransport: Sendable {
         let status = try exchange(url, body: body, token: token, timeout: timeout, sink: sink, grpc: &result)
         let message = withUnsafeBytes(of: result.message) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
         return (
-            status, result.status < 0 ? nil : Int(result.status), message.removingPercentEncoding ?? message,
+            status, result.status < 0 ? nil : Int(result.status), Self.percentDecoded(message),
             sink.collected
         )
+    }
+
+    /// `text` with its `%XX` escapes decoded (a gRPC status message is sent so), or `text` as
+    /// it is if an escape is malformed or the bytes are not UTF-8.
+    static func percentDecoded(_ text: String) -> String {
+        var bytes: [UInt8] = []
+        var rest = text.utf8[...]
+        while let byte = rest.popFirst() {
+            guard byte == UInt8(ascii: "%") else {
+                bytes.append(byte)
+                continue
+            }
+            guard let high = rest.popFirst().flatMap(hexDigit), let low = rest.popFirst().flatMap(hexDigit) else {
+                return text
+            }
+            bytes.append(high << 4 | low)
+        }
+        return String(validating: bytes, as: UTF8.self) ?? text
+    }
+
+    private static func hexDigit(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
     }
 
     /// POSTs `body` to `url` and hands the answer's bytes to `sink` as they arrive, until the
@@ -82,7 +109,8 @@ final class GatewayTransport: Sendable {
         let kind = grpc != nil
         let handle = idle.withLock { $0[kind]?.popLast() } ?? Handle()
         guard let raw = handle.raw else {
-            throw .notSent("\(url.absoluteString): libcurl has no handle (out of memory?)")
+            let reason = ccurl_load_error().map { String(cString: $0) } ?? "libcurl has no handle (out of memory?)"
+            throw .notSent("\(url.absoluteString): \(reason)")
         }
         var status = 0
         var error = [CChar](repeating: 0, count: 512)
@@ -122,10 +150,14 @@ final class GatewayTransport: Sendable {
 /// Where an answer's body goes: collected whole, or handed on in chunks to `receive` (which
 /// returns false to stop the transfer). ``stop()`` from any thread ends it within about a second.
 final class BodySink: @unchecked Sendable {
-    private let lock = NSLock()
-    private var body = Data()
-    private var stopRequested = false
-    private var handle: UnsafeMutableRawPointer?
+    private struct State {
+        var body = Data()
+        var stopRequested = false
+        /// The libcurl handle transferring, as its address (0: none yet).
+        var handle = 0
+    }
+
+    private let state = Mutex(State())
     private let receive: (Data) -> Bool
     private let collect: Bool
 
@@ -135,18 +167,26 @@ final class BodySink: @unchecked Sendable {
         self.receive = receive
     }
 
-    var collected: Data { lock.withLock { body } }
-    var stopped: Bool { lock.withLock { stopRequested } }
+    var collected: Data { state.withLock { $0.body } }
+    var stopped: Bool { state.withLock { $0.stopRequested } }
 
-    func stop() { lock.withLock { stopRequested = true } }
+    func stop() { state.withLock { $0.stopRequested = true } }
 
-    fileprivate func attach(_ handle: UnsafeMutableRawPointer) { lock.withLock { self.handle = handle } }
+    fileprivate func attach(_ handle: UnsafeMutableRawPointer) {
+        let address = Int(bitPattern: handle)
+        state.withLock { $0.handle = address }
+    }
 
     /// The answer's HTTP status; valid inside `receive`.
-    var status: Int { lock.withLock { handle.map { ccurl_status($0) } ?? 0 } }
+    var status: Int {
+        state.withLock { state -> Int in
+            guard let handle = UnsafeMutableRawPointer(bitPattern: state.handle) else { return 0 }
+            return ccurl_status(handle)
+        }
+    }
 
     fileprivate func take(_ chunk: Data) -> Bool {
-        if collect { lock.withLock { body.append(chunk) } }
+        if collect { state.withLock { $0.body.append(chunk) } }
         guard receive(chunk) else {
             stop()
             return false

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import KVSystem
 
 /// One streaming POST to `/v3/watch` on its own thread: libcurl hands the body over in chunks as
 /// they arrive; they are cut into lines (the gateway writes one JSON object a line) for the
@@ -27,7 +28,7 @@ final class WatchStream: @unchecked Sendable {
         case idle
     }
 
-    private let condition = NSCondition()
+    private let condition = ConditionLock()
     private var lines: [Data] = []
     private var pending = Data()
     /// How far `pending` has been searched for a newline.
@@ -46,7 +47,7 @@ final class WatchStream: @unchecked Sendable {
         self.maximumLine = maximumLine
         let sink = BodySink(collect: false) { [weak self] chunk in self?.take(chunk) ?? false }
         self.sink = sink
-        Thread { [self] in
+        detachThread { [self] in
             let status: Int
             var failure: GatewayTransport.Failure?
             do throws(GatewayTransport.Failure) {
@@ -59,28 +60,28 @@ final class WatchStream: @unchecked Sendable {
                 if ending == nil { ending = (status, failure) }
                 condition.broadcast()
             }
-        }.start()
+        }
     }
 
     /// Waits until a line arrives or the stream ends; `.idle` when no byte at all came for
     /// `idle` seconds (bytes of a line still arriving count: a large batch is not silence).
     func next(idle: TimeInterval) -> Next {
-        condition.lock()
-        defer { condition.unlock() }
-        var deadline = Date().addingTimeInterval(idle)
-        var seen = received
-        while lines.isEmpty && ending == nil {
-            let woken = condition.wait(until: deadline)
-            if received != seen {  // part of a line came: the idle time starts again
-                seen = received
-                deadline = Date().addingTimeInterval(idle)
-            } else if !woken && lines.isEmpty && ending == nil {
-                return .idle
+        condition.withLock {
+            var deadline = ConditionLock.Deadline(after: idle)
+            var seen = received
+            while lines.isEmpty && ending == nil {
+                let woken = condition.wait(until: deadline)
+                if received != seen {  // part of a line came: the idle time starts again
+                    seen = received
+                    deadline = ConditionLock.Deadline(after: idle)
+                } else if !woken && lines.isEmpty && ending == nil {
+                    return .idle
+                }
             }
+            if !lines.isEmpty { return .line(lines.removeFirst()) }
+            let (status, failure) = ending!
+            return .ended(status: status, body: pending, failure: failure)
         }
-        if !lines.isEmpty { return .line(lines.removeFirst()) }
-        let (status, failure) = ending!
-        return .ended(status: status, body: pending, failure: failure)
     }
 
     /// Stops the transfer.

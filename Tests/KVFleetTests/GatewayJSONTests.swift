@@ -10,6 +10,16 @@ import Testing
         try GatewayJSON.decode(type, from: Data(text.utf8))
     }
 
+    /// A gRPC status message comes percent-encoded (what FoundationEssentials does not decode).
+    @Test func grpcMessagesArePercentDecodedAndMalformedOnesKept() {
+        #expect(GatewayTransport.percentDecoded("etcdserver%3A%20key%20not%20found") == "etcdserver: key not found")
+        #expect(GatewayTransport.percentDecoded("caf%C3%A9 100%25") == "café 100%")
+        #expect(GatewayTransport.percentDecoded("plain") == "plain")
+        for malformed in ["50%", "%4", "%zz", "%+1", "%FF"] {  // cut, not hex, a sign, not UTF-8
+            #expect(GatewayTransport.percentDecoded(malformed) == malformed)
+        }
+    }
+
     @Test func zeroValuesLeftOutReadAsZero() throws {
         let failedTxn = try decode(
             TxnResponseJSON.self, #"{"header":{"cluster_id":"1","member_id":"2","revision":"17","raft_term":"3"}}"#)

@@ -12,10 +12,14 @@ typedef size_t (*ccurl_write_callback)(char *bytes, size_t size, size_t count, v
 /// Called about once a second and whenever data moves; returns non-zero to abort the transfer.
 typedef int (*ccurl_progress_callback)(void *context);
 
-/// Calls curl_global_init once; returns its CURLcode (0: fine).
+/// Loads libcurl (libcurl.so.4, with dlopen) and calls curl_global_init, once; returns its
+/// CURLcode (0: fine), or -1 if libcurl could not be loaded (``ccurl_load_error`` says why).
 int ccurl_global_init(void);
 
-/// A new easy handle (curl_easy_init), or NULL.
+/// Why libcurl could not be loaded, or NULL if it was (loads it first if need be).
+const char *ccurl_load_error(void);
+
+/// A new easy handle (curl_easy_init), or NULL (also when libcurl could not be loaded).
 void *ccurl_new(void);
 /// curl_easy_cleanup.
 void ccurl_free(void *handle);
@@ -46,7 +50,7 @@ int ccurl_post(void *handle, const char *url, const char *body, long length, con
 /// write callback.
 long ccurl_status(void *handle);
 
-/// curl_easy_strerror.
+/// curl_easy_strerror; for -1, why libcurl could not be loaded.
 const char *ccurl_strerror(int code);
 
 #endif
