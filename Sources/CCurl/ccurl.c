@@ -47,7 +47,8 @@ static void global_init(void) {
         init_code = -1;
         return;
     }
-    if (load(library, "curl_global_init", (void **)&api.global_init) || load(library, "curl_easy_init", (void **)&api.easy_init) ||
+    if (load(library, "curl_global_init", (void **)&api.global_init) ||
+        load(library, "curl_easy_init", (void **)&api.easy_init) ||
         load(library, "curl_easy_cleanup", (void **)&api.easy_cleanup) ||
         load(library, "curl_easy_reset", (void **)&api.easy_reset) ||
         load(library, "curl_easy_setopt", (void **)&api.easy_setopt) ||

@@ -174,7 +174,9 @@ extension Store {
             if Self.isFull(error) && makeRoom().compacted { return }
             // Retry once the log has grown by another quarter of the threshold, not every batch.
             journal.nextCompactionLength = journal.logLength + max(threshold / 4, 1)
-            log(.error, "compaction of \(journal.logPath) failed, the log is kept and compaction will be retried: \(error)")
+            log(
+                .error,
+                "compaction of \(journal.logPath) failed, the log is kept and compaction will be retried: \(error)")
         }
     }
 }

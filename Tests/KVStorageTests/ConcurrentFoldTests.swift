@@ -74,7 +74,8 @@ import Testing
         #expect(folder.read("app.json") != nil)
         let log = try Self.log(folder)
         #expect(log.base == folded && log.revisions == [folded + 1, folded + 2, folded + 3], "\(log)")
-        #expect(try store.history(app, key: key("during")).entries.map(\.revision) == [folded + 3, folded + 2, folded + 1])
+        #expect(
+            try store.history(app, key: key("during")).entries.map(\.revision) == [folded + 3, folded + 2, folded + 1])
         store.abandon()  // a crash: the files at the fold's revision and the carried records
         store = try Self.open(folder, folds)
         defer { store.close() }
