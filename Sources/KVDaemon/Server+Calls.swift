@@ -24,6 +24,12 @@ extension Server {
             if !oneway { connection.send(shared: listReply(domain)) }
             return
         }
+        if case .history(let domain, let key, let limit, let atRevision, let before) = request {
+            let call = HistoryReplyCache.Call(
+                domain: domain, key: key, limit: limit, atRevision: atRevision, beforeRevision: before)
+            if !oneway { connection.send(shared: historyReply(call)) }
+            return
+        }
         switch handler.handle(request) {
         case .reply(let reply):
             if !oneway { connection.send(reply) }
@@ -86,6 +92,20 @@ extension Server {
         if let kept = replies.lists.reply(for: domain, at: stamp) { return kept }
         let reply = SharedReply(handler.list(domain, withUnreadable: false).encoded())
         replies.lists.keep(reply, for: domain, at: stamp)
+        return reply
+    }
+
+    /// The reply to `History` `call`: from ``Server/replies`` when it holds it, else made (and
+    /// kept there if large). The stamp is read before the reply is made (see ``GetReplyCache``).
+    private func historyReply(_ call: HistoryReplyCache.Call) -> SharedReply {
+        let stamp = HistoryReplyCache.Stamp(revision: store.revision, historyVersion: store.historyVersion)
+        if let kept = replies.histories.reply(for: call, at: stamp) { return kept }
+        let reply = SharedReply(
+            handler.history(
+                call.domain, call.key, limit: call.limit, atRevision: call.atRevision,
+                beforeRevision: call.beforeRevision
+            ).encoded())
+        replies.histories.keep(reply, for: call, at: stamp)
         return reply
     }
 

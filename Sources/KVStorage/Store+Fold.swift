@@ -142,7 +142,12 @@ extension Store {
         let job = task.job
         let carried = journal.carried ?? []
         (journal.fold, journal.carried) = (nil, nil)
-        defer { state.withLock { $0.folding = false } }
+        defer {
+            state.withLock { state in
+                state.folding = false
+                state.historyVersion += 1  // pruned, or a file set aside
+            }
+        }
         let threshold = Int64(options.compactionLogBytes)
         switch result {
         case .success:

@@ -61,6 +61,7 @@ extension Store {
 
     private func perform(_ change: HistoryChange) -> Result<Int64, StorageError> {
         awaitFold()  // the history files and what keeps none are the fold's while it runs
+        defer { state.withLock { $0.historyVersion += 1 } }  // even on failure: part may be done
         do throws(SystemError) {
             switch change {
             case .forget(let domain, let key):
@@ -126,6 +127,7 @@ extension Store {
     /// log into the domain files (freeing the log's space). Says what it freed; logged.
     func makeRoom() -> RoomMade {
         awaitFold()
+        defer { state.withLock { $0.historyVersion += 1 } }  // history may have been dropped
         let (domains, revision) = state.withLock { ($0.domains, $0.revision) }
         var made = RoomMade()
         do throws(SystemError) {

@@ -62,6 +62,9 @@ public final class Store: Sendable {
         var draining = false
         /// A fold runs off the commit queue, or has not been ended by it yet.
         var folding = false
+        /// Counts the changes to what history serves that no commit makes (see
+        /// ``Store/historyVersion``).
+        var historyVersion = 0
         var closed = false
     }
 
@@ -139,6 +142,14 @@ public final class Store: Sendable {
     /// The store-wide revision of the last commit; it never goes back, across restarts too.
     public var revision: Int64 {
         state.withLock { $0.revision }
+    }
+
+    /// Changes whenever what ``history(_:key:limit:before:)`` serves changes without a commit:
+    /// a forget, a change of what keeps history, a fold's end (retention may have pruned), a
+    /// full disk's dropped history. With ``revision``, it tells a cached `History` reply is
+    /// still right. Never blocks on I/O.
+    public var historyVersion: Int {
+        state.withLock { $0.historyVersion }
     }
 
     /// Whether the log is written with `O_DIRECT` (for tests).
