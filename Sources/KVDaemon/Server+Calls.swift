@@ -20,16 +20,7 @@ extension Server {
             )
             return
         }
-        if case .list(let domain) = request {
-            if !oneway { connection.send(shared: listReply(domain)) }
-            return
-        }
-        if case .history(let domain, let key, let limit, let atRevision, let before) = request {
-            let call = HistoryReplyCache.Call(
-                domain: domain, key: key, limit: limit, atRevision: atRevision, beforeRevision: before)
-            if !oneway { connection.send(shared: historyReply(call)) }
-            return
-        }
+        if answerShared(request, oneway, connection) { return }
         switch handler.handle(request) {
         case .reply(let reply):
             if !oneway { connection.send(reply) }
@@ -83,6 +74,24 @@ extension Server {
             if !call.oneway { connection.send(error.reply) }
             return nil
         }
+    }
+
+    /// Answers `List` and `History`, whose large replies are kept and shared
+    /// (``Server/replies``); false for any other request.
+    private func answerShared(_ request: DefaultsRequest, _ oneway: Bool, _ connection: ClientConnection) -> Bool {
+        let reply: () -> SharedReply
+        switch request {
+        case .list(let domain):
+            reply = { self.listReply(domain) }
+        case .history(let domain, let key, let limit, let atRevision, let before):
+            let call = HistoryReplyCache.Call(
+                domain: domain, key: key, limit: limit, atRevision: atRevision, beforeRevision: before)
+            reply = { self.historyReply(call) }
+        default:
+            return false
+        }
+        if !oneway { connection.send(shared: reply()) }
+        return true
     }
 
     /// The reply to `List` of `domain`: from ``Server/replies`` when it holds it, else made (and

@@ -151,29 +151,7 @@ extension Store {
         let threshold = Int64(options.compactionLogBytes)
         switch result {
         case .success:
-            state.withLock { state in
-                for domain in job.history.keys {
-                    state.recent[domain]?.removeAll { $0.revision <= job.revision }
-                    if state.recent[domain]?.isEmpty == true { state.recent[domain] = nil }
-                }
-            }
-            journal.nextCompactionLength = threshold
-            do {
-                try journal.rotateLog(baseRevision: job.revision, carrying: carried)
-                log(
-                    .debug,
-                    "folded the log into \(job.dirty.count) domain files at revision \(job.revision), carried \(carried.count) bytes of later records"
-                )
-            } catch {
-                if journal.state == .intact {
-                    // Not replaced: it still holds everything. Folded again once it has grown a bit.
-                    journal.nextCompactionLength = journal.logLength + max(threshold / 4, 1)
-                }
-                log(
-                    .error,
-                    "could not replace the log \(journal.logPath) after folding it (\(journal.state == .intact ? "it stays in use, and is replaced at a later fold" : "it is written again before the next commit")): \(error)"
-                )
-            }
+            endFold(job, carried: carried)
         case .failure(let error):
             journal.dirty.formUnion(job.dirty)
             if Self.isFull(error) && makeRoom().compacted { return }
@@ -182,6 +160,35 @@ extension Store {
             log(
                 .error,
                 "compaction of \(journal.logPath) failed, the log is kept and compaction will be retried: \(error)")
+        }
+    }
+
+    /// After a fold that succeeded: drops the commits it put in the history files from memory
+    /// and replaces the log by one of base `job.revision` holding `carried`.
+    private func endFold(_ job: FoldJob, carried: [UInt8]) {
+        let threshold = Int64(options.compactionLogBytes)
+        state.withLock { state in
+            for domain in job.history.keys {
+                state.recent[domain]?.removeAll { $0.revision <= job.revision }
+                if state.recent[domain]?.isEmpty == true { state.recent[domain] = nil }
+            }
+        }
+        journal.nextCompactionLength = threshold
+        do {
+            try journal.rotateLog(baseRevision: job.revision, carrying: carried)
+            log(
+                .debug,
+                "folded the log into \(job.dirty.count) domain files at revision \(job.revision), carried \(carried.count) bytes of later records"
+            )
+        } catch {
+            if journal.state == .intact {
+                // Not replaced: it still holds everything. Folded again once it has grown a bit.
+                journal.nextCompactionLength = journal.logLength + max(threshold / 4, 1)
+            }
+            log(
+                .error,
+                "could not replace the log \(journal.logPath) after folding it (\(journal.state == .intact ? "it stays in use, and is replaced at a later fold" : "it is written again before the next commit")): \(error)"
+            )
         }
     }
 }
