@@ -35,7 +35,7 @@ final class Journal: @unchecked Sendable {
     /// Bytes reserved ahead of the log's end (and written as zeros) when it grows past its file.
     var reservation: Int64 = 256 << 10
     /// The log's bytes from the start of its last, partly filled block up to ``logLength``:
-    /// a commit rewrites that block with its records appended (see ``append(_:revision:)``).
+    /// a commit rewrites that block with its records appended (see ``append(_:)``).
     var tail: [UInt8] = []
     /// The log descriptor bypasses the page cache (`O_DIRECT`).
     var direct = false
