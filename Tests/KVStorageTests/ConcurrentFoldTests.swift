@@ -30,7 +30,7 @@ import Testing
     {
         for round in 0..<100 {
             let name = "k\(round % 7)"
-            try store.commit(app, .set(key(name), .integer(Int64(round)), ifRevision: nil))
+            _ = try store.commit(app, .set(key(name), .integer(Int64(round)), ifRevision: nil))
             values[name] = round
             store.queue.sync {}  // the drain that committed it starts the fold after its completions
             let started = folds.take()
@@ -64,7 +64,7 @@ import Testing
         let folded = store.revision
         #expect(folder.read("app.json") == nil, "the domain file was written before the fold ran")
         for round in 0..<3 {  // acknowledged while the fold has not run
-            try store.commit(app, .set(key("during"), .integer(Int64(round)), ifRevision: nil))
+            _ = try store.commit(app, .set(key("during"), .integer(Int64(round)), ifRevision: nil))
         }
         values["during"] = 2
         #expect(!store.isIdle, "a store with a fold to end is not idle")
@@ -95,7 +95,7 @@ import Testing
         #expect(try store.history(app).entries.isEmpty)  // loaded: later reads never wait
         var values: [String: Int] = [:]
         let fold = try commitUntilAFoldStarts(store, folds, values: &values)
-        try store.commit(app, .set(key("during"), .integer(1), ifRevision: nil))
+        _ = try store.commit(app, .set(key("during"), .integer(1), ifRevision: nil))
         let expected = Array((1...store.revision).reversed())
         #expect(try store.history(app).entries.map(\.revision) == expected, "before the fold ran")
         store.queue.sync {
@@ -115,7 +115,7 @@ import Testing
         var store = try Self.open(folder, folds, fileSystem: disk)
         var values: [String: Int] = [:]
         for work in try commitUntilAFoldStarts(store, folds, values: &values) { work() }
-        try store.commit(app, .set(key("after"), .integer(1), ifRevision: nil))
+        _ = try store.commit(app, .set(key("after"), .integer(1), ifRevision: nil))
         values["after"] = 1
         store.queue.sync {}
         #expect(folder.read("app.json") == nil)
@@ -123,7 +123,7 @@ import Testing
         disk.fail { _, _ in nil }
         var again: [@Sendable () -> Void] = []
         for round in 0..<100 where again.isEmpty {
-            try store.commit(app, .set(key("retry"), .integer(Int64(round)), ifRevision: nil))
+            _ = try store.commit(app, .set(key("retry"), .integer(Int64(round)), ifRevision: nil))
             values["retry"] = round
             store.queue.sync {}
             again = folds.take()
@@ -153,7 +153,7 @@ import Testing
         let big = String(repeating: "x", count: 60_000)
         var count = 0
         while folder.read("app.json") == nil && count < 40 {
-            try store.commit(domain("big\(count % 10)"), .set(key("v\(count)"), .string(big), ifRevision: nil))
+            _ = try store.commit(domain("big\(count % 10)"), .set(key("v\(count)"), .string(big), ifRevision: nil))
             count += 1
         }
         #expect(folder.read("app.json") != nil, "the fold never ran")
