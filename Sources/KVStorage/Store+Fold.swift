@@ -137,8 +137,9 @@ extension Store {
 
     /// After a fold: drops the commits it put in the history files from memory and replaces the
     /// log by one holding only what came after it; or, if it failed, keeps its domains dirty
-    /// (the log still holds everything) and tries again later, first making room on a full disk.
-    private func finishFold(_ task: FoldTask, _ result: Result<Void, SystemError>) {
+    /// (the log still holds everything) and tries again later, first making room on a full disk
+    /// (unless `makingRoom`: ``makeRoom()`` itself waited for it, and makes the room).
+    func finishFold(_ task: FoldTask, _ result: Result<Void, SystemError>, makingRoom: Bool = false) {
         let job = task.job
         let carried = journal.carried ?? []
         (journal.fold, journal.carried) = (nil, nil)
@@ -154,7 +155,7 @@ extension Store {
             endFold(job, carried: carried)
         case .failure(let error):
             journal.dirty.formUnion(job.dirty)
-            if Self.isFull(error) && makeRoom().compacted { return }
+            if Self.isFull(error) && !makingRoom && makeRoom().compacted { return }
             // Retry once the log has grown by another quarter of the threshold, not every batch.
             journal.nextCompactionLength = journal.logLength + max(threshold / 4, 1)
             log(

@@ -126,7 +126,9 @@ extension Store {
     /// Makes room on a full disk for the data: drops every history file, then compacts the
     /// log into the domain files (freeing the log's space). Says what it freed; logged.
     func makeRoom() -> RoomMade {
-        awaitFold()
+        // A fold that failed for the same full disk: this call makes the room (not a nested one,
+        // whose freed space this one would not count).
+        if let task = journal.fold { finishFold(task, task.wait(), makingRoom: true) }
         defer { state.withLock { $0.historyVersion += 1 } }  // history may have been dropped
         let (domains, revision) = state.withLock { ($0.domains, $0.revision) }
         var made = RoomMade()
