@@ -1,5 +1,6 @@
 import CCurl
 import FoundationEssentials
+import KVValues
 import Synchronization
 
 /// HTTP exchanges with etcd members through libcurl, blocking: a POST of JSON and its answer,
@@ -79,21 +80,12 @@ final class GatewayTransport: Sendable {
                 bytes.append(byte)
                 continue
             }
-            guard let high = rest.popFirst().flatMap(hexDigit), let low = rest.popFirst().flatMap(hexDigit) else {
+            guard let high = rest.popFirst().flatMap(Hex.digit), let low = rest.popFirst().flatMap(Hex.digit) else {
                 return text
             }
             bytes.append(high << 4 | low)
         }
         return String(validating: bytes, as: UTF8.self) ?? text
-    }
-
-    private static func hexDigit(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 
     /// POSTs `body` to `url` and hands the answer's bytes to `sink` as they arrive, until the

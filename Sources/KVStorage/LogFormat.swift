@@ -217,15 +217,13 @@ enum LogFormat {
 
     /// Fills in the checksum of the line at `lineStart` of `out` (`00000000 ` and its payload
     /// up to the end) and ends it with LF.
-    private static func finishLine(in out: inout [UInt8], from lineStart: Int) {
+    static func finishLine(in out: inout [UInt8], from lineStart: Int) {
         let crc = CRC32.checksum(out[(lineStart + 9)...])
         for (index, shift) in stride(from: 28, through: 0, by: -4).enumerated() {
-            out[lineStart + index] = hexDigits[Int((crc >> UInt32(shift)) & 0xF)]
+            out[lineStart + index] = Hex.lowercaseDigits[Int((crc >> UInt32(shift)) & 0xF)]
         }
         out.append(UInt8(ascii: "\n"))
     }
-
-    private static let hexDigits = Array("0123456789abcdef".utf8)
 
     /// The line starting at `start`, if it is whole and its checksum holds: where its JSON
     /// payload lies and where the next line starts. Nil for a torn or corrupt line.

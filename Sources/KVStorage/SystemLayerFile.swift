@@ -114,7 +114,7 @@ public struct SystemLayerFile: Sendable {
                     index += 1
                 }
                 out += Array("}}".utf8)
-                finishLine(&out, from: start)
+                LogFormat.finishLine(in: &out, from: start)
                 lines += 1
             }
         }
@@ -128,14 +128,6 @@ public struct SystemLayerFile: Sendable {
         }
         out += LogFormat.frame(.object(["end": .integer(Int64(lines))]))
         return out
-    }
-
-    /// Fills in the checksum of the line begun at `start` with `00000000 ` and ends it.
-    private static func finishLine(_ out: inout [UInt8], from start: Int) {
-        let crc = CRC32.checksum(out[(start + 9)...])
-        let digits = Array("0123456789abcdef".utf8)
-        for index in 0..<8 { out[start + index] = digits[Int((crc >> UInt32(28 - 4 * index)) & 0xF)] }
-        out.append(UInt8(ascii: "\n"))
     }
 
     static func decode(_ bytes: [UInt8]) throws(DecodeError) -> SavedSystemLayer {

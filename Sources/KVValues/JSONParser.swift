@@ -325,14 +325,8 @@ public struct JSONParser {
         var value: UInt32 = 0
         for _ in 0..<4 {
             let byte = bytes[position]
-            let digit: UInt32
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt32(byte - UInt8(ascii: "0"))
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = UInt32(byte - UInt8(ascii: "a") + 10)
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = UInt32(byte - UInt8(ascii: "A") + 10)
-            default: throw error("invalid hex digit in \\u escape")
-            }
-            value = value << 4 | digit
+            guard let digit = Hex.digit(byte) else { throw error("invalid hex digit in \\u escape") }
+            value = value << 4 | UInt32(digit)
             position += 1
         }
         return value

@@ -161,10 +161,9 @@ public struct JSONWriter {
         case 0x0D: out.append(contentsOf: [0x5C, UInt8(ascii: "r")])
         case 0x09: out.append(contentsOf: [0x5C, UInt8(ascii: "t")])
         default:
-            let hex = Array("0123456789abcdef".utf8)
             out.append(contentsOf: [
-                0x5C, UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex[Int(byte >> 4)],
-                hex[Int(byte & 0xF)],
+                0x5C, UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), Hex.lowercaseDigits[Int(byte >> 4)],
+                Hex.lowercaseDigits[Int(byte & 0xF)],
             ])
         }
     }
