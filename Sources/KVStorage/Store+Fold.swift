@@ -80,6 +80,12 @@ extension Store {
     /// threshold, no fold runs, the log is intact and the store is open: takes the committed
     /// state of the dirty domains (shared, not copied), hands the fold to ``foldRunner`` and
     /// returns at once.
+    ///
+    /// On a disk without room for what the fold writes beside what the log may gain meanwhile
+    /// (``Journal/hasRoom(for:growth:)``), the fold runs here instead, commits waiting: one
+    /// that fails for room then makes room (``makeRoom()``) while the log is at its threshold,
+    /// not ``maxCarriedBytes`` past it, with no room left for the domain files that would let
+    /// the log go.
     func startFoldIfDue() {
         guard journal.fold == nil, journal.state == .intact, journal.logLength >= journal.nextCompactionLength
         else { return }
@@ -98,6 +104,10 @@ extension Store {
                 revision: snapshot.revision, dirty: dirty, domains: snapshot.domains, history: snapshot.history,
                 logLength: journal.logLength), journal: journal)
         (journal.fold, journal.dirty, journal.carried) = (task, [], [])
+        guard journal.hasRoom(for: task.job, growth: Int64(maxCarriedBytes)) else {
+            log(.debug, "little room left beside \(journal.logPath): folding it while commits wait")
+            return awaitFold()
+        }
         foldRunner {
             guard task.runUnlessClaimed() else { return }
             self.queue.async { self.finishFoldIfDone() }

@@ -124,6 +124,9 @@ public protocol FileSystem: Sendable {
     func size(_ descriptor: FileDescriptor) throws(SystemError) -> Int64
     /// The kind, size, owner and permissions of an open file or folder. C: `fstat`.
     func status(_ descriptor: FileDescriptor) throws(SystemError) -> FileStatus
+    /// The bytes this process may still write to the file system holding the open file (the
+    /// free space an unprivileged user may use). C: `fstatvfs` (`f_bavail` × `f_frsize`).
+    func availableBytes(_ descriptor: FileDescriptor) throws(SystemError) -> Int64
     /// The user this process acts as, who must own the state folder. C: `geteuid`.
     var effectiveUserID: UInt32 { get }
     /// Takes an exclusive lock without waiting; `EWOULDBLOCK` if another holds it.

@@ -92,6 +92,13 @@ extension LinuxSystem {
         return Int64(info.st_size)
     }
 
+    public func availableBytes(_ descriptor: FileDescriptor) throws(SystemError) -> Int64 {
+        var info = statvfs()
+        _ = try calling("fstatvfs", nil) { Glibc.fstatvfs(descriptor.rawValue, &info) }
+        let (bytes, overflow) = Int64(info.f_bavail).multipliedReportingOverflow(by: Int64(info.f_frsize))
+        return overflow ? .max : bytes
+    }
+
     public func status(_ descriptor: FileDescriptor) throws(SystemError) -> FileStatus {
         var info = stat()
         _ = try calling("fstat", nil) { Glibc.fstat(descriptor.rawValue, &info) }

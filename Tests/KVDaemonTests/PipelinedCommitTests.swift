@@ -53,6 +53,9 @@ import Testing
         func write(_ descriptor: FileDescriptor, _ bytes: [UInt8], at offset: Int64) throws(SystemError) {
             try real.write(descriptor, bytes, at: offset)
         }
+        func availableBytes(_ descriptor: FileDescriptor) throws(SystemError) -> Int64 {
+            try real.availableBytes(descriptor)
+        }
         func preallocate(_ descriptor: FileDescriptor, to length: Int64) throws(SystemError) {
             try real.preallocate(descriptor, to: length)
         }

@@ -162,4 +162,27 @@ import Testing
         for work in fold { work() }  // claimed already: does nothing
         #expect(Self.integers(store, app) == values)
     }
+
+    /// On a disk without room for the fold's files beside the log's growth meanwhile, the fold
+    /// runs on the commit queue while commits wait (never handed to the runner): one that fails
+    /// for room then makes room while the log is at its threshold (issue 29: on a 6 MiB disk
+    /// under load, a fold beside commits let the log fill the disk, and every write was refused).
+    @Test(arguments: [(Int64(1) << 40, true), (Int64(64) << 10, false)])
+    func aFoldRunsBesideCommitsOnlyWhenTheDiskHasRoom(available: Int64, beside: Bool) throws {
+        let folder = TemporaryFolder()
+        defer { folder.remove() }
+        let folds = SteppedFolds()
+        let disk = RecordingFileSystem()
+        disk.available.withLock { $0 = available }
+        let store = try Self.open(folder, folds, fileSystem: disk)
+        defer { store.close() }
+        var handed = false
+        for round in 0..<100 where !handed && folder.read("app.json") == nil {
+            _ = try store.commit(app, .set(key("k\(round % 7)"), .integer(Int64(round)), ifRevision: nil))
+            store.queue.sync {}
+            handed = !folds.take().isEmpty
+        }
+        #expect(handed == beside, "handed to the runner: \(handed), with \(available) bytes free")
+        #expect(folder.read("app.json") != nil || beside, "the fold did not run on the commit queue")
+    }
 }

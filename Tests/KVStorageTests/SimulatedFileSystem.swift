@@ -200,6 +200,14 @@ final class SimulatedFileSystem: FileSystem {
         }
     }
 
+    /// What ``availableBytes(_:)`` answers: unlimited unless a test says otherwise. Not a
+    /// failable call (it changes nothing), so it shifts no injected fault's index.
+    let available = Atomic<Int64>(.max)
+
+    func availableBytes(_ descriptor: FileDescriptor) throws(SystemError) -> Int64 {
+        available.load(ordering: .relaxed)
+    }
+
     /// Extends the file with zeros, like `ftruncate` (durable only once synced); a fault leaves
     /// the file unchanged.
     func preallocate(_ descriptor: FileDescriptor, to length: Int64) throws(SystemError) {

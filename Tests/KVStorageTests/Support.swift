@@ -64,6 +64,8 @@ final class RecordingFileSystem: FileSystem {
     let failure = Mutex<@Sendable (String, String) -> Int32?>({ _, _ in nil })
 
     func fail(_ rule: @escaping @Sendable (String, String) -> Int32?) { failure.withLock { $0 = rule } }
+    /// What ``availableBytes(_:)`` answers instead of the real file system's, if set.
+    let available = Mutex<Int64?>(nil)
 
     /// Fails only the `index`-th checked call (counting from 0) with `EIO`.
     func failCall(_ index: Int) {
@@ -130,6 +132,11 @@ final class RecordingFileSystem: FileSystem {
         try check("write", path)
         counts.withLock { $0.bytesWritten[String(path.split(separator: "/").last ?? ""), default: 0] += bytes.count }
         try base.write(descriptor, bytes, at: offset)
+    }
+
+    func availableBytes(_ descriptor: FileDescriptor) throws(SystemError) -> Int64 {
+        if let available = available.withLock({ $0 }) { return available }
+        return try base.availableBytes(descriptor)
     }
 
     func preallocate(_ descriptor: FileDescriptor, to length: Int64) throws(SystemError) {

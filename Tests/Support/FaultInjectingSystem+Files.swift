@@ -23,6 +23,9 @@ extension FaultInjectingSystem {
     }
     public func fsync(_ descriptor: FileDescriptor) throws(SystemError) { try real.fsync(descriptor) }
     public func fdatasync(_ descriptor: FileDescriptor) throws(SystemError) { try real.fdatasync(descriptor) }
+    public func availableBytes(_ descriptor: FileDescriptor) throws(SystemError) -> Int64 {
+        try real.availableBytes(descriptor)
+    }
     public func truncate(_ descriptor: FileDescriptor, to length: Int64) throws(SystemError) {
         try real.truncate(descriptor, to: length)
     }
