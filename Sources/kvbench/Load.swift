@@ -9,11 +9,24 @@ final class Box: @unchecked Sendable {
     var latencies: [UInt32] = []
 }
 
+/// The bytes of each connection's reply buffer: a `History` reply of a key with many entries
+/// takes hundreds of KiB. Pages never touched cost no memory, so 1,000 clients cost what their
+/// replies take.
+let replyBufferBytes = 1 << 20
+
+/// Ends the run, saying so, when a reply fills all of `buffer`.
+func checkRoom(_ buffer: UnsafeMutableRawBufferPointer, _ count: Int) {
+    guard count >= buffer.count else { return }
+    print("kvbench: a reply is larger than \(buffer.count) bytes")
+    exit(1)
+}
+
 /// One call and its whole reply on `fd`; the reply's bytes are left in `buffer[0..<returned]`.
 func roundTrip(_ fd: Int32, _ call: [UInt8], _ proto: String, _ buffer: UnsafeMutableRawBufferPointer) -> Int {
     sendAll(fd, call)
     var count = 0
     repeat {
+        checkRoom(buffer, count)
         let received = try? system.receive(fd, into: UnsafeMutableRawBufferPointer(rebasing: buffer[count...]))
         guard let received, received > 0 else {
             print("kvbench: connection closed")
@@ -29,7 +42,7 @@ func runClient(_ options: Options, index: Int, start: UInt64, deadline: UInt64) 
     let fd = connectUnix(options.socket)
     defer { system.close(fd) }
     let call = request(options, client: index)
-    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 8)
+    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: replyBufferBytes, alignment: 8)
     defer { buffer.deallocate() }
     let first = roundTrip(fd, call, options.proto, buffer)
     if !replyIsSuccess(options.proto, Array(buffer[0..<first])) {
@@ -69,7 +82,7 @@ func prepareKeys(_ options: Options) {
     setup.operation = "set"
     let fd = connectUnix(options.socket)
     defer { system.close(fd) }
-    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 8)
+    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: replyBufferBytes, alignment: 8)
     defer { buffer.deallocate() }
     for index in 0..<options.clients { _ = roundTrip(fd, request(setup, client: index), options.proto, buffer) }
 }
@@ -79,7 +92,7 @@ func prepareKeys(_ options: Options) {
 func populate(_ options: Options) {
     let fd = connectUnix(options.socket)
     defer { system.close(fd) }
-    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 8)
+    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: replyBufferBytes, alignment: 8)
     defer { buffer.deallocate() }
     let perDomain = (options.keys + options.domains - 1) / options.domains
     for domainIndex in 0..<options.domains {
@@ -118,7 +131,9 @@ func runClientsPolled(_ options: Options) -> [UInt32] {
     let count = options.clients
     let fds = (0..<count).map { _ in connectUnix(options.socket) }
     defer { for fd in fds { system.close(fd) } }
-    let buffers = (0..<count).map { _ in UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 8) }
+    let buffers = (0..<count).map { _ in
+        UnsafeMutableRawBufferPointer.allocate(byteCount: replyBufferBytes, alignment: 8)
+    }
     defer { for buffer in buffers { buffer.deallocate() } }
     guard let epoll = try? system.epollCreate() else {
         print("kvbench: epoll_create1 failed")
@@ -224,6 +239,7 @@ struct PolledClients {
     /// returns the time it ended.
     mutating func receive(_ index: Int) -> UInt64? {
         let buffer = buffers[index]
+        checkRoom(buffer, received[index])
         let got: Int
         do {
             let rest = UnsafeMutableRawBufferPointer(rebasing: buffer[received[index]...])
