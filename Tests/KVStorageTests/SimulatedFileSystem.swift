@@ -200,13 +200,9 @@ final class SimulatedFileSystem: FileSystem {
         }
     }
 
-    /// What ``availableBytes(_:)`` answers: unlimited unless a test says otherwise. Not a
-    /// failable call (it changes nothing), so it shifts no injected fault's index.
-    let available = Atomic<Int64>(.max)
-
-    func availableBytes(_ descriptor: FileDescriptor) throws(SystemError) -> Int64 {
-        available.load(ordering: .relaxed)
-    }
+    /// Unlimited room. Not a failable call (it changes nothing), so it shifts no injected
+    /// fault's index.
+    func availableBytes(_ descriptor: FileDescriptor) throws(SystemError) -> Int64 { .max }
 
     /// Extends the file with zeros, like `ftruncate` (durable only once synced); a fault leaves
     /// the file unchanged.
