@@ -1,6 +1,7 @@
 import CLinux
 import Foundation
 import Glibc
+import Synchronization
 import Testing
 
 /// A real etcd cluster for one test or suite: members on 127.0.0.1 high ports, data in a private
@@ -228,26 +229,42 @@ struct ClusterFailure: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// Free TCP ports on 127.0.0.1 (bound to port 0, read back, released: etcd binds them next).
+/// Ports this process has handed to etcd members, never handed out again: a member killed by a
+/// test and started again later gets its port back, and no cluster started meanwhile can take it
+/// (when ports came from binding port 0, the kernel could hand a stopped member's port to the
+/// next cluster, and the restarted member's clients met another cluster).
+private let handedOutPorts = Mutex<Set<Int>>([])
+
+/// Free TCP ports on 127.0.0.1, below the kernel's ephemeral range (32768-60999 here), so that no
+/// socket bound to port 0 takes one either: picked at random from 20000-32767, never one this
+/// process handed out before, each checked by binding it (then released: etcd binds it next).
 private func freePorts(_ count: Int) throws -> [Int] {
-    var sockets: [Int32] = []
-    defer { for fd in sockets { close(fd) } }
-    return try (0..<count).map { _ in
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        sockets.append(fd)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
-            }
+    try handedOutPorts.withLock { handed in
+        var ports: [Int] = []
+        for _ in 0..<10_000 where ports.count < count {
+            let port = Int.random(in: 20_000...32_767)
+            guard !handed.contains(port), canBind(port) else { continue }
+            handed.insert(port)
+            ports.append(port)
         }
-        guard fd >= 0, bound else {
-            throw ClusterFailure("cannot find a free port: \(String(cString: strerror(errno)))")
+        guard ports.count == count else { throw ClusterFailure("cannot find \(count) free ports in 20000-32767") }
+        return ports
+    }
+}
+
+/// Whether a TCP socket can bind 127.0.0.1:`port` now (it is closed again at once).
+private func canBind(_ port: Int) -> Bool {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { return false }
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = in_port_t(UInt16(port).bigEndian)
+    return withUnsafePointer(to: &address) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
         }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 }
 
