@@ -84,7 +84,7 @@ extension Server {
         case .list(let domain):
             reply = { self.listReply(domain) }
         case .history(let domain, let key, let limit, let atRevision, let before):
-            let call = HistoryReplyCache.Call(
+            let call = KeptReplies.HistoryCall(
                 domain: domain, key: key, limit: limit, atRevision: atRevision, beforeRevision: before)
             reply = { self.historyReply(call) }
         default:
@@ -106,8 +106,8 @@ extension Server {
 
     /// The reply to `History` `call`: from ``Server/replies`` when it holds it, else made (and
     /// kept there if large). The stamp is read before the reply is made (see ``GetReplyCache``).
-    private func historyReply(_ call: HistoryReplyCache.Call) -> SharedReply {
-        let stamp = HistoryReplyCache.Stamp(revision: store.revision, historyVersion: store.historyVersion)
+    private func historyReply(_ call: KeptReplies.HistoryCall) -> SharedReply {
+        let stamp = KeptReplies.HistoryStamp(revision: store.revision, historyVersion: store.historyVersion)
         if let kept = replies.histories.reply(for: call, at: stamp) { return kept }
         let reply = SharedReply(
             handler.history(

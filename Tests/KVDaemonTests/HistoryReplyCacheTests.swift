@@ -27,9 +27,9 @@ import Testing
         loop.run("History was not answered") { client.replies.count == 201 }
         let first = client.replies[200]
         #expect(first.contains("SECRET-199-") && first.contains("SECRET-0-"))
-        #expect(first.utf8.count >= HistoryReplyCache.minimumBytes, "too small to be kept: \(first.utf8.count) bytes")
-        let call = HistoryReplyCache.Call(domain: try Domain(validating: "d"), key: try Key(validating: "token"))
-        let stamp = HistoryReplyCache.Stamp(revision: loop.store.revision, historyVersion: loop.store.historyVersion)
+        #expect(first.utf8.count >= KeptReplies.minimumHistoryBytes, "too small to be kept: \(first.utf8.count) bytes")
+        let call = KeptReplies.HistoryCall(domain: try Domain(validating: "d"), key: try Key(validating: "token"))
+        let stamp = KeptReplies.HistoryStamp(revision: loop.store.revision, historyVersion: loop.store.historyVersion)
         #expect(loop.server.replies.histories.reply(for: call, at: stamp) != nil, "the reply was not kept")
 
         client.send(Self.history)

@@ -119,7 +119,7 @@ import Testing
         #expect(admin.replies == [#"{"parameters":{"revision":1}}"#])
     }
 
-    /// Lists of a large domain share one encoded reply (``ListReplyCache``) until a write
+    /// Lists of a large domain share one encoded reply (``SharedReplyCache``) until a write
     /// changes what they read; then the next `List` shows it.
     @Test func listsOfALargeDomainShareOneReplyUntilAWrite() throws {
         let loop = try Self.systemLoop()
