@@ -95,7 +95,7 @@ extension Journal {
             let maxBytes = HistoryRetention.maxBytes(domainBytes: domains[domain]?.budgetBytes ?? 0)
             guard var info = histories[domain],
                 info.lines + fresh.count <= info.pruneAbove || !info.mayPrune(options, now: now),
-                info.validLength + Self.lineBytesBound(fresh, logLength) <= maxBytes
+                info.validLength + Self.lineBytesBound(lines: fresh.count, logLength) <= maxBytes
                     || Self.lineBytes(fresh, fitIn: Int64(maxBytes) - info.validLength)
             else {
                 try rewriteHistory(domain, adding: fresh, current: domains[domain], revision: revision)
@@ -138,10 +138,10 @@ extension Journal {
     /// The most a fold holds of a history file's new lines before writing them.
     static let historyChunkBytes = 256 << 10
 
-    /// At least the bytes the lines of `entries` take, without encoding them: the log's length
+    /// At least the bytes `lines` history lines take, without encoding them: the log's length
     /// (`logLength`, which holds their values and keys) and 128 bytes a line for the rest.
-    static func lineBytesBound(_ entries: [HistoryEntry], _ logLength: Int64) -> Int64 {
-        logLength + 128 * Int64(entries.count)
+    static func lineBytesBound(lines: Int, _ logLength: Int64) -> Int64 {
+        logLength + 128 * Int64(lines)
     }
 
     /// Whether the lines of `entries` take at most `room` bytes (measured one by one, no copy

@@ -240,16 +240,17 @@ final class Journal: @unchecked Sendable {
     }
 
     /// Whether the file system holding the log has room for what `job` writes (its history
-    /// lines: at most the log's length and 128 bytes a line; its domain files: counted at twice
-    /// their values' bytes, for the indented format) and for `growth` more bytes of log and its
-    /// reservation. True when the system cannot say.
+    /// lines, one at most per change: ``lineBytesBound(lines:_:)``; its domain files: counted at
+    /// twice their values' bytes, for the indented format) and for `growth` more bytes of log and
+    /// its reservation. True when the system cannot say.
     func hasRoom(for job: FoldJob, growth: Int64) -> Bool {
         guard let descriptor = logDescriptor, let available = try? fileSystem.availableBytes(descriptor) else {
             return true
         }
         var needed = growth + reservation
         if historyOptions != nil {
-            needed += job.logLength + 128 * Int64(job.history.values.reduce(0) { $0 + $1.count })
+            let lines = job.history.values.reduce(0) { $0 + $1.reduce(0) { $0 + $1.changes.count } }
+            needed += Self.lineBytesBound(lines: lines, job.logLength)
         }
         for domain in job.dirty { needed += 2 * Int64(job.domains[domain]?.budgetBytes ?? 0) }
         return available >= needed

@@ -254,21 +254,16 @@ extension Store {
         awaitFold()
         let (domains, revision, recent) = state.withLock { ($0.domains, $0.revision, $0.recent) }
         let count = journal.dirty.count
-        let threshold = Int64(options.compactionLogBytes)
         do {
             try journal.compact(domains, revision: revision, history: recent)
             // in the history files now; nothing was published meanwhile (this queue publishes)
             state.withLock { $0.recent = [:] }
-            journal.nextCompactionLength = threshold
+            journal.nextCompactionLength = Int64(options.compactionLogBytes)
             log(.debug, "compacted the log into \(count) domain files at revision \(revision)")
         } catch  where Self.isFull(error) && makeRoom().compacted {
             return
         } catch {
-            // Retry once the log has grown by another quarter of the threshold, not every batch.
-            journal.nextCompactionLength = journal.logLength + max(threshold / 4, 1)
-            log(
-                .error,
-                "compaction of \(journal.logPath) failed, the log is kept and compaction will be retried: \(error)")
+            retryFoldLater(after: error)
         }
     }
 }

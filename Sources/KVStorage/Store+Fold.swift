@@ -159,32 +159,39 @@ extension Store {
                 state.historyVersion += 1  // pruned, or a file set aside
             }
         }
-        let threshold = Int64(options.compactionLogBytes)
         switch result {
         case .success:
             endFold(job, carried: carried)
         case .failure(let error):
             journal.dirty.formUnion(job.dirty)
             if Self.isFull(error) && !makingRoom && makeRoom().compacted { return }
-            // Retry once the log has grown by another quarter of the threshold, not every batch.
-            journal.nextCompactionLength = journal.logLength + max(threshold / 4, 1)
-            log(
-                .error,
-                "compaction of \(journal.logPath) failed, the log is kept and compaction will be retried: \(error)")
+            retryFoldLater(after: error)
         }
+    }
+
+    /// After a fold or compaction that failed (the log still holds everything): tries again once
+    /// the log has grown a bit (``postponeFold()``), and says so.
+    func retryFoldLater(after error: some Error) {
+        postponeFold()
+        log(.error, "compaction of \(journal.logPath) failed, the log is kept and compaction will be retried: \(error)")
+    }
+
+    /// Puts the next fold off until the log has grown by another quarter of the threshold, so
+    /// that one that cannot be made is not tried again every batch.
+    func postponeFold() {
+        journal.nextCompactionLength = journal.logLength + max(Int64(options.compactionLogBytes) / 4, 1)
     }
 
     /// After a fold that succeeded: drops the commits it put in the history files from memory
     /// and replaces the log by one of base `job.revision` holding `carried`.
     private func endFold(_ job: FoldJob, carried: [UInt8]) {
-        let threshold = Int64(options.compactionLogBytes)
         state.withLock { state in
             for domain in job.history.keys {
                 state.recent[domain]?.removeAll { $0.revision <= job.revision }
                 if state.recent[domain]?.isEmpty == true { state.recent[domain] = nil }
             }
         }
-        journal.nextCompactionLength = threshold
+        journal.nextCompactionLength = Int64(options.compactionLogBytes)
         do {
             try journal.rotateLog(baseRevision: job.revision, carrying: carried)
             log(
@@ -193,8 +200,7 @@ extension Store {
             )
         } catch {
             if journal.state == .intact {
-                // Not replaced: it still holds everything. Folded again once it has grown a bit.
-                journal.nextCompactionLength = journal.logLength + max(threshold / 4, 1)
+                postponeFold()  // not replaced: it still holds everything
             }
             log(
                 .error,
