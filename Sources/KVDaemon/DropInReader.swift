@@ -11,8 +11,9 @@ import KVSystem
 ///   package-manager leftovers (``isQuiet(_:)``) silently, the rest listed as skipped in status.
 ///   Each folder's files are taken in name order (byte order).
 /// - Trust (``DropInTrust``): every folder from `/` down to `DIR`, both folders and every file
-///   (a link: what it leads to, checked on the opened descriptor) must belong to root or kvd's
-///   user and be writable by no one else than them, root's group and the admin group. A folder
+///   (a link: what it leads to, checked on the opened descriptor) must belong to root, kvd's
+///   user or a member of the admin group, and be writable by no one else than the owner, root's
+///   group and the admin group. A folder
 ///   refused is not read at all, `DIR` or one above it refused means nothing is: one problem
 ///   says why, and ``DropInSet`` keeps the last good content of what it holds.
 /// - Bounds: at most ``maxFiles`` files a folder, ``maxFileBytes`` a file and ``maxTotalBytes``
@@ -45,8 +46,9 @@ struct DropInReader {
     /// Every file to combine: `defaults.d`'s, then `locks.d`'s, each in name order; or, when
     /// `DIR` or a folder above it may not be trusted, one failure at that folder.
     func read() -> Found {
-        let trust = DropInTrust(
-            owners: [0, system.userID], adminGroupID: system.groupID(named: adminGroup), adminGroup: adminGroup)
+        let admins = system.groupID(named: adminGroup)
+        var trust = DropInTrust(owners: [0, system.userID], adminGroupID: admins, adminGroup: adminGroup)
+        if let admins { trust.isAdmin = { [system] in system.groups(ofUser: $0).contains(admins) } }
         if let (path, reason) = configRefusal(trust) {
             return Found(files: [DropInFile(path: path, kind: .defaults, bytes: .failure(.init(description: reason)))])
         }

@@ -157,6 +157,11 @@ struct DropInTrustTests {
         chown(folder.locks + "/50-lock", 0, admins)
         chmod(folder.locks + "/50-lock", 0o664)
         #expect(try DropInTests.systemKvctl(scene, "reload").status == 0, "\((try? Self.status(scene)) ?? "")")
+        // A member of the admin group drops a file of their own there: read.
+        let written = try Self.runAs(
+            scene.accounts.admin, "/bin/sh", ["-c", "printf 'org.ex.keep byadmin\\n' > \(folder.locks)/60-admin"])
+        #expect(written.status == 0, "\(written.stderr)")
+        #expect(try Self.eventuallyLocked(user, "byadmin", true), "\((try? Self.status(scene)) ?? "")")
 
         // Group-writable by another group, or writable by others: refused, its locks kept.
         chown(folder.locks, 0, scene.accounts.user.gid)
