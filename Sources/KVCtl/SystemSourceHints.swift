@@ -25,7 +25,7 @@ extension Runner {
         guard let source = try? connect().systemSource(domain, key), let file = source.file else { return "" }
         let shown = "\(ClientError.shellWord(domain.name)) \(ClientError.shellWord(key.name))"
         return
-            "; it is in the admins' layer only: the drop-in file \(file) supplies it (see the value in effect with: kvctl --system get \(shown) --effective)"
+            "; --system get reads the admins' layer only, and the drop-in file \(file) supplies this key (see the value in effect with: kvctl --system get \(shown) --effective)"
     }
 
     /// Where the lock on `key` comes from and who can lift it, from the system instance; nil

@@ -163,6 +163,8 @@ struct DropInReader {
                 linked = true
                 descriptor = try fileSystem.open(path, [.nonBlocking], permissions: 0)
             }
+        } catch  where error.code == ELOOP {
+            return .failure(.init(description: "cannot open it: a loop of symbolic links"))
         } catch {
             return .failure(.init(description: "cannot open it: \(error)"))
         }

@@ -9,6 +9,12 @@ import KVValues
 enum FramedLines {
     struct DecodeError: Error { var reason: String }
 
+    /// The header line of `format` at `version`, with `members` besides.
+    static func header(format: String, version: Int64, _ members: [String: JSON] = [:]) -> [UInt8] {
+        LogFormat.frame(
+            .object(members.merging(["format": .string(format), "formatVersion": .integer(version)]) { $1 }))
+    }
+
     /// The end line after `lines` lines (the header counted).
     static func end(lines: Int) -> [UInt8] { LogFormat.frame(.object(["end": .integer(Int64(lines))])) }
 
@@ -48,26 +54,51 @@ enum FramedLines {
         }
     }
 
-    /// Replaces the file at `path` with `bytes` durably (temporary file, rename, folder synced).
-    static func save(_ bytes: [UInt8], to path: String, in directory: String, fileSystem: any FileSystem)
-        throws(SystemError)
-    {
-        let name = path.split(separator: "/").last.map(String.init) ?? path
-        try fileSystem.replaceFile(path, temporary: directory + "/." + name + ".tmp", with: bytes)
-        try fileSystem.syncDirectory(directory)
-    }
+    /// One such file of the state folder: where it is, its format, and how it is named in
+    /// messages (`what`, like "the system layer").
+    struct File: Sendable {
+        let directory: String
+        let fileSystem: any FileSystem
+        let name: String
+        let format: String
+        let version: Int64
+        /// The largest file read.
+        let limit: Int64
+        let what: String
 
-    /// The bytes of the regular file at `path` (nil: none there), `what` naming it in errors.
-    static func read(_ path: String, limit: Int64, what: String, fileSystem: any FileSystem) throws(StorageError)
-        -> [UInt8]?
-    {
-        do {
-            return try fileSystem.readRegularFile(path, limit: limit)
-        } catch {
-            switch error {
-            case .notRegular(let kind): throw .failure("\(what) \(path) is \(kind), not a regular file")
-            case .tooLarge(let size): throw .failure("\(what) \(path) holds \(size) bytes, more than kvd reads")
-            case .system(let error): throw .failure("cannot read \(what) \(path): \(error)")
+        var path: String { directory + "/" + name }
+
+        /// Replaces the file with `bytes` durably: a temporary file (`.NAME.tmp`), written and
+        /// synced, renamed into place, then the folder synced.
+        func save(_ bytes: [UInt8]) throws(StorageError) {
+            do {
+                try fileSystem.replaceFile(path, temporary: directory + "/." + name + ".tmp", with: bytes)
+                try fileSystem.syncDirectory(directory)
+            } catch {
+                throw .failure("cannot save \(what) to \(path): \(error)")
+            }
+        }
+
+        /// What `decode` makes of the file's header and lines; nil when there is no file.
+        /// Throws ``StorageError/failure(_:)`` saying why when it is there but cannot be used.
+        func load<T>(_ decode: (JSON, [JSON]) throws(DecodeError) -> T) throws(StorageError) -> T? {
+            let bytes: [UInt8]
+            do {
+                guard let read = try fileSystem.readRegularFile(path, limit: limit) else { return nil }
+                bytes = read
+            } catch {
+                switch error {
+                case .notRegular(let kind): throw .failure("\(what) saved in \(path) is \(kind), not a regular file")
+                case .tooLarge(let size):
+                    throw .failure("\(what) saved in \(path) holds \(size) bytes, more than kvd reads")
+                case .system(let error): throw .failure("cannot read \(what) saved in \(path): \(error)")
+                }
+            }
+            do {
+                let (header, lines) = try FramedLines.decode(bytes, format: format, version: version)
+                return try decode(header, lines)
+            } catch {
+                throw .failure("\(what) saved in \(path) is damaged (\(error.reason)); it is not used")
             }
         }
     }

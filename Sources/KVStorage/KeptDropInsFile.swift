@@ -38,46 +38,36 @@ public struct KeptDropInsFile: Sendable {
     /// The largest copy read: the drop-in files together hold at most 32 MiB.
     static let maxFileBytes: Int64 = 1 << 30
 
-    let directory: String
-    let fileSystem: any FileSystem
+    let file: FramedLines.File
 
     public init(directory: String, fileSystem: any FileSystem = LinuxSystem()) {
-        self.directory = directory
-        self.fileSystem = fileSystem
+        file = FramedLines.File(
+            directory: directory, fileSystem: fileSystem, name: Self.fileName, format: Self.format,
+            version: Self.formatVersion, limit: Self.maxFileBytes, what: "the drop-in files' last good content")
     }
 
-    public var path: String { directory + "/" + Self.fileName }
+    public var path: String { file.path }
 
     /// Replaces the copy with `files` (by path), durably (see the type's comment).
     public func save(_ files: [String: KeptDropIn]) throws(StorageError) {
-        do {
-            try FramedLines.save(Self.encode(files), to: path, in: directory, fileSystem: fileSystem)
-        } catch {
-            throw .failure("cannot save the drop-in files' last good content to \(path): \(error)")
-        }
+        try file.save(Self.encode(files))
     }
 
     /// The copy; nil when there is none. Throws ``StorageError/failure(_:)`` saying why when
     /// the file is there but cannot be used.
     public func load() throws(StorageError) -> [String: KeptDropIn]? {
-        let read = try FramedLines.read(
-            path, limit: Self.maxFileBytes, what: "the drop-in files' last good content", fileSystem: fileSystem)
-        guard let bytes = read else { return nil }
-        do {
-            let (_, lines) = try FramedLines.decode(bytes, format: Self.format, version: Self.formatVersion)
+        try file.load { _, lines throws(FramedLines.DecodeError) in
             var files: [String: KeptDropIn] = [:]
             for line in lines {
                 let (path, kept) = try Self.decode(line)
                 files[path] = kept
             }
             return files
-        } catch {
-            throw .failure("the drop-in files' last good content \(path) is damaged (\(error.reason)); it is not used")
         }
     }
 
     static func encode(_ files: [String: KeptDropIn]) -> [UInt8] {
-        var out = LogFormat.frame(.object(["format": .string(format), "formatVersion": .integer(formatVersion)]))
+        var out = FramedLines.header(format: format, version: formatVersion)
         for (path, kept) in files.sorted(by: { $0.key < $1.key }) {
             var members: [String: JSON] = [
                 "file": .string(path),

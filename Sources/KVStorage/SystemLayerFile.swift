@@ -42,47 +42,32 @@ public struct SystemLayerFile: Sendable {
     /// The largest file read: far above any layer a system instance can hold for a machine.
     static let maxFileBytes: Int64 = 1 << 34
 
-    let directory: String
-    let fileSystem: any FileSystem
+    let file: FramedLines.File
 
     public init(directory: String, fileSystem: any FileSystem = LinuxSystem()) {
-        self.directory = directory
-        self.fileSystem = fileSystem
+        file = FramedLines.File(
+            directory: directory, fileSystem: fileSystem, name: Self.fileName, format: Self.format,
+            version: Self.formatVersion, limit: Self.maxFileBytes, what: "the system layer")
     }
 
-    public var path: String { directory + "/" + Self.fileName }
+    public var path: String { file.path }
 
     /// Replaces the saved layer with `layer`, durably (see the type's comment).
     public func save(_ layer: SavedSystemLayer) throws(StorageError) {
-        do {
-            try FramedLines.save(Self.encode(layer), to: path, in: directory, fileSystem: fileSystem)
-        } catch {
-            throw .failure("cannot save the system layer to \(path): \(error)")
-        }
+        try file.save(Self.encode(layer))
     }
 
     /// The saved layer; nil when there is none. Throws ``StorageError/failure(_:)`` saying why
     /// when the file is there but cannot be used.
     public func load() throws(StorageError) -> SavedSystemLayer? {
-        let read = try FramedLines.read(
-            path, limit: Self.maxFileBytes, what: "the saved system layer", fileSystem: fileSystem)
-        guard let bytes = read else { return nil }
-        do {
-            return try Self.decode(bytes)
-        } catch {
-            throw .failure("the saved system layer \(path) is damaged (\(error.reason)); it is not used")
-        }
+        try file.load { header, lines throws(FramedLines.DecodeError) in try Self.decode(header, lines) }
     }
 
     /// The file's bytes: each value written once, straight into its line.
     static func encode(_ layer: SavedSystemLayer) -> [UInt8] {
         var out: [UInt8] = []
         var lines = 1
-        out += LogFormat.frame(
-            .object([
-                "format": .string(format), "formatVersion": .integer(formatVersion),
-                "revision": .integer(layer.revision),
-            ]))
+        out += FramedLines.header(format: format, version: formatVersion, ["revision": .integer(layer.revision)])
         let writer = JSONWriter()
         for domain in layer.values.keys.sorted() {
             let entries = layer.values[domain]!.sorted { $0.key < $1.key }
@@ -117,8 +102,8 @@ public struct SystemLayerFile: Sendable {
         return out
     }
 
-    static func decode(_ bytes: [UInt8]) throws(FramedLines.DecodeError) -> SavedSystemLayer {
-        let (header, lines) = try FramedLines.decode(bytes, format: format, version: formatVersion)
+    /// The layer of a decoded file: its header's revision, and its lines.
+    static func decode(_ header: JSON, _ lines: [JSON]) throws(FramedLines.DecodeError) -> SavedSystemLayer {
         guard case .integer(let revision)? = header["revision"] else {
             throw FramedLines.DecodeError(reason: "its header holds no revision")
         }

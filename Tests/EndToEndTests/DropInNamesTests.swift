@@ -17,11 +17,9 @@ struct DropInNamesTests {
     /// kvctl as `user`, against their kvd, with the scene's system socket in its environment.
     static func userKvctl(_ scene: SystemScene, _ user: UserKvd, _ arguments: String...) throws -> Run {
         let environment = ["KVD_NO_AUTOSTART": "1", "KVD_SYSTEM_SOCKET": scene.systemSocket]
-        return try run(
-            "/usr/bin/setpriv",
-            setprivArguments(
-                uid: user.account.uid, gid: user.account.gid, home: user.folder, environment: environment,
-                Binaries.kvctl, ["--socket", user.socket] + arguments))
+        return try DropInTrustTests.runAs(
+            user.account, Binaries.kvctl, ["--socket", user.socket] + arguments, home: user.folder,
+            environment: environment)
     }
 
     @Test func onlyPlainNamesAreReadInLocksDAndTheSkippedOnesAreListed() throws {

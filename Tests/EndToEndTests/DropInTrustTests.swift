@@ -15,11 +15,15 @@ struct DropInTrustTests {
         try DropInTests.systemKvctl(scene, "status").stdout
     }
 
-    /// Runs `program` as `account` (a hostile local user, say).
-    static func runAs(_ account: TestAccount, _ program: String, _ arguments: [String]) throws -> Run {
-        try run(
-            "/usr/bin/setpriv",
-            setprivArguments(uid: account.uid, gid: account.gid, home: "/", environment: [:], program, arguments))
+    /// Runs `program` as `account` (a hostile local user, say), with `HOME` = `home` and
+    /// nothing else of the test's environment but `environment`.
+    static func runAs(
+        _ account: TestAccount, _ program: String, _ arguments: [String], home: String = "/",
+        environment: [String: String] = [:]
+    ) throws -> Run {
+        let command = setprivArguments(
+            uid: account.uid, gid: account.gid, home: home, environment: environment, program, arguments)
+        return try run("/usr/bin/setpriv", command)
     }
 
     /// Whether `user`'s set of `key` is refused (`locked`) or made, waiting for a change to

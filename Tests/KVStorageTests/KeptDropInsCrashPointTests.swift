@@ -45,23 +45,13 @@ import Testing
         try file.save(Self.old)
         let oldSaved = fileSystem.operationCount
         try file.save(Self.new)
-        var model = DiskModel(fileSystem.initial)
-        var (states, failures): (Int, [String]) = (0, [])
-        for point in 0...fileSystem.operations.count {
-            if point > 0 { model.apply(fileSystem.operations[point - 1]) }
-            for disk in model.crashStates() {
-                states += 1
-                let loaded = Result {
-                    try KeptDropInsFile(directory: Self.directory, fileSystem: SimulatedFileSystem(disk)).load()
-                }
-                switch loaded {
-                case .success(let kept) where kept == Self.old || kept == Self.new: continue
-                case .success(nil) where point < oldSaved: continue
-                default:
-                    failures.append(
-                        "crash after operation \(point) (\(point > 0 ? fileSystem.labels[point - 1] : "nothing")): \(loaded)"
-                    )
-                }
+        var failures: [String] = []
+        let states = forEachCrashState(of: fileSystem) { point, label, disk in
+            let loaded = Result { try KeptDropInsFile(directory: Self.directory, fileSystem: disk).load() }
+            switch loaded {
+            case .success(let kept) where kept == Self.old || kept == Self.new: return
+            case .success(nil) where point < oldSaved: return
+            default: failures.append("crash after operation \(point) (\(label)): \(loaded)")
             }
         }
         #expect(fileSystem.operations.count > 6 && states > fileSystem.operations.count)
