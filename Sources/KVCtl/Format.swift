@@ -117,7 +117,7 @@ enum Format {
             "drop-in files: \(dropIns.files.count) applied from \(dropIns.directory), generation \(dropIns.generation)"
         ]
         lines += dropIns.files.map { "  " + $0 }
-        if !dropIns.problems.isEmpty { lines.append("  not read: \(dropIns.problems.count)") }
+        if !dropIns.problems.isEmpty { lines.append("  problems: \(dropIns.problems.count)") }
         lines += dropIns.problems.map { "    \($0.file): \($0.reason)" }
         if !dropIns.skipped.isEmpty { lines.append("  skipped (names not read): \(dropIns.skipped.count)") }
         lines += dropIns.skipped.map { "    " + $0 }

@@ -185,11 +185,12 @@ enum Help {
             summary: "(with --system) read the drop-in files again",
             details: """
                 Needs --system, and root or a member of the group kvd-admin. The system instance
-                reads DIR/defaults.d/*.json and DIR/locks.d/* again (DIR: kvd --config-dir,
+                reads DIR/defaults.d/NAME.json and DIR/locks.d/NAME again (DIR: kvd --config-dir,
                 default /etc/kvd) and replaces the old combination in one step; every user's kvd
                 gets the difference as one change. SIGHUP (systemctl reload kvd-system) and a
                 change in the folders do the same. Prints the revision and the files; exits 1
-                when a file could not be read (named; the others apply).
+                when there is a problem (named: a file not read or refused keeps its last good
+                content; the others apply). The rules: kvd(8), docs/drop-in-rules.md.
                 """),
         Entry(
             name: "history", aliases: [],

@@ -91,7 +91,9 @@ struct Runner {
             let status = try connection.status()
             console.out(Format.reload(revision, status.dropIns, json: options.json))
             if let problems = status.dropIns?.problems, !problems.isEmpty {
-                throw Failure("\(problems.count) drop-in file(s) could not be read (named above); the others apply")
+                throw Failure(
+                    "\(problems.count) drop-in problem(s) (named above): those files were not read, or keep their last good content; the others apply"
+                )
             }
         case .source(let domain, let key):
             let found = try connection.getWithSource(domain, key)
