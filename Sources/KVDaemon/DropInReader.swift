@@ -13,9 +13,9 @@ import KVSystem
 /// - Trust (``DropInTrust``): every folder from `/` down to `DIR`, both folders and every file
 ///   (a link: what it leads to, checked on the opened descriptor) must belong to root, kvd's
 ///   user or a member of the admin group, and be writable by no one else than the owner, root's
-///   group and the admin group. A folder
-///   refused is not read at all, `DIR` or one above it refused means nothing is: one problem
-///   says why, and ``DropInSet`` keeps the last good content of what it holds.
+///   group and the admin group. A folder refused is not read at all, `DIR` or one above it
+///   refused means nothing is: one problem says why, and ``DropInSet`` keeps the last good
+///   content of what it holds.
 /// - Bounds: at most ``maxFiles`` files a folder, ``maxFileBytes`` a file and ``maxTotalBytes``
 ///   in all; a file past a bound is a problem, not read. Anything but a regular file is a
 ///   problem. A missing folder holds no file.
