@@ -84,7 +84,7 @@ test: deps format-check
 	SWIFT=$(SWIFT) scripts/docs.sh
 	SWIFT=$(SWIFT) scripts/check-man.sh
 	$(SWIFT) test --skip-build
-	SWIFT=$(SWIFT) scripts/check-consumer.sh  # an app taking KVClient by version (from:) builds in debug and release and runs against kvd
+	SWIFT=$(SWIFT) scripts/check-consumer.sh  # an app taking KVClient by .upToNextMinor(from: VERSION), as README.md recommends, builds in debug and release and runs against kvd
 	$(PYTHON) tests/python/test_varlink.py "$$($(SWIFT) build --show-bin-path)"
 	$(MAKE) libkvd-test  # the C client library against the real kvd and kvctl, natively and under valgrind
 	$(MAKE) giokvd-test  # the GSettings backend: the gsettings CLI and PyGObject on a real kvd

@@ -52,7 +52,7 @@ let package = Package(
         .target(name: "KVClient", dependencies: ["KVValues", "KVProtocol", "KVSystem", "KVConnection"]),
         .target(name: "KVCtl", dependencies: ["KVValues", "KVProtocol", "KVSystem", "KVConnection"]),
         .executableTarget(name: "kvctl", dependencies: ["KVCtl"]),
-        .executableTarget(name: "kvctl-plist", dependencies: ["KVValues", "KVSystem"]),
+        .executableTarget(name: "kvctl-plist", dependencies: ["KVValues", "KVProtocol", "KVSystem"]),
         .executableTarget(name: "kvbench", dependencies: ["KVSystem", "CLinux"]),
         .executableTarget(name: "kvclient-probe", dependencies: ["KVClient", "KVValues", "KVSystem"]),
         .target(name: "HabitsKit", dependencies: ["KVClient", "KVProtocol", "KVSystem", "KVValues"]),

@@ -16,8 +16,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 export PATH="/opt/swift/usr/bin:$PATH"
 swift=${SWIFT:-swift}
-version=${KVD_DEB_VERSION:-$(sed -n 's/.*current = "\(.*\)".*/\1/p' Sources/KVProtocol/Version.swift)}
-[ -n "$version" ] || { echo "build-deb: no version in Sources/KVProtocol/Version.swift" >&2; exit 1; }
+upstream_version=$(scripts/version.sh)  # Sources/KVProtocol/Version.swift
+version=${KVD_DEB_VERSION:-$upstream_version}
 if [ $# -ge 1 ]; then
   bin=$(cd "$1" && pwd)
 else
@@ -34,7 +34,7 @@ for program in kvd kvctl kvctl-plist habits; do
   install -m 0755 "$bin/$program" "$stage/usr/bin/$program"
   strip --strip-unneeded --remove-section=.comment --remove-section=.note "$stage/usr/bin/$program"
 done
-# libkvd (the shared library, its header and kvd.pc: one package, see README "Installing") and the
+# libkvd (the shared library, its header and kvd.pc: one package, see docs/c-libkvd.md) and the
 # GSettings backend (GIO's module folder; libglib2.0-0's file trigger on that folder runs
 # gio-querymodules when dpkg installs, upgrades or removes it), built for /usr (libkvd starts
 # /usr/bin/kvd) in a folder of their own, with Debian's hardening flags.
@@ -48,14 +48,15 @@ make -s -C "$root" libkvd giokvd PREFIX=/usr BINDIR=/usr/bin LIBDIR="$libdir" IN
   LIBKVD_CFLAGS="$(dpkg-buildflags --get CFLAGS) $(dpkg-buildflags --get CPPFLAGS)" \
   LIBKVD_LDFLAGS="$(dpkg-buildflags --get LDFLAGS) -Wl,-z,now" >/dev/null
 install -d -m 0755 "$stage$libdir/pkgconfig" "$stage/usr/include" "$stage$giomoduledir"
-install -m 0644 "$clib/libkvd.so.0.1" "$stage$libdir/libkvd.so.0.1"
-ln -s libkvd.so.0.1 "$stage$libdir/libkvd.so.0"
+libkvd=libkvd.so.$upstream_version  # the file libkvd.mk builds: named for the sources' version
+install -m 0644 "$clib/$libkvd" "$stage$libdir/$libkvd"
+ln -s "$libkvd" "$stage$libdir/libkvd.so.0"
 ln -s libkvd.so.0 "$stage$libdir/libkvd.so"
 install -m 0644 clib/include/kvd.h "$stage/usr/include/kvd.h"
 install -m 0644 "$clib/kvd.pc" "$stage$libdir/pkgconfig/kvd.pc"
 install -m 0644 "$clib/gio/libgiokvd.so" "$stage$giomoduledir/libgiokvd.so"
 install -m 0755 "$clib/gio/kvd-dconf-import" "$stage/usr/bin/kvd-dconf-import"
-for object in "$stage$libdir/libkvd.so.0.1" "$stage$giomoduledir/libgiokvd.so" "$stage/usr/bin/kvd-dconf-import"; do
+for object in "$stage$libdir/$libkvd" "$stage$giomoduledir/libgiokvd.so" "$stage/usr/bin/kvd-dconf-import"; do
   strip --strip-unneeded --remove-section=.comment --remove-section=.note "$object"
 done
 
@@ -102,7 +103,7 @@ fi
 # libcurl, which kvd loads (dlopen) when the fleet first needs it, so no program names it.
 depends=$(
   {
-    for program in "$stage"/usr/bin/* "$stage$libdir/libkvd.so.0.1" "$stage$giomoduledir/libgiokvd.so"; do
+    for program in "$stage"/usr/bin/* "$stage$libdir/$libkvd" "$stage$giomoduledir/libgiokvd.so"; do
       objdump -p "$program" | awk '/NEEDED/ {print $2}'
     done
     echo libcurl.so.4

@@ -29,9 +29,9 @@ GIOKVD_IMPORT  := $(GIOKVD_OUT)/kvd-dconf-import
 giokvd: $(GIOKVD_SO) $(GIOKVD_IMPORT)
 
 # dconf dump / | kvd-dconf-import: the same mapping and value forms as the module.
-$(GIOKVD_IMPORT): $(GIOKVD_DIR)/tools/kvd-dconf-import.c $(GIOKVD_DIR)/mapping.c $(GIOKVD_DIR)/convert.c $(GIOKVD_DIR)/giokvd.h $(LIBKVD_OUT)/libkvd.a
+$(GIOKVD_IMPORT): $(GIOKVD_DIR)/tools/kvd-dconf-import.c $(GIOKVD_DIR)/mapping.c $(GIOKVD_DIR)/convert.c $(GIOKVD_DIR)/giokvd.h $(LIBKVD_OUT)/libkvd.a $(LIBKVD_STAMP)
 	@mkdir -p $(dir $@)
-	$(KVD_CC) $(LIBKVD_CFLAGS) $(LIBKVD_LDFLAGS) $(LIBKVD_WARN) -Wno-shadow -D_GNU_SOURCE -I$(LIBKVD_DIR)/include $(GIO_CFLAGS) \
+	$(KVD_CC) $(LIBKVD_CFLAGS) $(LIBKVD_LDFLAGS) $(LIBKVD_WARN) -Wno-shadow -D_GNU_SOURCE -DKVD_VERSION='"$(KVD_VERSION)"' -I$(LIBKVD_DIR)/include $(GIO_CFLAGS) \
 	  -o $@ $< $(GIOKVD_DIR)/mapping.c $(GIOKVD_DIR)/convert.c $(LIBKVD_OUT)/libkvd.a $(GIO_LIBS) -lpthread -lm
 
 $(GIOKVD_SO): $(GIOKVD_SOURCES) $(GIOKVD_DIR)/giokvd.h $(LIBKVD_OUT)/libkvd.a

@@ -201,6 +201,10 @@ static int export_to_dconf(const char *base) {
 }
 
 int main(int argc, char **argv) {
+    if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+        printf("kvd-dconf-import %s\n", KVD_VERSION);
+        return 0;
+    }
     gboolean export = argc > 1 && strcmp(argv[1], "--export") == 0;
     int first = export ? 2 : 1;
     const char *base = argc > first ? argv[first] : "/";
