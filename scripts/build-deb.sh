@@ -68,7 +68,12 @@ for unit in kvd-system.socket kvd-system.service; do
 done
 chmod 0644 "$stage"/usr/lib/systemd/*/*
 
-install -m 0644 README.md "$stage/usr/share/doc/kvd/README.md"
+install -m 0644 README.md ARCHITECTURE.md "$stage/usr/share/doc/kvd/"
+# docs/ as in the sources, so README.md's links hold: kvd.h sends C programmers to
+# /usr/share/doc/kvd/docs/reference/protocol.md.
+install -d -m 0755 "$stage/usr/share/doc/kvd/docs/reference"
+install -m 0644 docs/*.md "$stage/usr/share/doc/kvd/docs/"
+install -m 0644 docs/reference/*.md "$stage/usr/share/doc/kvd/docs/reference/"
 # The system instance's drop-in folders (kvd --system --config-dir, default /etc/kvd): empty.
 install -d -m 0755 "$stage/etc/kvd/defaults.d" "$stage/etc/kvd/locks.d"
 install -m 0644 packaging/deb/copyright "$stage/usr/share/doc/kvd/copyright"

@@ -13,7 +13,7 @@ GIO_LIBS        = $(shell pkg-config --libs gio-2.0 gio-unix-2.0)
 # /usr/lib/x86_64-linux-gnu/gio/modules on Debian) and from $GIO_EXTRA_MODULES: as root, make
 # install puts the module in GLib's folder whatever PREFIX is (DESTDIR still applies), so that
 # every app finds it, as the .deb does; as a user, in PREFIX/lib/gio/modules, which
-# GIO_EXTRA_MODULES must then name (make install says so; README "GNOME and GSettings apps").
+# GIO_EXTRA_MODULES must then name (make install says so; docs/gsettings.md).
 ifeq ($(shell id -u),0)
 GIOMODULEDIR   ?= $(shell pkg-config --variable=giomoduledir gio-2.0)
 else
