@@ -14,6 +14,7 @@ Tests/, tests/, scripts/, fuzz/, systemd/, packaging/, the Makefile and Package.
    `#anchor`; a path with `*` or `$` in it is a pattern and is skipped;
  - cited sections: `README "Limits"`, `docs/x.md's "Section"`, `CONTRIBUTING.md, "Section"`: the
    file must have a heading of that text (backticks ignored);
+ - in a Markdown file, a section cited by name alone (see "Streams"): a heading of the same file;
  - DocC's `<doc:Article>` in Sources/: the article must be in the same .docc folder.
 Each broken one is printed as FILE:LINE: what, and where it points. This file is not read (its
 own examples point nowhere on purpose).
@@ -35,6 +36,7 @@ CITED_SECTION = re.compile(
     rf"(?<![\w/.-])((?:{TOP_FILES})(?:\.md)?|docs/[\w/.-]+\.md|bench/README\.md)(?:'s)?,? (?:section )?"
     r"(?:\"|\\\(dq|“)([^\"“”\\\n]{2,80})(?:\"|\\\(dq|”)")
 DOCC_LINK = re.compile(r"<doc:([\w-]+)>")
+SEE_SECTION = re.compile(r"(?<![\w/.-])[Ss]ee (?:the )?\"([^\"\n]{3,80})\"(?! (?:in|of) )")
 
 
 def slug(heading):
@@ -91,11 +93,15 @@ def check_line(path, number, line, problems, is_markdown, cite_paths):
                 problems.append(f"{where}: link to {target}, which is not in the repository")
             elif anchor:
                 check_anchor(resolved, anchor, where, problems)
+        for section in SEE_SECTION.findall(line):
+            wanted = section.replace("`", "").strip().lower()
+            if not any(heading.replace("`", "").strip().lower() == wanted for heading in headings(path)):
+                problems.append(f"{where}: cites section \"{section}\", which is no heading of this file")
     if not cite_paths:
         return
     for match in CITED_PATH.finditer(line):
         cited = match.group(1).rstrip(".")
-        if line[match.end():match.end() + 2] in (".{", "{") or line[match.end():match.end() + 1] in ("{", "*", "$"):
+        if line[match.end():match.end() + 2] in (".{", ".*") or line[match.end():match.end() + 1] in ("{", "*", "$"):
             continue  # a pattern: bench/results.{json,md}, Sources/*/...
         if any(re.fullmatch(r"[A-Z][A-Z_]{2,}", part) and part not in ("README", "LICENSE") for part in cited.split("/")):
             continue  # a placeholder: fuzz/corpus/TARGET
