@@ -10,7 +10,7 @@ Tests/, tests/, scripts/, fuzz/, systemd/, packaging/, the Makefile and Package.
    exist, and a `#anchor` must be one of its headings (GitHub's anchors: lower case, spaces to
    `-`, punctuation but `-` and `_` dropped);
  - cited paths: `Sources/...`, `docs/...`, `scripts/...` and the other top folders, and the top
-   files (`README.md`, `CONTRACT.md`, ...), relative to the repository; a `.md` path may carry a
+   files (`README.md`, `CONTRIBUTING.md`, ...), relative to the repository; a `.md` path may carry a
    `#anchor`; a path with `*` or `$` in it is a pattern and is skipped;
  - cited sections: `README "Limits"`, `docs/x.md's "Section"`, `CONTRIBUTING.md, "Section"`: the
    file must have a heading of that text (backticks ignored);
