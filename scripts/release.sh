@@ -70,5 +70,5 @@ fi
 # The tag's message: the CHANGELOG section of this version.
 message=$(awk -v head="## $version — " 'index($0, head) == 1 { on = 1; print "kvd " substr($0, 4); next }
     on && /^## / { exit } on { print }' CHANGELOG.md)
-git tag -a "$tag" -m "$message" || refuse "git tag failed"
+git tag -a --cleanup=verbatim "$tag" -m "$message" || refuse "git tag failed"
 echo "release: tagged $(git rev-parse --short HEAD) as $tag$note; push it with: git push origin $tag"
