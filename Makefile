@@ -162,7 +162,7 @@ install: deps
 	$(SWIFT) build $(RELEASE_FLAGS)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSTEMUNITDIR) $(DESTDIR)$(DOCDIR)
 	install -m 0755 .build/release/kvd .build/release/kvctl .build/release/kvctl-plist .build/release/habits $(DESTDIR)$(BINDIR)/
-	install -d $(DESTDIR)$(DOCDIR)/docs/reference
+	install -d -m 0755 $(DESTDIR)$(DOCDIR)/docs $(DESTDIR)$(DOCDIR)/docs/reference
 	install -m 0644 README.md ARCHITECTURE.md CHANGELOG.md $(DESTDIR)$(DOCDIR)/
 	install -m 0644 $(wildcard docs/*.md) $(DESTDIR)$(DOCDIR)/docs/
 	install -m 0644 docs/reference/*.md $(DESTDIR)$(DOCDIR)/docs/reference/

@@ -71,7 +71,7 @@ chmod 0644 "$stage"/usr/lib/systemd/*/*
 install -m 0644 README.md ARCHITECTURE.md "$stage/usr/share/doc/kvd/"
 # docs/ as in the sources, so README.md's links hold: kvd.h sends C programmers to
 # /usr/share/doc/kvd/docs/reference/protocol.md.
-install -d -m 0755 "$stage/usr/share/doc/kvd/docs/reference"
+install -d -m 0755 "$stage/usr/share/doc/kvd/docs" "$stage/usr/share/doc/kvd/docs/reference"
 install -m 0644 docs/*.md "$stage/usr/share/doc/kvd/docs/"
 install -m 0644 docs/reference/*.md "$stage/usr/share/doc/kvd/docs/reference/"
 # The system instance's drop-in folders (kvd --system --config-dir, default /etc/kvd): empty.
@@ -82,7 +82,7 @@ gzip -9n < CHANGELOG.md > "$stage/usr/share/doc/kvd/changelog.gz"
   printf 'kvd (%s) unstable; urgency=medium\n\n  * Built from the kvd repository; see changelog.gz.\n\n' "$version"
   printf ' -- kvd project <kvd@kvd.invalid>  %s\n' "$(date -R -d "@$(git log -1 --format=%ct 2>/dev/null || date +%s)")"
 } | gzip -9n > "$stage/usr/share/doc/kvd/changelog.Debian.gz"
-chmod 0644 "$stage"/usr/share/doc/kvd/*
+find "$stage/usr/share/doc/kvd" -type f -exec chmod 0644 {} +
 for page in man/*.[18]; do
   [ -e "$page" ] || continue
   section=${page##*.}
