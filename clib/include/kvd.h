@@ -68,9 +68,10 @@ extern "C" {
 /** The largest varlink message either side accepts, in bytes (16 MiB, without its NUL): a call
  * whose message would be longer fails with KVD_ERROR_TOO_LARGE without being sent. */
 #define KVD_MESSAGE_LIMIT (16 * 1024 * 1024)
-/** The deepest nesting of a value's typed JSON (docs/reference/typed-json.md: 512 levels; a dictionary whose keys
- * start with '$' counts two). Deeper values are refused with KVD_ERROR_INVALID_VALUE. The library's
- * functions on values recurse: do not build values much deeper than this. */
+/** The deepest nesting of a value's typed JSON (docs/reference/typed-json.md: 512 levels; a
+ * dictionary whose keys start with '$' counts two). Deeper values are refused with
+ * KVD_ERROR_INVALID_VALUE. The library's functions on values recurse: do not build values much
+ * deeper than this. */
 #define KVD_VALUE_MAX_DEPTH 512
 /** For `if_revision`: commit whatever the current revision. */
 #define KVD_ANY_REVISION (-1)

@@ -1,5 +1,6 @@
 /* conn.c — socket rules, connecting, and varlink framing (see conn.h). The rules are those of
- * Sources/KVSystem/Paths.swift and SocketFolder.swift; framing that of docs/reference/protocol.md. */
+ * Sources/KVSystem/Paths.swift and SocketFolder.swift; the framing that of
+ * docs/reference/protocol.md. */
 
 #include "conn.h"
 
