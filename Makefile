@@ -57,6 +57,7 @@ all: build
 help:
 	@echo "make demo     build and show kvd end to end, the system layer (as root) and a fleet on a 3-member etcd (installs what is missing)"
 	@echo "make test     run every test, the end-to-end suite on the debug and on the release build (installs what is missing)"
+	@echo "scripts/release.sh X.Y.Z  check that this commit is release X.Y.Z, run make test, tag it vX.Y.Z (docs/releases.md)"
 	@echo "make deb      build dist/kvd_VERSION_amd64.deb (static Swift runtime; lintian-clean)"
 	@echo "make install  install kvd, kvctl, habits, the systemd units (user and system), man pages, completions, libkvd and the GSettings backend (PREFIX=$(PREFIX))"
 	@echo "make libkvd   the C client library (.build/clib: libkvd.so, kvd.pc); make libkvd-test runs its tests"
@@ -77,14 +78,17 @@ release:
 	$(MAKE) build CONFIG=release
 
 test: deps format-check
+	$(PYTHON) scripts/check-links.py  # every relative link, cited file and cited section in the documents, man pages and comments
+	$(PYTHON) scripts/check-architecture.py  # ARCHITECTURE.md's target table is Package.swift's
 	$(SWIFT) build --build-tests
+	$(PYTHON) scripts/check-quickstart.py "$$($(SWIFT) build --show-bin-path)"  # README.md's quick-start lines against a real kvd
 	SWIFT=$(SWIFT) $(PYTHON) scripts/check-imports.py
 	$(PYTHON) scripts/check-size.py  # function bodies within 40 lines of code, files within 400 (an allowlist of today's exceptions)
 	SWIFT=$(SWIFT) scripts/check-seams.sh  # with scripts/check-nm.sh: no object outside KVSystem calls the C library's system calls
 	SWIFT=$(SWIFT) scripts/docs.sh
 	SWIFT=$(SWIFT) scripts/check-man.sh
 	$(SWIFT) test --skip-build
-	SWIFT=$(SWIFT) scripts/check-consumer.sh  # an app taking KVClient by version (from:) builds in debug and release and runs against kvd
+	SWIFT=$(SWIFT) scripts/check-consumer.sh  # an app taking KVClient by .upToNextMinor(from: VERSION), as README.md recommends, builds in debug and release and runs against kvd
 	$(PYTHON) tests/python/test_varlink.py "$$($(SWIFT) build --show-bin-path)"
 	$(MAKE) libkvd-test  # the C client library against the real kvd and kvctl, natively and under valgrind
 	$(MAKE) giokvd-test  # the GSettings backend: the gsettings CLI and PyGObject on a real kvd
@@ -158,7 +162,10 @@ install: deps
 	$(SWIFT) build $(RELEASE_FLAGS)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSTEMUNITDIR) $(DESTDIR)$(DOCDIR)
 	install -m 0755 .build/release/kvd .build/release/kvctl .build/release/kvctl-plist .build/release/habits $(DESTDIR)$(BINDIR)/
-	install -m 0644 README.md $(DESTDIR)$(DOCDIR)/
+	install -d -m 0755 $(DESTDIR)$(DOCDIR)/docs $(DESTDIR)$(DOCDIR)/docs/reference
+	install -m 0644 README.md ARCHITECTURE.md CHANGELOG.md $(DESTDIR)$(DOCDIR)/
+	install -m 0644 $(wildcard docs/*.md) $(DESTDIR)$(DOCDIR)/docs/
+	install -m 0644 docs/reference/*.md $(DESTDIR)$(DOCDIR)/docs/reference/
 	install -d $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man8
 	install -m 0644 man/kvctl.1 man/habits.1 $(DESTDIR)$(MANDIR)/man1/
 	install -m 0644 man/kvd.8 $(DESTDIR)$(MANDIR)/man8/

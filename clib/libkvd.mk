@@ -1,5 +1,5 @@
 # libkvd, the C client library: included by the top Makefile (`include clib/libkvd.mk`).
-#   make libkvd          .build/clib/libkvd.so.0.1 (+ links), libkvd.a, kvd.pc
+#   make libkvd          .build/clib/libkvd.so.VERSION (+ links), libkvd.a, kvd.pc
 #   make libkvd-test     its end-to-end test against a real kvd and kvctl (debug build), once
 #                        natively and once under valgrind when valgrind is installed
 #   make libkvd-install  the .so, kvd.h and kvd.pc under PREFIX (make install runs it)
@@ -8,9 +8,14 @@ LIBKVD_DIR     := clib
 LIBKVD_OUT     := .build/clib
 LIBKVD_SOURCES := $(wildcard $(LIBKVD_DIR)/src/*.c)
 LIBKVD_HEADERS := $(LIBKVD_DIR)/include/kvd.h $(wildcard $(LIBKVD_DIR)/src/*.h)
+# kvd's version (scripts/version.sh reads Sources/KVProtocol/Version.swift): kvd.pc's Version and
+# the library's file name. The soname's number is libkvd's ABI: it rises only when the ABI breaks
+# (docs/releases.md), so a program linked with libkvd.so.0 runs with every 0.x release.
+KVD_VERSION    ?= $(shell $(LIBKVD_DIR)/../scripts/version.sh)
 LIBKVD_SONAME  := libkvd.so.0
-LIBKVD_SO      := $(LIBKVD_OUT)/libkvd.so.0.1
-LIBKVD_VERSION := 0.1
+LIBKVD_FILE    := libkvd.so.$(KVD_VERSION)
+LIBKVD_SO      := $(LIBKVD_OUT)/$(LIBKVD_FILE)
+LIBKVD_VERSION := $(KVD_VERSION)
 LIBDIR         ?= $(PREFIX)/lib
 INCLUDEDIR     ?= $(PREFIX)/include
 PKGCONFIGDIR   ?= $(LIBDIR)/pkgconfig
@@ -25,12 +30,12 @@ LIBKVD_DEFS    := -D_GNU_SOURCE -DKVD_DAEMON_PATH='"$(BINDIR)/kvd"' -I$(LIBKVD_D
 
 .PHONY: libkvd libkvd-test libkvd-install libkvd-uninstall libkvd-force
 
-# The install paths built into the library (KVD_DAEMON_PATH) and kvd.pc: rewritten when they
-# change, so that `make install PREFIX=...` never installs what was built for another PREFIX.
+# The install paths built into the library (KVD_DAEMON_PATH) and kvd.pc, and the version: rewritten
+# when they change, so that `make install PREFIX=...` never installs what was built for another PREFIX.
 LIBKVD_STAMP := $(LIBKVD_OUT)/paths.stamp
 $(LIBKVD_STAMP): libkvd-force
 	@mkdir -p $(dir $@)
-	@echo '$(BINDIR) $(PREFIX) $(LIBDIR) $(INCLUDEDIR)' > $@.new
+	@echo '$(BINDIR) $(PREFIX) $(LIBDIR) $(INCLUDEDIR) $(KVD_VERSION)' > $@.new
 	@if cmp -s $@.new $@; then rm -f $@.new; else mv $@.new $@; fi
 
 libkvd: $(LIBKVD_SO) $(LIBKVD_OUT)/libkvd.a $(LIBKVD_OUT)/kvd.pc
@@ -43,7 +48,7 @@ LIBKVD_OBJECTS := $(LIBKVD_SOURCES:$(LIBKVD_DIR)/src/%.c=$(LIBKVD_OUT)/obj/%.o)
 
 $(LIBKVD_SO): $(LIBKVD_OBJECTS)
 	$(KVD_CC) $(LIBKVD_LDFLAGS) -shared -Wl,-soname,$(LIBKVD_SONAME) -Wl,--no-undefined -Wl,-z,defs -o $@ $^ -lpthread
-	ln -sf libkvd.so.0.1 $(LIBKVD_OUT)/$(LIBKVD_SONAME)
+	ln -sf $(LIBKVD_FILE) $(LIBKVD_OUT)/$(LIBKVD_SONAME)
 	ln -sf $(LIBKVD_SONAME) $(LIBKVD_OUT)/libkvd.so
 
 $(LIBKVD_OUT)/libkvd.a: $(LIBKVD_OBJECTS)
@@ -65,12 +70,12 @@ libkvd-test: libkvd $(LIBKVD_OUT)/test_libkvd
 libkvd-install: libkvd
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR)
 	install -m 0644 $(LIBKVD_SO) $(DESTDIR)$(LIBDIR)/
-	ln -sf libkvd.so.0.1 $(DESTDIR)$(LIBDIR)/$(LIBKVD_SONAME)
+	ln -sf $(LIBKVD_FILE) $(DESTDIR)$(LIBDIR)/$(LIBKVD_SONAME)
 	ln -sf $(LIBKVD_SONAME) $(DESTDIR)$(LIBDIR)/libkvd.so
 	install -m 0644 $(LIBKVD_DIR)/include/kvd.h $(DESTDIR)$(INCLUDEDIR)/
 	install -m 0644 $(LIBKVD_OUT)/kvd.pc $(DESTDIR)$(PKGCONFIGDIR)/
 	if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then ldconfig; fi
 
 libkvd-uninstall:
-	rm -f $(DESTDIR)$(LIBDIR)/libkvd.so.0.1 $(DESTDIR)$(LIBDIR)/$(LIBKVD_SONAME) $(DESTDIR)$(LIBDIR)/libkvd.so
+	rm -f $(DESTDIR)$(LIBDIR)/$(LIBKVD_FILE) $(DESTDIR)$(LIBDIR)/$(LIBKVD_SONAME) $(DESTDIR)$(LIBDIR)/libkvd.so
 	rm -f $(DESTDIR)$(INCLUDEDIR)/kvd.h $(DESTDIR)$(PKGCONFIGDIR)/kvd.pc

@@ -16,8 +16,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 export PATH="/opt/swift/usr/bin:$PATH"
 swift=${SWIFT:-swift}
-version=${KVD_DEB_VERSION:-$(sed -n 's/.*current = "\(.*\)".*/\1/p' Sources/KVProtocol/Version.swift)}
-[ -n "$version" ] || { echo "build-deb: no version in Sources/KVProtocol/Version.swift" >&2; exit 1; }
+upstream_version=$(scripts/version.sh)  # Sources/KVProtocol/Version.swift
+version=${KVD_DEB_VERSION:-$upstream_version}
 if [ $# -ge 1 ]; then
   bin=$(cd "$1" && pwd)
 else
@@ -34,7 +34,7 @@ for program in kvd kvctl kvctl-plist habits; do
   install -m 0755 "$bin/$program" "$stage/usr/bin/$program"
   strip --strip-unneeded --remove-section=.comment --remove-section=.note "$stage/usr/bin/$program"
 done
-# libkvd (the shared library, its header and kvd.pc: one package, see README "Installing") and the
+# libkvd (the shared library, its header and kvd.pc: one package, see docs/c-libkvd.md) and the
 # GSettings backend (GIO's module folder; libglib2.0-0's file trigger on that folder runs
 # gio-querymodules when dpkg installs, upgrades or removes it), built for /usr (libkvd starts
 # /usr/bin/kvd) in a folder of their own, with Debian's hardening flags.
@@ -48,14 +48,15 @@ make -s -C "$root" libkvd giokvd PREFIX=/usr BINDIR=/usr/bin LIBDIR="$libdir" IN
   LIBKVD_CFLAGS="$(dpkg-buildflags --get CFLAGS) $(dpkg-buildflags --get CPPFLAGS)" \
   LIBKVD_LDFLAGS="$(dpkg-buildflags --get LDFLAGS) -Wl,-z,now" >/dev/null
 install -d -m 0755 "$stage$libdir/pkgconfig" "$stage/usr/include" "$stage$giomoduledir"
-install -m 0644 "$clib/libkvd.so.0.1" "$stage$libdir/libkvd.so.0.1"
-ln -s libkvd.so.0.1 "$stage$libdir/libkvd.so.0"
+libkvd=libkvd.so.$upstream_version  # the file libkvd.mk builds: named for the sources' version
+install -m 0644 "$clib/$libkvd" "$stage$libdir/$libkvd"
+ln -s "$libkvd" "$stage$libdir/libkvd.so.0"
 ln -s libkvd.so.0 "$stage$libdir/libkvd.so"
 install -m 0644 clib/include/kvd.h "$stage/usr/include/kvd.h"
 install -m 0644 "$clib/kvd.pc" "$stage$libdir/pkgconfig/kvd.pc"
 install -m 0644 "$clib/gio/libgiokvd.so" "$stage$giomoduledir/libgiokvd.so"
 install -m 0755 "$clib/gio/kvd-dconf-import" "$stage/usr/bin/kvd-dconf-import"
-for object in "$stage$libdir/libkvd.so.0.1" "$stage$giomoduledir/libgiokvd.so" "$stage/usr/bin/kvd-dconf-import"; do
+for object in "$stage$libdir/$libkvd" "$stage$giomoduledir/libgiokvd.so" "$stage/usr/bin/kvd-dconf-import"; do
   strip --strip-unneeded --remove-section=.comment --remove-section=.note "$object"
 done
 
@@ -67,7 +68,12 @@ for unit in kvd-system.socket kvd-system.service; do
 done
 chmod 0644 "$stage"/usr/lib/systemd/*/*
 
-install -m 0644 README.md "$stage/usr/share/doc/kvd/README.md"
+install -m 0644 README.md ARCHITECTURE.md "$stage/usr/share/doc/kvd/"
+# docs/ as in the sources, so README.md's links hold: kvd.h sends C programmers to
+# /usr/share/doc/kvd/docs/reference/protocol.md.
+install -d -m 0755 "$stage/usr/share/doc/kvd/docs" "$stage/usr/share/doc/kvd/docs/reference"
+install -m 0644 docs/*.md "$stage/usr/share/doc/kvd/docs/"
+install -m 0644 docs/reference/*.md "$stage/usr/share/doc/kvd/docs/reference/"
 # The system instance's drop-in folders (kvd --system --config-dir, default /etc/kvd): empty.
 install -d -m 0755 "$stage/etc/kvd/defaults.d" "$stage/etc/kvd/locks.d"
 install -m 0644 packaging/deb/copyright "$stage/usr/share/doc/kvd/copyright"
@@ -76,7 +82,7 @@ gzip -9n < CHANGELOG.md > "$stage/usr/share/doc/kvd/changelog.gz"
   printf 'kvd (%s) unstable; urgency=medium\n\n  * Built from the kvd repository; see changelog.gz.\n\n' "$version"
   printf ' -- kvd project <kvd@kvd.invalid>  %s\n' "$(date -R -d "@$(git log -1 --format=%ct 2>/dev/null || date +%s)")"
 } | gzip -9n > "$stage/usr/share/doc/kvd/changelog.Debian.gz"
-chmod 0644 "$stage"/usr/share/doc/kvd/*
+find "$stage/usr/share/doc/kvd" -type f -exec chmod 0644 {} +
 for page in man/*.[18]; do
   [ -e "$page" ] || continue
   section=${page##*.}
@@ -102,7 +108,7 @@ fi
 # libcurl, which kvd loads (dlopen) when the fleet first needs it, so no program names it.
 depends=$(
   {
-    for program in "$stage"/usr/bin/* "$stage$libdir/libkvd.so.0.1" "$stage$giomoduledir/libgiokvd.so"; do
+    for program in "$stage"/usr/bin/* "$stage$libdir/$libkvd" "$stage$giomoduledir/libgiokvd.so"; do
       objdump -p "$program" | awk '/NEEDED/ {print $2}'
     done
     echo libcurl.so.4

@@ -1,12 +1,14 @@
 #!/bin/sh
-# The consumer check (issue 25): KVClient used the way Swift developers take a library. In a
+# The consumer check: KVClient used the way Swift developers take a library. In a
 # temporary folder outside the source tree it
 #  1. makes a fresh git repository of this checkout's tracked files as they are in the work tree
 #     (so it works on a shallow clone, one without tags, and with uncommitted changes) and tags
 #     it with the version in Sources/KVProtocol/Version.swift; the real repository is never
 #     tagged;
-#  2. makes an app package whose Package.swift says `.package(url: "file://...", from: "X.Y.0")`
-#     — SwiftPM refuses a dependency taken by version that has unsafe build flags, which is
+#  2. makes an app package whose Package.swift says
+#     `.package(url: "file://...", .upToNextMinor(from: "X.Y.Z"))`, the requirement README.md
+#     recommends (a 0.x minor release may break KVClient's API: docs/releases.md) — SwiftPM
+#     refuses a dependency taken by version that has unsafe build flags, which is
 #     the failure this check exists for;
 #  3. builds the app in debug and in release (only KVClient's own dependency graph: the app
 #     depends on the KVClient product alone);
@@ -28,9 +30,7 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-version=$(sed -n 's/.*static let current = "\([0-9][0-9.]*\)".*/\1/p' Sources/KVProtocol/Version.swift)
-[ -n "$version" ] || { echo "check-consumer: no version in Sources/KVProtocol/Version.swift" >&2; exit 1; }
-minor=$(echo "$version" | cut -d. -f1-2).0
+version=$(scripts/version.sh)  # Sources/KVProtocol/Version.swift
 
 # 1. The library, as a tagged repository (tracked files only: no .build, no local state).
 mkdir "$work/kvd"
@@ -52,7 +52,7 @@ import PackageDescription
 
 let package = Package(
     name: "ConsumerApp",
-    dependencies: [.package(url: "file://$work/kvd", from: "$minor")],
+    dependencies: [.package(url: "file://$work/kvd", .upToNextMinor(from: "$version"))],
     targets: [.executableTarget(name: "ConsumerApp", dependencies: [.product(name: "KVClient", package: "kvd")])]
 )
 EOF
@@ -100,11 +100,11 @@ expected=1
 for configuration in debug release; do
     if ! $SWIFT build -c $configuration --scratch-path "$work/build" --cache-path "$work/swiftpm-cache" >"$work/build-$configuration.log" 2>&1; then
         cat "$work/build-$configuration.log" >&2
-        echo "check-consumer: an app taking KVClient by version ($minor) does not build in $configuration" >&2
+        echo "check-consumer: an app taking KVClient by .upToNextMinor(from: \"$version\") does not build in $configuration" >&2
         exit 1
     fi
     output=$("$work/build/$configuration/ConsumerApp") || { echo "check-consumer: the $configuration app failed: $output" >&2; exit 1; }
     [ "$output" = "launches $expected" ] || { echo "check-consumer: the $configuration app printed \"$output\", not \"launches $expected\"" >&2; exit 1; }
     expected=$((expected + 1))
 done
-echo "check-consumer: an app taking KVClient from: \"$minor\" built in debug and release and ran against kvd ($(($(date +%s) - start)) s)"
+echo "check-consumer: an app taking KVClient by .upToNextMinor(from: \"$version\") built in debug and release and ran against kvd ($(($(date +%s) - start)) s)"

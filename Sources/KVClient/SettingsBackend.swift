@@ -2,7 +2,7 @@ import KVValues
 
 /// What a suite's calls (writes, `List`, `Get` before a typed save, `History`) go through: a
 /// ``Connection`` to kvd, or a ``KVMemoryStore``. The methods mean what `io.kvd.Defaults`'s
-/// methods of the same names mean (CONTRACT.md): one store-wide revision, `ifRevision` checked
+/// methods of the same names mean (docs/reference/protocol.md): one store-wide revision, `ifRevision` checked
 /// against the key's (for `apply`: the domain's) last change, `0` for "must not exist", and
 /// `NotFound` for a missing key.
 protocol SettingsBackend: Sendable {

@@ -325,6 +325,10 @@ enum Help {
             Exit status: 0 done, 1 not found or failed (also: a locked key, or a change to
             the system instance by someone else than root or kvd-admin), 2 wrong usage.
 
+            More: man kvctl. The protocol kvctl speaks (every method, reply and error), for
+            other clients: /usr/share/doc/kvd/docs/reference/protocol.md (docs/reference/ in
+            kvd's sources).
+
             """
     }
 }

@@ -8,6 +8,11 @@ public enum DefaultsInterface {
     /// The interface description; declares everything the contract fixes.
     public static let description = """
         # kvd: domain/key property-list values, durable and versioned.
+        # The contract: a reply to Set, Delete, Apply, ForgetHistory or KeepHistory means the
+        # change is durable; an error means nothing changed (OutcomeUnknown: maybe). Releases
+        # only add: methods, errors, optional (?) parameters and reply members, which a client
+        # ignores when it does not know them. Replies come in call order.
+        # Every method, reply, error, stream and page: docs/reference/protocol.md in kvd's sources.
         # Values are typed JSON: strings, bools, integers (no '.'/exponent), reals (always with
         # '.' or an exponent), arrays, dictionaries ({"$dict": {...}} when a key starts with '$'),
         # {"$date": "RFC 3339"} and {"$data": "base64"}.
@@ -20,8 +25,7 @@ public enum DefaultsInterface {
         # else the system default); the revision at which the user's own value last changed
         # (0 when the user has none); and where the value comes from: "user", "system" (a
         # default of the machine's system instance) or "locked" (the system's value of a key
-        # it locked). A locked key with no system value is NotFound. Before the system layer
-        # the signature was: method Get(domain: string, key: string) -> (value: object, revision: int)
+        # it locked). A locked key with no system value is NotFound.
         method Get(domain: string, key: string) -> (value: object, revision: int, source: string)
 
         # Sets one key. With ifRevision, only if the key last changed at that revision (0: absent).
@@ -34,8 +38,8 @@ public enum DefaultsInterface {
         method Apply(domain: string, changes: []Change, ifRevision: ?int) -> (revision: int)
 
         # All values of a domain. A user's kvd with a system layer adds sources: the keys whose
-        # value is not the user's, each "system" or "locked", and (issue 28) every key locked
-        # without a system value, as "locked", though it has no value and is not in values.
+        # value is not the user's, each "system" or "locked", and every key locked without a
+        # system value, as "locked", though it has no value and is not in values.
         method List(domain: string) -> (values: [string]object, revision: int)
 
         # List, and also the keys whose stored values kvd cannot read (it keeps them as they are
@@ -57,8 +61,6 @@ public enum DefaultsInterface {
         # value (it reads as NotFound, and writes get KeyLocked) comes as a change with no value
         # and "source": "locked": in the current values, and whenever its lock comes or goes (a
         # change with no value and no source then means it is unlocked, still without a value).
-        # Issue 28; before it such a key was not in the replies. Before issue 23 the signature
-        # was: method Watch(domain: string, key: ?string) -> (revision: int, changes: []Change, initial: bool)
         method Watch(domain: string, key: ?string) -> (revision: int, changes: []Change, initial: bool, partial: ?bool, systemRevision: ?int)
 
         # One kept change of one key: the revision that made it, when (RFC 3339; none for a
@@ -78,7 +80,7 @@ public enum DefaultsInterface {
         # most the larger of 1 MiB and 8 times the domain: past it, the oldest entries go
         # first (a key's current value stays). keepsNone: the domain (or the key) is marked to
         # keep no history (KeepHistory). On the system instance, for admins only (others get
-        # org.varlink.service.PermissionDenied). Before issue 23 the reply had no keepsNone.
+        # org.varlink.service.PermissionDenied).
         method History(domain: string, key: ?string, limit: ?int, atRevision: ?int, beforeRevision: ?int) -> (entries: []HistoryEntry, oldestRevision: int, nextBeforeRevision: ?int, keepsNone: ?bool)
 
         # Removes the past values of a key (of every key of the domain, if none is given) from

@@ -1,5 +1,7 @@
-/// The version of the kvd programs (kvd, kvctl, habits), printed by `--version` and served by
-/// `org.varlink.service.GetInfo`. Raised with each release; see CHANGELOG.md.
+/// The version of kvd: the one place it is written. Every program's `--version` (kvd, kvctl,
+/// kvctl-plist, habits), `org.varlink.service.GetInfo`, and, read from this line by
+/// `scripts/version.sh`, the .deb, kvd.pc, libkvd's file name, kvd-dconf-import and
+/// `scripts/release.sh`. Semantic versioning; what each part promises: docs/releases.md.
 public enum KVDVersion {
-    public static let current = "0.1.0"
+    public static let current = "0.2.0"
 }

@@ -1,4 +1,5 @@
 import Glibc
+import KVProtocol
 import KVSystem
 import KVValues
 
@@ -15,11 +16,16 @@ import KVValues
 ///
 ///     kvctl-plist read            plist (XML or binary) on stdin -> typed JSON object on stdout
 ///     kvctl-plist write xml|binary  typed JSON object on stdin -> plist on stdout
+///     kvctl-plist --version       the version of kvd it belongs to
 ///
 /// Exit status 0, or 1 with one line on stderr naming the key that cannot be converted (nothing
 /// is written to stdout then). Blocks until stdin ends.
 enum PlistTool {
     static func main(_ arguments: [String]) -> Int32 {
+        if arguments == ["--version"] {
+            try? write(Array("kvctl-plist \(KVDVersion.current)\n".utf8), to: 1)
+            return 0
+        }
         do throws(PlistRefusal) {
             let input = try readStandardInput()
             let output: [UInt8]

@@ -1,6 +1,6 @@
 /* giokvd.h — internals of libgiokvd.so, kvd's GSettingsBackend (clib/gio/).
  *
- * The mapping between GSettings and kvd, as README.md "GNOME and GSettings apps" documents it:
+ * The mapping between GSettings and kvd, as docs/gsettings.md documents it:
  *
  * Paths. A GSettings key "/s1/s2/.../sN/name" goes to kvd domain "E(s1).E(s2)...E(sN)" and key
  * "name". E keeps the bytes A-Z a-z 0-9 and '-' (not a leading '-' of the domain) and writes every

@@ -13,7 +13,7 @@ GIO_LIBS        = $(shell pkg-config --libs gio-2.0 gio-unix-2.0)
 # /usr/lib/x86_64-linux-gnu/gio/modules on Debian) and from $GIO_EXTRA_MODULES: as root, make
 # install puts the module in GLib's folder whatever PREFIX is (DESTDIR still applies), so that
 # every app finds it, as the .deb does; as a user, in PREFIX/lib/gio/modules, which
-# GIO_EXTRA_MODULES must then name (make install says so; README "GNOME and GSettings apps").
+# GIO_EXTRA_MODULES must then name (make install says so; docs/gsettings.md).
 ifeq ($(shell id -u),0)
 GIOMODULEDIR   ?= $(shell pkg-config --variable=giomoduledir gio-2.0)
 else
@@ -29,9 +29,9 @@ GIOKVD_IMPORT  := $(GIOKVD_OUT)/kvd-dconf-import
 giokvd: $(GIOKVD_SO) $(GIOKVD_IMPORT)
 
 # dconf dump / | kvd-dconf-import: the same mapping and value forms as the module.
-$(GIOKVD_IMPORT): $(GIOKVD_DIR)/tools/kvd-dconf-import.c $(GIOKVD_DIR)/mapping.c $(GIOKVD_DIR)/convert.c $(GIOKVD_DIR)/giokvd.h $(LIBKVD_OUT)/libkvd.a
+$(GIOKVD_IMPORT): $(GIOKVD_DIR)/tools/kvd-dconf-import.c $(GIOKVD_DIR)/mapping.c $(GIOKVD_DIR)/convert.c $(GIOKVD_DIR)/giokvd.h $(LIBKVD_OUT)/libkvd.a $(LIBKVD_STAMP)
 	@mkdir -p $(dir $@)
-	$(KVD_CC) $(LIBKVD_CFLAGS) $(LIBKVD_LDFLAGS) $(LIBKVD_WARN) -Wno-shadow -D_GNU_SOURCE -I$(LIBKVD_DIR)/include $(GIO_CFLAGS) \
+	$(KVD_CC) $(LIBKVD_CFLAGS) $(LIBKVD_LDFLAGS) $(LIBKVD_WARN) -Wno-shadow -D_GNU_SOURCE -DKVD_VERSION='"$(KVD_VERSION)"' -I$(LIBKVD_DIR)/include $(GIO_CFLAGS) \
 	  -o $@ $< $(GIOKVD_DIR)/mapping.c $(GIOKVD_DIR)/convert.c $(LIBKVD_OUT)/libkvd.a $(GIO_LIBS) -lpthread -lm
 
 $(GIOKVD_SO): $(GIOKVD_SOURCES) $(GIOKVD_DIR)/giokvd.h $(LIBKVD_OUT)/libkvd.a

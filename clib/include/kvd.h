@@ -1,7 +1,9 @@
 /* kvd.h — libkvd, the C client library of kvd (a UserDefaults-style settings daemon).
  *
- * libkvd talks to kvd over its Unix socket with the varlink interface io.kvd.Defaults, as
- * CONTRACT.md fixes it: the same socket rules and autostart as kvctl, the same typed values.
+ * libkvd talks to kvd over its Unix socket with the varlink interface io.kvd.Defaults: the same
+ * socket rules and autostart as kvctl, the same typed values. The protocol, every method, reply
+ * and error: docs/reference/protocol.md in kvd's sources (installed with the package as
+ * /usr/share/doc/kvd/docs/reference/protocol.md); values: docs/reference/typed-json.md.
  * It needs only libc and pthreads: no Swift runtime, no GLib.
  *
  *     kvd_client *client;
@@ -66,9 +68,10 @@ extern "C" {
 /** The largest varlink message either side accepts, in bytes (16 MiB, without its NUL): a call
  * whose message would be longer fails with KVD_ERROR_TOO_LARGE without being sent. */
 #define KVD_MESSAGE_LIMIT (16 * 1024 * 1024)
-/** The deepest nesting of a value's typed JSON (CONTRACT.md: 512 levels; a dictionary whose keys
- * start with '$' counts two). Deeper values are refused with KVD_ERROR_INVALID_VALUE. The library's
- * functions on values recurse: do not build values much deeper than this. */
+/** The deepest nesting of a value's typed JSON (docs/reference/typed-json.md: 512 levels; a
+ * dictionary whose keys start with '$' counts two). Deeper values are refused with
+ * KVD_ERROR_INVALID_VALUE. The library's functions on values recurse: do not build values much
+ * deeper than this. */
 #define KVD_VALUE_MAX_DEPTH 512
 /** For `if_revision`: commit whatever the current revision. */
 #define KVD_ANY_REVISION (-1)
@@ -202,7 +205,7 @@ const kvd_value *kvd_value_dict_get(const kvd_value *dict, const char *key);
  * NULL, or out of memory. */
 bool kvd_value_dict_set(kvd_value *dict, const char *key, kvd_value *element);
 
-/** The value's typed JSON (CONTRACT.md "Values: typed JSON"), compact, NUL-terminated, owned by
+/** The value's typed JSON (docs/reference/typed-json.md), compact, NUL-terminated, owned by
  * the caller (free()); `*length` (if not NULL) gets its length. NULL when out of memory or when the
  * value is deeper than KVD_VALUE_MAX_DEPTH. Reals always have a '.' or an exponent and read back
  * to the same bits; dates are written in UTC; dictionaries with a '$' key are wrapped in "$dict". */

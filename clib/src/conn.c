@@ -1,5 +1,6 @@
 /* conn.c — socket rules, connecting, and varlink framing (see conn.h). The rules are those of
- * Sources/KVProtocol/Paths.swift and SocketFolder.swift; framing those of CONTRACT.md. */
+ * Sources/KVSystem/Paths.swift and SocketFolder.swift; the framing that of
+ * docs/reference/protocol.md. */
 
 #include "conn.h"
 

@@ -1,5 +1,6 @@
 /* test_mapping.c — the GSettings path <-> kvd domain/key mapping is reversible and always makes
- * names kvd accepts (CONTRACT.md "Names"): fixed cases, then many random paths. Run by run.sh. */
+ * names kvd accepts (docs/reference/names-and-limits.md): fixed cases, then many random paths.
+ * Run by run.sh. */
 #include <stdio.h>
 #include <string.h>
 

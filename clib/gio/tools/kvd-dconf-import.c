@@ -2,7 +2,7 @@
  * back: `kvd-dconf-import --export [PATH] | dconf load PATH`.
  *
  * Reads the keyfile `dconf dump PATH` prints (default PATH "/") from stdin and writes every key
- * into kvd under the GSettings backend's mapping (README "GNOME and GSettings apps"), with the
+ * into kvd under the GSettings backend's mapping (docs/gsettings.md), with the
  * same value forms, so that GSETTINGS_BACKEND=kvd apps read exactly what they read from dconf.
  * Each dconf folder is one atomic Apply per kvd domain. A value dconf printed that GVariant cannot
  * parse is named on stderr and the whole import stops before writing anything (exit 1).
@@ -201,6 +201,10 @@ static int export_to_dconf(const char *base) {
 }
 
 int main(int argc, char **argv) {
+    if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+        printf("kvd-dconf-import %s\n", KVD_VERSION);
+        return 0;
+    }
     gboolean export = argc > 1 && strcmp(argv[1], "--export") == 0;
     int first = export ? 2 : 1;
     const char *base = argc > first ? argv[first] : "/";
