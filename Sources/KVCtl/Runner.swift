@@ -87,20 +87,9 @@ struct Runner {
             let found = try connection.systemSource(domain, key)
             console.out(Format.systemSource(found, domain: domain, key: key, json: options.json))
         case .reload:
-            let revision = try connection.reload()
-            let status = try connection.status()
-            console.out(Format.reload(revision, status.dropIns, json: options.json))
-            if let problems = status.dropIns?.problems, !problems.isEmpty {
-                throw Failure(
-                    "\(problems.count) drop-in problem(s) (named above): those files were not read, or keep their last good content; the others apply"
-                )
-            }
+            try reload(on: connection)
         case .source(let domain, let key):
-            let found = try connection.getWithSource(domain, key)
-            let lift = found.source == .locked ? lockLift(domain, key) : nil
-            console.out(
-                Format.source(found.source, found.value, domain: domain, key: key, json: options.json, lift: lift)
-                    + "\n")
+            try printSource(domain, key, on: connection)
         case .lock(let domain, let key):
             printRevision(try connection.lock(domain, key))
         case .unlock(let domain, let key):
@@ -124,6 +113,27 @@ struct Runner {
         default:
             preconditionFailure("perform(_:on:) sends only these commands here")
         }
+    }
+
+    /// `--system reload`: the revision and the drop-in status; fails when there is a problem.
+    private func reload(on connection: Connection) throws {
+        let revision = try connection.reload()
+        let status = try connection.status()
+        console.out(Format.reload(revision, status.dropIns, json: options.json))
+        if let problems = status.dropIns?.problems, !problems.isEmpty {
+            throw Failure(
+                "\(problems.count) drop-in problem(s) (named above): those files were not read, or keep their last good content; the others apply"
+            )
+        }
+    }
+
+    /// `source DOMAIN KEY` for a user: where the value comes from, and for a lock who can lift
+    /// it and how, as the system instance says.
+    private func printSource(_ domain: Domain, _ key: Key, on connection: Connection) throws {
+        let found = try connection.getWithSource(domain, key)
+        let lift = found.source == .locked ? lockLift(domain, key) : nil
+        console.out(
+            Format.source(found.source, found.value, domain: domain, key: key, json: options.json, lift: lift) + "\n")
     }
 
     /// `export DOMAIN FILE`: the domain as typed JSON, to `file` (`-`: standard output).
