@@ -36,8 +36,9 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
     case tooLarge(limit: Int64?)
     /// `UnreadableValue`: the stored value cannot be read; kvd keeps it as it is.
     case unreadableValue(domain: String, key: String, reason: String)
-    /// `KeyLocked`: the machine's administrator locked the key (`kvctl --system lock`), so
-    /// nothing changed; root or a member of the group `kvd-admin` can lift the lock.
+    /// `KeyLocked`: the machine's administrator locked the key (`kvctl --system lock`),
+    /// or a drop-in file locks it, so nothing changed; root or a member of the system
+    /// instance's admin group (`--admin-group`, default `kvd-admin`) can lift the lock.
     case keyLocked(domain: String, key: String)
     /// `HistoryTruncated`: the revision asked for is older than the history kvd keeps of the
     /// domain; `oldestRevision` is the oldest it can answer for.
@@ -138,8 +139,8 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
             "the stored value of \"\(key)\" in \(domain) cannot be read (\(reason)); kvd keeps it as it is. "
                 + "Replace it with `kvctl set \(domain) \(key) ...` or remove it with `kvctl delete \(domain) \(key)`"
         case .keyLocked(let domain, let key):
-            "\(Self.shellWord(domain)) \(Self.shellWord(key)) is locked by the system administrator; root or a member of group kvd-admin "
-                + "can lift it with: kvctl --system unlock \(Self.shellWord(domain)) \(Self.shellWord(key))"
+            "\(Self.shellWord(domain)) \(Self.shellWord(key)) is locked by the system administrator; root or a member of the system instance's "
+                + "admin group can lift it (kvctl --system source \(Self.shellWord(domain)) \(Self.shellWord(key)) says where the lock comes from)"
         case .historyTruncated(let domain, let oldest):
             "kvd keeps the history of \(Self.shellWord(domain)) from revision \(oldest) on; ask for that revision or a later one (see: kvctl history \(Self.shellWord(domain)))"
         case .permissionDenied:

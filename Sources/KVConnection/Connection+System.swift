@@ -63,7 +63,11 @@ extension Connection {
             if case .string(let value)? = reply.parameters[name] { return value }
             return nil
         }
-        return SystemSource(value: text("value"), file: text("file"), lock: text("lock"), lockFile: text("lockFile"))
+        var source = SystemSource(
+            value: text("value"), file: text("file"), lock: text("lock"), lockFile: text("lockFile"))
+        source.fileValue = reply.parameters["fileValue"].flatMap { try? Value(typedJSON: $0) }
+        source.adminGroup = text("adminGroup")
+        return source
     }
 }
 
@@ -77,6 +81,11 @@ public struct SystemSource: Sendable, Equatable {
     public var lock: String?
     /// The drop-in file whose line locks the key.
     public var lockFile: String?
+    /// The value the drop-in files give the key (beneath an admin's); nil from an older instance.
+    public var fileValue: Value?
+    /// The group whose members may change the system instance (`--admin-group`); nil from an
+    /// older instance.
+    public var adminGroup: String?
 
     /// A source as `io.kvd.System.Source` names it; each part nil where it has none.
     public init(value: String?, file: String?, lock: String?, lockFile: String?) {

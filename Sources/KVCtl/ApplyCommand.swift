@@ -87,24 +87,19 @@ extension Runner {
         return Format.escapedLine("\(change.domain.name) \(change.key.name): \(old) -> \(show(change.new))") + "\n"
     }
 
-    /// The domains and values of an apply file: `{DOMAIN: {KEY: VALUE}}`.
+    /// The domains and values of an apply file: `{DOMAIN: {KEY: VALUE}}`, read as the system
+    /// instance reads its drop-in files (``DefaultsDocument``, one parser for both). A file with
+    /// a `"for"` member (whom a drop-in file is for) is refused: a profile is the system
+    /// instance's to apply, and `for` is never a domain.
     static func desiredState(_ bytes: [UInt8], from file: String) throws(Failure) -> [Domain: [Key: Value]] {
         let name = file == "-" ? "stdin" : file
-        let json: JSON
-        do {
-            json = try JSONParser.parse(bytes, limits: JSONLimits(framingDepth: 3, maxBytes: Int.max))
-        } catch {
-            throw Failure("\(name) is not JSON: \(error)")
+        let document: DefaultsDocument
+        do { document = try DefaultsDocument.parse(bytes) } catch { throw Failure("\(name): \(error)") }
+        guard document.audience == nil else {
+            throw Failure(
+                "\(name) has a \"for\" member (whom a drop-in file is for): apply changes one layer for everyone it reaches; remove the member, or put the file in the system instance's defaults.d"
+            )
         }
-        guard case .object(let members) = json else {
-            throw Failure("\(name) must hold a JSON object of DOMAIN: {KEY: VALUE}")
-        }
-        var desired: [Domain: [Key: Value]] = [:]
-        for (domainName, member) in members {
-            let domain: Domain
-            do { domain = try Domain(validating: domainName) } catch { throw Failure("\(name): \(error)") }
-            desired[domain] = try domainValues(member, from: "\(name), domain \(domainName)")
-        }
-        return desired
+        return document.values
     }
 }

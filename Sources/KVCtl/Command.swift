@@ -44,6 +44,9 @@ public struct GlobalOptions: Sendable, Equatable {
 /// One kvctl command with its arguments validated.
 public enum Command: Sendable, Equatable {
     case get(Domain, Key?)
+    /// `get DOMAIN KEY --effective`: the value in effect; with `--system`, the admins' value,
+    /// else the drop-in files' (for everyone); a user's `get` already gives the value in effect.
+    case getEffective(Domain, Key)
     case set(Domain, Key, ValueSpec)
     case delete(Domain, Key?)
     case domains
@@ -179,7 +182,7 @@ extension Invocation {
         var reader = ArgumentReader(arguments)
         let command: Command
         switch name {
-        case "get": command = .get(try reader.domain(), try reader.optionalKey())
+        case "get": command = try parseGet(&reader)
         case "set":
             let domain = try reader.domain()
             let key = try reader.key()
@@ -207,6 +210,16 @@ extension Invocation {
         }
         try reader.end()
         return command
+    }
+
+    /// `get DOMAIN [KEY [--effective]]`.
+    private static func parseGet(_ reader: inout ArgumentReader) throws(UsageError) -> Command {
+        let domain = try reader.domain()
+        guard let key = try reader.optionalKey() else { return .get(domain, nil) }
+        let rest = reader.remaining()
+        if rest == ["--effective"] { return .getEffective(domain, key) }
+        try ArgumentReader(rest).end()
+        return .get(domain, key)
     }
 
     /// `apply FILE [--check] [--diff] [--prune]`, the flags anywhere among the words.

@@ -48,8 +48,11 @@ enum Format {
     }
 
     /// What `source` prints: where the value of `key` comes from, one line saying what the user
-    /// can do about it; with `json`, `{"domain", "key", "source", "value"}`.
-    static func source(_ source: ValueSource, _ value: Value, domain: Domain, key: Key, json asJSON: Bool) -> String {
+    /// can do about it (`lift`: who can lift a lock and how, as the system instance says); with
+    /// `json`, `{"domain", "key", "source", "value"}`.
+    static func source(
+        _ source: ValueSource, _ value: Value, domain: Domain, key: Key, json asJSON: Bool, lift: String? = nil
+    ) -> String {
         if asJSON {
             let members: [String: JSON] = [
                 "domain": .string(domain.name), "key": .string(key.name), "source": .string(source.rawValue),
@@ -64,8 +67,10 @@ enum Format {
             return
                 "system: the machine's default (your own value would override it: kvctl set \(shownDomain) \(shownKey) ...)"
         case .locked:
-            return
-                "locked: set by the system administrator and locked (root or a member of kvd-admin can lift it: kvctl --system unlock \(shownDomain) \(shownKey))"
+            let lift =
+                lift
+                ?? "root or a member of the system instance's admin group can lift it; kvctl --system source \(shownDomain) \(shownKey) says where it comes from"
+            return "locked: set by the system administrator and locked (\(lift))"
         }
     }
 
@@ -112,8 +117,10 @@ enum Format {
             "drop-in files: \(dropIns.files.count) applied from \(dropIns.directory), generation \(dropIns.generation)"
         ]
         lines += dropIns.files.map { "  " + $0 }
-        if !dropIns.problems.isEmpty { lines.append("  not read: \(dropIns.problems.count)") }
+        if !dropIns.problems.isEmpty { lines.append("  problems: \(dropIns.problems.count)") }
         lines += dropIns.problems.map { "    \($0.file): \($0.reason)" }
+        if !dropIns.skipped.isEmpty { lines.append("  skipped (names not read): \(dropIns.skipped.count)") }
+        lines += dropIns.skipped.map { "    " + $0 }
         return lines
     }
 

@@ -10,7 +10,7 @@ enum Help {
 
     static let entries: [Entry] = [
         Entry(
-            name: "get", aliases: ["read"], usage: "get DOMAIN [KEY]",
+            name: "get", aliases: ["read"], usage: "get DOMAIN [KEY [--effective]]",
             summary: "print a value, or the whole domain",
             details: """
                 Prints the value of KEY in DOMAIN, or with no KEY the whole domain as a typed JSON
@@ -18,6 +18,10 @@ enum Help {
                 a '.' or an exponent (1.0, 2.5e-07); a bool as true or false; a date as RFC 3339
                 in UTC; data as lowercase hex (what -data takes back); an array or dictionary as
                 indented typed JSON. With --json, any value as typed JSON on one line.
+                With --system, the admins' layer only (set with kvctl --system or etcd); with
+                --system and --effective, the value every user is given: the admins' value,
+                else the drop-in files' (files for some users or groups only left out). A
+                user's get already gives the value in effect.
                 """),
         Entry(
             name: "set", aliases: ["write"], usage: "set DOMAIN KEY [TYPE-FLAG] VALUE...",
@@ -115,8 +119,9 @@ enum Help {
                 Prints where the value get prints comes from, and what can be done about it:
                   user: your own value
                   system: the machine's default (your own value would override it: kvctl set ...)
-                  locked: set by the system administrator and locked (root or a member of
-                          kvd-admin can lift it: kvctl --system unlock DOMAIN KEY)
+                  locked: set by the system administrator and locked (who can lift it, and
+                          how: kvctl --system unlock DOMAIN KEY, or the drop-in file that
+                          locks it, with the system instance's admin group)
                 With --json: {"domain": D, "key": K, "source": S, "value": V}.
                 With --system: where the system instance's value and lock come from: admin (set
                 with kvctl --system or etcd), a drop-in file (named), or none. With --json:
@@ -180,11 +185,12 @@ enum Help {
             summary: "(with --system) read the drop-in files again",
             details: """
                 Needs --system, and root or a member of the group kvd-admin. The system instance
-                reads DIR/defaults.d/*.json and DIR/locks.d/* again (DIR: kvd --config-dir,
+                reads DIR/defaults.d/NAME.json and DIR/locks.d/NAME again (DIR: kvd --config-dir,
                 default /etc/kvd) and replaces the old combination in one step; every user's kvd
                 gets the difference as one change. SIGHUP (systemctl reload kvd-system) and a
                 change in the folders do the same. Prints the revision and the files; exits 1
-                when a file could not be read (named; the others apply).
+                when there is a problem (named: a file not read or refused keeps its last good
+                content; the others apply). The rules: kvd(8), docs/drop-in-rules.md.
                 """),
         Entry(
             name: "history", aliases: [],

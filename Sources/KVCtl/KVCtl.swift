@@ -37,7 +37,7 @@ public enum KVCtl {
             return 0
         }
         let options = invocation.options
-        let runner = Runner(options: options, console: console) { () throws(ClientError) -> Connection in
+        var runner = Runner(options: options, console: console) { () throws(ClientError) -> Connection in
             guard !options.system else {
                 // The system instance is started by systemd (kvd-system.socket), never by kvctl.
                 let path = Paths.systemSocket(explicit: options.socket, environment: environment)
@@ -46,6 +46,11 @@ public enum KVCtl {
             let path = Paths.socket(explicit: options.socket, environment: environment)
             return try Autostart.connect(
                 socketPath: path, daemonPath: daemonPath, enabled: options.autostart, environment: environment)
+        }
+        runner.connectSystem = { () throws(ClientError) -> Connection in
+            // Never `--socket`: that is the user's kvd here.
+            let path = Paths.systemSocket(explicit: nil, environment: environment)
+            return try Autostart.connect(socketPath: path, enabled: false, environment: environment)
         }
         do {
             try runner.run(invocation.command)

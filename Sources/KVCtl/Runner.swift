@@ -7,6 +7,9 @@ struct Runner {
     let options: GlobalOptions
     let console: any Console
     let connect: () throws(ClientError) -> Connection
+    /// A connection to the system instance, for a user's command that says where a lock or a
+    /// value comes from (nil: not asked).
+    var connectSystem: (() throws(ClientError) -> Connection)?
 
     /// How often a read-change-write command retries when the data changed meanwhile.
     static let attempts = 5
@@ -32,8 +35,9 @@ struct Runner {
     private func perform(_ command: Command, on connection: Connection) throws {
         switch command {
         case .get(let domain, let key?):
-            let value = try connection.get(domain, key).value
-            console.out((options.json ? Format.json(value) : Format.plain(value)) + "\n")
+            printValue(try connection.get(domain, key).value)
+        case .getEffective(let domain, let key):
+            printValue(try effectiveValue(domain, key, on: connection))
         case .get(let domain, nil):
             let listing = try connection.list(domain)
             console.out(Format.domain(listing.values, pretty: !options.json) + "\n")
@@ -71,6 +75,11 @@ struct Runner {
         }
     }
 
+    /// One value as `get` prints it: plain, or typed JSON with `--json`.
+    private func printValue(_ value: Value) {
+        console.out((options.json ? Format.json(value) : Format.plain(value)) + "\n")
+    }
+
     /// The commands about layers, history and backups rather than one domain's values.
     private func performAdministration(_ command: Command, on connection: Connection) throws {
         switch command {
@@ -78,15 +87,9 @@ struct Runner {
             let found = try connection.systemSource(domain, key)
             console.out(Format.systemSource(found, domain: domain, key: key, json: options.json))
         case .reload:
-            let revision = try connection.reload()
-            let status = try connection.status()
-            console.out(Format.reload(revision, status.dropIns, json: options.json))
-            if let problems = status.dropIns?.problems, !problems.isEmpty {
-                throw Failure("\(problems.count) drop-in file(s) could not be read (named above); the others apply")
-            }
+            try reload(on: connection)
         case .source(let domain, let key):
-            let found = try connection.getWithSource(domain, key)
-            console.out(Format.source(found.source, found.value, domain: domain, key: key, json: options.json) + "\n")
+            try printSource(domain, key, on: connection)
         case .lock(let domain, let key):
             printRevision(try connection.lock(domain, key))
         case .unlock(let domain, let key):
@@ -110,6 +113,27 @@ struct Runner {
         default:
             preconditionFailure("perform(_:on:) sends only these commands here")
         }
+    }
+
+    /// `--system reload`: the revision and the drop-in status; fails when there is a problem.
+    private func reload(on connection: Connection) throws {
+        let revision = try connection.reload()
+        let status = try connection.status()
+        console.out(Format.reload(revision, status.dropIns, json: options.json))
+        if let problems = status.dropIns?.problems, !problems.isEmpty {
+            throw Failure(
+                "\(problems.count) drop-in problem(s) (named above): those files were not read, or keep their last good content; the others apply"
+            )
+        }
+    }
+
+    /// `source DOMAIN KEY` for a user: where the value comes from, and for a lock who can lift
+    /// it and how, as the system instance says.
+    private func printSource(_ domain: Domain, _ key: Key, on connection: Connection) throws {
+        let found = try connection.getWithSource(domain, key)
+        let lift = found.source == .locked ? lockLift(domain, key) : nil
+        console.out(
+            Format.source(found.source, found.value, domain: domain, key: key, json: options.json, lift: lift) + "\n")
     }
 
     /// `export DOMAIN FILE`: the domain as typed JSON, to `file` (`-`: standard output).
@@ -310,6 +334,10 @@ struct Runner {
         return switch (error, command) {
         case (.notFound, .unlock(let domain, let key)):
             "\(domain.name) \(ClientError.shellWord(key.name)) is not locked (list the locks with: kvctl --system locks \(domain.name))"
+        case (.notFound(_, _?), .get(let domain, let key?)) where options.system:
+            Self.message(for: error) + fileNote(domain, key)
+        case (.keyLocked(let domain, let key), _) where !options.system:
+            lockHint(domain, key) ?? Self.message(for: error)
         case (.cannotConnect(let path, let reason), _) where options.system:
             "cannot connect to the system instance at \(path): \(reason) (is it running? start it with `systemctl start kvd-system.socket`, or give its socket with --socket or $KVD_SYSTEM_SOCKET)"
         default:

@@ -97,7 +97,9 @@ public enum Daemon {
             throw StartFailure(message: "event loop failed: \(error)")
         }
         if case .system(let policy) = options.role {
-            server.startDropIns(directory: policy.configDirectory, fileSystem: system)
+            server.startDropIns(
+                directory: policy.configDirectory, adminGroup: policy.adminGroup, fileSystem: system,
+                kept: KeptDropInsFile(directory: options.stateDirectory, fileSystem: system))
         }
         let mirror = fleet.map {
             FleetMirror(

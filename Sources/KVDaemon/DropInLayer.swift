@@ -36,6 +36,14 @@ final class DropInLayer {
 
     static let generationKey = Key(constant: "generation")
     private var log: Logger?
+    /// Where the last good content of every file is kept durably (nil: in memory only).
+    private var kept: KeptDropInsFile?
+    /// What ``kept`` holds now, to write it only when it changes.
+    private var keptContent: [String: DropInContent] = [:]
+    /// Why ``kept`` could not be read at start (for status while kvd runs), or written at the
+    /// last try (nil: it was).
+    private var loadProblem: DropIns.Problem?
+    private var saveProblem: DropIns.Problem?
 
     /// The combination `peer` gets now (nil: the files for everyone only).
     func combination(for peer: DropInPeer?) -> DropIns {
@@ -51,23 +59,57 @@ final class DropInLayer {
         combinations = [:]
     }
 
-    /// Reads the folders and looks up the names of every `"for"`.
+    /// Reads the folders and looks up the names of every `"for"`; then keeps the last good
+    /// content of every file applied, durably when it changed.
     private func read(keeping previous: [String: DropInContent]) -> DropInSet {
         guard let reader else { return .empty }
-        let set = DropInSet.read(reader.read(), keeping: previous)
-        guard let system else { return set }
-        return set.resolved(group: system.groupID(named:), user: system.userID(named:))
+        let found = reader.read()
+        var set = DropInSet.read(found.files, keeping: previous)
+        set.skipped = found.skipped
+        if let system { set = set.resolved(group: system.groupID(named:), user: system.userID(named:)) }
+        keep(set.parsed)
+        return set
+    }
+
+    /// Loads what ``kept`` holds (a problem saying why when it cannot be used).
+    private func loadKept() -> [String: DropInContent] {
+        guard let kept else { return [:] }
+        do {
+            keptContent = (try kept.load() ?? [:]).mapValues(DropInContent.init)
+        } catch {
+            log?.error("drop-in files: \(error)")
+            loadProblem = .init(
+                file: kept.path, reason: "\(error) (read at start: files that were bad then gave nothing)")
+        }
+        return keptContent
+    }
+
+    /// Saves `content` as the last good content when it differs from what ``kept`` holds
+    /// (audiences compared by name: their ids are looked up at each read).
+    private func keep(_ content: [String: DropInContent]) {
+        let named = content.mapValues(\.named)
+        guard let kept, named != keptContent else { return }
+        do {
+            try kept.save(named.mapValues(\.kept))
+            keptContent = named
+            saveProblem = nil
+        } catch {
+            log?.error("drop-in files: \(error)")
+            saveProblem = .init(
+                file: kept.path, reason: "\(error) (the last good content is kept in memory until kvd stops)")
+        }
     }
 
     /// Reads the folders for the first time, before anyone is served: the combination applies
     /// at once. Returns the marker mutation to commit before serving when the store's last
     /// marker is of another combination (so users' kvds that saved the old layer see a newer
     /// revision), else nil (also when there are no files and never were: nothing is written).
-    func start(_ reader: DropInReader, store: Store, log: Logger) -> Mutation? {
+    func start(_ reader: DropInReader, store: Store, log: Logger, kept: KeptDropInsFile? = nil) -> Mutation? {
         self.reader = reader
         self.log = log
         self.system = reader.system
-        let set = read(keeping: [:])
+        self.kept = kept
+        let set = read(keeping: loadKept())
         replace(with: set)
         lastRead = set
         report(set, because: "start")
@@ -251,7 +293,8 @@ final class DropInLayer {
     }
 
     /// Where `key` of `domain` comes from on this instance (`io.kvd.System.Source`), for
-    /// everyone (a file for some users or groups only is not counted).
+    /// everyone (a file for some users or groups only is not counted), with the files' value
+    /// and the admin group (`--admin-group`).
     func source(_ domain: Domain, _ key: Key, store: Store) -> [String: JSON] {
         let current = combination(for: nil)
         var parameters: [String: JSON] = [:]
@@ -263,7 +306,11 @@ final class DropInLayer {
         } else if file != nil {
             parameters["value"] = .string("file")
         }
-        if let file { parameters["file"] = .string(file) }
+        if let file {
+            parameters["file"] = .string(file)
+            parameters["fileValue"] = current.values[domain]?[key]?.typedJSON
+        }
+        if let reader { parameters["adminGroup"] = .string(reader.adminGroup) }
         if case .value = store.get(Domain.locks(of: domain), key) {
             parameters["lock"] = .string("admin")
         } else if let lockFile = current.lockFile(domain, key) {
@@ -278,6 +325,9 @@ final class DropInLayer {
         guard let reader else { return nil }
         return DropInStatus(
             directory: reader.directory, files: lastRead.files.map(\.path),
-            problems: lastRead.problems.map { .init(file: $0.file, reason: $0.reason) }, generation: generation)
+            problems: (lastRead.problems + [loadProblem, saveProblem].compactMap { $0 }).map {
+                .init(file: $0.file, reason: $0.reason)
+            },
+            generation: generation, skipped: lastRead.skipped)
     }
 }

@@ -4,47 +4,104 @@ import KVSystem
 
 /// Reads the drop-in folders of a system instance, `DIR/defaults.d` and `DIR/locks.d` (`DIR`:
 /// `--config-dir`, default `$KVD_CONFIG_DIR`, else `/etc/kvd`), through the ``FileSystem`` seam.
+/// The rules are stated once, for admins, in `docs/drop-in-rules.md`; in short:
 ///
-/// Each folder's files are taken in name order (byte order). Skipped, as dconf and run-parts
-/// skip them: names starting with `.`, editor backups and package-manager leftovers (ending in
-/// `~`, `.swp`, `.swo`, `.swx`, `.bak`, `.orig`, `.rej`, `.tmp`, `.rpmnew`, `.rpmsave`, holding
-/// `.dpkg-` or `.ucf-`, or `#name#`); in `defaults.d`, every name not ending in `.json`. A
-/// missing folder holds no file. Bounded: at most ``maxFiles`` files a folder, ``maxFileBytes``
-/// a file and ``maxTotalBytes`` in all; a file past a bound is a problem, not read. A symbolic
-/// link is followed; anything but a regular file is a problem. A folder that belongs to
-/// neither root nor kvd's user, or that others may write, is not read at all (whoever could
-/// write there could dictate locks): its one problem says why.
+/// - Names: in `locks.d`, `NAME`; in `defaults.d`, `NAME.json`; NAME made of `A-Z a-z 0-9 _ -`
+///   only, and not of digits only. Every other name is skipped: hidden names, editor backups and
+///   package-manager leftovers (``isQuiet(_:)``) silently, the rest listed as skipped in status.
+///   Each folder's files are taken in name order (byte order).
+/// - Trust (``DropInTrust``): every folder from `/` down to `DIR`, both folders and every file
+///   (a link: what it leads to, checked on the opened descriptor) must belong to root, kvd's
+///   user or a member of the admin group, and be writable by no one else than the owner, root's
+///   group and the admin group. A folder refused is not read at all, `DIR` or one above it
+///   refused means nothing is: one problem says why, and ``DropInSet`` keeps the last good
+///   content of what it holds.
+/// - Bounds: at most ``maxFiles`` files a folder, ``maxFileBytes`` a file and ``maxTotalBytes``
+///   in all; a file past a bound is a problem, not read. Anything but a regular file is a
+///   problem. A missing folder holds no file.
 ///
 /// Blocks on the reads (local files, bounded); called on the loop thread at start and reload.
 struct DropInReader {
     static let maxFileBytes = 4 << 20
     static let maxTotalBytes = 32 << 20
     static let maxFiles = 1000
+    /// The most skipped names listed (in status).
+    static let maxSkipped = 100
 
     let directory: String
     let fileSystem: any FileSystem
     let system: any SystemCalls
+    /// The group whose members administer the instance (`--admin-group`): it may write.
+    var adminGroup = "kvd-admin"
 
     var defaultsFolder: String { directory + "/defaults.d" }
     var locksFolder: String { directory + "/locks.d" }
 
-    /// Every file to combine: `defaults.d`'s, then `locks.d`'s, each in name order.
-    func read() -> [DropInFile] {
-        var budget = Self.maxTotalBytes
-        return files(in: defaultsFolder, .defaults, budget: &budget) + files(in: locksFolder, .locks, budget: &budget)
+    /// What one read found: the files to combine, and the names skipped (not the quiet ones).
+    struct Found: Equatable, Sendable {
+        var files: [DropInFile] = []
+        var skipped: [String] = []
     }
 
-    private func files(in folder: String, _ kind: DropInFile.Kind, budget: inout Int) -> [DropInFile] {
-        if let refusal = folderRefusal(folder) {
-            return [DropInFile(path: folder, kind: kind, bytes: .failure(DropInReadError(description: refusal)))]
+    /// Every file to combine: `defaults.d`'s, then `locks.d`'s, each in name order; or, when
+    /// `DIR` or a folder above it may not be trusted, one failure at that folder.
+    func read() -> Found {
+        let admins = system.groupID(named: adminGroup)
+        var trust = DropInTrust(owners: [0, system.userID], adminGroupID: admins, adminGroup: adminGroup)
+        if let admins { trust.isAdmin = { [system] in system.groups(ofUser: $0).contains(admins) } }
+        if let (path, reason) = configRefusal(trust) {
+            return Found(files: [DropInFile(path: path, kind: .defaults, bytes: .failure(.init(description: reason)))])
+        }
+        var budget = Self.maxTotalBytes
+        var found = Found()
+        found.files = files(in: defaultsFolder, .defaults, trust, budget: &budget, skipped: &found.skipped)
+        found.files += files(in: locksFolder, .locks, trust, budget: &budget, skipped: &found.skipped)
+        return found
+    }
+
+    /// The first folder from `/` down to `DIR` (inclusive) that may not be trusted, with why;
+    /// nil when every one may, or one is missing (then there is nothing to read).
+    private func configRefusal(_ trust: DropInTrust) -> (String, String)? {
+        let folders = Self.folders(leadingTo: directory)
+        for (index, folder) in folders.enumerated() {
+            guard let status = try? system.status(folder, followingLinks: true) else { return nil }
+            let above = index < folders.count - 1
+            if let reason = trust.refusal(of: status, stickyAllowed: above) {
+                return (folder, "\(reason): nothing in \(directory) is read")
+            }
+        }
+        return nil
+    }
+
+    /// `/`, `/a`, `/a/b` for `/a/b`; `.`, `./a`, `a/b` for `a/b` (the working folder's own
+    /// ancestors are not known, nor checked).
+    static func folders(leadingTo path: String) -> [String] {
+        let absolute = path.hasPrefix("/")
+        var folders = [absolute ? "/" : "."]
+        var current = absolute ? "" : "."
+        for part in path.split(separator: "/") {
+            current += "/" + part
+            folders.append(current)
+        }
+        if folders.count > 1 { folders[folders.count - 1] = path }
+        return folders
+    }
+
+    private func files(
+        in folder: String, _ kind: DropInFile.Kind, _ trust: DropInTrust, budget: inout Int, skipped: inout [String]
+    ) -> [DropInFile] {
+        if let status = try? system.status(folder, followingLinks: true), let reason = trust.refusal(of: status) {
+            return [DropInFile(path: folder, kind: kind, bytes: .failure(.init(description: "\(reason): not read")))]
         }
         let names: [String]
         do { names = try fileSystem.contentsOfDirectory(folder) } catch {
             if error.code == ENOENT { return [] }
             return [DropInFile(path: folder, kind: kind, bytes: .failure(.init(description: "\(error)")))]
         }
-        let wanted = names.filter { !Self.isIgnored($0, kind) }.sorted {
-            Array($0.utf8).lexicographicallyPrecedes($1.utf8)
+        let sorted = names.sorted { Array($0.utf8).lexicographicallyPrecedes($1.utf8) }
+        let wanted = sorted.filter { Self.isRead($0, kind) }
+        for name in sorted where !Self.isRead(name, kind) && !Self.isQuiet(name) && skipped.count < Self.maxSkipped {
+            skipped.append(folder + "/" + name)
         }
         var found: [DropInFile] = []
         for (index, name) in wanted.enumerated() {
@@ -56,43 +113,68 @@ struct DropInReader {
                         bytes: .failure(.init(description: "more than \(Self.maxFiles) files in \(folder): not read"))))
                 continue
             }
-            let bytes = readFile(path, limit: min(Self.maxFileBytes, budget))
+            let bytes = readFile(path, limit: min(Self.maxFileBytes, budget), trust)
             if case .success(let content) = bytes { budget -= content.count }
             found.append(DropInFile(path: path, kind: kind, bytes: bytes))
         }
         return found
     }
 
-    /// Whether a file named `name` is left out (see the type's comment).
-    static func isIgnored(_ name: String, _ kind: DropInFile.Kind) -> Bool {
-        if name.hasPrefix(".") || name.hasSuffix("~") || (name.hasPrefix("#") && name.hasSuffix("#")) { return true }
-        let suffixes = [".swp", ".swo", ".swx", ".bak", ".orig", ".rej", ".tmp", ".rpmnew", ".rpmsave"]
-        if suffixes.contains(where: name.hasSuffix) || name.contains(".dpkg-") || name.contains(".ucf-") { return true }
-        return kind == .defaults && !name.hasSuffix(".json")
-    }
-
-    /// Why `folder` may not be trusted, or nil (also when it does not exist).
-    private func folderRefusal(_ folder: String) -> String? {
-        guard let status = try? system.status(folder, followingLinks: true) else { return nil }
-        let rule = OwnershipRule(kind: nil, owners: [0, system.userID], forbiddenPermissions: 0o022)
-        switch rule.violation(of: status) {
-        case nil, .kind: return nil
-        case .owner(let owner): return "the folder belongs to uid \(owner), neither root nor kvd's user: not read"
-        case .permissions(let mode): return "others may write the folder (mode \(String(mode, radix: 8))): not read"
+    /// Whether a file named `name` is read: `NAME` in `locks.d`, `NAME.json` in `defaults.d`,
+    /// NAME of `A-Z a-z 0-9 _ -` only and not of digits only (vim probes a folder with `4913`).
+    static func isRead(_ name: String, _ kind: DropInFile.Kind) -> Bool {
+        var stem = Substring(name)
+        if kind == .defaults {
+            guard name.hasSuffix(".json") else { return false }
+            stem = stem.dropLast(5)
         }
+        let allowed = { (byte: UInt8) in
+            (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
+                || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+                || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || byte == UInt8(ascii: "_")
+                || byte == UInt8(ascii: "-")
+        }
+        return !stem.isEmpty && stem.utf8.allSatisfy(allowed)
+            && !stem.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
     }
 
-    /// The bytes of the regular file at `path` (following a link), at most `limit` of them.
-    /// C: `open(O_NONBLOCK)`, `fstat`, `read`.
-    private func readFile(_ path: String, limit: Int) -> Result<[UInt8], DropInReadError> {
+    /// Whether a name not read is skipped without a word in status, as dconf and run-parts skip
+    /// it: hidden (starting with `.`), an editor's (ending in `~`, `.swp`, `.swo`, `.swx`,
+    /// `#name#`, vim's digits-only probe), a backup or a package manager's (`.bak`, `.orig`,
+    /// `.rej`, `.tmp`, `.rpmnew`, `.rpmsave`, holding `.dpkg-` or `.ucf-`).
+    static func isQuiet(_ name: String) -> Bool {
+        if name.hasPrefix(".") || name.hasSuffix("~") || (name.hasPrefix("#") && name.hasSuffix("#")) { return true }
+        if name.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) { return true }
+        let suffixes = [".swp", ".swo", ".swx", ".bak", ".orig", ".rej", ".tmp", ".rpmnew", ".rpmsave"]
+        return suffixes.contains(where: name.hasSuffix) || name.contains(".dpkg-") || name.contains(".ucf-")
+    }
+
+    /// The bytes of the regular file at `path` (following a link), at most `limit` of them, if
+    /// ``DropInTrust`` trusts it: checked on the opened descriptor, so what is judged is what is
+    /// read. C: `open(O_NOFOLLOW|O_NONBLOCK)` (again without `O_NOFOLLOW` for a link), `fstat`,
+    /// `read`.
+    private func readFile(_ path: String, limit: Int, _ trust: DropInTrust) -> Result<[UInt8], DropInReadError> {
         let descriptor: FileDescriptor
-        do { descriptor = try fileSystem.open(path, [.nonBlocking], permissions: 0) } catch {
+        var linked = false
+        do {
+            do { descriptor = try fileSystem.open(path, [.nonBlocking, .noFollow], permissions: 0) } catch
+                where error.code == ELOOP
+            {
+                linked = true
+                descriptor = try fileSystem.open(path, [.nonBlocking], permissions: 0)
+            }
+        } catch  where error.code == ELOOP {
+            return .failure(.init(description: "cannot open it: a loop of symbolic links"))
+        } catch {
             return .failure(.init(description: "cannot open it: \(error)"))
         }
         defer { fileSystem.close(descriptor) }
         do {
             let status = try fileSystem.status(descriptor)
             guard status.kind == .regular else { return .failure(.init(description: "not a regular file")) }
+            if let reason = trust.refusal(of: status, subject: linked ? "the file it links to" : "it") {
+                return .failure(.init(description: reason + ": not read"))
+            }
             guard status.size <= limit else { return .failure(tooLarge(status.size, limit)) }
             var content: [UInt8] = []
             while true {

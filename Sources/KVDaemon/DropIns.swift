@@ -1,3 +1,4 @@
+import KVStorage
 import KVValues
 
 /// The system instance's drop-in files, as one combination: `defaults.d/NN-name.json` (typed
@@ -59,6 +60,27 @@ struct DropInContent: Equatable, Sendable {
     var audience: DropInAudience?
 }
 
+extension DropInContent {
+    /// The content as ``KeptDropInsFile`` keeps it.
+    var kept: KeptDropIn {
+        KeptDropIn(
+            values: values, locks: locks,
+            audience: audience.map { DefaultsDocument.Audience(groups: $0.groups, users: $0.users) })
+    }
+
+    /// The content kept by ``KeptDropInsFile`` (its audience's ids looked up at the next read).
+    init(_ kept: KeptDropIn) {
+        self.init(values: kept.values, locks: kept.locks, audience: kept.audience.map(DropInAudience.init))
+    }
+
+    /// The content with its audience's names only (ids not yet looked up).
+    var named: DropInContent {
+        var copy = self
+        if let audience { copy.audience = DropInAudience(groups: audience.groups, users: audience.users) }
+        return copy
+    }
+}
+
 /// Whom a drop-in file is for (its `"for"` member, or its `for` lines): the users named and
 /// the members of the groups named. The ids are looked up at each read (``DropInSet/resolved(group:user:)``);
 /// a name nobody has matches nobody.
@@ -67,6 +89,13 @@ struct DropInAudience: Equatable, Sendable {
     var users: [String] = []
     var gids: Set<UInt32> = []
     var uids: Set<UInt32> = []
+
+    init(groups: [String] = [], users: [String] = []) {
+        self.groups = groups
+        self.users = users
+    }
+
+    init(_ audience: DefaultsDocument.Audience) { self.init(groups: audience.groups, users: audience.users) }
 
     /// Whether `peer` is one of the users or in one of the groups.
     func includes(_ peer: DropInPeer) -> Bool {
@@ -129,9 +158,13 @@ extension DropIns {
     static func parse(_ bytes: [UInt8], _ kind: DropInFile.Kind) throws(DropInReadError) -> DropInContent {
         switch kind {
         case .defaults:
-            var audience: DropInAudience?
-            let values = try parseDefaults(bytes, audience: &audience)
-            return DropInContent(values: values, audience: audience)
+            let document: DefaultsDocument
+            do { document = try DefaultsDocument.parse(bytes) } catch {
+                throw DropInReadError(description: error.description)
+            }
+            return DropInContent(
+                values: document.values.filter { !$0.value.isEmpty },
+                audience: document.audience.map(DropInAudience.init))
         case .locks:
             var audience: DropInAudience?
             let locks = try parseLocks(bytes, audience: &audience)
@@ -139,81 +172,16 @@ extension DropIns {
         }
     }
 
-    /// The `"for"` member: `{"groups": [NAME, ...], "users": [NAME, ...]}`.
-    static func parseAudience(_ json: JSON) throws(DropInReadError) -> DropInAudience {
-        guard case .object(let members) = json, !members.isEmpty,
-            members.keys.allSatisfy({ $0 == "groups" || $0 == "users" })
-        else {
-            throw DropInReadError(description: #""for" must be {"groups": [NAME, ...], "users": [NAME, ...]}"#)
-        }
-        func names(_ member: String) throws(DropInReadError) -> [String] {
-            guard let value = members[member] else { return [] }
-            guard case .array(let items) = value else {
-                throw DropInReadError(description: #""for" "\#(member)" must be an array of names"#)
-            }
-            var names: [String] = []
-            for item in items {
-                guard case .string(let name) = item, !name.isEmpty else {
-                    throw DropInReadError(description: #""for" "\#(member)" must be an array of names"#)
-                }
-                names.append(name)
-            }
-            return names
-        }
-        return DropInAudience(groups: try names("groups"), users: try names("users"))
-    }
-
-    /// `{DOMAIN: {KEY: typed value}}`; a domain's object may be `{"$dict": {...}}`, as `kvctl
-    /// export` writes a domain whose keys start with `$`. The member `"for"` is not a domain:
-    /// it names whom the file is for (`audience`).
-    static func parseDefaults(_ bytes: [UInt8], audience: inout DropInAudience?) throws(DropInReadError) -> [Domain:
-        [Key: Value]]
-    {
-        let json: JSON
-        do {
-            json = try JSONParser.parse(bytes, limits: JSONLimits(framingDepth: 3, maxBytes: Int.max))
-        } catch {
-            throw DropInReadError(description: "not JSON: \(error)")
-        }
-        guard case .object(let members) = json else {
-            throw DropInReadError(description: "not a JSON object of DOMAIN: {KEY: VALUE}")
-        }
-        var domains: [Domain: [Key: Value]] = [:]
-        for (name, member) in members.sorted(by: { $0.key < $1.key }) {
-            if name == "for" {
-                audience = try parseAudience(member)
-                continue
-            }
-            let domain: Domain
-            do { domain = try Domain(validating: name) } catch {
-                throw DropInReadError(description: "\(error)")
-            }
-            guard case .object(var entries) = member else {
-                throw DropInReadError(description: "domain \"\(name)\" must hold a JSON object of KEY: VALUE")
-            }
-            if entries.count == 1, case .object(let wrapped)? = entries["$dict"] { entries = wrapped }
-            var values: [Key: Value] = [:]
-            for (keyName, entry) in entries.sorted(by: { $0.key < $1.key }) {
-                do {
-                    let value = try Value(typedJSON: entry)
-                    try value.validate()
-                    values[try Key(validating: keyName)] = value
-                } catch {
-                    throw DropInReadError(description: "\(name) \"\(keyName)\": \(error)")
-                }
-            }
-            if !values.isEmpty { domains[domain] = values }
-        }
-        return domains
-    }
-
     /// One `DOMAIN KEY` a line (the key: the rest of the line, trimmed; `*` in it is a glob,
-    /// `DOMAIN *` the whole domain); blank lines and lines starting with `#` are skipped. A line
-    /// `for groups NAME...` or `for users NAME...` names whom the file is for (`audience`).
+    /// `DOMAIN *` the whole domain); blank lines and lines starting with `#` are skipped, and a
+    /// UTF-8 byte order mark at the start. A line `for groups NAME...` or `for users NAME...`
+    /// names whom the file is for (`audience`); a first word that is `for` in other letters
+    /// (`For`, `FOR`) is a misspelt directive, an error, never a domain. An error names the
+    /// line, never its text (see ``DefaultsDocument``).
     static func parseLocks(_ bytes: [UInt8], audience: inout DropInAudience?) throws(DropInReadError) -> [Domain:
         Set<Key>]
     {
-        guard let text = String(validating: bytes, as: UTF8.self) else {
+        guard let text = String(validating: DefaultsDocument.withoutByteOrderMark(bytes), as: UTF8.self) else {
             throw DropInReadError(description: "not UTF-8 text")
         }
         var locks: [Domain: Set<Key>] = [:]
@@ -223,29 +191,43 @@ extension DropIns {
         .enumerated() {
             let line = rawLine.trimmingWhitespace
             if line.isEmpty || line.hasPrefix("#") { continue }
+            let number = index + 1
             guard let space = line.firstIndex(where: { $0 == " " || $0 == "\t" }) else {
-                throw DropInReadError(description: "line \(index + 1): needs DOMAIN KEY (or DOMAIN *)")
+                throw DropInReadError(description: "line \(number): needs DOMAIN KEY (or DOMAIN *)")
             }
-            let key = line[space...].trimmingWhitespace
-            if line[..<space] == "for" {
-                let words = key.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
-                guard let kind = words.first, kind == "groups" || kind == "users", words.count > 1 else {
-                    throw DropInReadError(
-                        description: "line \(index + 1): needs for groups NAME... or for users NAME...")
-                }
-                var found = audience ?? DropInAudience()
-                if kind == "groups" { found.groups += words.dropFirst() } else { found.users += words.dropFirst() }
-                audience = found
+            let first = line[..<space]
+            let rest = line[space...].trimmingWhitespace
+            if first == "for" {
+                try addAudience(rest, line: number, to: &audience)
                 continue
             }
-            do {
-                locks[try Domain(validating: String(line[..<space])), default: []].insert(
-                    try Key(validating: String(key)))
-            } catch {
-                throw DropInReadError(description: "line \(index + 1): \(error)")
+            if first.lowercased() == "for" {
+                throw DropInReadError(
+                    description: "line \(number): a misspelt directive: write for groups NAME... or for users NAME...")
             }
+            guard let domain = try? Domain(validating: String(first)) else {
+                throw DropInReadError(
+                    description: "line \(number): not a valid domain name (A-Z a-z 0-9 . _ -, at most 255 bytes)")
+            }
+            guard let key = try? Key(validating: String(rest)) else {
+                throw DropInReadError(description: "line \(number): not a valid key (too long, or holding NUL)")
+            }
+            locks[domain, default: []].insert(key)
         }
         return locks
+    }
+
+    /// The words after `for` on line `number`: `groups NAME...` or `users NAME...`.
+    private static func addAudience(_ words: Substring, line number: Int, to audience: inout DropInAudience?)
+        throws(DropInReadError)
+    {
+        let words = words.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
+        guard let kind = words.first, kind == "groups" || kind == "users", words.count > 1 else {
+            throw DropInReadError(description: "line \(number): needs for groups NAME... or for users NAME...")
+        }
+        var found = audience ?? DropInAudience()
+        if kind == "groups" { found.groups += words.dropFirst() } else { found.users += words.dropFirst() }
+        audience = found
     }
 }
 
@@ -290,6 +272,9 @@ struct DropInSet: Equatable, Sendable {
 
     var files: [File] = []
     var problems: [DropIns.Problem] = []
+    /// The names in the folders not read, neither hidden nor an editor's or a package
+    /// manager's leftovers (``DropInReader/isQuiet(_:)``), as paths.
+    var skipped: [String] = []
 
     static let empty = DropInSet()
 
@@ -299,7 +284,9 @@ struct DropInSet: Equatable, Sendable {
     }
 
     /// Parses `files`; a file that fails uses its content in `previous` (the last good parse,
-    /// by path), if any, and is named in ``problems`` either way.
+    /// by path), if any, and is named in ``problems`` either way. A failure at a folder (one
+    /// refused whole, or the config folder) keeps the last good content of every file under
+    /// it, each in its place in path order.
     static func read(_ files: [DropInFile], keeping previous: [String: DropInContent] = [:]) -> DropInSet {
         var set = DropInSet()
         for file in files {
@@ -309,27 +296,45 @@ struct DropInSet: Equatable, Sendable {
             case .success(let content):
                 set.files.append(File(path: file.path, content: content))
             case .failure(let error):
-                guard let kept = previous[file.path] else {
-                    set.problems.append(.init(file: file.path, reason: error.description))
-                    continue
-                }
-                set.files.append(File(path: file.path, content: kept))
-                set.problems.append(
-                    .init(file: file.path, reason: "\(error.description) (its last good content still applies)"))
+                let folder = file.path.hasSuffix("/") ? file.path : file.path + "/"
+                let kept = previous.filter { $0.key == file.path || $0.key.hasPrefix(folder) }
+                set.files += kept.sorted { $0.key < $1.key }.map { File(path: $0.key, content: $0.value) }
+                set.problems.append(.init(file: file.path, reason: error.description + Self.keptNote(kept, file.path)))
             }
         }
+        set.files.sort { $0.path.utf8.lexicographicallyPrecedes($1.path.utf8) }
         return set
     }
 
-    /// Looks up the ids of every audience's names (`group`, `user`: name to id, nil if none).
+    private static func keptNote(_ kept: [String: DropInContent], _ path: String) -> String {
+        if kept.isEmpty { return "" }
+        if kept.count == 1, kept[path] != nil { return " (its last good content still applies)" }
+        return " (the last good content of the \(kept.count) file(s) in it still applies)"
+    }
+
+    /// Looks up the ids of every audience's names (`group`, `user`: name to id, nil if none);
+    /// a name nobody has is a problem of its file (the file still applies to the names found).
     func resolved(group: (String) -> UInt32?, user: (String) -> UInt32?) -> DropInSet {
         var copy = self
         for index in copy.files.indices {
             guard var audience = copy.files[index].content.audience else { continue }
-            audience.gids = Set(audience.groups.compactMap(group))
-            audience.uids = Set(audience.users.compactMap(user))
+            let gids = audience.groups.map { ($0, group($0)) }
+            let uids = audience.users.map { ($0, user($0)) }
+            audience.gids = Set(gids.compactMap(\.1))
+            audience.uids = Set(uids.compactMap(\.1))
             copy.files[index].content.audience = audience
+            let unknown =
+                gids.filter { $0.1 == nil }.map { "no group \($0.0)" }
+                + uids.filter { $0.1 == nil }.map { "no user \($0.0)" }
+            guard !unknown.isEmpty else { continue }
+            copy.problems.append(
+                .init(
+                    file: copy.files[index].path,
+                    reason:
+                        "\"for\" names \(unknown.joined(separator: ", ")) on this machine: the file reaches nobody by that name"
+                ))
         }
+        copy.problems.sort { $0.file.utf8.lexicographicallyPrecedes($1.file.utf8) }
         return copy
     }
 

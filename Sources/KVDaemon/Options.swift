@@ -83,8 +83,8 @@ public struct DaemonOptions: Sendable, Equatable {
           --system              serve every user of the machine: defaults and locks; socket
                                 default $KVD_SYSTEM_SOCKET, else /run/kvd/system.sock; state
                                 folder default $STATE_DIRECTORY, else /var/lib/kvd
-          --config-dir DIR      the drop-in files: DIR/defaults.d/*.json (typed JSON,
-                                {DOMAIN: {KEY: VALUE}}) and DIR/locks.d/* (DOMAIN KEY or
+          --config-dir DIR      the drop-in files: DIR/defaults.d/NAME.json (typed JSON,
+                                {DOMAIN: {KEY: VALUE}}) and DIR/locks.d/NAME (DOMAIN KEY or
                                 DOMAIN * a line; a file may be "for" some groups or
                                 users only), combined in name order beneath what admins
                                 set; read again on SIGHUP, kvctl --system reload and a change

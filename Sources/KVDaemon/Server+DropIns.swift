@@ -9,11 +9,14 @@ import KVValues
 /// (``DropInWatcher``); each reload that changes what users get is one marker commit, and its
 /// delivery sends every mirror the difference as one batch. Loop thread only.
 extension Server {
-    /// Reads the drop-in files in `directory` before the loop serves anyone, commits the marker
-    /// when they differ from the last start's (blocks on it), and watches the folders.
-    func startDropIns(directory: String, fileSystem: any FileSystem) {
-        let reader = DropInReader(directory: directory, fileSystem: fileSystem, system: system)
-        if let marker = handler.dropIns.start(reader, store: store, log: log) {
+    /// Reads the drop-in files in `directory` before the loop serves anyone (with the last good
+    /// content `kept` holds, and keeping it there), commits the marker when they differ from the
+    /// last start's (blocks on it), and watches the folders. `adminGroup` may write the files.
+    func startDropIns(
+        directory: String, adminGroup: String, fileSystem: any FileSystem, kept: KeptDropInsFile? = nil
+    ) {
+        let reader = DropInReader(directory: directory, fileSystem: fileSystem, system: system, adminGroup: adminGroup)
+        if let marker = handler.dropIns.start(reader, store: store, log: log, kept: kept) {
             do { _ = try store.commit(.dropInState, marker) } catch {
                 log.error("the drop-in files: cannot record their generation: \(error)")
             }

@@ -203,12 +203,22 @@ public enum SystemInterface {
           domains: []string
         )
 
-        # The drop-in files (DIR/defaults.d/*.json and DIR/locks.d/*, DIR: kvd's --config-dir,
-        # default /etc/kvd): the folder, the files applied at the last read in the order they
-        # combine (the later wins), those that could not be read with why (one that was good
-        # before keeps its last good content), and the generation of the combination.
+        # The drop-in files (DIR/defaults.d/NAME.json and DIR/locks.d/NAME, DIR: kvd's
+        # --config-dir, default /etc/kvd; the rules: docs/drop-in-rules.md, kvd(8)): the folder,
+        # the files applied at the last read in the order they combine (the later wins), those
+        # that could not be read or were refused with why (one that was good before keeps its
+        # last good content, kept durably across restarts), the generation of the combination,
+        # and the names in the folders that are not read (skipped; hidden names and editors' and
+        # package managers' leftovers are left out; an older instance leaves skipped out).
+        # A reason never quotes a file's content.
         type DropInProblem (file: string, reason: string)
-        type DropInStatus (directory: string, files: []string, problems: []DropInProblem, generation: int)
+        type DropInStatus (
+          directory: string,
+          files: []string,
+          problems: []DropInProblem,
+          generation: int,
+          skipped: ?[]string
+        )
 
         # The instance's store revision, how many domains it holds, its fleet mirror (none
         # without --etcd), and its drop-in files (an older instance leaves dropIns out).
@@ -224,9 +234,19 @@ public enum SystemInterface {
 
         # Where the system value and lock of a key come from: value "admin" (set through kvctl
         # or etcd), "file" (a drop-in file) or none; file: the drop-in file holding a value for
-        # the key (beneath an admin's, if value is "admin"); lock "admin", "file" or none, with
-        # lockFile the file whose line locks it (a key or a glob).
-        method Source(domain: string, key: string) -> (value: ?string, file: ?string, lock: ?string, lockFile: ?string)
+        # the key (beneath an admin's, if value is "admin"), and fileValue its value (typed
+        # JSON); lock "admin", "file" or none, with lockFile the file whose line locks it (a key
+        # or a glob); adminGroup: the group whose members may change the instance and its files
+        # (--admin-group). Anyone may call it (users' kvctl names the file of a lock). An older
+        # instance leaves fileValue and adminGroup out.
+        method Source(domain: string, key: string) -> (
+          value: ?string,
+          file: ?string,
+          fileValue: ?object,
+          lock: ?string,
+          lockFile: ?string,
+          adminGroup: ?string
+        )
 
         """
 }

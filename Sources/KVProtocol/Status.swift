@@ -63,12 +63,16 @@ public struct DropInStatus: Sendable, Equatable {
     public var files: [String]
     public var problems: [Problem]
     public var generation: Int64
+    /// The names in the folders that are not read (not the hidden ones nor editors' or package
+    /// managers' leftovers), as paths; empty from an older instance.
+    public var skipped: [String]
 
-    public init(directory: String, files: [String], problems: [Problem], generation: Int64) {
+    public init(directory: String, files: [String], problems: [Problem], generation: Int64, skipped: [String] = []) {
         self.directory = directory
         self.files = files
         self.problems = problems
         self.generation = generation
+        self.skipped = skipped
     }
 
     public var json: JSON {
@@ -76,7 +80,7 @@ public struct DropInStatus: Sendable, Equatable {
             "directory": .string(directory), "files": .array(files.map(JSON.string)),
             "problems": .array(
                 problems.map { .object(["file": .string($0.file), "reason": .string($0.reason)]) }),
-            "generation": .integer(generation),
+            "generation": .integer(generation), "skipped": .array(skipped.map(JSON.string)),
         ])
     }
 
@@ -95,7 +99,9 @@ public struct DropInStatus: Sendable, Equatable {
             problems.append(Problem(file: file, reason: reason))
         }
         guard files.count == fileItems.count else { return nil }
-        self.init(directory: directory, files: files, problems: problems, generation: generation)
+        var skipped: [String] = []
+        if case .array(let items)? = json["skipped"] { for case .string(let name) in items { skipped.append(name) } }
+        self.init(directory: directory, files: files, problems: problems, generation: generation, skipped: skipped)
     }
 }
 

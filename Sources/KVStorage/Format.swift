@@ -14,6 +14,7 @@ import KVValues
 ///   DOMAIN.unreadable-20261129T181320Z.json   an unreadable domain file set aside (-2, -3 if taken)
 ///   kvd.wal.unreadable-20261129T181320Z  a copy of a log with damage before its end
 ///   kvd.system-layer                     a user's kvd: the last system layer received (SystemLayerFile)
+///   kvd.drop-ins                         the system instance: each drop-in file's last good content (KeptDropInsFile)
 ///   .DOMAIN.json.tmp, .kvd.wal.tmp       temporary files, renamed into place (never a domain)
 /// ```
 ///

@@ -42,60 +42,32 @@ public struct SystemLayerFile: Sendable {
     /// The largest file read: far above any layer a system instance can hold for a machine.
     static let maxFileBytes: Int64 = 1 << 34
 
-    let directory: String
-    let fileSystem: any FileSystem
+    let file: FramedLines.File
 
     public init(directory: String, fileSystem: any FileSystem = LinuxSystem()) {
-        self.directory = directory
-        self.fileSystem = fileSystem
+        file = FramedLines.File(
+            directory: directory, fileSystem: fileSystem, name: Self.fileName, format: Self.format,
+            version: Self.formatVersion, limit: Self.maxFileBytes, what: "the system layer")
     }
 
-    public var path: String { directory + "/" + Self.fileName }
+    public var path: String { file.path }
 
     /// Replaces the saved layer with `layer`, durably (see the type's comment).
     public func save(_ layer: SavedSystemLayer) throws(StorageError) {
-        do {
-            try fileSystem.replaceFile(
-                path, temporary: directory + "/." + Self.fileName + ".tmp", with: Self.encode(layer))
-            try fileSystem.syncDirectory(directory)
-        } catch {
-            throw .failure("cannot save the system layer to \(path): \(error)")
-        }
+        try file.save(Self.encode(layer))
     }
 
     /// The saved layer; nil when there is none. Throws ``StorageError/failure(_:)`` saying why
     /// when the file is there but cannot be used.
     public func load() throws(StorageError) -> SavedSystemLayer? {
-        let bytes: [UInt8]
-        do {
-            guard let read = try fileSystem.readRegularFile(path, limit: Self.maxFileBytes) else { return nil }
-            bytes = read
-        } catch {
-            switch error {
-            case .notRegular(let kind): throw .failure("the saved system layer \(path) is \(kind), not a regular file")
-            case .tooLarge(let size):
-                throw .failure("the saved system layer \(path) holds \(size) bytes, more than kvd reads")
-            case .system(let error): throw .failure("cannot read the saved system layer \(path): \(error)")
-            }
-        }
-        do {
-            return try Self.decode(bytes)
-        } catch {
-            throw .failure("the saved system layer \(path) is damaged (\(error.reason)); it is not used")
-        }
+        try file.load { header, lines throws(FramedLines.DecodeError) in try Self.decode(header, lines) }
     }
-
-    struct DecodeError: Error { var reason: String }
 
     /// The file's bytes: each value written once, straight into its line.
     static func encode(_ layer: SavedSystemLayer) -> [UInt8] {
         var out: [UInt8] = []
         var lines = 1
-        out += LogFormat.frame(
-            .object([
-                "format": .string(format), "formatVersion": .integer(formatVersion),
-                "revision": .integer(layer.revision),
-            ]))
+        out += FramedLines.header(format: format, version: formatVersion, ["revision": .integer(layer.revision)])
         let writer = JSONWriter()
         for domain in layer.values.keys.sorted() {
             let entries = layer.values[domain]!.sorted { $0.key < $1.key }
@@ -126,65 +98,40 @@ public struct SystemLayerFile: Sendable {
                 ]))
             lines += 1
         }
-        out += LogFormat.frame(.object(["end": .integer(Int64(lines))]))
+        out += FramedLines.end(lines: lines)
         return out
     }
 
-    static func decode(_ bytes: [UInt8]) throws(DecodeError) -> SavedSystemLayer {
-        var layer = SavedSystemLayer(revision: 0, values: [:], locks: [:])
-        var position = 0
-        var lines = 0
-        while true {
-            guard position < bytes.count else { throw DecodeError(reason: "it ends before its last line") }
-            guard let (payload, next) = LogFormat.line(in: bytes, at: position) else {
-                throw DecodeError(reason: "the line at byte \(position) is torn or fails its checksum")
-            }
-            let json: JSON
-            do { json = try JSONParser.parse(bytes[payload], limits: LogFormat.limits) } catch {
-                throw DecodeError(reason: "the line at byte \(position) is not JSON: \(error)")
-            }
-            position = next
-            if lines == 0 {
-                guard json["format"] == .string(format), json["formatVersion"] == .integer(formatVersion),
-                    case .integer(let revision)? = json["revision"]
-                else {
-                    throw DecodeError(
-                        reason: "its first line is not a kvd-system-layer header of version \(formatVersion)")
-                }
-                layer.revision = revision
-            } else if case .integer(let count)? = json["end"] {
-                guard count == lines else {
-                    throw DecodeError(reason: "its end says \(count) lines, it holds \(lines)")
-                }
-                guard position == bytes.count else { throw DecodeError(reason: "bytes follow its last line") }
-                return layer
-            } else {
-                try read(json, into: &layer)
-            }
-            lines += 1
+    /// The layer of a decoded file: its header's revision, and its lines.
+    static func decode(_ header: JSON, _ lines: [JSON]) throws(FramedLines.DecodeError) -> SavedSystemLayer {
+        guard case .integer(let revision)? = header["revision"] else {
+            throw FramedLines.DecodeError(reason: "its header holds no revision")
         }
+        var layer = SavedSystemLayer(revision: revision, values: [:], locks: [:])
+        for line in lines { try read(line, into: &layer) }
+        return layer
     }
 
-    private static func read(_ json: JSON, into layer: inout SavedSystemLayer) throws(DecodeError) {
+    private static func read(_ json: JSON, into layer: inout SavedSystemLayer) throws(FramedLines.DecodeError) {
         guard case .string(let name)? = json["domain"], let domain = try? Domain(validating: name) else {
-            throw DecodeError(reason: "a line names no valid domain")
+            throw FramedLines.DecodeError(reason: "a line names no valid domain")
         }
         if case .object(let members)? = json["values"] {
             for (name, typed) in members {
                 guard let key = try? Key(validating: name), let value = try? Value(typedJSON: typed) else {
-                    throw DecodeError(reason: "domain \(domain) has an invalid key or value")
+                    throw FramedLines.DecodeError(reason: "domain \(domain) has an invalid key or value")
                 }
                 layer.values[domain, default: [:]][key] = value
             }
         } else if case .array(let names)? = json["locks"] {
             for item in names {
                 guard case .string(let name) = item, let key = try? Key(validating: name) else {
-                    throw DecodeError(reason: "domain \(domain) has an invalid lock")
+                    throw FramedLines.DecodeError(reason: "domain \(domain) has an invalid lock")
                 }
                 layer.locks[domain, default: []].insert(key)
             }
         } else {
-            throw DecodeError(reason: "a line of domain \(domain) holds neither values nor locks")
+            throw FramedLines.DecodeError(reason: "a line of domain \(domain) holds neither values nor locks")
         }
     }
 }

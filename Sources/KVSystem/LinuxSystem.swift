@@ -306,6 +306,21 @@ public struct LinuxSystem: SystemCalls {
         return String(cString: name)
     }
 
+    public func groups(ofUser uid: UInt32) -> Set<UInt32> {
+        var entry = passwd()
+        var result: UnsafeMutablePointer<passwd>?
+        var buffer = [CChar](repeating: 0, count: 4096)
+        guard getpwuid_r(uid, &entry, &buffer, buffer.count, &result) == 0, result != nil, let name = entry.pw_name
+        else { return [] }
+        var count: Int32 = 64
+        var groups = [gid_t](repeating: 0, count: 64)
+        if getgrouplist(name, entry.pw_gid, &groups, &count) < 0 {
+            groups = [gid_t](repeating: 0, count: Int(count))
+            guard getgrouplist(name, entry.pw_gid, &groups, &count) >= 0 else { return [entry.pw_gid] }
+        }
+        return Set(groups.prefix(Int(count)))
+    }
+
     public func localTime(_ seconds: Int64) -> LocalTime {
         var time = time_t(seconds)
         var parts = tm()

@@ -131,6 +131,9 @@ public protocol SystemCalls: FileSystem {
     func homeDirectory(ofUser uid: UInt32) -> String?
     /// The name of user `uid` in the password database, or `nil`. C: `getpwuid_r`.
     func userName(ofUser uid: UInt32) -> String?
+    /// Every group user `uid` is in, its primary group included; empty when there is no such
+    /// user. C: `getpwuid_r`, `getgrouplist`.
+    func groups(ofUser uid: UInt32) -> Set<UInt32>
     /// The date and time `seconds` after 1970 (UTC) is in the local time zone. C: `localtime_r`.
     func localTime(_ seconds: Int64) -> LocalTime
     /// Whether `fd` is a terminal. C: `isatty`.

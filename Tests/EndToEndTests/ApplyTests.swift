@@ -66,6 +66,26 @@ struct ApplyTests {
         #expect(try kvctl(sandbox, "apply", "f.json", "--force").status == 2)
     }
 
+    /// Issue 35, item 11: a drop-in file's `"for"` member names whom the file is for, never a
+    /// domain: apply refuses such a file (a profile is the system instance's), as it reads one
+    /// with a byte order mark as the drop-in files are read.
+    @Test func aFileForSomeUsersIsRefusedAndABomIsAccepted() throws {
+        let sandbox = Sandbox()
+        let daemon = try Daemon(sandbox, extra: ["--no-system-layer"])
+        defer { daemon.stop() }
+        let file = try Self.write(
+            sandbox, "profile.json", #"{"for": {"groups": ["advb_staff"]}, "org.ex.app": {"k1": "new"}}"#)
+        let check = try kvctl(sandbox, "apply", file, "--check", "--diff")
+        #expect(check.status == 3 && check.stderr.contains("\"for\""), "\(check)")
+        #expect(!check.stdout.contains("for "), "\(check.stdout)")
+        let applied = try kvctl(sandbox, "apply", file)
+        #expect(applied.status == 1 && applied.stderr.contains("\"for\""), "\(applied)")
+        #expect(try kvctl(sandbox, "domains").stdout.isEmpty, "a domain was made")
+        let bom = try Self.write(sandbox, "bom.json", "\u{FEFF}" + #"{"org.ex.app": {"k1": "bom"}}"#)
+        #expect(try kvctl(sandbox, "apply", bom).status == 0)
+        #expect(try kvctl(sandbox, "get", "org.ex.app", "k1").stdout == "bom\n")
+    }
+
     @Test(.needsSystemAccounts)
     func withSystemItSetsTheAdminsLayerAndAUsersApplyLeavesOutALockedKey() throws {
         let scene = try SystemScene()

@@ -19,11 +19,11 @@ import Testing
         #expect(error == .keyLocked(domain: "com.a", key: "x"))
         #expect(
             error.description
-                == "com.a x is locked by the system administrator; root or a member of group kvd-admin can lift it with: kvctl --system unlock com.a x"
+                == "com.a x is locked by the system administrator; root or a member of the system instance's admin group can lift it (kvctl --system source com.a x says where the lock comes from)"
         )
         let spaced = ClientError.keyLocked(domain: "com.a", key: "it's on")
         #expect(
-            spaced.description.hasSuffix("kvctl --system unlock com.a 'it'\\''s on'"),
+            spaced.description.contains("kvctl --system source com.a 'it'\\''s on' says"),
             "a key with spaces must be quoted for the shell")
     }
 
@@ -72,7 +72,7 @@ import Testing
         #expect(defaults.string(forKey: "k") == "sys", "the refused write shows in the cache")
         let reported = log.all.map(\.kind)
         #expect(reported == [.keyLocked], "set on a locked key must report keyLocked")
-        #expect(log.all.first?.message.contains("kvctl --system unlock com.example.locks k") == true)
+        #expect(log.all.first?.message.contains("kvctl --system source com.example.locks k") == true)
 
         let locked = KVDefaultsError.client(.keyLocked(domain: Self.name, key: "k"))
         #expect(throws: locked) { try defaults.write(.string("x"), forKey: "k") }

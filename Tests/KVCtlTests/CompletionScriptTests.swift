@@ -21,7 +21,7 @@ import Testing
 
     @Test func slotsComeFromTheUsageLines() throws {
         let slots = { (name: String) in Help.entry(name).map(Completion.slots(of:)) }
-        #expect(slots("get") == [.domain, .key])
+        #expect(slots("get") == [.domain, .key, .words(["--effective"])])
         #expect(slots("set") == [.domain, .key, .value, .value])
         #expect(slots("rename") == [.domain, .key, .key])
         #expect(

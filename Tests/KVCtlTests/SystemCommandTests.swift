@@ -9,7 +9,7 @@ import Testing
 /// messages for a locked key and a denied change), against the in-memory daemon.
 @Suite struct SystemCommandTests {
     static let lockedMessage =
-        "kvctl: com.a k is locked by the system administrator; root or a member of group kvd-admin can lift it with: kvctl --system unlock com.a k\n"
+        "kvctl: com.a k is locked by the system administrator; root or a member of the system instance's admin group can lift it (kvctl --system source com.a k says where the lock comes from)\n"
 
     @Test func lockCommandsNeedSystemAndSaySo() {
         let daemon = FakeDaemon()
@@ -88,7 +88,7 @@ import Testing
                 == "system: the machine's default (your own value would override it: kvctl set com.a machine ...)\n")
         #expect(
             daemon.kvctl("source", "com.a", "k").out
-                == "locked: set by the system administrator and locked (root or a member of kvd-admin can lift it: kvctl --system unlock com.a k)\n"
+                == "locked: set by the system administrator and locked (root or a member of the system instance's admin group can lift it; kvctl --system source com.a k says where it comes from)\n"
         )
         #expect(
             daemon.kvctl("--json", "source", "com.a", "k").out

@@ -103,15 +103,23 @@ struct DropInsTests {
         #expect(!set.contains(Self.key("zoom")))
     }
 
-    @Test func dotfilesEditorBackupsAndPackageLeftoversAreSkipped() {
-        let skipped = [
+    @Test func dotfilesEditorBackupsAndPackageLeftoversAreSkippedQuietlyAndOtherNamesListed() {
+        let quiet = [
             ".hidden.json", "10-a.json~", "10-a.json.swp", "10-a.json.dpkg-old", "10-a.json.dpkg-new", "#10-a.json#",
-            "10-a.json.rpmsave", "10-a.json.bak", "10-a.json.ucf-dist", "10-a.txt",
+            "10-a.json.rpmsave", "10-a.json.bak", "10-a.json.ucf-dist", "4913",
         ]
-        for name in skipped { #expect(DropInReader.isIgnored(name, .defaults), "\(name)") }
-        #expect(!DropInReader.isIgnored("10-a.json", .defaults))
-        #expect(!DropInReader.isIgnored("10-browser", .locks))
-        #expect(DropInReader.isIgnored("10-browser~", .locks))
+        for name in quiet {
+            #expect(!DropInReader.isRead(name, .defaults) && DropInReader.isQuiet(name), "\(name)")
+        }
+        for name in ["10-a.txt", "10-a.disabled.json", ".json", "10 a.json"] {
+            #expect(!DropInReader.isRead(name, .defaults), "\(name)")
+        }
+        #expect(DropInReader.isRead("10-a.json", .defaults) && DropInReader.isRead("10_A-b.json", .defaults))
+        #expect(DropInReader.isRead("10-browser", .locks) && DropInReader.isRead("browser", .locks))
+        for name in ["10-browser~", "50-l.old", "50-l.disabled", "50-l.json", "50-l.new", "4913", "a b", "é"] {
+            #expect(!DropInReader.isRead(name, .locks), "\(name)")
+        }
+        #expect(!DropInReader.isQuiet("50-l.disabled") && !DropInReader.isQuiet("10-a.txt"))
     }
 
     @Test func theReaderTakesNameOrderBoundsEachFileAndRefusesAFolderOthersMayWrite() throws {
@@ -125,14 +133,14 @@ struct DropInsTests {
         try big.write(toFile: root + "/defaults.d/40-big.json", atomically: false, encoding: .utf8)
         mkfifo(root + "/locks.d/10-fifo", 0o644)
         let reader = DropInReader(directory: root, fileSystem: LinuxSystem(), system: LinuxSystem())
-        let (combined, _) = DropIns.combine(reader.read())
+        let (combined, _) = DropIns.combine(reader.read().files)
         #expect(combined.files == [root + "/defaults.d/10-a.json", root + "/defaults.d/20-b.json"])
         #expect(combined.values[try Domain(validating: "d")] == [Self.key("k"): .integer(2)])
         #expect(combined.problems.map(\.file) == [root + "/defaults.d/40-big.json", root + "/locks.d/10-fifo"])
         #expect(combined.problems.first?.reason.contains("more than a drop-in file may hold") == true)
 
         chmod(root + "/locks.d", 0o777)
-        let (refused, _) = DropIns.combine(reader.read())
+        let (refused, _) = DropIns.combine(reader.read().files)
         #expect(refused.problems.last?.file == root + "/locks.d")
         #expect(refused.problems.last?.reason.contains("others may write") == true)
     }
@@ -157,7 +165,7 @@ struct DropInsTests {
     @Test func aMissingFolderHoldsNothing() {
         let reader = DropInReader(
             directory: "/nonexistent/kvd-dropins", fileSystem: LinuxSystem(), system: LinuxSystem())
-        let (combined, _) = DropIns.combine(reader.read())
+        let (combined, _) = DropIns.combine(reader.read().files)
         #expect(combined == .empty)
     }
 }

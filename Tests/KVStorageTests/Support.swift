@@ -209,3 +209,23 @@ func waitUntil(seconds: Double = 5, _ condition: () -> Bool) -> Bool {
     }
     return condition()
 }
+
+/// Every disk a crash could leave, before each of `fileSystem`'s recorded operations and after
+/// the last, in every way its unsynced data could reach the disk: `body` gets the number of
+/// operations done before the crash, the last one's label, and the disk as a new simulated file
+/// system. Returns how many disks it gave.
+@discardableResult
+func forEachCrashState(
+    of fileSystem: SimulatedFileSystem, _ body: (_ point: Int, _ label: String, _ disk: SimulatedFileSystem) -> Void
+) -> Int {
+    var model = DiskModel(fileSystem.initial)
+    var states = 0
+    for point in 0...fileSystem.operations.count {
+        if point > 0 { model.apply(fileSystem.operations[point - 1]) }
+        for disk in model.crashStates() {
+            states += 1
+            body(point, point > 0 ? fileSystem.labels[point - 1] : "nothing", SimulatedFileSystem(disk))
+        }
+    }
+    return states
+}

@@ -29,26 +29,15 @@ import Testing
         try file.save(old)
         let oldSaved = fileSystem.operationCount
         try file.save(new)
-        var model = DiskModel(fileSystem.initial)
-        var (states, failures): (Int, [String]) = (0, [])
-        for point in 0...fileSystem.operations.count {
-            if point > 0 { model.apply(fileSystem.operations[point - 1]) }
-            for disk in model.crashStates() {
-                states += 1
-                let loaded = Result {
-                    try SystemLayerFile(directory: Self.directory, fileSystem: SimulatedFileSystem(disk)).load()
-                }
-                switch loaded {
-                case .success(let layer) where layer == old || layer == new: continue
-                case .success(nil) where point < oldSaved: continue
-                default:
-                    failures.append(
-                        "crash after operation \(point) (\(point > 0 ? fileSystem.labels[point - 1] : "nothing")): \(loaded)"
-                    )
-                }
+        var failures: [String] = []
+        let states = forEachCrashState(of: fileSystem) { point, label, disk in
+            let loaded = Result { try SystemLayerFile(directory: Self.directory, fileSystem: disk).load() }
+            switch loaded {
+            case .success(let layer) where layer == old || layer == new: return
+            case .success(nil) where point < oldSaved: return
+            default: failures.append("crash after operation \(point) (\(label)): \(loaded)")
             }
         }
-        print("system layer crash points: \(fileSystem.operations.count) disk operations, \(states) crash states")
         #expect(fileSystem.operations.count > 6 && states > fileSystem.operations.count)
         #expect(failures.isEmpty, "\(failures.prefix(3).joined(separator: "\n"))")
     }

@@ -265,6 +265,7 @@ public final class FaultInjectingSystem: SystemCalls {
     }
     public func homeDirectory(ofUser uid: UInt32) -> String? { real.homeDirectory(ofUser: uid) }
     public func userName(ofUser uid: UInt32) -> String? { real.userName(ofUser: uid) }
+    public func groups(ofUser uid: UInt32) -> Set<UInt32> { real.groups(ofUser: uid) }
     public func localTime(_ seconds: Int64) -> LocalTime { real.localTime(seconds) }
     public func isTerminal(_ fd: Int32) -> Bool { real.isTerminal(fd) }
     public var userID: UInt32 { real.userID }
