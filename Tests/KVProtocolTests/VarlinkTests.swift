@@ -182,13 +182,13 @@ import Testing
     @Test func interfaceDeclaresTheContract() {
         for line in [
             "interface io.kvd.Defaults", "type Change (key: string, value: ?object)",
-            "method Get(domain: string, key: string) -> (value: object, revision: int)",
             "method Set(domain: string, key: string, value: object, ifRevision: ?int) -> (revision: int)",
             "method Delete(domain: string, key: ?string) -> (revision: int)",
             "method Apply(domain: string, changes: []Change, ifRevision: ?int) -> (revision: int)",
             "method List(domain: string) -> (values: [string]object, revision: int)",
             "method Domains() -> (domains: []string)",
-            "method Watch(domain: string, key: ?string) -> (revision: int, changes: []Change, initial: bool)",
+            "method Watch(domain: string, key: ?string) -> (revision: int, changes: []Change, initial: bool,"
+                + " partial: ?bool, systemRevision: ?int)",
             "error NotFound (domain: string, key: ?string)", "error TooLarge (limit: int)",
         ] {
             #expect(DefaultsInterface.description.contains(line), "missing: \(line)")
