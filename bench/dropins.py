@@ -98,8 +98,16 @@ class DropInRow:
     def write(self, staging, version):
         for index in range(self.files):
             values = {f"k{index}-{n}": f"v{version}-{index}-{n}" for n in range(self.per_file)}
-            with open(os.path.join(staging, f"{index:03d}.json"), "w") as f:
+            with open(os.path.join(staging, f"{index:03d}-bench.json"), "w") as f:
                 json.dump({"bench.dropins": values}, f)
+
+    def check_read(self, sys_sock):
+        """Fails at once, naming them, when the system instance did not read every file (a name
+        or mode it refuses), rather than after the watchers' deadline."""
+        status = call(sys_sock, "io.kvd.System.Status", {})["parameters"].get("dropIns", {})
+        refused = status.get("problems", []) + status.get("skipped", [])
+        if refused or len(status.get("files", [])) != self.files:
+            raise RuntimeError(f"the system instance did not read every drop-in file: {status}")
 
     def run(self):
         bench = self.bench
@@ -109,7 +117,7 @@ class DropInRow:
             os.makedirs(path, mode=0o755, exist_ok=True)
         self.write(staging, 0)
         for index in range(self.files):
-            os.symlink(os.path.join(staging, f"{index:03d}.json"), os.path.join(config, "defaults.d", f"{index:03d}.json"))
+            os.symlink(os.path.join(staging, f"{index:03d}-bench.json"), os.path.join(config, "defaults.d", f"{index:03d}-bench.json"))
         sys_sock = os.path.join(folder, "system.sock")
         admins = grp.getgrgid(os.getgid()).gr_name  # the bench's own user may reload and Apply
         system = bench.start([bench.tool("kvd"), "--system", "--socket", sys_sock, "--state-dir", bench.path("dropins-state"),
@@ -122,6 +130,8 @@ class DropInRow:
             self.write(staging, run)
             start = time.monotonic()
             call(sys_sock, "io.kvd.System.Reload", {})
+            if run == 1:
+                self.check_read(sys_sock)
             took = watchers.until_each_changed(start)
             watchers.close()
             watchers = Watchers(sock, "bench.apply")

@@ -19,6 +19,7 @@ command -v objdump >/dev/null || need+=(binutils)          # build-deb.sh: strip
 command -v mandoc >/dev/null || need+=(mandoc)  # scripts/check-man.sh lints the man pages
 command -v zsh >/dev/null || need+=(zsh)        # the completion tests load kvctl's zsh and fish scripts
 command -v fish >/dev/null || need+=(fish)
+command -v setfacl >/dev/null || need+=(acl)  # the drop-in tests give a folder an access control list
 command -v cc >/dev/null || need+=(gcc)              # libkvd, the C client library (clib/)
 command -v valgrind >/dev/null || need+=(valgrind)  # make libkvd-test runs its test under valgrind
 pkg-config --exists gio-2.0 gio-unix-2.0 2>/dev/null || need+=(libglib2.0-dev)  # libgiokvd.so, the GSettings backend (clib/gio/)

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <spawn.h>
+#include <sys/xattr.h>
 
 /* accept4 is declared only under _GNU_SOURCE, which the Glibc module is built without. */
 int accept4(int sockfd, struct sockaddr *addr, socklen_t *addrlen, int flags);

@@ -10,12 +10,14 @@ import KVSystem
 ///   only, and not of digits only. Every other name is skipped: hidden names, editor backups and
 ///   package-manager leftovers (``isQuiet(_:)``) silently, the rest listed as skipped in status.
 ///   Each folder's files are taken in name order (byte order).
-/// - Trust (``DropInTrust``): every folder from `/` down to `DIR`, both folders and every file
-///   (a link: what it leads to, checked on the opened descriptor) must belong to root, kvd's
-///   user or a member of the admin group, and be writable by no one else than the owner, root's
-///   group and the admin group. A folder refused is not read at all, `DIR` or one above it
-///   refused means nothing is: one problem says why, and ``DropInSet`` keeps the last good
-///   content of what it holds.
+/// - Trust (``DropInTrust``): every folder that decides what `DIR`, both folders and each file
+///   name (those on the way, and on the way to what each symbolic link leads to:
+///   ``DropInPath``), both folders and every file (a link: what it leads to, checked on the
+///   opened descriptor) must belong to root, kvd's user or a member of the admin group, be
+///   writable by no one else than the owner, root's group and the admin group, and carry no
+///   access control list. A folder refused is not read at all, `DIR` or one above it refused
+///   means nothing is: one problem says why, and ``DropInSet`` keeps the last good content of
+///   what it holds (of a refused file, its own).
 /// - Bounds: at most ``maxFiles`` files a folder, ``maxFileBytes`` a file and ``maxTotalBytes``
 ///   in all; a file past a bound is a problem, not read. Anything but a regular file is a
 ///   problem. A missing folder holds no file.
@@ -59,38 +61,42 @@ struct DropInReader {
         return found
     }
 
-    /// The first folder from `/` down to `DIR` (inclusive) that may not be trusted, with why;
-    /// nil when every one may, or one is missing (then there is nothing to read).
+    /// Why `DIR` may not be trusted, with the words of ``pathRefusal(_:isFolder:_:)``; nil when
+    /// it may, or when it is missing (then there is nothing to read).
     private func configRefusal(_ trust: DropInTrust) -> (String, String)? {
-        let folders = Self.folders(leadingTo: directory)
-        for (index, folder) in folders.enumerated() {
-            guard let status = try? system.status(folder, followingLinks: true) else { return nil }
-            let above = index < folders.count - 1
-            if let reason = trust.refusal(of: status, stickyAllowed: above) {
-                return (folder, "\(reason): nothing in \(directory) is read")
-            }
-        }
-        return nil
+        pathRefusal(directory, isFolder: true, trust).map { (directory, "\($0): nothing in \(directory) is read") }
     }
 
-    /// `/`, `/a`, `/a/b` for `/a/b`; `.`, `./a`, `a/b` for `a/b` (the working folder's own
-    /// ancestors are not known, nor checked).
-    static func folders(leadingTo path: String) -> [String] {
-        let absolute = path.hasPrefix("/")
-        var folders = [absolute ? "/" : "."]
-        var current = absolute ? "" : "."
-        for part in path.split(separator: "/") {
-            current += "/" + part
-            folders.append(current)
+    /// Why `path` may not be trusted, or nil: a folder that decides what it names (every folder
+    /// on the way to it and to what each link on the way leads to: ``DropInPath``) that
+    /// ``DropInTrust`` refuses (one others may write is accepted only when sticky, and not as
+    /// the folder `path` itself names when `isFolder`), or that, as the file or folder it names,
+    /// carries an access control list (which may grant what the mode does not show). Nil too
+    /// when a folder on the way is missing.
+    private func pathRefusal(_ path: String, isFolder: Bool, _ trust: DropInTrust) -> String? {
+        let walk: DropInPath.Walk
+        do { walk = try DropInPath(system: system).walk(path) } catch {
+            return "more than \(DropInPath.maxLinks) symbolic links on the way to it"
         }
-        if folders.count > 1 { folders[folders.count - 1] = path }
-        return folders
+        var folders = walk.folders
+        if isFolder, !folders.contains(walk.resolved) { folders.append(walk.resolved) }
+        for folder in folders + (isFolder ? [] : [walk.resolved]) {
+            let named = folder == walk.resolved
+            let subject = named ? (walk.resolved == path ? "it" : "\(walk.resolved), where it leads,") : "the folder \(folder) on the way to it"
+            if system.hasAccessControlList(folder) {
+                return "\(subject) has an access control list (getfacl shows it), which may let others write it"
+            }
+            guard !named || isFolder else { continue }  // a file is judged on its opened descriptor
+            guard let status = try? system.status(folder, followingLinks: false) else { return nil }
+            if let reason = trust.refusal(of: status, subject: subject, stickyAllowed: !named) { return reason }
+        }
+        return nil
     }
 
     private func files(
         in folder: String, _ kind: DropInFile.Kind, _ trust: DropInTrust, budget: inout Int, skipped: inout [String]
     ) -> [DropInFile] {
-        if let status = try? system.status(folder, followingLinks: true), let reason = trust.refusal(of: status) {
+        if let reason = pathRefusal(folder, isFolder: true, trust) {
             return [DropInFile(path: folder, kind: kind, bytes: .failure(.init(description: "\(reason): not read")))]
         }
         let names: [String]
@@ -111,6 +117,10 @@ struct DropInReader {
                     DropInFile(
                         path: path, kind: kind,
                         bytes: .failure(.init(description: "more than \(Self.maxFiles) files in \(folder): not read"))))
+                continue
+            }
+            if let reason = pathRefusal(path, isFolder: false, trust) {
+                found.append(DropInFile(path: path, kind: kind, bytes: .failure(.init(description: "\(reason): not read"))))
                 continue
             }
             let bytes = readFile(path, limit: min(Self.maxFileBytes, budget), trust)

@@ -153,6 +153,24 @@ public struct LinuxSystem: SystemCalls {
         return String(cString: resolved)
     }
 
+    public func linkTarget(_ path: String) throws(Errno) -> String? {
+        var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
+        let count = buffer.withUnsafeMutableBytes { readlink(path, $0.baseAddress!, $0.count - 1) }
+        guard count >= 0 else {
+            let error = Errno.current
+            if error.rawValue == EINVAL { return nil }
+            throw error
+        }
+        return String(decoding: buffer[..<count], as: UTF8.self)
+    }
+
+    public func hasAccessControlList(_ path: String) -> Bool {
+        // An ACL of only the three base entries is not stored as an attribute; any stored one
+        // (size > 0) names a user or group beyond the mode bits, or a mask.
+        let names: [String] = ["system.posix_acl_access", "system.posix_acl_default"]
+        return names.contains { name in getxattr(path, name, nil, 0) > 0 }
+    }
+
     public func changeOwner(_ descriptor: FileDescriptor, owner: UInt32, group: UInt32) throws(Errno) {
         _ = try check(fchown(descriptor.rawValue, owner, group))
     }

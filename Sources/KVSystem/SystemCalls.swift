@@ -94,6 +94,13 @@ public protocol SystemCalls: FileSystem {
     func status(_ path: String, followingLinks: Bool) throws(Errno) -> FileStatus
     /// The absolute path of `path` with every symbolic link resolved. C: `realpath`.
     func resolvedPath(_ path: String) throws(Errno) -> String
+    /// What the symbolic link at `path` holds, or nil when `path` is not a link (`EINVAL`).
+    /// C: `readlink`.
+    func linkTarget(_ path: String) throws(Errno) -> String?
+    /// Whether `path` (following links) carries a POSIX access control list granting more than
+    /// its mode bits say (`system.posix_acl_access`; for a folder `system.posix_acl_default`
+    /// too). C: `getxattr`.
+    func hasAccessControlList(_ path: String) -> Bool
     /// Gives an open file another owner and group. C: `fchown`.
     func changeOwner(_ descriptor: FileDescriptor, owner: UInt32, group: UInt32) throws(Errno)
     /// Sets an open file's permission bits. C: `fchmod`.

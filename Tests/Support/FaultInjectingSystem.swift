@@ -239,6 +239,8 @@ public final class FaultInjectingSystem: SystemCalls {
         try real.status(path, followingLinks: followingLinks)
     }
     public func resolvedPath(_ path: String) throws(Errno) -> String { try real.resolvedPath(path) }
+    public func linkTarget(_ path: String) throws(Errno) -> String? { try real.linkTarget(path) }
+    public func hasAccessControlList(_ path: String) -> Bool { real.hasAccessControlList(path) }
     public func changeOwner(_ descriptor: FileDescriptor, owner: UInt32, group: UInt32) throws(Errno) {
         try real.changeOwner(descriptor, owner: owner, group: group)
     }
