@@ -84,6 +84,17 @@ final class DropInLayer {
         return keptContent
     }
 
+    /// Whether the last good content could not be written at the last try (a full disk): the
+    /// server calls ``retrySave()`` every ``saveRetry`` until it could.
+    var isUnsaved: Bool { saveProblem != nil }
+    static let saveRetry = Duration.seconds(5)
+
+    /// Tries again to write the last good content of the last read.
+    func retrySave() {
+        keep(lastRead.parsed)
+        if saveProblem == nil, let kept { log?.info("drop-in files: their last good content is saved in \(kept.path) again") }
+    }
+
     /// Saves `content` as the last good content when it differs from what ``kept`` holds
     /// (audiences compared by name: their ids are looked up at each read).
     private func keep(_ content: [String: DropInContent]) {
@@ -96,7 +107,8 @@ final class DropInLayer {
         } catch {
             log?.error("drop-in files: \(error)")
             saveProblem = .init(
-                file: kept.path, reason: "\(error) (the last good content is kept in memory until kvd stops)")
+                file: kept.path,
+                reason: "\(error) (the last good content is kept in memory, and written every \(Self.saveRetry) until it can be)")
         }
     }
 

@@ -24,6 +24,14 @@ final class Lifecycle {
     @exclusivity(unchecked) var listeners: [Int32]
     /// The system instance: tells of changes in its drop-in folders (``DropInWatcher``).
     var dropInWatcher: DropInWatcher?
+    /// How long the drop-in folders must stay quiet after a change before they are read again:
+    /// an editor's save (vim renames the file away, then writes the new one) or a tool's several
+    /// files are one change, never read half done (a lock would lift in between).
+    static let dropInSettle = Duration.milliseconds(250)
+    /// The longest a reload waits for the folders to be quiet, from the first change.
+    static let dropInSettleLimit = Duration.seconds(2)
+    /// The first change since the last reload, and when the reload is due; nil: none pending.
+    private var dropInChanges: (first: ContinuousClock.Instant, due: ContinuousClock.Instant)?
     /// Tests: called when the idle timeout has passed, before kvd looks at its backlog
     /// (`.deciding`), and when it found nobody there and returns (`.exiting`).
     var idleExitHook: ((Server.IdleExitStep) -> Void)?
@@ -40,6 +48,24 @@ final class Lifecycle {
         isStopping = true
     }
 
+    /// The drop-in folders changed: a reload is due once they were quiet for ``dropInSettle``,
+    /// at most ``dropInSettleLimit`` after the first change.
+    func dropInsChanged() {
+        let now = ContinuousClock.now
+        let first = dropInChanges?.first ?? now
+        dropInChanges = (first, min(now + Self.dropInSettle, first + Self.dropInSettleLimit))
+    }
+
+    /// When the drop-in files' last good content is next tried to be saved, while it is not.
+    var nextDropInSave: ContinuousClock.Instant?
+
+    /// Whether a reload of the drop-in folders is due now (then it is no longer pending).
+    func takeDueDropInReload() -> Bool {
+        guard let changes = dropInChanges, ContinuousClock.now >= changes.due else { return false }
+        dropInChanges = nil
+        return true
+    }
+
     /// How long the loop may wait for events, in milliseconds (-1: as long as it likes): until
     /// the next timer, with `idle` (no client connected) the idle timeout among them, and with
     /// `committing` (while stopping, commits are awaited) at most 10 ms.
@@ -50,6 +76,8 @@ final class Lifecycle {
         if let deadline = shutdownDeadline { consider(min(deadline - now, .milliseconds(100))) }
         if let idleExit, idle { consider(lastActivity + idleExit - now) }
         if watchdog != nil { consider(nextWatchdogPing - now) }
+        if let changes = dropInChanges { consider(changes.due - now) }
+        if let nextDropInSave { consider(nextDropInSave - now) }
         if committing && isStopping { consider(.milliseconds(10)) }
         guard let wait else { return -1 }
         let milliseconds = wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000

@@ -39,10 +39,23 @@ extension Server {
         reloadDropIns(because: "SIGHUP")
     }
 
-    /// The drop-in folders changed: reads them again once, whatever the number of events.
+    /// The drop-in folders changed: they are read again once they have been quiet a moment
+    /// (``Lifecycle/dropInSettle``), once whatever the number of events.
     func dropInsChanged() {
         guard let watcher = lifecycle.dropInWatcher, watcher.drain() else { return }
-        reloadDropIns(because: "a change in the folders")
+        lifecycle.dropInsChanged()
+    }
+
+    /// Reads the drop-in folders again when a change settled, and tries again to save their
+    /// last good content while it is not saved (each pass).
+    func reloadDropInsIfDue() {
+        if lifecycle.takeDueDropInReload() { reloadDropIns(because: "a change in the folders") }
+        guard handler.dropIns.isUnsaved else { return lifecycle.nextDropInSave = nil }
+        let now = ContinuousClock.now
+        guard let due = lifecycle.nextDropInSave else { return lifecycle.nextDropInSave = now + DropInLayer.saveRetry }
+        guard now >= due else { return }
+        handler.dropIns.retrySave()
+        lifecycle.nextDropInSave = handler.dropIns.isUnsaved ? now + DropInLayer.saveRetry : nil
     }
 
     /// Reads the drop-in files again and, when users would see a difference, queues the marker

@@ -169,6 +169,7 @@ public final class Server {
         table.beginPass()
         serveReady()  // those that waited longest first
         for event in events { dispatch(event) }
+        reloadDropInsIfDue()
         if !table.streams.isEmpty { refillStreams() }  // pieces of long replies, as clients read them
         settleAll()  // replies to reads go out before the sync, not after it
         commits.commitQueued()
