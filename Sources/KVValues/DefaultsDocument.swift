@@ -2,7 +2,8 @@
 /// `{DOMAIN: {KEY: VALUE}}`, each domain's object as `kvctl export` writes it (`{"$dict":
 /// {...}}` for a domain whose keys start with `$`; a `$` key outside that wrapper is refused).
 /// The member `"for"` is not a domain: `{"groups": [NAME, ...], "users": [NAME, ...]}` names
-/// whom a drop-in file is for (``audience``). A UTF-8 byte order mark at the start is skipped.
+/// whom a drop-in file is for (``audience``), at least one name; a member `For` or `FOR` is
+/// refused as a misspelt `"for"`. A UTF-8 byte order mark at the start is skipped.
 ///
 /// An error never quotes the document (a file that is not what it should be may hold anything,
 /// and the system instance shows its problems to every user): it names a byte offset, a line,
@@ -52,6 +53,9 @@ public struct DefaultsDocument: Sendable, Equatable {
             if name == "for" {
                 document.audience = try audience(member)
                 continue
+            }
+            if name.lowercased() == "for" {  // `For`, `FOR`: a directive misspelt, not a domain
+                throw DefaultsDocumentError(#"a member "\#(name)" looks like a misspelt "for" (written in lower case)"#)
             }
             guard let domain = try? Domain(validating: name) else {
                 throw DefaultsDocumentError(
@@ -109,7 +113,11 @@ public struct DefaultsDocument: Sendable, Equatable {
             }
             return names
         }
-        return Audience(groups: try names("groups"), users: try names("users"))
+        let audience = Audience(groups: try names("groups"), users: try names("users"))
+        guard !audience.groups.isEmpty || !audience.users.isEmpty else {
+            throw DefaultsDocumentError(#""for" names no group and no user: the file would reach nobody"#)
+        }
+        return audience
     }
 }
 

@@ -44,12 +44,26 @@ struct DropInNamesTests {
     @Test func aMisspeltDirectiveIsAnErrorAndTheFileIsNotRead() throws {
         let folder = DropInFolder()
         try folder.write(folder.locks, "50-students", "For groups students\norg.ex.lk homepage\n")
+        // The same in a defaults file: a member "For" is no domain, and "for" must name someone.
+        try folder.write(folder.defaults, "50-students.json", #"{"For": {"groups": ["students"]}, "org.ex.lk": {"theme": "x"}}"#)
+        try folder.write(folder.defaults, "60-nobody.json", #"{"for": {"groups": []}, "org.ex.lk": {"zoom": 3}}"#)
         let scene = try SystemScene(systemArguments: ["--config-dir", folder.path])
         let user = try scene.startUser(scene.accounts.user)
         #expect(try user.kvctl("set", Self.domain, "homepage", "mine").status == 0, "the file's locks reached everyone")
         #expect(try user.kvctl("set", "For", "groups students", "mine").status == 0)
         let status = try Self.status(scene)
         #expect(status.contains("50-students: line 1") && status.contains("for"), "\(status)")
+        #expect(status.contains("50-students.json: ") && status.contains(#"misspelt "for""#), "\(status)")
+        #expect(status.contains("60-nobody.json: ") && status.contains("reach nobody"), "\(status)")
+        #expect(try user.get(Self.domain, "theme").value == nil)
+
+        // kvctl apply shares the format: refused, nothing applied.
+        let document = folder.path + "/apply.json"
+        try #"{"For": {"groups": ["students"]}, "org.ex.lk": {"theme": "x"}}"#.write(
+            toFile: document, atomically: false, encoding: .utf8)
+        let applied = try user.kvctl("apply", document)
+        #expect(applied.status != 0 && applied.stderr.contains(#"misspelt "for""#), "\(applied.stderr)")
+        #expect(try user.get(Self.domain, "theme").value == nil)
     }
 
     @Test func aByteOrderMarkIsAcceptedAndStatusNeverShowsAFilesContent() throws {
