@@ -7,7 +7,7 @@ import KVSystem
 /// The rules are stated once, for admins, in `docs/drop-in-rules.md`; in short:
 ///
 /// - Names: in `locks.d`, `NAME`; in `defaults.d`, `NAME.json`; NAME made of `A-Z a-z 0-9 _ -`
-///   only, and not of digits only. Every other name is skipped: hidden names, editor backups and
+///   only, and neither of digits only nor of capital letters only. Every other name is skipped: hidden names, editor backups and
 ///   package-manager leftovers (``isQuiet(_:)``) silently, the rest listed as skipped in status.
 ///   Each folder's files are taken in name order (byte order).
 /// - Trust (``DropInTrust``): every folder that decides what `DIR`, both folders and each file
@@ -131,7 +131,8 @@ struct DropInReader {
     }
 
     /// Whether a file named `name` is read: `NAME` in `locks.d`, `NAME.json` in `defaults.d`,
-    /// NAME of `A-Z a-z 0-9 _ -` only and not of digits only (vim probes a folder with `4913`).
+    /// NAME of `A-Z a-z 0-9 _ -` only, not of digits only (vim probes a folder with `4913`) and
+    /// not of capital letters only (`README`, `NOTES`: a document about the folder).
     static func isRead(_ name: String, _ kind: DropInFile.Kind) -> Bool {
         var stem = Substring(name)
         if kind == .defaults {
@@ -146,6 +147,7 @@ struct DropInReader {
         }
         return !stem.isEmpty && stem.utf8.allSatisfy(allowed)
             && !stem.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
+            && !stem.utf8.allSatisfy { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) }
     }
 
     /// Whether a name not read is skipped without a word in status, as dconf and run-parts skip

@@ -24,7 +24,7 @@ struct DropInNamesTests {
 
     @Test func onlyPlainNamesAreReadInLocksDAndTheSkippedOnesAreListed() throws {
         let folder = DropInFolder()
-        let names = ["50-l.old", "50-l.save", "50-l.disabled", "50-l.new", "50-l.dist", "50-l.json", "4913"]
+        let names = ["50-l.old", "50-l.save", "50-l.disabled", "50-l.new", "50-l.dist", "50-l.json", "4913", "README", "NOTES"]
         for (index, name) in names.enumerated() {
             try folder.write(folder.locks, name, "org.ex.lk key\(index)\n")
         }
@@ -39,6 +39,7 @@ struct DropInNamesTests {
         #expect(try user.get(Self.domain, "off").value == nil, "50-d.disabled.json was read")
         let status = try Self.status(scene)
         #expect(status.contains("skipped") && status.contains("50-l.disabled"), "\(status)")
+        #expect(status.contains(folder.locks + "/README"), "a note about the folder is listed as skipped: \(status)")
     }
 
     @Test func aMisspeltDirectiveIsAnErrorAndTheFileIsNotRead() throws {

@@ -116,10 +116,11 @@ struct DropInsTests {
         }
         #expect(DropInReader.isRead("10-a.json", .defaults) && DropInReader.isRead("10_A-b.json", .defaults))
         #expect(DropInReader.isRead("10-browser", .locks) && DropInReader.isRead("browser", .locks))
-        for name in ["10-browser~", "50-l.old", "50-l.disabled", "50-l.json", "50-l.new", "4913", "a b", "é"] {
+        for name in ["10-browser~", "50-l.old", "50-l.disabled", "50-l.json", "50-l.new", "4913", "a b", "é", "README", "TODO"] {
             #expect(!DropInReader.isRead(name, .locks), "\(name)")
         }
         #expect(!DropInReader.isQuiet("50-l.disabled") && !DropInReader.isQuiet("10-a.txt"))
+        #expect(!DropInReader.isQuiet("README") && DropInReader.isRead("README-2", .locks) && DropInReader.isRead("Browser", .locks))
     }
 
     @Test func theReaderTakesNameOrderBoundsEachFileAndRefusesAFolderOthersMayWrite() throws {
