@@ -74,6 +74,18 @@ enum Format {
         }
     }
 
+    /// What `source` prints for a key locked with no value: `{"domain", "key", "source":
+    /// "locked"}` with `json`.
+    static func lockedWithoutValue(domain: Domain, key: Key, json asJSON: Bool, lift: String) -> String {
+        if asJSON {
+            let members: [String: JSON] = [
+                "domain": .string(domain.name), "key": .string(key.name), "source": .string(ValueSource.locked.rawValue),
+            ]
+            return JSONWriter(sortKeys: true).string(.object(members))
+        }
+        return "locked: no value is set, and the system administrator locked it (\(lift))"
+    }
+
     /// What `locks` prints: `DOMAIN KEY` a line (only `KEY` for `locks DOMAIN`), keys escaped as
     /// ``names(_:json:)`` does; with `json`, an array of `{"domain", "key"}`.
     static func locks(_ locks: [LockedKey], ofOneDomain: Bool, json asJSON: Bool) -> String {

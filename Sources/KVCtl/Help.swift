@@ -141,7 +141,8 @@ enum Help {
             summary: "(with --system) lift a lock",
             details: """
                 Needs --system, and root or a member of the group kvd-admin. Users see their own
-                value again, else the machine's default. Fails if KEY is not locked.
+                value again, else the machine's default. Fails if KEY is not locked by an admin
+                (a drop-in file's lock is lifted in the file: the message names it).
                 """),
         Entry(
             name: "locks", aliases: [], usage: "locks [DOMAIN]",

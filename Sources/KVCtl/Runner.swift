@@ -129,8 +129,14 @@ struct Runner {
 
     /// `source DOMAIN KEY` for a user: where the value comes from, and for a lock who can lift
     /// it and how, as the system instance says.
+    /// A key locked with no value (a lock line alone) has no source of a value, but is locked:
+    /// said so, not "no key".
     private func printSource(_ domain: Domain, _ key: Key, on connection: Connection) throws {
-        let found = try connection.getWithSource(domain, key)
+        let found: (value: Value, revision: Int64, source: ValueSource)
+        do { found = try connection.getWithSource(domain, key) } catch .notFound(let name, let missing?) {
+            guard let lift = lockLift(domain, key) else { throw ClientError.notFound(domain: name, key: missing) }
+            return console.out(Format.lockedWithoutValue(domain: domain, key: key, json: options.json, lift: lift) + "\n")
+        }
         let lift = found.source == .locked ? lockLift(domain, key) : nil
         console.out(
             Format.source(found.source, found.value, domain: domain, key: key, json: options.json, lift: lift) + "\n")
@@ -333,7 +339,8 @@ struct Runner {
         if let message = Self.historyMessage(for: error, in: command) { return message }
         return switch (error, command) {
         case (.notFound, .unlock(let domain, let key)):
-            "\(domain.name) \(ClientError.shellWord(key.name)) is not locked (list the locks with: kvctl --system locks \(domain.name))"
+            fileLockNote(domain, key)
+                ?? "\(domain.name) \(ClientError.shellWord(key.name)) is not locked (list the locks with: kvctl --system locks \(domain.name))"
         case (.notFound(_, _?), .get(let domain, let key?)) where options.system:
             Self.message(for: error) + fileNote(domain, key)
         case (.keyLocked(let domain, let key), _) where !options.system:

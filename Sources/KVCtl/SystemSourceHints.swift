@@ -28,6 +28,14 @@ extension Runner {
             "; --system get reads the admins' layer only, and the drop-in file \(file) supplies this key (see the value in effect with: kvctl --system get \(shown) --effective)"
     }
 
+    /// For `--system unlock` of a key no admin locked: the drop-in file that locks it, if one
+    /// does (unlock lifts only the admins' locks).
+    func fileLockNote(_ domain: Domain, _ key: Key) -> String? {
+        guard let source = try? connect().systemSource(domain, key), let file = source.lockFile else { return nil }
+        return
+            "\(ClientError.shellWord(domain.name)) \(ClientError.shellWord(key.name)) is locked by the drop-in file \(file), not by an admin's lock: remove its line there (then kvctl --system reload)"
+    }
+
     /// Where the lock on `key` comes from and who can lift it, from the system instance; nil
     /// when it does not answer or does not say.
     func lockHint(_ domain: String, _ key: String) -> String? {
@@ -50,7 +58,10 @@ extension Runner {
         let group =
             source.adminGroup.map { "root or a member of group \($0)" } ?? "root or an admin of the system instance"
         switch (source.lock, source.lockFile) {
-        case ("admin"?, _): return "\(group) can lift it with: kvctl --system unlock \(shown)"
+        case ("admin"?, let file?):
+            return
+                "\(group) can lift the admins' lock with: kvctl --system unlock \(shown), and the drop-in file \(file) locks it too (remove its line there, then kvctl --system reload)"
+        case ("admin"?, nil): return "\(group) can lift it with: kvctl --system unlock \(shown)"
         case (_, let file?):
             return
                 "the drop-in file \(file) locks it: \(group) can lift it by removing its line there (then kvctl --system reload)"

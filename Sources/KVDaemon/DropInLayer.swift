@@ -304,11 +304,12 @@ final class DropInLayer {
         }
     }
 
-    /// Where `key` of `domain` comes from on this instance (`io.kvd.System.Source`), for
-    /// everyone (a file for some users or groups only is not counted), with the files' value
-    /// and the admin group (`--admin-group`).
-    func source(_ domain: Domain, _ key: Key, store: Store) -> [String: JSON] {
-        let current = combination(for: nil)
+    /// Where `key` of `domain` comes from on this instance (`io.kvd.System.Source`), for `peer`
+    /// (the files for everyone, and those for some users or groups that `peer` is among), with
+    /// the files' value and the admin group (`--admin-group`). `lockFile` names the file that
+    /// locks the key also when an admin locks it too (`lock` is then `admin`).
+    func source(_ domain: Domain, _ key: Key, store: Store, for peer: DropInPeer? = nil) -> [String: JSON] {
+        let current = combination(for: peer)
         var parameters: [String: JSON] = [:]
         let admin: Bool
         if case .value = store.get(domain, key) { admin = true } else { admin = false }
@@ -323,12 +324,13 @@ final class DropInLayer {
             parameters["fileValue"] = current.values[domain]?[key]?.typedJSON
         }
         if let reader { parameters["adminGroup"] = .string(reader.adminGroup) }
+        let lockFile = current.lockFile(domain, key)
         if case .value = store.get(Domain.locks(of: domain), key) {
             parameters["lock"] = .string("admin")
-        } else if let lockFile = current.lockFile(domain, key) {
+        } else if lockFile != nil {
             parameters["lock"] = .string("file")
-            parameters["lockFile"] = .string(lockFile)
         }
+        if let lockFile { parameters["lockFile"] = .string(lockFile) }
         return parameters
     }
 

@@ -24,10 +24,16 @@ extension RequestHandler {
             }
             return .commit(.dropInState, marker)
         case .systemSource(let domain, let key):
-            return .reply(VarlinkReply(parameters: dropIns.source(domain, key, store: store)))
+            return .source(domain, key)
         default:
             preconditionFailure("\(request) is not an io.kvd.System call")
         }
+    }
+
+    /// The `Source` reply for `peer` (the caller; nil: unknown): the drop-in files that reach
+    /// them count, those for some users or groups among them.
+    func sourceReply(_ domain: Domain, _ key: Key, for peer: DropInPeer?) -> VarlinkReply {
+        VarlinkReply(parameters: dropIns.source(domain, key, store: store, for: peer))
     }
 
     /// The `Status` reply: the store's revision, its domains (internal ones left out), and

@@ -45,6 +45,8 @@ struct RequestHandler {
         /// `ForgetHistory` or `KeepHistory`: made on the store's commit queue, answered with
         /// the revision like a write.
         case historyChange(Domain, HistoryChange)
+        /// `io.kvd.System.Source`: answered with ``sourceReply(_:_:for:)`` for the caller.
+        case source(Domain, Key)
     }
 
     /// What to do with `request`: a read is answered here, from the store and the layer,

@@ -43,6 +43,8 @@ extension Server {
             startStream(stream, to: connection)
         case .historyChange(let domain, let change):
             _ = commits.submit(.history(domain, change), for: connection, oneway: oneway)
+        case .source(let domain, let key):
+            if !oneway { connection.send(handler.sourceReply(domain, key, for: connection.dropInPeer)) }
         }
     }
 

@@ -236,9 +236,11 @@ public enum SystemInterface {
         # or etcd), "file" (a drop-in file) or none; file: the drop-in file holding a value for
         # the key (beneath an admin's, if value is "admin"), and fileValue its value (typed
         # JSON); lock "admin", "file" or none, with lockFile the file whose line locks it (a key
-        # or a glob); adminGroup: the group whose members may change the instance and its files
-        # (--admin-group). Anyone may call it (users' kvctl names the file of a lock). An older
-        # instance leaves fileValue and adminGroup out.
+        # or a glob; also when an admin locks it too); adminGroup: the group whose members may
+        # change the instance and its files (--admin-group). The files counted are those that
+        # reach the caller (files for some users or groups: those among them). Anyone may call
+        # it (users' kvctl names the file of a lock). An older instance leaves fileValue and
+        # adminGroup out.
         method Source(domain: string, key: string) -> (
           value: ?string,
           file: ?string,

@@ -1,0 +1,43 @@
+import Foundation
+import Glibc
+import Testing
+
+/// Issue 35, the attack on item 10: what kvctl says lifts each kind of lock. A lock line with
+/// no value, a key an admin and a file both lock, `--system unlock` of a file's lock, and a
+/// lock from a file for some users only: each names the file (and the unlock where one helps).
+/// Real files, a real system instance (root), a real user's kvd and kvctl (`setpriv`).
+@Suite(.needsSystemAccounts)
+struct DropInHintTests {
+    static let domain = "org.ex.lk"
+
+    @Test func eachKindOfLockSaysWhatLiftsIt() throws {
+        let folder = DropInFolder()
+        let accounts = try SystemAccounts.get()
+        try folder.write(folder.locks, "50-lock", "org.ex.lk homepage\norg.ex.lk both\n")
+        try folder.write(folder.locks, "60-user", "for users \(accounts.user.name)\norg.ex.lk zoom\n")
+        let scene = try SystemScene(systemArguments: ["--config-dir", folder.path])
+        let user = try scene.startUser(scene.accounts.user)
+        let lockFile = folder.locks + "/50-lock"
+
+        // A lock line alone: no value, but locked, and the file named.
+        let source = try DropInNamesTests.userKvctl(scene, user, "source", Self.domain, "homepage")
+        #expect(source.status == 0 && source.stdout.hasPrefix("locked") && source.stdout.contains(lockFile), "\(source)")
+        let json = try DropInNamesTests.userKvctl(scene, user, "--json", "source", Self.domain, "homepage")
+        #expect(json.stdout.contains(#""source":"locked""#), "\(json)")
+        // --system unlock lifts the admins' locks only: it names the file instead of "not locked".
+        let unlock = try DropInTests.systemKvctl(scene, "unlock", Self.domain, "homepage")
+        #expect(unlock.status == 1 && unlock.stderr.contains(lockFile) && !unlock.stderr.contains("is not locked"), "\(unlock)")
+
+        // Locked by an admin and by the file: both are named.
+        try scene.setAndLock(Self.domain, "both", "admins")
+        #expect(try eventually { try user.get(Self.domain, "both").source == "locked" })
+        let both = try DropInNamesTests.userKvctl(scene, user, "set", Self.domain, "both", "mine")
+        #expect(both.status == 1 && both.stderr.contains("--system unlock") && both.stderr.contains(lockFile), "\(both)")
+
+        // A file for this user only: its lock is named to them.
+        let zoom = try DropInNamesTests.userKvctl(scene, user, "set", Self.domain, "zoom", "-int", "3")
+        #expect(zoom.status == 1 && zoom.stderr.contains(folder.locks + "/60-user"), "\(zoom)")
+        let other = try scene.startUser(scene.accounts.other)
+        #expect(try other.kvctl("set", Self.domain, "zoom", "-int", "3").status == 0)
+    }
+}
