@@ -174,7 +174,8 @@ extension DropIns {
 
     /// One `DOMAIN KEY` a line (the key: the rest of the line, trimmed; `*` in it is a glob,
     /// `DOMAIN *` the whole domain); blank lines and lines starting with `#` are skipped, and a
-    /// UTF-8 byte order mark at the start. A line `for groups NAME...` or `for users NAME...`
+    /// UTF-8 byte order mark at the start. A key holding a carriage return or ` #` (a comment
+    /// at the end of the line) is an error. A line `for groups NAME...` or `for users NAME...`
     /// names whom the file is for (`audience`); a first word that is `for` in other letters
     /// (`For`, `FOR`) is a misspelt directive, an error, never a domain. An error names the
     /// line, never its text (see ``DefaultsDocument``).
@@ -212,9 +213,23 @@ extension DropIns {
             guard let key = try? Key(validating: String(rest)) else {
                 throw DropInReadError(description: "line \(number): not a valid key (too long, or holding NUL)")
             }
+            try checkPlainKey(rest, line: number)
             locks[domain, default: []].insert(key)
         }
         return locks
+    }
+
+    /// Refuses a key that is surely a mistake: one holding a carriage return (a file with old
+    /// Mac line ends is one line) or ` #`/`\t#` (a comment at the end of a line: comments take
+    /// a line of their own, or the lock would be on a key nobody uses).
+    private static func checkPlainKey(_ key: Substring, line number: Int) throws(DropInReadError) {
+        if key.contains("\r") {
+            throw DropInReadError(description: "line \(number): a carriage return inside the line (end lines with LF)")
+        }
+        if key.contains(" #") || key.contains("\t#") {
+            throw DropInReadError(
+                description: "line \(number): a comment after the key (# starts a comment only at the start of a line)")
+        }
     }
 
     /// The words after `for` on line `number`: `groups NAME...` or `users NAME...`.

@@ -67,6 +67,11 @@ struct DropInsTests {
         #expect(locks[Self.browser] == [Self.key("home page"), Self.key("proxy.*")])
         #expect(locks[try Domain(validating: "org.ex.mail")] == [Self.key("*")])
         #expect(throws: DropInReadError.self) { try DropIns.parse(Array("org.ex/browser k\n".utf8), .locks) }
+        // Old Mac line ends (one line), a comment after the key: errors, not keys nobody uses.
+        for text in ["org.ex.browser a\rorg.ex.browser b\r", "org.ex.browser homepage # kiosk\n", "org.ex.browser a\t# x\n"] {
+            #expect(throws: DropInReadError.self, "\(text.debugDescription)") { try DropIns.parse(Array(text.utf8), .locks) }
+        }
+        #expect(try DropIns.parse(Array("org.ex.browser a#b\n".utf8), .locks).locks[Self.browser] == [Self.key("a#b")])
     }
 
     @Test func aFileForSomeGroupsOrUsersAppliesToThemOnly() throws {
