@@ -216,6 +216,11 @@ extension Invocation {
     private static func parseGet(_ reader: inout ArgumentReader) throws(UsageError) -> Command {
         let domain = try reader.domain()
         guard let key = try reader.optionalKey() else { return .get(domain, nil) }
+        if key.name == "--effective" {  // a flag where the key goes, not a key
+            throw UsageError(
+                "get DOMAIN --effective needs a KEY (get DOMAIN KEY --effective); the whole domain in effect: kvctl export DOMAIN - --effective"
+            )
+        }
         let rest = reader.remaining()
         if rest == ["--effective"] { return .getEffective(domain, key) }
         try ArgumentReader(rest).end()

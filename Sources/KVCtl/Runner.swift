@@ -343,6 +343,9 @@ struct Runner {
                 ?? "\(domain.name) \(ClientError.shellWord(key.name)) is not locked (list the locks with: kvctl --system locks \(domain.name))"
         case (.notFound(_, _?), .get(let domain, let key?)) where options.system:
             Self.message(for: error) + fileNote(domain, key)
+        case (.permissionDenied, _) where options.system:
+            adminGroup().map { "permission denied: only root and members of group \($0) may change the system instance" }
+                ?? Self.message(for: error)
         case (.keyLocked(let domain, let key), _) where !options.system:
             lockHint(domain, key) ?? Self.message(for: error)
         case (.cannotConnect(let path, let reason), _) where options.system:

@@ -28,6 +28,13 @@ extension Runner {
             "; --system get reads the admins' layer only, and the drop-in file \(file) supplies this key (see the value in effect with: kvctl --system get \(shown) --effective)"
     }
 
+    /// The system instance's admin group (`--admin-group`), as `Source` (which anyone may call)
+    /// says; nil when it does not answer or does not say.
+    func adminGroup() -> String? {
+        guard let domain = try? Domain(validating: "kvd"), let key = try? Key(validating: "admin-group") else { return nil }
+        return (try? connect().systemSource(domain, key))?.adminGroup
+    }
+
     /// For `--system unlock` of a key no admin locked: the drop-in file that locks it, if one
     /// does (unlock lifts only the admins' locks).
     func fileLockNote(_ domain: Domain, _ key: Key) -> String? {

@@ -7,8 +7,9 @@ import KVSystem
 /// The rules are stated once, for admins, in `docs/drop-in-rules.md`; in short:
 ///
 /// - Names: in `locks.d`, `NAME`; in `defaults.d`, `NAME.json`; NAME made of `A-Z a-z 0-9 _ -`
-///   only, and neither of digits only nor of capital letters only. Every other name is skipped: hidden names, editor backups and
-///   package-manager leftovers (``isQuiet(_:)``) silently, the rest listed as skipped in status.
+///   only, and neither of digits only nor of capital letters only. Every other name is
+///   skipped: hidden names, editor backups and package-manager leftovers (``isQuiet(_:)``)
+///   silently, the rest listed as skipped in status.
 ///   Each folder's files are taken in name order (byte order).
 /// - Trust (``DropInTrust``): every folder that decides what `DIR`, both folders and each file
 ///   name (those on the way, and on the way to what each symbolic link leads to:

@@ -39,5 +39,10 @@ struct DropInHintTests {
         #expect(zoom.status == 1 && zoom.stderr.contains(folder.locks + "/60-user"), "\(zoom)")
         let other = try scene.startUser(scene.accounts.other)
         #expect(try other.kvctl("set", Self.domain, "zoom", "-int", "3").status == 0)
+
+        // A user's change to the system instance is denied, naming the real admin group.
+        let denied = try DropInTrustTests.runAs(
+            accounts.user, Binaries.kvctl, ["--socket", scene.systemSocket, "--system", "set", Self.domain, "k", "v"])
+        #expect(denied.status == 1 && denied.stderr.contains("group \(SystemAccounts.adminGroup) "), "\(denied)")
     }
 }

@@ -75,6 +75,12 @@ import Testing
         #expect(daemon.kvctl("--system", "locks") == (0, "", ""), "reading must stay allowed")
     }
 
+    @Test func getTakesEffectiveAfterAKeyOnly() {
+        let daemon = FakeDaemon()
+        let result = daemon.kvctl("--system", "get", "com.a", "--effective")
+        #expect(result.status == 2 && result.err.contains("needs a KEY") && result.err.contains("export"), "\(result)")
+    }
+
     @Test func sourceSaysWhereTheValueComesFromAndWhatToDo() {
         let daemon = FakeDaemon()
         for key in ["mine", "machine", "k"] { _ = daemon.kvctl("set", "com.a", key, "v") }
