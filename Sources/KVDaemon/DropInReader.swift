@@ -21,7 +21,8 @@ import KVSystem
 ///   what it holds (of a refused file, its own).
 /// - Bounds: at most ``maxFiles`` files a folder, ``maxFileBytes`` a file and ``maxTotalBytes``
 ///   in all; a file past a bound is a problem, not read. Anything but a regular file is a
-///   problem. A missing folder holds no file.
+///   problem. A missing folder (`DIR` or one of the two) keeps the last good content of what
+///   it held (``DropInReadError/missingFolder``; no problem when it held nothing).
 ///
 /// Blocks on the reads (local files, bounded); called on the loop thread at start and reload.
 struct DropInReader {
@@ -54,6 +55,11 @@ struct DropInReader {
         if let admins { trust.isAdmin = { [system] in system.groups(ofUser: $0).contains(admins) } }
         if let (path, reason) = configRefusal(trust) {
             return Found(files: [DropInFile(path: path, kind: .defaults, bytes: .failure(.init(description: reason)))])
+        }
+        if case .failure(let error) = Result(catching: { () throws(Errno) in try system.status(directory, followingLinks: true) }),
+            error == .noSuchFileOrDirectory
+        {
+            return Found(files: [DropInFile(path: directory, kind: .defaults, bytes: .failure(.missingFolder))])
         }
         var budget = Self.maxTotalBytes
         var found = Found()
@@ -102,7 +108,7 @@ struct DropInReader {
         }
         let names: [String]
         do { names = try fileSystem.contentsOfDirectory(folder) } catch {
-            if error.code == ENOENT { return [] }
+            if error.code == ENOENT { return [DropInFile(path: folder, kind: kind, bytes: .failure(.missingFolder))] }
             return [DropInFile(path: folder, kind: kind, bytes: .failure(.init(description: "\(error)")))]
         }
         let sorted = names.sorted { Array($0.utf8).lexicographicallyPrecedes($1.utf8) }

@@ -7,13 +7,19 @@ import KVSystem
 /// or out, and removed (not for each write: a file is read once it is whole; an admin who
 /// writes in place triggers one reload when the file is closed, one who renames a temporary
 /// file into place, as editors and config-management tools do, one at the rename). A folder
-/// that appears later is watched from the next event in `DIR`. Loop thread only.
+/// that appears later is watched from the next event in `DIR`; `DIR` moved away or removed is
+/// watched again at its path once a folder is there (``rewatch()``, which the server calls
+/// while ``watchesDirectory`` is false). Loop thread only.
 final class DropInWatcher {
     let fd: Int32
     private let directory: String
     private let system: any SystemCalls
 
-    static let folderEvents = UInt32(IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_ATTRIB)
+    static let folderEvents = UInt32(
+        IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF)
+    /// Whether a folder at `DIR`'s path is watched: false once `DIR` was moved away or removed
+    /// and no folder is at its path yet.
+    private(set) var watchesDirectory = true
     static let fileEvents = UInt32(
         IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF)
 
@@ -28,6 +34,13 @@ final class DropInWatcher {
             system.close(fd)
             throw SystemError("inotify_add_watch \(directory)", error)
         }
+        watchFolders()
+    }
+
+    /// Watches `DIR` and the two folders at their paths again (the same watch for a folder
+    /// already watched; a new one for a folder that replaced it; none for one missing).
+    func rewatch() {
+        watchesDirectory = (try? system.inotifyAddWatch(fd, directory, mask: Self.folderEvents)) != nil
         watchFolders()
     }
 
@@ -49,7 +62,7 @@ final class DropInWatcher {
             guard case .success(let read) = count, read > 0 else { break }
             any = true
         }
-        if any { watchFolders() }
+        if any { rewatch() }
         return any
     }
 

@@ -121,6 +121,15 @@ struct DropInFile: Equatable, Sendable {
 /// Why a drop-in file was not read, in one line.
 struct DropInReadError: Error, Equatable, Sendable, CustomStringConvertible {
     var description: String
+    /// A problem only when there is a last good content to keep (a folder missing that held
+    /// files: moved away, or not mounted yet); a folder that never held any is no problem.
+    var onlyIfKept = false
+
+    /// A folder that is missing: what it held still applies, if anything.
+    static let missingFolder = DropInReadError(
+        description:
+            "missing (moved away, or not mounted yet?): to take a folder's values and locks away, remove its files, not the folder",
+        onlyIfKept: true)
 }
 
 extension DropIns {
@@ -313,6 +322,7 @@ struct DropInSet: Equatable, Sendable {
             case .failure(let error):
                 let folder = file.path.hasSuffix("/") ? file.path : file.path + "/"
                 let kept = previous.filter { $0.key == file.path || $0.key.hasPrefix(folder) }
+                if error.onlyIfKept, kept.isEmpty { continue }
                 set.files += kept.sorted { $0.key < $1.key }.map { File(path: $0.key, content: $0.value) }
                 set.problems.append(.init(file: file.path, reason: error.description + Self.keptNote(kept, file.path)))
             }

@@ -24,6 +24,8 @@ final class Lifecycle {
     @exclusivity(unchecked) var listeners: [Int32]
     /// The system instance: tells of changes in its drop-in folders (``DropInWatcher``).
     var dropInWatcher: DropInWatcher?
+    /// The system instance's config folder (`--config-dir`), once its drop-ins started.
+    var dropInDirectory: String?
     /// How long the drop-in folders must stay quiet after a change before they are read again:
     /// an editor's save (vim renames the file away, then writes the new one) or a tool's several
     /// files are one change, never read half done (a lock would lift in between).
@@ -58,6 +60,11 @@ final class Lifecycle {
 
     /// When the drop-in files' last good content is next tried to be saved, while it is not.
     var nextDropInSave: ContinuousClock.Instant?
+    /// When the config folder is next looked for, while it is missing or not watched (it may be
+    /// mounted later, or made again after it was moved away).
+    var nextDropInLook: ContinuousClock.Instant?
+    /// How often the config folder is looked for while it is missing or not watched.
+    static let dropInLookInterval = Duration.seconds(5)
 
     /// Whether a reload of the drop-in folders is due now (then it is no longer pending).
     func takeDueDropInReload() -> Bool {
@@ -78,6 +85,7 @@ final class Lifecycle {
         if watchdog != nil { consider(nextWatchdogPing - now) }
         if let changes = dropInChanges { consider(changes.due - now) }
         if let nextDropInSave { consider(nextDropInSave - now) }
+        if let nextDropInLook { consider(nextDropInLook - now) }
         if committing && isStopping { consider(.milliseconds(10)) }
         guard let wait else { return -1 }
         let milliseconds = wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000

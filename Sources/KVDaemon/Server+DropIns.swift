@@ -21,15 +21,38 @@ extension Server {
                 log.error("the drop-in files: cannot record their generation: \(error)")
             }
         }
+        lifecycle.dropInDirectory = directory
+        watchDropIns(directory, quiet: false)
+    }
+
+    /// Watches the folders in `directory`; while it cannot (the folder is missing: not mounted
+    /// yet, say), looks again every ``Lifecycle/dropInLookInterval``.
+    private func watchDropIns(_ directory: String, quiet: Bool) {
         do {
             let watcher = try DropInWatcher(directory: directory, system: system)
             try poller.watch(watcher.fd, readable: true, writable: false, adding: true)
             lifecycle.dropInWatcher = watcher
-        } catch  where error.errno == .noSuchFileOrDirectory {
-            log.info("no drop-in folder \(directory): none read (make it, then reload with SIGHUP)")
         } catch {
-            log.warning("the drop-in folders in \(directory) are not watched (\(error)); reload with SIGHUP")
+            lifecycle.nextDropInLook = .now + Lifecycle.dropInLookInterval
+            if quiet { return }
+            if error.errno == .noSuchFileOrDirectory {
+                log.info("no drop-in folder \(directory): looked for every \(Lifecycle.dropInLookInterval)")
+            } else {
+                log.warning("the drop-in folders in \(directory) are not watched (\(error)); looked at again every \(Lifecycle.dropInLookInterval)")
+            }
         }
+    }
+
+    /// The config folder was missing or not watched: watched and read once it is there.
+    private func lookForDropInFolder() {
+        lifecycle.nextDropInLook = nil
+        guard let directory = lifecycle.dropInDirectory else { return }
+        if let watcher = lifecycle.dropInWatcher { watcher.rewatch() } else { watchDropIns(directory, quiet: true) }
+        guard let watcher = lifecycle.dropInWatcher, watcher.watchesDirectory else {
+            lifecycle.nextDropInLook = .now + Lifecycle.dropInLookInterval
+            return
+        }
+        reloadDropIns(because: "the folder is there again")
     }
 
     /// SIGHUP reloads the system instance's drop-in files; any other signal (and SIGHUP to a
@@ -44,12 +67,16 @@ extension Server {
     func dropInsChanged() {
         guard let watcher = lifecycle.dropInWatcher, watcher.drain() else { return }
         lifecycle.dropInsChanged()
+        if !watcher.watchesDirectory, lifecycle.nextDropInLook == nil {
+            lifecycle.nextDropInLook = .now + Lifecycle.dropInLookInterval
+        }
     }
 
     /// Reads the drop-in folders again when a change settled, and tries again to save their
     /// last good content while it is not saved (each pass).
     func reloadDropInsIfDue() {
         if lifecycle.takeDueDropInReload() { reloadDropIns(because: "a change in the folders") }
+        if let look = lifecycle.nextDropInLook, ContinuousClock.now >= look { lookForDropInFolder() }
         guard handler.dropIns.isUnsaved else { return lifecycle.nextDropInSave = nil }
         let now = ContinuousClock.now
         guard let due = lifecycle.nextDropInSave else { return lifecycle.nextDropInSave = now + DropInLayer.saveRetry }

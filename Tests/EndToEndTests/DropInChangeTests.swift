@@ -81,3 +81,46 @@ struct DropInChangeTests {
         #expect(try DropInTrustTests.fileLocks(scene, "zoom"), "\(scene.logs())")
     }
 }
+
+/// The attack on items 1 and 4: a folder that goes missing (moved away, or not mounted yet at a
+/// restart) keeps what it held, and one that comes back, or is made anew, is watched and read.
+@Suite(.needsSystemAccounts)
+struct DropInMissingFolderTests {
+    static let domain = DropInTrustTests.domain
+
+    @Test func aMissingFolderKeepsItsLocksAndOneMadeAgainIsReadAndWatched() throws {
+        let folder = DropInFolder()
+        try folder.write(folder.locks, "50-lock", "org.ex.keep homepage\n")
+        let scene = try SystemScene(systemArguments: ["--config-dir", folder.path])
+        let user = try scene.startUser(scene.accounts.user)
+        #expect(try user.kvctl("set", Self.domain, "homepage", "mine").status == 1)
+
+        // locks.d moved away: its lock stays, and status says why.
+        #expect(rename(folder.locks, folder.path + "/locks.gone") == 0)
+        usleep(800_000)
+        #expect(try user.kvctl("set", Self.domain, "homepage", "mine").status == 1, "\(scene.logs())")
+        #expect(try DropInTrustTests.status(scene).contains(folder.locks + ": missing"))
+        #expect(rename(folder.path + "/locks.gone", folder.locks) == 0)
+
+        // The whole config folder gone (an unmounted /etc/kvd), across a restart too.
+        let away = folder.path + ".away"
+        #expect(rename(folder.path, away) == 0)
+        defer { try? FileManager.default.removeItem(atPath: away) }
+        usleep(800_000)
+        #expect(try user.kvctl("set", Self.domain, "homepage", "mine").status == 1, "\(scene.logs())")
+        #expect(scene.system!.stop() == 0)
+        scene.system = try scene.startSystem()
+        #expect(try DropInTrustTests.status(scene).contains(folder.path + ": missing"), "\(scene.logs())")
+        #expect(try DropInTrustTests.fileLocks(scene, "homepage"), "\(scene.logs())")
+
+        // Made again (mounted): read within a few seconds, and watched from then on.
+        mkdir(folder.path, 0o755)
+        mkdir(folder.locks, 0o755)
+        mkdir(folder.defaults, 0o755)
+        try folder.write(folder.locks, "50-lock", "org.ex.keep zoom\n")
+        #expect(try eventually(within: 15) { try DropInTrustTests.fileLocks(scene, "zoom") }, "\(scene.logs())")
+        #expect(try !DropInTrustTests.fileLocks(scene, "homepage"))
+        try folder.write(folder.locks, "50-lock", "org.ex.keep theme\n")
+        #expect(try eventually(within: 3) { try DropInTrustTests.fileLocks(scene, "theme") }, "\(scene.logs())")
+    }
+}
