@@ -108,7 +108,7 @@ public final class KVDefaults: Sendable {
 
     /// The suite named `suiteName` (a domain name such as `com.example.app`), or ``standard``'s
     /// domain for `nil`; `nil` if the name breaks the domain rule (the reason goes to the
-    /// diagnostics handler).
+    /// diagnostics handler, as ``KVDiagnostic/Kind/invalidName``).
     public convenience init?(suiteName: String?, configuration: Configuration = Configuration()) {
         guard let suiteName else {
             self.init(domain: ProcessFacts.executableDomain(), configuration: configuration)
@@ -118,7 +118,7 @@ public final class KVDefaults: Sendable {
             self.init(domain: try Domain(validating: suiteName), configuration: configuration)
         } catch {
             configuration.diagnostics(
-                KVDiagnostic(domain: suiteName, key: nil, kind: .undecodable, message: "\(error)"))
+                KVDiagnostic(domain: suiteName, key: nil, kind: .invalidName, message: "\(error)"))
             return nil
         }
     }
