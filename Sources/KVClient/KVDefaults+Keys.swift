@@ -114,6 +114,7 @@ extension KVDefaults {
             throw .invalidValue(key: key.name, reason: Versioning.describe(error))
         }
         let name = try KVDefaultsError.key(key.name)
+        writeQueue.waitForEarlier()  // the stored value as the async writes called before left it
         for attempt in 1...5 {
             let (stored, revision) = try storedForWrite(name)
             let prepared = try WriteGuard.prepareReporting(node, as: T.self, over: stored, unread: policy, key: key.name)

@@ -12,7 +12,7 @@ import Synchronization
 ///     static let theme = Key<String>("theme", default: "light")
 /// }
 ///
-/// final class AppSettings: KVSettings {
+/// final class AppSettings: KVSettings, @unchecked Sendable {
 ///     var theme: String {
 ///         get { self[.theme] }
 ///         set { self[.theme] = newValue }
@@ -26,6 +26,13 @@ import Synchronization
 ///     print("theme changed")                       // after `kvctl set com.example.app theme dark`
 /// }
 /// ```
+///
+/// The subclass restates `@unchecked Sendable`: ``KVSettings`` is `Sendable` by its own locks
+/// (it is open, so the compiler cannot check it), and in the Swift 6 language mode a subclass
+/// that does not restate it warns "must restate inherited '@unchecked Sendable' conformance". A
+/// subclass whose properties only read and write keys, as above, adds no state of its own to
+/// guard. (scripts/check-consumer.sh builds this example in an app in the Swift 6 mode with
+/// warnings as errors.)
 ///
 /// A read goes to the suite's cache (no IPC), and reads as the suite reads (the search order;
 /// the default when missing or unreadable). Assigning through the subscript stores the value
