@@ -86,4 +86,18 @@ private final class FontSettings: KVSettings, @unchecked Sendable {
         defaults.set(18, forKey: "fontSize")
         #expect(defaults[.unreadFontSize] == 18)
     }
+
+    /// Against a real kvd: the diagnostic's `kvctl restore` puts the replaced value back.
+    @Test func theDiagnosticsRestoreCommandPutsTheReplacedValueBack() throws {
+        let daemon = try RealDaemon()
+        let log = DiagnosticLog()
+        try daemon.connection().set(domain(Self.name), key("fontSize"), .string("huge"))
+        let settings = FontSettings(daemon.suite(Self.name, log: log))
+        settings.fontSize = 18
+        #expect(settings.fontSize == 18)
+        let message = try #require(log.all.last(where: { $0.kind == .replacedUnreadValue })?.message)
+        let command = try #require(message.split(separator: "`").first { $0.hasPrefix("kvctl restore") })
+        try run("kvctl", ["--socket", daemon.socket] + command.split(separator: " ").dropFirst().map(String.init))
+        #expect(eventually { settings.defaults.string(forKey: "fontSize") == "huge" }, "\(command)")
+    }
 }
