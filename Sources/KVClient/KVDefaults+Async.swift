@@ -22,9 +22,9 @@ import KVValues
 /// suite's observers run on the write thread. Cancelling the task does not cancel the write.
 extension KVDefaults {
     /// ``set(_:for:unread:)`` on the suite's write thread; returns or throws when it has.
-    public func setAsync<T>(_ value: T, for key: Key<T>, unread policy: UnreadPolicy = .refuse) async throws(
-        KVDefaultsError
-    ) {
+    public func setAsync<T>(_ value: T, for key: Key<T>, unread policy: UnreadPolicy = .refuse)
+        async throws(KVDefaultsError)
+    {
         try await writeQueue.run { () throws(KVDefaultsError) in try self.set(value, for: key, unread: policy) }
     }
 

@@ -117,7 +117,8 @@ extension KVDefaults {
         writeQueue.waitForEarlier()  // the stored value as the async writes called before left it
         for attempt in 1...5 {
             let (stored, revision) = try storedForWrite(name)
-            let prepared = try WriteGuard.prepareReporting(node, as: T.self, over: stored, unread: policy, key: key.name)
+            let prepared = try WriteGuard.prepareReporting(
+                node, as: T.self, over: stored, unread: policy, key: key.name)
             let final = prepared.value
             do {
                 try commit(domain, [Change(key: name, value: final)]) { (connection) throws(ClientError) -> Int64 in

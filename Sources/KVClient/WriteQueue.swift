@@ -57,7 +57,8 @@ final class WriteQueue: @unchecked Sendable {
     func run<T: Sendable>(_ body: @escaping @Sendable () throws(KVDefaultsError) -> T) async throws(KVDefaultsError)
         -> T
     {
-        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<T, KVDefaultsError>, Never>) in
+        let result = await withCheckedContinuation {
+            (continuation: CheckedContinuation<Result<T, KVDefaultsError>, Never>) in
             submit {
                 do throws(KVDefaultsError) {
                     continuation.resume(returning: .success(try body()))

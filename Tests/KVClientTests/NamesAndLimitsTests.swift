@@ -25,7 +25,8 @@ import Testing
     private func suite(_ store: KVMemoryStore = KVMemoryStore(), log: DiagnosticLog = DiagnosticLog()) -> KVDefaults {
         KVDefaults(
             suiteName: "com.example.limits",
-            configuration: .inMemory(store, diagnostics: { diagnostic in log.entries.withLock { $0.append(diagnostic) } })
+            configuration: .inMemory(
+                store, diagnostics: { diagnostic in log.entries.withLock { $0.append(diagnostic) } })
         )!
     }
 

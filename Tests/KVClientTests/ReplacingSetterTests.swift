@@ -30,7 +30,8 @@ private final class FontSettings: KVSettings, @unchecked Sendable {
     private func suite(_ store: KVMemoryStore, _ log: DiagnosticLog) -> KVDefaults {
         KVDefaults(
             suiteName: Self.name,
-            configuration: .inMemory(store, diagnostics: { diagnostic in log.entries.withLock { $0.append(diagnostic) } })
+            configuration: .inMemory(
+                store, diagnostics: { diagnostic in log.entries.withLock { $0.append(diagnostic) } })
         )!
     }
 
