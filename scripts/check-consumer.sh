@@ -10,6 +10,11 @@
 #     recommends (a 0.x minor release may break KVClient's API: docs/releases.md) — SwiftPM
 #     refuses a dependency taken by version that has unsafe build flags, which is
 #     the failure this check exists for;
+#     The app holds KVSettings' documented example (the first ```swift block of the doc comment
+#     in Sources/KVClient/KVSettings.swift, its statements in a function the app never calls),
+#     and its own target builds in the Swift 6 language mode with warnings as errors (an unsafe
+#     flag, which SwiftPM allows to the root package), so the documented shape must be
+#     warning-free (it restates `@unchecked Sendable`);
 #  3. builds the app in debug and in release (only KVClient's own dependency graph: the app
 #     depends on the KVClient product alone);
 #  4. runs both builds against a real kvd it starts on a socket in that folder (the kvd of this
@@ -53,9 +58,29 @@ import PackageDescription
 let package = Package(
     name: "ConsumerApp",
     dependencies: [.package(url: "file://$work/kvd", .upToNextMinor(from: "$version"))],
-    targets: [.executableTarget(name: "ConsumerApp", dependencies: [.product(name: "KVClient", package: "kvd")])]
+    targets: [
+        .executableTarget(
+            name: "ConsumerApp", dependencies: [.product(name: "KVClient", package: "kvd")],
+            swiftSettings: [.unsafeFlags(["-warnings-as-errors"])])
+    ],
+    swiftLanguageModes: [.v6]
 )
 EOF
+# KVSettings' documented example: declarations as they are, statements from the first `let` on
+# in a function (a file other than main.swift holds no top-level statements).
+awk '
+    /^\/\/\/ ```swift$/ && !done { inside = 1; print "import KVClient"; print "import Observation"; print ""; next }
+    inside && /^\/\/\/ ```$/ { if (body) print "}"; inside = 0; done = 1; next }
+    inside {
+        line = substr($0, 5)
+        if (!body && line ~ /^let /) { print "func documentedSettingsExample() {"; body = 1 }
+        print line
+    }
+' Sources/KVClient/KVSettings.swift >"$work/app/Sources/ConsumerApp/DocumentedExample.swift"
+grep -q 'final class AppSettings: KVSettings' "$work/app/Sources/ConsumerApp/DocumentedExample.swift" || {
+    echo "check-consumer: no KVSettings example found in Sources/KVClient/KVSettings.swift's doc comment" >&2
+    exit 1
+}
 cat > "$work/app/Sources/ConsumerApp/main.swift" <<'EOF'
 import Glibc
 import KVClient
@@ -64,8 +89,8 @@ extension KVDefaults.Keys {
     static let launches = Key<Int>("launches", default: 0)
 }
 
-/// The README's Observation model.
-final class AppSettings: KVSettings, @unchecked Sendable {
+/// The README's Observation model (DocumentedExample.swift holds KVSettings' own, `AppSettings`).
+final class LaunchSettings: KVSettings, @unchecked Sendable {
     var launches: Int {
         get { self[.launches] }
         set { self[.launches] = newValue }
@@ -79,7 +104,7 @@ func check(_ condition: Bool, _ what: String) {
     }
 }
 
-let live = AppSettings(KVDefaults(suiteName: "com.example.consumer")!)
+let live = LaunchSettings(KVDefaults(suiteName: "com.example.consumer")!)
 let before = live.launches
 live.launches = before + 1
 check(live.launches == before + 1, "the typed key did not read its own write")

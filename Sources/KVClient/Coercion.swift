@@ -11,9 +11,12 @@ import KVValues
 /// | `double(forKey:)`, `float(forKey:)` | real; integer; bool 1/0; string by its leading number, exponent included (`"-2.5e3"` → -2500, `".5"` → 0.5), else 0 |
 /// | `bool(forKey:)` | bool; number ≠ 0; string starting with `Y`/`y`/`T`/`t` after blanks, or whose leading integer is not 0 (`"YES"`, `"true"`, `"12abc"`; not `".5"`) |
 ///
-/// A date or data value is never converted (nil, 0 or false), as in Foundation. A `Float` is
-/// stored as the decimal it prints as (`12.34`), so it reads back as the same `Float` and prints
-/// the same; integers are 64-bit, so no value is lost.
+/// A date or data value is never converted (nil, 0 or false), as in Foundation. A `Float` given
+/// to a Foundation-shaped setter is stored as Foundation stores it, widened to the `Double` of
+/// the same value (`12.34000015258789` for `12.34 as Float`), so `double(forKey:)` reads what
+/// Foundation's reads and `float(forKey:)` the same `Float`; a typed key (`Key<Float>`) stores
+/// the decimal the `Float` prints as (`12.34`, ``decimal(_:)``). Integers are 64-bit, so no
+/// value is lost.
 enum Coercion {
     static func string(_ value: Value) -> String? {
         switch value {
@@ -170,7 +173,7 @@ enum Coercion {
     // MARK: Swift values
 
     /// A Foundation-style value as a stored value: `String`, `Bool`, the integer types, `Double`,
-    /// `Float` (as ``decimal(_:)``), `Date`, `Data`, `URL` (a file URL as its path, as
+    /// `Float` (widened to `Double`, as Foundation stores it), `Date`, `Data`, `URL` (a file URL as its path, as
     /// Foundation stores it; any other as its absolute string, which Foundation would cut down
     /// to its path), ``Value``, `NSNumber`, `NSString`, `NSData`, `NSDate`, `NSURL`, and arrays
     /// (`NSArray`) and string-keyed dictionaries (`NSDictionary`) of those. `nil` for anything
@@ -193,7 +196,7 @@ enum Coercion {
         case let number as UInt: return Int64(exactly: number).map(Value.integer)
         case let number as UInt64: return Int64(exactly: number).map(Value.integer)
         case let number as Double: return .real(number)
-        case let number as Float: return .real(decimal(number))
+        case let number as Float: return .real(Double(number))
         case let date as Date: return .date(date)
         case let data as Data: return .data(data)
         case let url as URL: return .string(url.isFileURL ? url.path : url.absoluteString)
@@ -218,6 +221,7 @@ enum Coercion {
 
     /// The `Double` that prints as `number` prints (12.34 for the `Float` 12.34, not
     /// 12.34000015258789) if it converts back to the same `Float`; else `number`'s exact value.
+    /// How a typed key stores a `Float` (the Foundation-shaped setters widen it instead).
     static func decimal(_ number: Float) -> Double {
         guard number.isFinite, let decimal = Double(String(number)), Float(decimal) == number else {
             return Double(number)

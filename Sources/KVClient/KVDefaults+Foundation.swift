@@ -107,8 +107,9 @@ extension KVDefaults {
     public func set(_ value: Int, forKey key: String) { set(value as Any?, forKey: key) }
     /// Stores a real, as ``set(_:forKey:)-(Any?,_)`` does.
     public func set(_ value: Double, forKey key: String) { set(value as Any?, forKey: key) }
-    /// Stores a `Float` as the decimal it prints as (`12.34`), so ``float(forKey:)`` reads the
-    /// same `Float` back and ``string(forKey:)`` prints it the same.
+    /// Stores a `Float` widened to `Double`, as Foundation does: ``double(forKey:)`` then reads
+    /// `Double(12.34 as Float)` (12.34000015258789) and ``float(forKey:)`` the same `Float`. (A
+    /// typed key, `Key<Float>`, stores the decimal it prints as, `12.34`.)
     public func set(_ value: Float, forKey key: String) { set(value as Any?, forKey: key) }
     /// Stores a bool, as ``set(_:forKey:)-(Any?,_)`` does.
     public func set(_ value: Bool, forKey key: String) { set(value as Any?, forKey: key) }

@@ -95,23 +95,61 @@ extension KVDefaults {
     /// the write are one conditional commit, retried if another process wrote meanwhile; after
     /// a failed save, reads still return what is stored. Blocks for two round trips to kvd.
     public func set<T>(_ value: T, for key: Key<T>, unread policy: UnreadPolicy = .refuse) throws(KVDefaultsError) {
+        _ = try save(value, for: key, unread: policy)
+    }
+
+    /// What a save with `unread: .replace` wrote over without having read it.
+    struct Replaced {
+        /// What did not read cleanly.
+        var report: KVReadReport
+        /// The revision at which the replaced value was stored (what `kvctl restore` takes);
+        /// nil when not known (a value kvd cannot read).
+        var revision: Int64?
+    }
+
+    /// ``set(_:for:unread:)``, returning what `.replace` wrote over (nil if nothing was).
+    func save<T>(_ value: T, for key: Key<T>, unread policy: UnreadPolicy) throws(KVDefaultsError) -> Replaced? {
         let node: Node
         do { node = try NodeEncoder().encode(value) } catch {
             throw .invalidValue(key: key.name, reason: Versioning.describe(error))
         }
         let name = try KVDefaultsError.key(key.name)
+        writeQueue.waitForEarlier()  // the stored value as the async writes called before left it
         for attempt in 1...5 {
             let (stored, revision) = try storedForWrite(name)
-            let final = try WriteGuard.prepare(node, as: T.self, over: stored, unread: policy, key: key.name)
+            let prepared = try WriteGuard.prepareReporting(
+                node, as: T.self, over: stored, unread: policy, key: key.name)
+            let final = prepared.value
             do {
                 try commit(domain, [Change(key: name, value: final)]) { (connection) throws(ClientError) -> Int64 in
                     guard let final else { return try connection.delete(domain, name) }
                     return try connection.set(domain, name, final, ifRevision: revision)
                 }
-                return
+                return prepared.replaced.map { Replaced(report: $0, revision: revision) }
             } catch .client(.revisionMismatch) where attempt < 5 {
                 continue
             }
+        }
+        return nil
+    }
+
+    /// The typed save that does not throw (a ``KVSettings`` property setter): writes as
+    /// Foundation's `UserDefaults` would, over a stored value it cannot read cleanly
+    /// (`unread: .replace`; kvd keeps the replaced value in the key's history), and reports
+    /// that as ``KVDiagnostic/Kind/replacedUnreadValue`` with how to get it back; a failure goes
+    /// to the diagnostics handler as ``set(_:forKey:)-(Any?,_)``'s do.
+    func saveReporting<T>(_ value: T, for key: Key<T>) {
+        do {
+            guard let replaced = try save(value, for: key, unread: .replace) else { return }
+            let (domain, name) = (ClientError.shellWord(domain.name), ClientError.shellWord(key.name))
+            let revision = replaced.revision.map(String.init) ?? "N"
+            report(
+                key.name, .replacedUnreadValue,
+                "replaced a stored value that did not read as \(T.self) (\(replaced.report)); kvd keeps it in the "
+                    + "key's history: see it with `kvctl history \(domain) \(name)`, put it back with "
+                    + "`kvctl restore \(domain) \(name) --revision \(revision)`")
+        } catch {
+            reportWriteFailure(error, key: key.name, "not stored")
         }
     }
 

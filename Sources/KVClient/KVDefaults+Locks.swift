@@ -15,13 +15,15 @@ import KVValues
 extension KVDefaults {
     /// Whether the value the search order finds for `key` is locked by the system administrator
     /// (Foundation's name for a managed preference): the first stored domain of the search order
-    /// with a value for `key` (this suite's, an added suite, `NSGlobalDomain`) has it locked. A
-    /// value from the argument domain (`-key value` on this process's command line) still wins
-    /// reads. (swift-corelibs-foundation always answers false.)
+    /// with a value or a lock for `key` (this suite's, an added suite, `NSGlobalDomain`) has it
+    /// locked. A key locked without a system value is forced too, though it reads as absent (or
+    /// as a later domain's value). A value from the argument domain (`-key value` on this
+    /// process's command line) still wins reads. (swift-corelibs-foundation always answers false.)
     public func objectIsForced(forKey key: String) -> Bool {
         for (domain, _) in storedDomains() {
             let cache = cache(for: domain)
-            if cache.value(key) != nil { return cache.isLocked(key) }
+            if cache.isLocked(key) { return true }
+            if cache.value(key) != nil { return false }
         }
         return false
     }

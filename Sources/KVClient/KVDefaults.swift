@@ -105,10 +105,13 @@ public final class KVDefaults: Sendable {
     private let searchOrder = Mutex<[(core: DomainCache, source: Source)]?>(nil)
     let observers = Observers()
     let reported = Mutex<[String: Value]>([:])
+    /// The async writes' serial queue and thread; blocking writes wait for the async writes
+    /// called before them (``WriteQueue/waitForEarlier()``).
+    let writeQueue = WriteQueue()
 
     /// The suite named `suiteName` (a domain name such as `com.example.app`), or ``standard``'s
     /// domain for `nil`; `nil` if the name breaks the domain rule (the reason goes to the
-    /// diagnostics handler).
+    /// diagnostics handler, as ``KVDiagnostic/Kind/invalidName``).
     public convenience init?(suiteName: String?, configuration: Configuration = Configuration()) {
         guard let suiteName else {
             self.init(domain: ProcessFacts.executableDomain(), configuration: configuration)
@@ -118,7 +121,7 @@ public final class KVDefaults: Sendable {
             self.init(domain: try Domain(validating: suiteName), configuration: configuration)
         } catch {
             configuration.diagnostics(
-                KVDiagnostic(domain: suiteName, key: nil, kind: .undecodable, message: "\(error)"))
+                KVDiagnostic(domain: suiteName, key: nil, kind: .invalidName, message: "\(error)"))
             return nil
         }
     }
@@ -251,12 +254,14 @@ public final class KVDefaults: Sendable {
     /// Sends `changes` to `domain` with `send` (one commit), applies them to the cache once kvd
     /// acknowledged them, and posts ``didChangeNotification`` once if kvd committed anything
     /// (`announce: false`: the caller posts). Returns the commit's revision, 0 when kvd found
-    /// nothing to change (the removal of a missing key). Blocks for one round trip.
+    /// nothing to change (the removal of a missing key). Blocks for one round trip, after the
+    /// async writes called before it (``WriteQueue``).
     @discardableResult
     func commit(
         _ domain: Domain, _ changes: [Change], announce: Bool = true,
         _ send: (any SettingsBackend) throws(ClientError) -> Int64
     ) throws(KVDefaultsError) -> Int64 {
+        writeQueue.waitForEarlier()
         let id = ownWrites.begin(domain, changes)
         var acknowledged: Int64?
         defer { ownWrites.end(id, acknowledgedAt: acknowledged) }
@@ -275,6 +280,7 @@ public final class KVDefaults: Sendable {
     func commitConditionally(
         _ domain: Domain, announce: Bool = true, _ build: (DomainListing) throws(KVDefaultsError) -> [Change]
     ) throws(KVDefaultsError) {
+        writeQueue.waitForEarlier()
         for attempt in 1...5 {
             let listing = try client.call { (connection) throws(ClientError) in
                 try connection.list(domain)

@@ -30,6 +30,14 @@ public struct KVDiagnostic: Sendable, CustomStringConvertible {
         case keyLocked
         /// kvd cannot be reached; reads return the last known values (or defaults) meanwhile.
         case unavailable
+        /// A suite name (``KVDefaults/init(suiteName:configuration:)``) breaks the domain rule
+        /// (docs/reference/names-and-limits.md); no suite was made. The message names the rule.
+        case invalidName
+        /// A non-throwing typed write (a ``KVSettings`` property setter) replaced a stored value
+        /// it could not read cleanly as the key's type, as Foundation's `UserDefaults` would. kvd
+        /// keeps the replaced value in the key's history; the message says how to get it back
+        /// (`kvctl history DOMAIN KEY`, `kvctl restore DOMAIN KEY --revision N`).
+        case replacedUnreadValue
     }
 
     /// The domain (suite) concerned.

@@ -21,8 +21,11 @@ import Synchronization
 /// ```
 ///
 /// Revisions, conditional writes and `NotFound` follow kvd's contract (one store-wide revision
-/// counter starting at 1). History keeps the last ``historyLimit`` changes of each domain.
-/// Safe to use from any thread; the values vanish when the store and its suites are released.
+/// counter starting at 1), and so do its limits (docs/reference/names-and-limits.md): a value
+/// nested too deep is refused as kvd refuses it, and a value, a batch or a domain too large for
+/// kvd with the same ``ClientError/tooLarge(limit:)``. History keeps the last ``historyLimit``
+/// changes of each domain. Safe to use from any thread; the values vanish when the store and
+/// its suites are released.
 public final class KVMemoryStore: Sendable {
     /// How many changes of each domain ``KVDefaults/history(for:limit:)`` can return.
     public static let historyLimit = 1_000
@@ -30,6 +33,8 @@ public final class KVMemoryStore: Sendable {
     struct Stored {
         var value: Value
         var revision: Int64
+        /// The key and value as compact typed JSON, in bytes (``MemoryStoreLimits``).
+        var bytes: Int
     }
 
     struct State {
@@ -111,7 +116,8 @@ public final class KVMemoryStore: Sendable {
     // MARK: committing
 
     /// Commits `changes` to `domain` (those that change nothing are left out) and delivers them;
-    /// returns the revision, 0 if nothing changed.
+    /// returns the revision, 0 if nothing changed. Refuses, changing nothing, what kvd would
+    /// refuse for its size (``MemoryStoreLimits``).
     private func commit(
         _ domain: Domain, _ check: (State) throws(ClientError) -> Void,
         _ changes: (State) throws(ClientError) -> [Change]
@@ -121,26 +127,11 @@ public final class KVMemoryStore: Sendable {
             let wanted = try changes(state)
             let effective = wanted.filter { $0.value != nil || state.domains[domain]?[$0.key] != nil }
             guard !effective.isEmpty else { return 0 }
+            let sizes = try MemoryStoreLimits.check(effective, over: state.domains[domain, default: [:]])
             state.revision += 1
-            let revision = state.revision
-            let now = Date()
-            var history = state.history[domain, default: []]
-            for change in effective {
-                if let value = change.value {
-                    state.domains[domain, default: [:]][change.key] = Stored(value: value, revision: revision)
-                } else {
-                    state.domains[domain]?[change.key] = nil
-                }
-                if !state.keepsNoHistory(domain, change.key) {
-                    history.append(HistoryRecord(revision: revision, time: now, key: change.key, value: change.value))
-                }
-            }
-            if history.count > Self.historyLimit { history.removeFirst(history.count - Self.historyLimit) }
-            state.history[domain] = history
-            if state.domains[domain]?.isEmpty == true { state.domains[domain] = nil }
-            state.domainRevisions[domain] = revision
-            state.pending.append((domain, effective, revision))
-            return revision
+            state.record(zip(effective, sizes), in: domain, at: state.revision)
+            state.pending.append((domain, effective, state.revision))
+            return state.revision
         }
         deliver()
         return revision
@@ -224,6 +215,27 @@ extension KVMemoryStore: SettingsBackend {
 }
 
 extension KVMemoryStore.State {
+    /// Stores `changes` (with their entry bytes) in `domain` at `revision`, and keeps them in
+    /// its history (but for keys that keep none).
+    mutating func record(_ changes: Zip2Sequence<[Change], [Int]>, in domain: Domain, at revision: Int64) {
+        let now = Date()
+        var kept = history[domain, default: []]
+        for (change, bytes) in changes {
+            if let value = change.value {
+                domains[domain, default: [:]][change.key] = .init(value: value, revision: revision, bytes: bytes)
+            } else {
+                domains[domain]?[change.key] = nil
+            }
+            if !keepsNoHistory(domain, change.key) {
+                kept.append(HistoryRecord(revision: revision, time: now, key: change.key, value: change.value))
+            }
+        }
+        if kept.count > KVMemoryStore.historyLimit { kept.removeFirst(kept.count - KVMemoryStore.historyLimit) }
+        history[domain] = kept
+        if domains[domain]?.isEmpty == true { domains[domain] = nil }
+        domainRevisions[domain] = revision
+    }
+
     /// Whether changes of `key` in `domain` are kept out of the history.
     func keepsNoHistory(_ domain: Domain, _ key: Key) -> Bool {
         domainsKeepingNoHistory.contains(domain) || keepsNoHistory[domain]?.contains(key) == true

@@ -12,7 +12,7 @@ import Synchronization
 ///     static let theme = Key<String>("theme", default: "light")
 /// }
 ///
-/// final class AppSettings: KVSettings {
+/// final class AppSettings: KVSettings, @unchecked Sendable {
 ///     var theme: String {
 ///         get { self[.theme] }
 ///         set { self[.theme] = newValue }
@@ -27,11 +27,22 @@ import Synchronization
 /// }
 /// ```
 ///
+/// The subclass restates `@unchecked Sendable`: ``KVSettings`` is `Sendable` by its own locks
+/// (it is open, so the compiler cannot check it), and in the Swift 6 language mode a subclass
+/// that does not restate it warns "must restate inherited '@unchecked Sendable' conformance". A
+/// subclass whose properties only read and write keys, as above, adds no state of its own to
+/// guard. (scripts/check-consumer.sh builds this example in an app in the Swift 6 mode with
+/// warnings as errors.)
+///
 /// A read goes to the suite's cache (no IPC), and reads as the suite reads (the search order;
 /// the default when missing or unreadable). Assigning through the subscript stores the value
-/// durably before it returns; a failure (a locked key, kvd unreachable, a stored value the save
-/// would lose data of) changes nothing and goes to the diagnostics handler, and
-/// ``set(_:for:unread:)`` throws it instead. As Observation does, `onChange` is called once, on
+/// durably before it returns, as Foundation's `UserDefaults` would: over a stored value it cannot
+/// read cleanly too (another app's `"huge"` for an `Int`, an unknown enum case), which kvd keeps
+/// in the key's history and the diagnostics handler hears of
+/// (``KVDiagnostic/Kind/replacedUnreadValue``, naming `kvctl history` and `kvctl restore`). A
+/// failure (a locked key, kvd unreachable) changes nothing and goes to the diagnostics handler.
+/// ``set(_:for:unread:)`` throws instead, and by default refuses to write over what it did not
+/// read (``KVDefaultsError/wouldLoseStoredData(key:report:)``). As Observation does, `onChange` is called once, on
 /// the thread that delivered the change (this process's writing thread, or the suite's watch
 /// thread), and only for a change of the value the tracked code read: a key written with the
 /// value it has already is no change. The model watches each key from its first read until it
@@ -49,17 +60,16 @@ open class KVSettings: Observable, @unchecked Sendable {
     }
 
     /// The key's value by the search order (its default if missing or unreadable); assigning
-    /// stores it durably, reporting a failure to the diagnostics handler. Observable.
+    /// stores it durably, as Foundation's `UserDefaults` would, even over a stored value it
+    /// cannot read (kvd keeps that in the key's history; the diagnostics handler hears of it as
+    /// ``KVDiagnostic/Kind/replacedUnreadValue``, with how to get it back), and reports a
+    /// failure to the diagnostics handler. Observable.
     public subscript<T>(key: KVDefaults.Key<T>) -> T {
         get {
             access(key.name)
             return defaults[key]
         }
-        set {
-            do { try defaults.set(newValue, for: key) } catch {
-                defaults.reportWriteFailure(error, key: key.name, "not stored")
-            }
-        }
+        set { defaults.saveReporting(newValue, for: key) }
     }
 
     /// The key's value by the search order as stored, nil if missing. Observable.

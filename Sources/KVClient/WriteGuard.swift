@@ -25,33 +25,50 @@ enum WriteGuard {
         case unreadable(String)
     }
 
+    /// What a save writes, and what of the stored value it replaced without having read it.
+    struct Prepared {
+        /// The value to store; nil removes the key.
+        var value: Value?
+        /// What `.replace` wrote over that did not read cleanly; nil when nothing was lost.
+        var replaced: KVReadReport?
+    }
+
     /// The value to store for `node` (the app's value of type `T`, encoded) over `stored`; nil
     /// removes the key. Throws ``KVDefaultsError/wouldLoseStoredData(key:report:)`` when that
     /// would lose stored data the policy does not allow to lose.
     static func prepare<T: Codable>(
         _ node: Node, as type: T.Type, over stored: Stored, unread policy: KVDefaults.UnreadPolicy, key: String
     ) throws(KVDefaultsError) -> Value? {
+        try prepareReporting(node, as: T.self, over: stored, unread: policy, key: key).value
+    }
+
+    /// ``prepare(_:as:over:unread:key:)``, saying what `.replace` wrote over unread.
+    static func prepareReporting<T: Codable>(
+        _ node: Node, as type: T.Type, over stored: Stored, unread policy: KVDefaults.UnreadPolicy, key: String
+    ) throws(KVDefaultsError) -> Prepared {
         switch stored {
         case .absent:
-            return try final(node, key)
+            return Prepared(value: try final(node, key))
         case .unreadable(let reason):
-            guard policy == .replace else {
-                let finding = KVReadReport.Finding(
-                    path: "$", kind: .undecodable,
-                    message: "kvd cannot read the stored value (\(reason)) and keeps it as it is", stored: nil)
-                throw .wouldLoseStoredData(key: key, report: KVReadReport(findings: [finding]))
-            }
-            return try final(node, key)
+            let finding = KVReadReport.Finding(
+                path: "$", kind: .undecodable,
+                message: "kvd cannot read the stored value (\(reason)) and keeps it as it is", stored: nil)
+            let report = KVReadReport(findings: [finding])
+            guard policy == .replace else { throw .wouldLoseStoredData(key: key, report: report) }
+            return Prepared(value: try final(node, key), replaced: report)
         case .value(let current):
             let read = KVDefaults.typedRead(T.self, current, argument: false)
             let blocking = read.findings.filter(\.blocksWrite)
-            if blocking.isEmpty || policy == .replace { return try final(node, key) }
+            if blocking.isEmpty { return Prepared(value: try final(node, key)) }
+            if policy == .replace {
+                return Prepared(value: try final(node, key), replaced: KVReadReport(findings: blocking.map(\.visible)))
+            }
             guard policy == .keep, node != .null, let seenValue = read.value else { throw refusal(key, blocking) }
             let seen = try? NodeEncoder().encode(seenValue)
             var merged = node
             let unkept = blocking.filter { !keep($0, into: &merged, seen: seen) }
             guard unkept.isEmpty else { throw refusal(key, unkept) }
-            return try final(merged, key)
+            return Prepared(value: try final(merged, key))
         }
     }
 

@@ -77,16 +77,19 @@ enum Plist {
         return output
     }
 
-    /// The helper's three pipes (its input, output and errors), close-on-exec.
-    private static func pipes(for helper: String) throws(Failure) -> (
+    /// The helper's three pipes (its input, output and errors), close-on-exec, made with
+    /// `system`; if one cannot be made, those made before it are closed.
+    static func pipes(for helper: String, system: any SystemCalls = Files.system) throws(Failure) -> (
         input: (read: Int32, write: Int32), output: (read: Int32, write: Int32), errors: (read: Int32, write: Int32)
     ) {
-        let system = Files.system
+        var made: [(read: Int32, write: Int32)] = []
         do {
-            return (try system.makePipe(), try system.makePipe(), try system.makePipe())
+            for _ in 0..<3 { made.append(try system.makePipe()) }
         } catch {
+            for pipe in made { for descriptor in [pipe.read, pipe.write] { system.close(descriptor) } }
             throw Failure("cannot run \(helper): pipe: \(error)")
         }
+        return (made[0], made[1], made[2])
     }
 
     /// `kvctl-plist` beside the running kvctl.

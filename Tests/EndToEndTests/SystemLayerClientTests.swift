@@ -38,7 +38,7 @@ struct SystemLayerClientTests {
     /// A key the admin locks without giving it a value: the app's `isWritable` answers false at
     /// once through its streamed cache (it dropped such a lock's source before issue 26's fix),
     /// and true again once the lock lifts; the app's own value stays its own.
-    /// `objectIsForced(forKey:)` looks at where a value comes from, so it stays false.
+    /// `objectIsForced(forKey:)` is true while the lock holds, as for a lock with a value.
     @Test func anAppSeesAKeyLockedWithoutAValueAsReadOnlyUntilItIsUnlocked() throws {
         let scene = try SystemScene()
         let domain = "org.example.valueless"
@@ -49,7 +49,7 @@ struct SystemLayerClientTests {
         #expect(app.ask("forced theme") == "free writable")
 
         #expect(try scene.systemCall("io.kvd.System.Lock", ["domain": domain, "key": "theme"]).error == nil)
-        #expect(Self.answer(of: app, "forced theme", becomes: "free read-only"), "the lock did not reach the app")
+        #expect(Self.answer(of: app, "forced theme", becomes: "forced read-only"), "the lock did not reach the app")
         let refused = app.ask(#"set theme "light""#) ?? ""
         #expect(refused.hasPrefix("error:") && refused.contains("locked"), "\(refused)")
 

@@ -32,10 +32,12 @@ import Testing
 
     /// Values whose readings differ on purpose, with the getter: each is a documented difference.
     static let differences: Set<String> = [
-        // A Float is stored as the decimal it prints as: double(forKey:) is 12.34, not
-        // 12.34000015258789, and object(forKey:) is that Double (corelibs: a Float in the process
-        // that stored it, the widened Double in any other).
-        "float object", "float as? Double", "float double", "nsfloat object", "nsfloat as? Double", "nsfloat double",
+        // A Float is stored widened to Double, as Foundation stores it: double(forKey:) is
+        // Double(12.34 as Float) in both, and object(forKey:) is that Double, printing as
+        // "12.34000015258789" (corelibs: a Float printing as "12.34" in the process that stored
+        // it, the widened Double in any other).
+        "float object", "float as? Double", "float string", "float as? NSNumber",
+        "nsfloat object", "nsfloat as? Double", "nsfloat string", "nsfloat as? NSNumber",
         // A real beyond Int's range: integer(forKey:) saturates (corelibs: Int.min, what x86
         // makes of the undefined conversion).
         "big integer",
@@ -87,8 +89,9 @@ import Testing
         }
         #expect(compared > 700)
         // The documented differences, as they are.
-        #expect(defaults.float(forKey: "float") == Float(12.34) && defaults.string(forKey: "float") == "12.34")
-        #expect(defaults.double(forKey: "float") == 12.34 && foundation.double(forKey: "float") == Double(Float(12.34)))
+        #expect(defaults.float(forKey: "float") == Float(12.34) && foundation.string(forKey: "float") == "12.34")
+        #expect(defaults.string(forKey: "float") == "12.34000015258789")
+        #expect(defaults.double(forKey: "float") == Double(Float(12.34)))
         #expect(
             defaults.url(forKey: "url") == URL(string: "https://example.com/a?b=1")
                 && foundation.string(forKey: "url") == "/a")
@@ -128,7 +131,9 @@ import Testing
         #expect(Set(stored.keys) == ["int", "float", "bool", "file"])
     }
 
-    @Test func aFloatReadsBackAsTheSameFloatAndPrintsAsItDoes() throws {
+    /// A typed key stores a `Float` as the decimal it prints as (``Coercion/decimal(_:)``); a
+    /// Foundation-shaped setter widens it as Foundation does. Either reads back as the same `Float`.
+    @Test func aFloatReadsBackAsTheSameFloat() throws {
         var generator = SystemRandomNumberGenerator()
         for _ in 0..<100_000 {
             let float = Float(bitPattern: generator.next())
@@ -143,14 +148,18 @@ import Testing
         let daemon = try RealDaemon()
         let defaults = daemon.suite("com.example.float")
         defaults.set(Float(12.34), forKey: "price")
-        #expect(defaults.float(forKey: "price") == Float(12.34))
-        #expect(defaults.string(forKey: "price") == "12.34")
-        #expect(try daemon.connection().get(domain("com.example.float"), key("price")).value == .real(12.34))
+        try defaults.set(Float(12.34), for: KVDefaults.Key<Float>("typed", default: 0))
+        #expect(defaults.float(forKey: "price") == Float(12.34) && defaults.float(forKey: "typed") == Float(12.34))
+        #expect(defaults.string(forKey: "price") == "12.34000015258789" && defaults.string(forKey: "typed") == "12.34")
+        let connection = try daemon.connection()
+        #expect(try connection.get(domain("com.example.float"), key("price")).value == .real(Double(Float(12.34))))
+        #expect(try connection.get(domain("com.example.float"), key("typed")).value == .real(12.34))
     }
 
-    /// Whatever way a `Float` comes in, it is stored as the decimal it prints as, so
-    /// `double(forKey:)` reads `12.34` as Foundation does, not `12.34000015258789` (issue 24).
-    @Test func aFloatIsStoredAsItsDecimalWhicheverWayItComesIn() throws {
+    /// Whatever way a `Float` comes in through the Foundation-shaped API, it is stored widened
+    /// to `Double`, so `double(forKey:)` reads `12.34000015258789` as Foundation's does; a typed
+    /// key keeps the decimal, `12.34`.
+    @Test func aFloatIsWidenedAsFoundationDoesWhicheverWayItComesIn() throws {
         let daemon = try RealDaemon()
         let defaults = daemon.suite("com.example.floats")
         defaults.set(Float(12.34), forKey: "typed setter")
@@ -159,17 +168,41 @@ import Testing
         defaults.set([Float(12.34)], forKey: "in an array")
         defaults.set(["price": Float(12.34)], forKey: "in a dictionary")
         try defaults.set(Float(12.34), for: KVDefaults.Key<Float>("typed key", default: 0))
-        for key in ["typed setter", "as Any", "NSNumber", "typed key"] {
-            #expect(defaults.double(forKey: key) == 12.34, "\(key)")
+        let widened = Double(Float(12.34))
+        for key in ["typed setter", "as Any", "NSNumber"] {
+            #expect(defaults.double(forKey: key) == widened, "\(key)")
             #expect(defaults.float(forKey: key) == Float(12.34), "\(key)")
-            #expect(defaults.string(forKey: key) == "12.34", "\(key)")
         }
-        #expect(defaults.array(forKey: "in an array") as? [Double] == [12.34])
-        #expect(defaults.dictionary(forKey: "in a dictionary")?["price"] as? Double == 12.34)
+        #expect(defaults.double(forKey: "typed key") == 12.34 && defaults.string(forKey: "typed key") == "12.34")
+        #expect(defaults.array(forKey: "in an array") as? [Double] == [widened])
+        #expect(defaults.dictionary(forKey: "in a dictionary")?["price"] as? Double == widened)
         defaults.setPersistentDomain(["price": Float(12.34)], forName: "com.example.floats.other")
-        #expect(defaults.persistentDomain(forName: "com.example.floats.other")?["price"] as? Double == 12.34)
+        #expect(defaults.persistentDomain(forName: "com.example.floats.other")?["price"] as? Double == widened)
         defaults.register(defaults: ["registered": Float(12.34)])
-        #expect(defaults.double(forKey: "registered") == 12.34)
+        #expect(defaults.double(forKey: "registered") == widened)
+    }
+
+    /// swift-corelibs-foundation's `TestUserDefaults.test_setValue_DoubleFromFloat`: a `Float`
+    /// set through the `UserDefaults`-shaped API reads back through `double(forKey:)` as the
+    /// `Float` widened (12.34000015258789), as in Foundation; a typed key keeps the decimal.
+    @Test func setValueDoubleFromFloatAsFoundationDoes() throws {
+        let name = "com.kvd-parity.p\(getpid()).doubleFromFloat"
+        let foundation = try #require(UserDefaults(suiteName: name))
+        defer { Self.removeFoundationSuite(name) }
+        let defaults = try #require(KVDefaults(suiteName: name, configuration: .inMemory()))
+        for suite in [foundation, defaults] as [any FoundationSpelling] {
+            suite.set(12.34 as Float, forKey: "A")
+            suite.set(12.34 as Float as Any?, forKey: "B")
+            suite.set(NSNumber(value: 12.34 as Float), forKey: "C")
+        }
+        let widened = Double(12.34 as Float)
+        for key in ["A", "B", "C"] {
+            #expect(foundation.double(forKey: key) == widened, "corelibs \(key)")
+            #expect(defaults.double(forKey: key) == widened, "\(key)")
+            #expect(defaults.float(forKey: key) == 12.34 as Float, "\(key)")
+        }
+        try defaults.set(12.34 as Float, for: KVDefaults.Key<Float>("typed", default: 0))
+        #expect(defaults.double(forKey: "typed") == 12.34, "a typed key keeps the decimal")
     }
 
     @Test func constantsAndNotificationNameAreFoundations() {

@@ -34,7 +34,7 @@ private func tracking(_ read: () -> Void) -> Gate {
 
 /// Starts a program built beside kvd (kvctl, a second kvd) with `posix_spawn` (Foundation's
 /// `Process` can wait on the wrong child while RealDaemon's kvd runs); output to /dev/null.
-private func spawn(_ program: String, _ arguments: [String]) throws -> pid_t {
+func spawn(_ program: String, _ arguments: [String]) throws -> pid_t {
     let path = URL(fileURLWithPath: RealDaemon.binary).deletingLastPathComponent().appendingPathComponent(program).path
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
@@ -52,7 +52,7 @@ private func spawn(_ program: String, _ arguments: [String]) throws -> pid_t {
 }
 
 /// Runs a program built beside kvd and waits for it; throws unless it exits 0.
-private func run(_ program: String, _ arguments: [String]) throws {
+func run(_ program: String, _ arguments: [String]) throws {
     let child = try spawn(program, arguments)
     var status: Int32 = 0
     waitpid(child, &status, 0)

@@ -124,6 +124,23 @@ import Testing
         #expect(eventually { defaults.isWritable(forKey: "bare") }, "the lifted lock stayed")
         #expect(!defaults.objectIsForced(forKey: "bare", inDomain: Self.name))
     }
+
+    /// `objectIsForced(forKey:)` (the search order's answer) sees a lock without a value too:
+    /// the key is forced in this suite's domain though nothing is read from it.
+    @Test func objectIsForcedForAKeyLockedWithoutAValue() {
+        let kvd = FakeKVD()
+        defer { kvd.feed.close() }
+        let defaults = kvd.suite(DiagnosticLog())
+        #expect(!defaults.objectIsForced(forKey: "bare"))
+
+        kvd.feed.push(FakeKVD.change("bare", nil, source: "locked"))
+        #expect(eventually { !defaults.isWritable(forKey: "bare") }, "a lock without a value was not seen")
+        #expect(defaults.objectIsForced(forKey: "bare"), "a lock without a value is not forced")
+
+        kvd.feed.push(FakeKVD.change("bare", nil, source: nil))
+        #expect(eventually { defaults.isWritable(forKey: "bare") }, "the lifted lock stayed")
+        #expect(!defaults.objectIsForced(forKey: "bare"))
+    }
 }
 
 /// The faked user kvd of ``SystemLayerTests``: `Watch` of the test domain streams what the test

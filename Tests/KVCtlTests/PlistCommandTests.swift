@@ -1,3 +1,5 @@
+import KVSystem
+import KVTestSupport
 import KVValues
 import Testing
 
@@ -32,5 +34,15 @@ import Testing
         for text in ["{\"a\": 1}", " {\"<?xml\": 1}", "bplist0", "", "[]"] {
             #expect(!Plist.looksLikePlist(Array(text.utf8)), "\(text.debugDescription)")
         }
+    }
+
+    /// A pipe that cannot be made (out of descriptors) leaves none of the pipes made before it
+    /// open: after the failure, the descriptors are free again.
+    @Test func pipesThatCannotAllBeMadeCloseTheOnesMade() throws {
+        let system = FaultInjectingSystem()
+        system.limitDescriptors(free: 2)  // the first pipe, not the second
+        #expect(throws: Failure.self) { try Plist.pipes(for: "kvctl-plist", system: system) }
+        let descriptor = try system.openReadOnly("/dev/null")  // EMFILE if the first pipe leaked
+        system.close(descriptor)
     }
 }

@@ -75,7 +75,7 @@ public final class FaultInjectingSystem: SystemCalls {
         state.withLock { $0.counts[call, default: 0] }
     }
 
-    /// From now on, only `free` more descriptors may be opened (by `accept`, `open`, `socket`)
+    /// From now on, only `free` more descriptors may be opened (by `accept`, `open`, `socket`, `pipe2`)
     /// until some are closed, as in a process at its descriptor limit; `nil` lifts the limit.
     /// Past it, those calls fail with `EMFILE`.
     public func limitDescriptors(free: Int?) {
@@ -248,7 +248,15 @@ public final class FaultInjectingSystem: SystemCalls {
         try real.changePermissions(descriptor, permissions)
     }
     public func setCreationMask(_ mask: UInt32) -> UInt32 { real.setCreationMask(mask) }
-    public func makePipe() throws(Errno) -> (read: Int32, write: Int32) { try real.makePipe() }
+    /// A pipe takes two descriptors from the limit (``limitDescriptors(free:)``).
+    public func makePipe() throws(Errno) -> (read: Int32, write: Int32) {
+        try takeDescriptor()
+        do { try takeDescriptor() } catch {
+            state.withLock { state in state.freeDescriptors = state.freeDescriptors.map { $0 + 1 } }
+            throw error
+        }
+        return try real.makePipe()
+    }
     public func executablePath() -> String? { real.executablePath() }
     public func checkExecutable(_ path: String) throws(Errno) { try real.checkExecutable(path) }
 
