@@ -14,10 +14,12 @@ struct DropInPath {
     /// Links followed before the walk gives up, as the kernel's `ELOOP` (40 since Linux 4.2).
     static let maxLinks = 40
 
-    /// What a walk found: every folder that decides, in the order met (no repeats), and the path
-    /// `path` resolves to, links resolved.
+    /// What a walk found: every folder that decides, in the order met (no repeats), every
+    /// symbolic link followed (its owner may point it elsewhere, in a sticky folder too), and the
+    /// path `path` resolves to, links resolved.
     struct Walk: Equatable {
         var folders: [String] = []
+        var links: [String] = []
         var resolved: String
     }
 
@@ -50,6 +52,7 @@ struct DropInPath {
             }
             links += 1
             guard links <= Self.maxLinks else { throw .tooManyLinks }
+            if !walk.links.contains(next) { walk.links.append(next) }
             pending = Self.components(of: target) + pending
             if target.hasPrefix("/") { current = "/" }
         }

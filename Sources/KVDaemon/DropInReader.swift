@@ -78,12 +78,18 @@ struct DropInReader {
     /// on the way to it and to what each link on the way leads to: ``DropInPath``) that
     /// ``DropInTrust`` refuses (one others may write is accepted only when sticky, and not as
     /// the folder `path` itself names when `isFolder`), or that, as the file or folder it names,
-    /// carries an access control list (which may grant what the mode does not show). Nil too
-    /// when a folder on the way is missing.
+    /// carries an access control list (which may grant what the mode does not show); or a
+    /// symbolic link on the way whose owner is not trusted. Nil too when a folder on the way is
+    /// missing.
     private func pathRefusal(_ path: String, isFolder: Bool, _ trust: DropInTrust) -> String? {
         let walk: DropInPath.Walk
         do { walk = try DropInPath(system: system).walk(path) } catch {
             return "more than \(DropInPath.maxLinks) symbolic links on the way to it"
+        }
+        for link in walk.links {
+            guard let status = try? system.status(link, followingLinks: false) else { return nil }
+            let subject = link == path ? "it (a symbolic link)" : "the symbolic link \(link) on the way to it"
+            if let reason = trust.ownerRefusal(of: status, subject: subject) { return reason }
         }
         var folders = walk.folders
         if isFolder, !folders.contains(walk.resolved) { folders.append(walk.resolved) }

@@ -22,15 +22,20 @@ struct DropInTrust {
     /// The admin group's name, for messages.
     var adminGroup: String
 
+    /// Why the owner of `status` may not be trusted, or nil: the one rule for a symbolic link
+    /// (whose mode means nothing; its owner may replace it even in a sticky folder).
+    func ownerRefusal(of status: FileStatus, subject: String) -> String? {
+        guard !owners.contains(status.owner), !isAdmin(status.owner) else { return nil }
+        return
+            "\(subject) belongs to uid \(status.owner), neither root nor kvd's user nor a member of the admin group \(adminGroup)"
+    }
+
     /// Why `status` may not be trusted, in words about `subject` ("it", "the file it links
     /// to"), or nil. `stickyAllowed`: whether a sticky folder others may write is accepted (a
     /// folder above the config folder).
     func refusal(of status: FileStatus, subject: String = "it", stickyAllowed: Bool = false) -> String? {
         let mode = String(status.permissions & 0o7777, radix: 8)
-        if !owners.contains(status.owner), !isAdmin(status.owner) {
-            return
-                "\(subject) belongs to uid \(status.owner), neither root nor kvd's user nor a member of the admin group \(adminGroup)"
-        }
+        if let refused = ownerRefusal(of: status, subject: subject) { return refused }
         let sticky = status.permissions & 0o1000 != 0
         if status.permissions & 0o002 != 0, !(stickyAllowed && sticky && status.kind == .directory) {
             return "others may write \(subject) (mode \(mode))"

@@ -20,8 +20,18 @@ final class DropInWatcher {
     /// Whether a folder at `DIR`'s path is watched: false once `DIR` was moved away or removed
     /// and no folder is at its path yet.
     private(set) var watchesDirectory = true
+    /// The folders at `DIR`'s, `defaults.d`'s and `locks.d`'s paths when they were watched.
+    private var watched: [FolderIdentity?] = []
+
+    struct FolderIdentity: Equatable {
+        var device: UInt64
+        var inode: UInt64
+    }
+    /// `IN_CREATE` too: a symbolic or hard link made in place (`ln -s`) is never closed after
+    /// writing. A file still being written when the folders settle is read again at its close.
     static let fileEvents = UInt32(
-        IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF)
+        IN_CREATE | IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_ATTRIB | IN_DELETE_SELF
+            | IN_MOVE_SELF)
 
     /// Throws when inotify is not available or `directory` cannot be watched.
     init(directory: String, system: any SystemCalls) throws(SystemError) {
@@ -35,6 +45,23 @@ final class DropInWatcher {
             throw SystemError("inotify_add_watch \(directory)", error)
         }
         watchFolders()
+        watched = identities()
+    }
+
+    /// Which folder (device and inode) is at each of the three paths, nil where none is.
+    private func identities() -> [FolderIdentity?] {
+        [directory, directory + "/defaults.d", directory + "/locks.d"].map { path in
+            (try? system.status(path, followingLinks: true)).map { FolderIdentity(device: $0.device, inode: $0.inode) }
+        }
+    }
+
+    /// Whether another folder is at one of the three paths than the one watched (a file system
+    /// mounted over `DIR` after start, or unmounted: inotify tells nothing of either); then
+    /// the new ones are watched.
+    func folderReplaced() -> Bool {
+        guard identities() != watched else { return false }
+        rewatch()
+        return true
     }
 
     /// Watches `DIR` and the two folders at their paths again (the same watch for a folder
@@ -42,6 +69,7 @@ final class DropInWatcher {
     func rewatch() {
         watchesDirectory = (try? system.inotifyAddWatch(fd, directory, mask: Self.folderEvents)) != nil
         watchFolders()
+        watched = identities()
     }
 
     /// Watches the two folders (again: the same watch if already watched; none if missing).

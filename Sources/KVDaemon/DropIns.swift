@@ -229,8 +229,10 @@ extension DropIns {
     }
 
     /// Refuses a key that is surely a mistake: one holding a carriage return (a file with old
-    /// Mac line ends is one line) or ` #`/`\t#` (a comment at the end of a line: comments take
-    /// a line of their own, or the lock would be on a key nobody uses).
+    /// Mac line ends is one line), ` #`/`\t#` (a comment at the end of a line: comments take
+    /// a line of their own, or the lock would be on a key nobody uses), or a character that does
+    /// not show (a control or format character, a space other than U+0020: a no-break space
+    /// pasted from a web page would lock a key that only looks like the one meant).
     private static func checkPlainKey(_ key: Substring, line number: Int) throws(DropInReadError) {
         if key.contains("\r") {
             throw DropInReadError(description: "line \(number): a carriage return inside the line (end lines with LF)")
@@ -238,6 +240,13 @@ extension DropIns {
         if key.contains(" #") || key.contains("\t#") {
             throw DropInReadError(
                 description: "line \(number): a comment after the key (# starts a comment only at the start of a line)")
+        }
+        if let hidden = key.unicodeScalars.first(where: isInvisible) {
+            let code = String(hidden.value, radix: 16, uppercase: true)
+            throw DropInReadError(
+                description:
+                    "line \(number): the key holds an invisible character, U+\(String(repeating: "0", count: max(0, 4 - code.count)) + code) (it would lock another key than it shows)"
+            )
         }
     }
 
@@ -252,6 +261,16 @@ extension DropIns {
         var found = audience ?? DropInAudience()
         if kind == "groups" { found.groups += words.dropFirst() } else { found.users += words.dropFirst() }
         audience = found
+    }
+}
+
+/// Whether `scalar` does not show as itself: a control or format character, or a space, line
+/// or paragraph separator other than the ASCII space.
+private func isInvisible(_ scalar: Unicode.Scalar) -> Bool {
+    switch scalar.properties.generalCategory {
+    case .control, .format, .lineSeparator, .paragraphSeparator: return true
+    case .spaceSeparator: return scalar != " "
+    default: return false
     }
 }
 

@@ -60,10 +60,11 @@ final class Lifecycle {
 
     /// When the drop-in files' last good content is next tried to be saved, while it is not.
     var nextDropInSave: ContinuousClock.Instant?
-    /// When the config folder is next looked for, while it is missing or not watched (it may be
-    /// mounted later, or made again after it was moved away).
+    /// When the config folder is next looked at: watched once it is there if it is missing or
+    /// not watched (mounted later, made again after it was moved away), watched anew if another
+    /// folder is at its path (a file system mounted over it).
     var nextDropInLook: ContinuousClock.Instant?
-    /// How often the config folder is looked for while it is missing or not watched.
+    /// How often the config folder is looked at.
     static let dropInLookInterval = Duration.seconds(5)
 
     /// Whether a reload of the drop-in folders is due now (then it is no longer pending).

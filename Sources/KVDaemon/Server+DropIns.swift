@@ -23,17 +23,17 @@ extension Server {
         }
         lifecycle.dropInDirectory = directory
         watchDropIns(directory, quiet: false)
+        lifecycle.nextDropInLook = .now + Lifecycle.dropInLookInterval
     }
 
     /// Watches the folders in `directory`; while it cannot (the folder is missing: not mounted
-    /// yet, say), looks again every ``Lifecycle/dropInLookInterval``.
+    /// yet, say), ``lookForDropInFolder()`` tries again.
     private func watchDropIns(_ directory: String, quiet: Bool) {
         do {
             let watcher = try DropInWatcher(directory: directory, system: system)
             try poller.watch(watcher.fd, readable: true, writable: false, adding: true)
             lifecycle.dropInWatcher = watcher
         } catch {
-            lifecycle.nextDropInLook = .now + Lifecycle.dropInLookInterval
             if quiet { return }
             if error.errno == .noSuchFileOrDirectory {
                 log.info("no drop-in folder \(directory): looked for every \(Lifecycle.dropInLookInterval)")
@@ -43,16 +43,21 @@ extension Server {
         }
     }
 
-    /// The config folder was missing or not watched: watched and read once it is there.
+    /// Every ``Lifecycle/dropInLookInterval``: a config folder that was missing or not watched
+    /// is watched and read once it is there, and one replaced under the watch (a file system
+    /// mounted over it, or unmounted) is watched anew and read.
     private func lookForDropInFolder() {
-        lifecycle.nextDropInLook = nil
+        lifecycle.nextDropInLook = .now + Lifecycle.dropInLookInterval
         guard let directory = lifecycle.dropInDirectory else { return }
-        if let watcher = lifecycle.dropInWatcher { watcher.rewatch() } else { watchDropIns(directory, quiet: true) }
-        guard let watcher = lifecycle.dropInWatcher, watcher.watchesDirectory else {
-            lifecycle.nextDropInLook = .now + Lifecycle.dropInLookInterval
+        guard let watcher = lifecycle.dropInWatcher else {
+            watchDropIns(directory, quiet: true)
+            if lifecycle.dropInWatcher != nil { reloadDropIns(because: "the folder is there again") }
             return
         }
-        reloadDropIns(because: "the folder is there again")
+        let wasWatched = watcher.watchesDirectory
+        if watcher.folderReplaced() || (!wasWatched && watcher.watchesDirectory) {
+            reloadDropIns(because: "another folder is at its path (moved, made again or mounted)")
+        }
     }
 
     /// SIGHUP reloads the system instance's drop-in files; any other signal (and SIGHUP to a
@@ -67,9 +72,6 @@ extension Server {
     func dropInsChanged() {
         guard let watcher = lifecycle.dropInWatcher, watcher.drain() else { return }
         lifecycle.dropInsChanged()
-        if !watcher.watchesDirectory, lifecycle.nextDropInLook == nil {
-            lifecycle.nextDropInLook = .now + Lifecycle.dropInLookInterval
-        }
     }
 
     /// Reads the drop-in folders again when a change settled, and tries again to save their

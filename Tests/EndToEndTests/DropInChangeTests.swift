@@ -122,5 +122,32 @@ struct DropInMissingFolderTests {
         #expect(try !DropInTrustTests.fileLocks(scene, "homepage"))
         try folder.write(folder.locks, "50-lock", "org.ex.keep theme\n")
         #expect(try eventually(within: 3) { try DropInTrustTests.fileLocks(scene, "theme") }, "\(scene.logs())")
+        // A link made in place (ln -s: created, never closed after writing) is read too.
+        let target = scene.root + "/linked"  // outside the watched folders: only the link's creation is an event
+        try "org.ex.keep linked\n".write(toFile: target, atomically: false, encoding: .utf8)
+        symlink(target, folder.locks + "/70-ln")
+        #expect(try eventually(within: 3) { try DropInTrustTests.fileLocks(scene, "linked") }, "\(scene.logs())")
+    }
+
+    @Test(.enabled(if: Tmpfs.available, "needs root to mount a tmpfs over the config folder; skipped"))
+    func aFileSystemMountedOverTheConfigFolderIsReadAndWatched() throws {
+        let folder = DropInFolder()
+        try folder.write(folder.locks, "50-lock", "org.ex.keep homepage\n")
+        let scene = try SystemScene(systemArguments: ["--config-dir", folder.path])
+        guard Tmpfs.mount(folder.path, size: "1m") else {
+            Issue.record("mounting a tmpfs failed")
+            return
+        }
+        var mounted = true
+        defer { if mounted { Tmpfs.unmount(folder.path) } }
+        mkdir(folder.locks, 0o755)
+        try folder.write(folder.locks, "50-lock", "org.ex.keep mounted\n")
+        #expect(try eventually(within: 15) { try DropInTrustTests.fileLocks(scene, "mounted") }, "\(scene.logs())")
+        // Watched on the mount: an edit there is read at once.
+        try folder.write(folder.locks, "50-lock", "org.ex.keep edited\n")
+        #expect(try eventually(within: 3) { try DropInTrustTests.fileLocks(scene, "edited") }, "\(scene.logs())")
+        Tmpfs.unmount(folder.path)
+        mounted = false
+        #expect(try eventually(within: 15) { try DropInTrustTests.fileLocks(scene, "homepage") }, "\(scene.logs())")
     }
 }

@@ -34,6 +34,14 @@ struct DropInPathTests {
         symlink(hops + "/hop", outer.locks + "/70-hop")
         symlink("../safe", outer.locks + "/80-safe")  // root's all the way: read
         symlink(attic + "/kvd", outer.path + "/linked-config")
+        // A link a user owns in a sticky folder (as /tmp): she may point it anywhere at any time.
+        let sticky = outer.path + "/sticky"
+        mkdir(sticky, 0o755)
+        chmod(sticky, 0o1777)
+        try "org.ex.keep viauserlink\n".write(toFile: outer.path + "/safe2", atomically: false, encoding: .utf8)
+        let made = try DropInTrustTests.runAs(accounts.other, "/bin/ln", ["-s", outer.path + "/safe2", sticky + "/alink"])
+        #expect(made.status == 0, "\(made.stderr)")
+        symlink(sticky + "/alink", outer.locks + "/90-userlink")
 
         let scene = try SystemScene(systemArguments: ["--config-dir", outer.path])
         let user = try scene.startUser(scene.accounts.user)
@@ -41,8 +49,11 @@ struct DropInPathTests {
         #expect(Self.problem(status, outer.locks + "/60-file") && status.contains("the folder \(attic) on the way"), "\(status)")
         #expect(Self.problem(status, outer.locks + "/70-hop") && status.contains("the folder \(hops) on the way"), "\(status)")
         #expect(!Self.problem(status, outer.locks + "/80-safe"), "\(status)")
+        #expect(
+            Self.problem(status, outer.locks + "/90-userlink") && status.contains("the symbolic link \(sticky)/alink on the way"),
+            "\(status)")
         #expect(try user.kvctl("set", Self.domain, "safe", "mine").status == 1, "\(scene.logs())")
-        for key in ["viafile", "viafolder", "viaconfig"] {
+        for key in ["viafile", "viafolder", "viaconfig", "viauserlink"] {
             #expect(try user.kvctl("set", Self.domain, key, "mine").status == 0, "\(key): \(status)")
         }
 

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import KVSystem
 import KVValues
 import Synchronization
 
@@ -11,7 +12,12 @@ final class RealDaemon: @unchecked Sendable {
     let root: String
     var socket: String { root + "/kvd.sock" }
     var state: String { root + "/state" }
-    private(set) var process: Process?
+    /// The running kvd's process id (nil when stopped). Not Foundation's `Process`: kvd closes
+    /// the descriptors it inherits, among them the socket by which `Process` learns a child
+    /// ended, which then waits for that kvd in a blocking `wait4`, so every other test's
+    /// `waitUntilExit` (holding a thread of the cooperative pool) waits for that kvd to stop.
+    private(set) var pid: pid_t?
+    private let system = LinuxSystem()
 
     static let binary: String = {
         let exe =
@@ -36,13 +42,11 @@ final class RealDaemon: @unchecked Sendable {
 
     /// Starts kvd on `socket` (default: this daemon's) and waits until it accepts.
     func start(socket path: String? = nil, arguments: [String] = []) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.binary)
-        process.arguments = ["--socket", path ?? socket, "--state-dir", state, "--idle-exit", "0"] + arguments
-        process.standardError = FileHandle.nullDevice
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        self.process = process
+        let null = open("/dev/null", O_RDWR | O_CLOEXEC)
+        defer { close(null) }
+        pid = try system.spawn(
+            Self.binary, arguments: ["--socket", path ?? socket, "--state-dir", state, "--idle-exit", "0"] + arguments,
+            input: null, output: null, error: null)
         for _ in 0..<500 {
             if (try? Connection(socketPath: path ?? socket)) != nil { return }
             usleep(10_000)
@@ -51,14 +55,14 @@ final class RealDaemon: @unchecked Sendable {
     }
 
     func stop(_ signal: Int32 = SIGTERM) {
-        guard let process, process.isRunning else { return }
-        kill(process.processIdentifier, signal)
-        process.waitUntilExit()
-        self.process = nil
+        guard let pid else { return }
+        kill(pid, signal)
+        _ = try? system.waitForExit(pid, blocking: true)
+        self.pid = nil
     }
 
     func signal(_ signal: Int32) {
-        if let process { kill(process.processIdentifier, signal) }
+        if let pid { kill(pid, signal) }
     }
 
     /// A new connection, for setting up and checking stored values directly.

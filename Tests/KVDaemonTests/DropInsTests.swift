@@ -68,7 +68,10 @@ struct DropInsTests {
         #expect(locks[try Domain(validating: "org.ex.mail")] == [Self.key("*")])
         #expect(throws: DropInReadError.self) { try DropIns.parse(Array("org.ex/browser k\n".utf8), .locks) }
         // Old Mac line ends (one line), a comment after the key: errors, not keys nobody uses.
-        for text in ["org.ex.browser a\rorg.ex.browser b\r", "org.ex.browser homepage # kiosk\n", "org.ex.browser a\t# x\n"] {
+        for text in [
+            "org.ex.browser a\rorg.ex.browser b\r", "org.ex.browser homepage # kiosk\n", "org.ex.browser a\t# x\n",
+            "org.ex.browser homepage\u{A0}\n", "org.ex.browser home\u{200B}page\n", "org.ex.browser a\u{7}\n",
+        ] {
             #expect(throws: DropInReadError.self, "\(text.debugDescription)") { try DropIns.parse(Array(text.utf8), .locks) }
         }
         #expect(try DropIns.parse(Array("org.ex.browser a#b\n".utf8), .locks).locks[Self.browser] == [Self.key("a#b")])
