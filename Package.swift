@@ -55,7 +55,7 @@ let package = Package(
             dependencies: ["KVDaemon", "KVStorage", "KVProtocol", "KVValues", "KVSystem", "KVFleet", "KVTestSupport"]),
         .testTarget(
             name: "KVCtlTests",
-            dependencies: ["KVCtl", "KVClient", "KVConnection", "KVProtocol", "KVValues", "KVTestSupport"]),
+            dependencies: ["KVCtl", "KVClient", "KVConnection", "KVProtocol", "KVSystem", "KVValues", "KVTestSupport"]),
         .testTarget(
             name: "KVClientTests",
             dependencies: ["KVClient", "KVConnection", "KVProtocol", "KVValues", "KVSystem", "KVTestSupport", "CLinux"]),

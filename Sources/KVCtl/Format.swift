@@ -79,7 +79,8 @@ enum Format {
     static func lockedWithoutValue(domain: Domain, key: Key, json asJSON: Bool, lift: String) -> String {
         if asJSON {
             let members: [String: JSON] = [
-                "domain": .string(domain.name), "key": .string(key.name), "source": .string(ValueSource.locked.rawValue),
+                "domain": .string(domain.name), "key": .string(key.name),
+                "source": .string(ValueSource.locked.rawValue),
             ]
             return JSONWriter(sortKeys: true).string(.object(members))
         }

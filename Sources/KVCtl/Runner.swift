@@ -135,7 +135,8 @@ struct Runner {
         let found: (value: Value, revision: Int64, source: ValueSource)
         do { found = try connection.getWithSource(domain, key) } catch .notFound(let name, let missing?) {
             guard let lift = lockLift(domain, key) else { throw ClientError.notFound(domain: name, key: missing) }
-            return console.out(Format.lockedWithoutValue(domain: domain, key: key, json: options.json, lift: lift) + "\n")
+            return console.out(
+                Format.lockedWithoutValue(domain: domain, key: key, json: options.json, lift: lift) + "\n")
         }
         let lift = found.source == .locked ? lockLift(domain, key) : nil
         console.out(
@@ -344,7 +345,9 @@ struct Runner {
         case (.notFound(_, _?), .get(let domain, let key?)) where options.system:
             Self.message(for: error) + fileNote(domain, key)
         case (.permissionDenied, _) where options.system:
-            adminGroup().map { "permission denied: only root and members of group \($0) may change the system instance" }
+            adminGroup().map {
+                "permission denied: only root and members of group \($0) may change the system instance"
+            }
                 ?? Self.message(for: error)
         case (.keyLocked(let domain, let key), _) where !options.system:
             lockHint(domain, key) ?? Self.message(for: error)

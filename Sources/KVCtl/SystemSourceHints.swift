@@ -31,7 +31,9 @@ extension Runner {
     /// The system instance's admin group (`--admin-group`), as `Source` (which anyone may call)
     /// says; nil when it does not answer or does not say.
     func adminGroup() -> String? {
-        guard let domain = try? Domain(validating: "kvd"), let key = try? Key(validating: "admin-group") else { return nil }
+        guard let domain = try? Domain(validating: "kvd"), let key = try? Key(validating: "admin-group") else {
+            return nil
+        }
         return (try? connect().systemSource(domain, key))?.adminGroup
     }
 

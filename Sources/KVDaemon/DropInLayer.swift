@@ -92,7 +92,9 @@ final class DropInLayer {
     /// Tries again to write the last good content of the last read.
     func retrySave() {
         keep(lastRead.parsed)
-        if saveProblem == nil, let kept { log?.info("drop-in files: their last good content is saved in \(kept.path) again") }
+        if saveProblem == nil, let kept {
+            log?.info("drop-in files: their last good content is saved in \(kept.path) again")
+        }
     }
 
     /// Saves `content` as the last good content when it differs from what ``kept`` holds
@@ -108,7 +110,9 @@ final class DropInLayer {
             log?.error("drop-in files: \(error)")
             saveProblem = .init(
                 file: kept.path,
-                reason: "\(error) (the last good content is kept in memory, and written every \(Self.saveRetry) until it can be)")
+                reason:
+                    "\(error) (the last good content is kept in memory, and written every \(Self.saveRetry) until it can be)"
+            )
         }
     }
 

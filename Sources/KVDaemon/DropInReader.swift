@@ -56,7 +56,9 @@ struct DropInReader {
         if let (path, reason) = configRefusal(trust) {
             return Found(files: [DropInFile(path: path, kind: .defaults, bytes: .failure(.init(description: reason)))])
         }
-        if case .failure(let error) = Result(catching: { () throws(Errno) in try system.status(directory, followingLinks: true) }),
+        if case .failure(let error) = Result(catching: { () throws(Errno) in
+            try system.status(directory, followingLinks: true)
+        }),
             error == .noSuchFileOrDirectory
         {
             return Found(files: [DropInFile(path: directory, kind: .defaults, bytes: .failure(.missingFolder))])
@@ -95,7 +97,10 @@ struct DropInReader {
         if isFolder, !folders.contains(walk.resolved) { folders.append(walk.resolved) }
         for folder in folders + (isFolder ? [] : [walk.resolved]) {
             let named = folder == walk.resolved
-            let subject = named ? (walk.resolved == path ? "it" : "\(walk.resolved), where it leads,") : "the folder \(folder) on the way to it"
+            let subject =
+                named
+                ? (walk.resolved == path ? "it" : "\(walk.resolved), where it leads,")
+                : "the folder \(folder) on the way to it"
             if system.hasAccessControlList(folder) {
                 return "\(subject) has an access control list (getfacl shows it), which may let others write it"
             }
@@ -133,7 +138,8 @@ struct DropInReader {
                 continue
             }
             if let reason = pathRefusal(path, isFolder: false, trust) {
-                found.append(DropInFile(path: path, kind: kind, bytes: .failure(.init(description: "\(reason): not read"))))
+                found.append(
+                    DropInFile(path: path, kind: kind, bytes: .failure(.init(description: "\(reason): not read"))))
                 continue
             }
             let bytes = readFile(path, limit: min(Self.maxFileBytes, budget), trust)

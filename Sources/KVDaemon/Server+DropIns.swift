@@ -38,7 +38,9 @@ extension Server {
             if error.errno == .noSuchFileOrDirectory {
                 log.info("no drop-in folder \(directory): looked for every \(Lifecycle.dropInLookInterval)")
             } else {
-                log.warning("the drop-in folders in \(directory) are not watched (\(error)); looked at again every \(Lifecycle.dropInLookInterval)")
+                log.warning(
+                    "the drop-in folders in \(directory) are not watched (\(error)); looked at again every \(Lifecycle.dropInLookInterval)"
+                )
             }
         }
     }
@@ -79,9 +81,15 @@ extension Server {
     func reloadDropInsIfDue() {
         if lifecycle.takeDueDropInReload() { reloadDropIns(because: "a change in the folders") }
         if let look = lifecycle.nextDropInLook, ContinuousClock.now >= look { lookForDropInFolder() }
-        guard handler.dropIns.isUnsaved else { return lifecycle.nextDropInSave = nil }
+        guard handler.dropIns.isUnsaved else {
+            lifecycle.nextDropInSave = nil
+            return
+        }
         let now = ContinuousClock.now
-        guard let due = lifecycle.nextDropInSave else { return lifecycle.nextDropInSave = now + DropInLayer.saveRetry }
+        guard let due = lifecycle.nextDropInSave else {
+            lifecycle.nextDropInSave = now + DropInLayer.saveRetry
+            return
+        }
         guard now >= due else { return }
         handler.dropIns.retrySave()
         lifecycle.nextDropInSave = handler.dropIns.isUnsaved ? now + DropInLayer.saveRetry : nil

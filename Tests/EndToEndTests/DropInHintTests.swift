@@ -21,18 +21,22 @@ struct DropInHintTests {
 
         // A lock line alone: no value, but locked, and the file named.
         let source = try DropInNamesTests.userKvctl(scene, user, "source", Self.domain, "homepage")
-        #expect(source.status == 0 && source.stdout.hasPrefix("locked") && source.stdout.contains(lockFile), "\(source)")
+        #expect(
+            source.status == 0 && source.stdout.hasPrefix("locked") && source.stdout.contains(lockFile), "\(source)")
         let json = try DropInNamesTests.userKvctl(scene, user, "--json", "source", Self.domain, "homepage")
         #expect(json.stdout.contains(#""source":"locked""#), "\(json)")
         // --system unlock lifts the admins' locks only: it names the file instead of "not locked".
         let unlock = try DropInTests.systemKvctl(scene, "unlock", Self.domain, "homepage")
-        #expect(unlock.status == 1 && unlock.stderr.contains(lockFile) && !unlock.stderr.contains("is not locked"), "\(unlock)")
+        #expect(
+            unlock.status == 1 && unlock.stderr.contains(lockFile) && !unlock.stderr.contains("is not locked"),
+            "\(unlock)")
 
         // Locked by an admin and by the file: both are named.
         try scene.setAndLock(Self.domain, "both", "admins")
         #expect(try eventually { try user.get(Self.domain, "both").source == "locked" })
         let both = try DropInNamesTests.userKvctl(scene, user, "set", Self.domain, "both", "mine")
-        #expect(both.status == 1 && both.stderr.contains("--system unlock") && both.stderr.contains(lockFile), "\(both)")
+        #expect(
+            both.status == 1 && both.stderr.contains("--system unlock") && both.stderr.contains(lockFile), "\(both)")
 
         // A file for this user only: its lock is named to them.
         let zoom = try DropInNamesTests.userKvctl(scene, user, "set", Self.domain, "zoom", "-int", "3")

@@ -24,7 +24,9 @@ struct DropInNamesTests {
 
     @Test func onlyPlainNamesAreReadInLocksDAndTheSkippedOnesAreListed() throws {
         let folder = DropInFolder()
-        let names = ["50-l.old", "50-l.save", "50-l.disabled", "50-l.new", "50-l.dist", "50-l.json", "4913", "README", "NOTES"]
+        let names = [
+            "50-l.old", "50-l.save", "50-l.disabled", "50-l.new", "50-l.dist", "50-l.json", "4913", "README", "NOTES",
+        ]
         for (index, name) in names.enumerated() {
             try folder.write(folder.locks, name, "org.ex.lk key\(index)\n")
         }
@@ -46,7 +48,8 @@ struct DropInNamesTests {
         let folder = DropInFolder()
         try folder.write(folder.locks, "50-students", "For groups students\norg.ex.lk homepage\n")
         // The same in a defaults file: a member "For" is no domain, and "for" must name someone.
-        try folder.write(folder.defaults, "50-students.json", #"{"For": {"groups": ["students"]}, "org.ex.lk": {"theme": "x"}}"#)
+        try folder.write(
+            folder.defaults, "50-students.json", #"{"For": {"groups": ["students"]}, "org.ex.lk": {"theme": "x"}}"#)
         try folder.write(folder.defaults, "60-nobody.json", #"{"for": {"groups": []}, "org.ex.lk": {"zoom": 3}}"#)
         let scene = try SystemScene(systemArguments: ["--config-dir", folder.path])
         let user = try scene.startUser(scene.accounts.user)

@@ -39,18 +39,24 @@ struct DropInPathTests {
         mkdir(sticky, 0o755)
         chmod(sticky, 0o1777)
         try "org.ex.keep viauserlink\n".write(toFile: outer.path + "/safe2", atomically: false, encoding: .utf8)
-        let made = try DropInTrustTests.runAs(accounts.other, "/bin/ln", ["-s", outer.path + "/safe2", sticky + "/alink"])
+        let made = try DropInTrustTests.runAs(
+            accounts.other, "/bin/ln", ["-s", outer.path + "/safe2", sticky + "/alink"])
         #expect(made.status == 0, "\(made.stderr)")
         symlink(sticky + "/alink", outer.locks + "/90-userlink")
 
         let scene = try SystemScene(systemArguments: ["--config-dir", outer.path])
         let user = try scene.startUser(scene.accounts.user)
         let status = try DropInTrustTests.status(scene)
-        #expect(Self.problem(status, outer.locks + "/60-file") && status.contains("the folder \(attic) on the way"), "\(status)")
-        #expect(Self.problem(status, outer.locks + "/70-hop") && status.contains("the folder \(hops) on the way"), "\(status)")
+        #expect(
+            Self.problem(status, outer.locks + "/60-file") && status.contains("the folder \(attic) on the way"),
+            "\(status)")
+        #expect(
+            Self.problem(status, outer.locks + "/70-hop") && status.contains("the folder \(hops) on the way"),
+            "\(status)")
         #expect(!Self.problem(status, outer.locks + "/80-safe"), "\(status)")
         #expect(
-            Self.problem(status, outer.locks + "/90-userlink") && status.contains("the symbolic link \(sticky)/alink on the way"),
+            Self.problem(status, outer.locks + "/90-userlink")
+                && status.contains("the symbolic link \(sticky)/alink on the way"),
             "\(status)")
         #expect(try user.kvctl("set", Self.domain, "safe", "mine").status == 1, "\(scene.logs())")
         for key in ["viafile", "viafolder", "viaconfig", "viauserlink"] {
@@ -65,7 +71,8 @@ struct DropInPathTests {
         for config in [linkedLocks.path, outer.path + "/linked-config"] {
             let instance = try SystemScene(systemArguments: ["--config-dir", config])
             let shown = try DropInTrustTests.status(instance)
-            #expect(shown.contains("the folder \(attic) on the way") || shown.contains("\(attic)/"), "\(config): \(shown)")
+            #expect(
+                shown.contains("the folder \(attic) on the way") || shown.contains("\(attic)/"), "\(config): \(shown)")
             #expect(!shown.contains("1 applied"), "\(config): \(shown)")
         }
     }
@@ -95,6 +102,7 @@ struct DropInPathTests {
         #expect(try user.get(Self.domain, "theme").value as? String == "school")
 
         #expect(try run("/usr/bin/setfacl", ["-b", folder.locks, folder.defaults + "/50-values.json"]).status == 0)
-        #expect(try DropInTests.systemKvctl(scene, "reload").status == 0, "\((try? DropInTrustTests.status(scene)) ?? "")")
+        #expect(
+            try DropInTests.systemKvctl(scene, "reload").status == 0, "\((try? DropInTrustTests.status(scene)) ?? "")")
     }
 }

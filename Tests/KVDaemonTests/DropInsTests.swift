@@ -72,7 +72,9 @@ struct DropInsTests {
             "org.ex.browser a\rorg.ex.browser b\r", "org.ex.browser homepage # kiosk\n", "org.ex.browser a\t# x\n",
             "org.ex.browser homepage\u{A0}\n", "org.ex.browser home\u{200B}page\n", "org.ex.browser a\u{7}\n",
         ] {
-            #expect(throws: DropInReadError.self, "\(text.debugDescription)") { try DropIns.parse(Array(text.utf8), .locks) }
+            #expect(throws: DropInReadError.self, "\(text.debugDescription)") {
+                try DropIns.parse(Array(text.utf8), .locks)
+            }
         }
         #expect(try DropIns.parse(Array("org.ex.browser a#b\n".utf8), .locks).locks[Self.browser] == [Self.key("a#b")])
     }
@@ -124,11 +126,15 @@ struct DropInsTests {
         }
         #expect(DropInReader.isRead("10-a.json", .defaults) && DropInReader.isRead("10_A-b.json", .defaults))
         #expect(DropInReader.isRead("10-browser", .locks) && DropInReader.isRead("browser", .locks))
-        for name in ["10-browser~", "50-l.old", "50-l.disabled", "50-l.json", "50-l.new", "4913", "a b", "é", "README", "TODO"] {
+        for name in [
+            "10-browser~", "50-l.old", "50-l.disabled", "50-l.json", "50-l.new", "4913", "a b", "é", "README", "TODO",
+        ] {
             #expect(!DropInReader.isRead(name, .locks), "\(name)")
         }
         #expect(!DropInReader.isQuiet("50-l.disabled") && !DropInReader.isQuiet("10-a.txt"))
-        #expect(!DropInReader.isQuiet("README") && DropInReader.isRead("README-2", .locks) && DropInReader.isRead("Browser", .locks))
+        #expect(
+            !DropInReader.isQuiet("README") && DropInReader.isRead("README-2", .locks)
+                && DropInReader.isRead("Browser", .locks))
     }
 
     @Test func theReaderTakesNameOrderBoundsEachFileAndRefusesAFolderOthersMayWrite() throws {
