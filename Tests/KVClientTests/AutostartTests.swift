@@ -1,3 +1,4 @@
+import Foundation
 import Glibc
 import KVProtocol
 import KVSystem
@@ -23,6 +24,7 @@ import Testing
 
     @Test func disabledByEnvironmentOnlyTriesToConnect() {
         let path = unusedPath()
+        defer { unlink(path + ".autostart.lock") }
         let daemon = script("touch \(path).started")
         defer { unlink(daemon) }
         #expect(throws: ClientError.cannotConnect(path: path, reason: "No such file or directory")) {
@@ -36,6 +38,7 @@ import Testing
 
     @Test func missingDaemonIsNamed() {
         let path = unusedPath()
+        defer { unlink(path + ".autostart.lock") }
         let error = #expect(throws: ClientError.self) {
             try Autostart.connect(socketPath: path, daemonPath: "/nonexistent/kvd", environment: [:])
         }
@@ -44,8 +47,10 @@ import Testing
 
     @Test func daemonGetsSocketArgumentAndEnvironment() {
         let path = unusedPath()
+        defer { unlink(path + ".autostart.lock") }
         let record = path + ".args"
         let state = stateFolder()
+        defer { try? FileManager.default.removeItem(atPath: state) }
         let daemon = script("echo \"$1 $2 $KVD_STATE_DIR\" > \(record); exit 3")
         defer {
             unlink(daemon)
@@ -65,14 +70,17 @@ import Testing
     @Test func startedDaemonIsAwaitedAndConnected() throws {
         let server = FakeVarlinkServer { _ in [VarlinkReply(parameters: ["domains": .array([.string("com.a")])])] }
         let path = unusedPath()
+        defer { unlink(path + ".autostart.lock") }
         // The "daemon" makes the socket appear after a moment: a link to the fake server's socket.
         let daemon = script("sleep 0.3; ln -s \(server.path) \"$2\"; sleep 1")
+        let state = stateFolder()
+        defer { try? FileManager.default.removeItem(atPath: state) }
         defer {
             unlink(daemon)
             unlink(path)
         }
         let connection = try Autostart.connect(
-            socketPath: path, daemonPath: daemon, environment: ["KVD_STATE_DIR": stateFolder()])
+            socketPath: path, daemonPath: daemon, environment: ["KVD_STATE_DIR": state])
         #expect(try connection.domains().map(\.name) == ["com.a"])
     }
 
@@ -92,12 +100,13 @@ import Testing
     @Test func concurrentClientsStartOneDaemon() throws {
         let server = FakeVarlinkServer { _ in [VarlinkReply(parameters: ["domains": .array([])])] }
         let path = unusedPath()
+        defer { unlink(path + ".autostart.lock") }
         let starts = path + ".starts"
         // Each "daemon" notes that it was started; the socket appears a moment later.
         let daemon = script("echo $$ >> \(starts); sleep 0.3; ln -s \(server.path) \"$2\" 2>/dev/null; sleep 1")
         let state = stateFolder()
-        let lock: String = path + ".autostart.lock"
-        defer { for file in [daemon, path, starts, lock] { unlink(file) } }
+        defer { try? FileManager.default.removeItem(atPath: state) }
+        defer { for file in [daemon, path, starts] { unlink(file) } }
         let connected = Mutex(0)
         let threads = try (0..<4).map { _ in
             try startThread {
@@ -113,7 +122,9 @@ import Testing
 
     @Test func aDaemonThatFailsToStartIsExplainedFromItsLog() {
         let path = unusedPath()
+        defer { unlink(path + ".autostart.lock") }
         let state = stateFolder()
+        defer { try? FileManager.default.removeItem(atPath: state) }
         let daemon = script("echo 'kvd: reading settings' >&2; echo 'boom: cannot start' >&2; exit 1")
         defer { unlink(daemon) }
         let error = #expect(throws: ClientError.self) {
@@ -129,7 +140,9 @@ import Testing
 
     @Test func theAutostartLogIsEmptiedOnceOverItsBound() throws {
         let path = unusedPath()
+        defer { unlink(path + ".autostart.lock") }
         let state = stateFolder()
+        defer { try? FileManager.default.removeItem(atPath: state) }
         let log = state + "/kvd-autostart.log"
         let old = open(log, O_WRONLY | O_CREAT, 0o600)
         ftruncate(old, 1 << 20 + 1)
