@@ -20,9 +20,12 @@ public enum Autostart {
     /// `enabled` is true and the environment does not disable it, starts the daemon (`daemonPath`,
     /// else `kvd` beside the current executable) as `kvd --socket PATH` in a new session with
     /// `environment` less the service manager's variables (``daemonEnvironment(_:)``), polls for
-    /// up to ``startTimeout``, and returns the connection. Two clients starting kvd at once is
-    /// fine: the second daemon cannot take the socket and exits, and both clients connect to the
-    /// first.
+    /// up to ``startTimeout``, and returns the connection.
+    ///
+    /// One client at a time starts kvd for a socket: the others wait for `SOCKET.autostart.lock`
+    /// beside it (up to ``startTimeout``), then connect to the kvd the first one started. The
+    /// started kvd's standard error goes to `kvd-autostart.log` in the state folder it will use;
+    /// when it exits or never accepts, the error names that file and quotes its last line.
     public static func connect(
         socketPath: String, daemonPath: String? = nil, enabled: Bool = true, environment: [String: String]
     ) throws(ClientError) -> Connection {
@@ -45,6 +48,21 @@ public enum Autostart {
         guard firstFailure.errno.meansNobodyListens, enabled, !isDisabled(environment: environment) else {
             throw .cannotConnect(path: socketPath, reason: Connection.reason(firstFailure))
         }
+        let daemon = try findDaemon(daemonPath, socketPath: socketPath, system: system)
+        let deadline = ContinuousClock.now + startTimeout
+        let lock = AutostartLock.acquire(for: socketPath, until: deadline, system: system)
+        defer { lock?.release() }
+        // Another client may have started kvd while this one waited for the lock.
+        if let descriptor = try? system.connectUnix(socketPath) {
+            return Connection(descriptor: descriptor, socketPath: socketPath, system: system)
+        }
+        return try start(daemon, socketPath: socketPath, environment: daemonEnvironment(environment), system: system)
+    }
+
+    /// `daemonPath`, else `kvd` beside this program, once checked to be executable.
+    private static func findDaemon(
+        _ daemonPath: String?, socketPath: String, system: any SystemCalls
+    ) throws(ClientError) -> String {
         guard let daemon = daemonPath ?? daemonBesideExecutable(system) else {
             throw .cannotStart(path: socketPath, reason: "cannot find the folder of this program (/proc/self/exe)")
         }
@@ -53,14 +71,27 @@ public enum Autostart {
                 path: socketPath,
                 reason: "kvd is not at \(daemon) (\(error)); install kvd beside this program or start it yourself")
         }
+        return daemon
+    }
+
+    /// Starts `daemon --socket socketPath` with `environment`, its standard error on the
+    /// ``AutostartLog`` of the state folder it will use, and waits for it.
+    private static func start(
+        _ daemon: String, socketPath: String, environment: [String: String], system: any SystemCalls
+    ) throws(ClientError) -> Connection {
+        let arguments = ["--socket", socketPath]
+        let log = AutostartLog.open(
+            stateDirectory: Paths.stateDirectory(explicit: nil, environment: environment),
+            starting: ([daemon] + arguments).joined(separator: " "), system: system)
         let process: pid_t
         do {
+            defer { log?.close() }
             process = try system.spawn(
-                daemon, arguments: ["--socket", socketPath], environment: daemonEnvironment(environment))
+                daemon, arguments: arguments, environment: environment, standardError: log?.descriptor.rawValue)
         } catch {
             throw .cannotStart(path: socketPath, reason: "cannot run \(daemon): \(error)")
         }
-        return try waitForDaemon(process, daemon: daemon, socketPath: socketPath, system: system)
+        return try waitForDaemon(process, daemon: daemon, socketPath: socketPath, log: log, system: system)
     }
 
     /// The variables a service manager sets for the process it started, which a kvd started by
@@ -89,7 +120,7 @@ public enum Autostart {
 
     /// Polls `socketPath` until it accepts, the daemon exits, or the timeout passes.
     private static func waitForDaemon(
-        _ process: pid_t, daemon: String, socketPath: String, system: any SystemCalls
+        _ process: pid_t, daemon: String, socketPath: String, log: AutostartLog?, system: any SystemCalls
     ) throws(ClientError) -> Connection {
         let clock = ContinuousClock()
         let deadline = clock.now + startTimeout
@@ -103,22 +134,20 @@ public enum Autostart {
                 lastFailure = Connection.reason(error)
             }
             if let status = try? system.waitForExit(process, blocking: false) {
-                // Another kvd may have won the race to the socket; give it one more chance.
+                // A kvd started by hand may have taken the socket meanwhile; give it one more chance.
                 if let descriptor = try? system.connectUnix(socketPath) {
                     return Connection(descriptor: descriptor, socketPath: socketPath, system: system)
                 }
-                throw .cannotStart(
-                    path: socketPath,
-                    reason:
-                        "\(daemon) exited at once (\(describe(status))); run `\(daemon) --socket \(socketPath)` to see why"
-                )
+                let why = log?.explanation() ?? "run `\(daemon) --socket \(socketPath)` to see why"
+                throw .cannotStart(path: socketPath, reason: "\(daemon) exited at once (\(describe(status))); \(why)")
             }
             system.sleep(microseconds: 20_000)
         }
         reapLater(process, system)
+        let why = log?.explanation() ?? "check its log"
         throw .cannotStart(
             path: socketPath,
-            reason: "\(daemon) started but did not accept connections within 5 s (\(lastFailure)); check its log")
+            reason: "\(daemon) started but did not accept connections within 5 s (\(lastFailure)); \(why)")
     }
 
     /// Reaps the daemon when it exits, so a long-running client leaves no zombie.

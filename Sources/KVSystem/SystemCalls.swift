@@ -118,10 +118,12 @@ public protocol SystemCalls: FileSystem {
     /// Whether `path` may be executed; the reason when not. C: `access(path, X_OK)`.
     func checkExecutable(_ path: String) throws(Errno)
     /// Starts `path` with `arguments` and exactly `environment`, in a new session, with standard
-    /// input, output and error on `/dev/null` (an autostarted kvd outlives its client, and its
-    /// log lines must not land in the user's terminal later). C: `posix_spawn` with
-    /// `POSIX_SPAWN_SETSID`.
-    func spawn(_ path: String, arguments: [String], environment: [String: String]) throws(Errno) -> pid_t
+    /// input and output on `/dev/null`, and standard error on `standardError` (a descriptor the
+    /// child gets as its 2), else on `/dev/null` too (an autostarted kvd outlives its client, and
+    /// its log lines must not land in the user's terminal later). C: `posix_spawn` with
+    /// `POSIX_SPAWN_SETSID` (and `posix_spawn_file_actions_adddup2` for `standardError`).
+    func spawn(_ path: String, arguments: [String], environment: [String: String], standardError: Int32?)
+        throws(Errno) -> pid_t
     /// Starts `path` with `arguments` as a helper of this process: in its session, with its
     /// environment, and with standard input, output and error on `input`, `output` and `error`
     /// (every other descriptor it inherits is close-on-exec). C: `posix_spawn` with

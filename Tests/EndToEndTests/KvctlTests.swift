@@ -108,6 +108,42 @@ import Testing
             kill(pid, SIGTERM)
         }
     }
+
+    /// Issue 35, item 21: kvctls started at once for one socket start one kvd between them (the
+    /// others wait for `SOCKET.autostart.lock`), and its standard error is in the state folder's
+    /// `kvd-autostart.log`: one start noted there, and no second kvd finding the socket taken.
+    /// (The real programs race only now and then; `AutostartTests` makes the race certain.)
+    @Test func kvctlsStartedAtOnceAutostartOneKvd() throws {
+        let sandbox = Sandbox()
+        defer { stopDaemons(listeningOn: sandbox.socket) }
+        let environment = ["KVD_NO_AUTOSTART": "", "KVD_STATE_DIR": sandbox.state]
+        var env = ProcessInfo.processInfo.environment
+        for (name, value) in environment { env[name] = value }
+        let children = try (0..<6).map {
+            try ChildProcess(
+                Binaries.kvctl, ["--socket", sandbox.socket, "set", "com.example.race", "k\($0)", "v"], environment: env)
+        }
+        #expect(children.map { $0.wait(timeout: 30) } == Array(repeating: 0, count: 6))
+        let json = try kvctl(sandbox, "--json", "get", "com.example.race").stdout
+        #expect((0..<6).allSatisfy { json.contains("\"k\($0)\"") }, "not every kvctl set its key: \(json)")
+        let log = (try? String(contentsOfFile: sandbox.state + "/kvd-autostart.log", encoding: .utf8)) ?? ""
+        #expect(log.split(separator: "\n").filter { $0.hasPrefix("kvd-autostart: ") }.count == 1, "\(log)")
+        #expect(!log.contains("already listening"), "\(log)")
+    }
+
+    /// Issue 35, item 21: why an autostarted kvd could not start is in its log, and kvctl quotes it.
+    @Test func anAutostartedKvdThatCannotStartIsExplainedFromItsLog() throws {
+        let sandbox = Sandbox()
+        let state = sandbox.root + "/open-state"
+        mkdir(state, 0o700)
+        chmod(state, 0o777)  // kvd refuses a state folder other users can write to
+        let set = try run(
+            Binaries.kvctl, ["--socket", sandbox.socket, "set", "com.example.x", "k", "v"],
+            environment: ["KVD_NO_AUTOSTART": "", "KVD_STATE_DIR": state])
+        #expect(set.status == 1)
+        #expect(set.stderr.contains(state + "/kvd-autostart.log ends: "), "\(set.stderr)")
+        #expect(set.stderr.contains("chmod go-w"), "\(set.stderr)")
+    }
 }
 
 /// Every program answers `--version` with its name and the one version of the suite, exit 0.

@@ -260,8 +260,10 @@ public final class FaultInjectingSystem: SystemCalls {
     public func executablePath() -> String? { real.executablePath() }
     public func checkExecutable(_ path: String) throws(Errno) { try real.checkExecutable(path) }
 
-    public func spawn(_ path: String, arguments: [String], environment: [String: String]) throws(Errno) -> pid_t {
-        try real.spawn(path, arguments: arguments, environment: environment)
+    public func spawn(_ path: String, arguments: [String], environment: [String: String], standardError: Int32?)
+        throws(Errno) -> pid_t
+    {
+        try real.spawn(path, arguments: arguments, environment: environment, standardError: standardError)
     }
 
     public func spawn(_ path: String, arguments: [String], input: Int32, output: Int32, error: Int32) throws(Errno)
