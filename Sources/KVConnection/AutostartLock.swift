@@ -40,7 +40,7 @@ struct AutostartLock {
             do {
                 try system.lockExclusively(descriptor)
                 return AutostartLock(descriptor: descriptor, system: system)
-            } catch where error.code == EWOULDBLOCK && ContinuousClock.now < deadline {
+            } catch  where error.code == EWOULDBLOCK && ContinuousClock.now < deadline {
                 system.sleep(microseconds: 20_000)
             } catch {
                 system.close(descriptor)

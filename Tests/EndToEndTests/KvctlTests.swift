@@ -121,7 +121,8 @@ import Testing
         for (name, value) in environment { env[name] = value }
         let children = try (0..<6).map {
             try ChildProcess(
-                Binaries.kvctl, ["--socket", sandbox.socket, "set", "com.example.race", "k\($0)", "v"], environment: env)
+                Binaries.kvctl, ["--socket", sandbox.socket, "set", "com.example.race", "k\($0)", "v"], environment: env
+            )
         }
         #expect(children.map { $0.wait(timeout: 30) } == Array(repeating: 0, count: 6))
         let json = try kvctl(sandbox, "--json", "get", "com.example.race").stdout
