@@ -13,11 +13,6 @@ struct AutostartLock {
     private let descriptor: FileDescriptor
     private let system: any SystemCalls
 
-    private init(descriptor: FileDescriptor, system: any SystemCalls) {
-        self.descriptor = descriptor
-        self.system = system
-    }
-
     /// The lock file for `socketPath`.
     static func path(for socketPath: String) -> String { socketPath + ".autostart.lock" }
 

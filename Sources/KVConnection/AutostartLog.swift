@@ -22,13 +22,6 @@ struct AutostartLog {
     private let start: Int64
     private let system: any SystemCalls
 
-    private init(path: String, descriptor: FileDescriptor, start: Int64, system: any SystemCalls) {
-        self.path = path
-        self.descriptor = descriptor
-        self.start = start
-        self.system = system
-    }
-
     /// Opens the log in `stateDirectory` (creating the folder and the file), empties it if over
     /// ``limit`` and writes a line saying what is being started; `nil` when it cannot.
     /// C: `mkdir`, `open(O_RDWR | O_CREAT | O_APPEND | O_NOFOLLOW, 0600)`, `fstat`, `ftruncate`, `write`.
