@@ -11,12 +11,12 @@ import KVSystem
 ///   skipped: hidden names, editor backups and package-manager leftovers (``isQuiet(_:)``)
 ///   silently, the rest listed as skipped in status.
 ///   Each folder's files are taken in name order (byte order).
-/// - Trust (``DropInTrust``): every folder that decides what `DIR`, both folders and each file
-///   name (those on the way, and on the way to what each symbolic link leads to:
-///   ``DropInPath``), both folders and every file (a link: what it leads to, checked on the
-///   opened descriptor) must belong to root, kvd's user or a member of the admin group, be
-///   writable by no one else than the owner, root's group and the admin group, and carry no
-///   access control list. A folder refused is not read at all, `DIR` or one above it refused
+/// - Trust (``DropInTrust``): `DIR`, both folders, every file (a link: what it leads to,
+///   checked on the opened descriptor) and every folder that decides what they name (those on
+///   the way, and on the way to what each symbolic link leads to: ``DropInPath``) must belong
+///   to root, kvd's user or a member of the admin group, be writable by no one else than the
+///   owner, root's group and the admin group, and carry no access control list; every link on
+///   the way must belong to one of those owners. A folder refused is not read at all, `DIR` or one above it refused
 ///   means nothing is: one problem says why, and ``DropInSet`` keeps the last good content of
 ///   what it holds (of a refused file, its own).
 /// - Bounds: at most ``maxFiles`` files a folder, ``maxFileBytes`` a file and ``maxTotalBytes``
