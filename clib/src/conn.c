@@ -4,6 +4,8 @@
 
 #include "conn.h"
 
+#include "autostart.h"
+
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -150,6 +152,23 @@ static kvd_status cannot_connect(const char *path, int e, kvd_error *error) {
                      reason);
 }
 
+/* Starts kvd for `config->socket_path` and connects: one client at a time (the others wait for
+ * the lock, then find the first one's kvd), kvd's standard error in the state folder's
+ * kvd-autostart.log, quoted when it does not come up. */
+static kvd_status conn_autostart(conn *c, const conn_config *config, kvd_error *error) {
+    int lock = autostart_lock(config->socket_path);
+    kvd_status status = KVD_OK;
+    if (conn_try_connect(config->socket_path, INT64_MIN, &c->fd) != 0) {
+        autostart_log log;
+        int log_fd = autostart_log_open(&log, config->daemon_path, config->socket_path);
+        status = spawn_daemon(config->daemon_path, config->socket_path, log_fd, error);
+        if (log_fd >= 0) close(log_fd);
+        if (!status) status = spawn_wait(config->socket_path, config->daemon_path, log_fd >= 0 ? &log : NULL, &c->fd, error);
+    }
+    autostart_unlock(lock);
+    return status;
+}
+
 kvd_status conn_open(conn *c, const conn_config *config, kvd_error *error) {
     conn_close(c);
     kvd_status status = check_folder(config->socket_path, error);
@@ -158,9 +177,7 @@ kvd_status conn_open(conn *c, const conn_config *config, kvd_error *error) {
     int e = conn_try_connect(config->socket_path, deadline, &c->fd);
     if (e == 0) return KVD_OK;
     if ((e != ENOENT && e != ECONNREFUSED) || !config->autostart) return cannot_connect(config->socket_path, e, error);
-    status = spawn_daemon(config->daemon_path, config->socket_path, error);
-    if (status) return status;
-    return spawn_wait(config->socket_path, config->daemon_path, &c->fd, error);
+    return conn_autostart(c, config, error);
 }
 
 void conn_close(conn *c) {

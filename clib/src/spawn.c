@@ -8,6 +8,7 @@
 
 #include "spawn.h"
 
+#include "autostart.h"
 #include "conn.h"
 
 #include <errno.h>
@@ -47,7 +48,7 @@ typedef struct report {
 /* The daemon's pid, from the last spawn_daemon on this thread (for spawn_wait's message). */
 static __thread pid_t spawned_pid;
 
-kvd_status spawn_daemon(const char *daemon, const char *socket_path, kvd_error *error) {
+kvd_status spawn_daemon(const char *daemon, const char *socket_path, int log_fd, kvd_error *error) {
     if (access(daemon, X_OK) != 0)
         return set_error(error, KVD_ERROR_CANNOT_START, "cannot start kvd for %s: kvd is not at %s (%s); install kvd or start it yourself",
                          socket_path, daemon, strerror(errno));
@@ -70,7 +71,7 @@ kvd_status spawn_daemon(const char *daemon, const char *socket_path, kvd_error *
         pid_t daemon_pid = _Fork(); /* no atfork handlers: async-signal-safe in a child of a threaded process */
         if (daemon_pid == 0) {
             int null = open("/dev/null", O_RDWR);
-            if (null >= 0) dup2(null, 0), dup2(null, 1), dup2(null, 2);
+            if (null >= 0) dup2(null, 0), dup2(null, 1), dup2(log_fd >= 0 ? log_fd : null, 2);
             syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC); /* the host's descriptors stay out of kvd */
             sigset_t none;
             sigemptyset(&none);
@@ -108,7 +109,9 @@ kvd_status spawn_daemon(const char *daemon, const char *socket_path, kvd_error *
     return KVD_OK;
 }
 
-kvd_status spawn_wait(const char *socket_path, const char *daemon, int *fd, kvd_error *error) {
+kvd_status spawn_wait(const char *socket_path, const char *daemon, const autostart_log *log, int *fd,
+                      kvd_error *error) {
+    char why[512] = "";
     struct timespec start, now;
     clock_gettime(CLOCK_MONOTONIC, &start);
     int last = ENOENT;
@@ -117,8 +120,12 @@ kvd_status spawn_wait(const char *socket_path, const char *daemon, int *fd, kvd_
         if (e == 0) return KVD_OK;
         last = e;
         if (spawned_pid > 0 && kill(spawned_pid, 0) != 0 && errno == ESRCH) {
-            /* Another kvd may have won the race to the socket; give it one more chance. */
+            /* A kvd started by hand may have taken the socket meanwhile; give it one more chance. */
             if (conn_try_connect(socket_path, INT64_MIN, fd) == 0) return KVD_OK;
+            if (log) autostart_log_explain(log, why, sizeof why);
+            if (why[0])
+                return set_error(error, KVD_ERROR_CANNOT_START, "cannot start kvd for %s: %s exited at once%s", socket_path, daemon,
+                                 why);
             return set_error(error, KVD_ERROR_CANNOT_START, "cannot start kvd for %s: %s exited at once; run `%s --socket %s` to see why",
                              socket_path, daemon, daemon, socket_path);
         }
@@ -126,7 +133,7 @@ kvd_status spawn_wait(const char *socket_path, const char *daemon, int *fd, kvd_
         if ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 >= SPAWN_TIMEOUT_MS) break;
         usleep(20000);
     }
-    return set_error(error, KVD_ERROR_CANNOT_START,
-                     "cannot start kvd for %s: %s started but did not accept connections within 5 s (%s); check its log", socket_path,
-                     daemon, strerror(last));
+    if (log) autostart_log_explain(log, why, sizeof why);
+    return set_error(error, KVD_ERROR_CANNOT_START, "cannot start kvd for %s: %s started but did not accept connections within 5 s (%s)%s",
+                     socket_path, daemon, strerror(last), why[0] ? why : "; check its log");
 }

@@ -534,6 +534,90 @@ static void autostart_starts_kvd_and_a_lost_connection_reconnects(void) {
     kvd_value_free(got);
 }
 
+/* Writes `text` to `path`, mode 0755 (a script standing in for kvd). */
+static void write_script(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL, "cannot write %s: %s", path, strerror(errno));
+    if (!f) return;
+    fputs(text, f);
+    fclose(f);
+    chmod(path, 0755);
+}
+
+/* Issue 35, item 21: why an autostarted kvd did not come up is kept in STATE/kvd-autostart.log
+ * and quoted (its standard error went to /dev/null). */
+static void an_autostart_that_fails_is_explained_from_its_log(void) {
+    char folder[512], path[600], script[600], state[600];
+    snprintf(folder, sizeof folder, "%s/failing", test_dir);
+    mkdir(folder, 0700);
+    snprintf(path, sizeof path, "%s/kvd.sock", folder);
+    snprintf(script, sizeof script, "%s/failing-kvd", folder);
+    snprintf(state, sizeof state, "%s/state", folder);
+    write_script(script, "#!/bin/sh\necho 'an earlier line' >&2\necho 'boom: cannot start' >&2\nexit 1\n");
+    char *saved = getenv("KVD_STATE_DIR") ? strdup(getenv("KVD_STATE_DIR")) : NULL;
+    setenv("KVD_STATE_DIR", state, 1);
+    kvd_connect_options options = KVD_CONNECT_OPTIONS_INIT;
+    options.socket_path = path;
+    options.daemon_path = script;
+    kvd_client *client = NULL;
+    kvd_error error = KVD_ERROR_INIT;
+    kvd_status status = kvd_connect(&options, &client, &error);
+    if (status == KVD_OK && client) status = kvd_get(client, "d", "k", NULL, NULL, NULL, &error);
+    CHECK(status == KVD_ERROR_CANNOT_START && error.message && strstr(error.message, "boom: cannot start") &&
+              strstr(error.message, "kvd-autostart.log") && !strstr(error.message, "an earlier line"),
+          "the failure quotes the log: %s: %s", kvd_status_name(status), error.message);
+    kvd_error_clear(&error);
+    kvd_client_free(client);
+    char log[700];
+    snprintf(log, sizeof log, "%s/kvd-autostart.log", state);
+    struct stat info;
+    CHECK(stat(log, &info) == 0 && (info.st_mode & 0777) == 0600, "the log is mode 0600");
+    if (saved) setenv("KVD_STATE_DIR", saved, 1), free(saved);
+    else unsetenv("KVD_STATE_DIR");
+}
+
+/* Issue 35, item 21: clients that find no kvd at once start one between them (a lock beside
+ * the socket), not one each. */
+static void clients_autostarting_at_once_start_one_kvd(void) {
+    char folder[512], path[600], script[600], count[600], text[2048];
+    snprintf(folder, sizeof folder, "%s/race", test_dir);
+    mkdir(folder, 0700);
+    snprintf(path, sizeof path, "%s/kvd.sock", folder);
+    snprintf(script, sizeof script, "%s/counting-kvd", folder);
+    snprintf(count, sizeof count, "%s/starts", folder);
+    snprintf(text, sizeof text, "#!/bin/sh\necho start >> '%s'\nsleep 0.2\nexec '%s' \"$@\"\n", count, kvd_bin);
+    write_script(script, text);
+    unlink(count); /* the run under valgrind follows the native one in the same folder */
+    enum { clients = 4 };
+    pid_t children[clients];
+    for (int i = 0; i < clients; i++) {
+        children[i] = fork();
+        if (children[i] == 0) {
+            kvd_connect_options options = KVD_CONNECT_OPTIONS_INIT;
+            options.socket_path = path;
+            options.daemon_path = script;
+            kvd_client *client = NULL;
+            kvd_error error = KVD_ERROR_INIT;
+            kvd_status status = kvd_connect(&options, &client, &error);
+            if (status == KVD_OK) status = kvd_get(client, "org.libkvd.race", "k", NULL, NULL, NULL, &error);
+            _exit(status == KVD_ERROR_NOT_FOUND ? 0 : 1);
+        }
+    }
+    int connected = 0;
+    for (int i = 0; i < clients; i++) {
+        int child_status = 0;
+        waitpid(children[i], &child_status, 0);
+        connected += WIFEXITED(child_status) && WEXITSTATUS(child_status) == 0;
+    }
+    int starts = 0;
+    FILE *f = fopen(count, "r");
+    for (int c; f && (c = fgetc(f)) != EOF;) starts += c == '\n';
+    if (f) fclose(f);
+    CHECK(connected == clients && starts == 1, "%d clients connected, %d kvd(s) started (one wanted)", connected, starts);
+    pid_t kvd = listener_pid(path);
+    if (kvd > 0) stop(kvd);
+}
+
 static int unsafe_folder_only(void) {
     kvd_connect_options options = KVD_CONNECT_OPTIONS_INIT;
     options.no_autostart = 1;
@@ -585,6 +669,12 @@ int main(int argc, char **argv) {
     before = failures;
     autostart_starts_kvd_and_a_lost_connection_reconnects();
     printf("%s autostart_starts_kvd_and_a_lost_connection_reconnects\n", failures > before ? "FAIL" : "ok");
+    before = failures;
+    an_autostart_that_fails_is_explained_from_its_log();
+    printf("%s an_autostart_that_fails_is_explained_from_its_log\n", failures > before ? "FAIL" : "ok");
+    before = failures;
+    clients_autostarting_at_once_start_one_kvd();
+    printf("%s clients_autostarting_at_once_start_one_kvd\n", failures > before ? "FAIL" : "ok");
     printf("%s: %d failed check(s)\n", failures ? "FAILED" : "passed", failures);
     return failures ? 1 : 0;
 }
