@@ -101,14 +101,26 @@ struct DropInReader {
                 named
                 ? (walk.resolved == path ? "it" : "\(walk.resolved), where it leads,")
                 : "the folder \(folder) on the way to it"
-            if system.hasAccessControlList(folder) {
-                return "\(subject) has an access control list (getfacl shows it), which may let others write it"
-            }
+            if system.hasAccessControlList(folder) { return Self.listRefusal(subject) }
             guard !named || isFolder else { continue }  // a file is judged on its opened descriptor
             guard let status = try? system.status(folder, followingLinks: false) else { return nil }
             if let reason = trust.refusal(of: status, subject: subject, stickyAllowed: !named) { return reason }
         }
         return nil
+    }
+
+    /// Why the file at `path`, in a folder ``pathRefusal(_:isFolder:_:)`` trusted, may not be
+    /// trusted, or nil: a plain file (not a link) is decided by that folder, so only its own
+    /// access control list is asked; a link is walked as any path.
+    private func fileRefusal(_ path: String, _ trust: DropInTrust) -> String? {
+        guard let status = try? system.status(path, followingLinks: false), status.kind != .symbolicLink else {
+            return pathRefusal(path, isFolder: false, trust)
+        }
+        return system.hasAccessControlList(path) ? Self.listRefusal("it") : nil
+    }
+
+    private static func listRefusal(_ subject: String) -> String {
+        "\(subject) has an access control list (getfacl shows it), which may let others write it"
     }
 
     private func files(
@@ -137,7 +149,7 @@ struct DropInReader {
                         bytes: .failure(.init(description: "more than \(Self.maxFiles) files in \(folder): not read"))))
                 continue
             }
-            if let reason = pathRefusal(path, isFolder: false, trust) {
+            if let reason = fileRefusal(path, trust) {
                 found.append(
                     DropInFile(path: path, kind: kind, bytes: .failure(.init(description: "\(reason): not read"))))
                 continue
