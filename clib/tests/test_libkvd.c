@@ -544,6 +544,19 @@ static void write_script(const char *path, const char *text) {
     chmod(path, 0755);
 }
 
+/* Connects to `socket_path`, starting `daemon` when nothing listens, and reads a key there: the
+ * status of the read (KVD_ERROR_NOT_FOUND once kvd answered), or of the connect when it failed. */
+static kvd_status autostart_and_read(const char *socket_path, const char *daemon, kvd_error *error) {
+    kvd_connect_options options = KVD_CONNECT_OPTIONS_INIT;
+    options.socket_path = socket_path;
+    options.daemon_path = daemon;
+    kvd_client *client = NULL;
+    kvd_status status = kvd_connect(&options, &client, error);
+    if (status == KVD_OK && client) status = kvd_get(client, "org.libkvd.autostart", "k", NULL, NULL, NULL, error);
+    kvd_client_free(client);
+    return status;
+}
+
 /* Issue 35, item 21: why an autostarted kvd did not come up is kept in STATE/kvd-autostart.log
  * and quoted (its standard error went to /dev/null). */
 static void an_autostart_that_fails_is_explained_from_its_log(void) {
@@ -556,18 +569,12 @@ static void an_autostart_that_fails_is_explained_from_its_log(void) {
     write_script(script, "#!/bin/sh\necho 'an earlier line' >&2\necho 'boom: cannot start' >&2\nexit 1\n");
     char *saved = getenv("KVD_STATE_DIR") ? strdup(getenv("KVD_STATE_DIR")) : NULL;
     setenv("KVD_STATE_DIR", state, 1);
-    kvd_connect_options options = KVD_CONNECT_OPTIONS_INIT;
-    options.socket_path = path;
-    options.daemon_path = script;
-    kvd_client *client = NULL;
     kvd_error error = KVD_ERROR_INIT;
-    kvd_status status = kvd_connect(&options, &client, &error);
-    if (status == KVD_OK && client) status = kvd_get(client, "d", "k", NULL, NULL, NULL, &error);
+    kvd_status status = autostart_and_read(path, script, &error);
     CHECK(status == KVD_ERROR_CANNOT_START && error.message && strstr(error.message, "boom: cannot start") &&
               strstr(error.message, "kvd-autostart.log") && !strstr(error.message, "an earlier line"),
           "the failure quotes the log: %s: %s", kvd_status_name(status), error.message);
     kvd_error_clear(&error);
-    kvd_client_free(client);
     char log[700];
     snprintf(log, sizeof log, "%s/kvd-autostart.log", state);
     struct stat info;
@@ -593,14 +600,8 @@ static void clients_autostarting_at_once_start_one_kvd(void) {
     for (int i = 0; i < clients; i++) {
         children[i] = fork();
         if (children[i] == 0) {
-            kvd_connect_options options = KVD_CONNECT_OPTIONS_INIT;
-            options.socket_path = path;
-            options.daemon_path = script;
-            kvd_client *client = NULL;
             kvd_error error = KVD_ERROR_INIT;
-            kvd_status status = kvd_connect(&options, &client, &error);
-            if (status == KVD_OK) status = kvd_get(client, "org.libkvd.race", "k", NULL, NULL, NULL, &error);
-            _exit(status == KVD_ERROR_NOT_FOUND ? 0 : 1);
+            _exit(autostart_and_read(path, script, &error) == KVD_ERROR_NOT_FOUND ? 0 : 1);
         }
     }
     int connected = 0;
