@@ -34,22 +34,34 @@ let package = Package(
         .target(name: "KVCtl", dependencies: ["KVValues", "KVProtocol", "KVSystem", "KVConnection"]),
         .executableTarget(name: "kvctl", dependencies: ["KVCtl"]),
         .executableTarget(name: "kvctl-plist", dependencies: ["KVValues", "KVProtocol", "KVSystem"]),
-        .executableTarget(name: "kvbench", dependencies: ["KVSystem", "CLinux"]),
-        .executableTarget(name: "kvclient-probe", dependencies: ["KVClient", "KVValues", "KVSystem"]),
-        .target(name: "HabitsKit", dependencies: ["KVClient", "KVProtocol", "KVSystem", "KVValues"]),
-        .executableTarget(name: "habits", dependencies: ["HabitsKit", "KVSystem"]),
-        .executableTarget(name: "kvbench-local", dependencies: ["KVClient", "KVSystem"]),
-        .executableTarget(name: "kvbench-hello"),
+
+        // The sample app (Examples/Habits): a habit tracker on KVClient, shipped as `habits`.
+        .target(
+            name: "HabitsKit", dependencies: ["KVClient", "KVProtocol", "KVSystem", "KVValues"],
+            path: "Examples/Habits/HabitsKit"),
+        .executableTarget(name: "habits", dependencies: ["HabitsKit", "KVSystem"], path: "Examples/Habits/habits"),
+
+        // The benchmarks' programs (bench/, beside the harness that runs them: `make bench`).
+        .executableTarget(name: "kvbench", dependencies: ["KVSystem", "CLinux"], path: "bench/kvbench"),
+        .executableTarget(name: "kvbench-local", dependencies: ["KVClient", "KVSystem"], path: "bench/kvbench-local"),
+        .executableTarget(name: "kvbench-hello", path: "bench/kvbench-hello"),
         .executableTarget(
-            name: "kvbench-fleet", dependencies: ["KVConnection", "KVFleet", "KVProtocol", "KVSystem", "KVValues"]),
+            name: "kvbench-fleet", dependencies: ["KVConnection", "KVFleet", "KVProtocol", "KVSystem", "KVValues"],
+            path: "bench/kvbench-fleet"),
+
+        // What the tests use: their support library and a KVClient program run as a second process.
+        .executableTarget(
+            name: "kvclient-probe", dependencies: ["KVClient", "KVValues", "KVSystem"],
+            path: "Tests/Probes/kvclient-probe"),
         .target(name: "KVTestSupport", dependencies: ["KVSystem", "KVProtocol", "CLinux"], path: "Tests/Support"),
 
-        .testTarget(name: "KVValuesTests", dependencies: ["KVValues"]),
+        .testTarget(name: "KVValuesTests", dependencies: ["KVValues", "KVTestSupport"]),
         .testTarget(name: "KVSystemTests", dependencies: ["KVSystem", "KVTestSupport"]),
-        .testTarget(name: "KVStorageTests", dependencies: ["KVStorage", "KVValues", "KVSystem"]),
+        .testTarget(name: "KVStorageTests", dependencies: ["KVStorage", "KVValues", "KVSystem", "KVTestSupport"]),
         .testTarget(name: "KVProtocolTests", dependencies: ["KVProtocol", "KVValues", "KVTestSupport"]),
         .testTarget(
-            name: "KVFleetTests", dependencies: ["KVFleet", "KVValues", "KVProtocol", "KVConnection", "CLinux"]),
+            name: "KVFleetTests",
+            dependencies: ["KVFleet", "KVValues", "KVProtocol", "KVConnection", "CLinux", "KVTestSupport"]),
         .testTarget(
             name: "KVDaemonTests",
             dependencies: ["KVDaemon", "KVStorage", "KVProtocol", "KVValues", "KVSystem", "KVFleet", "KVTestSupport"]),
@@ -59,7 +71,7 @@ let package = Package(
         .testTarget(
             name: "KVClientTests",
             dependencies: ["KVClient", "KVConnection", "KVProtocol", "KVValues", "KVSystem", "KVTestSupport", "CLinux"]),
-        .testTarget(name: "EndToEndTests"),
+        .testTarget(name: "EndToEndTests", dependencies: ["KVTestSupport"]),
         .testTarget(name: "HabitsTests", dependencies: ["HabitsKit", "KVClient", "KVValues"], exclude: ["Fixtures"]),
     ]
 )

@@ -4,7 +4,7 @@
 Usage: scripts/check-links.py [FILE...]   (default: every file below; exit 1 on a broken one)
 
 It reads README.md, ARCHITECTURE.md, CONTRIBUTING.md, CHANGELOG.md (its links only: its history
-names files that are gone), docs/, bench/README.md, man/, and the files of Sources/, clib/,
+names files that are gone), docs/, bench/README.md, man/, and the files of Sources/, Examples/, bench/, clib/,
 Tests/, tests/, scripts/, fuzz/, systemd/, packaging/, the Makefile and Package.swift, and finds
  - Markdown links `[text](target)` that are not URLs: the file (relative to the document) must
    exist, and a `#anchor` must be one of its headings (GitHub's anchors: lower case, spaces to
@@ -26,8 +26,8 @@ import sys
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 DOCUMENTS = ["README.md", "ARCHITECTURE.md", "CONTRIBUTING.md", "CHANGELOG.md", "bench/README.md"]
-TREES = ["docs", "man", "Sources", "clib", "Tests", "tests", "scripts", "fuzz", "systemd", "packaging"]
-TOP_FOLDERS = "Sources|Tests|tests|scripts|clib|docs|bench|api|man|packaging|systemd|fuzz"
+TREES = ["docs", "man", "Sources", "Examples", "bench", "clib", "Tests", "scripts", "fuzz", "systemd", "packaging"]
+TOP_FOLDERS = "Sources|Examples|Tests|scripts|clib|docs|bench|api|man|packaging|systemd|fuzz"
 TOP_FILES = "README|CONTRIBUTING|ARCHITECTURE|CHANGELOG|CONTRACT"
 MARKDOWN_LINK = re.compile(r"\[[^\]\n]*\]\(([^)\s]+)\)")
 CITED_PATH = re.compile(

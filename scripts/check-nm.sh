@@ -1,11 +1,12 @@
 #!/bin/sh
 # Fails when an object file outside KVSystem references a C library function that is not on the
-# list below (issue 26): every system call — files, sockets, processes, signals, sleeping, user
+# list below: every system call — files, sockets, processes, signals, sleeping, user
 # ids — goes through KVSystem (`SystemCalls`, `FileSystem`; LinuxSystem*.swift make the calls).
 # Read from the compiled objects' undefined symbols (`nm -u`), so no call can hide from it.
 #
-# Covers every library and executable target under Sources/ but KVSystem and the C shims
-# (CLinux, CSystemd, CCurl); test targets (which run real processes, sockets and users) are not
+# Covers every library and executable target (Sources/, the sample in Examples/Habits/, the
+# benchmarks' programs in bench/, Tests/Probes/) but KVSystem and the C shims (CLinux, CSystemd,
+# CCurl); test targets (which run real processes, sockets and users) are not
 # covered. Swift symbols and the C shims' own functions (libcurl's `ccurl_*`, libsystemd's
 # `sd_*`) are not C library calls. Needs a debug build (`swift build`); checks only the objects
 # of today's sources (a removed file's object may linger in .build). Prints each offence and
@@ -26,7 +27,7 @@ SHIMS='^(ccurl_|sd_)'
 TEMPORARY=''
 
 status=0
-for folder in Sources/*/; do
+for folder in Sources/*/ Examples/Habits/*/ bench/kvbench*/ Tests/Probes/*/; do
     target=$(basename "$folder")
     case $target in KVSystem | CLinux | CSystemd | CCurl) continue ;; esac
     module=$(printf %s "$target" | tr - _)

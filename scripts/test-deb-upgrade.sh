@@ -7,7 +7,7 @@
 # systemd to restart kvd-system.service if it runs (try-restart), that a first install enables
 # both sockets and starts the system one, that remove disables them and a new install enables them
 # again, that a socket disabled before remove stays disabled until purge; and the same upgrade
-# from a package made with 0.1.0's maintainer scripts (tests/deb-0.1.0), which kept no state.
+# from a package made with 0.1.0's maintainer scripts (Tests/Packaging/deb-0.1.0), which kept no state.
 #
 # systemd is not PID 1 here: the root gets /run/systemd/system (so the scripts act as on a
 # systemd machine) and a systemctl on PATH that records what would change running units
@@ -28,10 +28,10 @@ trap 'rm -rf "$work"' EXIT
 version=$(dpkg-deb -f "$deb" Version)
 older="${version}~old"
 dpkg --compare-versions "$older" lt "$version" || fail "$older does not sort before $version"
-# old.deb: this tree's scripts; legacy.deb: 0.1.0's (tests/deb-0.1.0), which kept no state.
+# old.deb: this tree's scripts; legacy.deb: 0.1.0's (Tests/Packaging/deb-0.1.0), which kept no state.
 KVD_DEB_VERSION=$older KVD_DEB_DIR=$work "$root/scripts/build-deb.sh" "$bin" >/dev/null
 mv "$work/kvd_${older}_amd64.deb" "$work/old.deb"
-KVD_DEB_VERSION=$older KVD_DEB_DIR=$work KVD_DEB_SCRIPTS=$root/tests/deb-0.1.0 "$root/scripts/build-deb.sh" "$bin" >/dev/null
+KVD_DEB_VERSION=$older KVD_DEB_DIR=$work KVD_DEB_SCRIPTS=$root/Tests/Packaging/deb-0.1.0 "$root/scripts/build-deb.sh" "$bin" >/dev/null
 mv "$work/kvd_${older}_amd64.deb" "$work/legacy.deb"
 cp "$deb" "$work/new.deb"
 

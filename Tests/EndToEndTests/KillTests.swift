@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import KVTestSupport
 import Synchronization
 import Testing
 
@@ -16,13 +17,15 @@ import Testing
         let rounds = Int(ProcessInfo.processInfo.environment["KVD_KILL_ROUNDS"] ?? "") ?? 200
         let sandbox = Sandbox()
         let model = KillModel()
+        // The writers' changes come from this seed (their timing, and so what a kill cuts, do not).
+        let seed = SeededGenerator.forTest().state
         var acknowledged = 0
         var maybeApplied = 0
         let started = Date()
         for round in 0..<rounds {
             let daemon = try Daemon(sandbox)
             try model.verify(sandbox.socket, round: round)
-            let outcome = try writeUntilKilled(daemon, model: model, round: round)
+            let outcome = try writeUntilKilled(daemon, model: model, round: round, seed: seed)
             acknowledged += outcome.acknowledged
             maybeApplied += outcome.inFlight
         }
@@ -89,7 +92,7 @@ import Testing
 
     /// Runs the writers against `daemon` and kills it after a random 0-60 ms; returns when every
     /// writer has seen its connection drop.
-    private func writeUntilKilled(_ daemon: Daemon, model: KillModel, round: Int) throws -> (
+    private func writeUntilKilled(_ daemon: Daemon, model: KillModel, round: Int, seed: UInt64) throws -> (
         acknowledged: Int, inFlight: Int
     ) {
         let done = DispatchGroup()
@@ -99,7 +102,8 @@ import Testing
             let socket = daemon.sandbox.socket
             Thread {
                 defer { done.leave() }
-                let result = KillWriter(id: writer, round: round, model: model).run(socket)
+                var generator = SeededGenerator(seed: seed &+ UInt64(round * Self.writers + writer))
+                let result = KillWriter(id: writer, round: round, model: model).run(socket, &generator)
                 counts.withLock {
                     $0.acknowledged += result.acknowledged
                     $0.inFlight += result.inFlight ? 1 : 0
@@ -278,12 +282,14 @@ struct KillWriter {
     let round: Int
     let model: KillModel
 
-    func run(_ socket: String) -> (acknowledged: Int, inFlight: Bool, failure: String?) {
+    func run(_ socket: String, _ generator: inout SeededGenerator) -> (
+        acknowledged: Int, inFlight: Bool, failure: String?
+    ) {
         guard let client = try? RawClient(socket) else { return (0, false, nil) }  // killed before we connected
         defer { client.close() }
         var acknowledged = 0
         for sequence in 0... {
-            let change = makeChange(sequence)
+            let change = makeChange(sequence, &generator)
             guard client.send(Array(message(for: change).utf8) + [0]), let text = client.receive() else {
                 model.lost(change)
                 return (acknowledged, true, nil)
@@ -304,21 +310,24 @@ struct KillWriter {
         return (acknowledged, false, nil)
     }
 
-    private func makeChange(_ sequence: Int) -> KillChange {
-        let domain = KillTests.domains.randomElement()!
+    private func makeChange(_ sequence: Int, _ generator: inout SeededGenerator) -> KillChange {
+        let domain = KillTests.domains.randomElement(using: &generator)!
         // Now and then a large value, so the log passes its compaction threshold now and then.
-        let padding = Int.random(in: 0..<20) == 0 ? String(repeating: "x", count: Int.random(in: 1000...60_000)) : ""
+        let padding =
+            Int.random(in: 0..<20, using: &generator) == 0
+            ? String(repeating: "x", count: Int.random(in: 1000...60_000, using: &generator)) : ""
         let value = { (key: String) in "w\(id)r\(round)s\(sequence)\(key)\(padding)" }
-        switch Int.random(in: 0..<10) {
+        switch Int.random(in: 0..<10, using: &generator) {
         case 0..<5:
-            let key = KillTests.keys.randomElement()!
+            let key = KillTests.keys.randomElement(using: &generator)!
             return KillChange(domain: domain, sets: [key: value(key)], removals: [], isApply: false)
         case 5..<7:
-            return KillChange(domain: domain, sets: [:], removals: [KillTests.keys.randomElement()!], isApply: false)
+            return KillChange(
+                domain: domain, sets: [:], removals: [KillTests.keys.randomElement(using: &generator)!], isApply: false)
         default:
             var change = KillChange(domain: domain, sets: [:], removals: [], isApply: true)
-            for key in KillTests.keys.shuffled().prefix(Int.random(in: 2...5)) {
-                if change.sets.count >= 2, Bool.random() {
+            for key in KillTests.keys.shuffled(using: &generator).prefix(Int.random(in: 2...5, using: &generator)) {
+                if change.sets.count >= 2, Bool.random(using: &generator) {
                     change.removals.append(key)
                 } else {
                     change.sets[key] = value(key)

@@ -5,9 +5,9 @@ import Testing
 /// `kvctl import` of XML and binary property lists and `kvctl export --format xml|binary`, with
 /// the real kvctl (and its kvctl-plist helper) against the real kvd.
 @Suite(.serialized) struct PlistTests {
-    /// The fixtures in tests/plist (see its README for how each was made).
+    /// The fixtures in Tests/Fixtures/plist (see its README for how each was made).
     static func fixture(_ name: String) -> String {
-        URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../tests/plist/" + name)
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../Fixtures/plist/" + name)
             .standardized.path
     }
 

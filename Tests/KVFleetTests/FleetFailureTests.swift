@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import KVConnection
 import KVProtocol
+import KVTestSupport
 import KVValues
 import Testing
 
@@ -186,7 +187,7 @@ struct FleetFailureTests {
         let writer = try EtcdGateway(endpoints: cluster.clientURLs)
         let done = Counter()
         let burst = Task.detached { () throws -> Int64 in
-            var generator = SystemRandomNumberGenerator()
+            var generator = SeededGenerator.forTest()
             for i in 0..<1000 {
                 let key = "k\(Int.random(in: 0..<40, using: &generator))"
                 let operation: EtcdTransaction.Operation

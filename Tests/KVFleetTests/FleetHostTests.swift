@@ -81,16 +81,18 @@ struct FleetHostTests {
         let b = try Host("b", in: root, cluster: cluster)
         // A user's Watch on host b, through b's user kvd, open before the change is made on a.
         let watched = Outcomes()
+        let opened = Outcomes()
         let watcher = try Connection(socketPath: b.userSocket)
         defer { watcher.close() }
         Thread {
             try? watcher.watch(try! Domain(validating: "com.corp.mail"), try! Key(validating: "server")) { event in
+                if event.initial { opened.add(0, "the watch's first reply") }
                 guard let change = event.changes.first, case .string(let text)? = change.value else { return true }
                 watched.add(0, "\(text) (\(event.sources[change.key]?.rawValue ?? "no source"))")
                 return false
             }
         }.start()
-        usleep(200_000)  // the watch's first reply
+        #expect(opened.wait(for: 1).count == 1, "b's Watch got no first reply: \(b.logs())")
 
         let set = try a.kvctl("set", "com.corp.mail", "server", "imap.corp.example", system: true)
         #expect(set.status == 0, "\(set.output) \(a.logs())")

@@ -1,3 +1,4 @@
+import KVTestSupport
 import KVValues
 import Synchronization
 import Testing
@@ -340,10 +341,11 @@ final class Shared<T: Sendable>: Sendable {
     func change(_ body: (inout T) -> Void) { mutex.withLock { body(&$0) } }
 }
 
-/// Issue 24: the status's first entries left out are picked in one pass, in etcd key order.
+/// The status's first entries left out are picked in one pass, in etcd key order.
 @Test func theFirstProblemsArePickedInKeyOrder() {
     var problems: [[UInt8]: FleetProblem] = [:]
-    for n in (0..<1000).shuffled() {
+    var generator = SeededGenerator.forTest()
+    for n in (0..<1000).shuffled(using: &generator) {
         let key = Array("kvd/values/com.corp.a/k\(String(n + 10000))".utf8)
         problems[key] = FleetProblem(etcdKey: String(decoding: key, as: UTF8.self), revision: Int64(n), reason: "bad")
     }

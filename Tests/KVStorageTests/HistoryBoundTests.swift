@@ -1,3 +1,4 @@
+import KVTestSupport
 import KVValues
 import Testing
 
@@ -38,7 +39,7 @@ import Testing
     /// everything: the pruned entries equal the reference's. [Seen failing with `<` for `<=` in
     /// the bound's fit, and with a key's newest value not protected.]
     @Test func theBoundKeepsWhatMeasuringEveryEntryKept() {
-        var generator = SystemRandomNumberGenerator()
+        var generator = SeededGenerator.forTest()
         for round in 0..<400 {
             let keys = (0..<Int.random(in: 1...6, using: &generator)).map { key("k\($0)") }
             var entries: [HistoryEntry] = []

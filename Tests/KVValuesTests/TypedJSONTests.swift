@@ -1,4 +1,5 @@
 import FoundationEssentials
+import KVTestSupport
 import Testing
 
 @testable import KVValues
@@ -133,7 +134,7 @@ import Testing
 
 @Suite struct DateFormatTests {
     @Test func everyDateReadsBackToTheBitWithTheFewestDigits() throws {
-        var generator = SystemRandomNumberGenerator()
+        var generator = SeededGenerator.forTest()
         for _ in 0..<20_000 {
             let interval = Double.random(in: -63_000_000_000...252_000_000_000, using: &generator)
             let date = Date(timeIntervalSinceReferenceDate: interval)
