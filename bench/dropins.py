@@ -1,4 +1,4 @@
-"""The drop-in row of make bench (issue 27): a reload of 100 drop-in files holding 10,000 keys
+"""The drop-in row of make bench: a reload of 100 drop-in files holding 10,000 keys
 while 50 apps watch, against a kvctl --system Apply of the same keys.
 
 A system instance (this user's, with --config-dir) and one user's kvd following it; 50 Watch

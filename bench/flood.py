@@ -1,4 +1,4 @@
-"""The shared-machine row of make bench (issue 23, items 4 and 5): another user's Get on the
+"""The shared-machine row of make bench: another user's Get on the
 system instance while one uid floods it.
 
 The system instance runs as root, holding an 8 MB domain (2,000 keys in the smoke mode) and a

@@ -63,7 +63,7 @@ class Bench:
         self.server_cpus = {cpus[0]} if pin else None
         self.client_cpus = {cpus[1]} if pin else None
         self.rows = []       # one per measured subject of a row
-        self.targets = []    # one per issue target
+        self.targets = []    # one per target
         self.scaling = []    # one per (op, client count): kvd and Redis side by side (bench/scaling.py)
         self.notes = []
         self.env = dict(os.environ, KVD_NO_AUTOSTART="1", HOME=os.path.join(self.dir, "home"),
@@ -309,7 +309,7 @@ class Bench:
                 subjects.append(("Redis GET", self.kvbench(redis_sock, "resp", "get", clients)))
             measured = self.interleave(row, subjects)
             measured_rows[("get", clients)] = (measured[0], measured[-1] if redis else None)
-            # 50 clients: 1.1 (issue 29), so that the lead holds through this machine's noise
+            # 50 clients: 1.1, so that the lead holds through this machine's noise
             self.compare(row, "throughput kvd/Redis", measured[0], measured[-1] if redis else None, ">=",
                          1.1 if clients > 1 else 1.0)
             if clients == 1:
@@ -384,7 +384,7 @@ class Bench:
         self.memory_row()
 
     def history_rows(self, kvd_sock):
-        """History (issue 13): a durable Set with history kept against one with history off
+        """History: a durable Set with history kept against one with history off
         (--history-keep 0 --history-days 0), and History of a key with 1,000 entries against a
         List of a 1,000-key domain."""
         print("history", flush=True)
@@ -426,7 +426,7 @@ class Bench:
             self.server_cpus, self.client_cpus = saved
 
     def unpinned_sqlite_row(self):
-        """kvd's durable Set beside SQLite with nothing pinned (issue 29: the target is on this
+        """kvd's durable Set beside SQLite with nothing pinned (the target is on this
         pair): a kvd of its own, kvbench and the SQLite program where the scheduler puts them."""
         with self.unpinned():
             _, sock = self.start_kvd("kvd-unpinned")

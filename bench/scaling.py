@@ -1,4 +1,4 @@
-"""The scaling rows of make bench (issue 29): Get and durable Set at 1, 10, 50, 200 and 1,000
+"""The scaling rows of make bench: Get and durable Set at 1, 10, 50, 200 and 1,000
 clients, kvd beside Redis (`appendfsync always`), so a reader sees how each grows.
 
 The same kvbench drives both (1 client: a blocking thread; more: one epoll thread, one call in

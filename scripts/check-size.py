@@ -7,8 +7,7 @@ The limits (CONTRIBUTING.md, "Size"):
   - a file under Sources/, Tests/ or fuzz/: at most FILE_LINES lines.
 
 A longer piece is split where it mixes concerns (parse, then check, then act). The ALLOWED lists
-below are empty (issue 26 split the last pieces over); an entry that is no longer needed fails
-too, so the lists stay honest.
+below are empty; an entry that is no longer needed fails too, so the lists stay honest.
 
 Usage: scripts/check-size.py [--list]   (--list prints every function over the limit, allowed or not)
 """
@@ -21,8 +20,8 @@ FUNCTION_LINES = 40
 FILE_LINES = 400
 ROOTS = ["Sources", "Tests", "fuzz"]
 
-# Exceptions, each with its reason: none since issue 26 split the last ones; split a piece rather
-# than list it. A function is "path:Type.name" ("path:name" for a free function); a file is its path.
+# Exceptions, each with its reason: none; split a piece rather than list it. A function is
+# "path:Type.name" ("path:name" for a free function); a file is its path.
 ALLOWED_FUNCTIONS: set[str] = set()
 ALLOWED_FILES: set[str] = set()
 

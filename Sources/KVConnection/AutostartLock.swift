@@ -17,11 +17,10 @@ struct AutostartLock {
     static func path(for socketPath: String) -> String { socketPath + ".autostart.lock" }
 
     /// Takes the lock for `socketPath`, trying every 20 ms until `deadline`; `nil` when the file
-    /// cannot be opened (a folder this user cannot write, a file another user made) or the lock
-    /// is still held at `deadline`. Autostart then goes on without it, as before the lock: kvd
-    /// itself refuses to take a socket another kvd listens on, so the worst is a second kvd that
-    /// exits at once. C: `open(O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600)`,
-    /// `flock(LOCK_EX | LOCK_NB)`.
+    /// cannot be opened (a folder this user cannot write, a file another user made) or the lock is
+    /// still held at `deadline`. Autostart then goes on without it: kvd itself refuses to take a
+    /// socket another kvd listens on, so the worst is a second kvd that exits at once. C:
+    /// `open(O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600)`, `flock(LOCK_EX | LOCK_NB)`.
     static func acquire(
         for socketPath: String, until deadline: ContinuousClock.Instant, system: any SystemCalls
     ) -> AutostartLock? {

@@ -7,7 +7,7 @@ import KVSystem
 /// error names the file and quotes the last line this start added (``explanation()``).
 ///
 /// Opening it never stops a start: a log that cannot be opened leaves kvd's standard error on
-/// `/dev/null`, as before the log.
+/// `/dev/null`.
 struct AutostartLog {
     static let fileName = "kvd-autostart.log"
     /// The size over which the next start empties the log: 1 MiB.

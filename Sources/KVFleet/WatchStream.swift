@@ -7,7 +7,7 @@ import KVSystem
 ///
 /// Line ends are found incrementally: each chunk is searched once, from where the last search
 /// stopped, so a line of N bytes costs O(N) however many chunks bring it (a 32 MB line of a
-/// replayed batch used to be rescanned whole on each 16 KB chunk). A line longer than
+/// replayed batch is not rescanned whole on each 16 KB chunk). A line longer than
 /// ``maximumLineBytes`` ends the stream as a failure that names the limit.
 ///
 /// Thread-safe: the transfer thread appends, ``next(idle:)`` takes; every field is guarded by

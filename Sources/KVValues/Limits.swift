@@ -25,10 +25,10 @@ public enum Limits {
     /// JSON: `{"key":` `,"value":` `}` and the `,` after it (a `List` reply costs less).
     public static let replyEntryOverhead = 18
 
-    /// What a reply that carries a domain's entries costs besides them: its envelope,
-    /// revisions and flags, the domain's name (a `Mirror` reply names it: up to 255 bytes) and
-    /// a source per entry when one entry fills the reply (generous). Was 256 before issue 23,
-    /// which left no room for a name over about 160 bytes.
+    /// What a reply that carries a domain's entries costs besides them: its envelope, revisions and
+    /// flags, the domain's name (a `Mirror` reply names it: up to 255 bytes) and a source per entry
+    /// when one entry fills the reply (generous). 256 would leave no room for a name over about
+    /// 160 bytes.
     public static let replyOverhead = 1024
 
     /// The bytes a domain's keys and values may take, counted as ``DomainBudget`` counts them, so

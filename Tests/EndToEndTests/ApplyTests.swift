@@ -2,8 +2,8 @@ import Foundation
 import Glibc
 import Testing
 
-/// Issue 27: `kvctl apply FILE [--check] [--diff] [--prune]`, desired state from the shell,
-/// against a real kvd (a user's) and a real system instance with a real second user.
+/// `kvctl apply FILE [--check] [--diff] [--prune]`, desired state from the shell, against a real
+/// kvd (a user's) and a real system instance with a real second user.
 struct ApplyTests {
     static let file = #"{"org.ex.app": {"k1": "new", "k2": "keep"}, "org.ex.other": {"x": 1}}"#
 
@@ -66,9 +66,9 @@ struct ApplyTests {
         #expect(try kvctl(sandbox, "apply", "f.json", "--force").status == 2)
     }
 
-    /// Issue 35, item 11: a drop-in file's `"for"` member names whom the file is for, never a
-    /// domain: apply refuses such a file (a profile is the system instance's), as it reads one
-    /// with a byte order mark as the drop-in files are read.
+    /// A drop-in file's `"for"` member names whom the file is for, never a domain: apply refuses
+    /// such a file (a profile is the system instance's), as it reads one with a byte order mark as
+    /// the drop-in files are read.
     @Test func aFileForSomeUsersIsRefusedAndABomIsAccepted() throws {
         let sandbox = Sandbox()
         let daemon = try Daemon(sandbox, extra: ["--no-system-layer"])

@@ -2,9 +2,9 @@ import Foundation
 import Glibc
 import Testing
 
-/// Backups (issue 13) with the real kvctl against the real kvd: a consistent snapshot while
-/// another client writes, every value type back into a fresh state folder, and nothing changed
-/// without --yes or from a damaged or newer file.
+/// Backups with the real kvctl against the real kvd: a consistent snapshot while another client
+/// writes, every value type back into a fresh state folder, and nothing changed without --yes or
+/// from a damaged or newer file.
 @Suite(.serialized) struct BackupEndToEndTests {
     /// The backup file at `path` (or the text of one), parsed.
     static func parse(_ text: String) throws -> [String: Any] {
@@ -92,9 +92,9 @@ import Testing
         daemon.stop()
     }
 
-    /// Issue 23 item 9: a store larger than `--max-client-memory` (20 MiB under 16M, in 5
-    /// domains of 4 MiB, each more than one piece) is backed up, the replies made as kvctl
-    /// reads them, and restored into a fresh state folder value for value.
+    /// A store larger than `--max-client-memory` (20 MiB under 16M, in 5 domains of 4 MiB, each
+    /// more than one piece) is backed up, the replies made as kvctl reads them, and restored into a
+    /// fresh state folder value for value.
     @Test func storeLargerThanTheClientMemoryCapIsBackedUpAndRestored() throws {
         let mib = 1 << 20
         let cap = ["--max-client-memory", "16M"]

@@ -1,9 +1,9 @@
 import Foundation
 import Testing
 
-/// Completion of names that need quoting, in real interactive bash, zsh and fish: whatever the
-/// user typed of the word (unquoted, in single or double quotes, backslash-escaped, `$'...'`),
-/// Tab completes it to a word the shell passes to kvctl as exactly the key (issue 24, item 12).
+/// Completion of names that need quoting, in real interactive bash, zsh and fish: whatever the user
+/// typed of the word (unquoted, in single or double quotes, backslash-escaped, `$'...'`), Tab
+/// completes it to a word the shell passes to kvctl as exactly the key.
 @Suite struct CompletionQuotingTests {
     /// A key and one way a user may have begun typing it.
     struct Typed: Sendable, CustomTestStringConvertible {

@@ -2,11 +2,10 @@ import Foundation
 import Glibc
 import Testing
 
-/// Issue 35, the attack on item 1: how the system instance takes a change in its drop-in
-/// folders. An editor's save (vim: the old file renamed away, then the new one written) is one
-/// change, with no moment in which its locks are lifted; the last good content that could not
-/// be saved on a full disk is saved once there is room, so a later restart keeps it. Real
-/// files, a real system instance (root), a real tmpfs.
+/// How the system instance takes a change in its drop-in folders. An editor's save (vim: the old
+/// file renamed away, then the new one written) is one change, with no moment in which its locks
+/// are lifted; the last good content that could not be saved on a full disk is saved once there is
+/// room, so a later restart keeps it. Real files, a real system instance (root), a real tmpfs.
 @Suite(.needsSystemAccounts, .serialized)
 struct DropInChangeTests {
     static let domain = DropInTrustTests.domain
@@ -82,8 +81,8 @@ struct DropInChangeTests {
     }
 }
 
-/// The attack on items 1 and 4: a folder that goes missing (moved away, or not mounted yet at a
-/// restart) keeps what it held, and one that comes back, or is made anew, is watched and read.
+/// A folder that goes missing (moved away, or not mounted yet at a restart) keeps what it held, and
+/// one that comes back, or is made anew, is watched and read.
 @Suite(.needsSystemAccounts)
 struct DropInMissingFolderTests {
     static let domain = DropInTrustTests.domain

@@ -2,10 +2,10 @@ import Foundation
 import Glibc
 import Testing
 
-/// Issue 35, the attack on item 10: what kvctl says lifts each kind of lock. A lock line with
-/// no value, a key an admin and a file both lock, `--system unlock` of a file's lock, and a
-/// lock from a file for some users only: each names the file (and the unlock where one helps).
-/// Real files, a real system instance (root), a real user's kvd and kvctl (`setpriv`).
+/// What kvctl says lifts each kind of lock. A lock line with no value, a key an admin and a file
+/// both lock, `--system unlock` of a file's lock, and a lock from a file for some users only: each
+/// names the file (and the unlock where one helps). Real files, a real system instance (root), a
+/// real user's kvd and kvctl (`setpriv`).
 @Suite(.needsSystemAccounts)
 struct DropInHintTests {
     static let domain = "org.ex.lk"

@@ -2,10 +2,10 @@ import Foundation
 import Glibc
 import Testing
 
-/// Issue 35, items 5–10 and 12: which names the system instance reads in the drop-in folders,
-/// what a misspelt directive, a BOM, an unknown profile name and an unparsable file give, and
-/// what users and admins are told about a key a file supplies or locks. Real files, a real
-/// system instance (root) and real users (`setpriv`).
+/// Which names the system instance reads in the drop-in folders, what a misspelt directive, a BOM,
+/// an unknown profile name and an unparsable file give, and what users and admins are told about a
+/// key a file supplies or locks. Real files, a real system instance (root) and real users
+/// (`setpriv`).
 @Suite(.needsSystemAccounts)
 struct DropInNamesTests {
     static let domain = "org.ex.lk"

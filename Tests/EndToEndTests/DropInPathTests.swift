@@ -2,10 +2,9 @@ import Foundation
 import Glibc
 import Testing
 
-/// Issue 35, the attack on items 2–4: a symbolic link on the way to a drop-in folder or file is
-/// judged by every folder that decides what it names (the folders on the way to what it leads
-/// to too), and an access control list is refused. Real files and links, a real system instance
-/// (root), real users.
+/// A symbolic link on the way to a drop-in folder or file is judged by every folder that decides
+/// what it names (the folders on the way to what it leads to too), and an access control list is
+/// refused. Real files and links, a real system instance (root), real users.
 @Suite(.needsSystemAccounts)
 struct DropInPathTests {
     static let domain = DropInTrustTests.domain

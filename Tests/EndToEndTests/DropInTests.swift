@@ -27,8 +27,8 @@ final class DropInFolder {
     deinit { try? FileManager.default.removeItem(atPath: path) }
 }
 
-/// Issue 27: drop-in defaults and locks read by the system instance (root, under
-/// `systemd-socket-activate`), reaching users' kvds and apps (real users through `setpriv`).
+/// Drop-in defaults and locks read by the system instance (root, under `systemd-socket-activate`),
+/// reaching users' kvds and apps (real users through `setpriv`).
 @Suite(.needsSystemAccounts)
 struct DropInTests {
     static let domain = "org.ex.browser"

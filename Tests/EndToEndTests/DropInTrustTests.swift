@@ -2,11 +2,10 @@ import Foundation
 import Glibc
 import Testing
 
-/// Issue 35, items 1–4: which drop-in files and folders the system instance trusts (owner and
-/// mode of each file, of each folder from the config folder down, and of the folders above
-/// it), and that a file or folder it stops trusting, or that stops parsing, keeps its last good
-/// content, also across a restart of the system instance. Real files, a real system instance
-/// (root) and real users (`setpriv`).
+/// Which drop-in files and folders the system instance trusts (owner and mode of each file, of each
+/// folder from the config folder down, and of the folders above it), and that a file or folder it
+/// stops trusting, or that stops parsing, keeps its last good content, also across a restart of the
+/// system instance. Real files, a real system instance (root) and real users (`setpriv`).
 @Suite(.needsSystemAccounts)
 struct DropInTrustTests {
     static let domain = "org.ex.keep"

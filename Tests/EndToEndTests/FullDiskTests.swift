@@ -159,10 +159,8 @@ enum Tmpfs {
         #expect(!names.contains { $0.hasSuffix(".tmp") }, "no temporary file is left: \(names)")
     }
 
-    /// Issue 23, item 7: on a 6 MiB tmpfs, 3 keys of 200 KiB rewritten over and over with
-    /// history on. The history files fill the disk; kvd drops them before it refuses a write,
-    /// so every write is taken (it used to refuse all after ~30, for good, even after a
-    /// restart and deleting the domain).
+    /// On a 6 MiB tmpfs, 3 keys of 200 KiB rewritten over and over with history on. The history
+    /// files fill the disk; kvd drops them before it refuses a write, so every write is taken.
     @Test(
         .enabled(if: Tmpfs.available, "needs root to mount a 6 MiB tmpfs as the state folder; skipped"),
         .timeLimit(.minutes(5)))

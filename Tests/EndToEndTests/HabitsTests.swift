@@ -181,8 +181,8 @@ import Testing
         daemon.stop()
     }
 
-    /// Issue 18: a v2 habit with a member this version does not know (a later habits added it
-    /// without a new schema version) is shown, but saving would drop the member: no rewrite.
+    /// A v2 habit with a member this version does not know (a later habits added it without a new
+    /// schema version) is shown, but saving would drop the member: no rewrite.
     @Test func aHabitWithAMemberThisVersionDoesNotReadIsShownAndTheListIsNotRewritten() throws {
         let sandbox = Sandbox()
         let daemon = try Daemon(sandbox)

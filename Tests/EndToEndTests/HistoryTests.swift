@@ -2,8 +2,8 @@ import Foundation
 import Glibc
 import Testing
 
-/// History and undo (issue 13) with the real kvctl against the real kvd: a bad write undone, a
-/// deleted domain brought back, a restore racing another writer, retention, a damaged file.
+/// History and undo with the real kvctl against the real kvd: a bad write undone, a deleted domain
+/// brought back, a restore racing another writer, retention, a damaged file.
 @Suite(.serialized) struct HistoryEndToEndTests {
     /// The `--json` history of `domain` (`key`), newest first.
     static func history(_ sandbox: Sandbox, _ domain: String, _ key: String? = nil) throws -> [[String: Any]] {

@@ -268,8 +268,8 @@ import Testing
         #expect(daemon.stop() == 0, "\(daemon.errorOutput())")
     }
 
-    /// Issue 17, item 14: a watcher may close its sending side after `Watch` (it has nothing
-    /// more to ask); it still reads, so the changes keep coming until it hangs up.
+    /// A watcher may close its sending side after `Watch` (it has nothing more to ask); it still
+    /// reads, so the changes keep coming until it hangs up.
     @Test func aWatcherThatHalfClosesKeepsReceivingChanges() throws {
         let sandbox = Sandbox()
         let daemon = try HostileDaemon(sandbox)

@@ -39,9 +39,9 @@ import Testing
         #expect(acknowledged > rounds, "too few writes were acknowledged for the test to mean anything")
     }
 
-    /// Issue 17, item 1's shape: each round writes a value as deep as a request takes (and one
-    /// that grows when written), then small writes, and is killed at a random moment; after
-    /// each restart every acknowledged write is there and revisions keep rising.
+    /// Each round writes a value as deep as a request takes (and one that grows when written), then
+    /// small writes, and is killed at a random moment; after each restart every acknowledged write
+    /// is there and revisions keep rising.
     @Test func writesAfterADeepOrGrowingWriteSurviveSIGKILL() throws {
         let sandbox = Sandbox()
         var acknowledged: [String: (value: String, revision: Int)] = [:]

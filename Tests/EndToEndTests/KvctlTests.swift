@@ -109,10 +109,10 @@ import Testing
         }
     }
 
-    /// Issue 35, item 21: kvctls started at once for one socket start one kvd between them (the
-    /// others wait for `SOCKET.autostart.lock`), and its standard error is in the state folder's
-    /// `kvd-autostart.log`: one start noted there, and no second kvd finding the socket taken.
-    /// (The real programs race only now and then; `AutostartTests` makes the race certain.)
+    /// kvctls started at once for one socket start one kvd between them (the others wait for
+    /// `SOCKET.autostart.lock`), and its standard error is in the state folder's
+    /// `kvd-autostart.log`: one start noted there, and no second kvd finding the socket taken. (The
+    /// real programs race only now and then; `AutostartTests` makes the race certain.)
     @Test func kvctlsStartedAtOnceAutostartOneKvd() throws {
         let sandbox = Sandbox()
         defer { stopDaemons(listeningOn: sandbox.socket) }
@@ -132,7 +132,7 @@ import Testing
         #expect(!log.contains("already listening"), "\(log)")
     }
 
-    /// Issue 35, item 21: why an autostarted kvd could not start is in its log, and kvctl quotes it.
+    /// Why an autostarted kvd could not start is in its log, and kvctl quotes it.
     @Test func anAutostartedKvdThatCannotStartIsExplainedFromItsLog() throws {
         let sandbox = Sandbox()
         let state = sandbox.root + "/open-state"

@@ -2,9 +2,8 @@ import Foundation
 import Glibc
 import Testing
 
-/// Issue 17 against the real kvd: what it acknowledges survives SIGKILL (item 1), what it stores
-/// can be listed and watched (item 2), odd state-folder entries (item 6) and long domain names
-/// (item 10) do not stop it.
+/// The limits against the real kvd: what it acknowledges survives SIGKILL, what it stores can be
+/// listed and watched, odd state-folder entries and long domain names do not stop it.
 @Suite(.serialized) struct LimitsTests {
     static let replyLimit = 16 << 20
 
@@ -29,7 +28,7 @@ import Testing
         return Int(reply[range.upperBound...].prefix { $0.isNumber })!
     }
 
-    /// Item 1, as reported: a 510-deep value, then another client's write, then SIGKILL.
+    /// A 510-deep value, then another client's write, then SIGKILL.
     @Test func deepWriteAndTheWritesAfterItSurviveSIGKILL() throws {
         let sandbox = Sandbox()
         var daemon = try Daemon(sandbox)
@@ -55,8 +54,8 @@ import Testing
         daemon.stop()
     }
 
-    /// Item 1's other case: a Set whose canonical form outgrows the limits is refused, not
-    /// acknowledged and lost (480,000 dates written with `.000`: 15.1 MiB in, 17.2 MiB out).
+    /// A Set whose canonical form outgrows the limits is refused, not acknowledged and lost
+    /// (480,000 dates written with `.000`: 15.1 MiB in, 17.2 MiB out).
     @Test func setThatGrowsWhenEncodedIsRefusedAndLaterWritesSurvive() throws {
         let sandbox = Sandbox()
         var daemon = try Daemon(sandbox)
@@ -77,8 +76,8 @@ import Testing
         daemon.stop()
     }
 
-    /// Item 2: a write that would make a domain too large for one reply is refused; the domain
-    /// stays listable by kvctl.
+    /// A write that would make a domain too large for one reply is refused; the domain stays
+    /// listable by kvctl.
     @Test func domainStaysListableWhenAWriteWouldOutgrowAReply() throws {
         let sandbox = Sandbox()
         let daemon = try Daemon(sandbox)
@@ -97,7 +96,7 @@ import Testing
         daemon.stop()
     }
 
-    /// Item 2 for depth: values as deep as the contract allows can be listed and watched.
+    /// Values as deep as the contract allows can be listed and watched.
     @Test(arguments: [509, 510, 512])
     func deepValueCanBeListedAndWatched(depth: Int) throws {
         let sandbox = Sandbox()
@@ -127,7 +126,7 @@ import Testing
         daemon.stop()
     }
 
-    /// Item 6: odd entries in the state folder are set aside and logged; kvd starts and serves.
+    /// Odd entries in the state folder are set aside and logged; kvd starts and serves.
     @Test func oddEntriesInTheStateFolderDoNotStopStartup() throws {
         let sandbox = Sandbox()
         var daemon = try Daemon(sandbox)
@@ -155,8 +154,8 @@ import Testing
         daemon.stop()
     }
 
-    /// Item 10: a 255-byte domain name is stored, compacted, restarted, and its unreadable file
-    /// backed up without stopping kvd.
+    /// A 255-byte domain name is stored, compacted, restarted, and its unreadable file backed up
+    /// without stopping kvd.
     @Test func longestDomainNameIsStoredCompactedAndBackedUp() throws {
         let sandbox = Sandbox()
         let name = String(repeating: "n", count: 255)

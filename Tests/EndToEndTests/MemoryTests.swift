@@ -9,8 +9,8 @@ import Testing
 @Suite(.serialized) struct MemoryTests {
     static let checksMemory = HostileClientTests.checksMemory
 
-    /// Issue 17, item 7: a client that always has Sets queued (the daemon takes one, waits for
-    /// its commit, reads more) once grew kvd by the bytes it had sent, 14 → 110 MB in 90 s.
+    /// A client that always has Sets queued (the daemon takes one, waits for its commit, reads
+    /// more) costs kvd memory bounded by what is in flight, not by the bytes it has sent.
     @Test func clientsThatKeepSetsQueuedCostMemoryBoundedByWhatIsInFlight() throws {
         let sandbox = Sandbox()
         let daemon = try HostileDaemon(sandbox)
@@ -90,9 +90,9 @@ import Testing
 }
 
 extension MemoryTests {
-    /// Issue 17, item 8: 100 watchers that never read, and three 15 MiB Sets, took 4.8 GB. A
-    /// watch reply is now encoded once and shared; the watchers that do not read are
-    /// disconnected once clients hold more than the budget, the rest served.
+    /// 100 watchers that never read, and three 15 MiB Sets: a watch reply is encoded once and
+    /// shared; the watchers that do not read are disconnected once clients hold more than the
+    /// budget, the rest served.
     @Test func watchersThatNeverReadAreCutAtTheBudgetAndTheRestServed() throws {
         let sandbox = Sandbox()
         let daemon = try HostileDaemon(sandbox, extra: ["--max-client-memory", "40M"])
@@ -145,8 +145,8 @@ extension MemoryTests {
         #expect(daemon.isRunning && daemon.stop() == 0, "\(daemon.errorOutput())")
     }
 
-    /// Issue 17, item 8: 40 connections each holding an unfinished 16 MiB message took 686 MB.
-    /// Past the budget, those holding the most are disconnected; others are served.
+    /// 40 connections each holding an unfinished 16 MiB message: past the budget, those holding the
+    /// most are disconnected; others are served.
     @Test func unfinishedMessagesBeyondTheBudgetAreCutAndTheRestServed() throws {
         let sandbox = Sandbox()
         let daemon = try HostileDaemon(sandbox, extra: ["--max-client-memory", "64M"])
@@ -184,9 +184,9 @@ extension MemoryTests {
         #expect(daemon.isRunning && daemon.stop() == 0, "\(daemon.errorOutput())")
     }
 
-    /// Issue 17, item 9: the limit is 16 MiB without the NUL. A message of exactly that is
-    /// served, with its NUL at once or later; one byte more gets `TooLarge` and the connection
-    /// closes, whether or not its NUL came.
+    /// The limit is 16 MiB without the NUL. A message of exactly that is served, with its NUL at
+    /// once or later; one byte more gets `TooLarge` and the connection closes, whether or not its
+    /// NUL came.
     @Test func aMessageOverSixteenMiBGetsTooLargeAndTheConnectionCloses() throws {
         let sandbox = Sandbox()
         let daemon = try HostileDaemon(sandbox)

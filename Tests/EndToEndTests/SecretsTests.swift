@@ -2,8 +2,8 @@ import Foundation
 import Glibc
 import Testing
 
-/// Issue 23, item 6: a deleted secret can be forgotten, a key can keep no history, turning
-/// history off removes it, and on the system instance History is the admins' alone.
+/// A deleted secret can be forgotten, a key can keep no history, turning history off removes it,
+/// and on the system instance History is the admins' alone.
 @Suite struct SecretsTests {
     /// The state files whose bytes contain `text`.
     static func files(_ sandbox: Sandbox, containing text: String) -> [String] {

@@ -105,9 +105,9 @@ func stopDaemons(listeningOn socket: String) {
     }
 }
 
-/// Issue 17, item 4: with no `XDG_RUNTIME_DIR` and no `KVD_SOCKET`, the socket is in
-/// `/tmp/kvd-<uid>`, which any local user can make first. The real programs, run as a freshly
-/// made user, must refuse such a folder: send nothing there, start no kvd there.
+/// With no `XDG_RUNTIME_DIR` and no `KVD_SOCKET`, the socket is in `/tmp/kvd-<uid>`, which any
+/// local user can make first. The real programs, run as a freshly made user, must refuse such a
+/// folder: send nothing there, start no kvd there.
 @Suite(.serialized, .enabled(if: LocalUser.available, "needs root, useradd and setpriv to play two local users"))
 struct SocketFolderOfAnotherUserTests {
     /// The victim, the intruder and the folder the intruder planted for the victim, mode 0777.
@@ -182,8 +182,7 @@ struct SocketFolderOfAnotherUserTests {
     }
 }
 
-/// Issue 17, item 5: kvd's state folder must be its user's alone, and kvd never writes through a
-/// link planted in it.
+/// kvd's state folder must be its user's alone, and kvd never writes through a link planted in it.
 @Suite struct StateFolderSafetyTests {
     @Test func aLinkPlantedAtTheTemporaryFileIsNotFollowedAndCompactionStillWorks() throws {
         let sandbox = Sandbox()
@@ -230,8 +229,8 @@ struct SocketFolderOfAnotherUserTests {
     }
 }
 
-/// Issue 17, item 11: an empty path option (a script's unset variable) is a usage error, never
-/// the default path with the user's real data.
+/// An empty path option (a script's unset variable) is a usage error, never the default path with
+/// the user's real data.
 @Suite struct EmptyPathOptionTests {
     /// A sandbox whose `HOME` is inside it, so the defaults would land there, and whose
     /// `KVD_SOCKET` has a kvd behind it: what an empty option would fall back to.

@@ -2,10 +2,10 @@ import Foundation
 import Glibc
 import Testing
 
-/// Issue 23, items 3-5 and 13: a machine of many users, with the real system instance (root,
-/// under `systemd-socket-activate`), users' kvds and callers as real uids. One user flooding
-/// the system instance never costs another user their `Mirror` (so their locks), nor an admin
-/// their call; a non-admin's huge call is refused before it is parsed.
+/// A machine of many users, with the real system instance (root, under `systemd-socket-activate`),
+/// users' kvds and callers as real uids. One user flooding the system instance never costs another
+/// user their `Mirror` (so their locks), nor an admin their call; a non-admin's huge call is
+/// refused before it is parsed.
 @Suite(.needsSystemAccounts)
 struct SharedMachineTests {
     /// Reads replies from `client` in large pieces until one satisfies `done` or the connection
@@ -123,7 +123,7 @@ struct SharedMachineTests {
     }
 
     /// A system domain that holds only a lock is not among a user's `domains` (`get` of it is
-    /// NotFound, as before); one with a value is.
+    /// NotFound); one with a value is.
     @Test func aDomainHoldingOnlyALockIsNotListed() throws {
         let scene = try SystemScene()
         #expect(try scene.systemCall("io.kvd.System.Lock", ["domain": "org.ex.lockonly", "key": "k"]).error == nil)
@@ -162,8 +162,8 @@ struct SharedMachineTests {
     }
 }
 
-/// Issue 23, item 13: the real kvd refuses an out-of-range number with exit status 2 and a
-/// message naming the range (it used to die with SIGILL).
+/// The real kvd refuses an out-of-range number with exit status 2 and a message naming the range,
+/// never dying of a signal.
 @Suite struct OptionRangeTests {
     @Test func anIdleExitTooLongForTheTimersIsAUsageError() throws {
         let refused = try run(Binaries.kvd, ["--idle-exit", "1e16", "--socket", "/nonexistent/kvd.sock"])
@@ -175,10 +175,10 @@ struct SharedMachineTests {
     }
 }
 
-/// Issue 23, item 11: export, import, restore and restore-backup work on the user's own layer
-/// (a real user's kvd under a real system instance): a system default is never copied into it,
-/// a lock blocks only the key it locks, a value equal to the default stays the user's own, and
-/// restore-backup restores all it can and says what it could not and why.
+/// Export, import, restore and restore-backup work on the user's own layer (a real user's kvd under
+/// a real system instance): a system default is never copied into it, a lock blocks only the key it
+/// locks, a value equal to the default stays the user's own, and restore-backup restores all it can
+/// and says what it could not and why.
 @Suite(.needsSystemAccounts)
 struct OwnLayerTests {
     static let domain = "org.ex.browser"

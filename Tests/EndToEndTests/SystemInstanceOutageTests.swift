@@ -1,7 +1,7 @@
 import Glibc
 import Testing
 
-/// Issue 11: the system instance crashing and coming back changed, and one user flooding it.
+/// The system instance crashing and coming back changed, and one user flooding it.
 @Suite(.needsSystemAccounts)
 struct SystemInstanceOutageTests {
     /// Killed with SIGKILL while two users' kvds follow it; changed meanwhile by another

@@ -36,9 +36,9 @@ struct SystemLayerClientTests {
     }
 
     /// A key the admin locks without giving it a value: the app's `isWritable` answers false at
-    /// once through its streamed cache (it dropped such a lock's source before issue 26's fix),
-    /// and true again once the lock lifts; the app's own value stays its own.
-    /// `objectIsForced(forKey:)` is true while the lock holds, as for a lock with a value.
+    /// once through its streamed cache, and true again once the lock lifts; the app's own value
+    /// stays its own. `objectIsForced(forKey:)` is true while the lock holds, as for a lock with a
+    /// value.
     @Test func anAppSeesAKeyLockedWithoutAValueAsReadOnlyUntilItIsUnlocked() throws {
         let scene = try SystemScene()
         let domain = "org.example.valueless"

@@ -2,9 +2,9 @@ import Foundation
 import Glibc
 import Testing
 
-/// Issue 23, "Locks lift when the Mirror breaks" and "Replies that outgrow one message": with
-/// the real binaries, the system instance as root and users' kvds and kvctl as users made for
-/// the tests (see ``SystemScene``).
+/// Locks that hold when the Mirror breaks, and replies that outgrow one message: with the real
+/// binaries, the system instance as root and users' kvds and kvctl as users made for the tests (see
+/// ``SystemScene``).
 @Suite(.needsSystemAccounts)
 struct SystemLayerDurabilityTests {
     static let keyLocked = "io.kvd.Defaults.KeyLocked"
@@ -19,9 +19,9 @@ struct SystemLayerDurabilityTests {
         return set.status != 0 && set.stderr.contains("locked") && raw.error == keyLocked
     }
 
-    /// Item 1-3's class: the user's kvd keeps the layer in its state folder, so with the system
-    /// instance killed, and the user's kvd restarted while it is down, the lock still holds;
-    /// once the system instance is back and lifts the lock, the user may write again.
+    /// The user's kvd keeps the layer in its state folder, so with the system instance killed, and
+    /// the user's kvd restarted while it is down, the lock still holds; once the system instance is
+    /// back and lifts the lock, the user may write again.
     @Test func aLockHoldsWhileTheSystemInstanceIsDownAndAcrossTheUsersRestart() throws {
         let scene = try SystemScene()
         let domain = "org.ex.browser"
@@ -48,10 +48,10 @@ struct SystemLayerDurabilityTests {
         #expect(try user.kvctl("set", domain, "homepage", "mine").status == 0, "a newer layer replaces the saved one")
     }
 
-    /// Items 1 and 2: a system store of 3 domains of 12 x 1 MiB (over the 32 MiB watch backlog),
-    /// and a domain with a 255-byte name filled to exactly its budget (a reply of 16,777,312
-    /// bytes before), are mirrored whole: the lock holds and both are read through the user's
-    /// kvd; the system instance never disconnects the Mirror.
+    /// A system store of 3 domains of 12 x 1 MiB (over the 32 MiB watch backlog), and a domain with
+    /// a 255-byte name filled to exactly its budget (16,777,312 bytes as one reply), are mirrored
+    /// whole: the lock holds and both are read through the user's kvd; the system instance never
+    /// disconnects the Mirror.
     @Test func aSystemStoreOverTheWatchBacklogAndTheLongestNameAtItsBudgetAreMirrored() throws {
         let scene = try SystemScene()
         let root = try RawClient(scene.systemSocket)
@@ -88,8 +88,8 @@ struct SystemLayerDurabilityTests {
         #expect(!user.errorOutput().contains("no system layer"), "\(user.errorOutput())")
     }
 
-    /// Item 12: the admin's changes reach `kvctl watch`, each with its source, at the user's
-    /// revision and a growing system revision.
+    /// The admin's changes reach `kvctl watch`, each with its source, at the user's revision and a
+    /// growing system revision.
     @Test func kvctlWatchPrintsTheAdministratorsChangesWithTheirSource() throws {
         let scene = try SystemScene()
         let domain = "org.ex.watched"
@@ -123,9 +123,9 @@ struct SystemLayerDurabilityTests {
         #expect(plain.line() == #"own = "mine""#, "the user's own value is back")
     }
 
-    /// Item 10: a 15 MiB system domain and 2 MiB of the user's own values in it, both accepted,
-    /// are watched (`kvctl watch`) and listed (`kvctl keys`); a raw `List` says how large the
-    /// combined domain is, with `TooLarge`.
+    /// A 15 MiB system domain and 2 MiB of the user's own values in it, both accepted, are watched
+    /// (`kvctl watch`) and listed (`kvctl keys`); a raw `List` says how large the combined domain
+    /// is, with `TooLarge`.
     @Test func aLayeredDomainLargerThanOneReplyIsWatchedAndListed() throws {
         let scene = try SystemScene()
         let domain = "org.ex.layered"

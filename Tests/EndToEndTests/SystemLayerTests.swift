@@ -2,9 +2,9 @@ import Foundation
 import Glibc
 import Testing
 
-/// Issue 11, "Tests (real processes, real uids)": the system instance as root, users' kvds and
-/// kvctl as users made for the tests, callers of the system instance connecting with those
-/// users' credentials.
+/// The system layer with real processes and real uids: the system instance as root, users' kvds and
+/// kvctl as users made for the tests, callers of the system instance connecting with those users'
+/// credentials.
 @Suite(.needsSystemAccounts)
 struct SystemLayerTests {
     static let permissionDenied = "org.varlink.service.PermissionDenied"
@@ -210,7 +210,7 @@ struct SystemLayerTests {
                 "kvctl \(command): \(result.status) \(result.stderr)")
         }
         #expect(try user.get(domain, "k").value as? String == "policy")
-        // The import left out the locked key only (issue 23: a lock blocks only its key).
+        // The import left out the locked key only (a lock blocks only its key).
         #expect(try user.get(domain, "other").value as? String == "imported")
         #expect(try user.get(domain, "renamed").error == "io.kvd.Defaults.NotFound")
         #expect(try scene.systemCall("io.kvd.System.Unlock", ["domain": domain, "key": "k"]).error == nil)

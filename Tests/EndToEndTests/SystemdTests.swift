@@ -108,8 +108,8 @@ import Testing
         #expect(service.contains("ExecReload=/bin/kill -HUP $MAINPID\n"), "systemctl reload reads the drop-in files")
     }
 
-    /// `systemd-analyze security` rates the system service's exposure from 0 (locked down) to
-    /// 10; the issue asks for at most 2.0.
+    /// `systemd-analyze security` rates the system service's exposure from 0 (locked down) to 10;
+    /// it must be at most 2.0.
     @Test func systemServiceExposureIsAtMostTwo() throws {
         let sandbox = Sandbox()
         let unitDirectory = try Self.installUnits(Self.systemUnits, in: sandbox)

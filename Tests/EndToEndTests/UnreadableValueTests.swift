@@ -2,8 +2,8 @@ import Foundation
 import Glibc
 import Testing
 
-/// Issue 17 item 13: what kvctl says and does about a stored value kvd cannot read (kept
-/// verbatim in a hand-edited domain file), and keys that hold a newline.
+/// What kvctl says and does about a stored value kvd cannot read (kept verbatim in a hand-edited
+/// domain file), and keys that hold a newline.
 @Suite(.serialized) struct UnreadableValueTests {
     /// A domain file with one readable key and one value that is not valid typed JSON.
     static let damagedDomain = """

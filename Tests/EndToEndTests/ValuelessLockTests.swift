@@ -1,10 +1,10 @@
 import Foundation
 import Testing
 
-/// Issue 28: a key the system layer locks without giving it a value reads as missing, but a
-/// client must still know it is not writable (the GSettings backend's `get_writable`). A user's
-/// kvd names it in `Watch` replies (a change with no value and the source "locked", in the
-/// current values and when the lock comes or goes) and in `List`'s `sources`.
+/// A key the system layer locks without giving it a value reads as missing, but a client must still
+/// know it is not writable (the GSettings backend's `get_writable`). A user's kvd names it in
+/// `Watch` replies (a change with no value and the source "locked", in the current values and when
+/// the lock comes or goes) and in `List`'s `sources`.
 @Suite(.needsSystemAccounts)
 struct ValuelessLockTests {
     @Test func aLockWithoutAValueIsNamedInWatchAndList() throws {

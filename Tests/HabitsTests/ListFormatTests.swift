@@ -82,7 +82,8 @@ import Testing
     }
 }
 
-/// Issue 17 item 12: an interval too long for a date once crashed `list`, `list --json` and `done`.
+/// An interval too long for a date is refused at input, and one stored anyway never crashes `list`,
+/// `list --json` or `done`.
 @Suite struct OutOfRangeIntervalTests {
     let now = Date(timeIntervalSinceReferenceDate: 800_000_000)
 

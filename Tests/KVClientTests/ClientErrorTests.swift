@@ -6,8 +6,8 @@ import Testing
 @testable import KVClient
 
 @Suite struct ClientErrorTests {
-    /// Issue 10, item 4: kvd's error replies are decoded once, here, into cases; kvctl and
-    /// KVDefaults match cases and never compare error names.
+    /// kvd's error replies are decoded once, here, into cases; kvctl and KVDefaults match cases and
+    /// never compare error names.
     @Test(arguments: [
         (
             DefaultsInterface.Error.notFound, ["domain": JSON.string("com.a"), "key": .string("x")],

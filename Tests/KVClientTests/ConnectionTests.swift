@@ -133,8 +133,8 @@ import Testing
         #expect(error?.description.contains("1 to 107 bytes") == true)
     }
 
-    /// The client's system calls go through its seam too (issue 10, item 2): short writes and
-    /// `EINTR` are absorbed, a reset connection reads as closed, another failure is named.
+    /// The client's system calls go through its seam too: short writes and `EINTR` are absorbed, a
+    /// reset connection reads as closed, another failure is named.
     @Test func transientErrorsAreAbsorbedAndAResetReadsAsClosed() throws {
         let system = FaultInjectingSystem()
         var fds: [Int32] = [0, 0]

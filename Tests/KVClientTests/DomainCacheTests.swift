@@ -5,7 +5,7 @@ import Testing
 
 @testable import KVClient
 
-/// The in-process cache of a watched domain (issue 10, item 7).
+/// The in-process cache of a watched domain.
 @Suite(.serialized) struct DomainCacheTests {
     /// A long-running app's memory must not grow with churn: 10,000 distinct keys are each set
     /// and deleted — half by this suite (applied when acknowledged, and again by the watch),
@@ -58,9 +58,9 @@ import Testing
         #expect(core.value("a") == .integer(4), "a newer change was ignored")
     }
 
-    /// Issue 11: a system-layer change (a lock, a machine default) is streamed with the user
-    /// store's revision unchanged, equal to the last one streamed. The stream's order is the
-    /// truth: such a change applies even to a key the cache knows nothing of.
+    /// A system-layer change (a lock, a machine default) is streamed with the user store's revision
+    /// unchanged, equal to the last one streamed. The stream's order is the truth: such a change
+    /// applies even to a key the cache knows nothing of.
     @Test func aSystemChangeAtTheLastStreamedRevisionIsApplied() {
         let core = DomainCache(
             domain: domain("com.example.layers"), transport: .memory(KVMemoryStore()), report: { _ in })
@@ -100,9 +100,9 @@ import Testing
         #expect(core.value("e") == .integer(3))
     }
 
-    /// Issue 28: a key the administrator locked without a value comes with no value and the
-    /// source `locked`, in a watch's first reply and as a change; it is locked though the cache
-    /// holds no value for it, until a change with no value and no source lifts the lock.
+    /// A key the administrator locked without a value comes with no value and the source `locked`,
+    /// in a watch's first reply and as a change; it is locked though the cache holds no value for
+    /// it, until a change with no value and no source lifts the lock.
     @Test func aKeyLockedWithoutAValueIsLockedUntilTheLockLifts() {
         let core = DomainCache(
             domain: domain("com.example.bare"), transport: .memory(KVMemoryStore()), report: { _ in })

@@ -46,7 +46,7 @@ import Testing
     }
 }
 
-/// Secrets from Swift (issue 23): a key marked to keep no history, and forgetting.
+/// Secrets from Swift: a key marked to keep no history, and forgetting.
 @Suite struct SecretHistoryTests {
     static let token = KVDefaults.Key<String>("token", default: "")
     static let theme = KVDefaults.Key<String>("theme", default: "light")

@@ -123,8 +123,8 @@ extension KVDefaults.Keys {
         let error = #expect(throws: KVDefaultsError.self) {
             try defaults.set(WatermarkTemplate(name: "Mine", text: "t", relativeSize: 0.2), for: .favorite)
         }
-        // Issue 18: one error for every save that would lose stored data (it was
-        // `newerVersionStored` for this case alone); the report says a newer version wrote it.
+        // One error for every save that would lose stored data, this case included; the report says
+        // a newer version wrote it.
         guard case .wouldLoseStoredData(key: "favorite", let report)? = error else {
             Issue.record("not refused for the newer version: \(String(describing: error))")
             return
@@ -151,7 +151,7 @@ extension KVDefaults.Keys {
         var templates = defaults[.templates]
         #expect(templates.map(\.name) == ["Shop"])
         templates.append(WatermarkTemplate(name: "Added", text: "t", relativeSize: 0.02))
-        // Issue 18: keeping them is asked for; a plain save refuses and changes nothing.
+        // Keeping them is asked for; a plain save refuses and changes nothing.
         #expect(throws: KVDefaultsError.self) { try defaults.set(templates, for: .templates) }
         #expect(try daemon.connection().get(domain("com.example.lenient"), key("templates")).value == original)
         try defaults.set(templates, for: .templates, unread: .keep)

@@ -225,7 +225,7 @@ final class DiagnosticLog: Sendable {
         #expect(templates[0].fontName == "System")
         #expect(templates[1].name == "Future")
         #expect(templates[1].anchor == .bottomTrailing)
-        // The unknown "diagonal" is reported too (issue 18): a save of the fallback would lose it.
+        // The unknown "diagonal" is reported too: a save of the fallback would lose it.
         #expect(log.all.map(\.kind) == [.skippedElement(index: 1), .notRead(path: "$[2].anchor")])
         #expect(log.all.first?.message.contains("stays stored") == true)
     }

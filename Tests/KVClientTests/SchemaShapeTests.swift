@@ -4,7 +4,7 @@ import Testing
 
 @testable import KVClient
 
-// Issue 18's five shapes of silent loss, each with the fixture a real app would have left.
+// The five shapes of silent loss, each with the fixture a real app would have left.
 
 enum Priority: String, Codable, Sendable, DecodableWithFallback {
     case low, normal, high

@@ -33,7 +33,7 @@ import Testing
         #expect(Paths.socket(explicit: "", environment: environment, uid: 7) == "/tmp/kvd-7/kvd.sock")
     }
 
-    /// Issue 11: the system instance's socket never falls back to the user's.
+    /// The system instance's socket never falls back to the user's.
     @Test func systemSocketIsGivenThenKvdSystemSocketThenRunKvd() {
         let environment = [
             "KVD_SYSTEM_SOCKET": "/env/system.sock", "KVD_SOCKET": "/user.sock", "XDG_RUNTIME_DIR": "/run/user/7",

@@ -7,9 +7,9 @@ import Testing
 
 @testable import KVClient
 
-/// Issue 11, the client side of the system layer, against a faked user kvd whose domain
-/// `com.example.locks` has a locked key `k` ("sys"), the user's own `own` ("mine") and a machine
-/// default `def` (5), at revision 3. Writes to `k` are refused with `KeyLocked`.
+/// The client side of the system layer, against a faked user kvd whose domain `com.example.locks`
+/// has a locked key `k` ("sys"), the user's own `own` ("mine") and a machine default `def` (5), at
+/// revision 3. Writes to `k` are refused with `KeyLocked`.
 @Suite struct SystemLayerTests {
     static let name = "com.example.locks"
 
@@ -106,9 +106,8 @@ import Testing
             "a system default streamed at the current revision was dropped")
     }
 
-    /// Issue 28: a key the administrator locked without a value (it reads as absent) is not
-    /// writable and is forced in its domain; a change with no value and no source lifts the
-    /// lock. Before, the cache dropped the source of a change with no value.
+    /// A key the administrator locked without a value (it reads as absent) is not writable and is
+    /// forced in its domain; a change with no value and no source lifts the lock.
     @Test func aKeyLockedWithoutAValueIsNotWritableUntilTheLockLifts() {
         let kvd = FakeKVD()
         defer { kvd.feed.close() }

@@ -4,8 +4,8 @@ import Testing
 
 @testable import KVClient
 
-/// Issue 14's typed-key items: arrays decode leniently also behind an optional key and inside
-/// arrays, and a `DecodableWithFallback` fallback reaches the diagnostics handler.
+/// Typed keys: arrays decode leniently also behind an optional key and inside arrays, and a
+/// `DecodableWithFallback` fallback reaches the diagnostics handler.
 @Suite(.serialized) struct TypedKeyLeniencyTests {
     enum Mood: String, Codable, Sendable, DecodableWithFallback {
         case calm, busy, unknown

@@ -5,7 +5,7 @@ import Testing
 
 @testable import KVClient
 
-// The property of issue 18: for random nested values with random damage, unknown members, newer
+// The unread-data property: for random nested values with random damage, unknown members, newer
 // versions and unknown enum cases, read → change one field → save never loses a stored part the
 // read did not understand: the save keeps it, or refuses.
 

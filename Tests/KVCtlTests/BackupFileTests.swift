@@ -4,8 +4,8 @@ import Testing
 
 @testable import KVCtl
 
-/// The backup file written piece by piece as domains arrive (issue 23 item 9) is the same file
-/// as the whole document written at once.
+/// The backup file written piece by piece as domains arrive is the same file as the whole document
+/// written at once.
 @Suite struct BackupFileTests {
     @Test func writtenPieceByPieceIsTheWholeDocument() throws {
         let created = Date(timeIntervalSince1970: 1_800_000_000)

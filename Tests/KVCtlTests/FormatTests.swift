@@ -49,7 +49,7 @@ import Testing
             ])
     }
 
-    /// Issue 28: a key locked without a value comes as a removal with the source "locked".
+    /// A key locked without a value comes as a removal with the source "locked".
     @Test func watchLinesShowAKeyLockedWithoutAValue() throws {
         let key = try Key(validating: "k")
         let event = WatchEvent(
@@ -95,8 +95,8 @@ import Testing
         #expect(Format.status(SystemStatus(revision: 1, domains: 0, fleet: nil), json: false).contains("fleet: none"))
     }
 
-    /// Issue 24: a left-out key holding terminal controls and a forged line is printed escaped
-    /// as `keys` prints names; a capped list says how many are not shown.
+    /// A left-out key holding terminal controls and a forged line is printed escaped as `keys`
+    /// prints names; a capped list says how many are not shown.
     @Test func statusEscapesNamesAndCountsWhatIsNotShown() throws {
         let forged =
             "etcd key \"kvd/values/com.corp.a/\u{0}\u{1b}[2K\rFORGED\n  left out: nothing\" (revision 3) is left out: bad"

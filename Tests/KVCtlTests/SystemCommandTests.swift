@@ -5,8 +5,8 @@ import Testing
 
 @testable import KVCtl
 
-/// Issue 11: kvctl's side of the system layer (`--system`, lock, unlock, locks, source, and the
-/// messages for a locked key and a denied change), against the in-memory daemon.
+/// kvctl's side of the system layer (`--system`, lock, unlock, locks, source, and the messages for
+/// a locked key and a denied change), against the in-memory daemon.
 @Suite struct SystemCommandTests {
     static let lockedMessage =
         "kvctl: com.a k is locked by the system administrator; root or a member of the system instance's admin group can lift it (kvctl --system source com.a k says where the lock comes from)\n"
@@ -42,9 +42,9 @@ import Testing
         #expect(daemon.kvctl("--system", "locks", "com.a") == (0, "", ""))
     }
 
-    /// Every write path to a locked key exits 1 with one line naming the lock and who can lift
-    /// it, and changes nothing; `import` of a file holding the locked key imports the rest and
-    /// names it (issue 23: a lock blocks only its key).
+    /// Every write path to a locked key exits 1 with one line naming the lock and who can lift it,
+    /// and changes nothing; `import` of a file holding the locked key imports the rest and names it
+    /// (a lock blocks only its key).
     @Test func everyWriteToALockedKeyExitsOneNamingTheLock() {
         let daemon = FakeDaemon()
         _ = daemon.kvctl("set", "com.a", "k", "-array", "v")

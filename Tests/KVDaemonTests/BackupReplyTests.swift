@@ -5,9 +5,9 @@ import Testing
 
 @testable import KVDaemon
 
-/// `Backup`'s replies (issue 23 item 9): made piece by piece as the client reads them, a domain
-/// larger than one piece split across several, all at the revision of the call, and the
-/// client's next call answered after the last piece.
+/// `Backup`'s replies: made piece by piece as the client reads them, a domain larger than one piece
+/// split across several, all at the revision of the call, and the client's next call answered after
+/// the last piece.
 @Suite struct BackupReplyTests {
     static let backup = #"{"method":"io.kvd.Defaults.Backup","more":true}"#
     static let domains = #"{"method":"io.kvd.Defaults.Domains"}"#

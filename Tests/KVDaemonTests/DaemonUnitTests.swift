@@ -140,7 +140,7 @@ import Testing
     }
 }
 
-/// Issue 17, item 11: an empty path is a usage error, not the default path.
+/// An empty path is a usage error, not the default path.
 @Suite struct EmptyPathOptionUnitTests {
     @Test(arguments: [
         (["--socket", ""], "--socket needs a PATH"), (["--socket="], "--socket needs a PATH"),

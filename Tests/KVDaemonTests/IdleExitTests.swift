@@ -7,10 +7,10 @@ import Testing
 
 @testable import KVDaemon
 
-/// The server's exit on idle, at the moments a client can race it (issue 17, item 14: without
-/// systemd, 1 call in 400 at `--idle-exit 0.1` got "kvd closed the connection before replying").
-/// The real `Server` runs on a thread with a real store and socket; its `idleExitHook` lets the
-/// test connect at the exact moment, which a real client only hits by chance.
+/// The server's exit on idle, at the moments a client can race it: a client that connects then is
+/// served or refused, never accepted and dropped ("kvd closed the connection before replying"). The
+/// real `Server` runs on a thread with a real store and socket; its `idleExitHook` lets the test
+/// connect at the exact moment, which a real client only hits by chance.
 @Suite(.serialized) struct IdleExitTests {
     /// A state folder, a socket path beside it, and a server that exits after 50 ms idle.
     final class Fixture: @unchecked Sendable {

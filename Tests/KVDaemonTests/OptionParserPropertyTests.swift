@@ -4,9 +4,9 @@ import Testing
 
 @testable import KVDaemon
 
-/// Issue 23, item 13: kvd's option parser over random command lines. Whatever it is given, it
-/// returns options within their documented ranges or a one-line ``UsageError``; it never traps
-/// (`--idle-exit 1e16` used to die with SIGILL converting the milliseconds to `Int64`).
+/// kvd's option parser over random command lines. Whatever it is given, it returns options within
+/// their documented ranges or a one-line ``UsageError``; it never traps (`--idle-exit 1e16` must
+/// not die with SIGILL converting the milliseconds to `Int64`).
 @Suite struct OptionParserPropertyTests {
     static let numericFlags = [
         "--idle-exit", "--max-client-memory", "--history-keep", "--history-days", "--max-connections-per-uid",

@@ -7,9 +7,9 @@ import Testing
 
 @testable import KVDaemon
 
-/// The group commit's pipeline (issue 29): writes that arrive together are synced on the store's
-/// commit queue while the event loop goes on, so a read is answered during the writers' sync,
-/// and still never sees a write before it is durable.
+/// The group commit's pipeline: writes that arrive together are synced on the store's commit queue
+/// while the event loop goes on, so a read is answered during the writers' sync, and still never
+/// sees a write before it is durable.
 @Suite struct PipelinedCommitTests {
     /// The real disk, but `fdatasync` waits while the gate is shut (at most ``longestWait``, so
     /// that a loop blocked in the sync fails the test instead of hanging it).
@@ -88,8 +88,8 @@ import Testing
 
     /// Two writers in one pass: their batch waits in its sync on the commit queue while the loop
     /// answers another client's Get — with the value from before the batch, which is not durable
-    /// yet — and the writers are answered once the sync returns. (Committed on the loop's thread,
-    /// as before issue 29, the loop sat in the sync and the Get waited for it: this test failed.)
+    /// yet — and the writers are answered once the sync returns. (Were the batch committed on the
+    /// loop's thread, the loop would sit in the sync and the Get would wait for it.)
     @Test func aReadIsAnsweredDuringTheWritersSyncAndSeesOnlyWhatIsDurable() throws {
         let disk = GatedDisk()
         let loop = try EventLoopTests.Loop(disk: disk)

@@ -5,8 +5,8 @@ import Testing
 
 @testable import KVDaemon
 
-/// Issue 23: a watcher's first replies are made piece by piece as it reads them, and a commit
-/// made meanwhile reaches it after the last piece, never between them.
+/// A watcher's first replies are made piece by piece as it reads them, and a commit made meanwhile
+/// reaches it after the last piece, never between them.
 @Suite struct ReplyStreamTests {
     static let watch = #"{"method":"io.kvd.Defaults.Watch","parameters":{"domain":"d"},"more":true}"#
     static let set = #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"d","key":"late","value":"after"}}"#

@@ -10,8 +10,8 @@ import Testing
 @testable import KVDaemon
 
 /// A user's kvd following a (fake) system instance through KVConnection and its reconnecting
-/// stream (issue 26, item 2): each connection's snapshot reaches the loop, a dropped connection
-/// is followed again, and an instance that refuses `Mirror` leaves the layer alone.
+/// stream: each connection's snapshot reaches the loop, a dropped connection is followed again, and
+/// an instance that refuses `Mirror` leaves the layer alone.
 @Suite struct SystemMirrorTests {
     static let domain = try! Domain(validating: "com.example.mirrored")
     static let key = try! Key(validating: "k")

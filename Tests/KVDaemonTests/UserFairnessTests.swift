@@ -8,11 +8,10 @@ import Testing
 
 @testable import KVDaemon
 
-/// Issue 23, items 3-5: on the system instance one user cannot stall or evict another. A uid's
-/// connections share one turn per pass of the loop; past the memory budget, connections of the
-/// user holding the most are shed, never another user's `Mirror` nor an admin's; a call of a
-/// reader over 64 KiB is refused before it is parsed. The loop runs pass by pass over socket
-/// pairs whose peers the test pretends.
+/// On the system instance one user cannot stall or evict another. A uid's connections share one
+/// turn per pass of the loop; past the memory budget, connections of the user holding the most are
+/// shed, never another user's `Mirror` nor an admin's; a call of a reader over 64 KiB is refused
+/// before it is parsed. The loop runs pass by pass over socket pairs whose peers the test pretends.
 @Suite struct UserFairnessTests {
     static let flooder = PeerCredentials(pid: 1, uid: 1000, gid: 1000, groups: [])
     static let other = PeerCredentials(pid: 2, uid: 2000, gid: 2000, groups: [])
@@ -100,7 +99,7 @@ import Testing
     }
 
     /// A reader's call over 64 KiB is `TooLarge` (limit 65536) and its connection closes, with
-    /// nothing of it parsed; an admin's large call is served as before.
+    /// nothing of it parsed; an admin's large call is served.
     @Test func aReadersCallOver64KiBIsTooLargeAndAnAdminsIsServed() throws {
         let loop = try Self.systemLoop()
         loop.system.pretendPeers([Self.other, Self.other, Self.root])

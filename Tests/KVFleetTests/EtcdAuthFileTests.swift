@@ -3,8 +3,8 @@ import Glibc
 import KVFleet
 import Testing
 
-/// The etcd password file read through KVSystem's seam (issue 26, item 1): what is not a regular
-/// file of its own, or too large, is refused with the same messages as before.
+/// The etcd password file read through KVSystem's seam: what is not a regular file of its own, or
+/// too large, is refused with a message saying why.
 @Suite struct EtcdAuthFileTests {
     func refusal(_ path: String) -> String? { etcdAuthFileRefusal(path) }
 

@@ -7,9 +7,9 @@ import Testing
 
 @testable import KVFleet
 
-/// Issue 24's fleet items, with the real programs on one shared 3-member etcd (each test under
-/// its own `--etcd-prefix`): a large replayed watch batch, 100,000 unreadable values, the
-/// left-out list in status and the journal, the fleet enabled over a host's own values, and a
+/// How the fleet stays in step with etcd, with the real programs on one shared 3-member etcd (each
+/// test under its own `--etcd-prefix`): a large replayed watch batch, 100,000 unreadable values,
+/// the left-out list in status and the journal, the fleet enabled over a host's own values, and a
 /// transaction whose answer is lost. etcd wiped under a host has its own cluster
 /// (``FleetWipeTests``).
 @Suite(
@@ -26,8 +26,8 @@ struct FleetDivergenceTests {
             withUser: false)
     }
 
-    /// Item 3: a host SIGKILLed while 20 values of 1.2 MB are put comes back to one watch line
-    /// of about 32 MB (etcd replays them together): it takes them in and goes on.
+    /// A host SIGKILLed while 20 values of 1.2 MB are put comes back to one watch line of about
+    /// 32 MB (etcd replays them together): it takes them in and goes on.
     @Test func aLargeReplayedBatchDoesNotStallTheHost() throws {
         let prefix = uniquePrefix("batch")
         let host = try host("batch", prefix: prefix)
@@ -45,8 +45,8 @@ struct FleetDivergenceTests {
         #expect(try host.kvctl("get", "com.corp.small", "k", system: true).output == "1\n")
     }
 
-    /// Item 4: 100,000 unreadable values (782 etcd revisions of 128) while a host watches; a
-    /// good value put after them arrives, and the status counts them all but lists 100.
+    /// 100,000 unreadable values (782 etcd revisions of 128) while a host watches; a good value put
+    /// after them arrives, and the status counts them all but lists 100.
     @Test func manyUnreadableValuesDoNotHoldUpTheMirror() throws {
         let prefix = uniquePrefix("unreadable")
         let host = try host("unreadable", prefix: prefix)
@@ -73,9 +73,9 @@ struct FleetDivergenceTests {
         #expect(log.contains("more etcd key(s) left out; the journal names at most"), "the journal is not flooded")
     }
 
-    /// Item 8: eight etcd keys of 1.3 MB with a NUL, and one that holds terminal controls and
-    /// a forged status line: `kvctl --system status` answers, small, counting them, every name
-    /// escaped as `kvctl keys` escapes it; the journal names each with its reason.
+    /// Eight etcd keys of 1.3 MB with a NUL, and one that holds terminal controls and a forged
+    /// status line: `kvctl --system status` answers, small, counting them, every name escaped as
+    /// `kvctl keys` escapes it; the journal names each with its reason.
     @Test func theLeftOutListIsCappedEscapedAndLogged() throws {
         let prefix = uniquePrefix("status")
         let host = try host("status", prefix: prefix)
@@ -103,7 +103,7 @@ struct FleetDivergenceTests {
         #expect(!log.contains("\nFORGED"))
     }
 
-    /// Item 5: a system instance holding its own `com.corp.mail server` (locked) restarted with
+    /// A system instance holding its own `com.corp.mail server` (locked) restarted with
     /// `--fleet-domain 'com.corp.*'` refuses to start, says why, and loses nothing.
     @Test func theFleetOverAHostsOwnValuesRefusesToStart() throws {
         let folder = try FleetFailureTests.hostsFolder(cluster) + "/local"
@@ -152,8 +152,8 @@ struct FleetDivergenceTests {
         #expect(try kvctl("locks").output == "com.corp.mail server\n")
     }
 
-    /// Item 7: a proxy in front of etcd throws away the answer to the transaction (etcd
-    /// committed it): the host reads the key back, finds its change and acknowledges it.
+    /// A proxy in front of etcd throws away the answer to the transaction (etcd committed it): the
+    /// host reads the key back, finds its change and acknowledges it.
     @Test func aLostTransactionAnswerIsReadBack() throws {
         let prefix = uniquePrefix("lost")
         let proxy = try LossyProxy(to: cluster.clientURLs[0])
@@ -172,8 +172,8 @@ struct FleetDivergenceTests {
     }
 }
 
-/// Item 2: etcd wiped under a running host (stopped, data folders removed, started again:
-/// its revision back to 1).
+/// etcd wiped under a running host (stopped, data folders removed, started again: its revision back
+/// to 1).
 @Suite(.enabled(if: EtcdCluster.isInstalled, EtcdCluster.notInstalled), .timeLimit(.minutes(20)))
 struct FleetWipeTests {
     @Test func aRevisionGoingBackMakesTheHostListAgainAndReadItsOwnWrites() throws {

@@ -8,9 +8,9 @@ import Testing
 
 @testable import KVFleet
 
-/// The fleet when things break, with the real programs: etcd members killed or hung, no quorum,
-/// a host stopped across a compaction, a host killed during a burst, two hosts racing, and
-/// etcd with expiring tokens (issue 12's tests 3 to 8 and 10).
+/// The fleet when things break, with the real programs: etcd members killed or hung, no quorum, a
+/// host stopped across a compaction, a host killed during a burst, two hosts racing, and etcd with
+/// expiring tokens.
 ///
 /// "Nothing lost or applied twice" is checked by counting: the system instance commits each
 /// etcd revision that changes its domains as one store revision, so N etcd changes must move
@@ -55,9 +55,9 @@ struct FleetFailureTests {
         }
     }
 
-    /// Tests 3 and 4: the member a host uses is killed, then the next one is hung (SIGSTOP: its
-    /// connections stay open and silent). The host fails over each time, and every etcd
-    /// change is applied exactly once.
+    /// The member a host uses is killed, then the next one is hung (SIGSTOP: its connections stay
+    /// open and silent). The host fails over each time, and every etcd change is applied exactly
+    /// once.
     @Test func aHostFailsOverFromAKilledOrHungMemberAndAppliesEachChangeOnce() throws {
         let cluster = try EtcdCluster()
         defer { cluster.stop() }
@@ -104,9 +104,8 @@ struct FleetFailureTests {
         #expect(try Self.mirrored(host, "com.corp.app") == Self.etcdContents(writer, "kvd/values/com.corp.app/"))
     }
 
-    /// Test 5: two of three members stopped. A write through a host fails and changes nothing;
-    /// reads go on from the mirror; once the members are back, the hosts catch up and writes
-    /// work again.
+    /// Two of three members stopped. A write through a host fails and changes nothing; reads go on
+    /// from the mirror; once the members are back, the hosts catch up and writes work again.
     @Test func withoutQuorumWritesFailReadsGoOnAndTheHostsCatchUpAfter() throws {
         let cluster = try EtcdCluster()
         defer { cluster.stop() }
@@ -135,9 +134,9 @@ struct FleetFailureTests {
         #expect(try a.eventually("p4", "get", "com.corp.net", "proxy"))
     }
 
-    /// Test 6: a host stopped while keys change and are deleted, then etcd compacts and
-    /// defragments: on restart the host lists again, the deleted keys and locks are gone, and
-    /// nothing else changed (its own non-fleet domains included).
+    /// A host stopped while keys change and are deleted, then etcd compacts and defragments: on
+    /// restart the host lists again, the deleted keys and locks are gone, and nothing else changed
+    /// (its own non-fleet domains included).
     @Test func aHostStoppedAcrossACompactionListsAgainOnRestart() throws {
         let cluster = try EtcdCluster()
         defer { cluster.stop() }
@@ -177,9 +176,9 @@ struct FleetFailureTests {
             "the host's own domains are untouched")
     }
 
-    /// Test 7: a host killed (SIGKILL) during a burst of 1,000 etcd changes (values set and
-    /// deleted, keys locked and unlocked), restarted during it: its mirror ends equal to a
-    /// linearizable read of etcd.
+    /// A host killed (SIGKILL) during a burst of 1,000 etcd changes (values set and deleted, keys
+    /// locked and unlocked), restarted during it: its mirror ends equal to a linearizable read of
+    /// etcd.
     @Test func aHostKilledDuringABurstEndsEqualToEtcd() async throws {
         let cluster = try EtcdCluster()
         defer { cluster.stop() }
@@ -215,9 +214,9 @@ struct FleetFailureTests {
         #expect(try host.kvctl("locks", "com.corp.burst", system: true).output == locks.map { $0 + "\n" }.joined())
     }
 
-    /// Test 8: two hosts write one key with `ifRevision` (each the revision it read) at the same
-    /// moment: one wins, the other gets RevisionMismatch, and every host ends with the winner's
-    /// value. Five rounds.
+    /// Two hosts write one key with `ifRevision` (each the revision it read) at the same moment:
+    /// one wins, the other gets RevisionMismatch, and every host ends with the winner's value. Five
+    /// rounds.
     @Test func theLoserOfAnIfRevisionRaceGetsRevisionMismatch() throws {
         let cluster = try EtcdCluster()
         defer { cluster.stop() }
@@ -259,9 +258,8 @@ struct FleetFailureTests {
         }
     }
 
-    /// Test 10: etcd with authentication and simple tokens that expire after 2 s idle. The host
-    /// reads its credentials from a root-only file, and mirrors and writes on after its token
-    /// expired.
+    /// etcd with authentication and simple tokens that expire after 2 s idle. The host reads its
+    /// credentials from a root-only file, and mirrors and writes on after its token expired.
     @Test func withExpiringTokensTheHostRenewsAndGoesOn() throws {
         let cluster = try EtcdCluster(members: 1, extraFlags: ["--auth-token", "simple", "--auth-token-ttl", "2"])
         defer { cluster.stop() }
@@ -284,9 +282,8 @@ struct FleetFailureTests {
         #expect(written.status == 0, "\(written.output) \(host.logs())")
         #expect(try Self.etcdContents(writer, "kvd/values/com.corp.auth/") == ["k": "3"])
 
-        // Issue 24 item 6: `etcdctl auth disable` under the running host, then a host started
-        // with the credentials on the cluster now without auth: both go on unauthenticated,
-        // each saying so once.
+        // `etcdctl auth disable` under the running host, then a host started with the credentials
+        // on the cluster now without auth: both go on unauthenticated, each saying so once.
         try cluster.mustEtcdctl(["--user", "root:root-secret", "auth", "disable"])
         let open = try EtcdGateway(endpoints: cluster.clientURLs)
         Thread.sleep(forTimeInterval: 2.5)  // past the TTL: the host's token has expired

@@ -7,8 +7,8 @@ import Testing
 
 /// The fleet end to end, with the real programs: a 3-member etcd, two hosts (`kvd --system
 /// --etcd`, each with its own state and socket), and a user's kvd and kvctl on each host.
-/// Issue 12's tests 1 (read side) and 2; a host killed with SIGKILL resumes from the etcd
-/// revision its store holds.
+/// What etcd holds reaches every host and its users; a host killed with SIGKILL resumes from
+/// the etcd revision its store holds.
 @Suite(.enabled(if: EtcdCluster.isInstalled, EtcdCluster.notInstalled), .serialized)
 struct FleetHostTests {
     typealias Host = FleetHost
@@ -69,8 +69,9 @@ struct FleetHostTests {
         }
     }
 
-    /// Issue 12's tests 1 (a change on host a seen on b by Get and by a user's Watch), 5 (no etcd: writes fail, reads go on), 8 (two hosts
-    /// writing one key end alike) and 9 (over etcd's limits: TooLarge, nothing in etcd).
+    /// An admin's change on host a is seen on b by Get and by a user's Watch; with no etcd, writes
+    /// fail and reads go on; two hosts writing one key end alike; over etcd's limits, a write fails
+    /// with TooLarge and puts nothing in etcd.
     @Test func anAdminsChangeOnOneHostIsMadeInEtcdAndReachesTheOthers() throws {
         let cluster = try EtcdCluster()
         defer { cluster.stop() }

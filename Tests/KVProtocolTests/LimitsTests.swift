@@ -3,8 +3,8 @@ import Testing
 
 @testable import KVProtocol
 
-/// Issue 17, items 1 and 2: the varlink parsers on both sides take every value the contract
-/// allows (512 levels) inside their own framing, and the value rule itself is checked once.
+/// The varlink parsers on both sides take every value the contract allows (512 levels) inside their
+/// own framing, and the value rule itself is checked once.
 @Suite struct ProtocolLimitsTests {
     static func nested(_ depth: Int) -> String {
         String(repeating: "[", count: depth) + "1" + String(repeating: "]", count: depth)

@@ -7,10 +7,10 @@ import Testing
 
 @testable import KVStorage
 
-/// The fold of the log into the files runs beside the commit queue (issue 29): commits are
-/// acknowledged while it writes, the log that replaces the old one carries them, readers see
-/// every change once throughout, a failed fold loses nothing, and a fold that falls far behind
-/// is waited for. Folds are stepped by hand (``SteppedFolds``), so each step is seen.
+/// The fold of the log into the files runs beside the commit queue: commits are acknowledged while
+/// it writes, the log that replaces the old one carries them, readers see every change once
+/// throughout, a failed fold loses nothing, and a fold that falls far behind is waited for. Folds
+/// are stepped by hand (``SteppedFolds``), so each step is seen.
 @Suite struct ConcurrentFoldTests {
     let app = domain("app")
 
@@ -163,10 +163,10 @@ import Testing
         #expect(Self.integers(store, app) == values)
     }
 
-    /// On a disk without room for the fold's files beside the log's growth meanwhile, the fold
-    /// runs on the commit queue while commits wait (never handed to the runner): one that fails
-    /// for room then makes room while the log is at its threshold (issue 29: on a 6 MiB disk
-    /// under load, a fold beside commits let the log fill the disk, and every write was refused).
+    /// On a disk without room for the fold's files beside the log's growth meanwhile, the fold runs
+    /// on the commit queue while commits wait (never handed to the runner): one that fails for room
+    /// then makes room while the log is at its threshold (on a 6 MiB disk under load, a fold beside
+    /// commits would let the log fill the disk, and every write would be refused).
     @Test(arguments: [(Int64(1) << 40, true), (Int64(64) << 10, false)])
     func aFoldRunsBesideCommitsOnlyWhenTheDiskHasRoom(available: Int64, beside: Bool) throws {
         let folder = TemporaryFolder()

@@ -114,10 +114,10 @@ import Testing
     }
 }
 
-/// Issue 17, item 1's shape at every crash point: values as deep as the contract allows, and
-/// values that grow when written, each followed by other acknowledged writes, through a
-/// compaction and a restart; every crash, and every crash during the recovery from one, keeps
-/// every acknowledged write (a record the log could not read used to take the later ones with it).
+/// The limits at every crash point: values as deep as the contract allows, and values that grow
+/// when written, each followed by other acknowledged writes, through a compaction and a restart;
+/// every crash, and every crash during the recovery from one, keeps every acknowledged write (a
+/// record the log cannot read never takes the later ones with it).
 @Suite struct LimitsCrashPointTests {
     static let options = StoreOptions(compactionLogBytes: 1500, logReservationBytes: 64)
     static let checker = CrashChecker(directory: CrashPointTests.directory, options: options, applies: [:])

@@ -14,8 +14,8 @@ extension TemporaryFolder {
     }
 }
 
-/// Secrets and history (issue 23): forgetting, keys that keep no history, history off, the
-/// size bound, and history dropped before the data on a full disk.
+/// Secrets and history: forgetting, keys that keep no history, history off, the size bound, and
+/// history dropped before the data on a full disk.
 @Suite struct ForgetHistoryTests {
     static let options = StoreOptions(compactionLogBytes: 600, historyKeep: 20, historyDays: 30)
     let app = domain("app")

@@ -5,8 +5,8 @@ import Testing
 
 @testable import KVStorage
 
-/// Issue 17, item 3: in a hand-edited domain file, a bad value or key costs only that key; it is
-/// kept verbatim and written back, never dropped.
+/// In a hand-edited domain file, a bad value or key costs only that key; it is kept verbatim and
+/// written back, never dropped.
 @Suite struct HandEditedFileTests {
     static func envelope(_ values: String, revisions: String = "{}") -> String {
         """

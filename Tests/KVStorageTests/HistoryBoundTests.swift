@@ -5,9 +5,9 @@ import Testing
 @testable import KVStorage
 
 /// The size bound of ``HistoryRetention/prune(_:since:keep:days:now:maxBytes:)`` measures from the
-/// newest entry and stops at the first that does not fit (issue 29: it encoded every kept entry).
-/// It must keep exactly what the rule keeps: of the entries the count and days keep, the oldest
-/// are dropped until the rest fit, never a key's newest entry when that is a value.
+/// newest entry and stops at the first that does not fit. It must keep exactly what the rule keeps:
+/// of the entries the count and days keep, the oldest are dropped until the rest fit, never a key's
+/// newest entry when that is a value.
 @Suite struct HistoryBoundTests {
     /// The rule as first written, measuring every kept entry: the reference.
     static func reference(_ entries: [HistoryEntry], keep: Int, maxBytes: Int) -> [HistoryEntry] {

@@ -50,10 +50,10 @@ import Testing
     }
 }
 
-/// Forgetting at every crash point (issue 23): a key's values and a whole domain's, in the
-/// history file, and the log (before and after a restart). Every
-/// crash state keeps every acknowledged commit, and once a forget was acknowledged, no file
-/// of the crashed disk holds a forgotten value, nor does what recovery serves or writes.
+/// Forgetting at every crash point: a key's values and a whole domain's, in the history file, and
+/// the log (before and after a restart). Every crash state keeps every acknowledged commit, and
+/// once a forget was acknowledged, no file of the crashed disk holds a forgotten value, nor does
+/// what recovery serves or writes.
 @Suite struct ForgetCrashPointTests {
     static let options = StoreOptions(compactionLogBytes: 700, logReservationBytes: 64, historyKeep: 20, historyDays: 0)
     static let a = domain("com.example.a"), b = domain("com.example.b")
@@ -145,9 +145,9 @@ import Testing
     }
 }
 
-/// A full disk at every crash point (issue 23): while the disk is full, a commit makes room
-/// by dropping the history files, compacting the log, and trying again; every crash state
-/// keeps every acknowledged commit (history may be gone: it starts again from the values).
+/// A full disk at every crash point: while the disk is full, a commit makes room by dropping the
+/// history files, compacting the log, and trying again; every crash state keeps every acknowledged
+/// commit (history may be gone: it starts again from the values).
 @Suite struct FullDiskCrashPointTests {
     static let options = StoreOptions(compactionLogBytes: 700, logReservationBytes: 64, historyKeep: 20, historyDays: 0)
 

@@ -5,12 +5,12 @@ import Testing
 
 @testable import KVStorage
 
-/// Issue 35, item 1: the system instance keeps the last good content of every drop-in file in
-/// `STATE/kvd.drop-ins` (``KeptDropInsFile``), so that a typo does not lift a lock at the next
-/// restart. After a crash at every disk operation of saving a copy and then the next one, in
-/// every way the unsynced data could reach the disk, the copy read is the old one or the new
-/// one, whole; never a part, never unreadable (which would lift a bad file's locks). A full
-/// disk fails the save and leaves the old copy as it was.
+/// The system instance keeps the last good content of every drop-in file in `STATE/kvd.drop-ins`
+/// (``KeptDropInsFile``), so that a typo does not lift a lock at the next restart. After a crash at
+/// every disk operation of saving a copy and then the next one, in every way the unsynced data
+/// could reach the disk, the copy read is the old one or the new one, whole; never a part, never
+/// unreadable (which would lift a bad file's locks). A full disk fails the save and leaves the old
+/// copy as it was.
 @Suite struct KeptDropInsCrashPointTests {
     static let directory = "/data/state"
 

@@ -5,8 +5,8 @@ import Testing
 
 @testable import KVStorage
 
-/// Issue 17, items 1 and 2: what the store acknowledges is always read back, and a domain it
-/// stored can always be served in one reply.
+/// What the store acknowledges is always read back, and a domain it stored can always be served in
+/// one reply.
 @Suite struct StorageLimitsTests {
     /// `depth` nested arrays around `inner` (its typed JSON nests `depth` levels, plus the inner's).
     static func nested(_ depth: Int, _ inner: Value = .integer(1)) -> Value {
@@ -20,7 +20,7 @@ import Testing
         "\(error)".contains("\(16 << 20)")
     }
 
-    /// Item 1's first case: a value two levels deeper in a log record than in a request.
+    /// A value two levels deeper in a log record than in a request.
     @Test(arguments: [510, 511, 512])
     func deepAcceptedValueAndTheWritesAfterItSurviveACrash(depth: Int) throws {
         let folder = TemporaryFolder()
@@ -60,8 +60,8 @@ import Testing
         #expect(store.domains().isEmpty)
     }
 
-    /// Item 1's second case: canonical re-encoding grows a value (`1e15` is written
-    /// `1000000000000000.0`); the store checks the encoded size, not the value's size in a request.
+    /// Canonical re-encoding grows a value (`1e15` is written `1000000000000000.0`); the store
+    /// checks the encoded size, not the value's size in a request.
     @Test func valueWhoseEncodingOutgrowsAReplyIsRefusedAndLaterWritesSurvive() throws {
         let folder = TemporaryFolder()
         defer { folder.remove() }
@@ -85,8 +85,8 @@ import Testing
         #expect(store.get(app, key("big")) == .missing)
     }
 
-    /// Item 2: two 9 MiB strings make a domain that no List or Watch reply can carry; the second
-    /// is refused, the first stays, and the domain stays servable.
+    /// Two 9 MiB strings make a domain that no List or Watch reply can carry; the second is
+    /// refused, the first stays, and the domain stays servable.
     @Test func writeThatWouldMakeTheDomainUnservableIsRefused() throws {
         let folder = TemporaryFolder()
         defer { folder.remove() }

@@ -5,8 +5,8 @@ import Testing
 
 @testable import KVStorage
 
-/// Issue 17, item 1: a record the log reader cannot use never takes the records after it with
-/// it, and the store revision never goes back.
+/// A record the log reader cannot use never takes the records after it with it, and the store
+/// revision never goes back.
 @Suite struct LogDamageTests {
     /// A log of `records` framed as kvd writes them, after a header at base 0.
     static func log(_ lines: [[UInt8]]) -> String {

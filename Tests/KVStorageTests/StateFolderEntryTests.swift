@@ -11,9 +11,10 @@ struct StoreOpenTimeout: Error, CustomStringConvertible {
     var description: String { "opening the store did not finish within 10 s" }
 }
 
-/// Issue 17, items 6 and 10: odd entries in the state folder, and long domain names.
+/// Odd entries in the state folder, and long domain names.
 @Suite struct StateFolderEntryTests {
-    /// Opens a store on another thread and gives up after 10 s (the old code hung on a FIFO).
+    /// Opens a store on another thread and gives up after 10 s (so a FIFO in the folder that hangs
+    /// it fails the test).
     static func open(_ folder: TemporaryFolder, logs: LogCollector, options: StoreOptions = .init()) throws -> Store {
         let outcome = Mutex<Result<Store, StorageError>?>(nil)
         let done = DispatchSemaphore(value: 0)

@@ -5,8 +5,8 @@ import Testing
 
 @testable import KVStorage
 
-/// Issue 17, item 5: the state folder must be its user's alone, and the store never writes
-/// through a link planted in it.
+/// The state folder must be its user's alone, and the store never writes through a link planted in
+/// it.
 @Suite struct StateFolderTests {
     private func refusal(_ folder: String, fileSystem: any FileSystem = LinuxSystem()) -> String {
         do {

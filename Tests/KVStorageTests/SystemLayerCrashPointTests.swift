@@ -3,11 +3,11 @@ import Testing
 
 @testable import KVStorage
 
-/// Issue 27: a reload of the system instance's drop-in files reaches a user's kvd as one batch,
-/// which it saves as one new system layer (``SystemLayerFile``). After a crash at every disk
-/// operation of saving the layer before the reload and then the one after it, in every way the
-/// unsynced data could reach the disk, the saved layer is the old one or the new one, whole:
-/// never a part of the reload, never unreadable (which would lift its locks).
+/// A reload of the system instance's drop-in files reaches a user's kvd as one batch, which it
+/// saves as one new system layer (``SystemLayerFile``). After a crash at every disk operation of
+/// saving the layer before the reload and then the one after it, in every way the unsynced data
+/// could reach the disk, the saved layer is the old one or the new one, whole: never a part of the
+/// reload, never unreadable (which would lift its locks).
 @Suite struct SystemLayerCrashPointTests {
     static let directory = "/data/state"
 

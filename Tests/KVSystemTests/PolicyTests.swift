@@ -3,7 +3,7 @@ import KVSystem
 import KVTestSupport
 import Testing
 
-/// What ``SystemCalls``' policies do about each error, for every conformer (issue 10, item 2).
+/// What ``SystemCalls``' policies do about each error, for every conformer.
 @Suite struct PolicyTests {
     @Test func readAvailableRetriesEINTRAndReadsEAGAINAsNothingNow() throws {
         let system = FaultInjectingSystem()

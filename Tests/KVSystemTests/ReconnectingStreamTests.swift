@@ -3,7 +3,7 @@ import KVSystem
 import Synchronization
 import Testing
 
-/// The one reconnect loop (issue 26, item 2): backoff, stopping, and what an outage reports.
+/// The one reconnect loop: backoff, stopping, and what an outage reports.
 @Suite struct ReconnectingStreamTests {
     /// Runs `outcomes` as the attempts (calling ``ReconnectingStream/working()`` for those
     /// marked `worked`), then finishes; returns what `onRetry` heard and the waits.

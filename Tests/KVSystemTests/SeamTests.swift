@@ -3,9 +3,8 @@ import KVSystem
 import KVTestSupport
 import Testing
 
-/// The one OS seam of every target (issue 26, item 1): the one `EINTR` retry, the one error and
-/// status types, the one ownership rule, and the calls kvctl and the etcd password file now make
-/// through it.
+/// The one OS seam of every target: the one `EINTR` retry, the one error and status types, the one
+/// ownership rule, and the calls kvctl and the etcd password file make through it.
 @Suite struct SeamTests {
     @Test func retryingInterruptsRetriesEINTRAndNothingElse() throws {
         var calls = 0

@@ -2,8 +2,8 @@ import Glibc
 import KVSystem
 import Testing
 
-/// The one socket-folder check every kvd program makes (issue 17, item 4), on folders made for
-/// each test in a private parent.
+/// The one socket-folder check every kvd program makes, on folders made for each test in a private
+/// parent.
 @Suite struct SocketFolderTests {
     /// A private parent folder with the fallback folder's place inside it (not created).
     final class Place {

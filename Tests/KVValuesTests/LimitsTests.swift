@@ -2,8 +2,8 @@ import Testing
 
 @testable import KVValues
 
-/// Issue 17, item 1: the contract's value rule (at most 512 levels) is checked on the value
-/// itself, whatever framing carried it, so each framing's parser can allow its own levels on top.
+/// The contract's value rule (at most 512 levels) is checked on the value itself, whatever framing
+/// carried it, so each framing's parser can allow its own levels on top.
 @Suite struct ValueLimitsTests {
     static func nestedJSON(_ depth: Int) -> JSON {
         var json = JSON.integer(1)

@@ -104,8 +104,8 @@ import Testing
         #expect(throws: NameError.self) { try Domain(validating: name) }
     }
 
-    /// Issue 10, item 6: a name shaped like kvd's copy of an unreadable file is refused at the
-    /// edge, with the rule, instead of by the store on every Set.
+    /// A name shaped like kvd's copy of an unreadable file is refused at the edge, with the rule,
+    /// instead of by the store on every Set.
     @Test(arguments: [
         "com.x.unreadable-20261129T181320Z", "com.x.unreadable-20261129T181320Z-2",
         "a.unreadable-x.unreadable-20261129T181320Z", "x.unreadable-20261129T181320Z.more",
@@ -154,7 +154,8 @@ import Testing
 }
 
 @Suite struct RFC3339RangeTests {
-    /// Issue 17 item 12: formatting a date outside 0001–9999 trapped (`Int64(Double)` overflow).
+    /// A date outside 0001–9999 is written as the nearest end, never trapping on an `Int64(Double)`
+    /// overflow.
     @Test func datesOutsideTheRangeAreWrittenAsTheNearestEndInsteadOfTrapping() {
         #expect(RFC3339.format(Date(timeIntervalSinceReferenceDate: 1e20)) == "9999-12-31T23:59:59.999Z")
         #expect(RFC3339.format(Date(timeIntervalSinceReferenceDate: 1e308)) == "9999-12-31T23:59:59.999Z")
