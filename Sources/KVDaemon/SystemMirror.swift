@@ -158,12 +158,12 @@ final class SystemMirror: Sendable {
     }
 
     private func run() {
-        let copy = SystemLayer()
+        var copy = SystemLayer()
         var saveFailure: String?
         stream.run(
             { () -> ReconnectingStream.Outcome in
                 defer { enter(.away) }
-                return follow(copy, saveFailure: &saveFailure)
+                return follow(&copy, saveFailure: &saveFailure)
             },
             onRetry: { interruption, _ in
                 switch interruption {
@@ -182,7 +182,7 @@ final class SystemMirror: Sendable {
     /// for the stream: whether it had worked, the stream knows). Each update goes to the loop as
     /// it is read, then to `copy`, which is saved at each pause in the stream (or after
     /// ``updatesPerSave`` updates) and at its end.
-    private func follow(_ copy: SystemLayer, saveFailure: inout String?) -> ReconnectingStream.Outcome {
+    private func follow(_ copy: inout SystemLayer, saveFailure: inout String?) -> ReconnectingStream.Outcome {
         if let refusal = folderRefusal() { return .failed(refusal) }
         let connection: Connection
         do {

@@ -14,28 +14,13 @@ import KVValues
 /// seen, a removal uncovers the system default, and a change of the layer is sent for the keys
 /// whose combined value or source it changed.
 ///
-/// The fan-out owns the system layer's updates: only ``applySystemUpdates(_:watchers:)`` changes
-/// the layer (``RequestHandler`` reads it). Loop thread only.
+/// ``applySystemUpdates(_:watchers:)`` has the handler's ``SystemFollower`` (the layer's only
+/// writer) apply the layer's updates, and tells watchers what they changed. Loop thread only.
 final class WatchFanOut {
     private let handler: RequestHandler
-    /// A user's kvd: follows the system instance (nil: no system layer).
-    private let mirror: SystemMirror?
 
-    init(handler: RequestHandler, mirror: SystemMirror?) {
+    init(handler: RequestHandler) {
         self.handler = handler
-        self.mirror = mirror
-    }
-
-    /// Whether updates of the system layer can come (a user's kvd with a system layer).
-    var followsSystem: Bool { mirror != nil }
-
-    /// Stops following the system instance. Any thread.
-    func stop() { mirror?.stop() }
-
-    /// The system layer's updates read since the last call, in order; apply each with
-    /// ``applySystemUpdates(_:watchers:)`` together.
-    func takeSystemUpdates() -> [SystemLayer.Update] {
-        mirror?.takeUpdates() ?? []
     }
 
     // MARK: What a watcher gets
@@ -85,10 +70,11 @@ final class WatchFanOut {
             dropIns: handler.dropIns)
     }
 
-    /// Applies `updates` to the system layer together; the news for the watchers of each domain
-    /// they touched: the keys whose combined value or source changed, at the store's current
-    /// revision (the user's own data did not change), one change set for all of `updates`.
-    /// Only the domains some of `watchers` watch are compared.
+    /// Has `updates` applied to the system layer together (``SystemFollower/apply(_:)``); the
+    /// news for the watchers of each domain they touched: the keys whose combined value or source
+    /// changed, at the store's current revision (the user's own data did not change), one change
+    /// set for all of `updates`. Only the domains some of `watchers` watch are compared (`layer`
+    /// is the layer before them).
     func applySystemUpdates(_ updates: [SystemLayer.Update], watchers: some Sequence<ClientConnection>) -> News {
         let layer = handler.layer
         var watched: [Domain: [Key: WatchedKey]] = [:]
@@ -105,7 +91,7 @@ final class WatchFanOut {
             else { continue }
             watched[domain] = Dictionary(uniqueKeysWithValues: keys.map { ($0, watchedKey(domain, $0)) })
         }
-        for update in updates { layer.apply(update) }
+        handler.follower.apply(updates)
         var changed: [Domain: News.LayerChanges] = [:]
         for (domain, before) in watched {
             var changes: [Change] = []
@@ -122,7 +108,8 @@ final class WatchFanOut {
             changes.sort { $0.key < $1.key }
             changed[domain] = News.LayerChanges(changes: changes, sources: sources)
         }
-        return News(.system(revision: handler.store.revision, changed), systemRevision: layer.revision, dropIns: nil)
+        return News(
+            .system(revision: handler.store.revision, changed), systemRevision: handler.layer.revision, dropIns: nil)
     }
 
     /// What a watcher of `domain` is told of `key`: its value as the layers combine, and whether
