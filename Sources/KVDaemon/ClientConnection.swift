@@ -13,7 +13,9 @@ import KVValues
 final class ClientConnection {
     let id: Int
     let fd: Int32
-    @exclusivity(unchecked) var framer = MessageFramer()
+    /// The calls received and not yet handled (read through ``receive(_:)``, ``nextMessage()``,
+    /// ``compactInput()``).
+    @exclusivity(unchecked) private(set) var framer = MessageFramer()
     /// Reply bytes not yet accepted by the socket, from ``outputStart`` on; they go out after
     /// everything in ``queue``.
     @exclusivity(unchecked) private(set) var output: [UInt8] = []
@@ -143,6 +145,13 @@ final class ClientConnection {
         self.mayWrite = mayWrite
         if !mayWrite { framer = MessageFramer(limit: readerLimit) }
     }
+
+    /// Appends bytes read from the socket to the calls waiting.
+    func receive(_ bytes: UnsafeRawBufferPointer) { framer.append(bytes) }
+    /// The next whole call received, nil when none is; throws when it is over the framer's limit.
+    func nextMessage() throws(VarlinkError) -> ArraySlice<UInt8>? { try framer.next() }
+    /// Lets go of the handled calls' bytes (and a large message's buffer).
+    func compactInput() { framer.compact() }
 
     // MARK: Phases
 

@@ -150,7 +150,7 @@ final class ConnectionTable {
             }
         }.get()
         guard let count, count > 0 else { return count }
-        readBuffer.withUnsafeBytes { connection.framer.append(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+        readBuffer.withUnsafeBytes { connection.receive(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
         return count
     }
 

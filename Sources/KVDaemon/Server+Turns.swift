@@ -16,7 +16,7 @@ extension Server {
         while canHandleNextCall(connection), turns.take(&turn, of: connection) {
             let message: ArraySlice<UInt8>
             do {
-                guard let next = try connection.framer.next() else { break }
+                guard let next = try connection.nextMessage() else { break }
                 message = next
             } catch {
                 connection.send(
@@ -30,7 +30,7 @@ extension Server {
             }
             handle(message, from: connection)
         }
-        connection.framer.compact()  // the handled calls' bytes, and a large message's buffer
+        connection.compactInput()  // the handled calls' bytes, and a large message's buffer
         connection.recharge()
         if memory.isOverBudget { shedClients() }
         table.queueToSettle(connection)

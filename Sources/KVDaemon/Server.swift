@@ -102,13 +102,14 @@ public final class Server {
     /// A server on `socket`, the listening socket (from systemd, or bound by ``Daemon``); the caller
     /// closes ``socket`` (which may be a fresh one by then) after ``run()``. Every system call of the
     /// loop goes through `system`. `systemLayerFile`: where a user's kvd keeps the last system layer
-    /// it received (see ``SystemMirror``); nil: nowhere. Throws when the poller cannot be made or the
+    /// it received (see ``SystemMirror``); nil: nowhere. `systemUpdates` (tests): what the loop
+    /// follows instead of a ``SystemMirror``. Throws when the poller cannot be made or the
     /// listening socket cannot be watched.
     init(
         store: Store, socket: ListeningSocket, log: Logger, idleExit: Duration?, limits: Limits = .init(),
         system: any SystemCalls = LinuxSystem(), role: DaemonOptions.Role = .user(systemSocket: nil),
         fleet: FleetLayout? = nil,
-        systemLayerFile: SystemLayerFile? = nil
+        systemLayerFile: SystemLayerFile? = nil, systemUpdates: (any SystemUpdateSource)? = nil
     ) throws(SystemError) {
         self.store = store
         self.system = system
@@ -116,8 +117,8 @@ public final class Server {
         self.limits = limits
         let poller = try Poller(system: system)
         self.poller = poller
-        var mirror: SystemMirror?
-        if case .user(let systemSocket?) = role {
+        var mirror = systemUpdates
+        if mirror == nil, case .user(let systemSocket?) = role {
             mirror = SystemMirror(
                 path: systemSocket, system: system, log: log, file: systemLayerFile, wake: { [poller] in poller.wake() }
             )
@@ -168,8 +169,8 @@ public final class Server {
         if maxWait >= 0 { timeout = timeout < 0 ? maxWait : min(timeout, maxWait) }
         let events = try poller.wait(timeoutMilliseconds: timeout)
         // The wake-up is cleared before the mirror's updates are taken, never after: an update
-        // queued in between wakes the next pass (cleared after, its wake-up was lost and the
-        // update, and every later one, waited for some other event).
+        // queued in between is taken now or wakes the next pass (cleared after the take, its
+        // wake-up would be lost and the update wait for some other event; SystemWakeTests).
         if events.contains(where: { $0.fd == poller.wakeFD }) { poller.drainWake() }
         if handler.follower.followsSystem { applySystemUpdates() }
         turns.beginPass()

@@ -9,11 +9,11 @@
 /// Loop thread only, except ``stop()``.
 final class SystemFollower {
     /// Reads the system instance on its own thread (nil: nothing is followed).
-    private let mirror: SystemMirror?
+    private let mirror: (any SystemUpdateSource)?
     /// The system layer as the loop last applied it: what reads combine with the user's store.
     @exclusivity(unchecked) private(set) var layer = SystemLayer()
 
-    init(mirror: SystemMirror? = nil) {
+    init(mirror: (any SystemUpdateSource)? = nil) {
         self.mirror = mirror
     }
 
@@ -40,3 +40,16 @@ final class SystemFollower {
         for update in updates { layer.apply(update) }
     }
 }
+
+/// Where a follower's updates come from: the ``SystemMirror``'s thread (in tests, a source the
+/// test feeds). An update is queued on any thread, and the loop woken once it is there.
+protocol SystemUpdateSource: AnyObject {
+    /// Starts reading, and waits at most `timeout` for the first layer.
+    func start(waitingAtMost timeout: Duration)
+    /// Stops reading. Any thread.
+    func stop()
+    /// Loop thread: the updates queued since the last call, in order.
+    func takeUpdates() -> [SystemLayer.Update]
+}
+
+extension SystemMirror: SystemUpdateSource {}
