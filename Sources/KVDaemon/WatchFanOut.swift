@@ -55,11 +55,10 @@ final class WatchFanOut {
         changes.sort { $0.key < $1.key }
         let systemRevision = handler.layer.revision
         return ReplyStream(runs: [.init(domain: domain, changes: changes)]) { _, slice, first, last in
-            var reply = Self.watchReply(
+            WatchReply(
                 revision: revision, changes: Array(slice), initial: first, sources: sources,
-                systemRevision: systemRevision)
-            if !last { reply.parameterMembers.pairs.append((name: "partial", value: .bool(true))) }
-            return reply
+                systemRevision: systemRevision, partial: !last
+            ).reply
         }
     }
 
@@ -135,13 +134,6 @@ final class WatchFanOut {
         return system.combine(key, user: user)
     }
 
-    static func watchReply(
-        revision: Int64, changes: [Change], initial: Bool, sources: [Key: ValueSource] = [:],
-        systemRevision: Int64? = nil
-    ) -> VarlinkReply {
-        .watch(revision: revision, changes: changes, initial: initial, sources: sources, systemRevision: systemRevision)
-    }
-
     // MARK: News
 
     /// One change on its way to the watchers: ``reply(for:)`` says what each watcher gets (nil:
@@ -191,10 +183,10 @@ final class WatchFanOut {
                 guard let domain = watch.domain, let layer = changed[domain] else { return nil }
                 let mine = layer.changes.filter { watch.key == nil || $0.key == watch.key }
                 guard !mine.isEmpty else { return nil }
-                let reply = WatchFanOut.watchReply(
+                let reply = WatchReply(
                     revision: revision, changes: mine, initial: false, sources: layer.sources,
                     systemRevision: systemRevision)
-                return .own(reply.encoded())
+                return .own(reply.reply.encoded())
             }
         }
 
@@ -240,10 +232,10 @@ final class WatchFanOut {
                 }
             }
             guard !changes.isEmpty else { return nil }
-            let reply = WatchFanOut.watchReply(
+            let reply = WatchReply(
                 revision: commit.revision, changes: changes, initial: false, sources: sources,
                 systemRevision: systemRevision)
-            return SharedReply(reply.encoded())
+            return SharedReply(reply.reply.encoded())
         }
     }
 }

@@ -7,7 +7,7 @@ import Testing
 
 @testable import KVClient
 
-/// Issue 11, the client side of the system layer, against a faked user kvd whose domain
+/// The client side of the system layer, against a faked user kvd whose domain
 /// `com.example.locks` has a locked key `k` ("sys"), the user's own `own` ("mine") and a machine
 /// default `def` (5), at revision 3. Writes to `k` are refused with `KeyLocked`.
 @Suite struct SystemLayerTests {
@@ -106,9 +106,9 @@ import Testing
             "a system default streamed at the current revision was dropped")
     }
 
-    /// Issue 28: a key the administrator locked without a value (it reads as absent) is not
-    /// writable and is forced in its domain; a change with no value and no source lifts the
-    /// lock. Before, the cache dropped the source of a change with no value.
+    /// A key the administrator locked without a value (it reads as absent) is not writable and
+    /// is forced in its domain (the cache keeps the source of a change with no value); a change
+    /// with no value and no source lifts the lock.
     @Test func aKeyLockedWithoutAValueIsNotWritableUntilTheLockLifts() {
         let kvd = FakeKVD()
         defer { kvd.feed.close() }
@@ -149,13 +149,14 @@ final class FakeKVD: Sendable {
     let feed = Feed()
     let server: FakeVarlinkServer
 
-    static let initial = VarlinkReply.watch(
+    static let initial = WatchReply(
         revision: 3,
         changes: [
             Change(key: key("k"), value: .string("sys")), Change(key: key("own"), value: .string("mine")),
             Change(key: key("def"), value: .integer(5)),
         ],
-        initial: true, sources: [key("k"): .locked, key("def"): .system])
+        initial: true, sources: [key("k"): .locked, key("def"): .system]
+    ).reply
 
     init() {
         let feed = feed
@@ -190,7 +191,7 @@ final class FakeKVD: Sendable {
             while let reply = feed.next() { guard send(reply) else { return false } }
             return false
         case "io.kvd.Defaults.Watch":
-            return send(.watch(revision: 3, changes: [], initial: true))
+            return send(WatchReply(revision: 3, changes: [], initial: true).reply)
         case "io.kvd.Defaults.Set" where call.parameters["key"] == .string("k"):
             return send(
                 .failure(

@@ -8,7 +8,7 @@ import Testing
 
 @testable import KVDaemon
 
-/// The drop-in files on their own (issue 27): parsing, combining in name order, what is skipped,
+/// The drop-in files on their own: parsing, combining in name order, what is skipped,
 /// the bounds, and lock globs.
 struct DropInsTests {
     static let browser = try! Domain(validating: "org.ex.browser")

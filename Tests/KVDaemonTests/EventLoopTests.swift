@@ -10,7 +10,7 @@ import Testing
 @testable import KVDaemon
 
 /// The event loop (`Server`) on its own, over socket pairs, with faults injected into its system
-/// calls (issue 10, item 1): `EMFILE` on accept, short writes, `EINTR`, `EAGAIN`, `ECONNRESET`.
+/// calls: `EMFILE` on accept, short writes, `EINTR`, `EAGAIN`, `ECONNRESET`.
 /// The test drives the loop pass by pass on its own thread, so each outcome is deterministic.
 @Suite struct EventLoopTests {
     /// A server over a ``FaultInjectingSystem`` whose listener hands out socket pairs.

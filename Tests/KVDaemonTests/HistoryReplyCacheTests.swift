@@ -4,7 +4,7 @@ import Testing
 
 @testable import KVDaemon
 
-/// Large `History` replies are kept and shared while nothing they read changed (issue 29), and
+/// Large `History` replies are kept and shared while nothing they read changed, and
 /// never outlive a change that no commit makes: a forgotten value is not served from them.
 @Suite struct HistoryReplyCacheTests {
     static let padding = String(repeating: "p", count: 200)

@@ -5,7 +5,7 @@ import Testing
 
 @testable import KVDaemon
 
-/// Issue 17, item 2: the budget the store keeps per domain matches the replies kvd really
+/// The budget the store keeps per domain matches the replies kvd really
 /// sends. A domain filled to exactly ``Limits/domainBytes`` gives a `List` and a first `Watch`
 /// reply that a client reads; one byte more is refused.
 @Suite struct ReplyBudgetTests {
@@ -56,9 +56,8 @@ import Testing
         return pieces
     }
 
-    /// Issue 23, item 2: a domain with a 255-byte name filled to exactly its budget by one key
-    /// was refused by every user's kvd (a `Mirror` reply of 16,777,312 bytes): each piece of the
-    /// `Mirror` snapshot now fits one message, and a reader gets the whole value.
+    /// A domain with a 255-byte name filled to exactly its budget by one key: each piece of the
+    /// `Mirror` snapshot fits one message, and a reader gets the whole value.
     @Test func theLongestDomainNameFilledToItsBudgetIsMirroredInMessagesThatFit() throws {
         let temp = try RequestHandlerTests.TempStore()
         let handler = RequestHandler(store: temp.store, isSystem: true)
@@ -82,10 +81,9 @@ import Testing
         #expect(values[domain]?[key] == .string(String(repeating: "x", count: fill)) && locks[domain] == [key])
     }
 
-    /// Issue 23, item 10: a system default of 15 MiB and 2 MiB of the user's own values in the
-    /// same domain, both accepted, made a first `Watch` reply of 17.8 MB that no client reads,
-    /// and a `List` error naming the user's size alone: the watch now comes in pieces that fit,
-    /// and `List` says how large the combined domain is.
+    /// A system default of 15 MiB and 2 MiB of the user's own values in the same domain, both
+    /// accepted: the first `Watch` replies come in pieces that fit one message, and `List` says
+    /// how large the combined domain is (not the user's size alone).
     @Test func aLayeredDomainLargerThanOneReplyIsWatchedInPiecesAndListSaysWhy() throws {
         let temp = try RequestHandlerTests.TempStore()
         let follower = SystemFollower()

@@ -41,7 +41,7 @@ import Testing
             values == [
                 Self.key("default"): .integer(1), Self.key("forced"): .string("admin's"), Self.key("mine"): .integer(4),
             ])
-        // Issue 28: a lock with no system value is named too (it has no value, and is not writable).
+        // A lock with no system value is named too (it has no value, and is not writable).
         #expect(sources == [Self.key("forced"): .locked, Self.key("lockedEmpty"): .locked])
         #expect(
             layer.combine(user: [:]).sources == [
@@ -101,7 +101,7 @@ import Testing
         #expect(throws: MirrorReader.Failure.self) { try reader.read(planted) }
     }
 
-    /// Issue 23: the layer a user's kvd saves in its state folder comes back as it was, and a
+    /// The layer a user's kvd saves in its state folder comes back as it was, and a
     /// file damaged anywhere (a flipped byte, a cut end, bytes added) is refused whole, saying
     /// why, never read in part.
     @Test func theSavedSystemLayerComesBackWholeAndDamageIsRefused() throws {
