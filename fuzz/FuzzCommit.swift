@@ -64,7 +64,7 @@ private func checkDomainFile(_ domain: Domain, _ state: DomainState) {
 }
 
 private func checkReplies(_ changes: [Change], _ state: DomainState) {
-    let watch = VarlinkReply.watch(revision: 7, changes: changes, initial: false).encoded().dropLast()
+    let watch = WatchReply(revision: 7, changes: changes, initial: false).reply.encoded().dropLast()
     guard watch.count <= Limits.messageBytes, let read = try? VarlinkReply(message: watch),
         case .array(let items)? = read.parameters["changes"],
         items.map({ item in item["value"].flatMap { try? Value(typedJSON: $0) } }) == changes.map(\.value)

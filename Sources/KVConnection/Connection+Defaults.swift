@@ -30,6 +30,13 @@ public struct WatchEvent: Sendable, Equatable {
         self.systemRevision = systemRevision
     }
 
+    /// The event a `Watch` reply (or a whole first reply gathered from its pieces) carries.
+    init(_ reply: WatchReply) {
+        self.init(
+            revision: reply.revision, changes: reply.changes, initial: reply.initial, sources: reply.sources,
+            systemRevision: reply.systemRevision)
+    }
+
     /// Whether this event comes after one at `revision` and `systemRevision` (nil: 0): by
     /// revision, then by system revision.
     public func isAfter(revision: Int64, systemRevision: Int64?) -> Bool {
@@ -184,8 +191,9 @@ extension Connection {
     public func watch(_ domain: Domain, _ key: Key? = nil, onEvent: (WatchEvent) -> Bool) throws(ClientError) {
         var gathering: WatchEvent?
         try stream(.watch(domain, key)) { (reply) throws(ClientError) -> Bool in
-            var event = try Decode.watchEvent(reply)
-            let partial = reply.parameters["partial"] == .bool(true)
+            let decoded = try Decode.watchReply(reply)
+            let partial = decoded.partial
+            var event = WatchEvent(decoded)
             if var first = gathering {
                 first.changes += event.changes
                 first.sources.merge(event.sources) { $1 }
@@ -219,29 +227,19 @@ enum Decode {
         do { return try Key(validating: name) } catch { throw .protocolError("reply with an invalid key: \(error)") }
     }
 
-    static func watchEvent(_ reply: VarlinkReply) throws(ClientError) -> WatchEvent {
-        guard case .array(let items)? = reply.parameters["changes"] else {
-            throw .protocolError("Watch reply without a \"changes\" array")
-        }
-        var changes: [Change] = []
-        var sources: [Key: ValueSource] = [:]
-        for item in items {
-            guard case .string(let name)? = item["key"] else { throw .protocolError("Watch change without a \"key\"") }
-            let key = try key(name)
-            switch item["value"] {
-            case nil, .null?: changes.append(Change(key: key, value: nil))
-            case let json?: changes.append(Change(key: key, value: try value(json, "changes.value")))
+    /// A `Watch` reply (``WatchReply``), or why it is not one.
+    static func watchReply(_ reply: VarlinkReply) throws(ClientError) -> WatchReply {
+        do { return try WatchReply(decoding: reply) } catch {
+            switch error {
+            case .noChanges: throw .protocolError("Watch reply without a \"changes\" array")
+            case .changeWithoutKey: throw .protocolError("Watch change without a \"key\"")
+            case .invalidKey(let why): throw .protocolError("reply with an invalid key: \(why)")
+            case .invalidValue(let why): throw .protocolError("\"changes.value\" is not a typed value: \(why)")
+            case .invalidSource: throw .protocolError("\"changes.source\" is not \"user\", \"system\" or \"locked\"")
+            case .noRevision: throw .protocolError("reply without an integer \"revision\"")
+            default: throw .protocolError("malformed Watch reply: \(error)")
             }
-            let source = try Decode.source(item["source"], "changes.source")
-            if source != .user { sources[key] = source }
         }
-        var initial = false
-        if case .bool(let flag)? = reply.parameters["initial"] { initial = flag }
-        var systemRevision: Int64?
-        if case .integer(let number)? = reply.parameters["systemRevision"] { systemRevision = number }
-        return WatchEvent(
-            revision: try revision(reply), changes: changes, initial: initial, sources: sources,
-            systemRevision: systemRevision)
     }
 
     /// `"user"`, `"system"` or `"locked"`; absent means `user` (a kvd without a system layer).

@@ -13,7 +13,9 @@ import KVValues
 final class ClientConnection {
     let id: Int
     let fd: Int32
-    @exclusivity(unchecked) var framer = MessageFramer()
+    /// The calls received and not yet handled (read through ``receive(_:)``, ``nextMessage()``,
+    /// ``compactInput()``).
+    @exclusivity(unchecked) private(set) var framer = MessageFramer()
     /// Reply bytes not yet accepted by the socket, from ``outputStart`` on; they go out after
     /// everything in ``queue``.
     @exclusivity(unchecked) private(set) var output: [UInt8] = []
@@ -30,15 +32,16 @@ final class ClientConnection {
     private let system: any SystemCalls
     /// What ``recharge()`` last charged to ``memory``.
     @exclusivity(unchecked) private var charged = 0
-    /// What the connection does with its calls now.
-    @exclusivity(unchecked) var phase: Phase = .serving
+    /// What the connection does with its calls now; changed only by the transitions below
+    /// ("Phases"), each named for what moves it.
+    @exclusivity(unchecked) private(set) var phase: Phase = .serving
     /// How much of the peer is still there.
-    @exclusivity(unchecked) var peer: Peer = .connected
+    @exclusivity(unchecked) private(set) var peer: Peer = .connected
     /// Bookkeeping, not state: queued to be settled (flushed, closed or re-registered) at the
-    /// end of the loop's pass.
-    @exclusivity(unchecked) var needsSettling = false
+    /// end of the loop's pass (``ConnectionTable/queueToSettle(_:)``).
+    @exclusivity(unchecked) private(set) var needsSettling = false
     /// Bookkeeping, not state: the interest registered with epoll, to skip needless `epoll_ctl`.
-    @exclusivity(unchecked) var registered: (readable: Bool, writable: Bool) = (true, false)
+    @exclusivity(unchecked) private(set) var registered: (readable: Bool, writable: Bool) = (true, false)
 
     /// What a connection does with its calls. One value at a time, so no invalid mix (a watcher
     /// awaiting a commit, a closed connection waiting for its turn) can be written.
@@ -121,11 +124,11 @@ final class ClientConnection {
     }
 
     /// The peer's user id, from the kernel at accept (the system instance only).
-    var uid: UInt32?
+    private(set) var uid: UInt32?
     /// The system instance: the peer's groups as the kernel said at accept (its gid included).
-    var gids: Set<UInt32> = []
+    private(set) var gids: Set<UInt32> = []
     /// Whether the peer may change anything: fixed at accept, never looked up again.
-    @exclusivity(unchecked) var mayWrite = true
+    @exclusivity(unchecked) private(set) var mayWrite = true
 
     init(id: Int, fd: Int32, memory: ClientMemory, system: any SystemCalls) {
         self.id = id
@@ -133,6 +136,66 @@ final class ClientConnection {
         self.memory = memory
         self.system = system
     }
+
+    /// The system instance: who the peer is, as the kernel said at accept, and whether it may
+    /// write; a peer that may only read sends messages of at most `readerLimit` bytes.
+    func identify(uid: UInt32, gids: Set<UInt32>, mayWrite: Bool, readerLimit: Int) {
+        self.uid = uid
+        self.gids = gids
+        self.mayWrite = mayWrite
+        if !mayWrite { framer = MessageFramer(limit: readerLimit) }
+    }
+
+    /// Appends bytes read from the socket to the calls waiting.
+    func receive(_ bytes: UnsafeRawBufferPointer) { framer.append(bytes) }
+    /// The next whole call received, nil when none is; throws when it is over the framer's limit.
+    func nextMessage() throws(VarlinkError) -> ArraySlice<UInt8>? { try framer.next() }
+    /// Lets go of the handled calls' bytes (and a large message's buffer).
+    func compactInput() { framer.compact() }
+
+    // MARK: Phases
+
+    /// Its turn is used up with calls left: it waits for the next one (``Turns``).
+    func waitForTurn() { phase = .waitingForTurn }
+    /// The loop gives it its next turn.
+    func takeTurn() { phase = .serving }
+    /// A write of its is being committed: its later calls wait (``CommitPipeline/submit(_:for:oneway:)``).
+    func awaitCommit() { phase = .awaitingCommit }
+    /// The commit it awaited finished: it handles its calls again
+    /// (``CommitPipeline/finish(_:of:)``).
+    func commitFinished() {
+        assert(phase == .awaitingCommit, "a commit finished for client \(id), which awaited none")
+        phase = .serving
+    }
+    /// It streams `watch` from now on.
+    func startWatching(_ watch: Watch) { phase = .watching(watch) }
+    /// It sends the pieces of a long reply before its next calls.
+    func startStreaming() { phase = .streaming }
+    /// The long reply's last piece is made: it handles its next calls (a watcher goes on watching).
+    func streamEnded() { if phase == .streaming { phase = .serving } }
+    /// A fatal protocol error: it sends what it has, then closes.
+    func closeAfterFlush() { phase = .closingAfterFlush }
+    /// The server closed it.
+    func markClosed() { phase = .closed }
+
+    /// The peer closed its sending side.
+    func peerDoneSending() { peer = .doneSending }
+    /// Both directions are gone: unsent replies are dropped, and new ones are not queued.
+    func peerHungUp() {
+        peer = .hungUp
+        dropOutput()
+    }
+
+    /// Marks it queued to be settled; false when it already is (or is closed).
+    func queueToSettle() -> Bool {
+        guard !isClosed, !needsSettling else { return false }
+        needsSettling = true
+        return true
+    }
+    /// Taken from the settle queue.
+    func unqueueFromSettling() { needsSettling = false }
+    /// Notes the epoll interest registered for it.
+    func noteRegistered(_ interest: (readable: Bool, writable: Bool)) { registered = interest }
 
     /// Reply bytes not yet accepted by the socket.
     var pendingOutput: Int { queuedBytes - queueOffset + output.count - outputStart }

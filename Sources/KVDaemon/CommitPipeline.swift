@@ -8,7 +8,8 @@ import KVValues
 /// Every kind of commit takes the same path: ``submit(_:for:oneway:)`` puts the connection in
 /// ``ClientConnection/Phase/awaitingCommit`` and counts it in ``inFlight``; when it finishes, on
 /// whatever thread, it is queued for the loop, which is woken once per batch; ``takeFinished()``
-/// hands them back, in commit order, and uncounts them. A commit made outside the loop (the
+/// hands them back, in commit order, and uncounts them, and ``finish(_:of:)`` puts the
+/// connection back to serving: a connection's commit phase is set and reset here, nowhere else. A commit made outside the loop (the
 /// fleet mirror's, through ``announcer``) is queued the same way but awaited by nobody: only
 /// watchers hear of it. Loop thread only, except ``announcer`` and the completions.
 final class CommitPipeline {
@@ -22,12 +23,17 @@ final class CommitPipeline {
     /// Writes queued in the store this pass, awaiting ``commitQueued()``.
     @exclusivity(unchecked) private(set) var queued = 0
     /// The system instance with `--etcd`: makes changes to fleet domains in etcd (nil until
-    /// the fleet is up, and in every other kvd).
-    var fleetWriter: FleetWriter?
+    /// the fleet is up, and in every other kvd; ``fleetIsUp(_:)``).
+    private(set) var fleetWriter: FleetWriter?
 
     init(store: Store, poller: Poller) {
         self.store = store
         self.poller = poller
+    }
+
+    /// The fleet is up: its changes go to etcd through `writer` from now on.
+    func fleetIsUp(_ writer: FleetWriter) {
+        fleetWriter = writer
     }
 
     /// What a client asked to commit.
@@ -46,7 +52,7 @@ final class CommitPipeline {
     /// false, starting nothing, for a fleet change while the fleet is not up.
     func submit(_ work: Work, for connection: ClientConnection, oneway: Bool) -> Bool {
         if case .fleet = work, fleetWriter == nil { return false }
-        connection.phase = .awaitingCommit
+        connection.awaitCommit()
         inFlight += 1
         switch work {
         case .write(let domain, let mutation, let uid):
@@ -110,10 +116,18 @@ final class CommitPipeline {
     }
 
     /// The commits finished since the last call, in commit order; those clients asked for are
-    /// no longer counted in ``inFlight``.
+    /// no longer counted in ``inFlight``. The loop hands each awaited one, with its connection
+    /// if still open, to ``finish(_:of:)``.
     func takeFinished() -> [CompletionQueue.Item] {
         let items = completions.takeAll()
         for item in items where item.connection != CompletionQueue.Item.external { inFlight -= 1 }
         return items
+    }
+
+    /// The commit of `item` finished for `connection`, which awaited it: it handles its calls
+    /// again, and gets the commit's reply unless its call was `oneway`.
+    func finish(_ item: CompletionQueue.Item, of connection: ClientConnection) {
+        connection.commitFinished()
+        if !item.oneway { connection.send(RequestHandler.reply(to: item.result)) }
     }
 }

@@ -5,7 +5,7 @@ import KVSystem
 /// Who is connected, and what the loop keeps per connection and per user: the open connections
 /// (by descriptor and by id), the watchers among them, the replies still being made piece by
 /// piece, the connections to settle at the end of the pass, the system instance's per-uid
-/// connection counts and turns, whom to shed when clients hold too much, and the spare
+/// connection counts, whom to shed when clients hold too much, and the spare
 /// descriptor that lets kvd refuse a connection when it is out of descriptors.
 ///
 /// The table keeps the books and the server acts on them (handles calls, sends, closes). A
@@ -27,17 +27,13 @@ final class ConnectionTable {
     @exclusivity(unchecked) private(set) var watchers: [Int: ClientConnection] = [:]
     /// Replies still being made piece by piece (``ReplyStream``: a watcher's first replies, a
     /// `Backup`), by connection id; dropped with their connection.
-    @exclusivity(unchecked) var streams: [Int: ReplyStream] = [:]
+    @exclusivity(unchecked) private(set) var streams: [Int: ReplyStream] = [:]
     /// One buffer for every socket read (the loop reads one socket at a time).
-    @exclusivity(unchecked) var readBuffer: [UInt8]
+    @exclusivity(unchecked) private var readBuffer: [UInt8]
     /// The id the next connection gets.
     private(set) var nextID = 0
     /// The system instance: open connections per peer uid.
     private(set) var perUID: [UInt32: Int] = [:]
-    /// The system instance: what each uid's connections handled this pass (a uid's turn).
-    @exclusivity(unchecked) private var turnsUsed: [UInt32: TurnUse] = [:]
-    /// Connections with calls left over after their turn, in the order they get the next one.
-    @exclusivity(unchecked) private var ready: [Int] = []
     /// Connections handled this pass, to be settled at its end (replies sent together).
     @exclusivity(unchecked) private var unsettled: [ClientConnection] = []
     /// A descriptor kept open to be given up when the process runs out of descriptors, so an
@@ -45,12 +41,6 @@ final class ConnectionTable {
     private var spareFD: Int32 = -1
     private var refusedSinceLog = 0
     private var lastRefusalLog: ContinuousClock.Instant?
-
-    /// Calls handled and reply bytes produced in a turn so far.
-    struct TurnUse {
-        var calls = 0
-        var output = 0
-    }
 
     init(
         memory: ClientMemory, policy: DaemonOptions.SystemPolicy?, readChunk: Int, system: any SystemCalls, log: Logger
@@ -91,13 +81,10 @@ final class ConnectionTable {
                 "uid \(peer.uid) already holds \(open) connections, the most one user may (--max-connections-per-uid)")
             return false
         }
-        connection.uid = peer.uid
-        connection.gids = Set(peer.groups + [peer.gid])
-        connection.mayWrite =
-            peer.uid == 0 || (system.groupID(named: policy.adminGroup).map(peer.isMember(of:)) ?? false)
-        if !connection.mayWrite {
-            connection.framer = MessageFramer(limit: DaemonOptions.SystemPolicy.maxReaderMessageBytes)
-        }
+        connection.identify(
+            uid: peer.uid, gids: Set(peer.groups + [peer.gid]),
+            mayWrite: peer.uid == 0 || (system.groupID(named: policy.adminGroup).map(peer.isMember(of:)) ?? false),
+            readerLimit: DaemonOptions.SystemPolicy.maxReaderMessageBytes)
         log.log(
             .debug,
             "client \(connection.id) is uid \(peer.uid) (pid \(peer.pid)), \(connection.mayWrite ? "may write" : "reads only")"
@@ -150,49 +137,43 @@ final class ConnectionTable {
         lastRefusalLog = .now
     }
 
-    // MARK: Turns and settling
+    // MARK: Reading and streams
 
-    /// Starts a pass of the loop: every uid has its whole turn again.
-    func beginPass() {
-        turnsUsed.removeAll(keepingCapacity: true)
+    /// Reads at most `room` bytes (and one read chunk) of what the socket of `connection` holds
+    /// into its framer: the count read (0: the peer closed its side), nil when nothing is there
+    /// now. Throws when reading fails.
+    func readInput(_ connection: ClientConnection, upTo room: Int) throws(SystemError) -> Int? {
+        let count = try readBuffer.withUnsafeMutableBytes { raw in
+            Result { () throws(SystemError) in
+                try system.readAvailable(
+                    connection.fd, into: UnsafeMutableRawBufferPointer(rebasing: raw[..<min(raw.count, room)]))
+            }
+        }.get()
+        guard let count, count > 0 else { return count }
+        readBuffer.withUnsafeBytes { connection.receive(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+        return count
     }
 
-    /// What the connections of `uid` handled this pass; nil when none did (or there is no uid:
-    /// a user's kvd, whose turns are each connection's own).
-    func turnUse(of uid: UInt32?) -> TurnUse? {
-        uid.flatMap { turnsUsed[$0] }
+    /// Makes `stream` the reply `connection` gets piece by piece.
+    func startStream(_ stream: ReplyStream, for connection: ClientConnection) {
+        streams[connection.id] = stream
     }
 
-    /// Notes what the connections of `uid` handled this pass, ``turnUse(of:)`` included.
-    func setTurnUse(_ use: TurnUse, of uid: UInt32) {
-        turnsUsed[uid] = use
+    /// Forgets the stream of connection `id`, made to its end (nothing kept is given back).
+    func endStream(_ id: Int) {
+        streams[id] = nil
     }
 
-    /// Whether a connection waits for its next turn.
-    var hasReady: Bool { !ready.isEmpty }
-
-    /// Queues `connection` for another turn on the next pass of the loop.
-    func giveTurn(_ connection: ClientConnection) {
-        connection.phase = .waitingForTurn
-        ready.append(connection.id)
+    /// Drops the stream of connection `id`, gone: its kept replies are given back to ``memory``.
+    func dropStream(_ id: Int) {
+        streams.removeValue(forKey: id)?.drop(memory: memory)
     }
 
-    /// The connections waiting for a turn, oldest first; the queue is empty after.
-    func takeReady() -> [Int] {
-        defer { ready = [] }
-        return ready
-    }
-
-    /// Puts back, ahead of those queued since ``takeReady()``, the connections that could not
-    /// have their turn this pass (their uid had used it).
-    func putBackReady(_ waiting: [Int]) {
-        ready = waiting + ready
-    }
+    // MARK: Settling
 
     /// Queues `connection` to be settled at the end of the pass, once however often it is asked.
     func queueToSettle(_ connection: ClientConnection) {
-        guard !connection.isClosed, !connection.needsSettling else { return }
-        connection.needsSettling = true
+        guard connection.queueToSettle() else { return }
         unsettled.append(connection)
     }
 
@@ -203,7 +184,7 @@ final class ConnectionTable {
     func takeUnsettled() -> [ClientConnection] {
         let batch = unsettled
         unsettled = []
-        for connection in batch { connection.needsSettling = false }
+        for connection in batch { connection.unqueueFromSettling() }
         return batch
     }
 

@@ -107,7 +107,7 @@ public enum Daemon {
                 announce: server.announcer)
         }
         if let fleet, let mirror {
-            server.fleetWriter = FleetWriter(store: store, etcd: fleet.etcd, layout: fleet.layout, mirror: mirror)
+            server.fleetIsUp(FleetWriter(store: store, etcd: fleet.etcd, layout: fleet.layout, mirror: mirror))
         }
         do throws(StorageError) {
             try mirror?.recordPatterns()

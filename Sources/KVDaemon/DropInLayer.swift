@@ -259,14 +259,10 @@ final class DropInLayer {
         let domains = difference.keys.sorted()
         return domains.enumerated().map { index, domain in
             let part = difference[domain]!
-            var parameters: [String: JSON] = [
-                "revision": .integer(revision), "synced": .bool(true), "domain": .string(domain.name),
-                "changes": .array(part.values.map(\.json)),
-                "locks": .array(
-                    part.locks.map { .object(["key": .string($0.key.name), "locked": .bool($0.locked)]) }),
-            ]
-            if index < domains.count - 1 { parameters["batch"] = .bool(true) }
-            return VarlinkReply(parameters: parameters, continues: true)
+            return MirrorReply(
+                revision: revision, synced: true, domain: domain, changes: part.values, locks: part.locks,
+                batch: index < domains.count - 1
+            ).reply
         }
     }
 

@@ -4,8 +4,9 @@ import KVValues
 /// before the reply is made (``GetReplyCache/Stamp``: the store's revision and the system
 /// layer's version; for `History`, ``HistoryStamp``): hot `Get`s by the exact bytes of the call,
 /// large `List`s by domain, large `History` replies by call, shared by every connection that
-/// asks. Loop thread only.
-struct KeptReplies {
+/// asks. Each call is answered from here when a kept reply is still good, else made and kept
+/// (``list(_:at:making:)``, ``history(_:at:making:)``, ``get(_:in:at:)``). Loop thread only.
+final class KeptReplies {
     /// What a `History` call asks for.
     struct HistoryCall: Equatable {
         var domain: Domain
@@ -29,15 +30,46 @@ struct KeptReplies {
     static let minimumHistoryBytes = 16 << 10
 
     /// Replies to the fast path's `Get` calls (``GetReplyCache``).
-    var gets = GetReplyCache()
+    @exclusivity(unchecked) private(set) var gets = GetReplyCache()
     /// Replies to `List` calls of large domains, by domain.
-    var lists: SharedReplyCache<Domain, GetReplyCache.Stamp>
+    @exclusivity(unchecked) private var lists: SharedReplyCache<Domain, GetReplyCache.Stamp>
     /// Replies to large `History` calls, by call.
-    var histories: SharedReplyCache<HistoryCall, HistoryStamp>
+    @exclusivity(unchecked) private var histories: SharedReplyCache<HistoryCall, HistoryStamp>
 
     /// The `List` replies take at most `maxListBytes` in all, and so do the `History` replies.
     init(maxListBytes: Int) {
         lists = SharedReplyCache(minimumBytes: Self.minimumListBytes, maxBytes: maxListBytes)
         histories = SharedReplyCache(minimumBytes: Self.minimumHistoryBytes, maxBytes: maxListBytes)
+    }
+
+    /// The reply to `List` of `domain` made at `stamp`: the kept one, else `make`'s (kept if large).
+    func list(_ domain: Domain, at stamp: GetReplyCache.Stamp, making make: () -> SharedReply) -> SharedReply {
+        if let kept = lists.reply(for: domain, at: stamp) { return kept }
+        let reply = make()
+        lists.keep(reply, for: domain, at: stamp)
+        return reply
+    }
+
+    /// The reply to `History` `call` made at `stamp`: the kept one, else `make`'s (kept if large).
+    func history(_ call: HistoryCall, at stamp: HistoryStamp, making make: () -> SharedReply) -> SharedReply {
+        if let kept = kept(call, at: stamp) { return kept }
+        let reply = make()
+        histories.keep(reply, for: call, at: stamp)
+        return reply
+    }
+
+    /// The kept reply to `History` `call`, if still good at `stamp`.
+    func kept(_ call: HistoryCall, at stamp: HistoryStamp) -> SharedReply? {
+        histories.reply(for: call, at: stamp)
+    }
+
+    /// The kept reply to the `Get` `call` (in ``GetReplyCache`` slot `slot`), if still good at `stamp`.
+    func get(_ call: ArraySlice<UInt8>, in slot: Int, at stamp: GetReplyCache.Stamp) -> [UInt8]? {
+        gets.reply(slot, for: call, at: stamp)
+    }
+
+    /// Keeps `reply`, made at `stamp`, to the `Get` `call` (in slot `slot`).
+    func keep(_ reply: ArraySlice<UInt8>, forGet call: ArraySlice<UInt8>, in slot: Int, at stamp: GetReplyCache.Stamp) {
+        gets.keep(reply, for: call, in: slot, at: stamp)
     }
 }

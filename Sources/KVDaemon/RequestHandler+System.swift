@@ -89,17 +89,11 @@ extension RequestHandler {
     /// it locks: a value locks, a removal unlocks), or with no domain the end of the snapshot.
     /// `synced`: the snapshot is complete (false for the snapshot's own replies).
     static func mirrorReply(revision: Int64, domain: Domain?, changes: [Change], synced: Bool) -> VarlinkReply {
-        var parameters: [String: JSON] = [
-            "revision": .integer(revision), "synced": .bool(synced), "changes": .array([]), "locks": .array([]),
-        ]
-        if let domain, let target = domain.lockedDomain {
-            parameters["domain"] = .string(target.name)
-            parameters["locks"] = .array(
-                changes.map { .object(["key": .string($0.key.name), "locked": .bool($0.value != nil)]) })
-        } else if let domain {
-            parameters["domain"] = .string(domain.name)
-            parameters["changes"] = .array(changes.map(\.json))
+        guard let domain else { return MirrorReply(revision: revision, synced: synced, domain: nil).reply }
+        guard let target = domain.lockedDomain else {
+            return MirrorReply(revision: revision, synced: synced, domain: domain, changes: changes).reply
         }
-        return VarlinkReply(parameters: parameters, continues: true)
+        let locks = changes.map { (key: $0.key, locked: $0.value != nil) }
+        return MirrorReply(revision: revision, synced: synced, domain: target, locks: locks).reply
     }
 }

@@ -9,11 +9,14 @@ import KVValues
 /// A user's kvd combines its store with the ``SystemLayer`` (see there for the search order)
 /// in every read, and refuses writes to locked keys; the system instance (``isSystem``) also
 /// serves `io.kvd.System`, keeping locks in the store's internal lock domains. Loop thread
-/// only (the layer is the loop's).
+/// only (the layer is the loop's). The handler reads the layer; only its ``SystemFollower``
+/// changes it.
 struct RequestHandler {
     let store: Store
+    /// Follows the system instance: holds the layer reads combine with.
+    let follower: SystemFollower
     /// The system layer a user's kvd combines with its store; empty for the system instance.
-    let layer: SystemLayer
+    var layer: SystemLayer { follower.layer }
     /// This is the system instance (`kvd --system`).
     let isSystem: Bool
     /// The system instance's fleet domains (`--etcd`): mirrored from etcd, changed there.
@@ -21,9 +24,9 @@ struct RequestHandler {
     /// The system instance's drop-in files, beneath what admins set (unused in a user's kvd).
     let dropIns = DropInLayer()
 
-    init(store: Store, layer: SystemLayer = SystemLayer(), isSystem: Bool = false, fleet: FleetLayout? = nil) {
+    init(store: Store, follower: SystemFollower = SystemFollower(), isSystem: Bool = false, fleet: FleetLayout? = nil) {
         self.store = store
-        self.layer = layer
+        self.follower = follower
         self.isSystem = isSystem
         self.fleet = fleet
     }

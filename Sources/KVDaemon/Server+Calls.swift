@@ -39,7 +39,7 @@ extension Server {
             if !oneway { connection.send(handler.statusReply(fleet: commits.fleetWriter?.mirror.status)) }
         case .stream(let stream):
             if oneway { return }
-            connection.phase = .streaming
+            connection.startStreaming()
             startStream(stream, to: connection)
         case .historyChange(let domain, let change):
             _ = commits.submit(.history(domain, change), for: connection, oneway: oneway)
@@ -50,7 +50,7 @@ extension Server {
 
     /// Makes `connection` a watcher of `watch`: its first replies, then every change after them.
     private func startWatch(_ watch: ClientConnection.Watch, _ connection: ClientConnection) {
-        connection.phase = .watching(watch)
+        connection.startWatching(watch)
         table.addWatcher(connection)
         startStream(fanOut.initialStream(for: watch, peer: connection.dropInPeer), to: connection)
     }
@@ -100,24 +100,20 @@ extension Server {
     /// kept there if large). The stamp is read before the reply is made (see ``GetReplyCache``).
     private func listReply(_ domain: Domain) -> SharedReply {
         let stamp = GetReplyCache.Stamp(revision: store.revision, layerVersion: handler.layer.version)
-        if let kept = replies.lists.reply(for: domain, at: stamp) { return kept }
-        let reply = SharedReply(handler.list(domain, withUnreadable: false).encoded())
-        replies.lists.keep(reply, for: domain, at: stamp)
-        return reply
+        return replies.list(domain, at: stamp) { SharedReply(handler.list(domain, withUnreadable: false).encoded()) }
     }
 
     /// The reply to `History` `call`: from ``Server/replies`` when it holds it, else made (and
     /// kept there if large). The stamp is read before the reply is made (see ``GetReplyCache``).
     private func historyReply(_ call: KeptReplies.HistoryCall) -> SharedReply {
         let stamp = KeptReplies.HistoryStamp(revision: store.revision, historyVersion: store.historyVersion)
-        if let kept = replies.histories.reply(for: call, at: stamp) { return kept }
-        let reply = SharedReply(
-            handler.history(
-                call.domain, call.key, limit: call.limit, atRevision: call.atRevision,
-                beforeRevision: call.beforeRevision
-            ).encoded())
-        replies.histories.keep(reply, for: call, at: stamp)
-        return reply
+        return replies.history(call, at: stamp) {
+            SharedReply(
+                handler.history(
+                    call.domain, call.key, limit: call.limit, atRevision: call.atRevision,
+                    beforeRevision: call.beforeRevision
+                ).encoded())
+        }
     }
 
     /// Answers `message` if it is a `Get` the fast path takes (``DefaultsRequest/fastGet(_:)``):
@@ -127,7 +123,7 @@ extension Server {
         guard DefaultsRequest.beginsAsGet(message) else { return false }
         let stamp = GetReplyCache.Stamp(revision: store.revision, layerVersion: handler.layer.version)
         let slot = GetReplyCache.slot(of: message)
-        if let reply = replies.gets.reply(slot, for: message, at: stamp) {
+        if let reply = replies.get(message, in: slot, at: stamp) {
             connection.send { $0.append(contentsOf: reply) }
             return true
         }
@@ -135,7 +131,7 @@ extension Server {
         connection.send { output in
             let start = output.count
             handler.writeGetReply(domain, key, into: &output)
-            replies.gets.keep(output[start...], for: message, in: slot, at: stamp)
+            replies.keep(output[start...], forGet: message, in: slot, at: stamp)
         }
         return true
     }
@@ -156,11 +152,7 @@ extension Server {
                 }
             }
             guard let connection = table.byID[item.connection] else { continue }
-            assert(
-                connection.phase == .awaitingCommit,
-                "a commit finished for client \(item.connection), which awaited none")
-            connection.phase = .serving
-            if !item.oneway { connection.send(RequestHandler.reply(to: item.result)) }
+            commits.finish(item, of: connection)
             process(connection)
         }
     }
@@ -169,7 +161,7 @@ extension Server {
     /// watcher one change set for all of it (a reload of drop-in files is never seen half
     /// done; ``WatchFanOut/applySystemUpdates(_:watchers:)``).
     func applySystemUpdates() {
-        let updates = fanOut.takeSystemUpdates()
+        let updates = handler.follower.takeUpdates()
         guard !updates.isEmpty else { return }
         var news = fanOut.applySystemUpdates(updates, watchers: table.watchers.values)
         notifyWatchers(&news)

@@ -39,12 +39,12 @@ extension Server {
     /// Closes `connection` and forgets it (``ConnectionTable/remove(_:)``); what it held is
     /// given back.
     func close(_ connection: ClientConnection) {
-        connection.phase = .closed
+        connection.markClosed()
         connection.releaseMemory()
         poller.forget(connection.fd)
         system.close(connection.fd)
         table.remove(connection)
-        lifecycle.lastActivity = .now
+        lifecycle.noteActivity()
         log.log(.debug, "client \(connection.id) disconnected (\(table.connections.count) open)")
     }
 
@@ -59,7 +59,7 @@ extension Server {
     private func receive(_ connection: ClientConnection, upTo room: Int) {
         guard connection.peer == .connected else { return }
         switch readInput(connection, upTo: room) {
-        case .ended: connection.peer = .doneSending
+        case .ended: connection.peerDoneSending()
         case .failed: close(connection)
         case .received, .nothingNow: break
         }
@@ -75,19 +75,13 @@ extension Server {
         guard room > 0 else { return .nothingNow }
         let count: Int?
         do {
-            count = try table.readBuffer.withUnsafeMutableBytes { raw in
-                Result { () throws(SystemError) in
-                    try system.readAvailable(
-                        connection.fd, into: UnsafeMutableRawBufferPointer(rebasing: raw[..<min(raw.count, room)]))
-                }
-            }.get()
+            count = try table.readInput(connection, upTo: room)
         } catch {
             log.log(.debug, "client \(connection.id): \(error)")
             return .failed
         }
         guard let count else { return .nothingNow }
         guard count > 0 else { return .ended }
-        table.readBuffer.withUnsafeBytes { connection.framer.append(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
         connection.recharge()
         if memory.isOverBudget { shedClients() }
         return .received
@@ -104,8 +98,7 @@ extension Server {
             while !connection.isClosed, case .received = readInput(connection, upTo: room()) {}
         }
         guard !connection.isClosed else { return }
-        connection.peer = .hungUp
-        connection.dropOutput()
+        connection.peerHungUp()
         process(connection)
     }
 

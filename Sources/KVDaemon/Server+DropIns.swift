@@ -21,9 +21,8 @@ extension Server {
                 log.error("the drop-in files: cannot record their generation: \(error)")
             }
         }
-        lifecycle.dropInDirectory = directory
+        lifecycle.startDropIns(in: directory)
         watchDropIns(directory, quiet: false)
-        lifecycle.nextDropInLook = .now + Lifecycle.dropInLookInterval
     }
 
     /// Watches the folders in `directory`; while it cannot (the folder is missing: not mounted
@@ -32,7 +31,7 @@ extension Server {
         do {
             let watcher = try DropInWatcher(directory: directory, system: system)
             try poller.watch(watcher.fd, readable: true, writable: false, adding: true)
-            lifecycle.dropInWatcher = watcher
+            lifecycle.dropInsWatched(by: watcher)
         } catch {
             if quiet { return }
             if error.errno == .noSuchFileOrDirectory {
@@ -49,7 +48,6 @@ extension Server {
     /// is watched and read once it is there, and one replaced under the watch (a file system
     /// mounted over it, or unmounted) is watched anew and read.
     private func lookForDropInFolder() {
-        lifecycle.nextDropInLook = .now + Lifecycle.dropInLookInterval
         guard let directory = lifecycle.dropInDirectory else { return }
         guard let watcher = lifecycle.dropInWatcher else {
             watchDropIns(directory, quiet: true)
@@ -80,19 +78,10 @@ extension Server {
     /// last good content while it is not saved (each pass).
     func reloadDropInsIfDue() {
         if lifecycle.takeDueDropInReload() { reloadDropIns(because: "a change in the folders") }
-        if let look = lifecycle.nextDropInLook, ContinuousClock.now >= look { lookForDropInFolder() }
-        guard handler.dropIns.isUnsaved else {
-            lifecycle.nextDropInSave = nil
-            return
-        }
-        let now = ContinuousClock.now
-        guard let due = lifecycle.nextDropInSave else {
-            lifecycle.nextDropInSave = now + DropInLayer.saveRetry
-            return
-        }
-        guard now >= due else { return }
+        if lifecycle.takeDueDropInLook() { lookForDropInFolder() }
+        guard lifecycle.takeDueDropInSave(unsaved: handler.dropIns.isUnsaved) else { return }
         handler.dropIns.retrySave()
-        lifecycle.nextDropInSave = handler.dropIns.isUnsaved ? now + DropInLayer.saveRetry : nil
+        lifecycle.dropInSaveTried(unsaved: handler.dropIns.isUnsaved)
     }
 
     /// Reads the drop-in files again and, when users would see a difference, queues the marker

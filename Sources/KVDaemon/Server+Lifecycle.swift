@@ -6,34 +6,32 @@ import KVStorage
 /// Loop thread only.
 extension Server {
     func beginShutdown(signal: Int32) {
-        guard !lifecycle.isStopping else { return }
+        guard lifecycle.beginStopping(grace: limits.shutdownGrace) else { return }
         log.notice(
             "received \(signal == SIGTERM ? "SIGTERM" : signal == SIGHUP ? "SIGHUP" : "SIGINT"): finishing \(commits.inFlight) pending write(s), then stopping"
         )
         Systemd.notify("STOPPING=1")
-        lifecycle.beginStopping(grace: limits.shutdownGrace)
         for fd in lifecycle.listeners { poller.forget(fd) }
     }
 
+    /// The reason to stop now, or nil (``Lifecycle/verdict(connected:inFlight:flushed:storeIdle:)``).
     func stopReason() -> String? {
-        if let deadline = lifecycle.shutdownDeadline {
-            let flushed = table.connections.values.allSatisfy { $0.pendingOutput == 0 }
-            if commits.inFlight == 0 && (flushed || ContinuousClock.now >= deadline) { return "stopped on request" }
-            return nil
+        let verdict = lifecycle.verdict(
+            connected: !table.connections.isEmpty, inFlight: commits.inFlight,
+            flushed: { table.connections.values.allSatisfy { $0.pendingOutput == 0 } }, storeIdle: { store.isIdle })
+        switch verdict {
+        case .goOn: return nil
+        case .stop(let reason): return reason
+        case .idle(let idle): return lifecycle.exitOnIdle(idle, unless: clientsWaited)
         }
-        guard let idleExit = lifecycle.idleExit, table.connections.isEmpty, commits.inFlight == 0, store.isIdle
-        else { return nil }
-        guard ContinuousClock.now - lifecycle.lastActivity >= idleExit else { return nil }
-        return exitUnlessClientsWait(idle: idleExit)
     }
 
-    /// Idle long enough: exits unless a client waits in the backlog. kvd's own socket is shut
+    /// Idle long enough: whether a client waited in the backlog. kvd's own socket is shut
     /// first, so from then on a connecting client is refused (kvctl then starts a fresh kvd)
     /// and one already queued is accepted and served, kvd going on with a fresh socket in its
     /// place: no connection is queued and then dropped. A socket from systemd is left alone:
     /// systemd keeps queueing clients on it and starts kvd again for them.
-    func exitUnlessClientsWait(idle: Duration) -> String? {
-        lifecycle.idleExitHook?(.deciding)
+    private func clientsWaited() -> Bool {
         do { try socket.refuseNewConnections() } catch {
             log.warning(
                 "cannot shut the listening socket before exiting on idle (\(error)): a client connecting now may be dropped"
@@ -42,26 +40,23 @@ extension Server {
         for fd in lifecycle.listeners { acceptAll(from: fd) }
         guard table.connections.isEmpty else {
             if !socket.activated { listenAgain() }
-            return nil
+            return true
         }
-        lifecycle.idleExitHook?(.exiting)
-        Systemd.notify("STOPPING=1")
-        return "idle for \(idle) with no client"
+        return false
     }
 
     /// Replaces kvd's own socket, shut at an idle exit that found a client waiting. Failing
     /// that, kvd keeps its socket shut (no client is queued unseen), serves the clients it has
     /// and exits when idle again.
-    func listenAgain() {
+    private func listenAgain() {
         for fd in lifecycle.listeners { poller.forget(fd) }
         do {
-            socket = try socket.rebound()
-            lifecycle.listeners = socket.fds
+            try lifecycle.rebindSocket()
             try watchListeners()
             log.notice("a client came as kvd was about to exit on idle: serving it on a fresh socket")
         } catch {
             try? socket.refuseNewConnections()  // already shut, unless it is the fresh one
-            lifecycle.listeners = []
+            lifecycle.stopListening()
             log.error("\(error): serving the \(table.connections.count) client(s) connected, then exiting")
         }
     }

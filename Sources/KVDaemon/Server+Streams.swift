@@ -10,7 +10,7 @@ extension Server {
     /// whose call is being handled: the caller settles it) get `stream`'s pieces, then its
     /// live replies or its next calls.
     func startStream(_ stream: ReplyStream, to connection: ClientConnection) {
-        table.streams[connection.id] = stream
+        table.startStream(stream, for: connection)
         refill(connection, stream, settle: false)
     }
 
@@ -18,7 +18,7 @@ extension Server {
     func refillStreams() {
         for (id, stream) in table.streams {
             guard let connection = table.byID[id], !connection.isClosed else {
-                table.streams.removeValue(forKey: id)?.drop(memory: memory)
+                table.dropStream(id)
                 continue
             }
             refill(connection, stream, settle: true)
@@ -32,8 +32,8 @@ extension Server {
         guard connection.pendingOutput < ReplyStream.lowWater else { return }
         while connection.pendingOutput < ReplyStream.lowWater, let piece = stream.next() { connection.send(piece) }
         if stream.isDone {
-            table.streams[connection.id] = nil
-            if connection.phase == .streaming { connection.phase = .serving }
+            table.endStream(connection.id)
+            connection.streamEnded()
             for reply in stream.takeDeferred() {
                 switch reply {
                 case .own(let bytes): connection.send { $0.append(contentsOf: bytes) }

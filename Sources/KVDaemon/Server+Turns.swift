@@ -1,48 +1,27 @@
 import KVProtocol
 import KVValues
 
-/// Fairness and settling: each connection handles its calls in turns of at most
-/// ``Server/Limits/callsPerTurn`` calls or ``Server/Limits/outputPerTurn`` reply bytes; at the
+/// Fairness and settling: each connection handles its calls in turns (``Turns``: at most
+/// ``Server/Limits/callsPerTurn`` calls or ``Server/Limits/outputPerTurn`` reply bytes); at the
 /// end of a pass each connection handled is settled once (replies sent, epoll interest
 /// updated, or closed); and what clients hold is kept under ``Server/Limits/maxClientMemory``.
 /// Loop thread only.
 extension Server {
-    /// Handles queued calls of `connection` while it is free to, and queues it to be settled
-    /// at the end of the pass.
-    ///
-    /// On the system instance a turn is its uid's, not its own: all the connections of one uid
-    /// together handle at most one turn's calls and reply bytes per pass of the loop (see
-    /// ``ConnectionTable/turnUse(of:)``), so a user with many connections gets no more of the loop than a user
-    /// with one.
+    /// Handles queued calls of `connection` while it is free to and its turn lasts (``Turns``),
+    /// and queues it to be settled at the end of the pass.
     func process(_ connection: ClientConnection) {
         guard !connection.isClosed else { return }
-        let before = table.turnUse(of: connection.uid) ?? .init()
-        var handled = 0
-        let outputBefore = connection.pendingOutput
-        defer {
-            if let uid = connection.uid, handled > 0 {
-                table.setTurnUse(
-                    .init(
-                        calls: before.calls + handled,
-                        output: before.output + max(0, connection.pendingOutput - outputBefore)),
-                    of: uid)
-            }
-        }
-        while canHandleNextCall(connection) {
-            let output = before.output + connection.pendingOutput - outputBefore
-            if before.calls + handled >= limits.callsPerTurn || output >= limits.outputPerTurn {
-                if connection.framer.pendingByteCount > 0 { table.giveTurn(connection) }
-                break
-            }
-            handled += 1
+        var turn = turns.begin(connection)
+        defer { turns.end(turn, of: connection) }
+        while canHandleNextCall(connection), turns.take(&turn, of: connection) {
             let message: ArraySlice<UInt8>
             do {
-                guard let next = try connection.framer.next() else { break }
+                guard let next = try connection.nextMessage() else { break }
                 message = next
             } catch {
                 connection.send(
                     .failure(DefaultsInterface.Error.tooLarge, ["limit": .integer(Int64(connection.framer.limit))]))
-                connection.phase = .closingAfterFlush
+                connection.closeAfterFlush()
                 let who = connection.uid.map { " (uid \($0)\(connection.mayWrite ? "" : ", who may only read"))" } ?? ""
                 log.warning(
                     "client \(connection.id)\(who) sent a message over \(connection.framer.limit) bytes: disconnecting it"
@@ -51,7 +30,7 @@ extension Server {
             }
             handle(message, from: connection)
         }
-        connection.framer.compact()  // the handled calls' bytes, and a large message's buffer
+        connection.compactInput()  // the handled calls' bytes, and a large message's buffer
         connection.recharge()
         if memory.isOverBudget { shedClients() }
         table.queueToSettle(connection)
@@ -71,24 +50,9 @@ extension Server {
             ? min(limits.readerPendingOutput, limits.maxPendingOutput) : limits.maxPendingOutput
     }
 
-    /// Gives each connection that had calls left over its next turn. A connection whose uid has
-    /// used its turn this pass (another of its connections had it) keeps its place at the front
-    /// for the next pass, so the connections of one uid take their turns in rotation.
+    /// Gives each connection that had calls left over its next turn (``Turns/serveReady(_:_:)``).
     func serveReady() {
-        guard table.hasReady else { return }
-        var waiting: [Int] = []
-        for id in table.takeReady() {
-            guard let connection = table.byID[id], connection.phase == .waitingForTurn else { continue }
-            if let used = table.turnUse(of: connection.uid),
-                used.calls >= limits.callsPerTurn || used.output >= limits.outputPerTurn
-            {
-                waiting.append(id)
-                continue
-            }
-            connection.phase = .serving
-            process(connection)
-        }
-        table.putBackReady(waiting)
+        turns.serveReady({ table.byID[$0] }, process)
     }
 
     /// Input bytes `connection` may still hold: while its calls cannot be handled (they wait for
@@ -132,7 +96,7 @@ extension Server {
         guard connection.registered != (readable, writable) else { return }
         do {
             try poller.watch(connection.fd, readable: readable, writable: writable)
-            connection.registered = (readable, writable)
+            connection.noteRegistered((readable, writable))
         } catch {
             close(connection)
         }

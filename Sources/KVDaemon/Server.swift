@@ -22,10 +22,12 @@ import KVSystem
 /// Every system call goes through the ``SystemCalls`` the server is given, so tests can run
 /// this loop over socket pairs and inject `EINTR`, `EAGAIN`, `EMFILE`, `ECONNRESET` or short
 /// writes. The loop's state is in parts that own it, each with its contract: the
-/// ``ConnectionTable`` (who is connected: watchers, streams, per-uid counts and turns, whom to
-/// shed, the spare descriptor), the ``CommitPipeline`` (writes in flight and their completions),
-/// the ``WatchFanOut`` (what watchers hear, as the layers combine), ``KeptReplies`` and the
-/// ``Lifecycle`` (timers, listeners). The server composes them, its work split by role: this
+/// ``ConnectionTable`` (who is connected: watchers, streams, per-uid counts, whom to shed, the
+/// spare descriptor), the ``Turns`` (whose turn it is: the fairness rule and its books), the
+/// ``CommitPipeline`` (writes in flight and their completions, a connection's commit phase),
+/// the ``WatchFanOut`` (what watchers hear, as the layers combine), the ``SystemFollower`` (the
+/// system layer and the mirror thread; in the ``RequestHandler``), ``KeptReplies`` and the
+/// ``Lifecycle`` (timers, listeners, when to stop). The server composes them, its work split by role: this
 /// file (the loop), `Server+Connections.swift` (accepting, reading, writing, closing),
 /// `Server+Turns.swift` (fairness, settling, memory), `Server+Calls.swift` (calls, commits,
 /// telling watchers), `Server+Streams.swift` (replies made piece by piece),
@@ -64,16 +66,19 @@ public final class Server {
     let log: Logger
     let limits: Limits
     let poller: Poller
-    /// kvd's own socket or systemd's; replaced by a fresh one if a client comes at idle exit.
-    var socket: ListeningSocket
+    /// kvd's own socket or systemd's; replaced by a fresh one if a client comes at idle exit
+    /// (``Lifecycle/socket``).
+    var socket: ListeningSocket { lifecycle.socket }
     /// Who is connected, and what the loop keeps per connection and per user.
     let table: ConnectionTable
+    /// Whose turn it is: each uid's (or connection's) calls and reply bytes this pass.
+    let turns: Turns
     /// The writes on their way and the replies waiting for them.
     let commits: CommitPipeline
     /// What watchers hear, and how the layers combine in it; follows the system instance.
     let fanOut: WatchFanOut
     /// Replies to hot `Get`s and large `List`s, kept while nothing they read changes.
-    @exclusivity(unchecked) var replies: KeptReplies
+    let replies: KeptReplies
     /// The loop's timers and listening descriptors: when it waits, wakes and stops.
     let lifecycle: Lifecycle
 
@@ -82,59 +87,61 @@ public final class Server {
     /// Tests: called when the idle timeout has passed (``Lifecycle/idleExitHook``).
     var idleExitHook: ((IdleExitStep) -> Void)? {
         get { lifecycle.idleExitHook }
-        set { lifecycle.idleExitHook = newValue }
+        set { lifecycle.onIdleExit(newValue) }
     }
 
     /// What all clients hold (``ConnectionTable/memory``).
     var memory: ClientMemory { table.memory }
 
-    /// The system instance with `--etcd`: makes changes to fleet domains in etcd
-    /// (``CommitPipeline/fleetWriter``); set once the fleet is up.
-    var fleetWriter: FleetWriter? {
-        get { commits.fleetWriter }
-        set { commits.fleetWriter = newValue }
+    /// The system instance with `--etcd`: the fleet is up, and `writer` makes changes to fleet
+    /// domains in etcd from now on (``CommitPipeline/fleetWriter``).
+    func fleetIsUp(_ writer: FleetWriter) {
+        commits.fleetIsUp(writer)
     }
 
     /// A server on `socket`, the listening socket (from systemd, or bound by ``Daemon``); the caller
     /// closes ``socket`` (which may be a fresh one by then) after ``run()``. Every system call of the
     /// loop goes through `system`. `systemLayerFile`: where a user's kvd keeps the last system layer
-    /// it received (see ``SystemMirror``); nil: nowhere. Throws when the poller cannot be made or the
+    /// it received (see ``SystemMirror``); nil: nowhere. `systemUpdates` (tests): what the loop
+    /// follows instead of a ``SystemMirror``. Throws when the poller cannot be made or the
     /// listening socket cannot be watched.
     init(
         store: Store, socket: ListeningSocket, log: Logger, idleExit: Duration?, limits: Limits = .init(),
         system: any SystemCalls = LinuxSystem(), role: DaemonOptions.Role = .user(systemSocket: nil),
         fleet: FleetLayout? = nil,
-        systemLayerFile: SystemLayerFile? = nil
+        systemLayerFile: SystemLayerFile? = nil, systemUpdates: (any SystemUpdateSource)? = nil
     ) throws(SystemError) {
         self.store = store
-        if case .system = role {
-            self.handler = RequestHandler(store: store, isSystem: true, fleet: fleet)
-        } else {
-            self.handler = RequestHandler(store: store)
-        }
         self.system = system
-        self.socket = socket
         self.log = log
         self.limits = limits
-        self.poller = try Poller(system: system)
+        let poller = try Poller(system: system)
+        self.poller = poller
+        var mirror = systemUpdates
+        if mirror == nil, case .user(let systemSocket?) = role {
+            mirror = SystemMirror(
+                path: systemSocket, system: system, log: log, file: systemLayerFile, wake: { [poller] in poller.wake() }
+            )
+        }
+        let follower = SystemFollower(mirror: mirror)
+        if case .system = role {
+            self.handler = RequestHandler(store: store, follower: follower, isSystem: true, fleet: fleet)
+        } else {
+            self.handler = RequestHandler(store: store, follower: follower)
+        }
         self.commits = CommitPipeline(store: store, poller: poller)
         var policy: DaemonOptions.SystemPolicy?
         if case .system(let given) = role { policy = given }
         self.table = ConnectionTable(
             memory: ClientMemory(budget: limits.maxClientMemory), policy: policy, readChunk: limits.readChunk,
             system: system, log: log)
+        self.turns = Turns(callsPerTurn: limits.callsPerTurn, outputPerTurn: limits.outputPerTurn)
         self.replies = KeptReplies(maxListBytes: min(64 << 20, limits.maxClientMemory / 4))
-        self.lifecycle = Lifecycle(idleExit: idleExit, watchdog: Systemd.watchdogInterval(), listeners: socket.fds)
-        var mirror: SystemMirror?
-        if case .user(let systemSocket?) = role {
-            mirror = SystemMirror(
-                path: systemSocket, system: system, log: log, file: systemLayerFile, wake: { [poller] in poller.wake() }
-            )
-        }
-        self.fanOut = WatchFanOut(handler: handler, mirror: mirror)
+        self.lifecycle = Lifecycle(idleExit: idleExit, watchdog: Systemd.watchdogInterval(), socket: socket)
+        self.fanOut = WatchFanOut(handler: handler)
         try watchListeners()
-        if let mirror {
-            mirror.start(waitingAtMost: .seconds(3))
+        if follower.followsSystem {
+            follower.start(waitingAtMost: .seconds(3))
             applySystemUpdates()
         }
     }
@@ -158,15 +165,15 @@ public final class Server {
     /// the loop's timers allow), handles them, commits what they wrote, sends the replies.
     /// Returns the reason to stop, or `nil` to go on. Tests drive the loop pass by pass.
     func runPass(maxWait: Int32 = -1) throws(SystemError) -> String? {
-        var timeout = !table.hasReady && commits.queued == 0 ? nextTimeout() : 0
+        var timeout = !turns.hasReady && commits.queued == 0 ? nextTimeout() : 0
         if maxWait >= 0 { timeout = timeout < 0 ? maxWait : min(timeout, maxWait) }
         let events = try poller.wait(timeoutMilliseconds: timeout)
         // The wake-up is cleared before the mirror's updates are taken, never after: an update
-        // queued in between wakes the next pass (cleared after, its wake-up was lost and the
-        // update, and every later one, waited for some other event).
+        // queued in between is taken now or wakes the next pass (cleared after the take, its
+        // wake-up would be lost and the update wait for some other event; SystemWakeTests).
         if events.contains(where: { $0.fd == poller.wakeFD }) { poller.drainWake() }
-        if fanOut.followsSystem { applySystemUpdates() }
-        table.beginPass()
+        if handler.follower.followsSystem { applySystemUpdates() }
+        turns.beginPass()
         serveReady()  // those that waited longest first
         for event in events { dispatch(event) }
         reloadDropInsIfDue()
@@ -196,7 +203,7 @@ public final class Server {
     }
 
     deinit {
-        fanOut.stop()
+        handler.follower.stop()
         lifecycle.dropInWatcher?.close()
     }
 }

@@ -9,9 +9,10 @@ import KVValues
 /// default. A locked key the system has no value for reads as missing. The user's value under
 /// a lock stays in the user's store, unseen, and is served again once the lock goes.
 ///
-/// Loop thread only. Empty until the first snapshot arrives, and then kept, unchanged, while
-/// the system instance is away: kvd serves the last system layer it saw.
-final class SystemLayer {
+/// A value: the loop's copy is ``SystemFollower/layer``, which only the follower changes; the
+/// mirror's thread keeps its own copy to save. Empty until the first snapshot arrives, and then
+/// kept, unchanged, while the system instance is away: kvd serves the last system layer it saw.
+struct SystemLayer {
     /// One domain's system values and locked keys.
     struct DomainLayer: Equatable {
         var values: [Key: Value] = [:]
@@ -48,9 +49,9 @@ final class SystemLayer {
         }
     }
 
-    @exclusivity(unchecked) private(set) var domains: [Domain: DomainLayer] = [:]
+    private(set) var domains: [Domain: DomainLayer] = [:]
     /// Moves with every ``apply(_:)``: what a reply made from the layer was made from.
-    @exclusivity(unchecked) private(set) var version = 0
+    private(set) var version = 0
     /// The system instance's revision the layer reflects (`systemRevision` in `Watch` replies):
     /// nil until a layer was received or loaded. It grows with each change of the system layer,
     /// and a snapshot after a reconnection brings the revision the system instance is at.
@@ -77,7 +78,7 @@ final class SystemLayer {
     }
 
     /// Applies `update`.
-    func apply(_ update: Update) {
+    mutating func apply(_ update: Update) {
         version &+= 1
         revision = update.revision
         switch update {
@@ -101,7 +102,7 @@ final class SystemLayer {
         }
     }
 
-    private func store(_ layer: DomainLayer, for domain: Domain) {
+    private mutating func store(_ layer: DomainLayer, for domain: Domain) {
         domains[domain] = layer.isEmpty ? nil : layer
     }
 

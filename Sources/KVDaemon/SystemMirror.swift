@@ -23,7 +23,7 @@ import Synchronization
 /// otherwise whoever could plant a socket there could dictate "locked" values, and kvd logs
 /// why and follows nothing.
 ///
-/// Durable (issue 23): with a ``SystemLayerFile``, the last whole layer received (a snapshot
+/// Durable: with a ``SystemLayerFile``, the last whole layer received (a snapshot
 /// and every change after it) is saved in the state folder, from this thread, after the loop
 /// was given it (at each pause in the stream, after at most ``updatesPerSave`` updates, and when
 /// the stream ends);
@@ -158,12 +158,12 @@ final class SystemMirror: Sendable {
     }
 
     private func run() {
-        let copy = SystemLayer()
+        var copy = SystemLayer()
         var saveFailure: String?
         stream.run(
             { () -> ReconnectingStream.Outcome in
                 defer { enter(.away) }
-                return follow(copy, saveFailure: &saveFailure)
+                return follow(&copy, saveFailure: &saveFailure)
             },
             onRetry: { interruption, _ in
                 switch interruption {
@@ -182,7 +182,7 @@ final class SystemMirror: Sendable {
     /// for the stream: whether it had worked, the stream knows). Each update goes to the loop as
     /// it is read, then to `copy`, which is saved at each pause in the stream (or after
     /// ``updatesPerSave`` updates) and at its end.
-    private func follow(_ copy: SystemLayer, saveFailure: inout String?) -> ReconnectingStream.Outcome {
+    private func follow(_ copy: inout SystemLayer, saveFailure: inout String?) -> ReconnectingStream.Outcome {
         if let refusal = folderRefusal() { return .failed(refusal) }
         let connection: Connection
         do {
@@ -268,56 +268,39 @@ struct MirrorReader {
 
     mutating func read(_ reply: VarlinkReply) throws(Failure) -> [SystemLayer.Update] {
         if let error = reply.error { throw Failure(reason: "it answered \(error)") }
-        let parameters = reply.parameters
-        var domain: Domain?
-        if case .string(let name)? = parameters["domain"] {
-            guard let valid = try? Domain(validating: name) else {
-                throw Failure(reason: "it named an invalid domain \"\(name)\"")
-            }
-            domain = valid
-        }
-        let changes: [Change]
-        do { changes = try Change.list(parameters["changes"] ?? .array([]), named: "changes") } catch {
-            throw Failure(reason: "it sent invalid changes")
-        }
-        let lockChanges = try Self.lockChanges(parameters["locks"])
-        let nowSynced = parameters["synced"] == .bool(true)
-        guard case .integer(let revision)? = parameters["revision"] else {
-            throw Failure(reason: "it sent a reply without a revision")
-        }
+        let mirror: MirrorReply
+        do { mirror = try MirrorReply(decoding: reply) } catch { throw Failure(reason: Self.reason(error)) }
         if synced {
-            guard let domain else { return [] }
+            guard let domain = mirror.domain else { return [] }
             var updates = held
-            if !changes.isEmpty { updates.append(.values(domain, changes, revision: revision)) }
-            if !lockChanges.isEmpty { updates.append(.locks(domain, lockChanges, revision: revision)) }
-            // `batch: true`: the next reply belongs to the same change (a reload of drop-in files).
-            if parameters["batch"] == .bool(true) {
+            if !mirror.changes.isEmpty { updates.append(.values(domain, mirror.changes, revision: mirror.revision)) }
+            if !mirror.locks.isEmpty { updates.append(.locks(domain, mirror.locks, revision: mirror.revision)) }
+            // A batch: the next reply belongs to the same change (a reload of drop-in files).
+            if mirror.batch {
                 held = updates
                 return []
             }
             held = []
             return updates
         }
-        if let domain {
-            for change in changes { values[domain, default: [:]][change.key] = change.value }
-            for change in lockChanges where change.locked { locks[domain, default: []].insert(change.key) }
+        if let domain = mirror.domain {
+            for change in mirror.changes { values[domain, default: [:]][change.key] = change.value }
+            for change in mirror.locks where change.locked { locks[domain, default: []].insert(change.key) }
         }
-        guard nowSynced else { return [] }
+        guard mirror.synced else { return [] }
         synced = true
         defer { (values, locks) = ([:], [:]) }
-        return [.snapshot(values, locks: locks, revision: revision)]
+        return [.snapshot(values, locks: locks, revision: mirror.revision)]
     }
 
-    private static func lockChanges(_ json: JSON?) throws(Failure) -> [(key: Key, locked: Bool)] {
-        guard case .array(let items)? = json else { return [] }
-        var changes: [(key: Key, locked: Bool)] = []
-        for item in items {
-            guard case .object(let members) = item, case .string(let name)? = members["key"],
-                let key = try? Key(validating: name),
-                case .bool(let locked)? = members["locked"]
-            else { throw Failure(reason: "it sent an invalid lock change") }
-            changes.append((key, locked))
+    /// What is wrong with a reply, in the words of the journal.
+    private static func reason(_ error: StreamReplyError) -> String {
+        switch error {
+        case .invalidDomain(let name): "it named an invalid domain \"\(name)\""
+        case .invalidChanges: "it sent invalid changes"
+        case .invalidLockChange: "it sent an invalid lock change"
+        case .noRevision: "it sent a reply without a revision"
+        default: "it sent a malformed reply (\(error))"
         }
-        return changes
     }
 }

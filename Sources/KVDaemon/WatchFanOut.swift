@@ -14,28 +14,13 @@ import KVValues
 /// seen, a removal uncovers the system default, and a change of the layer is sent for the keys
 /// whose combined value or source it changed.
 ///
-/// The fan-out owns the system layer's updates: only ``applySystemUpdates(_:watchers:)`` changes
-/// the layer (``RequestHandler`` reads it). Loop thread only.
+/// ``applySystemUpdates(_:watchers:)`` has the handler's ``SystemFollower`` (the layer's only
+/// writer) apply the layer's updates, and tells watchers what they changed. Loop thread only.
 final class WatchFanOut {
     private let handler: RequestHandler
-    /// A user's kvd: follows the system instance (nil: no system layer).
-    private let mirror: SystemMirror?
 
-    init(handler: RequestHandler, mirror: SystemMirror?) {
+    init(handler: RequestHandler) {
         self.handler = handler
-        self.mirror = mirror
-    }
-
-    /// Whether updates of the system layer can come (a user's kvd with a system layer).
-    var followsSystem: Bool { mirror != nil }
-
-    /// Stops following the system instance. Any thread.
-    func stop() { mirror?.stop() }
-
-    /// The system layer's updates read since the last call, in order; apply each with
-    /// ``applySystemUpdates(_:watchers:)`` together.
-    func takeSystemUpdates() -> [SystemLayer.Update] {
-        mirror?.takeUpdates() ?? []
     }
 
     // MARK: What a watcher gets
@@ -70,11 +55,10 @@ final class WatchFanOut {
         changes.sort { $0.key < $1.key }
         let systemRevision = handler.layer.revision
         return ReplyStream(runs: [.init(domain: domain, changes: changes)]) { _, slice, first, last in
-            var reply = Self.watchReply(
+            WatchReply(
                 revision: revision, changes: Array(slice), initial: first, sources: sources,
-                systemRevision: systemRevision)
-            if !last { reply.parameterMembers.pairs.append((name: "partial", value: .bool(true))) }
-            return reply
+                systemRevision: systemRevision, partial: !last
+            ).reply
         }
     }
 
@@ -85,10 +69,11 @@ final class WatchFanOut {
             dropIns: handler.dropIns)
     }
 
-    /// Applies `updates` to the system layer together; the news for the watchers of each domain
-    /// they touched: the keys whose combined value or source changed, at the store's current
-    /// revision (the user's own data did not change), one change set for all of `updates`.
-    /// Only the domains some of `watchers` watch are compared.
+    /// Has `updates` applied to the system layer together (``SystemFollower/apply(_:)``); the
+    /// news for the watchers of each domain they touched: the keys whose combined value or source
+    /// changed, at the store's current revision (the user's own data did not change), one change
+    /// set for all of `updates`. Only the domains some of `watchers` watch are compared (`layer`
+    /// is the layer before them).
     func applySystemUpdates(_ updates: [SystemLayer.Update], watchers: some Sequence<ClientConnection>) -> News {
         let layer = handler.layer
         var watched: [Domain: [Key: WatchedKey]] = [:]
@@ -105,7 +90,7 @@ final class WatchFanOut {
             else { continue }
             watched[domain] = Dictionary(uniqueKeysWithValues: keys.map { ($0, watchedKey(domain, $0)) })
         }
-        for update in updates { layer.apply(update) }
+        handler.follower.apply(updates)
         var changed: [Domain: News.LayerChanges] = [:]
         for (domain, before) in watched {
             var changes: [Change] = []
@@ -122,7 +107,8 @@ final class WatchFanOut {
             changes.sort { $0.key < $1.key }
             changed[domain] = News.LayerChanges(changes: changes, sources: sources)
         }
-        return News(.system(revision: handler.store.revision, changed), systemRevision: layer.revision, dropIns: nil)
+        return News(
+            .system(revision: handler.store.revision, changed), systemRevision: handler.layer.revision, dropIns: nil)
     }
 
     /// What a watcher of `domain` is told of `key`: its value as the layers combine, and whether
@@ -146,13 +132,6 @@ final class WatchFanOut {
             return user.map { LayeredValue(value: $0, source: .user) }
         }
         return system.combine(key, user: user)
-    }
-
-    static func watchReply(
-        revision: Int64, changes: [Change], initial: Bool, sources: [Key: ValueSource] = [:],
-        systemRevision: Int64? = nil
-    ) -> VarlinkReply {
-        .watch(revision: revision, changes: changes, initial: initial, sources: sources, systemRevision: systemRevision)
     }
 
     // MARK: News
@@ -204,10 +183,10 @@ final class WatchFanOut {
                 guard let domain = watch.domain, let layer = changed[domain] else { return nil }
                 let mine = layer.changes.filter { watch.key == nil || $0.key == watch.key }
                 guard !mine.isEmpty else { return nil }
-                let reply = WatchFanOut.watchReply(
+                let reply = WatchReply(
                     revision: revision, changes: mine, initial: false, sources: layer.sources,
                     systemRevision: systemRevision)
-                return .own(reply.encoded())
+                return .own(reply.reply.encoded())
             }
         }
 
@@ -253,10 +232,10 @@ final class WatchFanOut {
                 }
             }
             guard !changes.isEmpty else { return nil }
-            let reply = WatchFanOut.watchReply(
+            let reply = WatchReply(
                 revision: commit.revision, changes: changes, initial: false, sources: sources,
                 systemRevision: systemRevision)
-            return SharedReply(reply.encoded())
+            return SharedReply(reply.reply.encoded())
         }
     }
 }

@@ -187,7 +187,7 @@ public enum SystemInterface {
         # the difference), the listings made again after a compaction, the last failure, and
         # the etcd keys left out because they cannot be read (each with its reason; at most the
         # first 100 in etcd key order, each key cut to 200 characters; problemCount counts
-        # them all: an older instance leaves it out).
+        # them all).
         type FleetStatus (
           endpoints: []string,
           memberInUse: ?string,
@@ -209,7 +209,7 @@ public enum SystemInterface {
         # that could not be read or were refused with why (one that was good before keeps its
         # last good content, kept durably across restarts), the generation of the combination,
         # and the names in the folders that are not read (skipped; hidden names and editors' and
-        # package managers' leftovers are left out; an older instance leaves skipped out).
+        # package managers' leftovers are left out).
         # A reason never quotes a file's content.
         type DropInProblem (file: string, reason: string)
         type DropInStatus (
@@ -221,7 +221,7 @@ public enum SystemInterface {
         )
 
         # The instance's store revision, how many domains it holds, its fleet mirror (none
-        # without --etcd), and its drop-in files (an older instance leaves dropIns out).
+        # without --etcd), and its drop-in files.
         method Status() -> (revision: int, domains: int, fleet: ?FleetStatus, dropIns: ?DropInStatus)
 
         # Admins: reads the drop-in files again (as SIGHUP and a change in the folders do) and
@@ -239,8 +239,7 @@ public enum SystemInterface {
         # or a glob; also when an admin locks it too); adminGroup: the group whose members may
         # change the instance and its files (--admin-group). The files counted are those that
         # reach the caller (files for some users or groups: those among them). Anyone may call
-        # it (users' kvctl names the file of a lock). An older instance leaves fileValue and
-        # adminGroup out.
+        # it (users' kvctl names the file of a lock).
         method Source(domain: string, key: string) -> (
           value: ?string,
           file: ?string,

@@ -45,7 +45,7 @@ public enum ValueSource: String, Sendable, Equatable, CaseIterable {
 
 extension VarlinkReply {
     /// The reply to `List`: every value of a domain, and the revision at which it last changed.
-    /// Its size is what ``DomainBudget`` counts, with less overhead per key than ``watch(revision:changes:initial:)``.
+    /// Its size is what ``DomainBudget`` counts, with less overhead per key than a ``WatchReply``.
     /// With `unreadable`, the reply to `ListAll`, which also names the keys whose stored values
     /// cannot be read, with the reason.
     /// `sources` names the values that do not come from the user (a user's kvd with a system layer).
@@ -61,23 +61,6 @@ extension VarlinkReply {
             parameters["unreadable"] = .object(unreadable.reduce(into: [:]) { $0[$1.key.name] = .string($1.value) })
         }
         return VarlinkReply(parameters: parameters)
-    }
-
-    /// A reply to `Watch`: the current values as changes (`initial`), or the changes of one
-    /// commit. ``DomainBudget`` counts what one costs, per key.
-    /// `sources` names the changes whose values do not come from the user (the rest do).
-    /// `systemRevision`: in a user's kvd that follows a system instance, the system instance's
-    /// revision the reply's values reflect (nil: none known; not sent).
-    public static func watch(
-        revision: Int64, changes: [Change], initial: Bool, sources: [Key: ValueSource] = [:],
-        systemRevision: Int64? = nil
-    ) -> VarlinkReply {
-        let items = sources.isEmpty ? changes.map(\.json) : changes.map { $0.json(source: sources[$0.key] ?? .user) }
-        var parameters: [String: JSON] = [
-            "revision": .integer(revision), "changes": .array(items), "initial": .bool(initial),
-        ]
-        if let systemRevision { parameters["systemRevision"] = .integer(systemRevision) }
-        return VarlinkReply(parameters: parameters, continues: true)
     }
 }
 

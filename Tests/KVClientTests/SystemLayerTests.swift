@@ -106,8 +106,9 @@ import Testing
             "a system default streamed at the current revision was dropped")
     }
 
-    /// A key the administrator locked without a value (it reads as absent) is not writable and is
-    /// forced in its domain; a change with no value and no source lifts the lock.
+    /// A key the administrator locked without a value (it reads as absent) is not writable and
+    /// is forced in its domain (the cache keeps the source of a change with no value); a change
+    /// with no value and no source lifts the lock.
     @Test func aKeyLockedWithoutAValueIsNotWritableUntilTheLockLifts() {
         let kvd = FakeKVD()
         defer { kvd.feed.close() }
@@ -148,13 +149,14 @@ final class FakeKVD: Sendable {
     let feed = Feed()
     let server: FakeVarlinkServer
 
-    static let initial = VarlinkReply.watch(
+    static let initial = WatchReply(
         revision: 3,
         changes: [
             Change(key: key("k"), value: .string("sys")), Change(key: key("own"), value: .string("mine")),
             Change(key: key("def"), value: .integer(5)),
         ],
-        initial: true, sources: [key("k"): .locked, key("def"): .system])
+        initial: true, sources: [key("k"): .locked, key("def"): .system]
+    ).reply
 
     init() {
         let feed = feed
@@ -189,7 +191,7 @@ final class FakeKVD: Sendable {
             while let reply = feed.next() { guard send(reply) else { return false } }
             return false
         case "io.kvd.Defaults.Watch":
-            return send(.watch(revision: 3, changes: [], initial: true))
+            return send(WatchReply(revision: 3, changes: [], initial: true).reply)
         case "io.kvd.Defaults.Set" where call.parameters["key"] == .string("k"):
             return send(
                 .failure(

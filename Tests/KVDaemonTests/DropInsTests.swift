@@ -202,7 +202,7 @@ struct DropInBatchTests {
         #expect(try reader.read(replies[0]).isEmpty, "the first reply of a batch was given alone")
         let updates = try reader.read(replies[1])
         #expect(updates.count == 2 && updates.allSatisfy { $0.revision == 7 }, "\(updates)")
-        let layer = SystemLayer()
+        var layer = SystemLayer()
         for update in updates { layer.apply(update) }
         #expect(layer.layer(a)?.values[k] == .integer(1) && layer.layer(b)?.locks.contains(k) == true)
     }

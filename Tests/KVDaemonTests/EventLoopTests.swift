@@ -21,9 +21,10 @@ import Testing
         let server: Server
 
         /// `disk`: what the store writes through (the real one unless a test slows a call).
+        /// `systemUpdates`: what the loop follows as its system layer (nil: nothing).
         init(
             limits: Server.Limits = .init(), role: DaemonOptions.Role = .user(systemSocket: nil),
-            disk: any FileSystem = LinuxSystem()
+            disk: any FileSystem = LinuxSystem(), systemUpdates: (any SystemUpdateSource)? = nil
         ) throws {
             var template = Array("/tmp/kvd-loop-XXXXXX".utf8CString)
             folder = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
@@ -32,7 +33,7 @@ import Testing
             server = try Server(
                 store: store, socket: .handedOver([listener], system: system),
                 log: Logger(toJournal: false, system: system),
-                idleExit: nil, limits: limits, system: system, role: role)
+                idleExit: nil, limits: limits, system: system, role: role, systemUpdates: systemUpdates)
         }
 
         deinit {

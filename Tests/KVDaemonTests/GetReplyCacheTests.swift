@@ -31,13 +31,16 @@ import Testing
                 let change = Change(
                     key: try Key(validating: key),
                     value: Bool.random(using: &generator) ? .string("system \(step)") : nil)
-                loop.server.handler.layer.apply(.values(try Domain(validating: "d"), [change], revision: Int64(step)))
+                loop.server.handler.follower.apply([
+                    .values(try Domain(validating: "d"), [change], revision: Int64(step))
+                ])
             case 5:
                 let locked = Bool.random(using: &generator)
-                loop.server.handler.layer.apply(
+                loop.server.handler.follower.apply([
                     .locks(
                         try Domain(validating: "d"), [(key: try Key(validating: key), locked: locked)],
-                        revision: Int64(step)))
+                        revision: Int64(step))
+                ])
             default:
                 client.send(
                     #"{"method":"io.kvd.Defaults.Get","parameters":{"domain":"d","key":"\#(key)"}}"#,

@@ -30,7 +30,7 @@ import Testing
         #expect(first.utf8.count >= KeptReplies.minimumHistoryBytes, "too small to be kept: \(first.utf8.count) bytes")
         let call = KeptReplies.HistoryCall(domain: try Domain(validating: "d"), key: try Key(validating: "token"))
         let stamp = KeptReplies.HistoryStamp(revision: loop.store.revision, historyVersion: loop.store.historyVersion)
-        #expect(loop.server.replies.histories.reply(for: call, at: stamp) != nil, "the reply was not kept")
+        #expect(loop.server.replies.kept(call, at: stamp) != nil, "the reply was not kept")
 
         client.send(Self.history)
         loop.run("the second History was not answered") { client.replies.count == 202 }

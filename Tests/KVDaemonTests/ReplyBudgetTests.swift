@@ -33,7 +33,7 @@ import Testing
             return
         }
         let pieces = Self.pieces(
-            of: WatchFanOut(handler: handler, mirror: nil).initialWatchStream(domain, nil, revision: .max))
+            of: WatchFanOut(handler: handler).initialWatchStream(domain, nil, revision: .max))
         for reply in [list] + pieces {
             let bytes = reply.encoded().dropLast()
             #expect(bytes.count <= Limits.messageBytes, "\(bytes.count) bytes")
@@ -87,13 +87,13 @@ import Testing
     /// that fit, and `List` says how large the combined domain is (not the user's size).
     @Test func aLayeredDomainLargerThanOneReplyIsWatchedInPiecesAndListSaysWhy() throws {
         let temp = try RequestHandlerTests.TempStore()
-        let layer = SystemLayer()
-        let handler = RequestHandler(store: temp.store, layer: layer)
+        let follower = SystemFollower()
+        let handler = RequestHandler(store: temp.store, follower: follower)
         let domain = try Domain(validating: "org.ex.big")
         let system = (0..<15).map {
             (try! Key(validating: "system\($0)"), Value.string(String(repeating: "s", count: 1 << 20)))
         }
-        layer.apply(.snapshot([domain: Dictionary(uniqueKeysWithValues: system)], locks: [:], revision: 9))
+        follower.apply([.snapshot([domain: Dictionary(uniqueKeysWithValues: system)], locks: [:], revision: 9)])
         for index in 0..<2 {
             _ = try temp.store.commit(
                 domain,
@@ -102,7 +102,7 @@ import Testing
                     ifRevision: nil))
         }
         let pieces = Self.pieces(
-            of: WatchFanOut(handler: handler, mirror: nil).initialWatchStream(
+            of: WatchFanOut(handler: handler).initialWatchStream(
                 domain, nil, revision: temp.store.revision))
         var keys: Set<String> = []
         for piece in pieces {

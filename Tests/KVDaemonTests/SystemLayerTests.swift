@@ -50,7 +50,7 @@ import Testing
     }
 
     @Test func snapshotsReplaceTheLayerAndNameEveryKeyTheyTouch() {
-        let layer = SystemLayer()
+        var layer = SystemLayer()
         let a = Self.domain("com.a")
         let b = Self.domain("com.b")
         let first = SystemLayer.Update.snapshot(

@@ -43,6 +43,8 @@ public final class FaultInjectingSystem: SystemCalls {
         var peers: [PeerCredentials] = []
         /// Group names and ids that replace the real group database (empty: the real one).
         var groups: [String: UInt32] = [:]
+        /// What to do just before the next call of a kind on a descriptor (``beforeNext(_:on:run:)``).
+        var actions: [Planned: [@Sendable () -> Void]] = [:]
     }
 
     let real = LinuxSystem()
@@ -63,6 +65,13 @@ public final class FaultInjectingSystem: SystemCalls {
     /// descriptor comes before one for any). Faults planned for the same call come in order.
     public func inject(_ fault: Fault, on call: Call, fd: Int32? = nil, times: Int = 1) {
         state.withLock { $0.faults[Planned(call: call, fd: fd), default: []].append((fault, times)) }
+    }
+
+    /// Runs `action` just before the next `call` on `fd` (a read, write or send) is made, on the
+    /// thread making it: a test steps in at an exact point of the code under test (another
+    /// thread's work landing between two of its steps).
+    public func beforeNext(_ call: Call, on fd: Int32, run action: @escaping @Sendable () -> Void) {
+        state.withLock { $0.actions[Planned(call: call, fd: fd), default: []].append(action) }
     }
 
     /// Removes every planned fault.
@@ -111,6 +120,14 @@ public final class FaultInjectingSystem: SystemCalls {
     private func transfer(_ call: Call, _ fd: Int32, count: Int, _ body: (Int) throws(Errno) -> Int) throws(Errno)
         -> Int
     {
+        let action = state.withLock { state -> (@Sendable () -> Void)? in
+            let key = Planned(call: call, fd: fd)
+            guard var list = state.actions[key], !list.isEmpty else { return nil }
+            let first = list.removeFirst()
+            state.actions[key] = list.isEmpty ? nil : list
+            return first
+        }
+        action?()
         switch fault(call, fd) {
         case .fail(let errno)?: throw errno
         case .short(let most)?: return try body(min(count, most))

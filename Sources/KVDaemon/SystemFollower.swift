@@ -1,0 +1,55 @@
+/// A user's kvd following the machine's system instance: the system layer every request reads
+/// (``layer``, through ``RequestHandler``) and the ``SystemMirror`` thread that reads the system
+/// instance's changes.
+///
+/// The follower is the only writer of the layer: the loop takes what the mirror read
+/// (``takeUpdates()``) and has it applied here (``apply(_:)``; the ``WatchFanOut`` looks at what
+/// watchers saw before and see after). A kvd that follows nothing (the system instance, or a
+/// user's kvd with no system socket) has a follower without a mirror, whose layer stays empty.
+/// Loop thread only, except ``stop()``.
+final class SystemFollower {
+    /// Reads the system instance on its own thread (nil: nothing is followed).
+    private let mirror: (any SystemUpdateSource)?
+    /// The system layer as the loop last applied it: what reads combine with the user's store.
+    @exclusivity(unchecked) private(set) var layer = SystemLayer()
+
+    init(mirror: (any SystemUpdateSource)? = nil) {
+        self.mirror = mirror
+    }
+
+    /// Whether updates of the system layer can come (a user's kvd with a system socket).
+    var followsSystem: Bool { mirror != nil }
+
+    /// Starts the mirror's thread and waits, at most `timeout`, for its first snapshot (or the
+    /// saved layer); see ``SystemMirror/start(waitingAtMost:)``.
+    func start(waitingAtMost timeout: Duration) {
+        mirror?.start(waitingAtMost: timeout)
+    }
+
+    /// Stops following the system instance. Any thread.
+    func stop() { mirror?.stop() }
+
+    /// The system layer's updates read since the last call, in order; apply them together with
+    /// ``apply(_:)``.
+    func takeUpdates() -> [SystemLayer.Update] {
+        mirror?.takeUpdates() ?? []
+    }
+
+    /// Applies `updates` to the layer, in order.
+    func apply(_ updates: [SystemLayer.Update]) {
+        for update in updates { layer.apply(update) }
+    }
+}
+
+/// Where a follower's updates come from: the ``SystemMirror``'s thread (in tests, a source the
+/// test feeds). An update is queued on any thread, and the loop woken once it is there.
+protocol SystemUpdateSource: AnyObject {
+    /// Starts reading, and waits at most `timeout` for the first layer.
+    func start(waitingAtMost timeout: Duration)
+    /// Stops reading. Any thread.
+    func stop()
+    /// Loop thread: the updates queued since the last call, in order.
+    func takeUpdates() -> [SystemLayer.Update]
+}
+
+extension SystemMirror: SystemUpdateSource {}
