@@ -16,28 +16,28 @@ struct kvd_watch {
 /* Decodes one reply of the stream and calls the callback with it. */
 static kvd_status deliver(kvd_watch *w, const json_node *reply, kvd_error *error) {
     const json_node *p = NULL;
-    kvd_status status = reply_check(reply, &p, error);
+    kvd_status status = kvdi_reply_check(reply, &p, error);
     if (status) return status;
-    const json_node *changes = json_get(p, "changes"), *initial = json_get(p, "initial"), *continues = json_get(reply, "continues");
+    const json_node *changes = kvdi_json_get(p, "changes"), *initial = kvdi_json_get(p, "initial"), *continues = kvdi_json_get(reply, "continues");
     kvd_watch_event event = {0};
-    if ((status = decode_revision(p, &event.revision, error))) return status;
+    if ((status = kvdi_decode_revision(p, &event.revision, error))) return status;
     if (!changes || changes->type != JSON_ARRAY)
-        return set_error(error, KVD_ERROR_PROTOCOL, "kvd sent an invalid reply: Watch without a \"changes\" array");
+        return kvdi_set_error(error, KVD_ERROR_PROTOCOL, "kvd sent an invalid reply: Watch without a \"changes\" array");
     event.initial = initial && initial->type == JSON_BOOL && initial->u.flag;
     size_t n = changes->u.array.count;
     kvd_change *list = calloc(n ? n : 1, sizeof *list);
-    if (!list) return set_error(error, KVD_ERROR_NO_MEMORY, "out of memory");
+    if (!list) return kvdi_set_error(error, KVD_ERROR_NO_MEMORY, "out of memory");
     for (size_t i = 0; i < n && !status; i++) {
-        const json_node *item = changes->u.array.items[i], *key = json_get(item, "key"), *value = json_get(item, "value");
+        const json_node *item = changes->u.array.items[i], *key = kvdi_json_get(item, "key"), *value = kvdi_json_get(item, "value");
         if (!key || key->type != JSON_STRING) {
-            status = set_error(error, KVD_ERROR_PROTOCOL, "kvd sent an invalid reply: a Watch change without a \"key\"");
+            status = kvdi_set_error(error, KVD_ERROR_PROTOCOL, "kvd sent an invalid reply: a Watch change without a \"key\"");
             break;
         }
         list[i].key = key->u.string.bytes;
-        status = decode_source(json_get(item, "source"), &list[i].source, error);
+        status = kvdi_decode_source(kvdi_json_get(item, "source"), &list[i].source, error);
         if (!status && value && value->type != JSON_NULL) {
             kvd_value *v = NULL;
-            status = decode_value(value, "changes.value", &v, error);
+            status = kvdi_decode_value(value, "changes.value", &v, error);
             list[i].value = v;
         }
     }
@@ -54,27 +54,27 @@ static kvd_status deliver(kvd_watch *w, const json_node *reply, kvd_error *error
 
 KVD_EXPORT kvd_status kvd_watch_new(kvd_client *client, const char *domain, const char *key, kvd_watch_callback callback,
                                     void *user_data, kvd_watch **out, kvd_error *error) {
-    kvd_status status = check_name("domain", domain, error);
-    if (!status && key) status = check_name("key", key, error);
+    kvd_status status = kvdi_check_name("domain", domain, error);
+    if (!status && key) status = kvdi_check_name("key", key, error);
     if (status) return status;
-    if (!client || !callback || !out) return set_error(error, KVD_ERROR_INVALID_ARGUMENT, "kvd_watch_new: client, callback or watch is NULL");
+    if (!client || !callback || !out) return kvdi_set_error(error, KVD_ERROR_INVALID_ARGUMENT, "kvd_watch_new: client, callback or watch is NULL");
     json_buffer b = {0};
-    call_begin(&b, "io.kvd.Defaults.Watch");
-    call_string(&b, "domain", domain);
-    if (key) call_string(&b, "key", key);
-    if ((status = call_end(&b, true, error))) return free(b.data), status;
+    kvdi_call_begin(&b, "io.kvd.Defaults.Watch");
+    kvdi_call_string(&b, "domain", domain);
+    if (key) kvdi_call_string(&b, "key", key);
+    if ((status = kvdi_call_end(&b, true, error))) return free(b.data), status;
     kvd_watch *w = calloc(1, sizeof *w);
-    if (!w) return free(b.data), set_error(error, KVD_ERROR_NO_MEMORY, "out of memory");
+    if (!w) return free(b.data), kvdi_set_error(error, KVD_ERROR_NO_MEMORY, "out of memory");
     w->connection = (conn)CONN_INIT;
     w->callback = callback;
     w->user_data = user_data;
     json_node *reply = NULL;
     const json_node *p;
-    status = exchange(&w->connection, client_config(client), &b, &reply, &p, error);
+    status = kvdi_exchange(&w->connection, kvdi_client_config(client), &b, &reply, &p, error);
     free(b.data);
     if (!status) status = deliver(w, reply, error);
-    json_free(reply);
-    if (!status && w->ended) status = set_error(error, KVD_ERROR_PROTOCOL, "kvd sent an invalid reply: a Watch that ended at once");
+    kvdi_json_free(reply);
+    if (!status && w->ended) status = kvdi_set_error(error, KVD_ERROR_PROTOCOL, "kvd sent an invalid reply: a Watch that ended at once");
     if (status) return kvd_watch_free(w), status;
     *out = w;
     return KVD_OK;
@@ -85,13 +85,13 @@ KVD_EXPORT int kvd_watch_fd(const kvd_watch *w) { return w->connection.fd; }
 KVD_EXPORT kvd_status kvd_watch_dispatch(kvd_watch *w, kvd_error *error) {
     for (;;) {
         if (w->ended || w->connection.fd < 0)
-            return set_error(error, KVD_ERROR_CONNECTION, "kvd ended the watch (did it stop or restart?); watch again");
+            return kvdi_set_error(error, KVD_ERROR_CONNECTION, "kvd ended the watch (did it stop or restart?); watch again");
         json_node *reply = NULL;
-        kvd_status status = conn_receive(&w->connection, INT64_MIN, &reply, error);
+        kvd_status status = kvdi_conn_receive(&w->connection, INT64_MIN, &reply, error);
         if (status || !reply) return status;
         status = deliver(w, reply, error);
-        json_free(reply);
-        if (status) return conn_close(&w->connection), status;
+        kvdi_json_free(reply);
+        if (status) return kvdi_conn_close(&w->connection), status;
     }
 }
 
@@ -105,6 +105,6 @@ KVD_EXPORT kvd_status kvd_watch_wait(kvd_watch *w, int timeout_ms, kvd_error *er
 
 KVD_EXPORT void kvd_watch_free(kvd_watch *w) {
     if (!w) return;
-    conn_close(&w->connection);
+    kvdi_conn_close(&w->connection);
     free(w);
 }

@@ -1,4 +1,4 @@
-/* test_libkvd.c — libkvd end to end, against a real kvd and the real kvctl (clib/tests/run.sh
+/* test_libkvd.c — libkvd end to end, against a real kvd and the real kvctl (clib/libkvd/tests/run.sh
  * starts them). Every call of kvd.h is exercised; values of every type must round-trip exactly
  * with what kvctl writes and reads.
  *
@@ -636,7 +636,7 @@ int main(int argc, char **argv) {
     kvd_bin = getenv("KVD_BIN");
     test_dir = getenv("LIBKVD_TEST_DIR");
     if (!kvctl_bin || !kvd_bin || !test_dir || !getenv("KVD_SOCKET")) {
-        fprintf(stderr, "usage: KVD_SOCKET=... KVD_BIN=... KVCTL_BIN=... LIBKVD_TEST_DIR=... test_libkvd (see clib/tests/run.sh)\n");
+        fprintf(stderr, "usage: KVD_SOCKET=... KVD_BIN=... KVCTL_BIN=... LIBKVD_TEST_DIR=... test_libkvd (see clib/libkvd/tests/run.sh)\n");
         return 2;
     }
     bool small = getenv("LIBKVD_TEST_SMALL") && !strcmp(getenv("LIBKVD_TEST_SMALL"), "1");

@@ -45,17 +45,17 @@ typedef struct report {
     int32_t value;
 } report;
 
-/* The daemon's pid, from the last spawn_daemon on this thread (for spawn_wait's message). */
+/* The daemon's pid, from the last kvdi_spawn_daemon on this thread (for kvdi_spawn_wait's message). */
 static __thread pid_t spawned_pid;
 
-kvd_status spawn_daemon(const char *daemon, const char *socket_path, int log_fd, kvd_error *error) {
+kvd_status kvdi_spawn_daemon(const char *daemon, const char *socket_path, int log_fd, kvd_error *error) {
     if (access(daemon, X_OK) != 0)
-        return set_error(error, KVD_ERROR_CANNOT_START, "cannot start kvd for %s: kvd is not at %s (%s); install kvd or start it yourself",
+        return kvdi_set_error(error, KVD_ERROR_CANNOT_START, "cannot start kvd for %s: kvd is not at %s (%s); install kvd or start it yourself",
                          socket_path, daemon, strerror(errno));
     size_t count = 0;
     for (char **e = environ; e && *e; e++) count++;
     char **envp = calloc(count + 1, sizeof *envp);
-    if (!envp) return set_error(error, KVD_ERROR_NO_MEMORY, "out of memory");
+    if (!envp) return kvdi_set_error(error, KVD_ERROR_NO_MEMORY, "out of memory");
     size_t kept = 0;
     for (size_t i = 0; i < count; i++)
         if (!is_service_manager_variable(environ[i])) envp[kept++] = environ[i];
@@ -63,7 +63,7 @@ kvd_status spawn_daemon(const char *daemon, const char *socket_path, int log_fd,
     int pipe_fds[2];
     if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
         free(envp);
-        return set_error(error, KVD_ERROR_CANNOT_START, "cannot start kvd for %s: pipe: %s", socket_path, strerror(errno));
+        return kvdi_set_error(error, KVD_ERROR_CANNOT_START, "cannot start kvd for %s: pipe: %s", socket_path, strerror(errno));
     }
     pid_t middle = fork();
     if (middle == 0) {
@@ -90,7 +90,7 @@ kvd_status spawn_daemon(const char *daemon, const char *socket_path, int log_fd,
     close(pipe_fds[1]);
     if (middle < 0) {
         close(pipe_fds[0]);
-        return set_error(error, KVD_ERROR_CANNOT_START, "cannot start kvd for %s: fork: %s", socket_path, strerror(fork_errno));
+        return kvdi_set_error(error, KVD_ERROR_CANNOT_START, "cannot start kvd for %s: fork: %s", socket_path, strerror(fork_errno));
     }
     while (waitpid(middle, NULL, 0) < 0 && errno == EINTR) {
     }
@@ -105,35 +105,35 @@ kvd_status spawn_daemon(const char *daemon, const char *socket_path, int log_fd,
     }
     close(pipe_fds[0]);
     if (exec_errno)
-        return set_error(error, KVD_ERROR_CANNOT_START, "cannot start kvd for %s: cannot run %s: %s", socket_path, daemon, strerror(exec_errno));
+        return kvdi_set_error(error, KVD_ERROR_CANNOT_START, "cannot start kvd for %s: cannot run %s: %s", socket_path, daemon, strerror(exec_errno));
     return KVD_OK;
 }
 
-kvd_status spawn_wait(const char *socket_path, const char *daemon, const autostart_log *log, int *fd,
+kvd_status kvdi_spawn_wait(const char *socket_path, const char *daemon, const autostart_log *log, int *fd,
                       kvd_error *error) {
     char why[512] = "";
     struct timespec start, now;
     clock_gettime(CLOCK_MONOTONIC, &start);
     int last = ENOENT;
     for (;;) {
-        int e = conn_try_connect(socket_path, INT64_MIN, fd);
+        int e = kvdi_conn_try_connect(socket_path, INT64_MIN, fd);
         if (e == 0) return KVD_OK;
         last = e;
         if (spawned_pid > 0 && kill(spawned_pid, 0) != 0 && errno == ESRCH) {
             /* A kvd started by hand may have taken the socket meanwhile; give it one more chance. */
-            if (conn_try_connect(socket_path, INT64_MIN, fd) == 0) return KVD_OK;
-            if (log) autostart_log_explain(log, why, sizeof why);
+            if (kvdi_conn_try_connect(socket_path, INT64_MIN, fd) == 0) return KVD_OK;
+            if (log) kvdi_autostart_log_explain(log, why, sizeof why);
             if (why[0])
-                return set_error(error, KVD_ERROR_CANNOT_START, "cannot start kvd for %s: %s exited at once%s", socket_path, daemon,
+                return kvdi_set_error(error, KVD_ERROR_CANNOT_START, "cannot start kvd for %s: %s exited at once%s", socket_path, daemon,
                                  why);
-            return set_error(error, KVD_ERROR_CANNOT_START, "cannot start kvd for %s: %s exited at once; run `%s --socket %s` to see why",
+            return kvdi_set_error(error, KVD_ERROR_CANNOT_START, "cannot start kvd for %s: %s exited at once; run `%s --socket %s` to see why",
                              socket_path, daemon, daemon, socket_path);
         }
         clock_gettime(CLOCK_MONOTONIC, &now);
         if ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 >= SPAWN_TIMEOUT_MS) break;
         usleep(20000);
     }
-    if (log) autostart_log_explain(log, why, sizeof why);
-    return set_error(error, KVD_ERROR_CANNOT_START, "cannot start kvd for %s: %s started but did not accept connections within 5 s (%s)%s",
+    if (log) kvdi_autostart_log_explain(log, why, sizeof why);
+    return kvdi_set_error(error, KVD_ERROR_CANNOT_START, "cannot start kvd for %s: %s started but did not accept connections within 5 s (%s)%s",
                      socket_path, daemon, strerror(last), why[0] ? why : "; check its log");
 }

@@ -17,7 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../giokvd.h"
+#include "../gio/giokvd.h"
 
 typedef struct {
     GPtrArray *keys;   /* kvd keys (owned) */

@@ -53,7 +53,7 @@ static kvd_status fill(kvd_error *error, kvd_status status, char *message, const
     return status;
 }
 
-kvd_status set_error(kvd_error *error, kvd_status status, const char *format, ...) {
+kvd_status kvdi_set_error(kvd_error *error, kvd_status status, const char *format, ...) {
     if (!error) return status;
     char *message = NULL;
     va_list arguments;
@@ -64,12 +64,12 @@ kvd_status set_error(kvd_error *error, kvd_status status, const char *format, ..
 }
 
 static const char *text(const json_node *parameters, const char *member) {
-    const json_node *n = json_get(parameters, member);
+    const json_node *n = kvdi_json_get(parameters, member);
     return n && n->type == JSON_STRING ? n->u.string.bytes : "?";
 }
 
 static int64_t number(const json_node *parameters, const char *member) {
-    const json_node *n = json_get(parameters, member);
+    const json_node *n = kvdi_json_get(parameters, member);
     return n && n->type == JSON_INT ? n->u.integer : -1;
 }
 
@@ -83,7 +83,7 @@ static char *format(const char *format, ...) {
     return message;
 }
 
-kvd_status set_reply_error(kvd_error *error, const char *name, const json_node *p) {
+kvd_status kvdi_set_reply_error(kvd_error *error, const char *name, const json_node *p) {
     static const char defaults[] = "io.kvd.Defaults.", service[] = "org.varlink.service.";
     const char *short_name = strncmp(name, defaults, sizeof defaults - 1) == 0 ? name + sizeof defaults - 1 : NULL;
     const char *service_name = strncmp(name, service, sizeof service - 1) == 0 ? name + sizeof service - 1 : NULL;
@@ -92,7 +92,7 @@ kvd_status set_reply_error(kvd_error *error, const char *name, const json_node *
     int64_t detail = -1;
     if (short_name && !strcmp(short_name, "NotFound")) {
         status = KVD_ERROR_NOT_FOUND;
-        m = json_get(p, "key") ? format("no key \"%s\" in domain \"%s\"", text(p, "key"), text(p, "domain"))
+        m = kvdi_json_get(p, "key") ? format("no key \"%s\" in domain \"%s\"", text(p, "key"), text(p, "domain"))
                                : format("no domain \"%s\"", text(p, "domain"));
     } else if (short_name && !strcmp(short_name, "InvalidName")) {
         status = KVD_ERROR_INVALID_NAME;
@@ -132,8 +132,8 @@ kvd_status set_reply_error(kvd_error *error, const char *name, const json_node *
         m = format("kvd refused the parameter \"%s\" (is kvd a different version than this client?)", text(p, "parameter"));
     } else {
         json_buffer b = {0};
-        if (p) buffer_append_json(&b, p);
-        buffer_append_byte(&b, '\0');
+        if (p) kvdi_buffer_append_json(&b, p);
+        kvdi_buffer_append_byte(&b, '\0');
         m = format("kvd replied with the error %s%s%s", name, b.failed || !p ? "" : " ", b.failed || !p ? "" : b.data);
         free(b.data);
     }

@@ -11,17 +11,17 @@
 #define DATE_TEXT_SIZE 40
 
 /* Whether the instant lies in kvd's range of dates. */
-bool date_in_range(int64_t seconds, int32_t nanoseconds);
+bool kvdi_date_in_range(int64_t seconds, int32_t nanoseconds);
 /* Parses YYYY-MM-DDTHH:MM:SS[.fraction](Z|+HH:MM|-HH:MM) as kvd does (a leap second reads as
  * :59; digits beyond nanoseconds are dropped); false if malformed or out of range. */
-bool date_parse(const char *text, size_t len, int64_t *seconds, int32_t *nanoseconds);
+bool kvdi_date_parse(const char *text, size_t len, int64_t *seconds, int32_t *nanoseconds);
 /* The UTC text, with three to nine fraction digits (trailing zeros dropped); returns its length. */
-size_t date_format(char out[DATE_TEXT_SIZE], int64_t seconds, int32_t nanoseconds);
+size_t kvdi_date_format(char out[DATE_TEXT_SIZE], int64_t seconds, int32_t nanoseconds);
 
 /* Standard base64 with padding. */
-void base64_append(json_buffer *buffer, const unsigned char *bytes, size_t len);
+void kvdi_base64_append(json_buffer *buffer, const unsigned char *bytes, size_t len);
 /* Decodes `len` characters of padded standard base64 into `out` (at least len / 4 * 3 bytes);
  * returns the bytes written, or -1 if the text is not valid base64. */
-long base64_decode(const char *text, size_t len, unsigned char *out);
+long kvdi_base64_decode(const char *text, size_t len, unsigned char *out);
 
 #endif

@@ -32,7 +32,7 @@ static int days_in_month(int64_t month, int64_t year) {
     return (month == 4 || month == 6 || month == 9 || month == 11) ? 30 : 31;
 }
 
-bool date_in_range(int64_t seconds, int32_t nanoseconds) {
+bool kvdi_date_in_range(int64_t seconds, int32_t nanoseconds) {
     if (nanoseconds < 0 || nanoseconds > 999999999) return false;
     if (seconds < DATE_MIN_SECONDS || seconds > DATE_MAX_SECONDS) return false;
     return seconds < DATE_MAX_SECONDS || nanoseconds <= 999000000;
@@ -57,7 +57,7 @@ static bool one_of(const char *text, size_t len, size_t *i, const char *set) {
     return true;
 }
 
-bool date_parse(const char *text, size_t len, int64_t *seconds, int32_t *nanoseconds) {
+bool kvdi_date_parse(const char *text, size_t len, int64_t *seconds, int32_t *nanoseconds) {
     size_t i = 0;
     int64_t year, month, day, hour, minute, second;
     if (!digits(text, len, &i, 4, &year) || !one_of(text, len, &i, "-") || !digits(text, len, &i, 2, &month) ||
@@ -93,13 +93,13 @@ bool date_parse(const char *text, size_t len, int64_t *seconds, int32_t *nanosec
     }
     if (i != len) return false;
     int64_t s = days_from_civil(year, month, day) * 86400 + hour * 3600 + minute * 60 + (second > 59 ? 59 : second) - offset;
-    if (!date_in_range(s, (int32_t)nanos)) return false;
+    if (!kvdi_date_in_range(s, (int32_t)nanos)) return false;
     *seconds = s;
     *nanoseconds = (int32_t)nanos;
     return true;
 }
 
-size_t date_format(char out[DATE_TEXT_SIZE], int64_t seconds, int32_t nanoseconds) {
+size_t kvdi_date_format(char out[DATE_TEXT_SIZE], int64_t seconds, int32_t nanoseconds) {
     int64_t days = seconds / 86400, of_day = seconds % 86400;
     if (of_day < 0) of_day += 86400, days -= 1;
     int64_t year, month, day;
@@ -116,22 +116,22 @@ size_t date_format(char out[DATE_TEXT_SIZE], int64_t seconds, int32_t nanosecond
 
 static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-void base64_append(json_buffer *b, const unsigned char *bytes, size_t len) {
+void kvdi_base64_append(json_buffer *b, const unsigned char *bytes, size_t len) {
     char quad[4];
     size_t i = 0;
     for (; i + 3 <= len; i += 3) {
         uint32_t v = (uint32_t)bytes[i] << 16 | (uint32_t)bytes[i + 1] << 8 | bytes[i + 2];
         quad[0] = alphabet[v >> 18], quad[1] = alphabet[(v >> 12) & 63], quad[2] = alphabet[(v >> 6) & 63], quad[3] = alphabet[v & 63];
-        buffer_append(b, quad, 4);
+        kvdi_buffer_append(b, quad, 4);
     }
     if (len - i == 1) {
         uint32_t v = (uint32_t)bytes[i] << 16;
         quad[0] = alphabet[v >> 18], quad[1] = alphabet[(v >> 12) & 63], quad[2] = '=', quad[3] = '=';
-        buffer_append(b, quad, 4);
+        kvdi_buffer_append(b, quad, 4);
     } else if (len - i == 2) {
         uint32_t v = (uint32_t)bytes[i] << 16 | (uint32_t)bytes[i + 1] << 8;
         quad[0] = alphabet[v >> 18], quad[1] = alphabet[(v >> 12) & 63], quad[2] = alphabet[(v >> 6) & 63], quad[3] = '=';
-        buffer_append(b, quad, 4);
+        kvdi_buffer_append(b, quad, 4);
     }
 }
 
@@ -144,7 +144,7 @@ static int sextet(unsigned char c) {
     return -1;
 }
 
-long base64_decode(const char *text, size_t len, unsigned char *out) {
+long kvdi_base64_decode(const char *text, size_t len, unsigned char *out) {
     if (len % 4) return -1;
     size_t n = 0;
     for (size_t i = 0; i < len; i += 4) {

@@ -45,13 +45,13 @@ struct json_node {
     } u;
 };
 
-/* Parses `len` bytes. On success returns 0 and the tree in `*out` (free with json_free). On
+/* Parses `len` bytes. On success returns 0 and the tree in `*out` (free with kvdi_json_free). On
  * failure returns -1 and writes one line into `message` (like "at byte 12: duplicate member
  * \"a\""); -2 when out of memory. */
-int json_parse(const char *text, size_t len, int max_depth, json_node **out, char *message, size_t message_size);
-void json_free(json_node *node);
+int kvdi_json_parse(const char *text, size_t len, int max_depth, json_node **out, char *message, size_t message_size);
+void kvdi_json_free(json_node *node);
 /* The member `name` of an object, or NULL (also when `object` is not one). */
-const json_node *json_get(const json_node *object, const char *name);
+const json_node *kvdi_json_get(const json_node *object, const char *name);
 
 /* A growing byte buffer; `failed` once an allocation failed (then appends do nothing). */
 typedef struct json_buffer {
@@ -60,22 +60,22 @@ typedef struct json_buffer {
     bool failed;
 } json_buffer;
 
-void buffer_append(json_buffer *buffer, const char *bytes, size_t len);
-void buffer_append_str(json_buffer *buffer, const char *text);
-void buffer_append_byte(json_buffer *buffer, char byte);
+void kvdi_buffer_append(json_buffer *buffer, const char *bytes, size_t len);
+void kvdi_buffer_append_str(json_buffer *buffer, const char *text);
+void kvdi_buffer_append_byte(json_buffer *buffer, char byte);
 /* A quoted JSON string of `len` bytes of UTF-8 (escapes '"', '\\' and control characters). */
-void buffer_append_json_string(json_buffer *buffer, const char *bytes, size_t len);
-void buffer_append_int(json_buffer *buffer, int64_t number);
+void kvdi_buffer_append_json_string(json_buffer *buffer, const char *bytes, size_t len);
+void kvdi_buffer_append_int(json_buffer *buffer, int64_t number);
 /* The shortest text that reads back to the same double, always with '.' or an exponent, in the
  * C locale. `number` must be finite. */
-void buffer_append_real(json_buffer *buffer, double number);
+void kvdi_buffer_append_real(json_buffer *buffer, double number);
 /* The compact JSON of `node`. */
-void buffer_append_json(json_buffer *buffer, const json_node *node);
+void kvdi_buffer_append_json(json_buffer *buffer, const json_node *node);
 
 /* Whether `len` bytes are valid UTF-8 (no overlong forms, no surrogates, at most U+10FFFF). */
-bool utf8_valid(const char *bytes, size_t len);
+bool kvdi_utf8_valid(const char *bytes, size_t len);
 /* strtod and snprintf("%.*g") in the C locale, whatever the process's locale. */
-double c_strtod(const char *text, char **end);
-int c_format_double(char *out, size_t size, int precision, double number);
+double kvdi_c_strtod(const char *text, char **end);
+int kvdi_c_format_double(char *out, size_t size, int precision, double number);
 
 #endif

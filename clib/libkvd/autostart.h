@@ -22,15 +22,15 @@ typedef struct autostart_log {
 
 /* Takes the exclusive lock on SOCKET.autostart.lock (made 0600), trying every 20 ms for up to
  * AUTOSTART_LOCK_WAIT_MS; its descriptor, or -1 (no lock to be had: the caller goes on without). */
-int autostart_lock(const char *socket_path);
-/* Releases a lock autostart_lock took (-1: none). */
-void autostart_unlock(int fd);
+int kvdi_autostart_lock(const char *socket_path);
+/* Releases a lock kvdi_autostart_lock took (-1: none). */
+void kvdi_autostart_unlock(int fd);
 /* Opens the log of the state folder the started kvd will use (made 0700; the file 0600,
  * appended, emptied first when over AUTOSTART_LOG_LIMIT) and writes this start's header; the
  * descriptor to give kvd as its standard error (close-on-exec), or -1 with `log->path` empty. */
-int autostart_log_open(autostart_log *log, const char *daemon, const char *socket_path);
+int kvdi_autostart_log_open(autostart_log *log, const char *daemon, const char *socket_path);
 /* For an error message: "; its log PATH ends: LINE" (the last line kvd wrote this start, at
  * most 300 bytes), "; it wrote nothing to PATH", or "" without a log. */
-void autostart_log_explain(const autostart_log *log, char *out, size_t size);
+void kvdi_autostart_log_explain(const autostart_log *log, char *out, size_t size);
 
 #endif

@@ -21,7 +21,7 @@
  * Link with `pkg-config --cflags --libs kvd`.
  *
  * Why its own JSON code: libkvd reads and writes JSON with a small reader and writer of its own
- * (clib/src/json.c, with the typed layer in value.c and encoding.c; fuzzed with libFuzzer, target
+ * (clib/libkvd/json.c, with the typed layer in value.c and encoding.c; fuzzed with libFuzzer, target
  * libkvd-json), not json-glib, so that a plain C program does not take GLib in with it. The
  * GSettings module, which has GLib anyway, is to use libkvd too: one varlink client in C, not two.
  *

@@ -1,5 +1,5 @@
 #!/bin/sh
-# clib/tests/run.sh TEST_PROGRAM BIN_DIR — libkvd's end-to-end test: starts a real kvd (from
+# clib/libkvd/tests/run.sh TEST_PROGRAM BIN_DIR — libkvd's end-to-end test: starts a real kvd (from
 # BIN_DIR, with kvctl beside it) on a socket in a temp folder, runs TEST_PROGRAM against it, then
 # again under valgrind (leaks and memory errors fail; the 16 MiB values are left out there), then,
 # as root, the check of /tmp/kvd-<uid> as another user (setpriv). Stops what it started.

@@ -17,12 +17,12 @@ static pthread_once_t c_locale_once = PTHREAD_ONCE_INIT;
 
 static void make_c_locale(void) { c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0); }
 
-double c_strtod(const char *text, char **end) {
+double kvdi_c_strtod(const char *text, char **end) {
     pthread_once(&c_locale_once, make_c_locale);
     return c_locale ? strtod_l(text, end, c_locale) : strtod(text, end);
 }
 
-int c_format_double(char *out, size_t size, int precision, double number) {
+int kvdi_c_format_double(char *out, size_t size, int precision, double number) {
     pthread_once(&c_locale_once, make_c_locale);
     locale_t previous = c_locale ? uselocale(c_locale) : (locale_t)0;
     int written = snprintf(out, size, "%.*g", precision, number);
@@ -51,7 +51,7 @@ static size_t utf8_scalar_length(const unsigned char *p, size_t left) {
     return need;
 }
 
-bool utf8_valid(const char *bytes, size_t len) {
+bool kvdi_utf8_valid(const char *bytes, size_t len) {
     const unsigned char *p = (const unsigned char *)bytes;
     size_t i = 0;
     while (i < len) {
@@ -140,7 +140,7 @@ static void put_scalar(json_buffer *b, uint32_t s) {
     else
         u[0] = (char)(0xF0 | (s >> 18)), u[1] = (char)(0x80 | ((s >> 12) & 0x3F)), u[2] = (char)(0x80 | ((s >> 6) & 0x3F)),
         u[3] = (char)(0x80 | (s & 0x3F)), n = 4;
-    buffer_append(b, u, n);
+    kvdi_buffer_append(b, u, n);
 }
 
 /* Reads a string (at its opening quote) into a fresh NUL-terminated buffer. */
@@ -154,7 +154,7 @@ static char *parse_string(parser *p, size_t *out_len) {
             if (c == '"' || c == '\\' || c < 0x20 || c >= 0x80) break;
             p->pos++;
         }
-        buffer_append(&b, (const char *)p->text + start, p->pos - start);
+        kvdi_buffer_append(&b, (const char *)p->text + start, p->pos - start);
         if (p->pos >= p->len) {
             fail(p, "unterminated string");
             break;
@@ -162,7 +162,7 @@ static char *parse_string(parser *p, size_t *out_len) {
         unsigned char c = p->text[p->pos];
         if (c == '"') {
             p->pos++;
-            buffer_append_byte(&b, '\0');
+            kvdi_buffer_append_byte(&b, '\0');
             if (b.failed) break;
             *out_len = b.len - 1;
             return b.data;
@@ -177,7 +177,7 @@ static char *parse_string(parser *p, size_t *out_len) {
                 fail(p, "invalid UTF-8 in string");
                 break;
             }
-            buffer_append(&b, (const char *)p->text + p->pos, n);
+            kvdi_buffer_append(&b, (const char *)p->text + p->pos, n);
             p->pos += n;
             continue;
         }
@@ -190,7 +190,7 @@ static char *parse_string(parser *p, size_t *out_len) {
         static const char escapes[] = "\"\\/bfnrt", replacements[] = "\"\\/\b\f\n\r\t";
         const char *simple = e ? strchr(escapes, e) : NULL;
         if (simple) {
-            buffer_append_byte(&b, replacements[simple - escapes]);
+            kvdi_buffer_append_byte(&b, replacements[simple - escapes]);
             continue;
         }
         if (e != 'u') {
@@ -259,7 +259,7 @@ static json_node *parse_number(parser *p) {
         char *end;
         errno = 0;
         if (integer) node->u.integer = strtoll(copy, &end, 10);
-        else node->u.real = c_strtod(copy, &end);
+        else node->u.real = kvdi_c_strtod(copy, &end);
         if (integer && errno == ERANGE) {
             p->pos = start;
             fail(p, "integer out of the signed 64-bit range");
@@ -267,7 +267,7 @@ static json_node *parse_number(parser *p) {
             p->pos = start;
             fail(p, "real out of the double range");
         }
-        if (p->status) json_free(node), node = NULL;
+        if (p->status) kvdi_json_free(node), node = NULL;
     }
     if (copy != small) free(copy);
     return node;
@@ -337,7 +337,7 @@ static json_node *parse_array(parser *p, int depth) {
         fail(p, "expected ',' or ']' in array");
         break;
     }
-    json_free(node);
+    kvdi_json_free(node);
     return NULL;
 }
 
@@ -387,7 +387,7 @@ static json_node *parse_object(parser *p, int depth) {
         fail(p, "expected ',' or '}' in object");
         break;
     }
-    json_free(node);
+    kvdi_json_free(node);
     return NULL;
 }
 
@@ -425,7 +425,7 @@ static json_node *parse_value(parser *p, int depth) {
     }
 }
 
-int json_parse(const char *text, size_t len, int max_depth, json_node **out, char *message, size_t message_size) {
+int kvdi_json_parse(const char *text, size_t len, int max_depth, json_node **out, char *message, size_t message_size) {
     parser p = {(const unsigned char *)text, len, 0, max_depth, message, message_size, 0};
     if (message_size) message[0] = '\0';
     json_node *node = parse_value(&p, 0);
@@ -434,25 +434,25 @@ int json_parse(const char *text, size_t len, int max_depth, json_node **out, cha
         if (p.pos != p.len) fail(&p, "unexpected text after the JSON document");
     }
     if (p.status) {
-        json_free(node);
+        kvdi_json_free(node);
         return p.status;
     }
     *out = node;
     return 0;
 }
 
-void json_free(json_node *node) {
+void kvdi_json_free(json_node *node) {
     if (!node) return;
     switch (node->type) {
     case JSON_STRING: free(node->u.string.bytes); break;
     case JSON_ARRAY:
-        for (size_t i = 0; i < node->u.array.count; i++) json_free(node->u.array.items[i]);
+        for (size_t i = 0; i < node->u.array.count; i++) kvdi_json_free(node->u.array.items[i]);
         free(node->u.array.items);
         break;
     case JSON_OBJECT:
         for (size_t i = 0; i < node->u.object.count; i++) {
             free(node->u.object.members[i].name);
-            json_free(node->u.object.members[i].value);
+            kvdi_json_free(node->u.object.members[i].value);
         }
         free(node->u.object.members);
         break;
@@ -461,7 +461,7 @@ void json_free(json_node *node) {
     free(node);
 }
 
-const json_node *json_get(const json_node *object, const char *name) {
+const json_node *kvdi_json_get(const json_node *object, const char *name) {
     if (!object || object->type != JSON_OBJECT) return NULL;
     size_t n = strlen(name);
     for (size_t i = 0; i < object->u.object.count; i++) {
@@ -473,7 +473,7 @@ const json_node *json_get(const json_node *object, const char *name) {
 
 /* ---- the writer ---- */
 
-void buffer_append(json_buffer *b, const char *bytes, size_t len) {
+void kvdi_buffer_append(json_buffer *b, const char *bytes, size_t len) {
     if (b->failed || len == 0) return;
     if (b->cap - b->len < len) {
         size_t want = b->cap ? b->cap : 256;
@@ -496,83 +496,83 @@ void buffer_append(json_buffer *b, const char *bytes, size_t len) {
     b->len += len;
 }
 
-void buffer_append_str(json_buffer *b, const char *text) { buffer_append(b, text, strlen(text)); }
+void kvdi_buffer_append_str(json_buffer *b, const char *text) { kvdi_buffer_append(b, text, strlen(text)); }
 
-void buffer_append_byte(json_buffer *b, char byte) {
+void kvdi_buffer_append_byte(json_buffer *b, char byte) {
     if (!b->failed && b->len < b->cap) b->data[b->len++] = byte;
-    else buffer_append(b, &byte, 1);
+    else kvdi_buffer_append(b, &byte, 1);
 }
 
-void buffer_append_json_string(json_buffer *b, const char *bytes, size_t len) {
+void kvdi_buffer_append_json_string(json_buffer *b, const char *bytes, size_t len) {
     static const char hex[] = "0123456789abcdef";
-    buffer_append_byte(b, '"');
+    kvdi_buffer_append_byte(b, '"');
     size_t start = 0;
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)bytes[i];
         if (c >= 0x20 && c != '"' && c != '\\') continue;
-        buffer_append(b, bytes + start, i - start);
+        kvdi_buffer_append(b, bytes + start, i - start);
         start = i + 1;
         switch (c) {
-        case '"': buffer_append(b, "\\\"", 2); break;
-        case '\\': buffer_append(b, "\\\\", 2); break;
-        case '\n': buffer_append(b, "\\n", 2); break;
-        case '\r': buffer_append(b, "\\r", 2); break;
-        case '\t': buffer_append(b, "\\t", 2); break;
+        case '"': kvdi_buffer_append(b, "\\\"", 2); break;
+        case '\\': kvdi_buffer_append(b, "\\\\", 2); break;
+        case '\n': kvdi_buffer_append(b, "\\n", 2); break;
+        case '\r': kvdi_buffer_append(b, "\\r", 2); break;
+        case '\t': kvdi_buffer_append(b, "\\t", 2); break;
         default: {
             char u[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-            buffer_append(b, u, 6);
+            kvdi_buffer_append(b, u, 6);
         }
         }
     }
-    buffer_append(b, bytes + start, len - start);
-    buffer_append_byte(b, '"');
+    kvdi_buffer_append(b, bytes + start, len - start);
+    kvdi_buffer_append_byte(b, '"');
 }
 
-void buffer_append_int(json_buffer *b, int64_t number) {
+void kvdi_buffer_append_int(json_buffer *b, int64_t number) {
     char text[24];
     int n = snprintf(text, sizeof text, "%lld", (long long)number);
-    buffer_append(b, text, (size_t)n);
+    kvdi_buffer_append(b, text, (size_t)n);
 }
 
-void buffer_append_real(json_buffer *b, double number) {
+void kvdi_buffer_append_real(json_buffer *b, double number) {
     char text[40];
     int n = 0;
     for (int precision = 1; precision <= 17; precision++) {
-        n = c_format_double(text, sizeof text, precision, number);
-        if (c_strtod(text, NULL) == number) break;
+        n = kvdi_c_format_double(text, sizeof text, precision, number);
+        if (kvdi_c_strtod(text, NULL) == number) break;
     }
     if (!strpbrk(text, ".eE")) {
         memcpy(text + n, ".0", 3);
         n += 2;
     }
-    buffer_append(b, text, (size_t)n);
+    kvdi_buffer_append(b, text, (size_t)n);
 }
 
-void buffer_append_json(json_buffer *b, const json_node *node) {
+void kvdi_buffer_append_json(json_buffer *b, const json_node *node) {
     switch (node->type) {
-    case JSON_NULL: buffer_append(b, "null", 4); break;
-    case JSON_BOOL: buffer_append_str(b, node->u.flag ? "true" : "false"); break;
-    case JSON_INT: buffer_append_int(b, node->u.integer); break;
-    case JSON_REAL: buffer_append_real(b, node->u.real); break;
-    case JSON_STRING: buffer_append_json_string(b, node->u.string.bytes, node->u.string.len); break;
+    case JSON_NULL: kvdi_buffer_append(b, "null", 4); break;
+    case JSON_BOOL: kvdi_buffer_append_str(b, node->u.flag ? "true" : "false"); break;
+    case JSON_INT: kvdi_buffer_append_int(b, node->u.integer); break;
+    case JSON_REAL: kvdi_buffer_append_real(b, node->u.real); break;
+    case JSON_STRING: kvdi_buffer_append_json_string(b, node->u.string.bytes, node->u.string.len); break;
     case JSON_ARRAY:
-        buffer_append_byte(b, '[');
+        kvdi_buffer_append_byte(b, '[');
         for (size_t i = 0; i < node->u.array.count; i++) {
-            if (i) buffer_append_byte(b, ',');
-            buffer_append_json(b, node->u.array.items[i]);
+            if (i) kvdi_buffer_append_byte(b, ',');
+            kvdi_buffer_append_json(b, node->u.array.items[i]);
         }
-        buffer_append_byte(b, ']');
+        kvdi_buffer_append_byte(b, ']');
         break;
     case JSON_OBJECT:
-        buffer_append_byte(b, '{');
+        kvdi_buffer_append_byte(b, '{');
         for (size_t i = 0; i < node->u.object.count; i++) {
             const json_member *m = &node->u.object.members[i];
-            if (i) buffer_append_byte(b, ',');
-            buffer_append_json_string(b, m->name, m->name_len);
-            buffer_append_byte(b, ':');
-            buffer_append_json(b, m->value);
+            if (i) kvdi_buffer_append_byte(b, ',');
+            kvdi_buffer_append_json_string(b, m->name, m->name_len);
+            kvdi_buffer_append_byte(b, ':');
+            kvdi_buffer_append_json(b, m->value);
         }
-        buffer_append_byte(b, '}');
+        kvdi_buffer_append_byte(b, '}');
         break;
     }
 }

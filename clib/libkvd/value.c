@@ -54,7 +54,7 @@ static char *copy_bytes(const char *bytes, size_t len) {
 }
 
 KVD_EXPORT kvd_value *kvd_value_new_string_len(const char *text, size_t length) {
-    if ((!text && length) || !utf8_valid(text, length)) return NULL;
+    if ((!text && length) || !kvdi_utf8_valid(text, length)) return NULL;
     kvd_value *v = make(KVD_TYPE_STRING);
     if (v && !(v->u.blob.bytes = copy_bytes(text ? text : "", length))) return free(v), NULL;
     if (v) v->u.blob.len = length;
@@ -83,7 +83,7 @@ KVD_EXPORT kvd_value *kvd_value_new_double(double number) {
 }
 
 KVD_EXPORT kvd_value *kvd_value_new_date(int64_t unix_seconds, int32_t nanoseconds) {
-    if (!date_in_range(unix_seconds, nanoseconds)) return NULL;
+    if (!kvdi_date_in_range(unix_seconds, nanoseconds)) return NULL;
     kvd_value *v = make(KVD_TYPE_DATE);
     if (v) v->u.date.seconds = unix_seconds, v->u.date.nanoseconds = nanoseconds;
     return v;
@@ -212,7 +212,7 @@ static bool dict_add(kvd_value *v, char *key, size_t key_len, kvd_value *element
     return true;
 }
 
-bool value_dict_add(kvd_value *dict, const char *key, size_t key_len, kvd_value *element) {
+bool kvdi_value_dict_add(kvd_value *dict, const char *key, size_t key_len, kvd_value *element) {
     char *copy = copy_bytes(key, key_len);
     if (!copy || !dict_add(dict, copy, key_len, element)) return free(copy), kvd_value_free(element), false;
     return true;
@@ -220,7 +220,7 @@ bool value_dict_add(kvd_value *dict, const char *key, size_t key_len, kvd_value 
 
 KVD_EXPORT bool kvd_value_dict_set(kvd_value *v, const char *key, kvd_value *element) {
     size_t len = key ? strlen(key) : 0;
-    if (!v || v->type != KVD_TYPE_DICT || !key || !element || !utf8_valid(key, len)) return kvd_value_free(element), false;
+    if (!v || v->type != KVD_TYPE_DICT || !key || !element || !kvdi_utf8_valid(key, len)) return kvd_value_free(element), false;
     member *m = find_member(v, key, len);
     if (m) {
         kvd_value_free(m->value);
@@ -310,62 +310,62 @@ static bool has_dollar_key(const kvd_value *v) {
 /* `level`: the JSON levels of the containers around `v`. */
 static bool write_value(json_buffer *b, const kvd_value *v, int level) {
     switch (v->type) {
-    case KVD_TYPE_STRING: buffer_append_json_string(b, v->u.blob.bytes, v->u.blob.len); return true;
-    case KVD_TYPE_BOOL: buffer_append_str(b, v->u.flag ? "true" : "false"); return true;
-    case KVD_TYPE_INT: buffer_append_int(b, v->u.integer); return true;
-    case KVD_TYPE_DOUBLE: buffer_append_real(b, v->u.real); return true;
+    case KVD_TYPE_STRING: kvdi_buffer_append_json_string(b, v->u.blob.bytes, v->u.blob.len); return true;
+    case KVD_TYPE_BOOL: kvdi_buffer_append_str(b, v->u.flag ? "true" : "false"); return true;
+    case KVD_TYPE_INT: kvdi_buffer_append_int(b, v->u.integer); return true;
+    case KVD_TYPE_DOUBLE: kvdi_buffer_append_real(b, v->u.real); return true;
     case KVD_TYPE_DATE: {
         if (level + 1 > KVD_VALUE_MAX_DEPTH) return false;
         char text[DATE_TEXT_SIZE];
         const char *shown = v->u.date.text;
-        size_t n = shown ? strlen(shown) : date_format(text, v->u.date.seconds, v->u.date.nanoseconds);
-        buffer_append_str(b, "{\"$date\":");
-        buffer_append_json_string(b, shown ? shown : text, n);
-        buffer_append_byte(b, '}');
+        size_t n = shown ? strlen(shown) : kvdi_date_format(text, v->u.date.seconds, v->u.date.nanoseconds);
+        kvdi_buffer_append_str(b, "{\"$date\":");
+        kvdi_buffer_append_json_string(b, shown ? shown : text, n);
+        kvdi_buffer_append_byte(b, '}');
         return true;
     }
     case KVD_TYPE_DATA:
         if (level + 1 > KVD_VALUE_MAX_DEPTH) return false;
-        buffer_append_str(b, "{\"$data\":\"");
-        base64_append(b, (const unsigned char *)v->u.blob.bytes, v->u.blob.len);
-        buffer_append_str(b, "\"}");
+        kvdi_buffer_append_str(b, "{\"$data\":\"");
+        kvdi_base64_append(b, (const unsigned char *)v->u.blob.bytes, v->u.blob.len);
+        kvdi_buffer_append_str(b, "\"}");
         return true;
     case KVD_TYPE_ARRAY:
         if (level + 1 > KVD_VALUE_MAX_DEPTH) return false;
-        buffer_append_byte(b, '[');
+        kvdi_buffer_append_byte(b, '[');
         for (size_t i = 0; i < v->u.array.count; i++) {
-            if (i) buffer_append_byte(b, ',');
+            if (i) kvdi_buffer_append_byte(b, ',');
             if (!write_value(b, v->u.array.items[i], level + 1)) return false;
         }
-        buffer_append_byte(b, ']');
+        kvdi_buffer_append_byte(b, ']');
         return true;
     case KVD_TYPE_DICT: {
         int levels = has_dollar_key(v) ? 2 : 1;
         if (level + levels > KVD_VALUE_MAX_DEPTH) return false;
-        if (levels == 2) buffer_append_str(b, "{\"$dict\":");
-        buffer_append_byte(b, '{');
+        if (levels == 2) kvdi_buffer_append_str(b, "{\"$dict\":");
+        kvdi_buffer_append_byte(b, '{');
         for (size_t i = 0; i < v->u.dict.count; i++) {
             const member *m = &v->u.dict.members[i];
-            if (i) buffer_append_byte(b, ',');
-            buffer_append_json_string(b, m->key, m->key_len);
-            buffer_append_byte(b, ':');
+            if (i) kvdi_buffer_append_byte(b, ',');
+            kvdi_buffer_append_json_string(b, m->key, m->key_len);
+            kvdi_buffer_append_byte(b, ':');
             if (!write_value(b, m->value, level + levels)) return false;
         }
-        buffer_append_byte(b, '}');
-        if (levels == 2) buffer_append_byte(b, '}');
+        kvdi_buffer_append_byte(b, '}');
+        if (levels == 2) kvdi_buffer_append_byte(b, '}');
         return true;
     }
     }
     return false;
 }
 
-bool value_write(json_buffer *b, const kvd_value *v) { return write_value(b, v, 0); }
+bool kvdi_value_write(json_buffer *b, const kvd_value *v) { return write_value(b, v, 0); }
 
 KVD_EXPORT char *kvd_value_to_json(const kvd_value *v, size_t *length) {
     if (!v) return NULL;
     json_buffer b = {0};
     bool ok = write_value(&b, v, 0);
-    buffer_append_byte(&b, '\0');
+    kvdi_buffer_append_byte(&b, '\0');
     if (!ok || b.failed) return free(b.data), NULL;
     if (length) *length = b.len - 1;
     return b.data;
@@ -419,7 +419,7 @@ static kvd_value *read_object(reader *r, const json_node *n, int level) {
         if (payload->type != JSON_STRING) return refuse(r, "$date needs a string");
         kvd_value *v = make(KVD_TYPE_DATE);
         if (!v) return no_memory(r);
-        if (!date_parse(payload->u.string.bytes, payload->u.string.len, &v->u.date.seconds, &v->u.date.nanoseconds)) {
+        if (!kvdi_date_parse(payload->u.string.bytes, payload->u.string.len, &v->u.date.seconds, &v->u.date.nanoseconds)) {
             free(v);
             return refuse(r, "a $date is not an RFC 3339 date-time in the years 0001 to 9999 (like 2026-11-29T17:00:00.250Z)");
         }
@@ -431,7 +431,7 @@ static kvd_value *read_object(reader *r, const json_node *n, int level) {
         kvd_value *v = make(KVD_TYPE_DATA);
         unsigned char *bytes = malloc(payload->u.string.len / 4 * 3 + 1);
         if (!v || !bytes) return free(v), free(bytes), no_memory(r);
-        long n_bytes = base64_decode(payload->u.string.bytes, payload->u.string.len, bytes);
+        long n_bytes = kvdi_base64_decode(payload->u.string.bytes, payload->u.string.len, bytes);
         if (n_bytes < 0) return free(v), free(bytes), refuse(r, "$data is not valid base64");
         if (n_bytes == 0) free(bytes), bytes = NULL;
         v->u.blob.bytes = (char *)bytes;
@@ -473,7 +473,7 @@ static kvd_value *read_value(reader *r, const json_node *n, int level) {
     return refuse(r, "unknown JSON node");
 }
 
-kvd_status value_from_json(const json_node *node, kvd_value **out, char *message, size_t size) {
+kvd_status kvdi_value_from_json(const json_node *node, kvd_value **out, char *message, size_t size) {
     reader r = {message, size, KVD_OK};
     kvd_value *v = read_value(&r, node, 0);
     if (!v) return r.status;
@@ -482,17 +482,17 @@ kvd_status value_from_json(const json_node *node, kvd_value **out, char *message
 }
 
 KVD_EXPORT kvd_status kvd_value_from_json(const char *text, size_t length, kvd_value **value, kvd_error *error) {
-    if (!text && length) return set_error(error, KVD_ERROR_INVALID_ARGUMENT, "kvd_value_from_json: text is NULL");
+    if (!text && length) return kvdi_set_error(error, KVD_ERROR_INVALID_ARGUMENT, "kvd_value_from_json: text is NULL");
     char message[256];
     json_node *node;
-    int parsed = json_parse(text ? text : "", length, KVD_VALUE_MAX_DEPTH, &node, message, sizeof message);
-    if (parsed == -2) return set_error(error, KVD_ERROR_NO_MEMORY, "out of memory");
-    if (parsed) return set_error(error, KVD_ERROR_INVALID_ARGUMENT, "not JSON: %s", message);
+    int parsed = kvdi_json_parse(text ? text : "", length, KVD_VALUE_MAX_DEPTH, &node, message, sizeof message);
+    if (parsed == -2) return kvdi_set_error(error, KVD_ERROR_NO_MEMORY, "out of memory");
+    if (parsed) return kvdi_set_error(error, KVD_ERROR_INVALID_ARGUMENT, "not JSON: %s", message);
     kvd_value *v = NULL;
-    kvd_status status = value_from_json(node, &v, message, sizeof message);
-    json_free(node);
-    if (status == KVD_ERROR_INVALID_VALUE) return set_error(error, KVD_ERROR_INVALID_ARGUMENT, "not a typed value: %s", message);
-    if (status) return set_error(error, status, "%s", message);
+    kvd_status status = kvdi_value_from_json(node, &v, message, sizeof message);
+    kvdi_json_free(node);
+    if (status == KVD_ERROR_INVALID_VALUE) return kvdi_set_error(error, KVD_ERROR_INVALID_ARGUMENT, "not a typed value: %s", message);
+    if (status) return kvdi_set_error(error, status, "%s", message);
     if (value) *value = v;
     else kvd_value_free(v);
     return KVD_OK;

@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-int autostart_lock(const char *socket_path) {
+int kvdi_autostart_lock(const char *socket_path) {
     char path[PATH_MAX];
     if (snprintf(path, sizeof path, "%s.autostart.lock", socket_path) >= (int)sizeof path) return -1;
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -33,7 +33,7 @@ int autostart_lock(const char *socket_path) {
     return -1;
 }
 
-void autostart_unlock(int fd) {
+void kvdi_autostart_unlock(int fd) {
     if (fd >= 0) close(fd); /* closing the only descriptor of the open file releases the lock */
 }
 
@@ -53,7 +53,7 @@ static int state_folder(char *out, size_t size) {
     return snprintf(out, size, "%s/kvd", parent) < (int)size;
 }
 
-int autostart_log_open(autostart_log *log, const char *daemon, const char *socket_path) {
+int kvdi_autostart_log_open(autostart_log *log, const char *daemon, const char *socket_path) {
     char folder[PATH_MAX];
     log->path[0] = 0;
     log->start = 0;
@@ -72,7 +72,7 @@ int autostart_log_open(autostart_log *log, const char *daemon, const char *socke
     return fd;
 }
 
-void autostart_log_explain(const autostart_log *log, char *out, size_t size) {
+void kvdi_autostart_log_explain(const autostart_log *log, char *out, size_t size) {
     out[0] = 0;
     if (!log->path[0]) return;
     int fd = open(log->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
