@@ -121,9 +121,21 @@ typedef struct kvd_error {
 
 #define KVD_ERROR_INIT {KVD_OK, NULL, NULL, -1}
 
-/** Frees what `error` holds and resets it to KVD_ERROR_INIT. NULL is fine. */
+/**
+ * kvd_error_clear:
+ * @error: (nullable): an error a call filled, or one still KVD_ERROR_INIT
+ *
+ * Frees the message and name @error holds and resets it to KVD_ERROR_INIT, so that it can be
+ * passed to another call. NULL does nothing.
+ */
 void kvd_error_clear(kvd_error *error);
-/** A constant English name of `status` ("not found"); never NULL. */
+/**
+ * kvd_status_name:
+ * @status: any value, also one outside kvd_status
+ *
+ * Returns: a constant English name of @status ("not found", "ok"); never NULL ("unknown" for a
+ * value that is no kvd_status).
+ */
 const char *kvd_status_name(kvd_status status);
 
 /* ---------------------------------------------------------------------------------------- */
@@ -144,76 +156,286 @@ typedef enum kvd_type {
 /** A value. Made by the constructors below or returned by a call; freed with kvd_value_free. */
 typedef struct kvd_value kvd_value;
 
-/** Constructors. Each returns a new value owned by the caller, or NULL when out of memory or when
- * the argument is outside the contract: a string that is not valid UTF-8, a double that is NaN or
- * infinite, a date outside the years 0001-9999 or with nanoseconds outside 0..999999999. */
+/* Constructors. Each returns a new value owned by the caller (kvd_value_free), or NULL when out
+ * of memory or when the argument is outside the contract. */
+
+/**
+ * kvd_value_new_string:
+ * @text: (nullable): a NUL-terminated string, valid UTF-8
+ *
+ * Returns: (transfer full): a string value, or NULL when @text is NULL, is not valid UTF-8, or
+ * memory runs out.
+ */
 kvd_value *kvd_value_new_string(const char *text);
-/** A string of `length` bytes, which may hold NUL bytes. */
+/**
+ * kvd_value_new_string_len:
+ * @text: (nullable): @length bytes of valid UTF-8, which may hold NUL bytes
+ * @length: the number of bytes
+ *
+ * Returns: (transfer full): a string value of @length bytes, or NULL when @text is not valid
+ * UTF-8, is NULL with @length not 0 (NULL with 0 is the empty string), or memory runs out.
+ */
 kvd_value *kvd_value_new_string_len(const char *text, size_t length);
+/**
+ * kvd_value_new_bool:
+ * @flag: the boolean
+ *
+ * Returns: (transfer full): a bool value, or NULL when out of memory.
+ */
 kvd_value *kvd_value_new_bool(bool flag);
+/**
+ * kvd_value_new_int:
+ * @number: a signed 64-bit integer
+ *
+ * Returns: (transfer full): an integer value, or NULL when out of memory.
+ */
 kvd_value *kvd_value_new_int(int64_t number);
+/**
+ * kvd_value_new_double:
+ * @number: a finite double
+ *
+ * Returns: (transfer full): a real value, or NULL when @number is NaN or infinite, or out of
+ * memory.
+ */
 kvd_value *kvd_value_new_double(double number);
+/**
+ * kvd_value_new_date:
+ * @unix_seconds: seconds since 1970-01-01T00:00:00Z (floor)
+ * @nanoseconds: 0 to 999999999, added to @unix_seconds
+ *
+ * Returns: (transfer full): a date value, or NULL when the instant is outside the years 0001 to
+ * 9999, @nanoseconds is outside 0..999999999, or memory runs out.
+ */
 kvd_value *kvd_value_new_date(int64_t unix_seconds, int32_t nanoseconds);
-/** `length` bytes copied from `bytes` (NULL is fine when `length` is 0). */
+/**
+ * kvd_value_new_data:
+ * @bytes: (nullable): @length bytes, copied; NULL is fine when @length is 0
+ * @length: the number of bytes
+ *
+ * Returns: (transfer full): a data value, or NULL when @bytes is NULL with @length not 0, or out
+ * of memory.
+ */
 kvd_value *kvd_value_new_data(const void *bytes, size_t length);
+/**
+ * kvd_value_new_array:
+ *
+ * Returns: (transfer full): an empty array (fill it with kvd_value_array_append), or NULL when
+ * out of memory.
+ */
 kvd_value *kvd_value_new_array(void);
+/**
+ * kvd_value_new_dict:
+ *
+ * Returns: (transfer full): an empty dictionary (fill it with kvd_value_dict_set), or NULL when
+ * out of memory.
+ */
 kvd_value *kvd_value_new_dict(void);
 
-/** Frees `value` and everything in it. NULL is fine. */
+/**
+ * kvd_value_free:
+ * @value: (nullable) (transfer full): a value the caller owns
+ *
+ * Frees @value and everything in it. NULL does nothing. Do not free a value a container or an
+ * event owns (kvd_value_array_get, kvd_value_dict_get, kvd_change.value).
+ */
 void kvd_value_free(kvd_value *value);
-/** A deep copy, or NULL when out of memory. */
+/**
+ * kvd_value_copy:
+ * @value: (nullable): any value
+ *
+ * Returns: (transfer full): a deep copy of @value, or NULL when @value is NULL or memory runs out.
+ */
 kvd_value *kvd_value_copy(const kvd_value *value);
-/** Whether `a` and `b` are the same value: same type and contents (dictionaries in any order;
- * doubles by bits, so 0.0 is not -0.0; dates by instant). */
+/**
+ * kvd_value_equal:
+ * @a: (nullable): a value
+ * @b: (nullable): a value
+ *
+ * Whether @a and @b are the same value: same type and contents (dictionaries in any order;
+ * doubles by bits, so 0.0 is not -0.0; dates by instant).
+ *
+ * Returns: true when they are equal; two NULLs are equal, NULL and a value are not.
+ */
 bool kvd_value_equal(const kvd_value *a, const kvd_value *b);
 
-/** The type of `value`, which must not be NULL. */
+/**
+ * kvd_value_type:
+ * @value: a value; must not be NULL (it is read without a check)
+ *
+ * Returns: the type of @value.
+ */
 kvd_type kvd_value_type(const kvd_value *value);
-/** A constant name of the type as `kvctl read-type` prints it ("string", "integer", "real", ...). */
+/**
+ * kvd_type_name:
+ * @type: a kvd_type
+ *
+ * Returns: a constant name of @type as `kvctl read-type` prints it ("string", "integer",
+ * "real", ...); "unknown" for a value that is no kvd_type; never NULL.
+ */
 const char *kvd_type_name(kvd_type type);
 
-/** Accessors. Each returns the contents if `value` has that type, else the zero/NULL given. */
-bool kvd_value_get_bool(const kvd_value *value);                  /**< else false */
-int64_t kvd_value_get_int(const kvd_value *value);                /**< else 0 */
-double kvd_value_get_double(const kvd_value *value);              /**< else 0.0 */
-/** The string (NUL-terminated; `*length`, if not NULL, gets its length, which counts NUL bytes
- * inside it), owned by the value; else NULL. */
+/* Accessors. Each returns the contents if the value has that type, else the zero or NULL given;
+ * a NULL value counts as a value of no type. */
+
+/**
+ * kvd_value_get_bool:
+ * @value: (nullable): a value
+ *
+ * Returns: the boolean if @value is a bool, else false (also for NULL).
+ */
+bool kvd_value_get_bool(const kvd_value *value);
+/**
+ * kvd_value_get_int:
+ * @value: (nullable): a value
+ *
+ * Returns: the integer if @value is an integer, else 0 (also for NULL).
+ */
+int64_t kvd_value_get_int(const kvd_value *value);
+/**
+ * kvd_value_get_double:
+ * @value: (nullable): a value
+ *
+ * Returns: the real if @value is a real, else 0.0 (also for NULL). An integer is not converted.
+ */
+double kvd_value_get_double(const kvd_value *value);
+/**
+ * kvd_value_get_string:
+ * @value: (nullable): a value
+ * @length: (out) (optional): the string's length in bytes, which counts NUL bytes inside it
+ *
+ * Returns: (transfer none): the string, NUL-terminated and owned by @value, if @value is a
+ * string; else NULL (also for NULL), and @length is left untouched.
+ */
 const char *kvd_value_get_string(const kvd_value *value, size_t *length);
-/** The bytes, owned by the value (NULL for no bytes), and their count in `*length`; else NULL, 0. */
+/**
+ * kvd_value_get_data:
+ * @value: (nullable): a value
+ * @length: (out) (optional): the number of bytes (0 when @value is not data)
+ *
+ * Returns: (transfer none): the bytes, owned by @value (NULL for no bytes), if @value is data;
+ * else NULL (also for NULL).
+ */
 const void *kvd_value_get_data(const kvd_value *value, size_t *length);
-/** The instant: whether `value` is a date; then `*unix_seconds` (floor) and `*nanoseconds`. A date
- * read from kvd with more than nine fraction digits is sent back with all of them. */
+/**
+ * kvd_value_get_date:
+ * @value: (nullable): a value
+ * @unix_seconds: (out) (optional): seconds since 1970 (floor)
+ * @nanoseconds: (out) (optional): 0 to 999999999
+ *
+ * The instant of a date. A date read from kvd with more than nine fraction digits is sent back
+ * with all of them.
+ *
+ * Returns: true if @value is a date (then the out parameters are set); false otherwise (also for
+ * NULL), and they are left untouched.
+ */
 bool kvd_value_get_date(const kvd_value *value, int64_t *unix_seconds, int32_t *nanoseconds);
 
-/** Arrays. `kvd_value_array_get` returns an element owned by the array (NULL out of range). */
+/**
+ * kvd_value_array_length:
+ * @array: (nullable): a value
+ *
+ * Returns: the number of elements if @array is an array, else 0 (also for NULL).
+ */
 size_t kvd_value_array_length(const kvd_value *array);
+/**
+ * kvd_value_array_get:
+ * @array: (nullable): a value
+ * @index: from 0
+ *
+ * Returns: (transfer none): the element at @index, owned by the array; NULL when @index is out
+ * of range or @array is not an array (or NULL).
+ */
 const kvd_value *kvd_value_array_get(const kvd_value *array, size_t index);
-/** Appends `element`, which the array takes (also on failure, when it is freed). False if `array`
- * is not an array, `element` is NULL, or out of memory. */
+/**
+ * kvd_value_array_append:
+ * @array: (nullable): an array
+ * @element: (nullable) (transfer full): the value to append; the array takes it, also on failure
+ *   (then it is freed)
+ *
+ * Returns: true when appended; false (and @element freed) when @array is not an array or is NULL,
+ * @element is NULL, or memory runs out.
+ */
 bool kvd_value_array_append(kvd_value *array, kvd_value *element);
 
-/** Dictionaries. Lookups are linear: for many keys, build your own index. */
+/* Dictionaries. Lookups are linear: for many keys, build your own index. */
+
+/**
+ * kvd_value_dict_length:
+ * @dict: (nullable): a value
+ *
+ * Returns: the number of keys if @dict is a dictionary, else 0 (also for NULL).
+ */
 size_t kvd_value_dict_length(const kvd_value *dict);
-/** The key at `index` (insertion order; NUL-terminated, `*length` counts NUL bytes inside) and its
- * value, both owned by the dictionary; NULL out of range. */
+/**
+ * kvd_value_dict_key_at:
+ * @dict: (nullable): a value
+ * @index: from 0, in insertion order
+ * @length: (out) (optional): the key's length in bytes, which counts NUL bytes inside it
+ *
+ * Returns: (transfer none): the key at @index, NUL-terminated and owned by the dictionary; NULL
+ * when @index is out of range or @dict is not a dictionary (or NULL).
+ */
 const char *kvd_value_dict_key_at(const kvd_value *dict, size_t index, size_t *length);
+/**
+ * kvd_value_dict_value_at:
+ * @dict: (nullable): a value
+ * @index: from 0, in insertion order
+ *
+ * Returns: (transfer none): the value of the key at @index, owned by the dictionary; NULL when
+ * @index is out of range or @dict is not a dictionary (or NULL).
+ */
 const kvd_value *kvd_value_dict_value_at(const kvd_value *dict, size_t index);
-/** The value under `key`, owned by the dictionary, or NULL. */
+/**
+ * kvd_value_dict_get:
+ * @dict: (nullable): a value
+ * @key: (nullable): a NUL-terminated key
+ *
+ * Returns: (transfer none): the value under @key, owned by the dictionary; NULL when there is
+ * none, or @dict is not a dictionary, or either argument is NULL.
+ */
 const kvd_value *kvd_value_dict_get(const kvd_value *dict, const char *key);
-/** Sets `key` (copied; valid UTF-8) to `element`, which the dictionary takes (also on failure),
- * replacing a value it had. False if `dict` is not a dictionary, `key` is not UTF-8, `element` is
- * NULL, or out of memory. */
+/**
+ * kvd_value_dict_set:
+ * @dict: (nullable): a dictionary
+ * @key: (nullable): a NUL-terminated key, valid UTF-8; copied
+ * @element: (nullable) (transfer full): its value; the dictionary takes it, also on failure (then
+ *   it is freed)
+ *
+ * Sets @key to @element, replacing (and freeing) a value the key had.
+ *
+ * Returns: true when set; false (and @element freed) when @dict is not a dictionary or is NULL,
+ * @key is NULL or not UTF-8, @element is NULL, or memory runs out.
+ */
 bool kvd_value_dict_set(kvd_value *dict, const char *key, kvd_value *element);
 
-/** The value's typed JSON (docs/reference/typed-json.md), compact, NUL-terminated, owned by
- * the caller (free()); `*length` (if not NULL) gets its length. NULL when out of memory or when the
- * value is deeper than KVD_VALUE_MAX_DEPTH. Reals always have a '.' or an exponent and read back
- * to the same bits; dates are written in UTC; dictionaries with a '$' key are wrapped in "$dict". */
+/**
+ * kvd_value_to_json:
+ * @value: (nullable): a value
+ * @length: (out) (optional): the text's length in bytes
+ *
+ * The value's typed JSON (docs/reference/typed-json.md), compact. Reals always have a '.' or an
+ * exponent and read back to the same bits; dates are written in UTC; dictionaries with a '$' key
+ * are wrapped in "$dict".
+ *
+ * Returns: (transfer full): the NUL-terminated text, owned by the caller (free()); NULL when
+ * @value is NULL, is deeper than KVD_VALUE_MAX_DEPTH, or memory runs out.
+ */
 char *kvd_value_to_json(const kvd_value *value, size_t *length);
-/** Reads typed JSON text (`length` bytes; need not be NUL-terminated) into `*value`, by the rules
- * kvd reads it with: strict JSON, valid UTF-8, no duplicate members, integers within 64 bits,
- * finite reals, no null, only the $date, $data and $dict objects, at most KVD_VALUE_MAX_DEPTH
- * levels. Fails with KVD_ERROR_INVALID_ARGUMENT and a message that says where. */
+/**
+ * kvd_value_from_json:
+ * @text: (nullable): @length bytes of JSON text; need not be NUL-terminated; NULL only with
+ *   @length 0 (then it is an empty text, and refused as such)
+ * @length: the number of bytes
+ * @value: (out) (optional) (transfer full): the value read, the caller's
+ * @error: (nullable): filled on failure
+ *
+ * Reads typed JSON by the rules kvd reads it with: strict JSON, valid UTF-8, no duplicate
+ * members, integers within 64 bits, finite reals, no null, only the $date, $data and $dict
+ * objects, at most KVD_VALUE_MAX_DEPTH levels.
+ *
+ * Returns: KVD_OK; KVD_ERROR_INVALID_ARGUMENT (a message that says where the text breaks a rule,
+ * or "text is NULL" for NULL with @length not 0); KVD_ERROR_NO_MEMORY.
+ */
 kvd_status kvd_value_from_json(const char *text, size_t length, kvd_value **value, kvd_error *error);
 
 /* ---------------------------------------------------------------------------------------- */
@@ -241,8 +463,13 @@ typedef struct kvd_connect_options {
 /** A connection to kvd. */
 typedef struct kvd_client kvd_client;
 
-/** Connects to kvd by the options (NULL: all defaults) and stores a new client in `*client`
- * (free with kvd_client_free). Checks the socket folder first (nothing is sent and nothing started
+/**
+ * kvd_connect:
+ * @options: (nullable): where to connect and how; NULL: all defaults
+ * @client: (out) (transfer full): the new client (free with kvd_client_free); must not be NULL
+ * @error: (nullable): filled on failure
+ *
+ * Connects to kvd by @options. Checks the socket folder first (nothing is sent and nothing started
  * when it may be another user's). When nothing listens on the socket (no file, or connection
  * refused) and autostart is on, starts the daemon as `kvd --socket PATH` in a new session, with
  * stdio on /dev/null and this process's environment less the service manager's variables
@@ -250,14 +477,28 @@ typedef struct kvd_client kvd_client;
  * never this process's child; then waits up to 5 s for it to accept. When a service manager owns
  * the socket (kvd.socket), connecting succeeds at once and nothing is started.
  * Blocks for at most about 5 s (autostart) plus the timeout.
- * Errors: KVD_ERROR_CANNOT_CONNECT (message names the socket and the system's reason),
- * KVD_ERROR_CANNOT_START, KVD_ERROR_UNSAFE_SOCKET_FOLDER, KVD_ERROR_TIMEOUT, KVD_ERROR_NO_MEMORY. */
+ *
+ * Returns: KVD_OK; KVD_ERROR_CANNOT_CONNECT (the message names the socket and the system's
+ * reason), KVD_ERROR_CANNOT_START, KVD_ERROR_UNSAFE_SOCKET_FOLDER, KVD_ERROR_TIMEOUT,
+ * KVD_ERROR_NO_MEMORY; KVD_ERROR_INVALID_ARGUMENT when @client is NULL.
+ */
 kvd_status kvd_connect(const kvd_connect_options *options, kvd_client **client, kvd_error *error);
 
-/** Closes the connection and frees the client. NULL is fine. No call may be running on it. */
+/**
+ * kvd_client_free:
+ * @client: (nullable) (transfer full): a client from kvd_connect
+ *
+ * Closes the connection and frees the client. NULL does nothing. No call may be running on it.
+ */
 void kvd_client_free(kvd_client *client);
 
-/** The socket path the client connects to, owned by the client. */
+/**
+ * kvd_client_socket_path:
+ * @client: a client; must not be NULL (it is read without a check)
+ *
+ * Returns: (transfer none): the socket path the client connects to, as kvd_connect resolved it,
+ * owned by the client.
+ */
 const char *kvd_client_socket_path(const kvd_client *client);
 
 /* ---------------------------------------------------------------------------------------- */
@@ -279,47 +520,132 @@ typedef struct kvd_change {
     kvd_source source;
 } kvd_change;
 
-/** Get: the value of `key` in `domain` as the layers combine, into `*value` (the caller's); the
- * revision at which the user's own value last changed into `*revision` (0 when the user has none);
- * where it comes from into `*source`. Any out parameter may be NULL.
- * Errors: KVD_ERROR_NOT_FOUND (no such key or domain), KVD_ERROR_INVALID_NAME,
- * KVD_ERROR_UNREADABLE_VALUE, and the connection's. */
+/* The calls of io.kvd.Defaults.
+ * Every call below takes a @client that must not be NULL (it is used without a check) and an
+ * @error that may be NULL; a NULL @domain (or a NULL @key where a key is needed) fails with
+ * KVD_ERROR_INVALID_ARGUMENT before anything is sent; a name that is not UTF-8 with
+ * KVD_ERROR_INVALID_NAME; other bad names are kvd's to refuse (KVD_ERROR_INVALID_NAME with kvd's
+ * reason). "The connection's" errors: KVD_ERROR_CANNOT_CONNECT, KVD_ERROR_CANNOT_START,
+ * KVD_ERROR_UNSAFE_SOCKET_FOLDER (reconnecting), KVD_ERROR_CONNECTION, KVD_ERROR_TIMEOUT,
+ * KVD_ERROR_PROTOCOL, KVD_ERROR_PERMISSION_DENIED, KVD_ERROR_REMOTE, KVD_ERROR_NO_MEMORY. */
+
+/**
+ * kvd_get:
+ * @client: a connected client
+ * @domain: the domain
+ * @key: the key
+ * @value: (out) (optional) (transfer full): its value as the layers combine, the caller's
+ * @revision: (out) (optional): the revision at which the user's own value last changed (0 when
+ *   the user has none)
+ * @source: (out) (optional): where the value comes from
+ * @error: (nullable): filled on failure
+ *
+ * io.kvd.Defaults.Get.
+ *
+ * Returns: KVD_OK; KVD_ERROR_NOT_FOUND (no such key or domain), KVD_ERROR_INVALID_NAME,
+ * KVD_ERROR_UNREADABLE_VALUE, KVD_ERROR_INVALID_ARGUMENT, and the connection's.
+ */
 kvd_status kvd_get(kvd_client *client, const char *domain, const char *key, kvd_value **value, int64_t *revision,
                    kvd_source *source, kvd_error *error);
 
-/** Set: stores `value` under `key`. With `if_revision` >= 0, only if the key last changed at that
- * revision (0: only if it is absent), else KVD_ERROR_REVISION_MISMATCH and nothing changes;
- * KVD_ANY_REVISION: unconditionally. `*revision` gets the commit's revision; the change is durable
- * when this returns. Errors: KVD_ERROR_INVALID_NAME, KVD_ERROR_INVALID_VALUE,
- * KVD_ERROR_REVISION_MISMATCH, KVD_ERROR_KEY_LOCKED, KVD_ERROR_TOO_LARGE (the call over
- * KVD_MESSAGE_LIMIT, not sent; or the domain after it too large: nothing changed),
- * KVD_ERROR_STORAGE_FAILURE, and the connection's. */
+/**
+ * kvd_set:
+ * @client: a connected client
+ * @domain: the domain
+ * @key: the key
+ * @value: the value to store; only read (NULL: KVD_ERROR_INVALID_ARGUMENT, nothing sent; to
+ *   remove a key use kvd_delete)
+ * @if_revision: >= 0: only if the key last changed at that revision (0: only if it is absent),
+ *   else KVD_ERROR_REVISION_MISMATCH and nothing changes; KVD_ANY_REVISION: unconditionally
+ * @revision: (out) (optional): the commit's revision
+ * @error: (nullable): filled on failure
+ *
+ * io.kvd.Defaults.Set: stores @value under @key; the change is durable when this returns.
+ *
+ * Returns: KVD_OK; KVD_ERROR_INVALID_NAME, KVD_ERROR_INVALID_VALUE (also a value deeper than
+ * KVD_VALUE_MAX_DEPTH, not sent), KVD_ERROR_REVISION_MISMATCH, KVD_ERROR_KEY_LOCKED,
+ * KVD_ERROR_TOO_LARGE (the call over KVD_MESSAGE_LIMIT, not sent; or the domain after it too
+ * large: nothing changed), KVD_ERROR_STORAGE_FAILURE, KVD_ERROR_INVALID_ARGUMENT, and the
+ * connection's.
+ */
 kvd_status kvd_set(kvd_client *client, const char *domain, const char *key, const kvd_value *value, int64_t if_revision,
                    int64_t *revision, kvd_error *error);
 
-/** Apply: commits all `count` changes to `domain` atomically (all or none); a change whose value
- * is NULL removes its key. With `if_revision` >= 0, only if the domain last changed then.
- * `*revision` gets the commit's revision, durable when this returns. Errors: as kvd_set. */
+/**
+ * kvd_apply:
+ * @client: a connected client
+ * @domain: the domain
+ * @changes: (array length=count) (nullable): the changes; a change whose value is NULL removes its
+ *   key (its `source` is ignored); NULL only with @count 0 (else KVD_ERROR_INVALID_ARGUMENT); a
+ *   change whose key is NULL: KVD_ERROR_INVALID_ARGUMENT, nothing sent
+ * @count: the number of changes
+ * @if_revision: >= 0: only if the domain last changed at that revision; KVD_ANY_REVISION:
+ *   unconditionally
+ * @revision: (out) (optional): the commit's revision
+ * @error: (nullable): filled on failure
+ *
+ * io.kvd.Defaults.Apply: commits all @count changes to @domain atomically (all or none), durable
+ * when this returns.
+ *
+ * Returns: as kvd_set.
+ */
 kvd_status kvd_apply(kvd_client *client, const char *domain, const kvd_change *changes, size_t count, int64_t if_revision,
                      int64_t *revision, kvd_error *error);
 
-/** Delete: removes `key` from `domain`, or with `key` NULL the whole domain. `*revision` gets the
- * commit's revision. Errors: KVD_ERROR_NOT_FOUND, KVD_ERROR_INVALID_NAME, KVD_ERROR_KEY_LOCKED,
- * KVD_ERROR_STORAGE_FAILURE, and the connection's. */
+/**
+ * kvd_delete:
+ * @client: a connected client
+ * @domain: the domain
+ * @key: (nullable): the key to remove; NULL removes the whole domain
+ * @revision: (out) (optional): the commit's revision
+ * @error: (nullable): filled on failure
+ *
+ * io.kvd.Defaults.Delete, durable when this returns.
+ *
+ * Returns: KVD_OK; KVD_ERROR_NOT_FOUND, KVD_ERROR_INVALID_NAME, KVD_ERROR_KEY_LOCKED,
+ * KVD_ERROR_STORAGE_FAILURE, KVD_ERROR_INVALID_ARGUMENT, and the connection's.
+ */
 kvd_status kvd_delete(kvd_client *client, const char *domain, const char *key, int64_t *revision, kvd_error *error);
 
-/** List: every value of `domain` as the layers combine, as one dictionary in `*values` (the
- * caller's; empty for a domain with no keys); the revision at which the domain last changed in
- * `*revision`; and, if `sources` is not NULL, a dictionary in `*sources` of the keys whose value
- * is not the user's own, each with the string "system" or "locked", and of the keys locked
- * without a value (not in `*values`), with "locked". */
+/**
+ * kvd_list:
+ * @client: a connected client
+ * @domain: the domain
+ * @values: (out) (optional) (transfer full): every value of @domain as the layers combine, as one
+ *   dictionary (empty for a domain with no keys)
+ * @revision: (out) (optional): the revision at which the domain last changed
+ * @sources: (out) (optional) (transfer full): a dictionary of the keys whose value is not the
+ *   user's own, each with the string "system" or "locked", and of the keys locked without a value
+ *   (not in @values), with "locked"
+ * @error: (nullable): filled on failure
+ *
+ * io.kvd.Defaults.List.
+ *
+ * Returns: KVD_OK; KVD_ERROR_INVALID_NAME, KVD_ERROR_UNREADABLE_VALUE, KVD_ERROR_INVALID_ARGUMENT,
+ * and the connection's.
+ */
 kvd_status kvd_list(kvd_client *client, const char *domain, kvd_value **values, int64_t *revision, kvd_value **sources,
                     kvd_error *error);
 
-/** Domains: the names of all domains, as a NULL-terminated array in `*domains` (free with
- * kvd_strv_free), their count in `*count`. */
+/**
+ * kvd_domains:
+ * @client: a connected client
+ * @domains: (out) (optional) (transfer full): the names of all domains, a NULL-terminated array
+ *   (free with kvd_strv_free)
+ * @count: (out) (optional): their number
+ * @error: (nullable): filled on failure
+ *
+ * io.kvd.Defaults.Domains.
+ *
+ * Returns: KVD_OK, or the connection's errors.
+ */
 kvd_status kvd_domains(kvd_client *client, char ***domains, size_t *count, kvd_error *error);
-/** Frees an array from kvd_domains. NULL is fine. */
+/**
+ * kvd_strv_free:
+ * @strings: (nullable) (transfer full): an array from kvd_domains
+ *
+ * Frees the array and its strings. NULL does nothing.
+ */
 void kvd_strv_free(char **strings);
 
 /* ---------------------------------------------------------------------------------------- */
@@ -342,31 +668,69 @@ typedef void (*kvd_watch_callback)(const kvd_watch_event *event, void *user_data
 /** A watch: its own connection to kvd, streaming the changes of a domain or key. */
 typedef struct kvd_watch kvd_watch;
 
-/** Watches `key` of `domain` (all keys with `key` NULL) on a new connection made like `client`'s
- * (same socket, autostart and timeout; `client` is not used after this returns). Blocks until kvd's
- * first reply, and calls `callback` with it (initial: true, the current values) before returning
- * the watch in `*watch` (free with kvd_watch_free). Later events arrive on kvd_watch_fd: when poll
- * says it is readable, call kvd_watch_dispatch. A watch keeps kvd from exiting on idle.
- * Errors: KVD_ERROR_INVALID_NAME, and the connection's. */
+/**
+ * kvd_watch_new:
+ * @client: a client whose socket, autostart and timeout the watch's own connection takes (@client
+ *   is not used after this returns)
+ * @domain: the domain
+ * @key: (nullable): the key; NULL: all keys of @domain
+ * @callback: called once per event, here with the first (initial: true, the current values)
+ * @user_data: (closure): passed to @callback
+ * @watch: (out) (transfer full): the watch (free with kvd_watch_free)
+ * @error: (nullable): filled on failure
+ *
+ * io.kvd.Defaults.Watch on a new connection. Blocks until kvd's first reply, and calls @callback
+ * with it before returning. Later events arrive on kvd_watch_fd: when poll says it is readable,
+ * call kvd_watch_dispatch. A watch keeps kvd from exiting on idle.
+ *
+ * Returns: KVD_OK; KVD_ERROR_INVALID_NAME; KVD_ERROR_INVALID_ARGUMENT when @domain, @client,
+ * @callback or @watch is NULL; and the connection's.
+ */
 kvd_status kvd_watch_new(kvd_client *client, const char *domain, const char *key, kvd_watch_callback callback,
                          void *user_data, kvd_watch **watch, kvd_error *error);
 
-/** The watch's descriptor, non-blocking, owned by the watch: poll it for POLLIN (or add it to a
- * main loop, e.g. g_unix_fd_add). */
+/**
+ * kvd_watch_fd:
+ * @watch: a watch; must not be NULL (it is read without a check)
+ *
+ * Returns: the watch's descriptor, non-blocking, owned by the watch: poll it for POLLIN (or add it
+ * to a main loop, e.g. g_unix_fd_add).
+ */
 int kvd_watch_fd(const kvd_watch *watch);
 
-/** Reads what has arrived, without blocking, and calls the callback once per complete event, in
- * order. Returns KVD_OK (also when nothing had arrived), or KVD_ERROR_CONNECTION when kvd closed
- * the connection or ended the watch, KVD_ERROR_PROTOCOL, or an error kvd replied with: then the
- * watch is over (free it and make a new one); events before the failure were delivered. */
+/**
+ * kvd_watch_dispatch:
+ * @watch: a watch; must not be NULL
+ * @error: (nullable): filled on failure
+ *
+ * Reads what has arrived, without blocking, and calls the callback once per complete event, in
+ * order.
+ *
+ * Returns: KVD_OK (also when nothing had arrived); KVD_ERROR_CONNECTION when kvd closed the
+ * connection or ended the watch, KVD_ERROR_PROTOCOL, or an error kvd replied with: then the watch
+ * is over (free it and make a new one); events before the failure were delivered.
+ */
 kvd_status kvd_watch_dispatch(kvd_watch *watch, kvd_error *error);
 
-/** Waits up to `timeout_ms` (negative: without limit) for the descriptor to be readable, then
- * dispatches what arrived; for programs without a main loop. Returns as kvd_watch_dispatch; a
- * wait that ends with nothing is KVD_OK. */
+/**
+ * kvd_watch_wait:
+ * @watch: a watch; must not be NULL
+ * @timeout_ms: the longest wait in milliseconds; negative: without limit
+ * @error: (nullable): filled on failure
+ *
+ * Waits for the descriptor to be readable, then dispatches what arrived; for programs without a
+ * main loop.
+ *
+ * Returns: as kvd_watch_dispatch; a wait that ends with nothing is KVD_OK.
+ */
 kvd_status kvd_watch_wait(kvd_watch *watch, int timeout_ms, kvd_error *error);
 
-/** Closes the watch's connection and frees it. NULL is fine. */
+/**
+ * kvd_watch_free:
+ * @watch: (nullable) (transfer full): a watch
+ *
+ * Closes the watch's connection and frees it. NULL does nothing. Not from inside its callback.
+ */
 void kvd_watch_free(kvd_watch *watch);
 
 #ifdef __cplusplus
