@@ -50,7 +50,8 @@ MESON_INSTALL = $(MESON) install -C $(CLIB_BUILD) --no-rebuild --quiet $(if $(DE
 .PHONY: libkvd libkvd-test libkvd-install libkvd-uninstall giokvd giokvd-test giokvd-glib-suite
 .PHONY: giokvd-install giokvd-uninstall clib-configure abi-check abi-baseline contract-c
 
-# Configured once; reconfigured when an option changes (so that `make install PREFIX=...` never
+# Configured once; reconfigured when a meson.build changes (meson compile checks its targets'
+# names before ninja would regenerate) or an option changes (so that `make install PREFIX=...` never
 # installs what was built for another PREFIX: the daemon path and kvd.pc are built in).
 clib-configure:
 	@mkdir -p $(CLIB_BUILD)
@@ -58,11 +59,14 @@ clib-configure:
 	@if [ ! -f $(CLIB_BUILD)/build.ninja ]; then \
 	  $(MESON) setup $(CLIB_BUILD) clib $(CLIB_OPTIONS) >/dev/null || exit 1; \
 	elif ! cmp -s $(CLIB_STAMP).new $(CLIB_STAMP); then \
-	  $(MESON) configure $(CLIB_BUILD) $(CLIB_OPTIONS) >/dev/null || exit 1; fi
+	  $(MESON) configure $(CLIB_BUILD) $(CLIB_OPTIONS) >/dev/null || exit 1; \
+	elif [ -n "$$(find clib -name meson.build -newer $(CLIB_BUILD)/build.ninja -o -name meson_options.txt -newer $(CLIB_BUILD)/build.ninja)" ]; then \
+	  $(MESON) setup --reconfigure $(CLIB_BUILD) clib >/dev/null || exit 1; fi
 	@mv $(CLIB_STAMP).new $(CLIB_STAMP)
 
 libkvd: clib-configure
-	$(MESON) compile -C $(CLIB_BUILD) libkvd/kvd:shared_library libkvd/kvd:static_library libkvd/tests/test_libkvd
+	$(MESON) compile -C $(CLIB_BUILD) libkvd/kvd:shared_library libkvd/kvd:static_library libkvd/tests/test_libkvd \
+	  libkvd/tests/contract_cases
 	cp -P $(CLIB_BUILD)/libkvd/$(LIBKVD_FILE) $(CLIB_BUILD)/libkvd/$(LIBKVD_SONAME) $(CLIB_BUILD)/libkvd/libkvd.so \
 	  $(CLIB_BUILD)/libkvd/kvd.pc $(CLIB_BUILD)/libkvd/tests/test_libkvd $(LIBKVD_OUT)/
 	@# meson's libkvd.a in its folder is a thin archive (names its objects): a real one here
@@ -79,6 +83,7 @@ libkvd-test: libkvd
 	$(SWIFT) build --product kvd
 	$(SWIFT) build --product kvctl
 	clib/libkvd/tests/run.sh "$(LIBKVD_OUT)/test_libkvd" "$$($(SWIFT) build --show-bin-path)"
+	$(MAKE) contract-c
 
 ## The contract cases of Tests/Contract/ on libkvd's rules (the Swift side: ContractCaseTests).
 contract-c: libkvd
