@@ -4,7 +4,7 @@
  * The Swift side runs the same files (Tests/KVClientTests/ContractCaseTests.swift).
  *
  * Usage: contract_cases DIR   (make contract-c; make libkvd-test runs it)
- * A case marked known_difference with side "c" must give its `got` here (the difference is
+ * A case marked known_difference with side "c" must give what the marker says here (the difference is
  * pinned: when libkvd changes, the case must be looked at again). Prints each failure and exits 1
  * if any. Reads the case files with libkvd's own JSON reader, so it links libkvd.a. */
 #include <errno.h>
@@ -29,15 +29,20 @@ static int64_t integer(const json_node *object, const char *member, int64_t othe
     return n && n->type == JSON_INT ? n->u.integer : otherwise;
 }
 
-/* What this side must give: the case's expectation, or the `got` of a known difference on C. */
+/* What this side must give for `member`: the case's, or what a known difference on C says. */
 static const char *expected(const json_node *c, const char *member) {
     const json_node *difference = kvdi_json_get(c, "known_difference");
     const char *side = str(difference, "side");
-    if (difference && side && !strcmp(side, "c")) {
-        known++;
-        return str(difference, "got");
-    }
+    if (side && !strcmp(side, "c") && str(difference, member)) return str(difference, member);
     return str(c, member);
+}
+
+/* Counts the known differences on C of a file's cases (printed at the end). */
+static void count_known(const json_node *cases) {
+    for (size_t i = 0; cases && i < cases->u.array.count; i++) {
+        const char *side = str(kvdi_json_get(cases->u.array.items[i], "known_difference"), "side");
+        if (side && !strcmp(side, "c")) known++;
+    }
 }
 
 static void verdict(const char *file, const char *name, const char *want, const char *got) {
@@ -138,7 +143,7 @@ static void typed_json_cases(const char *file, const json_node *root) {
         kvd_status status = kvd_value_from_json(text.data, text.len, &value, &error);
         const char *want = expected(c, "expect");
         verdict(file, str(c, "name"), want, status == KVD_OK ? "ok" : "invalid");
-        const char *written = str(c, "written");
+        const char *written = expected(c, "written");
         if (status == KVD_OK && written && want && !strcmp(want, "ok")) {
             char *out = kvd_value_to_json(value, NULL);
             char label[160];
@@ -219,6 +224,7 @@ int main(int argc, char **argv) {
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, files[i].file);
         json_node *root = read_cases(path);
+        count_known(kvdi_json_get(root, "cases"));
         files[i].run(files[i].file, root);
         kvdi_json_free(root);
     }
