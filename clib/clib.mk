@@ -57,11 +57,11 @@ clib-configure:
 	@mkdir -p $(CLIB_BUILD)
 	@echo '$(CLIB_OPTIONS)' > $(CLIB_STAMP).new
 	@if [ ! -f $(CLIB_BUILD)/build.ninja ]; then \
-	  $(MESON) setup $(CLIB_BUILD) clib $(CLIB_OPTIONS) >/dev/null || exit 1; \
+	  $(MESON) setup $(CLIB_BUILD) clib $(CLIB_OPTIONS) >$(CLIB_BUILD)/setup.log 2>&1 || { cat $(CLIB_BUILD)/setup.log; exit 1; }; \
 	elif ! cmp -s $(CLIB_STAMP).new $(CLIB_STAMP); then \
-	  $(MESON) configure $(CLIB_BUILD) $(CLIB_OPTIONS) >/dev/null || exit 1; \
+	  $(MESON) configure $(CLIB_BUILD) $(CLIB_OPTIONS) >$(CLIB_BUILD)/setup.log 2>&1 || { cat $(CLIB_BUILD)/setup.log; exit 1; }; \
 	elif [ -n "$$(find clib -name meson.build -newer $(CLIB_BUILD)/build.ninja -o -name meson_options.txt -newer $(CLIB_BUILD)/build.ninja)" ]; then \
-	  $(MESON) setup --reconfigure $(CLIB_BUILD) clib >/dev/null || exit 1; fi
+	  $(MESON) setup --reconfigure $(CLIB_BUILD) clib >$(CLIB_BUILD)/setup.log 2>&1 || { cat $(CLIB_BUILD)/setup.log; exit 1; }; fi
 	@mv $(CLIB_STAMP).new $(CLIB_STAMP)
 
 libkvd: clib-configure
