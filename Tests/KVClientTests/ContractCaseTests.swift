@@ -112,6 +112,9 @@ import Testing
         for item in try Self.cases("typed-json.json") {
             let name = Self.text(item, "name") ?? "?"
             var text = Self.text(item, "json") ?? ""
+            if let bytes = Self.number(item, "string_bytes") {
+                text = "\"" + String(repeating: "a", count: Int(bytes)) + "\""
+            }
             if let nest = Self.number(item, "nest") {
                 let open = Self.text(item, "open") ?? ""
                 let close = Self.text(item, "close") ?? ""

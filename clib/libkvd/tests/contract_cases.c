@@ -132,7 +132,12 @@ static void typed_json_cases(const char *file, const json_node *root) {
         const json_node *c = cases->u.array.items[i];
         json_buffer text = {0};
         if (str(c, "json")) kvdi_buffer_append_str(&text, str(c, "json"));
-        else {
+        else if (kvdi_json_get(c, "string_bytes")) {
+            int64_t bytes = integer(c, "string_bytes", 0);
+            kvdi_buffer_append_byte(&text, '"');
+            for (int64_t n = 0; n < bytes; n++) kvdi_buffer_append_byte(&text, 'a');
+            kvdi_buffer_append_byte(&text, '"');
+        } else {
             int64_t nest = integer(c, "nest", 0);
             for (int64_t n = 0; n < nest; n++) kvdi_buffer_append_str(&text, str(c, "open"));
             kvdi_buffer_append_str(&text, str(c, "inner"));
