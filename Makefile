@@ -101,6 +101,7 @@ test: check
 	SWIFT=$(SWIFT) scripts/check-consumer.sh  # an app taking KVClient by .upToNextMinor(from: VERSION), as README.md recommends, builds in debug and release and runs against kvd
 	$(PYTHON) Tests/Python/test_varlink.py "$$($(SWIFT) build --show-bin-path)"
 	$(MAKE) libkvd-test  # the C client library against the real kvd and kvctl, natively and under valgrind
+	$(MAKE) abi-check  # libkvd.so's ABI against clib/libkvd/abi/libkvd.abi (abidiff)
 	$(MAKE) giokvd-test  # the GSettings backend: the gsettings CLI and PyGObject on a real kvd
 	$(MAKE) giokvd-glib-suite  # GLib's own gio/tests/gsettings.c on kvd (apt-get source glib2.0, cached in .build)
 	$(MAKE) fuzz-smoke
@@ -205,7 +206,6 @@ uninstall:
 clean:
 	rm -rf .build
 
-## libkvd, the C client library (clib/): make libkvd, libkvd-test, libkvd-install.
-include clib/libkvd.mk
-## libgiokvd.so, the GSettings backend (clib/gio/): make giokvd, giokvd-test, giokvd-install.
-include clib/gio/giokvd.mk
+## clib/ with meson: libkvd (make libkvd, libkvd-test, libkvd-install), the GSettings backend
+## (make giokvd, giokvd-test, giokvd-glib-suite, giokvd-install), make abi-check, abi-baseline.
+include clib/clib.mk

@@ -36,5 +36,5 @@ target plist KVCtlPlist fuzz/FuzzPlist.swift Sources/kvctl-plist/PlistRefusal.sw
 # libkvd's JSON reader and writer (C), with the toolchain's clang and its libFuzzer.
 echo "fuzz: target libkvd-json"
 ${CLANG:-$(dirname "$(command -v "$SWIFTC")")/clang} -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fuse-ld=lld -O1 -g -D_GNU_SOURCE \
-    -DKVD_DAEMON_PATH='"kvd"' -Iclib/include -Iclib/src -o "$OUT/bin/libkvd-json" clib/fuzz/fuzz_json.c \
-    clib/src/json.c clib/src/value.c clib/src/encoding.c clib/src/error.c
+    -DKVD_DAEMON_PATH='"kvd"' -Iclib/libkvd/include -Iclib/libkvd -o "$OUT/bin/libkvd-json" clib/fuzz/fuzz_json.c \
+    clib/libkvd/json.c clib/libkvd/value.c clib/libkvd/encoding.c clib/libkvd/error.c

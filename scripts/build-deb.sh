@@ -48,11 +48,11 @@ make -s -C "$root" libkvd giokvd PREFIX=/usr BINDIR=/usr/bin LIBDIR="$libdir" IN
   LIBKVD_CFLAGS="$(dpkg-buildflags --get CFLAGS) $(dpkg-buildflags --get CPPFLAGS)" \
   LIBKVD_LDFLAGS="$(dpkg-buildflags --get LDFLAGS) -Wl,-z,now" >/dev/null
 install -d -m 0755 "$stage$libdir/pkgconfig" "$stage/usr/include" "$stage$giomoduledir"
-libkvd=libkvd.so.$upstream_version  # the file libkvd.mk builds: named for the sources' version
+libkvd=libkvd.so.$upstream_version  # the file make libkvd builds: named for the sources' version
 install -m 0644 "$clib/$libkvd" "$stage$libdir/$libkvd"
 ln -s "$libkvd" "$stage$libdir/libkvd.so.0"
 ln -s libkvd.so.0 "$stage$libdir/libkvd.so"
-install -m 0644 clib/include/kvd.h "$stage/usr/include/kvd.h"
+install -m 0644 clib/libkvd/include/kvd.h "$stage/usr/include/kvd.h"
 install -m 0644 "$clib/kvd.pc" "$stage$libdir/pkgconfig/kvd.pc"
 install -m 0644 "$clib/gio/libgiokvd.so" "$stage$giomoduledir/libgiokvd.so"
 install -m 0755 "$clib/gio/kvd-dconf-import" "$stage/usr/bin/kvd-dconf-import"

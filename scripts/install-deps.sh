@@ -2,7 +2,7 @@
 # Installs what building and testing kvd needs and this machine lacks: libsystemd-dev (the
 # daemon links libsystemd), libcurl4-openssl-dev (the etcd client links libcurl), systemd's
 # tools (systemd-socket-activate, systemd-analyze), mandoc (the man pages' lint), zsh and fish
-# (the completion tests), gcc and valgrind (libkvd's build and test), the Python varlink client (an independent
+# (the completion tests), gcc, meson, ninja, valgrind and abigail-tools (libkvd's build, test and ABI check), the Python varlink client (an independent
 # check of the protocol), and etcd (server and etcdctl: the fleet's tests start their own
 # members on high ports). Quiet when all is there.
 set -euo pipefail
@@ -22,6 +22,9 @@ command -v fish >/dev/null || need+=(fish)
 command -v setfacl >/dev/null || need+=(acl)  # the drop-in tests give a folder an access control list
 command -v cc >/dev/null || need+=(gcc)              # libkvd, the C client library (clib/)
 command -v valgrind >/dev/null || need+=(valgrind)  # make libkvd-test runs its test under valgrind
+command -v meson >/dev/null || need+=(meson)         # clib/ builds with meson (clib/meson.build)
+command -v ninja >/dev/null || need+=(ninja-build)   # and ninja
+command -v abidiff >/dev/null && command -v abidw >/dev/null || need+=(abigail-tools)  # make abi-check (libkvd's ABI)
 pkg-config --exists gio-2.0 gio-unix-2.0 2>/dev/null || need+=(libglib2.0-dev)  # libgiokvd.so, the GSettings backend (clib/gio/)
 command -v gsettings >/dev/null && command -v gio-querymodules >/dev/null && command -v glib-compile-schemas >/dev/null || need+=(libglib2.0-bin)  # its tests, make install
 /usr/bin/python3 -c 'import gi' 2>/dev/null || need+=(python3-gi)  # its PyGObject test

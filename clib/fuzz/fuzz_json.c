@@ -1,5 +1,5 @@
 /* fuzz_json.c — libFuzzer target libkvd-json: libkvd's JSON reader and writer and its typed
- * values (clib/src/json.c, value.c, encoding.c), built by `make libkvd-fuzz-build` with clang's
+ * values (clib/libkvd/json.c, value.c, encoding.c), built by `make libkvd-fuzz-build` with clang's
  * -fsanitize=fuzzer,address,undefined and run by fuzz/run.sh.
  *
  * Invariants, on any input: no crash, leak or undefined behaviour; a text read as a typed value
@@ -48,24 +48,24 @@ static void typed(const uint8_t *data, size_t size) {
 static void plain(const uint8_t *data, size_t size) {
     json_node *node;
     char message[256];
-    if (json_parse((const char *)data, size, KVD_MESSAGE_DEPTH, &node, message, sizeof message)) return;
+    if (kvdi_json_parse((const char *)data, size, KVD_MESSAGE_DEPTH, &node, message, sizeof message)) return;
     json_buffer first = {0}, second = {0};
-    buffer_append_json(&first, node);
+    kvdi_buffer_append_json(&first, node);
     json_node *again;
-    if (json_parse(first.data, first.len, KVD_MESSAGE_DEPTH, &again, message, sizeof message)) broken("written JSON does not parse", data, size);
-    buffer_append_json(&second, again);
+    if (kvdi_json_parse(first.data, first.len, KVD_MESSAGE_DEPTH, &again, message, sizeof message)) broken("written JSON does not parse", data, size);
+    kvdi_buffer_append_json(&second, again);
     if (first.len != second.len || memcmp(first.data, second.data, first.len)) broken("plain JSON written again differs", data, size);
-    const json_node *name = json_get(node, "error");
+    const json_node *name = kvdi_json_get(node, "error");
     if (name && name->type == JSON_STRING) {
         kvd_error error = KVD_ERROR_INIT;
-        const json_node *parameters = json_get(node, "parameters");
-        if (set_reply_error(&error, name->u.string.bytes, parameters && parameters->type == JSON_OBJECT ? parameters : NULL) == KVD_OK ||
+        const json_node *parameters = kvdi_json_get(node, "parameters");
+        if (kvdi_set_reply_error(&error, name->u.string.bytes, parameters && parameters->type == JSON_OBJECT ? parameters : NULL) == KVD_OK ||
             !error.message)
             broken("an error reply without a status or message", data, size);
         kvd_error_clear(&error);
     }
-    json_free(again);
-    json_free(node);
+    kvdi_json_free(again);
+    kvdi_json_free(node);
     free(first.data);
     free(second.data);
 }

@@ -1,0 +1,681 @@
+/* test_libkvd.c — libkvd end to end, against a real kvd and the real kvctl (clib/libkvd/tests/run.sh
+ * starts them). Every call of kvd.h is exercised; values of every type must round-trip exactly
+ * with what kvctl writes and reads.
+ *
+ * Environment: KVD_SOCKET (the kvd run.sh started), KVD_BIN (kvd), KVCTL_BIN (kvctl),
+ * LIBKVD_TEST_DIR (a private temp folder). `test_libkvd --unsafe-folder` runs only the check of
+ * /tmp/kvd-<uid> (run.sh runs it as another user). LIBKVD_TEST_SMALL=1 leaves out the 16 MiB
+ * values (the valgrind run). */
+#include <errno.h>
+#include <locale.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kvd.h"
+
+static int failures;
+static const char *kvctl_bin, *kvd_bin, *test_dir;
+
+#define CHECK(condition, ...)                                                                                                            \
+    do {                                                                                                                                 \
+        if (!(condition)) {                                                                                                              \
+            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #condition);                                              \
+            fprintf(stderr, __VA_ARGS__);                                                                                                \
+            fprintf(stderr, "\n");                                                                                                       \
+            failures++;                                                                                                                  \
+        }                                                                                                                                \
+    } while (0)
+
+#define CHECK_OK(call, error)                                                                                                            \
+    do {                                                                                                                                 \
+        kvd_status status_ = (call);                                                                                                     \
+        CHECK(status_ == KVD_OK, "%s: %s", kvd_status_name(status_), (error)->message ? (error)->message : "");                         \
+        kvd_error_clear(error);                                                                                                          \
+    } while (0)
+
+static char *must_json(const kvd_value *value) {
+    char *text = kvd_value_to_json(value, NULL);
+    return text ? text : strdup("(unwritable)");
+}
+
+static kvd_value *parse(const char *json) {
+    kvd_value *value = NULL;
+    kvd_error error = KVD_ERROR_INIT;
+    if (kvd_value_from_json(json, strlen(json), &value, &error) != KVD_OK) {
+        fprintf(stderr, "cannot read %s: %s\n", json, error.message);
+        exit(2);
+    }
+    return value;
+}
+
+/* Runs kvctl with `arguments` (NULL-terminated), returns its stdout (the caller frees) and exit
+ * status in `*status`. */
+static char *kvctl(int *status, const char *const *arguments) {
+    int out[2];
+    if (pipe(out) != 0) return NULL;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(out[1], 1);
+        close(out[0]);
+        close(out[1]);
+        const char *argv[16] = {kvctl_bin};
+        for (int i = 0; arguments[i] && i < 14; i++) argv[i + 1] = arguments[i];
+        execv(kvctl_bin, (char *const *)argv);
+        _exit(127);
+    }
+    close(out[1]);
+    size_t len = 0, cap = 1 << 16;
+    char *text = malloc(cap);
+    ssize_t n;
+    while ((n = read(out[0], text + len, cap - len - 1)) > 0) {
+        len += (size_t)n;
+        if (cap - len < 2) text = realloc(text, cap *= 2);
+    }
+    text[len] = '\0';
+    close(out[0]);
+    int wait_status = 0;
+    waitpid(pid, &wait_status, 0);
+    *status = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 128;
+    return text;
+}
+
+static kvd_client *connect_default(void) {
+    kvd_client *client = NULL;
+    kvd_error error = KVD_ERROR_INIT;
+    if (kvd_connect(NULL, &client, &error) != KVD_OK) {
+        fprintf(stderr, "cannot connect: %s\n", error.message);
+        exit(2);
+    }
+    return client;
+}
+
+/* ---- values alone ---- */
+
+static void values_are_built_read_and_refused_locally(void) {
+    kvd_value *v = kvd_value_new_double(1.0);
+    char *text = must_json(v);
+    CHECK(!strcmp(text, "1.0"), "1.0 is written %s", text);
+    free(text);
+    kvd_value_free(v);
+    CHECK(kvd_value_new_double(0.0 / 0.0) == NULL, "NaN is refused");
+    CHECK(kvd_value_new_string("\xff") == NULL, "invalid UTF-8 is refused");
+    CHECK(kvd_value_new_date(253402300800LL, 0) == NULL, "the year 10000 is refused");
+    kvd_value *dict = kvd_value_new_dict();
+    CHECK(kvd_value_dict_set(dict, "$x", kvd_value_new_int(1)), "dict_set");
+    CHECK(kvd_value_dict_set(dict, "$x", kvd_value_new_int(2)), "dict_set replaces");
+    text = must_json(dict);
+    CHECK(!strcmp(text, "{\"$dict\":{\"$x\":2}}"), "a '$' key is wrapped: %s", text);
+    free(text);
+    kvd_value_free(dict);
+    static const char *const refused[] = {"null", "{\"a\":1,\"a\":2}", "9223372036854775808", "1e999", "{\"$date\":\"yesterday\"}",
+                                          "{\"$data\":\"A\"}", "{\"$x\":1}", "[1,]", "\"\\ud800\"", "\"a\" x", "{\"$date\":1}"};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        kvd_value *out = NULL;
+        kvd_error error = KVD_ERROR_INIT;
+        kvd_status status = kvd_value_from_json(refused[i], strlen(refused[i]), &out, &error);
+        CHECK(status == KVD_ERROR_INVALID_ARGUMENT && error.message, "%s is refused (%s)", refused[i], kvd_status_name(status));
+        kvd_error_clear(&error);
+    }
+    /* 512 levels are a value, 513 are not */
+    char deep[1100];
+    for (int levels = 512; levels <= 513; levels++) {
+        memset(deep, '[', levels);
+        memset(deep + levels, ']', levels);
+        kvd_value *out = NULL;
+        kvd_error error = KVD_ERROR_INIT;
+        kvd_status status = kvd_value_from_json(deep, 2 * (size_t)levels, &out, &error);
+        CHECK((status == KVD_OK) == (levels == 512), "%d levels: %s", levels, error.message ? error.message : "ok");
+        kvd_value_free(out);
+        kvd_error_clear(&error);
+    }
+    if (setlocale(LC_ALL, "de_DE.UTF-8") || setlocale(LC_ALL, "fr_FR.UTF-8")) {
+        kvd_value *real = parse("2.5");
+        text = must_json(real);
+        CHECK(!strcmp(text, "2.5"), "a decimal comma locale still writes %s", text);
+        free(text);
+        kvd_value_free(real);
+        setlocale(LC_ALL, "C");
+    }
+}
+
+/* ---- every type, both ways, with kvctl ---- */
+
+static const char *const samples[] = {
+    "\"plain\"", "\"\"", "\"quote \\\" backslash \\\\ newline \\n tab \\t é 😀 \\u0001\"", "true", "false", "0", "42",
+    "-9223372036854775808", "9223372036854775807", "1.0", "0.1", "-2.5e-300", "1.7976931348623157e+308", "-0.0",
+    "{\"$date\":\"2026-11-29T17:00:00.250Z\"}", "{\"$date\":\"0001-01-01T00:00:00.000Z\"}", "{\"$data\":\"AAECAwT/\"}",
+    "{\"$data\":\"\"}", "{\"$date\":\"2026-11-29T19:00:00.250+02:00\"}", "{\"$date\":\"2026-11-29T17:00:00.1234567Z\"}",
+    "\"nul \\u0000 inside\"", "[]", "[1,\"two\",[3.5,{\"$data\":\"AA==\"}],{}]", "{}", "{\"a\":1,\"b\":{\"c\":[true,false]},\"ü\":\"x\"}",
+    "{\"$dict\":{\"$x\":1,\"y\":{\"$date\":\"2000-02-29T12:34:56.789Z\"}}}"};
+
+static void every_type_round_trips_with_kvctl(kvd_client *client) {
+    kvd_error error = KVD_ERROR_INIT;
+    for (size_t i = 0; i < sizeof samples / sizeof samples[0]; i++) {
+        kvd_value *value = parse(samples[i]);
+        char key[32], back_key[32];
+        snprintf(key, sizeof key, "sample%zu", i);
+        snprintf(back_key, sizeof back_key, "fromkvctl%zu", i);
+        int64_t revision = -1, got_revision = -1;
+        CHECK_OK(kvd_set(client, "org.libkvd.types", key, value, KVD_ANY_REVISION, &revision, &error), &error);
+        kvd_value *got = NULL;
+        kvd_source source = KVD_SOURCE_LOCKED;
+        CHECK_OK(kvd_get(client, "org.libkvd.types", key, &got, &got_revision, &source, &error), &error);
+        CHECK(kvd_value_equal(value, got), "libkvd reads back what it wrote: %s", samples[i]);
+        CHECK(got_revision == revision && source == KVD_SOURCE_USER, "revision %lld of %lld, source %d", (long long)got_revision,
+              (long long)revision, source);
+        kvd_value_free(got);
+        /* kvctl reads what libkvd wrote */
+        int status;
+        char *printed = kvctl(&status, (const char *const[]){"--json", "get", "org.libkvd.types", key, NULL});
+        CHECK(status == 0, "kvctl get %s: status %d", key, status);
+        kvd_value *read = NULL;
+        kvd_status parsed = kvd_value_from_json(printed, strlen(printed), &read, &error);
+        CHECK(parsed == KVD_OK && kvd_value_equal(read, value), "kvctl --json get prints %s for %s", printed, samples[i]);
+        kvd_error_clear(&error);
+        kvd_value_free(read);
+        free(printed);
+        /* libkvd reads what kvctl wrote */
+        free(kvctl(&status, (const char *const[]){"set", "org.libkvd.types", back_key, "--json", samples[i], NULL}));
+        CHECK(status == 0, "kvctl set --json %s: status %d", samples[i], status);
+        CHECK_OK(kvd_get(client, "org.libkvd.types", back_key, &got, NULL, NULL, &error), &error);
+        char *text = got ? must_json(got) : NULL;
+        CHECK(got && kvd_value_equal(value, got), "kvctl wrote %s, libkvd read %s", samples[i], text ? text : "nothing");
+        free(text);
+        kvd_value_free(got);
+        got = NULL;
+        kvd_value_free(value);
+    }
+    /* plain `kvctl get` of a string is the string and a newline */
+    kvd_value *string = kvd_value_new_string("dark mode");
+    CHECK_OK(kvd_set(client, "org.libkvd.types", "Theme", string, KVD_ANY_REVISION, NULL, &error), &error);
+    int status;
+    char *printed = kvctl(&status, (const char *const[]){"get", "org.libkvd.types", "Theme", NULL});
+    CHECK(status == 0 && !strcmp(printed, "dark mode\n"), "kvctl get prints \"%s\"", printed);
+    free(printed);
+    kvd_value_free(string);
+    /* a date built in C reads in kvctl as the same instant */
+    kvd_value *date = kvd_value_new_date(1796058000, 250000000) /* 2026-11-30T17:00:00.250Z */;
+    CHECK_OK(kvd_set(client, "org.libkvd.types", "When", date, KVD_ANY_REVISION, NULL, &error), &error);
+    printed = kvctl(&status, (const char *const[]){"get", "org.libkvd.types", "When", NULL});
+    CHECK(status == 0 && !strcmp(printed, "2026-11-30T17:00:00.250Z\n"), "kvctl get prints \"%s\"", printed);
+    free(printed);
+    kvd_value_free(date);
+}
+
+/* ---- the calls and their errors ---- */
+
+static void writes_lists_deletes_and_errors(kvd_client *client) {
+    kvd_error error = KVD_ERROR_INIT;
+    const char *domain = "org.libkvd.calls";
+    kvd_value *one = kvd_value_new_int(1), *two = kvd_value_new_string("two");
+    int64_t first = 0, second = 0;
+    CHECK_OK(kvd_set(client, domain, "a", one, 0, &first, &error), &error);
+    /* a conditional write at a stale revision */
+    kvd_status status = kvd_set(client, domain, "a", two, 0, NULL, &error);
+    CHECK(status == KVD_ERROR_REVISION_MISMATCH && error.detail == first, "stale ifRevision: %s, detail %lld", kvd_status_name(status),
+          (long long)error.detail);
+    kvd_error_clear(&error);
+    CHECK_OK(kvd_set(client, domain, "a", two, first, &second, &error), &error);
+    CHECK(second > first, "revisions rise: %lld then %lld", (long long)first, (long long)second);
+    /* Apply: all or nothing */
+    kvd_change changes[] = {{"b", one, KVD_SOURCE_USER}, {"c", two, KVD_SOURCE_USER}, {"a", NULL, KVD_SOURCE_USER}};
+    int64_t applied = 0;
+    CHECK_OK(kvd_apply(client, domain, changes, 3, KVD_ANY_REVISION, &applied, &error), &error);
+    kvd_value *values = NULL, *sources = NULL;
+    int64_t listed = 0;
+    CHECK_OK(kvd_list(client, domain, &values, &listed, &sources, &error), &error);
+    kvd_value *expected = parse("{\"b\":1,\"c\":\"two\"}");
+    CHECK(kvd_value_equal(values, expected), "List after Apply: %s", values ? kvd_value_to_json(values, NULL) : "nothing");
+    CHECK(listed == applied && kvd_value_dict_length(sources) == 0, "List revision %lld, Apply %lld", (long long)listed, (long long)applied);
+    kvd_value_free(values);
+    kvd_value_free(sources);
+    kvd_change bad[] = {{"d", one, KVD_SOURCE_USER}, {"", one, KVD_SOURCE_USER}};
+    status = kvd_apply(client, domain, bad, 2, KVD_ANY_REVISION, NULL, &error);
+    CHECK(status == KVD_ERROR_INVALID_NAME, "Apply with an empty key: %s: %s", kvd_status_name(status), error.message);
+    kvd_error_clear(&error);
+    status = kvd_apply(client, domain, changes, 1, first, NULL, &error);
+    CHECK(status == KVD_ERROR_REVISION_MISMATCH, "Apply at a stale revision: %s", kvd_status_name(status));
+    kvd_error_clear(&error);
+    status = kvd_get(client, domain, "d", NULL, NULL, NULL, &error);
+    CHECK(status == KVD_ERROR_NOT_FOUND, "a refused Apply changed nothing: %s", kvd_status_name(status));
+    CHECK(error.message && !strcmp(error.message, "no key \"d\" in domain \"org.libkvd.calls\""), "message: %s", error.message);
+    CHECK(error.name && !strcmp(error.name, "io.kvd.Defaults.NotFound"), "name: %s", error.name);
+    kvd_error_clear(&error);
+    /* names kvd refuses, with kvd's reason */
+    status = kvd_set(client, "bad domain!", "k", one, KVD_ANY_REVISION, NULL, &error);
+    CHECK(status == KVD_ERROR_INVALID_NAME && error.message && strstr(error.message, "invalid name \"bad domain!\": a domain name"),
+          "bad domain: %s: %s", kvd_status_name(status), error.message);
+    kvd_error_clear(&error);
+    status = kvd_get(client, domain, "\xc3", NULL, NULL, NULL, &error);
+    CHECK(status == KVD_ERROR_INVALID_NAME, "a key that is not UTF-8: %s", kvd_status_name(status));
+    kvd_error_clear(&error);
+    status = kvd_get(client, NULL, "k", NULL, NULL, NULL, &error);
+    CHECK(status == KVD_ERROR_INVALID_ARGUMENT, "a NULL domain: %s", kvd_status_name(status));
+    kvd_error_clear(&error);
+    /* Domains, Delete of a key and of a domain */
+    char **domains = NULL;
+    size_t count = 0;
+    CHECK_OK(kvd_domains(client, &domains, &count, &error), &error);
+    bool seen = false;
+    for (size_t i = 0; i < count; i++) seen |= !strcmp(domains[i], domain);
+    CHECK(seen && domains[count] == NULL, "Domains lists %s", domain);
+    kvd_strv_free(domains);
+    CHECK_OK(kvd_delete(client, domain, "b", NULL, &error), &error);
+    status = kvd_get(client, domain, "b", NULL, NULL, NULL, &error);
+    CHECK(status == KVD_ERROR_NOT_FOUND, "a deleted key: %s", kvd_status_name(status));
+    kvd_error_clear(&error);
+    CHECK_OK(kvd_delete(client, domain, NULL, NULL, &error), &error);
+    status = kvd_get(client, domain, "c", NULL, NULL, NULL, &error);
+    CHECK(status == KVD_ERROR_NOT_FOUND, "a key of a deleted domain: %s", kvd_status_name(status));
+    kvd_error_clear(&error);
+    kvd_value_free(expected);
+    kvd_value_free(one);
+    kvd_value_free(two);
+}
+
+/* ---- Watch ---- */
+
+typedef struct seen {
+    int events;
+    bool initial;
+    size_t initial_count;
+    char last_key[64];
+    bool last_removed;
+    char last_value[64];
+} seen;
+
+static void on_event(const kvd_watch_event *event, void *user_data) {
+    seen *s = user_data;
+    if (event->initial) s->initial = true, s->initial_count = event->count;
+    s->events++;
+    for (size_t i = 0; i < event->count; i++) {
+        snprintf(s->last_key, sizeof s->last_key, "%s", event->changes[i].key);
+        s->last_removed = event->changes[i].value == NULL;
+        const char *text = kvd_value_get_string(event->changes[i].value, NULL);
+        snprintf(s->last_value, sizeof s->last_value, "%s", text ? text : "");
+    }
+}
+
+/* Waits (up to 20 s, which only a failure takes) for an event about `key`. */
+static bool wait_for_key(kvd_watch *watch, seen *s, const char *key) {
+    for (int round = 0; round < 200; round++) {
+        if (!strcmp(s->last_key, key)) return true;
+        kvd_error error = KVD_ERROR_INIT;
+        kvd_status status = kvd_watch_wait(watch, 100, &error);
+        CHECK(status == KVD_OK, "kvd_watch_wait: %s", error.message);
+        kvd_error_clear(&error);
+        if (status) return false;
+    }
+    return !strcmp(s->last_key, key);
+}
+
+static void watch_sees_kvctl_and_libkvd_changes(kvd_client *client) {
+    kvd_error error = KVD_ERROR_INIT;
+    const char *domain = "org.libkvd.watch";
+    kvd_value *start = kvd_value_new_string("start");
+    kvd_delete(client, domain, NULL, NULL, NULL); /* from an earlier run */
+    CHECK_OK(kvd_set(client, domain, "first", start, KVD_ANY_REVISION, NULL, &error), &error);
+    seen s = {0};
+    kvd_watch *watch = NULL;
+    CHECK_OK(kvd_watch_new(client, domain, NULL, on_event, &s, &watch, &error), &error);
+    if (!watch) return;
+    CHECK(s.initial && s.events == 1 && s.initial_count == 1, "the first event has the current values (%d events)", s.events);
+    CHECK(kvd_watch_fd(watch) >= 0, "a descriptor to poll");
+    CHECK_OK(kvd_watch_dispatch(watch, &error), &error); /* nothing arrived: returns at once */
+    int status;
+    free(kvctl(&status, (const char *const[]){"set", domain, "FromKvctl", "hello", NULL}));
+    CHECK(wait_for_key(watch, &s, "FromKvctl") && !strcmp(s.last_value, "hello"), "the watch saw kvctl's set (last: %s=%s)", s.last_key,
+          s.last_value);
+    CHECK_OK(kvd_set(client, domain, "FromC", start, KVD_ANY_REVISION, NULL, &error), &error);
+    CHECK(wait_for_key(watch, &s, "FromC"), "the watch saw libkvd's set");
+    free(kvctl(&status, (const char *const[]){"delete", domain, "FromKvctl", NULL}));
+    s.last_key[0] = '\0';
+    CHECK(wait_for_key(watch, &s, "FromKvctl") && s.last_removed, "the watch saw kvctl's delete as a removal");
+    kvd_watch_free(watch);
+    /* a watch of one key: a change of another key is not delivered, so the first event after the
+     * initial one is about the watched key */
+    seen one = {0};
+    CHECK_OK(kvd_watch_new(client, domain, "Watched", on_event, &one, &watch, &error), &error);
+    if (!watch) return;
+    CHECK(one.initial && one.initial_count == 0, "a key with no value: an initial event without changes (%zu)", one.initial_count);
+    free(kvctl(&status, (const char *const[]){"set", domain, "Other", "x", NULL}));
+    free(kvctl(&status, (const char *const[]){"set", domain, "Watched", "y", NULL}));
+    CHECK(wait_for_key(watch, &one, "Watched") && one.events == 2, "only the watched key's change arrives (%d events)", one.events);
+    kvd_watch_free(watch);
+    /* a watch of a bad name is kvd's error */
+    kvd_status refused = kvd_watch_new(client, "no spaces", NULL, on_event, &s, &watch, &error);
+    CHECK(refused == KVD_ERROR_INVALID_NAME, "Watch of a bad domain: %s", kvd_status_name(refused));
+    kvd_error_clear(&error);
+    kvd_value_free(start);
+}
+
+/* ---- big values ---- */
+
+static void values_up_to_the_message_limit(kvd_client *client) {
+    kvd_error error = KVD_ERROR_INIT;
+    size_t size = KVD_MESSAGE_LIMIT - 2048; /* within the domain budget: 16 MiB less 1 KiB of envelope */
+    char *text = malloc(size + 1);
+    for (size_t i = 0; i < size; i++) text[i] = (char)('a' + i % 26);
+    text[size] = '\0';
+    kvd_value *big = kvd_value_new_string_len(text, size);
+    CHECK_OK(kvd_set(client, "org.libkvd.big", "big", big, KVD_ANY_REVISION, NULL, &error), &error);
+    kvd_value *got = NULL;
+    CHECK_OK(kvd_get(client, "org.libkvd.big", "big", &got, NULL, NULL, &error), &error);
+    CHECK(kvd_value_equal(big, got), "a value of 16 MiB - 2 KiB reads back");
+    kvd_value_free(got);
+    int status;
+    char *printed = kvctl(&status, (const char *const[]){"get", "org.libkvd.big", "big", NULL});
+    CHECK(status == 0 && strlen(printed) == size + 1 && !memcmp(printed, text, size), "kvctl reads the big value (%zu bytes)", strlen(printed));
+    free(printed);
+    kvd_value_free(big);
+    /* one byte over the limit: refused without being sent, and the connection goes on */
+    char *over = realloc(text, KVD_MESSAGE_LIMIT + 2);
+    memset(over, 'x', KVD_MESSAGE_LIMIT + 1);
+    kvd_value *too_big = kvd_value_new_string_len(over, KVD_MESSAGE_LIMIT + 1);
+    kvd_status refused = kvd_set(client, "org.libkvd.big", "big", too_big, KVD_ANY_REVISION, NULL, &error);
+    CHECK(refused == KVD_ERROR_TOO_LARGE && error.message, "over the limit: %s", kvd_status_name(refused));
+    kvd_error_clear(&error);
+    /* within one message, but the domain would not fit one reply: kvd says TooLarge */
+    kvd_value *almost = kvd_value_new_string_len(over, KVD_MESSAGE_LIMIT - 100);
+    refused = kvd_set(client, "org.libkvd.big", "other", almost, KVD_ANY_REVISION, NULL, &error);
+    CHECK(refused == KVD_ERROR_TOO_LARGE && error.name, "a domain over the limit: %s: %s", kvd_status_name(refused), error.message);
+    kvd_error_clear(&error);
+    CHECK_OK(kvd_delete(client, "org.libkvd.big", NULL, NULL, &error), &error);
+    kvd_value_free(too_big);
+    kvd_value_free(almost);
+    free(over);
+}
+
+/* ---- one client, many threads ---- */
+
+static void *hammer(void *argument) {
+    kvd_client *client = argument;
+    kvd_error error = KVD_ERROR_INIT;
+    char key[32];
+    snprintf(key, sizeof key, "thread%lu", (unsigned long)pthread_self() % 1000003);
+    for (int i = 0; i < 40; i++) {
+        kvd_value *v = kvd_value_new_int(i), *got = NULL;
+        CHECK_OK(kvd_set(client, "org.libkvd.threads", key, v, KVD_ANY_REVISION, NULL, &error), &error);
+        CHECK_OK(kvd_get(client, "org.libkvd.threads", key, &got, NULL, NULL, &error), &error);
+        CHECK(kvd_value_get_int(got) == i, "each thread reads its own write");
+        kvd_value_free(v);
+        kvd_value_free(got);
+    }
+    return NULL;
+}
+
+static void one_client_is_shared_by_threads(kvd_client *client) {
+    pthread_t threads[4];
+    for (int i = 0; i < 4; i++) pthread_create(&threads[i], NULL, hammer, client);
+    for (int i = 0; i < 4; i++) pthread_join(threads[i], NULL);
+}
+
+/* ---- kvd not reachable, autostart ---- */
+
+static void nothing_listening_is_a_clear_error(void) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/nobody/kvd.sock", test_dir);
+    kvd_connect_options options = KVD_CONNECT_OPTIONS_INIT;
+    options.socket_path = path;
+    options.no_autostart = 1;
+    kvd_client *client = NULL;
+    kvd_error error = KVD_ERROR_INIT;
+    kvd_status status = kvd_connect(&options, &client, &error);
+    CHECK(status == KVD_ERROR_CANNOT_CONNECT && error.message && strstr(error.message, path) && strstr(error.message, "No such file"),
+          "no socket: %s: %s", kvd_status_name(status), error.message);
+    kvd_error_clear(&error);
+    /* KVD_NO_AUTOSTART=1 does the same */
+    options.no_autostart = 0;
+    setenv("KVD_NO_AUTOSTART", "1", 1);
+    status = kvd_connect(&options, &client, &error);
+    CHECK(status == KVD_ERROR_CANNOT_CONNECT, "KVD_NO_AUTOSTART=1: %s", kvd_status_name(status));
+    kvd_error_clear(&error);
+    unsetenv("KVD_NO_AUTOSTART");
+    /* a kvd that is not where it should be */
+    options.daemon_path = "/nonexistent/kvd";
+    status = kvd_connect(&options, &client, &error);
+    CHECK(status == KVD_ERROR_CANNOT_START && strstr(error.message, "/nonexistent/kvd"), "no kvd to start: %s: %s", kvd_status_name(status),
+          error.message);
+    kvd_error_clear(&error);
+    /* a socket that accepts but never answers: a timeout, not a hang */
+    snprintf(path, sizeof path, "%s/silent.sock", test_dir);
+    unlink(path);
+    int listener = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un address = {.sun_family = AF_UNIX};
+    snprintf(address.sun_path, sizeof address.sun_path, "%s", path);
+    CHECK(bind(listener, (struct sockaddr *)&address, sizeof address) == 0 && listen(listener, 4) == 0, "listen: %s", strerror(errno));
+    options.socket_path = path;
+    options.daemon_path = NULL;
+    options.timeout_ms = 200;
+    CHECK_OK(kvd_connect(&options, &client, &error), &error);
+    if (client) {
+        status = kvd_get(client, "d", "k", NULL, NULL, NULL, &error);
+        CHECK(status == KVD_ERROR_TIMEOUT && strstr(error.message, "did not answer"), "silent kvd: %s: %s", kvd_status_name(status),
+              error.message);
+        kvd_error_clear(&error);
+        kvd_client_free(client);
+    }
+    close(listener);
+}
+
+/* The pid of whoever listens on `path` (SO_PEERCRED), or 0. */
+static pid_t listener_pid(const char *path) {
+    int s = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un address = {.sun_family = AF_UNIX};
+    snprintf(address.sun_path, sizeof address.sun_path, "%s", path);
+    struct ucred credentials = {0};
+    socklen_t len = sizeof credentials;
+    pid_t pid = 0;
+    if (connect(s, (struct sockaddr *)&address, sizeof address) == 0 && getsockopt(s, SOL_SOCKET, SO_PEERCRED, &credentials, &len) == 0)
+        pid = credentials.pid;
+    close(s);
+    return pid;
+}
+
+/* Whether process `pid`'s environment has an entry starting with `prefix`. */
+static bool environment_has(pid_t pid, const char *prefix) {
+    char path[64], entries[65536];
+    snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
+    FILE *file = fopen(path, "r");
+    if (!file) return false;
+    size_t n = fread(entries, 1, sizeof entries - 1, file);
+    fclose(file);
+    entries[n] = '\0';
+    for (size_t i = 0; i < n; i += strlen(entries + i) + 1)
+        if (!strncmp(entries + i, prefix, strlen(prefix))) return true;
+    return false;
+}
+
+static void stop(pid_t pid) {
+    kill(pid, SIGTERM);
+    for (int i = 0; i < 1000 && kill(pid, 0) == 0; i++) usleep(10000);
+}
+
+static void autostart_starts_kvd_and_a_lost_connection_reconnects(void) {
+    char folder[512], path[600];
+    snprintf(folder, sizeof folder, "%s/auto", test_dir);
+    mkdir(folder, 0700);
+    snprintf(path, sizeof path, "%s/kvd.sock", folder);
+    kvd_connect_options options = KVD_CONNECT_OPTIONS_INIT;
+    options.socket_path = path;
+    options.daemon_path = kvd_bin;
+    kvd_client *client = NULL;
+    kvd_error error = KVD_ERROR_INIT;
+    setenv("NOTIFY_SOCKET", "/nonexistent/notify", 1); /* must not reach the started kvd */
+    CHECK_OK(kvd_connect(&options, &client, &error), &error);
+    unsetenv("NOTIFY_SOCKET");
+    if (!client) return;
+    kvd_value *v = kvd_value_new_bool(true), *got = NULL;
+    CHECK_OK(kvd_set(client, "org.libkvd.auto", "k", v, KVD_ANY_REVISION, NULL, &error), &error);
+    pid_t first = listener_pid(path);
+    CHECK(first > 0 && getppid() != first, "an autostarted kvd listens (pid %d)", (int)first);
+    int child_status;
+    CHECK(waitpid(-1, &child_status, WNOHANG) < 0 && errno == ECHILD, "the autostarted kvd is not our child");
+    CHECK(first <= 0 || !environment_has(first, "NOTIFY_SOCKET="), "the service manager's variables are not passed on");
+    CHECK(first <= 0 || environment_has(first, "KVD_STATE_DIR="), "the rest of the environment is passed on");
+    /* kvd goes away: the next call starts it again, and the value is there */
+    stop(first);
+    CHECK_OK(kvd_get(client, "org.libkvd.auto", "k", &got, NULL, NULL, &error), &error);
+    CHECK(kvd_value_equal(v, got), "the value survives the restart");
+    pid_t second = listener_pid(path);
+    CHECK(second > 0 && second != first, "a second kvd was started (%d, then %d)", (int)first, (int)second);
+    kvd_client_free(client);
+    if (second > 0) stop(second);
+    kvd_value_free(v);
+    kvd_value_free(got);
+}
+
+/* Writes `text` to `path`, mode 0755 (a script standing in for kvd). */
+static void write_script(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL, "cannot write %s: %s", path, strerror(errno));
+    if (!f) return;
+    fputs(text, f);
+    fclose(f);
+    chmod(path, 0755);
+}
+
+/* Connects to `socket_path`, starting `daemon` when nothing listens, and reads a key there: the
+ * status of the read (KVD_ERROR_NOT_FOUND once kvd answered), or of the connect when it failed. */
+static kvd_status autostart_and_read(const char *socket_path, const char *daemon, kvd_error *error) {
+    kvd_connect_options options = KVD_CONNECT_OPTIONS_INIT;
+    options.socket_path = socket_path;
+    options.daemon_path = daemon;
+    kvd_client *client = NULL;
+    kvd_status status = kvd_connect(&options, &client, error);
+    if (status == KVD_OK && client) status = kvd_get(client, "org.libkvd.autostart", "k", NULL, NULL, NULL, error);
+    kvd_client_free(client);
+    return status;
+}
+
+/* Issue 35, item 21: why an autostarted kvd did not come up is kept in STATE/kvd-autostart.log
+ * and quoted (its standard error went to /dev/null). */
+static void an_autostart_that_fails_is_explained_from_its_log(void) {
+    char folder[512], path[600], script[600], state[600];
+    snprintf(folder, sizeof folder, "%s/failing", test_dir);
+    mkdir(folder, 0700);
+    snprintf(path, sizeof path, "%s/kvd.sock", folder);
+    snprintf(script, sizeof script, "%s/failing-kvd", folder);
+    snprintf(state, sizeof state, "%s/state", folder);
+    write_script(script, "#!/bin/sh\necho 'an earlier line' >&2\necho 'boom: cannot start' >&2\nexit 1\n");
+    char *saved = getenv("KVD_STATE_DIR") ? strdup(getenv("KVD_STATE_DIR")) : NULL;
+    setenv("KVD_STATE_DIR", state, 1);
+    kvd_error error = KVD_ERROR_INIT;
+    kvd_status status = autostart_and_read(path, script, &error);
+    CHECK(status == KVD_ERROR_CANNOT_START && error.message && strstr(error.message, "boom: cannot start") &&
+              strstr(error.message, "kvd-autostart.log") && !strstr(error.message, "an earlier line"),
+          "the failure quotes the log: %s: %s", kvd_status_name(status), error.message);
+    kvd_error_clear(&error);
+    char log[700];
+    snprintf(log, sizeof log, "%s/kvd-autostart.log", state);
+    struct stat info;
+    CHECK(stat(log, &info) == 0 && (info.st_mode & 0777) == 0600, "the log is mode 0600");
+    if (saved) setenv("KVD_STATE_DIR", saved, 1), free(saved);
+    else unsetenv("KVD_STATE_DIR");
+}
+
+/* Issue 35, item 21: clients that find no kvd at once start one between them (a lock beside
+ * the socket), not one each. */
+static void clients_autostarting_at_once_start_one_kvd(void) {
+    char folder[512], path[600], script[600], count[600], text[2048];
+    snprintf(folder, sizeof folder, "%s/race", test_dir);
+    mkdir(folder, 0700);
+    snprintf(path, sizeof path, "%s/kvd.sock", folder);
+    snprintf(script, sizeof script, "%s/counting-kvd", folder);
+    snprintf(count, sizeof count, "%s/starts", folder);
+    snprintf(text, sizeof text, "#!/bin/sh\necho start >> '%s'\nsleep 0.2\nexec '%s' \"$@\"\n", count, kvd_bin);
+    write_script(script, text);
+    unlink(count); /* the run under valgrind follows the native one in the same folder */
+    enum { clients = 4 };
+    pid_t children[clients];
+    for (int i = 0; i < clients; i++) {
+        children[i] = fork();
+        if (children[i] == 0) {
+            kvd_error error = KVD_ERROR_INIT;
+            _exit(autostart_and_read(path, script, &error) == KVD_ERROR_NOT_FOUND ? 0 : 1);
+        }
+    }
+    int connected = 0;
+    for (int i = 0; i < clients; i++) {
+        int child_status = 0;
+        waitpid(children[i], &child_status, 0);
+        connected += WIFEXITED(child_status) && WEXITSTATUS(child_status) == 0;
+    }
+    int starts = 0;
+    FILE *f = fopen(count, "r");
+    for (int c; f && (c = fgetc(f)) != EOF;) starts += c == '\n';
+    if (f) fclose(f);
+    CHECK(connected == clients && starts == 1, "%d clients connected, %d kvd(s) started (one wanted)", connected, starts);
+    pid_t kvd = listener_pid(path);
+    if (kvd > 0) stop(kvd);
+}
+
+static int unsafe_folder_only(void) {
+    kvd_connect_options options = KVD_CONNECT_OPTIONS_INIT;
+    options.no_autostart = 1;
+    kvd_client *client = NULL;
+    kvd_error error = KVD_ERROR_INIT;
+    kvd_status status = kvd_connect(&options, &client, &error);
+    printf("%s: %s\n", kvd_status_name(status), error.message ? error.message : "");
+    return status == KVD_ERROR_UNSAFE_SOCKET_FOLDER ? 0 : status == KVD_ERROR_CANNOT_CONNECT ? 3 : 1;
+}
+
+int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* nothing buffered is copied into a forked kvctl or kvd */
+    if (argc > 1 && !strcmp(argv[1], "--unsafe-folder")) return unsafe_folder_only();
+    kvctl_bin = getenv("KVCTL_BIN");
+    kvd_bin = getenv("KVD_BIN");
+    test_dir = getenv("LIBKVD_TEST_DIR");
+    if (!kvctl_bin || !kvd_bin || !test_dir || !getenv("KVD_SOCKET")) {
+        fprintf(stderr, "usage: KVD_SOCKET=... KVD_BIN=... KVCTL_BIN=... LIBKVD_TEST_DIR=... test_libkvd (see clib/libkvd/tests/run.sh)\n");
+        return 2;
+    }
+    bool small = getenv("LIBKVD_TEST_SMALL") && !strcmp(getenv("LIBKVD_TEST_SMALL"), "1");
+    kvd_client *client = connect_default();
+    CHECK(!strcmp(kvd_client_socket_path(client), getenv("KVD_SOCKET")), "the socket is $KVD_SOCKET");
+    struct {
+        const char *name;
+        void (*run)(kvd_client *);
+    } tests[] = {
+        {"every_type_round_trips_with_kvctl", every_type_round_trips_with_kvctl},
+        {"writes_lists_deletes_and_errors", writes_lists_deletes_and_errors},
+        {"watch_sees_kvctl_and_libkvd_changes", watch_sees_kvctl_and_libkvd_changes},
+        {"one_client_is_shared_by_threads", one_client_is_shared_by_threads},
+        {"values_up_to_the_message_limit", small ? NULL : values_up_to_the_message_limit},
+    };
+    values_are_built_read_and_refused_locally();
+    printf("%s values_are_built_read_and_refused_locally\n", failures ? "FAIL" : "ok");
+    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+        if (!tests[i].run) {
+            printf("skip %s\n", tests[i].name);
+            continue;
+        }
+        int before = failures;
+        tests[i].run(client);
+        printf("%s %s\n", failures > before ? "FAIL" : "ok", tests[i].name);
+    }
+    kvd_client_free(client);
+    int before = failures;
+    nothing_listening_is_a_clear_error();
+    printf("%s nothing_listening_is_a_clear_error\n", failures > before ? "FAIL" : "ok");
+    before = failures;
+    autostart_starts_kvd_and_a_lost_connection_reconnects();
+    printf("%s autostart_starts_kvd_and_a_lost_connection_reconnects\n", failures > before ? "FAIL" : "ok");
+    before = failures;
+    an_autostart_that_fails_is_explained_from_its_log();
+    printf("%s an_autostart_that_fails_is_explained_from_its_log\n", failures > before ? "FAIL" : "ok");
+    before = failures;
+    clients_autostarting_at_once_start_one_kvd();
+    printf("%s clients_autostarting_at_once_start_one_kvd\n", failures > before ? "FAIL" : "ok");
+    printf("%s: %d failed check(s)\n", failures ? "FAILED" : "passed", failures);
+    return failures ? 1 : 0;
+}
