@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
 """Fails when a stored property of the storage or loop types could be written outside its file.
 
-Every type named in OWNED keeps its mutable state to itself: each stored `var` it declares is
+The storage and loop types are every class and actor declared under Sources/KVStorage and
+Sources/KVDaemon (the state that is shared and outlives a call), and the value types named in
+VALUE_OWNERS (state a class holds and hands out only as a copy). Each keeps its mutable state
+to itself: each stored `var` it declares is
 `private`, `fileprivate`, `private(set)` or `fileprivate(set)`, so the compiler refuses a write
 from any other file (an extension in `Type+Concern.swift` included). A type that needs more room
 than one file extracts a type with its own state (CONTRIBUTING.md, "Size"). `let` properties are
 not checked: a constant reference is the owner's; the referenced type's own state is checked
 where it is listed.
 
-Usage: scripts/check-owners.py [--list]   (--list prints every class, struct and actor under
-Sources/KVStorage and Sources/KVDaemon with the stored vars other files may write)
+Usage: scripts/check-owners.py [--list]   (--list prints every type under Sources/KVStorage and
+Sources/KVDaemon with the stored vars other files may write; plain values are allowed those)
 """
 
 import os
@@ -19,11 +22,14 @@ import sys
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 FOLDERS = ["Sources/KVStorage", "Sources/KVDaemon"]
 
-# The storage and the loop types: "Type": "path of the file that declares it".
-OWNED: dict[str, str] = {}
+# Value types held as state and kept as the classes are: "Type": "the file that declares it".
+VALUE_OWNERS: dict[str, str] = {
+    "SystemLayer": "Sources/KVDaemon/SystemLayer.swift",
+}
 
 DECLARATION = re.compile(r"^\s*(?:@\w+(?:\([^)]*\))?\s+)*(?:(?:public|internal|private|fileprivate|package|final)\s+)*"
                          r"(class|struct|actor|enum)\s+([A-Za-z_]\w*)")
+REFERENCE_KINDS = ("class", "actor")
 STORED_VAR = re.compile(r"^\s*(?:@\w+(?:\([^)]*\))?\s+)*((?:(?:public|internal|private|fileprivate|package)"
                         r"(?:\(set\))?\s+|static\s+|nonisolated(?:\(unsafe\))?\s+|weak\s+|unowned\s+|lazy\s+)*)var\s+"
                         r"([A-Za-z_]\w*)\b(.*)$")
@@ -39,8 +45,8 @@ def code_only(text):
 
 
 def stored_vars(path):
-    """{type name: [(line, name, access)]} for each class, struct, actor or enum declared in `path`:
-    the vars declared directly in its body that are stored (not computed)."""
+    """{type name: (kind, [(line, name, access)])} for each class, struct, actor or enum declared in
+    `path`: the vars declared directly in its body that are stored (not computed)."""
     with open(path) as file:
         lines = code_only(file.read()).split("\n")
     types, stack, depth = {}, [], 0  # stack: (type name, depth inside its body)
@@ -49,13 +55,13 @@ def stored_vars(path):
         if stack and depth == stack[-1][1]:
             var = STORED_VAR.match(line)
             if var and not is_computed(var.group(3), lines, number):
-                types[stack[-1][0]].append((number, var.group(2), var.group(1).strip()))
+                types[stack[-1][0]][1].append((number, var.group(2), var.group(1).strip()))
         for character in line:
             if character == "{":
                 depth += 1
                 if declared:
                     stack.append((declared.group(2), depth))
-                    types.setdefault(declared.group(2), [])
+                    types.setdefault(declared.group(2), (declared.group(1), []))
                     declared = None
             elif character == "}":
                 if stack and depth == stack[-1][1]:
@@ -79,22 +85,24 @@ def main():
         for name in sorted(os.listdir(os.path.join(ROOT, folder))):
             if name.endswith(".swift"):
                 path = os.path.join(folder, name)
-                for type_name, variables in stored_vars(os.path.join(ROOT, path)).items():
-                    found.setdefault(type_name, (path, variables))
+                for type_name, (kind, variables) in stored_vars(os.path.join(ROOT, path)).items():
+                    found.setdefault(type_name, (path, kind, variables))
+    owned = {name: path for name, (path, kind, _) in found.items() if kind in REFERENCE_KINDS}
+    owned.update(VALUE_OWNERS)
     if "--list" in sys.argv:
-        for type_name, (path, variables) in sorted(found.items(), key=lambda item: item[1][0]):
+        for type_name, (path, kind, variables) in sorted(found.items(), key=lambda item: item[1][0]):
             open_vars = [f"{name}:{line}" for line, name, access in variables if not OWNED_ACCESS.search(access)]
             if open_vars:
-                owned = " (owned)" if type_name in OWNED else ""
-                print(f"{path}: {type_name}{owned}: {', '.join(open_vars)}")
+                mark = " (owned)" if type_name in owned else ""
+                print(f"{path}: {kind} {type_name}{mark}: {', '.join(open_vars)}")
         return 0
     problems = []
-    for type_name, path in sorted(OWNED.items()):
+    for type_name, path in sorted(owned.items()):
         if type_name not in found or found[type_name][0] != path:
             where = found[type_name][0] if type_name in found else "nowhere"
-            problems.append(f"check-owners: {type_name} is declared in {where}, not {path} (update OWNED)")
+            problems.append(f"check-owners: {type_name} is declared in {where}, not {path} (update VALUE_OWNERS)")
             continue
-        for line, name, access in found[type_name][1]:
+        for line, name, access in found[type_name][2]:
             if not OWNED_ACCESS.search(access):
                 problems.append(f"{path}:{line}: {type_name}.{name} can be written from other files: make it "
                                 f"private or private(set), and give its writers a method of {type_name}'s")
@@ -102,7 +110,7 @@ def main():
         print(problem)
     if problems:
         return 1
-    print(f"check-owners: the stored vars of {len(OWNED)} storage and loop types are written only in their files")
+    print(f"check-owners: the stored vars of {len(owned)} storage and loop types are written only in their files")
     return 0
 
 
