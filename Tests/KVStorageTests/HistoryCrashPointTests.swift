@@ -50,7 +50,7 @@ import Testing
     }
 }
 
-/// Forgetting at every crash point (issue 23): a key's values and a whole domain's, in the
+/// Forgetting at every crash point: a key's values and a whole domain's, in the
 /// history file, and the log (before and after a restart). Every
 /// crash state keeps every acknowledged commit, and once a forget was acknowledged, no file
 /// of the crashed disk holds a forgotten value, nor does what recovery serves or writes.
@@ -85,7 +85,7 @@ import Testing
             .map { forgotten[$0.offset] }
         func leak(_ files: [String: [UInt8]], _ when: String) -> String? {
             for (name, bytes) in files {
-                for marker in done where Journal.contains(bytes, Array(marker.utf8)) {
+                for marker in done where CopiesSetAside.contains(bytes, Array(marker.utf8)) {
                     return "\(when): \(name) holds \(marker)"
                 }
             }
@@ -145,7 +145,7 @@ import Testing
     }
 }
 
-/// A full disk at every crash point (issue 23): while the disk is full, a commit makes room
+/// A full disk at every crash point: while the disk is full, a commit makes room
 /// by dropping the history files, compacting the log, and trying again; every crash state
 /// keeps every acknowledged commit (history may be gone: it starts again from the values).
 @Suite struct FullDiskCrashPointTests {
