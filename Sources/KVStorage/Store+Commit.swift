@@ -233,7 +233,6 @@ extension Store {
             try wal.compact(into: files, domains, revision: revision, history: recent)
             // in the history files now; nothing was published meanwhile (this queue publishes)
             state.withLock { $0.dropRecent() }
-            wal.compacted()
             log(.debug, "compacted the log into \(count) domain files at revision \(revision)")
         } catch  where Self.isFull(error) && makeRoom().compacted {
             return

@@ -167,9 +167,8 @@ extension Store {
     /// and replaces the log by one of base `job.revision` holding `carried`.
     private func endFold(_ job: FoldJob, carried: [UInt8]) {
         state.withLock { $0.dropRecent(through: job.revision, of: job.history.keys) }
-        wal.compacted()
         do {
-            try wal.rotate(baseRevision: job.revision, carrying: carried)
+            try wal.rotateAfterFold(baseRevision: job.revision, carrying: carried)
             log(
                 .debug,
                 "folded the log into \(job.dirty.count) domain files at revision \(job.revision), carried \(carried.count) bytes of later records"

@@ -90,7 +90,6 @@ extension Store {
         try files.history.forget(domain, key: key, current: domains[domain], revision: revision, recent: original)
         try wal.compact(into: files, domains, revision: revision, history: recent)
         state.withLock { $0.dropRecent() }
-        wal.compacted()
         try CopiesSetAside.scrub(domain, in: files.folder, key: key)
         log(.info, "forgot the history of \(key.map { "key \($0) of " } ?? "")domain \(domain)")
     }
@@ -124,7 +123,6 @@ extension Store {
             try wal.compact(into: files, domains, revision: revision)
             made.compacted = true
             state.withLock { $0.dropRecent() }
-            wal.compacted()
             log(
                 .warning,
                 "the disk holding \(wal.folder.directory) is full: \(made.droppedHistory ? "dropped the history of every domain (it starts again from the values) and " : "")compacted the log"

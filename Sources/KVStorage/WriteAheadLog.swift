@@ -246,9 +246,9 @@ final class WriteAheadLog: @unchecked Sendable {
         return available >= growth + reservation + bytes
     }
 
-    /// Folds everything into `files` (``StateFiles/fold(_:)``), then resets the log. On
-    /// failure the old log stays and still covers everything; the dirty set is kept for the
-    /// next attempt. Not while a fold runs.
+    /// Folds everything into `files` (``StateFiles/fold(_:)``), then resets the log; the next
+    /// compaction is due once it holds ``compactionBytes``. On failure the old log stays and
+    /// still covers everything; the dirty set is kept for the next attempt. Not while a fold runs.
     func compact(
         into files: StateFiles, _ domains: [Domain: DomainState], revision: Int64,
         history: [Domain: [RecentCommit]] = [:]
@@ -256,6 +256,7 @@ final class WriteAheadLog: @unchecked Sendable {
         try files.fold(FoldJob(revision: revision, dirty: dirty, domains: domains, history: history, logLength: length))
         try reset(baseRevision: revision)
         dirty = []
+        nextCompactionLength = compactionBytes
     }
 
     /// Records that the log changed `domains` since their files were written.
@@ -271,9 +272,12 @@ final class WriteAheadLog: @unchecked Sendable {
     /// Whether the log has grown past the length at which compaction is due.
     var isCompactionDue: Bool { length >= nextCompactionLength }
 
-    /// After a compaction or a fold: the next is due once the log holds ``compactionBytes``.
-    func compacted() {
+    /// After a fold that succeeded: the next compaction is due once the log holds
+    /// ``compactionBytes``, and the log is replaced by one of base `revision` holding `records`
+    /// (``rotate(baseRevision:carrying:)``, which says what a failure leaves).
+    func rotateAfterFold(baseRevision revision: Int64, carrying records: [UInt8]) throws(SystemError) {
         nextCompactionLength = compactionBytes
+        try rotate(baseRevision: revision, carrying: records)
     }
 
     /// Puts the next fold off until the log has grown by another quarter of ``compactionBytes``,
