@@ -4,10 +4,16 @@ import KVValues
 /// One commit of one domain as the store keeps it in memory until the log is folded into the
 /// files: what `History` serves of changes still only in the log.
 struct RecentCommit: Sendable {
-    var revision: Int64
-    var time: Int64?
-    var uid: UInt32?
-    var changes: [Change]
+    let revision: Int64
+    let time: Int64?
+    let uid: UInt32?
+    let changes: [Change]
+
+    /// This commit without its changes of `key`, or nil if it made no other.
+    func dropping(_ key: Key) -> RecentCommit? {
+        let kept = changes.filter { $0.key != key }
+        return kept.isEmpty ? nil : RecentCommit(revision: revision, time: time, uid: uid, changes: kept)
+    }
 
     /// One entry per key it changed (of a key changed twice, the final value), in order.
     var entries: [HistoryEntry] {

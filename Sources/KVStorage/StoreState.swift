@@ -109,11 +109,7 @@ extension Store {
         mutating func forgetRecent(_ domain: Domain, key: Key?) -> [RecentCommit] {
             let original = recent[domain] ?? []
             if let key {
-                recent[domain] = recent[domain]?.compactMap { commit in
-                    var commit = commit
-                    commit.changes.removeAll { $0.key == key }
-                    return commit.changes.isEmpty ? nil : commit
-                }
+                recent[domain] = recent[domain]?.compactMap { $0.dropping(key) }
             } else {
                 recent[domain] = nil
             }
