@@ -14,17 +14,14 @@ enum StoredContent: Sendable, Equatable {
 /// bytes last, so that they pack around the content's 17 (declared content, revision, size as
 /// `Int`, an entry took 40).
 struct StoredEntry: Sendable, Equatable {
-    var revision: Int64
-    var content: StoredContent
+    let revision: Int64
+    let content: StoredContent
     /// ``bytes``, which a domain's budget keeps below 2^32 (``Limits/domainBytes``).
-    private var size: UInt32
+    private let size: UInt32
 
     /// The key and the value as compact typed JSON, in bytes (for an unreadable value, the key
     /// and the text kept): what the entry costs in a reply (see ``DomainBudget``).
-    var bytes: Int {
-        get { Int(size) }
-        set { size = UInt32(clamping: newValue) }
-    }
+    var bytes: Int { Int(size) }
 
     init(content: StoredContent, revision: Int64, bytes: Int) {
         self.revision = revision
@@ -51,14 +48,19 @@ struct StoredEntry: Sendable, Equatable {
 /// The committed content of one domain in memory. A domain with no (nameable) keys does not
 /// exist for requests.
 struct DomainState: Sendable, Equatable {
-    var entries: [Key: StoredEntry] = [:]
+    private(set) var entries: [Key: StoredEntry] = [:]
     /// Entries of a hand-edited file whose key no request can name (`""`, over 1024 bytes):
     /// never served, kept verbatim and written back, so that nothing of the file is dropped.
-    var foreign: [String: StoredEntry] = [:]
+    private(set) var foreign: [String: StoredEntry] = [:]
     /// The revision at which the domain last changed.
-    var revision: Int64 = 0
+    private(set) var revision: Int64
     /// What all entries, foreign ones too, take of ``Limits/domainBytes`` (``DomainBudget``).
-    var budgetBytes = 0
+    private(set) var budgetBytes = 0
+
+    /// An empty domain, last changed at `revision`.
+    init(revision: Int64 = 0) {
+        self.revision = revision
+    }
 
     /// Whether nothing at all is stored (then the domain's file is removed).
     var isEmpty: Bool { entries.isEmpty && foreign.isEmpty }

@@ -8,10 +8,10 @@ import Synchronization
 /// (``wholeAtLast``): a domain's last commit may have changed every one of its keys, and the
 /// mark lives as long as the process.
 struct HistoryMark: Sendable {
-    var lastRevision: Int64 = 0
-    var lastKeys: Set<Key> = []
+    private(set) var lastRevision: Int64 = 0
+    private(set) var lastKeys: Set<Key> = []
     /// The file holds every entry at ``lastRevision`` (``lastKeys`` is then empty).
-    var wholeAtLast = false
+    private(set) var wholeAtLast = false
 
     /// The mark of a file to which `entries` were folded.
     init(_ entries: [HistoryEntry] = []) {
@@ -51,10 +51,14 @@ struct HistoryMark: Sendable {
 struct KeptHistory: Sendable {
     /// Normalized (``HistoryRetention/normalized(_:)``): rising revisions, one entry per key
     /// and revision.
-    var entries: [HistoryEntry] = []
+    fileprivate(set) var entries: [HistoryEntry]
     /// States from here on can be rebuilt from ``entries``.
-    var since: Int64 = 0
-    var mark = HistoryMark()
+    let since: Int64
+    fileprivate(set) var mark: HistoryMark
+
+    init(entries: [HistoryEntry] = [], since: Int64 = 0, mark: HistoryMark = HistoryMark()) {
+        (self.entries, self.since, self.mark) = (entries, since, mark)
+    }
 }
 
 /// The history files readers asked for (``Store/history(_:key:limit:before:)``), held in

@@ -1,3 +1,5 @@
+import Glibc
+import KVSystem
 import KVValues
 
 /// The domains and keys that keep no history (marked with ``Store/setKeepsHistory(_:_:key:)``,
@@ -77,5 +79,39 @@ public struct HistoryExclusions: Sendable, Equatable {
             }
         }
         return exclusions
+    }
+}
+
+/// Reading and writing ``HistoryExclusions/fileName`` in the state folder. Blocks on I/O.
+extension HistoryExclusions {
+    /// The exclusions `folder`'s file holds, or nil if it has none. One that cannot be read is
+    /// set aside and logged (every key then keeps history until marked again): nil too.
+    static func load(from folder: StateFolder) throws(SystemError) -> HistoryExclusions? {
+        let name = fileName
+        let bytes: [UInt8]?
+        do { bytes = try folder.fileSystem.readRegularFile(folder.path(name), limit: 16 << 20) } catch {
+            if case .system(let failure) = error { throw failure }
+            bytes = []
+        }
+        guard let bytes else { return nil }
+        if let read = decode(bytes) { return read }
+        let backup = try folder.moveAside(name)
+        folder.log(
+            .error,
+            "\(folder.path(name)) cannot be read; moved it to \(folder.path(backup)): every key keeps history until marked again (kvctl history --keep-none)"
+        )
+        return nil
+    }
+
+    /// Writes these exclusions to `folder`'s file durably (removes it when empty).
+    func save(to folder: StateFolder) throws(SystemError) {
+        let name = Self.fileName
+        if isEmpty {
+            do { try folder.fileSystem.unlink(folder.path(name)) } catch  where error.code == ENOENT { return }
+        } else {
+            try folder.fileSystem.replaceFile(
+                folder.path(name), temporary: folder.path("." + name + ".tmp"), with: encoded())
+        }
+        try folder.fileSystem.syncDirectory(folder.directory)
     }
 }

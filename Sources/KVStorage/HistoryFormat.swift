@@ -54,6 +54,11 @@ enum HistoryFormat {
     static let formatVersion: Int64 = 1
     static let suffix = ".history"
 
+    /// Whether `name` is a history file (not a copy set aside, not a temporary file).
+    static func isHistoryFile(_ name: String) -> Bool {
+        name.hasSuffix(suffix) && !name.hasPrefix(".") && !StorageFormat.isBackup(name)
+    }
+
     /// The history file of `domain`: its domain file's name with `.history` for `.json`
     /// (so a long name stays within 255 bytes the same way).
     static func fileName(for domain: Domain) -> String {

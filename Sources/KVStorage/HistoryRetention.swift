@@ -22,6 +22,35 @@ enum HistoryRetention {
     /// so that appends follow before the next rewrite.
     static func pruneTarget(_ maxBytes: Int) -> Int { maxBytes - maxBytes / 4 }
 
+    /// At least the bytes `lines` history lines take, without encoding them: the log's length
+    /// (`logLength`, which holds their values and keys) and 128 bytes a line for the rest.
+    static func lineBytesBound(lines: Int, _ logLength: Int64) -> Int64 {
+        logLength + 128 * Int64(lines)
+    }
+
+    /// Whether the lines of `entries` take at most `room` bytes (measured one by one, no copy
+    /// of them all; it stops at the first line past `room`, so a fold bound to rewrite the file
+    /// does not encode every new entry to learn it).
+    static func lineBytes(_ entries: [HistoryEntry], fitIn room: Int64) -> Bool {
+        var scratch: [UInt8] = []
+        var total: Int64 = 0
+        for entry in entries {
+            total += Int64(lineBytes(entry, scratch: &scratch))
+            if total > room { return false }
+        }
+        return true
+    }
+
+    /// The values of `state` as history entries of no known time (values a domain has when its
+    /// history begins).
+    static func baseline(_ state: DomainState?) -> [HistoryEntry] {
+        guard let state else { return [] }
+        return state.entries.compactMap { key, entry in
+            guard case .value(let value) = entry.content else { return nil }
+            return HistoryEntry(revision: entry.revision, time: nil, key: key, value: value)
+        }
+    }
+
     /// The bytes the line of `entry` takes in a history file.
     static func lineBytes(_ entry: HistoryEntry, scratch: inout [UInt8]) -> Int {
         scratch.removeAll(keepingCapacity: true)

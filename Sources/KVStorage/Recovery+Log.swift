@@ -20,7 +20,7 @@ extension Recovery {
             switch error {
             case .newer(let version):
                 throw .invalidStateDirectory(
-                    "the log \(journal.logPath) was written by a newer kvd (formatVersion \(version)); use that kvd")
+                    "the log \(wal.path) was written by a newer kvd (formatVersion \(version)); use that kvd")
             case .damaged(let reason):
                 try keepCopy(of: bytes, reason: reason)
                 try startFreshLog(state)
@@ -34,7 +34,7 @@ extension Recovery {
         try openLog(
             validLength: Int64(scan.validLength), fileLength: Int64(bytes.count),
             damaged: scan.tornTail != nil || !scan.damage.isEmpty,
-            tail: Journal.tail(of: bytes, length: scan.validLength))
+            tail: WriteAheadLog.tail(of: bytes, length: scan.validLength))
         return !scan.damage.isEmpty
     }
 
@@ -43,15 +43,15 @@ extension Recovery {
         if !scan.damage.isEmpty {
             try keepCopy(of: bytes, reason: "\(scan.damage.count) records cannot be used")
             for damage in scan.damage {
-                journal.log(
+                folder.log(
                     .error,
-                    "the log \(journal.logPath): \(damage); that change is lost, the records after it are replayed")
+                    "the log \(wal.path): \(damage); that change is lost, the records after it are replayed")
             }
         }
         if let torn = scan.tornTail {
-            journal.log(
+            folder.log(
                 .warning,
-                "ignored the end of the log \(journal.logPath) from byte \(scan.validLength): \(torn) (never acknowledged)"
+                "ignored the end of the log \(wal.path) from byte \(scan.validLength): \(torn) (never acknowledged)"
             )
         }
     }
@@ -60,7 +60,7 @@ extension Recovery {
     /// name is renamed aside (then nil), except a symbolic link: it may lead to the log holding
     /// acknowledged writes, so kvd refuses to start rather than follow it or drop it.
     private func readLog() throws(StorageError) -> [UInt8]? {
-        let path = journal.logPath
+        let path = wal.path
         do {
             return try fileSystem.readRegularFile(path, limit: .max)
         } catch {
@@ -71,10 +71,10 @@ extension Recovery {
                 )
             case .notRegular(let kind):
                 do {
-                    let backup = try journal.moveAside(StorageFormat.logFileName)
-                    journal.log(
+                    let backup = try folder.moveAside(StorageFormat.logFileName)
+                    folder.log(
                         .error,
-                        "the log \(path) is \(kind), not a regular file; moved it to \(journal.path(backup)) and started a new log"
+                        "the log \(path) is \(kind), not a regular file; moved it to \(folder.path(backup)) and started a new log"
                     )
                     return nil
                 } catch {
@@ -101,8 +101,8 @@ extension Recovery {
             for part in record.parts {
                 let sizes = entryBytes[partStart..<(partStart + part.changes.count)]
                 partStart += part.changes.count
-                if journal.historyOptions != nil {
-                    let changes = journal.exclusions.filter(part.changes, of: part.domain)
+                if files.history.options != nil {
+                    let changes = files.history.exclusions.filter(part.changes, of: part.domain)
                     if !changes.isEmpty {
                         state.recent[part.domain, default: []].append(
                             RecentCommit(
@@ -116,13 +116,13 @@ extension Recovery {
                 let emptied = state.domains[part.domain, default: DomainState()]  // in place: no copy of the domain
                     .apply(part.changes, entryBytes: sizes, budgetBytes: budget, at: record.revision)
                 if emptied { state.domains[part.domain] = nil }
-                journal.dirty.insert(part.domain)
+                wal.markDirty(part.domain)
             }
         }
         if !scan.records.isEmpty {
-            journal.log(
+            folder.log(
                 .info,
-                "replayed \(scan.records.count) records of the log \(journal.logPath) up to revision \(state.revision)")
+                "replayed \(scan.records.count) records of the log \(wal.path) up to revision \(state.revision)")
         }
     }
 
@@ -130,11 +130,11 @@ extension Recovery {
     /// once; if that fails, the damaged log stays in use and is reported again next time.
     func compactAfterDamage(_ state: RecoveredState) {
         do {
-            try journal.compact(state.domains, revision: state.revision, history: state.recent)
+            try wal.compact(into: files, state.domains, revision: state.revision, history: state.recent)
         } catch {
-            journal.log(
+            folder.log(
                 .error,
-                "could not compact the damaged log \(journal.logPath), it stays in use (and its damage will be reported again): \(error)"
+                "could not compact the damaged log \(wal.path), it stays in use (and its damage will be reported again): \(error)"
             )
         }
     }
@@ -142,38 +142,29 @@ extension Recovery {
     /// Opens the log for writing after its last valid record; cuts off a damaged tail durably
     /// first (reserved zeros after the last record are kept).
     private func openLog(validLength: Int64, fileLength: Int64, damaged: Bool, tail: [UInt8]) throws(StorageError) {
-        do {
-            journal.logLength = validLength
-            journal.fileLength = fileLength
-            let descriptor = try journal.openLog(tail: tail)
-            if damaged {
-                try fileSystem.truncate(descriptor, to: validLength)
-                try fileSystem.fsync(descriptor)
-                journal.fileLength = validLength
-            }
-        } catch {
-            journal.releaseAll()
-            throw .failure("cannot open the log \(journal.logPath): \(error)")
+        do { try wal.open(validLength: validLength, fileLength: fileLength, tail: tail, damaged: damaged) } catch {
+            wal.releaseAll()
+            throw .failure("cannot open the log \(wal.path): \(error)")
         }
     }
 
     private func startFreshLog(_ state: RecoveredState) throws(StorageError) {
         // The records of an unusable log are lost; the domains it touched are unknown, so the
         // files stay as they are until changed.
-        do { try journal.resetLog(baseRevision: state.revision) } catch {
-            journal.releaseAll()
-            throw .failure("cannot create the log \(journal.logPath): \(error)")
+        do { try wal.reset(baseRevision: state.revision) } catch {
+            wal.releaseAll()
+            throw .failure("cannot create the log \(wal.path): \(error)")
         }
     }
 
     private func keepCopy(of bytes: [UInt8], reason: String) throws(StorageError) {
         do {
-            let backup = try journal.backUp(bytes, of: StorageFormat.logFileName)
-            journal.log(
-                .warning, "the log \(journal.logPath) is damaged (\(reason)); copied it to \(journal.path(backup))")
+            let backup = try folder.backUp(bytes, of: StorageFormat.logFileName)
+            folder.log(
+                .warning, "the log \(wal.path) is damaged (\(reason)); copied it to \(folder.path(backup))")
         } catch {
-            journal.releaseAll()
-            throw .failure("the log \(journal.logPath) is damaged (\(reason)) and could not be backed up: \(error)")
+            wal.releaseAll()
+            throw .failure("the log \(wal.path) is damaged (\(reason)) and could not be backed up: \(error)")
         }
     }
 }

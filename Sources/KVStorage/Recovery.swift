@@ -15,9 +15,11 @@ struct RecoveredState {
 /// Opening a state folder: create it, lock it, load the domain files, replay the log.
 /// Runs once, on the thread that creates the ``Store``; blocks on I/O.
 struct Recovery {
-    let journal: Journal
-    var fileSystem: any FileSystem { journal.fileSystem }
-    var directory: String { journal.directory }
+    let wal: WriteAheadLog
+    let files: StateFiles
+    var folder: StateFolder { wal.folder }
+    var fileSystem: any FileSystem { folder.fileSystem }
+    var directory: String { folder.directory }
 
     /// Prepares and locks the folder and returns its committed state.
     func run() throws(StorageError) -> RecoveredState {
@@ -32,7 +34,7 @@ struct Recovery {
         }
         let fileRevisions = state.domains.mapValues(\.revision)
         let damaged = try recoverLog(into: &state, replayedThrough: loaded.mapValues(\.replayedThrough))
-        noteHistoryStart(loaded: fileRevisions, logBase: state.logBase)
+        files.history.noteStart(files: fileRevisions, logBase: state.logBase)
         if damaged { compactAfterDamage(state) }
         try syncFolders()
         return state
@@ -136,13 +138,13 @@ struct Recovery {
     }
 
     private func lock() throws(StorageError) {
-        let lockPath = journal.path(StorageFormat.lockFileName)
+        let lockPath = folder.path(StorageFormat.lockFileName)
         do {
             let descriptor = try fileSystem.open(lockPath, [.write, .create, .noFollow], permissions: 0o600)
-            journal.lockDescriptor = descriptor
+            wal.holdLock(descriptor)
             try lockRetryingBriefly(descriptor)
         } catch {
-            journal.releaseAll()
+            wal.releaseAll()
             if error.code == EWOULDBLOCK {
                 throw .locked("another kvd is already using state folder \(directory) (lock file \(lockPath) is held)")
             }
@@ -159,7 +161,7 @@ struct Recovery {
         var found: [(String, StorageFormat.Entry)] = []
         for name in names.sorted() {
             if name.hasPrefix("."), name.hasSuffix(".tmp") {
-                try? fileSystem.unlink(journal.path(name))
+                try? fileSystem.unlink(folder.path(name))
             } else if let entry = StorageFormat.entry(forFileName: name) {
                 found.append((name, entry))
             }
@@ -181,16 +183,16 @@ struct Recovery {
             let newer =
                 file.replayedThrough > earlier.replayedThrough
                 || (file.replayedThrough == earlier.replayedThrough && name == own)
-            journal.log(
+            folder.log(
                 .warning,
                 "domain \(domain) is in two files, \(earlier.file) and \(name); the newer (\(newer ? name : earlier.file)) is read, the other will be removed"
             )
-            journal.staleFiles[domain] = name == own ? earlier.file : name
-            journal.dirty.insert(domain)
+            files.noteStale(domain, file: name == own ? earlier.file : name)
+            wal.markDirty(domain)
             guard newer else { return }
         } else if name != own {
-            journal.staleFiles[domain] = name
-            journal.dirty.insert(domain)
+            files.noteStale(domain, file: name)
+            wal.markDirty(domain)
         }
         loaded[domain] = (name, file.replayedThrough)
         state.domains[domain] = file.state.isEmpty ? nil : file.state
@@ -212,7 +214,7 @@ struct Recovery {
     /// file or is over the size limit (then it is set aside, ``setAside(_:reason:)``). A failed
     /// read is a failure of recovery.
     private func readDomainFile(_ name: String) throws(StorageError) -> [UInt8]? {
-        let path = journal.path(name)
+        let path = folder.path(name)
         do {
             return try fileSystem.readRegularFile(path, limit: Int64(StorageFormat.maxDomainFileBytes))
         } catch {
@@ -256,14 +258,14 @@ struct Recovery {
     /// (``LoadedDomain/copyReason``) is copied aside (``keepCopy(of:name:reason:)``) and its
     /// domain marked dirty, so that it is rewritten, and copied, once.
     private func note(_ loaded: LoadedDomain, read bytes: [UInt8], from name: String) throws(StorageError) {
-        let path = journal.path(name)
-        for warning in loaded.warnings { journal.log(.warning, "domain file \(path): \(warning)") }
+        let path = folder.path(name)
+        for warning in loaded.warnings { folder.log(.warning, "domain file \(path): \(warning)") }
         if let reason = loaded.copyReason {
             try keepCopy(of: bytes, name: name, reason: reason)
-            journal.dirty.insert(loaded.domain)  // rewritten at the next compaction, so copied once
+            wal.markDirty(loaded.domain)  // rewritten at the next compaction, so copied once
         }
         if loaded.state.budgetBytes > Limits.domainBytes {
-            journal.log(
+            folder.log(
                 .warning,
                 "domain \(loaded.domain) in \(path) takes \(loaded.state.budgetBytes) bytes as typed JSON, more than one reply carries (\(Limits.domainBytes)): its keys are served one by one, List of the whole domain fails, and writes that grow it are refused"
             )
@@ -272,17 +274,17 @@ struct Recovery {
 
     /// Renames an unreadable file `name` aside and logs it.
     private func setAside(_ name: String, reason: String) throws(StorageError) {
-        let path = journal.path(name)
+        let path = folder.path(name)
         let which =
             StorageFormat.entry(forFileName: name).flatMap { entry -> String? in
                 if case .domainFile(let domain) = entry { return "domain \(domain)" }
                 return nil
             } ?? "the domain it holds"
         do {
-            let backup = try journal.moveAside(name)
-            journal.log(
+            let backup = try folder.moveAside(name)
+            folder.log(
                 .error,
-                "domain file \(path) is unreadable (\(reason)); moved it to \(journal.path(backup)); \(which) starts empty"
+                "domain file \(path) is unreadable (\(reason)); moved it to \(folder.path(backup)); \(which) starts empty"
             )
         } catch {
             throw .failure("domain file \(path) is unreadable (\(reason)) and could not be moved aside: \(error)")
@@ -291,10 +293,10 @@ struct Recovery {
 
     /// Copies a domain file that is read, but that its next rewrite cannot keep whole.
     private func keepCopy(of bytes: [UInt8], name: String, reason: String) throws(StorageError) {
-        let path = journal.path(name)
+        let path = folder.path(name)
         do {
-            let backup = try journal.backUp(bytes, of: name)
-            journal.log(.warning, "domain file \(path): \(reason); copied it to \(journal.path(backup)) first")
+            let backup = try folder.backUp(bytes, of: name)
+            folder.log(.warning, "domain file \(path): \(reason); copied it to \(folder.path(backup)) first")
         } catch {
             throw .failure("domain file \(path): \(reason), and it could not be copied aside: \(error)")
         }

@@ -40,7 +40,7 @@ extension Store {
     func drain(endingFolds: Bool = true) {
         while let pending = takeBatch() {
             commit(pending)
-            if (journal.carried?.count ?? 0) > maxCarriedBytes {
+            if wal.carriedCount > maxCarriedBytes {
                 awaitFold()
             } else if endingFolds {
                 finishFoldIfDone()
@@ -50,14 +50,7 @@ extension Store {
     }
 
     private func takeBatch() -> [Pending]? {
-        state.withLock { state in
-            guard !state.pending.isEmpty else {
-                state.draining = false
-                return nil
-            }
-            defer { state.pending = [] }
-            return state.pending
-        }
+        state.withLock { $0.takeBatch() }
     }
 
     /// Plans every mutation, writes all records with one sync, and only then publishes the
@@ -69,13 +62,13 @@ extension Store {
         batch.views = [:]  // drop the shared references, so publishing changes the state in place
         if !batch.records.isEmpty {
             do {
-                try journal.append(batch.records)
+                try wal.append(batch.records)
             } catch {
                 // A full disk: history goes first, then the log is compacted, and the batch tried again.
                 // Tried again when either step freed space (dropped history alone may be enough).
                 let retried =
-                    Self.isFull(journal.appendFailure) && makeRoom().freedAny
-                    && (try? journal.append(batch.records)) != nil
+                    Self.isFull(wal.appendFailure) && makeRoom().freedAny
+                    && (try? wal.append(batch.records)) != nil
                 if !retried {
                     log(.error, error.description)
                     for item in pending { item.fail(error) }
@@ -218,30 +211,12 @@ extension Store {
     /// Makes a durable batch visible to readers: applies its changes in place (the committed
     /// dictionaries are not shared at this point, so no copy is made) and drops emptied domains.
     private func publish(_ batch: Batch) {
-        let keepsHistory = journal.historyOptions != nil
-        let exclusions = journal.exclusions
-        state.withLock { state in
-            for commit in batch.planned {
-                let emptied = state.domains[commit.domain, default: DomainState()]
-                    .apply(
-                        commit.changes, entryBytes: batch.entryBytes[commit.entryBytes],
-                        budgetBytes: commit.budgetBytes, at: commit.revision)
-                if emptied { state.domains[commit.domain] = nil }
-                if keepsHistory {
-                    // the same array when nothing is excluded
-                    let changes = exclusions.filter(commit.changes, of: commit.domain)
-                    if !changes.isEmpty {
-                        state.recent[commit.domain, default: []].append(
-                            RecentCommit(revision: commit.revision, time: batch.time, uid: commit.uid, changes: changes)
-                        )
-                    }
-                }
-            }
-            state.revision = batch.revision
-        }
+        let keepsHistory = files.history.options != nil
+        let exclusions = files.history.exclusions
+        state.withLock { $0.publish(batch, keepsHistory: keepsHistory, exclusions: exclusions) }
         var last: Domain?
         for commit in batch.planned where commit.domain != last {  // a run of changes to one domain: one insert
-            journal.dirty.insert(commit.domain)
+            wal.markDirty(commit.domain)
             last = commit.domain
         }
     }
@@ -253,12 +228,11 @@ extension Store {
     func compact() {
         awaitFold()
         let (domains, revision, recent) = state.withLock { ($0.domains, $0.revision, $0.recent) }
-        let count = journal.dirty.count
+        let count = wal.dirty.count
         do {
-            try journal.compact(domains, revision: revision, history: recent)
+            try wal.compact(into: files, domains, revision: revision, history: recent)
             // in the history files now; nothing was published meanwhile (this queue publishes)
-            state.withLock { $0.recent = [:] }
-            journal.nextCompactionLength = Int64(options.compactionLogBytes)
+            state.withLock { $0.dropRecent() }
             log(.debug, "compacted the log into \(count) domain files at revision \(revision)")
         } catch  where Self.isFull(error) && makeRoom().compacted {
             return

@@ -3,21 +3,21 @@ import KVSystem
 import KVValues
 import Synchronization
 
-/// What one fold writes (``Journal/fold(_:)``): the files of the domains changed since the
+/// What one fold writes (``StateFiles/fold(_:)``): the files of the domains changed since the
 /// last fold, as of one revision, and the history of the commits up to it.
 struct FoldJob: Sendable {
     /// Every change at or below it is in the files once the fold is done.
-    var revision: Int64
+    let revision: Int64
     /// The domains whose files it writes.
-    var dirty: Set<Domain>
+    let dirty: Set<Domain>
     /// The committed state at ``revision`` of each domain it writes or folds history of (none
     /// for a domain that no longer exists). Shared with the store: a domain the store changes
     /// meanwhile is copied by the store, once.
-    var domains: [Domain: DomainState]
+    let domains: [Domain: DomainState]
     /// The commits up to ``revision`` still only in the log, per domain.
-    var history: [Domain: [RecentCommit]]
+    let history: [Domain: [RecentCommit]]
     /// The log's length at ``revision``.
-    var logLength: Int64
+    let logLength: Int64
 }
 
 /// A fold handed to the store's fold queue (or a test's runner): its job and, once done, its
@@ -25,19 +25,19 @@ struct FoldJob: Sendable {
 /// for the fold before the queue got to it. Thread-safe.
 final class FoldTask: Sendable {
     let job: FoldJob
-    private let journal: Journal
+    private let files: StateFiles
     private let outcome = Mutex<Result<Void, SystemError>?>(nil)
     private let claimed = Atomic<Bool>(false)
     private let done = DispatchSemaphore(value: 0)
 
-    init(_ job: FoldJob, journal: Journal) { (self.job, self.journal) = (job, journal) }
+    init(_ job: FoldJob, files: StateFiles) { (self.job, self.files) = (job, files) }
 
     /// Runs the fold on the calling thread unless it was run (or is running) already; returns
     /// whether it ran it.
     @discardableResult
     func runUnlessClaimed() -> Bool {
         guard !claimed.exchange(true, ordering: .acquiringAndReleasing) else { return false }
-        complete(Result { () throws(SystemError) in try journal.fold(job) })
+        complete(Result { () throws(SystemError) in try files.fold(job) })
         return true
     }
 
@@ -66,9 +66,9 @@ final class FoldTask: Sendable {
 /// The order that keeps every acknowledged change across a crash: the fold writes the history
 /// and domain files as of revision R and syncs them while the commit queue keeps appending to
 /// the log (which still holds everything since its base); only then is the log replaced by one
-/// of base R holding the records appended since (``Journal/carried``). A crash at any point
-/// finds either the old log over files at R or older (recovery skips what a file holds), or
-/// the new one over files at R.
+/// of base R holding the records appended since (the ``WriteAheadLog`` carries them). A crash
+/// at any point finds either the old log over files at R or older (recovery skips what a file
+/// holds), or the new one over files at R.
 extension Store {
     /// The most bytes of records a running fold lets the log gain before a commit waits for it:
     /// what the next log starts with, held in memory until then (and copied once more when it
@@ -82,30 +82,23 @@ extension Store {
     /// returns at once.
     ///
     /// On a disk without room for what the fold writes beside what the log may gain meanwhile
-    /// (``Journal/hasRoom(for:growth:)``), the fold runs here instead, commits waiting: one
+    /// (``WriteAheadLog/hasRoom(for:growth:)``), the fold runs here instead, commits waiting: one
     /// that fails for room then makes room (``makeRoom()``) while the log is at its threshold,
     /// not ``maxCarriedBytes`` past it, with no room left for the domain files that would let
     /// the log go.
     func startFoldIfDue() {
-        guard journal.fold == nil, journal.state == .intact, journal.logLength >= journal.nextCompactionLength
-        else { return }
-        let dirty = journal.dirty
+        guard wal.fold == nil, wal.state == .intact, wal.isCompactionDue else { return }
+        let dirty = wal.dirty
         let snapshot: (domains: [Domain: DomainState], revision: Int64, history: [Domain: [RecentCommit]])? =
-            state.withLock { state in
-                guard !state.closed else { return nil }
-                state.folding = true
-                var domains: [Domain: DomainState] = [:]
-                for domain in dirty.union(state.recent.keys) { domains[domain] = state.domains[domain] }
-                return (domains, state.revision, state.recent)
-            }
+            state.withLock { $0.startFolding(dirty: dirty) }
         guard let snapshot else { return }
         let task = FoldTask(
             FoldJob(
                 revision: snapshot.revision, dirty: dirty, domains: snapshot.domains, history: snapshot.history,
-                logLength: journal.logLength), journal: journal)
-        (journal.fold, journal.dirty, journal.carried) = (task, [], [])
-        guard journal.hasRoom(for: task.job, growth: Int64(maxCarriedBytes)) else {
-            log(.debug, "little room left beside \(journal.logPath): folding it while commits wait")
+                logLength: wal.length), files: files)
+        wal.startFold(task)
+        guard wal.hasRoom(for: files.bytesNeeded(for: task.job), growth: Int64(maxCarriedBytes)) else {
+            log(.debug, "little room left beside \(wal.path): folding it while commits wait")
             return awaitFold()
         }
         foldRunner {
@@ -121,14 +114,14 @@ extension Store {
 
     /// Ends the running fold if it has finished; nothing otherwise.
     func finishFoldIfDone() {
-        guard let task = journal.fold, task.isDone else { return }
+        guard let task = wal.fold, task.isDone else { return }
         finishFold(task, task.wait())
     }
 
     /// Waits for the running fold, if any (runs it, if the fold queue has not started it yet),
-    /// and ends it: the commit queue owns the whole journal again. Blocks on the fold's I/O.
+    /// and ends it: the commit queue owns the files again. Blocks on the fold's I/O.
     func awaitFold() {
-        guard let task = journal.fold else { return }
+        guard let task = wal.fold else { return }
         finishFold(task, task.wait())
     }
 
@@ -140,9 +133,9 @@ extension Store {
     /// Waits for a running fold (or runs it) without ending it (a crash, for tests: the log is
     /// not rotated).
     func abandonFold() {
-        guard let task = journal.fold else { return }
+        guard let task = wal.fold else { return }
         _ = task.wait()
-        (journal.fold, journal.carried) = (nil, nil)
+        _ = wal.endFold()
     }
 
     /// After a fold: drops the commits it put in the history files from memory and replaces the
@@ -151,60 +144,42 @@ extension Store {
     /// (unless `makingRoom`: ``makeRoom()`` itself waited for it, and makes the room).
     func finishFold(_ task: FoldTask, _ result: Result<Void, SystemError>, makingRoom: Bool = false) {
         let job = task.job
-        let carried = journal.carried ?? []
-        (journal.fold, journal.carried) = (nil, nil)
-        defer {
-            state.withLock { state in
-                state.folding = false
-                state.historyVersion += 1  // pruned, or a file set aside
-            }
-        }
+        let carried = wal.endFold()
+        defer { state.withLock { $0.endFolding() } }
         switch result {
         case .success:
             endFold(job, carried: carried)
         case .failure(let error):
-            journal.dirty.formUnion(job.dirty)
+            wal.markDirty(job.dirty)
             if Self.isFull(error) && !makingRoom && makeRoom().compacted { return }
             retryFoldLater(after: error)
         }
     }
 
     /// After a fold or compaction that failed (the log still holds everything): tries again once
-    /// the log has grown a bit (``postponeFold()``), and says so.
+    /// the log has grown a bit (``WriteAheadLog/postponeCompaction()``), and says so.
     func retryFoldLater(after error: some Error) {
-        postponeFold()
-        log(.error, "compaction of \(journal.logPath) failed, the log is kept and compaction will be retried: \(error)")
-    }
-
-    /// Puts the next fold off until the log has grown by another quarter of the threshold, so
-    /// that one that cannot be made is not tried again every batch.
-    func postponeFold() {
-        journal.nextCompactionLength = journal.logLength + max(Int64(options.compactionLogBytes) / 4, 1)
+        wal.postponeCompaction()
+        log(.error, "compaction of \(wal.path) failed, the log is kept and compaction will be retried: \(error)")
     }
 
     /// After a fold that succeeded: drops the commits it put in the history files from memory
     /// and replaces the log by one of base `job.revision` holding `carried`.
     private func endFold(_ job: FoldJob, carried: [UInt8]) {
-        state.withLock { state in
-            for domain in job.history.keys {
-                state.recent[domain]?.removeAll { $0.revision <= job.revision }
-                if state.recent[domain]?.isEmpty == true { state.recent[domain] = nil }
-            }
-        }
-        journal.nextCompactionLength = Int64(options.compactionLogBytes)
+        state.withLock { $0.dropRecent(through: job.revision, of: job.history.keys) }
         do {
-            try journal.rotateLog(baseRevision: job.revision, carrying: carried)
+            try wal.rotateAfterFold(baseRevision: job.revision, carrying: carried)
             log(
                 .debug,
                 "folded the log into \(job.dirty.count) domain files at revision \(job.revision), carried \(carried.count) bytes of later records"
             )
         } catch {
-            if journal.state == .intact {
-                postponeFold()  // not replaced: it still holds everything
+            if wal.state == .intact {
+                wal.postponeCompaction()  // not replaced: it still holds everything
             }
             log(
                 .error,
-                "could not replace the log \(journal.logPath) after folding it (\(journal.state == .intact ? "it stays in use, and is replaced at a later fold" : "it is written again before the next commit")): \(error)"
+                "could not replace the log \(wal.path) after folding it (\(wal.state == .intact ? "it stays in use, and is replaced at a later fold" : "it is written again before the next commit")): \(error)"
             )
         }
     }

@@ -23,8 +23,8 @@ extension Store {
     /// file without the key's (or domain's) entries (the values the domain still has stay, as
     /// values of no known time), compacts the log into the domain files (the log held them
     /// too) and removes or rewrites the copies set aside that name them
-    /// (``Journal/scrubCopies(_:key:)``): once it completed, no file of the folder holds those
-    /// past values, across any crash. Works with history off too (then only log and copies).
+    /// (``CopiesSetAside/scrub(_:in:key:)``): once it completed, no file of the folder holds
+    /// those past values, across any crash. Works with history off too (then only log and copies).
     public func submitHistoryChange(
         _ change: HistoryChange, completion: @escaping @Sendable (Result<Int64, StorageError>) -> Void
     ) {
@@ -32,10 +32,10 @@ extension Store {
             return queue.async { completion(.failure(.failure("the store is closed"))) }
         }
         queue.async {
-            self.state.withLock { $0.draining = true }
+            self.state.withLock { $0.markDraining() }
             self.drain()  // what was queued before it comes first
             // busy: an event loop's commitQueued() leaves new work to this queue
-            self.state.withLock { $0.draining = true }
+            self.state.withLock { $0.markDraining() }
             completion(self.perform(change))
             self.drain()  // what was queued meanwhile
         }
@@ -61,20 +61,15 @@ extension Store {
 
     private func perform(_ change: HistoryChange) -> Result<Int64, StorageError> {
         awaitFold()  // the history files and what keeps none are the fold's while it runs
-        defer { state.withLock { $0.historyVersion += 1 } }  // even on failure: part may be done
+        defer { state.withLock { $0.historyChanged() } }  // even on failure: part may be done
         do throws(SystemError) {
             switch change {
             case .forget(let domain, let key):
                 try forget(domain, key)
             case .keep(let domain, let key, let keep):
-                let before = journal.exclusions
-                journal.exclusions.set(domain, key: key, keep: keep)
-                do { try journal.saveExclusions() } catch {
-                    journal.exclusions = before
-                    throw error
-                }
-                let exclusions = journal.exclusions
-                state.withLock { $0.exclusions = exclusions }
+                try files.history.setExclusion(domain, key: key, keep: keep)
+                let exclusions = files.history.exclusions
+                state.withLock { $0.setExclusions(exclusions) }
                 if !keep { try forget(domain, key) }
             }
             return .success(state.withLock { $0.revision })
@@ -89,23 +84,13 @@ extension Store {
     /// See ``submitHistoryChange(_:completion:)``.
     private func forget(_ domain: Domain, _ key: Key?) throws(SystemError) {
         let (domains, revision, recent, original) = state.withLock { state in
-            let original = state.recent[domain] ?? []
-            if let key {
-                state.recent[domain] = state.recent[domain]?.compactMap { commit in
-                    var commit = commit
-                    commit.changes.removeAll { $0.key == key }
-                    return commit.changes.isEmpty ? nil : commit
-                }
-            } else {
-                state.recent[domain] = nil
-            }
+            let original = state.forgetRecent(domain, key: key)
             return (state.domains, state.revision, state.recent, original)
         }
-        try journal.forgetHistory(domain, key: key, current: domains[domain], revision: revision, recent: original)
-        try journal.compact(domains, revision: revision, history: recent)
-        state.withLock { $0.recent = [:] }
-        journal.nextCompactionLength = Int64(options.compactionLogBytes)
-        try journal.scrubCopies(domain, key: key)
+        try files.history.forget(domain, key: key, current: domains[domain], revision: revision, recent: original)
+        try wal.compact(into: files, domains, revision: revision, history: recent)
+        state.withLock { $0.dropRecent() }
+        try CopiesSetAside.scrub(domain, in: files.folder, key: key)
         log(.info, "forgot the history of \(key.map { "key \($0) of " } ?? "")domain \(domain)")
     }
 
@@ -128,25 +113,24 @@ extension Store {
     func makeRoom() -> RoomMade {
         // A fold that failed for the same full disk: this call makes the room (not a nested one,
         // whose freed space this one would not count).
-        if let task = journal.fold { finishFold(task, task.wait(), makingRoom: true) }
-        defer { state.withLock { $0.historyVersion += 1 } }  // history may have been dropped
+        if let task = wal.fold { finishFold(task, task.wait(), makingRoom: true) }
+        defer { state.withLock { $0.historyChanged() } }  // history may have been dropped
         let (domains, revision) = state.withLock { ($0.domains, $0.revision) }
         var made = RoomMade()
         do throws(SystemError) {
             made.droppedHistory =
-                journal.historyOptions != nil ? try journal.dropHistory(domains: domains, revision: revision) : false
-            try journal.compact(domains, revision: revision)
+                files.history.options != nil ? try files.history.drop(domains: domains, revision: revision) : false
+            try wal.compact(into: files, domains, revision: revision)
             made.compacted = true
-            state.withLock { $0.recent = [:] }
-            journal.nextCompactionLength = Int64(options.compactionLogBytes)
+            state.withLock { $0.dropRecent() }
             log(
                 .warning,
-                "the disk holding \(journal.directory) is full: \(made.droppedHistory ? "dropped the history of every domain (it starts again from the values) and " : "")compacted the log"
+                "the disk holding \(wal.folder.directory) is full: \(made.droppedHistory ? "dropped the history of every domain (it starts again from the values) and " : "")compacted the log"
             )
         } catch {
             log(
                 .error,
-                "the disk holding \(journal.directory) is full, \(made.droppedHistory ? "dropped the history of every domain, " : "")and compacting the log failed: \(error)"
+                "the disk holding \(wal.folder.directory) is full, \(made.droppedHistory ? "dropped the history of every domain, " : "")and compacting the log failed: \(error)"
             )
         }
         return made

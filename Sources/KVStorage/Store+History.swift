@@ -81,7 +81,7 @@ extension Store {
         guard options.keepsHistory else { throw .off }
         let recent = state.withLock { $0.recent[domain] } ?? []
         let kept: KeptHistory
-        if let cached = journal.historyCache[domain] { kept = cached } else { kept = try loadHistory(domain) }
+        if let cached = files.history.cache[domain] { kept = cached } else { kept = try loadHistory(domain) }
         return (kept, recent.isEmpty ? [] : kept.mark.fresh(recent))
     }
 
@@ -95,8 +95,8 @@ extension Store {
                 ($0.domains[domain], $0.revision, $0.recent[domain] ?? [])
             }
             return Result { () throws(SystemError) in
-                try journal.loadHistory(domain, current: current, revision: revision, recent: recent, keep: true)
-                return journal.historyCache[domain] ?? KeptHistory()
+                try files.history.load(domain, current: current, revision: revision, recent: recent, keep: true)
+                return files.history.cache[domain] ?? KeptHistory()
             }
         }
         do { return try loaded.get() } catch {

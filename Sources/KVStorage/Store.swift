@@ -50,28 +50,13 @@ public final class Store: Sendable {
         }
     }
 
-    struct State: Sendable {
-        var domains: [Domain: DomainState]
-        var revision: Int64
-        /// The commits still only in the log, per domain, for history (none when it is off).
-        var recent: [Domain: [RecentCommit]] = [:]
-        /// What keeps no history (the journal's, copied for readers).
-        var exclusions = HistoryExclusions()
-        var pending: [Pending] = []
-        /// A drain is scheduled or running on the commit queue.
-        var draining = false
-        /// A fold runs off the commit queue, or has not been ended by it yet.
-        var folding = false
-        /// Counts the changes to what history serves that no commit makes (see
-        /// ``Store/historyVersion``).
-        var historyVersion = 0
-        var closed = false
-    }
-
     let options: StoreOptions
     let log: @Sendable (LogLevel, String) -> Void
     let state: Mutex<State>
-    let journal: Journal
+    /// The log, the lock and what the log owes the files: the commit queue's.
+    let wal: WriteAheadLog
+    /// The domain and history files: the commit queue's, or a running fold's.
+    let files: StateFiles
     let queue = DispatchQueue(label: "kvd.storage.commit")
     /// Where folds of the log into the files run, beside the commit queue (``startFoldIfDue()``).
     let foldQueue = DispatchQueue(label: "kvd.storage.fold")
@@ -85,22 +70,24 @@ public final class Store: Sendable {
         directory: String, options: StoreOptions = .init(), fileSystem: any FileSystem = LinuxSystem(),
         log: @escaping @Sendable (LogLevel, String) -> Void = { _, _ in }
     ) throws(StorageError) {
-        let journal = Journal(fileSystem: fileSystem, directory: directory, log: log)
-        journal.historyOptions = options.keepsHistory ? options : nil
+        let folder = StateFolder(fileSystem: fileSystem, directory: directory, log: log)
+        let wal = WriteAheadLog(
+            folder: folder, compactionBytes: Int64(options.compactionLogBytes),
+            reservation: Int64(max(options.logReservationBytes, 0)))
+        let files = StateFiles(folder: folder, historyOptions: options.keepsHistory ? options : nil)
         let recovered: RecoveredState
-        do { recovered = try Recovery(journal: journal).run() } catch {
-            journal.releaseAll()  // a refused folder is not left locked
+        do { recovered = try Recovery(wal: wal, files: files).run() } catch {
+            wal.releaseAll()  // a refused folder is not left locked
             throw error
         }
-        journal.nextCompactionLength = Int64(options.compactionLogBytes)
-        journal.reservation = Int64(max(options.logReservationBytes, 0))
-        self.journal = journal
+        self.wal = wal
+        self.files = files
         self.options = options
         self.log = log
         self.state = Mutex(
             State(
                 domains: recovered.domains, revision: recovered.revision, recent: recovered.recent,
-                exclusions: journal.exclusions))
+                exclusions: files.history.exclusions))
         log(
             .info,
             "opened state folder \(directory) at revision \(recovered.revision) with \(recovered.domains.count) domains"
@@ -110,16 +97,16 @@ public final class Store: Sendable {
     /// Stops as a crash would, for tests: waits for a running fold (without rotating the log),
     /// finishes queued work, then releases the folder without compacting. Later submissions fail.
     func abandon() {
-        state.withLock { $0.closed = true }
+        _ = state.withLock { $0.close() }
         queue.sync {
             abandonFold()
             drain()
-            journal.releaseAll()
+            wal.releaseAll()
         }
     }
 
     deinit {
-        journal.releaseAll()  // no queued work can remain: each holds a reference to self
+        wal.releaseAll()  // no queued work can remain: each holds a reference to self
     }
 
     /// The value of `key` in `domain` and the revision at which it last changed. Never blocks
@@ -153,7 +140,7 @@ public final class Store: Sendable {
     }
 
     /// Whether the log is written with `O_DIRECT` (for tests).
-    var journalIsDirect: Bool { queue.sync { journal.direct } }
+    var logIsDirect: Bool { queue.sync { wal.direct } }
 
     /// Whether nothing is queued or being written (or compacted or folded).
     public var isIdle: Bool {
@@ -208,21 +195,11 @@ public final class Store: Sendable {
     /// Sets `State.draining` and returns true when something is queued and no drain is running
     /// or scheduled; otherwise false (the running drain takes what is queued).
     private func claimDrain() -> Bool {
-        state.withLock { state in
-            guard !state.draining, !state.pending.isEmpty else { return false }
-            state.draining = true
-            return true
-        }
+        state.withLock { $0.claimDrain() }
     }
 
     private func add(_ pending: Pending, startDrain: Bool) {
-        let schedule: Bool? = state.withLock { state in
-            guard !state.closed else { return nil }
-            state.pending.append(pending)
-            guard startDrain, !state.draining else { return false }
-            state.draining = true
-            return true
-        }
+        let schedule = state.withLock { $0.add(pending, startDrain: startDrain) }
         switch schedule {
         case nil: queue.async { pending.fail(.failure("the store is closed")) }
         case true?: queue.async { self.drain() }
@@ -285,18 +262,14 @@ public final class Store: Sendable {
     /// blocks on I/O; must not be called from a completion.
     public func close() {
         dispatchPrecondition(condition: .notOnQueue(queue))
-        let first = state.withLock { state in
-            let wasOpen = !state.closed
-            state.closed = true
-            return wasOpen
-        }
+        let first = state.withLock { $0.close() }
         queue.sync {
             guard first else { return }
             awaitFold()
             drain()
-            if !journal.dirty.isEmpty { compact() }
-            journal.releaseAll()
-            log(.info, "closed state folder \(journal.directory)")
+            if !wal.dirty.isEmpty { compact() }
+            wal.releaseAll()
+            log(.info, "closed state folder \(wal.folder.directory)")
         }
     }
 }

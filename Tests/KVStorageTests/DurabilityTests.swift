@@ -59,7 +59,7 @@ import Testing
         _ = try store.commit(app, .set(key("key-7"), .integer(7), ifRevision: nil))
         #expect(fileSystem.bytesWritten(toFilesContaining: "com.example.large") == 0)
         // The record, rewritten with the log's last block and padded to whole 512-byte blocks.
-        #expect(fileSystem.bytesWritten(toFilesContaining: "kvd.wal") <= 2 * Journal.blockSize)
+        #expect(fileSystem.bytesWritten(toFilesContaining: "kvd.wal") <= 2 * WriteAheadLog.blockSize)
         #expect(store.list(app)?.values.count == 20_000)
         store.close()
         #expect(fileSystem.bytesWritten(toFilesContaining: "com.example.large") > 500_000)  // compacted on close

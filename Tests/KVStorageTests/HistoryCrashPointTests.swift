@@ -85,7 +85,7 @@ import Testing
             .map { forgotten[$0.offset] }
         func leak(_ files: [String: [UInt8]], _ when: String) -> String? {
             for (name, bytes) in files {
-                for marker in done where Journal.contains(bytes, Array(marker.utf8)) {
+                for marker in done where CopiesSetAside.contains(bytes, Array(marker.utf8)) {
                     return "\(when): \(name) holds \(marker)"
                 }
             }

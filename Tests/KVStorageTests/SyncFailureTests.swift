@@ -172,7 +172,7 @@ import Testing
         let app = domain("com.example.fallback")
         do {
             let store = try Store(directory: "/data/state", options: CrashPointTests.options, fileSystem: fileSystem)
-            #expect(store.journalIsDirect == false)
+            #expect(store.logIsDirect == false)
             for index in 0..<5 {
                 _ = try store.commit(app, .set(key("k\(index)"), .integer(Int64(index)), ifRevision: nil))
             }
@@ -188,6 +188,6 @@ import Testing
             directory: "/data/state", fileSystem: SimulatedFileSystem(fileSystem.model.durable.reachable()))
         defer { reopened.close() }
         #expect(reopened.list(app)?.values.count == 5)
-        #expect(reopened.journalIsDirect == true, "the simulated disk takes O_DIRECT when not told otherwise")
+        #expect(reopened.logIsDirect == true, "the simulated disk takes O_DIRECT when not told otherwise")
     }
 }
