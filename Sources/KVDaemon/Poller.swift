@@ -17,8 +17,8 @@ final class Poller: @unchecked Sendable {
 
     /// The signals kvd handles; they must be blocked in every thread (see
     /// ``blockTerminationSignals(_:)``) and arrive through ``signalFD``. SIGTERM and SIGINT stop
-    /// kvd; SIGHUP makes the system instance read its drop-in files again (a user's kvd stops,
-    /// as before).
+    /// kvd; SIGHUP makes the system instance read its drop-in files again and stops a user's
+    /// kvd.
     static let terminationSignals = [SIGTERM, SIGINT, SIGHUP]
 
     private let system: any SystemCalls

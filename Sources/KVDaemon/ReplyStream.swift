@@ -3,8 +3,8 @@ import KVValues
 
 /// The first replies of a `Mirror` (the whole system store) or of a `Watch` (a domain's current
 /// values, which with the system layer's can be larger than one message), or the replies of a
-/// `Backup` (every domain), made a piece at a time as the client reads them, so that what grows with the data is never queued whole
-/// (issue 23).
+/// `Backup` (every domain), made a piece at a time as the client reads them, so that what grows
+/// with the data is never queued whole.
 ///
 /// The changes to send are taken when the call is answered (a consistent view at one
 /// revision; the values are shared with the store's, not copied; a `Backup`'s runs are taken

@@ -101,8 +101,8 @@ import KVValues
 /// revision on; one whose history misses changes made while history was off gets the domain's
 /// values and removals then, and `since` moves to that revision.
 ///
-/// Bounds and secrets (issue 23, 2026-12-01; no version change: every reader of version 1
-/// reads such files). A history file holds at most the larger of 1 MiB and 8 × its domain's
+/// Bounds and secrets (since 0.2.0; no version change: every reader of version 1 reads such
+/// files). A history file holds at most the larger of 1 MiB and 8 × its domain's
 /// typed JSON: a fold that would take it past that rewrites it with the oldest entries
 /// dropped, down to three quarters (a key's current value stays). When the disk is full (a log
 /// append, or a fold, fails with `ENOSPC` or `EDQUOT`), every history file is removed and the
@@ -118,19 +118,19 @@ import KVValues
 /// removed at start.
 ///
 /// Log records carry `"time": T` (milliseconds since the epoch, the same for one batch) and, on
-/// the system instance, `"uid": U` after `revision` since issue 13 (2026-11-30); the log version
+/// the system instance, `"uid": U` after `revision` since 0.2.0; the log version
 /// is unchanged, since every reader of version 1 ignores them.
 ///
-/// Version history of the history file: 1: the format above (issue 13, 2026-11-30).
+/// Version history of the history file: 1: the format above (0.2.0).
 ///
 /// Version history of the domain file (one reader per version is kept):
 /// - 0: a bare JSON object of typed values (no envelope, no revisions; keys load at revision 1).
-/// - 1: the envelope above (kvd 1.0). Since issue 17 (2026-11-30) kvd writes values deeper than
+/// - 1: the envelope above (0.1.0). Since 0.2.0 kvd writes values deeper than
 ///   ``maxIndentedLevel`` on one line, and reads hand edits leniently as described above; the
 ///   version is unchanged, since every reader of version 1 reads such files.
 ///
-/// Version history of the folder: since issue 17 (2026-11-30) the file of a domain over 200
-/// bytes is `PREFIX~HASH.json` (before, such names could not be compacted or backed up), and
+/// Version history of the folder: since 0.2.0 the file of a domain over 200 bytes is
+/// `PREFIX~HASH.json` (in 0.1.0 such names could not be compacted or backed up), and
 /// `DOMAIN.json` is still read for any name. An older kvd does not see `~` files.
 ///
 /// Version history of the log: 1: the format above (kvd 1.0).

@@ -20,7 +20,7 @@ public struct SavedSystemLayer: Sendable, Equatable {
 
 /// `STATE/kvd.system-layer`: a user's kvd's durable copy of the last system layer it received, so
 /// that a lock holds from the moment kvd starts, while the system instance is away, and whatever
-/// happens to the connection that brings it (issue 23).
+/// happens to the connection that brings it.
 ///
 /// Format: lines framed like the log's (`CRC SP JSON LF`, CRC-32 of the JSON bytes as 8 hex
 /// digits): the header `{"format":"kvd-system-layer","formatVersion":1,"revision":R}`, then any

@@ -5,10 +5,9 @@ import KVSystem
 import KVValues
 import Testing
 
-/// Issue 37, item 3: the contract cases of `Tests/Contract/` (its README says the format) on the
-/// Swift side; libkvd runs the same files (`clib/libkvd/tests/contract_cases.c`, `make
-/// contract-c`), so the two clients' socket rules, names, typed JSON and error replies stay in
-/// step. A case marked `known_difference` with side "swift" must give what the marker says here.
+/// The contract cases of `Tests/Contract/` (its README says the format) on the Swift side;
+/// libkvd runs the same files (`clib/libkvd/tests/contract_cases.c`, `make contract-c`), so the
+/// two clients' socket rules, names, typed JSON and error replies stay in step. A case marked `known_difference` with side "swift" must give what the marker says here.
 @Suite struct ContractCaseTests {
     static let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
         .deletingLastPathComponent().appendingPathComponent("Contract")

@@ -156,7 +156,7 @@ kvctl --system unlock io.kvd.test int32
 check "unlocked, writable again" true "$(gsettings writable io.kvd.test int32)"
 gsettings set io.kvd.test int32 9
 check "and the user's value wins over the default" 9 "$(gsettings get io.kvd.test int32)"
-# A lock without a value (issue 28): the key reads as the schema default, even over the user's
+# A lock without a value: the key reads as the schema default, even over the user's
 # own value, and is not writable.
 gsettings set io.kvd.test uint64 7
 kvctl --system lock io.kvd.test uint64

@@ -134,7 +134,7 @@ run("--system", "unlock", "io.kvd.test", "uint32")
 wait_for(lambda: "uint32" in writable and settings.is_writable("uint32"), "writable-changed on an unlock")
 ok("a lock and an unlock are writable-changed")
 
-# Issue 28: a lock without a value (the key has none anywhere) is writable-changed too.
+# A lock without a value (the key has none anywhere) is writable-changed too.
 writable.clear()
 run("--system", "lock", "io.kvd.test", "int64")
 wait_for(lambda: "int64" in writable and not settings.is_writable("int64"), "writable-changed on a lock without a value")

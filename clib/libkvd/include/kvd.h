@@ -513,7 +513,7 @@ typedef enum kvd_source { KVD_SOURCE_USER, KVD_SOURCE_SYSTEM, KVD_SOURCE_LOCKED 
  * is locked by the system layer without a value (it reads as KVD_ERROR_NOT_FOUND and writes get
  * KVD_ERROR_KEY_LOCKED: not writable); such a key comes so in the initial event and whenever its
  * lock comes or goes (then `value` NULL with KVD_SOURCE_USER: unlocked, still without a value).
- * A kvd from before issue 28 does not send those keys. */
+ * A kvd older than 0.2.0 does not send those keys. */
 typedef struct kvd_change {
     const char *key;
     const kvd_value *value;

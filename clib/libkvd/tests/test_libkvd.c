@@ -557,7 +557,7 @@ static kvd_status autostart_and_read(const char *socket_path, const char *daemon
     return status;
 }
 
-/* Issue 35, item 21: why an autostarted kvd did not come up is kept in STATE/kvd-autostart.log
+/* Why an autostarted kvd did not come up is kept in STATE/kvd-autostart.log
  * and quoted (its standard error went to /dev/null). */
 static void an_autostart_that_fails_is_explained_from_its_log(void) {
     char folder[512], path[600], script[600], state[600];
@@ -583,7 +583,7 @@ static void an_autostart_that_fails_is_explained_from_its_log(void) {
     else unsetenv("KVD_STATE_DIR");
 }
 
-/* Issue 35, item 21: clients that find no kvd at once start one between them (a lock beside
+/* Clients that find no kvd at once start one between them (a lock beside
  * the socket), not one each. */
 static void clients_autostarting_at_once_start_one_kvd(void) {
     char folder[512], path[600], script[600], count[600], text[2048];
