@@ -5,13 +5,22 @@ import KVValues
 public struct LockedKey: Sendable, Hashable {
     /// The domain the key is locked in.
     public var domain: Domain
-    /// The locked key.
+    /// The locked key (holding `*`: a glob).
     public var key: Key
+    /// The drop-in lock file that locks it, or nil for an admin's lock (`kvctl --system lock`).
+    public var file: String?
 
-    /// The lock of `key` in `domain`.
+    /// An admin's lock of `key` in `domain`.
     public init(domain: Domain, key: Key) {
         self.domain = domain
         self.key = key
+    }
+
+    /// The lock of `key` in `domain` by the drop-in lock file `file` (nil: an admin's).
+    public init(domain: Domain, key: Key, file: String?) {
+        self.domain = domain
+        self.key = key
+        self.file = file
     }
 }
 
@@ -33,7 +42,8 @@ extension Connection {
         try Decode.revision(try call(.unlock(domain, key)))
     }
 
-    /// The locked keys of `domain`, or of every domain, sorted.
+    /// The locks of `domain`, or of every domain, sorted by domain and key: the admins' and the
+    /// drop-in lock files' that apply to the caller (``LockedKey/file``).
     public func locks(_ domain: Domain? = nil) throws(ClientError) -> [LockedKey] {
         let reply = try call(.locks(domain))
         guard case .array(let items)? = reply.parameters["locks"] else {
@@ -44,7 +54,9 @@ extension Connection {
             guard case .string(let domainName)? = item["domain"], case .string(let keyName)? = item["key"],
                 let domain = try? Domain(validating: domainName)
             else { throw .protocolError("Locks reply with a lock that is not {domain, key}") }
-            locks.append(LockedKey(domain: domain, key: try Decode.key(keyName)))
+            var file: String?
+            if case .string(let path)? = item["file"] { file = path }
+            locks.append(LockedKey(domain: domain, key: try Decode.key(keyName), file: file))
         }
         return locks
     }

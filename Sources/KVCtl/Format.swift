@@ -91,10 +91,17 @@ enum Format {
     /// ``names(_:json:)`` does; with `json`, an array of `{"domain", "key"}`.
     static func locks(_ locks: [LockedKey], ofOneDomain: Bool, json asJSON: Bool) -> String {
         if asJSON {
-            let items = locks.map { JSON.object(["domain": .string($0.domain.name), "key": .string($0.key.name)]) }
+            let items = locks.map { lock -> JSON in
+                var item: [String: JSON] = ["domain": .string(lock.domain.name), "key": .string(lock.key.name)]
+                if let file = lock.file { item["file"] = .string(file) }
+                return .object(item)
+            }
             return JSONWriter(sortKeys: true).string(.array(items)) + "\n"
         }
-        return locks.map { (ofOneDomain ? "" : $0.domain.name + " ") + escapedLine($0.key.name) + "\n" }.joined()
+        return locks.map { lock in
+            let line = (ofOneDomain ? "" : lock.domain.name + " ") + lock.key.name
+            return escapedLine(line + (lock.file.map { " (file \($0))" } ?? "")) + "\n"
+        }.joined()
     }
 
     /// What `status` prints: a few `label: value` lines a person reads, or with `json` the

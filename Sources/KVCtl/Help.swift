@@ -148,9 +148,11 @@ enum Help {
             name: "locks", aliases: [], usage: "locks [DOMAIN]",
             summary: "(with --system) list the locked keys",
             details: """
-                Needs --system; anyone may list. Prints one "DOMAIN KEY" a line, sorted, or with
-                DOMAIN only its keys (escaped as keys prints them). With --json, an array of
-                {"domain": D, "key": K}.
+                Needs --system; anyone may list. Prints one "DOMAIN KEY" a line for each admin's
+                lock and "DOMAIN KEY (file PATH)" for each lock of a drop-in lock file that
+                applies to you (a key locked both ways is listed twice), sorted, or with DOMAIN
+                only its keys (escaped as keys prints them). With --json, an array of
+                {"domain": D, "key": K}, with "file": PATH for a file's lock.
                 """),
         Entry(
             name: "status", aliases: [], usage: "status",

@@ -13,7 +13,7 @@ extension RequestHandler {
         case .unlock(let domain, let key):
             return .commit(Domain.locks(of: domain), .delete(key))
         case .locks(let domain):
-            return .reply(VarlinkReply(parameters: ["locks": .array(locks(of: domain))]))
+            return .locks(domain)
         case .mirror:
             return .mirror
         case .status:
@@ -44,17 +44,28 @@ extension RequestHandler {
         return VarlinkReply(parameters: status.json)
     }
 
-    /// `{"domain": D, "key": K}` for every lock (of `domain`, or of all), sorted.
-    private func locks(of domain: Domain?) -> [JSON] {
+    /// The `Locks` reply for `peer` (the caller; nil: unknown): `{"domain": D, "key": K}` for
+    /// every admin's lock and `{"domain": D, "key": K, "file": F}` for every lock of the drop-in
+    /// files that reach the caller, of `domain` or of all, sorted by domain and key (an admin's
+    /// lock before a file's of the same key).
+    func locksReply(_ domain: Domain?, for peer: DropInPeer?) -> VarlinkReply {
+        let files = dropIns.combination(for: peer)
+        var locks: [(domain: Domain, key: Key, file: String?)] = []
         let lockDomains = domain.map { [Domain.locks(of: $0)] } ?? store.domains().filter { $0.lockedDomain != nil }
-        var items: [JSON] = []
-        for lockDomain in lockDomains.sorted() {
+        for lockDomain in lockDomains {
             guard let target = lockDomain.lockedDomain, let snapshot = store.list(lockDomain) else { continue }
-            for key in snapshot.values.keys.sorted() {
-                items.append(.object(["domain": .string(target.name), "key": .string(key.name)]))
-            }
+            locks += snapshot.values.keys.map { (target, $0, nil) }
         }
-        return items
+        for (target, keys) in files.locks where domain == nil || target == domain {
+            locks += keys.map { (target, $0, files.lockFiles[target]?[$0] ?? "") }
+        }
+        locks.sort { ($0.domain, $0.key, $0.file ?? "") < ($1.domain, $1.key, $1.file ?? "") }
+        let items = locks.map { lock -> JSON in
+            var item: [String: JSON] = ["domain": .string(lock.domain.name), "key": .string(lock.key.name)]
+            if let file = lock.file { item["file"] = .string(file) }
+            return .object(item)
+        }
+        return VarlinkReply(parameters: ["locks": .array(items)])
     }
 
     /// The first replies of a `Mirror`, made piece by piece (``ReplyStream``): each domain's

@@ -50,6 +50,8 @@ struct RequestHandler {
         case historyChange(Domain, HistoryChange)
         /// `io.kvd.System.Source`: answered with ``sourceReply(_:_:for:)`` for the caller.
         case source(Domain, Key)
+        /// `io.kvd.System.Locks`: answered with ``locksReply(_:for:)`` for the caller.
+        case locks(Domain?)
     }
 
     /// What to do with `request`: a read is answered here, from the store and the layer,

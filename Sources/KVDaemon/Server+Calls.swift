@@ -45,6 +45,8 @@ extension Server {
             _ = commits.submit(.history(domain, change), for: connection, oneway: oneway)
         case .source(let domain, let key):
             if !oneway { connection.send(handler.sourceReply(domain, key, for: connection.dropInPeer)) }
+        case .locks(let domain):
+            if !oneway { connection.send(handler.locksReply(domain, for: connection.dropInPeer)) }
         }
     }
 

@@ -152,8 +152,9 @@ public enum SystemInterface {
         # The caller is known from the kernel (SO_PEERCRED) when its connection is accepted.
         interface io.kvd.System
 
-        # One locked key.
-        type Lock (domain: string, key: string)
+        # One lock of a key: an admin's (no file), or a drop-in lock file's (file: its path).
+        # A key holding "*" is a glob.
+        type Lock (domain: string, key: string, file: ?string)
 
         # A change to one key's lock.
         type LockChange (key: string, locked: bool)
@@ -166,8 +167,9 @@ public enum SystemInterface {
         # Lifts a lock; io.kvd.Defaults.NotFound if the key is not locked.
         method Unlock(domain: string, key: string) -> (revision: int)
 
-        # The locked keys, of one domain or of all, sorted: the admins' locks (those of the
-        # drop-in files are named by Source and Status).
+        # The locks, of one domain or of all, sorted by domain and key: the admins' locks, and
+        # the drop-in lock files' that apply to the caller (each with its file; a key locked
+        # both ways is listed twice, the admin's lock first).
         method Locks(domain: ?string) -> (locks: []Lock)
 
         # Needs "more": how users' kvd follow the system layer. First the snapshot, in replies

@@ -4,7 +4,7 @@ import Testing
 
 /// What kvctl says lifts each kind of lock. A lock line with no value, a key an admin and a file
 /// both lock, `--system unlock` of a file's lock, and a lock from a file for some users only: each
-/// names the file (and the unlock where one helps). Real files, a real system instance (root), a
+/// names the file (and the unlock where one helps), and so does `--system locks`. Real files, a real system instance (root), a
 /// real user's kvd and kvctl (`setpriv`).
 @Suite(.needsSystemAccounts)
 struct DropInHintTests {
@@ -43,6 +43,26 @@ struct DropInHintTests {
         #expect(zoom.status == 1 && zoom.stderr.contains(folder.locks + "/60-user"), "\(zoom)")
         let other = try scene.startUser(scene.accounts.other)
         #expect(try other.kvctl("set", Self.domain, "zoom", "-int", "3").status == 0)
+
+        // The listing names each lock's file, for the caller's profile: a key locked both ways
+        // twice, the admin's first; the file for this user only to this user.
+        let listed = try DropInTrustTests.runAs(
+            accounts.user, Binaries.kvctl, ["--socket", scene.systemSocket, "--system", "locks", Self.domain])
+        #expect(
+            listed.status == 0
+                && listed.stdout == """
+                    both
+                    both (file \(lockFile))
+                    homepage (file \(lockFile))
+                    zoom (file \(folder.locks)/60-user)
+
+                    """,
+            "\(listed)")
+        let asRoot = try DropInTests.systemKvctl(scene, "--json", "locks")
+        #expect(
+            asRoot.stdout.contains(#"{"domain":"org.ex.lk","key":"both"}"#)
+                && asRoot.stdout.contains(#"{"domain":"org.ex.lk","file":"\#(lockFile)","key":"homepage"}"#)
+                && !asRoot.stdout.contains("zoom"), "\(asRoot)")
 
         // A user's change to the system instance is denied, naming the real admin group.
         let denied = try DropInTrustTests.runAs(
