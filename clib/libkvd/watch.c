@@ -54,10 +54,10 @@ static kvd_status deliver(kvd_watch *w, const json_node *reply, kvd_error *error
 
 KVD_EXPORT kvd_status kvd_watch_new(kvd_client *client, const char *domain, const char *key, kvd_watch_callback callback,
                                     void *user_data, kvd_watch **out, kvd_error *error) {
+    if (!client || !callback || !out) return kvdi_set_error(error, KVD_ERROR_INVALID_ARGUMENT, "kvd_watch_new: client, callback or watch is NULL");
     kvd_status status = kvdi_check_name("domain", domain, error);
     if (!status && key) status = kvdi_check_name("key", key, error);
     if (status) return status;
-    if (!client || !callback || !out) return kvdi_set_error(error, KVD_ERROR_INVALID_ARGUMENT, "kvd_watch_new: client, callback or watch is NULL");
     json_buffer b = {0};
     kvdi_call_begin(&b, "io.kvd.Defaults.Watch");
     kvdi_call_string(&b, "domain", domain);
@@ -80,9 +80,10 @@ KVD_EXPORT kvd_status kvd_watch_new(kvd_client *client, const char *domain, cons
     return KVD_OK;
 }
 
-KVD_EXPORT int kvd_watch_fd(const kvd_watch *w) { return w->connection.fd; }
+KVD_EXPORT int kvd_watch_fd(const kvd_watch *w) { return w ? w->connection.fd : -1; }
 
 KVD_EXPORT kvd_status kvd_watch_dispatch(kvd_watch *w, kvd_error *error) {
+    if (!w) return kvdi_set_error(error, KVD_ERROR_INVALID_ARGUMENT, "kvd_watch_dispatch: the watch is NULL");
     for (;;) {
         if (w->ended || w->connection.fd < 0)
             return kvdi_set_error(error, KVD_ERROR_CONNECTION, "kvd ended the watch (did it stop or restart?); watch again");
@@ -96,6 +97,7 @@ KVD_EXPORT kvd_status kvd_watch_dispatch(kvd_watch *w, kvd_error *error) {
 }
 
 KVD_EXPORT kvd_status kvd_watch_wait(kvd_watch *w, int timeout_ms, kvd_error *error) {
+    if (!w) return kvdi_set_error(error, KVD_ERROR_INVALID_ARGUMENT, "kvd_watch_wait: the watch is NULL");
     if (w->connection.fd >= 0 && !w->ended) {
         struct pollfd p = {w->connection.fd, POLLIN, 0};
         if (poll(&p, 1, timeout_ms < 0 ? -1 : timeout_ms) == 0) return KVD_OK;

@@ -32,6 +32,10 @@
  * - A call returns KVD_OK (0) or the kvd_status of the failure; then, if `error` is not NULL,
  *   `*error` holds that status and a one-line message (see kvd_error), and the out parameters are
  *   left untouched. Out parameters may be NULL when the caller does not want them.
+ * - NULL: every function checks its pointer arguments, as GLib's g_return_val_if_fail does but
+ *   without a message or an abort: a NULL client, watch, name or value where one is needed fails
+ *   with KVD_ERROR_INVALID_ARGUMENT (or the failure value a function names: NULL, -1, false)
+ *   before anything is sent. Each function says which of its arguments may be NULL.
  * - Memory: what a call returns through an out parameter belongs to the caller (kvd_value_free,
  *   kvd_strv_free, kvd_error_clear, ...). Arguments are only read; nothing is kept after the call
  *   returns, except where a call says otherwise (kvd_value_array_append, kvd_value_dict_set take
@@ -260,9 +264,10 @@ bool kvd_value_equal(const kvd_value *a, const kvd_value *b);
 
 /**
  * kvd_value_type:
- * @value: a value; must not be NULL (it is read without a check)
+ * @value: (nullable): a value
  *
- * Returns: the type of @value.
+ * Returns: the type of @value; for NULL, (kvd_type)-1, which is no kvd_type (kvd_type_name gives
+ * "unknown").
  */
 kvd_type kvd_value_type(const kvd_value *value);
 /**
@@ -466,7 +471,8 @@ typedef struct kvd_client kvd_client;
 /**
  * kvd_connect:
  * @options: (nullable): where to connect and how; NULL: all defaults
- * @client: (out) (transfer full): the new client (free with kvd_client_free); must not be NULL
+ * @client: (out) (transfer full): the new client (free with kvd_client_free); NULL:
+ *   KVD_ERROR_INVALID_ARGUMENT
  * @error: (nullable): filled on failure
  *
  * Connects to kvd by @options. Checks the socket folder first (nothing is sent and nothing started
@@ -494,10 +500,10 @@ void kvd_client_free(kvd_client *client);
 
 /**
  * kvd_client_socket_path:
- * @client: a client; must not be NULL (it is read without a check)
+ * @client: (nullable): a client
  *
- * Returns: (transfer none): the socket path the client connects to, as kvd_connect resolved it,
- * owned by the client.
+ * Returns: (transfer none) (nullable): the socket path the client connects to, as kvd_connect
+ * resolved it, owned by the client; NULL when @client is NULL.
  */
 const char *kvd_client_socket_path(const kvd_client *client);
 
@@ -521,9 +527,9 @@ typedef struct kvd_change {
 } kvd_change;
 
 /* The calls of io.kvd.Defaults.
- * Every call below takes a @client that must not be NULL (it is used without a check) and an
- * @error that may be NULL; a NULL @domain (or a NULL @key where a key is needed) fails with
- * KVD_ERROR_INVALID_ARGUMENT before anything is sent; a name that is not UTF-8 with
+ * Every call below takes a @client and an @error that may be NULL; a NULL @client, a NULL
+ * @domain (or a NULL @key where a key is needed) fails with KVD_ERROR_INVALID_ARGUMENT before
+ * anything is sent; a name that is not UTF-8 with
  * KVD_ERROR_INVALID_NAME; other bad names are kvd's to refuse (KVD_ERROR_INVALID_NAME with kvd's
  * reason). "The connection's" errors: KVD_ERROR_CANNOT_CONNECT, KVD_ERROR_CANNOT_START,
  * KVD_ERROR_UNSAFE_SOCKET_FOLDER (reconnecting), KVD_ERROR_CONNECTION, KVD_ERROR_TIMEOUT,
@@ -637,7 +643,7 @@ kvd_status kvd_list(kvd_client *client, const char *domain, kvd_value **values, 
  *
  * io.kvd.Defaults.Domains.
  *
- * Returns: KVD_OK, or the connection's errors.
+ * Returns: KVD_OK; KVD_ERROR_INVALID_ARGUMENT (@client is NULL), and the connection's.
  */
 kvd_status kvd_domains(kvd_client *client, char ***domains, size_t *count, kvd_error *error);
 /**
@@ -691,22 +697,23 @@ kvd_status kvd_watch_new(kvd_client *client, const char *domain, const char *key
 
 /**
  * kvd_watch_fd:
- * @watch: a watch; must not be NULL (it is read without a check)
+ * @watch: (nullable): a watch
  *
  * Returns: the watch's descriptor, non-blocking, owned by the watch: poll it for POLLIN (or add it
- * to a main loop, e.g. g_unix_fd_add).
+ * to a main loop, e.g. g_unix_fd_add); -1 when @watch is NULL.
  */
 int kvd_watch_fd(const kvd_watch *watch);
 
 /**
  * kvd_watch_dispatch:
- * @watch: a watch; must not be NULL
+ * @watch: a watch (NULL: KVD_ERROR_INVALID_ARGUMENT)
  * @error: (nullable): filled on failure
  *
  * Reads what has arrived, without blocking, and calls the callback once per complete event, in
  * order.
  *
- * Returns: KVD_OK (also when nothing had arrived); KVD_ERROR_CONNECTION when kvd closed the
+ * Returns: KVD_OK (also when nothing had arrived); KVD_ERROR_INVALID_ARGUMENT (@watch is NULL);
+ * KVD_ERROR_CONNECTION when kvd closed the
  * connection or ended the watch, KVD_ERROR_PROTOCOL, or an error kvd replied with: then the watch
  * is over (free it and make a new one); events before the failure were delivered.
  */
@@ -714,7 +721,7 @@ kvd_status kvd_watch_dispatch(kvd_watch *watch, kvd_error *error);
 
 /**
  * kvd_watch_wait:
- * @watch: a watch; must not be NULL
+ * @watch: a watch (NULL: KVD_ERROR_INVALID_ARGUMENT)
  * @timeout_ms: the longest wait in milliseconds; negative: without limit
  * @error: (nullable): filled on failure
  *

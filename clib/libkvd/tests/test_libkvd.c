@@ -358,6 +358,68 @@ static void watch_sees_kvctl_and_libkvd_changes(kvd_client *client) {
     kvd_value_free(start);
 }
 
+/* ---- NULL arguments ---- */
+
+/* Each call with a NULL client, watch or argument fails with its documented value (no crash, no
+ * abort), and the error says which argument. Run in a child, so that a crash is a failure here. */
+static void null_arguments_are_refused_child(kvd_client *client) {
+    kvd_error error = KVD_ERROR_INIT;
+    kvd_value *v = kvd_value_new_int(1);
+    kvd_change change = {"k", v, KVD_SOURCE_USER};
+    kvd_status status;
+#define REFUSED(call)                                                                                                                    \
+    do {                                                                                                                                 \
+        status = (call);                                                                                                                 \
+        CHECK(status == KVD_ERROR_INVALID_ARGUMENT && error.status == status && error.message, "%s: %s", #call, kvd_status_name(status)); \
+        kvd_error_clear(&error);                                                                                                         \
+        CHECK((call) == KVD_ERROR_INVALID_ARGUMENT, "%s without an error", #call);                                                       \
+    } while (0)
+    REFUSED(kvd_get(NULL, "d", "k", NULL, NULL, NULL, &error));
+    REFUSED(kvd_get(client, NULL, "k", NULL, NULL, NULL, &error));
+    REFUSED(kvd_get(client, "d", NULL, NULL, NULL, NULL, &error));
+    REFUSED(kvd_set(NULL, "d", "k", v, KVD_ANY_REVISION, NULL, &error));
+    REFUSED(kvd_set(client, "d", "k", NULL, KVD_ANY_REVISION, NULL, &error));
+    REFUSED(kvd_set(client, NULL, "k", v, KVD_ANY_REVISION, NULL, &error));
+    REFUSED(kvd_apply(NULL, "d", &change, 1, KVD_ANY_REVISION, NULL, &error));
+    REFUSED(kvd_apply(client, "d", NULL, 1, KVD_ANY_REVISION, NULL, &error));
+    REFUSED(kvd_delete(NULL, "d", "k", NULL, &error));
+    REFUSED(kvd_delete(client, NULL, "k", NULL, &error));
+    REFUSED(kvd_list(NULL, "d", NULL, NULL, NULL, &error));
+    REFUSED(kvd_list(client, NULL, NULL, NULL, NULL, &error));
+    REFUSED(kvd_domains(NULL, NULL, NULL, &error));
+    REFUSED(kvd_watch_dispatch(NULL, &error));
+    REFUSED(kvd_watch_wait(NULL, 0, &error));
+    REFUSED(kvd_connect(NULL, NULL, &error));
+    REFUSED(kvd_value_from_json(NULL, 3, NULL, &error));
+    kvd_watch *watch = NULL;
+    REFUSED(kvd_watch_new(NULL, "d", NULL, on_event, NULL, &watch, &error));
+    REFUSED(kvd_watch_new(client, "d", NULL, NULL, NULL, &watch, &error));
+    REFUSED(kvd_watch_new(client, "d", NULL, on_event, NULL, NULL, &error));
+#undef REFUSED
+    CHECK(kvd_client_socket_path(NULL) == NULL, "kvd_client_socket_path(NULL) is NULL");
+    CHECK(kvd_watch_fd(NULL) == -1, "kvd_watch_fd(NULL) is -1");
+    CHECK(!strcmp(kvd_type_name(kvd_value_type(NULL)), "unknown"), "kvd_value_type(NULL) is no type");
+    kvd_client_free(NULL);
+    kvd_watch_free(NULL);
+    kvd_value_free(NULL);
+    kvd_strv_free(NULL);
+    kvd_error_clear(NULL);
+    kvd_value_free(v);
+}
+
+static void null_arguments_are_refused(kvd_client *client) {
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        null_arguments_are_refused_child(client);
+        _exit(failures ? 1 : 0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the NULL checks: %s %d", WIFSIGNALED(status) ? "killed by signal" : "exit status",
+          WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+}
+
 /* ---- big values ---- */
 
 static void values_up_to_the_message_limit(kvd_client *client) {
@@ -650,6 +712,7 @@ int main(int argc, char **argv) {
         {"writes_lists_deletes_and_errors", writes_lists_deletes_and_errors},
         {"watch_sees_kvctl_and_libkvd_changes", watch_sees_kvctl_and_libkvd_changes},
         {"one_client_is_shared_by_threads", one_client_is_shared_by_threads},
+        {"null_arguments_are_refused", null_arguments_are_refused},
         {"values_up_to_the_message_limit", small ? NULL : values_up_to_the_message_limit},
     };
     values_are_built_read_and_refused_locally();
