@@ -151,6 +151,9 @@ check "an admin default shows" 7 "$(gsettings get io.kvd.test int32)"
 kvctl --system lock io.kvd.test int32
 check "a locked key is not writable" false "$(gsettings writable io.kvd.test int32)"
 if gsettings set io.kvd.test int32 9 2>"$dir/locked.err"; then fail "gsettings set of a locked key succeeded"; fi
+# as dconf: the set fails (g_settings_set returns FALSE) without a warning of the backend's
+if grep -q "WARNING\|kvd GSettings backend" "$dir/locked.err"; then fail "a set of a locked key warned: $(cat "$dir/locked.err")"; fi
+echo "ok a set of a locked key fails without a warning"
 check "the locked value stays" 7 "$(gsettings get io.kvd.test int32)"
 kvctl --system unlock io.kvd.test int32
 check "unlocked, writable again" true "$(gsettings writable io.kvd.test int32)"
