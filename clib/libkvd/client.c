@@ -93,6 +93,9 @@ kvd_status kvdi_call_value(json_buffer *b, const char *name, const kvd_value *va
 kvd_status kvdi_exchange(conn *c, const conn_config *config, const json_buffer *message, json_node **reply, const json_node **parameters,
                     kvd_error *error) {
     *reply = NULL;
+    /* a child forked after the connection was made: its copy is closed (the parent's stays
+     * open) and it connects on its own, before peeking at the parent's stream */
+    if (kvdi_conn_forked(c)) kvdi_conn_close(c);
     if (c->fd < 0 || kvdi_conn_peer_closed(c)) {
         kvd_status status = kvdi_conn_open(c, config, error);
         if (status) return status;

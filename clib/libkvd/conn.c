@@ -171,6 +171,7 @@ static kvd_status conn_autostart(conn *c, const conn_config *config, kvd_error *
 
 kvd_status kvdi_conn_open(conn *c, const conn_config *config, kvd_error *error) {
     kvdi_conn_close(c);
+    c->pid = getpid();
     kvd_status status = check_folder(config->socket_path, error);
     if (status) return status;
     int64_t deadline = kvdi_conn_deadline(config->timeout_ms);
@@ -187,6 +188,8 @@ void kvdi_conn_close(conn *c) {
     c->buffer = NULL;
     c->len = c->cap = c->scanned = 0;
 }
+
+bool kvdi_conn_forked(const conn *c) { return c->fd >= 0 && c->pid != getpid(); }
 
 bool kvdi_conn_peer_closed(const conn *c) {
     if (c->fd < 0) return true;

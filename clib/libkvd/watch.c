@@ -84,6 +84,10 @@ KVD_EXPORT int kvd_watch_fd(const kvd_watch *w) { return w ? w->connection.fd : 
 
 KVD_EXPORT kvd_status kvd_watch_dispatch(kvd_watch *w, kvd_error *error) {
     if (!w) return kvdi_set_error(error, KVD_ERROR_INVALID_ARGUMENT, "kvd_watch_dispatch: the watch is NULL");
+    if (kvdi_conn_forked(&w->connection)) {
+        kvdi_conn_close(&w->connection); /* this process's copy only: the parent's watch goes on */
+        return kvdi_set_error(error, KVD_ERROR_CONNECTION, "the watch was made in another process (this one was forked after); watch again");
+    }
     for (;;) {
         if (w->ended || w->connection.fd < 0)
             return kvdi_set_error(error, KVD_ERROR_CONNECTION, "kvd ended the watch (did it stop or restart?); watch again");
@@ -98,7 +102,7 @@ KVD_EXPORT kvd_status kvd_watch_dispatch(kvd_watch *w, kvd_error *error) {
 
 KVD_EXPORT kvd_status kvd_watch_wait(kvd_watch *w, int timeout_ms, kvd_error *error) {
     if (!w) return kvdi_set_error(error, KVD_ERROR_INVALID_ARGUMENT, "kvd_watch_wait: the watch is NULL");
-    if (w->connection.fd >= 0 && !w->ended) {
+    if (w->connection.fd >= 0 && !w->ended && !kvdi_conn_forked(&w->connection)) {
         struct pollfd p = {w->connection.fd, POLLIN, 0};
         if (poll(&p, 1, timeout_ms < 0 ? -1 : timeout_ms) == 0) return KVD_OK;
     }

@@ -54,6 +54,12 @@
  *   connects again (with the same socket rules and autostart). A call that failed with
  *   KVD_ERROR_CONNECTION or KVD_ERROR_TIMEOUT after it was sent may or may not have been committed.
  *   A kvd_watch does not reconnect: make a new one (its first event gives the current values).
+ * - fork(): a kvd_client made before a fork works in both processes: the child's next call sees
+ *   that the connection is its parent's (a pid check at each call), closes its own copy of the
+ *   descriptor (the parent's connection is not shut down) and connects anew. A kvd_watch is its
+ *   process's: in the child, kvd_watch_dispatch and kvd_watch_wait fail with KVD_ERROR_CONNECTION
+ *   without reading the parent's stream (free it and make a new one). As with any lock, fork only
+ *   while no other thread is in a call of the client.
  */
 #ifndef KVD_H
 #define KVD_H

@@ -420,6 +420,67 @@ static void null_arguments_are_refused(kvd_client *client) {
           WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
 }
 
+/* ---- fork ---- */
+
+/* 300 sets and gets of its own key with its own values: the number of wrong replies. */
+static int own_calls(kvd_client *client, const char *key, int64_t base) {
+    int wrong = 0;
+    kvd_error error = KVD_ERROR_INIT;
+    for (int64_t i = 0; i < 300; i++) {
+        kvd_value *v = kvd_value_new_int(base + i), *got = NULL;
+        int64_t revision = -1;
+        kvd_status set = kvd_set(client, "org.libkvd.fork", key, v, KVD_ANY_REVISION, &revision, &error);
+        kvd_error_clear(&error);
+        kvd_status get = kvd_get(client, "org.libkvd.fork", key, &got, NULL, NULL, &error);
+        kvd_error_clear(&error);
+        if (set != KVD_OK || revision <= 0 || get != KVD_OK || kvd_value_get_int(got) != base + i || kvd_value_type(got) != KVD_TYPE_INT) wrong++;
+        kvd_value_free(v);
+        kvd_value_free(got);
+    }
+    return wrong;
+}
+
+/* After fork(), the child's calls get a connection of its own; the parent's goes on unharmed. */
+static void a_forked_child_gets_its_own_connection(kvd_client *client) {
+    kvd_error error = KVD_ERROR_INIT;
+    CHECK_OK(kvd_domains(client, NULL, NULL, &error), &error); /* connected before the fork */
+    seen s = {0};
+    kvd_watch *watch = NULL;
+    CHECK_OK(kvd_watch_new(client, "org.libkvd.fork", "parent", on_event, &s, &watch, &error), &error);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int wrong = own_calls(client, "child", 1000000);
+        if (wrong) fprintf(stderr, "the child: %d of 300 calls got a wrong reply\n", wrong);
+        /* the parent's watch is not read here: it is over for the child */
+        kvd_status dispatched = watch ? kvd_watch_dispatch(watch, &error) : KVD_ERROR_CONNECTION;
+        kvd_error_clear(&error);
+        if (dispatched != KVD_ERROR_CONNECTION) fprintf(stderr, "the child dispatched the parent's watch: %s\n", kvd_status_name(dispatched)), wrong++;
+        kvd_watch_free(watch);
+        kvd_client_free(client); /* closes only the child's */
+        _exit(wrong ? 1 : 0);
+    }
+    int wrong = own_calls(client, "parent", 2000000);
+    CHECK(wrong == 0, "the parent: %d of 300 calls got a wrong reply", wrong);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child's calls (status %d)", status);
+    /* after the child exited, the parent's connection still works */
+    CHECK(own_calls(client, "parent", 3000000) == 0, "the parent after the child exited");
+    if (watch) {
+        kvd_value *v = kvd_value_new_string("seen");
+        CHECK_OK(kvd_set(client, "org.libkvd.fork", "parent", v, KVD_ANY_REVISION, NULL, &error), &error);
+        for (int round = 0; round < 200 && strcmp(s.last_value, "seen"); round++)
+            if (kvd_watch_wait(watch, 100, &error) != KVD_OK) break; /* the 900 earlier events first */
+        CHECK(!strcmp(s.last_value, "seen"), "the parent's watch goes on after the child: %s", error.message ? error.message : s.last_value);
+        kvd_error_clear(&error);
+        kvd_value_free(v);
+        kvd_watch_free(watch);
+    }
+    kvd_delete(client, "org.libkvd.fork", NULL, NULL, NULL);
+}
+
 /* ---- big values ---- */
 
 static void values_up_to_the_message_limit(kvd_client *client) {
@@ -713,6 +774,7 @@ int main(int argc, char **argv) {
         {"watch_sees_kvctl_and_libkvd_changes", watch_sees_kvctl_and_libkvd_changes},
         {"one_client_is_shared_by_threads", one_client_is_shared_by_threads},
         {"null_arguments_are_refused", null_arguments_are_refused},
+        {"a_forked_child_gets_its_own_connection", a_forked_child_gets_its_own_connection},
         {"values_up_to_the_message_limit", small ? NULL : values_up_to_the_message_limit},
     };
     values_are_built_read_and_refused_locally();
