@@ -170,6 +170,20 @@ kvctl --system unlock io.kvd.test uint64
 check "unlocked, writable again" true "$(gsettings writable io.kvd.test uint64)"
 check "and the user's value is back" "uint64 7" "$(gsettings get io.kvd.test uint64)"
 
+# A domain over 2 MiB: kvd's first Watch reply comes in pieces of about 1 MiB; a fresh process
+# reads a key of the last piece (keys are sent sorted: "name" after a0000..a2599) as stored.
+"$python" - "$dir/big.keyfile" <<'KEYFILE'
+import sys
+with open(sys.argv[1], "w") as out:
+    out.write("[io/kvd/big]\n")
+    for i in range(2600):
+        out.write(f"a{i:04d}='{'p' * 1024}'\n")
+    out.write("name='from-the-last-piece'\n")
+KEYFILE
+"$module_dir/kvd-dconf-import" < "$dir/big.keyfile" 2>"$dir/import-big.log" || fail "kvd-dconf-import of a big domain: $(cat "$dir/import-big.log")"
+check "a key in the last piece of a domain over 2 MiB" "'from-the-last-piece'" "$(gsettings get io.kvd.test.profile:/io/kvd/big/ name)"
+kvctl delete io.kvd.big >/dev/null || fail "kvctl delete io.kvd.big"
+
 # A PyGObject program: delay-apply as one Apply, an own write announced once, a lock or unlock
 # announced as writable-changed, changes from kvctl in the app's main context.
 "$python" "$here/test_backend.py" "$bin/kvctl" || fail "test_backend.py"

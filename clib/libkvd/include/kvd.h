@@ -692,7 +692,9 @@ typedef struct kvd_watch kvd_watch;
  * @error: (nullable): filled on failure
  *
  * io.kvd.Defaults.Watch on a new connection. Blocks until kvd's first reply, and calls @callback
- * with it before returning. Later events arrive on kvd_watch_fd: when poll says it is readable,
+ * with it before returning. A domain too large for one message comes in pieces of about 1 MiB
+ * (all but the last `partial`): they are all read first (each within the timeout), and the one
+ * initial event holds the values of all of them. Later events arrive on kvd_watch_fd: when poll says it is readable,
  * call kvd_watch_dispatch. A watch keeps kvd from exiting on idle.
  *
  * Returns: KVD_OK; KVD_ERROR_INVALID_NAME; KVD_ERROR_INVALID_ARGUMENT when @domain, @client,

@@ -481,6 +481,52 @@ static void a_forked_child_gets_its_own_connection(kvd_client *client) {
     kvd_delete(client, "org.libkvd.fork", NULL, NULL, NULL);
 }
 
+/* ---- a watch's first reply in pieces ---- */
+
+/* A domain over 2 MiB: kvd sends the current values in pieces of about 1 MiB (all but the last
+ * `partial`); the watch's initial event holds all of them, the key of the last piece included. */
+static void a_large_domain_comes_whole_in_the_initial_event(kvd_client *client) {
+    kvd_error error = KVD_ERROR_INIT;
+    const char *domain = "org.libkvd.pieces";
+    enum { KEYS = 2600 };
+    kvd_delete(client, domain, NULL, NULL, NULL);
+    char filler[1025];
+    memset(filler, 'p', 1024);
+    filler[1024] = '\0';
+    kvd_change *changes = calloc(KEYS + 1, sizeof *changes);
+    char (*keys)[16] = calloc(KEYS, sizeof *keys);
+    kvd_value *big = kvd_value_new_string(filler), *last = kvd_value_new_string("last");
+    for (int i = 0; i < KEYS; i++) {
+        snprintf(keys[i], sizeof keys[i], "k%04d", i);
+        changes[i] = (kvd_change){keys[i], big, KVD_SOURCE_USER};
+    }
+    changes[KEYS] = (kvd_change){"zz-last", last, KVD_SOURCE_USER}; /* sorted last: in the last piece */
+    CHECK_OK(kvd_apply(client, domain, changes, KEYS + 1, KVD_ANY_REVISION, NULL, &error), &error);
+    seen s = {0};
+    kvd_watch *watch = NULL;
+    CHECK_OK(kvd_watch_new(client, domain, NULL, on_event, &s, &watch, &error), &error);
+    CHECK(s.events == 1 && s.initial && s.initial_count == KEYS + 1, "one initial event with all %d keys (%d events, %zu keys)", KEYS + 1,
+          s.events, s.initial_count);
+    CHECK(!strcmp(s.last_key, "zz-last") && !strcmp(s.last_value, "last"), "the last piece's key is in it (last: %s=%s)", s.last_key,
+          s.last_value);
+    if (watch) {
+        CHECK_OK(kvd_watch_wait(watch, 200, &error), &error);
+        CHECK(s.events == 1, "no piece comes after the initial event (%d events)", s.events);
+        kvd_value *v = kvd_value_new_string("after");
+        s.last_key[0] = '\0';
+        CHECK_OK(kvd_set(client, domain, "zz-last", v, KVD_ANY_REVISION, NULL, &error), &error);
+        CHECK(wait_for_key(watch, &s, "zz-last") && s.events == 2 && !strcmp(s.last_value, "after"), "then the next commit (%d events)",
+              s.events);
+        kvd_value_free(v);
+    }
+    kvd_watch_free(watch);
+    kvd_delete(client, domain, NULL, NULL, NULL);
+    kvd_value_free(big);
+    kvd_value_free(last);
+    free(keys);
+    free(changes);
+}
+
 /* ---- big values ---- */
 
 static void values_up_to_the_message_limit(kvd_client *client) {
@@ -775,6 +821,7 @@ int main(int argc, char **argv) {
         {"one_client_is_shared_by_threads", one_client_is_shared_by_threads},
         {"null_arguments_are_refused", null_arguments_are_refused},
         {"a_forked_child_gets_its_own_connection", a_forked_child_gets_its_own_connection},
+        {"a_large_domain_comes_whole_in_the_initial_event", a_large_domain_comes_whole_in_the_initial_event},
         {"values_up_to_the_message_limit", small ? NULL : values_up_to_the_message_limit},
     };
     values_are_built_read_and_refused_locally();
