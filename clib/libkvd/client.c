@@ -74,10 +74,13 @@ kvd_status kvdi_call_end(json_buffer *b, bool more, kvd_error *error) {
     kvdi_buffer_append_str(b, more ? "},\"more\":true}" : "}}");
     kvdi_buffer_append_byte(b, '\0');
     if (b->failed) return kvdi_set_error(error, KVD_ERROR_NO_MEMORY, "out of memory");
-    if (b->len - 1 > (size_t)KVD_MESSAGE_LIMIT)
-        return kvdi_set_error(error, KVD_ERROR_TOO_LARGE,
-                         "the request is larger than kvd's limit of %d bytes (one message), so it was not sent; store less under one key",
-                         KVD_MESSAGE_LIMIT);
+    if (b->len - 1 > (size_t)KVD_MESSAGE_LIMIT) {
+        kvdi_set_error(error, KVD_ERROR_TOO_LARGE,
+                       "the request is larger than kvd's limit of %d bytes (one message), so it was not sent; store less under one key",
+                       KVD_MESSAGE_LIMIT);
+        if (error) error->detail = KVD_MESSAGE_LIMIT; /* as kvd's TooLarge carries its limit */
+        return KVD_ERROR_TOO_LARGE;
+    }
     return KVD_OK;
 }
 

@@ -184,6 +184,20 @@ KEYFILE
 check "a key in the last piece of a domain over 2 MiB" "'from-the-last-piece'" "$(gsettings get io.kvd.test.profile:/io/kvd/big/ name)"
 kvctl delete io.kvd.big >/dev/null || fail "kvctl delete io.kvd.big"
 
+# A string of 17 MiB is over kvd's message limit: g_settings_set returns false (the write is
+# synchronous), with a warning, and the old value stays, in the app and in kvd.
+gsettings set io.kvd.test text before-big
+result=$("$python" - 2>"$dir/big-value.err" <<'BIGVALUE'
+from gi.repository import Gio
+settings = Gio.Settings.new("io.kvd.test")
+ok = settings.set_string("text", "x" * (17 * 1024 * 1024))
+print(ok, settings.get_string("text"))
+BIGVALUE
+)
+check "a 17 MiB string: g_settings_set returns false, the old value stays" "False before-big" "$result"
+grep -q "cannot write /io/kvd/test/text" "$dir/big-value.err" || fail "the refused 17 MiB write was not reported: $(cat "$dir/big-value.err")"
+check "and kvd kept it" before-big "$(kvctl get io.kvd.test text)"
+
 # A PyGObject program: delay-apply as one Apply, an own write announced once, a lock or unlock
 # announced as writable-changed, changes from kvctl in the app's main context.
 "$python" "$here/test_backend.py" "$bin/kvctl" || fail "test_backend.py"

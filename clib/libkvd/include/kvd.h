@@ -125,7 +125,8 @@ typedef struct kvd_error {
     /** The varlink error name ("io.kvd.Defaults.NotFound"), owned; NULL for the client's own failures. */
     char *name;
     /** KVD_ERROR_REVISION_MISMATCH: the current revision (-1 if kvd did not say);
-     * KVD_ERROR_TOO_LARGE: the limit in bytes (-1 if unknown). Otherwise -1. */
+     * KVD_ERROR_TOO_LARGE: the limit in bytes (KVD_MESSAGE_LIMIT for a call refused before it was
+     * sent; kvd's for its TooLarge, -1 if kvd did not say). Otherwise -1. */
     int64_t detail;
 } kvd_error;
 
@@ -491,7 +492,7 @@ typedef struct kvd_client kvd_client;
  * Blocks for at most about 5 s (autostart) plus the timeout.
  *
  * Returns: KVD_OK; KVD_ERROR_CANNOT_CONNECT (the message names the socket and the system's
- * reason), KVD_ERROR_CANNOT_START, KVD_ERROR_UNSAFE_SOCKET_FOLDER, KVD_ERROR_TIMEOUT,
+ * reason; a file at the socket path that is no socket is said to be one, and nothing is started), KVD_ERROR_CANNOT_START, KVD_ERROR_UNSAFE_SOCKET_FOLDER, KVD_ERROR_TIMEOUT,
  * KVD_ERROR_NO_MEMORY; KVD_ERROR_INVALID_ARGUMENT when @client is NULL.
  */
 kvd_status kvd_connect(const kvd_connect_options *options, kvd_client **client, kvd_error *error);

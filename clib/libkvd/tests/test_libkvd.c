@@ -552,6 +552,7 @@ static void values_up_to_the_message_limit(kvd_client *client) {
     kvd_value *too_big = kvd_value_new_string_len(over, KVD_MESSAGE_LIMIT + 1);
     kvd_status refused = kvd_set(client, "org.libkvd.big", "big", too_big, KVD_ANY_REVISION, NULL, &error);
     CHECK(refused == KVD_ERROR_TOO_LARGE && error.message, "over the limit: %s", kvd_status_name(refused));
+    CHECK(error.detail == KVD_MESSAGE_LIMIT && !error.name, "over the limit: detail is the limit (%lld)", (long long)error.detail);
     kvd_error_clear(&error);
     /* within one message, but the domain would not fit one reply: kvd says TooLarge */
     kvd_value *almost = kvd_value_new_string_len(over, KVD_MESSAGE_LIMIT - 100);
@@ -615,6 +616,20 @@ static void nothing_listening_is_a_clear_error(void) {
     CHECK(status == KVD_ERROR_CANNOT_START && strstr(error.message, "/nonexistent/kvd"), "no kvd to start: %s: %s", kvd_status_name(status),
           error.message);
     kvd_error_clear(&error);
+    /* a regular file where the socket should be: said so, and nothing started in its place */
+    snprintf(path, sizeof path, "%s/regular-file.sock", test_dir);
+    fclose(fopen(path, "w"));
+    options.socket_path = path;
+    for (int autostart = 0; autostart < 2; autostart++) {
+        options.no_autostart = !autostart;
+        status = kvd_connect(&options, &client, &error);
+        CHECK(status == KVD_ERROR_CANNOT_CONNECT && strstr(error.message, path) && strstr(error.message, "not a socket") &&
+                  !strstr(error.message, "Connection refused"),
+              "a regular file as the socket (autostart %d): %s: %s", autostart, kvd_status_name(status), error.message);
+        kvd_error_clear(&error);
+    }
+    options.no_autostart = 1;
+    unlink(path);
     /* a socket that accepts but never answers: a timeout, not a hang */
     snprintf(path, sizeof path, "%s/silent.sock", test_dir);
     unlink(path);
