@@ -95,9 +95,11 @@ KVD_EXPORT kvd_status kvd_watch_new(kvd_client *client, const char *domain, cons
      * each within the timeout, so that the initial event holds the whole domain. */
     json_node **pieces = NULL;
     size_t count = 0;
-    if (!status) {
-        if (!(pieces = malloc(sizeof *pieces))) status = kvdi_set_error(error, KVD_ERROR_NO_MEMORY, "out of memory"), kvdi_json_free(reply);
-        else pieces[count++] = reply;
+    if (!status && !(pieces = malloc(sizeof *pieces))) {
+        kvdi_json_free(reply);
+        status = kvdi_set_error(error, KVD_ERROR_NO_MEMORY, "out of memory");
+    } else if (!status) {
+        pieces[count++] = reply;
     }
     while (!status && is_partial(pieces[count - 1])) {
         json_node *next = NULL;
