@@ -9,7 +9,7 @@
  * app's own write is announced once. A dead watch (kvd stopped or restarted) is made again every
  * second by the worker; its first event is diffed against the cache and the differences announced.
  * When kvd cannot be reached, reads give the schema defaults, writes fail with a warning that says
- * why, and no call waits longer than the connection's timeout (GIOKVD_TIMEOUT_MS, 3 s); after a
+ * why (a write of a locked key fails quietly, as dconf's: g_debug), and no call waits longer than the connection's timeout (GIOKVD_TIMEOUT_MS, 3 s); after a
  * failure the app's thread does not try again for a second (the worker does).
  */
 #define G_SETTINGS_ENABLE_BACKEND
@@ -375,7 +375,8 @@ static gboolean kvd_backend_get_writable(GSettingsBackend *backend, const gchar 
 }
 
 /* Commits `count` changes to one domain: one Set or Delete for one key, one atomic Apply for more;
- * on success the cache takes them (the caller announces them). Warns and returns FALSE on failure. */
+ * on success the cache takes them (the caller announces them). Returns FALSE on failure, with a warning
+ * (a g_debug for a locked key). */
 static gboolean apply(KvdSettingsBackend *self, const char *domain_name, const char *const *gsettings_keys, const char *const *kvd_keys,
                       GVariant *const *values, size_t count, gpointer origin_tag) {
     kvd_change *changes = g_new0(kvd_change, count);
@@ -408,7 +409,12 @@ static gboolean apply(KvdSettingsBackend *self, const char *domain_name, const c
     }
     gboolean ok = status == KVD_OK;
     if (!ok) {
-        g_warning("kvd GSettings backend: cannot write %s%s: %s", gsettings_keys[0], count > 1 ? " and others" : "", error.message);
+        /* A locked key is not writable (get_writable said so, and g_settings_set returns FALSE):
+         * no warning, as dconf gives none. */
+        if (status == KVD_ERROR_KEY_LOCKED)
+            g_debug("kvd GSettings backend: cannot write %s%s: %s", gsettings_keys[0], count > 1 ? " and others" : "", error.message);
+        else
+            g_warning("kvd GSettings backend: cannot write %s%s: %s", gsettings_keys[0], count > 1 ? " and others" : "", error.message);
         kvd_error_clear(&error);
         if (status != KVD_ERROR_KEY_LOCKED && status != KVD_ERROR_INVALID_VALUE && status != KVD_ERROR_TOO_LARGE &&
             status != KVD_ERROR_INVALID_NAME) {

@@ -4,6 +4,8 @@
 
 #include "conn.h"
 
+/* A NULL client is KVD_ERROR_INVALID_ARGUMENT, the message naming `function`. */
+kvd_status kvdi_check_client(const char *function, const kvd_client *client, kvd_error *error);
 /* NULL is KVD_ERROR_INVALID_ARGUMENT; text that is not UTF-8 KVD_ERROR_INVALID_NAME (kvd checks
  * the rest of the naming rule). */
 kvd_status kvdi_check_name(const char *what, const char *name, kvd_error *error);

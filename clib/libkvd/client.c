@@ -39,9 +39,13 @@ KVD_EXPORT void kvd_client_free(kvd_client *client) {
     free(client);
 }
 
-KVD_EXPORT const char *kvd_client_socket_path(const kvd_client *client) { return client->config.socket_path; }
+KVD_EXPORT const char *kvd_client_socket_path(const kvd_client *client) { return client ? client->config.socket_path : NULL; }
 
 const conn_config *kvdi_client_config(const kvd_client *client) { return &client->config; }
+
+kvd_status kvdi_check_client(const char *function, const kvd_client *client, kvd_error *error) {
+    return client ? KVD_OK : kvdi_set_error(error, KVD_ERROR_INVALID_ARGUMENT, "%s: the client is NULL", function);
+}
 
 kvd_status kvdi_check_name(const char *what, const char *name, kvd_error *error) {
     if (!name) return kvdi_set_error(error, KVD_ERROR_INVALID_ARGUMENT, "the %s is NULL", what);
@@ -70,10 +74,13 @@ kvd_status kvdi_call_end(json_buffer *b, bool more, kvd_error *error) {
     kvdi_buffer_append_str(b, more ? "},\"more\":true}" : "}}");
     kvdi_buffer_append_byte(b, '\0');
     if (b->failed) return kvdi_set_error(error, KVD_ERROR_NO_MEMORY, "out of memory");
-    if (b->len - 1 > (size_t)KVD_MESSAGE_LIMIT)
-        return kvdi_set_error(error, KVD_ERROR_TOO_LARGE,
-                         "the request is larger than kvd's limit of %d bytes (one message), so it was not sent; store less under one key",
-                         KVD_MESSAGE_LIMIT);
+    if (b->len - 1 > (size_t)KVD_MESSAGE_LIMIT) {
+        kvdi_set_error(error, KVD_ERROR_TOO_LARGE,
+                       "the request is larger than kvd's limit of %d bytes (one message), so it was not sent; store less under one key",
+                       KVD_MESSAGE_LIMIT);
+        if (error) error->detail = KVD_MESSAGE_LIMIT; /* as kvd's TooLarge carries its limit */
+        return KVD_ERROR_TOO_LARGE;
+    }
     return KVD_OK;
 }
 
@@ -89,6 +96,9 @@ kvd_status kvdi_call_value(json_buffer *b, const char *name, const kvd_value *va
 kvd_status kvdi_exchange(conn *c, const conn_config *config, const json_buffer *message, json_node **reply, const json_node **parameters,
                     kvd_error *error) {
     *reply = NULL;
+    /* a child forked after the connection was made: its copy is closed (the parent's stays
+     * open) and it connects on its own, before peeking at the parent's stream */
+    if (kvdi_conn_forked(c)) kvdi_conn_close(c);
     if (c->fd < 0 || kvdi_conn_peer_closed(c)) {
         kvd_status status = kvdi_conn_open(c, config, error);
         if (status) return status;
@@ -141,6 +151,7 @@ kvd_status kvdi_decode_value(const json_node *n, const char *member, kvd_value *
 
 KVD_EXPORT kvd_status kvd_get(kvd_client *client, const char *domain, const char *key, kvd_value **value, int64_t *revision,
                               kvd_source *source, kvd_error *error) {
+    if (!client) return kvdi_check_client("kvd_get", client, error);
     kvd_status status = kvdi_check_name("domain", domain, error);
     if (!status) status = kvdi_check_name("key", key, error);
     if (status) return status;
@@ -184,6 +195,7 @@ static kvd_status write_call(kvd_client *client, json_buffer *b, int64_t if_revi
 
 KVD_EXPORT kvd_status kvd_set(kvd_client *client, const char *domain, const char *key, const kvd_value *value, int64_t if_revision,
                               int64_t *revision, kvd_error *error) {
+    if (!client) return kvdi_check_client("kvd_set", client, error);
     kvd_status status = kvdi_check_name("domain", domain, error);
     if (!status) status = kvdi_check_name("key", key, error);
     if (status) return status;
@@ -197,6 +209,7 @@ KVD_EXPORT kvd_status kvd_set(kvd_client *client, const char *domain, const char
 
 KVD_EXPORT kvd_status kvd_apply(kvd_client *client, const char *domain, const kvd_change *changes, size_t count, int64_t if_revision,
                                 int64_t *revision, kvd_error *error) {
+    if (!client) return kvdi_check_client("kvd_apply", client, error);
     kvd_status status = kvdi_check_name("domain", domain, error);
     if (status) return status;
     if (count && !changes) return kvdi_set_error(error, KVD_ERROR_INVALID_ARGUMENT, "kvd_apply: changes is NULL");
@@ -218,6 +231,7 @@ KVD_EXPORT kvd_status kvd_apply(kvd_client *client, const char *domain, const kv
 }
 
 KVD_EXPORT kvd_status kvd_delete(kvd_client *client, const char *domain, const char *key, int64_t *revision, kvd_error *error) {
+    if (!client) return kvdi_check_client("kvd_delete", client, error);
     kvd_status status = kvdi_check_name("domain", domain, error);
     if (!status && key) status = kvdi_check_name("key", key, error);
     if (status) return status;
@@ -246,6 +260,7 @@ static kvd_status decode_values(const json_node *n, kvd_value **out, kvd_error *
 
 KVD_EXPORT kvd_status kvd_list(kvd_client *client, const char *domain, kvd_value **values, int64_t *revision, kvd_value **sources,
                                kvd_error *error) {
+    if (!client) return kvdi_check_client("kvd_list", client, error);
     kvd_status status = kvdi_check_name("domain", domain, error);
     if (status) return status;
     json_buffer b = {0};
@@ -278,6 +293,7 @@ KVD_EXPORT kvd_status kvd_list(kvd_client *client, const char *domain, kvd_value
 }
 
 KVD_EXPORT kvd_status kvd_domains(kvd_client *client, char ***domains, size_t *count, kvd_error *error) {
+    if (!client) return kvdi_check_client("kvd_domains", client, error);
     json_buffer b = {0};
     kvdi_call_begin(&b, "io.kvd.Defaults.Domains");
     kvd_status status = kvdi_call_end(&b, false, error);

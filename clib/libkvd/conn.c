@@ -171,11 +171,20 @@ static kvd_status conn_autostart(conn *c, const conn_config *config, kvd_error *
 
 kvd_status kvdi_conn_open(conn *c, const conn_config *config, kvd_error *error) {
     kvdi_conn_close(c);
+    c->pid = getpid();
     kvd_status status = check_folder(config->socket_path, error);
     if (status) return status;
     int64_t deadline = kvdi_conn_deadline(config->timeout_ms);
     int e = kvdi_conn_try_connect(config->socket_path, deadline, &c->fd);
     if (e == 0) return KVD_OK;
+    /* connect() says "Connection refused" for a file that is no socket: say what it is, and
+     * start no kvd (it could not listen there either) */
+    struct stat info;
+    if (e == ECONNREFUSED && stat(config->socket_path, &info) == 0 && !S_ISSOCK(info.st_mode))
+        return kvdi_set_error(error, KVD_ERROR_CANNOT_CONNECT,
+                              "cannot connect to kvd at %s: it is %s, not a socket (remove it, or set KVD_SOCKET or the socket path to "
+                              "kvd's socket)",
+                              config->socket_path, S_ISDIR(info.st_mode) ? "a folder" : S_ISREG(info.st_mode) ? "a regular file" : "a file");
     if ((e != ENOENT && e != ECONNREFUSED) || !config->autostart) return cannot_connect(config->socket_path, e, error);
     return conn_autostart(c, config, error);
 }
@@ -187,6 +196,8 @@ void kvdi_conn_close(conn *c) {
     c->buffer = NULL;
     c->len = c->cap = c->scanned = 0;
 }
+
+bool kvdi_conn_forked(const conn *c) { return c->fd >= 0 && c->pid != getpid(); }
 
 bool kvdi_conn_peer_closed(const conn *c) {
     if (c->fd < 0) return true;

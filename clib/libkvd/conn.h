@@ -3,6 +3,8 @@
 #ifndef KVD_CONN_H
 #define KVD_CONN_H
 
+#include <sys/types.h>
+
 #include "internal.h"
 
 /* How to connect: resolved once from kvd_connect_options and the environment. */
@@ -14,15 +16,18 @@ typedef struct conn_config {
 } conn_config;
 
 /* One connection: a non-blocking, close-on-exec descriptor and the bytes received and not yet
- * taken as messages. */
+ * taken as messages, and the process that opened it: after fork() the child has a copy of the
+ * descriptor, which it must neither read nor write (the parent's stream) — it only closes its
+ * copy (close(), never shutdown(), which would end the parent's too). */
 typedef struct conn {
     int fd; /* -1 when closed */
     char *buffer;
     size_t len, cap;
     size_t scanned; /* bytes of buffer known to hold no NUL */
+    pid_t pid;      /* the process that opened fd */
 } conn;
 
-#define CONN_INIT {-1, NULL, 0, 0, 0}
+#define CONN_INIT {-1, NULL, 0, 0, 0, 0}
 
 /* Resolves `options` and the environment into `config` (free with kvdi_conn_config_free). */
 kvd_status kvdi_conn_config_init(conn_config *config, const kvd_connect_options *options, kvd_error *error);
@@ -39,6 +44,8 @@ kvd_status kvdi_conn_open(conn *c, const conn_config *config, kvd_error *error);
 int kvdi_conn_try_connect(const char *path, int64_t deadline, int *fd);
 /* Closes the descriptor and drops buffered bytes; the conn may be opened again. */
 void kvdi_conn_close(conn *c);
+/* Whether `c` is open in another process (this one is a child forked after it was opened). */
+bool kvdi_conn_forked(const conn *c);
 /* Whether kvd closed the connection while it was idle (end of file waiting): then reconnect. */
 bool kvdi_conn_peer_closed(const conn *c);
 

@@ -125,7 +125,7 @@ KVD_EXPORT void kvd_value_free(kvd_value *v) {
     free(v);
 }
 
-KVD_EXPORT kvd_type kvd_value_type(const kvd_value *v) { return v->type; }
+KVD_EXPORT kvd_type kvd_value_type(const kvd_value *v) { return v ? v->type : (kvd_type)-1; }
 
 KVD_EXPORT const char *kvd_type_name(kvd_type type) {
     static const char *const names[] = {"string", "bool", "integer", "real", "date", "data", "array", "dictionary"};

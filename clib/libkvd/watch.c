@@ -13,32 +13,50 @@ struct kvd_watch {
     bool ended;
 };
 
-/* Decodes one reply of the stream and calls the callback with it. */
-static kvd_status deliver(kvd_watch *w, const json_node *reply, kvd_error *error) {
+/* Whether `reply` is a piece of the first reply with more pieces to come ("partial": true). */
+static bool is_partial(const json_node *reply) {
+    const json_node *partial = kvdi_json_get(kvdi_json_get(reply, "parameters"), "partial");
+    return partial && partial->type == JSON_BOOL && partial->u.flag;
+}
+
+/* Decodes one event, from `count` replies of the stream (the pieces of the first reply, whose
+ * changes are gathered into one initial event; else one reply), and calls the callback with it. */
+static kvd_status deliver(kvd_watch *w, json_node *const *replies, size_t count, kvd_error *error) {
     const json_node *p = NULL;
-    kvd_status status = kvdi_reply_check(reply, &p, error);
-    if (status) return status;
-    const json_node *changes = kvdi_json_get(p, "changes"), *initial = kvdi_json_get(p, "initial"), *continues = kvdi_json_get(reply, "continues");
     kvd_watch_event event = {0};
-    if ((status = kvdi_decode_revision(p, &event.revision, error))) return status;
-    if (!changes || changes->type != JSON_ARRAY)
-        return kvdi_set_error(error, KVD_ERROR_PROTOCOL, "kvd sent an invalid reply: Watch without a \"changes\" array");
-    event.initial = initial && initial->type == JSON_BOOL && initial->u.flag;
-    size_t n = changes->u.array.count;
+    size_t n = 0;
+    kvd_status status = KVD_OK;
+    for (size_t r = 0; r < count && !status; r++) {
+        if ((status = kvdi_reply_check(replies[r], &p, error))) return status;
+        const json_node *changes = kvdi_json_get(p, "changes");
+        if ((status = kvdi_decode_revision(p, r ? NULL : &event.revision, error))) return status;
+        if (!changes || changes->type != JSON_ARRAY)
+            return kvdi_set_error(error, KVD_ERROR_PROTOCOL, "kvd sent an invalid reply: Watch without a \"changes\" array");
+        if (r == 0) {
+            const json_node *initial = kvdi_json_get(p, "initial");
+            event.initial = initial && initial->type == JSON_BOOL && initial->u.flag;
+        }
+        n += changes->u.array.count;
+    }
+    const json_node *continues = kvdi_json_get(replies[count - 1], "continues");
     kvd_change *list = calloc(n ? n : 1, sizeof *list);
     if (!list) return kvdi_set_error(error, KVD_ERROR_NO_MEMORY, "out of memory");
-    for (size_t i = 0; i < n && !status; i++) {
-        const json_node *item = changes->u.array.items[i], *key = kvdi_json_get(item, "key"), *value = kvdi_json_get(item, "value");
-        if (!key || key->type != JSON_STRING) {
-            status = kvdi_set_error(error, KVD_ERROR_PROTOCOL, "kvd sent an invalid reply: a Watch change without a \"key\"");
-            break;
-        }
-        list[i].key = key->u.string.bytes;
-        status = kvdi_decode_source(kvdi_json_get(item, "source"), &list[i].source, error);
-        if (!status && value && value->type != JSON_NULL) {
-            kvd_value *v = NULL;
-            status = kvdi_decode_value(value, "changes.value", &v, error);
-            list[i].value = v;
+    size_t filled = 0;
+    for (size_t r = 0; r < count && !status; r++) {
+        const json_node *changes = kvdi_json_get(kvdi_json_get(replies[r], "parameters"), "changes");
+        for (size_t i = 0; i < changes->u.array.count && !status; i++, filled++) {
+            const json_node *item = changes->u.array.items[i], *key = kvdi_json_get(item, "key"), *value = kvdi_json_get(item, "value");
+            if (!key || key->type != JSON_STRING) {
+                status = kvdi_set_error(error, KVD_ERROR_PROTOCOL, "kvd sent an invalid reply: a Watch change without a \"key\"");
+                break;
+            }
+            list[filled].key = key->u.string.bytes;
+            status = kvdi_decode_source(kvdi_json_get(item, "source"), &list[filled].source, error);
+            if (!status && value && value->type != JSON_NULL) {
+                kvd_value *v = NULL;
+                status = kvdi_decode_value(value, "changes.value", &v, error);
+                list[filled].value = v;
+            }
         }
     }
     if (!status) {
@@ -54,10 +72,10 @@ static kvd_status deliver(kvd_watch *w, const json_node *reply, kvd_error *error
 
 KVD_EXPORT kvd_status kvd_watch_new(kvd_client *client, const char *domain, const char *key, kvd_watch_callback callback,
                                     void *user_data, kvd_watch **out, kvd_error *error) {
+    if (!client || !callback || !out) return kvdi_set_error(error, KVD_ERROR_INVALID_ARGUMENT, "kvd_watch_new: client, callback or watch is NULL");
     kvd_status status = kvdi_check_name("domain", domain, error);
     if (!status && key) status = kvdi_check_name("key", key, error);
     if (status) return status;
-    if (!client || !callback || !out) return kvdi_set_error(error, KVD_ERROR_INVALID_ARGUMENT, "kvd_watch_new: client, callback or watch is NULL");
     json_buffer b = {0};
     kvdi_call_begin(&b, "io.kvd.Defaults.Watch");
     kvdi_call_string(&b, "domain", domain);
@@ -70,33 +88,64 @@ KVD_EXPORT kvd_status kvd_watch_new(kvd_client *client, const char *domain, cons
     w->user_data = user_data;
     json_node *reply = NULL;
     const json_node *p;
-    status = kvdi_exchange(&w->connection, kvdi_client_config(client), &b, &reply, &p, error);
+    const conn_config *config = kvdi_client_config(client);
+    status = kvdi_exchange(&w->connection, config, &b, &reply, &p, error);
     free(b.data);
-    if (!status) status = deliver(w, reply, error);
-    kvdi_json_free(reply);
+    /* The current values may come in pieces (all but the last "partial": true): read them all,
+     * each within the timeout, so that the initial event holds the whole domain. */
+    json_node **pieces = NULL;
+    size_t count = 0;
+    if (!status && !(pieces = malloc(sizeof *pieces))) {
+        kvdi_json_free(reply);
+        status = kvdi_set_error(error, KVD_ERROR_NO_MEMORY, "out of memory");
+    } else if (!status) {
+        pieces[count++] = reply;
+    }
+    while (!status && is_partial(pieces[count - 1])) {
+        json_node *next = NULL;
+        status = kvdi_conn_receive(&w->connection, kvdi_conn_deadline(config->timeout_ms), &next, error);
+        if (status) break;
+        json_node **more = realloc(pieces, (count + 1) * sizeof *pieces);
+        if (!more) {
+            kvdi_json_free(next);
+            status = kvdi_set_error(error, KVD_ERROR_NO_MEMORY, "out of memory");
+            break;
+        }
+        pieces = more;
+        pieces[count++] = next;
+    }
+    if (!status) status = deliver(w, pieces, count, error);
+    for (size_t i = 0; i < count; i++) kvdi_json_free(pieces[i]);
+    free(pieces);
     if (!status && w->ended) status = kvdi_set_error(error, KVD_ERROR_PROTOCOL, "kvd sent an invalid reply: a Watch that ended at once");
     if (status) return kvd_watch_free(w), status;
     *out = w;
     return KVD_OK;
 }
 
-KVD_EXPORT int kvd_watch_fd(const kvd_watch *w) { return w->connection.fd; }
+KVD_EXPORT int kvd_watch_fd(const kvd_watch *w) { return w ? w->connection.fd : -1; }
 
 KVD_EXPORT kvd_status kvd_watch_dispatch(kvd_watch *w, kvd_error *error) {
+    if (!w) return kvdi_set_error(error, KVD_ERROR_INVALID_ARGUMENT, "kvd_watch_dispatch: the watch is NULL");
+    if (kvdi_conn_forked(&w->connection)) {
+        kvdi_conn_close(&w->connection); /* this process's copy only: the parent's watch goes on */
+        return kvdi_set_error(error, KVD_ERROR_CONNECTION, "the watch was made in another process (this one was forked after); watch again");
+    }
     for (;;) {
         if (w->ended || w->connection.fd < 0)
             return kvdi_set_error(error, KVD_ERROR_CONNECTION, "kvd ended the watch (did it stop or restart?); watch again");
         json_node *reply = NULL;
         kvd_status status = kvdi_conn_receive(&w->connection, INT64_MIN, &reply, error);
         if (status || !reply) return status;
-        status = deliver(w, reply, error);
+        status = deliver(w, &reply, 1, error);
         kvdi_json_free(reply);
         if (status) return kvdi_conn_close(&w->connection), status;
     }
 }
 
 KVD_EXPORT kvd_status kvd_watch_wait(kvd_watch *w, int timeout_ms, kvd_error *error) {
-    if (w->connection.fd >= 0 && !w->ended) {
+    if (!w) return kvdi_set_error(error, KVD_ERROR_INVALID_ARGUMENT, "kvd_watch_wait: the watch is NULL");
+    if (w->connection.fd >= 0 && !w->ended && !kvdi_conn_forked(&w->connection)) {
         struct pollfd p = {w->connection.fd, POLLIN, 0};
         if (poll(&p, 1, timeout_ms < 0 ? -1 : timeout_ms) == 0) return KVD_OK;
     }

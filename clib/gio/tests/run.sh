@@ -151,6 +151,9 @@ check "an admin default shows" 7 "$(gsettings get io.kvd.test int32)"
 kvctl --system lock io.kvd.test int32
 check "a locked key is not writable" false "$(gsettings writable io.kvd.test int32)"
 if gsettings set io.kvd.test int32 9 2>"$dir/locked.err"; then fail "gsettings set of a locked key succeeded"; fi
+# as dconf: the set fails (g_settings_set returns FALSE) without a warning of the backend's
+if grep -q "WARNING\|kvd GSettings backend" "$dir/locked.err"; then fail "a set of a locked key warned: $(cat "$dir/locked.err")"; fi
+echo "ok a set of a locked key fails without a warning"
 check "the locked value stays" 7 "$(gsettings get io.kvd.test int32)"
 kvctl --system unlock io.kvd.test int32
 check "unlocked, writable again" true "$(gsettings writable io.kvd.test int32)"
@@ -166,6 +169,34 @@ if gsettings set io.kvd.test uint64 9 2>"$dir/locked.err"; then fail "gsettings 
 kvctl --system unlock io.kvd.test uint64
 check "unlocked, writable again" true "$(gsettings writable io.kvd.test uint64)"
 check "and the user's value is back" "uint64 7" "$(gsettings get io.kvd.test uint64)"
+
+# A domain over 2 MiB: kvd's first Watch reply comes in pieces of about 1 MiB; a fresh process
+# reads a key of the last piece (keys are sent sorted: "name" after a0000..a2599) as stored.
+"$python" - "$dir/big.keyfile" <<'KEYFILE'
+import sys
+with open(sys.argv[1], "w") as out:
+    out.write("[io/kvd/big]\n")
+    for i in range(2600):
+        out.write(f"a{i:04d}='{'p' * 1024}'\n")
+    out.write("name='from-the-last-piece'\n")
+KEYFILE
+"$module_dir/kvd-dconf-import" < "$dir/big.keyfile" 2>"$dir/import-big.log" || fail "kvd-dconf-import of a big domain: $(cat "$dir/import-big.log")"
+check "a key in the last piece of a domain over 2 MiB" "'from-the-last-piece'" "$(gsettings get io.kvd.test.profile:/io/kvd/big/ name)"
+kvctl delete io.kvd.big >/dev/null || fail "kvctl delete io.kvd.big"
+
+# A string of 17 MiB is over kvd's message limit: g_settings_set returns false (the write is
+# synchronous), with a warning, and the old value stays, in the app and in kvd.
+gsettings set io.kvd.test text before-big
+result=$("$python" - 2>"$dir/big-value.err" <<'BIGVALUE'
+from gi.repository import Gio
+settings = Gio.Settings.new("io.kvd.test")
+ok = settings.set_string("text", "x" * (17 * 1024 * 1024))
+print(ok, settings.get_string("text"))
+BIGVALUE
+)
+check "a 17 MiB string: g_settings_set returns false, the old value stays" "False before-big" "$result"
+grep -q "cannot write /io/kvd/test/text" "$dir/big-value.err" || fail "the refused 17 MiB write was not reported: $(cat "$dir/big-value.err")"
+check "and kvd kept it" before-big "$(kvctl get io.kvd.test text)"
 
 # A PyGObject program: delay-apply as one Apply, an own write announced once, a lock or unlock
 # announced as writable-changed, changes from kvctl in the app's main context.

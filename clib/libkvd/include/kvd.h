@@ -32,6 +32,10 @@
  * - A call returns KVD_OK (0) or the kvd_status of the failure; then, if `error` is not NULL,
  *   `*error` holds that status and a one-line message (see kvd_error), and the out parameters are
  *   left untouched. Out parameters may be NULL when the caller does not want them.
+ * - NULL: every function checks its pointer arguments, as GLib's g_return_val_if_fail does but
+ *   without a message or an abort: a NULL client, watch, name or value where one is needed fails
+ *   with KVD_ERROR_INVALID_ARGUMENT (or the failure value a function names: NULL, -1, false)
+ *   before anything is sent. Each function says which of its arguments may be NULL.
  * - Memory: what a call returns through an out parameter belongs to the caller (kvd_value_free,
  *   kvd_strv_free, kvd_error_clear, ...). Arguments are only read; nothing is kept after the call
  *   returns, except where a call says otherwise (kvd_value_array_append, kvd_value_dict_set take
@@ -50,6 +54,12 @@
  *   connects again (with the same socket rules and autostart). A call that failed with
  *   KVD_ERROR_CONNECTION or KVD_ERROR_TIMEOUT after it was sent may or may not have been committed.
  *   A kvd_watch does not reconnect: make a new one (its first event gives the current values).
+ * - fork(): a kvd_client made before a fork works in both processes: the child's next call sees
+ *   that the connection is its parent's (a pid check at each call), closes its own copy of the
+ *   descriptor (the parent's connection is not shut down) and connects anew. A kvd_watch is its
+ *   process's: in the child, kvd_watch_dispatch and kvd_watch_wait fail with KVD_ERROR_CONNECTION
+ *   without reading the parent's stream (free it and make a new one). As with any lock, fork only
+ *   while no other thread is in a call of the client.
  */
 #ifndef KVD_H
 #define KVD_H
@@ -115,7 +125,8 @@ typedef struct kvd_error {
     /** The varlink error name ("io.kvd.Defaults.NotFound"), owned; NULL for the client's own failures. */
     char *name;
     /** KVD_ERROR_REVISION_MISMATCH: the current revision (-1 if kvd did not say);
-     * KVD_ERROR_TOO_LARGE: the limit in bytes (-1 if unknown). Otherwise -1. */
+     * KVD_ERROR_TOO_LARGE: the limit in bytes (KVD_MESSAGE_LIMIT for a call refused before it was
+     * sent; kvd's for its TooLarge, -1 if kvd did not say). Otherwise -1. */
     int64_t detail;
 } kvd_error;
 
@@ -260,9 +271,10 @@ bool kvd_value_equal(const kvd_value *a, const kvd_value *b);
 
 /**
  * kvd_value_type:
- * @value: a value; must not be NULL (it is read without a check)
+ * @value: (nullable): a value
  *
- * Returns: the type of @value.
+ * Returns: the type of @value; for NULL, (kvd_type)-1, which is no kvd_type (kvd_type_name gives
+ * "unknown").
  */
 kvd_type kvd_value_type(const kvd_value *value);
 /**
@@ -466,7 +478,8 @@ typedef struct kvd_client kvd_client;
 /**
  * kvd_connect:
  * @options: (nullable): where to connect and how; NULL: all defaults
- * @client: (out) (transfer full): the new client (free with kvd_client_free); must not be NULL
+ * @client: (out) (transfer full): the new client (free with kvd_client_free); NULL:
+ *   KVD_ERROR_INVALID_ARGUMENT
  * @error: (nullable): filled on failure
  *
  * Connects to kvd by @options. Checks the socket folder first (nothing is sent and nothing started
@@ -479,7 +492,7 @@ typedef struct kvd_client kvd_client;
  * Blocks for at most about 5 s (autostart) plus the timeout.
  *
  * Returns: KVD_OK; KVD_ERROR_CANNOT_CONNECT (the message names the socket and the system's
- * reason), KVD_ERROR_CANNOT_START, KVD_ERROR_UNSAFE_SOCKET_FOLDER, KVD_ERROR_TIMEOUT,
+ * reason; a file at the socket path that is no socket is said to be one, and nothing is started), KVD_ERROR_CANNOT_START, KVD_ERROR_UNSAFE_SOCKET_FOLDER, KVD_ERROR_TIMEOUT,
  * KVD_ERROR_NO_MEMORY; KVD_ERROR_INVALID_ARGUMENT when @client is NULL.
  */
 kvd_status kvd_connect(const kvd_connect_options *options, kvd_client **client, kvd_error *error);
@@ -494,10 +507,10 @@ void kvd_client_free(kvd_client *client);
 
 /**
  * kvd_client_socket_path:
- * @client: a client; must not be NULL (it is read without a check)
+ * @client: (nullable): a client
  *
- * Returns: (transfer none): the socket path the client connects to, as kvd_connect resolved it,
- * owned by the client.
+ * Returns: (transfer none) (nullable): the socket path the client connects to, as kvd_connect
+ * resolved it, owned by the client; NULL when @client is NULL.
  */
 const char *kvd_client_socket_path(const kvd_client *client);
 
@@ -521,9 +534,9 @@ typedef struct kvd_change {
 } kvd_change;
 
 /* The calls of io.kvd.Defaults.
- * Every call below takes a @client that must not be NULL (it is used without a check) and an
- * @error that may be NULL; a NULL @domain (or a NULL @key where a key is needed) fails with
- * KVD_ERROR_INVALID_ARGUMENT before anything is sent; a name that is not UTF-8 with
+ * Every call below takes a @client and an @error that may be NULL; a NULL @client, a NULL
+ * @domain (or a NULL @key where a key is needed) fails with KVD_ERROR_INVALID_ARGUMENT before
+ * anything is sent; a name that is not UTF-8 with
  * KVD_ERROR_INVALID_NAME; other bad names are kvd's to refuse (KVD_ERROR_INVALID_NAME with kvd's
  * reason). "The connection's" errors: KVD_ERROR_CANNOT_CONNECT, KVD_ERROR_CANNOT_START,
  * KVD_ERROR_UNSAFE_SOCKET_FOLDER (reconnecting), KVD_ERROR_CONNECTION, KVD_ERROR_TIMEOUT,
@@ -637,7 +650,7 @@ kvd_status kvd_list(kvd_client *client, const char *domain, kvd_value **values, 
  *
  * io.kvd.Defaults.Domains.
  *
- * Returns: KVD_OK, or the connection's errors.
+ * Returns: KVD_OK; KVD_ERROR_INVALID_ARGUMENT (@client is NULL), and the connection's.
  */
 kvd_status kvd_domains(kvd_client *client, char ***domains, size_t *count, kvd_error *error);
 /**
@@ -680,7 +693,9 @@ typedef struct kvd_watch kvd_watch;
  * @error: (nullable): filled on failure
  *
  * io.kvd.Defaults.Watch on a new connection. Blocks until kvd's first reply, and calls @callback
- * with it before returning. Later events arrive on kvd_watch_fd: when poll says it is readable,
+ * with it before returning. A domain too large for one message comes in pieces of about 1 MiB
+ * (all but the last `partial`): they are all read first (each within the timeout), and the one
+ * initial event holds the values of all of them. Later events arrive on kvd_watch_fd: when poll says it is readable,
  * call kvd_watch_dispatch. A watch keeps kvd from exiting on idle.
  *
  * Returns: KVD_OK; KVD_ERROR_INVALID_NAME; KVD_ERROR_INVALID_ARGUMENT when @domain, @client,
@@ -691,22 +706,23 @@ kvd_status kvd_watch_new(kvd_client *client, const char *domain, const char *key
 
 /**
  * kvd_watch_fd:
- * @watch: a watch; must not be NULL (it is read without a check)
+ * @watch: (nullable): a watch
  *
  * Returns: the watch's descriptor, non-blocking, owned by the watch: poll it for POLLIN (or add it
- * to a main loop, e.g. g_unix_fd_add).
+ * to a main loop, e.g. g_unix_fd_add); -1 when @watch is NULL.
  */
 int kvd_watch_fd(const kvd_watch *watch);
 
 /**
  * kvd_watch_dispatch:
- * @watch: a watch; must not be NULL
+ * @watch: a watch (NULL: KVD_ERROR_INVALID_ARGUMENT)
  * @error: (nullable): filled on failure
  *
  * Reads what has arrived, without blocking, and calls the callback once per complete event, in
  * order.
  *
- * Returns: KVD_OK (also when nothing had arrived); KVD_ERROR_CONNECTION when kvd closed the
+ * Returns: KVD_OK (also when nothing had arrived); KVD_ERROR_INVALID_ARGUMENT (@watch is NULL);
+ * KVD_ERROR_CONNECTION when kvd closed the
  * connection or ended the watch, KVD_ERROR_PROTOCOL, or an error kvd replied with: then the watch
  * is over (free it and make a new one); events before the failure were delivered.
  */
@@ -714,7 +730,7 @@ kvd_status kvd_watch_dispatch(kvd_watch *watch, kvd_error *error);
 
 /**
  * kvd_watch_wait:
- * @watch: a watch; must not be NULL
+ * @watch: a watch (NULL: KVD_ERROR_INVALID_ARGUMENT)
  * @timeout_ms: the longest wait in milliseconds; negative: without limit
  * @error: (nullable): filled on failure
  *

@@ -358,6 +358,175 @@ static void watch_sees_kvctl_and_libkvd_changes(kvd_client *client) {
     kvd_value_free(start);
 }
 
+/* ---- NULL arguments ---- */
+
+/* Each call with a NULL client, watch or argument fails with its documented value (no crash, no
+ * abort), and the error says which argument. Run in a child, so that a crash is a failure here. */
+static void null_arguments_are_refused_child(kvd_client *client) {
+    kvd_error error = KVD_ERROR_INIT;
+    kvd_value *v = kvd_value_new_int(1);
+    kvd_change change = {"k", v, KVD_SOURCE_USER};
+    kvd_status status;
+#define REFUSED(call)                                                                                                                    \
+    do {                                                                                                                                 \
+        status = (call);                                                                                                                 \
+        CHECK(status == KVD_ERROR_INVALID_ARGUMENT && error.status == status && error.message, "%s: %s", #call, kvd_status_name(status)); \
+        kvd_error_clear(&error);                                                                                                         \
+        CHECK((call) == KVD_ERROR_INVALID_ARGUMENT, "%s without an error", #call);                                                       \
+    } while (0)
+    REFUSED(kvd_get(NULL, "d", "k", NULL, NULL, NULL, &error));
+    REFUSED(kvd_get(client, NULL, "k", NULL, NULL, NULL, &error));
+    REFUSED(kvd_get(client, "d", NULL, NULL, NULL, NULL, &error));
+    REFUSED(kvd_set(NULL, "d", "k", v, KVD_ANY_REVISION, NULL, &error));
+    REFUSED(kvd_set(client, "d", "k", NULL, KVD_ANY_REVISION, NULL, &error));
+    REFUSED(kvd_set(client, NULL, "k", v, KVD_ANY_REVISION, NULL, &error));
+    REFUSED(kvd_apply(NULL, "d", &change, 1, KVD_ANY_REVISION, NULL, &error));
+    REFUSED(kvd_apply(client, "d", NULL, 1, KVD_ANY_REVISION, NULL, &error));
+    REFUSED(kvd_delete(NULL, "d", "k", NULL, &error));
+    REFUSED(kvd_delete(client, NULL, "k", NULL, &error));
+    REFUSED(kvd_list(NULL, "d", NULL, NULL, NULL, &error));
+    REFUSED(kvd_list(client, NULL, NULL, NULL, NULL, &error));
+    REFUSED(kvd_domains(NULL, NULL, NULL, &error));
+    REFUSED(kvd_watch_dispatch(NULL, &error));
+    REFUSED(kvd_watch_wait(NULL, 0, &error));
+    REFUSED(kvd_connect(NULL, NULL, &error));
+    REFUSED(kvd_value_from_json(NULL, 3, NULL, &error));
+    kvd_watch *watch = NULL;
+    REFUSED(kvd_watch_new(NULL, "d", NULL, on_event, NULL, &watch, &error));
+    REFUSED(kvd_watch_new(client, "d", NULL, NULL, NULL, &watch, &error));
+    REFUSED(kvd_watch_new(client, "d", NULL, on_event, NULL, NULL, &error));
+#undef REFUSED
+    CHECK(kvd_client_socket_path(NULL) == NULL, "kvd_client_socket_path(NULL) is NULL");
+    CHECK(kvd_watch_fd(NULL) == -1, "kvd_watch_fd(NULL) is -1");
+    CHECK(!strcmp(kvd_type_name(kvd_value_type(NULL)), "unknown"), "kvd_value_type(NULL) is no type");
+    kvd_client_free(NULL);
+    kvd_watch_free(NULL);
+    kvd_value_free(NULL);
+    kvd_strv_free(NULL);
+    kvd_error_clear(NULL);
+    kvd_value_free(v);
+}
+
+static void null_arguments_are_refused(kvd_client *client) {
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        null_arguments_are_refused_child(client);
+        _exit(failures ? 1 : 0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the NULL checks: %s %d", WIFSIGNALED(status) ? "killed by signal" : "exit status",
+          WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+}
+
+/* ---- fork ---- */
+
+/* 300 sets and gets of its own key with its own values: the number of wrong replies. */
+static int own_calls(kvd_client *client, const char *key, int64_t base) {
+    int wrong = 0;
+    kvd_error error = KVD_ERROR_INIT;
+    for (int64_t i = 0; i < 300; i++) {
+        kvd_value *v = kvd_value_new_int(base + i), *got = NULL;
+        int64_t revision = -1;
+        kvd_status set = kvd_set(client, "org.libkvd.fork", key, v, KVD_ANY_REVISION, &revision, &error);
+        kvd_error_clear(&error);
+        kvd_status get = kvd_get(client, "org.libkvd.fork", key, &got, NULL, NULL, &error);
+        kvd_error_clear(&error);
+        if (set != KVD_OK || revision <= 0 || get != KVD_OK || kvd_value_get_int(got) != base + i || kvd_value_type(got) != KVD_TYPE_INT) wrong++;
+        kvd_value_free(v);
+        kvd_value_free(got);
+    }
+    return wrong;
+}
+
+/* After fork(), the child's calls get a connection of its own; the parent's goes on unharmed. */
+static void a_forked_child_gets_its_own_connection(kvd_client *client) {
+    kvd_error error = KVD_ERROR_INIT;
+    CHECK_OK(kvd_domains(client, NULL, NULL, &error), &error); /* connected before the fork */
+    seen s = {0};
+    kvd_watch *watch = NULL;
+    CHECK_OK(kvd_watch_new(client, "org.libkvd.fork", "parent", on_event, &s, &watch, &error), &error);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int wrong = own_calls(client, "child", 1000000);
+        if (wrong) fprintf(stderr, "the child: %d of 300 calls got a wrong reply\n", wrong);
+        /* the parent's watch is not read here: it is over for the child */
+        kvd_status dispatched = watch ? kvd_watch_dispatch(watch, &error) : KVD_ERROR_CONNECTION;
+        kvd_error_clear(&error);
+        if (dispatched != KVD_ERROR_CONNECTION) fprintf(stderr, "the child dispatched the parent's watch: %s\n", kvd_status_name(dispatched)), wrong++;
+        kvd_watch_free(watch);
+        kvd_client_free(client); /* closes only the child's */
+        _exit(wrong ? 1 : 0);
+    }
+    int wrong = own_calls(client, "parent", 2000000);
+    CHECK(wrong == 0, "the parent: %d of 300 calls got a wrong reply", wrong);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child's calls (status %d)", status);
+    /* after the child exited, the parent's connection still works */
+    CHECK(own_calls(client, "parent", 3000000) == 0, "the parent after the child exited");
+    if (watch) {
+        kvd_value *v = kvd_value_new_string("seen");
+        CHECK_OK(kvd_set(client, "org.libkvd.fork", "parent", v, KVD_ANY_REVISION, NULL, &error), &error);
+        for (int round = 0; round < 200 && strcmp(s.last_value, "seen"); round++)
+            if (kvd_watch_wait(watch, 100, &error) != KVD_OK) break; /* the 900 earlier events first */
+        CHECK(!strcmp(s.last_value, "seen"), "the parent's watch goes on after the child: %s", error.message ? error.message : s.last_value);
+        kvd_error_clear(&error);
+        kvd_value_free(v);
+        kvd_watch_free(watch);
+    }
+    kvd_delete(client, "org.libkvd.fork", NULL, NULL, NULL);
+}
+
+/* ---- a watch's first reply in pieces ---- */
+
+/* A domain over 2 MiB: kvd sends the current values in pieces of about 1 MiB (all but the last
+ * `partial`); the watch's initial event holds all of them, the key of the last piece included. */
+static void a_large_domain_comes_whole_in_the_initial_event(kvd_client *client) {
+    kvd_error error = KVD_ERROR_INIT;
+    const char *domain = "org.libkvd.pieces";
+    enum { KEYS = 2600 };
+    kvd_delete(client, domain, NULL, NULL, NULL);
+    char filler[1025];
+    memset(filler, 'p', 1024);
+    filler[1024] = '\0';
+    kvd_change *changes = calloc(KEYS + 1, sizeof *changes);
+    char (*keys)[16] = calloc(KEYS, sizeof *keys);
+    kvd_value *big = kvd_value_new_string(filler), *last = kvd_value_new_string("last");
+    for (int i = 0; i < KEYS; i++) {
+        snprintf(keys[i], sizeof keys[i], "k%04d", i);
+        changes[i] = (kvd_change){keys[i], big, KVD_SOURCE_USER};
+    }
+    changes[KEYS] = (kvd_change){"zz-last", last, KVD_SOURCE_USER}; /* sorted last: in the last piece */
+    CHECK_OK(kvd_apply(client, domain, changes, KEYS + 1, KVD_ANY_REVISION, NULL, &error), &error);
+    seen s = {0};
+    kvd_watch *watch = NULL;
+    CHECK_OK(kvd_watch_new(client, domain, NULL, on_event, &s, &watch, &error), &error);
+    CHECK(s.events == 1 && s.initial && s.initial_count == KEYS + 1, "one initial event with all %d keys (%d events, %zu keys)", KEYS + 1,
+          s.events, s.initial_count);
+    CHECK(!strcmp(s.last_key, "zz-last") && !strcmp(s.last_value, "last"), "the last piece's key is in it (last: %s=%s)", s.last_key,
+          s.last_value);
+    if (watch) {
+        CHECK_OK(kvd_watch_wait(watch, 200, &error), &error);
+        CHECK(s.events == 1, "no piece comes after the initial event (%d events)", s.events);
+        kvd_value *v = kvd_value_new_string("after");
+        s.last_key[0] = '\0';
+        CHECK_OK(kvd_set(client, domain, "zz-last", v, KVD_ANY_REVISION, NULL, &error), &error);
+        CHECK(wait_for_key(watch, &s, "zz-last") && s.events == 2 && !strcmp(s.last_value, "after"), "then the next commit (%d events)",
+              s.events);
+        kvd_value_free(v);
+    }
+    kvd_watch_free(watch);
+    kvd_delete(client, domain, NULL, NULL, NULL);
+    kvd_value_free(big);
+    kvd_value_free(last);
+    free(keys);
+    free(changes);
+}
+
 /* ---- big values ---- */
 
 static void values_up_to_the_message_limit(kvd_client *client) {
@@ -383,6 +552,7 @@ static void values_up_to_the_message_limit(kvd_client *client) {
     kvd_value *too_big = kvd_value_new_string_len(over, KVD_MESSAGE_LIMIT + 1);
     kvd_status refused = kvd_set(client, "org.libkvd.big", "big", too_big, KVD_ANY_REVISION, NULL, &error);
     CHECK(refused == KVD_ERROR_TOO_LARGE && error.message, "over the limit: %s", kvd_status_name(refused));
+    CHECK(error.detail == KVD_MESSAGE_LIMIT && !error.name, "over the limit: detail is the limit (%lld)", (long long)error.detail);
     kvd_error_clear(&error);
     /* within one message, but the domain would not fit one reply: kvd says TooLarge */
     kvd_value *almost = kvd_value_new_string_len(over, KVD_MESSAGE_LIMIT - 100);
@@ -446,6 +616,20 @@ static void nothing_listening_is_a_clear_error(void) {
     CHECK(status == KVD_ERROR_CANNOT_START && strstr(error.message, "/nonexistent/kvd"), "no kvd to start: %s: %s", kvd_status_name(status),
           error.message);
     kvd_error_clear(&error);
+    /* a regular file where the socket should be: said so, and nothing started in its place */
+    snprintf(path, sizeof path, "%s/regular-file.sock", test_dir);
+    fclose(fopen(path, "w"));
+    options.socket_path = path;
+    for (int autostart = 0; autostart < 2; autostart++) {
+        options.no_autostart = !autostart;
+        status = kvd_connect(&options, &client, &error);
+        CHECK(status == KVD_ERROR_CANNOT_CONNECT && strstr(error.message, path) && strstr(error.message, "not a socket") &&
+                  !strstr(error.message, "Connection refused"),
+              "a regular file as the socket (autostart %d): %s: %s", autostart, kvd_status_name(status), error.message);
+        kvd_error_clear(&error);
+    }
+    options.no_autostart = 1;
+    unlink(path);
     /* a socket that accepts but never answers: a timeout, not a hang */
     snprintf(path, sizeof path, "%s/silent.sock", test_dir);
     unlink(path);
@@ -650,6 +834,9 @@ int main(int argc, char **argv) {
         {"writes_lists_deletes_and_errors", writes_lists_deletes_and_errors},
         {"watch_sees_kvctl_and_libkvd_changes", watch_sees_kvctl_and_libkvd_changes},
         {"one_client_is_shared_by_threads", one_client_is_shared_by_threads},
+        {"null_arguments_are_refused", null_arguments_are_refused},
+        {"a_forked_child_gets_its_own_connection", a_forked_child_gets_its_own_connection},
+        {"a_large_domain_comes_whole_in_the_initial_event", a_large_domain_comes_whole_in_the_initial_event},
         {"values_up_to_the_message_limit", small ? NULL : values_up_to_the_message_limit},
     };
     values_are_built_read_and_refused_locally();
