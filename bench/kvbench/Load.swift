@@ -89,7 +89,7 @@ func roundTrip(_ fd: Int32, _ call: [UInt8], _ proto: String, _ buffer: UnsafeMu
 
 /// The calls each thread reserves room for: more grow the arrays (pages never touched cost
 /// nothing, but 1,000 threads need not each reserve what one fast client makes).
-func expectedCalls(_ options: Options, threads: Int) -> Int {
+func expectedCalls(threads: Int) -> Int {
     max((1 << 22) / threads, 1 << 12)
 }
 
@@ -105,7 +105,7 @@ func runClient(_ options: Options, index: Int, line: StartLine) -> Recorded {
         print("kvbench: \(options.operation) failed: \(String(decoding: buffer[0..<min(first, 300)], as: UTF8.self))")
         exit(1)
     }
-    var recorded = Recorded(tracing: !options.trace.isEmpty, expected: expectedCalls(options, threads: options.clients))
+    var recorded = Recorded(tracing: !options.trace.isEmpty, expected: expectedCalls(threads: options.clients))
     let deadline = line.arriveAndWait() + UInt64(options.seconds * 1e9)
     while true {
         let begin = now()
