@@ -98,7 +98,8 @@ def fold_cell(row):
     if not row.get("runs_with_fold"):
         return "no fold seen"
     return (f"{row['folds']} folds seen in {row['runs_with_fold']} of {row['runs']} runs, a window {fmt(row['fold_window_ms'])} ms; "
-            f"worst call during a fold {fmt(row['fold_worst_us'])} µs, p99 of the others {fmt(row['nofold_p99_us'])} µs")
+            f"worst call during a fold {fmt(row['fold_worst_us'])} µs (a fold's own worst, median {fmt(row.get('fold_worst_median_us'))} µs), "
+            f"p99 of the others {fmt(row['nofold_p99_us'])} µs")
 
 
 def tail_markdown(tail):

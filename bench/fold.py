@@ -17,9 +17,14 @@ beside the load generator, polls `kvd.wal` every millisecond:
   rotation's directory sync, and the poll's period).
 
 kvbench writes every call's start and latency (`--trace`); a call counts as during a fold when
-it overlaps a window. Per run: the worst latency of a call during a fold, and the p99 of the
-calls during none. The row: the medians over the runs (runs with no fold seen are left out of
-the first, and say so). Target: worst during a fold / p99 without one at most 3.
+it overlaps a window. Per run: the worst latency of a call during any fold, the median of each
+fold's own worst, and the p99 of the calls during none. The row: the medians over the runs
+(runs with no fold seen are left out of the first two, and say so). Target: worst during a fold
+/ p99 without one at most 3.
+
+Checked against kvd's own word once (2026-12-04, release build, a 2 s run with `kvd --verbose`,
+which logs each fold's end: "folded the log into 1 domain files at revision ..."): 9 windows
+seen, 9 such lines.
 """
 import bisect
 import os
@@ -76,7 +81,8 @@ class LogWatcher(threading.Thread):
 
 def split_calls(trace_path, windows):
     """The latencies (µs) of the calls in kvbench's trace that overlap a fold's window (widened
-    by GRACE_NS at its end) and of the others; a window still open ends with the last call."""
+    by GRACE_NS at its end), the worst of each window's, and the latencies of the others; a
+    window still open ends with the last call."""
     calls = []
     with open(trace_path) as trace:
         for line in trace:
@@ -85,14 +91,18 @@ def split_calls(trace_path, windows):
     last_end = max((begin + latency for begin, latency in calls), default=0)
     spans = sorted((start, (end if end is not None else last_end) + GRACE_NS) for start, end in windows)
     starts = [start for start, _ in spans]
-    during, outside = [], []
+    during, outside, worst = [], [], [0] * len(spans)
     for begin, latency in calls:
         end = begin + latency
         # The last window starting before the call ended is the only one it can overlap
         # without overlapping a later one too: windows do not overlap each other.
         index = bisect.bisect_right(starts, end) - 1
-        (during if index >= 0 and begin <= spans[index][1] else outside).append(latency / 1000)
-    return during, outside
+        if index >= 0 and begin <= spans[index][1]:
+            during.append(latency / 1000)
+            worst[index] = max(worst[index], latency / 1000)
+        else:
+            outside.append(latency / 1000)
+    return during, [w for w in worst if w], outside
 
 
 def p99(values):
@@ -121,12 +131,13 @@ class FoldRow:
                                          "--value-bytes", str(value_bytes), "--trace", trace, "--json"])[0]
             finally:
                 watcher.stop()
-            during, outside = split_calls(trace, watcher.windows)
+            during, worst_each, outside = split_calls(trace, watcher.windows)
             os.remove(trace)
             lengths = [(end - start) / 1e6 for start, end in watcher.windows if end is not None]
             runs.append(result)
             per_run.append({"folds": len(watcher.windows), "window_ms": statistics.median(lengths) if lengths else None,
                             "worst_us": max(during) if during else None, "calls_during": len(during),
+                            "worst_each_us": statistics.median(worst_each) if worst_each else None,
                             "p99_outside_us": p99(outside)})
         self.report(runs, per_run, value_bytes)
 
@@ -138,10 +149,12 @@ class FoldRow:
         quiet = statistics.median(clean) if clean else None
         windows = [r["window_ms"] for r in per_run if r["window_ms"] is not None]
         folds = sum(r["folds"] for r in per_run)
+        each = [r["worst_each_us"] for r in folded if r["worst_each_us"] is not None]
         subject = f"kvd Set (fsync), {CLIENTS} clients, {value_bytes:,}-byte values"
         entry = bench.summarize("fold under load", subject, runs, folds=folds,
                                 fold_window_ms=statistics.median(windows) if windows else None,
-                                fold_worst_us=worst, nofold_p99_us=quiet,
+                                fold_worst_us=worst, fold_worst_median_us=statistics.median(each) if each else None,
+                                nofold_p99_us=quiet,
                                 runs_with_fold=len(folded), calls_during_folds=sum(r["calls_during"] for r in per_run))
         if worst is None or quiet is None:
             why = "no fold seen in any run (kvd.wal never reached 4 MiB and was replaced)" if worst is None else "every call overlapped a fold"
@@ -151,7 +164,8 @@ class FoldRow:
         ratio = worst / quiet
         bench.target("fold under load", "worst latency during a fold / p99 without one", ratio, GOAL, "<=",
                      f"{folds} folds of a 4 MiB log seen in {len(folded)} of {len(per_run)} runs (kvd.wal replaced); "
-                     f"worst during a fold {worst / 1000:.2f} ms, p99 without {quiet / 1000:.2f} ms; "
+                     f"worst during a fold {worst / 1000:.2f} ms (a fold's own worst, median "
+                     f"{(entry['fold_worst_median_us'] or 0) / 1000:.2f} ms), p99 without {quiet / 1000:.2f} ms; "
                      f"a fold's window {entry['fold_window_ms'] or 0:.0f} ms")
         print(f"  fold under load: {folds} folds in {len(folded)}/{len(per_run)} runs, window {entry['fold_window_ms'] or 0:.0f} ms, "
               f"worst during a fold {worst:.0f} µs, p99 without {quiet:.0f} µs, ratio {ratio:.2f}", flush=True)
