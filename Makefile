@@ -117,7 +117,7 @@ docs:
 
 ## make bench: kvd beside Redis, SQLite, Foundation's UserDefaults and dconf (kvd's GSettings
 ## backend, bench/gsettings.py) in one run (release build; installs redis-server, sqlite3 and
-## dconf-service when missing), into bench/results.{json,md,svg}; about 7 min (the scaling rows reach 1,000 clients).
+## dconf-service when missing), into bench/results.{json,md,svg}; about 9 min (the scaling and tail rows reach 1,000 clients).
 ## BENCH_QUICK=1: the smoke mode (tiny durations, installs nothing, into .build/bench-smoke).
 BENCH_SCRATCH ?= .build
 bench: deps giokvd

@@ -39,7 +39,8 @@ def markdown(result):
         f"Each measurement: median of {result['runs']} run(s) of {result['seconds_per_run']} s, [min–max] across runs."
         + (" **Smoke mode (BENCH_QUICK=1): numbers are not meaningful.**" if result["quick"] else ""),
         "Load generator (kvbench, the same for every server): 1 client is a blocking thread; 50 clients are 50 "
-        "non-blocking connections on one epoll thread, one call in flight on each; its own CPU per call is in the last column. "
+        "non-blocking connections on one epoll thread, one call in flight on each (rows marked \"a thread per connection\": a "
+        "blocking thread each); its own CPU per call is in the last column. "
         "The raw ping-pong row is that generator against an echo server (a thread per connection): with 1 client the "
         "physical limit of a Unix-socket round trip; with 50 the generator's ceiling is at least the highest rate of the row. "
         + (f"Servers run on CPU {result['server_cpus']}, load generators and in-process rows on CPU {result['client_cpus']} "
@@ -54,6 +55,10 @@ def markdown(result):
         extra = []
         if "write_bytes_per_op" in row:
             extra.append(f"{fmt(row['write_bytes_per_op'])} B written/op")
+        if "max_us" in row:
+            extra.append(f"max {fmt(row['max_us'])} µs")
+        if "folds" in row:
+            extra.append(fold_cell(row))
         if "loadgen_cpu_us_per_op" in row:
             extra.append(f"load generator {fmt(row['loadgen_cpu_us_per_op'], 1)} µs CPU/op")
         lines.append(f"| {row['row']} | {row['subject']} | {cell} | {p50} | {p99} | {'; '.join(extra)} |")
@@ -64,6 +69,7 @@ def markdown(result):
         target = "reported" if t["row"] == "raw limit" or t["target"] == "reported" else t["target"]
         lines.append(f"| {t['row']} | {t['measure']} | {ratio} | {target} | {met}{' — ' + t['note'] if t['note'] else ''} |")
     lines += scaling_markdown(result.get("scaling") or [])
+    lines += tail_markdown(result.get("tail") or [])
     if result["notes"]:
         lines += ["", "## Notes", ""] + [f"- {note}" for note in result["notes"]]
     return "\n".join(lines) + "\n"
@@ -84,6 +90,30 @@ def scaling_markdown(scaling):
             cells += ["—"] * 3 if e is None else [
                 fmt(e["kvd_ops_per_s"]), fmt(e["redis_ops_per_s"]), "—" if e["ratio"] is None else f"{e['ratio']:.2f}"]
         lines.append(f"| {clients:,} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def fold_cell(row):
+    """The fold-under-load row's findings (bench/fold.py)."""
+    if not row.get("runs_with_fold"):
+        return "no fold seen"
+    return (f"{row['folds']} folds seen in {row['runs_with_fold']} of {row['runs']} runs, a window {fmt(row['fold_window_ms'])} ms; "
+            f"worst call during a fold {fmt(row['fold_worst_us'])} µs (a fold's own worst, median {fmt(row.get('fold_worst_median_us'))} µs), "
+            f"p99 of the others {fmt(row['nofold_p99_us'])} µs")
+
+
+def tail_markdown(tail):
+    """The tail rows (bench/tail.py): durable Set p99 by client count and generator mode."""
+    if not tail:
+        return []
+    lines = ["", "## Tail: durable Set latency by client count and generator mode (kvd beside Redis)", "",
+             "| clients | generator | kvd Set/s | kvd p99 µs | kvd max µs | Redis SET/s | Redis p99 µs | Redis max µs | p99 kvd/Redis |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+    label = {"epoll": "one epoll thread", "threads": "a thread per connection"}
+    for e in sorted(tail, key=lambda e: (e["clients"], e["mode"])):
+        ratio = "—" if e["p99_ratio"] is None else f"{e['p99_ratio']:.2f}"
+        lines.append(f"| {e['clients']:,} | {label.get(e['mode'], e['mode'])} | {fmt(e['kvd_ops_per_s'])} | {fmt(e['kvd_p99_us'])} | "
+                     f"{fmt(e['kvd_max_us'])} | {fmt(e['redis_ops_per_s'])} | {fmt(e['redis_p99_us'])} | {fmt(e['redis_max_us'])} | {ratio} |")
     return lines
 
 

@@ -8,7 +8,7 @@ bench/results.json, bench/results.md and bench/results.svg. Every child is bound
 stopped at the end, whatever happens. A peer that cannot be had is skipped with a note.
 
     bench/run.py --bin .build/release [--gio-modules .build/clib/gio] [--quick] [--out bench] [--no-install]
-                 [--only history,cold,shared,dropins,gsettings,scaling]
+                 [--only history,cold,shared,dropins,gsettings,scaling,tail,fold]
 
 --quick (BENCH_QUICK=1) is the smoke mode: tiny durations, one run, never installs anything.
 """
@@ -31,8 +31,10 @@ import chart
 from fleet import FleetRows
 from dropins import DropInRow
 from flood import FloodRow
+from fold import FoldRow
 from gsettings import GSettingsRows
 from scaling import ScalingRows
+from tail import TailRows
 
 CHILD_TIMEOUT = 120  # seconds any one measuring program may take
 ACTIVATE = 'export LISTEN_PID=$$ LISTEN_FDS=1; exec "$0" "$@" {redirect}'
@@ -65,6 +67,7 @@ class Bench:
         self.rows = []       # one per measured subject of a row
         self.targets = []    # one per target
         self.scaling = []    # one per (op, client count): kvd and Redis side by side (bench/scaling.py)
+        self.tail = []       # one per (generator mode, client count): durable Set p99, kvd and Redis (bench/tail.py)
         self.notes = []
         self.env = dict(os.environ, KVD_NO_AUTOSTART="1", HOME=os.path.join(self.dir, "home"),
                         XDG_CONFIG_HOME=os.path.join(self.dir, "home", ".config"))
@@ -138,6 +141,8 @@ class Bench:
             "p50_us": statistics.median(r["p50_us"] for r in runs),
             "p99_us": statistics.median(r["p99_us"] for r in runs),
         }
+        if all("max_us" in r for r in runs):
+            entry["max_us"] = max(r["max_us"] for r in runs)  # the largest of every run, not a median
         if cpu:
             entry["loadgen_cpu_us_per_op"] = statistics.median(cpu)
         entry.update(extra)
@@ -147,10 +152,11 @@ class Bench:
               f"p50 {entry['p50_us']:.1f} µs  p99 {entry['p99_us']:.1f} µs", flush=True)
         return entry
 
-    def kvbench(self, sock, proto, op, clients, domain="bench.kvd", io_pid=None):
-        """A subject measured by kvbench: a function that makes one run."""
+    def kvbench(self, sock, proto, op, clients, domain="bench.kvd", io_pid=None, mode="epoll"):
+        """A subject measured by kvbench: a function that makes one run. `mode`: how kvbench
+        drives many clients, "epoll" (one thread) or "threads" (a blocking thread each)."""
         argv = [self.tool("kvbench"), "--socket", sock, "--proto", proto, "--op", op, "--clients", str(clients),
-                "--seconds", str(self.seconds), "--runs", "1", "--domain", domain, "--json"]
+                "--mode", mode, "--seconds", str(self.seconds), "--runs", "1", "--domain", domain, "--json"]
         return lambda: self.run_json(argv)[0], io_pid
 
     def local(self, mode, *args):
@@ -273,6 +279,18 @@ class Bench:
             redis = self.start_redis("redis")
             ScalingRows(self).run(kvd_sock, {}, redis[1] if redis else None)
             self.stop_all()
+        if "tail" in self.only:
+            print("tail: durable Set p99, both generator modes", flush=True)
+            _, kvd_sock = self.start_kvd("kvd")
+            redis = self.start_redis("redis")
+            if redis is None:
+                self.skip("Redis tail rows", "redis-server is not installed or BENCH_SKIP has redis")
+            TailRows(self).run(kvd_sock, {}, redis[1] if redis else None)
+            self.stop_all()
+        if "fold" in self.only:
+            print("fold under load", flush=True)
+            FoldRow(self).run()
+            self.stop_all()
         if "gsettings" in self.only:
             print("GSettings, kvd's backend and dconf's", flush=True)
             _, kvd_sock = self.start_kvd("kvd")
@@ -337,7 +355,11 @@ class Bench:
                     self.unpinned_sqlite_row()
 
         print("scaling", flush=True)
-        ScalingRows(self).run(kvd_sock, measured_rows, redis_sock)
+        measured_rows = ScalingRows(self).run(kvd_sock, measured_rows, redis_sock)
+        print("tail: durable Set p99, both generator modes", flush=True)
+        TailRows(self).run(kvd_sock, measured_rows, redis_sock)
+        print("fold under load", flush=True)
+        FoldRow(self).run()
 
         self.history_rows(kvd_sock)
 
@@ -598,7 +620,7 @@ class Bench:
             "machine": self.machine, "quick": self.quick, "seconds_per_run": self.seconds,
             "runs": self.runs, "server_cpus": sorted(self.server_cpus or []), "client_cpus": sorted(self.client_cpus or []),
             "loadavg_end": os.getloadavg(), "rows": self.rows, "targets": self.targets, "notes": self.notes,
-            "scaling": self.scaling,
+            "scaling": self.scaling, "tail": self.tail,
         }
         with open(os.path.join(self.out, "results.json"), "w") as f:
             json.dump(result, f, indent=2)
@@ -657,10 +679,10 @@ def main():
     parser.add_argument("--runs", type=int, default=5, help="runs per measurement (median and spread)")
     parser.add_argument("--out", help="folder for results.* (default: bench, or .build/bench-smoke with --quick)")
     parser.add_argument("--tmp", help="folder for the servers' state (default .build; must not be tmpfs)")
-    parser.add_argument("--only", help="run only these rows, comma-separated (history, cold, shared, dropins, gsettings, scaling), print them and write no results")
+    parser.add_argument("--only", help="run only these rows, comma-separated (history, cold, shared, dropins, gsettings, scaling, tail, fold), print them and write no results")
     args = parser.parse_args()
-    if args.only and not set(args.only.split(",")) <= {"history", "cold", "shared", "dropins", "gsettings", "scaling"}:
-        parser.error(f"--only takes history, cold, shared, dropins, gsettings and/or scaling, not {args.only}")
+    if args.only and not set(args.only.split(",")) <= {"history", "cold", "shared", "dropins", "gsettings", "scaling", "tail", "fold"}:
+        parser.error(f"--only takes history, cold, shared, dropins, gsettings, scaling, tail and/or fold, not {args.only}")
     bench = Bench(args)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     try:

@@ -19,9 +19,11 @@ class ScalingRows:
     def run(self, sock, measured, redis_sock):
         """`sock`: the bench's kvd. `measured`: (op, clients) -> (kvd summary, Redis summary or None) from the main rows,
         reused for 1 and 50 clients. Adds the other counts' rows, then one row of ratios a client
-        count in `bench.scaling` for the table and the chart."""
+        count in `bench.scaling` for the table and the chart. Returns `measured` with every count's
+        summaries added (the tail rows reuse the durable Set's)."""
         bench = self.bench
         counts = QUICK_CLIENTS if bench.quick else CLIENTS
+        measured = dict(measured)
         for op, name, peer in (("get", "Get", "GET"), ("set", "Set (fsync)", "SET appendfsync always")):
             for clients in counts:
                 if (op, clients) in measured:
@@ -33,13 +35,16 @@ class ScalingRows:
                         subjects.append((f"Redis {peer}", bench.kvbench(redis_sock, "resp", op, clients)))
                     summaries = bench.interleave(row, subjects)
                     mine, theirs = summaries[0], (summaries[1] if redis_sock else None)
+                    measured[(op, clients)] = (mine, theirs)
                 bench.scaling.append({
                     "op": op, "clients": clients, "kvd_ops_per_s": mine["ops_per_s"], "kvd_p50_us": mine["p50_us"],
                     "kvd_p99_us": mine["p99_us"],
                     "redis_ops_per_s": theirs["ops_per_s"] if theirs else None,
                     "redis_p50_us": theirs["p50_us"] if theirs else None,
+                    "redis_p99_us": theirs["p99_us"] if theirs else None,
                     "ratio": mine["ops_per_s"] / theirs["ops_per_s"] if theirs else None})
         for entry in bench.scaling:
             ratio = "n/a" if entry["ratio"] is None else f"{entry['ratio']:.2f}"
             print(f"  scaling {entry['op']:<3} {entry['clients']:>5} clients: kvd {entry['kvd_ops_per_s']:>9.0f}/s "
                   f"Redis {entry['redis_ops_per_s'] or 0:>9.0f}/s  kvd/Redis {ratio}", flush=True)
+        return measured

@@ -1,12 +1,62 @@
-// The load: N client threads, each with its own blocking connection, one call in flight, the
-// latency of every call recorded. Nothing is parsed beyond finding the end of the reply, so the
-// generator costs the same whatever it talks to.
+// The load: N clients, each with its own connection and one call in flight, the latency of
+// every call recorded (and, with --trace, its start). Nothing is parsed beyond finding the end of
+// the reply, so the generator costs the same whatever it talks to.
 import CLinux
+import Dispatch
 import Glibc
 import KVSystem
+import Synchronization
+
+/// The calls one client thread (or the epoll thread) made: each one's latency in nanoseconds
+/// and, when tracing, its start (`CLOCK_MONOTONIC`, in the same order).
+struct Recorded {
+    var latencies: [UInt32] = []
+    var begins: [UInt64] = []
+    let tracing: Bool
+
+    init(tracing: Bool, expected: Int) {
+        self.tracing = tracing
+        latencies.reserveCapacity(expected)
+        if tracing { begins.reserveCapacity(expected) }
+    }
+
+    /// Records a call that started at `begin` and whose whole reply was read at `end`.
+    mutating func record(begin: UInt64, end: UInt64) {
+        latencies.append(UInt32(min(end - begin, UInt64(UInt32.max))))
+        if tracing { begins.append(begin) }
+    }
+}
 
 final class Box: @unchecked Sendable {
-    var latencies: [UInt32] = []
+    var recorded = Recorded(tracing: false, expected: 0)
+}
+
+/// Where the client threads of ``runClients(_:)`` wait, blocked, until every one has connected
+/// and made its first call; then all start at once, and the run's clock starts with them.
+final class StartLine: Sendable {
+    private let ready = DispatchSemaphore(value: 0)
+    private let go = DispatchSemaphore(value: 0)
+    private let start = Atomic<UInt64>(0)
+
+    /// A client is connected and warmed up: blocks until the start; returns it.
+    func arriveAndWait() -> UInt64 {
+        ready.signal()
+        go.wait()
+        let time = start.load(ordering: .acquiring)
+        let now = now()
+        if time > now { system.sleep(microseconds: UInt32((time - now) / 1000)) }
+        return time
+    }
+
+    /// Waits until `count` clients arrived, then starts them all `lead` ns from now; returns
+    /// the start.
+    func release(after count: Int, lead: UInt64) -> UInt64 {
+        for _ in 0..<count { ready.wait() }
+        let time = now() + lead
+        start.store(time, ordering: .releasing)
+        for _ in 0..<count { go.signal() }
+        return time
+    }
 }
 
 /// The bytes of each connection's reply buffer: a `History` reply of a key with many entries
@@ -37,8 +87,14 @@ func roundTrip(_ fd: Int32, _ call: [UInt8], _ proto: String, _ buffer: UnsafeMu
     return count
 }
 
-/// Runs one client from `start` until `deadline`; returns its latencies in nanoseconds.
-func runClient(_ options: Options, index: Int, start: UInt64, deadline: UInt64) -> [UInt32] {
+/// The calls each thread reserves room for: more grow the arrays (pages never touched cost
+/// nothing, but 1,000 threads need not each reserve what one fast client makes).
+func expectedCalls(threads: Int) -> Int {
+    max((1 << 22) / threads, 1 << 12)
+}
+
+/// Runs one client once every client is ready (`line`) for `options.seconds`; returns its calls.
+func runClient(_ options: Options, index: Int, line: StartLine) -> Recorded {
     let fd = connectUnix(options.socket)
     defer { system.close(fd) }
     let call = request(options, client: index)
@@ -49,31 +105,31 @@ func runClient(_ options: Options, index: Int, start: UInt64, deadline: UInt64) 
         print("kvbench: \(options.operation) failed: \(String(decoding: buffer[0..<min(first, 300)], as: UTF8.self))")
         exit(1)
     }
-    var latencies: [UInt32] = []
-    latencies.reserveCapacity(1 << 20)
-    while now() < start { system.sleep(microseconds: 100) }
+    var recorded = Recorded(tracing: !options.trace.isEmpty, expected: expectedCalls(threads: options.clients))
+    let deadline = line.arriveAndWait() + UInt64(options.seconds * 1e9)
     while true {
         let begin = now()
         if begin >= deadline { break }
         _ = roundTrip(fd, call, options.proto, buffer)
-        latencies.append(UInt32(min(now() - begin, UInt64(UInt32.max))))
+        recorded.record(begin: begin, end: now())
     }
-    return latencies
+    return recorded
 }
 
-/// Runs every client on its own thread; returns all latencies, sorted.
-func runClients(_ options: Options) -> [UInt32] {
-    let start = now() + 50_000_000
-    let deadline = start + UInt64(options.seconds * 1e9)
+/// Runs every client on its own blocking thread, all started together once each has connected
+/// and made a first call; returns each thread's calls.
+func runClients(_ options: Options) -> [Recorded] {
+    let line = StartLine()
     let boxes = (0..<options.clients).map { _ in Box() }
     let threads = (0..<options.clients).map { index in
         let box = boxes[index]
         return startJoinableThread {
-            box.latencies = runClient(options, index: index, start: start, deadline: deadline)
+            box.recorded = runClient(options, index: index, line: line)
         }
     }
+    _ = line.release(after: options.clients, lead: 10_000_000)
     for thread in threads { thread.join() }
-    return boxes.flatMap(\.latencies).sorted()
+    return boxes.map(\.recorded)
 }
 
 /// The keys the get clients read, so each get finds its value.
@@ -94,6 +150,7 @@ func populate(_ options: Options) {
     defer { system.close(fd) }
     let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: replyBufferBytes, alignment: 8)
     defer { buffer.deallocate() }
+    let payload = valueText(options)
     let perDomain = (options.keys + options.domains - 1) / options.domains
     for domainIndex in 0..<options.domains {
         let domain = options.domains == 1 ? options.domain : "\(options.domain).\(domainIndex)"
@@ -126,8 +183,11 @@ func cpuSeconds() -> Double {
 /// The same load from one thread: every connection non-blocking, one call in flight on each,
 /// driven by epoll, so that many clients cost no thread switches in the generator (a reply
 /// wakes no thread but this one) and each wait returns only the connections with a reply
-/// (poll(2) would scan all of them per wake). Returns all latencies, sorted.
-func runClientsPolled(_ options: Options) -> [UInt32] {
+/// (poll(2) would scan all of them per wake). A call's latency runs from its send to the moment
+/// this thread has read its whole reply, so it includes the time the reply waited while the
+/// thread read the others' (as a client process's would while it was not scheduled). Returns
+/// the calls.
+func runClientsPolled(_ options: Options) -> Recorded {
     let count = options.clients
     let fds = (0..<count).map { _ in connectUnix(options.socket) }
     defer { for fd in fds { system.close(fd) } }
@@ -163,7 +223,7 @@ func runClientsPolled(_ options: Options) -> [UInt32] {
         }
     }
     // Calls that started before the deadline count; the run's length is still `seconds`.
-    return clients.latencies.sorted()
+    return clients.recorded
 }
 
 /// Waits up to a second for connections with a reply to read (`EINTR`: again); returns how many
@@ -180,7 +240,7 @@ func waitForReplies(_ epoll: Int32, into events: UnsafeMutableBufferPointer<epol
 }
 
 /// The connections of ``runClientsPolled(_:)``, each with one call in flight and its reply
-/// buffer, and the latencies measured so far.
+/// buffer, and the calls measured so far.
 struct PolledClients {
     let options: Options
     let fds: [Int32]
@@ -190,7 +250,7 @@ struct PolledClients {
     let indices: [Int]
     var received: [Int]
     var began: [UInt64]
-    var latencies: [UInt32] = []
+    var recorded: Recorded
 
     init(options: Options, fds: [Int32], buffers: [UnsafeMutableRawBufferPointer]) {
         self.options = options
@@ -202,7 +262,7 @@ struct PolledClients {
         self.indices = indices
         received = [Int](repeating: 0, count: fds.count)
         began = [UInt64](repeating: 0, count: fds.count)
-        latencies.reserveCapacity(1 << 22)
+        recorded = Recorded(tracing: !options.trace.isEmpty, expected: 1 << 22)
     }
 
     /// One blocking round trip on each connection (the first call must succeed), then each is
@@ -256,7 +316,7 @@ struct PolledClients {
         guard replyComplete(options.proto, UnsafeRawBufferPointer(buffer), received[index], sent: calls[index].count)
         else { return nil }
         let end = now()
-        latencies.append(UInt32(min(end - began[index], UInt64(UInt32.max))))
+        recorded.record(begin: began[index], end: end)
         received[index] = 0
         return end
     }

@@ -2,7 +2,8 @@
 // varlink (kvd): a JSON object and a NUL; RESP (Redis): a minimal encoder and a decoder of the
 // reply kinds GET, SET, PING and MSET give; echo: as many bytes as were sent.
 
-let payload = String(repeating: "x", count: 100)
+/// The string a `set` writes: `--value-bytes` bytes (100 unless told).
+func valueText(_ options: Options) -> String { String(repeating: "x", count: options.valueBytes) }
 
 /// A RESP command: an array of bulk strings.
 func resp(_ parts: [String]) -> [UInt8] {
@@ -21,6 +22,7 @@ func varlink(_ method: String, _ parameters: String? = nil) -> [UInt8] {
 /// One call's bytes for client `index`: each client reads and writes its own key.
 func request(_ options: Options, client index: Int) -> [UInt8] {
     let key = "k\(index)"
+    let payload = valueText(options)
     switch (options.proto, options.operation) {
     case ("echo", _): return [UInt8](repeating: 0x61, count: 96)
     case ("resp", "set"): return resp(["SET", "\(options.domain):\(key)", payload])
