@@ -151,8 +151,8 @@ kvd_status kvdi_decode_value(const json_node *n, const char *member, kvd_value *
 
 KVD_EXPORT kvd_status kvd_get(kvd_client *client, const char *domain, const char *key, kvd_value **value, int64_t *revision,
                               kvd_source *source, kvd_error *error) {
-    if (!client) return kvdi_check_client("kvd_get", client, error);
-    kvd_status status = kvdi_check_name("domain", domain, error);
+    kvd_status status = kvdi_check_client("kvd_get", client, error);
+    if (!status) status = kvdi_check_name("domain", domain, error);
     if (!status) status = kvdi_check_name("key", key, error);
     if (status) return status;
     json_buffer b = {0};
@@ -195,8 +195,8 @@ static kvd_status write_call(kvd_client *client, json_buffer *b, int64_t if_revi
 
 KVD_EXPORT kvd_status kvd_set(kvd_client *client, const char *domain, const char *key, const kvd_value *value, int64_t if_revision,
                               int64_t *revision, kvd_error *error) {
-    if (!client) return kvdi_check_client("kvd_set", client, error);
-    kvd_status status = kvdi_check_name("domain", domain, error);
+    kvd_status status = kvdi_check_client("kvd_set", client, error);
+    if (!status) status = kvdi_check_name("domain", domain, error);
     if (!status) status = kvdi_check_name("key", key, error);
     if (status) return status;
     json_buffer b = {0};
@@ -209,8 +209,8 @@ KVD_EXPORT kvd_status kvd_set(kvd_client *client, const char *domain, const char
 
 KVD_EXPORT kvd_status kvd_apply(kvd_client *client, const char *domain, const kvd_change *changes, size_t count, int64_t if_revision,
                                 int64_t *revision, kvd_error *error) {
-    if (!client) return kvdi_check_client("kvd_apply", client, error);
-    kvd_status status = kvdi_check_name("domain", domain, error);
+    kvd_status status = kvdi_check_client("kvd_apply", client, error);
+    if (!status) status = kvdi_check_name("domain", domain, error);
     if (status) return status;
     if (count && !changes) return kvdi_set_error(error, KVD_ERROR_INVALID_ARGUMENT, "kvd_apply: changes is NULL");
     for (size_t i = 0; i < count; i++)
@@ -231,8 +231,8 @@ KVD_EXPORT kvd_status kvd_apply(kvd_client *client, const char *domain, const kv
 }
 
 KVD_EXPORT kvd_status kvd_delete(kvd_client *client, const char *domain, const char *key, int64_t *revision, kvd_error *error) {
-    if (!client) return kvdi_check_client("kvd_delete", client, error);
-    kvd_status status = kvdi_check_name("domain", domain, error);
+    kvd_status status = kvdi_check_client("kvd_delete", client, error);
+    if (!status) status = kvdi_check_name("domain", domain, error);
     if (!status && key) status = kvdi_check_name("key", key, error);
     if (status) return status;
     json_buffer b = {0};
@@ -260,8 +260,8 @@ static kvd_status decode_values(const json_node *n, kvd_value **out, kvd_error *
 
 KVD_EXPORT kvd_status kvd_list(kvd_client *client, const char *domain, kvd_value **values, int64_t *revision, kvd_value **sources,
                                kvd_error *error) {
-    if (!client) return kvdi_check_client("kvd_list", client, error);
-    kvd_status status = kvdi_check_name("domain", domain, error);
+    kvd_status status = kvdi_check_client("kvd_list", client, error);
+    if (!status) status = kvdi_check_name("domain", domain, error);
     if (status) return status;
     json_buffer b = {0};
     kvdi_call_begin(&b, "io.kvd.Defaults.List");
@@ -293,10 +293,11 @@ KVD_EXPORT kvd_status kvd_list(kvd_client *client, const char *domain, kvd_value
 }
 
 KVD_EXPORT kvd_status kvd_domains(kvd_client *client, char ***domains, size_t *count, kvd_error *error) {
-    if (!client) return kvdi_check_client("kvd_domains", client, error);
+    kvd_status status = kvdi_check_client("kvd_domains", client, error);
+    if (status) return status;
     json_buffer b = {0};
     kvdi_call_begin(&b, "io.kvd.Defaults.Domains");
-    kvd_status status = kvdi_call_end(&b, false, error);
+    status = kvdi_call_end(&b, false, error);
     if (status) return free(b.data), status;
     json_node *reply;
     const json_node *p;
