@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""The kvd GSettings backend's writes, from a PyGObject program (run by clib/gio/tests/run.sh).
+
+test_writes.py KVCTL KVD_PID    against a running kvd (KVD_SOCKET, pid KVD_PID) with a system instance
+
+Checks that a write never waits for kvd and reads back at once (kvd stopped with SIGSTOP: sets,
+a reset and a delayed apply return and read back; g_settings_sync returns only after SIGCONT,
+and then kvd has them); that 10,000 set_int then one sync read back right, are in kvd, and were
+merged (far fewer commits than writes); that a write kvd refuses (a 17 MiB string) returns,
+reads back, then is reverted to kvd's value with a `changed`; that a write of a key known
+locked returns FALSE at once. run.sh then kills kvd with SIGKILL and checks the burst's last
+value survived.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+from gi.repository import Gio, GLib
+
+signal.alarm(120)  # a hang fails the test instead of stalling make test
+
+
+def fail(message):
+    print(f"test_writes.py: FAIL: {message}", file=sys.stderr)
+    os.kill(kvd_pid, signal.SIGCONT)
+    sys.exit(1)
+
+
+def ok(message):
+    print(f"ok {message}", flush=True)
+
+
+kvctl, kvd_pid = sys.argv[1], int(sys.argv[2])
+backend = Gio.SettingsBackend.get_default()
+if type(backend).__gtype__.name != "KvdSettingsBackend":
+    fail(f"GLib chose {type(backend).__gtype__.name}, not kvd's backend")
+settings = Gio.Settings.new("io.kvd.test")
+loop = GLib.MainLoop()
+changed = []  # (key, the value read in the handler, abridged)
+writable = []
+
+
+def on_changed(_settings, key):
+    value = settings.get_value(key)
+    changed.append((key, value.get_string()[:32] if value.get_type_string() == "s" else value.unpack()))
+
+
+settings.connect("changed", on_changed)
+settings.connect("writable-changed", lambda _settings, key: writable.append(key))
+
+
+def wait_for(condition, what):
+    """Runs the main loop until condition() holds (checked every 5 ms)."""
+    def poll():
+        if condition():
+            loop.quit()
+            return False
+        return True
+    GLib.timeout_add(5, poll)
+    timeout = GLib.timeout_add_seconds(30, lambda: fail(f"timed out waiting for {what}"))
+    loop.run()
+    GLib.source_remove(timeout)
+
+
+def kvd(*arguments, check=True):
+    done = subprocess.run([kvctl, *arguments], capture_output=True, text=True)
+    if check and done.returncode != 0:
+        fail(f"kvctl {' '.join(arguments)}: {done.stderr.strip()}")
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+# Known values first (and every domain watched, so that no write below has to make a watch).
+settings.set_string("text", "before-stop")
+settings.set_value("int16", GLib.Variant("n", 5))
+settings.set_value("uint16", GLib.Variant("q", 1))
+settings.set_double("real", 1.5)
+Gio.Settings.sync()
+if kvd("get", "io.kvd.test", "int16") != "5":
+    fail("the writes before the sync are not in kvd")
+
+# kvd stopped: every write returns at once and reads back at once; sync waits for kvd.
+os.kill(kvd_pid, signal.SIGSTOP)
+if not settings.set_string("text", "while-stopped"):
+    fail("a set returned FALSE with kvd stopped")
+settings.reset("int16")
+delayed = Gio.Settings.new("io.kvd.test")  # delay mode is for good: an object of its own
+delayed.delay()
+delayed.set_value("uint16", GLib.Variant("q", 77))
+delayed.set_double("real", 2.5)
+delayed.apply()
+read = (settings.get_string("text"), settings.get_value("int16").unpack(), settings.get_value("uint16").unpack(),
+        settings.get_double("real"))
+if read != ("while-stopped", -3, 77, 2.5):
+    fail(f"with kvd stopped, the writes do not read back: {read}")
+ok("with kvd stopped: a set, a reset and a delayed apply return and read back at once")
+continued = threading.Event()
+
+
+def resume():
+    continued.set()
+    os.kill(kvd_pid, signal.SIGCONT)
+
+
+threading.Timer(1.0, resume).start()
+Gio.Settings.sync()
+if not continued.is_set():
+    fail("g_settings_sync returned while kvd was stopped")
+stored = (kvd("get", "io.kvd.test", "text"), kvd("get", "io.kvd.test", "int16", check=False), kvd("get", "io.kvd.test", "uint16"),
+          kvd("get", "io.kvd.test", "real"))
+if stored != ("while-stopped", None, "77", "2.5"):
+    fail(f"after the sync, kvd holds {stored}")
+ok("g_settings_sync returned only once kvd went on, and kvd had every write")
+
+# 10,000 set_int, one sync: read back right at once and after, in kvd, merged into few commits.
+for i in range(10_000):
+    if not settings.set_int("int32", 100_000 + i):
+        fail(f"set_int {i} returned FALSE")
+    if i % 1000 == 0 and settings.get_int("int32") != 100_000 + i:
+        fail(f"set_int {i} does not read back at once")
+Gio.Settings.sync()
+if settings.get_int("int32") != 109_999 or kvd("get", "io.kvd.test", "int32") != "109999":
+    fail(f"after 10,000 set_int and a sync: {settings.get_int('int32')} here, {kvd('get', 'io.kvd.test', 'int32')} in kvd")
+history = json.loads(kvd("--json", "history", "io.kvd.test", "int32", "--limit", "20000"))
+burst = [entry for entry in history if isinstance(entry.get("value"), int) and 100_000 <= entry["value"] < 110_000]
+if not burst or len(burst) > 1000:
+    fail(f"10,000 set_int were {len(burst)} commits (merged, they are a few)")
+ok(f"10,000 set_int then one sync: read back, in kvd, {len(burst)} commits")
+
+# A write kvd refuses (17 MiB, over its message limit): it returns TRUE and reads back, then is
+# reverted to what kvd holds, announced by `changed` (run.sh checks the warning).
+settings.set_string("text", "before-big")
+Gio.Settings.sync()
+wait_for(lambda: ("text", "before-big") in changed, "changed for before-big")
+changed.clear()
+big = "x" * (17 * 1024 * 1024)
+# kvd stopped while a write is in flight: the big one waits in the queue behind it, so that it
+# is surely not yet refused when read back (libkvd refuses it without sending it).
+os.kill(kvd_pid, signal.SIGSTOP)
+settings.set_boolean("flag", True)
+if not settings.set_string("text", big):
+    fail("a set of 17 MiB returned FALSE (the refusal is kvd's, later)")
+if len(settings.get_string("text")) != len(big):
+    fail("the 17 MiB write does not read back at once")
+os.kill(kvd_pid, signal.SIGCONT)
+wait_for(lambda: ("text", "before-big") in changed, "changed for the reverted write")
+Gio.Settings.sync()
+if settings.get_string("text") != "before-big" or kvd("get", "io.kvd.test", "text") != "before-big":
+    fail(f"the refused write was not reverted: {settings.get_string('text')[:20]}")
+texts = [entry for entry in changed if entry[0] == "text"]
+if texts != [("text", "x" * 32), ("text", "before-big")]:
+    fail(f"the write was not announced, then its revert: {changed}")
+ok("a write kvd refused: returned TRUE, read back, then reverted with changed")
+
+# A key known locked: the write returns FALSE at once, nothing changes or is announced.
+before = settings.get_int64("int64")
+kvd("--system", "lock", "io.kvd.test", "int64")
+wait_for(lambda: "int64" in writable, "writable-changed on a lock")
+changed.clear()
+if settings.set_int64("int64", before + 1):
+    fail("a write of a key known locked returned TRUE")
+Gio.Settings.sync()
+kvd("--system", "unlock", "io.kvd.test", "int64")
+if changed or settings.get_int64("int64") != before:
+    fail(f"a refused write of a locked key changed something: {changed}, {settings.get_int64('int64')}")
+ok("a write of a key known locked returns FALSE at once")
