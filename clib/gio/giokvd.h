@@ -62,7 +62,9 @@ GVariant *giokvd_from_kvd(const kvd_value *value, const GVariantType *type);
  * without the lock, on the writer's thread. An Apply kvd refuses for one key (KeyLocked,
  * TooLarge, InvalidValue, InvalidName) is sent again key by key: only the refused keys fail.
  * giokvd_writer_sync waits until nothing is queued or in flight. Writes not yet sent when the
- * process exits are lost (as dconf's): an app calls g_settings_sync first. */
+ * process exits are lost (as dconf's): an app calls g_settings_sync first (g_application_run
+ * does). In a child of fork(), the parent's queue is the parent's: the child's writer starts
+ * empty, with a thread of its own. */
 typedef struct GiokvdWriter GiokvdWriter;
 /* One key's write: `value` NULL removes the key. Owned by the writer. */
 typedef struct {
@@ -85,7 +87,7 @@ void giokvd_writer_queue(GiokvdWriter *writer, const char *domain, const char *g
                          kvd_value *value);
 /* Needs the lock: whether a write of the key is queued or in flight; `*value` (if not NULL) gets
  * the newest (NULL for a removal), the writer's, valid while the lock is held. */
-gboolean giokvd_writer_lookup(const GiokvdWriter *writer, const char *domain, const char *kvd_key, const kvd_value **value);
+gboolean giokvd_writer_lookup(GiokvdWriter *writer, const char *domain, const char *kvd_key, const kvd_value **value);
 /* Without the lock: returns once every write queued is settled (durable in kvd, or failed). */
 void giokvd_writer_sync(GiokvdWriter *writer);
 

@@ -11,7 +11,13 @@
  * Threads: the owner's threads call queue, lookup and sync; the writer's thread sends. All the
  * writer's state is guarded by the owner's lock (`lock`, given at creation), so that the owner's
  * cache and the queue change together: a read never sees a write neither queued nor settled.
+ *
+ * fork(): the child has no writer thread, and what is queued or in flight is the parent's, which
+ * the parent sends. A child's first call of the writer drops those and starts a thread of its own
+ * (its client connects anew: libkvd's rule). As with any lock, fork while no other thread is in
+ * a call (the writer's thread holds the lock only to take and settle a batch).
  */
+#include <pthread.h>
 #include <string.h>
 
 #include "giokvd.h"
@@ -24,6 +30,13 @@ typedef struct {
     char *domain;
     GHashTable *changes;
 } Changeset;
+
+/* The fork()s this process descends by (a child's handler counts one more). */
+static gint forks;
+
+static void count_fork(void) {
+    g_atomic_int_inc(&forks);
+}
 
 struct GiokvdWriter {
     GMutex *lock;             /* the owner's: guards every field below but client */
@@ -39,7 +52,24 @@ struct GiokvdWriter {
     gpointer data;
     kvd_client *client;       /* the writer's thread's only */
     GThread *thread;
+    gint forks;               /* `forks` when the thread was started */
 };
+
+static gpointer writer_thread(gpointer data);
+
+/* Needs the lock: in a child of fork(), the parent's writes dropped and a thread started. */
+static void follow_fork(GiokvdWriter *self) {
+    gint now = g_atomic_int_get(&forks);
+    if (G_LIKELY(self->forks == now)) return;
+    self->forks = now;
+    g_hash_table_remove_all(self->queued);
+    g_queue_clear(&self->order);
+    self->in_flight = NULL; /* the parent's thread's */
+    self->sleeping = FALSE;
+    g_cond_init(&self->work);
+    g_cond_init(&self->settled);
+    self->thread = g_thread_new("kvd-gsettings-writer", writer_thread, self); /* the old one is not in this process */
+}
 
 static void change_free(gpointer data) {
     GiokvdChange *change = data;
@@ -66,6 +96,7 @@ static void changeset_free(gpointer data) {
 
 void giokvd_writer_queue(GiokvdWriter *self, const char *domain, const char *gsettings_key, const char *kvd_key,
                          kvd_value *value) {
+    follow_fork(self);
     Changeset *set = g_hash_table_lookup(self->queued, domain);
     if (set == NULL) {
         set = changeset_new(domain);
@@ -86,7 +117,8 @@ static const GiokvdChange *find(const Changeset *set, const char *domain, const 
     return g_hash_table_lookup(set->changes, kvd_key);
 }
 
-gboolean giokvd_writer_lookup(const GiokvdWriter *self, const char *domain, const char *kvd_key, const kvd_value **value) {
+gboolean giokvd_writer_lookup(GiokvdWriter *self, const char *domain, const char *kvd_key, const kvd_value **value) {
+    follow_fork(self);
     const GiokvdChange *change = find(g_hash_table_lookup(self->queued, domain), domain, kvd_key);
     if (change == NULL) change = find(self->in_flight, domain, kvd_key);
     if (change && value) *value = change->value;
@@ -94,7 +126,9 @@ gboolean giokvd_writer_lookup(const GiokvdWriter *self, const char *domain, cons
 }
 
 void giokvd_writer_sync(GiokvdWriter *self) {
+    if (g_thread_self() == self->thread) return; /* from a handler of `announce`: it would wait for itself */
     g_mutex_lock(self->lock);
+    follow_fork(self);
     while (self->in_flight || !g_queue_is_empty(&self->order)) g_cond_wait(&self->settled, self->lock);
     g_mutex_unlock(self->lock);
 }
@@ -209,6 +243,12 @@ GiokvdWriter *giokvd_writer_new(GMutex *lock, GiokvdWriterSettle settle, GiokvdW
     self->settle = settle;
     self->announce = announce;
     self->data = data;
+    static gsize registered = 0;
+    if (g_once_init_enter(&registered)) {
+        pthread_atfork(NULL, NULL, count_fork);
+        g_once_init_leave(&registered, 1);
+    }
+    self->forks = g_atomic_int_get(&forks);
     self->thread = g_thread_new("kvd-gsettings-writer", writer_thread, self);
     return self;
 }
@@ -216,6 +256,7 @@ GiokvdWriter *giokvd_writer_new(GMutex *lock, GiokvdWriterSettle settle, GiokvdW
 void giokvd_writer_free(GiokvdWriter *self) {
     if (self == NULL) return;
     g_mutex_lock(self->lock);
+    follow_fork(self);
     self->stopping = TRUE;
     g_cond_signal(&self->work);
     g_mutex_unlock(self->lock);

@@ -8,7 +8,7 @@ a reset and a delayed apply return and read back; g_settings_sync returns only a
 and then kvd has them); that 10,000 set_int then one sync read back right, are in kvd, and were
 merged (far fewer commits than writes); that a write kvd refuses (a 17 MiB string) returns,
 reads back, then is reverted to kvd's value with a `changed`; that a write of a key known
-locked returns FALSE at once. run.sh then kills kvd with SIGKILL and checks the burst's last
+locked returns FALSE at once; that a child of fork() writes and syncs. run.sh then kills kvd with SIGKILL and checks the burst's last
 value survived.
 """
 import json
@@ -166,3 +166,22 @@ kvd("--system", "unlock", "io.kvd.test", "int64")
 if changed or settings.get_int64("int64") != before:
     fail(f"a refused write of a locked key changed something: {changed}, {settings.get_int64('int64')}")
 ok("a write of a key known locked returns FALSE at once")
+
+# fork(): the child's writes go through a writer of its own (the parent's thread is not in it).
+settings.set_string("text", "before-fork")
+Gio.Settings.sync()
+child = os.fork()
+if child == 0:
+    signal.alarm(20)  # a child whose sync hangs is killed, and fails below
+    settings.set_string("text", "from-child")
+    Gio.Settings.sync()
+    os._exit(0 if kvd("get", "io.kvd.test", "text") == "from-child" else 3)
+_, status = os.waitpid(child, 0)
+if status != 0:
+    fail(f"a child of fork() could not write (wait status {status}: 14 is a hung sync)")
+wait_for(lambda: settings.get_string("text") == "from-child", "the child's write seen by the parent")
+settings.set_string("text", "after-fork")
+Gio.Settings.sync()
+if kvd("get", "io.kvd.test", "text") != "after-fork":
+    fail("after a fork, the parent's write is not in kvd")
+ok("fork(): the child writes and syncs on its own, the parent goes on")
