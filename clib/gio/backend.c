@@ -36,7 +36,7 @@ typedef struct {
     GHashTable *locked; /* kvd key -> 1 for keys the system layer locks */
     GHashTable *system; /* kvd key -> 1 for values from the system layer */
     GHashTable *own;    /* kvd key -> gint64*: the revision of an own commit of it the watch has not shown yet */
-    gint64 initial_revision; /* the revision of the watch's last first event (own commits up to it are in it) */
+    gint64 watch_revision; /* the newest revision the watch has shown (its commits, and all before, are in the cache) */
     kvd_watch *watch;
     GSource *source;
     gboolean connecting;
@@ -152,9 +152,9 @@ static void take_change(Notes *notes, const char *key, const kvd_value *value, k
 static void on_event(const kvd_watch_event *event, void *user_data) {
     Notes *notes = user_data;
     g_mutex_lock(&notes->backend->lock);
+    if (event->initial || event->revision > notes->domain->watch_revision) notes->domain->watch_revision = event->revision;
     if (event->initial) {
         g_hash_table_remove_all(notes->domain->own); /* the first event holds them */
-        notes->domain->initial_revision = event->revision;
         /* The current values: whatever the cache had and they lack is gone. */
         GHashTable *present = g_hash_table_new(g_str_hash, g_str_equal);
         for (size_t i = 0; i < event->count; i++) g_hash_table_add(present, (gpointer)event->changes[i].key);
@@ -297,7 +297,7 @@ static Domain *lock_domain(KvdSettingsBackend *self, const char *gsettings_key, 
         domain->locked = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
         domain->system = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
         domain->own = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
-        domain->initial_revision = -1;
+        domain->watch_revision = -1;
         g_hash_table_insert(self->domains, name, domain);
         if (g_get_monotonic_time() >= self->quiet_until) {
             domain->connecting = TRUE;
@@ -382,16 +382,16 @@ static gboolean kvd_backend_get_writable(GSettingsBackend *backend, const gchar 
 }
 
 /* On the writer's thread, with the lock (GiokvdWriterSettle): a change committed at `revision`
- * goes into the cache, which holds what kvd holds (unless the watch's first event since came
- * after the commit: it holds the commit or newer); a failed one leaves the cache as it is, so
- * the write is reverted. Then, unless a newer write of the key is queued, the app sees the
+ * goes into the cache, which holds what kvd holds (unless the watch has shown that revision or a
+ * later one: then the cache has the commit, or a newer value of the key); a failed one leaves the
+ * cache as it is, so the write is reverted. Then, unless a newer write of the key is queued, the app sees the
  * cache's value: when it is not the write's, the key is noted to be announced. */
 static void settle_write(gpointer data, const char *domain_name, const GiokvdChange *change, int64_t revision,
                          GPtrArray *changed) {
     KvdSettingsBackend *self = data;
     Domain *domain = g_hash_table_lookup(self->domains, domain_name); /* never freed before the writer */
     if (domain == NULL) return;
-    if (revision >= 0 && revision > domain->initial_revision) {
+    if (revision >= 0 && revision > domain->watch_revision) {
         if (change->value) g_hash_table_replace(domain->values, g_strdup(change->kvd_key), kvd_value_copy(change->value));
         else g_hash_table_remove(domain->values, change->kvd_key);
         g_hash_table_remove(domain->system, change->kvd_key);
