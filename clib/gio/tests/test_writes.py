@@ -155,16 +155,17 @@ if texts != [("text", "x" * 32), ("text", "before-big")]:
 ok("a write kvd refused: returned TRUE, read back, then reverted with changed")
 
 # A key known locked: the write returns FALSE at once, nothing changes or is announced.
-before = settings.get_int64("int64")
 kvd("--system", "lock", "io.kvd.test", "int64")
 wait_for(lambda: "int64" in writable, "writable-changed on a lock")
+before = settings.get_int64("int64")  # locked without a value: the schema default
 changed.clear()
 if settings.set_int64("int64", before + 1):
     fail("a write of a key known locked returned TRUE")
 Gio.Settings.sync()
+after = settings.get_int64("int64")
 kvd("--system", "unlock", "io.kvd.test", "int64")
-if changed or settings.get_int64("int64") != before:
-    fail(f"a refused write of a locked key changed something: {changed}, {settings.get_int64('int64')}")
+if changed or after != before:
+    fail(f"a refused write of a locked key changed something: {changed}, {after}")
 ok("a write of a key known locked returns FALSE at once")
 
 # fork(): the child's writes go through a writer of its own (the parent's thread is not in it).
