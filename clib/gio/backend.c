@@ -8,8 +8,9 @@
  * connection), read back at once from its queue and announced; g_settings_sync waits until kvd
  * acknowledged them durable. The cache holds what kvd holds: a write kvd acknowledged goes into it
  * (the watch event of that commit then finds nothing new, so an app's own write is announced
- * once); a write that failed leaves it, so the app sees kvd's value again, announced. A dead watch (kvd stopped or restarted) is made again every
- * second by the worker; its first event is diffed against the cache and the differences announced.
+ * once); a write that failed leaves it, so the app sees kvd's value again, announced. A dead
+ * watch (kvd stopped or restarted) is made again every second by the worker; its first event is
+ * diffed against the cache and the differences announced.
  * When kvd cannot be reached, reads give the schema defaults, writes are reverted with a warning
  * that says why, and no read waits longer than the connection's timeout (GIOKVD_TIMEOUT_MS, 3 s);
  * after a failure the app's thread does not try again for a second (the worker does). A write of a
@@ -342,10 +343,9 @@ static GVariant *kvd_backend_read(GSettingsBackend *backend, const gchar *key, c
     Domain *domain = lock_key(self, key, &kvd_key);
     GVariant *result = NULL;
     const kvd_value *written = NULL;
-    if (domain && giokvd_writer_lookup(self->writer, domain->name, kvd_key, &written)) {
-        /* An own write not yet settled reads back at once (a removal as the default); it is the
-         * user's value, which hides the system layer's from us. */
-        if (written && !default_value) result = giokvd_from_kvd(written, expected_type);
+    if (domain && !default_value && giokvd_writer_lookup(self->writer, domain->name, kvd_key, &written)) {
+        /* An own write not yet settled reads back at once (a removal as the default). */
+        if (written) result = giokvd_from_kvd(written, expected_type);
     } else if (domain) {
         const kvd_value *value = g_hash_table_lookup(domain->values, kvd_key);
         /* The default layer is the system layer's value; a user's own value hides it from us. */
@@ -384,8 +384,8 @@ static gboolean kvd_backend_get_writable(GSettingsBackend *backend, const gchar 
 /* On the writer's thread, with the lock (GiokvdWriterSettle): a change committed at `revision`
  * goes into the cache, which holds what kvd holds (unless the watch has shown that revision or a
  * later one: then the cache has the commit, or a newer value of the key); a failed one leaves the
- * cache as it is, so the write is reverted. Then, unless a newer write of the key is queued, the app sees the
- * cache's value: when it is not the write's, the key is noted to be announced. */
+ * cache as it is, so the write is reverted. Then, unless a newer write of the key is queued, the
+ * app sees the cache's value: when it is not the write's, the key is noted to be announced. */
 static void settle_write(gpointer data, const char *domain_name, const GiokvdChange *change, int64_t revision,
                          GPtrArray *changed) {
     KvdSettingsBackend *self = data;
