@@ -7,7 +7,8 @@ Checks that a write never waits for kvd and reads back at once (kvd stopped with
 a reset and a delayed apply return and read back; g_settings_sync returns only after SIGCONT,
 and then kvd has them); that 10,000 set_int then one sync read back right, are in kvd, and were
 merged (far fewer commits than writes); that a write kvd refuses (a 17 MiB string) returns,
-reads back, then is reverted to kvd's value with a `changed`; that a write of a key known
+reads back, then is reverted to kvd's value with a `changed`, and a write queued with it lands;
+that 200 writes of 1 MiB to one key with kvd stopped hold one value; that a write of a key known
 locked returns FALSE at once; that a child of fork() writes and syncs. run.sh then kills kvd with SIGKILL and checks the burst's last
 value survived.
 """
@@ -130,8 +131,10 @@ if not burst or len(burst) > 1000:
 ok(f"10,000 set_int then one sync: read back, in kvd, {len(burst)} commits")
 
 # A write kvd refuses (17 MiB, over its message limit): it returns TRUE and reads back, then is
-# reverted to what kvd holds, announced by `changed` (run.sh checks the warning).
+# reverted to what kvd holds, announced by `changed` (run.sh checks the warning). It is queued
+# with a write of another key, the two refused as one Apply: the other is sent again alone.
 settings.set_string("text", "before-big")
+settings.set_boolean("flag", False)
 Gio.Settings.sync()
 wait_for(lambda: ("text", "before-big") in changed, "changed for before-big")
 changed.clear()
@@ -139,9 +142,10 @@ big = "x" * (17 * 1024 * 1024)
 # kvd stopped while a write is in flight: the big one waits in the queue behind it, so that it
 # is surely not yet refused when read back (libkvd refuses it without sending it).
 os.kill(kvd_pid, signal.SIGSTOP)
-settings.set_boolean("flag", True)
+settings.set_value("uint16", GLib.Variant("q", 78))
 if not settings.set_string("text", big):
     fail("a set of 17 MiB returned FALSE (the refusal is kvd's, later)")
+settings.set_boolean("flag", True)
 if len(settings.get_string("text")) != len(big):
     fail("the 17 MiB write does not read back at once")
 os.kill(kvd_pid, signal.SIGCONT)
@@ -149,10 +153,30 @@ wait_for(lambda: ("text", "before-big") in changed, "changed for the reverted wr
 Gio.Settings.sync()
 if settings.get_string("text") != "before-big" or kvd("get", "io.kvd.test", "text") != "before-big":
     fail(f"the refused write was not reverted: {settings.get_string('text')[:20]}")
+if not settings.get_boolean("flag") or kvd("get", "io.kvd.test", "flag") != "true":
+    fail("the write queued with the refused one failed with it")
 texts = [entry for entry in changed if entry[0] == "text"]
 if texts != [("text", "x" * 32), ("text", "before-big")]:
     fail(f"the write was not announced, then its revert: {changed}")
-ok("a write kvd refused: returned TRUE, read back, then reverted with changed")
+ok("a write kvd refused: returned TRUE, read back, then reverted with changed; the one queued with it landed")
+
+# Bounded: 200 writes of 1 MiB to one key while kvd is stopped hold one queued value, not 200.
+def rss_mib():
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:")) / 1024
+
+
+os.kill(kvd_pid, signal.SIGSTOP)
+settings.set_value("uint16", GLib.Variant("q", 79))  # in flight, waiting for kvd
+before = rss_mib()
+for i in range(200):
+    settings.set_string("text", f"{i:04d}" + "m" * (1024 * 1024))
+grown = rss_mib() - before
+os.kill(kvd_pid, signal.SIGCONT)
+Gio.Settings.sync()
+if grown > 64 or kvd("get", "io.kvd.test", "text")[:4] != "0199":
+    fail(f"200 writes of 1 MiB while kvd was stopped: the process grew by {grown:.0f} MiB, kvd has {kvd('get', 'io.kvd.test', 'text')[:4]}")
+ok(f"200 writes of 1 MiB with kvd stopped: one value queued (the process grew by {grown:.0f} MiB), the last one in kvd")
 
 # A key known locked: the write returns FALSE at once, nothing changes or is announced.
 kvd("--system", "lock", "io.kvd.test", "int64")
