@@ -50,7 +50,8 @@ struct GiokvdWriter {
     GiokvdWriterSettle settle;
     GiokvdWriterAnnounce announce;
     gpointer data;
-    kvd_client *client;       /* the writer's thread's only */
+    kvd_client *client;       /* the writer's thread's only, as `away` */
+    gboolean away;            /* kvd could not be reached (warned once), and no write succeeded since */
     GThread *thread;
     gint forks;               /* `forks` when the thread was started */
 };
@@ -139,6 +140,26 @@ static gboolean refused_for_a_key(kvd_status status) {
            status == KVD_ERROR_INVALID_NAME;
 }
 
+/* Whether the failure is kvd's being out of reach (rather than its answer). */
+static gboolean out_of_reach(kvd_status status) {
+    return status == KVD_ERROR_CANNOT_CONNECT || status == KVD_ERROR_CANNOT_START || status == KVD_ERROR_UNSAFE_SOCKET_FOLDER ||
+           status == KVD_ERROR_CONNECTION || status == KVD_ERROR_TIMEOUT || status == KVD_ERROR_PROTOCOL;
+}
+
+/* Logs a failure: a g_warning, but a g_debug for a locked key (get_writable says it is not
+ * writable once the watch has seen the lock: no warning, as dconf gives none) and for kvd out of
+ * reach again (warned once, until a write succeeds: an app writing in a loop would flood stderr). */
+static void log_failure(GiokvdWriter *self, GiokvdChange *const *changes, size_t count, kvd_status status, const kvd_error *error) {
+    const char *first = changes[0]->gsettings_key, *more = count > 1 ? " and others" : "";
+    gboolean again = out_of_reach(status) && self->away;
+    if (out_of_reach(status)) self->away = TRUE;
+    if (status == KVD_ERROR_KEY_LOCKED || again) g_debug("kvd GSettings backend: cannot write %s%s: %s", first, more, error->message);
+    else if (out_of_reach(status))
+        g_warning("kvd GSettings backend: cannot write %s%s: %s (until a write succeeds, further ones failing so are logged at debug level)",
+                  first, more, error->message);
+    else g_warning("kvd GSettings backend: cannot write %s%s: %s", first, more, error->message);
+}
+
 /* One Apply of `count` changes; the revision on success, -1 (a message logged) on failure. */
 static int64_t send_changes(GiokvdWriter *self, const char *domain, GiokvdChange *const *changes, size_t count,
                             gboolean quiet_refusal, kvd_status *status_out) {
@@ -160,14 +181,9 @@ static int64_t send_changes(GiokvdWriter *self, const char *domain, GiokvdChange
         g_free(list);
     }
     *status_out = status;
+    if (status == KVD_OK) self->away = FALSE;
     if (status == KVD_OK) return revision;
-    if (!(quiet_refusal && refused_for_a_key(status))) {
-        /* A locked key is not writable (get_writable says so once the watch has seen the lock):
-         * no warning, as dconf gives none. */
-        const char *first = changes[0]->gsettings_key, *more = count > 1 ? " and others" : "";
-        if (status == KVD_ERROR_KEY_LOCKED) g_debug("kvd GSettings backend: cannot write %s%s: %s", first, more, error.message);
-        else g_warning("kvd GSettings backend: cannot write %s%s: %s", first, more, error.message);
-    }
+    if (!(quiet_refusal && refused_for_a_key(status))) log_failure(self, changes, count, status, &error);
     kvd_error_clear(&error);
     return -1;
 }

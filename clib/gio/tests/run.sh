@@ -266,4 +266,16 @@ status=0; timeout 20 gsettings set io.kvd.test text lost 2>"$dir/unreachable.err
 grep -q "cannot write /io/kvd/test/text" "$dir/unreachable.err" || fail "a failed write was not reported: $(cat "$dir/unreachable.err")"
 echo "ok kvd unreachable: a write is reported (status $status)"
 "$python" "$here/test_backend.py" --unreachable || fail "test_backend.py --unreachable"
+# An app writing in a loop while kvd is away: each write is reverted, one warning says why.
+result=$("$python" - 2>"$dir/unreachable-loop.err" <<'LOOP'
+from gi.repository import Gio
+settings = Gio.Settings.new("io.kvd.test")
+for i in range(1000):
+    settings.set_int("int32", i)
+Gio.Settings.sync()
+print(settings.get_int("int32"))
+LOOP
+)
+check "kvd unreachable: 1,000 writes in a loop reverted to the default" 42 "$result"
+check "and warned of once" 1 "$(grep -c 'WARNING.*cannot write /io/kvd/test/int32' "$dir/unreachable-loop.err")"
 echo "giokvd-test: passed"
