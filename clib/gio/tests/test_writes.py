@@ -8,7 +8,8 @@ a reset and a delayed apply return and read back; g_settings_sync returns only a
 and then kvd has them); that 10,000 set_int then one sync read back right, are in kvd, and were
 merged (far fewer commits than writes); that a write kvd refuses (a 17 MiB string) returns,
 reads back, then is reverted to kvd's value with a `changed`, and a write queued with it lands;
-that 200 writes of 1 MiB to one key with kvd stopped hold one value; that a write of a key known
+that 200 writes of 1 MiB to one key with kvd stopped hold one value; that a write queued before
+its key is locked is refused by kvd and reverted with `changed`; that a write of a key known
 locked returns FALSE at once; that a child of fork() writes and syncs. run.sh then kills kvd with SIGKILL and checks the burst's last
 value survived.
 """
