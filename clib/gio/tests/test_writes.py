@@ -10,8 +10,8 @@ merged (far fewer commits than writes); that a write kvd refuses (a 17 MiB strin
 reads back, then is reverted to kvd's value with a `changed`, and a write queued with it lands;
 that 200 writes of 1 MiB to one key with kvd stopped hold one value; that a write queued before
 its key is locked is refused by kvd and reverted with `changed`; that a write of a key known
-locked returns FALSE at once; that a child of fork() writes and syncs. run.sh then kills kvd with SIGKILL and checks the burst's last
-value survived.
+locked returns FALSE at once; that a child of fork() writes and syncs. run.sh then kills kvd
+with SIGKILL and checks that the synced values survived.
 """
 import json
 import os
