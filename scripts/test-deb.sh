@@ -75,7 +75,7 @@ grep -q '^libgiokvd.so:' "$modules/giomodule.cache" || fail "gio-querymodules di
 getent group kvd-admin >/dev/null || fail "postinst did not make the group kvd-admin"
 [ -L /etc/systemd/user/sockets.target.wants/kvd.socket ] || fail "postinst did not enable kvd.socket for every user"
 [ -L /etc/systemd/system/sockets.target.wants/kvd-system.socket ] || fail "postinst did not enable kvd-system.socket"
-for unit in /usr/lib/systemd/user/kvd.socket /usr/lib/systemd/user/kvd.service \
+for unit in /usr/lib/systemd/user/kvd.socket /usr/lib/systemd/user/kvd.service /usr/lib/systemd/user/kvd-gnome-login.service \
             /usr/lib/systemd/system/kvd-system.socket /usr/lib/systemd/system/kvd-system.service; do
   [ -f "$unit" ] || fail "$unit is missing"
 done
