@@ -32,7 +32,7 @@ GSettingsSchema *schemas_for(const Schemas *schemas, const char *dir, GPtrArray 
 
 /* Writes every key of the keyfile `text` (what `dconf dump BASE` prints) into kvd, one atomic
  * Apply per kvd domain, after every value was parsed (a value that cannot be parsed: nothing is
- * written). `imported` (if not NULL) gets the number of keys written. */
+ * written); a key the system layer locks is named on stderr and left out (kvd refuses its write). `imported` (if not NULL) gets the number of keys written. */
 int dconf_import(kvd_client *client, const char *text, size_t length, const char *base, size_t *imported);
 
 /* The keyfile for `dconf load BASE` of every key of the user's own under BASE (never the system

@@ -25,7 +25,7 @@ static void add_domain(GHashTable *folders, const char *domain, const kvd_value 
                        const char *base) {
     for (size_t i = 0; i < kvd_value_dict_length(values); i++) {
         const char *key = kvd_value_dict_key_at(values, i, NULL);
-        if (kvd_value_dict_get(sources, key)) continue;
+        if (kvd_value_dict_get(sources, key)) continue; /* the system layer's */
         char *path = giokvd_unmap_key(domain, key);
         if (path == NULL || !g_str_has_prefix(path, base) || g_str_has_prefix(path, MOVE_PATH)) {
             g_free(path);

@@ -78,8 +78,27 @@ static gboolean read_group(GKeyFile *file, const char *base, const char *group, 
     return ok;
 }
 
-/* One Apply per domain. */
-static int write_batches(kvd_client *client, GHashTable *batches) {
+/* The domain's changes one by one, after its Apply was refused for a locked key (a domain kvd
+ * does not have lists no locks): each locked key named and left out, as a write of it would be. */
+static int write_each(kvd_client *client, const char *domain, const kvd_change *changes, size_t count, size_t *total) {
+    for (size_t i = 0; i < count; i++) {
+        kvd_error error = KVD_ERROR_INIT;
+        kvd_status status = kvd_set(client, domain, changes[i].key, changes[i].value, KVD_ANY_REVISION, NULL, &error);
+        if (status == KVD_ERROR_KEY_LOCKED) {
+            fprintf(stderr, TOOL_NAME ": domain %s key %s: locked by the administrator; left out\n", domain, changes[i].key);
+            (*total)--;
+        } else if (status != KVD_OK) {
+            fprintf(stderr, TOOL_NAME ": domain %s: %s\n", domain, error.message);
+            kvd_error_clear(&error);
+            return 1;
+        }
+        kvd_error_clear(&error);
+    }
+    return 0;
+}
+
+/* One Apply per domain; a domain holding a key the administrator locks key by key instead. */
+static int write_batches(kvd_client *client, GHashTable *batches, size_t *total) {
     GHashTableIter iter;
     gpointer name, data;
     g_hash_table_iter_init(&iter, batches);
@@ -92,12 +111,16 @@ static int write_batches(kvd_client *client, GHashTable *batches) {
         }
         kvd_error error = KVD_ERROR_INIT;
         kvd_status status = kvd_apply(client, name, changes, batch->keys->len, KVD_ANY_REVISION, NULL, &error);
-        g_free(changes);
-        if (status != KVD_OK) {
+        int failed = 0;
+        if (status == KVD_ERROR_KEY_LOCKED) {
+            failed = write_each(client, name, changes, batch->keys->len, total);
+        } else if (status != KVD_OK) {
             fprintf(stderr, TOOL_NAME ": domain %s: %s\n", (char *)name, error.message);
-            kvd_error_clear(&error);
-            return 1;
+            failed = 1;
         }
+        kvd_error_clear(&error);
+        g_free(changes);
+        if (failed) return 1;
     }
     return 0;
 }
@@ -118,7 +141,7 @@ int dconf_import(kvd_client *client, const char *text, size_t length, const char
     gboolean ok = TRUE;
     for (char **group = groups; ok && group && *group; group++)
         ok = read_group(file, base, *group, &schemas, batches, &total);
-    int status = ok ? write_batches(client, batches) : 1;
+    int status = ok ? write_batches(client, batches, &total) : 1;
     if (status == 0) fprintf(stderr, TOOL_NAME ": %zu keys in %u domains\n", total, g_hash_table_size(batches));
     if (status == 0 && imported) *imported = total;
     g_strfreev(groups);

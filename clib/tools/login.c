@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../gio/giokvd.h"
+
 /* Runs `dconf ARGS...` with `input` on its stdin (NULL: none); its stdout in `output` (NULL:
  * not kept). FALSE (after saying why) when it could not run or failed. */
 static gboolean run_dconf(const char *const *argv, const char *input, char **output) {
@@ -66,8 +68,31 @@ static int move_in(kvd_client *client) {
     return status;
 }
 
-/* Resets in dconf each key of `current` (what dconf holds) that `wanted` lacks. */
-static gboolean reset_missing(GKeyFile *current, GKeyFile *wanted) {
+static void note_locked(const kvd_watch_event *event, void *user_data) {
+    for (size_t i = 0; i < event->count; i++)
+        if (event->changes[i].source == KVD_SOURCE_LOCKED) *(gboolean *)user_data = TRUE;
+}
+
+/* Whether kvd's system layer locks the GSettings key `path`. The first event of a watch of the key
+ * says so even where the user has no value in its domain (then Get and List answer NotFound). */
+static gboolean locked_in_kvd(kvd_client *client, const char *path, gboolean *failed) {
+    char *domain = NULL, *key = NULL;
+    gboolean locked = FALSE;
+    kvd_watch *watch = NULL;
+    kvd_error error = KVD_ERROR_INIT;
+    *failed = giokvd_map_key(path, &domain, &key, NULL) &&
+              kvd_watch_new(client, domain, key, note_locked, &locked, &watch, &error) != KVD_OK;
+    if (*failed) fprintf(stderr, TOOL_NAME ": %s: %s\n", path, error.message);
+    kvd_watch_free(watch);
+    kvd_error_clear(&error);
+    g_free(domain);
+    g_free(key);
+    return locked;
+}
+
+/* Resets in dconf each key of `current` (what dconf holds) that `wanted` lacks, but those kvd
+ * locks: the user's dconf value under an administrator's lock, which kvd never took. */
+static gboolean reset_missing(kvd_client *client, GKeyFile *current, GKeyFile *wanted) {
     char **groups = g_key_file_get_groups(current, NULL);
     gboolean ok = TRUE;
     for (char **group = groups; ok && *group; group++) {
@@ -76,7 +101,9 @@ static gboolean reset_missing(GKeyFile *current, GKeyFile *wanted) {
             if (g_key_file_has_key(wanted, *group, *key, NULL)) continue;
             char *path = strcmp(*group, "/") == 0 ? g_strconcat("/", *key, NULL) : g_strconcat("/", *group, "/", *key, NULL);
             const char *reset[] = {"dconf", "reset", path, NULL};
-            ok = run_dconf(reset, NULL, NULL);
+            gboolean failed = FALSE;
+            if (!locked_in_kvd(client, path, &failed) && !failed) ok = run_dconf(reset, NULL, NULL);
+            ok = ok && !failed;
             g_free(path);
         }
         g_strfreev(keys);
@@ -101,7 +128,7 @@ static int move_out(kvd_client *client) {
     size_t exported = 0, skipped = 0;
     GKeyFile *wanted = dconf_export(client, "/", current, &exported, &skipped);
     char *text = wanted ? g_key_file_to_data(wanted, NULL, NULL) : NULL;
-    gboolean ok = wanted && run_dconf(load, text, NULL) && reset_missing(current, wanted);
+    gboolean ok = wanted && run_dconf(load, text, NULL) && reset_missing(client, current, wanted);
     int status = ok ? record_side(client, "dconf") : 1;
     if (status == 0) fprintf(stderr, TOOL_NAME ": moved %zu keys from kvd back into dconf\n", exported);
     g_key_file_free(current);

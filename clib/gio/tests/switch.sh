@@ -17,9 +17,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
 dir=$(mktemp -d /tmp/giokvd-switch.XXXXXX)
 kvd_pid=""
+system_pid=""
 bus_pid=""
 cleanup() {
-    [ -z "$kvd_pid" ] || { kill "$kvd_pid" 2>/dev/null || true; wait "$kvd_pid" 2>/dev/null || true; }
+    for pid in $kvd_pid $system_pid; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
     [ -z "$bus_pid" ] || kill "$bus_pid" 2>/dev/null || true
     umount /etc 2>/dev/null || true
     umount "$dir/etc" 2>/dev/null || true
@@ -37,16 +38,22 @@ mkdir "$dir/etc/upper" "$dir/etc/work"
 mount -t overlay overlay -o "lowerdir=/etc,upperdir=$dir/etc/upper,workdir=$dir/etc/work" /etc
 rm -f /etc/environment.d/50-kvd-gnome.conf /etc/systemd/user/default.target.d/50-kvd-gnome.conf
 
-"$bin/kvd" --socket "$dir/kvd.sock" --state-dir "$dir/state" --idle-exit 0 2>"$dir/kvd.log" &
+wait_socket() { # PID SOCKET
+    tries=0
+    while [ ! -S "$2" ]; do
+        kill -0 "$1" 2>/dev/null && [ $tries -lt 400 ] || fail "kvd did not start ($2)"
+        tries=$((tries + 1)); sleep 0.05
+    done
+}
+"$bin/kvd" --system --socket "$dir/system.sock" --state-dir "$dir/system-state" 2>"$dir/system.log" &
+system_pid=$!
+wait_socket "$system_pid" "$dir/system.sock"
+"$bin/kvd" --socket "$dir/kvd.sock" --state-dir "$dir/state" --system-socket "$dir/system.sock" --idle-exit 0 2>"$dir/kvd.log" &
 kvd_pid=$!
-tries=0
-while [ ! -S "$dir/kvd.sock" ]; do
-    kill -0 "$kvd_pid" 2>/dev/null && [ $tries -lt 400 ] || fail "kvd did not start"
-    tries=$((tries + 1)); sleep 0.05
-done
+wait_socket "$kvd_pid" "$dir/kvd.sock"
 mkdir "$dir/schemas"
 glib-compile-schemas --strict --targetdir="$dir/schemas" "$here" || fail "glib-compile-schemas"
-export KVD_SOCKET="$dir/kvd.sock" KVD_NO_AUTOSTART=1 GSETTINGS_SCHEMA_DIR="$dir/schemas" GIO_EXTRA_MODULES="$module_dir"
+export KVD_SOCKET="$dir/kvd.sock" KVD_SYSTEM_SOCKET="$dir/system.sock" KVD_NO_AUTOSTART=1 GSETTINGS_SCHEMA_DIR="$dir/schemas" GIO_EXTRA_MODULES="$module_dir"
 export HOME="$dir/home" XDG_CONFIG_HOME="$dir/home/.config" XDG_RUNTIME_DIR="$dir/run" GIO_USE_VFS=local
 mkdir -p "$HOME" "$XDG_RUNTIME_DIR"
 # The session bus, started with this environment, so that the dconf service it starts writes the
@@ -77,8 +84,14 @@ GSETTINGS_BACKEND=dconf gsettings set io.kvd.test int32 7
 GSETTINGS_BACKEND=dconf gsettings set io.kvd.test text "from dconf"
 GSETTINGS_BACKEND=dconf gsettings set io.kvd.test tuple "(1, 0.5, 'x')"
 dconf write /io/kvd/noschema/count "uint32 9"
+# A value of the user's under a key the administrator locks (dconf keeps it, hidden).
+GSETTINGS_BACKEND=dconf gsettings set io.kvd.test uint32 5
+kvctl --system lock io.kvd.test uint32 >/dev/null || fail "kvctl --system lock"
+# And one in a folder with nothing else (kvd's Get and List then answer NotFound for its domain).
+dconf write /io/kvd/lonely/k "'mine'"
+kvctl --system lock io.kvd.lonely k >/dev/null || fail "kvctl --system lock"
 session_backend=""
-seen > "$dir/before.list"
+seen | grep -v '^io.kvd.test uint32 ' > "$dir/before.list"
 grep -q "int32 7" "$dir/before.list" || fail "dconf did not take the values: $(cat "$dir/before.list")"
 
 kvctl --system gnome enable > "$dir/enable.out" || fail "kvctl --system gnome enable"
@@ -92,11 +105,13 @@ kvctl --system gnome status | grep -q "kvd for new sessions" || fail "gnome stat
 login
 check "login after enable: the session uses kvd" kvd "$session_backend"
 check "login after enable: kvd recorded the move" kvd "$(kvctl get io.kvd.gnome settingsIn)"
-seen > "$dir/kvd.list"
+seen | grep -v '^io.kvd.test uint32 ' > "$dir/kvd.list"
 cmp -s "$dir/before.list" "$dir/kvd.list" || fail "after the move into kvd: $(diff "$dir/before.list" "$dir/kvd.list")"
 echo "ok login after enable: every key reads as it did under dconf"
 check "a key without a schema kept its type" '{"gvariant":"u","text":"uint32 9"}' "$(kvctl --json get io.kvd.noschema count)"
 check "the dconf file is left as it was" "7" "$(dconf read /io/kvd/test/int32)"
+grep -q "key uint32: locked by the administrator; left out" "$dir/login.log" || fail "the locked key was not named: $(cat "$dir/login.log")"
+check "a locked key is not writable under kvd" false "$(GSETTINGS_BACKEND=kvd gsettings writable io.kvd.test uint32)"
 
 # Under kvd: a change and a reset; and another app's own domain (a Swift app's), which is kvd's only.
 kvctl set com.example.app greeting hi >/dev/null
@@ -109,16 +124,18 @@ kvctl --system gnome disable > "$dir/disable.out" || fail "kvctl --system gnome 
 [ ! -e /etc/environment.d/50-kvd-gnome.conf ] || fail "disable left the session environment"
 [ -e /etc/systemd/user/default.target.d/50-kvd-gnome.conf ] || fail "disable removed the move at login (it is needed to move back)"
 kvctl --system gnome status | grep -q "dconf for new sessions" || fail "gnome status after disable: $(kvctl --system gnome status)"
-GSETTINGS_BACKEND=kvd seen > "$dir/under-kvd.list"
+GSETTINGS_BACKEND=kvd seen | grep -v '^io.kvd.test uint32 ' > "$dir/under-kvd.list"
 login
 check "login after disable: the session uses dconf" "" "$session_backend"
 check "login after disable: kvd recorded the move back" dconf "$(kvctl get io.kvd.gnome settingsIn)"
-seen > "$dir/back.list"
+seen | grep -v '^io.kvd.test uint32 ' > "$dir/back.list"
 cmp -s "$dir/under-kvd.list" "$dir/back.list" || fail "after the move back: $(diff "$dir/under-kvd.list" "$dir/back.list")"
 echo "ok login after disable: every key reads under dconf as it did under kvd"
 check "the change under kvd is in dconf" "42" "$(dconf read /io/kvd/test/int32)"
 check "the reset under kvd is a reset in dconf" "" "$(dconf read /io/kvd/test/text)"
 check "a key without a schema came back with its type" "uint32 9" "$(dconf read /io/kvd/noschema/count)"
+check "the user's value under the lock stays in dconf" "uint32 5" "$(dconf read /io/kvd/test/uint32)"
+check "and the one alone in its folder" "'mine'" "$(dconf read /io/kvd/lonely/k)"
 [ -z "$(dconf read /io/kvd/gnome/settingsIn)" ] || fail "kvd's own record went into dconf"
 [ -z "$(dconf read /com/example/app/greeting)" ] || fail "another app's kvd domain went into dconf"
 echo "ok kvd's record and other apps' domains stay out of dconf"
