@@ -75,9 +75,14 @@ login() {
 # What the user's apps see: every key of the test schema through the session's backend.
 seen() { GSETTINGS_BACKEND=${session_backend:-dconf} gsettings list-recursively io.kvd.test; }
 
-# The unit the switch makes every login want runs the move.
+# The unit the switch makes every login want runs the move, and systemd takes it as it is.
 grep -qx 'ExecStart=@BINDIR@/kvd-dconf-import --login' "$root/systemd/kvd-gnome-login.service" ||
     fail "kvd-gnome-login.service does not run kvd-dconf-import --login"
+mkdir "$dir/units"
+sed -e "s|@BINDIR@|$module_dir|g" -e "s|@DOCDIR@|$root|g" "$root/systemd/kvd-gnome-login.service" > "$dir/units/kvd-gnome-login.service"
+SYSTEMD_LOG_LEVEL=notice systemd-analyze verify "$dir/units/kvd-gnome-login.service" > "$dir/verify.log" 2>&1 ||
+    fail "systemd-analyze verify kvd-gnome-login.service: $(cat "$dir/verify.log")"
+echo "ok systemd-analyze verify kvd-gnome-login.service"
 
 # Before: the user's values in dconf, with and without a schema.
 GSETTINGS_BACKEND=dconf gsettings set io.kvd.test int32 7
