@@ -33,6 +33,18 @@ lintian --fail-on error --suppress-tags maintainer-script-calls-systemctl "$deb"
 # libkvd and the GSettings backend as a user gets them (gsettings with GSETTINGS_BACKEND=kvd, a C
 # program built with pkg-config kvd), in another throw-away root.
 "$root/scripts/test-deb-gsettings.sh" "$deb" || fail "the GSettings and libkvd test failed"
+# A GNOME machine with a site's dconf policy and a user's dconf values, moved to kvd and back
+# (kvctl --system gnome), every key of every installed schema the same three times; and the same
+# with the system instance's dconf layer off, which must fail (the test can fail).
+"$root/scripts/test-deb-gnome.sh" "$deb" || fail "the GNOME machine test failed"
+no_layer_log=$(mktemp /tmp/kvd-deb-gnome-no-layer-XXXXXX.log)
+if "$root/scripts/test-deb-gnome.sh" "$deb" --no-dconf-layer >"$no_layer_log" 2>&1; then
+  fail "the GNOME machine test passed with the system instance's dconf layer off"
+fi
+grep -q "kvd differs from dconf" "$no_layer_log" ||
+  fail "the GNOME machine test without the dconf layer failed otherwise: $(tail -3 "$no_layer_log")"
+rm -f "$no_layer_log"
+echo "test-deb: and with the system instance's dconf layer off, it fails as it must"
 
 user=kvd-deb-user
 work=$(mktemp -d /tmp/kvd-deb-test-XXXXXX)
