@@ -82,7 +82,11 @@ dconf update || fail "dconf update"
 
 # The system instance, as kvd-system.socket would start it.
 mkdir -p /run/kvd
-/usr/bin/kvd --system $(cat /tmp/layer-flag | sed "s/--no-dconf-layer/--dconf-dir=/") >/run/kvd-system.log 2>&1 &
+if [ "$(cat /tmp/layer-flag)" = --no-dconf-layer ]; then
+  /usr/bin/kvd --system --dconf-dir '' >/run/kvd-system.log 2>&1 &
+else
+  /usr/bin/kvd --system >/run/kvd-system.log 2>&1 &
+fi
 tries=0
 while [ ! -S /run/kvd/system.sock ]; do
   [ $tries -lt 200 ] || { cat /run/kvd-system.log >&2; fail "the system instance did not start"; }
