@@ -99,7 +99,8 @@ public enum Daemon {
         if case .system(let policy) = options.role {
             server.startDropIns(
                 directory: policy.configDirectory, adminGroup: policy.adminGroup, fileSystem: system,
-                kept: KeptDropInsFile(directory: options.stateDirectory, fileSystem: system))
+                kept: KeptDropInsFile(directory: options.stateDirectory, fileSystem: system),
+                dconfDirectory: policy.dconfDirectory)
         }
         let mirror = fleet.map {
             FleetMirror(

@@ -34,6 +34,10 @@ final class DropInLayer {
     /// Looks up group and user names of `"for"` (through the system-call seam).
     private var system: (any SystemCalls)?
 
+    /// dconf's profile's system databases at its last good read, in order (they order dconf's
+    /// files while the profile cannot be read).
+    private var dconfDatabases: [String] = []
+
     static let generationKey = Key(constant: "generation")
     private var log: Logger?
     /// Where the last good content of every file is kept durably (nil: in memory only).
@@ -64,7 +68,8 @@ final class DropInLayer {
     private func read(keeping previous: [String: DropInContent]) -> DropInSet {
         guard let reader else { return .empty }
         let found = reader.read()
-        var set = DropInSet.read(found.files, keeping: previous)
+        if let databases = found.databases { dconfDatabases = databases }
+        var set = DropInSet.read(found.files, keeping: previous, rank: reader.dconfRank(dconfDatabases))
         set.skipped = found.skipped
         if let system { set = set.resolved(group: system.groupID(named:), user: system.userID(named:)) }
         keep(set.parsed)

@@ -112,7 +112,9 @@ struct DropInPeer: Hashable, Sendable {
 
 /// One file as ``DropInReader`` found it: its path, which folder, and its bytes or why not.
 struct DropInFile: Equatable, Sendable {
-    enum Kind: Sendable, Equatable { case defaults, locks }
+    /// kvd's own `defaults.d` and `locks.d` files, and dconf's keyfiles and lock files
+    /// (``DconfFiles``).
+    enum Kind: Sendable, Equatable { case defaults, locks, dconfKeyfile, dconfLocks }
     var path: String
     var kind: Kind
     var bytes: Result<[UInt8], DropInReadError>
@@ -178,6 +180,8 @@ extension DropIns {
             var audience: DropInAudience?
             let locks = try parseLocks(bytes, audience: &audience)
             return DropInContent(locks: locks, audience: audience)
+        case .dconfKeyfile: return DropInContent(values: try DconfFiles.keyfile(bytes))
+        case .dconfLocks: return DropInContent(locks: try DconfFiles.locks(bytes))
         }
     }
 
@@ -283,28 +287,6 @@ extension Substring {
     }
 }
 
-/// Locks by pattern: a locked key holding `*` locks every key it matches, `*` standing for any
-/// run of characters (none too); `*` alone locks the whole domain. Any key matches itself.
-enum LockPattern {
-    /// Whether the lock `pattern` covers `key`.
-    static func matches(_ pattern: Key, _ key: Key) -> Bool {
-        if pattern == key { return true }
-        let parts = pattern.name.split(separator: "*", omittingEmptySubsequences: false)
-        guard parts.count > 1 else { return false }
-        var rest = Substring(key.name)
-        guard rest.hasPrefix(parts[0]) else { return false }
-        rest = rest.dropFirst(parts[0].count)
-        for part in parts.dropFirst().dropLast() {
-            guard let range = rest.firstRange(of: part) else { return false }
-            rest = rest[range.upperBound...]
-        }
-        let last = parts[parts.count - 1]
-        return rest.count >= last.count && rest.hasSuffix(last)
-    }
-
-    static func isPattern(_ key: Key) -> Bool { key.name.contains("*") }
-}
-
 /// Every drop-in file read and parsed, in the order they combine, with the problems: the input
 /// of each peer's combination. Pure.
 struct DropInSet: Equatable, Sendable {
@@ -330,7 +312,11 @@ struct DropInSet: Equatable, Sendable {
     /// by path), if any, and is named in ``problems`` either way. A failure at a folder (one
     /// refused whole, or the config folder) keeps the last good content of every file under
     /// it, each in its place in path order.
-    static func read(_ files: [DropInFile], keeping previous: [String: DropInContent] = [:]) -> DropInSet {
+    /// `rank` orders the files before their paths do (lowest first, so the highest wins: dconf's
+    /// databases beneath kvd's own files, each in its place in the profile).
+    static func read(
+        _ files: [DropInFile], keeping previous: [String: DropInContent] = [:], rank: (String) -> Int = { _ in 0 }
+    ) -> DropInSet {
         var set = DropInSet()
         for file in files {
             switch file.bytes.flatMap({ bytes in
@@ -346,7 +332,10 @@ struct DropInSet: Equatable, Sendable {
                 set.problems.append(.init(file: file.path, reason: error.description + Self.keptNote(kept, file.path)))
             }
         }
-        set.files.sort { $0.path.utf8.lexicographicallyPrecedes($1.path.utf8) }
+        set.files.sort { left, right in
+            let (one, other) = (rank(left.path), rank(right.path))
+            return one != other ? one < other : left.path.utf8.lexicographicallyPrecedes(right.path.utf8)
+        }
         return set
     }
 

@@ -89,6 +89,10 @@ public struct DaemonOptions: Sendable, Equatable {
                                 users only), combined in name order beneath what admins
                                 set; read again on SIGHUP, kvctl --system reload and a change
                                 in the folders (default $KVD_CONFIG_DIR, else /etc/kvd)
+          --dconf-dir DIR       dconf's folder: the system databases of DIR/profile/user,
+                                their keyfiles DIR/db/NAME.d/* and locks DIR/db/NAME.d/locks/*,
+                                read with the drop-in files, beneath them (default
+                                $KVD_DCONF_DIR, else /etc/dconf; '' for none)
           --admin-group NAME    besides root, the members of this group may change values and
                                 locks (default kvd-admin); everyone may read
           --max-connections-per-uid N
@@ -232,6 +236,9 @@ public struct DaemonOptions: Sendable, Equatable {
             if system, !systemOnly.contains("--config-dir"), let folder = environment["KVD_CONFIG_DIR"], !folder.isEmpty
             {
                 policy.configDirectory = folder
+            }
+            if system, !systemOnly.contains("--dconf-dir"), let folder = environment["KVD_DCONF_DIR"] {
+                policy.dconfDirectory = folder.isEmpty ? nil : folder
             }
             var options =
                 system
