@@ -120,20 +120,6 @@ struct DropInFile: Equatable, Sendable {
     var bytes: Result<[UInt8], DropInReadError>
 }
 
-/// Why a drop-in file was not read, in one line.
-struct DropInReadError: Error, Equatable, Sendable, CustomStringConvertible {
-    var description: String
-    /// A problem only when there is a last good content to keep (a folder missing that held
-    /// files: moved away, or not mounted yet); a folder that never held any is no problem.
-    var onlyIfKept = false
-
-    /// A folder that is missing: what it held still applies, if anything.
-    static let missingFolder = DropInReadError(
-        description:
-            "missing (moved away, or not mounted yet?): to take a folder's values and locks away, remove its files, not the folder",
-        onlyIfKept: true)
-}
-
 extension DropIns {
     /// Combines `files` (each folder's in name order, as ``DropInReader`` gives them) for
     /// everyone (files with a `for` left out); see ``DropInSet`` for the rest.
@@ -147,17 +133,27 @@ extension DropIns {
     /// The combination of `files` (path and content, in order), later winning.
     static func merge(_ files: [DropInSet.File]) -> DropIns {
         var result = DropIns()
+        var lockRanks: [Domain: [Key: Int]] = [:]
         for file in files {
             result.files.append(file.path)
-            result.add(file.content, from: file.path)
+            result.add(file.content, from: file.path) { domain, key in
+                // dconf: a key locked in a database takes its value from that one or a later one.
+                guard file.rank < 0, let locked = lockRanks[domain]?[key] else { return true }
+                return file.rank <= locked
+            }
+            for (domain, keys) in file.content.locks where file.rank < 0 {
+                for key in keys where lockRanks[domain]?[key] == nil { lockRanks[domain, default: [:]][key] = file.rank }
+            }
         }
         return result
     }
 
-    private mutating func add(_ content: DropInContent, from path: String) {
+    private mutating func add(_ content: DropInContent, from path: String, taking: (Domain, Key) -> Bool) {
         for (domain, entries) in content.values {
-            values[domain, default: [:]].merge(entries) { $1 }
-            for key in entries.keys { valueFiles[domain, default: [:]][key] = path }
+            for (key, value) in entries where taking(domain, key) {
+                values[domain, default: [:]][key] = value
+                valueFiles[domain, default: [:]][key] = path
+            }
         }
         for (domain, keys) in content.locks {
             locks[domain, default: []].formUnion(keys)
@@ -293,6 +289,8 @@ struct DropInSet: Equatable, Sendable {
     struct File: Equatable, Sendable {
         var path: String
         var content: DropInContent
+        /// Its place in the order (``read(_:keeping:rank:)``): below 0 for dconf's files.
+        var rank = 0
     }
 
     var files: [File] = []
@@ -332,9 +330,9 @@ struct DropInSet: Equatable, Sendable {
                 set.problems.append(.init(file: file.path, reason: error.description + Self.keptNote(kept, file.path)))
             }
         }
+        for index in set.files.indices { set.files[index].rank = rank(set.files[index].path) }
         set.files.sort { left, right in
-            let (one, other) = (rank(left.path), rank(right.path))
-            return one != other ? one < other : left.path.utf8.lexicographicallyPrecedes(right.path.utf8)
+            left.rank != right.rank ? left.rank < right.rank : left.path.utf8.lexicographicallyPrecedes(right.path.utf8)
         }
         return set
     }

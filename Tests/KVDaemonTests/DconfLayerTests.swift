@@ -105,6 +105,19 @@ import Testing
         #expect(own.valueFiles[Self.interface]?[Self.key("font-name")] == folder.dconf + "/db/site.d/10-later")
     }
 
+    /// dconf's rule: a key a database locks takes its value from that database or one after it
+    /// in the profile, never from one before it (nor from the user).
+    @Test func aLockedKeyTakesItsValueFromTheLockingDatabaseOrALaterOne() throws {
+        let folder = try Folder()
+        try folder.write("db/local.d/00-local", "[org/gnome/desktop/interface]\nclock-format='24h'\nfont-name='A'\n")
+        try folder.write("db/site.d/00-site", "[org/gnome/desktop/interface]\nclock-format='12h'\nfont-name='B'\n")
+        try folder.write("db/site.d/locks/00-site", "/org/gnome/desktop/interface/clock-format\n")
+        let combined = folder.read().combination(for: nil)
+        #expect(combined.values[Self.interface]?[Self.key("clock-format")] == .string("12h"))
+        #expect(combined.valueFiles[Self.interface]?[Self.key("clock-format")] == folder.dconf + "/db/site.d/00-site")
+        #expect(combined.values[Self.interface]?[Self.key("font-name")] == .string("A"), "an unlocked key: local's")
+    }
+
     @Test func aTypoOrABadModeKeepsTheLastGoodLocksAndValues() throws {
         let folder = try Folder()
         try folder.write("db/site.d/locks/00-site", "/org/gnome/desktop/interface/clock-format\n")
