@@ -89,6 +89,9 @@ final class DropInLayer {
         return keptContent
     }
 
+    /// dconf's folders to watch now (``DropInReader/dconfFolders()``; none before start).
+    func dconfFolders() -> [String] { reader?.dconfFolders() ?? [] }
+
     /// Whether the last good content could not be written at the last try (a full disk): the
     /// server calls ``retrySave()`` every ``saveRetry`` until it could.
     var isUnsaved: Bool { saveProblem != nil }

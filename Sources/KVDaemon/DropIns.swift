@@ -142,7 +142,9 @@ extension DropIns {
                 return file.rank <= locked
             }
             for (domain, keys) in file.content.locks where file.rank < 0 {
-                for key in keys where lockRanks[domain]?[key] == nil { lockRanks[domain, default: [:]][key] = file.rank }
+                for key in keys where lockRanks[domain]?[key] == nil {
+                    lockRanks[domain, default: [:]][key] = file.rank
+                }
             }
         }
         return result

@@ -19,7 +19,6 @@ extension Server {
     ) {
         var reader = DropInReader(directory: directory, fileSystem: fileSystem, system: system, adminGroup: adminGroup)
         reader.dconfDirectory = dconfDirectory
-        dropInReader = reader
         if let marker = handler.dropIns.start(reader, store: store, log: log, kept: kept) {
             do { _ = try store.commit(.dropInState, marker) } catch {
                 log.error("the drop-in files: cannot record their generation: \(error)")
@@ -35,7 +34,7 @@ extension Server {
         do {
             let watcher = try DropInWatcher(
                 directory: directory, system: system,
-                moreFolders: { [reader = dropInReader] in reader?.dconfFolders() ?? [] })
+                moreFolders: { [layer = handler.dropIns] in layer.dconfFolders() })
             try poller.watch(watcher.fd, readable: true, writable: false, adding: true)
             lifecycle.dropInsWatched(by: watcher)
         } catch {

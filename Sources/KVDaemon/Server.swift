@@ -81,9 +81,6 @@ public final class Server {
     let replies: KeptReplies
     /// The loop's timers and listening descriptors: when it waits, wakes and stops.
     let lifecycle: Lifecycle
-    /// The system instance's drop-in reader, for the watch's folders (dconf's change with its
-    /// databases); nil before ``startDropIns(directory:adminGroup:fileSystem:kept:dconfDirectory:)``.
-    var dropInReader: DropInReader?
 
     enum IdleExitStep { case deciding, exiting }
 
