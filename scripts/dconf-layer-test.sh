@@ -15,6 +15,7 @@ schemas_src=$(cd "$(dirname "$0")/../clib/gio/tests" && pwd)
 dir=$(mktemp -d /tmp/kvd-dconf-layer.XXXXXX)
 chmod 755 "$dir"
 pids=""
+system_pid=""
 cleanup() {
     for pid in $pids; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
     rm -rf "$dir"
@@ -61,10 +62,14 @@ keys="text uint32 int16 int32 real strings tuple maybe variant dict int-dict nes
 
 layer="--dconf-dir=$d"
 [ "${DCONF_LAYER_OFF:-}" = 1 ] && layer="--dconf-dir="
-"$bin/kvd" --system --socket "$dir/system.sock" --state-dir "$dir/system-state" --config-dir "$dir/etc" "$layer" \
-    2>"$dir/system.log" &
-pids="$!"
-wait_socket "$!" "$dir/system.sock" system.log
+start_system() {
+    "$bin/kvd" --system --socket "$dir/system.sock" --state-dir "$dir/system-state" --config-dir "$dir/etc" "$layer" \
+        2>>"$dir/system.log" &
+    system_pid=$!
+    pids="$pids $system_pid"
+    wait_socket "$system_pid" "$dir/system.sock" system.log
+}
+start_system
 "$bin/kvd" --socket "$dir/kvd.sock" --state-dir "$dir/state" --system-socket "$dir/system.sock" --idle-exit 0 \
     2>"$dir/kvd.log" &
 pids="$pids $!"
@@ -133,4 +138,18 @@ check "and the lock holds" false "$(kvd_gsettings writable io.kvd.test text)"
 printf '/io/kvd/test/flag\n' >"$d/db/site.d/locks/00-site"
 eventually "a lock file fixed is read as it now is: its lock lifted" true kvd_gsettings writable io.kvd.test text
 check "and local's value applies again" "'from local'" "$(kvd_gsettings get io.kvd.test text)"
+
+# The last good content is kept durably: a lock file spoilt while the system instance is down
+# keeps its lock after the restart.
+kill "$system_pid"; wait "$system_pid" 2>/dev/null || true
+rm -f "$dir/system.sock"
+printf 'io/kvd/test/flag\n' >"$d/db/site.d/locks/00-site"
+start_system
+check "after a restart, a lock file spoilt meanwhile keeps its lock" \
+    "flag (file $d/db/site.d/locks/00-site)" "$(kvctl --system locks io.kvd.test 2>&1 | grep flag || true)"
+check "and users are told" false "$(kvd_gsettings writable io.kvd.test flag)"
+"$bin/kvctl" --system status >"$dir/status.out" 2>&1 || true
+grep -q "$d/db/site.d/locks/00-site: line 1.*last good content still applies" "$dir/status.out" ||
+    fail "status after the restart: $(cat "$dir/status.out")"
+echo "ok and status names it"
 echo "$passed passed, 0 failed"
