@@ -161,6 +161,35 @@ import Testing
         #expect(folder.read().problems.map(\.file) == [folder.dconf], "a profile others may write")
     }
 
+    /// A link in dconf's folder to what another user may change is refused, as a drop-in's is:
+    /// a lock file leading to a file of another uid's, a database folder leading into a folder
+    /// others may write.
+    @Test func aLinkToWhatAnotherUserMayChangeIsRefused() throws {
+        let folder = try Folder()
+        try "/org/gnome/desktop/interface/clock-format\n".write(
+            toFile: folder.root + "/theirs", atomically: false, encoding: .utf8)
+        chown(folder.root + "/theirs", 65534, 65534)
+        symlink(folder.root + "/theirs", folder.dconf + "/db/site.d/locks/00-site")
+        let set = folder.read()
+        #expect(set.combination(for: nil).locks.isEmpty)
+        #expect(set.problems.map(\.file) == [folder.dconf + "/db/site.d/locks/00-site"])
+        #expect(set.problems.first?.reason.contains("uid 65534") == true)
+
+        mkdir(folder.root + "/open", 0o755)
+        chmod(folder.root + "/open", 0o777)
+        mkdir(folder.root + "/open/local.d", 0o755)
+        try "[org/x]\nk=1\n".write(toFile: folder.root + "/open/local.d/00-x", atomically: false, encoding: .utf8)
+        rmdir(folder.dconf + "/db/local.d")
+        symlink(folder.root + "/open/local.d", folder.dconf + "/db/local.d")
+        let linked = folder.read()
+        #expect(linked.combination(for: nil).values.isEmpty)
+        #expect(
+            linked.problems.contains {
+                $0.file == folder.dconf + "/db/local.d" && $0.reason.contains("others may write")
+            },
+            "\(linked.problems)")
+    }
+
     @Test func theFolderIsAnOptionOfTheSystemInstance() throws {
         func folder(_ arguments: [String], _ environment: [String: String] = [:]) throws -> String?? {
             guard case .run(let options) = try DaemonOptions.parse(arguments, environment: environment),
