@@ -40,6 +40,7 @@ wait_socket() { # PID SOCKET LOG
 d="$dir/dconf"
 mkdir -p "$d/profile" "$d/db/local.d" "$d/db/site.d/locks" "$dir/etc"
 printf 'user-db:user\nsystem-db:local\nsystem-db:site\n' >"$d/profile/user"
+printf 'user-db:user\nsystem-db:site\n' >"$d/profile/kiosk"  # for users with DCONF_PROFILE=kiosk
 cat >"$d/db/site.d/00-site" <<'EOF'
 # the site's defaults
 [io/kvd/test]
@@ -74,12 +75,17 @@ start_system
     2>"$dir/kvd.log" &
 pids="$pids $!"
 wait_socket "$!" "$dir/kvd.sock" kvd.log
+DCONF_PROFILE=kiosk "$bin/kvd" --socket "$dir/kiosk.sock" --state-dir "$dir/kiosk-state" \
+    --system-socket "$dir/system.sock" --idle-exit 0 2>"$dir/kiosk.log" &
+pids="$pids $!"
+wait_socket "$!" "$dir/kiosk.sock" kiosk.log
 mkdir "$dir/schemas"
 glib-compile-schemas --strict --targetdir="$dir/schemas" "$schemas_src" || fail "glib-compile-schemas"
 export KVD_SOCKET="$dir/kvd.sock" KVD_SYSTEM_SOCKET="$dir/system.sock" KVD_NO_AUTOSTART=1
 export GSETTINGS_SCHEMA_DIR="$dir/schemas" GIO_EXTRA_MODULES="$module_dir" XDG_CONFIG_HOME="$dir/config" GIO_USE_VFS=local
 kvctl() { "$bin/kvctl" "$@"; }
 kvd_gsettings() { GSETTINGS_BACKEND=kvd gsettings "$@"; }
+kiosk_gsettings() { KVD_SOCKET="$dir/kiosk.sock" GSETTINGS_BACKEND=kvd gsettings "$@"; }
 eventually() { # WHAT EXPECTED COMMAND...: the command's output becomes EXPECTED within 5 s
     what=$1 expected=$2; shift 2
     tries=0
@@ -92,6 +98,8 @@ eventually "the site's defaults reach gsettings (local's value wins over site's)
 check "a key site locks takes site's value, not local's (as dconf reads it)" "'from site'" \
     "$(kvd_gsettings get io.kvd.test text)"
 check "a value only site sets" "uint32 7" "$(kvd_gsettings get io.kvd.test uint32)"
+check "a user whose DCONF_PROFILE names the kiosk profile gets site's databases only" 2.5 \
+    "$(kiosk_gsettings get io.kvd.test real)"
 check "a tuple, in the tagged form" "(3, 4.5, 'z')" "$(kvd_gsettings get io.kvd.test tuple)"
 check "a locked key is not writable" false "$(kvd_gsettings writable io.kvd.test text)"
 check "an unlocked one is" true "$(kvd_gsettings writable io.kvd.test real)"
@@ -116,12 +124,16 @@ dconf update 2>/dev/null || dconf update
 for key in $keys; do
     printf '%s %s %s\n' "\$key" "\$(GSETTINGS_BACKEND=dconf gsettings get io.kvd.test "\$key")" \
         "\$(GSETTINGS_BACKEND=dconf gsettings writable io.kvd.test "\$key")"
+    printf 'kiosk-%s %s %s\n' "\$key" "\$(DCONF_PROFILE=kiosk GSETTINGS_BACKEND=dconf gsettings get io.kvd.test "\$key")" \
+        "\$(DCONF_PROFILE=kiosk GSETTINGS_BACKEND=dconf gsettings writable io.kvd.test "\$key")"
 done
 EOF
 if unshare --mount --propagation private sh "$dir/dconf.sh" >"$dir/dconf.out" 2>"$dir/dconf-update.log"; then
     for key in $keys; do
         line="$key $(kvd_gsettings get io.kvd.test "$key") $(kvd_gsettings writable io.kvd.test "$key")"
         check "as dconf reads it: $key" "$(grep "^$key " "$dir/dconf.out")" "$line"
+        line="kiosk-$key $(kiosk_gsettings get io.kvd.test "$key") $(kiosk_gsettings writable io.kvd.test "$key")"
+        check "as dconf reads it with DCONF_PROFILE=kiosk: $key" "$(grep "^kiosk-$key " "$dir/dconf.out")" "$line"
     done
 else
     echo "skip: dconf itself could not be run in a mount namespace ($(tail -1 "$dir/dconf-update.log"))"

@@ -92,7 +92,8 @@ public enum Daemon {
             server = try Server(
                 store: store, socket: socket, log: log, idleExit: options.idleExit, limits: limits, system: system,
                 role: options.role, fleet: fleet?.layout,
-                systemLayerFile: options.isSystem ? nil : SystemLayerFile(directory: options.stateDirectory))
+                systemLayerFile: options.isSystem ? nil : SystemLayerFile(directory: options.stateDirectory),
+                dconfProfile: options.dconfProfile)
         } catch {
             throw StartFailure(message: "event loop failed: \(error)")
         }

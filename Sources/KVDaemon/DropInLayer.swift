@@ -34,9 +34,9 @@ final class DropInLayer {
     /// Looks up group and user names of `"for"` (through the system-call seam).
     private var system: (any SystemCalls)?
 
-    /// dconf's profile's system databases at its last good read, in order (they order dconf's
-    /// files while the profile cannot be read).
-    private var dconfDatabases: [String] = []
+    /// dconf's profiles' system databases at their last good read, in order (they select and
+    /// order dconf's files while a profile cannot be read).
+    private var dconfProfiles: [String: [String]] = [:]
 
     static let generationKey = Key(constant: "generation")
     private var log: Logger?
@@ -68,8 +68,12 @@ final class DropInLayer {
     private func read(keeping previous: [String: DropInContent]) -> DropInSet {
         guard let reader else { return .empty }
         let found = reader.read()
-        if let databases = found.databases { dconfDatabases = databases }
-        var set = DropInSet.read(found.files, keeping: previous, rank: reader.dconfRank(dconfDatabases))
+        if let profiles = found.profiles { dconfProfiles = profiles }
+        let selection = reader.dconfDirectory.map { DconfSelection(root: $0, profiles: dconfProfiles) }
+        var set = DropInSet.read(found.files, keeping: previous) {
+            selection?.rank($0, profile: DconfSelection.defaultProfile) ?? 0
+        }
+        set.dconf = selection
         set.skipped = found.skipped
         if let system { set = set.resolved(group: system.groupID(named:), user: system.userID(named:)) }
         keep(set.parsed)
@@ -155,7 +159,7 @@ final class DropInLayer {
         report(set, because: reason)
         // With a marker in flight (or one whose commit failed), commit again: a delivery that
         // changes nothing sends nothing, and a failed one is never waited for.
-        guard set.files != current.files || !pending.isEmpty else { return nil }
+        guard set.files != current.files || set.dconf != current.dconf || !pending.isEmpty else { return nil }
         generation += 1
         pending.append((generation, set))
         return marker(for: set)
@@ -285,6 +289,9 @@ final class DropInLayer {
             }
             hash ^= 0xff
             hash = hash &* 0x100_0000_01b3
+        }
+        for (name, databases) in (set.dconf?.profiles ?? [:]).sorted(by: { $0.key < $1.key }) {
+            add("p" + name + ":" + databases.joined(separator: ","))
         }
         for file in set.files {
             add("f" + file.path)

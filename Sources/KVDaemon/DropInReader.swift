@@ -46,11 +46,12 @@ struct DropInReader {
     var dconfDirectory: String?
 
     /// What one read found: the files to combine, the names skipped (not the quiet ones), and
-    /// the system databases of dconf's profile in its order (nil when it could not be read).
+    /// the system databases of each of dconf's profiles in its order (nil when they could not
+    /// be read).
     struct Found: Equatable, Sendable {
         var files: [DropInFile] = []
         var skipped: [String] = []
-        var databases: [String]?
+        var profiles: [String: [String]]?
     }
 
     /// Every file to combine: `defaults.d`'s, then `locks.d`'s, each in name order, then
@@ -66,7 +67,7 @@ struct DropInReader {
         if let dconfDirectory {
             let dconf = dconfFiles(in: dconfDirectory, trust, budget: &budget, skipped: &found.skipped)
             found.files += dconf.files
-            found.databases = dconf.databases
+            found.profiles = dconf.profiles
         }
         return found
     }

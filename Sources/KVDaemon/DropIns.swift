@@ -108,6 +108,8 @@ struct DropInAudience: Equatable, Sendable {
 struct DropInPeer: Hashable, Sendable {
     var uid: UInt32
     var gids: Set<UInt32>
+    /// The dconf profile its mirror named (`DCONF_PROFILE`); nil: `user`.
+    var dconfProfile: String? = nil
 }
 
 /// One file as ``DropInReader`` found it: its path, which folder, and its bytes or why not.
@@ -300,6 +302,8 @@ struct DropInSet: Equatable, Sendable {
     /// The names in the folders not read, neither hidden nor an editor's or a package
     /// manager's leftovers (``DropInReader/isQuiet(_:)``), as paths.
     var skipped: [String] = []
+    /// dconf's profiles: which of dconf's files each peer gets, in which order (nil: none read).
+    var dconf: DconfSelection?
 
     static let empty = DropInSet()
 
@@ -372,8 +376,15 @@ struct DropInSet: Equatable, Sendable {
     }
 
     /// Which files apply to `peer` (nil: only those for everyone), as one flag per file.
+    /// A dconf file applies to peers whose profile names its database; the flags end with
+    /// the peer's profile's (``DconfSelection/flags(for:)``).
     func profile(of peer: DropInPeer?) -> [Bool] {
-        files.map { file in file.content.audience.map { audience in peer.map(audience.includes) ?? false } ?? true }
+        let name = dconf?.profileName(for: peer)
+        let databases = name.flatMap { dconf?.profiles[$0] } ?? []
+        return files.map { file in
+            if let database = dconf?.database(of: file.path) { return databases.contains(database) }
+            return file.content.audience.map { audience in peer.map(audience.includes) ?? false } ?? true
+        } + (dconf?.flags(for: name) ?? [])
     }
 
     /// The combination for `peer`: the files for everyone and those for it, in order.
@@ -382,7 +393,16 @@ struct DropInSet: Equatable, Sendable {
     }
 
     func combination(profile: [Bool]) -> DropIns {
-        var combined = DropIns.merge(zip(files, profile).filter(\.1).map(\.0))
+        var chosen = zip(files, profile).filter(\.1).map(\.0)
+        if let dconf, let name = dconf.profileName(in: profile.dropFirst(files.count)),
+            name != DconfSelection.defaultProfile
+        {
+            for index in chosen.indices { chosen[index].rank = dconf.rank(chosen[index].path, profile: name) }
+            chosen.sort {
+                $0.rank != $1.rank ? $0.rank < $1.rank : $0.path.utf8.lexicographicallyPrecedes($1.path.utf8)
+            }
+        }
+        var combined = DropIns.merge(chosen)
         combined.problems = problems
         return combined
     }

@@ -13,6 +13,9 @@ public struct DaemonOptions: Sendable, Equatable {
     /// Most bytes all clients together may hold in kvd (``Server/Limits/maxClientMemory``).
     public var maxClientMemory = Server.Limits().maxClientMemory
     public var role: Role = .user(systemSocket: nil)
+    /// A user's kvd: its `DCONF_PROFILE` (nil when unset or empty), which of dconf's profiles
+    /// the system instance gives it (docs/drop-in-rules.md, "dconf's files").
+    public var dconfProfile: String?
     /// History keeps at least each key's last this many values (`--history-keep`).
     public var historyKeep = 20
     /// History keeps every value of the last this many days (`--history-days`); 0 and a
@@ -254,6 +257,7 @@ public struct DaemonOptions: Sendable, Equatable {
                     role: .user(
                         systemSocket: noSystemLayer
                             ? nil : Paths.systemSocket(explicit: systemSocket, environment: environment)))
+            if !system, let profile = environment["DCONF_PROFILE"], !profile.isEmpty { options.dconfProfile = profile }
             options.historyKeep = history["--history-keep"] ?? options.historyKeep
             options.historyDays = history["--history-days"] ?? options.historyDays
             return options

@@ -115,5 +115,5 @@ extension Server {
 
 extension ClientConnection {
     /// The peer a mirror belongs to, for its drop-in profile (nil before accept told).
-    var dropInPeer: DropInPeer? { uid.map { DropInPeer(uid: $0, gids: gids) } }
+    var dropInPeer: DropInPeer? { uid.map { DropInPeer(uid: $0, gids: gids, dconfProfile: dconfProfile) } }
 }

@@ -60,7 +60,7 @@ import Testing
         let root = NSTemporaryDirectory() + "kvd-dconf-\(UInt32.random(in: 0...UInt32.max))"
         var dconf: String { root + "/dconf" }
         var reader: DropInReader
-        var databases: [String] = []
+        var profiles: [String: [String]] = [:]
 
         init() throws {
             for folder in [
@@ -83,8 +83,11 @@ import Testing
         /// Reads the folders as the layer does, keeping `previous`'s last good content.
         func read(keeping previous: DropInSet = .empty) -> DropInSet {
             let found = reader.read()
-            if let names = found.databases { databases = names }
-            return DropInSet.read(found.files, keeping: previous.parsed, rank: reader.dconfRank(databases))
+            if let read = found.profiles { profiles = read }
+            let selection = DconfSelection(root: dconf, profiles: profiles)
+            var set = DropInSet.read(found.files, keeping: previous.parsed) { selection.rank($0, profile: "user") }
+            set.dconf = selection
+            return set
         }
     }
 
@@ -116,6 +119,30 @@ import Testing
         #expect(combined.values[Self.interface]?[Self.key("clock-format")] == .string("12h"))
         #expect(combined.valueFiles[Self.interface]?[Self.key("clock-format")] == folder.dconf + "/db/site.d/00-site")
         #expect(combined.values[Self.interface]?[Self.key("font-name")] == .string("A"), "an unlocked key: local's")
+    }
+
+    /// DCONF_PROFILE: a peer whose kvd names a profile gets that profile's databases in its
+    /// order; a name no profile has (or a path outside dconf's folder) gets no system database.
+    @Test func aPeersDconfProfileChoosesItsDatabasesAndTheirOrder() throws {
+        let folder = try Folder()
+        try folder.write("profile/other", "system-db:site\nsystem-db:local\n")
+        try folder.write("profile/kiosk", "system-db:site\n")
+        try folder.write("db/local.d/00-local", "[org/gnome/desktop/interface]\nclock-format='24h'\nfont-name='A'\n")
+        try folder.write("db/site.d/00-site", "[org/gnome/desktop/interface]\nclock-format='12h'\n")
+        let set = folder.read()
+        func value(_ profile: String?, _ key: String) -> Value? {
+            set.combination(for: DropInPeer(uid: 1000, gids: [], dconfProfile: profile)).values[Self.interface]?[
+                Self.key(key)]
+        }
+        #expect(value(nil, "clock-format") == .string("24h"))
+        #expect(value("other", "clock-format") == .string("12h"), "site first in the other profile")
+        #expect(value(folder.dconf + "/profile/other", "clock-format") == .string("12h"), "a path there")
+        #expect(value("kiosk", "font-name") == nil && value("kiosk", "clock-format") == .string("12h"))
+        #expect(value("nonexistent", "clock-format") == nil)
+        #expect(value(folder.root + "/elsewhere/other", "clock-format") == nil)
+        #expect(
+            set.profile(of: DropInPeer(uid: 1, gids: []))
+                != set.profile(of: DropInPeer(uid: 1, gids: [], dconfProfile: "other")))
     }
 
     @Test func aTypoOrABadModeKeepsTheLastGoodLocksAndValues() throws {
