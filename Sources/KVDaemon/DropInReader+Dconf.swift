@@ -28,7 +28,10 @@ extension DropInReader {
         }
         var profiles: [String: [String]] = [:]
         // No profile: dconf's default one, the user's database alone.
-        let names = ((try? fileSystem.contentsOfDirectory(root + "/profile")) ?? []).filter { !Self.isQuiet($0) }
+        let names = ((try? fileSystem.contentsOfDirectory(root + "/profile")) ?? []).filter { name in
+            !Self.isQuiet(name)
+                && (try? system.status(root + "/profile/" + name, followingLinks: true))?.kind != .directory
+        }
         for name in names.sorted() {
             let profile = root + "/profile/" + name
             switch readProfile(profile, trust, limit: min(Self.maxFileBytes, budget)) {

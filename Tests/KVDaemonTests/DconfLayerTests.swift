@@ -127,9 +127,11 @@ import Testing
         let folder = try Folder()
         try folder.write("profile/other", "system-db:site\nsystem-db:local\n")
         try folder.write("profile/kiosk", "system-db:site\n")
+        mkdir(folder.dconf + "/profile/not-a-profile", 0o755)  // a folder there is passed over
         try folder.write("db/local.d/00-local", "[org/gnome/desktop/interface]\nclock-format='24h'\nfont-name='A'\n")
         try folder.write("db/site.d/00-site", "[org/gnome/desktop/interface]\nclock-format='12h'\n")
         let set = folder.read()
+        #expect(set.problems.isEmpty, "\(set.problems)")
         func value(_ profile: String?, _ key: String) -> Value? {
             set.combination(for: DropInPeer(uid: 1000, gids: [], dconfProfile: profile)).values[Self.interface]?[
                 Self.key(key)]
