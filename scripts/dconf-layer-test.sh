@@ -164,4 +164,10 @@ check "and users are told" false "$(kvd_gsettings writable io.kvd.test flag)"
 grep -q "$d/db/site.d/locks/00-site: line 1.*last good content still applies" "$dir/status.out" ||
     fail "status after the restart: $(cat "$dir/status.out")"
 echo "ok and status names it"
+kill "$system_pid"; wait "$system_pid" 2>/dev/null || true
+rm -f "$dir/system.sock"
+printf 'user-db:user\nsystem-db:local\nsytem-db:site\n' >"$d/profile/user"
+start_system
+check "after a restart, a profile spoilt meanwhile keeps every dconf lock" \
+    "flag (file $d/db/site.d/locks/00-site)" "$(kvctl --system locks io.kvd.test 2>&1 | grep flag || true)"
 echo "$passed passed, 0 failed"

@@ -95,7 +95,10 @@ struct DropInSet: Equatable, Sendable {
         let name = dconf?.profileName(for: peer)
         let databases = name.flatMap { dconf?.profiles[$0] } ?? []
         return files.map { file in
-            if let database = dconf?.database(of: file.path) { return databases.contains(database) }
+            // No profile read good since start (it is bad, and kvd restarted): every file kept applies.
+            if let dconf, let database = dconf.database(of: file.path) {
+                return dconf.profiles.isEmpty || databases.contains(database)
+            }
             return file.content.audience.map { audience in peer.map(audience.includes) ?? false } ?? true
         } + (dconf?.flags(for: name) ?? [])
     }

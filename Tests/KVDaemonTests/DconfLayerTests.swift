@@ -165,6 +165,13 @@ import Testing
         #expect(profileTypo.combination(for: nil).locks[Self.interface] == [Self.key("clock-format")])
         #expect(profileTypo.problems.map(\.file) == [folder.dconf])
 
+        folder.profiles = [:]  // a restart: no profile read good since
+        let restarted = folder.read(keeping: profileTypo)
+        #expect(restarted.combination(for: nil).locks[Self.interface] == [Self.key("clock-format")])
+        #expect(
+            restarted.combination(for: DropInPeer(uid: 1000, gids: [], dconfProfile: "other")).locks[Self.interface]
+                == [Self.key("clock-format")])
+
         try folder.write("profile/user", "system-db:local\nsystem-db:site\n")
         chmod(folder.dconf + "/db/site.d", 0o777)
         let refused = folder.read(keeping: profileTypo)
