@@ -31,7 +31,7 @@ FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
 FUZZ_SECONDS ?= 60
 SMOKE_SECONDS ?= 10
 
-.PHONY: all build release deps check test demo install uninstall clean help fuzz fuzz-smoke fuzz-build test-sanitize
+.PHONY: dconf-layer-test all build release deps check test demo install uninstall clean help fuzz fuzz-smoke fuzz-build test-sanitize
 .PHONY: bench bench-smoke format format-check deb docs
 
 ## The toolchain's swift-format with the repository's .swift-format (4 spaces, lines up to 120)
@@ -103,12 +103,20 @@ test: check
 	$(MAKE) libkvd-test  # the C client library against the real kvd and kvctl, natively and under valgrind
 	$(MAKE) abi-check  # libkvd.so's ABI against clib/libkvd/abi/libkvd.abi (abidiff)
 	$(MAKE) giokvd-test  # the GSettings backend: the gsettings CLI and PyGObject on a real kvd
+	$(MAKE) dconf-layer-test  # dconf's keyfiles and locks through the system instance, read by gsettings on kvd and by dconf itself
 	$(MAKE) giokvd-glib-suite  # GLib's own gio/tests/gsettings.c on kvd (apt-get source glib2.0, cached in .build)
 	$(MAKE) fuzz-smoke
 	$(MAKE) bench-smoke
 	$(SWIFT) build $(RELEASE_FLAGS)  # what make install, make deb and make bench build: every target, release
 	KVD_BIN_DIR="$$($(SWIFT) build $(RELEASE_FLAGS) --show-bin-path)" $(SWIFT) test --skip-build --filter EndToEndTests  # the end-to-end suite again, on the programs the .deb ships (one to two minutes)
 	scripts/test-deb.sh "$$($(SWIFT) build $(RELEASE_FLAGS) --show-bin-path)"  # the .deb: lintian, install, use, remove, purge
+
+## make dconf-layer-test: dconf's admin files (profile, keyfiles, locks) read by the system
+## instance, checked with the real gsettings on kvd and against dconf itself (scripts/dconf-layer-test.sh).
+dconf-layer-test: giokvd
+	$(SWIFT) build --product kvd
+	$(SWIFT) build --product kvctl
+	scripts/dconf-layer-test.sh "$(GIOKVD_OUT)" "$$($(SWIFT) build --show-bin-path)"
 
 ## make docs: KVClient's DocC archive (.build/docs/KVClient.doccarchive) with the toolchain's
 ## docc; fails on a DocC warning or an undocumented public symbol. `make test` runs it.

@@ -127,6 +127,11 @@ final class ClientConnection {
     private(set) var uid: UInt32?
     /// The system instance: the peer's groups as the kernel said at accept (its gid included).
     private(set) var gids: Set<UInt32> = []
+    /// The dconf profile a mirror asked for (its user's `DCONF_PROFILE`; nil: `user`).
+    private(set) var dconfProfile: String?
+
+    /// Records the dconf profile a mirror names (``DropInPeer/dconfProfile``).
+    func chooseDconfProfile(_ profile: String?) { dconfProfile = profile }
     /// Whether the peer may change anything: fixed at accept, never looked up again.
     @exclusivity(unchecked) private(set) var mayWrite = true
 

@@ -92,14 +92,16 @@ public enum Daemon {
             server = try Server(
                 store: store, socket: socket, log: log, idleExit: options.idleExit, limits: limits, system: system,
                 role: options.role, fleet: fleet?.layout,
-                systemLayerFile: options.isSystem ? nil : SystemLayerFile(directory: options.stateDirectory))
+                systemLayerFile: options.isSystem ? nil : SystemLayerFile(directory: options.stateDirectory),
+                dconfProfile: options.dconfProfile)
         } catch {
             throw StartFailure(message: "event loop failed: \(error)")
         }
         if case .system(let policy) = options.role {
             server.startDropIns(
                 directory: policy.configDirectory, adminGroup: policy.adminGroup, fileSystem: system,
-                kept: KeptDropInsFile(directory: options.stateDirectory, fileSystem: system))
+                kept: KeptDropInsFile(directory: options.stateDirectory, fileSystem: system),
+                dconfDirectory: policy.dconfDirectory)
         }
         let mirror = fleet.map {
             FleetMirror(

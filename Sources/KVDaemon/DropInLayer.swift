@@ -34,6 +34,10 @@ final class DropInLayer {
     /// Looks up group and user names of `"for"` (through the system-call seam).
     private var system: (any SystemCalls)?
 
+    /// dconf's profiles' system databases at their last good read, in order (they select and
+    /// order dconf's files while a profile cannot be read).
+    private var dconfProfiles: [String: [String]] = [:]
+
     static let generationKey = Key(constant: "generation")
     private var log: Logger?
     /// Where the last good content of every file is kept durably (nil: in memory only).
@@ -64,7 +68,12 @@ final class DropInLayer {
     private func read(keeping previous: [String: DropInContent]) -> DropInSet {
         guard let reader else { return .empty }
         let found = reader.read()
-        var set = DropInSet.read(found.files, keeping: previous)
+        if let profiles = found.profiles { dconfProfiles = profiles }
+        let selection = reader.dconfDirectory.map { DconfSelection(root: $0, profiles: dconfProfiles) }
+        var set = DropInSet.read(found.files, keeping: previous) {
+            selection?.rank($0, profile: DconfSelection.defaultProfile) ?? 0
+        }
+        set.dconf = selection
         set.skipped = found.skipped
         if let system { set = set.resolved(group: system.groupID(named:), user: system.userID(named:)) }
         keep(set.parsed)
@@ -83,6 +92,9 @@ final class DropInLayer {
         }
         return keptContent
     }
+
+    /// dconf's folders to watch now (``DropInReader/dconfFolders()``; none before start).
+    func dconfFolders() -> [String] { reader?.dconfFolders() ?? [] }
 
     /// Whether the last good content could not be written at the last try (a full disk): the
     /// server calls ``retrySave()`` every ``saveRetry`` until it could.
@@ -147,7 +159,7 @@ final class DropInLayer {
         report(set, because: reason)
         // With a marker in flight (or one whose commit failed), commit again: a delivery that
         // changes nothing sends nothing, and a failed one is never waited for.
-        guard set.files != current.files || !pending.isEmpty else { return nil }
+        guard set.files != current.files || set.dconf != current.dconf || !pending.isEmpty else { return nil }
         generation += 1
         pending.append((generation, set))
         return marker(for: set)
@@ -277,6 +289,9 @@ final class DropInLayer {
             }
             hash ^= 0xff
             hash = hash &* 0x100_0000_01b3
+        }
+        for (name, databases) in (set.dconf?.profiles ?? [:]).sorted(by: { $0.key < $1.key }) {
+            add("p" + name + ":" + databases.joined(separator: ","))
         }
         for file in set.files {
             add("f" + file.path)

@@ -41,33 +41,51 @@ struct DropInReader {
     var defaultsFolder: String { directory + "/defaults.d" }
     var locksFolder: String { directory + "/locks.d" }
 
-    /// What one read found: the files to combine, and the names skipped (not the quiet ones).
+    /// dconf's folder (`--dconf-dir`, default `/etc/dconf`): its profile, databases and locks
+    /// are read too (``DconfFiles``, `DropInReader+Dconf.swift`); nil: not read.
+    var dconfDirectory: String?
+
+    /// What one read found: the files to combine, the names skipped (not the quiet ones), and
+    /// the system databases of each of dconf's profiles in its order (nil when they could not
+    /// be read).
     struct Found: Equatable, Sendable {
         var files: [DropInFile] = []
         var skipped: [String] = []
+        var profiles: [String: [String]]?
     }
 
-    /// Every file to combine: `defaults.d`'s, then `locks.d`'s, each in name order; or, when
-    /// `DIR` or a folder above it may not be trusted, one failure at that folder.
+    /// Every file to combine: `defaults.d`'s, then `locks.d`'s, each in name order, then
+    /// dconf's; or, when `DIR` (or dconf's folder) or a folder above it may not be trusted, one
+    /// failure at that folder.
     func read() -> Found {
         let admins = system.groupID(named: adminGroup)
         var trust = DropInTrust(owners: [0, system.userID], adminGroupID: admins, adminGroup: adminGroup)
         if let admins { trust.isAdmin = { [system] in system.groups(ofUser: $0).contains(admins) } }
+        var budget = Self.maxTotalBytes
+        var found = Found()
+        found.files = ownFiles(trust, budget: &budget, skipped: &found.skipped)
+        if let dconfDirectory {
+            let dconf = dconfFiles(in: dconfDirectory, trust, budget: &budget, skipped: &found.skipped)
+            found.files += dconf.files
+            found.profiles = dconf.profiles
+        }
+        return found
+    }
+
+    /// The files of `DIR`'s two folders.
+    private func ownFiles(_ trust: DropInTrust, budget: inout Int, skipped: inout [String]) -> [DropInFile] {
         if let (path, reason) = configRefusal(trust) {
-            return Found(files: [DropInFile(path: path, kind: .defaults, bytes: .failure(.init(description: reason)))])
+            return [DropInFile(path: path, kind: .defaults, bytes: .failure(.init(description: reason)))]
         }
         if case .failure(let error) = Result(catching: { () throws(Errno) in
             try system.status(directory, followingLinks: true)
         }),
             error == .noSuchFileOrDirectory
         {
-            return Found(files: [DropInFile(path: directory, kind: .defaults, bytes: .failure(.missingFolder))])
+            return [DropInFile(path: directory, kind: .defaults, bytes: .failure(.missingFolder))]
         }
-        var budget = Self.maxTotalBytes
-        var found = Found()
-        found.files = files(in: defaultsFolder, .defaults, trust, budget: &budget, skipped: &found.skipped)
-        found.files += files(in: locksFolder, .locks, trust, budget: &budget, skipped: &found.skipped)
-        return found
+        return files(in: defaultsFolder, .defaults, trust, budget: &budget, skipped: &skipped)
+            + files(in: locksFolder, .locks, trust, budget: &budget, skipped: &skipped)
     }
 
     /// Why `DIR` may not be trusted, with the words of ``pathRefusal(_:isFolder:_:)``; nil when
@@ -83,7 +101,7 @@ struct DropInReader {
     /// carries an access control list (which may grant what the mode does not show); or a
     /// symbolic link on the way whose owner is not trusted. Nil too when a folder on the way is
     /// missing.
-    private func pathRefusal(_ path: String, isFolder: Bool, _ trust: DropInTrust) -> String? {
+    func pathRefusal(_ path: String, isFolder: Bool, _ trust: DropInTrust) -> String? {
         let walk: DropInPath.Walk
         do { walk = try DropInPath(system: system).walk(path) } catch {
             return "more than \(DropInPath.maxLinks) symbolic links on the way to it"
@@ -112,7 +130,7 @@ struct DropInReader {
     /// Why the file at `path`, in a folder ``pathRefusal(_:isFolder:_:)`` trusted, may not be
     /// trusted, or nil: a plain file (not a link) is decided by that folder, so only its own
     /// access control list is asked; a link is walked as any path.
-    private func fileRefusal(_ path: String, _ trust: DropInTrust) -> String? {
+    func fileRefusal(_ path: String, _ trust: DropInTrust) -> String? {
         guard let status = try? system.status(path, followingLinks: false), status.kind != .symbolicLink else {
             return pathRefusal(path, isFolder: false, trust)
         }
@@ -123,7 +141,7 @@ struct DropInReader {
         "\(subject) has an access control list (getfacl shows it), which may let others write it"
     }
 
-    private func files(
+    func files(
         in folder: String, _ kind: DropInFile.Kind, _ trust: DropInTrust, budget: inout Int, skipped: inout [String]
     ) -> [DropInFile] {
         if let reason = pathRefusal(folder, isFolder: true, trust) {
@@ -136,7 +154,10 @@ struct DropInReader {
         }
         let sorted = names.sorted { Array($0.utf8).lexicographicallyPrecedes($1.utf8) }
         let wanted = sorted.filter { Self.isRead($0, kind) }
-        for name in sorted where !Self.isRead(name, kind) && !Self.isQuiet(name) && skipped.count < Self.maxSkipped {
+        for name in sorted
+        where !Self.isRead(name, kind) && !Self.isQuiet(name) && !(kind == .dconfKeyfile && name == "locks")
+            && skipped.count < Self.maxSkipped
+        {
             skipped.append(folder + "/" + name)
         }
         var found: [DropInFile] = []
@@ -165,6 +186,9 @@ struct DropInReader {
     /// NAME of `A-Z a-z 0-9 _ -` only, not of digits only (vim probes a folder with `4913`) and
     /// not of capital letters only (`README`, `NOTES`: a document about the folder).
     static func isRead(_ name: String, _ kind: DropInFile.Kind) -> Bool {
+        if kind == .dconfKeyfile || kind == .dconfLocks {  // as dconf: every name, but hidden and editors' ones
+            return !isQuiet(name) && !(kind == .dconfKeyfile && name == "locks")
+        }
         var stem = Substring(name)
         if kind == .defaults {
             guard name.hasSuffix(".json") else { return false }
@@ -196,7 +220,7 @@ struct DropInReader {
     /// ``DropInTrust`` trusts it: checked on the opened descriptor, so what is judged is what is
     /// read. C: `open(O_NOFOLLOW|O_NONBLOCK)` (again without `O_NOFOLLOW` for a link), `fstat`,
     /// `read`.
-    private func readFile(_ path: String, limit: Int, _ trust: DropInTrust) -> Result<[UInt8], DropInReadError> {
+    func readFile(_ path: String, limit: Int, _ trust: DropInTrust) -> Result<[UInt8], DropInReadError> {
         let descriptor: FileDescriptor
         var linked = false
         do {

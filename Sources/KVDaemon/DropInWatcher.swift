@@ -33,10 +33,15 @@ final class DropInWatcher {
         IN_CREATE | IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_ATTRIB | IN_DELETE_SELF
             | IN_MOVE_SELF)
 
+    /// More folders to watch for files, asked again at each rewatch (dconf's: ``DropInReader/dconfFolders()``).
+    private let moreFolders: () -> [String]
+
     /// Throws when inotify is not available or `directory` cannot be watched.
-    init(directory: String, system: any SystemCalls) throws(SystemError) {
+    init(directory: String, system: any SystemCalls, moreFolders: @escaping () -> [String] = { [] }) throws(SystemError)
+    {
         self.directory = directory
         self.system = system
+        self.moreFolders = moreFolders
         fd = try system.retrying("inotify_init1") { () throws(Errno) in try system.inotifyInit() }
         do {
             _ = try system.inotifyAddWatch(fd, directory, mask: Self.folderEvents)
@@ -77,6 +82,7 @@ final class DropInWatcher {
         for folder in ["defaults.d", "locks.d"] {
             _ = try? system.inotifyAddWatch(fd, directory + "/" + folder, mask: Self.fileEvents)
         }
+        for folder in moreFolders() { _ = try? system.inotifyAddWatch(fd, folder, mask: Self.fileEvents) }
     }
 
     /// Reads every pending event; whether there was one.

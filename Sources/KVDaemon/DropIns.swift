@@ -108,28 +108,18 @@ struct DropInAudience: Equatable, Sendable {
 struct DropInPeer: Hashable, Sendable {
     var uid: UInt32
     var gids: Set<UInt32>
+    /// The dconf profile its mirror named (`DCONF_PROFILE`); nil: `user`.
+    var dconfProfile: String? = nil
 }
 
 /// One file as ``DropInReader`` found it: its path, which folder, and its bytes or why not.
 struct DropInFile: Equatable, Sendable {
-    enum Kind: Sendable, Equatable { case defaults, locks }
+    /// kvd's own `defaults.d` and `locks.d` files, and dconf's keyfiles and lock files
+    /// (``DconfFiles``).
+    enum Kind: Sendable, Equatable { case defaults, locks, dconfKeyfile, dconfLocks }
     var path: String
     var kind: Kind
     var bytes: Result<[UInt8], DropInReadError>
-}
-
-/// Why a drop-in file was not read, in one line.
-struct DropInReadError: Error, Equatable, Sendable, CustomStringConvertible {
-    var description: String
-    /// A problem only when there is a last good content to keep (a folder missing that held
-    /// files: moved away, or not mounted yet); a folder that never held any is no problem.
-    var onlyIfKept = false
-
-    /// A folder that is missing: what it held still applies, if anything.
-    static let missingFolder = DropInReadError(
-        description:
-            "missing (moved away, or not mounted yet?): to take a folder's values and locks away, remove its files, not the folder",
-        onlyIfKept: true)
 }
 
 extension DropIns {
@@ -145,17 +135,29 @@ extension DropIns {
     /// The combination of `files` (path and content, in order), later winning.
     static func merge(_ files: [DropInSet.File]) -> DropIns {
         var result = DropIns()
+        var lockRanks: [Domain: [Key: Int]] = [:]
         for file in files {
             result.files.append(file.path)
-            result.add(file.content, from: file.path)
+            result.add(file.content, from: file.path) { domain, key in
+                // dconf: a key locked in a database takes its value from that one or a later one.
+                guard file.rank < 0, let locked = lockRanks[domain]?[key] else { return true }
+                return file.rank <= locked
+            }
+            for (domain, keys) in file.content.locks where file.rank < 0 {
+                for key in keys where lockRanks[domain]?[key] == nil {
+                    lockRanks[domain, default: [:]][key] = file.rank
+                }
+            }
         }
         return result
     }
 
-    private mutating func add(_ content: DropInContent, from path: String) {
+    private mutating func add(_ content: DropInContent, from path: String, taking: (Domain, Key) -> Bool) {
         for (domain, entries) in content.values {
-            values[domain, default: [:]].merge(entries) { $1 }
-            for key in entries.keys { valueFiles[domain, default: [:]][key] = path }
+            for (key, value) in entries where taking(domain, key) {
+                values[domain, default: [:]][key] = value
+                valueFiles[domain, default: [:]][key] = path
+            }
         }
         for (domain, keys) in content.locks {
             locks[domain, default: []].formUnion(keys)
@@ -178,6 +180,8 @@ extension DropIns {
             var audience: DropInAudience?
             let locks = try parseLocks(bytes, audience: &audience)
             return DropInContent(locks: locks, audience: audience)
+        case .dconfKeyfile: return DropInContent(values: try DconfFiles.keyfile(bytes))
+        case .dconfLocks: return DropInContent(locks: try DconfFiles.locks(bytes))
         }
     }
 
@@ -280,121 +284,5 @@ extension Substring {
         guard let start = firstIndex(where: { !isSpace($0) }) else { return self[endIndex...] }
         let end = lastIndex(where: { !isSpace($0) })!
         return self[start...end]
-    }
-}
-
-/// Locks by pattern: a locked key holding `*` locks every key it matches, `*` standing for any
-/// run of characters (none too); `*` alone locks the whole domain. Any key matches itself.
-enum LockPattern {
-    /// Whether the lock `pattern` covers `key`.
-    static func matches(_ pattern: Key, _ key: Key) -> Bool {
-        if pattern == key { return true }
-        let parts = pattern.name.split(separator: "*", omittingEmptySubsequences: false)
-        guard parts.count > 1 else { return false }
-        var rest = Substring(key.name)
-        guard rest.hasPrefix(parts[0]) else { return false }
-        rest = rest.dropFirst(parts[0].count)
-        for part in parts.dropFirst().dropLast() {
-            guard let range = rest.firstRange(of: part) else { return false }
-            rest = rest[range.upperBound...]
-        }
-        let last = parts[parts.count - 1]
-        return rest.count >= last.count && rest.hasSuffix(last)
-    }
-
-    static func isPattern(_ key: Key) -> Bool { key.name.contains("*") }
-}
-
-/// Every drop-in file read and parsed, in the order they combine, with the problems: the input
-/// of each peer's combination. Pure.
-struct DropInSet: Equatable, Sendable {
-    struct File: Equatable, Sendable {
-        var path: String
-        var content: DropInContent
-    }
-
-    var files: [File] = []
-    var problems: [DropIns.Problem] = []
-    /// The names in the folders not read, neither hidden nor an editor's or a package
-    /// manager's leftovers (``DropInReader/isQuiet(_:)``), as paths.
-    var skipped: [String] = []
-
-    static let empty = DropInSet()
-
-    /// Each file's content by path (for the next read's `keeping`).
-    var parsed: [String: DropInContent] {
-        Dictionary(files.map { ($0.path, $0.content) }, uniquingKeysWith: { $1 })
-    }
-
-    /// Parses `files`; a file that fails uses its content in `previous` (the last good parse,
-    /// by path), if any, and is named in ``problems`` either way. A failure at a folder (one
-    /// refused whole, or the config folder) keeps the last good content of every file under
-    /// it, each in its place in path order.
-    static func read(_ files: [DropInFile], keeping previous: [String: DropInContent] = [:]) -> DropInSet {
-        var set = DropInSet()
-        for file in files {
-            switch file.bytes.flatMap({ bytes in
-                Result { () throws(DropInReadError) in try DropIns.parse(bytes, file.kind) }
-            }) {
-            case .success(let content):
-                set.files.append(File(path: file.path, content: content))
-            case .failure(let error):
-                let folder = file.path.hasSuffix("/") ? file.path : file.path + "/"
-                let kept = previous.filter { $0.key == file.path || $0.key.hasPrefix(folder) }
-                if error.onlyIfKept, kept.isEmpty { continue }
-                set.files += kept.sorted { $0.key < $1.key }.map { File(path: $0.key, content: $0.value) }
-                set.problems.append(.init(file: file.path, reason: error.description + Self.keptNote(kept, file.path)))
-            }
-        }
-        set.files.sort { $0.path.utf8.lexicographicallyPrecedes($1.path.utf8) }
-        return set
-    }
-
-    private static func keptNote(_ kept: [String: DropInContent], _ path: String) -> String {
-        if kept.isEmpty { return "" }
-        if kept.count == 1, kept[path] != nil { return " (its last good content still applies)" }
-        return " (the last good content of the \(kept.count) file(s) in it still applies)"
-    }
-
-    /// Looks up the ids of every audience's names (`group`, `user`: name to id, nil if none);
-    /// a name nobody has is a problem of its file (the file still applies to the names found).
-    func resolved(group: (String) -> UInt32?, user: (String) -> UInt32?) -> DropInSet {
-        var copy = self
-        for index in copy.files.indices {
-            guard var audience = copy.files[index].content.audience else { continue }
-            let gids = audience.groups.map { ($0, group($0)) }
-            let uids = audience.users.map { ($0, user($0)) }
-            audience.gids = Set(gids.compactMap(\.1))
-            audience.uids = Set(uids.compactMap(\.1))
-            copy.files[index].content.audience = audience
-            let unknown =
-                gids.filter { $0.1 == nil }.map { "no group \($0.0)" }
-                + uids.filter { $0.1 == nil }.map { "no user \($0.0)" }
-            guard !unknown.isEmpty else { continue }
-            copy.problems.append(
-                .init(
-                    file: copy.files[index].path,
-                    reason:
-                        "\"for\" names \(unknown.joined(separator: ", ")) on this machine: the file reaches nobody by that name"
-                ))
-        }
-        copy.problems.sort { $0.file.utf8.lexicographicallyPrecedes($1.file.utf8) }
-        return copy
-    }
-
-    /// Which files apply to `peer` (nil: only those for everyone), as one flag per file.
-    func profile(of peer: DropInPeer?) -> [Bool] {
-        files.map { file in file.content.audience.map { audience in peer.map(audience.includes) ?? false } ?? true }
-    }
-
-    /// The combination for `peer`: the files for everyone and those for it, in order.
-    func combination(for peer: DropInPeer?) -> DropIns {
-        combination(profile: profile(of: peer))
-    }
-
-    func combination(profile: [Bool]) -> DropIns {
-        var combined = DropIns.merge(zip(files, profile).filter(\.1).map(\.0))
-        combined.problems = problems
-        return combined
     }
 }

@@ -29,6 +29,10 @@ extension DaemonOptions {
         /// default `$KVD_CONFIG_DIR`, else ``defaultConfigDirectory``).
         public var configDirectory = Self.defaultConfigDirectory
         public static let defaultConfigDirectory = "/etc/kvd"
+        /// dconf's folder (`--dconf-dir`, default `$KVD_DCONF_DIR`, else `/etc/dconf`): its
+        /// profile's system databases' keyfiles and locks are read with the drop-in files;
+        /// nil (`--dconf-dir ''`): not read.
+        public var dconfDirectory: String? = "/etc/dconf"
         public init() {}
     }
 }
@@ -49,6 +53,9 @@ extension DaemonOptions.SystemPolicy {
             maxConnectionsPerUID = count
         case "--config-dir":
             configDirectory = try DaemonOptions.path(try value(), for: flag, naming: "DIR")
+        case "--dconf-dir":
+            let folder = try value()
+            dconfDirectory = folder.isEmpty ? nil : try DaemonOptions.path(folder, for: flag, naming: "DIR")
         default: return try takeFleet(flag, value: value)
         }
         return true

@@ -13,6 +13,9 @@ public struct DaemonOptions: Sendable, Equatable {
     /// Most bytes all clients together may hold in kvd (``Server/Limits/maxClientMemory``).
     public var maxClientMemory = Server.Limits().maxClientMemory
     public var role: Role = .user(systemSocket: nil)
+    /// A user's kvd: its `DCONF_PROFILE` (nil when unset or empty), which of dconf's profiles
+    /// the system instance gives it (docs/drop-in-rules.md, "dconf's files").
+    public var dconfProfile: String?
     /// History keeps at least each key's last this many values (`--history-keep`).
     public var historyKeep = 20
     /// History keeps every value of the last this many days (`--history-days`); 0 and a
@@ -89,6 +92,10 @@ public struct DaemonOptions: Sendable, Equatable {
                                 users only), combined in name order beneath what admins
                                 set; read again on SIGHUP, kvctl --system reload and a change
                                 in the folders (default $KVD_CONFIG_DIR, else /etc/kvd)
+          --dconf-dir DIR       dconf's folder: the system databases of DIR/profile/user,
+                                their keyfiles DIR/db/NAME.d/* and locks DIR/db/NAME.d/locks/*,
+                                read with the drop-in files, beneath them (default
+                                $KVD_DCONF_DIR, else /etc/dconf; '' for none)
           --admin-group NAME    besides root, the members of this group may change values and
                                 locks (default kvd-admin); everyone may read
           --max-connections-per-uid N
@@ -233,6 +240,9 @@ public struct DaemonOptions: Sendable, Equatable {
             {
                 policy.configDirectory = folder
             }
+            if system, !systemOnly.contains("--dconf-dir"), let folder = environment["KVD_DCONF_DIR"] {
+                policy.dconfDirectory = folder.isEmpty ? nil : folder
+            }
             var options =
                 system
                 ? DaemonOptions(
@@ -247,6 +257,7 @@ public struct DaemonOptions: Sendable, Equatable {
                     role: .user(
                         systemSocket: noSystemLayer
                             ? nil : Paths.systemSocket(explicit: systemSocket, environment: environment)))
+            if !system, let profile = environment["DCONF_PROFILE"], !profile.isEmpty { options.dconfProfile = profile }
             options.historyKeep = history["--history-keep"] ?? options.historyKeep
             options.historyDays = history["--history-days"] ?? options.historyDays
             return options

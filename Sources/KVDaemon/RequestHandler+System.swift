@@ -14,8 +14,8 @@ extension RequestHandler {
             return .commit(Domain.locks(of: domain), .delete(key))
         case .locks(let domain):
             return .locks(domain)
-        case .mirror:
-            return .mirror
+        case .mirror(let profile):
+            return .mirror(dconfProfile: profile)
         case .status:
             return .status
         case .reload:

@@ -36,8 +36,9 @@ struct RequestHandler {
         case reply(VarlinkReply)
         case commit(Domain, Mutation)
         case watch(Domain, Key?)
-        /// `io.kvd.System.Mirror`: stream every domain and every commit.
-        case mirror
+        /// `io.kvd.System.Mirror`: stream every domain and every commit (with dconf's profile
+        /// the caller named).
+        case mirror(dconfProfile: String?)
         /// A change to a fleet domain, to make in etcd (the system instance with `--etcd`).
         case fleetWrite(FleetWriter.Change)
         /// `io.kvd.System.Status`: answered with ``statusReply(fleet:)``.

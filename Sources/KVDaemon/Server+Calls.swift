@@ -33,7 +33,8 @@ extension Server {
             if !commits.submit(.fleet(change), for: connection, oneway: oneway), !oneway {
                 connection.send(RequestHandler.reply(to: .failure("the fleet is starting; try again")))
             }
-        case .mirror:
+        case .mirror(let profile):
+            connection.chooseDconfProfile(profile)
             startWatch(ClientConnection.Watch(domain: nil, key: nil, since: store.revision), connection)
         case .status:
             if !oneway { connection.send(handler.statusReply(fleet: commits.fleetWriter?.mirror.status)) }

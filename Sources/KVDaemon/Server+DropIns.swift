@@ -12,10 +12,13 @@ extension Server {
     /// Reads the drop-in files in `directory` before the loop serves anyone (with the last good
     /// content `kept` holds, and keeping it there), commits the marker when they differ from the
     /// last start's (blocks on it), and watches the folders. `adminGroup` may write the files.
+    /// `dconfDirectory`: dconf's folder, read too (nil: not).
     func startDropIns(
-        directory: String, adminGroup: String, fileSystem: any FileSystem, kept: KeptDropInsFile? = nil
+        directory: String, adminGroup: String, fileSystem: any FileSystem, kept: KeptDropInsFile? = nil,
+        dconfDirectory: String? = nil
     ) {
-        let reader = DropInReader(directory: directory, fileSystem: fileSystem, system: system, adminGroup: adminGroup)
+        var reader = DropInReader(directory: directory, fileSystem: fileSystem, system: system, adminGroup: adminGroup)
+        reader.dconfDirectory = dconfDirectory
         if let marker = handler.dropIns.start(reader, store: store, log: log, kept: kept) {
             do { _ = try store.commit(.dropInState, marker) } catch {
                 log.error("the drop-in files: cannot record their generation: \(error)")
@@ -29,7 +32,9 @@ extension Server {
     /// yet, say), ``lookForDropInFolder()`` tries again.
     private func watchDropIns(_ directory: String, quiet: Bool) {
         do {
-            let watcher = try DropInWatcher(directory: directory, system: system)
+            let watcher = try DropInWatcher(
+                directory: directory, system: system,
+                moreFolders: { [layer = handler.dropIns] in layer.dconfFolders() })
             try poller.watch(watcher.fd, readable: true, writable: false, adding: true)
             lifecycle.dropInsWatched(by: watcher)
         } catch {
@@ -110,5 +115,5 @@ extension Server {
 
 extension ClientConnection {
     /// The peer a mirror belongs to, for its drop-in profile (nil before accept told).
-    var dropInPeer: DropInPeer? { uid.map { DropInPeer(uid: $0, gids: gids) } }
+    var dropInPeer: DropInPeer? { uid.map { DropInPeer(uid: $0, gids: gids, dconfProfile: dconfProfile) } }
 }

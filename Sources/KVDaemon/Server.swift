@@ -109,7 +109,8 @@ public final class Server {
         store: Store, socket: ListeningSocket, log: Logger, idleExit: Duration?, limits: Limits = .init(),
         system: any SystemCalls = LinuxSystem(), role: DaemonOptions.Role = .user(systemSocket: nil),
         fleet: FleetLayout? = nil,
-        systemLayerFile: SystemLayerFile? = nil, systemUpdates: (any SystemUpdateSource)? = nil
+        systemLayerFile: SystemLayerFile? = nil, systemUpdates: (any SystemUpdateSource)? = nil,
+        dconfProfile: String? = nil
     ) throws(SystemError) {
         self.store = store
         self.system = system
@@ -120,8 +121,8 @@ public final class Server {
         var mirror = systemUpdates
         if mirror == nil, case .user(let systemSocket?) = role {
             mirror = SystemMirror(
-                path: systemSocket, system: system, log: log, file: systemLayerFile, wake: { [poller] in poller.wake() }
-            )
+                path: systemSocket, system: system, log: log, file: systemLayerFile, dconfProfile: dconfProfile,
+                wake: { [poller] in poller.wake() })
         }
         let follower = SystemFollower(mirror: mirror)
         if case .system = role {

@@ -54,15 +54,19 @@ final class SystemMirror: Sendable {
         var phase = Phase.starting
     }
 
+    private let dconfProfile: String?
     private let state = Mutex(State())
     /// Updates wait in ``State/updates``: the loop checks this once per pass without the lock.
     private let pending = Atomic<Bool>(false)
     private let firstAttempt = DispatchSemaphore(value: 0)
 
+    /// `dconfProfile`: the user's `DCONF_PROFILE`, sent with the Mirror call (which of dconf's
+    /// profiles the system instance gives this user; nil: `user`).
     init(
         path: String, system: any SystemCalls, log: Logger, file: SystemLayerFile? = nil,
-        wake: @escaping @Sendable () -> Void
+        dconfProfile: String? = nil, wake: @escaping @Sendable () -> Void
     ) {
+        self.dconfProfile = dconfProfile
         self.path = path
         self.system = system
         self.log = log
@@ -198,7 +202,8 @@ final class SystemMirror: Sendable {
         var failure: String?
         defer { if unsaved > 0 { save(copy, lastFailure: &saveFailure) } }
         do throws(ClientError) {
-            try connection.stream(DefaultsRequest.mirror) { (reply, moreReceived) throws(ClientError) -> Bool in
+            try connection.stream(DefaultsRequest.mirror(dconfProfile: dconfProfile)) {
+                (reply, moreReceived) throws(ClientError) -> Bool in
                 do throws(MirrorReader.Failure) {
                     // A batch (a reload of drop-in files) goes to the loop together: one step.
                     let batch = try reader.read(reply)

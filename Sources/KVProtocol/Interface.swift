@@ -181,7 +181,7 @@ public enum SystemInterface {
         # those for the caller's uid and groups, as the kernel gave them). A locked key holding
         # "*" is a glob ("*" alone: the whole domain). batch: true says the next reply belongs
         # to the same change (a reload of the drop-in files): a reader applies them together.
-        method Mirror() -> (revision: int, domain: ?string, changes: []Change, locks: []LockChange, synced: bool, batch: ?bool)
+        method Mirror(dconfProfile: ?string) -> (revision: int, domain: ?string, changes: []Change, locks: []LockChange, synced: bool, batch: ?bool)
 
         # The fleet mirror of a system instance started with --etcd: the etcd members given,
         # the one in use, what the mirror is doing (starting, listing, watching, waiting to

@@ -85,8 +85,9 @@ public enum DefaultsRequest: Sendable, Equatable {
     case unlock(Domain, Key)
     /// `io.kvd.System.Locks`, of one domain or all (system instance only).
     case locks(Domain?)
-    /// `io.kvd.System.Mirror` (system instance only): every domain, then every commit.
-    case mirror
+    /// `io.kvd.System.Mirror` (system instance only): every domain, then every commit;
+    /// `dconfProfile`: the caller's `DCONF_PROFILE` (which of dconf's profiles it gets).
+    case mirror(dconfProfile: String?)
     /// `io.kvd.System.Status` (system instance only): revision, domains, the fleet's state.
     case status
     /// `io.kvd.System.Reload` (system instance only, admins): reads the drop-in files again.
@@ -152,7 +153,7 @@ public enum DefaultsRequest: Sendable, Equatable {
         case "io.kvd.System.Locks": self = .locks(try p.optionalDomain())
         case "io.kvd.System.Mirror":
             guard call.more else { throw RequestError(.failure(ServiceInterface.Error.expectedMore)) }
-            self = .mirror
+            self = .mirror(dconfProfile: try p.optionalString("dconfProfile"))
         case "io.kvd.System.Status": self = .status
         case "io.kvd.System.Reload": self = .reload
         case "io.kvd.System.Source": self = .systemSource(try p.domain(), try p.key())
@@ -204,6 +205,14 @@ struct Parameters {
     func bool(_ name: String) throws(RequestError) -> Bool {
         guard case .bool(let flag)? = members[name] else { throw Self.invalid(name) }
         return flag
+    }
+
+    func optionalString(_ name: String) throws(RequestError) -> String? {
+        switch members[name] {
+        case nil, .null?: return nil
+        case .string(let text)?: return text
+        default: throw Self.invalid(name)
+        }
     }
 
     func optionalInt(_ name: String) throws(RequestError) -> Int64? {
@@ -313,8 +322,9 @@ extension DefaultsRequest {
             return method("\(SystemInterface.name).Unlock", ["domain": .string(domain.name), "key": .string(key.name)])
         case .locks(let domain):
             return method("\(SystemInterface.name).Locks", ["domain": domain.map { .string($0.name) }])
-        case .mirror:
-            return method("\(SystemInterface.name).Mirror", [:], more: true)
+        case .mirror(let profile):
+            return method(
+                "\(SystemInterface.name).Mirror", profile.map { ["dconfProfile": .string($0)] } ?? [:], more: true)
         case .status:
             return method("\(SystemInterface.name).Status", [:])
         case .reload:

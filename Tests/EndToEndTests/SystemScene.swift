@@ -23,8 +23,10 @@ final class SystemScene {
         chmod(root, 0o755)
         mkdir(root + "/run", 0o755)
         mkdir(root + "/system-state", 0o700)
-        // The machine's own /etc/kvd is never read: the drop-in folder is the scene's (none, unless given).
-        let dropIns = extra.contains("--config-dir") ? [] : ["--config-dir", root + "/etc"]
+        // The machine's own /etc/kvd and /etc/dconf are never read: the folders are the scene's (none, unless given).
+        let dropIns =
+            (extra.contains("--config-dir") ? [] : ["--config-dir", root + "/etc"])
+            + (extra.contains("--dconf-dir") ? [] : ["--dconf-dir", root + "/dconf"])
         systemArguments =
             ["--admin-group", SystemAccounts.adminGroup, "--max-connections-per-uid", String(maxConnectionsPerUID)]
             + dropIns + extra

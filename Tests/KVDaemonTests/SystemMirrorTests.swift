@@ -67,7 +67,7 @@ import Testing
         let folder = Folder()
         let connections = Mutex(0)
         let instance = FakeVarlinkServer(prefix: folder.prefix) { call, send in
-            guard call.method == DefaultsRequest.mirror.call.method else { return false }
+            guard call.method == DefaultsRequest.mirror(dconfProfile: nil).call.method else { return false }
             let number = connections.withLock { count in
                 count += 1
                 return Int64(count)

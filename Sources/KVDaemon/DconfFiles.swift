@@ -1,0 +1,127 @@
+import KVValues
+
+/// dconf's own admin files, read as a part of the drop-in layer (docs/drop-in-rules.md, "dconf's
+/// files"): the profile (`DCONF/profile/user`: which system databases users get, in order), each
+/// database's keyfiles (`DCONF/db/NAME.d/*`: `[path]` groups of `key=GVariant text`) and its
+/// lock files (`DCONF/db/NAME.d/locks/*`: one key path a line), as `dconf update` compiles them.
+/// Key paths become kvd domains and keys by the GSettings backend's rule (``GSettingsPath``),
+/// values kvd values as the backend stores them (``GVariant/kvdValue``). Pure.
+enum DconfFiles {
+    /// The system databases a profile names, in its order (`system-db:NAME` lines; `user-db:`
+    /// and `service-db:` lines are the user's own values, kvd's user layer). Each line as dconf
+    /// reads it: spaces around it and a `#` comment after it ignored. Any other line, or a name
+    /// that is not a plain file name, is an error: a misspelt line would drop a database, its
+    /// locks with it.
+    static func profile(_ bytes: [UInt8]) throws(DropInReadError) -> [String] {
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw DropInReadError(description: "the profile is not UTF-8 text")
+        }
+        var databases: [String] = []
+        for (index, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let line = raw.prefix { $0 != "#" }.trimmingASCIISpaces
+            if line.isEmpty || line.hasPrefix("user-db:") || line.hasPrefix("service-db:") { continue }
+            guard line.hasPrefix("system-db:") else {
+                throw DropInReadError(
+                    description:
+                        "the profile's line \(index + 1) is neither user-db:NAME nor system-db:NAME (kvd reads no other source): nothing in it is read"
+                )
+            }
+            let name = String(line.dropFirst("system-db:".count))
+            guard isDatabaseName(name) else {
+                throw DropInReadError(description: "the profile's line \(index + 1): not a database name")
+            }
+            if !databases.contains(name) { databases.append(name) }
+        }
+        return databases
+    }
+
+    /// A database name: `A-Z a-z 0-9 _ - .`, not starting with `.`.
+    static func isDatabaseName(_ name: String) -> Bool {
+        !name.isEmpty && !name.hasPrefix(".")
+            && name.utf8.allSatisfy {
+                TokenBytes.isAlnum($0) || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: ".")
+            }
+    }
+
+    /// One keyfile's values: `[GROUP]` lines (the folder path without its slashes at the ends,
+    /// or `/`), `key=value` lines (the value GVariant text, its type inferred as `dconf update`
+    /// infers it), `#` comments and blank lines. An error names the line.
+    static func keyfile(_ bytes: [UInt8]) throws(DropInReadError) -> [Domain: [Key: Value]] {
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw DropInReadError(description: "not UTF-8 text")
+        }
+        var values: [Domain: [Key: Value]] = [:]
+        var group: Substring?
+        for (index, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let line = raw.trimmingASCIISpaces
+            if line.isEmpty || line.hasPrefix("#") { continue }
+            let number = index + 1
+            if line.hasPrefix("[") {
+                guard line.hasSuffix("]"), line.count > 2 else {
+                    throw DropInReadError(description: "line \(number): a group is [PATH]")
+                }
+                group = line.dropFirst().dropLast()
+                continue
+            }
+            guard let group else { throw DropInReadError(description: "line \(number): a key before any [group]") }
+            guard let equals = line.firstIndex(of: "=") else {
+                throw DropInReadError(description: "line \(number): needs key=value")
+            }
+            let name = line[..<equals].trimmingASCIISpaces
+            let path = (group == "/" ? "/" : "/" + group + "/") + name
+            let (domain, key) = try mapped(path, line: number)
+            let value: GVariant
+            do { value = try GVariantText.parse(String(line[line.index(after: equals)...])) } catch {
+                throw DropInReadError(description: "line \(number): not a GVariant value (\(error))")
+            }
+            values[domain, default: [:]][key] = value.kvdValue
+        }
+        return values
+    }
+
+    /// One lock file's locks: each line a key path (`/org/gnome/desktop/lockdown/disable-command-line`),
+    /// blank lines and `#` comments skipped. Any other line is an error, so that a typo never
+    /// lifts the file's locks silently (dconf skips it).
+    static func locks(_ bytes: [UInt8]) throws(DropInReadError) -> [Domain: Set<Key>] {
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw DropInReadError(description: "not UTF-8 text")
+        }
+        var locks: [Domain: Set<Key>] = [:]
+        for (index, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            if raw.trimmingASCIISpaces.isEmpty || raw.hasPrefix("#") { continue }
+            guard raw.hasPrefix("/"), raw.trimmingASCIISpaces == raw else {
+                throw DropInReadError(
+                    description: "line \(index + 1): a lock is a key path starting with / (no spaces around it)")
+            }
+            let (domain, key) = try mapped(String(raw), line: index + 1)
+            locks[domain, default: []].insert(key)
+        }
+        return locks
+    }
+
+    /// The domain and key of a dconf key path (starting with `/`, no `//`, not ending with `/`).
+    private static func mapped(_ path: String, line: Int) throws(DropInReadError) -> (Domain, Key) {
+        guard path.hasPrefix("/"), !path.hasSuffix("/"), !path.contains("//"),
+            let (domain, key) = GSettingsPath.map(path),
+            let domain = try? Domain(validating: domain), let key = try? Key(validating: key)
+        else {
+            throw DropInReadError(description: "line \(line): not a dconf key path (/FOLDER/.../KEY)")
+        }
+        return (domain, key)
+    }
+}
+
+extension Substring {
+    /// Without the spaces, tabs and carriage returns at its ends.
+    fileprivate var trimmingASCIISpaces: Substring {
+        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0 == "\r" }
+        guard let start = firstIndex(where: { !isSpace($0) }) else { return self[endIndex...] }
+        return self[start...lastIndex(where: { !isSpace($0) })!]
+    }
+}
+
+private enum TokenBytes {
+    static func isAlnum(_ byte: UInt8) -> Bool {
+        (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+    }
+}

@@ -1,0 +1,75 @@
+import KVSystem
+
+/// dconf's admin files in the drop-in layer (docs/drop-in-rules.md, "dconf's files"): each
+/// profile `DCONF/profile/NAME` names system databases (``DconfSelection`` says which profile a
+/// user gets, `user` by default), and each database `NAME` is read from
+/// its keyfiles `DCONF/db/NAME.d/*` and lock files `DCONF/db/NAME.d/locks/*` as `dconf update`
+/// would compile them (no compiled database is read, and none is needed). Trusted as kvd's own
+/// files are (``DropInTrust``: `DCONF`, every folder on the way and every file); the profile
+/// refused, unreadable or misspelt is one failure at `DCONF`, which keeps the last good content
+/// of every dconf file.
+extension DropInReader {
+    /// dconf's files (keyfiles, then locks, database by database: the `user` profile's in its
+    /// order, then the other profiles' others) and every profile's databases; one failure at
+    /// `root` when it, a folder above it or a profile may not be read.
+    func dconfFiles(in root: String, _ trust: DropInTrust, budget: inout Int, skipped: inout [String]) -> (
+        files: [DropInFile], profiles: [String: [String]]?
+    ) {
+        func failure(_ error: DropInReadError) -> ([DropInFile], [String: [String]]?) {
+            ([DropInFile(path: root, kind: .dconfKeyfile, bytes: .failure(error))], nil)
+        }
+        if let reason = pathRefusal(root, isFolder: true, trust) {
+            return failure(.init(description: "\(reason): nothing in \(root) is read"))
+        }
+        if case .failure(let error) = Result(catching: { () throws(Errno) in
+            try system.status(root, followingLinks: true)
+        }), error == .noSuchFileOrDirectory {
+            return failure(.missingFolder)
+        }
+        var profiles: [String: [String]] = [:]
+        // No profile: dconf's default one, the user's database alone.
+        let names = ((try? fileSystem.contentsOfDirectory(root + "/profile")) ?? []).filter { name in
+            !Self.isQuiet(name)
+                && (try? system.status(root + "/profile/" + name, followingLinks: true))?.kind != .directory
+        }
+        for name in names.sorted() {
+            let profile = root + "/profile/" + name
+            switch readProfile(profile, trust, limit: min(Self.maxFileBytes, budget)) {
+            case .failure(let error):
+                return failure(.init(description: "the profile \(profile): \(error): nothing in \(root) is read"))
+            case .success(let databases): profiles[name] = databases
+            }
+        }
+        var databases = profiles[DconfSelection.defaultProfile] ?? []
+        for name in profiles.keys.sorted() { databases += profiles[name]!.filter { !databases.contains($0) } }
+        var files: [DropInFile] = []
+        for name in databases {
+            let folder = root + "/db/" + name + ".d"
+            files += self.files(in: folder, .dconfKeyfile, trust, budget: &budget, skipped: &skipped)
+            files += self.files(in: folder + "/locks", .dconfLocks, trust, budget: &budget, skipped: &skipped)
+        }
+        return (files, profiles)
+    }
+
+    private func readProfile(_ path: String, _ trust: DropInTrust, limit: Int) -> Result<[String], DropInReadError> {
+        let folder = String(path[..<path.lastIndex(of: "/")!])
+        if let reason = pathRefusal(folder, isFolder: true, trust) ?? fileRefusal(path, trust) {
+            return .failure(.init(description: reason))
+        }
+        return readFile(path, limit: limit, trust).flatMap { bytes in
+            Result { () throws(DropInReadError) in try DconfFiles.profile(bytes) }
+        }
+    }
+
+    /// The folders a watch on dconf's files covers: `DCONF`, its `profile` and `db` folders, and
+    /// every `db/NAME.d` and its `locks` (those that exist now).
+    func dconfFolders() -> [String] {
+        guard let root = dconfDirectory else { return [] }
+        var folders = [root, root + "/profile", root + "/db"]
+        let names = (try? fileSystem.contentsOfDirectory(root + "/db")) ?? []
+        for name in names.sorted() where name.hasSuffix(".d") {
+            folders += [root + "/db/" + name, root + "/db/" + name + "/locks"]
+        }
+        return folders
+    }
+}
