@@ -139,7 +139,7 @@ compare() { # A B
 }
 session=""
 snapshot dconf
-grep -q "org.gnome.desktop.interface clock-format '12h' False" /run/dconf.keys || fail "dconf did not apply the site: $(grep clock-format /run/dconf.keys)"
+grep -q "^org.gnome.desktop.interface  clock-format '12h' False$" /run/dconf.keys || fail "dconf did not apply the site: $(grep clock-format /run/dconf.keys)"
 
 kvctl --system gnome enable >/dev/null || fail "kvctl --system gnome enable"
 login
