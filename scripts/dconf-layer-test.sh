@@ -170,4 +170,19 @@ printf 'user-db:user\nsystem-db:local\nsytem-db:site\n' >"$d/profile/user"
 start_system
 check "after a restart, a profile spoilt meanwhile keeps every dconf lock" \
     "flag (file $d/db/site.d/locks/00-site)" "$(kvctl --system locks io.kvd.test 2>&1 | grep flag || true)"
+
+# dconf's files are watched with no kvd config folder at all (a make install machine), and a
+# database made after start is watched: a file put in it later is read without a reload.
+kill "$system_pid"; wait "$system_pid" 2>/dev/null || true
+rm -f "$dir/system.sock"
+printf 'user-db:user\nsystem-db:local\nsystem-db:site\nsystem-db:extra\n' >"$d/profile/user"
+rmdir "$dir/etc"
+start_system
+check "no kvd config folder: dconf's locks still apply" false "$(kvd_gsettings writable io.kvd.test flag)"
+printf "[io/kvd/test]\ntext='from local'\nint32=7\nreal=4.5\n" >"$d/db/local.d/00-local"
+eventually "no kvd config folder: a keyfile changed is read again" 4.5 kvd_gsettings get io.kvd.test real
+mkdir "$d/db/extra.d"
+sleep 0.5
+printf "[io/kvd/test]\nbyte=byte 0x2a\n" >"$d/db/extra.d/00-extra"
+eventually "a database made after start: a file put in it later is read" "byte 0x2a" kvd_gsettings get io.kvd.test byte
 echo "$passed passed, 0 failed"

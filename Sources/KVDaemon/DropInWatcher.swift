@@ -20,8 +20,8 @@ final class DropInWatcher {
     /// Whether a folder at `DIR`'s path is watched: false once `DIR` was moved away or removed
     /// and no folder is at its path yet.
     private(set) var watchesDirectory = true
-    /// The folders at `DIR`'s, `defaults.d`'s and `locks.d`'s paths when they were watched.
-    private var watched: [FolderIdentity?] = []
+    /// The folders at the watched paths when they were watched (``identities()``).
+    private var watched: [String: FolderIdentity?] = [:]
 
     struct FolderIdentity: Equatable {
         var device: UInt64
@@ -36,7 +36,9 @@ final class DropInWatcher {
     /// More folders to watch for files, asked again at each rewatch (dconf's: ``DropInReader/dconfFolders()``).
     private let moreFolders: () -> [String]
 
-    /// Throws when inotify is not available or `directory` cannot be watched.
+    /// Throws when inotify is not available, or `directory` is there and cannot be watched. A
+    /// missing `directory` is no failure (``watchesDirectory`` is false): dconf's folders are
+    /// watched all the same, and `DIR` once it is made.
     init(directory: String, system: any SystemCalls, moreFolders: @escaping () -> [String] = { [] }) throws(SystemError)
     {
         self.directory = directory
@@ -45,6 +47,8 @@ final class DropInWatcher {
         fd = try system.retrying("inotify_init1") { () throws(Errno) in try system.inotifyInit() }
         do {
             _ = try system.inotifyAddWatch(fd, directory, mask: Self.folderEvents)
+        } catch  where error == .noSuchFileOrDirectory {
+            watchesDirectory = false
         } catch {
             system.close(fd)
             throw SystemError("inotify_add_watch \(directory)", error)
@@ -53,16 +57,26 @@ final class DropInWatcher {
         watched = identities()
     }
 
-    /// Which folder (device and inode) is at each of the three paths, nil where none is.
-    private func identities() -> [FolderIdentity?] {
-        [directory, directory + "/defaults.d", directory + "/locks.d"].map { path in
-            (try? system.status(path, followingLinks: true)).map { FolderIdentity(device: $0.device, inode: $0.inode) }
-        }
+    /// Which folder (device and inode) is at each watched path, nil where none is: `DIR`,
+    /// `defaults.d` and `locks.d`, then each of ``moreFolders`` (a dconf database made after
+    /// start is a new path here).
+    private func identities() -> [String: FolderIdentity?] {
+        let paths = [directory, directory + "/defaults.d", directory + "/locks.d"] + moreFolders()
+        return Dictionary(
+            paths.map { path in
+                (
+                    path,
+                    (try? system.status(path, followingLinks: true)).map {
+                        FolderIdentity(device: $0.device, inode: $0.inode)
+                    }
+                )
+            }, uniquingKeysWith: { first, _ in first })
     }
 
-    /// Whether another folder is at one of the three paths than the one watched (a file system
-    /// mounted over `DIR` after start, or unmounted: inotify tells nothing of either); then
-    /// the new ones are watched.
+    /// Whether another folder is at one of the watched paths than the one watched, or a folder
+    /// to watch came or went (a file system mounted over `DIR` after start, or unmounted: inotify
+    /// tells nothing of either; a dconf database or its `locks` made after start); then the new
+    /// ones are watched.
     func folderReplaced() -> Bool {
         guard identities() != watched else { return false }
         rewatch()

@@ -37,6 +37,9 @@ extension Server {
                 moreFolders: { [layer = handler.dropIns] in layer.dconfFolders() })
             try poller.watch(watcher.fd, readable: true, writable: false, adding: true)
             lifecycle.dropInsWatched(by: watcher)
+            if !watcher.watchesDirectory, !quiet {
+                log.info("no drop-in folder \(directory): looked for every \(Lifecycle.dropInLookInterval)")
+            }
         } catch {
             if quiet { return }
             if error.errno == .noSuchFileOrDirectory {
@@ -73,9 +76,11 @@ extension Server {
     }
 
     /// The drop-in folders changed: they are read again once they have been quiet a moment
-    /// (``Lifecycle/dropInSettle``), once whatever the number of events.
+    /// (``Lifecycle/dropInSettle``), once whatever the number of events. A folder made among
+    /// them (a dconf database) is watched from now on, so that the files put in it later count.
     func dropInsChanged() {
         guard let watcher = lifecycle.dropInWatcher, watcher.drain() else { return }
+        _ = watcher.folderReplaced()
         lifecycle.dropInsChanged()
     }
 

@@ -4,18 +4,25 @@
  * user's apps use from now on. */
 #include "dconf-tool.h"
 
+#include <errno.h>
+#include <glib/gstdio.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../gio/giokvd.h"
 
 /* Runs `dconf ARGS...` with `input` on its stdin (NULL: none); its stdout in `output` (NULL:
- * not kept). FALSE (after saying why) when it could not run or failed. */
-static gboolean run_dconf(const char *const *argv, const char *input, char **output) {
+ * not kept); with DCONF_PROFILE=`profile` when not NULL. FALSE (after saying why) when it could not
+ * run or failed. */
+static gboolean run_dconf_with(const char *const *argv, const char *input, char **output, const char *profile) {
     GError *error = NULL;
     GSubprocessFlags flags = G_SUBPROCESS_FLAGS_STDERR_PIPE | (input ? G_SUBPROCESS_FLAGS_STDIN_PIPE : 0) |
                              (output ? G_SUBPROCESS_FLAGS_STDOUT_PIPE : G_SUBPROCESS_FLAGS_STDOUT_SILENCE);
-    GSubprocess *process = g_subprocess_newv(argv, flags, &error);
+    GSubprocessLauncher *launcher = g_subprocess_launcher_new(flags);
+    if (profile) g_subprocess_launcher_setenv(launcher, "DCONF_PROFILE", profile, TRUE);
+    GSubprocess *process = g_subprocess_launcher_spawnv(launcher, argv, &error);
+    g_object_unref(launcher);
     char *out = NULL, *err = NULL;
     gboolean ok = process && g_subprocess_communicate_utf8(process, input, NULL, &out, &err, &error) &&
                   g_subprocess_get_successful(process);
@@ -28,6 +35,53 @@ static gboolean run_dconf(const char *const *argv, const char *input, char **out
     g_clear_object(&process);
     g_free(out);
     g_free(err);
+    return ok;
+}
+
+static gboolean run_dconf(const char *const *argv, const char *input, char **output) {
+    return run_dconf_with(argv, input, output, NULL);
+}
+
+/* The user's database in the profile dconf uses for them (DCONF_PROFILE: a path, or a name in
+ * /etc/dconf/profile; else /etc/dconf/profile/user): its `user-db:NAME`, else "user" (dconf's
+ * default). A new string. */
+static char *user_database(void) {
+    const char *name = g_getenv("DCONF_PROFILE");
+    char *path = name && name[0] == '/' ? g_strdup(name) : g_build_filename("/etc/dconf/profile", name && *name ? name : "user", NULL);
+    char *text = NULL;
+    char *database = NULL;
+    if (g_file_get_contents(path, &text, NULL, NULL)) {
+        char **lines = g_strsplit(text, "\n", -1);
+        for (char **line = lines; *line && database == NULL; line++) {
+            char *stripped = g_strstrip(*line);
+            if (g_str_has_prefix(stripped, "user-db:") && stripped[8] != '\0') database = g_strdup(stripped + 8);
+        }
+        g_strfreev(lines);
+    }
+    g_free(text);
+    g_free(path);
+    return database ? database : g_strdup("user");
+}
+
+/* The user's own values as `dconf dump /` prints them, without the system databases' (a plain
+ * `dconf dump` gives the values as the profile combines them: the site's defaults would become the
+ * user's own). Read through a profile of the user's database alone, in a file of ours. */
+static gboolean dump_own(char **output) {
+    char *profile = NULL;
+    GError *error = NULL;
+    int fd = g_file_open_tmp("kvd-dconf-profile-XXXXXX", &profile, &error);
+    char *database = user_database();
+    char *line = g_strdup_printf("user-db:%s\n", database);
+    gboolean ok = fd >= 0 && write(fd, line, strlen(line)) == (ssize_t)strlen(line);
+    if (fd >= 0) close(fd);
+    if (!ok) fprintf(stderr, TOOL_NAME ": cannot write a dconf profile: %s\n", error ? error->message : g_strerror(errno));
+    const char *dump[] = {"dconf", "dump", "/", NULL};
+    ok = ok && run_dconf_with(dump, NULL, output, profile);
+    if (profile) g_unlink(profile);
+    g_clear_error(&error);
+    g_free(line);
+    g_free(database);
+    g_free(profile);
     return ok;
 }
 
@@ -57,9 +111,8 @@ static int record_side(kvd_client *client, const char *side) {
 
 /* dconf's values into kvd. */
 static int move_in(kvd_client *client) {
-    const char *dump[] = {"dconf", "dump", "/", NULL};
     char *text = NULL;
-    if (!run_dconf(dump, NULL, &text)) return 1;
+    if (!dump_own(&text)) return 1;
     size_t count = 0;
     int status = dconf_import(client, text, strlen(text), "/", &count);
     g_free(text);
@@ -115,11 +168,10 @@ static gboolean reset_missing(kvd_client *client, GKeyFile *current, GKeyFile *w
 /* kvd's values back into dconf: every key the user has in kvd loaded, every key kvd no longer
  * has reset. */
 static int move_out(kvd_client *client) {
-    const char *dump[] = {"dconf", "dump", "/", NULL};
     const char *load[] = {"dconf", "load", "/", NULL};
     char *held = NULL;
     GKeyFile *current = g_key_file_new();
-    if (!run_dconf(dump, NULL, &held) || !g_key_file_load_from_data(current, held, strlen(held), 0, NULL)) {
+    if (!dump_own(&held) || !g_key_file_load_from_data(current, held, strlen(held), 0, NULL)) {
         if (held) fprintf(stderr, TOOL_NAME ": `dconf dump /` printed no keyfile\n");
         g_key_file_free(current);
         g_free(held);

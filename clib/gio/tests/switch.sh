@@ -37,6 +37,12 @@ mount -t tmpfs none "$dir/etc"
 mkdir "$dir/etc/upper" "$dir/etc/work"
 mount -t overlay overlay -o "lowerdir=/etc,upperdir=$dir/etc/upper,workdir=$dir/etc/work" /etc
 rm -f /etc/environment.d/50-kvd-gnome.conf /etc/systemd/user/default.target.d/50-kvd-gnome.conf
+# A site default in dconf's own files, which the system instance reads too (its --dconf-dir).
+rm -rf /etc/dconf/profile /etc/dconf/db/site.d
+mkdir -p /etc/dconf/profile /etc/dconf/db/site.d
+printf 'user-db:user\nsystem-db:site\n' > /etc/dconf/profile/user
+printf "[io/kvd/test]\nreal=2.5\n" > /etc/dconf/db/site.d/00-site
+dconf update || fail "dconf update"
 
 wait_socket() { # PID SOCKET
     tries=0
@@ -115,6 +121,8 @@ cmp -s "$dir/before.list" "$dir/kvd.list" || fail "after the move into kvd: $(di
 echo "ok login after enable: every key reads as it did under dconf"
 check "a key without a schema kept its type" '{"gvariant":"u","text":"uint32 9"}' "$(kvctl --json get io.kvd.noschema count)"
 check "the dconf file is left as it was" "7" "$(dconf read /io/kvd/test/int32)"
+check "the site's default stays the site's in kvd (not moved in as the user's own)" "" \
+    "$(kvctl --json export io.kvd.test - | grep '"real"' || true)"
 grep -q "key uint32: locked by the administrator; left out" "$dir/login.log" || fail "the locked key was not named: $(cat "$dir/login.log")"
 check "a locked key is not writable under kvd" false "$(GSETTINGS_BACKEND=kvd gsettings writable io.kvd.test uint32)"
 
@@ -139,6 +147,9 @@ echo "ok login after disable: every key reads under dconf as it did under kvd"
 check "the change under kvd is in dconf" "42" "$(dconf read /io/kvd/test/int32)"
 check "the reset under kvd is a reset in dconf" "" "$(dconf read /io/kvd/test/text)"
 check "a key without a schema came back with its type" "uint32 9" "$(dconf read /io/kvd/noschema/count)"
+printf 'user-db:user\n' > "$dir/user-only"
+check "and the site's default did not go into the user's dconf database" "" \
+    "$(DCONF_PROFILE="$dir/user-only" dconf read /io/kvd/test/real)"
 check "the user's value under the lock stays in dconf" "uint32 5" "$(dconf read /io/kvd/test/uint32)"
 check "and the one alone in its folder" "'mine'" "$(dconf read /io/kvd/lonely/k)"
 [ -z "$(dconf read /io/kvd/gnome/settingsIn)" ] || fail "kvd's own record went into dconf"
