@@ -146,6 +146,9 @@ login
 [ "$session" = GSETTINGS_BACKEND=kvd ] || fail "after enable, a login's environment has no GSETTINGS_BACKEND=kvd"
 snapshot kvd
 compare dconf kvd
+as_user kvctl --json export org.gnome.desktop.interface - > /run/own.json || fail "kvctl export"
+grep -q '"font-name"' /run/own.json || fail "the user's own font-name is not the user's in kvd: $(cat /run/own.json)"
+! grep -q '"enable-animations"' /run/own.json || fail "the site's default enable-animations became the user's own in kvd"
 echo "test-deb-gnome: after enable and a login, $(wc -l < /run/kvd.keys) keys of $(ls /usr/share/glib-2.0/schemas/*.gschema.xml | wc -l) schema files read and are writable under kvd as under dconf"
 as_user env $session gsettings list-recursively org.gnome.desktop.interface >/dev/null
 as_user env G_MESSAGES_DEBUG=GLib-GIO $session gsettings get org.gnome.desktop.interface color-scheme 2>&1 |
