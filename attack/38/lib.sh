@@ -18,6 +18,7 @@ kvd_pid=""; system_pid=""; bus_pid=""
 cleanup() {
     for pid in $kvd_pid $system_pid; do kill -CONT "$pid" 2>/dev/null || true; kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
     [ -z "$bus_pid" ] || kill "$bus_pid" 2>/dev/null || true
+    umount "$dir/small" 2>/dev/null || true
     umount /etc 2>/dev/null || true
     umount "$dir/etc" 2>/dev/null || true
     [ -n "${KEEP:-}" ] || rm -rf "$dir"
