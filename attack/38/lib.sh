@@ -24,7 +24,7 @@ cleanup() {
     [ -n "${KEEP:-}" ] || rm -rf "$dir"
 }
 trap cleanup EXIT INT TERM
-defect() { echo "DEFECT: $*" >&2; [ -f "$dir/login.log" ] && { echo "== login.log" >&2; tail -8 "$dir/login.log" >&2; }; exit 1; }
+defect() { echo "DEFECT: $*" >&2; [ -f "$dir/login.log" ] && { echo "== login.log" >&2; tail -8 "$dir/login.log" | cut -c1-300 >&2; }; exit 1; }
 fine() { echo "OK (no defect): $*"; exit 0; }
 mkdir "$dir/etc"
 mount -t tmpfs none "$dir/etc"
