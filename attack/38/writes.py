@@ -151,4 +151,27 @@ def fork_queued():
             f"fork with a queued write: the child read {'its parent’s value' if status == 0 else '%d' % (os.waitstatus_to_exitcode(status) - 100)} (its parent wrote 555 before the fork), kvd holds {kvd('get', 'io.kvd.test', 'int32')}")
 
 
+def no_flicker():
+    """Writes of 1..300 with the main loop running between them: what any object reads in its
+    `changed` handlers only goes forward (an older value settling must not show again)."""
+    a, b = Gio.Settings.new("io.kvd.test"), Gio.Settings.new("io.kvd.test")
+    a.set_int("int32", 0)
+    Gio.Settings.sync()
+    spin(0.3)
+    seen = {"a": [], "b": []}
+    a.connect("changed::int32", lambda *_: seen["a"].append(a.get_int("int32")))
+    b.connect("changed::int32", lambda *_: seen["b"].append(b.get_int("int32")))
+    ctx = GLib.MainContext.default()
+    for value in range(1, 301):
+        a.set_int("int32", value)
+        for _ in range(20):
+            ctx.iteration(False)
+        time.sleep(0.001)
+    Gio.Settings.sync()
+    spin(1)
+    back = {k: [(x, y) for x, y in zip(v, v[1:]) if y < x][:3] for k, v in seen.items()}
+    verdict(not back["a"] and not back["b"] and a.get_int("int32") == 300,
+            f"values going back in `changed` handlers: {back}; counts a={len(seen['a'])} b={len(seen['b'])}; final {a.get_int('int32')}")
+
+
 globals()[scenario]()
