@@ -174,4 +174,36 @@ def no_flicker():
             f"values going back in `changed` handlers: {back}; counts a={len(seen['a'])} b={len(seen['b'])}; final {a.get_int('int32')}")
 
 
+def sync_per_domain_timeout():
+    """kvd stopped (not dead): writes to 4 domains, then g_settings_sync, as an app's exit does.
+    Each domain waits its own 25 s in turn: the app hangs 4 x 25 s (1,500 domains: 10 hours)."""
+    objects = [Gio.Settings.new_with_path("io.kvd.test.profile", f"/io/kvd/dom/p{i}/") for i in range(4)]
+    for s in objects:
+        s.set_string("name", "x")
+    Gio.Settings.sync()
+    os.kill(kvd_pid, signal.SIGSTOP)
+    for i, s in enumerate(objects):
+        s.set_string("name", f"while-stopped-{i}")
+    start = time.monotonic()
+    Gio.Settings.sync()
+    waited = time.monotonic() - start
+    os.kill(kvd_pid, signal.SIGCONT)
+    verdict(waited < 60, f"kvd stopped, writes to 4 domains: g_settings_sync took {waited:.0f} s (one write timeout is 25 s)")
+
+
+def writable_changed():
+    """A lock then an unlock by the admin: `writable-changed` once each, writable false then true."""
+    s = Gio.Settings.new("io.kvd.test")
+    s.set_int("int64", 5)
+    Gio.Settings.sync()
+    spin(0.3)
+    events = []
+    s.connect("writable-changed::int64", lambda *_: events.append(s.is_writable("int64")))
+    subprocess.run([kvctl, "--system", "lock", "io.kvd.test", "int64"], check=True, capture_output=True)
+    spin(1.5)
+    subprocess.run([kvctl, "--system", "unlock", "io.kvd.test", "int64"], check=True, capture_output=True)
+    spin(1.5)
+    verdict(events == [False, True], f"lock then unlock: writable-changed gave is_writable {events} (expected [False, True])")
+
+
 globals()[scenario]()
