@@ -206,4 +206,25 @@ def writable_changed():
     verdict(events == [False, True], f"lock then unlock: writable-changed gave is_writable {events} (expected [False, True])")
 
 
+def crash_in_flight():
+    """kvd killed (-9) with a write sent but unanswered, then started again (as socket activation
+    does): afterwards the app and kvd agree, and a change by another process reaches the app."""
+    s = Gio.Settings.new("io.kvd.test")
+    s.set_string("text", "before")
+    Gio.Settings.sync()
+    spin(0.3)
+    os.kill(kvd_pid, signal.SIGSTOP)
+    s.set_string("text", "in-flight")
+    time.sleep(0.5)
+    subprocess.run(["sh", "-c", os.environ["CRASH_RESTART_KVD"]], check=True)
+    Gio.Settings.sync()
+    spin(2)
+    stored, here = kvd("get", "io.kvd.test", "text"), s.get_string("text")
+    subprocess.run([kvctl, "set", "io.kvd.test", "text", "from-kvctl"], check=True, capture_output=True)
+    spin(3)
+    later = s.get_string("text")
+    verdict(stored == here and later == "from-kvctl",
+            f"after a crash with a write in flight: kvd {stored!r}, app {here!r}; a kvctl set afterwards: app reads {later!r}")
+
+
 globals()[scenario]()
