@@ -16,7 +16,9 @@ bin=$(PATH=/opt/swift/usr/bin:$PATH && cd "$root" && swift build --show-bin-path
 dir=$(mktemp -d /tmp/kvd-attack38.XXXXXX)
 kvd_pid=""; system_pid=""; bus_pid=""
 cleanup() {
-    for pid in $kvd_pid $system_pid; do kill -CONT "$pid" 2>/dev/null || true; kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
+    restarted=$(cat "$dir/restarted.pid" 2>/dev/null || true)
+    for pid in $kvd_pid $system_pid $restarted; do kill -CONT "$pid" 2>/dev/null || true; kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
+    for pid in $restarted; do while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done; done  # not this shell's child
     [ -z "$bus_pid" ] || kill "$bus_pid" 2>/dev/null || true
     umount "$dir/small" 2>/dev/null || true
     umount /etc 2>/dev/null || true
