@@ -7,6 +7,7 @@ run() { out=$(timeout 600 sh "$@" 2>&1); status=$?; printf '%-7s %s: %s\n' "$([ 
 for script in retry-overwrites-kvd-change reset-under-dconf-resurrected huge-domain-blocks-move long-path-blocks-move \
     move-back-resets-direct-dconf move-back-retry-overwrites-dconf date-in-kvd-move-back dconf-system-db-imported \
     dconf-locks-bypassed umask-folders-unreadable status-by-existence root-key-roundtrip; do run "$script.sh"; done
+run retry-overwrites-kvd-change.sh unreachable
 for variant in delete garbage type; do run record-deleted-reimports.sh "$variant"; done
 for variant in default lock; do run system-default-record.sh "$variant"; done
 run deb-lacks-dconf-cli.sh
