@@ -96,10 +96,22 @@ struct GnomeSwitch {
         }
     }
 
+    /// Makes the folder `path`, mode 0755 whatever the umask (every user's manager reads it).
     private func makeFolder(_ path: String) throws(Failure) {
         do { try system.makeDirectory(path, permissions: 0o755) } catch {
             guard error.errno != .fileExists else { return }
             throw Failure("cannot make \(path): \(error.errno)\(hint(error.errno))")
+        }
+        do {
+            let descriptor = try system.open(path, [.directory], permissions: 0)
+            defer { system.close(descriptor) }
+            try system.changePermissions(descriptor, 0o755)
+        } catch let error as SystemError {
+            throw Failure("cannot make \(path) readable by every user: \(error.errno)")
+        } catch let error as Errno {
+            throw Failure("cannot make \(path) readable by every user: \(error)")
+        } catch {
+            throw Failure("cannot make \(path) readable by every user: \(error)")
         }
     }
 

@@ -29,11 +29,25 @@ GSettingsSchema *schemas_for(const Schemas *schemas, const char *dir, GPtrArray 
 #define MOVE_DOMAIN "io.kvd.gnome"
 #define MOVE_KEY "settingsIn"
 #define MOVE_PATH "/io/kvd/gnome/"
+/* The revision a move into kvd began at, while it is not done (an attempt that failed). */
+#define MOVE_SINCE_KEY "movingSince"
+
+/* How an import treats keys kvd already has or refuses (NULL rules: {.keep_after = -1}). */
+typedef struct {
+    /* >= 0: a key whose user value kvd changed after this revision keeps kvd's (named); -1: none. */
+    int64_t keep_after;
+    /* A key kvd refuses alone (its name, its value, a domain grown too large) is named and left
+     * out, not a failure of the import (a lock always is). */
+    gboolean skip_refused;
+    /* If not NULL: gets the GSettings path (a new string) of every key written. */
+    GPtrArray *written;
+} ImportRules;
 
 /* Writes every key of the keyfile `text` (what `dconf dump BASE` prints) into kvd, one atomic
  * Apply per kvd domain, after every value was parsed (a value that cannot be parsed: nothing is
  * written); a key the system layer locks is named on stderr and left out (kvd refuses its write). `imported` (if not NULL) gets the number of keys written. */
-int dconf_import(kvd_client *client, const char *text, size_t length, const char *base, size_t *imported);
+int dconf_import(kvd_client *client, const char *text, size_t length, const char *base, const ImportRules *rules,
+                 size_t *imported);
 
 /* The keyfile for `dconf load BASE` of every key of the user's own under BASE (never the system
  * layer's, never MOVE_PATH's), each with its schema's type, else the stored value's. With `known`

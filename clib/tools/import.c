@@ -78,16 +78,32 @@ static gboolean read_group(GKeyFile *file, const char *base, const char *group, 
     return ok;
 }
 
-/* The domain's changes one by one, after its Apply was refused for a locked key (a domain kvd
- * does not have lists no locks): each locked key named and left out, as a write of it would be. */
-static int write_each(kvd_client *client, const char *domain, const kvd_change *changes, size_t count, size_t *total) {
+/* Whether kvd refuses `status` for one key rather than for the whole call: a lock always; a
+ * name, value or size kvd refuses when the rules leave such keys out. */
+static gboolean refused_for_the_key(kvd_status status, const ImportRules *rules) {
+    if (status == KVD_ERROR_KEY_LOCKED) return TRUE;
+    return rules->skip_refused &&
+           (status == KVD_ERROR_INVALID_NAME || status == KVD_ERROR_INVALID_VALUE || status == KVD_ERROR_TOO_LARGE);
+}
+
+static void note_written(const ImportRules *rules, const char *domain, const char *key) {
+    if (rules->written) g_ptr_array_add(rules->written, giokvd_unmap_key(domain, key));
+}
+
+/* The domain's changes one by one, after its Apply was refused for one key: each key kvd refuses
+ * (refused_for_the_key) named and left out, its value staying where it came from. */
+static int write_each(kvd_client *client, const char *domain, const kvd_change *changes, size_t count,
+                      const ImportRules *rules, size_t *total) {
     for (size_t i = 0; i < count; i++) {
         kvd_error error = KVD_ERROR_INIT;
         kvd_status status = kvd_set(client, domain, changes[i].key, changes[i].value, KVD_ANY_REVISION, NULL, &error);
-        if (status == KVD_ERROR_KEY_LOCKED) {
-            fprintf(stderr, TOOL_NAME ": domain %s key %s: locked by the administrator; left out\n", domain, changes[i].key);
+        if (status == KVD_OK) {
+            note_written(rules, domain, changes[i].key);
+        } else if (refused_for_the_key(status, rules)) {
+            fprintf(stderr, TOOL_NAME ": domain %s key %s: %s; left out\n", domain, changes[i].key,
+                    status == KVD_ERROR_KEY_LOCKED ? "locked by the administrator" : error.message);
             (*total)--;
-        } else if (status != KVD_OK) {
+        } else {
             fprintf(stderr, TOOL_NAME ": domain %s: %s\n", domain, error.message);
             kvd_error_clear(&error);
             return 1;
@@ -97,24 +113,50 @@ static int write_each(kvd_client *client, const char *domain, const kvd_change *
     return 0;
 }
 
-/* One Apply per domain; a domain holding a key the administrator locks key by key instead. */
-static int write_batches(kvd_client *client, GHashTable *batches, size_t *total) {
+/* Whether the user's own value of `key` changed in kvd after revision `after` (then kvd's is
+ * newer than the one being moved in, and stays). */
+static gboolean changed_after(kvd_client *client, const char *domain, const char *key, int64_t after) {
+    int64_t revision = 0;
+    kvd_source source = KVD_SOURCE_USER;
+    kvd_status status = kvd_get(client, domain, key, NULL, &revision, &source, NULL);
+    return status == KVD_OK && revision > after;
+}
+
+/* The batch's changes to write: all, or with rules->keep_after, those kvd did not change since. */
+static size_t changes_to_write(kvd_client *client, const char *domain, Batch *batch, const ImportRules *rules,
+                               kvd_change *changes, size_t *total) {
+    size_t count = 0;
+    for (guint i = 0; i < batch->keys->len; i++) {
+        if (rules->keep_after >= 0 && changed_after(client, domain, batch->keys->pdata[i], rules->keep_after)) {
+            fprintf(stderr, TOOL_NAME ": domain %s key %s: changed in kvd since the move began; kvd's value kept\n", domain,
+                    (char *)batch->keys->pdata[i]);
+            (*total)--;
+            continue;
+        }
+        changes[count].key = batch->keys->pdata[i];
+        changes[count++].value = batch->values->pdata[i];
+    }
+    return count;
+}
+
+/* One Apply per domain; a domain holding a key kvd refuses alone (a lock; with the rules, a name or
+ * size) key by key instead. */
+static int write_batches(kvd_client *client, GHashTable *batches, const ImportRules *rules, size_t *total) {
     GHashTableIter iter;
     gpointer name, data;
     g_hash_table_iter_init(&iter, batches);
     while (g_hash_table_iter_next(&iter, &name, &data)) {
         Batch *batch = data;
         kvd_change *changes = g_new0(kvd_change, batch->keys->len);
-        for (guint i = 0; i < batch->keys->len; i++) {
-            changes[i].key = batch->keys->pdata[i];
-            changes[i].value = batch->values->pdata[i];
-        }
+        size_t count = changes_to_write(client, name, batch, rules, changes, total);
         kvd_error error = KVD_ERROR_INIT;
-        kvd_status status = kvd_apply(client, name, changes, batch->keys->len, KVD_ANY_REVISION, NULL, &error);
+        kvd_status status = count ? kvd_apply(client, name, changes, count, KVD_ANY_REVISION, NULL, &error) : KVD_OK;
         int failed = 0;
-        if (status == KVD_ERROR_KEY_LOCKED) {
-            failed = write_each(client, name, changes, batch->keys->len, total);
-        } else if (status != KVD_OK) {
+        if (status == KVD_OK) {
+            for (size_t i = 0; i < count; i++) note_written(rules, name, changes[i].key);
+        } else if (refused_for_the_key(status, rules)) {
+            failed = write_each(client, name, changes, count, rules, total);
+        } else {
             fprintf(stderr, TOOL_NAME ": domain %s: %s\n", (char *)name, error.message);
             failed = 1;
         }
@@ -125,7 +167,8 @@ static int write_batches(kvd_client *client, GHashTable *batches, size_t *total)
     return 0;
 }
 
-int dconf_import(kvd_client *client, const char *text, size_t length, const char *base, size_t *imported) {
+int dconf_import(kvd_client *client, const char *text, size_t length, const char *base, const ImportRules *rules,
+                 size_t *imported) {
     GKeyFile *file = g_key_file_new();
     GError *error = NULL;
     if (!g_key_file_load_from_data(file, text, length, G_KEY_FILE_NONE, &error)) {
@@ -141,7 +184,8 @@ int dconf_import(kvd_client *client, const char *text, size_t length, const char
     gboolean ok = TRUE;
     for (char **group = groups; ok && group && *group; group++)
         ok = read_group(file, base, *group, &schemas, batches, &total);
-    int status = ok ? write_batches(client, batches, &total) : 1;
+    static const ImportRules every = {.keep_after = -1};
+    int status = ok ? write_batches(client, batches, rules ? rules : &every, &total) : 1;
     if (status == 0) fprintf(stderr, TOOL_NAME ": %zu keys in %u domains\n", total, g_hash_table_size(batches));
     if (status == 0 && imported) *imported = total;
     g_strfreev(groups);

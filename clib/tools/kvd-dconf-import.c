@@ -56,7 +56,7 @@ static int import_from_stdin(const char *base) {
     while ((got = fread(buffer, 1, sizeof buffer, stdin)) > 0) g_string_append_len(input, buffer, (gssize)got);
     kvd_client *client = NULL;
     int status = connect_client(&client);
-    if (status == 0) status = dconf_import(client, input->str, input->len, base, NULL);
+    if (status == 0) status = dconf_import(client, input->str, input->len, base, NULL, NULL);
     kvd_client_free(client);
     g_string_free(input, TRUE);
     return status;

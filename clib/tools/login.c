@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "../gio/giokvd.h"
+#include "move-state.h"
 
 /* Runs `dconf ARGS...` with `input` on its stdin (NULL: none); its stdout in `output` (NULL:
  * not kept); with DCONF_PROFILE=`profile` when not NULL. FALSE (after saying why) when it could not
@@ -85,39 +86,87 @@ static gboolean dump_own(char **output) {
     return ok;
 }
 
-/* Which side holds the user's values, as kvd recorded it: "kvd", "dconf", or NULL (never moved). */
-static char *recorded_side(kvd_client *client, gboolean *failed) {
+/* The user's own value of MOVE_DOMAIN's `key` (never an admin's default of it), NULL when the
+ * user has none; `failed` when kvd could not say. */
+static kvd_value *own_record(kvd_client *client, const char *key, gboolean *failed) {
     kvd_value *value = NULL;
+    kvd_source source = KVD_SOURCE_USER;
     kvd_error error = KVD_ERROR_INIT;
-    kvd_status status = kvd_get(client, MOVE_DOMAIN, MOVE_KEY, &value, NULL, NULL, &error);
-    char *side = NULL;
-    if (status == KVD_OK && kvd_value_type(value) == KVD_TYPE_STRING) side = g_strdup(kvd_value_get_string(value, NULL));
+    kvd_status status = kvd_get(client, MOVE_DOMAIN, key, &value, NULL, &source, &error);
     *failed = status != KVD_OK && status != KVD_ERROR_NOT_FOUND;
     if (*failed) fprintf(stderr, TOOL_NAME ": %s\n", error.message);
-    kvd_value_free(value);
     kvd_error_clear(&error);
+    if (status == KVD_OK && source == KVD_SOURCE_USER) return value;
+    kvd_value_free(value);
+    return NULL;
+}
+
+/* Which side holds the user's values, as kvd recorded it: "kvd", "dconf", or NULL (never moved,
+ * or a record that is none of these). */
+static char *recorded_side(kvd_client *client, gboolean *failed) {
+    kvd_value *value = own_record(client, MOVE_KEY, failed);
+    char *side = NULL;
+    if (value && kvd_value_type(value) == KVD_TYPE_STRING) side = g_strdup(kvd_value_get_string(value, NULL));
+    kvd_value_free(value);
     return side;
 }
 
+/* Records `side` (and, moving into kvd, ends the move begun: MOVE_SINCE_KEY removed), atomically. */
 static int record_side(kvd_client *client, const char *side) {
     kvd_value *value = kvd_value_new_string(side);
+    kvd_change changes[] = {{.key = MOVE_KEY, .value = value}, {.key = MOVE_SINCE_KEY, .value = NULL}};
     kvd_error error = KVD_ERROR_INIT;
-    kvd_status status = kvd_set(client, MOVE_DOMAIN, MOVE_KEY, value, KVD_ANY_REVISION, NULL, &error);
-    if (status != KVD_OK) fprintf(stderr, TOOL_NAME ": %s\n", error.message);
+    kvd_status status = kvd_apply(client, MOVE_DOMAIN, changes, 2, KVD_ANY_REVISION, NULL, &error);
+    if (status != KVD_OK) fprintf(stderr, TOOL_NAME ": recording the move: %s\n", error.message);
     kvd_value_free(value);
     kvd_error_clear(&error);
     return status == KVD_OK ? 0 : 1;
 }
 
-/* dconf's values into kvd. */
+/* The revision a move into kvd began at: the one recorded by an earlier attempt that failed (a
+ * retry), else a new record's (set now, before anything moves); -1 when kvd failed. Keys whose
+ * user value changed in kvd after it keep kvd's value: the user's session used kvd since. */
+static int64_t move_began(kvd_client *client) {
+    gboolean failed = FALSE;
+    kvd_value *since = own_record(client, MOVE_SINCE_KEY, &failed);
+    int64_t revision = -1;
+    if (since && kvd_value_type(since) == KVD_TYPE_INT) revision = kvd_value_get_int(since);
+    kvd_value_free(since);
+    if (failed || revision >= 0) return failed ? -1 : revision;
+    if (pending_marker_exists()) return 0; /* kvd was away at an attempt: keep every key kvd has */
+    kvd_value *now = kvd_value_new_int(0);
+    kvd_error error = KVD_ERROR_INIT;
+    int64_t set = -1;
+    if (kvd_set(client, MOVE_DOMAIN, MOVE_SINCE_KEY, now, KVD_ANY_REVISION, &set, &error) != KVD_OK) {
+        fprintf(stderr, TOOL_NAME ": recording the move: %s\n", error.message);
+        set = -1;
+    }
+    kvd_value_free(now);
+    kvd_error_clear(&error);
+    if (set >= 0) { /* the value names the revision that set it */
+        kvd_value *value = kvd_value_new_int(set);
+        if (kvd_set(client, MOVE_DOMAIN, MOVE_SINCE_KEY, value, KVD_ANY_REVISION, NULL, NULL) != KVD_OK) set = -1;
+        kvd_value_free(value);
+    }
+    return set;
+}
+
+/* dconf's values into kvd: every key kvd did not change since the move began, but those kvd
+ * refuses (named, left in dconf); the keys written are noted for the move back's resets. */
 static int move_in(kvd_client *client) {
+    int64_t since = move_began(client);
+    if (since < 0) return 1;
     char *text = NULL;
     if (!dump_own(&text)) return 1;
     size_t count = 0;
-    int status = dconf_import(client, text, strlen(text), "/", &count);
+    ImportRules rules = {.keep_after = since, .skip_refused = TRUE, .written = g_ptr_array_new_with_free_func(g_free)};
+    int status = dconf_import(client, text, strlen(text), "/", &rules, &count);
     g_free(text);
+    if (status == 0) status = save_moved_in(rules.written);
     if (status == 0) status = record_side(client, "kvd");
+    if (status == 0) remove_pending_marker();
     if (status == 0) fprintf(stderr, TOOL_NAME ": moved %zu keys from dconf into kvd\n", count);
+    g_ptr_array_unref(rules.written);
     return status;
 }
 
@@ -143,9 +192,10 @@ static gboolean locked_in_kvd(kvd_client *client, const char *path, gboolean *fa
     return locked;
 }
 
-/* Resets in dconf each key of `current` (what dconf holds) that `wanted` lacks, but those kvd
- * locks: the user's dconf value under an administrator's lock, which kvd never took. */
-static gboolean reset_missing(kvd_client *client, GKeyFile *current, GKeyFile *wanted) {
+/* Resets in dconf each key of `current` (what dconf holds) that `wanted` lacks and that the move
+ * into kvd took (`moved`): a key kvd never held (written straight into dconf meanwhile, left out
+ * as refused) keeps dconf's value; one kvd locks too (the user's value under a lock). */
+static gboolean reset_missing(kvd_client *client, GKeyFile *current, GKeyFile *wanted, GHashTable *moved) {
     char **groups = g_key_file_get_groups(current, NULL);
     gboolean ok = TRUE;
     for (char **group = groups; ok && *group; group++) {
@@ -153,6 +203,10 @@ static gboolean reset_missing(kvd_client *client, GKeyFile *current, GKeyFile *w
         for (char **key = keys; ok && key && *key; key++) {
             if (g_key_file_has_key(wanted, *group, *key, NULL)) continue;
             char *path = strcmp(*group, "/") == 0 ? g_strconcat("/", *key, NULL) : g_strconcat("/", *group, "/", *key, NULL);
+            if (!g_hash_table_contains(moved, path)) {
+                g_free(path);
+                continue;
+            }
             const char *reset[] = {"dconf", "reset", path, NULL};
             gboolean failed = FALSE;
             if (!locked_in_kvd(client, path, &failed) && !failed) ok = run_dconf(reset, NULL, NULL);
@@ -178,11 +232,14 @@ static int move_out(kvd_client *client) {
         return 1;
     }
     size_t exported = 0, skipped = 0;
+    GHashTable *moved = load_moved_in();
     GKeyFile *wanted = dconf_export(client, "/", current, &exported, &skipped);
     char *text = wanted ? g_key_file_to_data(wanted, NULL, NULL) : NULL;
-    gboolean ok = wanted && run_dconf(load, text, NULL) && reset_missing(client, current, wanted);
+    gboolean ok = wanted && run_dconf(load, text, NULL) && reset_missing(client, current, wanted, moved);
     int status = ok ? record_side(client, "dconf") : 1;
     if (status == 0) fprintf(stderr, TOOL_NAME ": moved %zu keys from kvd back into dconf\n", exported);
+    if (status == 0) forget_moved_in();
+    g_hash_table_unref(moved);
     g_key_file_free(current);
     if (wanted) g_key_file_free(wanted);
     g_free(held);
@@ -198,6 +255,7 @@ int dconf_login(void) {
     if (kvd_connect(NULL, &client, &error) != KVD_OK) {
         fprintf(stderr, TOOL_NAME ": %s\n", error.message);
         kvd_error_clear(&error);
+        if (on) write_pending_marker(); /* the session may yet write to kvd: the retry keeps that */
         return 1;
     }
     gboolean failed = FALSE;
