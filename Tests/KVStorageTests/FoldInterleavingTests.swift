@@ -25,6 +25,8 @@ final class FoldScheduler: Sendable {
         var commitSteps: Int?
         var parked: Set<Side> = []
         var commitsDone = 0
+        /// Calls that took a step each side was allowed (not those made while it had no limit).
+        var stepped: [Side: Int] = [:]
     }
 
     private let state = Mutex(State())
@@ -47,6 +49,9 @@ final class FoldScheduler: Sendable {
 
     var foldsRun: Int { state.withLock { $0.foldsRun } }
 
+    /// How many calls of `side` took a step it was allowed.
+    func stepped(_ side: Side) -> Int { state.withLock { $0.stepped[side] ?? 0 } }
+
     /// The gate each disk call passes (``SimulatedFileSystem/beforeCall``).
     func gate() {
         let side: Side = state.withLock { state in
@@ -61,6 +66,7 @@ final class FoldScheduler: Sendable {
                     return false
                 }
                 if side == .fold { state.foldSteps = steps - 1 } else { state.commitSteps = steps - 1 }
+                state.stepped[side, default: 0] += 1
                 return true
             }
             if go { return }
@@ -111,9 +117,9 @@ final class FoldScheduler: Sendable {
 
     /// One run: commits until a fold starts (the fold parked at its first call), then the fold
     /// takes `foldSteps` calls, a commit `commitSteps`, the fold the rest, the commit the rest;
-    /// one more commit after the fold's end, and a close. Returns the workload and the number
-    /// of the fold's and the commit's disk calls (nil if the schedule ran out of them).
-    static func run(foldSteps: Int, commitSteps: Int) -> (CrashWorkload, SimulatedFileSystem)? {
+    /// one more commit after the fold's end, and a close. Returns the workload, its disk and
+    /// the scheduler.
+    static func run(foldSteps: Int, commitSteps: Int) -> (CrashWorkload, SimulatedFileSystem, FoldScheduler) {
         let fileSystem = SimulatedFileSystem()
         let scheduler = FoldScheduler()
         let work = CrashWorkload(fileSystem: fileSystem, directory: CrashPointTests.directory, options: options)
@@ -141,7 +147,9 @@ final class FoldScheduler: Sendable {
         work.commit(b, .set(key("after"), .string("x"), ifRevision: nil))
         work.close()
         fileSystem.beforeCall.withLock { $0 = nil }
-        return (work, fileSystem)
+        // the commit after it may start a second fold (on that thread, unlimited): one after a promotion
+        #expect(scheduler.foldsRun >= 1, "a fold ran on the scheduler's thread")
+        return (work, fileSystem, scheduler)
     }
 
     /// Whether the store started a fold (``kvd.wal.next`` is in use).
@@ -149,9 +157,11 @@ final class FoldScheduler: Sendable {
         work.store.map { store in store.queue.sync { store.wal.fold != nil } } ?? false
     }
 
-    /// The disk calls of the fold and of the commit in the schedule without interleaving.
+    /// The disk calls of the fold and of the commit (up to its completion), from a run in
+    /// which the fold runs whole before the commit.
     static func calls() -> (fold: Int, commit: Int) {
-        (14, 4)
+        let (_, _, scheduler) = run(foldSteps: 1000, commitSteps: 1000)
+        return (scheduler.stepped(.fold), scheduler.stepped(.commit))
     }
 
     @Test func everyInterleavingOfAFoldAndACommitSurvivesEveryCrash() {
@@ -159,9 +169,12 @@ final class FoldScheduler: Sendable {
         var failures: [String] = []
         var (points, states, runs) = (0, 0, 0)
         let (foldCalls, commitCalls) = Self.calls()
+        #expect(foldCalls >= 8 && commitCalls >= 2, "the fold makes \(foldCalls) disk calls, the commit \(commitCalls)")
+        // The fold parked at each of its calls (and done), the commit at each of its own: the
+        // commit's calls past its last one would repeat the schedule before.
         for foldSteps in 0...foldCalls {
-            for commitSteps in 0...commitCalls {
-                guard let (work, fileSystem) = Self.run(foldSteps: foldSteps, commitSteps: commitSteps) else { continue }
+            for commitSteps in 0..<max(commitCalls, 1) {
+                let (work, fileSystem, _) = Self.run(foldSteps: foldSteps, commitSteps: commitSteps)
                 runs += 1
                 let succeeded = work.attempts.allSatisfy { $0.succeeded }
                 #expect(succeeded, "every commit succeeds")
@@ -172,7 +185,7 @@ final class FoldScheduler: Sendable {
             }
             if failures.count > 3 { break }
         }
-        print("fold interleavings: \(runs) schedules, \(points) crash points, \(states) crash states (\(known.count) distinct disks)")
+        print("fold interleavings: a fold of \(foldCalls) disk calls, a commit of \(commitCalls); \(runs) schedules, \(points) crash points, \(states) crash states (\(known.count) distinct disks)")
         #expect(failures.isEmpty, "crash states failed; the first:\n\(failures.prefix(3).joined(separator: "\n\n"))")
     }
 }
