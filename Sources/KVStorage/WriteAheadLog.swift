@@ -197,7 +197,8 @@ final class WriteAheadLog: @unchecked Sendable {
         switch state {
         case .intact: return
         case .needsReset:
-            do { try rotate(to: replacement.name, baseRevision: replacement.base, carrying: replacement.records) } catch {
+            do { try rotate(to: replacement.name, baseRevision: replacement.base, carrying: replacement.records) } catch
+            {
                 throw .failure("could not rewrite the log \(path): \(error)")
             }
             return

@@ -54,9 +54,10 @@ final class FoldScheduler: Sendable {
 
     /// The gate each disk call passes (``SimulatedFileSystem/beforeCall``).
     func gate() {
-        let side: Side = state.withLock { state in
-            state.foldThread.map { pthread_equal($0, pthread_self()) != 0 } ?? false
-        } ? .fold : .commit
+        let side: Side =
+            state.withLock { state in
+                state.foldThread.map { pthread_equal($0, pthread_self()) != 0 } ?? false
+            } ? .fold : .commit
         while true {
             let go = state.withLock { state -> Bool in
                 let steps = side == .fold ? state.foldSteps : state.commitSteps
@@ -185,7 +186,9 @@ final class FoldScheduler: Sendable {
             }
             if failures.count > 3 { break }
         }
-        print("fold interleavings: a fold of \(foldCalls) disk calls, a commit of \(commitCalls); \(runs) schedules, \(points) crash points, \(states) crash states (\(known.count) distinct disks)")
+        print(
+            "fold interleavings: a fold of \(foldCalls) disk calls, a commit of \(commitCalls); \(runs) schedules, \(points) crash points, \(states) crash states (\(known.count) distinct disks)"
+        )
         #expect(failures.isEmpty, "crash states failed; the first:\n\(failures.prefix(3).joined(separator: "\n\n"))")
     }
 }
