@@ -1,4 +1,5 @@
 import FoundationEssentials
+import Dispatch
 import Glibc
 import KVSystem
 import KVValues
