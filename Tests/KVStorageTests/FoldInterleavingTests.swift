@@ -120,8 +120,9 @@ final class FoldScheduler: Sendable {
     /// takes `foldSteps` calls, a commit `commitSteps`, the fold the rest, the commit the rest;
     /// one more commit after the fold's end, and a close. Returns the workload, its disk and
     /// the scheduler.
-    static func run(foldSteps: Int, commitSteps: Int) -> (CrashWorkload, SimulatedFileSystem, FoldScheduler) {
-        let fileSystem = SimulatedFileSystem()
+    static func run(foldSteps: Int, commitSteps: Int, fileSystem: SimulatedFileSystem = SimulatedFileSystem()) -> (
+        CrashWorkload, SimulatedFileSystem, FoldScheduler
+    ) {
         let scheduler = FoldScheduler()
         let work = CrashWorkload(fileSystem: fileSystem, directory: CrashPointTests.directory, options: options)
         work.foldRunner = scheduler.runner
@@ -190,5 +191,31 @@ final class FoldScheduler: Sendable {
             "fold interleavings: a fold of \(foldCalls) disk calls, a commit of \(commitCalls); \(runs) schedules, \(points) crash points, \(states) crash states (\(known.count) distinct disks)"
         )
         #expect(failures.isEmpty, "crash states failed; the first:\n\(failures.prefix(3).joined(separator: "\n\n"))")
+    }
+
+    /// The folder sync after the fold's end renamed `kvd.wal.next` over `kvd.wal` fails (the
+    /// rename not durable): the next fold syncs the folder before its own `kvd.wal.next`, or a
+    /// crash could bring the old `kvd.wal` back under it, without the commits between the folds.
+    @Test func aFailedSyncAfterAFoldsEndIsMadeBeforeTheNextFold() {
+        let fileSystem = SimulatedFileSystem()
+        let seen = Mutex((renames: 0, failed: false))
+        fileSystem.inject { _, operation, name in
+            seen.withLock { seen -> InjectedFault? in
+                // the first: the log started at open; the second: the fold's end
+                if operation == "rename" && name == StorageFormat.logFileName { seen.renames += 1 }
+                guard seen.renames == 2, !seen.failed, operation == "fsync", name == "state" else { return nil }
+                seen.failed = true
+                return InjectedFault(code: EIO, tookEffect: false)
+            }
+        }
+        let (work, _, scheduler) = Self.run(foldSteps: 1000, commitSteps: 1000, fileSystem: fileSystem)
+        #expect(seen.withLock { $0.failed }, "the folder sync after the fold's end failed")
+        #expect(scheduler.foldsRun == 2, "a second fold started after the failed sync")
+        let succeeded = work.attempts.allSatisfy { $0.succeeded }
+        #expect(succeeded, "every commit succeeds")
+        let report = CrashEnumeration.run(fileSystem, work, Self.checker)
+        #expect(
+            report.failures.isEmpty,
+            "crash states failed; the first:\n\(report.failures.prefix(3).joined(separator: "\n\n"))")
     }
 }
