@@ -90,6 +90,8 @@ extension Store {
     func startFoldIfDue() {
         guard wal.fold == nil, wal.state == .intact, wal.isCompactionDue else { return }
         if wal.followsPrevious { return compact() }
+        // kvd.wal.next's base must be above kvd.wal's (recovery tells a stale one so)
+        guard state.withLock({ $0.revision }) > wal.baseRevision else { return }
         let dirty = wal.dirty
         let snapshot: (domains: [Domain: DomainState], revision: Int64, history: [Domain: [RecentCommit]])? =
             state.withLock { $0.startFolding(dirty: dirty) }

@@ -219,7 +219,7 @@ final class WriteAheadLog: @unchecked Sendable {
     }
 
     /// Replaces the log with one holding only a header. Only valid once every record is in
-    /// the domain files. See ``rotate(baseRevision:carrying:)``.
+    /// the domain files. See ``rotate(to:baseRevision:carrying:)``.
     func reset(baseRevision: Int64) throws(SystemError) {
         try rotate(to: StorageFormat.logFileName, baseRevision: baseRevision, carrying: [])
     }
