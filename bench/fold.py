@@ -3,8 +3,9 @@ meanwhile.
 
 kvd folds its log into the domain and history files when the log passes 4 MiB
 (`StoreOptions.compactionLogBytes`, Sources/KVStorage/Types.swift), on a thread of its own while
-commits go on; when the fold ends, the log is replaced by one holding the records appended
-meanwhile (`WriteAheadLog.rotate`: a new file renamed over `kvd.wal`). A fresh kvd takes a
+commits go on into `kvd.wal.next`, started as the fold starts (`WriteAheadLog.startFold`); when
+the fold ends, `kvd.wal.next` is renamed over `kvd.wal` (`WriteAheadLog.promoteNext`), which
+stops growing meanwhile. A fresh kvd takes a
 durable Set load of 200 clients (one epoll thread; 100-byte values, about 190 bytes of log a
 Set, so the log passes 4 MiB several times a run at this machine's rates; the smoke mode writes
 4,000-byte values so that its short run folds too), while a thread of this process, pinned
@@ -13,8 +14,8 @@ beside the load generator, polls `kvd.wal` every millisecond:
 - a fold's window opens when the file reaches 4 MiB. The file runs ahead of the log by the
   space reserved past its end (at most `StoreOptions.logReservationBytes`, 256 KiB), so the
   window opens at most that many bytes of records early, never late;
-- it closes when `kvd.wal` is another file (a new inode: the fold's rotation), plus GRACE (the
-  rotation's directory sync, and the poll's period).
+- it closes when `kvd.wal` is another file (a new inode: `kvd.wal.next` renamed over it at the
+  fold's end), plus GRACE (the rename's directory sync, and the poll's period).
 
 kvbench writes every call's start and latency (`--trace`); a call counts as during a fold when
 it overlaps a window. Per run: the worst latency of a call during any fold, the median of each

@@ -8,7 +8,7 @@ enum CopiesSetAside {
     /// Removes or rewrites the copies set aside (``StorageFormat/isBackup(_:)``) that may hold
     /// past values of `key` of `domain` (of every key, if nil): the domain's history copies
     /// are removed, and so are its domain file copies (for a key: those that name it); a copy
-    /// of the log is rewritten without the lines that name the domain (and the key), torn or
+    /// of a log (`kvd.wal` or `kvd.wal.next`) is rewritten without the lines that name the domain (and the key), torn or
     /// not. Then syncs the folder.
     static func scrub(_ domain: Domain, in folder: StateFolder, key: Key?) throws(SystemError) {
         var domainName: [UInt8] = []
@@ -19,7 +19,9 @@ enum CopiesSetAside {
         let domainCopy =
             String(StorageFormat.fileName(for: domain).dropLast(StorageFormat.domainSuffix.count))
             + StorageFormat.backupMarker
-        let logCopy = StorageFormat.logFileName + StorageFormat.backupMarker
+        let logCopies = [StorageFormat.logFileName, StorageFormat.nextLogFileName].map {
+            $0 + StorageFormat.backupMarker
+        }
         var changed = false
         for name in try folder.fileSystem.contentsOfDirectory(folder.directory) where StorageFormat.isBackup(name) {
             let json = name.hasSuffix(StorageFormat.domainSuffix)
@@ -32,7 +34,7 @@ enum CopiesSetAside {
                 }
                 try folder.fileSystem.unlink(folder.path(name))
                 changed = true
-            } else if name.hasPrefix(logCopy), !json, let bytes = try readCopy(name, in: folder) {
+            } else if logCopies.contains(where: name.hasPrefix), !json, let bytes = try readCopy(name, in: folder) {
                 let kept = Self.lines(of: bytes) { line in
                     !(Self.contains(line, domainName) && (key == nil || Self.contains(line, keyName)))
                 }

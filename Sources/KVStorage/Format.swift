@@ -15,6 +15,7 @@ import KVValues
 ///   kvd.wal.unreadable-20261129T181320Z  a copy of a log with damage before its end
 ///   kvd.system-layer                     a user's kvd: the last system layer received (SystemLayerFile)
 ///   kvd.drop-ins                         the system instance: each drop-in file's last good content (KeptDropInsFile)
+///   kvd.wal.next                         while kvd.wal is folded: the log of the commits since
 ///   .DOMAIN.json.tmp, .kvd.wal.tmp       temporary files, renamed into place (never a domain)
 /// ```
 ///
@@ -143,6 +144,10 @@ public enum StorageFormat {
     public static let logFormatVersion: Int64 = 1
 
     static let logFileName = "kvd.wal"
+    /// The log commits go to while `kvd.wal` is folded (its base: the fold's revision); renamed
+    /// over `kvd.wal` once the fold's files are synced. One whose base is at or below
+    /// `kvd.wal`'s is stale (a compaction's leftover) and removed unread.
+    static let nextLogFileName = "kvd.wal.next"
     static let lockFileName = "kvd.lock"
     static let domainSuffix = ".json"
     static let backupMarker = Domain.backupMarker

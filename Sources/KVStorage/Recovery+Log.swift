@@ -6,52 +6,89 @@ extension Recovery {
     /// A missing or unusable log is replaced by a fresh one; a torn tail is cut off; records
     /// that cannot be used elsewhere are reported, the log is copied aside, the records after
     /// them are replayed, and the log is to be compacted at once (see ``StorageFormat``):
-    /// returns true then.
+    /// returns true then. A `kvd.wal.next` (a fold's, ``recoverNextLog(into:replayedThrough:)``)
+    /// is replayed after it, and is the log left open then: returns true too.
     func recoverLog(into state: inout RecoveredState, replayedThrough: [Domain: Int64]) throws(StorageError) -> Bool {
-        guard let bytes = try readLog() else {
+        guard let bytes = try readLog(StorageFormat.logFileName) else {
             try startFreshLog(state)
             state.logBase = state.revision
+            return try recoverNextLog(into: &state, replayedThrough: replayedThrough)
+        }
+        guard let scan = try scanLog(bytes, StorageFormat.logFileName) else {
+            try startFreshLog(state)
+            state.logBase = state.revision
+            return try recoverNextLog(into: &state, replayedThrough: replayedThrough)
+        }
+        state.logBase = scan.baseRevision
+        replay(scan, of: wal.path, into: &state, replayedThrough: replayedThrough)
+        try report(scan, of: bytes, StorageFormat.logFileName)
+        let next = try recoverNextLog(into: &state, replayedThrough: replayedThrough)
+        if !next {
+            try openLog(
+                validLength: Int64(scan.validLength), fileLength: Int64(bytes.count),
+                damaged: scan.tornTail != nil || !scan.damage.isEmpty,
+                tail: WriteAheadLog.tail(of: bytes, length: scan.validLength), base: scan.baseRevision)
+        }
+        return next || !scan.damage.isEmpty
+    }
+
+    /// Replays `kvd.wal.next` after `kvd.wal` (whose base is `state.logBase`) when a fold's
+    /// crash or failure left it, opens it for appending (`kvd.wal` stays as it is, its records
+    /// not in the files yet) and returns true: the store compacts both at once. One whose base
+    /// is at or below `kvd.wal`'s is a compaction's leftover, already in the files: removed
+    /// unread (false then), as is one without a readable header (nothing was acknowledged in it).
+    private func recoverNextLog(into state: inout RecoveredState, replayedThrough: [Domain: Int64])
+        throws(StorageError) -> Bool
+    {
+        let name = StorageFormat.nextLogFileName
+        guard let bytes = try readLog(name) else { return false }
+        guard let scan = try scanLog(bytes, name), scan.baseRevision > state.logBase else {
+            do { try folder.removeIfPresent(name) } catch {
+                throw .failure("cannot remove the stale log \(folder.path(name)): \(error)")
+            }
+            folder.log(.info, "removed \(folder.path(name)), a log already folded into the files")
             return false
         }
-        let scan: LogScan
+        replay(scan, of: folder.path(name), into: &state, replayedThrough: replayedThrough)
+        try report(scan, of: bytes, name)
+        try openLog(
+            validLength: Int64(scan.validLength), fileLength: Int64(bytes.count),
+            damaged: scan.tornTail != nil || !scan.damage.isEmpty,
+            tail: WriteAheadLog.tail(of: bytes, length: scan.validLength), base: scan.baseRevision, name: name)
+        return true
+    }
+
+    /// The scan of log `name`'s `bytes`; nil (after copying it aside) if its header is unusable.
+    private func scanLog(_ bytes: [UInt8], _ name: String) throws(StorageError) -> LogScan? {
         do {
-            scan = try LogFormat.scan(bytes)
+            return try LogFormat.scan(bytes)
         } catch {
             switch error {
             case .newer(let version):
                 throw .invalidStateDirectory(
-                    "the log \(wal.path) was written by a newer kvd (formatVersion \(version)); use that kvd")
+                    "the log \(folder.path(name)) was written by a newer kvd (formatVersion \(version)); use that kvd")
             case .damaged(let reason):
-                try keepCopy(of: bytes, reason: reason)
-                try startFreshLog(state)
-                state.logBase = state.revision
-                return false
+                try keepCopy(of: bytes, name, reason: reason)
+                return nil
             }
         }
-        state.logBase = scan.baseRevision
-        replay(scan, into: &state, replayedThrough: replayedThrough)
-        try report(scan, of: bytes)
-        try openLog(
-            validLength: Int64(scan.validLength), fileLength: Int64(bytes.count),
-            damaged: scan.tornTail != nil || !scan.damage.isEmpty,
-            tail: WriteAheadLog.tail(of: bytes, length: scan.validLength))
-        return !scan.damage.isEmpty
     }
 
     /// Logs the records `scan` found unusable (copying the log aside first) and a torn tail.
-    private func report(_ scan: LogScan, of bytes: [UInt8]) throws(StorageError) {
+    private func report(_ scan: LogScan, of bytes: [UInt8], _ name: String) throws(StorageError) {
+        let path = folder.path(name)
         if !scan.damage.isEmpty {
-            try keepCopy(of: bytes, reason: "\(scan.damage.count) records cannot be used")
+            try keepCopy(of: bytes, name, reason: "\(scan.damage.count) records cannot be used")
             for damage in scan.damage {
                 folder.log(
                     .error,
-                    "the log \(wal.path): \(damage); that change is lost, the records after it are replayed")
+                    "the log \(path): \(damage); that change is lost, the records after it are replayed")
             }
         }
         if let torn = scan.tornTail {
             folder.log(
                 .warning,
-                "ignored the end of the log \(wal.path) from byte \(scan.validLength): \(torn) (never acknowledged)"
+                "ignored the end of the log \(path) from byte \(scan.validLength): \(torn) (never acknowledged)"
             )
         }
     }
@@ -59,8 +96,8 @@ extension Recovery {
     /// The log's bytes, or nil if there is none. Something other than a regular file at its
     /// name is renamed aside (then nil), except a symbolic link: it may lead to the log holding
     /// acknowledged writes, so kvd refuses to start rather than follow it or drop it.
-    private func readLog() throws(StorageError) -> [UInt8]? {
-        let path = wal.path
+    private func readLog(_ name: String) throws(StorageError) -> [UInt8]? {
+        let path = folder.path(name)
         do {
             return try fileSystem.readRegularFile(path, limit: .max)
         } catch {
@@ -71,7 +108,7 @@ extension Recovery {
                 )
             case .notRegular(let kind):
                 do {
-                    let backup = try folder.moveAside(StorageFormat.logFileName)
+                    let backup = try folder.moveAside(name)
                     folder.log(
                         .error,
                         "the log \(path) is \(kind), not a regular file; moved it to \(folder.path(backup)) and started a new log"
@@ -89,7 +126,9 @@ extension Recovery {
 
     /// Replays `scan`'s records; the store revision becomes at least that of every record,
     /// used or not.
-    private func replay(_ scan: LogScan, into state: inout RecoveredState, replayedThrough: [Domain: Int64]) {
+    private func replay(
+        _ scan: LogScan, of path: String, into state: inout RecoveredState, replayedThrough: [Domain: Int64]
+    ) {
         state.revision = max(state.revision, scan.highestRevision)
         var line: [UInt8] = []
         var entryBytes: [Int] = []
@@ -122,27 +161,35 @@ extension Recovery {
         if !scan.records.isEmpty {
             folder.log(
                 .info,
-                "replayed \(scan.records.count) records of the log \(wal.path) up to revision \(state.revision)")
+                "replayed \(scan.records.count) records of the log \(path) up to revision \(state.revision)")
         }
     }
 
     /// Writes the domains out and starts a new log, so that damage kept aside is reported
-    /// once; if that fails, the damaged log stays in use and is reported again next time.
+    /// once, and a fold's two logs become one; if that fails, the logs stay in use (damage is
+    /// reported again next time; two logs are compacted at the next fold).
     func compactAfterDamage(_ state: RecoveredState) {
         do {
             try wal.compact(into: files, state.domains, revision: state.revision, history: state.recent)
         } catch {
             folder.log(
                 .error,
-                "could not compact the damaged log \(wal.path), it stays in use (and its damage will be reported again): \(error)"
+                "could not compact the log \(wal.path) at once, it stays in use (damage in it will be reported again): \(error)"
             )
         }
     }
 
     /// Opens the log for writing after its last valid record; cuts off a damaged tail durably
     /// first (reserved zeros after the last record are kept).
-    private func openLog(validLength: Int64, fileLength: Int64, damaged: Bool, tail: [UInt8]) throws(StorageError) {
-        do { try wal.open(validLength: validLength, fileLength: fileLength, tail: tail, damaged: damaged) } catch {
+    private func openLog(
+        validLength: Int64, fileLength: Int64, damaged: Bool, tail: [UInt8], base: Int64,
+        name: String = StorageFormat.logFileName
+    ) throws(StorageError) {
+        do {
+            try wal.open(
+                validLength: validLength, fileLength: fileLength, tail: tail, damaged: damaged, baseRevision: base,
+                name: name)
+        } catch {
             wal.releaseAll()
             throw .failure("cannot open the log \(wal.path): \(error)")
         }
@@ -157,14 +204,15 @@ extension Recovery {
         }
     }
 
-    private func keepCopy(of bytes: [UInt8], reason: String) throws(StorageError) {
+    private func keepCopy(of bytes: [UInt8], _ name: String, reason: String) throws(StorageError) {
+        let path = folder.path(name)
         do {
-            let backup = try folder.backUp(bytes, of: StorageFormat.logFileName)
+            let backup = try folder.backUp(bytes, of: name)
             folder.log(
-                .warning, "the log \(wal.path) is damaged (\(reason)); copied it to \(folder.path(backup))")
+                .warning, "the log \(path) is damaged (\(reason)); copied it to \(folder.path(backup))")
         } catch {
             wal.releaseAll()
-            throw .failure("the log \(wal.path) is damaged (\(reason)) and could not be backed up: \(error)")
+            throw .failure("the log \(path) is damaged (\(reason)) and could not be backed up: \(error)")
         }
     }
 }

@@ -35,16 +35,12 @@ extension Store {
     /// started, so submitters arriving during a sync share the next one. Called with
     /// `State.draining` set; clears it when done. After each batch, a fold that falls due is
     /// started (``startFoldIfDue()``) and one that has finished is ended; without
-    /// `endingFolds` (on a caller's thread) that is left to the commit queue. A fold that has
-    /// fallen ``maxCarriedBytes`` behind is waited for.
+    /// `endingFolds` (on a caller's thread) that is left to the commit queue. A running fold is
+    /// never waited for: the commits go to the log that follows the folded one.
     func drain(endingFolds: Bool = true) {
         while let pending = takeBatch() {
             commit(pending)
-            if wal.carriedCount > maxCarriedBytes {
-                awaitFold()
-            } else if endingFolds {
-                finishFoldIfDone()
-            }
+            if endingFolds { finishFoldIfDone() }
             startFoldIfDue()
         }
     }

@@ -60,34 +60,38 @@ final class FoldTask: Sendable {
     }
 }
 
-/// Folding the log into the files off the commit queue: commits go on while it runs, and the
-/// log is rotated when it ends. Everything here runs on ``Store/queue``.
+/// Folding the log into the files off the commit queue: commits never wait for it. Everything
+/// here runs on ``Store/queue``.
 ///
-/// The order that keeps every acknowledged change across a crash: the fold writes the history
-/// and domain files as of revision R and syncs them while the commit queue keeps appending to
-/// the log (which still holds everything since its base); only then is the log replaced by one
-/// of base R holding the records appended since (the ``WriteAheadLog`` carries them). A crash
-/// at any point finds either the old log over files at R or older (recovery skips what a file
-/// holds), or the new one over files at R.
+/// The order that keeps every acknowledged change across a crash: when a fold of everything up
+/// to revision R starts, the commit queue starts `kvd.wal.next` of base R (temporary file,
+/// fsync, rename, folder fsync; no record is carried) and commits go there from then on, while
+/// the fold writes the history and domain files as of R and syncs them on its own thread, with
+/// `kvd.wal` (everything up to R) untouched. Only then is `kvd.wal.next` renamed over `kvd.wal`.
+/// A crash at any point finds `kvd.wal` over files at R or older, with or without
+/// `kvd.wal.next` above it (recovery replays both, then compacts), or `kvd.wal` of base R over
+/// files at R.
 extension Store {
-    /// The most bytes of records a running fold lets the log gain before a commit waits for it:
-    /// what the next log starts with, held in memory until then (and copied once more when it
-    /// is written): a quarter of the compaction threshold (1 MiB by default), at least 64 KiB. A
-    /// fold of 4 MiB of log takes 30-65 ms here; 50 writing clients add about 0.5 MiB meanwhile.
-    var maxCarriedBytes: Int { max(options.compactionLogBytes / 4, 64 << 10) }
+    /// What the log may gain while a fold runs, for the disk's room check only
+    /// (``startFoldIfDue()``): a quarter of the compaction threshold (1 MiB by default), at
+    /// least 64 KiB. Commits never wait for a fold however far the log grows meanwhile.
+    var foldGrowthBytes: Int { max(options.compactionLogBytes / 4, 64 << 10) }
 
     /// Starts a fold of everything up to the current revision when the log has grown past its
     /// threshold, no fold runs, the log is intact and the store is open: takes the committed
-    /// state of the dirty domains (shared, not copied), hands the fold to ``foldRunner`` and
-    /// returns at once.
+    /// state of the dirty domains (shared, not copied), starts `kvd.wal.next`
+    /// (``WriteAheadLog/startFold(_:revision:)``), hands the fold to ``foldRunner`` and returns.
+    /// After a fold that failed (both logs kept), everything is compacted here instead.
     ///
     /// On a disk without room for what the fold writes beside what the log may gain meanwhile
     /// (``WriteAheadLog/hasRoom(for:growth:)``), the fold runs here instead, commits waiting: one
     /// that fails for room then makes room (``makeRoom()``) while the log is at its threshold,
-    /// not ``maxCarriedBytes`` past it, with no room left for the domain files that would let
-    /// the log go.
+    /// with room left for the domain files that would let the log go.
     func startFoldIfDue() {
         guard wal.fold == nil, wal.state == .intact, wal.isCompactionDue else { return }
+        if wal.followsPrevious { return compact() }
+        // kvd.wal.next's base must be above kvd.wal's (recovery tells a stale one so)
+        guard state.withLock({ $0.revision }) > wal.baseRevision else { return }
         let dirty = wal.dirty
         let snapshot: (domains: [Domain: DomainState], revision: Int64, history: [Domain: [RecentCommit]])? =
             state.withLock { $0.startFolding(dirty: dirty) }
@@ -96,8 +100,12 @@ extension Store {
             FoldJob(
                 revision: snapshot.revision, dirty: dirty, domains: snapshot.domains, history: snapshot.history,
                 logLength: wal.length), files: files)
-        wal.startFold(task)
-        guard wal.hasRoom(for: files.bytesNeeded(for: task.job), growth: Int64(maxCarriedBytes)) else {
+        let room = wal.hasRoom(for: files.bytesNeeded(for: task.job), growth: Int64(foldGrowthBytes))
+        do { try wal.startFold(task, revision: snapshot.revision) } catch {
+            state.withLock { $0.endFolding() }
+            return retryFoldLater(after: error)
+        }
+        guard room else {
             log(.debug, "little room left beside \(wal.path): folding it while commits wait")
             return awaitFold()
         }
@@ -130,25 +138,25 @@ extension Store {
         queue.sync { awaitFold() }
     }
 
-    /// Waits for a running fold (or runs it) without ending it (a crash, for tests: the log is
-    /// not rotated).
+    /// Waits for a running fold (or runs it) without ending it (a crash, for tests: both logs
+    /// stay).
     func abandonFold() {
         guard let task = wal.fold else { return }
         _ = task.wait()
-        _ = wal.endFold()
+        wal.endFold()
     }
 
-    /// After a fold: drops the commits it put in the history files from memory and replaces the
-    /// log by one holding only what came after it; or, if it failed, keeps its domains dirty
-    /// (the log still holds everything) and tries again later, first making room on a full disk
-    /// (unless `makingRoom`: ``makeRoom()`` itself waited for it, and makes the room).
+    /// After a fold: drops the commits it put in the history files from memory and renames
+    /// `kvd.wal.next` over `kvd.wal`; or, if it failed, keeps its domains dirty (both logs
+    /// still hold everything) and compacts later, first making room on a full disk (unless
+    /// `makingRoom`: ``makeRoom()`` itself waited for it, and makes the room).
     func finishFold(_ task: FoldTask, _ result: Result<Void, SystemError>, makingRoom: Bool = false) {
         let job = task.job
-        let carried = wal.endFold()
+        wal.endFold()
         defer { state.withLock { $0.endFolding() } }
         switch result {
         case .success:
-            endFold(job, carried: carried)
+            endFold(job)
         case .failure(let error):
             wal.markDirty(job.dirty)
             if Self.isFull(error) && !makingRoom && makeRoom().compacted { return }
@@ -156,7 +164,7 @@ extension Store {
         }
     }
 
-    /// After a fold or compaction that failed (the log still holds everything): tries again once
+    /// After a fold or compaction that failed (the logs still hold everything): tries again once
     /// the log has grown a bit (``WriteAheadLog/postponeCompaction()``), and says so.
     func retryFoldLater(after error: some Error) {
         wal.postponeCompaction()
@@ -164,22 +172,17 @@ extension Store {
     }
 
     /// After a fold that succeeded: drops the commits it put in the history files from memory
-    /// and replaces the log by one of base `job.revision` holding `carried`.
-    private func endFold(_ job: FoldJob, carried: [UInt8]) {
+    /// and lets `kvd.wal` go (``WriteAheadLog/promoteNext()``).
+    private func endFold(_ job: FoldJob) {
         state.withLock { $0.dropRecent(through: job.revision, of: job.history.keys) }
         do {
-            try wal.rotateAfterFold(baseRevision: job.revision, carrying: carried)
-            log(
-                .debug,
-                "folded the log into \(job.dirty.count) domain files at revision \(job.revision), carried \(carried.count) bytes of later records"
-            )
+            try wal.promoteNext()
+            log(.debug, "folded the log into \(job.dirty.count) domain files at revision \(job.revision)")
         } catch {
-            if wal.state == .intact {
-                wal.postponeCompaction()  // not replaced: it still holds everything
-            }
+            if wal.followsPrevious { wal.postponeCompaction() }  // both logs kept: compacted at a later fold
             log(
                 .error,
-                "could not replace the log \(wal.path) after folding it (\(wal.state == .intact ? "it stays in use, and is replaced at a later fold" : "it is written again before the next commit")): \(error)"
+                "could not let the folded log go after folding it at revision \(job.revision) (\(wal.followsPrevious ? "both logs are kept and compacted later" : "the folder is synced before the next fold")): \(error)"
             )
         }
     }

@@ -174,8 +174,8 @@ public final class Store: Sendable {
     /// Commits everything queued, on the calling thread, with one sync per batch, and calls
     /// the completions there; returns at once if nothing is queued. If the commit queue is busy
     /// (a drain runs there), leaves the work to it instead of waiting. A fold that falls due
-    /// runs on the fold queue, and its end (the log's rotation) on the commit queue, so the
-    /// caller waits for neither (unless a fold falls far behind: ``maxCarriedBytes``). Blocks on
+    /// runs on the fold queue, and its end (a rename of the log) on the commit queue, so the
+    /// caller waits for neither (commits go to `kvd.wal.next` while it runs). Blocks on
     /// I/O (a sync); must not be called from a completion.
     public func commitQueued() {
         guard claimDrain() else { return }

@@ -3,7 +3,9 @@ import KVValues
 
 /// The commit queue's side of the store: the folder's lock, the log file, the domains the log
 /// changed since their files were written (``dirty``), and the fold running off the queue
-/// (``fold``), with the records appended since it started (what the next log carries).
+/// (``fold``). While a fold runs, commits go to `kvd.wal.next` (its base: the fold's revision)
+/// and `kvd.wal` before it still holds the records the fold writes into the files; when the
+/// fold ends, `kvd.wal.next` is renamed over `kvd.wal`.
 ///
 /// Confined to the store's commit queue (and to `Store.init` before that exists), hence
 /// `@unchecked Sendable`; it is not thread-safe. Every method that writes blocks on I/O. A
@@ -12,6 +14,13 @@ final class WriteAheadLog: @unchecked Sendable {
     let folder: StateFolder
     private var lockDescriptor: FileDescriptor?
     private var descriptor: FileDescriptor?
+    /// The log file commits go to: ``StorageFormat/logFileName``, or
+    /// ``StorageFormat/nextLogFileName`` while the log before it (``followsPrevious``) is kept.
+    private(set) var name = StorageFormat.logFileName
+    /// The base revision in the header of the log in use.
+    private(set) var baseRevision: Int64 = 0
+    /// A rename of the log whose folder sync failed: synced before the next log is started.
+    private var entriesUnsynced = false
     /// Length of the log up to the end of its last durable record: where the next goes.
     private(set) var length: Int64 = 0
     /// The log file's size: past ``length`` it holds zeros (space reserved ahead, so that a
@@ -37,12 +46,9 @@ final class WriteAheadLog: @unchecked Sendable {
     private(set) var appendFailure: SystemError?
     /// The fold running off the commit queue, if any (``Store/startFoldIfDue()``).
     private(set) var fold: FoldTask?
-    /// While a fold runs: every record appended since it started. The log that replaces this
-    /// one when it ends holds them after its header (``rotate(baseRevision:carrying:)``).
-    private var carried: [UInt8]?
-    /// The log a ``LogState/needsReset`` repair writes: the base and records of the last
+    /// The log a ``LogState/needsReset`` repair writes: the name, base and records of the last
     /// replacement that may not be durable.
-    private var replacement: (base: Int64, records: [UInt8]) = (0, [])
+    private var replacement: (name: String, base: Int64, records: [UInt8]) = (StorageFormat.logFileName, 0, [])
 
     /// What the log needs before the next append. One value: a log whose replacement may not
     /// be durable is written anew, which also covers what a cut back would repair.
@@ -73,10 +79,11 @@ final class WriteAheadLog: @unchecked Sendable {
 
     private var fileSystem: any FileSystem { folder.fileSystem }
 
-    var path: String { folder.path(StorageFormat.logFileName) }
+    var path: String { folder.path(name) }
 
-    /// The number of bytes carried for the running fold (0 when none runs).
-    var carriedCount: Int { carried?.count ?? 0 }
+    /// Whether the log in use is `kvd.wal.next` and `kvd.wal` is kept before it: a fold of
+    /// `kvd.wal` runs, or failed (then ``Store/compact()`` folds both).
+    var followsPrevious: Bool { name == StorageFormat.nextLogFileName }
 
     /// Writes framed records after the last durable one and makes them durable with one
     /// `fdatasync`. On failure nothing is durable, the log is marked for repair, and
@@ -98,7 +105,6 @@ final class WriteAheadLog: @unchecked Sendable {
             try? repairIfNeeded()
             throw .failure("could not make the change durable in \(path): \(error)")
         }
-        carried?.append(contentsOf: bytes)
         length = end
         let kept = Int(end % Int64(Self.blockSize))
         tail = Array(block[(Int(end - start) - kept)..<Int(end - start)])
@@ -114,7 +120,11 @@ final class WriteAheadLog: @unchecked Sendable {
     /// (`validLength`; the file holds `fileLength` bytes, `tail` its content from the last block
     /// boundary up to `validLength`). A `damaged` tail is cut off durably first (reserved zeros
     /// after the last record are kept otherwise).
-    func open(validLength: Int64, fileLength: Int64, tail: [UInt8], damaged: Bool) throws(SystemError) {
+    func open(
+        validLength: Int64, fileLength: Int64, tail: [UInt8], damaged: Bool, baseRevision: Int64,
+        name: String = StorageFormat.logFileName
+    ) throws(SystemError) {
+        (self.name, self.baseRevision) = (name, baseRevision)
         length = validLength
         self.fileLength = fileLength
         let descriptor = try openForAppending(tail: tail)
@@ -187,7 +197,8 @@ final class WriteAheadLog: @unchecked Sendable {
         switch state {
         case .intact: return
         case .needsReset:
-            do { try rotate(baseRevision: replacement.base, carrying: replacement.records) } catch {
+            do { try rotate(to: replacement.name, baseRevision: replacement.base, carrying: replacement.records) } catch
+            {
                 throw .failure("could not rewrite the log \(path): \(error)")
             }
             return
@@ -208,35 +219,37 @@ final class WriteAheadLog: @unchecked Sendable {
     }
 
     /// Replaces the log with one holding only a header. Only valid once every record is in
-    /// the domain files. See ``rotate(baseRevision:carrying:)``.
+    /// the domain files. See ``rotate(to:baseRevision:carrying:)``.
     func reset(baseRevision: Int64) throws(SystemError) {
-        try rotate(baseRevision: baseRevision, carrying: [])
+        try rotate(to: StorageFormat.logFileName, baseRevision: baseRevision, carrying: [])
     }
 
-    /// Replaces the log with one holding a header of `baseRevision` and then `records` (framed
-    /// records above it): temporary file, fsync, rename, fsync of the folder. Only valid once
-    /// every change at or below `baseRevision` is in the domain files, and when `records` are
+    /// Replaces the log `name` (and makes it the one in use) with one holding a header of
+    /// `baseRevision` and then `records` (framed records above it): temporary file, fsync,
+    /// rename, fsync of the folder. Only valid once every change at or below `baseRevision` is
+    /// in the domain files (or, for `kvd.wal.next`, in `kvd.wal`), and when `records` are
     /// every record of the log above it. If the temporary file cannot be written (a full disk),
     /// the log in place is untouched and stays as it was. From the rename on, until the
     /// folder's sync succeeds, the log ``LogState/needsReset`` (to this same replacement).
     /// The file is written up to a whole block (zeros past the records), so that the first
     /// direct write of its last block does not grow it: growing a file with a direct write
     /// waits for the file's metadata to be committed (milliseconds).
-    func rotate(baseRevision: Int64, carrying records: [UInt8]) throws(SystemError) {
+    private func rotate(to name: String, baseRevision: Int64, carrying records: [UInt8]) throws(SystemError) {
         var content = LogFormat.header(baseRevision: baseRevision) + records
         let end = content.count
         content += [UInt8](repeating: 0, count: (Self.blockSize - end % Self.blockSize) % Self.blockSize)
-        let temporary = folder.path("." + StorageFormat.logFileName + ".tmp")
+        let temporary = folder.path("." + name + ".tmp")
         try fileSystem.writeTemporary(temporary, content)
-        (state, replacement) = (.needsReset, (baseRevision, records))
-        try fileSystem.moveTemporary(temporary, to: path)
+        (state, replacement) = (.needsReset, (name, baseRevision, records))
+        try fileSystem.moveTemporary(temporary, to: folder.path(name))
         if let old = descriptor { fileSystem.close(old) }
         descriptor = nil
+        (self.name, self.baseRevision) = (name, baseRevision)
         length = Int64(end)
         fileLength = Int64(content.count)
         try openForAppending(tail: Self.tail(of: content, length: end))
         try fileSystem.syncDirectory(folder.directory)
-        (state, replacement) = (.intact, (0, []))
+        (state, replacement, entriesUnsynced) = (.intact, (name, 0, []), false)
     }
 
     /// Whether the file system holding the log has room for `bytes` more (what a fold writes)
@@ -246,17 +259,27 @@ final class WriteAheadLog: @unchecked Sendable {
         return available >= growth + reservation + bytes
     }
 
-    /// Folds everything into `files` (``StateFiles/fold(_:)``), then resets the log; the next
-    /// compaction is due once it holds ``compactionBytes``. On failure the old log stays and
-    /// still covers everything; the dirty set is kept for the next attempt. Not while a fold runs.
+    /// Folds everything into `files` (``StateFiles/fold(_:)``), then resets the log (`kvd.wal`)
+    /// and removes `kvd.wal.next` if it was in use; the next compaction is due once the log holds
+    /// ``compactionBytes``. On failure the old logs stay and still cover everything; the dirty
+    /// set is kept for the next attempt. Not while a fold runs.
+    ///
+    /// A `kvd.wal.next` left by a crash before its removal is durable has a base at or below
+    /// `kvd.wal`'s: recovery knows it for a stale one and removes it unread.
     func compact(
         into files: StateFiles, _ domains: [Domain: DomainState], revision: Int64,
         history: [Domain: [RecentCommit]] = [:]
     ) throws(SystemError) {
+        precondition(fold == nil, "a fold runs")
+        let hadNext = followsPrevious
         try files.fold(FoldJob(revision: revision, dirty: dirty, domains: domains, history: history, logLength: length))
         try reset(baseRevision: revision)
         dirty = []
         nextCompactionLength = compactionBytes
+        if hadNext {
+            try folder.removeIfPresent(StorageFormat.nextLogFileName)
+            try fileSystem.syncDirectory(folder.directory)
+        }
     }
 
     /// Records that the log changed `domains` since their files were written.
@@ -272,12 +295,18 @@ final class WriteAheadLog: @unchecked Sendable {
     /// Whether the log has grown past the length at which compaction is due.
     var isCompactionDue: Bool { length >= nextCompactionLength }
 
-    /// After a fold that succeeded: the next compaction is due once the log holds
-    /// ``compactionBytes``, and the log is replaced by one of base `revision` holding `records`
-    /// (``rotate(baseRevision:carrying:)``, which says what a failure leaves).
-    func rotateAfterFold(baseRevision revision: Int64, carrying records: [UInt8]) throws(SystemError) {
-        nextCompactionLength = compactionBytes
-        try rotate(baseRevision: revision, carrying: records)
+    /// After a fold that succeeded (every change up to the base of `kvd.wal.next` is in the
+    /// synced files): renames `kvd.wal.next` over `kvd.wal`, which it no longer needs, and syncs
+    /// the folder. If the rename fails both logs stay (and the next fold is a ``compact(into:_:revision:history:)``);
+    /// if only the sync fails, it is made before the next log is started. Cheap: no data is written.
+    func promoteNext() throws(SystemError) {
+        guard followsPrevious else { return }
+        try fileSystem.rename(path, to: folder.path(StorageFormat.logFileName))
+        name = StorageFormat.logFileName
+        do { try fileSystem.syncDirectory(folder.directory) } catch {
+            entriesUnsynced = true
+            throw error
+        }
     }
 
     /// Puts the next fold off until the log has grown by another quarter of ``compactionBytes``,
@@ -286,17 +315,27 @@ final class WriteAheadLog: @unchecked Sendable {
         nextCompactionLength = length + max(compactionBytes / 4, 1)
     }
 
-    /// Records `task` as the running fold of every dirty domain: the dirty set starts empty,
-    /// and the records appended from now on are carried. Not while a fold runs.
-    func startFold(_ task: FoldTask) {
-        precondition(fold == nil, "a fold runs already")
-        (fold, dirty, carried) = (task, [], [])
+    /// Records `task` as the running fold of every dirty domain, up to `revision` (the last
+    /// record of `kvd.wal`): starts `kvd.wal.next` of base `revision` (temporary file, fsync,
+    /// rename, fsync of the folder), where the commits from now on go while the fold writes the
+    /// files; the dirty set starts empty. If that fails nothing changed but, from the rename on,
+    /// the log in use is `kvd.wal.next` (``rotate(to:baseRevision:carrying:)``), and no fold runs.
+    /// Not while a fold runs or `kvd.wal.next` is in use.
+    func startFold(_ task: FoldTask, revision: Int64) throws(SystemError) {
+        precondition(fold == nil && !followsPrevious, "a fold runs already")
+        if entriesUnsynced {
+            // the last promotion's rename must not be undone under the new kvd.wal.next
+            try fileSystem.syncDirectory(folder.directory)
+            entriesUnsynced = false
+        }
+        try rotate(to: StorageFormat.nextLogFileName, baseRevision: revision, carrying: [])
+        (fold, dirty) = (task, [])
+        nextCompactionLength = compactionBytes
     }
 
-    /// Forgets the running fold and returns the records appended since it started.
-    func endFold() -> [UInt8] {
-        defer { (fold, carried) = (nil, nil) }
-        return carried ?? []
+    /// Forgets the running fold (``promoteNext()`` after one that succeeded).
+    func endFold() {
+        fold = nil
     }
 
     /// Records the lock on the folder, held through `descriptor` (released by ``releaseAll()``).

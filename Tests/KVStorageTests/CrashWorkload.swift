@@ -56,6 +56,8 @@ final class CrashWorkload {
     private let folds = SteppedFolds()
     /// How many folds ran after a commit that came after their start.
     private(set) var interleavedFolds = 0
+    /// Where the store runs its folds, if not stepped by the workload (``FoldScheduler``).
+    var foldRunner: (@Sendable (@escaping @Sendable () -> Void) -> Void)?
 
     init(
         fileSystem: SimulatedFileSystem, directory: String = "/data/state", options: StoreOptions,
@@ -70,7 +72,7 @@ final class CrashWorkload {
     /// Opens the store, retrying (as a restarted daemon would) if recovery fails.
     func open() {
         var options = self.options
-        options.foldRunner = { [folds] work in folds.add(work) }
+        options.foldRunner = foldRunner ?? { [folds] work in folds.add(work) }
         for _ in 0..<3 {
             do {
                 store = try Store(directory: directory, options: options, fileSystem: fileSystem)
@@ -113,6 +115,25 @@ final class CrashWorkload {
         done.wait()
         let (result, index) = outcome.withLock { $0! }
         attempts.append(Attempt(domain: domain, mutation: mutation, outcome: result, completedAt: index))
+    }
+
+    /// Submits a commit and returns at once; the returned closure waits for its completion and
+    /// records the attempt (one in flight at a time: attempts stay in commit order).
+    func submit(_ domain: Domain, _ mutation: Mutation, onDone: @escaping @Sendable () -> Void = {}) -> () -> Void {
+        guard let store else { return {} }
+        let done = DispatchSemaphore(value: 0)
+        let outcome = Mutex<(Result<Commit, StorageError>, Int)?>(nil)
+        let fileSystem = self.fileSystem
+        store.submit(domain, mutation) { result in
+            outcome.withLock { $0 = (result, fileSystem.operationCount) }
+            onDone()
+            done.signal()
+        }
+        return {
+            done.wait()
+            let (result, index) = outcome.withLock { $0! }
+            self.attempts.append(Attempt(domain: domain, mutation: mutation, outcome: result, completedAt: index))
+        }
     }
 
     /// Commits `parts` as one group (``Store/submitGroup(_:completion:)``).

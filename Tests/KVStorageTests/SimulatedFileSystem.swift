@@ -64,6 +64,14 @@ final class SimulatedFileSystem: FileSystem {
         state.withLock { $0.inject = rule }
     }
 
+    /// Runs before every call that may change the disk, outside the lock: a scheduler's gate
+    /// (``FoldScheduler``) that holds the calling thread until it may go on.
+    let beforeCall = Mutex<(@Sendable () -> Void)?>(nil)
+
+    private func pause() {
+        if let gate = beforeCall.withLock({ $0 }) { gate() }
+    }
+
     var operations: [DiskOperation] { state.withLock { $0.operations } }
     var operationCount: Int { state.withLock { $0.operations.count } }
     var labels: [String] { state.withLock { $0.labels } }
@@ -75,7 +83,8 @@ final class SimulatedFileSystem: FileSystem {
     // MARK: FileSystem
 
     func open(_ path: String, _ options: OpenOptions, permissions: UInt32) throws(SystemError) -> FileDescriptor {
-        try state.withLock { state throws(SystemError) in
+        if options.contains(.write) { pause() }
+        return try state.withLock { state throws(SystemError) in
             let (folder, name) = try Self.parent(of: path, in: state.model.current, operation: "open")
             let effect = Self.check(&state, "open", path)
             if let effect, !effect.tookEffect {
@@ -149,6 +158,7 @@ final class SimulatedFileSystem: FileSystem {
 
     /// `write` at the descriptor's offset (or end, when appending), `pwrite` at `position`.
     private func write(_ descriptor: FileDescriptor, _ bytes: [UInt8], at position: Int?) throws(SystemError) {
+        pause()
         try state.withLock { state throws(SystemError) in
             guard var handle = state.handles[descriptor.rawValue] else {
                 throw SystemError("write", path: nil, code: EBADF)
@@ -178,6 +188,7 @@ final class SimulatedFileSystem: FileSystem {
     func fdatasync(_ descriptor: FileDescriptor) throws(SystemError) { try sync(descriptor, "fdatasync") }
 
     private func sync(_ descriptor: FileDescriptor, _ operation: String) throws(SystemError) {
+        pause()
         try state.withLock { state throws(SystemError) in
             guard let handle = state.handles[descriptor.rawValue] else {
                 throw SystemError(operation, path: nil, code: EBADF)
@@ -189,6 +200,7 @@ final class SimulatedFileSystem: FileSystem {
     }
 
     func truncate(_ descriptor: FileDescriptor, to length: Int64) throws(SystemError) {
+        pause()
         try state.withLock { state throws(SystemError) in
             guard let handle = state.handles[descriptor.rawValue] else {
                 throw SystemError("ftruncate", path: nil, code: EBADF)
@@ -207,6 +219,7 @@ final class SimulatedFileSystem: FileSystem {
     /// Extends the file with zeros, like `ftruncate` (durable only once synced); a fault leaves
     /// the file unchanged.
     func preallocate(_ descriptor: FileDescriptor, to length: Int64) throws(SystemError) {
+        pause()
         try state.withLock { state throws(SystemError) in
             guard let handle = state.handles[descriptor.rawValue] else {
                 throw SystemError("fallocate", path: nil, code: EBADF)
@@ -266,6 +279,7 @@ final class SimulatedFileSystem: FileSystem {
     }
 
     func rename(_ source: String, to destination: String) throws(SystemError) {
+        pause()
         try state.withLock { state throws(SystemError) in
             let (folder, from) = try Self.parent(of: source, in: state.model.current, operation: "rename")
             let (target, to) = try Self.parent(of: destination, in: state.model.current, operation: "rename")
@@ -284,6 +298,7 @@ final class SimulatedFileSystem: FileSystem {
     }
 
     func unlink(_ path: String) throws(SystemError) {
+        pause()
         try state.withLock { state throws(SystemError) in
             let (folder, name) = try Self.parent(of: path, in: state.model.current, operation: "unlink")
             guard let inode = state.model.current.folders[folder]?[name] else {
@@ -302,6 +317,7 @@ final class SimulatedFileSystem: FileSystem {
     }
 
     func makeDirectory(_ path: String, permissions: UInt32) throws(SystemError) {
+        pause()
         try state.withLock { state throws(SystemError) in
             let (folder, name) = try Self.parent(of: path, in: state.model.current, operation: "mkdir")
             guard state.model.current.folders[folder]?[name] == nil else {
