@@ -13,7 +13,7 @@ endif
 # The system instance's units (kvd-system.socket, kvd-system.service): systemd reads
 # /usr/local/lib/systemd/system and /usr/lib/systemd/system, so they only take effect as root.
 SYSTEMUNITDIR ?= $(PREFIX)/lib/systemd/system
-USER_UNITS   := kvd.socket kvd.service
+USER_UNITS   := kvd.socket kvd.service kvd-gnome-login.service
 SYSTEM_UNITS := kvd-system.socket kvd-system.service
 BINDIR     ?= $(PREFIX)/bin
 # Installed and benchmarked programs link the Swift runtime statically: kvctl then starts in about

@@ -5,9 +5,12 @@
  *                                   backend's cache: kvd's in-process one, dconf's mmap'd file);
  *                                   prints {"ns_per_op": ...}
  *   gsettings-bench write SECONDS   g_settings_set_int then g_settings_sync, again and again: a
- *                                   write the backend has acknowledged (kvd: durable when
- *                                   set returns; dconf: dconf-service has written its database
- *                                   when the sync returns)
+ *                                   write the backend has acknowledged when the sync returns
+ *                                   (kvd: durable; dconf: dconf-service has written its database)
+ *   gsettings-bench burst COUNT     COUNT g_settings_set_int of one key in a loop, then one
+ *                                   g_settings_sync (an app writing from its main loop); the
+ *                                   value read back checked; prints {"ops", "seconds" (all of it),
+ *                                   "set_seconds" (the sets alone)}
  *   gsettings-bench notify SECONDS  a writer process (this program, started by it, on the same
  *                                   bus) sets the key; the time until this process's `changed`
  *                                   signal, in its main loop, shows the new value
@@ -70,6 +73,26 @@ static int bench_write(GSettings *settings, double seconds) {
     }
     report(latencies, now_us() - begin);
     g_array_unref(latencies);
+    return 0;
+}
+
+static int bench_burst(GSettings *settings, long count) {
+    g_settings_set_int(settings, "counter", -1);
+    g_settings_sync();
+    double begin = now_us();
+    for (long i = 0; i < count; i++)
+        if (!g_settings_set_int(settings, "counter", (gint)i)) {
+            fprintf(stderr, "gsettings-bench: the write was refused\n");
+            return 1;
+        }
+    double sets = now_us();
+    g_settings_sync();
+    double end = now_us();
+    if (g_settings_get_int(settings, "counter") != (gint)(count - 1)) {
+        fprintf(stderr, "gsettings-bench: after the burst, counter is %d, not %ld\n", g_settings_get_int(settings, "counter"), count - 1);
+        return 1;
+    }
+    printf("{\"ops\": %ld, \"seconds\": %.4f, \"set_seconds\": %.4f}\n", count, (end - begin) / 1e6, (sets - begin) / 1e6);
     return 0;
 }
 
@@ -146,7 +169,7 @@ static int bench_notify(GSettings *settings, const char *self, double seconds) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: gsettings-bench read COUNT | write SECONDS | notify SECONDS\n");
+        fprintf(stderr, "usage: gsettings-bench read COUNT | write SECONDS | burst COUNT | notify SECONDS\n");
         return 2;
     }
     const char *cpu = getenv("GSETTINGS_BENCH_CPU");
@@ -160,6 +183,7 @@ int main(int argc, char **argv) {
     int status = 2;
     if (!strcmp(argv[1], "read") && argc == 3) status = bench_read(settings, atol(argv[2]));
     else if (!strcmp(argv[1], "write") && argc == 3) status = bench_write(settings, atof(argv[2]));
+    else if (!strcmp(argv[1], "burst") && argc == 3) status = bench_burst(settings, atol(argv[2]));
     else if (!strcmp(argv[1], "notify") && argc == 3) status = bench_notify(settings, argv[0], atof(argv[2]));
     else if (!strcmp(argv[1], "writer")) status = writer(settings);
     else fprintf(stderr, "gsettings-bench: unknown mode %s\n", argv[1]);

@@ -105,6 +105,7 @@ giokvd-test: giokvd
 	$(SWIFT) build --product kvd
 	$(SWIFT) build --product kvctl
 	clib/gio/tests/run.sh "$(GIOKVD_OUT)" "$$($(SWIFT) build --show-bin-path)"
+	clib/gio/tests/switch.sh "$(GIOKVD_OUT)" "$$($(SWIFT) build --show-bin-path)"  # kvctl --system gnome and the move at login (root: a private /etc)
 
 # giokvd: the module (GIOMODULEDIR), kvd-dconf-import (BINDIR) and its man page (man).
 giokvd-install: giokvd

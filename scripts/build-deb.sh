@@ -60,7 +60,7 @@ for object in "$stage$libdir/$libkvd" "$stage$giomoduledir/libgiokvd.so" "$stage
   strip --strip-unneeded --remove-section=.comment --remove-section=.note "$object"
 done
 
-for unit in kvd.socket kvd.service; do
+for unit in kvd.socket kvd.service kvd-gnome-login.service; do
   sed -e 's|@BINDIR@|/usr/bin|g' -e 's|@DOCDIR@|/usr/share/doc/kvd|g' "systemd/$unit" > "$stage/usr/lib/systemd/user/$unit"
 done
 for unit in kvd-system.socket kvd-system.service; do

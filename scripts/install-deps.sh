@@ -34,6 +34,12 @@ command -v dconf >/dev/null || need+=(dconf-cli)
 command -v dbus-run-session >/dev/null || need+=(dbus-daemon)  # dconf-service on a private session bus
 command -v dpkg-source >/dev/null || need+=(dpkg-dev)  # make giokvd-glib-suite: apt-get source glib2.0
 command -v msgfmt >/dev/null || need+=(gettext)       # and its l10n test's catalog
+# Schemas of real GNOME apps for the GNOME-machine test (scripts/test-deb-gnome.sh): the desktop's,
+# GTK's and GNOME Settings Daemon's (relocatable custom keybindings), without the programs (no recommends).
+schemas=()
+[ -e /usr/share/glib-2.0/schemas/org.gnome.desktop.interface.gschema.xml ] || schemas+=(gsettings-desktop-schemas)
+[ -e /usr/share/glib-2.0/schemas/org.gtk.Settings.FileChooser.gschema.xml ] || schemas+=(libgtk-3-common)
+[ -e /usr/share/glib-2.0/schemas/org.gnome.settings-daemon.plugins.media-keys.gschema.xml ] || schemas+=(gnome-settings-daemon-common)
 if ((${#need[@]})); then
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
   echo "installing: ${need[*]}"
@@ -52,6 +58,12 @@ if ((${#need[@]})); then
   if [ -d /run/systemd/system ] && systemctl list-unit-files etcd.service >/dev/null 2>&1; then
     $sudo systemctl disable --now etcd.service >/dev/null 2>&1 || true
   fi
+fi
+if ((${#schemas[@]})); then
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "installing: ${schemas[*]} (schemas only)"
+  ((${#need[@]})) || $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${schemas[@]}" >/dev/null
 fi
 if ! python3 -c 'import varlink' 2>/dev/null; then
   echo "installing the Python varlink package"

@@ -33,6 +33,18 @@ lintian --fail-on error --suppress-tags maintainer-script-calls-systemctl "$deb"
 # libkvd and the GSettings backend as a user gets them (gsettings with GSETTINGS_BACKEND=kvd, a C
 # program built with pkg-config kvd), in another throw-away root.
 "$root/scripts/test-deb-gsettings.sh" "$deb" || fail "the GSettings and libkvd test failed"
+# A GNOME machine with a site's dconf policy and a user's dconf values, moved to kvd and back
+# (kvctl --system gnome), every key of every installed schema the same three times; and the same
+# with the system instance's dconf layer off, which must fail (the test can fail).
+"$root/scripts/test-deb-gnome.sh" "$deb" || fail "the GNOME machine test failed"
+no_layer_log=$(mktemp /tmp/kvd-deb-gnome-no-layer-XXXXXX.log)
+if "$root/scripts/test-deb-gnome.sh" "$deb" --no-dconf-layer >"$no_layer_log" 2>&1; then
+  fail "the GNOME machine test passed with the system instance's dconf layer off"
+fi
+grep -q "kvd differs from dconf" "$no_layer_log" ||
+  fail "the GNOME machine test without the dconf layer failed otherwise: $(tail -3 "$no_layer_log")"
+rm -f "$no_layer_log"
+echo "test-deb: and with the system instance's dconf layer off, it fails as it must"
 
 user=kvd-deb-user
 work=$(mktemp -d /tmp/kvd-deb-test-XXXXXX)
@@ -75,7 +87,7 @@ grep -q '^libgiokvd.so:' "$modules/giomodule.cache" || fail "gio-querymodules di
 getent group kvd-admin >/dev/null || fail "postinst did not make the group kvd-admin"
 [ -L /etc/systemd/user/sockets.target.wants/kvd.socket ] || fail "postinst did not enable kvd.socket for every user"
 [ -L /etc/systemd/system/sockets.target.wants/kvd-system.socket ] || fail "postinst did not enable kvd-system.socket"
-for unit in /usr/lib/systemd/user/kvd.socket /usr/lib/systemd/user/kvd.service \
+for unit in /usr/lib/systemd/user/kvd.socket /usr/lib/systemd/user/kvd.service /usr/lib/systemd/user/kvd-gnome-login.service \
             /usr/lib/systemd/system/kvd-system.socket /usr/lib/systemd/system/kvd-system.service; do
   [ -f "$unit" ] || fail "$unit is missing"
 done

@@ -45,8 +45,11 @@ public enum Autostart {
         } catch {
             firstFailure = error
         }
-        guard firstFailure.errno.meansNobodyListens, enabled, !isDisabled(environment: environment) else {
-            throw .cannotConnect(path: socketPath, reason: Connection.reason(firstFailure))
+        let reason = Connection.reason(firstFailure, connecting: socketPath, system: system)
+        // No kvd can listen where a file stands: starting one would only fail the same way.
+        let blocked = Connection.notASocket(socketPath, after: firstFailure, system: system) != nil
+        guard firstFailure.errno.meansNobodyListens, !blocked, enabled, !isDisabled(environment: environment) else {
+            throw .cannotConnect(path: socketPath, reason: reason)
         }
         let daemon = try findDaemon(daemonPath, socketPath: socketPath, system: system)
         let deadline = ContinuousClock.now + startTimeout

@@ -43,7 +43,7 @@ public final class Connection: Sendable {
         do {
             self.init(descriptor: try system.connectUnix(socketPath), socketPath: socketPath, system: system)
         } catch {
-            throw .cannotConnect(path: socketPath, reason: Self.reason(error))
+            throw .cannotConnect(path: socketPath, reason: Self.reason(error, connecting: socketPath, system: system))
         }
     }
 
@@ -73,6 +73,33 @@ public final class Connection: Sendable {
     /// ("No such file or directory"), or what is wrong with the path.
     static func reason(_ error: SystemError) -> String {
         error.errno == .nameTooLong ? error.description : error.errno.description
+    }
+
+    /// ``reason(_:)`` of a failed connect to `path`, but for a path where something that is no
+    /// socket stands (a regular file, a folder: the kernel answers "Connection refused" there):
+    /// then what it is and what to do, since no kvd can listen at such a path.
+    static func reason(_ error: SystemError, connecting path: String, system: any SystemCalls) -> String {
+        guard let kind = notASocket(path, after: error, system: system) else { return reason(error) }
+        return "\(path) is \(kind), not a socket: \(notASocketAdvice)"
+    }
+
+    /// The end of a ``reason(_:connecting:system:)`` for a path no kvd can listen at.
+    static let notASocketAdvice = "remove it, or point --socket or KVD_SOCKET at kvd's socket"
+
+    /// What stands at `path` when it is not a socket, after a connect failed with `error`: "a
+    /// regular file", "a folder", ...; `nil` when it is a socket, is missing, or the failure is another.
+    static func notASocket(_ path: String, after error: SystemError, system: any SystemCalls) -> String? {
+        guard error.errno == .connectionRefused || error.errno == .notASocket,
+            let status = try? system.status(path, followingLinks: true), status.kind != .socket
+        else { return nil }
+        switch status.kind {
+        case .regular: return "a regular file"
+        case .directory: return "a folder"
+        case .fifo: return "a FIFO"
+        case .symbolicLink: return "a symbolic link"
+        case .characterDevice, .blockDevice: return "a device"
+        case .socket, .unknown: return "not a socket"
+        }
     }
 
     deinit {

@@ -70,6 +70,9 @@ public enum Command: Sendable, Equatable {
     case status
     /// `--system reload`: the system instance reads its drop-in files again.
     case reload
+    /// `--system gnome enable|disable|status`: the machine's switch between dconf and kvd for
+    /// GSettings apps (``GnomeSwitch``).
+    case gnome(GnomeAction)
     /// `apply FILE|- [--check] [--diff] [--prune]`: domains made to hold what FILE says.
     case apply(String, check: Bool, diff: Bool, prune: Bool)
     /// `history DOMAIN [KEY] [--limit N] [--json]`.
@@ -98,7 +101,7 @@ extension Command {
     /// Whether the command exists only on the system instance (`kvctl --system ...`).
     var needsSystem: Bool {
         switch self {
-        case .lock, .unlock, .locks, .status, .reload: true
+        case .lock, .unlock, .locks, .status, .reload, .gnome: true
         default: false
         }
     }
@@ -201,6 +204,12 @@ extension Invocation {
         case "locks": command = .locks(try reader.optionalDomain())
         case "status": command = .status
         case "reload": command = .reload
+        case "gnome":
+            let word = try reader.word("enable|disable|status")
+            guard let action = GnomeAction(rawValue: word) else {
+                throw UsageError("gnome takes enable, disable or status, not \"\(word)\"")
+            }
+            command = .gnome(action)
         case "apply": return try parseApply(reader.remaining())
         case "history", "restore": command = try parseHistoryCommand(name, &reader)
         case "backup", "restore-backup": command = try parseBackupCommand(name, &reader)

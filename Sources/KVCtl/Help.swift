@@ -196,6 +196,19 @@ enum Help {
                 content; the others apply). The rules: kvd(8), docs/drop-in-rules.md.
                 """),
         Entry(
+            name: "gnome", aliases: [], usage: "gnome enable|disable|status",
+            summary: "(with --system) switch the machine's GSettings apps to kvd, or back to dconf",
+            details: """
+                Needs --system and root; no kvd needs to run. enable writes
+                /etc/environment.d/50-kvd-gnome.conf (GSETTINGS_BACKEND=kvd for every new session)
+                and /etc/systemd/user/default.target.d/50-kvd-gnome.conf (every login runs
+                kvd-gnome-login.service): at their next login each user's dconf values move into
+                kvd, once (kvd-dconf-import --login). disable removes the first file: at their next
+                login each user's values move back into dconf, once, with what changed under kvd.
+                Sessions already running keep their backend until their user logs in again.
+                Flatpak apps keep their own keyfile backend either way. status says which is on.
+                """),
+        Entry(
             name: "history", aliases: [],
             usage: "history [--forget|--keep-none|--keep] DOMAIN [KEY] [--limit N] [--json]",
             summary: "list the values a domain's keys had, newest first",

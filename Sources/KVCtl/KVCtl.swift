@@ -24,18 +24,7 @@ public enum KVCtl {
             console.err("kvctl: \(error.error.message)\n\(Help.usageLine(error.command))\n")
             return 2
         }
-        if case .help(let topic) = invocation.command {
-            console.out(Help.text(topic))
-            return 0
-        }
-        if case .completion(let shell) = invocation.command {
-            console.out(Completion.script(for: shell))
-            return 0
-        }
-        if invocation.command == .version {
-            console.out("kvctl \(KVDVersion.current)\n")
-            return 0
-        }
+        if let status = answerWithoutKvd(invocation.command, console: console) { return status }
         let options = invocation.options
         var runner = Runner(options: options, console: console) { () throws(ClientError) -> Connection in
             guard !options.system else {
@@ -59,6 +48,31 @@ public enum KVCtl {
             console.err("kvctl: \(error.message)\n")
             return error.status
         }
+    }
+
+    /// The commands answered without kvd (help, completion, version, the GNOME switch): their
+    /// exit status, or `nil` for every other command.
+    private static func answerWithoutKvd(_ command: Command, console: any Console) -> Int32? {
+        if case .help(let topic) = command {
+            console.out(Help.text(topic))
+            return 0
+        }
+        if case .completion(let shell) = command {
+            console.out(Completion.script(for: shell))
+            return 0
+        }
+        if command == .version {
+            console.out("kvctl \(KVDVersion.current)\n")
+            return 0
+        }
+        if case .gnome(let action) = command {  // files of systemd's: no kvd needed
+            do { try GnomeSwitch(system: Files.system, console: console).run(action) } catch {
+                console.err("kvctl: \(error.message)\n")
+                return error.status
+            }
+            return 0
+        }
+        return nil
     }
 
     /// The process's environment.

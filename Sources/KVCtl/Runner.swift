@@ -70,7 +70,7 @@ struct Runner {
         case .source, .lock, .unlock, .locks, .status, .history, .forgetHistory, .keepHistory, .restore, .backup,
             .restoreBackup, .reload:
             try performAdministration(command, on: connection)
-        case .help, .version, .completion:
+        case .help, .version, .completion, .gnome:  // answered without kvd (KVCtl.run)
             break
         }
     }

@@ -43,6 +43,8 @@ public struct Errno: RawRepresentable, Error, Hashable, Sendable, CustomStringCo
     public static let connectionReset = Errno(rawValue: ECONNRESET)
     /// `ECONNREFUSED`: nothing listens on the socket.
     public static let connectionRefused = Errno(rawValue: ECONNREFUSED)
+    /// `ENOTSOCK`.
+    public static let notASocket = Errno(rawValue: ENOTSOCK)
 
     /// `ERANGE`: a buffer is too small.
     public static let outOfRange = Errno(rawValue: ERANGE)

@@ -36,6 +36,27 @@ import Testing
         #expect(access(path + ".started", F_OK) != 0)
     }
 
+    /// A file (or folder) where the socket should be: kernel says "Connection refused", but no kvd
+    /// can listen there, so none is started and the error says what stands there and what to do.
+    @Test func aFileAtTheSocketPathIsNamedAndNoKvdIsStarted() throws {
+        for makeFolder in [false, true] {
+            let path = unusedPath()
+            defer { unlink(path + ".autostart.lock") }
+            if makeFolder { mkdir(path, 0o700) } else { close(open(path, O_WRONLY | O_CREAT, 0o600)) }
+            defer { makeFolder ? rmdir(path) : unlink(path) }
+            let daemon = script("touch \(path).started")
+            defer { unlink(daemon) }
+            let error = #expect(throws: ClientError.self) {
+                try Autostart.connect(socketPath: path, daemonPath: daemon, environment: [:])
+            }
+            let text = error?.description ?? ""
+            #expect(text.contains("\(path) is \(makeFolder ? "a folder" : "a regular file"), not a socket"), "\(text)")
+            #expect(!text.contains("is kvd running"), "\(text)")
+            #expect(access(path + ".started", F_OK) != 0, "no kvd started for a path where a file stands")
+            #expect(throws: ClientError.self) { try Connection(socketPath: path) }
+        }
+    }
+
     @Test func missingDaemonIsNamed() {
         let path = unusedPath()
         defer { unlink(path + ".autostart.lock") }

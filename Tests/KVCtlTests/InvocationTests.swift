@@ -39,6 +39,18 @@ import Testing
         #expect(try Invocation.parse(["--system", "locks", "com.a"]).command == .locks(domain))
         #expect(try Invocation.parse(["--system", "lock", "com.a", "k"]).command == .lock(domain, key))
         #expect(try Invocation.parse(["--system", "unlock", "com.a", "k"]).command == .unlock(domain, key))
+        for action in GnomeAction.allCases {
+            #expect(try Invocation.parse(["--system", "gnome", action.rawValue]).command == .gnome(action))
+        }
+    }
+
+    @Test func theGnomeSwitchIsTheSystemsAndTakesOneAction() {
+        for arguments in [
+            ["gnome", "enable"], ["--system", "gnome"], ["--system", "gnome", "on"],
+            ["--system", "gnome", "enable", "now"],
+        ] {
+            #expect(throws: CommandLineError.self) { try Invocation.parse(arguments) }
+        }
     }
 
     @Test func historyForgetsAndMarks() throws {

@@ -4,13 +4,17 @@
  * (or a read first touches), dispatched on a worker thread with its own GMainContext (a GSource on
  * kvd_watch_fd), so the cache stays current whatever the app's main loop does. GLib delivers
  * `changed` and `writable-changed` to each GSettings object in the main context it was made in.
- * Writes go through kvd and return once kvd acknowledged them durable; the cache takes the value
- * at once and announces it, and the watch event of that same commit then finds nothing new, so an
- * app's own write is announced once. A dead watch (kvd stopped or restarted) is made again every
- * second by the worker; its first event is diffed against the cache and the differences announced.
- * When kvd cannot be reached, reads give the schema defaults, writes fail with a warning that says
- * why (a write of a locked key fails quietly, as dconf's: g_debug), and no call waits longer than the connection's timeout (GIOKVD_TIMEOUT_MS, 3 s); after a
- * failure the app's thread does not try again for a second (the worker does).
+ * Writes never wait for kvd: they are queued to the writer (writer.c, its own thread and
+ * connection), read back at once from its queue and announced; g_settings_sync waits until kvd
+ * acknowledged them durable. The cache holds what kvd holds: a write kvd acknowledged goes into it
+ * (the watch event of that commit then finds nothing new, so an app's own write is announced
+ * once); a write that failed leaves it, so the app sees kvd's value again, announced. A dead
+ * watch (kvd stopped or restarted) is made again every second by the worker; its first event is
+ * diffed against the cache and the differences announced.
+ * When kvd cannot be reached, reads give the schema defaults, writes are reverted with a warning
+ * that says why, and no read waits longer than the connection's timeout (GIOKVD_TIMEOUT_MS, 3 s);
+ * after a failure the app's thread does not try again for a second (the worker does). A write of a
+ * key known locked returns FALSE at once, quietly, as dconf's (g_debug).
  */
 #define G_SETTINGS_ENABLE_BACKEND
 #include <gio/gio.h>
@@ -25,7 +29,6 @@
 #define RETRY_SECONDS 1
 /* The most GSettings keys whose mapping is remembered (then the memory starts over). */
 #define KEY_CACHE_MAX 4096
-static kvd_value *const REMOVED = (kvd_value *)&REMOVED; /* a pending own delete */
 
 typedef struct {
     char *name;        /* the kvd domain */
@@ -33,7 +36,8 @@ typedef struct {
     GHashTable *values; /* kvd key -> kvd_value* */
     GHashTable *locked; /* kvd key -> 1 for keys the system layer locks */
     GHashTable *system; /* kvd key -> 1 for values from the system layer */
-    GHashTable *pending; /* kvd key -> GQueue of kvd_value* (or REMOVED): own writes sent, oldest first, not yet seen */
+    GHashTable *own;    /* kvd key -> gint64*: the revision of an own commit of it the watch has not shown yet */
+    gint64 watch_revision; /* the newest revision the watch has shown (its commits, and all before, are in the cache) */
     kvd_watch *watch;
     GSource *source;
     gboolean connecting;
@@ -49,6 +53,7 @@ typedef struct {
     GMainContext *context;
     GMainLoop *loop;
     GThread *thread;
+    GiokvdWriter *writer; /* the writes, queued and sent (writer.c); guarded by `lock` */
 } KvdSettingsBackend;
 
 typedef GSettingsBackendClass KvdSettingsBackendClass;
@@ -87,18 +92,10 @@ static void domain_free(Domain *domain) {
     g_hash_table_unref(domain->values);
     g_hash_table_unref(domain->locked);
     g_hash_table_unref(domain->system);
-    g_hash_table_unref(domain->pending);
+    g_hash_table_unref(domain->own);
     g_free(domain->name);
     g_free(domain->prefix);
     g_free(domain);
-}
-
-static void free_pending_value(gpointer value) {
-    if (value != REMOVED) kvd_value_free(value);
-}
-
-static void free_pending(gpointer queue) {
-    g_queue_free_full(queue, free_pending_value);
 }
 
 /* Needs the lock. */
@@ -118,33 +115,34 @@ static void announce(Notes *notes) {
     g_ptr_array_set_size(notes->writable, 0);
 }
 
-/* Needs the lock: records one key's new state, noting what changed. */
-static void take_change(Notes *notes, const char *key, const kvd_value *value, kvd_source source) {
+/* Needs the lock: whether an own commit of the key, later than `revision`, has been acknowledged
+ * but not yet shown by the watch (then an event at `revision` is older news: events arrive in
+ * commit order). An event at or after it ends the wait. */
+static gboolean own_commit_is_newer(Domain *domain, const char *key, int64_t revision) {
+    const gint64 *own = g_hash_table_lookup(domain->own, key);
+    if (own && *own > revision) return TRUE;
+    if (own) g_hash_table_remove(domain->own, key);
+    return FALSE;
+}
+
+/* Needs the lock: records one key's new state, noting what changed. The cache holds what kvd
+ * holds; a write queued or in flight (the writer's) hides it from the app, so a change under
+ * one is not announced (the app sees the write). */
+static void take_change(Notes *notes, const char *key, const kvd_value *value, kvd_source source, int64_t revision) {
     Domain *domain = notes->domain;
     const kvd_value *old = g_hash_table_lookup(domain->values, key);
     gboolean was_locked = g_hash_table_contains(domain->locked, key);
     gboolean is_locked = source == KVD_SOURCE_LOCKED;
     gboolean same = (old == NULL && value == NULL) || (old && value && kvd_value_equal(old, value));
-    /* While own writes of the key are on their way, the cache holds the newest of them (write()
-     * announced it): the commit of the oldest is taken off the queue; a commit that is not it came
-     * before them (events arrive in commit order), so an own write overrides it. Neither changes
-     * the cache or is announced. */
-    GQueue *pending = g_hash_table_lookup(domain->pending, key);
-    if (pending) {
-        kvd_value *oldest = g_queue_peek_head(pending);
-        if (oldest == REMOVED ? value == NULL : value && kvd_value_equal(oldest, value)) {
-            free_pending_value(g_queue_pop_head(pending));
-            if (g_queue_is_empty(pending)) g_hash_table_remove(domain->pending, key);
-        }
-        same = TRUE;
-    }
-    if (!same) {
+    gboolean older = own_commit_is_newer(domain, key, revision);
+    if (!same && !older) {
         if (value) g_hash_table_replace(domain->values, g_strdup(key), kvd_value_copy(value));
         else g_hash_table_remove(domain->values, key);
-        g_ptr_array_add(notes->changed, g_strconcat(domain->prefix, key, NULL));
+        if (!giokvd_writer_lookup(notes->backend->writer, domain->name, key, NULL))
+            g_ptr_array_add(notes->changed, g_strconcat(domain->prefix, key, NULL));
     }
-    if (source == KVD_SOURCE_SYSTEM && value) g_hash_table_add(domain->system, g_strdup(key));
-    else g_hash_table_remove(domain->system, key);
+    if (!older && source == KVD_SOURCE_SYSTEM && value) g_hash_table_add(domain->system, g_strdup(key));
+    else if (!older) g_hash_table_remove(domain->system, key);
     if (is_locked != was_locked) {
         if (is_locked) g_hash_table_add(domain->locked, g_strdup(key));
         else g_hash_table_remove(domain->locked, key);
@@ -155,8 +153,9 @@ static void take_change(Notes *notes, const char *key, const kvd_value *value, k
 static void on_event(const kvd_watch_event *event, void *user_data) {
     Notes *notes = user_data;
     g_mutex_lock(&notes->backend->lock);
+    if (event->initial || event->revision > notes->domain->watch_revision) notes->domain->watch_revision = event->revision;
     if (event->initial) {
-        g_hash_table_remove_all(notes->domain->pending);
+        g_hash_table_remove_all(notes->domain->own); /* the first event holds them */
         /* The current values: whatever the cache had and they lack is gone. */
         GHashTable *present = g_hash_table_new(g_str_hash, g_str_equal);
         for (size_t i = 0; i < event->count; i++) g_hash_table_add(present, (gpointer)event->changes[i].key);
@@ -169,12 +168,12 @@ static void on_event(const kvd_watch_event *event, void *user_data) {
         g_hash_table_iter_init(&iter, notes->domain->locked);
         while (g_hash_table_iter_next(&iter, &key, NULL))
             if (!g_hash_table_contains(present, key)) g_ptr_array_add(gone, g_strdup(key));
-        for (guint i = 0; i < gone->len; i++) take_change(notes, gone->pdata[i], NULL, KVD_SOURCE_USER);
+        for (guint i = 0; i < gone->len; i++) take_change(notes, gone->pdata[i], NULL, KVD_SOURCE_USER, event->revision);
         g_ptr_array_unref(gone);
         g_hash_table_unref(present);
     }
     for (size_t i = 0; i < event->count; i++)
-        take_change(notes, event->changes[i].key, event->changes[i].value, event->changes[i].source);
+        take_change(notes, event->changes[i].key, event->changes[i].value, event->changes[i].source, event->revision);
     g_mutex_unlock(&notes->backend->lock);
 }
 
@@ -298,7 +297,8 @@ static Domain *lock_domain(KvdSettingsBackend *self, const char *gsettings_key, 
         domain->values = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)kvd_value_free);
         domain->locked = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
         domain->system = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
-        domain->pending = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, free_pending);
+        domain->own = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+        domain->watch_revision = -1;
         g_hash_table_insert(self->domains, name, domain);
         if (g_get_monotonic_time() >= self->quiet_until) {
             domain->connecting = TRUE;
@@ -342,7 +342,11 @@ static GVariant *kvd_backend_read(GSettingsBackend *backend, const gchar *key, c
     const char *kvd_key = NULL;
     Domain *domain = lock_key(self, key, &kvd_key);
     GVariant *result = NULL;
-    if (domain) {
+    const kvd_value *written = NULL;
+    if (domain && !default_value && giokvd_writer_lookup(self->writer, domain->name, kvd_key, &written)) {
+        /* An own write not yet settled reads back at once (a removal as the default). */
+        if (written) result = giokvd_from_kvd(written, expected_type);
+    } else if (domain) {
         const kvd_value *value = g_hash_table_lookup(domain->values, kvd_key);
         /* The default layer is the system layer's value; a user's own value hides it from us. */
         gboolean system = g_hash_table_contains(domain->system, kvd_key);
@@ -357,7 +361,10 @@ static GVariant *kvd_backend_read_user_value(GSettingsBackend *backend, const gc
     const char *kvd_key = NULL;
     Domain *domain = lock_key(self, key, &kvd_key);
     GVariant *result = NULL;
-    if (domain && !g_hash_table_contains(domain->system, kvd_key) && !g_hash_table_contains(domain->locked, kvd_key)) {
+    const kvd_value *written = NULL;
+    if (domain && giokvd_writer_lookup(self->writer, domain->name, kvd_key, &written)) {
+        if (written) result = giokvd_from_kvd(written, expected_type);
+    } else if (domain && !g_hash_table_contains(domain->system, kvd_key) && !g_hash_table_contains(domain->locked, kvd_key)) {
         const kvd_value *value = g_hash_table_lookup(domain->values, kvd_key);
         if (value) result = giokvd_from_kvd(value, expected_type);
     }
@@ -374,167 +381,133 @@ static gboolean kvd_backend_get_writable(GSettingsBackend *backend, const gchar 
     return writable;
 }
 
-/* Commits `count` changes to one domain: one Set or Delete for one key, one atomic Apply for more;
- * on success the cache takes them (the caller announces them). Returns FALSE on failure, with a warning
- * (a g_debug for a locked key). */
-static gboolean apply(KvdSettingsBackend *self, const char *domain_name, const char *const *gsettings_keys, const char *const *kvd_keys,
-                      GVariant *const *values, size_t count, gpointer origin_tag) {
-    kvd_change *changes = g_new0(kvd_change, count);
-    kvd_value **converted = g_new0(kvd_value *, count);
-    for (size_t i = 0; i < count; i++) {
-        converted[i] = values[i] ? giokvd_to_kvd(values[i]) : NULL;
-        changes[i].key = kvd_keys[i];
-        changes[i].value = converted[i];
+/* On the writer's thread, with the lock (GiokvdWriterSettle): a change committed at `revision`
+ * goes into the cache, which holds what kvd holds (unless the watch has shown that revision or a
+ * later one: then the cache has the commit, or a newer value of the key); a failed one leaves the
+ * cache as it is, so the write is reverted. Then, unless a newer write of the key is queued, the
+ * app sees the cache's value: when it is not the write's, the key is noted to be announced. */
+static void settle_write(gpointer data, const char *domain_name, const GiokvdChange *change, int64_t revision,
+                         GPtrArray *changed) {
+    KvdSettingsBackend *self = data;
+    Domain *domain = g_hash_table_lookup(self->domains, domain_name); /* never freed before the writer */
+    if (domain == NULL) return;
+    if (revision >= 0 && revision > domain->watch_revision) {
+        if (change->value) g_hash_table_replace(domain->values, g_strdup(change->kvd_key), kvd_value_copy(change->value));
+        else g_hash_table_remove(domain->values, change->kvd_key);
+        g_hash_table_remove(domain->system, change->kvd_key);
+        gint64 *own = g_new(gint64, 1);
+        *own = revision;
+        g_hash_table_replace(domain->own, g_strdup(change->kvd_key), own);
     }
-    kvd_error error = KVD_ERROR_INIT;
-    g_mutex_lock(&self->lock);
-    kvd_status status = ensure_client(self, &error);
-    kvd_client *client = self->client;
-    Domain *pending_domain = g_hash_table_lookup(self->domains, domain_name);
-    if (pending_domain && status == KVD_OK) /* the watch may see the commit before the call returns */
-        for (size_t i = 0; i < count; i++) {
-            GQueue *queue = g_hash_table_lookup(pending_domain->pending, kvd_keys[i]);
-            if (queue == NULL) {
-                queue = g_queue_new();
-                g_hash_table_insert(pending_domain->pending, g_strdup(kvd_keys[i]), queue);
-            }
-            g_queue_push_tail(queue, converted[i] ? kvd_value_copy(converted[i]) : REMOVED);
-        }
+    if (giokvd_writer_lookup(self->writer, domain_name, change->kvd_key, NULL)) return;
+    if (!kvd_value_equal(g_hash_table_lookup(domain->values, change->kvd_key), change->value))
+        g_ptr_array_add(changed, g_strdup(change->gsettings_key));
+}
+
+/* On the writer's thread, without the lock (GiokvdWriterAnnounce). */
+static void announce_write(gpointer data, const char *gsettings_key) {
+    g_settings_backend_changed(G_SETTINGS_BACKEND(data), gsettings_key, NULL);
+}
+
+/* Needs the lock: whether the key can be written (mapped and not known locked); a locked one
+ * fails without a warning, as dconf's (g_debug). */
+static gboolean writable(Domain *domain, const char *gsettings_key, const char *kvd_key) {
+    if (domain == NULL) return FALSE;
+    if (!g_hash_table_contains(domain->locked, kvd_key)) return TRUE;
+    g_debug("kvd GSettings backend: cannot write %s: the system administrator locked it", gsettings_key);
+    return FALSE;
+}
+
+/* Queues one key's write (`converted` taken; NULL: a reset). FALSE, nothing queued, when the key
+ * cannot be written. Never waits for kvd (but for the first watch of a domain new to the process,
+ * as a read). */
+static gboolean queue_write(KvdSettingsBackend *self, const char *gsettings_key, kvd_value *converted) {
+    const char *kvd_key = NULL;
+    Domain *domain = lock_key(self, gsettings_key, &kvd_key);
+    gboolean ok = writable(domain, gsettings_key, kvd_key);
+    if (ok) giokvd_writer_queue(self->writer, domain->name, gsettings_key, kvd_key, converted);
     g_mutex_unlock(&self->lock);
-    if (status == KVD_OK) {
-        if (count == 1 && converted[0]) status = kvd_set(client, domain_name, kvd_keys[0], converted[0], KVD_ANY_REVISION, NULL, &error);
-        else if (count == 1) status = kvd_delete(client, domain_name, kvd_keys[0], NULL, &error);
-        else status = kvd_apply(client, domain_name, changes, count, KVD_ANY_REVISION, NULL, &error);
-        if (status == KVD_ERROR_NOT_FOUND && count == 1 && converted[0] == NULL) status = KVD_OK; /* reset of an unset key */
-    }
-    gboolean ok = status == KVD_OK;
-    if (!ok) {
-        /* A locked key is not writable (get_writable said so, and g_settings_set returns FALSE):
-         * no warning, as dconf gives none. */
-        if (status == KVD_ERROR_KEY_LOCKED)
-            g_debug("kvd GSettings backend: cannot write %s%s: %s", gsettings_keys[0], count > 1 ? " and others" : "", error.message);
-        else
-            g_warning("kvd GSettings backend: cannot write %s%s: %s", gsettings_keys[0], count > 1 ? " and others" : "", error.message);
-        kvd_error_clear(&error);
-        if (status != KVD_ERROR_KEY_LOCKED && status != KVD_ERROR_INVALID_VALUE && status != KVD_ERROR_TOO_LARGE &&
-            status != KVD_ERROR_INVALID_NAME) {
-            g_mutex_lock(&self->lock);
-            self->quiet_until = g_get_monotonic_time() + RETRY_SECONDS * G_USEC_PER_SEC;
-            g_mutex_unlock(&self->lock);
-        }
-        g_mutex_lock(&self->lock);
-        Domain *domain = g_hash_table_lookup(self->domains, domain_name);
-        for (size_t i = 0; domain && i < count; i++) { /* this write's, the newest */
-            GQueue *queue = g_hash_table_lookup(domain->pending, kvd_keys[i]);
-            if (queue) free_pending_value(g_queue_pop_tail(queue));
-            if (queue && g_queue_is_empty(queue)) g_hash_table_remove(domain->pending, kvd_keys[i]);
-        }
-        g_mutex_unlock(&self->lock);
-    } else {
-        g_mutex_lock(&self->lock);
-        Domain *domain = g_hash_table_lookup(self->domains, domain_name);
-        if (domain) {
-            for (size_t i = 0; i < count; i++) {
-                if (converted[i]) g_hash_table_replace(domain->values, g_strdup(kvd_keys[i]), kvd_value_copy(converted[i]));
-                else g_hash_table_remove(domain->values, kvd_keys[i]);
-                g_hash_table_remove(domain->system, kvd_keys[i]);
-            }
-        }
-        g_mutex_unlock(&self->lock);
-    }
-    for (size_t i = 0; i < count; i++) kvd_value_free(converted[i]);
-    g_free(converted);
-    g_free(changes);
+    if (!ok) kvd_value_free(converted);
     return ok;
 }
 
 static gboolean kvd_backend_write(GSettingsBackend *backend, const gchar *key, GVariant *value, gpointer origin_tag) {
     KvdSettingsBackend *self = KVD_SETTINGS_BACKEND(backend);
-    char *kvd_key = NULL;
-    Domain *domain = lock_domain(self, key, &kvd_key);
-    char *name = domain ? g_strdup(domain->name) : NULL;
-    g_mutex_unlock(&self->lock);
-    gboolean ok = FALSE;
-    if (name) {
-        g_variant_ref_sink(value);
-        ok = apply(self, name, (const char *const[]){key}, (const char *const[]){kvd_key}, &value, 1, origin_tag);
-        g_variant_unref(value);
-    }
+    g_variant_ref_sink(value);
+    kvd_value *converted = giokvd_to_kvd(value);
+    g_variant_unref(value);
+    gboolean ok = converted && queue_write(self, key, converted);
     if (ok) g_settings_backend_changed(backend, key, origin_tag);
-    g_free(name);
-    g_free(kvd_key);
     return ok;
 }
 
 static void kvd_backend_reset(GSettingsBackend *backend, const gchar *key, gpointer origin_tag) {
-    KvdSettingsBackend *self = KVD_SETTINGS_BACKEND(backend);
-    char *kvd_key = NULL;
-    Domain *domain = lock_domain(self, key, &kvd_key);
-    char *name = domain ? g_strdup(domain->name) : NULL;
-    g_mutex_unlock(&self->lock);
-    GVariant *none = NULL;
-    if (name && apply(self, name, (const char *const[]){key}, (const char *const[]){kvd_key}, &none, 1, origin_tag))
-        g_settings_backend_changed(backend, key, origin_tag);
-    g_free(name);
-    g_free(kvd_key);
+    if (queue_write(KVD_SETTINGS_BACKEND(backend), key, NULL)) g_settings_backend_changed(backend, key, origin_tag);
+}
+
+/* One key of a delayed apply, mapped and converted, before it is queued. */
+typedef struct {
+    char *domain;
+    char *gsettings_key;
+    char *kvd_key;
+    kvd_value *value;
+} Staged;
+
+static void staged_free(gpointer data) {
+    Staged *staged = data;
+    g_free(staged->domain);
+    g_free(staged->gsettings_key);
+    g_free(staged->kvd_key);
+    kvd_value_free(staged->value);
+    g_free(staged);
 }
 
 typedef struct {
     KvdSettingsBackend *self;
-    GHashTable *by_domain; /* domain name -> GPtrArray of gsettings keys */
-    GHashTable *kvd_keys;  /* gsettings key -> kvd key */
-    gboolean mappable;
+    GPtrArray *staged; /* Staged* */
+    gboolean ok;
 } TreeWalk;
 
-static gboolean sort_key(gpointer key, gpointer value, gpointer user_data) {
+/* Maps and converts one key of the tree; stops the walk at a key that cannot be written. */
+static gboolean stage_key(gpointer key, gpointer value, gpointer user_data) {
     TreeWalk *walk = user_data;
-    char *kvd_key = NULL;
-    Domain *domain = lock_domain(walk->self, key, &kvd_key);
-    char *name = domain ? g_strdup(domain->name) : NULL;
+    kvd_value *converted = value ? giokvd_to_kvd(value) : NULL;
+    const char *kvd_key = NULL;
+    Domain *domain = lock_key(walk->self, key, &kvd_key);
+    walk->ok = (value == NULL || converted) && writable(domain, key, kvd_key);
+    if (walk->ok) {
+        Staged *staged = g_new(Staged, 1);
+        *staged = (Staged){g_strdup(domain->name), g_strdup(key), g_strdup(kvd_key), converted};
+        g_ptr_array_add(walk->staged, staged);
+    }
     g_mutex_unlock(&walk->self->lock);
-    if (name == NULL) {
-        walk->mappable = FALSE;
-        return TRUE;
-    }
-    GPtrArray *keys = g_hash_table_lookup(walk->by_domain, name);
-    if (keys == NULL) {
-        keys = g_ptr_array_new();
-        g_hash_table_insert(walk->by_domain, name, keys);
-    } else {
-        g_free(name);
-    }
-    g_ptr_array_add(keys, key);
-    g_hash_table_insert(walk->kvd_keys, key, kvd_key);
-    return FALSE;
+    if (!walk->ok) kvd_value_free(converted);
+    return !walk->ok;
 }
 
-/* Delay-apply: the keys of one domain (one GSettings object's are) in one atomic Apply; keys of
- * several domains in one Apply each. */
+/* Delay-apply: every key queued at once, or none when one cannot be written; each domain's
+ * keys (one GSettings object's are one domain's) then go in one atomic Apply. */
 static gboolean kvd_backend_write_tree(GSettingsBackend *backend, GTree *tree, gpointer origin_tag) {
     KvdSettingsBackend *self = KVD_SETTINGS_BACKEND(backend);
-    TreeWalk walk = {self, g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)g_ptr_array_unref),
-                     g_hash_table_new_full(g_str_hash, g_str_equal, NULL, g_free), TRUE};
-    g_tree_foreach(tree, sort_key, &walk);
-    gboolean ok = walk.mappable;
-    GHashTableIter iter;
-    gpointer name, value;
-    g_hash_table_iter_init(&iter, walk.by_domain);
-    while (ok && g_hash_table_iter_next(&iter, &name, &value)) {
-        GPtrArray *keys = value;
-        const char **kvd_keys = g_new(const char *, keys->len);
-        GVariant **values = g_new(GVariant *, keys->len);
-        for (guint i = 0; i < keys->len; i++) {
-            kvd_keys[i] = g_hash_table_lookup(walk.kvd_keys, keys->pdata[i]);
-            values[i] = g_tree_lookup(tree, keys->pdata[i]); /* the tree's */
+    TreeWalk walk = {self, g_ptr_array_new_with_free_func(staged_free), TRUE};
+    g_tree_foreach(tree, stage_key, &walk);
+    if (walk.ok) {
+        g_mutex_lock(&self->lock);
+        for (guint i = 0; i < walk.staged->len; i++) {
+            Staged *staged = walk.staged->pdata[i];
+            giokvd_writer_queue(self->writer, staged->domain, staged->gsettings_key, staged->kvd_key, staged->value);
+            staged->value = NULL; /* the writer's */
         }
-        ok = apply(self, name, (const char *const *)keys->pdata, kvd_keys, values, keys->len, origin_tag);
-        g_free(values);
-        g_free(kvd_keys);
+        g_mutex_unlock(&self->lock);
+        g_settings_backend_changed_tree(backend, tree, origin_tag);
     }
-    if (ok) g_settings_backend_changed_tree(backend, tree, origin_tag);
-    g_hash_table_unref(walk.kvd_keys);
-    g_hash_table_unref(walk.by_domain);
-    return ok;
+    g_ptr_array_unref(walk.staged);
+    return walk.ok;
+}
+
+/* g_settings_sync: returns once every write made is durable in kvd or failed (and reverted). */
+static void kvd_backend_sync(GSettingsBackend *backend) {
+    giokvd_writer_sync(KVD_SETTINGS_BACKEND(backend)->writer);
 }
 
 static void kvd_backend_subscribe(GSettingsBackend *backend, const gchar *name) {
@@ -566,6 +539,7 @@ static void kvd_settings_backend_init(KvdSettingsBackend *self) {
     g_source_attach(timer, self->context);
     g_source_unref(timer);
     self->thread = g_thread_new("kvd-gsettings", worker, self);
+    self->writer = giokvd_writer_new(&self->lock, settle_write, announce_write, self);
 }
 
 static gboolean stop_loop(gpointer loop) {
@@ -575,6 +549,7 @@ static gboolean stop_loop(gpointer loop) {
 
 static void kvd_settings_backend_finalize(GObject *object) {
     KvdSettingsBackend *self = KVD_SETTINGS_BACKEND(object);
+    giokvd_writer_free(self->writer); /* sends what is queued first */
     /* Quit from inside the loop: a quit before the worker ran its loop would be lost. */
     GSource *quit = g_idle_source_new();
     g_source_set_callback(quit, stop_loop, self->loop, NULL);
@@ -600,6 +575,7 @@ static void kvd_settings_backend_class_init(KvdSettingsBackendClass *class) {
     class->write = kvd_backend_write;
     class->write_tree = kvd_backend_write_tree;
     class->reset = kvd_backend_reset;
+    class->sync = kvd_backend_sync;
     class->subscribe = kvd_backend_subscribe;
     class->unsubscribe = kvd_backend_unsubscribe;
     class->get_permission = kvd_backend_get_permission;

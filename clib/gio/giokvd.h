@@ -48,4 +48,47 @@ char *giokvd_guess_type(const kvd_value *value);
 /* The value read back as `type` (a new reference, not floating), or NULL when it does not convert. */
 GVariant *giokvd_from_kvd(const kvd_value *value, const GVariantType *type);
 
+/* The writer (writer.c): the backend's writes, queued and sent on a thread of its own.
+ *
+ * A write is queued (giokvd_writer_queue) and the caller returns at once; until it is settled,
+ * giokvd_writer_lookup gives it back, so a read right after a write gives the written value.
+ * While a batch is in flight, writes merge into the queued changes: one value per key queued,
+ * one in flight, whatever the number of writes. Each domain's queued changes go as one Apply
+ * (atomic), a connection of the writer's own, timeout KVD_DEFAULT_TIMEOUT_MS. Each change
+ * sent is then settled: `settle` is called (with the owner's lock held, the change no longer
+ * looked up) with the commit's revision, or -1 when it failed (logged: a locked key g_debug, any
+ * other failure g_warning, "cannot write KEY: why"), and adds to `changed` the GSettings keys
+ * (new strings) whose value the app sees changed by that; `announce` is then called for each,
+ * without the lock, on the writer's thread. An Apply kvd refuses for one key (KeyLocked,
+ * TooLarge, InvalidValue, InvalidName) is sent again key by key: only the refused keys fail.
+ * giokvd_writer_sync waits until nothing is queued or in flight. Writes not yet sent when the
+ * process exits are lost (as dconf's): an app calls g_settings_sync first (g_application_run
+ * does). In a child of fork(), the parent's queue is the parent's: the child's writer starts
+ * empty, with a thread of its own. */
+typedef struct GiokvdWriter GiokvdWriter;
+/* One key's write: `value` NULL removes the key. Owned by the writer. */
+typedef struct {
+    char *gsettings_key;
+    char *kvd_key;
+    kvd_value *value;
+} GiokvdChange;
+typedef void (*GiokvdWriterSettle)(gpointer data, const char *domain, const GiokvdChange *change, int64_t revision,
+                                   GPtrArray *changed);
+typedef void (*GiokvdWriterAnnounce)(gpointer data, const char *gsettings_key);
+
+/* A writer whose state `lock` (the owner's, which outlives it) guards; starts its thread. */
+GiokvdWriter *giokvd_writer_new(GMutex *lock, GiokvdWriterSettle settle, GiokvdWriterAnnounce announce, gpointer data);
+/* Sends what is queued, then stops the thread and frees the writer (blocks meanwhile). Without
+ * the lock. NULL does nothing. */
+void giokvd_writer_free(GiokvdWriter *writer);
+/* Needs the lock: queues `value` (taken; NULL removes the key) for `kvd_key` of `domain`,
+ * replacing a value queued before for it. */
+void giokvd_writer_queue(GiokvdWriter *writer, const char *domain, const char *gsettings_key, const char *kvd_key,
+                         kvd_value *value);
+/* Needs the lock: whether a write of the key is queued or in flight; `*value` (if not NULL) gets
+ * the newest (NULL for a removal), the writer's, valid while the lock is held. */
+gboolean giokvd_writer_lookup(GiokvdWriter *writer, const char *domain, const char *kvd_key, const kvd_value **value);
+/* Without the lock: returns once every write queued is settled (durable in kvd, or failed). */
+void giokvd_writer_sync(GiokvdWriter *writer);
+
 #endif

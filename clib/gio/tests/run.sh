@@ -184,19 +184,24 @@ KEYFILE
 check "a key in the last piece of a domain over 2 MiB" "'from-the-last-piece'" "$(gsettings get io.kvd.test.profile:/io/kvd/big/ name)"
 kvctl delete io.kvd.big >/dev/null || fail "kvctl delete io.kvd.big"
 
-# A string of 17 MiB is over kvd's message limit: g_settings_set returns false (the write is
-# synchronous), with a warning, and the old value stays, in the app and in kvd.
-gsettings set io.kvd.test text before-big
-result=$("$python" - 2>"$dir/big-value.err" <<'BIGVALUE'
-from gi.repository import Gio
-settings = Gio.Settings.new("io.kvd.test")
-ok = settings.set_string("text", "x" * (17 * 1024 * 1024))
-print(ok, settings.get_string("text"))
-BIGVALUE
-)
-check "a 17 MiB string: g_settings_set returns false, the old value stays" "False before-big" "$result"
-grep -q "cannot write /io/kvd/test/text" "$dir/big-value.err" || fail "the refused 17 MiB write was not reported: $(cat "$dir/big-value.err")"
-check "and kvd kept it" before-big "$(kvctl get io.kvd.test text)"
+# Writes that never wait for kvd (test_writes.py: kvd stopped with SIGSTOP, 10,000 set_int and a
+# sync, a refused 17 MiB write reverted with changed and a warning, a locked key), then kvd killed
+# with SIGKILL: what the syncs returned for is all there.
+"$python" "$here/test_writes.py" "$bin/kvctl" "$kvd_pid" 2>"$dir/writes.err" || fail "test_writes.py: $(tail -5 "$dir/writes.err")"
+grep -q "cannot write /io/kvd/test/text" "$dir/writes.err" || fail "the refused 17 MiB write was not reported: $(cat "$dir/writes.err")"
+grep -q "WARNING.*int64\|cannot write /io/kvd/test/int64" "$dir/writes.err" && fail "a write of a locked key warned: $(cat "$dir/writes.err")"
+echo "ok the refused write was reported (a warning), the locked one was not"
+kill -9 "$kvd_pid"; wait "$kvd_pid" 2>/dev/null || true
+"$bin/kvd" --socket "$dir/kvd.sock" --state-dir "$dir/state" --system-socket "$dir/system.sock" --idle-exit 0 2>>"$dir/kvd.log" &
+kvd_pid=$!; pids="$pids $kvd_pid"
+wait_restarted() {
+    tries=0; until kvctl get io.kvd.test flag >/dev/null 2>&1 || kvctl domains >/dev/null 2>&1; do
+        [ $tries -lt 200 ] || fail "kvd did not come back"; tries=$((tries + 1)); sleep 0.05
+    done
+}
+wait_restarted
+check "after SIGKILL: the burst's last value" 109999 "$(kvctl get io.kvd.test int32)"
+check "after SIGKILL: the last synced write of another key" after-fork "$(kvctl get io.kvd.test text)"
 
 # A PyGObject program: delay-apply as one Apply, an own write announced once, a lock or unlock
 # announced as writable-changed, changes from kvctl in the app's main context.
@@ -261,4 +266,16 @@ status=0; timeout 20 gsettings set io.kvd.test text lost 2>"$dir/unreachable.err
 grep -q "cannot write /io/kvd/test/text" "$dir/unreachable.err" || fail "a failed write was not reported: $(cat "$dir/unreachable.err")"
 echo "ok kvd unreachable: a write is reported (status $status)"
 "$python" "$here/test_backend.py" --unreachable || fail "test_backend.py --unreachable"
+# An app writing in a loop while kvd is away: each write is reverted, one warning says why.
+result=$("$python" - 2>"$dir/unreachable-loop.err" <<'LOOP'
+from gi.repository import Gio
+settings = Gio.Settings.new("io.kvd.test")
+for i in range(1000):
+    settings.set_int("int32", i)
+Gio.Settings.sync()
+print(settings.get_int("int32"))
+LOOP
+)
+check "kvd unreachable: 1,000 writes in a loop reverted to the default" 42 "$result"
+check "and warned of once" 1 "$(grep -c 'WARNING.*cannot write /io/kvd/test/int32' "$dir/unreachable-loop.err")"
 echo "giokvd-test: passed"
