@@ -26,4 +26,13 @@ int posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *actions
 #ifndef SO_PEERGROUPS
 #define SO_PEERGROUPS 59
 #endif
+/* Linux 6.5+: a pidfd of the peer that connected (older kernels: ENOPROTOOPT). */
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77
+#endif
+#include <sys/syscall.h>
+#include <unistd.h>
+/* pidfd_open(2) and pidfd_send_signal(2), which glibc 2.36 wraps only under _GNU_SOURCE. */
+static inline int kvd_pidfd_open(int pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
+static inline int kvd_pidfd_send_signal(int pidfd, int sig) { return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, (void *)0, 0); }
 #endif

@@ -192,6 +192,18 @@ public struct LinuxSystem: SystemCalls {
 
     // MARK: processes
 
+    public func peerProcessDescriptor(_ fd: Int32) throws(Errno) -> Int32 {
+        var pidfd: Int32 = -1
+        var length = socklen_t(MemoryLayout<Int32>.size)
+        if getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &length) == 0 { return pidfd }
+        guard Errno.current.rawValue == ENOPROTOOPT else { throw Errno.current }
+        return try check(kvd_pidfd_open(try peerCredentials(fd).pid))
+    }
+
+    public func processIsRunning(_ pidfd: Int32) -> Bool {
+        kvd_pidfd_send_signal(pidfd, 0) == 0 || Errno.current.rawValue == EPERM
+    }
+
     public func peerCredentials(_ fd: Int32) throws(Errno) -> PeerCredentials {
         var credentials = kvd_peer_credentials()
         var length = socklen_t(MemoryLayout<kvd_peer_credentials>.size)
