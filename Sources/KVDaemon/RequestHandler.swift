@@ -36,6 +36,8 @@ struct RequestHandler {
         case reply(VarlinkReply)
         case commit(Domain, Mutation)
         case watch(Domain, Key?)
+        /// `WatchAll`: stream every commit and layer change of the domains under the prefix.
+        case watchAll(prefix: Domain?)
         /// `io.kvd.System.Mirror`: stream every domain and every commit.
         case mirror
         /// A change to a fleet domain, to make in etcd (the system instance with `--etcd`).
@@ -78,6 +80,8 @@ struct RequestHandler {
             return refusal(domain, changes.lazy.map(\.key)) ?? .commit(domain, .apply(changes, ifRevision: ifRevision))
         case .watch(let domain, let key):
             return .watch(domain, key)
+        case .watchAll(let prefix):
+            return .watchAll(prefix: prefix)
         case .history(let domain, let key, let limit, let atRevision, let before):
             return .reply(history(domain, key, limit: limit, atRevision: atRevision, beforeRevision: before))
         case .forgetHistory(let domain, let key):

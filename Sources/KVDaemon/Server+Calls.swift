@@ -29,6 +29,9 @@ extension Server {
                 .write(domain, mutation, uid: handler.isSystem ? connection.uid : nil), for: connection, oneway: oneway)
         case .watch(let domain, let key):
             startWatch(ClientConnection.Watch(domain: domain, key: key, since: store.revision), connection)
+        case .watchAll(let prefix):
+            let watch = ClientConnection.Watch(domain: nil, key: nil, since: store.revision, prefix: prefix?.name ?? "")
+            startWatch(watch, connection)
         case .fleetWrite(let change):
             if !commits.submit(.fleet(change), for: connection, oneway: oneway), !oneway {
                 connection.send(RequestHandler.reply(to: .failure("the fleet is starting; try again")))

@@ -77,6 +77,9 @@ public enum DefaultsRequest: Sendable, Equatable {
     case listAll(Domain)
     case domains
     case watch(Domain, Key?)
+    /// `WatchAll` (needs `more`): the changes of every domain whose name starts with the prefix
+    /// (of every domain when nil), one reply per domain and commit.
+    case watchAll(prefix: Domain?)
     case getInfo
     case getInterfaceDescription(String)
     /// `io.kvd.System.Lock` (system instance only).
@@ -109,7 +112,7 @@ public enum DefaultsRequest: Sendable, Equatable {
     public var isWrite: Bool {
         switch self {
         case .set, .delete, .apply, .lock, .unlock, .forgetHistory, .keepHistory: true
-        case .get, .list, .listAll, .domains, .watch, .getInfo, .getInterfaceDescription, .locks, .mirror, .status,
+        case .get, .list, .listAll, .domains, .watch, .watchAll, .getInfo, .getInterfaceDescription, .locks, .mirror, .status,
             .history, .backup, .reload, .systemSource:
             false
         }
@@ -147,6 +150,9 @@ public enum DefaultsRequest: Sendable, Equatable {
         case "io.kvd.Defaults.Watch":
             guard call.more else { throw RequestError(.failure(ServiceInterface.Error.expectedMore)) }
             self = .watch(try p.domain(), try p.optionalKey())
+        case "io.kvd.Defaults.WatchAll":
+            guard call.more else { throw RequestError(.failure(ServiceInterface.Error.expectedMore)) }
+            self = .watchAll(prefix: try p.optionalDomain("prefix"))
         case "io.kvd.System.Lock": self = .lock(try p.domain(), try p.key())
         case "io.kvd.System.Unlock": self = .unlock(try p.domain(), try p.key())
         case "io.kvd.System.Locks": self = .locks(try p.optionalDomain())
@@ -219,11 +225,12 @@ struct Parameters {
         do { return try Domain(validating: name) } catch { throw RequestError(Self.nameFailure(error)) }
     }
 
-    func optionalDomain() throws(RequestError) -> Domain? {
-        switch members["domain"] {
+    func optionalDomain(_ name: String = "domain") throws(RequestError) -> Domain? {
+        switch members[name] {
         case nil, .null?: return nil
-        case .string?: return try domain()
-        default: throw Self.invalid("domain")
+        case .string(let text)?:
+            do { return try Domain(validating: text) } catch { throw RequestError(Self.nameFailure(error)) }
+        default: throw Self.invalid(name)
         }
     }
 
@@ -303,6 +310,8 @@ extension DefaultsRequest {
         case .watch(let domain, let key):
             return method(
                 "\(interface).Watch", ["domain": .string(domain.name), "key": key.map { .string($0.name) }], more: true)
+        case .watchAll(let prefix):
+            return method("\(interface).WatchAll", ["prefix": prefix.map { .string($0.name) }], more: true)
         case .getInfo:
             return method("\(ServiceInterface.name).GetInfo", [:])
         case .getInterfaceDescription(let name):
