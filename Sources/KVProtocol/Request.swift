@@ -112,7 +112,8 @@ public enum DefaultsRequest: Sendable, Equatable {
     public var isWrite: Bool {
         switch self {
         case .set, .delete, .apply, .lock, .unlock, .forgetHistory, .keepHistory: true
-        case .get, .list, .listAll, .domains, .watch, .watchAll, .getInfo, .getInterfaceDescription, .locks, .mirror, .status,
+        case .get, .list, .listAll, .domains, .watch, .watchAll, .getInfo, .getInterfaceDescription, .locks, .mirror,
+            .status,
             .history, .backup, .reload, .systemSource:
             false
         }

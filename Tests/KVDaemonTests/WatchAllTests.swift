@@ -49,7 +49,8 @@ import Testing
         watcher.send(Self.watchAll)
         loop.run("the WatchAll did not begin") { watcher.replies.count == 1 }
         let key = try Key(validating: "k")
-        let a = try Domain(validating: "app.a"), b = try Domain(validating: "app.b")
+        let a = try Domain(validating: "app.a")
+        let b = try Domain(validating: "app.b")
         let outside = try Domain(validating: "other")
         updates.push(.values(a, [Change(key: key, value: .string("default"))], revision: 1))
         updates.push(.values(outside, [Change(key: key, value: .string("default"))], revision: 2))
