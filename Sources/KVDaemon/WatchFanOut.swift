@@ -39,21 +39,7 @@ final class WatchFanOut {
     /// true`; when the values take more than one piece, every piece but the last has `partial:
     /// true` and the later ones `initial: false`: a client gathers them into the current values.
     func initialWatchStream(_ domain: Domain, _ key: Key?, revision: Int64) -> ReplyStream {
-        var changes: [Change] = []
-        var sources: [Key: ValueSource] = [:]
-        let system = handler.layer.layer(domain)
-        if let view = handler.combined(domain, system) {
-            for (name, value) in view.values where key == nil || key == name {
-                changes.append(Change(key: name, value: value))
-            }
-            sources = view.sources
-        }
-        // A key locked without a system value: a change with no value and the source "locked".
-        for name in system?.valuelessLocks ?? [] where key == nil || key == name {
-            changes.append(Change(key: name, value: nil))
-            sources[name] = .locked
-        }
-        changes.sort { $0.key < $1.key }
+        let (changes, sources) = handler.currentChanges(domain, key)
         let systemRevision = handler.layer.revision
         return ReplyStream(runs: [.init(domain: domain, changes: changes)]) { _, slice, first, last in
             WatchReply(

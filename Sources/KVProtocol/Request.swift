@@ -80,6 +80,8 @@ public enum DefaultsRequest: Sendable, Equatable {
     /// `WatchAll` (needs `more`): the changes of every domain whose name starts with the prefix
     /// (of every domain when nil), one reply per domain and commit.
     case watchAll(prefix: Domain?)
+    /// `Snapshot`: a domain's current values as a `Watch`'s first reply, at the store's revision.
+    case snapshot(Domain)
     case getInfo
     case getInterfaceDescription(String)
     /// `io.kvd.System.Lock` (system instance only).
@@ -112,7 +114,7 @@ public enum DefaultsRequest: Sendable, Equatable {
     public var isWrite: Bool {
         switch self {
         case .set, .delete, .apply, .lock, .unlock, .forgetHistory, .keepHistory: true
-        case .get, .list, .listAll, .domains, .watch, .watchAll, .getInfo, .getInterfaceDescription, .locks, .mirror,
+        case .get, .list, .listAll, .domains, .watch, .watchAll, .snapshot, .getInfo, .getInterfaceDescription, .locks, .mirror,
             .status,
             .history, .backup, .reload, .systemSource:
             false
@@ -151,6 +153,7 @@ public enum DefaultsRequest: Sendable, Equatable {
         case "io.kvd.Defaults.Watch":
             guard call.more else { throw RequestError(.failure(ServiceInterface.Error.expectedMore)) }
             self = .watch(try p.domain(), try p.optionalKey())
+        case "io.kvd.Defaults.Snapshot": self = .snapshot(try p.domain())
         case "io.kvd.Defaults.WatchAll":
             guard call.more else { throw RequestError(.failure(ServiceInterface.Error.expectedMore)) }
             self = .watchAll(prefix: try p.optionalDomain("prefix"))
@@ -311,6 +314,8 @@ extension DefaultsRequest {
         case .watch(let domain, let key):
             return method(
                 "\(interface).Watch", ["domain": .string(domain.name), "key": key.map { .string($0.name) }], more: true)
+        case .snapshot(let domain):
+            return method("\(interface).Snapshot", ["domain": .string(domain.name)])
         case .watchAll(let prefix):
             return method("\(interface).WatchAll", ["prefix": prefix.map { .string($0.name) }], more: true)
         case .getInfo:

@@ -135,7 +135,7 @@ final class FakeDaemon: Sendable {
                 .failure(ServiceInterface.Error.methodNotFound, ["method": .string("io.kvd.Defaults.ListAll")]))
         case .domains:
             return VarlinkReply(parameters: ["domains": .array(store.domains.keys.map { .string($0.name) })])
-        case .watchAll:
+        case .watchAll, .snapshot:
             return VarlinkReply(parameters: [
                 "revision": .integer(store.revision), "changes": .array([]), "initial": .bool(true),
             ])

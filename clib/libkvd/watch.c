@@ -187,11 +187,37 @@ KVD_EXPORT kvd_status kvd_watch_all_new(kvd_client *client, const char *prefix, 
     return KVD_OK;
 }
 
+/* kvd_read_domain on the client's connection: a Snapshot. Fills `fallback` when a Watch has to
+ * read it instead (the domain takes more than one reply, or kvd is older than Snapshot). */
+static kvd_status snapshot(kvd_client *client, kvd_watch *w, bool *fallback, kvd_error *error) {
+    json_buffer b = {0};
+    kvdi_call_begin(&b, "io.kvd.Defaults.Snapshot");
+    kvdi_call_string(&b, "domain", w->domain);
+    kvd_status status = kvdi_call_end(&b, false, error);
+    if (status) return free(b.data), status;
+    json_node *reply = NULL;
+    const json_node *p;
+    kvd_error own = KVD_ERROR_INIT;
+    status = kvdi_client_call(client, &b, &reply, &p, &own);
+    *fallback = status == KVD_ERROR_TOO_LARGE || status == KVD_ERROR_REMOTE;
+    if (!status) status = deliver(w, &reply, 1, &own);
+    if (status && !*fallback) kvdi_set_error(error, status, "%s", own.message);
+    kvd_error_clear(&own);
+    kvdi_json_free(reply);
+    return status;
+}
+
 KVD_EXPORT kvd_status kvd_read_domain(kvd_client *client, const char *domain, kvd_watch_all_callback callback, void *user_data,
                                       kvd_error *error) {
     if (!client || !callback) return kvdi_set_error(error, KVD_ERROR_INVALID_ARGUMENT, "kvd_read_domain: client or callback is NULL");
+    kvd_status status = kvdi_check_name("domain", domain, error);
+    if (status) return status;
+    kvd_watch quick = {.connection = CONN_INIT, .all_callback = callback, .domain = domain, .user_data = user_data};
+    bool fallback = false;
+    status = snapshot(client, &quick, &fallback, error);
+    if (!fallback) return status;
     json_buffer b = {0};
-    kvd_status status = watch_call(&b, domain, NULL, error);
+    status = watch_call(&b, domain, NULL, error);
     if (status) return status;
     kvd_watch *w = watch_alloc(NULL, callback, user_data);
     if (!w) return free(b.data), kvdi_set_error(error, KVD_ERROR_NO_MEMORY, "out of memory");
