@@ -114,9 +114,8 @@ public enum DefaultsRequest: Sendable, Equatable {
     public var isWrite: Bool {
         switch self {
         case .set, .delete, .apply, .lock, .unlock, .forgetHistory, .keepHistory: true
-        case .get, .list, .listAll, .domains, .watch, .watchAll, .snapshot, .getInfo, .getInterfaceDescription, .locks, .mirror,
-            .status,
-            .history, .backup, .reload, .systemSource:
+        case .get, .list, .listAll, .domains, .watch, .watchAll, .snapshot, .getInfo, .getInterfaceDescription,
+            .locks, .mirror, .status, .history, .backup, .reload, .systemSource:
             false
         }
     }
