@@ -68,7 +68,7 @@ public enum DefaultsInterface {
         # changes) gives the revision and systemRevision the stream starts from; each later
         # reply names its domain and has the changes of one commit to it, or of the system
         # layer to it, as a Watch of that domain gets them (same sources, locks, order). Read
-        # a domain's current values apart (List, or Watch for one too large for List) and
+        # a domain's current values apart (Snapshot, or Watch for one too large for it) and
         # skip the replies at or before the (revision, systemRevision) they were read at.
         method WatchAll(prefix: ?string) -> (revision: int, domain: ?string, changes: []Change, initial: bool, systemRevision: ?int)
 

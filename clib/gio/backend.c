@@ -4,7 +4,8 @@
  * domain's changes on one descriptor, kvd_watch_all_new), dispatched on a worker thread with its own
  * GMainContext (a GSource on kvd_watch_fd), whatever the app's main loop does. A domain a GSettings
  * object subscribes to (or a read first touches) is read once, after the stream began
- * (kvd_read_domain: every piece, on a connection closed after); the stream's events of it that come
+ * (kvd_read_domain: a Snapshot on the request connection; a domain too large for one reply in
+ * pieces by a Watch on a connection closed after); the stream's events of it that come
  * during the read are held, then taken if newer than the (revision, system revision) the read was
  * at, so none is lost or taken twice. Descriptors: the request connection, the stream, and one
  * read's while it lasts, however many domains. GLib delivers `changed` and `writable-changed` to

@@ -751,8 +751,9 @@ kvd_status kvd_watch_all_new(kvd_client *client, const char *prefix, kvd_watch_a
  * @user_data: (closure): passed to @callback
  * @error: (nullable): filled on failure
  *
- * A Watch's first reply (all its pieces, so a domain larger than one message too) on a
- * connection that is closed before this returns. Since 0.3.
+ * io.kvd.Defaults.Snapshot on @client's connection (one round trip); for a domain too large for
+ * one reply (or a kvd older than Snapshot), a Watch's first replies, all their pieces, on a
+ * connection of its own, closed before this returns. Since 0.3.
  *
  * Returns: KVD_OK; KVD_ERROR_INVALID_NAME; KVD_ERROR_INVALID_ARGUMENT; the connection's.
  */
