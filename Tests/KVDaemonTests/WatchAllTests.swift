@@ -1,4 +1,5 @@
 import KVProtocol
+import KVStorage
 import KVValues
 import Testing
 
@@ -85,6 +86,40 @@ import Testing
         }
         writer.send(#"{"method":"io.kvd.Defaults.Domains"}"#)
         loop.run("the writer was not served after") { writer.replies.count == 41 }
+    }
+
+    /// `Snapshot`: what a Watch of the domain starts with, in one reply, at the store's revision
+    /// and the layer's; an empty one for a domain nobody has; TooLarge past one reply.
+    @Test func aSnapshotIsAWatchsFirstReplyAtTheStoresAndTheLayersRevision() throws {
+        let updates = SystemWakeTests.FedUpdates()
+        let loop = try EventLoopTests.Loop(systemUpdates: updates)
+        let poller = loop.server.poller
+        updates.wake = { poller.wake() }
+        let domain = try Domain(validating: "app.s")
+        let (mine, theirs, ghost) = (
+            try Key(validating: "mine"), try Key(validating: "theirs"), try Key(validating: "ghost")
+        )
+        _ = try loop.store.commit(domain, .set(mine, .string("m"), ifRevision: nil))
+        _ = try loop.store.commit(try Domain(validating: "other"), .set(mine, .integer(1), ifRevision: nil))
+        updates.push(.values(domain, [Change(key: theirs, value: .string("t"))], revision: 7))
+        updates.push(.locks(domain, [(key: ghost, locked: true)], revision: 8))
+        loop.run("the layer was not taken") { loop.server.handler.layer.revision == 8 }
+        let client = loop.connect()
+        client.send(
+            #"{"method":"io.kvd.Defaults.Snapshot","parameters":{"domain":"app.s"}}"#,
+            #"{"method":"io.kvd.Defaults.Snapshot","parameters":{"domain":"app.none"}}"#)
+        loop.run("the Snapshots were not answered") { client.replies.count == 2 }
+        let replies = try client.replies.map { try VarlinkReply(message: ArraySlice($0.utf8)) }
+        #expect(replies.allSatisfy { !$0.continues }, "\(client.replies)")
+        let (full, empty) = (try WatchReply(decoding: replies[0]), try WatchReply(decoding: replies[1]))
+        #expect(full.initial && full.revision == loop.store.revision && full.systemRevision == 8, "\(full)")
+        #expect(
+            full.changes == [
+                Change(key: ghost, value: nil), Change(key: mine, value: .string("m")),
+                Change(key: theirs, value: .string("t")),
+            ], "\(full)")
+        #expect(full.sources == [ghost: .locked, theirs: .system], "\(full)")
+        #expect(empty.initial && empty.changes.isEmpty && empty.revision == loop.store.revision, "\(empty)")
     }
 
     @Test func aPrefixThatIsNoDomainNameIsRefusedAndWatchAllNeedsMore() throws {
