@@ -15,8 +15,16 @@
  *                                   bus) sets the key; the time until this process's `changed`
  *                                   signal, in its main loop, shows the new value
  *
- * write and notify print {"ops", "ops_per_s", "p50_us", "p99_us"} as kvbench does. The schema is
- * io.kvd.bench (GSETTINGS_SCHEMA_DIR). GSETTINGS_BENCH_CPU=N binds this process (not its writer
+ *   gsettings-bench populate N      sets name, size and flag of N relocatable objects
+ *                                   (io.kvd.bench.profile at /io/kvd/bench/many/pI/), then syncs
+ *   gsettings-bench many N          a fresh process's first read: makes the N objects populate set
+ *                                   and reads each one's name (checked); prints {"ms", "wrong",
+ *                                   "sockets"} (the process's socket descriptors after)
+ *   gsettings-bench start N         an app start: N objects (the first N populate set) and all
+ *                                   three keys of each; prints the same
+ *
+ * write and notify print {"ops", "ops_per_s", "p50_us", "p99_us"} as kvbench does. The schemas are
+ * io.kvd.bench and io.kvd.bench.profile (GSETTINGS_SCHEMA_DIR). GSETTINGS_BENCH_CPU=N binds this process (not its writer
  * child's bus or daemon) to CPU N.
  */
 #define _GNU_SOURCE
@@ -167,9 +175,63 @@ static int bench_notify(GSettings *settings, const char *self, double seconds) {
     return 0;
 }
 
+static GSettings *profile(long i) {
+    char path[64];
+    snprintf(path, sizeof path, "/io/kvd/bench/many/p%ld/", i);
+    return g_settings_new_with_path("io.kvd.bench.profile", path);
+}
+
+static int populate(long count) {
+    for (long i = 0; i < count; i++) {
+        GSettings *settings = profile(i);
+        char name[32];
+        snprintf(name, sizeof name, "profile-%ld", i);
+        g_settings_set_string(settings, "name", name);
+        g_settings_set_int(settings, "size", (int)i);
+        g_settings_set_boolean(settings, "flag", i % 2);
+        g_object_unref(settings);
+    }
+    g_settings_sync();
+    return 0;
+}
+
+static int sockets(void) {
+    GDir *dir = g_dir_open("/proc/self/fd", 0, NULL);
+    int count = 0;
+    for (const char *fd; dir && (fd = g_dir_read_name(dir));) {
+        char path[64], target[64];
+        snprintf(path, sizeof path, "/proc/self/fd/%s", fd);
+        ssize_t n = readlink(path, target, sizeof target - 1);
+        if (n > 0 && !strncmp(target, "socket:", 7)) count++;
+    }
+    if (dir) g_dir_close(dir);
+    return count;
+}
+
+/* Makes `count` objects and reads each one's name (with `all_keys`, its size and flag too). */
+static int first_read(long count, gboolean all_keys) {
+    GSettings **objects = g_new(GSettings *, count);
+    long wrong = 0;
+    double begin = now_us();
+    for (long i = 0; i < count; i++) {
+        objects[i] = profile(i);
+        char expected[32];
+        snprintf(expected, sizeof expected, "profile-%ld", i);
+        char *name = g_settings_get_string(objects[i], "name");
+        wrong += strcmp(name, expected) != 0;
+        g_free(name);
+        if (all_keys) wrong += g_settings_get_int(objects[i], "size") != i || g_settings_get_boolean(objects[i], "flag") != i % 2;
+    }
+    double elapsed = now_us() - begin;
+    printf("{\"ms\": %.2f, \"wrong\": %ld, \"sockets\": %d}\n", elapsed / 1000, wrong, sockets());
+    for (long i = 0; i < count; i++) g_object_unref(objects[i]);
+    g_free(objects);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: gsettings-bench read COUNT | write SECONDS | burst COUNT | notify SECONDS\n");
+        fprintf(stderr, "usage: gsettings-bench read COUNT | write SECONDS | burst COUNT | notify SECONDS | populate N | many N | start N\n");
         return 2;
     }
     const char *cpu = getenv("GSETTINGS_BENCH_CPU");
@@ -179,6 +241,9 @@ int main(int argc, char **argv) {
         CPU_SET(atoi(cpu), &set);
         sched_setaffinity(0, sizeof set, &set);
     }
+    if (argc == 3 && !strcmp(argv[1], "populate")) return populate(atol(argv[2]));
+    if (argc == 3 && !strcmp(argv[1], "many")) return first_read(atol(argv[2]), FALSE);
+    if (argc == 3 && !strcmp(argv[1], "start")) return first_read(atol(argv[2]), TRUE);
     GSettings *settings = g_settings_new("io.kvd.bench");
     int status = 2;
     if (!strcmp(argv[1], "read") && argc == 3) status = bench_read(settings, atol(argv[2]));

@@ -30,8 +30,19 @@ SCHEMA = """<?xml version="1.0" encoding="UTF-8"?>
   <schema id="io.kvd.bench" path="/io/kvd/bench/">
     <key name="counter" type="i"><default>0</default></key>
   </schema>
+  <schema id="io.kvd.bench.profile">
+    <key name="name" type="s"><default>'unnamed'</default></key>
+    <key name="size" type="i"><default>-1</default></key>
+    <key name="flag" type="b"><default>false</default></key>
+  </schema>
 </schemalist>
 """
+
+
+# The first-read rows (issue 38): relocatable objects on distinct paths, and an app's start.
+MANY_OBJECTS = 1500
+START_SCHEMAS = 50
+MAX_SOCKETS = 8
 
 
 class GSettingsRows:
@@ -172,6 +183,8 @@ class GSettingsRows:
         self.bench.target("gsettings change seen", "p50 latency kvd/dconf", kvd["p50_us"] / dconf["p50_us"], None, "<=",
                           "no target; each includes its backend's write")
 
+        self.run_start_rows(prepared=True)
+
     def run_burst(self):
         """The burst row: runs of each backend in turn (kvd, dconf, kvd, ...), medians compared."""
         runs = {"kvd": [], "dconf": []}
@@ -191,3 +204,46 @@ class GSettingsRows:
                   f"the sets alone {sets[len(sets) // 2]:.4f} s", flush=True)
         self.bench.target("gsettings burst", "seconds kvd/dconf", medians["kvd"] / medians["dconf"], 2.0, "<=",
                           "kvd at most 2x dconf's time for the sets and the sync")
+
+    def run_start_rows(self, prepared=False):
+        """gsettings first read of 1,500 objects, gsettings app start (50 schemas): a fresh
+        process makes relocatable objects whose values were set before and reads them; its time
+        (target: kvd at most 2 times dconf's) and its sockets after (target: at most 8)."""
+        rows = (("gsettings first read of 1,500 objects", "many", MANY_OBJECTS),
+                ("gsettings app start (50 schemas)", "start", START_SCHEMAS))
+        if not self.available():
+            for row, _, _ in rows:
+                self.bench.target(row, "time kvd/dconf", None, 2.0, "<=", "skipped")
+            return
+        if not prepared:
+            self.prepare()
+        for backend in ("kvd", "dconf"):
+            self.run_program_plain(backend, "populate", str(MANY_OBJECTS))
+        for row, mode, count in rows:
+            results = {"kvd": [], "dconf": []}
+            for _ in range(self.bench.runs):
+                for backend in ("kvd", "dconf"):
+                    results[backend].append(self.run_program(backend, mode, str(count)))
+            median = {}
+            for backend in ("kvd", "dconf"):
+                runs = sorted(results[backend], key=lambda r: r["ms"])
+                median[backend] = runs[len(runs) // 2]
+                wrong = max(r["wrong"] for r in runs)
+                if wrong:
+                    raise RuntimeError(f"{row} on {backend}: {wrong} objects read wrong")
+                self.bench.rows.append({"row": row, "subject": f"{backend} backend, {count} objects", "ms": median[backend]["ms"],
+                                        "ms_min": runs[0]["ms"], "ms_max": runs[-1]["ms"], "sockets": median[backend]["sockets"],
+                                        "runs": len(runs)})
+                print(f"  {row:<40} {backend:<6} {median[backend]['ms']:8.1f} ms [{runs[0]['ms']:.1f}–{runs[-1]['ms']:.1f}]"
+                      f"  {median[backend]['sockets']} sockets", flush=True)
+            self.bench.target(row, "time kvd/dconf", median["kvd"]["ms"] / median["dconf"]["ms"], 2.0, "<=",
+                              "kvd at most 2x dconf's time")
+            self.bench.target(row, "sockets per process (kvd)", median["kvd"]["sockets"], MAX_SOCKETS, "<=",
+                              "at most 8 descriptors for kvd")
+
+    def run_program_plain(self, backend, *args):
+        """Runs the program for its effect (populate), failing on a non-zero exit."""
+        argv, env = self.command(backend, *args)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
+        if done.returncode != 0:
+            raise RuntimeError(f"gsettings-bench {' '.join(args)} on {backend} failed: {(done.stdout + done.stderr).strip()[:400]}")

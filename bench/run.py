@@ -8,7 +8,7 @@ bench/results.json, bench/results.md and bench/results.svg. Every child is bound
 stopped at the end, whatever happens. A peer that cannot be had is skipped with a note.
 
     bench/run.py --bin .build/release [--gio-modules .build/clib/gio] [--quick] [--out bench] [--no-install]
-                 [--only history,cold,shared,dropins,gsettings,scaling,tail,fold]
+                 [--only history,cold,shared,dropins,gsettings,gsettings-start,scaling,tail,fold]
 
 --quick (BENCH_QUICK=1) is the smoke mode: tiny durations, one run, never installs anything.
 """
@@ -290,6 +290,11 @@ class Bench:
         if "fold" in self.only:
             print("fold under load", flush=True)
             FoldRow(self).run()
+            self.stop_all()
+        if "gsettings-start" in self.only:
+            print("GSettings first reads, kvd's backend and dconf's", flush=True)
+            _, kvd_sock = self.start_kvd("kvd")
+            GSettingsRows(self, kvd_sock, self.gio_modules).run_start_rows()
             self.stop_all()
         if "gsettings" in self.only:
             print("GSettings, kvd's backend and dconf's", flush=True)
@@ -679,10 +684,10 @@ def main():
     parser.add_argument("--runs", type=int, default=5, help="runs per measurement (median and spread)")
     parser.add_argument("--out", help="folder for results.* (default: bench, or .build/bench-smoke with --quick)")
     parser.add_argument("--tmp", help="folder for the servers' state (default .build; must not be tmpfs)")
-    parser.add_argument("--only", help="run only these rows, comma-separated (history, cold, shared, dropins, gsettings, scaling, tail, fold), print them and write no results")
+    parser.add_argument("--only", help="run only these rows, comma-separated (history, cold, shared, dropins, gsettings, gsettings-start, scaling, tail, fold), print them and write no results")
     args = parser.parse_args()
-    if args.only and not set(args.only.split(",")) <= {"history", "cold", "shared", "dropins", "gsettings", "scaling", "tail", "fold"}:
-        parser.error(f"--only takes history, cold, shared, dropins, gsettings, scaling, tail and/or fold, not {args.only}")
+    if args.only and not set(args.only.split(",")) <= {"history", "cold", "shared", "dropins", "gsettings", "gsettings-start", "scaling", "tail", "fold"}:
+        parser.error(f"--only takes history, cold, shared, dropins, gsettings, gsettings-start, scaling, tail and/or fold, not {args.only}")
     bench = Bench(args)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     try:

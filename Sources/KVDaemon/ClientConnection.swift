@@ -64,11 +64,24 @@ final class ClientConnection {
     }
 
     /// What a `Watch` streams: the changes of `domain` (of `key` only, if given) after `since`;
-    /// with no domain, a `Mirror` (the system instance): every commit of every domain.
+    /// with no domain, a `Mirror` (the system instance): every commit of every domain; with a
+    /// `prefix`, a `WatchAll`: the changes of every domain (not the internal ones) whose name
+    /// starts with it.
     struct Watch: Equatable {
         var domain: Domain?
         var key: Key?
         var since: Int64
+        /// A `WatchAll`'s domain prefix ("" for every domain); nil for a `Watch` or `Mirror`.
+        var prefix: String? = nil
+
+        /// A `Mirror`: neither a domain nor a prefix.
+        var isMirror: Bool { domain == nil && prefix == nil }
+
+        /// Whether the watch follows `domain`'s changes (a `Watch` of it, or a `WatchAll` over it).
+        func follows(_ domain: Domain) -> Bool {
+            if let prefix { return !domain.isInternal && domain.name.hasPrefix(prefix) }
+            return self.domain == domain
+        }
     }
 
     /// How much of the peer is still there.
@@ -88,7 +101,7 @@ final class ClientConnection {
 
     /// Whether the connection streams a `Mirror` (a user's kvd following the system instance).
     var isMirror: Bool {
-        if case .watching(let watch) = phase { return watch.domain == nil }
+        if case .watching(let watch) = phase { return watch.isMirror }
         return false
     }
 

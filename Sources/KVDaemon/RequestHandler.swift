@@ -36,6 +36,8 @@ struct RequestHandler {
         case reply(VarlinkReply)
         case commit(Domain, Mutation)
         case watch(Domain, Key?)
+        /// `WatchAll`: stream every commit and layer change of the domains under the prefix.
+        case watchAll(prefix: Domain?)
         /// `io.kvd.System.Mirror`: stream every domain and every commit (with dconf's profile
         /// the caller named).
         case mirror(dconfProfile: String?)
@@ -79,6 +81,10 @@ struct RequestHandler {
             return refusal(domain, changes.lazy.map(\.key)) ?? .commit(domain, .apply(changes, ifRevision: ifRevision))
         case .watch(let domain, let key):
             return .watch(domain, key)
+        case .watchAll(let prefix):
+            return .watchAll(prefix: prefix)
+        case .snapshot(let domain):
+            return .reply(snapshot(domain))
         case .history(let domain, let key, let limit, let atRevision, let before):
             return .reply(history(domain, key, limit: limit, atRevision: atRevision, beforeRevision: before))
         case .forgetHistory(let domain, let key):
@@ -221,6 +227,44 @@ struct RequestHandler {
         return .list(
             view.values, revision: view.snapshot.revision, unreadable: withUnreadable ? view.snapshot.unreadable : nil,
             sources: view.sources)
+    }
+
+    /// The reply to `Snapshot`: ``currentChanges(_:_:)`` at the store's revision, in one reply.
+    func snapshot(_ domain: Domain) -> VarlinkReply {
+        let system = layer.layer(domain)
+        if let view = combined(domain, system), case let bytes = combinedBudget(view.snapshot, system),
+            bytes > Limits.domainBytes
+        {
+            return Self.tooLargeToList(domain, bytes: bytes, layered: system != nil)
+        }
+        let (changes, sources) = currentChanges(domain, nil)
+        var reply = WatchReply(
+            revision: store.revision, changes: changes, initial: true, sources: sources,
+            systemRevision: layer.revision
+        ).reply
+        reply.continues = false
+        return reply
+    }
+
+    /// A domain's current values (all, or the one key) as changes, sorted by key, as the layers
+    /// combine, with the sources not the user's: what a `Watch` starts with. A key locked
+    /// without a system value is a change with no value and the source "locked".
+    func currentChanges(_ domain: Domain, _ key: Key?) -> (changes: [Change], sources: [Key: ValueSource]) {
+        var changes: [Change] = []
+        var sources: [Key: ValueSource] = [:]
+        let system = layer.layer(domain)
+        if let view = combined(domain, system) {
+            for (name, value) in view.values where key == nil || key == name {
+                changes.append(Change(key: name, value: value))
+            }
+            sources = view.sources
+        }
+        for name in system?.valuelessLocks ?? [] where key == nil || key == name {
+            changes.append(Change(key: name, value: nil))
+            sources[name] = .locked
+        }
+        changes.sort { $0.key < $1.key }
+        return (changes, sources)
     }
 
     /// The user's domain and the system layer's, combined; `nil` when neither has it. What

@@ -12,14 +12,7 @@ extension Server {
     func handle(_ message: ArraySlice<UInt8>, from connection: ClientConnection) {
         if answerFastGet(message, connection) { return }
         guard let (request, oneway) = parseCall(message, connection) else { return }
-        if request.isPrivileged, !connection.mayWrite {
-            if !oneway { connection.send(.failure(ServiceInterface.Error.permissionDenied)) }
-            log.log(
-                .debug,
-                "client \(connection.id) (uid \(connection.uid.map(String.init) ?? "?")) may not write: \(request.call.method) refused"
-            )
-            return
-        }
+        if refuseUnprivileged(request, oneway, connection) { return }
         if answerShared(request, oneway, connection) { return }
         switch handler.handle(request) {
         case .reply(let reply):
@@ -29,6 +22,9 @@ extension Server {
                 .write(domain, mutation, uid: handler.isSystem ? connection.uid : nil), for: connection, oneway: oneway)
         case .watch(let domain, let key):
             startWatch(ClientConnection.Watch(domain: domain, key: key, since: store.revision), connection)
+        case .watchAll(let prefix):
+            startWatch(
+                ClientConnection.Watch(domain: nil, since: store.revision, prefix: prefix?.name ?? ""), connection)
         case .fleetWrite(let change):
             if !commits.submit(.fleet(change), for: connection, oneway: oneway), !oneway {
                 connection.send(RequestHandler.reply(to: .failure("the fleet is starting; try again")))
@@ -49,6 +45,19 @@ extension Server {
         case .locks(let domain):
             if !oneway { connection.send(handler.locksReply(domain, for: connection.dropInPeer)) }
         }
+    }
+
+    /// Refuses a privileged request of a connection that may not write (PermissionDenied);
+    /// returns whether it did.
+    private func refuseUnprivileged(_ request: DefaultsRequest, _ oneway: Bool, _ connection: ClientConnection) -> Bool
+    {
+        guard request.isPrivileged, !connection.mayWrite else { return false }
+        if !oneway { connection.send(.failure(ServiceInterface.Error.permissionDenied)) }
+        log.log(
+            .debug,
+            "client \(connection.id) (uid \(connection.uid.map(String.init) ?? "?")) may not write: \(request.call.method) refused"
+        )
+        return true
     }
 
     /// Makes `connection` a watcher of `watch`: its first replies, then every change after them.

@@ -107,7 +107,7 @@ extension Server {
         guard let replies = handler.dropIns.deliver(commit, store: store) else { return }
         var encoded: [[Bool]: [SharedReply]] = [:]
         for connection in table.watchers.values {
-            guard case .watching(let watch) = connection.phase, watch.domain == nil, commit.revision > watch.since
+            guard case .watching(let watch) = connection.phase, watch.isMirror, commit.revision > watch.since
             else { continue }
             let mine = replies(connection.dropInPeer)
             let shared = encoded[mine.profile] ?? mine.replies.map { SharedReply($0.encoded()) }

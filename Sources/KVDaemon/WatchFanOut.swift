@@ -29,6 +29,7 @@ final class WatchFanOut {
     /// files that apply to `peer`, or a `Watch`'s current values as the layers combine (see
     /// ``initialWatchStream(_:_:revision:)``), all at `revision`.
     func initialStream(for watch: ClientConnection.Watch, peer: DropInPeer?) -> ReplyStream {
+        if watch.prefix != nil { return initialAllStream(revision: watch.since) }
         guard let domain = watch.domain else { return handler.initialMirrorStream(revision: watch.since, for: peer) }
         return initialWatchStream(domain, watch.key, revision: watch.since)
     }
@@ -38,27 +39,22 @@ final class WatchFanOut {
     /// true`; when the values take more than one piece, every piece but the last has `partial:
     /// true` and the later ones `initial: false`: a client gathers them into the current values.
     func initialWatchStream(_ domain: Domain, _ key: Key?, revision: Int64) -> ReplyStream {
-        var changes: [Change] = []
-        var sources: [Key: ValueSource] = [:]
-        let system = handler.layer.layer(domain)
-        if let view = handler.combined(domain, system) {
-            for (name, value) in view.values where key == nil || key == name {
-                changes.append(Change(key: name, value: value))
-            }
-            sources = view.sources
-        }
-        // A key locked without a system value: a change with no value and the source "locked".
-        for name in system?.valuelessLocks ?? [] where key == nil || key == name {
-            changes.append(Change(key: name, value: nil))
-            sources[name] = .locked
-        }
-        changes.sort { $0.key < $1.key }
+        let (changes, sources) = handler.currentChanges(domain, key)
         let systemRevision = handler.layer.revision
         return ReplyStream(runs: [.init(domain: domain, changes: changes)]) { _, slice, first, last in
             WatchReply(
                 revision: revision, changes: Array(slice), initial: first, sources: sources,
                 systemRevision: systemRevision, partial: !last
             ).reply
+        }
+    }
+
+    /// The first reply of a `WatchAll`: no domain and no changes, the revision and the system
+    /// layer's revision its later replies follow.
+    func initialAllStream(revision: Int64) -> ReplyStream {
+        let systemRevision = handler.layer.revision
+        return ReplyStream(runs: [.init(domain: nil, changes: [])]) { _, _, _, _ in
+            WatchReply(revision: revision, changes: [], initial: true, systemRevision: systemRevision).reply
         }
     }
 
@@ -85,10 +81,10 @@ final class WatchFanOut {
             touched[domain]?.formUnion(layer.layer(domain)?.values.keys.map { $0 } ?? [])
         }
         for connection in watchers {
-            guard case .watching(let watch) = connection.phase, let domain = watch.domain, watched[domain] == nil,
-                let keys = touched[domain]
-            else { continue }
-            watched[domain] = Dictionary(uniqueKeysWithValues: keys.map { ($0, watchedKey(domain, $0)) })
+            guard case .watching(let watch) = connection.phase, !watch.isMirror else { continue }
+            for (domain, keys) in touched where watched[domain] == nil && watch.follows(domain) {
+                watched[domain] = Dictionary(uniqueKeysWithValues: keys.map { ($0, watchedKey(domain, $0)) })
+            }
         }
         handler.follower.apply(updates)
         var changed: [Domain: News.LayerChanges] = [:]
@@ -158,6 +154,8 @@ final class WatchFanOut {
         private let systemRevision: Int64?
         /// A commit's watch replies made so far, by key filter (nil: nothing for that filter).
         private var encoded: [Key?: SharedReply?] = [:]
+        /// A commit's `WatchAll` reply once made (its domain named; `.some(nil)`: nothing to send).
+        private var encodedAll: SharedReply?? = nil
         /// The system instance's drop-in files: a `Mirror` gets a commit as its peer's files
         /// combine with it (nil: a change of the system layer, which no mirror follows).
         private let dropIns: DropInLayer?
@@ -180,6 +178,7 @@ final class WatchFanOut {
             case .commit(let commit, let system):
                 return commitReply(commit, system, for: watch, peer: peer).map { .shared($0) }
             case .system(let revision, let changed):
+                if watch.prefix != nil { return allReply(changed, revision: revision, for: watch) }
                 guard let domain = watch.domain, let layer = changed[domain] else { return nil }
                 let mine = layer.changes.filter { watch.key == nil || $0.key == watch.key }
                 guard !mine.isEmpty else { return nil }
@@ -190,6 +189,21 @@ final class WatchFanOut {
             }
         }
 
+        /// A `WatchAll`'s replies to a change of the system layer: one per domain it follows,
+        /// in the order of their names, sent together.
+        private func allReply(_ changed: [Domain: LayerChanges], revision: Int64, for watch: ClientConnection.Watch)
+            -> ReplyStream.Deferred?
+        {
+            var bytes: [UInt8] = []
+            for (domain, layer) in changed.sorted(by: { $0.key < $1.key }) where watch.follows(domain) {
+                let reply = WatchReply(
+                    revision: revision, changes: layer.changes, initial: false, sources: layer.sources,
+                    systemRevision: systemRevision, domain: domain)
+                bytes += reply.reply.encoded()
+            }
+            return bytes.isEmpty ? nil : .own(bytes)
+        }
+
         /// A commit's reply to `watch`: every commit of a mirrored domain to a `Mirror`; the
         /// commit's changes of the watched key (all if none) to a `Watch` of its domain.
         private mutating func commitReply(
@@ -197,6 +211,13 @@ final class WatchFanOut {
             peer: () -> DropInPeer?
         ) -> SharedReply? {
             guard commit.revision > watch.since else { return nil }
+            if watch.prefix != nil {
+                guard watch.follows(commit.domain) else { return nil }
+                if let known = encodedAll { return known }
+                let reply = watchReply(to: commit, key: nil, system: system, naming: true)
+                encodedAll = .some(reply)
+                return reply
+            }
             guard let domain = watch.domain else {
                 guard commit.domain.isMirrored else { return nil }
                 let peer = peer()
@@ -220,7 +241,9 @@ final class WatchFanOut {
         /// The watch reply for the commit's changes of `key` (all if `nil`), as the layers combine
         /// (a change under a lock is not seen; a removal uncovers the system default); `nil` if
         /// there are none.
-        private func watchReply(to commit: Commit, key: Key?, system: SystemLayer.DomainLayer?) -> SharedReply? {
+        private func watchReply(
+            to commit: Commit, key: Key?, system: SystemLayer.DomainLayer?, naming: Bool = false
+        ) -> SharedReply? {
             var changes = commit.changes.filter { key == nil || $0.key == key }
             var sources: [Key: ValueSource] = [:]
             if let system {
@@ -234,7 +257,7 @@ final class WatchFanOut {
             guard !changes.isEmpty else { return nil }
             let reply = WatchReply(
                 revision: commit.revision, changes: changes, initial: false, sources: sources,
-                systemRevision: systemRevision)
+                systemRevision: systemRevision, domain: naming ? commit.domain : nil)
             return SharedReply(reply.reply.encoded())
         }
     }

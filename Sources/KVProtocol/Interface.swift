@@ -63,6 +63,21 @@ public enum DefaultsInterface {
         # change with no value and no source then means it is unlocked, still without a value).
         method Watch(domain: string, key: ?string) -> (revision: int, changes: []Change, initial: bool, partial: ?bool, systemRevision: ?int)
 
+        # Needs "more": Watch for every domain whose name starts with prefix (every domain when
+        # none is given), on one connection. The first reply (initial: true, no domain, no
+        # changes) gives the revision and systemRevision the stream starts from; each later
+        # reply names its domain and has the changes of one commit to it, or of the system
+        # layer to it, as a Watch of that domain gets them (same sources, locks, order). Read
+        # a domain's current values apart (Snapshot, or Watch for one too large for it) and
+        # skip the replies at or before the (revision, systemRevision) they were read at.
+        method WatchAll(prefix: ?string) -> (revision: int, domain: ?string, changes: []Change, initial: bool, systemRevision: ?int)
+
+        # A domain's current values as the first reply of a Watch of it (initial: true; the
+        # same sources and locks without a value; no domain is no changes), in one reply:
+        # revision is the store's, systemRevision the system layer's, the read was made at.
+        # TooLarge when they take more than one reply (a Watch sends them in pieces).
+        method Snapshot(domain: string) -> (revision: int, changes: []Change, initial: bool, systemRevision: ?int)
+
         # One kept change of one key: the revision that made it, when (RFC 3339; none for a
         # value the key already had when kvd began to keep its domain's history), the new value
         # (none: the key was removed), and on the system instance the uid of the user who made it.

@@ -77,6 +77,11 @@ public enum DefaultsRequest: Sendable, Equatable {
     case listAll(Domain)
     case domains
     case watch(Domain, Key?)
+    /// `WatchAll` (needs `more`): the changes of every domain whose name starts with the prefix
+    /// (of every domain when nil), one reply per domain and commit.
+    case watchAll(prefix: Domain?)
+    /// `Snapshot`: a domain's current values as a `Watch`'s first reply, at the store's revision.
+    case snapshot(Domain)
     case getInfo
     case getInterfaceDescription(String)
     /// `io.kvd.System.Lock` (system instance only).
@@ -110,8 +115,8 @@ public enum DefaultsRequest: Sendable, Equatable {
     public var isWrite: Bool {
         switch self {
         case .set, .delete, .apply, .lock, .unlock, .forgetHistory, .keepHistory: true
-        case .get, .list, .listAll, .domains, .watch, .getInfo, .getInterfaceDescription, .locks, .mirror, .status,
-            .history, .backup, .reload, .systemSource:
+        case .get, .list, .listAll, .domains, .watch, .watchAll, .snapshot, .getInfo, .getInterfaceDescription,
+            .locks, .mirror, .status, .history, .backup, .reload, .systemSource:
             false
         }
     }
@@ -148,6 +153,10 @@ public enum DefaultsRequest: Sendable, Equatable {
         case "io.kvd.Defaults.Watch":
             guard call.more else { throw RequestError(.failure(ServiceInterface.Error.expectedMore)) }
             self = .watch(try p.domain(), try p.optionalKey())
+        case "io.kvd.Defaults.Snapshot": self = .snapshot(try p.domain())
+        case "io.kvd.Defaults.WatchAll":
+            guard call.more else { throw RequestError(.failure(ServiceInterface.Error.expectedMore)) }
+            self = .watchAll(prefix: try p.optionalDomain("prefix"))
         case "io.kvd.System.Lock": self = .lock(try p.domain(), try p.key())
         case "io.kvd.System.Unlock": self = .unlock(try p.domain(), try p.key())
         case "io.kvd.System.Locks": self = .locks(try p.optionalDomain())
@@ -228,11 +237,12 @@ struct Parameters {
         do { return try Domain(validating: name) } catch { throw RequestError(Self.nameFailure(error)) }
     }
 
-    func optionalDomain() throws(RequestError) -> Domain? {
-        switch members["domain"] {
+    func optionalDomain(_ name: String = "domain") throws(RequestError) -> Domain? {
+        switch members[name] {
         case nil, .null?: return nil
-        case .string?: return try domain()
-        default: throw Self.invalid("domain")
+        case .string(let text)?:
+            do { return try Domain(validating: text) } catch { throw RequestError(Self.nameFailure(error)) }
+        default: throw Self.invalid(name)
         }
     }
 
@@ -312,6 +322,10 @@ extension DefaultsRequest {
         case .watch(let domain, let key):
             return method(
                 "\(interface).Watch", ["domain": .string(domain.name), "key": key.map { .string($0.name) }], more: true)
+        case .snapshot(let domain):
+            return method("\(interface).Snapshot", ["domain": .string(domain.name)])
+        case .watchAll(let prefix):
+            return method("\(interface).WatchAll", ["prefix": prefix.map { .string($0.name) }], more: true)
         case .getInfo:
             return method("\(ServiceInterface.name).GetInfo", [:])
         case .getInterfaceDescription(let name):

@@ -20,11 +20,14 @@ public struct WatchReply: Sendable, Equatable {
     public var systemRevision: Int64?
     /// More pieces of the same first reply follow.
     public var partial: Bool
+    /// A `WatchAll` reply's domain (nil for its first reply, and in every `Watch` reply).
+    public var domain: Domain?
 
     public init(
         revision: Int64, changes: [Change], initial: Bool, sources: [Key: ValueSource] = [:],
-        systemRevision: Int64? = nil, partial: Bool = false
+        systemRevision: Int64? = nil, partial: Bool = false, domain: Domain? = nil
     ) {
+        self.domain = domain
         self.revision = revision
         self.changes = changes
         self.initial = initial
@@ -41,6 +44,7 @@ public struct WatchReply: Sendable, Equatable {
             "revision": .integer(revision), "changes": .array(items), "initial": .bool(initial),
         ]
         if let systemRevision { parameters["systemRevision"] = .integer(systemRevision) }
+        if let domain { parameters["domain"] = .string(domain.name) }
         var reply = VarlinkReply(parameters: parameters, continues: true)
         if partial { reply.parameterMembers.pairs.append((name: "partial", value: .bool(true))) }
         return reply
@@ -73,9 +77,13 @@ public struct WatchReply: Sendable, Equatable {
         var systemRevision: Int64?
         if case .integer(let number)? = parameters["systemRevision"] { systemRevision = number }
         guard case .integer(let revision)? = parameters["revision"] else { throw .noRevision }
+        var domain: Domain?
+        if case .string(let name)? = parameters["domain"] {
+            do { domain = try Domain(validating: name) } catch { throw .invalidDomain("\(error)") }
+        }
         self.init(
             revision: revision, changes: changes, initial: initial, sources: sources, systemRevision: systemRevision,
-            partial: parameters["partial"] == .bool(true))
+            partial: parameters["partial"] == .bool(true), domain: domain)
     }
 
     /// `"user"`, `"system"` or `"locked"`; absent means `user` (a kvd without a system layer).

@@ -135,6 +135,10 @@ final class FakeDaemon: Sendable {
                 .failure(ServiceInterface.Error.methodNotFound, ["method": .string("io.kvd.Defaults.ListAll")]))
         case .domains:
             return VarlinkReply(parameters: ["domains": .array(store.domains.keys.map { .string($0.name) })])
+        case .watchAll, .snapshot:
+            return VarlinkReply(parameters: [
+                "revision": .integer(store.revision), "changes": .array([]), "initial": .bool(true),
+            ])
         case .watch(let domain, _):
             let changes = (store.domains[domain] ?? [:]).map { Change(key: $0.key, value: $0.value.value).json }
             return VarlinkReply(parameters: [

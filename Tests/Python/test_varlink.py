@@ -98,6 +98,23 @@ class KvdUnderPythonVarlink(unittest.TestCase):
             self.assertEqual(change["changes"], [{"key": "a", "value": 2}])
 
 
+    def test_watch_all_streams_every_domain_under_the_prefix(self):
+        with self.client.open("io.kvd.Defaults") as kv, self.client.open("io.kvd.Defaults") as writer:
+            writer.Set("com.example.all.a", "k", 1, None)
+            stream = kv.WatchAll("com.example.all.", _more=True)
+            initial = next(stream)
+            self.assertTrue(initial["initial"])
+            self.assertEqual(initial["changes"], [])
+            self.assertNotIn("domain", initial)
+            writer.Set("com.example.other", "k", 1, None)  # not under the prefix: not sent
+            first = writer.Set("com.example.all.a", "k", 2, None)["revision"]
+            second = writer.Set("com.example.all.b", "k", 3, None)["revision"]
+            self.assertGreater(first, initial["revision"])
+            got = [next(stream), next(stream)]
+            self.assertEqual([(r["domain"], r["revision"], r["changes"]) for r in got],
+                             [("com.example.all.a", first, [{"key": "k", "value": 2}]),
+                              ("com.example.all.b", second, [{"key": "k", "value": 3}])])
+
 if __name__ == "__main__":
     result = unittest.main(exit=False, verbosity=2).result
     failed = len(result.failures) + len(result.errors)

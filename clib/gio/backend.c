@@ -1,16 +1,24 @@
 /* backend.c — KvdSettingsBackend, the GSettingsBackend "kvd" (libgiokvd.so).
  *
- * Reads come from an in-process cache: one kvd Watch per domain a GSettings object subscribes to
- * (or a read first touches), dispatched on a worker thread with its own GMainContext (a GSource on
- * kvd_watch_fd), so the cache stays current whatever the app's main loop does. GLib delivers
- * `changed` and `writable-changed` to each GSettings object in the main context it was made in.
+ * Reads come from an in-process cache kept current by ONE kvd WatchAll for the whole process (every
+ * domain's changes on one descriptor, kvd_watch_all_new), dispatched on a worker thread with its own
+ * GMainContext (a GSource on kvd_watch_fd), whatever the app's main loop does. A domain a GSettings
+ * object subscribes to (or a read or write first touches) is read once, after the stream began
+ * (kvd_read_domain: a Snapshot on the request connection; a domain too large for one reply in
+ * pieces by a Watch on a connection closed after); the stream's events of it that come
+ * during the read are held, then taken if newer than the (revision, system revision) the read was
+ * at, so none is lost or taken twice. GLib delivers `changed` and `writable-changed` to each
+ * GSettings object in the main context it was made in.
  * Writes never wait for kvd: they are queued to the writer (writer.c, its own thread and
  * connection), read back at once from its queue and announced; g_settings_sync waits until kvd
- * acknowledged them durable. The cache holds what kvd holds: a write kvd acknowledged goes into it
- * (the watch event of that commit then finds nothing new, so an app's own write is announced
- * once); a write that failed leaves it, so the app sees kvd's value again, announced. A dead
- * watch (kvd stopped or restarted) is made again every second by the worker; its first event is
- * diffed against the cache and the differences announced.
+ * acknowledged them durable. The cache holds what kvd holds: a write kvd acknowledged at revision R
+ * goes into it unless a read or the stream already showed the domain at R or later (`own` then
+ * keeps older news of the key, at a revision before R, out of the cache; the stream's event of
+ * that commit finds nothing new, so an app's own write is announced once); a write that failed
+ * leaves it, so the app sees kvd's value again, announced.
+ * Descriptors: the request connection, the stream, the writer's connection, and one read's while it
+ * lasts, however many domains. A dead stream (kvd stopped or restarted) is made again every second
+ * by the worker, which then reads every domain again, announcing what differs from the cache.
  * When kvd cannot be reached, reads give the schema defaults, writes are reverted with a warning
  * that says why, and no read waits longer than the connection's timeout (GIOKVD_TIMEOUT_MS, 3 s);
  * after a failure the app's thread does not try again for a second (the worker does). A write of a
@@ -30,17 +38,27 @@
 /* The most GSettings keys whose mapping is remembered (then the memory starts over). */
 #define KEY_CACHE_MAX 4096
 
+/* A watch event of a domain being read, kept until the read is taken (then replayed in order). */
+typedef struct {
+    int64_t revision, system_revision;
+    size_t count;
+    kvd_change *changes; /* keys and values owned */
+} Held;
+
 typedef struct {
     char *name;        /* the kvd domain */
     char *prefix;      /* the GSettings path it stands for, "/org/gnome/a/" */
     GHashTable *values; /* kvd key -> kvd_value* */
     GHashTable *locked; /* kvd key -> 1 for keys the system layer locks */
     GHashTable *system; /* kvd key -> 1 for values from the system layer */
-    GHashTable *own;    /* kvd key -> gint64*: the revision of an own commit of it the watch has not shown yet */
-    gint64 watch_revision; /* the newest revision the watch has shown (its commits, and all before, are in the cache) */
-    kvd_watch *watch;
-    GSource *source;
-    gboolean connecting;
+    GHashTable *own;    /* kvd key -> gint64*: the revision of an own commit of it the cache has but its reads and
+                         * the stream have not shown yet */
+    /* The (revision, system revision) the cache is at: the stream's events at or before it are in it
+     * (an own commit acknowledged at or before `revision` is too). */
+    int64_t revision, system_revision;
+    gboolean loaded;  /* read on the current stream: its events keep the cache current */
+    gboolean reading; /* a read is on its way: the stream's events are held */
+    GPtrArray *held;  /* Held*, in stream order, while reading */
 } Domain;
 
 typedef struct {
@@ -53,7 +71,13 @@ typedef struct {
     GMainContext *context;
     GMainLoop *loop;
     GThread *thread;
-    GiokvdWriter *writer; /* the writes, queued and sent (writer.c); guarded by `lock` */
+    /* The one WatchAll of the process (every domain's changes), dispatched on the worker. */
+    GMutex stream_lock;  /* held while the stream is made (taken before lock, never inside it) */
+    kvd_watch *stream;   /* under lock; NULL while there is none */
+    GSource *stream_source;
+    guint stream_generation; /* counts the streams made: a read taken on an older one is stale */
+    gpointer stream_notes;   /* Notes of the stream's events (the worker's) */
+    GiokvdWriter *writer;    /* the writes, queued and sent (writer.c); guarded by `lock` */
 } KvdSettingsBackend;
 
 typedef GSettingsBackendClass KvdSettingsBackendClass;
@@ -75,24 +99,31 @@ G_DEFINE_DYNAMIC_TYPE(KvdSettingsBackend, kvd_settings_backend, G_TYPE_SETTINGS_
 
 #define KVD_SETTINGS_BACKEND(o) ((KvdSettingsBackend *)(o))
 
-/* What one watch event changed, announced once the lock is released. */
+/* What watch events changed, announced once the lock is released. */
 typedef struct {
     KvdSettingsBackend *backend;
-    Domain *domain;
+    Domain *domain;      /* the domain of the event being taken */
+    guint generation;    /* a read: the stream it was made on */
     GPtrArray *changed;  /* GSettings keys */
     GPtrArray *writable; /* GSettings keys whose lock changed */
 } Notes;
 
-static void domain_free(Domain *domain) {
-    if (domain->source) {
-        g_source_destroy(domain->source);
-        g_source_unref(domain->source);
+static void held_free(gpointer data) {
+    Held *held = data;
+    for (size_t i = 0; i < held->count; i++) {
+        g_free((char *)held->changes[i].key);
+        kvd_value_free((kvd_value *)held->changes[i].value);
     }
-    kvd_watch_free(domain->watch);
+    g_free(held->changes);
+    g_free(held);
+}
+
+static void domain_free(Domain *domain) {
     g_hash_table_unref(domain->values);
     g_hash_table_unref(domain->locked);
     g_hash_table_unref(domain->system);
     g_hash_table_unref(domain->own);
+    g_ptr_array_unref(domain->held);
     g_free(domain->name);
     g_free(domain->prefix);
     g_free(domain);
@@ -116,8 +147,9 @@ static void announce(Notes *notes) {
 }
 
 /* Needs the lock: whether an own commit of the key, later than `revision`, has been acknowledged
- * but not yet shown by the watch (then an event at `revision` is older news: events arrive in
- * commit order). An event at or after it ends the wait. */
+ * but not yet shown by a read or the stream (then news at `revision` is older: the stream's events
+ * arrive in commit order, and a read at `revision` was made before the commit). News at or after it
+ * ends the wait. */
 static gboolean own_commit_is_newer(Domain *domain, const char *key, int64_t revision) {
     const gint64 *own = g_hash_table_lookup(domain->own, key);
     if (own && *own > revision) return TRUE;
@@ -125,9 +157,9 @@ static gboolean own_commit_is_newer(Domain *domain, const char *key, int64_t rev
     return FALSE;
 }
 
-/* Needs the lock: records one key's new state, noting what changed. The cache holds what kvd
- * holds; a write queued or in flight (the writer's) hides it from the app, so a change under
- * one is not announced (the app sees the write). */
+/* Needs the lock: records one key's new state at `revision` (a read's or an event's), noting what
+ * changed. The cache holds what kvd holds; a write queued or in flight (the writer's) hides it from
+ * the app, so a change under one is not announced (the app sees the write). */
 static void take_change(Notes *notes, const char *key, const kvd_value *value, kvd_source source, int64_t revision) {
     Domain *domain = notes->domain;
     const kvd_value *old = g_hash_table_lookup(domain->values, key);
@@ -150,34 +182,86 @@ static void take_change(Notes *notes, const char *key, const kvd_value *value, k
     }
 }
 
-static void on_event(const kvd_watch_event *event, void *user_data) {
+/* Needs the lock: the domain's current values, read at `revision`, replace the cache; whatever it
+ * had and they lack is gone (but for a key of an own commit acknowledged after `revision`). */
+static void take_current(Notes *notes, const kvd_change *changes, size_t count, int64_t revision) {
+    GHashTable *present = g_hash_table_new(g_str_hash, g_str_equal);
+    for (size_t i = 0; i < count; i++) g_hash_table_add(present, (gpointer)changes[i].key);
+    GPtrArray *gone = g_ptr_array_new_with_free_func(g_free);
+    GHashTableIter iter;
+    gpointer key;
+    g_hash_table_iter_init(&iter, notes->domain->values);
+    while (g_hash_table_iter_next(&iter, &key, NULL))
+        if (!g_hash_table_contains(present, key)) g_ptr_array_add(gone, g_strdup(key));
+    g_hash_table_iter_init(&iter, notes->domain->locked);
+    while (g_hash_table_iter_next(&iter, &key, NULL))
+        if (!g_hash_table_contains(present, key)) g_ptr_array_add(gone, g_strdup(key));
+    for (guint i = 0; i < gone->len; i++) take_change(notes, gone->pdata[i], NULL, KVD_SOURCE_USER, revision);
+    g_ptr_array_unref(gone);
+    g_hash_table_unref(present);
+    for (size_t i = 0; i < count; i++) take_change(notes, changes[i].key, changes[i].value, changes[i].source, revision);
+}
+
+/* Whether an event at (revision, system_revision) is newer than what the domain's cache holds. */
+static gboolean is_newer(const Domain *domain, int64_t revision, int64_t system_revision) {
+    return revision > domain->revision || (revision == domain->revision && system_revision > domain->system_revision);
+}
+
+/* Needs the lock: takes one change event of the domain at (revision, system_revision). */
+static void take_event(Notes *notes, int64_t revision, int64_t system_revision, const kvd_change *changes, size_t count) {
+    Domain *domain = notes->domain;
+    if (!is_newer(domain, revision, system_revision)) return; /* the read had it */
+    for (size_t i = 0; i < count; i++) take_change(notes, changes[i].key, changes[i].value, changes[i].source, revision);
+    domain->revision = revision;
+    domain->system_revision = system_revision;
+}
+
+/* kvd_read_domain's callback (the reading thread): the cache takes the current values, then the
+ * stream's events held meanwhile; the domain is loaded if the stream it was read on still runs. */
+static void on_read(const kvd_watch_all_event *event, void *user_data) {
     Notes *notes = user_data;
+    Domain *domain = notes->domain;
     g_mutex_lock(&notes->backend->lock);
-    if (event->initial || event->revision > notes->domain->watch_revision) notes->domain->watch_revision = event->revision;
-    if (event->initial) {
-        g_hash_table_remove_all(notes->domain->own); /* the first event holds them */
-        /* The current values: whatever the cache had and they lack is gone. */
-        GHashTable *present = g_hash_table_new(g_str_hash, g_str_equal);
-        for (size_t i = 0; i < event->count; i++) g_hash_table_add(present, (gpointer)event->changes[i].key);
-        GPtrArray *gone = g_ptr_array_new_with_free_func(g_free);
-        GHashTableIter iter;
-        gpointer key;
-        g_hash_table_iter_init(&iter, notes->domain->values);
-        while (g_hash_table_iter_next(&iter, &key, NULL))
-            if (!g_hash_table_contains(present, key)) g_ptr_array_add(gone, g_strdup(key));
-        g_hash_table_iter_init(&iter, notes->domain->locked);
-        while (g_hash_table_iter_next(&iter, &key, NULL))
-            if (!g_hash_table_contains(present, key)) g_ptr_array_add(gone, g_strdup(key));
-        for (guint i = 0; i < gone->len; i++) take_change(notes, gone->pdata[i], NULL, KVD_SOURCE_USER, event->revision);
-        g_ptr_array_unref(gone);
-        g_hash_table_unref(present);
+    take_current(notes, event->changes, event->count, event->revision);
+    domain->revision = event->revision;
+    domain->system_revision = event->system_revision;
+    for (guint i = 0; i < domain->held->len; i++) {
+        Held *held = domain->held->pdata[i];
+        take_event(notes, held->revision, held->system_revision, held->changes, held->count);
     }
-    for (size_t i = 0; i < event->count; i++)
-        take_change(notes, event->changes[i].key, event->changes[i].value, event->changes[i].source, event->revision);
+    g_ptr_array_set_size(domain->held, 0);
+    domain->loaded = notes->backend->stream != NULL && notes->backend->stream_generation == notes->generation;
     g_mutex_unlock(&notes->backend->lock);
 }
 
-static gboolean watch_ready(gint fd, GIOCondition condition, gpointer user_data);
+static Held *held_new(const kvd_watch_all_event *event) {
+    Held *held = g_new0(Held, 1);
+    held->revision = event->revision;
+    held->system_revision = event->system_revision;
+    held->count = event->count;
+    held->changes = g_new0(kvd_change, event->count ? event->count : 1);
+    for (size_t i = 0; i < event->count; i++) {
+        held->changes[i].key = g_strdup(event->changes[i].key);
+        held->changes[i].value = event->changes[i].value ? kvd_value_copy(event->changes[i].value) : NULL;
+        held->changes[i].source = event->changes[i].source;
+    }
+    return held;
+}
+
+/* The stream's callback (the worker): a loaded domain takes the event, a domain being read holds
+ * it; the others (not touched, or to be read again) need nothing of it. */
+static void on_stream_event(const kvd_watch_all_event *event, void *user_data) {
+    Notes *notes = user_data;
+    if (event->domain == NULL) return; /* the first event: the stream has begun */
+    g_mutex_lock(&notes->backend->lock);
+    Domain *domain = g_hash_table_lookup(notes->backend->domains, event->domain);
+    if (domain && domain->reading) g_ptr_array_add(domain->held, held_new(event));
+    else if (domain && domain->loaded) {
+        notes->domain = domain;
+        take_event(notes, event->revision, event->system_revision, event->changes, event->count);
+    }
+    g_mutex_unlock(&notes->backend->lock);
+}
 
 static Notes *notes_new(KvdSettingsBackend *self, Domain *domain) {
     Notes *notes = g_new0(Notes, 1);
@@ -190,70 +274,107 @@ static Notes *notes_new(KvdSettingsBackend *self, Domain *domain) {
 
 static void notes_free(gpointer data) {
     Notes *notes = data;
+    if (notes == NULL) return;
     g_ptr_array_unref(notes->changed);
     g_ptr_array_unref(notes->writable);
     g_free(notes);
 }
 
-/* Makes the domain's watch (called without the lock; the domain is marked connecting). Blocks at
- * most the connection's timeout. Returns whether it is watched now; announces what the first
- * event changed when `announce_initial`. */
-static gboolean start_watch(KvdSettingsBackend *self, Domain *domain, gboolean announce_initial) {
+static gboolean stream_ready(gint fd, GIOCondition condition, gpointer user_data);
+
+/* Makes the process's one stream unless it has one (called without the lock). Blocks at most the
+ * connection's timeout. Returns whether there is a stream now; after a failure, the app's threads
+ * do not try again for a second. */
+static gboolean ensure_stream(KvdSettingsBackend *self) {
+    g_mutex_lock(&self->stream_lock);
     kvd_error error = KVD_ERROR_INIT;
     g_mutex_lock(&self->lock);
-    kvd_status status = ensure_client(self, &error);
+    gboolean up = self->stream != NULL;
+    kvd_status status = up ? KVD_OK : ensure_client(self, &error);
     kvd_client *client = self->client;
     g_mutex_unlock(&self->lock);
-    Notes *notes = notes_new(self, domain);
-    kvd_watch *watch = NULL;
-    if (status == KVD_OK) status = kvd_watch_new(client, domain->name, NULL, on_event, notes, &watch, &error);
+    kvd_watch *stream = NULL;
+    if (!up && status == KVD_OK) status = kvd_watch_all_new(client, NULL, on_stream_event, self->stream_notes, &stream, &error);
     g_mutex_lock(&self->lock);
-    domain->connecting = FALSE;
-    if (status != KVD_OK) {
+    if (!up && status != KVD_OK) {
         self->quiet_until = g_get_monotonic_time() + RETRY_SECONDS * G_USEC_PER_SEC;
-        g_mutex_unlock(&self->lock);
-        g_debug("kvd GSettings backend: cannot watch %s: %s", domain->name, error.message);
+        g_debug("kvd GSettings backend: cannot watch kvd: %s", error.message);
         kvd_error_clear(&error);
-        notes_free(notes);
-        return FALSE;
+    } else if (!up) {
+        self->stream = stream;
+        self->stream_generation++;
+        self->stream_source = g_unix_fd_source_new(kvd_watch_fd(stream), G_IO_IN | G_IO_HUP | G_IO_ERR);
+        g_source_set_callback(self->stream_source, (GSourceFunc)(void (*)(void))stream_ready, self, NULL);
+        g_source_attach(self->stream_source, self->context);
+        up = TRUE;
     }
-    domain->watch = watch;
-    domain->source = g_unix_fd_source_new(kvd_watch_fd(watch), G_IO_IN | G_IO_HUP | G_IO_ERR);
-    g_source_set_callback(domain->source, (GSourceFunc)(void (*)(void))watch_ready, notes, notes_free);
-    g_source_attach(domain->source, self->context);
     g_mutex_unlock(&self->lock);
-    if (announce_initial) announce(notes);
-    else {
-        g_ptr_array_set_size(notes->changed, 0);
-        g_ptr_array_set_size(notes->writable, 0);
-    }
-    return TRUE;
+    g_mutex_unlock(&self->stream_lock);
+    return up;
 }
 
-/* On the worker thread: dispatches a watch's events; a dead watch is dropped, to be made again. */
-static gboolean watch_ready(gint fd, GIOCondition condition, gpointer user_data) {
-    Notes *notes = user_data;
-    KvdSettingsBackend *self = notes->backend;
-    Domain *domain = notes->domain;
+/* Reads the domain (marked reading, without the lock) on the current stream, announcing what the
+ * read changed when `announce_read`. Blocks at most the connection's timeout. */
+static void read_domain(KvdSettingsBackend *self, Domain *domain, gboolean announce_read) {
     kvd_error error = KVD_ERROR_INIT;
-    kvd_status status = kvd_watch_dispatch(domain->watch, &error);
-    announce(notes);
+    g_mutex_lock(&self->lock);
+    Notes *notes = notes_new(self, domain);
+    notes->generation = self->stream_generation;
+    kvd_status status = self->stream ? ensure_client(self, &error) : KVD_ERROR_CONNECTION;
+    kvd_client *client = self->client;
+    g_mutex_unlock(&self->lock);
+    if (status == KVD_OK) status = kvd_read_domain(client, domain->name, on_read, notes, &error);
+    g_mutex_lock(&self->lock);
+    domain->reading = FALSE;
+    g_ptr_array_set_size(domain->held, 0);
+    if (status != KVD_OK && error.message) {
+        self->quiet_until = g_get_monotonic_time() + RETRY_SECONDS * G_USEC_PER_SEC;
+        g_debug("kvd GSettings backend: cannot read %s: %s", domain->name, error.message);
+    }
+    g_mutex_unlock(&self->lock);
+    kvd_error_clear(&error);
+    if (announce_read) announce(notes);
+    notes_free(notes);
+}
+
+/* Needs the lock: the stream is gone; every domain is to be read again (its cache still serves). */
+static void drop_stream(KvdSettingsBackend *self) {
+    kvd_watch_free(self->stream);
+    self->stream = NULL;
+    if (self->stream_source) {
+        g_source_destroy(self->stream_source);
+        g_source_unref(self->stream_source);
+        self->stream_source = NULL;
+    }
+    GHashTableIter iter;
+    gpointer value;
+    g_hash_table_iter_init(&iter, self->domains);
+    while (g_hash_table_iter_next(&iter, NULL, &value)) ((Domain *)value)->loaded = FALSE;
+}
+
+/* On the worker thread: dispatches the stream's events; a dead stream is dropped, to be made again. */
+static gboolean stream_ready(gint fd, GIOCondition condition, gpointer user_data) {
+    KvdSettingsBackend *self = user_data;
+    kvd_error error = KVD_ERROR_INIT;
+    kvd_status status = kvd_watch_dispatch(self->stream, &error);
+    announce(self->stream_notes);
     if (status == KVD_OK) return G_SOURCE_CONTINUE;
-    g_debug("kvd GSettings backend: the watch of %s ended: %s", domain->name, error.message);
+    g_debug("kvd GSettings backend: the watch ended: %s", error.message);
     kvd_error_clear(&error);
     g_mutex_lock(&self->lock);
-    kvd_watch_free(domain->watch);
-    domain->watch = NULL;
-    GSource *source = domain->source;
-    domain->source = NULL;
+    drop_stream(self);
     g_mutex_unlock(&self->lock);
-    g_source_unref(source);
-    return G_SOURCE_REMOVE; /* frees notes */
+    return G_SOURCE_REMOVE;
 }
 
-/* On the worker thread, every second: watches the domains that have none. */
+/* On the worker thread, every second: makes the stream again if it is gone, then reads the
+ * domains not read on it, announcing the differences. */
 static gboolean retry(gpointer user_data) {
     KvdSettingsBackend *self = user_data;
+    g_mutex_lock(&self->lock);
+    gboolean idle = g_hash_table_size(self->domains) == 0;
+    g_mutex_unlock(&self->lock);
+    if (idle || !ensure_stream(self)) return G_SOURCE_CONTINUE;
     GPtrArray *waiting = g_ptr_array_new();
     g_mutex_lock(&self->lock);
     GHashTableIter iter;
@@ -261,13 +382,13 @@ static gboolean retry(gpointer user_data) {
     g_hash_table_iter_init(&iter, self->domains);
     while (g_hash_table_iter_next(&iter, NULL, &value)) {
         Domain *domain = value;
-        if (domain->watch == NULL && !domain->connecting) {
-            domain->connecting = TRUE;
+        if (!domain->loaded && !domain->reading) {
+            domain->reading = TRUE;
             g_ptr_array_add(waiting, domain);
         }
     }
     g_mutex_unlock(&self->lock);
-    for (guint i = 0; i < waiting->len; i++) start_watch(self, waiting->pdata[i], TRUE);
+    for (guint i = 0; i < waiting->len; i++) read_domain(self, waiting->pdata[i], TRUE);
     g_ptr_array_unref(waiting);
     return G_SOURCE_CONTINUE;
 }
@@ -280,7 +401,21 @@ static gpointer worker(gpointer user_data) {
     return NULL;
 }
 
-/* The domain of a GSettings key, made (and watched, unless kvd failed a moment ago) when new.
+static Domain *domain_new(char *name, char *prefix) {
+    Domain *domain = g_new0(Domain, 1);
+    domain->name = name;
+    domain->prefix = prefix;
+    domain->values = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)kvd_value_free);
+    domain->locked = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    domain->system = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    domain->own = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
+    domain->held = g_ptr_array_new_with_free_func(held_free);
+    domain->revision = -1;
+    domain->system_revision = -1;
+    return domain;
+}
+
+/* The domain of a GSettings key, made (and read, unless kvd failed a moment ago) when new.
  * Returns with the lock held; NULL when the key cannot be mapped. */
 static Domain *lock_domain(KvdSettingsBackend *self, const char *gsettings_key, char **kvd_key) {
     char *name = NULL, *prefix = NULL;
@@ -291,20 +426,18 @@ static Domain *lock_domain(KvdSettingsBackend *self, const char *gsettings_key, 
     g_mutex_lock(&self->lock);
     Domain *domain = g_hash_table_lookup(self->domains, name);
     if (domain == NULL) {
-        domain = g_new0(Domain, 1);
-        domain->name = name;
-        domain->prefix = prefix;
-        domain->values = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)kvd_value_free);
-        domain->locked = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
-        domain->system = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
-        domain->own = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
-        domain->watch_revision = -1;
+        domain = domain_new(name, prefix);
         g_hash_table_insert(self->domains, name, domain);
         if (g_get_monotonic_time() >= self->quiet_until) {
-            domain->connecting = TRUE;
             g_mutex_unlock(&self->lock);
-            start_watch(self, domain, FALSE);
+            gboolean up = ensure_stream(self); /* before the read: what follows the read is on it */
             g_mutex_lock(&self->lock);
+            if (up && !domain->reading && !domain->loaded) {
+                domain->reading = TRUE;
+                g_mutex_unlock(&self->lock);
+                read_domain(self, domain, FALSE);
+                g_mutex_lock(&self->lock);
+            }
         }
     } else {
         g_free(name);
@@ -382,8 +515,9 @@ static gboolean kvd_backend_get_writable(GSettingsBackend *backend, const gchar 
 }
 
 /* On the writer's thread, with the lock (GiokvdWriterSettle): a change committed at `revision`
- * goes into the cache, which holds what kvd holds (unless the watch has shown that revision or a
- * later one: then the cache has the commit, or a newer value of the key); a failed one leaves the
+ * goes into the cache, which holds what kvd holds (unless a read or the stream has shown the
+ * domain at that revision or a later one: then the cache has the commit, or a newer value of the
+ * key); a failed one leaves the
  * cache as it is, so the write is reverted. Then, unless a newer write of the key is queued, the
  * app sees the cache's value: when it is not the write's, the key is noted to be announced. */
 static void settle_write(gpointer data, const char *domain_name, const GiokvdChange *change, int64_t revision,
@@ -391,7 +525,7 @@ static void settle_write(gpointer data, const char *domain_name, const GiokvdCha
     KvdSettingsBackend *self = data;
     Domain *domain = g_hash_table_lookup(self->domains, domain_name); /* never freed before the writer */
     if (domain == NULL) return;
-    if (revision >= 0 && revision > domain->watch_revision) {
+    if (revision >= 0 && revision > domain->revision) {
         if (change->value) g_hash_table_replace(domain->values, g_strdup(change->kvd_key), kvd_value_copy(change->value));
         else g_hash_table_remove(domain->values, change->kvd_key);
         g_hash_table_remove(domain->system, change->kvd_key);
@@ -419,7 +553,7 @@ static gboolean writable(Domain *domain, const char *gsettings_key, const char *
 }
 
 /* Queues one key's write (`converted` taken; NULL: a reset). FALSE, nothing queued, when the key
- * cannot be written. Never waits for kvd (but for the first watch of a domain new to the process,
+ * cannot be written. Never waits for kvd (but for the first read of a domain new to the process,
  * as a read). */
 static gboolean queue_write(KvdSettingsBackend *self, const char *gsettings_key, kvd_value *converted) {
     const char *kvd_key = NULL;
@@ -521,7 +655,7 @@ static void kvd_backend_subscribe(GSettingsBackend *backend, const gchar *name) 
 }
 
 static void kvd_backend_unsubscribe(GSettingsBackend *backend, const gchar *name) {
-    /* Domains stay watched: an app reads the same few schemas again and again. */
+    /* Domains stay cached and followed: an app reads the same few schemas again and again. */
 }
 
 static GPermission *kvd_backend_get_permission(GSettingsBackend *backend, const gchar *path) {
@@ -530,6 +664,8 @@ static GPermission *kvd_backend_get_permission(GSettingsBackend *backend, const 
 
 static void kvd_settings_backend_init(KvdSettingsBackend *self) {
     g_mutex_init(&self->lock);
+    g_mutex_init(&self->stream_lock);
+    self->stream_notes = notes_new(self, NULL);
     self->domains = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)domain_free);
     self->keys = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, key_ref_free);
     self->context = g_main_context_new();
@@ -557,11 +693,14 @@ static void kvd_settings_backend_finalize(GObject *object) {
     g_source_unref(quit);
     if (g_thread_self() != self->thread) g_thread_join(self->thread);
     else g_thread_unref(self->thread);
+    drop_stream(self);
+    notes_free(self->stream_notes);
     g_hash_table_unref(self->keys);
     g_hash_table_unref(self->domains);
     g_main_loop_unref(self->loop);
     g_main_context_unref(self->context);
     kvd_client_free(self->client);
+    g_mutex_clear(&self->stream_lock);
     g_mutex_clear(&self->lock);
     G_OBJECT_CLASS(kvd_settings_backend_parent_class)->finalize(object);
 }

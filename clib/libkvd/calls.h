@@ -28,5 +28,8 @@ kvd_status kvdi_decode_source(const json_node *node, kvd_source *source, kvd_err
 kvd_status kvdi_decode_value(const json_node *node, const char *member, kvd_value **value, kvd_error *error);
 
 const conn_config *kvdi_client_config(const kvd_client *client);
+/* One call on the client's own connection (`message` freed here); a reply with "continues" is a
+ * protocol error. */
+kvd_status kvdi_client_call(kvd_client *client, json_buffer *message, json_node **reply, const json_node **parameters, kvd_error *error);
 
 #endif

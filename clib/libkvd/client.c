@@ -124,6 +124,10 @@ static kvd_status call(kvd_client *client, json_buffer *message, json_node **rep
     return status;
 }
 
+kvd_status kvdi_client_call(kvd_client *client, json_buffer *message, json_node **reply, const json_node **parameters, kvd_error *error) {
+    return call(client, message, reply, parameters, error);
+}
+
 kvd_status kvdi_decode_revision(const json_node *parameters, int64_t *revision, kvd_error *error) {
     const json_node *n = kvdi_json_get(parameters, "revision");
     if (!n || n->type != JSON_INT) return kvdi_set_error(error, KVD_ERROR_PROTOCOL, "kvd sent an invalid reply: no integer \"revision\"");

@@ -207,6 +207,9 @@ check "after SIGKILL: the last synced write of another key" after-fork "$(kvctl 
 # announced as writable-changed, changes from kvctl in the app's main context.
 "$python" "$here/test_backend.py" "$bin/kvctl" || fail "test_backend.py"
 
+# Issue 38: 1,500 relocatable objects under ulimit -n 1024, one stream for all (at most 8 sockets).
+"$python" "$here/test_many.py" "$bin/kvctl" || fail "test_many.py"
+
 # dconf settings moved over: dconf (its service on a private session bus), `dconf dump /`,
 # kvd-dconf-import; GSETTINGS_BACKEND=kvd then reads what dconf had, with its types.
 if command -v dbus-run-session >/dev/null && command -v dconf >/dev/null; then

@@ -704,6 +704,62 @@ typedef struct kvd_watch kvd_watch;
 kvd_status kvd_watch_new(kvd_client *client, const char *domain, const char *key, kvd_watch_callback callback,
                          void *user_data, kvd_watch **watch, kvd_error *error);
 
+/** One event of a WatchAll (kvd_watch_all_new) or of kvd_read_domain: as kvd_watch_event, with the
+ * domain it changes and the system instance's revision. A WatchAll's first event (initial: true)
+ * has no domain and no changes: the revisions its stream starts after. Valid only during the
+ * callback. Events come in increasing order of (revision, system_revision). Since 0.3. */
+typedef struct kvd_watch_all_event {
+    int64_t revision;        /**< the store's revision (the commit's, or unchanged for a change of the system layer) */
+    int64_t system_revision; /**< the system instance's revision it reflects; -1 when kvd follows none */
+    const char *domain;      /**< the domain; NULL only in a WatchAll's first event */
+    bool initial;            /**< the first event (a WatchAll's), or the domain's current values (kvd_read_domain) */
+    size_t count;
+    const kvd_change *changes;
+} kvd_watch_all_event;
+
+/** Called once per event of a WatchAll, or once by kvd_read_domain. Since 0.3. */
+typedef void (*kvd_watch_all_callback)(const kvd_watch_all_event *event, void *user_data);
+
+/**
+ * kvd_watch_all_new:
+ * @client: a client whose socket, autostart and timeout the watch's own connection takes
+ * @prefix: (nullable): only the domains whose name starts with it (a valid domain name, e.g.
+ *   "org.gnome."); NULL: every domain
+ * @callback: called once per event, here with the first (initial: true, no domain)
+ * @user_data: (closure): passed to @callback
+ * @watch: (out) (transfer full): the watch (kvd_watch_fd, kvd_watch_dispatch, kvd_watch_wait,
+ *   kvd_watch_free as for kvd_watch_new's)
+ * @error: (nullable): filled on failure
+ *
+ * io.kvd.Defaults.WatchAll on a new connection: one descriptor for the changes of every domain
+ * under @prefix, each event naming its domain, with the sources and locks of a Watch. It sends
+ * no current values: read a domain with kvd_read_domain and skip the events at or before its
+ * (revision, system_revision). A watcher that falls too far behind is disconnected, as a Watch.
+ * Since 0.3.
+ *
+ * Returns: KVD_OK; KVD_ERROR_INVALID_NAME (@prefix); KVD_ERROR_INVALID_ARGUMENT; the connection's.
+ */
+kvd_status kvd_watch_all_new(kvd_client *client, const char *prefix, kvd_watch_all_callback callback, void *user_data,
+                             kvd_watch **watch, kvd_error *error);
+
+/**
+ * kvd_read_domain:
+ * @client: a client whose socket, autostart and timeout the read's own connection takes
+ * @domain: the domain
+ * @callback: called once, before this returns, with the domain's current values (initial: true,
+ *   the sources and valueless locks as a Watch's first event) and the revisions they are at
+ * @user_data: (closure): passed to @callback
+ * @error: (nullable): filled on failure
+ *
+ * io.kvd.Defaults.Snapshot on @client's connection (one round trip); for a domain too large for
+ * one reply (or a kvd older than Snapshot), a Watch's first replies, all their pieces, on a
+ * connection of its own, closed before this returns. Since 0.3.
+ *
+ * Returns: KVD_OK; KVD_ERROR_INVALID_NAME; KVD_ERROR_INVALID_ARGUMENT; the connection's.
+ */
+kvd_status kvd_read_domain(kvd_client *client, const char *domain, kvd_watch_all_callback callback, void *user_data,
+                           kvd_error *error);
+
 /**
  * kvd_watch_fd:
  * @watch: (nullable): a watch
