@@ -113,7 +113,8 @@ public enum ClientError: Error, Sendable, Equatable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case .cannotConnect(let path, let reason) where reason.hasSuffix(Connection.notASocketAdvice):  // no kvd can listen there
+        // A file stands at the path: no kvd can listen there, so no hint to start one.
+        case .cannotConnect(let path, let reason) where reason.hasSuffix(Connection.notASocketAdvice):
             "cannot connect to kvd at \(path): \(reason)"
         case .cannotConnect(let path, let reason):
             "cannot connect to kvd at \(path): \(reason) (is kvd running? start it with `systemctl --user start kvd.socket` or run `kvd`)"
