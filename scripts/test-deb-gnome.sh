@@ -15,6 +15,7 @@
 set -euo pipefail
 deb=$(readlink -f "${1:?usage: scripts/test-deb-gnome.sh DEB [--no-dconf-layer]}")
 layer_flag=${2:-}
+root=$(cd "$(dirname "$0")/.." && pwd)
 fail() { printf 'test-deb-gnome: %s\n' "$*" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || { echo "test-deb-gnome: skipped: needs root"; exit 0; }
 command -v dconf >/dev/null && command -v gsettings >/dev/null && [ -x /usr/libexec/dconf-service ] ||
@@ -162,22 +163,4 @@ compare dconf back
 echo "test-deb-gnome: after disable and a login, every key reads and is writable under dconf as before"
 INSIDE
 
-unshare --mount --propagation private --pid --fork /bin/bash -euo pipefail -c '
-  work=$1
-  layers=$work/layers
-  mkdir -p "$layers"
-  mount -t tmpfs kvd-gnome "$layers"
-  mkdir "$layers/upper" "$layers/work" "$layers/root"
-  mount -t overlay kvd-gnome -o "lowerdir=/,upperdir=$layers/upper,workdir=$layers/work" "$layers/root"
-  r=$layers/root
-  mount --rbind /dev "$r/dev"
-  mount -t proc proc "$r/proc"
-  mount -t tmpfs tmpfs "$r/run"
-  mount -t tmpfs tmpfs "$r/tmp"
-  chmod 1777 "$r/tmp"
-  mount -t tmpfs tmpfs "$r/var/lib/dpkg"
-  cp -a /var/lib/dpkg/. "$r/var/lib/dpkg/"
-  rm -f "$r/var/lib/man-db/auto-update"
-  cp "$work/kvd.deb" "$work/inside.sh" "$work/snapshot.py" "$work/layer-flag" "$r/tmp/"
-  chroot "$r" /bin/sh /tmp/inside.sh
-' kvd-gnome "$work"
+"$root/scripts/throwaway-root.sh" "$work"

@@ -90,23 +90,4 @@ INSIDE
 
 # --pid --fork: the kvd that libkvd started for the user, and anything else started in there,
 # ends when the namespace's first process does.
-unshare --mount --propagation private --pid --fork /bin/bash -euo pipefail -c '
-  work=$1
-  layers=$work/layers
-  mkdir -p "$layers"
-  mount -t tmpfs kvd-gsettings "$layers"
-  mkdir "$layers/upper" "$layers/work" "$layers/root"
-  mount -t overlay kvd-gsettings -o "lowerdir=/,upperdir=$layers/upper,workdir=$layers/work" "$layers/root"
-  r=$layers/root
-  mount --rbind /dev "$r/dev"
-  mount -t proc proc "$r/proc"
-  mount -t tmpfs tmpfs "$r/run"
-  mount -t tmpfs tmpfs "$r/tmp"
-  chmod 1777 "$r/tmp"
-  # dpkg'"'"'s database as a copy (another dpkg run on this machine would change the lower layer).
-  mount -t tmpfs tmpfs "$r/var/lib/dpkg"
-  cp -a /var/lib/dpkg/. "$r/var/lib/dpkg/"
-  rm -f "$r/var/lib/man-db/auto-update"
-  cp "$work/kvd.deb" "$work/inside.sh" "$work/client.c" "$work/io.kvd.test.gschema.xml" "$r/tmp/"
-  chroot "$r" /bin/sh /tmp/inside.sh
-' kvd-gsettings "$work"
+"$root/scripts/throwaway-root.sh" "$work"
