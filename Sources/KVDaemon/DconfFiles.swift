@@ -17,7 +17,7 @@ enum DconfFiles {
             throw DropInReadError(description: "the profile is not UTF-8 text")
         }
         var databases: [String] = []
-        for (index, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        for (index, raw) in lines(of: text).enumerated() {
             let line = raw.prefix { $0 != "#" }.trimmingASCIISpaces
             if line.isEmpty || line.hasPrefix("user-db:") || line.hasPrefix("service-db:") { continue }
             guard line.hasPrefix("system-db:") else {
@@ -52,7 +52,7 @@ enum DconfFiles {
         }
         var values: [Domain: [Key: Value]] = [:]
         var group: Substring?
-        for (index, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        for (index, raw) in lines(of: text).enumerated() {
             let line = raw.trimmingASCIISpaces
             if line.isEmpty || line.hasPrefix("#") { continue }
             let number = index + 1
@@ -87,7 +87,7 @@ enum DconfFiles {
             throw DropInReadError(description: "not UTF-8 text")
         }
         var locks: [Domain: Set<Key>] = [:]
-        for (index, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        for (index, raw) in lines(of: text).enumerated() {
             if raw.trimmingASCIISpaces.isEmpty || raw.hasPrefix("#") { continue }
             guard raw.hasPrefix("/"), raw.trimmingASCIISpaces == raw else {
                 throw DropInReadError(
@@ -108,6 +108,14 @@ enum DconfFiles {
             throw DropInReadError(description: "line \(line): not a dconf key path (/FOLDER/.../KEY)")
         }
         return (domain, key)
+    }
+}
+
+extension DconfFiles {
+    /// The lines of `text`, ended by LF or CRLF, as dconf reads them. (Swift reads CRLF as one
+    /// character, so a split at "\n" alone left a CRLF file one line: its locks lifted.)
+    fileprivate static func lines(of text: String) -> [Substring] {
+        text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" })
     }
 }
 

@@ -1,8 +1,8 @@
 /// Which of dconf's files a user gets, and in which order, by the dconf profile the user's kvd
-/// names (its `DCONF_PROFILE`, sent with the Mirror call; none: `user`), as dconf chooses: the
-/// named profile in `DCONF/profile/` (a path there by its name), else no system database at
-/// all (dconf's null configuration: a profile name that does not exist, or a path elsewhere,
-/// which the system instance does not read). Pure.
+/// names (its `DCONF_PROFILE`, sent with the Mirror call; none: `user`): the named profile in
+/// `DCONF/profile/` (a path there by its name), else `user`'s. Where dconf gives a profile name
+/// that does not exist, or a path elsewhere (a file of the user's own), no system database at
+/// all, kvd gives `user`'s: a user's environment never lifts the site's locks. Pure.
 struct DconfSelection: Equatable, Sendable {
     /// dconf's folder (`--dconf-dir`).
     var root: String
@@ -11,14 +11,16 @@ struct DconfSelection: Equatable, Sendable {
 
     static let defaultProfile = "user"
 
-    /// The profile a peer gets (nil: none of these).
+    /// The profile a peer gets: the one it names, if it is one of the site's, else `user`'s
+    /// (nil only when the site has no `user` profile either).
     func profileName(for peer: DropInPeer?) -> String? {
-        guard var name = peer?.dconfProfile else { return Self.defaultProfile }
+        let fallback = profiles[Self.defaultProfile] == nil ? nil : Self.defaultProfile
+        guard var name = peer?.dconfProfile else { return fallback }
         if name.hasPrefix("/") {
-            guard name.hasPrefix(root + "/profile/") else { return nil }
+            guard name.hasPrefix(root + "/profile/") else { return fallback }
             name = String(name.dropFirst(root.count + "/profile/".count))
         }
-        return profiles[name] == nil ? nil : name
+        return profiles[name] == nil || name.contains("/") ? fallback : name
     }
 
     /// The database whose keyfile or lock file is at `path`, or nil for a file that is not one

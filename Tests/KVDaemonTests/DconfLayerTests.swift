@@ -47,6 +47,16 @@ import Testing
         }
     }
 
+    /// A file saved with Windows line endings reads as dconf reads it: every line, every lock.
+    @Test func crlfLineEndingsReadAsLines() throws {
+        let profile = "user-db:user\r\nsystem-db:local\r\nsystem-db:site\r\n"
+        #expect(try DconfFiles.profile(Array(profile.utf8)) == ["local", "site"])
+        let locks = try DconfFiles.locks(Array("# why\r\n/org/gnome/desktop/interface/clock-format\r\n".utf8))
+        #expect(locks == [Self.interface: [Self.key("clock-format")]])
+        let values = try DconfFiles.keyfile(Array("# site\r\n[org/gnome/desktop/interface]\r\nclock-format='24h'\r\n".utf8))
+        #expect(values[Self.interface]?[Self.key("clock-format")] == .string("24h"))
+    }
+
     @Test func aProfileNamesItsSystemDatabasesInOrder() throws {
         let text = "  user-db:user   # mine\nsystem-db:local\nsystem-db:site\nservice-db:keyfile/user\n\n"
         #expect(try DconfFiles.profile(Array(text.utf8)) == ["local", "site"])
@@ -122,7 +132,7 @@ import Testing
     }
 
     /// DCONF_PROFILE: a peer whose kvd names a profile gets that profile's databases in its
-    /// order; a name no profile has (or a path outside dconf's folder) gets no system database.
+    /// order; a name no profile has (or a path outside dconf's folder) gets `user`'s.
     @Test func aPeersDconfProfileChoosesItsDatabasesAndTheirOrder() throws {
         let folder = try Folder()
         try folder.write("profile/other", "system-db:site\nsystem-db:local\n")
@@ -140,8 +150,11 @@ import Testing
         #expect(value("other", "clock-format") == .string("12h"), "site first in the other profile")
         #expect(value(folder.dconf + "/profile/other", "clock-format") == .string("12h"), "a path there")
         #expect(value("kiosk", "font-name") == nil && value("kiosk", "clock-format") == .string("12h"))
-        #expect(value("nonexistent", "clock-format") == nil)
-        #expect(value(folder.root + "/elsewhere/other", "clock-format") == nil)
+        // A name the site has no profile for, a path elsewhere (a file of the user's) or spelt
+        // otherwise: `user`'s databases, never none (a user's environment lifts no site lock).
+        for stray in ["nonexistent", folder.root + "/elsewhere/other", folder.dconf + "//profile/kiosk", "../user"] {
+            #expect(value(stray, "clock-format") == .string("24h"), "\(stray)")
+        }
         #expect(
             set.profile(of: DropInPeer(uid: 1, gids: []))
                 != set.profile(of: DropInPeer(uid: 1, gids: [], dconfProfile: "other")))
