@@ -37,4 +37,13 @@ got=$(usr u get io.kvd.test real 2>&1 || true)
     defect "CRLF keyfile starting with a comment: silently empty (real=[$got])"
 sys status >"$dir/status2.out" 2>&1 || true
 grep -q "problem" "$dir/status2.out" && ok "status shows a problem" || defect "status shows no problem for either CRLF file"
+# A site that worked: the profile saved again with CRLF (an editor's setting) drops every lock at once.
+printf 'user-db:user\r\nsystem-db:site\r\n' >"$d/profile/user"
+sys reload >/dev/null 2>&1 || true
+sleep 0.5
+got=$(sys locks io.kvd.test 2>&1 || true)
+case "$got" in
+*"text "*) ok "profile saved again with CRLF: locks kept" ;;
+*) defect "profile saved again with CRLF at run time: every site lock lifted ([$got])" ;;
+esac
 finish
