@@ -23,7 +23,7 @@ for case in "text crlf" "flag space" "int32 bom" "real comment"; do
     esac
 done
 sys status >"$dir/status.out" 2>&1 || true
-grep -q "10-crlf" "$dir/status.out" && ok "status names the CRLF file" || defect "status does not name the CRLF file"
+grep -q "10-crlf:" "$dir/status.out" && ok "status names the CRLF file as a problem" || defect "status names no problem with the CRLF lock file"
 # The keyfile reader forgives CR: a keyfile with CRLF lines applies.
 printf "[io/kvd/test]\r\nint16=int16 3\r\n" >"$d/db/site.d/50-crlf-keyfile"
 sys reload >/dev/null 2>&1 || true
