@@ -1,10 +1,12 @@
 #!/bin/sh
 # attack/38-02-admin-typos-lift-locks.sh [BIN_DIR] — an admin's first lock file (no last good
 # content yet) with a typo dconf itself forgives: a Windows line ending (CRLF), a trailing space,
-# a UTF-8 byte order mark, a `#` comment after the path. kvd names the problem in status but
-# locks nothing, so the key the admin meant to lock is writable by every user from the start;
-# the keyfile parser, by contrast, strips the CR. The lock should hold (CR and a BOM are read as
-# dconf / the keyfile reader read them), or at worst the whole database be held back.
+# a UTF-8 byte order mark, a `#` comment after the path. CRLF and the comment lock a bogus key
+# (`text\r\n`, `real # the site decides`) with no problem in status; the space and the BOM are
+# named in status but lock nothing, there being no last good content yet. Each time the key the
+# admin meant to lock is writable by every user from the start. A CRLF keyfile fails as a whole
+# (attack/38-03: Swift does not split "\r\n"). The lock should hold, or the typo be an error
+# that holds something back.
 . "$(dirname "$0")/38-lib.sh"
 printf "[io/kvd/test]\ntext='from site'\nflag=true\nint32=1\nreal=1.0\n" >"$d/db/site.d/00-site"
 printf '/io/kvd/test/text\r\n' >"$d/db/site.d/locks/10-crlf"
