@@ -1,6 +1,6 @@
 #!/bin/sh
 # attack/38-02-admin-typos-lift-locks.sh [BIN_DIR] — an admin's first lock file (no last good
-# content yet) with a typo dconf itself forgives: a Windows line ending (CRLF), a trailing space,
+# content yet) with a typo an admin makes: a Windows line ending (CRLF), a trailing space,
 # a UTF-8 byte order mark, a `#` comment after the path. CRLF and the comment lock a bogus key
 # (`text\r\n`, `real # the site decides`) with no problem in status; the space and the BOM are
 # named in status but lock nothing, there being no last good content yet. Each time the key the
