@@ -36,7 +36,7 @@ printf 'user-db:user\nsystem-db:site\n' >"$d/profile/user"
 start_system() {
     rm -f "$dir/system.sock"
     "$bin/kvd" --system --socket "$dir/system.sock" --state-dir "$dir/system-state" --config-dir "$dir/etc" \
-        "--dconf-dir=$d" 2>>"$dir/system.log" &
+        "--dconf-dir=${dconf_dir_arg:-$d}" 2>>"$dir/system.log" &
     system_pid=$!
     pids="$pids $system_pid"
     wait_socket "$system_pid" "$dir/system.sock"
