@@ -55,7 +55,7 @@ import Testing
         // A key with a space comes back quoted for the command line.
         #expect(
             try Self.bash(script, ["kvctl", "--socket", sandbox.socket, "get", "com.example.two", ""]) == ["a\\ key"])
-        #expect(try Self.bash(script, ["kvctl", "--socket", sandbox.socket, "g"]) == ["get"])
+        #expect(try Self.bash(script, ["kvctl", "--socket", sandbox.socket, "g"]) == ["get", "gnome"])
         #expect(try Self.bash(script, ["kvctl", "--no"]) == ["--no-autostart"])
         #expect(try Self.bash(script, ["kvctl", "set", "d", "k", "-arr"]) == ["-array", "-array-add"])
         #expect(try Self.bash(script, ["kvctl", "completion", "f"]) == ["fish"])
