@@ -53,7 +53,8 @@ import Testing
         #expect(try DconfFiles.profile(Array(profile.utf8)) == ["local", "site"])
         let locks = try DconfFiles.locks(Array("# why\r\n/org/gnome/desktop/interface/clock-format\r\n".utf8))
         #expect(locks == [Self.interface: [Self.key("clock-format")]])
-        let values = try DconfFiles.keyfile(Array("# site\r\n[org/gnome/desktop/interface]\r\nclock-format='24h'\r\n".utf8))
+        let keyfile = "# site\r\n[org/gnome/desktop/interface]\r\nclock-format='24h'\r\n"
+        let values = try DconfFiles.keyfile(Array(keyfile.utf8))
         #expect(values[Self.interface]?[Self.key("clock-format")] == .string("24h"))
     }
 
