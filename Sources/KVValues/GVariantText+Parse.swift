@@ -120,31 +120,46 @@ extension TokenStream {
     /// `\a \b \f \n \r \t \v`, a backslash before a line end skipped, before any other byte
     /// that byte. Not valid UTF-8, or holding NUL: refused (GLib has no such string).
     static func unescapeString(_ token: [UInt8], at start: Int) throws(Failure) -> String {
-        let quote = token[0]
+        let out = try unescape(token, from: 0, at: start) { token, index, out throws(Failure) in
+            guard token[index] == UInt8(ascii: "u") || token[index] == UInt8(ascii: "U") else { return false }
+            let length = token[index] == UInt8(ascii: "u") ? 4 : 8
+            let scalar = try unicodeEscape(token, from: index + 1, length: length, at: start)
+            out += Array(String(scalar).utf8)
+            index += 1 + length
+            return true
+        }
+        guard !out.contains(0), let text = String(validating: out, as: UTF8.self) else {
+            throw .init(offset: start, reason: "not a valid UTF-8 string")
+        }
+        return text
+    }
+
+    /// The one loop of both quoted tokens: the bytes between the quote at `token[quoteIndex]`
+    /// and the next unescaped one. After a backslash, `special` takes the escape its kind has
+    /// (advancing `index` past it) or returns false; then a control letter, a skipped line end,
+    /// or the byte itself. A NUL or the token's end before the closing quote: refused.
+    private static func unescape(
+        _ token: [UInt8], from quoteIndex: Int, at start: Int,
+        special: (_ token: [UInt8], _ index: inout Int, _ out: inout [UInt8]) throws(Failure) -> Bool
+    ) throws(Failure) -> [UInt8] {
+        let quote = token[quoteIndex]
         var out: [UInt8] = []
-        var index = 1
+        var index = quoteIndex + 1
         while true {
             guard index < token.count, token[index] != 0 else {
                 throw .init(offset: start, reason: "unterminated string constant")
             }
             let byte = token[index]
-            if byte == quote { break }
+            if byte == quote { return out }
+            index += 1
             guard byte == UInt8(ascii: "\\") else {
                 out.append(byte)
-                index += 1
                 continue
             }
-            index += 1
             guard index < token.count, token[index] != 0 else {
                 throw .init(offset: start, reason: "unterminated string constant")
             }
-            if token[index] == UInt8(ascii: "u") || token[index] == UInt8(ascii: "U") {
-                let length = token[index] == UInt8(ascii: "u") ? 4 : 8
-                let scalar = try unicodeEscape(token, from: index + 1, length: length, at: start)
-                out += Array(String(scalar).utf8)
-                index += 1 + length
-                continue
-            }
+            if try special(token, &index, &out) { continue }
             if let control = controlEscape(token[index]) {
                 out.append(control)
             } else if token[index] != 0x0A {
@@ -152,10 +167,6 @@ extension TokenStream {
             }
             index += 1
         }
-        guard !out.contains(0), let text = String(validating: out, as: UTF8.self) else {
-            throw .init(offset: start, reason: "not a valid UTF-8 string")
-        }
-        return text
     }
 
     private static func controlEscape(_ letter: UInt8) -> UInt8? {
@@ -194,40 +205,16 @@ extension TokenStream {
     /// at the first NUL, as GLib's `g_variant_new_bytestring` takes them): octal escapes of up
     /// to three digits, `\a \b \f \n \r \t \v`, a backslash before a line end skipped.
     static func unescapeBytes(_ token: [UInt8], at start: Int) throws(Failure) -> [UInt8] {
-        let quote = token[1]
-        var out: [UInt8] = []
-        var index = 2
-        while true {
-            guard index < token.count, token[index] != 0 else {
-                throw .init(offset: start, reason: "unterminated string constant")
-            }
-            let byte = token[index]
-            if byte == quote { break }
-            guard byte == UInt8(ascii: "\\") else {
-                out.append(byte)
-                index += 1
-                continue
-            }
+        var out = try unescape(token, from: 1, at: start) { token, index, out throws(Failure) in
+            guard token[index] >= 0x30, token[index] <= 0x37 else { return false }
+            var value = UInt8(token[index] - 0x30)
             index += 1
-            guard index < token.count, token[index] != 0 else {
-                throw .init(offset: start, reason: "unterminated string constant")
-            }
-            if token[index] >= 0x30, token[index] <= 0x37 {
-                var value = UInt8(token[index] - 0x30)
+            for _ in 0..<2 where index < token.count && token[index] >= 0x30 && token[index] <= 0x37 {
+                value = value &<< 3 | (token[index] - 0x30)
                 index += 1
-                for _ in 0..<2 where index < token.count && token[index] >= 0x30 && token[index] <= 0x37 {
-                    value = value &<< 3 | (token[index] - 0x30)
-                    index += 1
-                }
-                out.append(value)
-                continue
             }
-            if let control = controlEscape(token[index]) {
-                out.append(control)
-            } else if token[index] != 0x0A {
-                out.append(token[index])
-            }
-            index += 1
+            out.append(value)
+            return true
         }
         if let nul = out.firstIndex(of: 0) { out.removeSubrange(nul...) }
         return out + [0]
