@@ -71,3 +71,28 @@ void forget_moved_in(void) {
     g_unlink(path);
     g_free(path);
 }
+
+GVariant *load_move_out(void) {
+    char *path = state_file("dconf-move-out");
+    GMappedFile *file = g_mapped_file_new(path, FALSE, NULL);
+    g_free(path);
+    if (file == NULL) return NULL;
+    GBytes *bytes = g_mapped_file_get_bytes(file);
+    g_mapped_file_unref(file);
+    GVariant *record = g_variant_ref_sink(g_variant_new_from_bytes(G_VARIANT_TYPE("(sa{smv})"), bytes, FALSE));
+    g_bytes_unref(bytes);
+    if (g_variant_is_normal_form(record)) return record;
+    fprintf(stderr, TOOL_NAME ": the record of the move back begun is damaged; not used\n");
+    g_variant_unref(record);
+    return NULL;
+}
+
+int save_move_out(GVariant *record) {
+    return write_state("dconf-move-out", (const char *)g_variant_get_data(record), g_variant_get_size(record)) ? 0 : 1;
+}
+
+void forget_move_out(void) {
+    char *path = state_file("dconf-move-out");
+    g_unlink(path);
+    g_free(path);
+}
