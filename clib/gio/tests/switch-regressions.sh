@@ -17,7 +17,7 @@ for test in "retry-overwrites-kvd-change.sh" "retry-overwrites-kvd-change.sh unr
     deb-lacks-dconf-cli.sh package-removal-leaves-switch.sh \
     "record-deleted-reimports.sh delete" "record-deleted-reimports.sh garbage" "record-deleted-reimports.sh type" \
     move-back-retry-overwrites-dconf.sh date-in-kvd-move-back.sh "many-keys.sh 2000 30" \
-    "writes.sh fork_queued" "writes.sh sync_per_domain_timeout"; do
+    status-by-existence.sh "writes.sh fork_queued" "writes.sh sync_per_domain_timeout"; do
     # shellcheck disable=SC2086
     if out=$(sh "$attack"/$test 2>&1); then
         echo "ok $test"
