@@ -160,9 +160,18 @@ static int64_t move_began(kvd_client *client) {
     return set;
 }
 
+/* The resets under dconf since the move back (`text`: dconf's dump), carried into kvd. */
+static int carry_resets_in(kvd_client *client, const char *text) {
+    GKeyFile *dump = g_key_file_new();
+    int status = g_key_file_load_from_data(dump, text, strlen(text), G_KEY_FILE_NONE, NULL) ? carry_resets(client, dump) : 1;
+    g_key_file_free(dump);
+    return status;
+}
+
 /* dconf's values into kvd: every key kvd did not change since the move began (with `keep_all`:
  * every key kvd has none of), but those kvd refuses (named, left in dconf); the keys written are
- * noted for the move back's resets. */
+ * noted for the move back's resets. Without `keep_all` (after a move back), a key the move back
+ * wrote and dconf no longer has is reset in kvd too (carry_resets). */
 static int move_in(kvd_client *client, gboolean keep_all) {
     int64_t since = keep_all ? 0 : move_began(client);
     if (since < 0) return 1;
@@ -171,10 +180,12 @@ static int move_in(kvd_client *client, gboolean keep_all) {
     size_t count = 0;
     ImportRules rules = {.keep_after = since, .skip_refused = TRUE, .written = g_ptr_array_new_with_free_func(g_free)};
     int status = dconf_import(client, text, strlen(text), "/", &rules, &count);
+    if (status == 0 && !keep_all) status = carry_resets_in(client, text);
     g_free(text);
     if (status == 0) status = save_moved_in(rules.written);
     if (status == 0) status = record_side(client, "kvd");
     if (status == 0) remove_pending_marker();
+    if (status == 0) forget_moved_out();
     if (status == 0) fprintf(stderr, TOOL_NAME ": moved %zu keys from dconf into kvd\n", count);
     g_ptr_array_unref(rules.written);
     return status;

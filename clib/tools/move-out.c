@@ -227,6 +227,20 @@ static GHashTable *plan(kvd_client *client, const char *held, GKeyFile *current,
     return ok ? changes : NULL;
 }
 
+/* Notes the keys the change set sets (dconf-moved-out): the next move into kvd carries their
+ * resets under dconf. 0, or 1 after saying why. */
+static int save_written(GHashTable *changes) {
+    GPtrArray *paths = g_ptr_array_new();
+    GHashTableIter iter;
+    gpointer path, value;
+    g_hash_table_iter_init(&iter, changes);
+    while (g_hash_table_iter_next(&iter, &path, &value))
+        if (value) g_ptr_array_add(paths, path);
+    int status = save_moved_out(paths);
+    g_ptr_array_unref(paths);
+    return status;
+}
+
 int move_out(kvd_client *client) {
     char *held = NULL;
     GKeyFile *current = g_key_file_new();
@@ -244,6 +258,7 @@ int move_out(kvd_client *client) {
         ok = write_to_dconf(serialised);
         g_variant_unref(serialised);
     }
+    if (ok) ok = save_written(changes) == 0;
     int status = ok ? record_side(client, "dconf") : 1;
     if (status == 0) {
         fprintf(stderr, TOOL_NAME ": moved %zu keys from kvd back into dconf%s\n", exported,

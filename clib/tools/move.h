@@ -18,4 +18,11 @@ int record_side(kvd_client *client, const char *side);
  * why (dconf then holds what it held before, or all of the move). */
 int move_out(kvd_client *client);
 
+/* After a move back (the record says "dconf"), each key it wrote into dconf (dconf-moved-out)
+ * that `dump` (dconf's keyfile now) lacks — the user reset it under dconf — is reset in kvd, unless
+ * kvd's value is not the user's (an admin's, a lock) or changed since the move back. When dconf
+ * holds none of many such keys (its database replaced or lost), nothing is reset (said). 0, or 1
+ * after saying why. */
+int carry_resets(kvd_client *client, GKeyFile *dump);
+
 #endif

@@ -16,13 +16,14 @@ for test in "retry-overwrites-kvd-change.sh" "retry-overwrites-kvd-change.sh unr
     long-path-blocks-move.sh huge-domain-blocks-move.sh dconf-system-db-imported.sh umask-folders-unreadable.sh \
     deb-lacks-dconf-cli.sh package-removal-leaves-switch.sh \
     "record-deleted-reimports.sh delete" "record-deleted-reimports.sh garbage" "record-deleted-reimports.sh type" \
-    move-back-retry-overwrites-dconf.sh date-in-kvd-move-back.sh "many-keys.sh 2000 30" \
+    move-back-retry-overwrites-dconf.sh date-in-kvd-move-back.sh "many-keys.sh 2000 30" reset-under-dconf-resurrected.sh \
     status-by-existence.sh "writes.sh fork_queued" "writes.sh sync_per_domain_timeout"; do
     # shellcheck disable=SC2086
     if out=$(sh "$attack"/$test 2>&1); then
         echo "ok $test"
     else
-        echo "switch-regressions: FAIL: $test: $(echo "$out" | grep -E 'DEFECT|setup' | head -2)" >&2
+        why=$(echo "$out" | grep -E 'DEFECT|setup' | head -2)
+        echo "switch-regressions: FAIL: $test: ${why:-$(echo "$out" | tail -3)}" >&2
         failed=1
     fi
 done
