@@ -51,15 +51,27 @@ struct GnomeSwitch {
                 "GSettings apps of new sessions use dconf; each user's values move back into dconf at their next login\n"
             )
         case .status:
-            let on = exists(Self.environmentFile)
-            let login = exists(Self.loginDropIn)
-            console.out(
-                """
-                GSettings: \(on ? "kvd" : "dconf") for new sessions (\(Self.environmentFile) \(on ? "present" : "absent"))
-                move at login: \(login ? "on" : "off") (\(Self.loginDropIn) \(login ? "present" : "absent"))
-
-                """)
+            status()
         }
+    }
+
+    /// What new sessions get, read as a user's session reads it (``SessionEnvironment``), then
+    /// why, when the switch's file is there but not what `enable` writes, or a later file
+    /// overrides it; then whether the move at login is on.
+    private func status() {
+        let environment = SessionEnvironment(system: system)
+        let backend = environment.backend()
+        let source = backend.map { "\(SessionEnvironment.variable)=\($0.value) from \($0.file)" }
+        var text =
+            "GSettings: \(backend?.value ?? "dconf") for new sessions (\(source ?? "no file sets \(SessionEnvironment.variable)"))\n"
+        if let problem = environment.problem(of: Self.environmentFile, expected: "kvd") {
+            text += "warning: \(problem)\n"
+        } else if let backend, backend.file != Self.environmentFile, exists(Self.environmentFile) {
+            text += "warning: \(backend.file) overrides \(Self.environmentFile): it comes later\n"
+        }
+        let login = exists(Self.loginDropIn)
+        text += "move at login: \(login ? "on" : "off") (\(Self.loginDropIn) \(login ? "present" : "absent"))\n"
+        console.out(text)
     }
 
     private func exists(_ path: String) -> Bool {
@@ -126,6 +138,10 @@ struct GnomeSwitch {
     }
 
     private func hint(_ errno: Errno) -> String {
-        errno.rawValue == EACCES || errno.rawValue == EPERM ? " (the switch is root's: run it as root)" : ""
+        switch errno.rawValue {
+        case EACCES, EPERM: " (the switch is root's: run it as root)"
+        case EISDIR: " (a folder is in the file's place: remove it, then run `kvctl --system gnome enable` again)"
+        default: ""
+        }
     }
 }

@@ -206,7 +206,10 @@ enum Help {
                 kvd, once (kvd-dconf-import --login). disable removes the first file: at their next
                 login each user's values move back into dconf, once, with what changed under kvd.
                 Sessions already running keep their backend until their user logs in again.
-                Flatpak apps keep their own keyfile backend either way. status says which is on.
+                Flatpak apps keep their own keyfile backend either way. status says which backend
+                new sessions get and which file sets it, read as a user's session reads
+                environment.d, and warns when the switch's file is not what enable writes or a
+                later file overrides it.
                 """),
         Entry(
             name: "history", aliases: [],

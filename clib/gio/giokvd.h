@@ -61,10 +61,13 @@ GVariant *giokvd_from_kvd(const kvd_value *value, const GVariantType *type);
  * (new strings) whose value the app sees changed by that; `announce` is then called for each,
  * without the lock, on the writer's thread. An Apply kvd refuses for one key (KeyLocked,
  * TooLarge, InvalidValue, InvalidName) is sent again key by key: only the refused keys fail.
+ * A batch kvd does not answer within the timeout fails, and the changesets queued when it did
+ * fail at once after it, unsent (a sync waits one timeout, not one per domain).
  * giokvd_writer_sync waits until nothing is queued or in flight. Writes not yet sent when the
  * process exits are lost (as dconf's): an app calls g_settings_sync first (g_application_run
- * does). In a child of fork(), the parent's queue is the parent's: the child's writer starts
- * empty, with a thread of its own. */
+ * does). In a child of fork(), the parent's queue is the parent's to send: the child's writer
+ * keeps it as a read-only overlay that giokvd_writer_lookup still gives (until the child queues
+ * the key itself), never sent, and has a thread of its own. */
 typedef struct GiokvdWriter GiokvdWriter;
 /* One key's write: `value` NULL removes the key. Owned by the writer. */
 typedef struct {

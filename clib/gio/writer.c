@@ -12,10 +12,17 @@
  * writer's state is guarded by the owner's lock (`lock`, given at creation), so that the owner's
  * cache and the queue change together: a read never sees a write neither queued nor settled.
  *
+ * kvd hung (stopped, not dead): a batch waits the write timeout, then fails. The changesets queued
+ * when it failed fail at once after it, unsent (each domain waiting its own timeout in turn made
+ * g_settings_sync of N domains wait N timeouts); a write queued after that is sent, and finds out
+ * whether kvd answers again.
+ *
  * fork(): the child has no writer thread, and what is queued or in flight is the parent's, which
- * the parent sends. A child's first call of the writer drops those and starts a thread of its own
- * (its client connects anew: libkvd's rule). As with any lock, fork while no other thread is in
- * a call (the writer's thread holds the lock only to take and settle a batch).
+ * the parent sends. A child's first call of the writer keeps those as its inheritance, read-only:
+ * looked up as they were (the child reads what its process wrote, as its cache from before the fork
+ * does), never sent, until the child writes the key itself; and starts a thread of its own (its
+ * client connects anew: libkvd's rule). As with any lock, fork while no other thread is in a call
+ * (the writer's thread holds the lock only to take and settle a batch).
  */
 #include <pthread.h>
 #include <string.h>
@@ -45,6 +52,7 @@ struct GiokvdWriter {
     GHashTable *queued;       /* domain -> Changeset*, not yet sent */
     GQueue order;             /* the domains of `queued`, oldest first (owned by `queued`) */
     Changeset *in_flight;     /* the batch being sent, or NULL */
+    GHashTable *inherited;    /* domain -> Changeset*: what the parent had queued or in flight at fork() */
     gboolean sleeping;        /* the thread waits on `work` */
     gboolean stopping;
     GiokvdWriterSettle settle;
@@ -52,25 +60,12 @@ struct GiokvdWriter {
     gpointer data;
     kvd_client *client;       /* the writer's thread's only, as `away` */
     gboolean away;            /* kvd could not be reached (warned once), and no write succeeded since */
+    guint failing;            /* changesets still to fail unsent: those queued when a batch timed out */
     GThread *thread;
     gint forks;               /* `forks` when the thread was started */
 };
 
 static gpointer writer_thread(gpointer data);
-
-/* Needs the lock: in a child of fork(), the parent's writes dropped and a thread started. */
-static void follow_fork(GiokvdWriter *self) {
-    gint now = g_atomic_int_get(&forks);
-    if (G_LIKELY(self->forks == now)) return;
-    self->forks = now;
-    g_hash_table_remove_all(self->queued);
-    g_queue_clear(&self->order);
-    self->in_flight = NULL; /* the parent's thread's */
-    self->sleeping = FALSE;
-    g_cond_init(&self->work);
-    g_cond_init(&self->settled);
-    self->thread = g_thread_new("kvd-gsettings-writer", writer_thread, self); /* the old one is not in this process */
-}
 
 static void change_free(gpointer data) {
     GiokvdChange *change = data;
@@ -95,15 +90,62 @@ static void changeset_free(gpointer data) {
     g_free(set);
 }
 
+/* The changeset of `domain` in `table` (domain -> Changeset*), made when it has none. */
+static Changeset *changeset_in(GHashTable *table, const char *domain) {
+    Changeset *set = g_hash_table_lookup(table, domain);
+    if (set == NULL) {
+        set = changeset_new(domain);
+        g_hash_table_insert(table, set->domain, set);
+    }
+    return set;
+}
+
+/* Moves every change of `set` into the inheritance (replacing an older one of its key), then
+ * frees `set`. */
+static void inherit(GiokvdWriter *self, Changeset *set) {
+    if (set == NULL) return;
+    Changeset *kept = changeset_in(self->inherited, set->domain);
+    GHashTableIter iter;
+    gpointer change;
+    g_hash_table_iter_init(&iter, set->changes);
+    while (g_hash_table_iter_next(&iter, NULL, &change)) {
+        g_hash_table_iter_steal(&iter);
+        g_hash_table_replace(kept->changes, ((GiokvdChange *)change)->kvd_key, change);
+    }
+    changeset_free(set);
+}
+
+/* Needs the lock: in a child of fork(), the parent's writes kept as the inheritance (the batch in
+ * flight under those queued after it) and a thread started. */
+static void follow_fork(GiokvdWriter *self) {
+    gint now = g_atomic_int_get(&forks);
+    if (G_LIKELY(self->forks == now)) return;
+    self->forks = now;
+    inherit(self, self->in_flight); /* the parent's thread's: this process's copy, not changed since */
+    self->in_flight = NULL;
+    for (GList *domain = self->order.head; domain; domain = domain->next) {
+        Changeset *set = NULL;
+        g_hash_table_steal_extended(self->queued, domain->data, NULL, (gpointer *)&set);
+        inherit(self, set);
+    }
+    g_queue_clear(&self->order);
+    self->sleeping = FALSE;
+    self->failing = 0;
+    g_cond_init(&self->work);
+    g_cond_init(&self->settled);
+    self->thread = g_thread_new("kvd-gsettings-writer", writer_thread, self); /* the old one is not in this process */
+}
+
 void giokvd_writer_queue(GiokvdWriter *self, const char *domain, const char *gsettings_key, const char *kvd_key,
                          kvd_value *value) {
     follow_fork(self);
     Changeset *set = g_hash_table_lookup(self->queued, domain);
     if (set == NULL) {
-        set = changeset_new(domain);
-        g_hash_table_insert(self->queued, set->domain, set);
+        set = changeset_in(self->queued, domain);
         g_queue_push_tail(&self->order, set->domain);
     }
+    Changeset *kept = g_hash_table_lookup(self->inherited, domain);
+    if (kept) g_hash_table_remove(kept->changes, kvd_key); /* the child's own write hides it from now on */
     GiokvdChange *change = g_new(GiokvdChange, 1);
     change->gsettings_key = g_strdup(gsettings_key);
     change->kvd_key = g_strdup(kvd_key);
@@ -122,6 +164,7 @@ gboolean giokvd_writer_lookup(GiokvdWriter *self, const char *domain, const char
     follow_fork(self);
     const GiokvdChange *change = find(g_hash_table_lookup(self->queued, domain), domain, kvd_key);
     if (change == NULL) change = find(self->in_flight, domain, kvd_key);
+    if (change == NULL) change = find(g_hash_table_lookup(self->inherited, domain), domain, kvd_key);
     if (change && value) *value = change->value;
     return change != NULL;
 }
@@ -188,15 +231,30 @@ static int64_t send_changes(GiokvdWriter *self, const char *domain, GiokvdChange
     return -1;
 }
 
-/* Sends the batch: its revision for every change (-1 for those that failed) in `revisions`. */
-static void send_batch(GiokvdWriter *self, const Changeset *set, GiokvdChange **changes, size_t count, int64_t *revisions) {
+/* Sends the batch: its revision for every change (-1 for those that failed) in `revisions`.
+ * Returns KVD_ERROR_TIMEOUT when kvd did not answer a send in time, else KVD_OK. */
+static kvd_status send_batch(GiokvdWriter *self, const Changeset *set, GiokvdChange **changes, size_t count,
+                             int64_t *revisions) {
     kvd_status status;
     int64_t revision = send_changes(self, set->domain, changes, count, count > 1, &status);
+    gboolean timed_out = status == KVD_ERROR_TIMEOUT;
     if (status == KVD_OK || count == 1 || !refused_for_a_key(status)) {
         for (size_t i = 0; i < count; i++) revisions[i] = revision;
-        return;
+        return timed_out ? KVD_ERROR_TIMEOUT : KVD_OK;
     }
-    for (size_t i = 0; i < count; i++) revisions[i] = send_changes(self, set->domain, &changes[i], 1, FALSE, &status);
+    for (size_t i = 0; i < count; i++) {
+        revisions[i] = send_changes(self, set->domain, &changes[i], 1, FALSE, &status);
+        timed_out = timed_out || status == KVD_ERROR_TIMEOUT;
+    }
+    return timed_out ? KVD_ERROR_TIMEOUT : KVD_OK;
+}
+
+/* A batch queued while the one before it timed out: failed unsent (logged at debug level: kvd out
+ * of reach was warned of). */
+static void fail_unsent(const Changeset *set, GiokvdChange *const *changes, size_t count, int64_t *revisions) {
+    for (size_t i = 0; i < count; i++) revisions[i] = -1;
+    g_debug("kvd GSettings backend: cannot write %s%s in %s: not sent, kvd did not answer the write before it in time",
+            changes[0]->gsettings_key, count > 1 ? " and others" : "", set->domain);
 }
 
 /* Needs the lock, the batch just out of flight: the owner settles each change, then the keys
@@ -223,9 +281,14 @@ static void write_one(GiokvdWriter *self) {
     g_hash_table_iter_init(&iter, set->changes);
     while (g_hash_table_iter_next(&iter, NULL, &change)) changes[i++] = change;
     int64_t *revisions = g_new(int64_t, count);
+    gboolean unsent = self->failing > 0;
+    if (unsent) self->failing--;
     g_mutex_unlock(self->lock); /* the batch is not changed while in flight: lookups only read it */
-    send_batch(self, set, changes, count, revisions);
+    kvd_status status = KVD_OK;
+    if (unsent) fail_unsent(set, changes, count, revisions);
+    else status = send_batch(self, set, changes, count, revisions);
     g_mutex_lock(self->lock);
+    if (status == KVD_ERROR_TIMEOUT) self->failing = g_queue_get_length(&self->order); /* fail at once, not a timeout each */
     self->in_flight = NULL;
     settle_batch(self, set, changes, count, revisions);
     g_free(revisions);
@@ -255,6 +318,7 @@ GiokvdWriter *giokvd_writer_new(GMutex *lock, GiokvdWriterSettle settle, GiokvdW
     g_cond_init(&self->work);
     g_cond_init(&self->settled);
     self->queued = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, changeset_free); /* keys: the set's */
+    self->inherited = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, changeset_free);
     g_queue_init(&self->order);
     self->settle = settle;
     self->announce = announce;
@@ -279,6 +343,7 @@ void giokvd_writer_free(GiokvdWriter *self) {
     if (g_thread_self() != self->thread) g_thread_join(self->thread);
     else g_thread_unref(self->thread);
     g_hash_table_unref(self->queued);
+    g_hash_table_unref(self->inherited);
     kvd_client_free(self->client);
     g_cond_clear(&self->work);
     g_cond_clear(&self->settled);

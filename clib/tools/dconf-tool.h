@@ -53,8 +53,10 @@ int dconf_import(kvd_client *client, const char *text, size_t length, const char
  * layer's, never MOVE_PATH's), each with its schema's type, else the stored value's. With `known`
  * (a keyfile of the same groups), a key no installed schema describes is left out unless `known`
  * has it: kvd's other apps' domains stay out of dconf. A value no GVariant type holds (a date) is
- * named on stderr and counted in `skipped`. NULL when kvd failed. */
-GKeyFile *dconf_export(kvd_client *client, const char *base, GKeyFile *known, size_t *exported, size_t *skipped);
+ * named on stderr, counted in `skipped` and its path (a new string) added to `left_out` (a set; may
+ * be NULL). NULL when kvd failed. */
+GKeyFile *dconf_export(kvd_client *client, const char *base, GKeyFile *known, GHashTable *left_out, size_t *exported,
+                       size_t *skipped);
 
 /* The move at login: with GSETTINGS_BACKEND=kvd and the user's settings not yet in kvd, the
  * import of `dconf dump /`; without it and the settings in kvd, their export back into dconf

@@ -79,8 +79,8 @@ static char *group_of(const char *dir, const char *base) {
     return group;
 }
 
-static void write_folders(GKeyFile *out, GHashTable *folders, const char *base, GKeyFile *known, size_t *exported,
-                          size_t *skipped) {
+static void write_folders(GKeyFile *out, GHashTable *folders, const char *base, GKeyFile *known, GHashTable *left_out,
+                          size_t *exported, size_t *skipped) {
     Schemas schemas = schemas_load();
     GHashTableIter iter;
     gpointer dir, data;
@@ -96,6 +96,7 @@ static void write_folders(GKeyFile *out, GHashTable *folders, const char *base, 
             GVariant *value = as_variant(folder->values->pdata[i], schema, name);
             if (value == NULL) { /* a date: GVariant has no type for it */
                 fprintf(stderr, TOOL_NAME ": %s%s: a value dconf cannot hold; left out\n", (char *)dir, name);
+                if (left_out) g_hash_table_add(left_out, g_strconcat(dir, name, NULL));
                 (*skipped)++;
                 continue;
             }
@@ -111,7 +112,8 @@ static void write_folders(GKeyFile *out, GHashTable *folders, const char *base, 
     schemas_clear(&schemas);
 }
 
-GKeyFile *dconf_export(kvd_client *client, const char *base, GKeyFile *known, size_t *exported, size_t *skipped) {
+GKeyFile *dconf_export(kvd_client *client, const char *base, GKeyFile *known, GHashTable *left_out, size_t *exported,
+                       size_t *skipped) {
     kvd_error error = KVD_ERROR_INIT;
     char **domains = NULL;
     size_t count = 0;
@@ -139,7 +141,7 @@ GKeyFile *dconf_export(kvd_client *client, const char *base, GKeyFile *known, si
     *exported = *skipped = 0;
     if (ok) {
         out = g_key_file_new();
-        write_folders(out, folders, base, known, exported, skipped);
+        write_folders(out, folders, base, known, left_out, exported, skipped);
     }
     g_hash_table_unref(folders);
     g_ptr_array_unref(listings);

@@ -128,8 +128,8 @@ static size_t changes_to_write(kvd_client *client, const char *domain, Batch *ba
     size_t count = 0;
     for (guint i = 0; i < batch->keys->len; i++) {
         if (rules->keep_after >= 0 && changed_after(client, domain, batch->keys->pdata[i], rules->keep_after)) {
-            fprintf(stderr, TOOL_NAME ": domain %s key %s: changed in kvd since the move began; kvd's value kept\n", domain,
-                    (char *)batch->keys->pdata[i]);
+            fprintf(stderr, TOOL_NAME ": domain %s key %s: %s; kvd's value kept\n", domain, (char *)batch->keys->pdata[i],
+                    rules->keep_after == 0 ? "kvd holds a value of it" : "changed in kvd since the move began");
             (*total)--;
             continue;
         }

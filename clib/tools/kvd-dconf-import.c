@@ -37,7 +37,7 @@ static int export_to_stdout(const char *base) {
     kvd_client *client = NULL;
     if (connect_client(&client) != 0) return 1;
     size_t exported = 0, skipped = 0;
-    GKeyFile *out = dconf_export(client, base, NULL, &exported, &skipped);
+    GKeyFile *out = dconf_export(client, base, NULL, NULL, &exported, &skipped);
     kvd_client_free(client);
     if (out == NULL) return 1;
     gsize length = 0;

@@ -12,6 +12,7 @@
 
 #include "../gio/giokvd.h"
 #include "move-state.h"
+#include "move.h"
 
 /* Runs `dconf ARGS...` with `input` on its stdin (NULL: none); its stdout in `output` (NULL:
  * not kept); with DCONF_PROFILE=`profile` when not NULL. FALSE (after saying why) when it could not
@@ -39,14 +40,10 @@ static gboolean run_dconf_with(const char *const *argv, const char *input, char 
     return ok;
 }
 
-static gboolean run_dconf(const char *const *argv, const char *input, char **output) {
-    return run_dconf_with(argv, input, output, NULL);
-}
-
 /* The user's database in the profile dconf uses for them (DCONF_PROFILE: a path, or a name in
  * /etc/dconf/profile; else /etc/dconf/profile/user): its `user-db:NAME`, else "user" (dconf's
- * default). A new string. */
-static char *user_database(void) {
+ * default). */
+char *user_database(void) {
     const char *name = g_getenv("DCONF_PROFILE");
     char *path = name && name[0] == '/' ? g_strdup(name) : g_build_filename("/etc/dconf/profile", name && *name ? name : "user", NULL);
     char *text = NULL;
@@ -67,7 +64,7 @@ static char *user_database(void) {
 /* The user's own values as `dconf dump /` prints them, without the system databases' (a plain
  * `dconf dump` gives the values as the profile combines them: the site's defaults would become the
  * user's own). Read through a profile of the user's database alone, in a file of ours. */
-static gboolean dump_own(char **output) {
+gboolean dump_own(char **output) {
     char *profile = NULL;
     GError *error = NULL;
     int fd = g_file_open_tmp("kvd-dconf-profile-XXXXXX", &profile, &error);
@@ -101,18 +98,30 @@ static kvd_value *own_record(kvd_client *client, const char *key, gboolean *fail
     return NULL;
 }
 
-/* Which side holds the user's values, as kvd recorded it: "kvd", "dconf", or NULL (never moved,
- * or a record that is none of these). */
-static char *recorded_side(kvd_client *client, gboolean *failed) {
+/* What kvd's record says of where the user's values are. */
+typedef enum {
+    SIDE_NONE,    /* no record of the user's own: never moved, or the record was deleted */
+    SIDE_KVD,     /* moved into kvd */
+    SIDE_DCONF,   /* moved back into dconf */
+    SIDE_UNKNOWN, /* a record that is neither (garbage, another type): said on stderr */
+} Side;
+
+/* Which side holds the user's values, as kvd recorded it; `failed` when kvd could not say. */
+static Side recorded_side(kvd_client *client, gboolean *failed) {
     kvd_value *value = own_record(client, MOVE_KEY, failed);
-    char *side = NULL;
-    if (value && kvd_value_type(value) == KVD_TYPE_STRING) side = g_strdup(kvd_value_get_string(value, NULL));
+    Side side = value == NULL ? SIDE_NONE : SIDE_UNKNOWN;
+    const char *text = value && kvd_value_type(value) == KVD_TYPE_STRING ? kvd_value_get_string(value, NULL) : NULL;
+    if (g_strcmp0(text, "kvd") == 0) side = SIDE_KVD;
+    else if (g_strcmp0(text, "dconf") == 0) side = SIDE_DCONF;
+    if (side == SIDE_UNKNOWN)
+        fprintf(stderr, TOOL_NAME ": the record " MOVE_DOMAIN " " MOVE_KEY " is %s%s%s, neither \"kvd\" nor \"dconf\"\n",
+                text ? "\"" : "", text ? text : "not a string", text ? "\"" : "");
     kvd_value_free(value);
     return side;
 }
 
 /* Records `side` (and, moving into kvd, ends the move begun: MOVE_SINCE_KEY removed), atomically. */
-static int record_side(kvd_client *client, const char *side) {
+int record_side(kvd_client *client, const char *side) {
     kvd_value *value = kvd_value_new_string(side);
     kvd_change changes[] = {{.key = MOVE_KEY, .value = value}, {.key = MOVE_SINCE_KEY, .value = NULL}};
     kvd_error error = KVD_ERROR_INIT;
@@ -151,99 +160,34 @@ static int64_t move_began(kvd_client *client) {
     return set;
 }
 
-/* dconf's values into kvd: every key kvd did not change since the move began, but those kvd
- * refuses (named, left in dconf); the keys written are noted for the move back's resets. */
-static int move_in(kvd_client *client) {
-    int64_t since = move_began(client);
+/* The resets under dconf since the move back (`text`: dconf's dump), carried into kvd. */
+static int carry_resets_in(kvd_client *client, const char *text) {
+    GKeyFile *dump = g_key_file_new();
+    int status = g_key_file_load_from_data(dump, text, strlen(text), G_KEY_FILE_NONE, NULL) ? carry_resets(client, dump) : 1;
+    g_key_file_free(dump);
+    return status;
+}
+
+/* dconf's values into kvd: every key kvd did not change since the move began (with `keep_all`:
+ * every key kvd has none of), but those kvd refuses (named, left in dconf); the keys written are
+ * noted for the move back's resets. Without `keep_all` (after a move back), a key the move back
+ * wrote and dconf no longer has is reset in kvd too (carry_resets). */
+static int move_in(kvd_client *client, gboolean keep_all) {
+    int64_t since = keep_all ? 0 : move_began(client);
     if (since < 0) return 1;
     char *text = NULL;
     if (!dump_own(&text)) return 1;
     size_t count = 0;
     ImportRules rules = {.keep_after = since, .skip_refused = TRUE, .written = g_ptr_array_new_with_free_func(g_free)};
     int status = dconf_import(client, text, strlen(text), "/", &rules, &count);
+    if (status == 0 && !keep_all) status = carry_resets_in(client, text);
     g_free(text);
     if (status == 0) status = save_moved_in(rules.written);
     if (status == 0) status = record_side(client, "kvd");
     if (status == 0) remove_pending_marker();
+    if (status == 0) forget_moved_out();
     if (status == 0) fprintf(stderr, TOOL_NAME ": moved %zu keys from dconf into kvd\n", count);
     g_ptr_array_unref(rules.written);
-    return status;
-}
-
-static void note_locked(const kvd_watch_event *event, void *user_data) {
-    for (size_t i = 0; i < event->count; i++)
-        if (event->changes[i].source == KVD_SOURCE_LOCKED) *(gboolean *)user_data = TRUE;
-}
-
-/* Whether kvd's system layer locks the GSettings key `path`. The first event of a watch of the key
- * says so even where the user has no value in its domain (then Get and List answer NotFound). */
-static gboolean locked_in_kvd(kvd_client *client, const char *path, gboolean *failed) {
-    char *domain = NULL, *key = NULL;
-    gboolean locked = FALSE;
-    kvd_watch *watch = NULL;
-    kvd_error error = KVD_ERROR_INIT;
-    *failed = giokvd_map_key(path, &domain, &key, NULL) &&
-              kvd_watch_new(client, domain, key, note_locked, &locked, &watch, &error) != KVD_OK;
-    if (*failed) fprintf(stderr, TOOL_NAME ": %s: %s\n", path, error.message);
-    kvd_watch_free(watch);
-    kvd_error_clear(&error);
-    g_free(domain);
-    g_free(key);
-    return locked;
-}
-
-/* Resets in dconf each key of `current` (what dconf holds) that `wanted` lacks and that the move
- * into kvd took (`moved`): a key kvd never held (written straight into dconf meanwhile, left out
- * as refused) keeps dconf's value; one kvd locks too (the user's value under a lock). */
-static gboolean reset_missing(kvd_client *client, GKeyFile *current, GKeyFile *wanted, GHashTable *moved) {
-    char **groups = g_key_file_get_groups(current, NULL);
-    gboolean ok = TRUE;
-    for (char **group = groups; ok && *group; group++) {
-        char **keys = g_key_file_get_keys(current, *group, NULL, NULL);
-        for (char **key = keys; ok && key && *key; key++) {
-            if (g_key_file_has_key(wanted, *group, *key, NULL)) continue;
-            char *path = strcmp(*group, "/") == 0 ? g_strconcat("/", *key, NULL) : g_strconcat("/", *group, "/", *key, NULL);
-            if (!g_hash_table_contains(moved, path)) {
-                g_free(path);
-                continue;
-            }
-            const char *reset[] = {"dconf", "reset", path, NULL};
-            gboolean failed = FALSE;
-            if (!locked_in_kvd(client, path, &failed) && !failed) ok = run_dconf(reset, NULL, NULL);
-            ok = ok && !failed;
-            g_free(path);
-        }
-        g_strfreev(keys);
-    }
-    g_strfreev(groups);
-    return ok;
-}
-
-/* kvd's values back into dconf: every key the user has in kvd loaded, every key kvd no longer
- * has reset. */
-static int move_out(kvd_client *client) {
-    const char *load[] = {"dconf", "load", "/", NULL};
-    char *held = NULL;
-    GKeyFile *current = g_key_file_new();
-    if (!dump_own(&held) || !g_key_file_load_from_data(current, held, strlen(held), 0, NULL)) {
-        if (held) fprintf(stderr, TOOL_NAME ": `dconf dump /` printed no keyfile\n");
-        g_key_file_free(current);
-        g_free(held);
-        return 1;
-    }
-    size_t exported = 0, skipped = 0;
-    GHashTable *moved = load_moved_in();
-    GKeyFile *wanted = dconf_export(client, "/", current, &exported, &skipped);
-    char *text = wanted ? g_key_file_to_data(wanted, NULL, NULL) : NULL;
-    gboolean ok = wanted && run_dconf(load, text, NULL) && reset_missing(client, current, wanted, moved);
-    int status = ok ? record_side(client, "dconf") : 1;
-    if (status == 0) fprintf(stderr, TOOL_NAME ": moved %zu keys from kvd back into dconf\n", exported);
-    if (status == 0) forget_moved_in();
-    g_hash_table_unref(moved);
-    g_key_file_free(current);
-    if (wanted) g_key_file_free(wanted);
-    g_free(held);
-    g_free(text);
     return status;
 }
 
@@ -259,12 +203,24 @@ int dconf_login(void) {
         return 1;
     }
     gboolean failed = FALSE;
-    char *side = recorded_side(client, &failed);
-    int status = failed ? 1 : 0;
-    if (!failed && on && g_strcmp0(side, "kvd") != 0) status = move_in(client);
-    else if (!failed && !on && g_strcmp0(side, "kvd") == 0) status = move_out(client);
-    else if (!failed) fprintf(stderr, TOOL_NAME ": nothing to move (GSettings uses %s)\n", on ? "kvd" : "dconf");
-    g_free(side);
+    Side side = recorded_side(client, &failed);
+    int status = 0;
+    if (failed) {
+        status = 1;
+    } else if (on && side == SIDE_DCONF) {
+        status = move_in(client, FALSE);
+    } else if (on && side != SIDE_KVD) { /* no record, or one that says nothing: kvd's values stay */
+        if (side == SIDE_UNKNOWN) fprintf(stderr, TOOL_NAME ": taken as unknown: every key kvd holds keeps kvd's value\n");
+        status = move_in(client, TRUE);
+    } else if (!on && side == SIDE_KVD) {
+        status = move_out(client);
+    } else if (!on && side == SIDE_UNKNOWN) {
+        fprintf(stderr, TOOL_NAME ": nothing moved back into dconf: set it to \"kvd\" to move kvd's values back, or delete it\n");
+        status = 1;
+    } else {
+        if (on) forget_move_out(); /* a move back that failed is not made: the user's values are in kvd */
+        fprintf(stderr, TOOL_NAME ": nothing to move (GSettings uses %s)\n", on ? "kvd" : "dconf");
+    }
     kvd_client_free(client);
     return status;
 }
