@@ -7,7 +7,8 @@ import KVSystem
 /// would compile them (no compiled database is read, and none is needed). Trusted as kvd's own
 /// files are (``DropInTrust``: `DCONF`, every folder on the way and every file); the profile
 /// refused, unreadable or misspelt is one failure at `DCONF`, which keeps the last good content
-/// of every dconf file.
+/// of every dconf file (and, while no profile was read good since start, the databases it may
+/// mean are read beside it).
 extension DropInReader {
     /// dconf's files (keyfiles, then locks, database by database: the `user` profile's in its
     /// order, then the other profiles' others) and every profile's databases; one failure at

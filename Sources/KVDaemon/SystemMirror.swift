@@ -91,18 +91,21 @@ final class SystemMirror: Sendable {
         let saved = loadSaved()
         DispatchQueue(label: "kvd.system-mirror").async { [self] in run() }
         var answered = firstAttempt.wait(timeout: .now() + Self.milliseconds(timeout)) == .success
+        var waited = timeout
         if !answered, !saved, isConnected {
-            log.info("the system instance at \(path) is sending its layer; waiting at most \(firstSyncWait) for it")
+            log.info(
+                "the system instance at \(path) is sending its layer; waiting at most \(firstSyncWait) more for it")
             answered = firstAttempt.wait(timeout: .now() + Self.milliseconds(firstSyncWait)) == .success
+            waited += firstSyncWait
         }
-        if !answered {
-            let serving =
-                saved
-                ? "serving the saved layer"
-                : isConnected
-                    ? "serving without its layer, refusing writes until it arrives" : "serving without its layer"
-            log.warning("the system instance at \(path) has not answered in \(timeout); \(serving) until it does")
-        }
+        guard !answered else { return }
+        let serving =
+            saved
+            ? "serving the saved layer until it does"
+            : isConnected
+                ? "serving without its layer, and refusing writes until it arrives"
+                : "serving without its layer until it does"
+        log.warning("the system instance at \(path) has not answered in \(waited); \(serving)")
     }
 
     private static func milliseconds(_ duration: Duration) -> DispatchTimeInterval {
