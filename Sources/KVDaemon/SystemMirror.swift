@@ -94,7 +94,8 @@ final class SystemMirror: Sendable {
         var waited = timeout
         if !answered, !saved, isConnected {
             log.info(
-                "the system instance at \(path) is sending its layer; waiting at most \(firstSyncWait) more for it")
+                "the system instance at \(path) took the connection but has not sent its layer yet; waiting at most \(firstSyncWait) more"
+            )
             answered = firstAttempt.wait(timeout: .now() + Self.milliseconds(firstSyncWait)) == .success
             waited += firstSyncWait
         }
