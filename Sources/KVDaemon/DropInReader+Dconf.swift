@@ -35,9 +35,16 @@ extension DropInReader {
         switch readProfiles(in: root, trust, budget: &budget) {
         case .success(let read): profiles = read
         case .failure(let error):
-            let failed = failure(error).0
-            guard guessing, let guess = error.guess else { return (failed, nil) }
+            guard guessing, let guess = error.guess else {
+                return failure(.init(description: error.description + ": nothing in \(root) is read"))
+            }
             let names = guess.everyDatabase ? databaseNames(in: root) : guess.databases
+            let note = "no profile read good yet, so every user gets the databases it may mean"
+            let failed = failure(
+                .init(
+                    description:
+                        "\(error.description): \(note): \(names.isEmpty ? "none" : names.joined(separator: ", "))")
+            ).0
             return (failed + databaseFiles(names, in: root, trust, budget: &budget, skipped: &skipped), nil)
         }
         var databases = profiles[DconfSelection.defaultProfile] ?? []
@@ -62,7 +69,7 @@ extension DropInReader {
             let profile = root + "/profile/" + name
             switch readProfile(profile, trust, limit: min(Self.maxFileBytes, budget.locks)) {
             case .failure(let error):
-                failure = failure ?? .init(description: "the profile \(profile): \(error): nothing in \(root) is read")
+                failure = failure ?? .init(description: "the profile \(profile): \(error)")
                 guess.everyDatabase = guess.everyDatabase || (error.guess?.everyDatabase ?? true)
                 for database in error.guess?.databases ?? [] { guess.add(database) }
             case .success(let databases):

@@ -107,6 +107,8 @@ import Testing
             if databases.contains("local") { expected.insert(Self.key("font-name")) }
             #expect(set.combination(for: nil).locks[Self.interface] ?? [] == expected, "\(profile.debugDescription)")
             #expect(set.problems.map(\.file) == (problem ? [folder.dconf] : []), "\(set.problems)")
+            let named = databases.sorted().joined(separator: ", ")
+            #expect(!problem || set.problems.first?.reason.hasSuffix("the databases it may mean: \(named)") == true)
         }
     }
 }
