@@ -12,7 +12,7 @@ enum DconfFiles {
     /// reads it: spaces around it and a `#` comment after it ignored, a UTF-8 byte order mark at
     /// the start skipped. Any other line, or a name that is not a plain file name, is an error
     /// (a misspelt line would drop a database, its locks with it) carrying, in
-    /// ``DropInReadError/guess``, the databases the profile may mean (``profileGuess(_:)``).
+    /// ``DropInReadError/guess``, the databases the profile may mean (``ProfileGuess``).
     static func profile(_ bytes: [UInt8]) throws(DropInReadError) -> [String] {
         guard let text = String(validating: DefaultsDocument.withoutByteOrderMark(bytes), as: UTF8.self) else {
             throw DropInReadError(description: "the profile is not UTF-8 text")
