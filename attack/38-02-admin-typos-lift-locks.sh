@@ -25,7 +25,14 @@ for case in "text crlf" "flag space" "int32 bom" "real comment"; do
     esac
 done
 sys status >"$dir/status.out" 2>&1 || true
-grep -q "10-crlf:" "$dir/status.out" && ok "status names the CRLF file as a problem" || defect "status names no problem with the CRLF lock file"
+# A CRLF file reads line by line (finding 1): no problem. The other typos are named in status.
+grep -q "10-crlf:" "$dir/status.out" && defect "status names the CRLF lock file as a problem" || ok "a CRLF lock file is no problem"
+for name in 20-space 30-bom 40-comment; do
+    case $name in
+    30-bom) grep -q "$name:" "$dir/status.out" && defect "status names the BOM lock file" || ok "a BOM is skipped" ;;
+    *) grep -q "$name: line 1" "$dir/status.out" && ok "status names $name" || defect "status does not name $name" ;;
+    esac
+done
 # The keyfile reader forgives CR: a keyfile with CRLF lines applies.
 printf "[io/kvd/test]\r\nint16=int16 3\r\n" >"$d/db/site.d/50-crlf-keyfile"
 sys reload >/dev/null 2>&1 || true

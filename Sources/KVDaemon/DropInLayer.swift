@@ -35,8 +35,9 @@ final class DropInLayer {
     private var system: (any SystemCalls)?
 
     /// dconf's profiles' system databases at their last good read, in order (they select and
-    /// order dconf's files while a profile cannot be read).
-    private var dconfProfiles: [String: [String]] = [:]
+    /// order dconf's files while a profile cannot be read); nil: none read good since start
+    /// (then every dconf file read or kept applies to everyone).
+    private var dconfProfiles: [String: [String]]?
 
     static let generationKey = Key(constant: "generation")
     private var log: Logger?
@@ -67,9 +68,9 @@ final class DropInLayer {
     /// content of every file applied, durably when it changed.
     private func read(keeping previous: [String: DropInContent]) -> DropInSet {
         guard let reader else { return .empty }
-        let found = reader.read()
+        let found = reader.read(guessingDatabases: dconfProfiles == nil)
         if let profiles = found.profiles { dconfProfiles = profiles }
-        let selection = reader.dconfDirectory.map { DconfSelection(root: $0, profiles: dconfProfiles) }
+        let selection = reader.dconfDirectory.map { DconfSelection(root: $0, profiles: dconfProfiles ?? [:]) }
         var set = DropInSet.read(found.files, keeping: previous) {
             selection?.rank($0, profile: DconfSelection.defaultProfile) ?? 0
         }

@@ -20,7 +20,8 @@ import KVSystem
 ///   means nothing is: one problem says why, and ``DropInSet`` keeps the last good content of
 ///   what it holds (of a refused file, its own).
 /// - Bounds: at most ``maxFiles`` files a folder, ``maxFileBytes`` a file and ``maxTotalBytes``
-///   in all; a file past a bound is a problem, not read. Anything but a regular file is a
+///   for the files of values and as much for the lock files and profiles (``Budget``: values
+///   never crowd out a lock); a file past a bound is a problem, not read. Anything but a regular file is a
 ///   problem. A missing folder (`DIR` or one of the two) keeps the last good content of what
 ///   it held (``DropInReadError/missingFolder``; no problem when it held nothing).
 ///
@@ -31,6 +32,22 @@ struct DropInReader {
     static let maxFiles = 1000
     /// The most skipped names listed (in status).
     static let maxSkipped = 100
+    /// The bytes the files of values may hold together, and the lock files (tests lower it).
+    var totalBytes = Self.maxTotalBytes
+
+    /// What is left of the bytes the files may hold: the files of values (`defaults.d`, dconf's
+    /// keyfiles) and those that lock or choose the databases (`locks.d`, dconf's lock files and
+    /// profiles) apart, so that no amount of values leaves a lock file unread.
+    struct Budget {
+        var values: Int
+        var locks: Int
+
+        /// What is left for files of `kind`.
+        subscript(kind: DropInFile.Kind) -> Int {
+            get { kind == .locks || kind == .dconfLocks ? locks : values }
+            set { if kind == .locks || kind == .dconfLocks { locks = newValue } else { values = newValue } }
+        }
+    }
 
     let directory: String
     let fileSystem: any FileSystem
@@ -56,16 +73,18 @@ struct DropInReader {
 
     /// Every file to combine: `defaults.d`'s, then `locks.d`'s, each in name order, then
     /// dconf's; or, when `DIR` (or dconf's folder) or a folder above it may not be trusted, one
-    /// failure at that folder.
-    func read() -> Found {
+    /// failure at that folder. `guessingDatabases`: no dconf profile was read good since kvd
+    /// started, so a profile's typo reads the databases it may mean (``dconfFiles(in:_:guessing:budget:skipped:)``).
+    func read(guessingDatabases: Bool = false) -> Found {
         let admins = system.groupID(named: adminGroup)
         var trust = DropInTrust(owners: [0, system.userID], adminGroupID: admins, adminGroup: adminGroup)
         if let admins { trust.isAdmin = { [system] in system.groups(ofUser: $0).contains(admins) } }
-        var budget = Self.maxTotalBytes
+        var budget = Budget(values: totalBytes, locks: totalBytes)
         var found = Found()
         found.files = ownFiles(trust, budget: &budget, skipped: &found.skipped)
         if let dconfDirectory {
-            let dconf = dconfFiles(in: dconfDirectory, trust, budget: &budget, skipped: &found.skipped)
+            let dconf = dconfFiles(
+                in: dconfDirectory, trust, guessing: guessingDatabases, budget: &budget, skipped: &found.skipped)
             found.files += dconf.files
             found.profiles = dconf.profiles
         }
@@ -73,7 +92,7 @@ struct DropInReader {
     }
 
     /// The files of `DIR`'s two folders.
-    private func ownFiles(_ trust: DropInTrust, budget: inout Int, skipped: inout [String]) -> [DropInFile] {
+    private func ownFiles(_ trust: DropInTrust, budget: inout Budget, skipped: inout [String]) -> [DropInFile] {
         if let (path, reason) = configRefusal(trust) {
             return [DropInFile(path: path, kind: .defaults, bytes: .failure(.init(description: reason)))]
         }
@@ -142,7 +161,7 @@ struct DropInReader {
     }
 
     func files(
-        in folder: String, _ kind: DropInFile.Kind, _ trust: DropInTrust, budget: inout Int, skipped: inout [String]
+        in folder: String, _ kind: DropInFile.Kind, _ trust: DropInTrust, budget: inout Budget, skipped: inout [String]
     ) -> [DropInFile] {
         if let reason = pathRefusal(folder, isFolder: true, trust) {
             return [DropInFile(path: folder, kind: kind, bytes: .failure(.init(description: "\(reason): not read")))]
@@ -175,8 +194,8 @@ struct DropInReader {
                     DropInFile(path: path, kind: kind, bytes: .failure(.init(description: "\(reason): not read"))))
                 continue
             }
-            let bytes = readFile(path, limit: min(Self.maxFileBytes, budget), trust)
-            if case .success(let content) = bytes { budget -= content.count }
+            let bytes = readFile(path, limit: min(Self.maxFileBytes, budget[kind]), trust, kind: kind)
+            if case .success(let content) = bytes { budget[kind] -= content.count }
             found.append(DropInFile(path: path, kind: kind, bytes: bytes))
         }
         return found
@@ -184,10 +203,13 @@ struct DropInReader {
 
     /// Whether a file named `name` is read: `NAME` in `locks.d`, `NAME.json` in `defaults.d`,
     /// NAME of `A-Z a-z 0-9 _ -` only, not of digits only (vim probes a folder with `4913`) and
-    /// not of capital letters only (`README`, `NOTES`: a document about the folder).
+    /// not of capital letters only (`README`, `NOTES`: a document about the folder). In dconf's
+    /// folders, every name `dconf update` reads: all but hidden ones (and a database's `locks`
+    /// folder), digits only, editors' backups and package managers' leftovers too, since dconf
+    /// applies them.
     static func isRead(_ name: String, _ kind: DropInFile.Kind) -> Bool {
-        if kind == .dconfKeyfile || kind == .dconfLocks {  // as dconf: every name, but hidden and editors' ones
-            return !isQuiet(name) && !(kind == .dconfKeyfile && name == "locks")
+        if kind == .dconfKeyfile || kind == .dconfLocks {
+            return !name.hasPrefix(".") && !(kind == .dconfKeyfile && name == "locks")
         }
         var stem = Substring(name)
         if kind == .defaults {
@@ -220,7 +242,9 @@ struct DropInReader {
     /// ``DropInTrust`` trusts it: checked on the opened descriptor, so what is judged is what is
     /// read. C: `open(O_NOFOLLOW|O_NONBLOCK)` (again without `O_NOFOLLOW` for a link), `fstat`,
     /// `read`.
-    func readFile(_ path: String, limit: Int, _ trust: DropInTrust) -> Result<[UInt8], DropInReadError> {
+    func readFile(_ path: String, limit: Int, _ trust: DropInTrust, kind: DropInFile.Kind) -> Result<
+        [UInt8], DropInReadError
+    > {
         let descriptor: FileDescriptor
         var linked = false
         do {
@@ -242,23 +266,24 @@ struct DropInReader {
             if let reason = trust.refusal(of: status, subject: linked ? "the file it links to" : "it") {
                 return .failure(.init(description: reason + ": not read"))
             }
-            guard status.size <= limit else { return .failure(tooLarge(status.size, limit)) }
+            guard status.size <= limit else { return .failure(tooLarge(status.size, limit, kind)) }
             var content: [UInt8] = []
             while true {
                 let chunk = try fileSystem.read(descriptor, upTo: 1 << 20)
                 if chunk.isEmpty { return .success(content) }
                 content += chunk
-                guard content.count <= limit else { return .failure(tooLarge(Int64(content.count), limit)) }
+                guard content.count <= limit else { return .failure(tooLarge(Int64(content.count), limit, kind)) }
             }
         } catch {
             return .failure(.init(description: "cannot read it: \(error)"))
         }
     }
 
-    private func tooLarge(_ size: Int64, _ limit: Int) -> DropInReadError {
-        limit < Self.maxFileBytes
+    private func tooLarge(_ size: Int64, _ limit: Int, _ kind: DropInFile.Kind) -> DropInReadError {
+        let files = kind == .locks || kind == .dconfLocks ? "lock files and profiles" : "files of values"
+        return limit < Self.maxFileBytes
             ? DropInReadError(
-                description: "the drop-in files together pass \(Self.maxTotalBytes >> 20) MiB: not read (\(size) bytes)"
+                description: "the drop-in \(files) together pass \(totalBytes >> 20) MiB: not read (\(size) bytes)"
             )
             : DropInReadError(
                 description: "\(size) bytes, more than a drop-in file may hold (\(Self.maxFileBytes >> 20) MiB)")

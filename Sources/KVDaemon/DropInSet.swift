@@ -28,13 +28,15 @@ struct DropInSet: Equatable, Sendable {
     /// Parses `files`; a file that fails uses its content in `previous` (the last good parse,
     /// by path), if any, and is named in ``problems`` either way. A failure at a folder (one
     /// refused whole, or the config folder) keeps the last good content of every file under
-    /// it, each in its place in path order.
+    /// it not read now, each in its place in path order. A dconf lock file's error carries the
+    /// locks it surely means (``DropInReadError/partial``): they apply with its last good content.
     /// `rank` orders the files before their paths do (lowest first, so the highest wins: dconf's
     /// databases beneath kvd's own files, each in its place in the profile).
     static func read(
         _ files: [DropInFile], keeping previous: [String: DropInContent] = [:], rank: (String) -> Int = { _ in 0 }
     ) -> DropInSet {
         var set = DropInSet()
+        let named = Set(files.map(\.path))
         for file in files {
             switch file.bytes.flatMap({ bytes in
                 Result { () throws(DropInReadError) in try DropIns.parse(bytes, file.kind) }
@@ -43,10 +45,11 @@ struct DropInSet: Equatable, Sendable {
                 set.files.append(File(path: file.path, content: content))
             case .failure(let error):
                 let folder = file.path.hasSuffix("/") ? file.path : file.path + "/"
-                let kept = previous.filter { $0.key == file.path || $0.key.hasPrefix(folder) }
-                if error.onlyIfKept, kept.isEmpty { continue }
-                set.files += kept.sorted { $0.key < $1.key }.map { File(path: $0.key, content: $0.value) }
-                set.problems.append(.init(file: file.path, reason: error.description + Self.keptNote(kept, file.path)))
+                let kept = previous.filter {
+                    $0.key == file.path || ($0.key.hasPrefix(folder) && !named.contains($0.key))
+                }
+                if error.onlyIfKept, kept.isEmpty, error.partial == nil { continue }
+                set.keep(kept, of: file.path, with: error)
             }
         }
         for index in set.files.indices { set.files[index].rank = rank(set.files[index].path) }
@@ -54,6 +57,25 @@ struct DropInSet: Equatable, Sendable {
             left.rank != right.rank ? left.rank < right.rank : left.path.utf8.lexicographicallyPrecedes(right.path.utf8)
         }
         return set
+    }
+
+    /// Applies the last good content `kept` of what failed at `path` (with what its `error` says
+    /// it surely means), and names the problem.
+    private mutating func keep(_ kept: [String: DropInContent], of path: String, with error: DropInReadError) {
+        var kept = kept
+        var note = Self.keptNote(kept, path)
+        if let partial = error.partial {
+            let locks = partial.locks.values.reduce(0) { $0 + $1.count }
+            note =
+                kept[path] == nil
+                ? " (never read good: the \(locks) lock(s) its lines surely name apply)"
+                : " (its last good content still applies, with the \(locks) lock(s) its lines surely name)"
+            var merged = kept[path] ?? DropInContent()
+            merged.locks.merge(partial.locks) { $0.union($1) }
+            kept[path] = merged
+        }
+        files += kept.sorted { $0.key < $1.key }.map { File(path: $0.key, content: $0.value) }
+        problems.append(.init(file: path, reason: error.description + note))
     }
 
     private static func keptNote(_ kept: [String: DropInContent], _ path: String) -> String {

@@ -270,7 +270,7 @@ extension DropIns {
 
 /// Whether `scalar` does not show as itself: a control or format character, or a space, line
 /// or paragraph separator other than the ASCII space.
-private func isInvisible(_ scalar: Unicode.Scalar) -> Bool {
+func isInvisible(_ scalar: Unicode.Scalar) -> Bool {
     switch scalar.properties.generalCategory {
     case .control, .format, .lineSeparator, .paragraphSeparator: return true
     case .spaceSeparator: return scalar != " "

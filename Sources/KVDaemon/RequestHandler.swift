@@ -159,7 +159,16 @@ struct RequestHandler {
     }
 
     /// `KeyLocked` for the first of `keys` the system layer locks in `domain`; `nil` if none is.
+    /// Before the system layer's first snapshot, while the system instance answers, every
+    /// write is refused (`StorageFailure`, saying to try again): which keys it locks is not
+    /// known yet (``SystemFollower/awaitsFirstLayer``).
     private func refusal(_ domain: Domain, _ keys: some Sequence<Key>) -> Outcome? {
+        if follower.awaitsFirstLayer {
+            return .reply(
+                Self.reply(
+                    to: StorageError.failure(
+                        "the system instance's locks have not arrived yet (kvd is starting): try again in a moment")))
+        }
         guard !layer.isEmpty, let locks = layer.layer(domain)?.locks, !locks.isEmpty,
             let key = keys.first(where: locks.contains)
         else { return nil }

@@ -12,6 +12,9 @@ final class SystemFollower {
     private let mirror: (any SystemUpdateSource)?
     /// The system layer as the loop last applied it: what reads combine with the user's store.
     @exclusivity(unchecked) private(set) var layer = SystemLayer()
+    /// Whether the layer was ever given whole (a snapshot: the system instance's, or the one
+    /// saved in the state folder).
+    private(set) var hasLayer = false
 
     init(mirror: (any SystemUpdateSource)? = nil) {
         self.mirror = mirror
@@ -19,6 +22,11 @@ final class SystemFollower {
 
     /// Whether updates of the system layer can come (a user's kvd with a system socket).
     var followsSystem: Bool { mirror != nil }
+
+    /// Whether writes must wait for the system layer: a system instance answers, and its first
+    /// layer (hence which keys it locks) has not been applied, nor a saved one. A kvd whose
+    /// system instance does not answer at all serves writes as if there were none.
+    var awaitsFirstLayer: Bool { !hasLayer && (mirror?.isConnected ?? false) }
 
     /// Starts the mirror's thread and waits, at most `timeout`, for its first snapshot (or the
     /// saved layer); see ``SystemMirror/start(waitingAtMost:)``.
@@ -37,7 +45,10 @@ final class SystemFollower {
 
     /// Applies `updates` to the layer, in order.
     func apply(_ updates: [SystemLayer.Update]) {
-        for update in updates { layer.apply(update) }
+        for update in updates {
+            if case .snapshot = update { hasLayer = true }
+            layer.apply(update)
+        }
     }
 }
 
@@ -50,6 +61,13 @@ protocol SystemUpdateSource: AnyObject {
     func stop()
     /// Loop thread: the updates queued since the last call, in order.
     func takeUpdates() -> [SystemLayer.Update]
+    /// Whether a connection to the system instance is open (it answers). Any thread.
+    var isConnected: Bool { get }
+}
+
+extension SystemUpdateSource {
+    /// A source the test feeds: never connected to anything.
+    var isConnected: Bool { false }
 }
 
 extension SystemMirror: SystemUpdateSource {}

@@ -55,18 +55,25 @@ final class SystemMirror: Sendable {
     }
 
     private let dconfProfile: String?
+    /// How much longer ``start(waitingAtMost:)`` waits for the first snapshot while connected
+    /// (a system instance answers, its layer is on the way) with no saved layer.
+    private let firstSyncWait: Duration
     private let state = Mutex(State())
+    /// A connection to the system instance is open (from the connect to the end of its stream).
+    private let connected = Atomic<Bool>(false)
     /// Updates wait in ``State/updates``: the loop checks this once per pass without the lock.
     private let pending = Atomic<Bool>(false)
     private let firstAttempt = DispatchSemaphore(value: 0)
 
     /// `dconfProfile`: the user's `DCONF_PROFILE`, sent with the Mirror call (which of dconf's
-    /// profiles the system instance gives this user; nil: `user`).
+    /// profiles the system instance gives this user; nil: `user`). `firstSyncWait`: how much
+    /// longer ``start(waitingAtMost:)`` waits for a first snapshot that is on the way.
     init(
         path: String, system: any SystemCalls, log: Logger, file: SystemLayerFile? = nil,
-        dconfProfile: String? = nil, wake: @escaping @Sendable () -> Void
+        dconfProfile: String? = nil, firstSyncWait: Duration = .seconds(10), wake: @escaping @Sendable () -> Void
     ) {
         self.dconfProfile = dconfProfile
+        self.firstSyncWait = firstSyncWait
         self.path = path
         self.system = system
         self.log = log
@@ -76,17 +83,40 @@ final class SystemMirror: Sendable {
 
     /// Queues the saved layer (if any) as the first update, starts the thread and waits (at
     /// most `timeout`) for its first snapshot or first failure, so that the first client of a
-    /// freshly started kvd already sees the system layer.
+    /// freshly started kvd already sees the system layer. With no saved layer, while connected
+    /// to the system instance (its snapshot on the way: a large one takes seconds), it waits up
+    /// to `firstSyncWait` longer: clients wait rather than have their writes refused
+    /// (``SystemFollower/awaitsFirstLayer``).
     func start(waitingAtMost timeout: Duration) {
         let saved = loadSaved()
         DispatchQueue(label: "kvd.system-mirror").async { [self] in run() }
-        let milliseconds = Int(
-            timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
-        if firstAttempt.wait(timeout: .now() + .milliseconds(milliseconds)) == .timedOut {
-            let serving = saved ? "serving the saved layer" : "serving without its layer"
-            log.warning("the system instance at \(path) has not answered in \(timeout); \(serving) until it does")
+        var answered = firstAttempt.wait(timeout: .now() + Self.milliseconds(timeout)) == .success
+        var waited = timeout
+        if !answered, !saved, isConnected {
+            log.info(
+                "the system instance at \(path) took the connection but has not sent its layer yet; waiting at most \(firstSyncWait) more"
+            )
+            answered = firstAttempt.wait(timeout: .now() + Self.milliseconds(firstSyncWait)) == .success
+            waited += firstSyncWait
         }
+        guard !answered else { return }
+        let serving =
+            saved
+            ? "serving the saved layer until it does"
+            : isConnected
+                ? "serving without its layer, and refusing writes until it arrives"
+                : "serving without its layer until it does"
+        log.warning("the system instance at \(path) has not answered in \(waited); \(serving)")
     }
+
+    private static func milliseconds(_ duration: Duration) -> DispatchTimeInterval {
+        .milliseconds(
+            Int(duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000))
+    }
+
+    /// Whether a connection to the system instance is open now (it answers; its first snapshot
+    /// may not have arrived). Any thread.
+    var isConnected: Bool { connected.load(ordering: .acquiring) }
 
     /// Stops following (the thread ends at its next read or wait). Any thread.
     func stop() {
@@ -166,7 +196,10 @@ final class SystemMirror: Sendable {
         var saveFailure: String?
         stream.run(
             { () -> ReconnectingStream.Outcome in
-                defer { enter(.away) }
+                defer {
+                    connected.store(false, ordering: .releasing)
+                    enter(.away)
+                }
                 return follow(&copy, saveFailure: &saveFailure)
             },
             onRetry: { interruption, _ in
@@ -187,13 +220,8 @@ final class SystemMirror: Sendable {
     /// it is read, then to `copy`, which is saved at each pause in the stream (or after
     /// ``updatesPerSave`` updates) and at its end.
     private func follow(_ copy: inout SystemLayer, saveFailure: inout String?) -> ReconnectingStream.Outcome {
-        if let refusal = folderRefusal() { return .failed(refusal) }
-        let connection: Connection
-        do {
-            connection = Connection(descriptor: try system.connectUnix(path), socketPath: path, system: system)
-        } catch {
-            return .failed(error.errno.meansNobodyListens ? "nothing listens there" : "\(error)")
-        }
+        let (opened, refusal) = connect()
+        guard let connection = opened else { return .failed(refusal) }
         defer { connection.close() }
         guard stream.interrupting(with: { connection.interrupt() }) else { return .failed("stopped") }
         var reader = MirrorReader()
@@ -228,6 +256,19 @@ final class SystemMirror: Sendable {
             return .failed(Self.reason(error))
         }
         return .failed(failure ?? "it ended the stream")
+    }
+
+    /// A connection to the system instance (then ``isConnected`` until ``run()`` sees the
+    /// attempt end), or why there is none.
+    private func connect() -> (Connection?, String) {
+        if let refusal = folderRefusal() { return (nil, refusal) }
+        do {
+            let connection = Connection(descriptor: try system.connectUnix(path), socketPath: path, system: system)
+            connected.store(true, ordering: .releasing)
+            return (connection, "")
+        } catch {
+            return (nil, error.errno.meansNobodyListens ? "nothing listens there" : "\(error)")
+        }
     }
 
     /// The most updates given to the loop before the layer is saved, in a stream that never

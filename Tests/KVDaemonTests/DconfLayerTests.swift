@@ -91,9 +91,10 @@ import Testing
             try text.write(toFile: dconf + "/" + path, atomically: false, encoding: .utf8)
         }
 
-        /// Reads the folders as the layer does, keeping `previous`'s last good content.
+        /// Reads the folders as the layer does, keeping `previous`'s last good content (and with
+        /// no profile read good yet, guessing a bad profile's databases).
         func read(keeping previous: DropInSet = .empty) -> DropInSet {
-            let found = reader.read()
+            let found = reader.read(guessingDatabases: profiles.isEmpty)
             if let read = found.profiles { profiles = read }
             let selection = DconfSelection(root: dconf, profiles: profiles)
             var set = DropInSet.read(found.files, keeping: previous.parsed) { selection.rank($0, profile: "user") }

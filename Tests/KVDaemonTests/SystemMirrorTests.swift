@@ -105,4 +105,70 @@ import Testing
         #expect(mirror.takeUpdates().isEmpty)
         #expect(mirror.phase == .away)
     }
+
+    /// A first login (no saved layer): while the system instance answers but its snapshot has
+    /// not arrived, a write is refused (it might be to a key the site locks), never taken; once
+    /// the snapshot is applied, writes go as its locks say.
+    @Test func writesAreRefusedUntilTheFirstSnapshotWhileTheSystemInstanceAnswers() throws {
+        let folder = Folder()
+        let release = DispatchSemaphore(value: 0)
+        let instance = FakeVarlinkServer(prefix: folder.prefix) { call, send in
+            guard call.method == DefaultsRequest.mirror(dconfProfile: nil).call.method else { return false }
+            release.wait()
+            let lock = Change(key: Self.key, value: .bool(true))
+            _ = send(
+                RequestHandler.mirrorReply(
+                    revision: 1, domain: Domain.locks(of: Self.domain), changes: [lock], synced: false))
+            _ = send(RequestHandler.mirrorReply(revision: 1, domain: nil, changes: [], synced: true))
+            return true
+        }
+        let loop = Loop()
+        let mirror = SystemMirror(
+            path: instance.path, system: LinuxSystem(), log: Logger(toJournal: false),
+            firstSyncWait: .milliseconds(100), wake: { loop.woken.signal() })
+        let follower = SystemFollower(mirror: mirror)
+        let temp = try RequestHandlerTests.TempStore()
+        let handler = RequestHandler(store: temp.store, follower: follower)
+        follower.start(waitingAtMost: .milliseconds(100))
+        let deadline = ContinuousClock.now + .seconds(30)
+        while !mirror.isConnected && ContinuousClock.now < deadline { usleep(10_000) }
+        let other = try Key(validating: "other")
+        guard case .reply(let refused) = handler.handle(.set(Self.domain, other, .integer(1), ifRevision: nil)) else {
+            Issue.record("a write before the first snapshot was taken")
+            release.signal()
+            return
+        }
+        #expect(refused.error == DefaultsInterface.Error.storageFailure)
+        release.signal()
+        follower.apply(loop.gather(from: mirror) { !$0.isEmpty })
+        mirror.stop()
+        guard case .commit = handler.handle(.set(Self.domain, other, .integer(1), ifRevision: nil)) else {
+            Issue.record("a write to a key not locked, after the first snapshot, was refused")
+            return
+        }
+        guard case .reply(let locked) = handler.handle(.set(Self.domain, Self.key, .integer(1), ifRevision: nil)) else {
+            Issue.record("a write to a locked key was taken")
+            return
+        }
+        #expect(locked.error == DefaultsInterface.Error.keyLocked)
+    }
+
+    /// A user's kvd with no system instance at all serves writes at once.
+    @Test func withNoSystemInstanceWritesGoAtOnce() throws {
+        let folder = Folder()
+        let mirror = SystemMirror(
+            path: "/tmp/" + folder.prefix + ".sock", system: LinuxSystem(), log: Logger(toJournal: false), wake: {})
+        let follower = SystemFollower(mirror: mirror)
+        let temp = try RequestHandlerTests.TempStore()
+        let handler = RequestHandler(store: temp.store, follower: follower)
+        let started = ContinuousClock.now
+        follower.start(waitingAtMost: .seconds(30))
+        #expect(ContinuousClock.now - started < .seconds(5), "it waited for nothing")
+        guard case .commit = handler.handle(.set(Self.domain, Self.key, .integer(1), ifRevision: nil)) else {
+            Issue.record("a write was refused with no system instance")
+            mirror.stop()
+            return
+        }
+        mirror.stop()
+    }
 }
