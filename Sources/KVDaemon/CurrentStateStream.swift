@@ -57,7 +57,8 @@ struct CurrentStateStream {
         let revision = snapshot.revision
         let stream = ReplyStream(runs: runs) { run, slice, _, last in
             WatchReply(
-                revision: revision, changes: Array(slice), initial: true, sources: run.domain.flatMap { sources[$0] } ?? [:],
+                revision: revision, changes: Array(slice), initial: true,
+                sources: run.domain.flatMap { sources[$0] } ?? [:],
                 systemRevision: systemRevision, partial: !last, domain: run.domain,
                 withheld: run.domain == nil ? run.names : nil
             ).reply

@@ -22,15 +22,8 @@ extension Server {
                 .write(domain, mutation, uid: handler.isSystem ? connection.uid : nil), for: connection, oneway: oneway)
         case .watch(let domain, let key):
             startWatch(ClientConnection.Watch(domain: domain, key: key, since: store.revision), connection)
-        case .watchAll(let prefix, current: false):
-            startWatch(
-                ClientConnection.Watch(domain: nil, since: store.revision, prefix: prefix?.name ?? ""), connection)
-        case .watchAll(let prefix, current: true):
-            let (stream, revision) = CurrentStateStream(
-                handler: handler, domainBytes: limits.currentDomainBytes, totalBytes: limits.currentTotalBytes
-            ).make(prefix: prefix?.name ?? "")
-            let watch = ClientConnection.Watch(domain: nil, since: revision, prefix: prefix?.name ?? "")
-            startWatch(watch, connection, stream: stream)
+        case .watchAll(let prefix, let current):
+            startWatchAll(prefix: prefix?.name ?? "", current: current, connection)
         case .fleetWrite(let change):
             if !commits.submit(.fleet(change), for: connection, oneway: oneway), !oneway {
                 connection.send(RequestHandler.reply(to: .failure("the fleet is starting; try again")))
@@ -64,6 +57,18 @@ extension Server {
             "client \(connection.id) (uid \(connection.uid.map(String.init) ?? "?")) may not write: \(request.call.method) refused"
         )
         return true
+    }
+
+    /// Makes `connection` a `WatchAll` of the domains under `prefix`: its first reply, or with
+    /// `current` their current values first (``CurrentStateStream``), then every change after.
+    private func startWatchAll(prefix: String, current: Bool, _ connection: ClientConnection) {
+        guard current else {
+            return startWatch(ClientConnection.Watch(domain: nil, since: store.revision, prefix: prefix), connection)
+        }
+        let (stream, revision) = CurrentStateStream(
+            handler: handler, domainBytes: limits.currentDomainBytes, totalBytes: limits.currentTotalBytes
+        ).make(prefix: prefix)
+        startWatch(ClientConnection.Watch(domain: nil, since: revision, prefix: prefix), connection, stream: stream)
     }
 
     /// Makes `connection` a watcher of `watch`: its first replies (`stream`, or those

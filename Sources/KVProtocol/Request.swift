@@ -335,7 +335,8 @@ extension DefaultsRequest {
             return method("\(interface).Snapshot", ["domain": .string(domain.name)])
         case .watchAll(let prefix, let current):
             return method(
-                "\(interface).WatchAll", ["prefix": prefix.map { .string($0.name) }, "current": current ? .bool(true) : nil],
+                "\(interface).WatchAll",
+                ["prefix": prefix.map { .string($0.name) }, "current": current ? .bool(true) : nil],
                 more: true)
         case .getInfo:
             return method("\(ServiceInterface.name).GetInfo", [:])

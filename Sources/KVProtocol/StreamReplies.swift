@@ -90,7 +90,8 @@ public struct WatchReply: Sendable, Equatable {
         }
         self.init(
             revision: revision, changes: changes, initial: initial, sources: sources, systemRevision: systemRevision,
-            partial: parameters["partial"] == .bool(true), domain: domain, withheld: try Self.domains(parameters["withheld"]))
+            partial: parameters["partial"] == .bool(true), domain: domain,
+            withheld: try Self.domains(parameters["withheld"]))
     }
 
     /// A list of domain names (`withheld`); nil when absent.
