@@ -10,7 +10,9 @@ starts with every domain's current values. Here: 1,500 domains with values, one 
 per-domain budget (256 KiB: only named, read apart), one with only a system default, one with an
 admin default and a lock; then a fresh process (under `strace -f -e connect,sendto`, which counts
 what it really sends to kvd) makes 1,500 relocatable objects and a few more, and every one must
-read its own value while the process makes at most 3 requests and 3 connections to kvd.
+read its own value while the process makes at most 3 requests and 3 connections to kvd: one
+WatchAll, and one Snapshot, of the domain over the budget only. A domain kvctl makes afterwards
+(seen on the stream before a change of a touched one) is then read with no request either.
 """
 import json
 import os
@@ -72,9 +74,9 @@ def set_values(kvctl):
         time.sleep(0.05)
 
 
-def read():
+def read(kvctl):
     """The fresh process: every object reads its own value."""
-    from gi.repository import Gio
+    from gi.repository import Gio, GLib
     backend = Gio.SettingsBackend.get_default()
     if type(backend).__gtype__.name != "KvdSettingsBackend":
         fail(f"GLib chose {type(backend).__gtype__.name}, not kvd's backend")
@@ -93,35 +95,54 @@ def read():
     if (big, system, empty) != ("big-name", "from-system", "unnamed"):
         fail(f"the withheld domain, the system-only one, an empty one read {(big, system, empty)!r}")
     print(f"ok {COUNT} relocatable objects, a domain over the budget, a system-only one and a locked key read right")
+    # A domain made afterwards, untouched: its event is kept (the stream's events come in commit
+    # order, so it has come once p0's change has).
+    loop = GLib.MainLoop()
+    objects[0].connect("changed::name", lambda _s, _k: loop.quit())
+    subprocess.run([kvctl, "set", "io.kvd.first.later", "name", "made-later"], check=True)
+    subprocess.run([kvctl, "set", "io.kvd.first.p0", "name", "sentinel"], check=True)
+    timeout = GLib.timeout_add_seconds(20, lambda: fail("timed out waiting for changed::name of p0"))
+    loop.run()
+    GLib.source_remove(timeout)
+    later = Gio.Settings.new_with_path(SCHEMA, "/io/kvd/first/later/").get_string("name")
+    if later != "made-later":
+        fail(f"a domain made after the stream began reads {later!r}")
+    print("ok a domain made after the stream began reads right")
 
 
 def count(trace, socket_path):
-    """The connections to kvd's socket and the varlink calls sent, from strace's log."""
-    connections = requests = 0
+    """The connections to kvd's socket and the varlink calls sent (by method), from strace's log,
+    but kvctl's (the test's own sets)."""
+    connections, methods = 0, {}
     with open(trace) as lines:
         for line in lines:
+            if line.split(" ", 1)[0].endswith("<kvctl>"):
+                continue
             if re.search(r"connect\(\d+, \{sa_family=AF_UNIX, sun_path=\"" + re.escape(socket_path) + '"', line):
                 connections += 1
-            elif re.search(r'sendto\(\d+, "\{\\"method\\":\\"io\.kvd\.', line):
-                requests += 1
-    return connections, requests
+            call = re.search(r'sendto\(\d+, "\{\\"method\\":\\"io\.kvd\.Defaults\.(\w+)', line)
+            if call:
+                methods[call.group(1)] = methods.get(call.group(1), 0) + 1
+    return connections, methods
 
 
-if len(sys.argv) > 1 and sys.argv[1] == "--read":
-    read()
+if len(sys.argv) > 2 and sys.argv[1] == "--read":
+    read(sys.argv[2])
     sys.exit(0)
-set_values(sys.argv[1])
+kvctl = sys.argv[1]
+set_values(kvctl)
 if shutil.which("strace") is None:
     print("test_first_read.py: strace missing: the values are checked, the requests not counted")
-    read()
+    read(kvctl)
     sys.exit(0)
 with tempfile.TemporaryDirectory() as folder:
     trace = os.path.join(folder, "strace.log")
-    subprocess.run(["strace", "-f", "-qq", "-e", "trace=connect,sendto", "-s", "64", "-o", trace,
-                    sys.executable, __file__, "--read"], check=True)
-    connections, requests = count(trace, os.environ["KVD_SOCKET"])
-if requests > MAX_REQUESTS or connections > MAX_CONNECTIONS or requests == 0:
-    fail(f"the first read of {COUNT} domains made {requests} requests and {connections} connections to kvd "
-         f"(at most {MAX_REQUESTS} and {MAX_CONNECTIONS})")
-print(f"ok and the process made {requests} requests and {connections} connections to kvd "
+    subprocess.run(["strace", "-f", "-qq", "--decode-pids=comm", "-e", "trace=connect,sendto", "-s", "64", "-o", trace,
+                    sys.executable, __file__, "--read", kvctl], check=True)
+    connections, methods = count(trace, os.environ["KVD_SOCKET"])
+requests = sum(methods.values())
+if requests > MAX_REQUESTS or connections > MAX_CONNECTIONS or methods != {"WatchAll": 1, "Snapshot": 1}:
+    fail(f"the first read of {COUNT} domains made {requests} requests ({methods}) and {connections} connections to kvd "
+         f"(at most {MAX_REQUESTS} and {MAX_CONNECTIONS}: one WatchAll, one Snapshot of the domain over the budget)")
+print(f"ok and the process made {requests} requests ({methods}) and {connections} connections to kvd "
       f"(at most {MAX_REQUESTS} and {MAX_CONNECTIONS})")
