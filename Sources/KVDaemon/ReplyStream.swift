@@ -26,6 +26,8 @@ final class ReplyStream {
         /// Keys whose stored values cannot be read, with the reason (`Backup` names them in
         /// the run's first piece).
         var unreadable: [Key: String] = [:]
+        /// Domains the run's one piece names without their values (a `WatchAll`'s withheld).
+        var names: [Domain] = []
     }
 
     /// The reply carrying `changes`, a part of `run`: `first` and `last` say whether it is the

@@ -36,8 +36,9 @@ struct RequestHandler {
         case reply(VarlinkReply)
         case commit(Domain, Mutation)
         case watch(Domain, Key?)
-        /// `WatchAll`: stream every commit and layer change of the domains under the prefix.
-        case watchAll(prefix: Domain?)
+        /// `WatchAll`: stream every commit and layer change of the domains under the prefix
+        /// (with `current`, after their current values).
+        case watchAll(prefix: Domain?, current: Bool)
         /// `io.kvd.System.Mirror`: stream every domain and every commit (with dconf's profile
         /// the caller named).
         case mirror(dconfProfile: String?)
@@ -81,8 +82,8 @@ struct RequestHandler {
             return refusal(domain, changes.lazy.map(\.key)) ?? .commit(domain, .apply(changes, ifRevision: ifRevision))
         case .watch(let domain, let key):
             return .watch(domain, key)
-        case .watchAll(let prefix):
-            return .watchAll(prefix: prefix)
+        case .watchAll(let prefix, let current):
+            return .watchAll(prefix: prefix, current: current)
         case .snapshot(let domain):
             return .reply(snapshot(domain))
         case .history(let domain, let key, let limit, let atRevision, let before):
@@ -259,10 +260,17 @@ struct RequestHandler {
     /// combine, with the sources not the user's: what a `Watch` starts with. A key locked
     /// without a system value is a change with no value and the source "locked".
     func currentChanges(_ domain: Domain, _ key: Key?) -> (changes: [Change], sources: [Key: ValueSource]) {
+        currentChanges(domain, key, user: store.list(domain))
+    }
+
+    /// ``currentChanges(_:_:)`` with the user's values `user` (taken from the store before).
+    func currentChanges(_ domain: Domain, _ key: Key?, user: DomainSnapshot?) -> (
+        changes: [Change], sources: [Key: ValueSource]
+    ) {
         var changes: [Change] = []
         var sources: [Key: ValueSource] = [:]
         let system = layer.layer(domain)
-        if let view = combined(domain, system) {
+        if let view = combined(domain, system, user: user) {
             for (name, value) in view.values where key == nil || key == name {
                 changes.append(Change(key: name, value: value))
             }
@@ -281,7 +289,13 @@ struct RequestHandler {
     func combined(_ domain: Domain, _ system: SystemLayer.DomainLayer?) -> (
         snapshot: DomainSnapshot, values: [Key: Value], sources: [Key: ValueSource]
     )? {
-        let snapshot = store.list(domain)
+        combined(domain, system, user: store.list(domain))
+    }
+
+    /// ``combined(_:_:)`` with the user's values `snapshot` (taken from the store before).
+    func combined(_ domain: Domain, _ system: SystemLayer.DomainLayer?, user snapshot: DomainSnapshot?) -> (
+        snapshot: DomainSnapshot, values: [Key: Value], sources: [Key: ValueSource]
+    )? {
         guard let system else { return snapshot.map { ($0, $0.values, [:]) } }
         let base = snapshot ?? DomainSnapshot(values: [:], revisions: [:], unreadable: [:], revision: 0)
         let (values, sources) = system.combine(user: base.values)
@@ -291,7 +305,7 @@ struct RequestHandler {
 
     /// What the domain as the layers combine takes of ``Limits/domainBytes`` (``DomainBudget``):
     /// the user's entries, less those the layer hides, plus the system values it shows.
-    private func combinedBudget(_ user: DomainSnapshot, _ system: SystemLayer.DomainLayer?) -> Int {
+    func combinedBudget(_ user: DomainSnapshot, _ system: SystemLayer.DomainLayer?) -> Int {
         guard let system else { return user.budgetBytes }
         var bytes = user.budgetBytes
         for (key, value) in user.values where system.locks.contains(key) || system.values[key] != nil {

@@ -22,9 +22,8 @@ extension Server {
                 .write(domain, mutation, uid: handler.isSystem ? connection.uid : nil), for: connection, oneway: oneway)
         case .watch(let domain, let key):
             startWatch(ClientConnection.Watch(domain: domain, key: key, since: store.revision), connection)
-        case .watchAll(let prefix):
-            startWatch(
-                ClientConnection.Watch(domain: nil, since: store.revision, prefix: prefix?.name ?? ""), connection)
+        case .watchAll(let prefix, let current):
+            startWatchAll(prefix: prefix?.name ?? "", current: current, connection)
         case .fleetWrite(let change):
             if !commits.submit(.fleet(change), for: connection, oneway: oneway), !oneway {
                 connection.send(RequestHandler.reply(to: .failure("the fleet is starting; try again")))
@@ -60,11 +59,26 @@ extension Server {
         return true
     }
 
-    /// Makes `connection` a watcher of `watch`: its first replies, then every change after them.
-    private func startWatch(_ watch: ClientConnection.Watch, _ connection: ClientConnection) {
+    /// Makes `connection` a `WatchAll` of the domains under `prefix`: its first reply, or with
+    /// `current` their current values first (``CurrentStateStream``), then every change after.
+    private func startWatchAll(prefix: String, current: Bool, _ connection: ClientConnection) {
+        guard current else {
+            return startWatch(ClientConnection.Watch(domain: nil, since: store.revision, prefix: prefix), connection)
+        }
+        let (stream, revision) = CurrentStateStream(
+            handler: handler, domainBytes: limits.currentDomainBytes, totalBytes: limits.currentTotalBytes
+        ).make(prefix: prefix)
+        startWatch(ClientConnection.Watch(domain: nil, since: revision, prefix: prefix), connection, stream: stream)
+    }
+
+    /// Makes `connection` a watcher of `watch`: its first replies (`stream`, or those
+    /// ``WatchFanOut/initialStream(for:peer:)`` makes), then every change after them.
+    private func startWatch(
+        _ watch: ClientConnection.Watch, _ connection: ClientConnection, stream: ReplyStream? = nil
+    ) {
         connection.startWatching(watch)
         table.addWatcher(connection)
-        startStream(fanOut.initialStream(for: watch, peer: connection.dropInPeer), to: connection)
+        startStream(stream ?? fanOut.initialStream(for: watch, peer: connection.dropInPeer), to: connection)
     }
 
     /// The request `message` carries and whether it is `oneway`: a compact `Set` through the

@@ -56,6 +56,11 @@ public final class Server {
         public var callsPerTurn = 64
         /// Most reply bytes produced for one client before the others get a turn.
         public var outputPerTurn = 256 << 10
+        /// What a `WatchAll(current: true)` starts with: a domain's values only while it takes
+        /// at most this many bytes (as ``DomainBudget`` counts them; else named, withheld)...
+        public var currentDomainBytes = 256 << 10
+        /// ...and while all sent take at most this many (``CurrentStateStream``).
+        public var currentTotalBytes = 4 << 20
         public var shutdownGrace: Duration = .seconds(10)
         public init() {}
     }

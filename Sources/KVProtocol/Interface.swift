@@ -70,7 +70,14 @@ public enum DefaultsInterface {
         # layer to it, as a Watch of that domain gets them (same sources, locks, order). Read
         # a domain's current values apart (Snapshot, or Watch for one too large for it) and
         # skip the replies at or before the (revision, systemRevision) they were read at.
-        method WatchAll(prefix: ?string) -> (revision: int, domain: ?string, changes: []Change, initial: bool, systemRevision: ?int)
+        # With current: true, the stream starts with those domains' current values instead, all
+        # at the revision and systemRevision of its first reply: before that reply come replies
+        # with initial: true and partial: true, each naming a domain and holding its current
+        # values (as a Snapshot of it; a domain absent from them is empty), or naming none and
+        # listing in withheld domains left out (over 256 KiB each, or past 4 MiB in all): read
+        # those apart. That last first reply then carries withheld (maybe empty); an older kvd
+        # sends no withheld and no current values.
+        method WatchAll(prefix: ?string, current: ?bool) -> (revision: int, domain: ?string, changes: []Change, initial: bool, partial: ?bool, systemRevision: ?int, withheld: ?[]string)
 
         # A domain's current values as the first reply of a Watch of it (initial: true; the
         # same sources and locks without a value; no domain is no changes), in one reply:

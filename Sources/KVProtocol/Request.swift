@@ -78,8 +78,9 @@ public enum DefaultsRequest: Sendable, Equatable {
     case domains
     case watch(Domain, Key?)
     /// `WatchAll` (needs `more`): the changes of every domain whose name starts with the prefix
-    /// (of every domain when nil), one reply per domain and commit.
-    case watchAll(prefix: Domain?)
+    /// (of every domain when nil), one reply per domain and commit; with `current`, first the
+    /// current values of those domains, within a budget (the others named as withheld).
+    case watchAll(prefix: Domain?, current: Bool = false)
     /// `Snapshot`: a domain's current values as a `Watch`'s first reply, at the store's revision.
     case snapshot(Domain)
     case getInfo
@@ -156,7 +157,7 @@ public enum DefaultsRequest: Sendable, Equatable {
         case "io.kvd.Defaults.Snapshot": self = .snapshot(try p.domain())
         case "io.kvd.Defaults.WatchAll":
             guard call.more else { throw RequestError(.failure(ServiceInterface.Error.expectedMore)) }
-            self = .watchAll(prefix: try p.optionalDomain("prefix"))
+            self = .watchAll(prefix: try p.optionalDomain("prefix"), current: try p.optionalBool("current") ?? false)
         case "io.kvd.System.Lock": self = .lock(try p.domain(), try p.key())
         case "io.kvd.System.Unlock": self = .unlock(try p.domain(), try p.key())
         case "io.kvd.System.Locks": self = .locks(try p.optionalDomain())
@@ -214,6 +215,14 @@ struct Parameters {
     func bool(_ name: String) throws(RequestError) -> Bool {
         guard case .bool(let flag)? = members[name] else { throw Self.invalid(name) }
         return flag
+    }
+
+    func optionalBool(_ name: String) throws(RequestError) -> Bool? {
+        switch members[name] {
+        case nil, .null?: return nil
+        case .bool(let flag)?: return flag
+        default: throw Self.invalid(name)
+        }
     }
 
     func optionalString(_ name: String) throws(RequestError) -> String? {
@@ -324,8 +333,11 @@ extension DefaultsRequest {
                 "\(interface).Watch", ["domain": .string(domain.name), "key": key.map { .string($0.name) }], more: true)
         case .snapshot(let domain):
             return method("\(interface).Snapshot", ["domain": .string(domain.name)])
-        case .watchAll(let prefix):
-            return method("\(interface).WatchAll", ["prefix": prefix.map { .string($0.name) }], more: true)
+        case .watchAll(let prefix, let current):
+            return method(
+                "\(interface).WatchAll",
+                ["prefix": prefix.map { .string($0.name) }, "current": current ? .bool(true) : nil],
+                more: true)
         case .getInfo:
             return method("\(ServiceInterface.name).GetInfo", [:])
         case .getInterfaceDescription(let name):

@@ -22,12 +22,16 @@ public struct WatchReply: Sendable, Equatable {
     public var partial: Bool
     /// A `WatchAll` reply's domain (nil for its first reply, and in every `Watch` reply).
     public var domain: Domain?
+    /// A `WatchAll(current: true)`'s domains left out of its current state, to be read apart
+    /// (in the pieces of its first reply; the last piece has it, maybe empty; nil: not sent).
+    public var withheld: [Domain]?
 
     public init(
         revision: Int64, changes: [Change], initial: Bool, sources: [Key: ValueSource] = [:],
-        systemRevision: Int64? = nil, partial: Bool = false, domain: Domain? = nil
+        systemRevision: Int64? = nil, partial: Bool = false, domain: Domain? = nil, withheld: [Domain]? = nil
     ) {
         self.domain = domain
+        self.withheld = withheld
         self.revision = revision
         self.changes = changes
         self.initial = initial
@@ -47,6 +51,9 @@ public struct WatchReply: Sendable, Equatable {
         if let domain { parameters["domain"] = .string(domain.name) }
         var reply = VarlinkReply(parameters: parameters, continues: true)
         if partial { reply.parameterMembers.pairs.append((name: "partial", value: .bool(true))) }
+        if let withheld {
+            reply.parameterMembers.pairs.append((name: "withheld", value: .array(withheld.map { .string($0.name) })))
+        }
         return reply
     }
 
@@ -83,7 +90,20 @@ public struct WatchReply: Sendable, Equatable {
         }
         self.init(
             revision: revision, changes: changes, initial: initial, sources: sources, systemRevision: systemRevision,
-            partial: parameters["partial"] == .bool(true), domain: domain)
+            partial: parameters["partial"] == .bool(true), domain: domain,
+            withheld: try Self.domains(parameters["withheld"]))
+    }
+
+    /// A list of domain names (`withheld`); nil when absent.
+    private static func domains(_ json: JSON?) throws(StreamReplyError) -> [Domain]? {
+        guard let json, json != .null else { return nil }
+        guard case .array(let items) = json else { throw .invalidDomain("withheld is not an array") }
+        var domains: [Domain] = []
+        for item in items {
+            guard case .string(let name) = item else { throw .invalidDomain("withheld holds a non-string") }
+            do { domains.append(try Domain(validating: name)) } catch { throw .invalidDomain("\(error)") }
+        }
+        return domains
     }
 
     /// `"user"`, `"system"` or `"locked"`; absent means `user` (a kvd without a system layer).

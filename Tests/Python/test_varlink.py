@@ -114,6 +114,26 @@ class KvdUnderPythonVarlink(unittest.TestCase):
             self.assertEqual([(r["domain"], r["revision"], r["changes"]) for r in got],
                              [("com.example.all.a", first, [{"key": "k", "value": 2}]),
                               ("com.example.all.b", second, [{"key": "k", "value": 3}])])
+    def test_watch_all_with_current_starts_with_every_domains_values(self):
+        with self.client.open("io.kvd.Defaults") as kv, self.client.open("io.kvd.Defaults") as writer:
+            writer.Set("com.example.cur.a", "k", 1, None)
+            writer.Set("com.example.cur.b", "k", "two", None)
+            writer.Set("com.example.elsewhere", "k", 1, None)
+            stream = kv.WatchAll("com.example.cur.", True, _more=True)
+            start = [next(stream)]
+            while start[-1].get("partial"):
+                start.append(next(stream))
+            self.assertEqual({r["revision"] for r in start}, {start[-1]["revision"]})
+            self.assertTrue(all(r["initial"] for r in start))
+            self.assertEqual([(r["domain"], r["changes"]) for r in start[:-1]],
+                             [("com.example.cur.a", [{"key": "k", "value": 1}]),
+                              ("com.example.cur.b", [{"key": "k", "value": "two"}])])
+            self.assertNotIn("domain", start[-1])
+            self.assertEqual(start[-1]["withheld"], [])
+            revision = writer.Set("com.example.cur.c", "k", 3, None)["revision"]
+            change = next(stream)
+            self.assertEqual((change["domain"], change["revision"], change["changes"]),
+                             ("com.example.cur.c", revision, [{"key": "k", "value": 3}]))
 
 if __name__ == "__main__":
     result = unittest.main(exit=False, verbosity=2).result

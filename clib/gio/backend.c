@@ -1,13 +1,18 @@
 /* backend.c — KvdSettingsBackend, the GSettingsBackend "kvd" (libgiokvd.so).
  *
  * Reads come from an in-process cache kept current by ONE kvd WatchAll for the whole process (every
- * domain's changes on one descriptor, kvd_watch_all_new), dispatched on a worker thread with its own
- * GMainContext (a GSource on kvd_watch_fd), whatever the app's main loop does. A domain a GSettings
- * object subscribes to (or a read or write first touches) is read once, after the stream began
- * (kvd_read_domain: a Snapshot on the request connection; a domain too large for one reply in
- * pieces by a Watch on a connection closed after); the stream's events of it that come
- * during the read are held, then taken if newer than the (revision, system revision) the read was
- * at, so none is lost or taken twice. GLib delivers `changed` and `writable-changed` to each
+ * domain's changes on one descriptor), dispatched on a worker thread with its own GMainContext (a
+ * GSource on kvd_watch_fd), whatever the app's main loop does. The stream starts with the current
+ * values of every domain (kvd_watch_all_current_new), all at one (revision, system revision), kept
+ * compact (`stored`: one array of changes per domain) until a GSettings object first touches the
+ * domain, which then takes them with no round trip; the stream's events of an untouched domain
+ * update its stored values (a domain created later starts there), while they take at most
+ * STORED_MAX bytes (past it, the domain is only named, as kvd names those it withholds). A domain
+ * kvd withheld (too large for its budget), or any domain when kvd is older than the current state,
+ * is read once when first touched (kvd_read_domain: a Snapshot on the request connection; a domain
+ * too large for one reply in pieces by a Watch on a connection closed after); the stream's events
+ * of it that come during the read are held, then taken if newer than the (revision, system
+ * revision) the read was at, so none is lost or taken twice. GLib delivers `changed` and `writable-changed` to each
  * GSettings object in the main context it was made in.
  * Writes never wait for kvd: they are queued to the writer (writer.c, its own thread and
  * connection), read back at once from its queue and announced; g_settings_sync waits until kvd
@@ -18,7 +23,8 @@
  * leaves it, so the app sees kvd's value again, announced.
  * Descriptors: the request connection, the stream, the writer's connection, and one read's while it
  * lasts, however many domains. A dead stream (kvd stopped or restarted) is made again every second
- * by the worker, which then reads every domain again, announcing what differs from the cache.
+ * by the worker; its current state replaces the cache of every domain (those withheld are read
+ * again), announcing what differs.
  * When kvd cannot be reached, reads give the schema defaults, writes are reverted with a warning
  * that says why, and no read waits longer than the connection's timeout (GIOKVD_TIMEOUT_MS, 3 s);
  * after a failure the app's thread does not try again for a second (the worker does). A write of a
@@ -37,8 +43,13 @@
 #define RETRY_SECONDS 1
 /* The most GSettings keys whose mapping is remembered (then the memory starts over). */
 #define KEY_CACHE_MAX 4096
+/* The most the stored values of untouched domains take (about, see stored_cost): a change that
+ * would take them past it leaves its domain named only, to be read when touched. */
+#define STORED_MAX (8 << 20)
 
-/* A watch event of a domain being read, kept until the read is taken (then replayed in order). */
+/* A watch event of a domain being read, kept until the read is taken (then replayed in order); or
+ * an untouched domain's stored values (`stored`: the changes at the (revision, system revision) of
+ * the last event taken, a value NULL only for a key locked without one). */
 typedef struct {
     int64_t revision, system_revision;
     size_t count;
@@ -78,6 +89,12 @@ typedef struct {
     guint stream_generation; /* counts the streams made: a read taken on an older one is stale */
     gpointer stream_notes;   /* Notes of the stream's events (the worker's) */
     GiokvdWriter *writer;    /* the writes, queued and sent (writer.c); guarded by `lock` */
+    /* The current stream's current state of the domains not touched yet (under lock): */
+    gboolean known;          /* it came: an untouched domain neither stored nor withheld is empty */
+    GHashTable *stored;      /* name -> Held*: its values */
+    GHashTable *withheld;    /* name -> 1: to be read when touched (too large for kvd's or our budget) */
+    gsize stored_bytes;      /* what `stored` takes, about */
+    int64_t start_revision, start_system_revision; /* the (revision, system revision) it was at */
 } KvdSettingsBackend;
 
 typedef GSettingsBackendClass KvdSettingsBackendClass;
@@ -99,6 +116,14 @@ G_DEFINE_DYNAMIC_TYPE(KvdSettingsBackend, kvd_settings_backend, G_TYPE_SETTINGS_
 
 #define KVD_SETTINGS_BACKEND(o) ((KvdSettingsBackend *)(o))
 
+/* The current state a stream starts with, gathered (without the lock) as it is made. */
+typedef struct {
+    GHashTable *stored;   /* name -> Held* */
+    GHashTable *withheld; /* name -> 1 */
+    gsize bytes;          /* what `stored` takes, about */
+    int64_t revision, system_revision;
+} Start;
+
 /* What watch events changed, announced once the lock is released. */
 typedef struct {
     KvdSettingsBackend *backend;
@@ -106,6 +131,7 @@ typedef struct {
     guint generation;    /* a read: the stream it was made on */
     GPtrArray *changed;  /* GSettings keys */
     GPtrArray *writable; /* GSettings keys whose lock changed */
+    Start *start;        /* the stream's: while it is made, its current state */
 } Notes;
 
 static void held_free(gpointer data) {
@@ -234,31 +260,113 @@ static void on_read(const kvd_watch_all_event *event, void *user_data) {
     g_mutex_unlock(&notes->backend->lock);
 }
 
-static Held *held_new(const kvd_watch_all_event *event) {
+static Held *held_copy(int64_t revision, int64_t system_revision, const kvd_change *changes, size_t count) {
     Held *held = g_new0(Held, 1);
-    held->revision = event->revision;
-    held->system_revision = event->system_revision;
-    held->count = event->count;
-    held->changes = g_new0(kvd_change, event->count ? event->count : 1);
-    for (size_t i = 0; i < event->count; i++) {
-        held->changes[i].key = g_strdup(event->changes[i].key);
-        held->changes[i].value = event->changes[i].value ? kvd_value_copy(event->changes[i].value) : NULL;
-        held->changes[i].source = event->changes[i].source;
+    held->revision = revision;
+    held->system_revision = system_revision;
+    held->count = count;
+    held->changes = g_new0(kvd_change, count ? count : 1);
+    for (size_t i = 0; i < count; i++) {
+        held->changes[i].key = g_strdup(changes[i].key);
+        held->changes[i].value = changes[i].value ? kvd_value_copy(changes[i].value) : NULL;
+        held->changes[i].source = changes[i].source;
     }
     return held;
+}
+
+static Held *held_new(const kvd_watch_all_event *event) {
+    return held_copy(event->revision, event->system_revision, event->changes, event->count);
+}
+
+/* What a value takes in memory, about (its bytes, and a few words per node). */
+static gsize value_cost(const kvd_value *value) {
+    size_t length = 0;
+    gsize cost = 32;
+    switch (value ? kvd_value_type(value) : KVD_TYPE_BOOL) {
+    case KVD_TYPE_STRING: kvd_value_get_string(value, &length); return cost + length;
+    case KVD_TYPE_DATA: kvd_value_get_data(value, &length); return cost + length;
+    case KVD_TYPE_ARRAY:
+        for (size_t i = 0; i < kvd_value_array_length(value); i++) cost += value_cost(kvd_value_array_get(value, i));
+        return cost;
+    case KVD_TYPE_DICT:
+        for (size_t i = 0; i < kvd_value_dict_length(value); i++) {
+            kvd_value_dict_key_at(value, i, &length);
+            cost += length + 16 + value_cost(kvd_value_dict_value_at(value, i));
+        }
+        return cost;
+    default: return cost;
+    }
+}
+
+/* What a stored domain takes in memory, about. */
+static gsize stored_cost(const Held *held) {
+    gsize cost = sizeof *held;
+    for (size_t i = 0; i < held->count; i++)
+        cost += sizeof held->changes[i] + strlen(held->changes[i].key) + 1 + value_cost(held->changes[i].value);
+    return cost;
+}
+
+/* The stored values of a domain with an event's changes taken (a new Held; `stored` may be NULL:
+ * the domain was empty): a key the event names takes its state from it, and is kept while it has
+ * a value or a lock. */
+static Held *stored_with(const Held *stored, const kvd_watch_all_event *event) {
+    GHashTable *named = g_hash_table_new(g_str_hash, g_str_equal);
+    for (size_t i = 0; i < event->count; i++) g_hash_table_add(named, (gpointer)event->changes[i].key);
+    size_t old = stored ? stored->count : 0;
+    kvd_change *kept = g_new0(kvd_change, old + event->count + 1);
+    size_t count = 0;
+    for (size_t i = 0; i < old; i++)
+        if (!g_hash_table_contains(named, stored->changes[i].key)) kept[count++] = stored->changes[i];
+    for (size_t i = 0; i < event->count; i++)
+        if (event->changes[i].value || event->changes[i].source == KVD_SOURCE_LOCKED) kept[count++] = event->changes[i];
+    Held *held = held_copy(event->revision, event->system_revision, kept, count);
+    g_free(kept);
+    g_hash_table_unref(named);
+    return held;
+}
+
+/* Needs the lock: an event of a domain not touched yet, taken into its stored values (while they
+ * stay under STORED_MAX: past it, the domain is named to be read when touched). */
+static void store_event(KvdSettingsBackend *self, const kvd_watch_all_event *event) {
+    if (!self->known || g_hash_table_contains(self->withheld, event->domain)) return;
+    Held *old = g_hash_table_lookup(self->stored, event->domain);
+    Held *now = stored_with(old, event);
+    gsize before = old ? stored_cost(old) : 0, after = stored_cost(now);
+    self->stored_bytes -= before;
+    if (self->stored_bytes + after > STORED_MAX) {
+        held_free(now);
+        g_hash_table_remove(self->stored, event->domain);
+        g_hash_table_add(self->withheld, g_strdup(event->domain));
+        return;
+    }
+    self->stored_bytes += after;
+    if (now->count) g_hash_table_replace(self->stored, g_strdup(event->domain), now);
+    else {
+        self->stored_bytes -= after;
+        held_free(now);
+        g_hash_table_remove(self->stored, event->domain);
+    }
 }
 
 /* The stream's callback (the worker): a loaded domain takes the event, a domain being read holds
  * it; the others (not touched, or to be read again) need nothing of it. */
 static void on_stream_event(const kvd_watch_all_event *event, void *user_data) {
     Notes *notes = user_data;
-    if (event->domain == NULL) return; /* the first event: the stream has begun */
+    if (event->domain == NULL) { /* the first event: the stream has begun, at the current state's revisions */
+        if (notes->start) {
+            notes->start->revision = event->revision;
+            notes->start->system_revision = event->system_revision;
+        }
+        return;
+    }
     g_mutex_lock(&notes->backend->lock);
     Domain *domain = g_hash_table_lookup(notes->backend->domains, event->domain);
     if (domain && domain->reading) g_ptr_array_add(domain->held, held_new(event));
     else if (domain && domain->loaded) {
         notes->domain = domain;
         take_event(notes, event->revision, event->system_revision, event->changes, event->count);
+    } else if (domain == NULL) {
+        store_event(notes->backend, event);
     }
     g_mutex_unlock(&notes->backend->lock);
 }
@@ -282,6 +390,70 @@ static void notes_free(gpointer data) {
 
 static gboolean stream_ready(gint fd, GIOCondition condition, gpointer user_data);
 
+/* kvd_watch_all_current_new's callback, as the stream is made (without the lock): one domain's
+ * current values, copied into the Start, or a domain withheld. */
+static void on_current(const kvd_current_domain *domain, void *user_data) {
+    Start *start = ((Notes *)user_data)->start;
+    if (domain->withheld) {
+        g_hash_table_add(start->withheld, g_strdup(domain->domain));
+        return;
+    }
+    Held *held = held_copy(domain->revision, domain->system_revision, domain->changes, domain->count);
+    start->bytes += stored_cost(held);
+    g_hash_table_replace(start->stored, g_strdup(domain->domain), held);
+}
+
+/* Makes the stream (without the lock), its current state gathered into `start`. */
+static kvd_status make_stream(KvdSettingsBackend *self, kvd_client *client, Start *start, bool *complete, kvd_watch **stream,
+                              kvd_error *error) {
+    start->stored = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, held_free);
+    start->withheld = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    Notes *notes = self->stream_notes; /* no stream dispatches meanwhile: there is none */
+    notes->start = start;
+    kvd_status status = kvd_watch_all_current_new(client, NULL, on_current, on_stream_event, notes, complete, stream, error);
+    notes->start = NULL;
+    return status;
+}
+
+/* Needs the lock: a domain touched now (or again, on a new stream) takes its values from the
+ * current stream's current state, with no round trip; FALSE when it has to be read (withheld, or
+ * kvd sent no current state). What changed is noted in `notes` (NULL: not announced). */
+static gboolean take_stored(KvdSettingsBackend *self, Domain *domain, Notes *notes) {
+    if (!self->known || g_hash_table_contains(self->withheld, domain->name)) return FALSE;
+    gpointer name = NULL, value = NULL;
+    Held *held = g_hash_table_steal_extended(self->stored, domain->name, &name, &value) ? value : NULL;
+    Notes *own = notes ? notes : notes_new(self, domain);
+    own->domain = domain;
+    take_current(own, held ? held->changes : NULL, held ? held->count : 0, held ? held->revision : self->start_revision);
+    domain->revision = held ? held->revision : self->start_revision;
+    domain->system_revision = held ? held->system_revision : self->start_system_revision;
+    domain->loaded = TRUE;
+    if (held) self->stored_bytes -= stored_cost(held);
+    if (own != notes) notes_free(own);
+    g_free(name);
+    if (held) held_free(held);
+    return TRUE;
+}
+
+/* Needs the lock: the new stream's current state replaces what the old one left; the domains
+ * read before take theirs now (what differs noted in `notes`), but those to be read again; the
+ * others take it when retry or lock_domain gets to them. */
+static void take_start(KvdSettingsBackend *self, Start *start, bool complete, Notes *notes) {
+    g_hash_table_unref(self->stored);
+    g_hash_table_unref(self->withheld);
+    self->stored = g_steal_pointer(&start->stored);
+    self->withheld = g_steal_pointer(&start->withheld);
+    self->stored_bytes = start->bytes;
+    self->known = complete;
+    self->start_revision = start->revision;
+    self->start_system_revision = start->system_revision;
+    GHashTableIter iter;
+    gpointer value;
+    g_hash_table_iter_init(&iter, self->domains);
+    while (g_hash_table_iter_next(&iter, NULL, &value))
+        if (!((Domain *)value)->reading && ((Domain *)value)->revision >= 0) take_stored(self, value, notes);
+}
+
 /* Makes the process's one stream unless it has one (called without the lock). Blocks at most the
  * connection's timeout. Returns whether there is a stream now; after a failure, the app's threads
  * do not try again for a second. */
@@ -294,7 +466,10 @@ static gboolean ensure_stream(KvdSettingsBackend *self) {
     kvd_client *client = self->client;
     g_mutex_unlock(&self->lock);
     kvd_watch *stream = NULL;
-    if (!up && status == KVD_OK) status = kvd_watch_all_new(client, NULL, on_stream_event, self->stream_notes, &stream, &error);
+    Start start = {0};
+    bool complete = false;
+    if (!up && status == KVD_OK) status = make_stream(self, client, &start, &complete, &stream, &error);
+    Notes *notes = notes_new(self, NULL);
     g_mutex_lock(&self->lock);
     if (!up && status != KVD_OK) {
         self->quiet_until = g_get_monotonic_time() + RETRY_SECONDS * G_USEC_PER_SEC;
@@ -306,10 +481,15 @@ static gboolean ensure_stream(KvdSettingsBackend *self) {
         self->stream_source = g_unix_fd_source_new(kvd_watch_fd(stream), G_IO_IN | G_IO_HUP | G_IO_ERR);
         g_source_set_callback(self->stream_source, (GSourceFunc)(void (*)(void))stream_ready, self, NULL);
         g_source_attach(self->stream_source, self->context);
+        take_start(self, &start, complete, notes);
         up = TRUE;
     }
     g_mutex_unlock(&self->lock);
     g_mutex_unlock(&self->stream_lock);
+    if (start.stored) g_hash_table_unref(start.stored);
+    if (start.withheld) g_hash_table_unref(start.withheld);
+    announce(notes);
+    notes_free(notes);
     return up;
 }
 
@@ -337,10 +517,15 @@ static void read_domain(KvdSettingsBackend *self, Domain *domain, gboolean annou
     notes_free(notes);
 }
 
-/* Needs the lock: the stream is gone; every domain is to be read again (its cache still serves). */
+/* Needs the lock: the stream is gone; every domain is to be read again (its cache still serves),
+ * and its current state is no longer current. */
 static void drop_stream(KvdSettingsBackend *self) {
     kvd_watch_free(self->stream);
     self->stream = NULL;
+    self->known = FALSE;
+    g_hash_table_remove_all(self->stored);
+    g_hash_table_remove_all(self->withheld);
+    self->stored_bytes = 0;
     if (self->stream_source) {
         g_source_destroy(self->stream_source);
         g_source_unref(self->stream_source);
@@ -367,8 +552,8 @@ static gboolean stream_ready(gint fd, GIOCondition condition, gpointer user_data
     return G_SOURCE_REMOVE;
 }
 
-/* On the worker thread, every second: makes the stream again if it is gone, then reads the
- * domains not read on it, announcing the differences. */
+/* On the worker thread, every second: makes the stream again if it is gone, then takes the
+ * domains not loaded on it from its current state, or reads them, announcing the differences. */
 static gboolean retry(gpointer user_data) {
     KvdSettingsBackend *self = user_data;
     g_mutex_lock(&self->lock);
@@ -376,18 +561,21 @@ static gboolean retry(gpointer user_data) {
     g_mutex_unlock(&self->lock);
     if (idle || !ensure_stream(self)) return G_SOURCE_CONTINUE;
     GPtrArray *waiting = g_ptr_array_new();
+    Notes *notes = notes_new(self, NULL);
     g_mutex_lock(&self->lock);
     GHashTableIter iter;
     gpointer value;
     g_hash_table_iter_init(&iter, self->domains);
     while (g_hash_table_iter_next(&iter, NULL, &value)) {
         Domain *domain = value;
-        if (!domain->loaded && !domain->reading) {
+        if (!domain->loaded && !domain->reading && !take_stored(self, domain, notes)) {
             domain->reading = TRUE;
             g_ptr_array_add(waiting, domain);
         }
     }
     g_mutex_unlock(&self->lock);
+    announce(notes);
+    notes_free(notes);
     for (guint i = 0; i < waiting->len; i++) read_domain(self, waiting->pdata[i], TRUE);
     g_ptr_array_unref(waiting);
     return G_SOURCE_CONTINUE;
@@ -432,7 +620,7 @@ static Domain *lock_domain(KvdSettingsBackend *self, const char *gsettings_key, 
             g_mutex_unlock(&self->lock);
             gboolean up = ensure_stream(self); /* before the read: what follows the read is on it */
             g_mutex_lock(&self->lock);
-            if (up && !domain->reading && !domain->loaded) {
+            if (up && !domain->reading && !domain->loaded && !take_stored(self, domain, NULL)) {
                 domain->reading = TRUE;
                 g_mutex_unlock(&self->lock);
                 read_domain(self, domain, FALSE);
@@ -668,6 +856,8 @@ static void kvd_settings_backend_init(KvdSettingsBackend *self) {
     self->stream_notes = notes_new(self, NULL);
     self->domains = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, (GDestroyNotify)domain_free);
     self->keys = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, key_ref_free);
+    self->stored = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, held_free);
+    self->withheld = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     self->context = g_main_context_new();
     self->loop = g_main_loop_new(self->context, FALSE);
     GSource *timer = g_timeout_source_new_seconds(RETRY_SECONDS);
@@ -697,6 +887,8 @@ static void kvd_settings_backend_finalize(GObject *object) {
     notes_free(self->stream_notes);
     g_hash_table_unref(self->keys);
     g_hash_table_unref(self->domains);
+    g_hash_table_unref(self->stored);
+    g_hash_table_unref(self->withheld);
     g_main_loop_unref(self->loop);
     g_main_context_unref(self->context);
     kvd_client_free(self->client);

@@ -1,5 +1,6 @@
 /* watch.c — kvd_watch: a Watch (or WatchAll) call with "more" on its own connection, its replies
- * delivered to a callback as they are read from a non-blocking descriptor; kvd_read_domain, a
+ * delivered to a callback as they are read from a non-blocking descriptor (a WatchAll with the
+ * current state: that state first, per domain, before the call returns); kvd_read_domain, a
  * Watch's first replies read on a connection of their own, which is then closed. */
 #include <poll.h>
 #include <stdlib.h>
@@ -15,6 +16,9 @@ struct kvd_watch {
     /* kvd_read_domain's domain, named in its event. */
     const char *domain;
     void *user_data;
+    /* While a WatchAll's current state is read: the all_callback and user_data that follow it. */
+    kvd_watch_all_callback callback_after;
+    void *user_data_after;
     bool ended;
 };
 
@@ -183,6 +187,124 @@ KVD_EXPORT kvd_status kvd_watch_all_new(kvd_client *client, const char *prefix, 
     kvd_watch *w = watch_alloc(NULL, callback, user_data);
     if (!w) return free(b.data), kvdi_set_error(error, KVD_ERROR_NO_MEMORY, "out of memory");
     if ((status = watch_start(client, &b, w, error))) return status;
+    *out = w;
+    return KVD_OK;
+}
+
+/* A WatchAll's current state being read (kvd_watch_all_current_new): the pieces of the domain
+ * being gathered (consecutive pieces naming one domain), handed to `current` once complete. */
+typedef struct {
+    kvd_current_callback current;
+    void *user_data;
+    json_node **pieces;
+    size_t count;
+} current_read;
+
+/* deliver's callback while the current state is read: one domain's gathered values. */
+static void to_current(const kvd_watch_all_event *event, void *user_data) {
+    const current_read *read = user_data;
+    kvd_current_domain domain = {event->revision, event->system_revision, event->domain, false, event->count, event->changes};
+    read->current(&domain, read->user_data);
+}
+
+/* Hands the gathered pieces of one domain to `current` (through deliver) and frees them. */
+static kvd_status current_flush(kvd_watch *w, current_read *read, kvd_error *error) {
+    kvd_status status = read->count ? deliver(w, read->pieces, read->count, error) : KVD_OK;
+    for (size_t i = 0; i < read->count; i++) kvdi_json_free(read->pieces[i]);
+    read->count = 0;
+    return status;
+}
+
+/* Calls `current` for each name of the reply's "withheld" (each a domain to read apart); sets
+ * `*listed` when the member is there. */
+static kvd_status current_withheld(const json_node *p, current_read *read, bool *listed, kvd_error *error) {
+    const json_node *withheld = kvdi_json_get(p, "withheld"), *revision = kvdi_json_get(p, "revision");
+    const json_node *system = kvdi_json_get(p, "systemRevision");
+    if (!withheld || withheld->type == JSON_NULL) return KVD_OK;
+    if (withheld->type != JSON_ARRAY) return kvdi_set_error(error, KVD_ERROR_PROTOCOL, "kvd sent an invalid reply: a \"withheld\" that is not an array");
+    *listed = true;
+    kvd_current_domain domain = {revision && revision->type == JSON_INT ? revision->u.integer : 0,
+                                 system && system->type == JSON_INT ? system->u.integer : -1, NULL, true, 0, NULL};
+    for (size_t i = 0; i < withheld->u.array.count; i++) {
+        const json_node *name = withheld->u.array.items[i];
+        if (name->type != JSON_STRING) return kvdi_set_error(error, KVD_ERROR_PROTOCOL, "kvd sent an invalid reply: a withheld domain that is not a string");
+        domain.domain = name->u.string.bytes;
+        read->current(&domain, read->user_data);
+    }
+    return KVD_OK;
+}
+
+/* Takes one reply of the current state (owned here): a domain's piece is gathered, a piece
+ * naming none lists withheld domains; the last (not partial) is the stream's first event, for
+ * the watch's own callback. Sets `*done` after the last. */
+static kvd_status current_piece(kvd_watch *w, current_read *read, json_node *reply, bool *complete, bool *done, kvd_error *error) {
+    const json_node *p = NULL;
+    kvd_status status = kvdi_reply_check(reply, &p, error);
+    const json_node *domain = status ? NULL : kvdi_json_get(p, "domain");
+    bool named = domain && domain->type == JSON_STRING;
+    if (!status && read->count) {
+        const json_node *gathered = kvdi_json_get(kvdi_json_get(read->pieces[0], "parameters"), "domain");
+        if (!named || strcmp(gathered->u.string.bytes, domain->u.string.bytes) != 0) status = current_flush(w, read, error);
+    }
+    if (!status && named && is_partial(reply)) {
+        json_node **more = realloc(read->pieces, (read->count + 1) * sizeof *more);
+        if (!more) status = kvdi_set_error(error, KVD_ERROR_NO_MEMORY, "out of memory");
+        else (read->pieces = more)[read->count++] = reply;
+        return status ? (kvdi_json_free(reply), status) : KVD_OK;
+    }
+    if (!status && named) status = kvdi_set_error(error, KVD_ERROR_PROTOCOL, "kvd sent an invalid reply: the current state ended with a domain");
+    if (!status) status = current_withheld(p, read, complete, error);
+    if (!status && !is_partial(reply)) {
+        *done = true;
+        w->all_callback = w->callback_after;
+        w->user_data = w->user_data_after;
+        status = deliver(w, &reply, 1, error);
+    }
+    kvdi_json_free(reply);
+    return status;
+}
+
+/* Sends the WatchAll in `b` (freed here) on the new watch's own connection and reads the current
+ * state, every piece within the timeout, then the first event. On failure, frees the watch. */
+static kvd_status current_start(kvd_client *client, json_buffer *b, kvd_watch *w, current_read *read, bool *complete, kvd_error *error) {
+    const conn_config *config = kvdi_client_config(client);
+    json_node *reply = NULL;
+    const json_node *p;
+    kvd_status status = kvdi_exchange(&w->connection, config, b, &reply, &p, error);
+    free(b->data);
+    bool done = false;
+    while (!status) {
+        status = current_piece(w, read, reply, complete, &done, error);
+        if (status || done) break;
+        status = kvdi_conn_receive(&w->connection, kvdi_conn_deadline(config->timeout_ms), &reply, error);
+    }
+    for (size_t i = 0; i < read->count; i++) kvdi_json_free(read->pieces[i]);
+    free(read->pieces);
+    if (!status && w->ended) status = kvdi_set_error(error, KVD_ERROR_PROTOCOL, "kvd sent an invalid reply: a Watch that ended at once");
+    if (status) kvd_watch_free(w);
+    return status;
+}
+
+KVD_EXPORT kvd_status kvd_watch_all_current_new(kvd_client *client, const char *prefix, kvd_current_callback current,
+                                                kvd_watch_all_callback callback, void *user_data, bool *complete, kvd_watch **out,
+                                                kvd_error *error) {
+    if (!client || !current || !callback || !complete || !out)
+        return kvdi_set_error(error, KVD_ERROR_INVALID_ARGUMENT, "kvd_watch_all_current_new: client, current, callback, complete or watch is NULL");
+    *complete = false;
+    kvd_status status = prefix ? kvdi_check_name("domain", prefix, error) : KVD_OK;
+    if (status) return status;
+    json_buffer b = {0};
+    kvdi_call_begin(&b, "io.kvd.Defaults.WatchAll");
+    if (prefix) kvdi_call_string(&b, "prefix", prefix);
+    kvdi_call_member(&b, "current");
+    kvdi_buffer_append_str(&b, "true");
+    if ((status = kvdi_call_end(&b, true, error))) return free(b.data), status;
+    current_read read = {current, user_data, NULL, 0};
+    kvd_watch *w = watch_alloc(NULL, to_current, &read);
+    if (!w) return free(b.data), kvdi_set_error(error, KVD_ERROR_NO_MEMORY, "out of memory");
+    w->callback_after = callback;
+    w->user_data_after = user_data;
+    if ((status = current_start(client, &b, w, &read, complete, error))) return status;
     *out = w;
     return KVD_OK;
 }

@@ -209,6 +209,9 @@ check "after SIGKILL: the last synced write of another key" after-fork "$(kvctl 
 
 # Issue 38: 1,500 relocatable objects under ulimit -n 1024, one stream for all (at most 8 sockets).
 "$python" "$here/test_many.py" "$bin/kvctl" || fail "test_many.py"
+# And a fresh process's first read of 1,500 domains: the stream's start has them all (at most 3
+# requests, counted by strace), a domain over the budget read apart, the system layer's in it.
+"$python" "$here/test_first_read.py" "$bin/kvctl" || fail "test_first_read.py"
 
 # dconf settings moved over: dconf (its service on a private session bus), `dconf dump /`,
 # kvd-dconf-import; GSETTINGS_BACKEND=kvd then reads what dconf had, with its types.

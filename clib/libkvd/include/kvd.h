@@ -742,6 +742,51 @@ typedef void (*kvd_watch_all_callback)(const kvd_watch_all_event *event, void *u
 kvd_status kvd_watch_all_new(kvd_client *client, const char *prefix, kvd_watch_all_callback callback, void *user_data,
                              kvd_watch **watch, kvd_error *error);
 
+/** One domain of the current state a WatchAll starts with (kvd_watch_all_current_new): its
+ * values, or its name alone when kvd withheld them. Valid only during the callback. Since 0.3. */
+typedef struct kvd_current_domain {
+    int64_t revision;        /**< the store revision the whole current state is at */
+    int64_t system_revision; /**< the system instance's revision it reflects; -1 when kvd follows none */
+    const char *domain;      /**< the domain */
+    bool withheld;           /**< kvd left its values out (too large): read it apart (kvd_read_domain) */
+    size_t count;            /**< its keys (none when withheld), in key order */
+    const kvd_change *changes; /**< its current values, with their sources and valueless locks, as a Watch's first event */
+} kvd_current_domain;
+
+/** Called once per domain of the current state, before kvd_watch_all_current_new returns. Since 0.3. */
+typedef void (*kvd_current_callback)(const kvd_current_domain *domain, void *user_data);
+
+/**
+ * kvd_watch_all_current_new:
+ * @client: a client whose socket, autostart and timeout the watch's own connection takes
+ * @prefix: (nullable): only the domains whose name starts with it (a valid domain name); NULL:
+ *   every domain
+ * @current: called, before this returns, once per domain that has something to read (a value, or
+ *   a lock), with its current values, and once per domain kvd withheld (withheld: true, no values)
+ * @callback: called once per event of the stream after the current state, here with the first
+ *   (initial: true, no domain), as kvd_watch_all_new's
+ * @user_data: (closure): passed to @current and @callback
+ * @complete: (out): true when kvd sent the current state; false for a kvd older than it (then
+ *   @current was not called: read each domain with kvd_read_domain, as after kvd_watch_all_new)
+ * @watch: (out) (transfer full): the watch (kvd_watch_fd, kvd_watch_dispatch, kvd_watch_wait,
+ *   kvd_watch_free as for kvd_watch_new's)
+ * @error: (nullable): filled on failure
+ *
+ * io.kvd.Defaults.WatchAll with current: true, on a new connection: kvd_watch_all_new's stream,
+ * starting with the current values of every domain under @prefix, all at the (revision,
+ * system_revision) of the first event, so that no domain needs a read of its own and nothing needs
+ * reconciling: the events that follow are the changes after it. A domain @current was not called
+ * with is empty. kvd bounds what it sends (a domain over 256 KiB, or past 4 MiB in all, is only
+ * named: withheld); each piece is read within the client's timeout. Since 0.3.
+ *
+ * Returns: KVD_OK; KVD_ERROR_INVALID_NAME (@prefix); KVD_ERROR_INVALID_ARGUMENT (@client, @current,
+ * @callback, @complete or @watch NULL); the connection's. On failure no watch is made (@current may
+ * have been called for some domains).
+ */
+kvd_status kvd_watch_all_current_new(kvd_client *client, const char *prefix, kvd_current_callback current,
+                                     kvd_watch_all_callback callback, void *user_data, bool *complete, kvd_watch **watch,
+                                     kvd_error *error);
+
 /**
  * kvd_read_domain:
  * @client: a client whose socket, autostart and timeout the read's own connection takes

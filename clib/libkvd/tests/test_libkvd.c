@@ -527,6 +527,113 @@ static void a_large_domain_comes_whole_in_the_initial_event(kvd_client *client) 
     free(changes);
 }
 
+/* ---- a WatchAll that starts with the current state ---- */
+
+typedef struct current_seen {
+    int domains, withheld, other, first_events, events;
+    int64_t revision, first_revision, event_revision;
+    char withheld_name[64], event_domain[64], event_value[64];
+    bool values_right;
+} current_seen;
+
+static void on_current(const kvd_current_domain *domain, void *user_data) {
+    current_seen *s = user_data;
+    if (strncmp(domain->domain, "org.libkvd.current.", 19) != 0) {
+        s->other++;
+        return;
+    }
+    s->revision = domain->revision;
+    if (domain->withheld) {
+        s->withheld++;
+        snprintf(s->withheld_name, sizeof s->withheld_name, "%s", domain->domain);
+        return;
+    }
+    s->domains++;
+    char expected[64];
+    snprintf(expected, sizeof expected, "value-%s", domain->domain + 19);
+    const char *text = domain->count == 1 ? kvd_value_get_string(domain->changes[0].value, NULL) : NULL;
+    if (!text || strcmp(text, expected) != 0 || strcmp(domain->changes[0].key, "k") != 0) s->values_right = false;
+}
+
+static void on_all_event(const kvd_watch_all_event *event, void *user_data) {
+    current_seen *s = user_data;
+    if (event->domain == NULL) {
+        s->first_events++;
+        s->first_revision = event->revision;
+        return;
+    }
+    s->events++;
+    s->event_revision = event->revision;
+    snprintf(s->event_domain, sizeof s->event_domain, "%s", event->domain);
+    const char *text = event->count ? kvd_value_get_string(event->changes[0].value, NULL) : NULL;
+    snprintf(s->event_value, sizeof s->event_value, "%s", text ? text : "");
+}
+
+static void on_read_count(const kvd_watch_all_event *event, void *user_data) { *(size_t *)user_data = event->count; }
+
+/* kvd_watch_all_current_new: 200 domains' values arrive, one call each, before it returns; a
+ * domain over kvd's per-domain budget is only named (read apart, it has its values); a domain
+ * created afterwards comes as an event of the stream. */
+static void a_watch_all_starts_with_every_domains_values(kvd_client *client) {
+    kvd_error error = KVD_ERROR_INIT;
+    enum { DOMAINS = 200, BIG_KEYS = 300 };
+    char domain[64], value[64];
+    for (int i = 0; i < DOMAINS; i++) {
+        snprintf(domain, sizeof domain, "org.libkvd.current.d%03d", i);
+        snprintf(value, sizeof value, "value-d%03d", i);
+        kvd_value *v = kvd_value_new_string(value);
+        CHECK_OK(kvd_set(client, domain, "k", v, KVD_ANY_REVISION, NULL, &error), &error);
+        kvd_value_free(v);
+    }
+    char filler[1025], keys[BIG_KEYS][8];
+    memset(filler, 'b', 1024);
+    filler[1024] = '\0';
+    kvd_value *big = kvd_value_new_string(filler);
+    kvd_change changes[BIG_KEYS];
+    for (int i = 0; i < BIG_KEYS; i++) {
+        snprintf(keys[i], sizeof keys[i], "a%03d", i);
+        changes[i] = (kvd_change){keys[i], big, KVD_SOURCE_USER};
+    }
+    CHECK_OK(kvd_apply(client, "org.libkvd.current.zbig", changes, BIG_KEYS, KVD_ANY_REVISION, NULL, &error), &error);
+    current_seen s = {.values_right = true};
+    kvd_watch *watch = NULL;
+    bool complete = false;
+    CHECK_OK(kvd_watch_all_current_new(client, "org.libkvd.current.", on_current, on_all_event, &s, &complete, &watch, &error), &error);
+    CHECK(complete && s.domains == DOMAINS && s.values_right, "every domain's values before it returns (complete %d, %d domains, right %d)",
+          complete, s.domains, s.values_right);
+    CHECK(s.withheld == 1 && !strcmp(s.withheld_name, "org.libkvd.current.zbig"), "the domain over the budget named (%d: %s)", s.withheld,
+          s.withheld_name);
+    CHECK(s.other == 0, "no domain outside the prefix (%d)", s.other);
+    size_t read = 0;
+    CHECK_OK(kvd_read_domain(client, "org.libkvd.current.zbig", on_read_count, &read, &error), &error);
+    CHECK(read == BIG_KEYS, "the withheld domain read apart has its %d keys (%zu)", BIG_KEYS, read);
+    CHECK(s.first_events == 1 && s.first_revision == s.revision && s.events == 0, "then the first event, at the state's revision");
+    if (watch) {
+        kvd_value *v = kvd_value_new_string("late");
+        CHECK_OK(kvd_set(client, "org.libkvd.current.new", "k", v, KVD_ANY_REVISION, NULL, &error), &error);
+        for (int round = 0; round < 200 && s.events == 0; round++) CHECK_OK(kvd_watch_wait(watch, 100, &error), &error);
+        CHECK(s.events == 1 && !strcmp(s.event_domain, "org.libkvd.current.new") && !strcmp(s.event_value, "late") &&
+                  s.event_revision > s.revision,
+              "a domain made afterwards comes on the stream (%d events, %s=%s)", s.events, s.event_domain, s.event_value);
+        kvd_value_free(v);
+    }
+    kvd_watch_free(watch);
+    watch = NULL;
+    CHECK(kvd_watch_all_current_new(client, NULL, NULL, on_all_event, &s, &complete, &watch, NULL) == KVD_ERROR_INVALID_ARGUMENT &&
+              kvd_watch_all_current_new(client, NULL, on_current, on_all_event, &s, NULL, &watch, NULL) == KVD_ERROR_INVALID_ARGUMENT &&
+              kvd_watch_all_current_new(NULL, NULL, on_current, on_all_event, &s, &complete, &watch, NULL) == KVD_ERROR_INVALID_ARGUMENT &&
+              kvd_watch_all_current_new(client, "-bad", on_current, on_all_event, &s, &complete, &watch, NULL) == KVD_ERROR_INVALID_NAME &&
+              watch == NULL,
+          "NULL arguments and a bad prefix are refused");
+    for (int i = 0; i < DOMAINS; i++) {
+        snprintf(domain, sizeof domain, "org.libkvd.current.d%03d", i);
+        kvd_delete(client, domain, NULL, NULL, NULL);
+    }
+    kvd_delete(client, "org.libkvd.current.zbig", NULL, NULL, NULL);
+    kvd_delete(client, "org.libkvd.current.new", NULL, NULL, NULL);
+    kvd_value_free(big);
+}
+
 /* ---- big values ---- */
 
 static void values_up_to_the_message_limit(kvd_client *client) {
@@ -837,6 +944,7 @@ int main(int argc, char **argv) {
         {"null_arguments_are_refused", null_arguments_are_refused},
         {"a_forked_child_gets_its_own_connection", a_forked_child_gets_its_own_connection},
         {"a_large_domain_comes_whole_in_the_initial_event", a_large_domain_comes_whole_in_the_initial_event},
+        {"a_watch_all_starts_with_every_domains_values", a_watch_all_starts_with_every_domains_values},
         {"values_up_to_the_message_limit", small ? NULL : values_up_to_the_message_limit},
     };
     values_are_built_read_and_refused_locally();

@@ -1,0 +1,84 @@
+import KVProtocol
+import KVStorage
+import KVValues
+
+/// The first replies of a `WatchAll(current: true)`: the current values of every domain it
+/// follows, as the layers combine (what a `Snapshot` of each gives), all at one store revision
+/// and one system-layer revision, so that a client needs no read per domain and nothing to
+/// reconcile: the stream's later replies are the commits after that revision.
+///
+/// Bounded: a domain is sent only while it takes at most ``domainBytes`` and all sent take at
+/// most ``totalBytes`` (as ``DomainBudget`` counts them; 256 KiB and 4 MiB, from
+/// ``Server/Limits``); the others are only named, in
+/// `withheld`, for the client to read apart. A domain with nothing to read is not sent (absent
+/// is empty). The replies: one run per domain sent (`initial`, `partial`, its `domain` and
+/// values, in pieces of ``ReplyStream/pieceBytes``), then the withheld names in runs of at
+/// most ``namesPerReply``, the last of which is the stream's first reply proper (`initial`, no
+/// domain, not `partial`, `withheld` present even when empty). The values are taken from
+/// one ``StoreSnapshot`` when the call is answered, shared with the store, not copied. Loop
+/// thread only.
+struct CurrentStateStream {
+    /// The most withheld names one reply lists (names are at most 255 bytes: under 1 MiB).
+    static let namesPerReply = 2048
+
+    let handler: RequestHandler
+    /// The most a domain may take (as ``DomainBudget`` counts) and still be sent.
+    let domainBytes: Int
+    /// The most all domains sent may take together.
+    let totalBytes: Int
+
+    /// The stream of the domains whose names start with `prefix`, and the store revision it is
+    /// at (the `since` of the watch that follows).
+    func make(prefix: String) -> (stream: ReplyStream, revision: Int64) {
+        let snapshot = handler.store.snapshotAll()
+        let layer = handler.layer
+        let systemRevision = layer.revision
+        var names = Set(snapshot.domains.lazy.filter { Self.follows($0, prefix) })
+        names.formUnion(layer.domains.keys.lazy.filter { Self.follows($0, prefix) })
+        var runs: [ReplyStream.Run] = []
+        var sources: [Domain: [Key: ValueSource]] = [:]
+        var withheld: [Domain] = []
+        var total = 0
+        for domain in names.sorted() {
+            let user = snapshot.snapshot(of: domain)
+            let empty = DomainSnapshot(values: [:], revisions: [:], unreadable: [:], revision: 0)
+            let bytes = handler.combinedBudget(user ?? empty, layer.layer(domain))
+            guard bytes <= domainBytes, total + bytes <= totalBytes else {
+                withheld.append(domain)
+                continue
+            }
+            let current = handler.currentChanges(domain, nil, user: user)
+            guard !current.changes.isEmpty else { continue }
+            total += bytes
+            runs.append(.init(domain: domain, changes: current.changes))
+            if !current.sources.isEmpty { sources[domain] = current.sources }
+        }
+        runs += Self.nameRuns(withheld)
+        let revision = snapshot.revision
+        let stream = ReplyStream(runs: runs) { run, slice, _, last in
+            WatchReply(
+                revision: revision, changes: Array(slice), initial: true,
+                sources: run.domain.flatMap { sources[$0] } ?? [:],
+                systemRevision: systemRevision, partial: !last, domain: run.domain,
+                withheld: run.domain == nil ? run.names : nil
+            ).reply
+        }
+        return (stream, revision)
+    }
+
+    /// The withheld names in runs of at most ``namesPerReply`` (one, maybe empty, at least).
+    private static func nameRuns(_ names: [Domain]) -> [ReplyStream.Run] {
+        var runs: [ReplyStream.Run] = []
+        var start = 0
+        repeat {
+            let end = min(start + namesPerReply, names.count)
+            runs.append(.init(domain: nil, changes: [], names: Array(names[start..<end])))
+            start = end
+        } while start < names.count
+        return runs
+    }
+
+    private static func follows(_ domain: Domain, _ prefix: String) -> Bool {
+        !domain.isInternal && domain.name.hasPrefix(prefix)
+    }
+}

@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""A fresh process's first read of 1,500 domains, without a round trip each (run by run.sh).
+
+test_first_read.py KVCTL            against a running user kvd (KVD_SOCKET) following a system
+                                    instance (KVD_SYSTEM_SOCKET)
+
+Issue 38: the backend once read each domain with a request of its own the first time a GSettings
+object touched it (1,500 Snapshots for 1,500 relocatable objects). Now the process's one stream
+starts with every domain's current values. Here: 1,500 domains with values, one over kvd's
+per-domain budget (256 KiB: only named, read apart), one with only a system default, one with an
+admin default and a lock; then a fresh process (under `strace -f -e connect,sendto`, which counts
+what it really sends to kvd) makes 1,500 relocatable objects and a few more, and every one must
+read its own value while the process makes at most 3 requests and 3 connections to kvd: one
+WatchAll, and one Snapshot, of the domain over the budget only. A domain kvctl makes afterwards
+(seen on the stream before a change of a touched one) is then read with no request either.
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+signal.alarm(180)  # a hang fails the test instead of stalling make test
+COUNT = 1500
+MAX_REQUESTS = 3
+MAX_CONNECTIONS = 3
+SCHEMA = "io.kvd.test.profile"
+
+
+def fail(message):
+    print(f"test_first_read.py: FAIL: {message}", file=sys.stderr)
+    sys.exit(1)
+
+
+def call_all(calls):
+    """Sends varlink calls on one connection, pipelined; fails on an error reply."""
+    with socket.socket(socket.AF_UNIX) as conn:
+        conn.connect(os.environ["KVD_SOCKET"])
+        conn.sendall(b"".join(json.dumps(call).encode() + b"\0" for call in calls))
+        data = b""
+        while data.count(b"\0") < len(calls):
+            chunk = conn.recv(1 << 16)
+            if not chunk:
+                fail("kvd closed the connection while setting the values")
+            data += chunk
+        errors = [r for r in data.split(b"\0") if r and b'"error"' in r]
+        if errors:
+            fail(f"setting the values: {errors[0]!r}")
+
+
+def set_values(kvctl):
+    def set_call(domain, key, value):
+        return {"method": "io.kvd.Defaults.Set", "parameters": {"domain": domain, "key": key, "value": value}}
+    call_all([set_call(f"io.kvd.first.p{i}", "name", f"first-{i}") for i in range(COUNT)])
+    # over kvd's per-domain budget for the stream's start: 300 keys of 1 KiB
+    call_all([set_call("io.kvd.first.big", f"a{i:03d}", "b" * 1024) for i in range(300)]
+             + [set_call("io.kvd.first.big", "name", "big-name")])
+    for args in (["set", "io.kvd.first.sys", "name", "from-system"], ["set", "io.kvd.first.p3", "name", "admin-3"],
+                 ["lock", "io.kvd.first.p3", "name"]):
+        subprocess.run([kvctl, "--system", *args], check=True)
+    deadline = time.monotonic() + 20
+    while True:  # the user's kvd follows the system instance: wait until it has the lock
+        out = subprocess.run([kvctl, "--json", "get", "io.kvd.first.p3", "name"], capture_output=True, text=True)
+        system = subprocess.run([kvctl, "get", "io.kvd.first.sys", "name"], capture_output=True, text=True)
+        if out.stdout.strip() == '"admin-3"' and system.stdout.strip() == "from-system":
+            break
+        if time.monotonic() > deadline:
+            fail(f"the user's kvd did not get the system layer: {out.stdout!r} {system.stdout!r}")
+        time.sleep(0.05)
+
+
+def read(kvctl):
+    """The fresh process: every object reads its own value."""
+    from gi.repository import Gio, GLib
+    backend = Gio.SettingsBackend.get_default()
+    if type(backend).__gtype__.name != "KvdSettingsBackend":
+        fail(f"GLib chose {type(backend).__gtype__.name}, not kvd's backend")
+    objects = [Gio.Settings.new_with_path(SCHEMA, f"/io/kvd/first/p{i}/") for i in range(COUNT)]
+    expected = [f"first-{i}" for i in range(COUNT)]
+    expected[3] = "admin-3"
+    wrong = [i for i, s in enumerate(objects) if s.get_string("name") != expected[i]]
+    if wrong:
+        fail(f"{len(wrong)} of {COUNT} objects read wrong (the first: p{wrong[0]} = "
+             f"{objects[wrong[0]].get_string('name')!r})")
+    if objects[3].is_writable("name") or not objects[4].is_writable("name"):
+        fail("the admin's lock of p3 name is not seen (or p4 is not writable)")
+    big = Gio.Settings.new_with_path(SCHEMA, "/io/kvd/first/big/").get_string("name")
+    system = Gio.Settings.new_with_path(SCHEMA, "/io/kvd/first/sys/").get_string("name")
+    empty = Gio.Settings.new_with_path(SCHEMA, "/io/kvd/first/nothing/").get_string("name")
+    if (big, system, empty) != ("big-name", "from-system", "unnamed"):
+        fail(f"the withheld domain, the system-only one, an empty one read {(big, system, empty)!r}")
+    print(f"ok {COUNT} relocatable objects, a domain over the budget, a system-only one and a locked key read right")
+    # A domain made afterwards, untouched: its event is kept (the stream's events come in commit
+    # order, so it has come once p0's change has).
+    loop = GLib.MainLoop()
+    objects[0].connect("changed::name", lambda _s, _k: loop.quit())
+    subprocess.run([kvctl, "set", "io.kvd.first.later", "name", "made-later"], check=True)
+    subprocess.run([kvctl, "set", "io.kvd.first.p0", "name", "sentinel"], check=True)
+    timeout = GLib.timeout_add_seconds(20, lambda: fail("timed out waiting for changed::name of p0"))
+    loop.run()
+    GLib.source_remove(timeout)
+    later = Gio.Settings.new_with_path(SCHEMA, "/io/kvd/first/later/").get_string("name")
+    if later != "made-later":
+        fail(f"a domain made after the stream began reads {later!r}")
+    print("ok a domain made after the stream began reads right")
+
+
+def count(trace, socket_path):
+    """The connections to kvd's socket and the varlink calls sent (by method), from strace's log,
+    but kvctl's (the test's own sets)."""
+    connections, methods = 0, {}
+    with open(trace) as lines:
+        for line in lines:
+            if line.split(" ", 1)[0].endswith("<kvctl>"):
+                continue
+            if re.search(r"connect\(\d+, \{sa_family=AF_UNIX, sun_path=\"" + re.escape(socket_path) + '"', line):
+                connections += 1
+            call = re.search(r'sendto\(\d+, "\{\\"method\\":\\"io\.kvd\.Defaults\.(\w+)', line)
+            if call:
+                methods[call.group(1)] = methods.get(call.group(1), 0) + 1
+    return connections, methods
+
+
+if len(sys.argv) > 2 and sys.argv[1] == "--read":
+    read(sys.argv[2])
+    sys.exit(0)
+kvctl = sys.argv[1]
+set_values(kvctl)
+if shutil.which("strace") is None:
+    print("test_first_read.py: strace missing: the values are checked, the requests not counted")
+    read(kvctl)
+    sys.exit(0)
+with tempfile.TemporaryDirectory() as folder:
+    trace = os.path.join(folder, "strace.log")
+    subprocess.run(["strace", "-f", "-qq", "--decode-pids=comm", "-e", "trace=connect,sendto", "-s", "64", "-o", trace,
+                    sys.executable, __file__, "--read", kvctl], check=True)
+    connections, methods = count(trace, os.environ["KVD_SOCKET"])
+requests = sum(methods.values())
+if requests > MAX_REQUESTS or connections > MAX_CONNECTIONS or methods != {"WatchAll": 1, "Snapshot": 1}:
+    fail(f"the first read of {COUNT} domains made {requests} requests ({methods}) and {connections} connections to kvd "
+         f"(at most {MAX_REQUESTS} and {MAX_CONNECTIONS}: one WatchAll, one Snapshot of the domain over the budget)")
+print(f"ok and the process made {requests} requests ({methods}) and {connections} connections to kvd "
+      f"(at most {MAX_REQUESTS} and {MAX_CONNECTIONS})")
