@@ -1,5 +1,5 @@
 #!/bin/sh
-# attack/38b/02-mirror-flood-stalls-system.sh [BIN_DIR] — any local user (uid 65534 here) can make
+# attack/38b/02-mirror-flood-stalls-system.sh [BIN_DIR] — any local user (uid 65534 here; the victim uid 1000) can make
 # the system instance unresponsive for everyone: on a site with a large dconf database (one 4 MiB
 # keyfile, the most a file may hold), each `io.kvd.System.Mirror` call builds the caller's whole
 # layer on the loop thread before anything else is served. A user who connects, calls Mirror, and
@@ -13,7 +13,7 @@ big_site_db
 printf "[io/kvd/test]\ntext='from site'\n" >"$d/db/site.d/00-site"
 start_system
 cp "$(dirname "$0")/varlink.py" "$dir/varlink.py"
-victim() { setpriv --reuid 65534 --regid 65534 --clear-groups timeout 60 "$bin/kvctl" --socket "$dir/system.sock" --system get io.kvd.test text; }
+victim() { setpriv --reuid 1000 --regid 1000 --clear-groups timeout 60 "$bin/kvctl" --socket "$dir/system.sock" --system get io.kvd.test text; }
 # The system instance reads the 4 MiB keyfile after it listens (tens of seconds in a debug build):
 # wait until it answers a read at once, so what follows measures the flood only.
 base=99999; tries=0
