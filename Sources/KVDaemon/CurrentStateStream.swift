@@ -15,8 +15,10 @@ import KVValues
 /// values, in pieces of ``ReplyStream/pieceBytes``), then the withheld names in runs of at
 /// most ``namesPerReply``, the last of which is the stream's first reply proper (`initial`, no
 /// domain, not `partial`, `withheld` present even when empty). The values are taken from
-/// one ``StoreSnapshot`` when the call is answered, shared with the store, not copied. Loop
-/// thread only.
+/// one ``StoreSnapshot`` when the call is answered, shared with the store, not copied; the
+/// replies are encoded at once, into one ``SharedReply`` that ``KeptReplies`` keeps while the
+/// store's revision and the layer's version stay (bounded by the budgets: about 4 MiB and the
+/// names). Loop thread only.
 struct CurrentStateStream {
     /// The most withheld names one reply lists (names are at most 255 bytes: under 1 MiB).
     static let namesPerReply = 2048
@@ -27,8 +29,18 @@ struct CurrentStateStream {
     /// The most all domains sent may take together.
     let totalBytes: Int
 
+    /// The replies of the domains whose names start with `prefix`, encoded one after the other
+    /// (each a message and its NUL), and the store revision they are at (the `since` of the watch
+    /// that follows). At most about ``totalBytes`` and the names: sent as one shared reply.
+    func encoded(prefix: String) -> (bytes: [UInt8], revision: Int64) {
+        let (stream, revision) = make(prefix: prefix)
+        var bytes: [UInt8] = []
+        while let piece = stream.next() { piece.encode(into: &bytes) }
+        return (bytes, revision)
+    }
+
     /// The stream of the domains whose names start with `prefix`, and the store revision it is
-    /// at (the `since` of the watch that follows).
+    /// at.
     func make(prefix: String) -> (stream: ReplyStream, revision: Int64) {
         let snapshot = handler.store.snapshotAll()
         let layer = handler.layer

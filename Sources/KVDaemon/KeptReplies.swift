@@ -3,8 +3,9 @@ import KVValues
 /// The replies the loop keeps while nothing they read changes, stamped with what they read
 /// before the reply is made (``GetReplyCache/Stamp``: the store's revision and the system
 /// layer's version; for `History`, ``HistoryStamp``): hot `Get`s by the exact bytes of the call,
-/// large `List`s by domain, large `History` replies by call, shared by every connection that
-/// asks. Each call is answered from here when a kept reply is still good, else made and kept
+/// large `List`s by domain, large `History` replies by call, the current state a
+/// `WatchAll(current: true)` starts with by prefix (apps starting together while nothing is
+/// written get one encoding), shared by every connection that asks. Each call is answered from here when a kept reply is still good, else made and kept
 /// (``list(_:at:making:)``, ``history(_:at:making:)``, ``get(_:in:at:)``). Loop thread only.
 final class KeptReplies {
     /// What a `History` call asks for.
@@ -35,11 +36,27 @@ final class KeptReplies {
     @exclusivity(unchecked) private var lists: SharedReplyCache<Domain, GetReplyCache.Stamp>
     /// Replies to large `History` calls, by call.
     @exclusivity(unchecked) private var histories: SharedReplyCache<HistoryCall, HistoryStamp>
+    /// The first replies of `WatchAll(current: true)` calls, by prefix (``CurrentStateStream``).
+    @exclusivity(unchecked) private var currentStates: SharedReplyCache<String, GetReplyCache.Stamp>
 
     /// The `List` replies take at most `maxListBytes` in all, and so do the `History` replies.
     init(maxListBytes: Int) {
         lists = SharedReplyCache(minimumBytes: Self.minimumListBytes, maxBytes: maxListBytes)
         histories = SharedReplyCache(minimumBytes: Self.minimumHistoryBytes, maxBytes: maxListBytes)
+        currentStates = SharedReplyCache(minimumBytes: 0, maxBytes: maxListBytes)
+    }
+
+    /// The first replies of a `WatchAll(current: true)` of the domains under `prefix`, at
+    /// `stamp` (whose revision they are at): the kept ones, else `make`'s, kept when they are at
+    /// the stamp's revision (no commit came between the stamp and the state they were made of).
+    func currentState(
+        _ prefix: String, at stamp: GetReplyCache.Stamp, making make: () -> (bytes: [UInt8], revision: Int64)
+    ) -> (reply: SharedReply, revision: Int64) {
+        if let kept = currentStates.reply(for: prefix, at: stamp) { return (kept, stamp.revision) }
+        let (bytes, revision) = make()
+        let reply = SharedReply(bytes)
+        if revision == stamp.revision { currentStates.keep(reply, for: prefix, at: stamp) }
+        return (reply, revision)
     }
 
     /// The reply to `List` of `domain` made at `stamp`: the kept one, else `make`'s (kept if large).

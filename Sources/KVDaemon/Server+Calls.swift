@@ -60,25 +60,28 @@ extension Server {
     }
 
     /// Makes `connection` a `WatchAll` of the domains under `prefix`: its first reply, or with
-    /// `current` their current values first (``CurrentStateStream``), then every change after.
+    /// `current` their current values first (``CurrentStateStream``, kept in ``Server/replies``
+    /// while nothing changes; sent as one shared reply), then every change after.
     private func startWatchAll(prefix: String, current: Bool, _ connection: ClientConnection) {
         guard current else {
             return startWatch(ClientConnection.Watch(domain: nil, since: store.revision, prefix: prefix), connection)
         }
-        let (stream, revision) = CurrentStateStream(
-            handler: handler, domainBytes: limits.currentDomainBytes, totalBytes: limits.currentTotalBytes
-        ).make(prefix: prefix)
-        startWatch(ClientConnection.Watch(domain: nil, since: revision, prefix: prefix), connection, stream: stream)
+        let stamp = GetReplyCache.Stamp(revision: store.revision, layerVersion: handler.layer.version)
+        let (reply, revision) = replies.currentState(prefix, at: stamp) {
+            CurrentStateStream(
+                handler: handler, domainBytes: limits.currentDomainBytes, totalBytes: limits.currentTotalBytes
+            ).encoded(prefix: prefix)
+        }
+        connection.startWatching(ClientConnection.Watch(domain: nil, since: revision, prefix: prefix))
+        table.addWatcher(connection)
+        connection.send(shared: reply)
     }
 
-    /// Makes `connection` a watcher of `watch`: its first replies (`stream`, or those
-    /// ``WatchFanOut/initialStream(for:peer:)`` makes), then every change after them.
-    private func startWatch(
-        _ watch: ClientConnection.Watch, _ connection: ClientConnection, stream: ReplyStream? = nil
-    ) {
+    /// Makes `connection` a watcher of `watch`: its first replies, then every change after them.
+    private func startWatch(_ watch: ClientConnection.Watch, _ connection: ClientConnection) {
         connection.startWatching(watch)
         table.addWatcher(connection)
-        startStream(stream ?? fanOut.initialStream(for: watch, peer: connection.dropInPeer), to: connection)
+        startStream(fanOut.initialStream(for: watch, peer: connection.dropInPeer), to: connection)
     }
 
     /// The request `message` carries and whether it is `oneway`: a compact `Set` through the

@@ -159,4 +159,36 @@ import Testing
             #expect(state[domain] == loop.store.list(domain)?.values, "app.w\(index)")
         }
     }
+
+    /// Apps starting together while nothing is written get the start kept from the first
+    /// (``KeptReplies``); a commit or a change of the system layer makes it again.
+    @Test func aKeptStartServesOnlyWhileNothingChanged() throws {
+        let updates = SystemWakeTests.FedUpdates()
+        let loop = try EventLoopTests.Loop(systemUpdates: updates)
+        let poller = loop.server.poller
+        updates.wake = { poller.wake() }
+        let (domain, k, other) = (
+            try Domain(validating: "app.a"), try Key(validating: "k"), try Key(validating: "other")
+        )
+        _ = try loop.store.commit(domain, .set(k, .integer(1), ifRevision: nil))
+        func start() throws -> [WatchReply] {
+            let watcher = loop.connect()
+            watcher.send(Self.watchAllCurrent)
+            loop.run("the current state did not come") { Self.started(watcher) }
+            return try #require(try Self.start(watcher.replies))
+        }
+        let (first, second) = (try start(), try start())
+        #expect(first == second && first.first?.changes == [Change(key: k, value: .integer(1))], "\(first) \(second)")
+        _ = try loop.store.commit(domain, .set(k, .integer(2), ifRevision: nil))
+        let afterCommit = try start()
+        #expect(afterCommit.first?.changes == [Change(key: k, value: .integer(2))], "\(afterCommit)")
+        updates.push(.values(domain, [Change(key: other, value: .string("default"))], revision: 3))
+        loop.run("the layer was not taken") { loop.server.handler.layer.revision == 3 }
+        let afterLayer = try start()
+        #expect(
+            afterLayer.first?.changes == [
+                Change(key: k, value: .integer(2)), Change(key: other, value: .string("default")),
+            ]
+                && afterLayer.last?.systemRevision == 3, "\(afterLayer)")
+    }
 }

@@ -194,7 +194,7 @@ void kvdi_conn_close(conn *c) {
     c->fd = -1;
     free(c->buffer);
     c->buffer = NULL;
-    c->len = c->cap = c->scanned = 0;
+    c->start = c->len = c->cap = c->scanned = 0;
 }
 
 bool kvdi_conn_forked(const conn *c) { return c->fd >= 0 && c->pid != getpid(); }
@@ -236,23 +236,25 @@ kvd_status kvdi_conn_send(conn *c, const char *bytes, size_t len, int64_t deadli
     return KVD_OK;
 }
 
-/* Takes the first whole message out of the buffer, if there is one. */
+/* Takes the first whole message out of the buffer, if there is one (the bytes after it stay where
+ * they are: many messages read at once cost no copy each). */
 static kvd_status take_message(conn *c, json_node **reply, kvd_error *error) {
-    char *nul = c->len > c->scanned ? memchr(c->buffer + c->scanned, '\0', c->len - c->scanned) : NULL;
+    size_t from = c->scanned > c->start ? c->scanned : c->start;
+    char *nul = c->len > from ? memchr(c->buffer + from, '\0', c->len - from) : NULL;
     if (!nul) {
         c->scanned = c->len;
-        if (c->len > (size_t)KVD_MESSAGE_LIMIT)
+        if (c->len - c->start > (size_t)KVD_MESSAGE_LIMIT)
             return lost(c, KVD_ERROR_PROTOCOL, error, "kvd sent an invalid reply: a message longer than 16 MiB");
         *reply = NULL;
         return KVD_OK;
     }
-    size_t n = (size_t)(nul - c->buffer);
+    size_t n = (size_t)(nul - (c->buffer + c->start));
     char message[256];
     json_node *node = NULL;
-    int parsed = kvdi_json_parse(c->buffer, n, KVD_MESSAGE_DEPTH, &node, message, sizeof message);
-    memmove(c->buffer, nul + 1, c->len - n - 1);
-    c->len -= n + 1;
-    c->scanned = 0;
+    int parsed = kvdi_json_parse(c->buffer + c->start, n, KVD_MESSAGE_DEPTH, &node, message, sizeof message);
+    c->start += n + 1;
+    c->scanned = c->start;
+    if (c->start == c->len) c->start = c->len = c->scanned = 0;
     if (parsed == -2) return lost(c, KVD_ERROR_NO_MEMORY, error, "out of memory");
     if (parsed || node->type != JSON_OBJECT) {
         kvdi_json_free(node);
@@ -268,6 +270,12 @@ kvd_status kvdi_conn_receive(conn *c, int64_t deadline, json_node **reply, kvd_e
     for (;;) {
         kvd_status status = take_message(c, reply, error);
         if (status || *reply) return status;
+        if (c->cap - c->len < 65536 && c->start > 0) { /* the taken bytes make room first */
+            memmove(c->buffer, c->buffer + c->start, c->len - c->start);
+            c->len -= c->start;
+            c->scanned -= c->start;
+            c->start = 0;
+        }
         if (c->cap - c->len < 65536) {
             size_t want = c->cap ? c->cap * 2 : 65536;
             char *bigger = realloc(c->buffer, want);

@@ -22,12 +22,13 @@ typedef struct conn_config {
 typedef struct conn {
     int fd; /* -1 when closed */
     char *buffer;
+    size_t start;   /* the bytes of buffer before it are taken (moved out only when room is needed) */
     size_t len, cap;
-    size_t scanned; /* bytes of buffer known to hold no NUL */
+    size_t scanned; /* the bytes of buffer before it hold no NUL but in taken messages */
     pid_t pid;      /* the process that opened fd */
 } conn;
 
-#define CONN_INIT {-1, NULL, 0, 0, 0, 0}
+#define CONN_INIT {-1, NULL, 0, 0, 0, 0, 0}
 
 /* Resolves `options` and the environment into `config` (free with kvdi_conn_config_free). */
 kvd_status kvdi_conn_config_init(conn_config *config, const kvd_connect_options *options, kvd_error *error);
