@@ -57,6 +57,9 @@ public final class Server {
         /// Most reply bytes produced for one client before the others get a turn.
         public var outputPerTurn = 256 << 10
         public var shutdownGrace: Duration = .seconds(10)
+        /// Whether a connection's process is read for history's writer records
+        /// (``DaemonOptions/recordsWriters``; off only for the benchmark's comparison).
+        public var identifiesWriters = true
         public init() {}
     }
 
