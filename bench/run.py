@@ -8,7 +8,7 @@ bench/results.json, bench/results.md and bench/results.svg. Every child is bound
 stopped at the end, whatever happens. A peer that cannot be had is skipped with a note.
 
     bench/run.py --bin .build/release [--gio-modules .build/clib/gio] [--quick] [--out bench] [--no-install]
-                 [--only history,cold,shared,dropins,gsettings,gsettings-start,scaling,tail,fold]
+                 [--only history,blame,cold,shared,dropins,gsettings,gsettings-start,scaling,tail,fold]
 
 --quick (BENCH_QUICK=1) is the smoke mode: tiny durations, one run, never installs anything.
 """
@@ -28,6 +28,7 @@ import tempfile
 import time
 
 import chart
+from blame import BlameRows
 from fleet import FleetRows
 from dropins import DropInRow
 from flood import FloodRow
@@ -84,7 +85,8 @@ class Bench:
     def start(self, argv, sock, name, **kwargs):
         """Starts a server and waits (at most 10 s) until `sock` accepts connections."""
         log = open(self.path(name + ".log"), "wb")
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=self.env,
+        env = kwargs.pop("env", self.env)
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
                                 preexec_fn=self.pinned(self.server_cpus), **kwargs)
         self.children.append(proc)
         deadline = time.monotonic() + 10
@@ -264,6 +266,10 @@ class Bench:
             _, kvd_sock = self.start_kvd("kvd")
             self.history_rows(kvd_sock)
             self.stop_all()
+        if "blame" in self.only:
+            print("blame: writers recorded or not", flush=True)
+            BlameRows(self).run()
+            self.stop_all()
         if "cold" in self.only:
             print("cold start", flush=True)
             self.cold_start_row()
@@ -367,6 +373,8 @@ class Bench:
         FoldRow(self).run()
 
         self.history_rows(kvd_sock)
+        print("blame: writers recorded or not", flush=True)
+        BlameRows(self).run()
 
         print("large domain", flush=True)
         self.populate(kvd_sock, "varlink", 10, "bench.small")
@@ -684,10 +692,10 @@ def main():
     parser.add_argument("--runs", type=int, default=5, help="runs per measurement (median and spread)")
     parser.add_argument("--out", help="folder for results.* (default: bench, or .build/bench-smoke with --quick)")
     parser.add_argument("--tmp", help="folder for the servers' state (default .build; must not be tmpfs)")
-    parser.add_argument("--only", help="run only these rows, comma-separated (history, cold, shared, dropins, gsettings, gsettings-start, scaling, tail, fold), print them and write no results")
+    parser.add_argument("--only", help="run only these rows, comma-separated (history, blame, cold, shared, dropins, gsettings, gsettings-start, scaling, tail, fold), print them and write no results")
     args = parser.parse_args()
-    if args.only and not set(args.only.split(",")) <= {"history", "cold", "shared", "dropins", "gsettings", "gsettings-start", "scaling", "tail", "fold"}:
-        parser.error(f"--only takes history, cold, shared, dropins, gsettings, gsettings-start, scaling, tail and/or fold, not {args.only}")
+    if args.only and not set(args.only.split(",")) <= {"history", "blame", "cold", "shared", "dropins", "gsettings", "gsettings-start", "scaling", "tail", "fold"}:
+        parser.error(f"--only takes history, blame, cold, shared, dropins, gsettings, gsettings-start, scaling, tail and/or fold, not {args.only}")
     bench = Bench(args)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     try:

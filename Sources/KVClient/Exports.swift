@@ -6,3 +6,5 @@
 // The value type of KVClient's API (`value(forKey:)`, `observe`, `write`): an app names it with
 // `import KVClient` alone.
 @_exported import enum KVValues.Value
+// Who made a change (history, blame, watch events).
+@_exported import struct KVValues.Writer

@@ -23,6 +23,9 @@ public struct KVHistoryEntry<T: Sendable>: Sendable {
     public var content: Content
     /// The user who made it (the system instance only).
     public var uid: UInt32?
+    /// Who made it: the program, app id, pid and uid kvd learnt of the connection that asked
+    /// for it; nil when unknown (a change kvd made itself, or older than writer records).
+    public var writer: Writer? = nil
 }
 
 extension KVDefaults {
@@ -42,7 +45,8 @@ extension KVDefaults {
         }
         return records.map { record in
             KVHistoryEntry(
-                revision: record.revision, time: record.time, content: decodeOld(record, as: T.self), uid: record.uid)
+                revision: record.revision, time: record.time, content: decodeOld(record, as: T.self), uid: record.uid,
+                writer: record.writer)
         }
     }
 

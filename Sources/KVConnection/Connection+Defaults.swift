@@ -17,6 +17,10 @@ public struct WatchEvent: Sendable, Equatable {
     /// at an unchanged ``revision`` and a larger `systemRevision`: the events of one watch come
     /// in increasing order of (``revision``, `systemRevision`), compared as a pair.
     public var systemRevision: Int64?
+    /// Who made the commit: the program, app id, pid and uid kvd learnt of the connection that
+    /// asked for it; nil for the initial event, a change of the system layer, a change kvd made
+    /// itself, a kvd that does not say, or (on the system instance) another user's change.
+    public var writer: Writer?
 
     /// An event with these members (for tests and fakes; kvd's replies are decoded by ``Connection/watch(_:_:onEvent:)``).
     public init(
@@ -35,6 +39,7 @@ public struct WatchEvent: Sendable, Equatable {
         self.init(
             revision: reply.revision, changes: reply.changes, initial: reply.initial, sources: reply.sources,
             systemRevision: reply.systemRevision)
+        writer = reply.writer
     }
 
     /// Whether this event comes after one at `revision` and `systemRevision` (nil: 0): by

@@ -13,8 +13,11 @@ public struct HistoryRecord: Sendable, Equatable {
     public var key: Key
     /// The value the key got; nil: it was removed.
     public var value: Value?
-    /// The user who made it (the system instance only).
+    /// The user who made it (the writer's uid).
     public var uid: UInt32?
+    /// Who made it: the program, app id, pid and uid of the connection that asked for it; nil
+    /// when unknown (a change kvd made itself, or older than writer records).
+    public var writer: Writer?
 
     /// A change as `History` describes it (tests and tools that build their own).
     public init(revision: Int64, time: Date?, key: Key, value: Value?, uid: UInt32? = nil) {
@@ -23,6 +26,26 @@ public struct HistoryRecord: Sendable, Equatable {
         self.key = key
         self.value = value
         self.uid = uid
+    }
+}
+
+/// Who set one current value, as `Blame` returns it.
+public struct BlameRecord: Sendable, Equatable {
+    /// The key.
+    public var key: Key
+    /// The store revision that set its value.
+    public var revision: Int64
+    /// When, if history holds the change.
+    public var time: Date?
+    /// Who, if history holds the change with its writer; nil: unknown.
+    public var writer: Writer?
+
+    /// A record with these members (tests and tools that build their own).
+    public init(key: Key, revision: Int64, time: Date?, writer: Writer?) {
+        self.key = key
+        self.revision = revision
+        self.time = time
+        self.writer = writer
     }
 }
 
@@ -72,6 +95,14 @@ extension Connection {
         try Decode.historyEntries(try call(.history(domain, key, limit: nil, atRevision: revision)))
     }
 
+    /// Who set each value `domain` holds now (only `key`'s, if given), sorted by key, from its
+    /// history: ``BlameRecord/writer`` nil where history does not say (history off or not kept
+    /// for the key, a value older than history or than writer records, forgotten). Throws
+    /// `NotFound` when the domain (or key) holds no value. Blocks until kvd answers.
+    public func blame(_ domain: Domain, key: Key? = nil) throws(ClientError) -> [BlameRecord] {
+        try Decode.blameEntries(try call(.blame(domain, key)))
+    }
+
     /// Removes the past values of `key` (of every key of `domain`, if nil) from every file kvd
     /// keeps: its history, its log, the copies it set aside. The domain's current values stay.
     /// Durable when it returns; returns the store's revision then.
@@ -114,7 +145,33 @@ extension Decode {
                 case nil, .null?: nil
                 case let json?: try Decode.value(json, "entries.value")
                 }
-            entries.append(HistoryRecord(revision: revision, time: time, key: try key(name), value: value, uid: uid))
+            var entry = HistoryRecord(revision: revision, time: time, key: try key(name), value: value, uid: uid)
+            entry.writer = item["writer"].flatMap(Writer.init(json:))
+            entries.append(entry)
+        }
+        return entries
+    }
+
+    static func blameEntries(_ reply: VarlinkReply) throws(ClientError) -> [BlameRecord] {
+        guard case .array(let items)? = reply.parameters["entries"] else {
+            throw .protocolError("Blame reply without an \"entries\" array")
+        }
+        var entries: [BlameRecord] = []
+        for item in items {
+            guard case .integer(let revision)? = item["revision"], case .string(let name)? = item["key"] else {
+                throw .protocolError("Blame entry without an integer \"revision\" and a \"key\"")
+            }
+            var time: Date?
+            if case .string(let text)? = item["time"] {
+                guard let date = RFC3339.parse(text) else {
+                    throw .protocolError("Blame entry with a \"time\" that is not RFC 3339")
+                }
+                time = date
+            }
+            entries.append(
+                BlameRecord(
+                    key: try key(name), revision: revision, time: time,
+                    writer: item["writer"].flatMap(Writer.init(json:))))
         }
         return entries
     }

@@ -77,6 +77,8 @@ public enum Command: Sendable, Equatable {
     case apply(String, check: Bool, diff: Bool, prune: Bool)
     /// `history DOMAIN [KEY] [--limit N] [--json]`.
     case history(Domain, Key?, limit: Int?, json: Bool)
+    /// `blame DOMAIN [KEY]`: who set each current value.
+    case blame(Domain, Key?)
     /// `history --forget DOMAIN [KEY]`: the past values removed from every file kvd keeps.
     case forgetHistory(Domain, Key?)
     /// `history --keep-none DOMAIN [KEY]` (keep false) and `history --keep DOMAIN [KEY]`.
@@ -198,6 +200,7 @@ extension Invocation {
         case "export": command = try parseExport(&reader)
         case "import": command = .import(try reader.domain(), try reader.word("FILE"))
         case "watch": command = .watch(try reader.domain(), try reader.optionalKey())
+        case "blame": command = .blame(try reader.domain(), try reader.optionalKey())
         case "source": command = .source(try reader.domain(), try reader.key())
         case "lock": command = .lock(try reader.domain(), try reader.key())
         case "unlock": command = .unlock(try reader.domain(), try reader.key())

@@ -32,8 +32,10 @@ enum Format {
     static func watchLines(_ event: WatchEvent, json asJSON: Bool) -> [String] {
         event.changes.sorted { $0.key < $1.key }.map { change in
             let source = change.value == nil && event.sources[change.key] != .locked ? nil : event.sources[change.key]
+            let writer = event.writer.map { "  by " + $0.summary } ?? ""
             if asJSON {
                 var members: [String: JSON] = ["revision": .integer(event.revision), "key": .string(change.key.name)]
+                if let writer = event.writer { members["writer"] = writer.json }
                 if let value = change.value { members["value"] = value.typedJSON }
                 if event.initial { members["initial"] = .bool(true) }
                 if let source { members["source"] = .string(source.rawValue) }
@@ -41,9 +43,9 @@ enum Format {
                 return JSONWriter(sortKeys: true).string(.object(members))
             }
             guard let value = change.value else {
-                return "\(change.key.name) removed" + (source.map { " (\($0.rawValue))" } ?? "")
+                return "\(change.key.name) removed" + (source.map { " (\($0.rawValue))" } ?? "") + writer
             }
-            return "\(change.key.name) = \(json(value))" + (source.map { " (\($0.rawValue))" } ?? "")
+            return "\(change.key.name) = \(json(value))" + (source.map { " (\($0.rawValue))" } ?? "") + writer
         }
     }
 

@@ -107,7 +107,9 @@ enum Help {
                 Prints the current values, then each change as it happens, one line each:
                   KEY = VALUE      (VALUE as compact typed JSON)
                   KEY removed
-                With --json, one object per line: {"revision": N, "key": K, "value": V}, without
+                A change is followed by who made it ("  by PROGRAM (app APP, pid P, uid U)",
+                the parts kvd knows; see blame), not the current values. With --json, one
+                object per line: {"revision": N, "key": K, "value": V, "writer": {...}}, without
                 "value" for a removal, and with "initial": true for the current values.
                 Runs until interrupted (Ctrl-C). If kvd restarts, kvctl reconnects and prints
                 one line for each key that changed meanwhile, so no change is missed.
@@ -217,12 +219,13 @@ enum Help {
             summary: "list the values a domain's keys had, newest first",
             details: """
                 Prints the kept changes of DOMAIN (of KEY only, if given), newest first, one a
-                line: local time, revision, key, and the value as compact typed JSON ("(removed)"
-                when the key was removed); with --system also the user who made the change.
+                line: local time, revision, key, the value as compact typed JSON ("(removed)"
+                when the key was removed), and who made it (its program, app id, pid and uid;
+                see blame); with --system also, last, the user who made the change.
                 kvd keeps at least each key's last 20 values and every value of the last 30 days
                 (kvd --history-keep, --history-days); a deleted domain keeps its history.
                 --limit N prints the newest N; --json prints an array of {"revision", "time",
-                "key", "value", "uid"} objects (no "value" for a removal). A domain's history
+                "key", "value", "uid", "writer"} objects (no "value" for a removal). A domain's history
                 takes at most the larger of 1 MiB and 8 times the domain; the oldest goes first.
                 --forget removes the past values of KEY (of the whole domain, without KEY) from
                 every file kvd keeps: history, log, and copies it set aside; the current values
@@ -230,6 +233,19 @@ enum Help {
                 and passwords: what was kept is forgotten, later values are never kept; --keep
                 lifts the mark. Each prints the revision; on the system instance, like History
                 itself, for root and members of group kvd-admin only.
+                """),
+        Entry(
+            name: "blame", aliases: [], usage: "blame DOMAIN [KEY]",
+            summary: "show who set each current value of a domain",
+            details: """
+                Prints, for each key DOMAIN holds now (KEY only, if given), one a line: the key,
+                the revision and local time that set its value, and who set it: the program
+                (its path), app id, pid and uid of the process whose connection asked for it,
+                as kvd learnt them from the kernel. "unknown" when history does not say: history
+                is off or not kept for the key (history --keep-none), the value is older than
+                history or than kvd's writer records, or was forgotten (history --forget).
+                --json prints an array of {"key", "revision", "time", "writer"} objects. On the
+                system instance, like history, for root and members of group kvd-admin only.
                 """),
         Entry(
             name: "restore", aliases: [], usage: "restore DOMAIN [KEY] --revision N",

@@ -94,6 +94,31 @@ extension Runner {
         }
     }
 
+    /// `blame`: for each current key, who set its value (from history): a table for people
+    /// (key, revision, local time, writer; `unknown` where history does not say), or with
+    /// --json an array of the `BlameEntry` objects.
+    func printBlame(_ domain: Domain, _ key: Key?, on connection: Connection) throws {
+        let result = Result { () throws(ClientError) in try connection.blame(domain, key: key) }
+        if case .failure(.permissionDenied) = result {
+            throw Failure(
+                "permission denied: only root and members of group kvd-admin may read who changed the system instance's values"
+            )
+        }
+        let entries = try result.get()
+        if options.json {
+            console.out(HistoryTable.blameJSON(entries) + "\n")
+            return
+        }
+        var rows = [["KEY", "REVISION", "TIME", "WRITER"]]
+        for entry in entries {
+            rows.append([
+                Format.escapedLine(entry.key.name), String(entry.revision),
+                entry.time.map(HistoryTable.localTime) ?? "-", entry.writer?.summary ?? "unknown",
+            ])
+        }
+        console.out(HistoryTable.columns(rows))
+    }
+
     /// `restore DOMAIN KEY --revision N`: the key's value then, written as a new change (or
     /// the key removed, if it had none). `restore DOMAIN --revision N`: the whole domain as it
     /// was then, in one Apply conditional on the domain not changing since kvctl read it.
@@ -154,20 +179,38 @@ enum HistoryTable {
             if let time = entry.time { members["time"] = .string(RFC3339.format(time)) }
             if let value = entry.value { members["value"] = value.typedJSON }
             if let uid = entry.uid { members["uid"] = .integer(Int64(uid)) }
+            if let writer = entry.writer { members["writer"] = writer.json }
             return .object(members)
         }
         return JSONWriter(sortKeys: true).string(.array(items))
     }
 
-    /// Columns TIME (local), REVISION, KEY, VALUE (compact typed JSON; "(removed)"), and USER.
+    /// `[{"key": K, "revision": N, "time": T, "writer": {...}}, ...]`, by key.
+    static func blameJSON(_ entries: [BlameRecord]) -> String {
+        let items = entries.map { entry -> JSON in
+            var members: [String: JSON] = ["revision": .integer(entry.revision), "key": .string(entry.key.name)]
+            if let time = entry.time { members["time"] = .string(RFC3339.format(time)) }
+            if let writer = entry.writer { members["writer"] = writer.json }
+            return .object(members)
+        }
+        return JSONWriter(sortKeys: true).string(.array(items))
+    }
+
+    /// Columns TIME (local), REVISION, KEY, VALUE (compact typed JSON; "(removed)"), WRITER
+    /// (``Writer/summary``; `unknown`) and USER (the system instance).
     static func table(_ entries: [HistoryRecord], users: Bool) -> String {
-        var rows = [["TIME", "REVISION", "KEY", "VALUE"] + (users ? ["USER"] : [])]
+        var rows = [["TIME", "REVISION", "KEY", "VALUE", "WRITER"] + (users ? ["USER"] : [])]
         for entry in entries {
             let time = entry.time.map(localTime) ?? "(before history)"
             let value = entry.value.map { Format.json($0) } ?? "(removed)"
             let row = [time, String(entry.revision), Format.escapedLine(entry.key.name), value]
-            rows.append(row + (users ? [entry.uid.map(userName) ?? "-"] : []))
+            rows.append(row + [entry.writer?.summary ?? "unknown"] + (users ? [entry.uid.map(userName) ?? "-"] : []))
         }
+        return columns(rows)
+    }
+
+    /// `rows` as aligned columns (two spaces apart; the last column not padded).
+    static func columns(_ rows: [[String]]) -> String {
         let widths = (0..<rows[0].count).map { column in rows.map { $0[column].count }.max() ?? 0 }
         let lines = rows.map { row -> String in
             var cells: [String] = []

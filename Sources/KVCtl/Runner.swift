@@ -67,8 +67,8 @@ struct Runner {
             try watch(domain, key, first: connection)
         case .apply(let file, let check, let diff, let prune):
             try apply(file: file, check: check, diff: diff, prune: prune, on: connection)
-        case .source, .lock, .unlock, .locks, .status, .history, .forgetHistory, .keepHistory, .restore, .backup,
-            .restoreBackup, .reload:
+        case .source, .lock, .unlock, .locks, .status, .history, .blame, .forgetHistory, .keepHistory, .restore,
+            .backup, .restoreBackup, .reload:
             try performAdministration(command, on: connection)
         case .help, .version, .completion, .gnome:  // answered without kvd (KVCtl.run)
             break
@@ -100,6 +100,8 @@ struct Runner {
             console.out(Format.status(try connection.status(), json: options.json))
         case .history(let domain, let key, let limit, let json):
             try printHistory(domain, key, limit: limit, json: json, on: connection)
+        case .blame(let domain, let key):
+            try printBlame(domain, key, on: connection)
         case .forgetHistory(let domain, let key):
             printRevision(try connection.forgetHistory(domain, key: key))
         case .keepHistory(let domain, let key, let keep):

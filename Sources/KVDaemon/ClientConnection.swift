@@ -147,6 +147,21 @@ final class ClientConnection {
     func chooseDconfProfile(_ profile: String?) { dconfProfile = profile }
     /// Whether the peer may change anything: fixed at accept, never looked up again.
     @exclusivity(unchecked) private(set) var mayWrite = true
+    /// Who the peer is, once ``writer()`` has read it (`.some(nil)`: it could not be).
+    @exclusivity(unchecked) private var identified: Writer??
+
+    /// Who the peer is, as history records the changes it asks for: read once, the first time
+    /// it is asked for (the connection's first write), from the kernel and `/proc`
+    /// (``PeerProcess/identify(_:system:)``: the process that connected, never another that took
+    /// its pid), then kept for the connection's life. Nil when even its credentials cannot be
+    /// read; with `readsProcess` false (``DaemonOptions/recordsWriters``, for the benchmark's
+    /// comparison), nothing is read and nil is kept.
+    func writer(readsProcess: Bool = true) -> Writer? {
+        if let identified { return identified }
+        let found = readsProcess ? (try? PeerProcess.identify(fd, system: system)).map(Writer.init(peer:)) : nil
+        identified = .some(found)
+        return found
+    }
 
     init(id: Int, fd: Int32, memory: ClientMemory, system: any SystemCalls) {
         self.id = id

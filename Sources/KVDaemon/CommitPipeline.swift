@@ -38,9 +38,9 @@ final class CommitPipeline {
 
     /// What a client asked to commit.
     enum Work {
-        /// A change to the store, in this pass's group commit (`uid`: the system instance's
-        /// writer, for the history).
-        case write(Domain, Mutation, uid: UInt32?)
+        /// A change to the store, in this pass's group commit (`writer`: who asked for it, for
+        /// the history and the watchers).
+        case write(Domain, Mutation, writer: Writer?)
         /// A change to a fleet domain, made in etcd; watchers hear of it from the fleet
         /// mirror's own commit, not from this one.
         case fleet(FleetWriter.Change)
@@ -55,9 +55,9 @@ final class CommitPipeline {
         connection.awaitCommit()
         inFlight += 1
         switch work {
-        case .write(let domain, let mutation, let uid):
+        case .write(let domain, let mutation, let writer):
             queued += 1
-            store.enqueue(domain, mutation, uid: uid, completion: finisher(connection.id, oneway, notify: true))
+            store.enqueue(domain, mutation, writer: writer, completion: finisher(connection.id, oneway, notify: true))
         case .fleet(let change):
             fleetWriter?.submit(change, completion: finisher(connection.id, oneway, notify: false))
         case .history(let domain, let change):

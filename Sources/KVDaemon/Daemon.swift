@@ -87,6 +87,7 @@ public enum Daemon {
         let fleet = try fleet(options, store: store, log: log)
         var limits = Server.Limits()
         limits.maxClientMemory = options.maxClientMemory
+        limits.identifiesWriters = options.recordsWriters
         let server: Server
         do {
             server = try Server(

@@ -21,6 +21,10 @@ public struct DaemonOptions: Sendable, Equatable {
     /// History keeps every value of the last this many days (`--history-days`); 0 and a
     /// ``historyKeep`` of 0 turn history off.
     public var historyDays = 30
+    /// Whether each write's connection is identified (``ClientConnection/writer(readsProcess:)``)
+    /// for history's writer records. Off only for `make bench`'s comparison
+    /// (`KVD_BENCH_NO_WRITERS=1`); not an option for users.
+    public var recordsWriters = true
 
     /// Whether this is the system instance.
     public var isSystem: Bool {
@@ -260,6 +264,7 @@ public struct DaemonOptions: Sendable, Equatable {
             if !system, let profile = environment["DCONF_PROFILE"], !profile.isEmpty { options.dconfProfile = profile }
             options.historyKeep = history["--history-keep"] ?? options.historyKeep
             options.historyDays = history["--history-days"] ?? options.historyDays
+            options.recordsWriters = environment["KVD_BENCH_NO_WRITERS"] != "1"
             return options
         }
     }

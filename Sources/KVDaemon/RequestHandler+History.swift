@@ -2,8 +2,25 @@ import KVProtocol
 import KVStorage
 import KVValues
 
-/// `io.kvd.Defaults.History`: the store's kept changes, as a reply.
+/// `io.kvd.Defaults.History` and the history changes: the store's kept changes, as a reply.
 extension RequestHandler {
+    /// `History` and `Blame` (answered here), `ForgetHistory` and `KeepHistory` (handed back to
+    /// be made on the store's commit queue).
+    func handleHistory(_ request: DefaultsRequest) -> Outcome {
+        switch request {
+        case .history(let domain, let key, let limit, let atRevision, let before):
+            .reply(history(domain, key, limit: limit, atRevision: atRevision, beforeRevision: before))
+        case .blame(let domain, let key):
+            .reply(blame(domain, key))
+        case .forgetHistory(let domain, let key):
+            .historyChange(domain, .forget(domain, key))
+        case .keepHistory(let domain, let key, let keep):
+            .historyChange(domain, .keep(domain, key, keep))
+        default:
+            preconditionFailure("\(request.call.method) is not a history request")
+        }
+    }
+
     /// The reply to `History`: newest first, at most `limit` entries, those older than
     /// `beforeRevision` if given, and as many as one reply carries (``historyReply(_:oldestRevision:paged:)``);
     /// with `atRevision`, the entries that made the domain's (or key's) state then; `keepsNone`
@@ -83,9 +100,13 @@ extension RequestHandler {
             out.append(contentsOf: #","value":"#.utf8)
             JSONWriter().write(value.typedJSON, into: &out)
         }
-        if let uid = entry.uid {
-            out.append(contentsOf: #","uid":"#.utf8)
-            JSONWriter.writeInteger(Int64(uid), into: &out)
+        if let writer = entry.writer {
+            if let uid = writer.uid {  // as before writers: the user who made it
+                out.append(contentsOf: #","uid":"#.utf8)
+                JSONWriter.writeInteger(Int64(uid), into: &out)
+            }
+            out.append(contentsOf: #","writer":"#.utf8)
+            writer.appendObject(to: &out)
         }
         out.append(UInt8(ascii: "}"))
     }

@@ -86,12 +86,8 @@ struct RequestHandler {
             return .watchAll(prefix: prefix, current: current)
         case .snapshot(let domain):
             return .reply(snapshot(domain))
-        case .history(let domain, let key, let limit, let atRevision, let before):
-            return .reply(history(domain, key, limit: limit, atRevision: atRevision, beforeRevision: before))
-        case .forgetHistory(let domain, let key):
-            return .historyChange(domain, .forget(domain, key))
-        case .keepHistory(let domain, let key, let keep):
-            return .historyChange(domain, .keep(domain, key, keep))
+        case .history, .blame, .forgetHistory, .keepHistory:
+            return handleHistory(request)
         case .backup:
             return .stream(backupStream())
         case .lock, .unlock, .locks, .mirror, .status, .reload, .systemSource:

@@ -18,8 +18,8 @@ extension Server {
         case .reply(let reply):
             if !oneway { connection.send(reply) }
         case .commit(let domain, let mutation):
-            _ = commits.submit(
-                .write(domain, mutation, uid: handler.isSystem ? connection.uid : nil), for: connection, oneway: oneway)
+            let writer = connection.writer(readsProcess: limits.identifiesWriters)
+            _ = commits.submit(.write(domain, mutation, writer: writer), for: connection, oneway: oneway)
         case .watch(let domain, let key):
             startWatch(ClientConnection.Watch(domain: domain, key: key, since: store.revision), connection)
         case .watchAll(let prefix, let current):
@@ -197,12 +197,20 @@ extension Server {
         log.log(.debug, "system layer: \(handler.layer.domains.count) domain(s)")
     }
 
+    /// Who `connection` may be told made a change: on a user's kvd, everyone (it is its
+    /// user's); on the system instance, an admin everyone, a user only themself.
+    private func seesWriter(_ connection: ClientConnection) -> (Writer) -> Bool {
+        guard handler.isSystem, !connection.mayWrite else { return { _ in true } }
+        let uid = connection.uid
+        return { $0.visible(to: uid) != nil }
+    }
+
     /// Tells every watcher what `news` has for it: the one place watchers hear of a change, be
     /// it a commit or the system layer's. A shared reply is encoded once for all who get it.
     private func notifyWatchers(_ news: inout WatchFanOut.News) {
         for connection in table.watchers.values {
             guard case .watching(let watch) = connection.phase,
-                let reply = news.reply(for: watch, peer: connection.dropInPeer)
+                let reply = news.reply(for: watch, peer: connection.dropInPeer, seesWriter: seesWriter(connection))
             else { continue }
             deliver(reply, to: connection)
         }

@@ -152,10 +152,18 @@ final class WatchFanOut {
         private let source: Source
         /// The layer's revision the replies carry.
         private let systemRevision: Int64?
-        /// A commit's watch replies made so far, by key filter (nil: nothing for that filter).
-        private var encoded: [Key?: SharedReply?] = [:]
-        /// A commit's `WatchAll` reply once made (its domain named; `.some(nil)`: nothing to send).
-        private var encodedAll: SharedReply?? = nil
+        /// A commit's watch replies made so far, by key filter and whether they name the writer
+        /// (nil: nothing for that filter).
+        private var encoded: [Encoded: SharedReply?] = [:]
+        /// A commit's `WatchAll` replies once made (its domain named; `.some(nil)`: nothing to
+        /// send), by whether they name the writer.
+        private var encodedAll: [Bool: SharedReply?] = [:]
+
+        /// What a commit's `Watch` reply depends on.
+        private struct Encoded: Hashable {
+            var key: Key?
+            var namesWriter: Bool
+        }
         /// The system instance's drop-in files: a `Mirror` gets a commit as its peer's files
         /// combine with it (nil: a change of the system layer, which no mirror follows).
         private let dropIns: DropInLayer?
@@ -171,12 +179,14 @@ final class WatchFanOut {
         /// What the watcher of `watch` gets from this change; nil when it is not concerned (another
         /// domain, another key, a commit at or before its first replies, nothing it can see).
         /// `peer`: the watcher's, for a `Mirror`'s drop-in profile (read only for a `Mirror`).
-        mutating func reply(for watch: ClientConnection.Watch, peer: @autoclosure () -> DropInPeer?)
-            -> ReplyStream.Deferred?
-        {
+        /// `seesWriter`: whether the watcher may be told who made a commit (``Writer``).
+        mutating func reply(
+            for watch: ClientConnection.Watch, peer: @autoclosure () -> DropInPeer?, seesWriter: (Writer) -> Bool
+        ) -> ReplyStream.Deferred? {
             switch source {
             case .commit(let commit, let system):
-                return commitReply(commit, system, for: watch, peer: peer).map { .shared($0) }
+                let writer = commit.writer.flatMap { seesWriter($0) ? $0 : nil }
+                return commitReply(commit, system, writer: writer, for: watch, peer: peer).map { .shared($0) }
             case .system(let revision, let changed):
                 if watch.prefix != nil { return allReply(changed, revision: revision, for: watch) }
                 guard let domain = watch.domain, let layer = changed[domain] else { return nil }
@@ -207,15 +217,15 @@ final class WatchFanOut {
         /// A commit's reply to `watch`: every commit of a mirrored domain to a `Mirror`; the
         /// commit's changes of the watched key (all if none) to a `Watch` of its domain.
         private mutating func commitReply(
-            _ commit: Commit, _ system: SystemLayer.DomainLayer?, for watch: ClientConnection.Watch,
+            _ commit: Commit, _ system: SystemLayer.DomainLayer?, writer: Writer?, for watch: ClientConnection.Watch,
             peer: () -> DropInPeer?
         ) -> SharedReply? {
             guard commit.revision > watch.since else { return nil }
             if watch.prefix != nil {
                 guard watch.follows(commit.domain) else { return nil }
-                if let known = encodedAll { return known }
-                let reply = watchReply(to: commit, key: nil, system: system, naming: true)
-                encodedAll = .some(reply)
+                if let known = encodedAll[writer != nil] { return known }
+                let reply = watchReply(to: commit, key: nil, system: system, writer: writer, naming: true)
+                encodedAll[writer != nil] = .some(reply)
                 return reply
             }
             guard let domain = watch.domain else {
@@ -232,9 +242,10 @@ final class WatchFanOut {
                 return reply
             }
             guard domain == commit.domain else { return nil }
-            if let known = encoded[watch.key] { return known }
-            let reply = watchReply(to: commit, key: watch.key, system: system)
-            encoded[watch.key] = .some(reply)
+            let encoding = Encoded(key: watch.key, namesWriter: writer != nil)
+            if let known = encoded[encoding] { return known }
+            let reply = watchReply(to: commit, key: watch.key, system: system, writer: writer)
+            encoded[encoding] = .some(reply)
             return reply
         }
 
@@ -242,7 +253,7 @@ final class WatchFanOut {
         /// (a change under a lock is not seen; a removal uncovers the system default); `nil` if
         /// there are none.
         private func watchReply(
-            to commit: Commit, key: Key?, system: SystemLayer.DomainLayer?, naming: Bool = false
+            to commit: Commit, key: Key?, system: SystemLayer.DomainLayer?, writer: Writer?, naming: Bool = false
         ) -> SharedReply? {
             var changes = commit.changes.filter { key == nil || $0.key == key }
             var sources: [Key: ValueSource] = [:]
@@ -257,7 +268,7 @@ final class WatchFanOut {
             guard !changes.isEmpty else { return nil }
             let reply = WatchReply(
                 revision: commit.revision, changes: changes, initial: false, sources: sources,
-                systemRevision: systemRevision, domain: naming ? commit.domain : nil)
+                systemRevision: systemRevision, domain: naming ? commit.domain : nil, writer: writer)
             return SharedReply(reply.reply.encoded())
         }
     }

@@ -61,7 +61,10 @@ public enum DefaultsInterface {
         # value (it reads as NotFound, and writes get KeyLocked) comes as a change with no value
         # and "source": "locked": in the current values, and whenever its lock comes or goes (a
         # change with no value and no source then means it is unlocked, still without a value).
-        method Watch(domain: string, key: ?string) -> (revision: int, changes: []Change, initial: bool, partial: ?bool, systemRevision: ?int)
+        # writer: who made a commit's changes, when known (never in the first replies nor in a
+        # change of the system layer; on the system instance only to admins, and to the user
+        # who made it).
+        method Watch(domain: string, key: ?string) -> (revision: int, changes: []Change, initial: bool, partial: ?bool, systemRevision: ?int, writer: ?Writer)
 
         # Needs "more": Watch for every domain whose name starts with prefix (every domain when
         # none is given), on one connection. The first reply (initial: true, no domain, no
@@ -77,7 +80,7 @@ public enum DefaultsInterface {
         # listing in withheld domains left out (over 256 KiB each, or past 4 MiB in all): read
         # those apart. That last first reply then carries withheld (maybe empty); an older kvd
         # sends no withheld and no current values.
-        method WatchAll(prefix: ?string, current: ?bool) -> (revision: int, domain: ?string, changes: []Change, initial: bool, partial: ?bool, systemRevision: ?int, withheld: ?[]string)
+        method WatchAll(prefix: ?string, current: ?bool) -> (revision: int, domain: ?string, changes: []Change, initial: bool, partial: ?bool, systemRevision: ?int, withheld: ?[]string, writer: ?Writer)
 
         # A domain's current values as the first reply of a Watch of it (initial: true; the
         # same sources and locks without a value; no domain is no changes), in one reply:
@@ -87,8 +90,27 @@ public enum DefaultsInterface {
 
         # One kept change of one key: the revision that made it, when (RFC 3339; none for a
         # value the key already had when kvd began to keep its domain's history), the new value
-        # (none: the key was removed), and on the system instance the uid of the user who made it.
-        type HistoryEntry (revision: int, time: ?string, key: string, value: ?object, uid: ?int)
+        # (none: the key was removed), who made it (writer; none when unknown: kvd's own change,
+        # or one older than writer records) and uid, the writer's uid.
+        type HistoryEntry (revision: int, time: ?string, key: string, value: ?object, uid: ?int, writer: ?Writer)
+
+        # Who made a change: the process on the other end of the connection that asked for it,
+        # as the kernel and /proc named it when the connection first wrote: its uid, pid,
+        # program (the executable's path, else its command name; at most 255 bytes) and app id
+        # (Flatpak, snap, or an XDG app unit's; at most 255 bytes). Each part only when known.
+        type Writer (uid: ?int, pid: ?int, program: ?string, app: ?string)
+
+        # One current key of a domain and who set its value: the revision that set it, and when
+        # history holds that change, when (RFC 3339) and its writer. No writer: unknown (history
+        # off, the key or domain keeps none, the value older than history or writer records, or
+        # forgotten).
+        type BlameEntry (key: string, revision: int, time: ?string, writer: ?Writer)
+
+        # For each key the domain holds now (only key, if given), sorted, who set it (from
+        # history). keepsNone as in History. NotFound when the domain (or key) holds no value;
+        # TooLarge when the entries do not fit one reply (ask for one key). On the system
+        # instance, for admins only (others get org.varlink.service.PermissionDenied).
+        method Blame(domain: string, key: ?string) -> (entries: []BlameEntry, keepsNone: ?bool)
 
         # The kept changes of a domain (of one key, if given), newest first, at most limit, only
         # those older than beforeRevision if given; a deleted domain keeps its history. A reply

@@ -111,21 +111,24 @@ public enum DefaultsRequest: Sendable, Equatable {
     case keepHistory(Domain, Key?, keep: Bool)
     /// `Backup` (needs `more`): every domain at one revision, one reply per domain.
     case backup
+    /// `Blame`: for each current key of a domain (or the one key), who set its value.
+    case blame(Domain, Key?)
 
     /// Whether the request changes anything (what only admins may do on a system instance).
     public var isWrite: Bool {
         switch self {
         case .set, .delete, .apply, .lock, .unlock, .forgetHistory, .keepHistory: true
         case .get, .list, .listAll, .domains, .watch, .watchAll, .snapshot, .getInfo, .getInterfaceDescription,
-            .locks, .mirror, .status, .history, .backup, .reload, .systemSource:
+            .locks, .mirror, .status, .history, .backup, .reload, .systemSource, .blame:
             false
         }
     }
 
     /// Whether only admins may make the request on a system instance: every write, and
-    /// `History` (past and deleted values, and who set them, are the admins' alone).
+    /// `History` and `Blame` (past and deleted values, and who set them, are the admins' alone).
     public var isPrivileged: Bool {
         if case .history = self { return true }
+        if case .blame = self { return true }
         if case .reload = self { return true }
         return isWrite
     }
@@ -145,6 +148,7 @@ public enum DefaultsRequest: Sendable, Equatable {
         case "io.kvd.Defaults.ListAll": self = .listAll(try p.domain())
         case "io.kvd.Defaults.Domains": self = .domains
         case "io.kvd.Defaults.History": self = try Self.history(p)
+        case "io.kvd.Defaults.Blame": self = .blame(try p.domain(), try p.optionalKey())
         case "io.kvd.Defaults.ForgetHistory": self = .forgetHistory(try p.domain(), try p.optionalKey())
         case "io.kvd.Defaults.KeepHistory":
             self = .keepHistory(try p.domain(), try p.optionalKey(), keep: try p.bool("keep"))
@@ -359,6 +363,8 @@ extension DefaultsRequest {
             return method("\(SystemInterface.name).Source", ["domain": .string(domain.name), "key": .string(key.name)])
         case .backup:
             return method("\(interface).Backup", [:], more: true)
+        case .blame(let domain, let key):
+            return method("\(interface).Blame", ["domain": .string(domain.name), "key": key.map { .string($0.name) }])
         case .forgetHistory(let domain, let key):
             return method(
                 "\(interface).ForgetHistory", ["domain": .string(domain.name), "key": key.map { .string($0.name) }])

@@ -25,13 +25,18 @@ public struct WatchReply: Sendable, Equatable {
     /// A `WatchAll(current: true)`'s domains left out of its current state, to be read apart
     /// (in the pieces of its first reply; the last piece has it, maybe empty; nil: not sent).
     public var withheld: [Domain]?
+    /// Who made the commit (a later reply of a commit only; nil: unknown, or not shown to this
+    /// watcher).
+    public var writer: Writer?
 
     public init(
         revision: Int64, changes: [Change], initial: Bool, sources: [Key: ValueSource] = [:],
-        systemRevision: Int64? = nil, partial: Bool = false, domain: Domain? = nil, withheld: [Domain]? = nil
+        systemRevision: Int64? = nil, partial: Bool = false, domain: Domain? = nil, withheld: [Domain]? = nil,
+        writer: Writer? = nil
     ) {
         self.domain = domain
         self.withheld = withheld
+        self.writer = writer
         self.revision = revision
         self.changes = changes
         self.initial = initial
@@ -49,6 +54,7 @@ public struct WatchReply: Sendable, Equatable {
         ]
         if let systemRevision { parameters["systemRevision"] = .integer(systemRevision) }
         if let domain { parameters["domain"] = .string(domain.name) }
+        if let writer { parameters["writer"] = writer.json }
         var reply = VarlinkReply(parameters: parameters, continues: true)
         if partial { reply.parameterMembers.pairs.append((name: "partial", value: .bool(true))) }
         if let withheld {
@@ -59,7 +65,7 @@ public struct WatchReply: Sendable, Equatable {
 
     /// Reads a `Watch` reply; throws what is wrong with it. `initial` and `partial` absent (or
     /// not booleans) are false, `systemRevision` absent is nil, a change's `source` absent is
-    /// the user's.
+    /// the user's, a `writer` absent or unreadable is unknown.
     public init(decoding reply: VarlinkReply) throws(StreamReplyError) {
         let parameters = reply.parameters
         guard case .array(let items)? = parameters["changes"] else { throw .noChanges }
@@ -88,10 +94,12 @@ public struct WatchReply: Sendable, Equatable {
         if case .string(let name)? = parameters["domain"] {
             do { domain = try Domain(validating: name) } catch { throw .invalidDomain("\(error)") }
         }
+        // A writer kvd cannot describe is no reason to drop the change: it reads as unknown.
+        let writer = parameters["writer"].flatMap(Writer.init(json:))
         self.init(
             revision: revision, changes: changes, initial: initial, sources: sources, systemRevision: systemRevision,
             partial: parameters["partial"] == .bool(true), domain: domain,
-            withheld: try Self.domains(parameters["withheld"]))
+            withheld: try Self.domains(parameters["withheld"]), writer: writer)
     }
 
     /// A list of domain names (`withheld`); nil when absent.

@@ -81,9 +81,10 @@ import KVValues
 /// History `DOMAIN.history` (`PREFIX~HASH.history` beside a `~` domain file): lines framed like
 /// the log's. The header `{"format": "kvd-history", "formatVersion": 1, "domain": "d",
 /// "since": S}`, then one line per change of one key, oldest first:
-/// `{"revision": N, "time": T, "key": "k", "value": <typed JSON>, "uid": U}` (`time`: milliseconds
-/// since the Unix epoch, UTC, absent for a value the key already had when the domain's history
-/// began; no `value`: removed; `uid` only on the system instance), and `{"since": S}` lines.
+/// `{"revision": N, "time": T, "uid": U, "pid": P, "program": "…", "app": "…", "key": "k",
+/// "value": <typed JSON>}` (`time`: milliseconds since the Unix epoch, UTC, absent for a value
+/// the key already had when the domain's history began; the writer's parts (``Writer``) those
+/// known; no `value`: removed), and `{"since": S}` lines.
 /// The state of the domain at any revision from the largest `since` on is, for each key, its
 /// newest entry at or below that revision. The log is folded into history before the domain
 /// files are written: a fold appends each domain's new entries and fsyncs the file (a new file:
@@ -119,8 +120,9 @@ import KVValues
 /// removed at start.
 ///
 /// Log records carry `"time": T` (milliseconds since the epoch, the same for one batch) and, on
-/// the system instance, `"uid": U` after `revision` since 0.2.0; the log version
-/// is unchanged, since every reader of version 1 ignores them.
+/// the system instance, `"uid": U` after `revision` since 0.2.0, and every kvd the writer's
+/// `uid`, `pid`, `program`, `app` after `time`; the log version is unchanged, since every reader
+/// of version 1 ignores them, and a record without them is of an unknown writer.
 ///
 /// Version history of the history file: 1: the format above (0.2.0).
 ///

@@ -6,13 +6,13 @@ import KVValues
 struct RecentCommit: Sendable {
     let revision: Int64
     let time: Int64?
-    let uid: UInt32?
+    let writer: Writer?
     let changes: [Change]
 
     /// This commit without its changes of `key`, or nil if it made no other.
     func dropping(_ key: Key) -> RecentCommit? {
         let kept = changes.filter { $0.key != key }
-        return kept.isEmpty ? nil : RecentCommit(revision: revision, time: time, uid: uid, changes: kept)
+        return kept.isEmpty ? nil : RecentCommit(revision: revision, time: time, writer: writer, changes: kept)
     }
 
     /// One entry per key it changed (of a key changed twice, the final value), in order.
@@ -21,7 +21,8 @@ struct RecentCommit: Sendable {
         entries.reserveCapacity(changes.count)
         var index: [Key: Int] = [:]
         for change in changes {
-            let entry = HistoryEntry(revision: revision, time: time, key: change.key, value: change.value, uid: uid)
+            let entry = HistoryEntry(
+                revision: revision, time: time, key: change.key, value: change.value, writer: writer)
             if changes.count > 1, let earlier = index[change.key] {
                 entries[earlier] = entry
             } else {

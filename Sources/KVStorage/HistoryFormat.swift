@@ -10,15 +10,16 @@ public struct HistoryEntry: Sendable, Equatable {
     public var time: Int64?
     public var key: Key
     public var value: Value?
-    /// The user whose request made the change (the system instance only).
-    public var uid: UInt32?
+    /// Who made the change; nil when unknown (kvd's own commits, changes older than writer
+    /// records or than history).
+    public var writer: Writer?
 
-    public init(revision: Int64, time: Int64?, key: Key, value: Value?, uid: UInt32? = nil) {
+    public init(revision: Int64, time: Int64?, key: Key, value: Value?, writer: Writer? = nil) {
         self.revision = revision
         self.time = time
         self.key = key
         self.value = value
-        self.uid = uid
+        self.writer = writer
     }
 }
 
@@ -78,11 +79,12 @@ enum HistoryFormat {
     }
 
     /// Appends the framed line of `entry`:
-    /// `{"revision":N,"time":T,"uid":U,"key":K,"value":V}` (no `time` for a value older than
-    /// history, no `uid` but on the system instance, no `value` for a removal).
+    /// `{"revision":N,"time":T,"uid":U,"pid":P,"program":"…","app":"…","key":K,"value":V}` (no
+    /// `time` for a value older than history, of the writer the parts known, no `value` for a
+    /// removal).
     static func append(_ entry: HistoryEntry, to out: inout [UInt8]) {
         LogFormat.appendLine(to: &out) { out in  // written straight: a fold appends one per change
-            LogFormat.openStamped(revision: entry.revision, time: entry.time, uid: entry.uid, into: &out)
+            LogFormat.openStamped(revision: entry.revision, time: entry.time, writer: entry.writer, into: &out)
             out.append(contentsOf: #","key":"#.utf8)
             JSONWriter.writeString(entry.key.name, into: &out)
             if let value = entry.value {
@@ -151,7 +153,7 @@ enum HistoryFormat {
         guard case .string(let name)? = json["key"], let key = try? Key(validating: name) else {
             throw refuse("has no valid \"key\"")
         }
-        let origin: (time: Int64?, uid: UInt32?)
+        let origin: (time: Int64?, writer: Writer?)
         do throws(RecordError) {
             origin = try LogFormat.origin(of: json) { RecordError(reason: $0) }
         } catch {
@@ -162,6 +164,6 @@ enum HistoryFormat {
             do { value = try Value(typedJSON: found) } catch { throw refuse("holds an invalid value: \(error)") }
         }
         content.entries.append(
-            HistoryEntry(revision: revision, time: origin.time, key: key, value: value, uid: origin.uid))
+            HistoryEntry(revision: revision, time: origin.time, key: key, value: value, writer: origin.writer))
     }
 }

@@ -13,9 +13,9 @@ struct LogRecord: Sendable, Equatable {
     /// When it was committed, in milliseconds since the Unix epoch (UTC): what history shows.
     /// Nil in a record of a kvd before history.
     var time: Int64?
-    /// The user (uid) whose request made it: written by the system instance only, for its
-    /// history's audit trail.
-    var uid: UInt32?
+    /// Who asked for it (the connection's process), for history's blame; nil when unknown
+    /// (kvd's own commits, a record of a kvd before writers).
+    var writer: Writer?
     /// `set`, `delete`, `apply`, `deleteDomain` or `group`; for people reading the log, not for
     /// replay.
     var kind: String
@@ -25,19 +25,21 @@ struct LogRecord: Sendable, Equatable {
     /// A group's other parts, of other domains.
     var more: [Part] = []
 
-    init(revision: Int64, domain: Domain, kind: String, changes: [Change], time: Int64? = nil, uid: UInt32? = nil) {
+    init(
+        revision: Int64, domain: Domain, kind: String, changes: [Change], time: Int64? = nil, writer: Writer? = nil
+    ) {
         self.revision = revision
         self.time = time
-        self.uid = uid
+        self.writer = writer
         self.kind = kind
         self.first = Part(domain: domain, changes: changes)
     }
 
     /// A record of `parts` (at least one).
-    init(revision: Int64, kind: String, parts: [Part], time: Int64? = nil, uid: UInt32? = nil) {
+    init(revision: Int64, kind: String, parts: [Part], time: Int64? = nil, writer: Writer? = nil) {
         self.revision = revision
         self.time = time
-        self.uid = uid
+        self.writer = writer
         self.kind = kind
         self.first = parts[0]
         self.more = Array(parts.dropFirst())
@@ -127,13 +129,13 @@ enum LogFormat {
     /// (``DomainBudget``). A one-part record is
     /// `{"revision":N,"time":T,"domain":D,"kind":K,"changes":[...]}`; a group
     /// `{"revision":N,"time":T,"kind":"group","parts":[{"domain":D,"changes":[...]},...]}`
-    /// (`"uid":U` after `time` on the system instance).
+    /// (the writer's `"uid":U,"pid":P,"program":"…","app":"…"` after `time`, those known).
     @discardableResult
     static func append(_ record: LogRecord, to out: inout [UInt8], entryBytes: inout [Int]) -> RecordSizes {
         let lineStart = out.count
         out.append(contentsOf: "00000000 ".utf8)  // the checksum, filled in below
         let payloadStart = out.count
-        openStamped(revision: record.revision, time: record.time, uid: record.uid, into: &out)
+        openStamped(revision: record.revision, time: record.time, writer: record.writer, into: &out)
         var changesBytes = 0
         if record.isGroup {
             out.append(contentsOf: #","kind":"#.utf8)
@@ -185,18 +187,15 @@ enum LogFormat {
     }
 
     /// Opens the object of a log record or history entry: `{"revision":N`, then `,"time":T`
-    /// and `,"uid":U` when present.
-    static func openStamped(revision: Int64, time: Int64?, uid: UInt32?, into out: inout [UInt8]) {
+    /// and the writer's members (``Writer/appendMembers(to:)``) when present.
+    static func openStamped(revision: Int64, time: Int64?, writer: Writer?, into out: inout [UInt8]) {
         out.append(contentsOf: #"{"revision":"#.utf8)
         JSONWriter.writeInteger(revision, into: &out)
         if let time {
             out.append(contentsOf: #","time":"#.utf8)
             JSONWriter.writeInteger(time, into: &out)
         }
-        if let uid {
-            out.append(contentsOf: #","uid":"#.utf8)
-            JSONWriter.writeInteger(Int64(uid), into: &out)
-        }
+        writer?.appendMembers(to: &out)
     }
 
     /// Appends one framed line whose JSON payload `payload` writes (checksum, space, payload, LF).

@@ -117,11 +117,11 @@ extension LogFormat {
         func refuse(_ reason: String) -> RecordError { RecordError(reason: reason, revision: revision) }
         var kind = "apply"
         if case .string(let found)? = json["kind"] { kind = found }
-        let (time, uid) = try origin(of: json, refuse)
+        let (time, writer) = try origin(of: json, refuse)
         guard case .array(let parts)? = json["parts"] else {
             let part = try decodePart(json, refuse)
             return LogRecord(
-                revision: revision, domain: part.domain, kind: kind, changes: part.changes, time: time, uid: uid)
+                revision: revision, domain: part.domain, kind: kind, changes: part.changes, time: time, writer: writer)
         }
         guard !parts.isEmpty else { throw refuse("has an empty \"parts\" array") }
         var decoded: [LogRecord.Part] = []
@@ -132,26 +132,21 @@ extension LogFormat {
             }
             decoded.append(one)
         }
-        return LogRecord(revision: revision, kind: kind, parts: decoded, time: time, uid: uid)
+        return LogRecord(revision: revision, kind: kind, parts: decoded, time: time, writer: writer)
     }
 
-    /// The optional `time` (milliseconds since the epoch) and `uid` of a record or history line.
+    /// The optional `time` (milliseconds since the epoch) and writer of a record or history line
+    /// (none in a record of a kvd before writers: unknown; an old system instance's `uid` alone).
     static func origin(of json: JSON, _ refuse: (String) -> RecordError) throws(RecordError) -> (
-        time: Int64?, uid: UInt32?
+        time: Int64?, writer: Writer?
     ) {
         var time: Int64?
-        var uid: UInt32?
         switch json["time"] {
         case nil: break
         case .integer(let found)?: time = found
         default: throw refuse("has a \"time\" that is not an integer")
         }
-        switch json["uid"] {
-        case nil: break
-        case .integer(let found)? where found >= 0 && found <= Int64(UInt32.max): uid = UInt32(found)
-        default: throw refuse("has a \"uid\" that is not a user id")
-        }
-        return (time, uid)
+        return (time, try Writer.decode(members: json, refuse))
     }
 
     /// One part of a record (`{"domain": D, "changes": [...]}`, or the record itself).

@@ -145,7 +145,7 @@ extension Recovery {
                     if !changes.isEmpty {
                         state.recent[part.domain, default: []].append(
                             RecentCommit(
-                                revision: record.revision, time: record.time, uid: record.uid, changes: changes))
+                                revision: record.revision, time: record.time, writer: record.writer, changes: changes))
                     }
                 }
                 guard record.revision > replayedThrough[part.domain] ?? 0 else { continue }

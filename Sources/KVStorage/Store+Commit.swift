@@ -28,7 +28,7 @@ extension Store {
         var entryBytes: Range<Int>
         var budgetBytes: Int
         var revision: Int64
-        var uid: UInt32?
+        var writer: Writer?
     }
 
     /// Commits batches until nothing is queued; each batch is all that was queued when it
@@ -80,8 +80,8 @@ extension Store {
     /// bytes (removed again if the limits refuse it), its outcome.
     private func plan(_ item: Pending, into batch: inout Batch) {
         switch item {
-        case .one(let domain, let mutation, let uid, _):
-            batch.outcomes.append(.one(plan(domain, mutation, uid: uid, into: &batch)))
+        case .one(let domain, let mutation, let writer, _):
+            batch.outcomes.append(.one(plan(domain, mutation, writer: writer, into: &batch)))
         case .group(let parts, _):
             guard Set(parts.map(\.domain)).count == parts.count else {
                 return batch.outcomes.append(.group(.failure(.invalidValue("a group names a domain more than once"))))
@@ -92,7 +92,7 @@ extension Store {
     }
 
     /// Plans one mutation of one domain (every Set: no per-call arrays, unlike a group).
-    private func plan(_ domain: Domain, _ mutation: Mutation, uid: UInt32?, into batch: inout Batch) -> Result<
+    private func plan(_ domain: Domain, _ mutation: Mutation, writer: Writer?, into batch: inout Batch) -> Result<
         Commit, StorageError
     > {
         if batch.views[domain] == nil { batch.views[domain] = DomainView(state.withLock { $0.domains[domain] }) }
@@ -109,7 +109,7 @@ extension Store {
         let (recordStart, sizesStart) = (batch.records.count, batch.entryBytes.count)
         let record = LogRecord(
             revision: revision, domain: domain, kind: mutation.kind, changes: changes.changes, time: batch.time,
-            uid: uid)
+            writer: writer)
         let sizes = LogFormat.append(record, to: &batch.records, entryBytes: &batch.entryBytes)
         let entryBytes = sizesStart..<batch.entryBytes.count
         let budget: Int
@@ -123,21 +123,23 @@ extension Store {
         }
         batch.revision = revision
         return .success(
-            take(domain, changes.changes, entryBytes: entryBytes, budget: budget, at: revision, uid: uid, into: &batch))
+            take(
+                domain, changes.changes, entryBytes: entryBytes, budget: budget, at: revision, writer: writer,
+                into: &batch))
     }
 
     /// Takes one domain's planned changes, accepted by the limits, into `batch` at `revision`:
     /// its view (in place: no copy of the overlay) and what publishing will apply.
     private func take(
         _ domain: Domain, _ changes: [Change], entryBytes: Range<Int>, budget: Int, at revision: Int64,
-        uid: UInt32? = nil, into batch: inout Batch
+        writer: Writer? = nil, into batch: inout Batch
     ) -> Commit {
         batch.views[domain]!.apply(changes, entryBytes: batch.entryBytes[entryBytes], budgetBytes: budget, at: revision)
         batch.planned.append(
             PlannedCommit(
                 domain: domain, changes: changes, entryBytes: entryBytes, budgetBytes: budget, revision: revision,
-                uid: uid))
-        return Commit(revision: revision, domain: domain, changes: changes)
+                writer: writer))
+        return Commit(revision: revision, domain: domain, changes: changes, writer: writer)
     }
 
     /// Plans mutations of different domains as one record at one revision: all of them, or

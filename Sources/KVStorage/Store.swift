@@ -24,8 +24,8 @@ import Synchronization
 public final class Store: Sendable {
     /// Queued work: one mutation of one domain, or a group of several domains' changes.
     enum Pending: Sendable {
-        /// One mutation, with the uid of the user who asked for it (the system instance).
-        case one(Domain, Mutation, UInt32?, @Sendable (Result<Commit, StorageError>) -> Void)
+        /// One mutation, with who asked for it.
+        case one(Domain, Mutation, Writer?, @Sendable (Result<Commit, StorageError>) -> Void)
         case group([DomainChanges], @Sendable (Result<[Commit], StorageError>) -> Void)
 
         /// What its planning gave; ``finish(_:)`` hands it to the completion.
@@ -151,12 +151,12 @@ public final class Store: Sendable {
     /// queue, in commit order, once the change is durable and visible to readers, or with the
     /// error: `.notFound`, `.revisionMismatch`, or `.failure` (nothing changed; also after
     /// ``close()``, for a value that cannot be stored, and for a domain named like a backup).
-    /// `uid` names the user who asked for it, in the log and in history (the system instance).
+    /// `writer` names who asked for it, in the log and in history.
     public func submit(
-        _ domain: Domain, _ mutation: Mutation, uid: UInt32? = nil,
+        _ domain: Domain, _ mutation: Mutation, writer: Writer? = nil,
         completion: @escaping @Sendable (Result<Commit, StorageError>) -> Void
     ) {
-        add(.one(domain, mutation, uid, completion), startDrain: true)
+        add(.one(domain, mutation, writer, completion), startDrain: true)
     }
 
     /// Queues `mutation` like ``submit(_:_:completion:)``, but leaves its commit to the next
@@ -165,10 +165,10 @@ public final class Store: Sendable {
     /// queue if that queue was busy (syncing or compacting) at the time, or if the caller chose
     /// ``commitQueuedInBackground()``.
     public func enqueue(
-        _ domain: Domain, _ mutation: Mutation, uid: UInt32? = nil,
+        _ domain: Domain, _ mutation: Mutation, writer: Writer? = nil,
         completion: @escaping @Sendable (Result<Commit, StorageError>) -> Void
     ) {
-        add(.one(domain, mutation, uid, completion), startDrain: false)
+        add(.one(domain, mutation, writer, completion), startDrain: false)
     }
 
     /// Commits everything queued, on the calling thread, with one sync per batch, and calls
@@ -209,8 +209,8 @@ public final class Store: Sendable {
 
     /// Commits `mutation` and waits until it is durable. Blocks the calling thread; must not be
     /// called on the commit queue (from a completion).
-    public func commit(_ domain: Domain, _ mutation: Mutation, uid: UInt32? = nil) throws(StorageError) -> Commit {
-        try waitFor { submit(domain, mutation, uid: uid, completion: $0) }
+    public func commit(_ domain: Domain, _ mutation: Mutation, writer: Writer? = nil) throws(StorageError) -> Commit {
+        try waitFor { submit(domain, mutation, writer: writer, completion: $0) }
     }
 
     /// Runs `start` with a completion and waits for it. Blocks; not on the commit queue.

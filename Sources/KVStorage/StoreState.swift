@@ -82,7 +82,8 @@ extension Store {
                     let changes = exclusions.filter(commit.changes, of: commit.domain)
                     if !changes.isEmpty {
                         recent[commit.domain, default: []].append(
-                            RecentCommit(revision: commit.revision, time: batch.time, uid: commit.uid, changes: changes)
+                            RecentCommit(
+                                revision: commit.revision, time: batch.time, writer: commit.writer, changes: changes)
                         )
                     }
                 }

@@ -34,11 +34,14 @@ public struct Commit: Sendable, Equatable {
     public var revision: Int64
     public var domain: Domain
     public var changes: [Change]
+    /// Who asked for it (nil: unknown, or kvd's own commit).
+    public var writer: Writer?
 
-    public init(revision: Int64, domain: Domain, changes: [Change]) {
+    public init(revision: Int64, domain: Domain, changes: [Change], writer: Writer? = nil) {
         self.revision = revision
         self.domain = domain
         self.changes = changes
+        self.writer = writer
     }
 }
 

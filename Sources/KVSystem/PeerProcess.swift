@@ -1,5 +1,6 @@
 /// Who is on the other end of a connection: the process the kernel names when it connected, and
-/// what the system says about it. Not yet used by kvd.
+/// what the system says about it: what history records as a change's writer (KVDaemon's
+/// `ClientConnection.writer`, once per connection, at its first write).
 ///
 /// Everything but the credentials is read from `/proc/PID` after the connection was made, and
 /// kept only if the process the connection's pidfd names is still running once it was read: a

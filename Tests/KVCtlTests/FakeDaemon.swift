@@ -161,7 +161,8 @@ final class FakeDaemon: Sendable {
             }
             return VarlinkReply(parameters: ["locks": .array(items)])
         // history, backup: tested against the real kvd
-        case .getInfo, .getInterfaceDescription, .mirror, .status, .history, .backup, .forgetHistory, .keepHistory,
+        case .getInfo, .getInterfaceDescription, .mirror, .status, .history, .blame, .backup, .forgetHistory,
+            .keepHistory,
             .reload, .systemSource:
             throw RequestError(.failure(ServiceInterface.Error.methodNotImplemented))
         }

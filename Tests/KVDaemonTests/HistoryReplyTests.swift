@@ -12,7 +12,7 @@ import Testing
     static func entry(_ revision: Int64, _ key: String, _ bytes: Int) -> HistoryEntry {
         HistoryEntry(
             revision: revision, time: 1_800_000_000_123, key: try! Key(validating: key),
-            value: .string(String(repeating: "v", count: bytes)), uid: 7)
+            value: .string(String(repeating: "v", count: bytes)), writer: Writer(uid: 7))
     }
 
     @Test func replyPastOneMessageStopsAtACommitAndNamesTheNextPage() throws {

@@ -189,7 +189,9 @@ import Testing
             "method List(domain: string) -> (values: [string]object, revision: int)",
             "method Domains() -> (domains: []string)",
             "method Watch(domain: string, key: ?string) -> (revision: int, changes: []Change, initial: bool,"
-                + " partial: ?bool, systemRevision: ?int)",
+                + " partial: ?bool, systemRevision: ?int, writer: ?Writer)",
+            "type Writer (uid: ?int, pid: ?int, program: ?string, app: ?string)",
+            "method Blame(domain: string, key: ?string) -> (entries: []BlameEntry, keepsNone: ?bool)",
             "error NotFound (domain: string, key: ?string)", "error TooLarge (limit: int)",
         ] {
             #expect(DefaultsInterface.description.contains(line), "missing: \(line)")

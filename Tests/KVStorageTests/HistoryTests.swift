@@ -169,12 +169,12 @@ extension TemporaryFolder {
         defer { folder.remove() }
         let app = domain("com.example.audit")
         let store = try Store(directory: folder.state)
-        _ = try store.commit(app, .set(key("k"), .integer(1), ifRevision: nil), uid: 1000)
+        _ = try store.commit(app, .set(key("k"), .integer(1), ifRevision: nil), writer: Writer(uid: 1000))
         _ = try store.commit(app, .set(key("k"), .integer(2), ifRevision: nil))
-        #expect(try store.history(app).entries.map(\.uid) == [nil, 1000], "served from the log")
+        #expect(try store.history(app).entries.map(\.writer?.uid) == [nil, 1000], "served from the log")
         store.close()
         let reopened = try Store(directory: folder.state)
         defer { reopened.close() }
-        #expect(try reopened.history(app).entries.map(\.uid) == [nil, 1000], "served from the history file")
+        #expect(try reopened.history(app).entries.map(\.writer?.uid) == [nil, 1000], "served from the history file")
     }
 }

@@ -135,6 +135,72 @@ class KvdUnderPythonVarlink(unittest.TestCase):
             self.assertEqual((change["domain"], change["revision"], change["changes"]),
                              ("com.example.cur.c", revision, [{"key": "k", "value": 3}]))
 
+    def test_history_blame_and_watch_carry_the_writer(self):
+        python = os.path.realpath(sys.executable)
+        with self.client.open("io.kvd.Defaults") as kv, self.client.open("io.kvd.Defaults") as writer:
+            writer.Set("com.example.blame", "a", 1, None)
+            stream = kv.Watch("com.example.blame", None, _more=True)
+            self.assertNotIn("writer", next(stream), "the current values have no writer")
+            revision = writer.Set("com.example.blame", "a", 2, None)["revision"]
+            change = next(stream)
+            self.assertEqual(change["writer"]["program"], python)
+            self.assertEqual(change["writer"]["pid"], os.getpid())
+            self.assertEqual(change["writer"]["uid"], os.getuid())
+        with self.client.open("io.kvd.Defaults") as kv:
+            entries = kv.Blame("com.example.blame", None)["entries"]
+            self.assertEqual([(e["key"], e["revision"], e["writer"]["program"]) for e in entries],
+                             [("a", revision, python)])
+            history = kv.History("com.example.blame", "a", None, None, None)["entries"]
+            self.assertEqual([e["writer"]["program"] for e in history], [python, python])
+    def test_a_pid_taken_by_another_process_is_not_blamed(self):
+        """A connects and forks C (who keeps the connection) and exits; its pid goes to B (a
+        `sleep`, placed there through ns_last_pid); then C writes. kvd reads who is asking at
+        that first write: /proc/PID is B's by then, and must not be taken for A's."""
+        if os.getuid() != 0 or not os.path.exists("/proc/sys/kernel/ns_last_pid"):
+            self.skipTest("needs root: places a process at a pid through /proc/sys/kernel/ns_last_pid")
+        go_read, go_write = os.pipe()
+        out = os.path.join(self.root, "reused.out")
+        script = (
+            "import os, socket, sys\n"
+            "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
+            "if os.fork() == 0:\n"
+            "    os.read(int(sys.argv[2]), 1)\n"
+            "    s.sendall(b'{\"method\":\"io.kvd.Defaults.Set\",\"parameters\":"
+            "{\"domain\":\"com.example.reused\",\"key\":\"k\",\"value\":1}}\\0')\n"
+            "    reply = b''\n"
+            "    while not reply.endswith(b'\\0'): reply += s.recv(4096)\n"
+            "    open(sys.argv[3], 'wb').write(reply)\n"
+            "os._exit(0)\n")
+        first = subprocess.Popen([sys.executable, "-c", script, self.sock, str(go_read), out], pass_fds=(go_read,))
+        self.assertEqual(first.wait(timeout=20), 0)  # reaped: its pid is free
+        os.close(go_read)
+        taker = None
+        for _ in range(200):  # others fork too on a busy machine: try again
+            with open("/proc/sys/kernel/ns_last_pid", "w") as last:
+                last.write(str(first.pid - 1))
+            taker = subprocess.Popen(["sleep", "60"])
+            if taker.pid == first.pid:
+                break
+            taker.kill()
+            taker.wait()
+            taker = None
+        if taker is None:
+            os.close(go_write)
+            self.skipTest(f"could not place a process at pid {first.pid}")
+        try:
+            os.write(go_write, b"x")
+            deadline = time.time() + 20
+            while not (os.path.exists(out) and os.path.getsize(out) > 0) and time.time() < deadline:
+                time.sleep(0.02)
+            with self.client.open("io.kvd.Defaults") as kv:
+                writer = kv.Blame("com.example.reused", "k")["entries"][0].get("writer", {})
+            self.assertEqual(writer.get("pid"), first.pid)
+            self.assertNotIn("program", writer, f"the pid's new owner blamed: {writer}")
+        finally:
+            os.close(go_write)
+            taker.kill()
+            taker.wait()
+
 if __name__ == "__main__":
     result = unittest.main(exit=False, verbosity=2).result
     failed = len(result.failures) + len(result.errors)

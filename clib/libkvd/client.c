@@ -327,6 +327,49 @@ KVD_EXPORT kvd_status kvd_domains(kvd_client *client, char ***domains, size_t *c
     return KVD_OK;
 }
 
+/* Blame's entries, an array of objects of typed values, as a dictionary by their "key". */
+static kvd_status decode_blame(const json_node *list, kvd_value **out, kvd_error *error) {
+    if (!list || list->type != JSON_ARRAY) return kvdi_set_error(error, KVD_ERROR_PROTOCOL, "kvd sent an invalid reply: Blame without an \"entries\" array");
+    kvd_value *dict = kvd_value_new_dict();
+    if (!dict) return kvdi_set_error(error, KVD_ERROR_NO_MEMORY, "out of memory");
+    kvd_status status = KVD_OK;
+    for (size_t i = 0; i < list->u.array.count && !status; i++) {
+        const json_node *entry = list->u.array.items[i];
+        const json_node *name = kvdi_json_get(entry, "key");
+        kvd_value *v;
+        if (!name || name->type != JSON_STRING)
+            status = kvdi_set_error(error, KVD_ERROR_PROTOCOL, "kvd sent an invalid reply: a Blame entry without a \"key\"");
+        else if (!(status = kvdi_decode_value(entry, "entries", &v, error)) && !kvdi_value_dict_add(dict, name->u.string.bytes, name->u.string.len, v))
+            status = kvdi_set_error(error, KVD_ERROR_NO_MEMORY, "out of memory");
+    }
+    if (status) return kvd_value_free(dict), status;
+    *out = dict;
+    return KVD_OK;
+}
+
+KVD_EXPORT kvd_status kvd_blame(kvd_client *client, const char *domain, const char *key, kvd_value **entries, kvd_error *error) {
+    kvd_status status = kvdi_check_client("kvd_blame", client, error);
+    if (!status) status = kvdi_check_name("domain", domain, error);
+    if (!status && key) status = kvdi_check_name("key", key, error);
+    if (status) return status;
+    json_buffer b = {0};
+    kvdi_call_begin(&b, "io.kvd.Defaults.Blame");
+    kvdi_call_string(&b, "domain", domain);
+    if (key) kvdi_call_string(&b, "key", key);
+    status = kvdi_call_end(&b, false, error);
+    if (status) return free(b.data), status;
+    json_node *reply;
+    const json_node *p;
+    if ((status = call(client, &b, &reply, &p, error))) return status;
+    kvd_value *dict = NULL;
+    status = decode_blame(kvdi_json_get(p, "entries"), &dict, error);
+    kvdi_json_free(reply);
+    if (status) return status;
+    if (entries) *entries = dict;
+    else kvd_value_free(dict);
+    return KVD_OK;
+}
+
 KVD_EXPORT void kvd_strv_free(char **strings) {
     if (!strings) return;
     for (char **s = strings; *s; s++) free(*s);

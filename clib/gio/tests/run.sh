@@ -47,6 +47,12 @@ check() { # WHAT EXPECTED ACTUAL
 gsettings set io.kvd.test color-scheme prefer-dark || fail "gsettings set"
 check "gsettings set reaches kvd (org.gnome-style path -> domain io.kvd.test, key color-scheme)" \
     prefer-dark "$(kvctl get io.kvd.test color-scheme 2>&1)"
+# Who made it: kvd names the gsettings program that connected through the module.
+blame=$(kvctl --json blame io.kvd.test color-scheme 2>&1)
+case "$blame" in
+*'"program":"'"$(readlink -f "$(command -v gsettings)")"'"'*) echo "ok kvctl blame names gsettings" ;;
+*) fail "kvctl blame of a gsettings set: $blame" ;;
+esac
 kvctl set io.kvd.test text from-kvctl
 check "gsettings get of a kvctl set" "'from-kvctl'" "$(gsettings get io.kvd.test text)"
 gsettings reset io.kvd.test text

@@ -661,6 +661,29 @@ kvd_status kvd_domains(kvd_client *client, char ***domains, size_t *count, kvd_e
  */
 void kvd_strv_free(char **strings);
 
+/**
+ * kvd_blame:
+ * @client: a connected client
+ * @domain: the domain
+ * @key: (nullable): one key, or NULL for every key @domain holds now
+ * @entries: (out) (optional) (transfer full): a dictionary from each key @domain holds now (only
+ *   @key, if given) to a dictionary saying who set its value: "key" (string), "revision"
+ *   (integer), and when history holds that change, "time" (an RFC 3339 string) and "writer", a
+ *   dictionary of what kvd knows of the process that made it: "uid", "pid" (integers),
+ *   "program" (its executable's path, else its command name), "app" (its app id) (strings of at
+ *   most 255 bytes). No "writer": unknown (history off or not kept for the key, a value older
+ *   than history or than writer records, or forgotten). Free with kvd_value_free.
+ * @error: (nullable): filled on failure
+ *
+ * io.kvd.Defaults.Blame: who set each current value, from kvd's history. On the system
+ * instance, for root and the admin group only (KVD_ERROR_PERMISSION_DENIED otherwise).
+ *
+ * Returns: KVD_OK; KVD_ERROR_NOT_FOUND when @domain (or @key) holds no value,
+ * KVD_ERROR_INVALID_NAME, KVD_ERROR_TOO_LARGE (ask for one key), KVD_ERROR_INVALID_ARGUMENT, and
+ * the connection's. Since 0.3.
+ */
+kvd_status kvd_blame(kvd_client *client, const char *domain, const char *key, kvd_value **entries, kvd_error *error);
+
 /* ---------------------------------------------------------------------------------------- */
 /* Watch                                                                                    */
 

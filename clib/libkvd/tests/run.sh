@@ -26,6 +26,12 @@ export KVD_SOCKET="$dir/kvd.sock" KVD_BIN="$bin/kvd" KVCTL_BIN="$bin/kvctl" LIBK
 export KVD_STATE_DIR="$dir/autostate"  # the state of the kvds the test autostarts
 echo "libkvd-test: $program"
 "$program"
+# Who made it: kvd names the C program that wrote through libkvd (before valgrind's run rewrites it).
+blame=$("$bin/kvctl" --json blame org.libkvd.types Theme 2>&1)
+case "$blame" in
+*'"program":"'"$(readlink -f "$program")"'"'*) echo "ok kvctl blame names the libkvd program" ;;
+*) echo "libkvd-test: kvctl blame does not name $program: $blame" >&2; exit 1 ;;
+esac
 if command -v valgrind >/dev/null; then
     echo "libkvd-test: under valgrind"
     LIBKVD_TEST_SMALL=1 valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect "$program"

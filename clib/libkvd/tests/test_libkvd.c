@@ -211,6 +211,32 @@ static void every_type_round_trips_with_kvctl(kvd_client *client) {
     kvd_value_free(date);
 }
 
+/* kvd_blame names this program (its executable's path), its pid and uid, for a change it made. */
+static void blame_names_this_program(kvd_client *client) {
+    kvd_error error = {0};
+    kvd_value *one = kvd_value_new_int(1);
+    CHECK_OK(kvd_set(client, "org.libkvd.blame", "k", one, KVD_ANY_REVISION, NULL, &error), &error);
+    kvd_value_free(one);
+    kvd_value *entries = NULL;
+    CHECK_OK(kvd_blame(client, "org.libkvd.blame", NULL, &entries, &error), &error);
+    const kvd_value *writer = kvd_value_dict_get(kvd_value_dict_get(entries, "k"), "writer");
+    char self[4096] = "";
+    ssize_t length = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (length > 0) self[length] = 0;
+    const char *program = kvd_value_get_string(kvd_value_dict_get(writer, "program"), NULL);
+    /* under valgrind the process's executable is valgrind's tool, which runs this program inside it */
+    bool named = program && (!strcmp(program, self) || strstr(program, "/valgrind/"));
+    CHECK(named, "blame names %s, not this program %s", program ? program : "nothing", self);
+    int64_t pid = kvd_value_get_int(kvd_value_dict_get(writer, "pid"));
+    int64_t uid = kvd_value_get_int(kvd_value_dict_get(writer, "uid"));
+    CHECK(pid == getpid() && uid == (int64_t)getuid(), "blame names pid %lld uid %lld", (long long)pid, (long long)uid);
+    kvd_value_free(entries);
+    entries = NULL;
+    kvd_status status = kvd_blame(client, "org.libkvd.blame", "missing", &entries, &error);
+    CHECK(status == KVD_ERROR_NOT_FOUND && !entries, "blame of a missing key: %s", kvd_status_name(status));
+    kvd_error_clear(&error);
+}
+
 /* ---- the calls and their errors ---- */
 
 static void writes_lists_deletes_and_errors(kvd_client *client) {
@@ -940,6 +966,8 @@ int main(int argc, char **argv) {
         {"every_type_round_trips_with_kvctl", every_type_round_trips_with_kvctl},
         {"writes_lists_deletes_and_errors", writes_lists_deletes_and_errors},
         {"watch_sees_kvctl_and_libkvd_changes", watch_sees_kvctl_and_libkvd_changes},
+        {"blame_names_this_program", blame_names_this_program},
+        {"blame_names_this_program", blame_names_this_program},
         {"one_client_is_shared_by_threads", one_client_is_shared_by_threads},
         {"null_arguments_are_refused", null_arguments_are_refused},
         {"a_forked_child_gets_its_own_connection", a_forked_child_gets_its_own_connection},

@@ -1,0 +1,106 @@
+"""The blame rows of make bench: what knowing who made each change costs.
+
+kvd reads who is on the other end of a connection once, at its first write
+(`ClientConnection.writer`, `PeerProcess.identify`: `SO_PEERCRED`, a pidfd, `/proc/PID/exe`,
+`comm`, `cgroup` and `root/.flatpak-info`, then a check that the pidfd's process still runs), and
+writes it into the log record and the history line of every change
+(`Writer`, Sources/KVValues/Writer.swift). Two fresh kvds alike but for that, one started with
+`KVD_BENCH_NO_WRITERS=1` (read nowhere else; it exists for this comparison), take in turn:
+
+- connection setup: a fresh connection, one durable Set on it, close (the Set pays the
+  identification, once per connection), driven by this process, one connection after another;
+- durable Set, 1 client: kvbench's `set` on one connection (identified once, then free).
+
+Targets: each within 1.1x (with blame / without, in time per operation). And the history bytes per
+change: a fresh pair of kvds gets CHANGES Sets of distinct keys from this process, is stopped (a
+stop folds the log into history), and its history file's size is divided by CHANGES; the
+difference is what a writer adds to a change (documented in docs/reference/on-disk-format.md).
+"""
+import os
+import socket
+import statistics
+import time
+
+GOAL = 1.1
+CHANGES = 200
+
+
+def varlink_set(conn, domain, key, value):
+    conn.sendall(('{"method":"io.kvd.Defaults.Set","parameters":{"domain":"%s","key":"%s","value":%d}}'
+                  % (domain, key, value)).encode() + b"\0")
+    reply = b""
+    while not reply.endswith(b"\0"):
+        chunk = conn.recv(4096)
+        if not chunk:
+            raise RuntimeError("kvd closed the connection")
+        reply += chunk
+    if b'"error"' in reply:
+        raise RuntimeError(f"Set failed: {reply[:200]!r}")
+
+
+class BlameRows:
+    def __init__(self, bench):
+        self.bench = bench
+
+    def start_pair(self, tag):
+        """Two fresh kvds alike but for writer records: (with, without) sockets and processes."""
+        servers = []
+        for name, extra in ((f"kvd-blame-{tag}", {}), (f"kvd-noblame-{tag}", {"KVD_BENCH_NO_WRITERS": "1"})):
+            sock = self.bench.path(name + ".sock")
+            env = dict(self.bench.env, **extra)
+            proc = self.bench.start([self.bench.tool("kvd"), "--socket", sock, "--state-dir", self.bench.path(name + "-state"),
+                                     "--idle-exit", "0", "--no-system-layer"], sock, name, env=env)
+            servers.append((proc, sock, self.bench.path(name + "-state")))
+        return servers
+
+    def connection_setups(self, sock):
+        """A subject: fresh connection, one durable Set, close, for `seconds`; per-op latencies."""
+        def measure():
+            latencies, start, n = [], time.monotonic(), 0
+            while time.monotonic() - start < self.bench.seconds:
+                began = time.monotonic_ns()
+                with socket.socket(socket.AF_UNIX) as conn:
+                    conn.connect(sock)
+                    varlink_set(conn, "bench.blame", "k", n)
+                latencies.append((time.monotonic_ns() - began) / 1000)
+                n += 1
+            latencies.sort()
+            elapsed = time.monotonic() - start
+            return {"ops": n, "ops_per_s": n / elapsed, "p50_us": statistics.median(latencies),
+                    "p99_us": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]}
+        return measure, None
+
+    def run(self):
+        bench = self.bench
+        (on, on_sock, _), (off, off_sock, _) = self.start_pair("speed")
+        setup_on, setup_off = bench.interleave("connection setup + Set", [
+            ("kvd, writers recorded", self.connection_setups(on_sock)),
+            ("kvd, writers off", self.connection_setups(off_sock))])
+        bench.target("blame: connection setup", "time per connection+Set, writers on/off",
+                     setup_off["ops_per_s"] / setup_on["ops_per_s"], GOAL, "<=")
+        set_on, set_off = bench.interleave("durable set, blame", [
+            ("kvd Set (fsync), writers recorded", bench.kvbench(on_sock, "varlink", "set", 1, "bench.blame-set")),
+            ("kvd Set (fsync), writers off", bench.kvbench(off_sock, "varlink", "set", 1, "bench.blame-set"))])
+        bench.target("blame: durable set", "time per Set, writers on/off",
+                     set_off["ops_per_s"] / set_on["ops_per_s"], GOAL, "<=")
+        bench.stop(on)
+        bench.stop(off)
+        self.history_bytes()
+
+    def history_bytes(self):
+        """History bytes per change with and without writers (reported, and the difference)."""
+        bench = self.bench
+        sizes = []
+        for proc, sock, state in self.start_pair("size"):
+            with socket.socket(socket.AF_UNIX) as conn:
+                conn.connect(sock)
+                for n in range(CHANGES):
+                    varlink_set(conn, "bench.size", f"key{n:04d}", n)
+            bench.stop(proc)  # folds the log into the history file
+            sizes.append(os.path.getsize(os.path.join(state, "bench.size.history")) / CHANGES)
+        with_writer, without = sizes
+        bench.notes.append(f"history bytes per change: {with_writer:.0f} with writers, {without:.0f} without "
+                           f"(+{with_writer - without:.0f}: a python3 client's writer)")
+        print(f"  history bytes per change: {with_writer:.0f} with writers, {without:.0f} without", flush=True)
+        bench.target("blame: history size", "bytes a writer adds to a history line (bound 1,592)",
+                     with_writer - without, 1592, "<=")
