@@ -266,10 +266,17 @@ final class WatchFanOut {
                 }
             }
             guard !changes.isEmpty else { return nil }
-            let reply = WatchReply(
+            var reply = WatchReply(
                 revision: commit.revision, changes: changes, initial: false, sources: sources,
                 systemRevision: systemRevision, domain: naming ? commit.domain : nil, writer: writer)
-            return SharedReply(reply.reply.encoded())
+            var encoded = reply.reply.encoded()
+            if encoded.count > Limits.messageBytes, writer != nil {
+                // A change at the domain's limit leaves no room for its writer (up to 1,592 bytes
+                // besides the reply's overhead): the change is sent, its writer as unknown.
+                reply.writer = nil
+                encoded = reply.reply.encoded()
+            }
+            return SharedReply(encoded)
         }
     }
 }

@@ -49,6 +49,42 @@ import Testing
         #expect(pieces.dropLast().allSatisfy { $0.parameters["partial"] == .bool(true) })
     }
 
+    /// A commit that fills a domain with the longest name to its budget, made by a writer whose
+    /// texts take the most they can once escaped: its `WatchAll` and `Watch` replies still fit one
+    /// message, the change sent and the writer left out (there is no room for it).
+    @Test func aCommitAtTheBudgetIsWatchedWithItsWriterLeftOutWhenThereIsNoRoom() throws {
+        let temp = try RequestHandlerTests.TempStore()
+        let handler = RequestHandler(store: temp.store)
+        let domain = try Domain(validating: String(repeating: "n", count: Limits.domainNameBytes))
+        let key = try Key(validating: "big")
+        let fill = Limits.domainBytes - DomainBudget.cost(entryBytes: #""big""#.utf8.count + 2)
+        let control = String(repeating: "\u{1}", count: Writer.maxTextBytes)
+        let writer = Writer(uid: .max, pid: .max, program: control, app: control)
+        let commit = try temp.store.commit(
+            domain, .set(key, .string(String(repeating: "x", count: fill)), ifRevision: nil), writer: writer)
+        #expect(temp.store.list(domain)?.budgetBytes == Limits.domainBytes)
+        var news = WatchFanOut(handler: handler).news(of: commit)
+        let watches = [
+            ClientConnection.Watch(domain: nil, key: nil, since: 0, prefix: ""),
+            ClientConnection.Watch(domain: domain, key: nil, since: 0),
+        ]
+        for watch in watches {
+            guard case .shared(let reply)? = news.reply(for: watch, peer: nil, seesWriter: { _ in true }) else {
+                Issue.record("no reply for \(watch)")
+                continue
+            }
+            let bytes = reply.bytes.dropLast()
+            #expect(bytes.count <= Limits.messageBytes, "a commit's reply of \(bytes.count) bytes")
+            let read = try VarlinkReply(message: bytes)
+            #expect(read.parameters["writer"] == nil)
+            guard case .array(let changes)? = read.parameters["changes"] else {
+                Issue.record("no changes")
+                continue
+            }
+            #expect(changes.count == 1)
+        }
+    }
+
     /// Every piece of a stream, made at once.
     static func pieces(of stream: ReplyStream) -> [VarlinkReply] {
         var pieces: [VarlinkReply] = []
