@@ -28,11 +28,13 @@ enum DomainFile {
         var entries: [FileEntry] = []
         entries.reserveCapacity(state.entries.count + state.foreign.count)
         state.entries.forEachStored { name, revision, content, unreadable in
-            entries.append(FileEntry(name: name, revision: revision, content: unreadable ? .text(content) : .json(content)))
+            entries.append(
+                FileEntry(name: name, revision: revision, content: unreadable ? .text(content) : .json(content)))
         }
         for (name, entry) in state.foreign {
             switch entry.content {
-            case .value(let value): entries.append(FileEntry(name: name, revision: entry.revision, content: .value(value)))
+            case .value(let value):
+                entries.append(FileEntry(name: name, revision: entry.revision, content: .value(value)))
             case .unreadable(let raw, _):
                 entries.append(FileEntry(name: name, revision: entry.revision, content: .text(raw[...])))
             }

@@ -6,6 +6,11 @@ enum StoredContent: Sendable, Equatable {
     case value(Value)
     /// Boxed: rare, and unboxed it would make every entry 8 bytes larger (a value takes 17).
     indirect case unreadable(raw: [UInt8], reason: String)
+
+    var isValue: Bool {
+        if case .value = self { return true }
+        return false
+    }
 }
 
 /// One key's content, the revision at which it last changed, and its size: an entry as read
@@ -40,6 +45,25 @@ struct StoredEntry: Sendable, Equatable {
         JSONWriter.writeString(key, into: &out)
         return out.count + raw
     }
+}
+
+/// What planning needs of a stored entry, read without decoding its value: the revision at
+/// which the key last changed and the entry's size as ``DomainBudget`` counts it.
+struct EntryInfo: Sendable, Equatable {
+    let revision: Int64
+    /// The key and the value as compact typed JSON, in bytes (for an unreadable value, the key
+    /// and the text kept).
+    let bytes: Int
+}
+
+/// A key's stored typed JSON as ``EntryTable/withValueJSON(_:_:)`` gives it.
+enum StoredJSON {
+    /// The value's compact typed JSON (keys sorted in objects) and the revision at which the
+    /// key last changed.
+    case value(UnsafeBufferPointer<UInt8>, revision: Int64)
+    case missing
+    /// The key exists but its stored JSON is not a valid typed value (kept verbatim).
+    case unreadable(reason: String)
 }
 
 /// The committed content of one domain in memory. A domain with no (nameable) keys does not
@@ -80,7 +104,7 @@ struct DomainState: Sendable, Equatable {
             values: [:], revisions: [:], unreadable: [:], revision: revision, budgetBytes: budgetBytes)
         snapshot.values.reserveCapacity(entries.count)
         snapshot.revisions.reserveCapacity(entries.count)
-        entries.forEach { key, entry in
+        entries.forEachEntry { key, entry in
             snapshot.revisions[key] = entry.revision
             switch entry.content {
             case .value(let value): snapshot.values[key] = value
@@ -100,7 +124,8 @@ struct DomainState: Sendable, Equatable {
         } else {
             replaced = foreign.updateValue(entry, forKey: name)?.bytes
         }
-        budgetBytes += DomainBudget.cost(entryBytes: entry.bytes) - (replaced.map { DomainBudget.cost(entryBytes: $0) } ?? 0)
+        budgetBytes +=
+            DomainBudget.cost(entryBytes: entry.bytes) - (replaced.map { DomainBudget.cost(entryBytes: $0) } ?? 0)
         return replaced != nil
     }
 

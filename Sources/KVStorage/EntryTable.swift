@@ -1,14 +1,5 @@
 import KVValues
 
-/// What planning needs of a stored entry, read without decoding its value: the revision at
-/// which the key last changed and the entry's size as ``DomainBudget`` counts it.
-struct EntryInfo: Sendable, Equatable {
-    let revision: Int64
-    /// The key and the value as compact typed JSON, in bytes (for an unreadable value, the key
-    /// and the text kept).
-    let bytes: Int
-}
-
 /// The entries of one domain a request can name, kept compact: each key, its revision, its
 /// size and its value's compact typed JSON (keys sorted in objects, so equal values are equal
 /// bytes) back to back in one byte array, found through an open-addressing table of offsets
@@ -68,7 +59,8 @@ struct EntryTable: Sendable {
         return records.withUnsafeBufferPointer { buffer in
             let layout = Layout(buffer, offset)
             switch layout.kind {
-            case .value: return body(.value(UnsafeBufferPointer(rebasing: buffer[layout.content]), revision: layout.revision))
+            case .value:
+                return body(.value(UnsafeBufferPointer(rebasing: buffer[layout.content]), revision: layout.revision))
             case .unreadable: return body(.unreadable(reason: layout.reason))
             }
         }
@@ -83,14 +75,15 @@ struct EntryTable: Sendable {
     }
 
     /// Calls `body` with each key and its entry, its value decoded, in no order.
-    func forEach(_ body: (Key, StoredEntry) -> Void) {
+    func forEachEntry(_ body: (Key, StoredEntry) -> Void) {
         forEachOffset { body(key(at: $0), decodedEntry(at: $0)) }
     }
 
     /// Calls `body` with each key's name, revision and stored content (typed JSON, or an
     /// unreadable value's text, with whether it is that), in no order; no value is decoded.
-    func forEachStored(_ body: (_ name: String, _ revision: Int64, _ content: ArraySlice<UInt8>, _ unreadable: Bool) -> Void)
-    {
+    func forEachStored(
+        _ body: (_ name: String, _ revision: Int64, _ content: ArraySlice<UInt8>, _ unreadable: Bool) -> Void
+    ) {
         forEachOffset { offset in
             let layout = records.withUnsafeBufferPointer { Layout($0, offset) }
             body(
@@ -122,7 +115,9 @@ struct EntryTable: Sendable {
     mutating func remove(_ key: Key) -> Bool {
         var name = key.name
         let removed: Bool = name.withUTF8 { keyBytes in
-            guard !slots.isEmpty, case let (slot, found?) = find(UnsafeRawBufferPointer(keyBytes)) else { return false }
+            guard !slots.isEmpty, case (let slot, let found?) = find(UnsafeRawBufferPointer(keyBytes)) else {
+                return false
+            }
             garbage += recordBytes(at: found)
             slots[slot] = Self.tombstone
             (count, tombstones) = (count - 1, tombstones + 1)
@@ -135,16 +130,6 @@ struct EntryTable: Sendable {
         }
         return removed
     }
-}
-
-/// A key's stored typed JSON as ``EntryTable/withValueJSON(_:_:)`` gives it.
-enum StoredJSON {
-    /// The value's compact typed JSON (keys sorted in objects) and the revision at which the
-    /// key last changed.
-    case value(UnsafeBufferPointer<UInt8>, revision: Int64)
-    case missing
-    /// The key exists but its stored JSON is not a valid typed value (kept verbatim).
-    case unreadable(reason: String)
 }
 
 extension EntryTable: Equatable {
@@ -185,7 +170,8 @@ extension EntryTable {
         init(_ buffer: UnsafeBufferPointer<UInt8>, _ offset: Int) {
             let raw = UnsafeRawBufferPointer(buffer)
             revision = Int64(littleEndian: raw.loadUnaligned(fromByteOffset: offset, as: Int64.self))
-            let contentCount = Int(UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self)))
+            let contentCount = Int(
+                UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: offset + 12, as: UInt32.self)))
             let keyCount = Int(UInt32(littleEndian: raw.loadUnaligned(fromByteOffset: offset + 16, as: UInt32.self)))
             kind = Kind(rawValue: raw[offset + 20]) ?? .value
             key = (offset + EntryTable.headerBytes)..<(offset + EntryTable.headerBytes + keyCount)
@@ -253,39 +239,46 @@ extension EntryTable {
     /// Appends the record of `key` and `entry` to the records, growing them by a quarter when
     /// full (an array's own growth would double them), and returns its offset.
     private mutating func append(_ key: UnsafeRawBufferPointer, _ entry: StoredEntry) -> Int {
-        var content: [UInt8] = []
-        var reason: [UInt8] = []
-        let kind: Kind
+        // a value's JSON is at most its entry's size (which counts the key too): room enough
+        let contentBound: Int
         switch entry.content {
-        case .value(let value):
-            kind = .value
-            JSONWriter(sortKeys: true).write(value.typedJSON, into: &content)
-        case .unreadable(let raw, let why):
-            (kind, content, reason) = (.unreadable, raw, Array(why.utf8))
+        case .value: contentBound = entry.bytes
+        case .unreadable(let raw, let reason): contentBound = raw.count + 4 + reason.utf8.count
         }
-        let needed = Self.headerBytes + key.count + content.count + (kind == .unreadable ? 4 + reason.count : 0)
-        precondition(records.count + needed < Int(UInt32.max) - 1, "a domain's entries take at most 4 GiB")
-        if records.capacity < records.count + needed {
-            if garbage * 8 >= records.count {
-                compact(reserving: needed)  // room from the garbage first
-            } else {
-                records.reserveCapacity(records.count + needed + max(records.count / 4, 256))
-            }
-        }
+        makeRoom(for: Self.headerBytes + key.count + contentBound)
         let offset = records.count
-        defer { assert(records.count == offset + needed) }
         appendInteger(UInt64(bitPattern: entry.revision), bytes: 8)
         appendInteger(UInt64(entry.bytes), bytes: 4)
-        appendInteger(UInt64(content.count), bytes: 4)
+        appendInteger(0, bytes: 4)  // the content's length, once written
         appendInteger(UInt64(key.count), bytes: 4)
-        records.append(kind.rawValue)
+        records.append((entry.content.isValue ? Kind.value : .unreadable).rawValue)
         records.append(contentsOf: key)
-        records.append(contentsOf: content)
-        if kind == .unreadable {
-            appendInteger(UInt64(reason.count), bytes: 4)
-            records.append(contentsOf: reason)
+        let contentStart = records.count
+        switch entry.content {
+        case .value(let value):
+            JSONWriter(sortKeys: true).write(value.typedJSON, into: &records)  // straight in: no copy
+        case .unreadable(let raw, _):
+            records.append(contentsOf: raw)
         }
+        let contentCount = UInt32(records.count - contentStart).littleEndian
+        records.withUnsafeMutableBytes { $0.storeBytes(of: contentCount, toByteOffset: offset + 12, as: UInt32.self) }
+        if case .unreadable(_, let reason) = entry.content {
+            appendInteger(UInt64(reason.utf8.count), bytes: 4)
+            records.append(contentsOf: reason.utf8)
+        }
+        precondition(records.count < Int(UInt32.max) - 1, "a domain's entries take at most 4 GiB")
         return offset
+    }
+
+    /// Makes room for `needed` more bytes: from the garbage when an eighth of the records is,
+    /// else by growing them a quarter.
+    private mutating func makeRoom(for needed: Int) {
+        guard records.capacity < records.count + needed else { return }
+        if garbage * 8 >= records.count {
+            compact(reserving: needed)
+        } else {
+            records.reserveCapacity(records.count + needed + max(records.count / 4, 256))
+        }
     }
 
     private mutating func appendInteger(_ value: UInt64, bytes: Int) {

@@ -46,7 +46,7 @@ enum HistoryRetention {
     static func baseline(_ state: DomainState?) -> [HistoryEntry] {
         guard let state else { return [] }
         var entries: [HistoryEntry] = []
-        state.entries.forEach { key, entry in
+        state.entries.forEachEntry { key, entry in
             guard case .value(let value) = entry.content else { return }
             entries.append(HistoryEntry(revision: entry.revision, time: nil, key: key, value: value))
         }

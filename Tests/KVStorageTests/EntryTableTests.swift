@@ -41,7 +41,8 @@ import Testing
         let index = random.below(300)
         // short keys, keys past a small string's 15 bytes, and one near the 1024-byte limit
         return index == 0
-            ? key(String(repeating: "k", count: 1024)) : key(index % 2 == 0 ? "k\(index)" : "a key of some length \(index)")
+            ? key(String(repeating: "k", count: 1024))
+            : key(index % 2 == 0 ? "k\(index)" : "a key of some length \(index)")
     }
 
     /// `table` holds exactly `expected`, read every way.
@@ -49,7 +50,7 @@ import Testing
         #expect(table.count == expected.count)
         #expect(Set(table.keys) == Set(expected.keys))
         var seen = 0
-        table.forEach { key, entry in
+        table.forEachEntry { key, entry in
             seen += 1
             #expect(expected[key] == entry, "\(key)")
         }
@@ -139,7 +140,8 @@ import Testing
                 let name = "p\(index)"
                 table.set(
                     key(name),
-                    StoredEntry(content: .value(value), revision: Int64(round), bytes: StoredEntry.measure(name, value)))
+                    StoredEntry(content: .value(value), revision: Int64(round), bytes: StoredEntry.measure(name, value))
+                )
             }
             #expect(table.count == 1000)
             #expect(table.allocatedBytes <= 1000 * 180, "round \(round): \(table.allocatedBytes) bytes")
