@@ -152,3 +152,57 @@ import Testing
         #expect(table.allocatedBytes == 0)
     }
 }
+
+/// What a `Get` reply copies (``Store/withValueJSON(_:_:_:)``) is the typed JSON of the value
+/// ``Store/get(_:_:)`` decodes, for every kind of value, as committed, as replayed from the
+/// log and as read back from the domain file.
+@Suite struct StoredJSONTests {
+    static let values: [Value] = [
+        .string("plain"), .string("\"quoted\"\n\u{1}é"), .integer(-42), .real(1.0), .real(-0.5e-300), .bool(false),
+        .date(Date(timeIntervalSince1970: 1_700_000_000.25)), .data(Data([0, 255, 7])),
+        .array([.integer(1), .array([]), .dictionary([:])]),
+        .dictionary(["z": .integer(1), "a": .dictionary(["$x": .string("y")]), "m": .array([.bool(true)])]),
+    ]
+
+    static func check(_ store: Store, _ app: Domain) {
+        for (index, value) in values.enumerated() {
+            let name = key("k\(index)")
+            #expect(store.get(app, name) == .value(value, revision: Int64(index + 1)))
+            store.withValueJSON(app, name) { found in
+                guard case .value(let json, let revision) = found else {
+                    Issue.record("k\(index): \(found)")
+                    return
+                }
+                #expect(revision == Int64(index + 1))
+                #expect(Array(json) == JSONWriter(sortKeys: true).bytes(value.typedJSON), "k\(index)")
+                #expect((try? Value(typedJSONText: Array(json))) == value)
+            }
+        }
+        store.withValueJSON(app, key("missing")) { found in
+            if case .missing = found { return }
+            Issue.record("missing: \(found)")
+        }
+    }
+
+    @Test func storedJSONIsTheValuesTypedJSONAfterCommitReplayAndLoad() throws {
+        let folder = TemporaryFolder()
+        defer { folder.remove() }
+        let app = domain("json")
+        do {
+            let store = try Store(directory: folder.state)
+            for (index, value) in Self.values.enumerated() {
+                _ = try store.commit(app, .set(key("k\(index)"), value, ifRevision: nil))
+            }
+            Self.check(store, app)
+            store.abandon()  // as SIGKILL: the values only in the log
+        }
+        do {
+            let store = try Store(directory: folder.state)  // replayed from the log
+            Self.check(store, app)
+            store.close()  // folds the log into the domain file
+        }
+        let store = try Store(directory: folder.state)  // read from the domain file
+        defer { store.close() }
+        Self.check(store, app)
+    }
+}
