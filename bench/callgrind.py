@@ -5,7 +5,7 @@ deterministic, unlike timings on a shared machine): the before/after number of C
     bench/callgrind.py [--op get|set] [--clients N] [--json] KVD [KVD ...]
 
 For each kvd binary: runs it under `valgrind --tool=callgrind --separate-threads=yes` with a fresh
-state folder, sends SMALL and then LARGE calls of each kind (a separate kvd run for each count),
+state folder each run (never one another run or binary wrote), sends SMALL and then LARGE calls of each kind (a separate kvd run for each count),
 and prints (instructions(LARGE) - instructions(SMALL)) / (LARGE - SMALL) per call, so start-up,
 the first call's allocations and shutdown cancel out. Each count is the fewer of two runs.
 
@@ -82,10 +82,13 @@ def drive(socks, op, count):
 
 
 def instructions(kvd, op, count, clients, folder, run):
-    """(event loop thread's instructions, every thread's) of one kvd run of `count` calls."""
+    """(event loop thread's instructions, every thread's) of one kvd run of `count` calls, on a
+    state folder of its own (a folder another run or binary wrote holds its log: the counts
+    would climb from run to run)."""
     name = f"{op}-{count}-{clients}-{run}"
-    state, sock_path = os.path.join(folder, f"state-{name}"), os.path.join(folder, f"kvd-{name}.sock")
-    out = os.path.join(folder, f"callgrind-{name}.out")
+    folder = tempfile.mkdtemp(prefix=f"{name}-", dir=folder)
+    state, sock_path = os.path.join(folder, "state"), os.path.join(folder, "kvd.sock")
+    out = os.path.join(folder, "callgrind.out")
     proc = subprocess.Popen(["valgrind", "--tool=callgrind", "--separate-threads=yes", f"--callgrind-out-file={out}", kvd,
                              "--socket", sock_path, "--state-dir", state, "--idle-exit", "0", "--no-system-layer"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

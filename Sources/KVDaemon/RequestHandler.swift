@@ -207,11 +207,30 @@ struct RequestHandler {
     /// Appends the reply to `Get` to `out` (a value is written straight, without a
     /// ``VarlinkReply``); never waits for I/O.
     func writeGetReply(_ domain: Domain, _ key: Key, into out: inout [UInt8]) {
+        if !isSystem, layer.isEmpty || layer.layer(domain) == nil {
+            return writeStoredGetReply(domain, key, into: &out)
+        }
         switch resolve(domain, key) {
         case .value(let value, let revision, let source):
             VarlinkReply.encodeValue(value.typedJSON, revision: revision, source: source, into: &out)
         case .failure(let reply): reply.encode(into: &out)
         }
+    }
+
+    /// ``writeGetReply(_:_:into:)`` in a user's instance, of a domain the system layer does not
+    /// hold: the value's stored typed JSON copied into the reply as it is (the reply
+    /// ``resolve(_:_:)`` gives, without decoding and encoding the value again).
+    private func writeStoredGetReply(_ domain: Domain, _ key: Key, into out: inout [UInt8]) {
+        var failure: VarlinkReply?
+        store.withValueJSON(domain, key) { found in
+            switch found {
+            case .value(let json, let revision):
+                VarlinkReply.encodeValue(typedJSON: json, revision: revision, source: .user, into: &out)
+            case .missing: failure = Self.notFound(domain, key)
+            case .unreadable(let reason): failure = Self.unreadable(domain, key, reason)
+            }
+        }
+        failure?.encode(into: &out)
     }
 
     /// The reply to `Get`; never waits for I/O.

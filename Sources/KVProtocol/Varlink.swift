@@ -137,6 +137,20 @@ public struct VarlinkReply: Sendable, Equatable {
     public static func encodeValue(_ value: JSON, revision: Int64, source: ValueSource, into out: inout [UInt8]) {
         out.append(contentsOf: #"{"parameters":{"value":"#.utf8)
         JSONWriter().write(value, into: &out)
+        encodeValueEnd(revision: revision, source: source, into: &out)
+    }
+
+    /// ``encodeValue(_:revision:source:into:)`` with the value already as compact typed JSON
+    /// (`typedJSON`, copied as it is: the caller vouches that it is one valid value).
+    public static func encodeValue(
+        typedJSON: UnsafeBufferPointer<UInt8>, revision: Int64, source: ValueSource, into out: inout [UInt8]
+    ) {
+        out.append(contentsOf: #"{"parameters":{"value":"#.utf8)
+        out.append(contentsOf: typedJSON)
+        encodeValueEnd(revision: revision, source: source, into: &out)
+    }
+
+    private static func encodeValueEnd(revision: Int64, source: ValueSource, into out: inout [UInt8]) {
         out.append(contentsOf: #","revision":"#.utf8)
         JSONWriter.writeInteger(revision, into: &out)
         switch source {

@@ -25,15 +25,26 @@ enum DomainFile {
     /// ``StorageFormat/maxIndentedLevel``. Unreadable values are written back as the text read.
     static func encode(_ domain: Domain, _ state: DomainState, savedAt: Date = Date()) -> [UInt8] {
         let writer = JSONWriter(pretty: true, maxIndentedLevel: StorageFormat.maxIndentedLevel)
-        var entries =
-            state.entries.map { (name: $0.key.name, entry: $0.value) }
-            + state.foreign.map { (name: $0.key, entry: $0.value) }
+        var entries: [FileEntry] = []
+        entries.reserveCapacity(state.entries.count + state.foreign.count)
+        state.entries.forEachStored { name, revision, content, unreadable in
+            entries.append(
+                FileEntry(name: name, revision: revision, content: unreadable ? .text(content) : .json(content)))
+        }
+        for (name, entry) in state.foreign {
+            switch entry.content {
+            case .value(let value):
+                entries.append(FileEntry(name: name, revision: entry.revision, content: .value(value)))
+            case .unreadable(let raw, _):
+                entries.append(FileEntry(name: name, revision: entry.revision, content: .text(raw[...])))
+            }
+        }
         entries.sort { $0.name < $1.name }
         var out: [UInt8] = []
         out.reserveCapacity(state.budgetBytes * 2 + 256)
         out.append(UInt8(ascii: "{"))
         func member(_ name: String) { writeMember(name, writer, into: &out) }
-        func object(_ write: (StoredEntry, inout [UInt8]) -> Void) { writeObject(entries, writer, into: &out, write) }
+        func object(_ write: (FileEntry, inout [UInt8]) -> Void) { writeObject(entries, writer, into: &out, write) }
         member("domain")
         JSONWriter.writeString(domain.name, into: &out)
         member("format")
@@ -47,12 +58,7 @@ enum DomainFile {
         member("savedAt")
         JSONWriter.writeString(RFC3339.format(savedAt), into: &out)
         member("values")
-        object { entry, out in
-            switch entry.content {
-            case .value(let value): writer.write(value.typedJSON, into: &out, level: 2)
-            case .unreadable(let raw, _): out.append(contentsOf: raw)
-            }
-        }
+        object { entry, out in entry.content.write(writer, into: &out) }
         writer.newline(into: &out, level: 0)
         out.append(contentsOf: [UInt8(ascii: "}"), UInt8(ascii: "\n")])
         return out
@@ -67,19 +73,51 @@ enum DomainFile {
 
     /// `{"key": ..., ...}` at level 1, each entry written by `write`.
     private static func writeObject(
-        _ entries: [(name: String, entry: StoredEntry)], _ writer: JSONWriter, into out: inout [UInt8],
-        _ write: (StoredEntry, inout [UInt8]) -> Void
+        _ entries: [FileEntry], _ writer: JSONWriter, into out: inout [UInt8],
+        _ write: (FileEntry, inout [UInt8]) -> Void
     ) {
         out.append(UInt8(ascii: "{"))
-        for (index, (name, entry)) in entries.enumerated() {
+        for (index, entry) in entries.enumerated() {
             if index > 0 { out.append(UInt8(ascii: ",")) }
             writer.newline(into: &out, level: 2)
-            writer.writeMemberName(name, into: &out)
+            writer.writeMemberName(entry.name, into: &out)
             write(entry, &out)
         }
         if !entries.isEmpty { writer.newline(into: &out, level: 1) }
         out.append(UInt8(ascii: "}"))
     }
+}
+
+/// One entry as a domain file writes it.
+private struct FileEntry {
+    enum Content {
+        /// A value's compact typed JSON (``EntryTable``): a scalar's is its text in the file too.
+        case json(ArraySlice<UInt8>)
+        case value(Value)
+        /// An unreadable value's text, written back as it was read.
+        case text(ArraySlice<UInt8>)
+
+        /// Writes the value at level 2 of the file.
+        func write(_ writer: JSONWriter, into out: inout [UInt8]) {
+            switch self {
+            case .text(let raw): out.append(contentsOf: raw)
+            case .value(let value): writer.write(value.typedJSON, into: &out, level: 2)
+            case .json(let json):
+                guard let first = json.first, first == UInt8(ascii: "{") || first == UInt8(ascii: "[") else {
+                    out.append(contentsOf: json)  // no indentation to add
+                    return
+                }
+                switch EntryTable.decode(json) {
+                case .value(let value): writer.write(value.typedJSON, into: &out, level: 2)
+                case .unreadable: out.append(contentsOf: json)
+                }
+            }
+        }
+    }
+
+    let name: String
+    let revision: Int64
+    let content: Content
 }
 
 /// Why a domain file as a whole could not be read.

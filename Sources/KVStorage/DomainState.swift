@@ -6,13 +6,15 @@ enum StoredContent: Sendable, Equatable {
     case value(Value)
     /// Boxed: rare, and unboxed it would make every entry 8 bytes larger (a value takes 17).
     indirect case unreadable(raw: [UInt8], reason: String)
+
+    var isValue: Bool {
+        if case .value = self { return true }
+        return false
+    }
 }
 
-/// One key's content, the revision at which it last changed, and its size.
-///
-/// 32 bytes, a domain's dictionary holding one per key: the revision first and the size in 4
-/// bytes last, so that they pack around the content's 17 (declared content, revision, size as
-/// `Int`, an entry took 40).
+/// One key's content, the revision at which it last changed, and its size: an entry as read
+/// from a file, or decoded from an ``EntryTable`` (which keeps the value as typed JSON).
 struct StoredEntry: Sendable, Equatable {
     let revision: Int64
     let content: StoredContent
@@ -45,10 +47,30 @@ struct StoredEntry: Sendable, Equatable {
     }
 }
 
+/// What planning needs of a stored entry, read without decoding its value: the revision at
+/// which the key last changed and the entry's size as ``DomainBudget`` counts it.
+struct EntryInfo: Sendable, Equatable {
+    let revision: Int64
+    /// The key and the value as compact typed JSON, in bytes (for an unreadable value, the key
+    /// and the text kept).
+    let bytes: Int
+}
+
+/// A key's stored typed JSON as ``EntryTable/withValueJSON(_:_:)`` gives it.
+enum StoredJSON {
+    /// The value's compact typed JSON (keys sorted in objects) and the revision at which the
+    /// key last changed.
+    case value(UnsafeBufferPointer<UInt8>, revision: Int64)
+    case missing
+    /// The key exists but its stored JSON is not a valid typed value (kept verbatim).
+    case unreadable(reason: String)
+}
+
 /// The committed content of one domain in memory. A domain with no (nameable) keys does not
 /// exist for requests.
 struct DomainState: Sendable, Equatable {
-    private(set) var entries: [Key: StoredEntry] = [:]
+    /// The entries a request can name, each value kept as its compact typed JSON.
+    private(set) var entries = EntryTable()
     /// Entries of a hand-edited file whose key no request can name (`""`, over 1024 bytes):
     /// never served, kept verbatim and written back, so that nothing of the file is dropped.
     private(set) var foreign: [String: StoredEntry] = [:]
@@ -65,8 +87,9 @@ struct DomainState: Sendable, Equatable {
     /// Whether nothing at all is stored (then the domain's file is removed).
     var isEmpty: Bool { entries.isEmpty && foreign.isEmpty }
 
+    /// `key`'s value, decoded from its stored typed JSON.
     func lookup(_ key: Key) -> KeyLookup {
-        switch entries[key] {
+        switch entries.entry(key) {
         case nil: .missing
         case .some(let entry):
             switch entry.content {
@@ -81,7 +104,7 @@ struct DomainState: Sendable, Equatable {
             values: [:], revisions: [:], unreadable: [:], revision: revision, budgetBytes: budgetBytes)
         snapshot.values.reserveCapacity(entries.count)
         snapshot.revisions.reserveCapacity(entries.count)
-        for (key, entry) in entries {
+        entries.forEachEntry { key, entry in
             snapshot.revisions[key] = entry.revision
             switch entry.content {
             case .value(let value): snapshot.values[key] = value
@@ -94,9 +117,15 @@ struct DomainState: Sendable, Equatable {
     /// Adds an entry read from a file, under `key`, or under `name` when no request can name it
     /// (`key` nil). Returns whether it replaced one (a key the file gives twice).
     mutating func load(_ key: Key?, name: String, _ entry: StoredEntry) -> Bool {
-        let replaced = key.map { entries.updateValue(entry, forKey: $0) } ?? foreign.updateValue(entry, forKey: name)
+        let replaced: Int?
+        if let key {
+            replaced = entries[key]?.bytes
+            entries.set(key, entry)
+        } else {
+            replaced = foreign.updateValue(entry, forKey: name)?.bytes
+        }
         budgetBytes +=
-            DomainBudget.cost(entryBytes: entry.bytes) - (replaced.map { DomainBudget.cost(entryBytes: $0.bytes) } ?? 0)
+            DomainBudget.cost(entryBytes: entry.bytes) - (replaced.map { DomainBudget.cost(entryBytes: $0) } ?? 0)
         return replaced != nil
     }
 
@@ -112,10 +141,12 @@ struct DomainState: Sendable, Equatable {
         for index in changes.indices {
             let change = changes[index]
             if let value = change.value {
-                entries[change.key] = StoredEntry(
-                    content: .value(value), revision: revision, bytes: entryBytes[entryBytes.startIndex + index])
+                entries.set(
+                    change.key,
+                    StoredEntry(
+                        content: .value(value), revision: revision, bytes: entryBytes[entryBytes.startIndex + index]))
             } else {
-                entries[change.key] = nil
+                entries.remove(change.key)
             }
         }
         self.budgetBytes = budgetBytes
@@ -125,7 +156,7 @@ struct DomainState: Sendable, Equatable {
     /// The budget of a domain at `current` after `changes` of `entryBytes`, where `entry` finds
     /// the entries before them. Costs a lookup per change (a second for a key changed twice).
     static func budgetBytes(
-        _ current: Int, after changes: [Change], entryBytes: ArraySlice<Int>, entry: (Key) -> StoredEntry?
+        _ current: Int, after changes: [Change], entryBytes: ArraySlice<Int>, entry: (Key) -> EntryInfo?
     ) -> Int {
         var total = current
         var changed: [Key: Int] = [:]  // the cost now of keys changed earlier in `changes`
@@ -145,7 +176,7 @@ struct DomainState: Sendable, Equatable {
 struct DomainView {
     private let base: DomainState?
     /// Keys changed earlier in this batch: their entry now, `nil` when removed.
-    private var overlay: [Key: StoredEntry?] = [:]
+    private var overlay: [Key: EntryInfo?] = [:]
     private var overlayRevision: Int64?
     /// How many (nameable) keys the domain has with the overlay applied.
     private(set) var count: Int
@@ -158,7 +189,7 @@ struct DomainView {
         budgetBytes = base?.budgetBytes ?? 0
     }
 
-    func entry(_ key: Key) -> StoredEntry? {
+    func entry(_ key: Key) -> EntryInfo? {
         if let changed = overlay[key] { return changed }
         return base?.entries[key]
     }
@@ -170,7 +201,7 @@ struct DomainView {
 
     /// Every key, sorted (costs a pass over the domain: only a domain deletion needs it).
     var sortedKeys: [Key] {
-        var keys = Set(base?.entries.keys ?? [:].keys)
+        var keys = Set(base?.entries.keys ?? [])
         for (key, entry) in overlay {
             if entry == nil { keys.remove(key) } else { keys.insert(key) }
         }
@@ -190,8 +221,8 @@ struct DomainView {
     mutating func apply(_ changes: [Change], entryBytes: ArraySlice<Int>, budgetBytes: Int, at revision: Int64) {
         for index in changes.indices {
             let change = changes[index]
-            let now = change.value.map {
-                StoredEntry(content: .value($0), revision: revision, bytes: entryBytes[entryBytes.startIndex + index])
+            let now = change.value.map { _ in
+                EntryInfo(revision: revision, bytes: entryBytes[entryBytes.startIndex + index])
             }
             let existed: Bool
             if let earlier = overlay.updateValue(now, forKey: change.key) {  // one lookup, not three

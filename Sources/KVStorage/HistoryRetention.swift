@@ -45,10 +45,12 @@ enum HistoryRetention {
     /// history begins).
     static func baseline(_ state: DomainState?) -> [HistoryEntry] {
         guard let state else { return [] }
-        return state.entries.compactMap { key, entry in
-            guard case .value(let value) = entry.content else { return nil }
-            return HistoryEntry(revision: entry.revision, time: nil, key: key, value: value)
+        var entries: [HistoryEntry] = []
+        state.entries.forEachEntry { key, entry in
+            guard case .value(let value) = entry.content else { return }
+            entries.append(HistoryEntry(revision: entry.revision, time: nil, key: key, value: value))
         }
+        return entries
     }
 
     /// The bytes the line of `entry` takes in a history file.

@@ -112,7 +112,42 @@ public final class Store: Sendable {
     /// The value of `key` in `domain` and the revision at which it last changed. Never blocks
     /// on I/O.
     public func get(_ domain: Domain, _ key: Key) -> KeyLookup {
-        state.withLock { $0.domains[domain]?.lookup(key) } ?? .missing
+        let found: RawLookup = state.withLock { state in
+            guard let entries = state.domains[domain]?.entries else { return .missing }
+            return entries.withValueJSON(key) { stored in
+                switch stored {
+                case .value(let json, let revision): .value(Array(json), revision: revision)
+                case .missing: .missing
+                case .unreadable(let reason): .unreadable(reason: reason)
+                }
+            }
+        }
+        switch found {  // decoded outside the lock
+        case .value(let json, let revision):
+            switch EntryTable.decode(json) {
+            case .value(let value): return .value(value, revision: revision)
+            case .unreadable(_, let reason): return .unreadable(reason: reason)
+            }
+        case .missing: return .missing
+        case .unreadable(let reason): return .unreadable(reason: reason)
+        }
+    }
+
+    /// Calls `body` with the value of `key` in `domain` as the compact typed JSON it is kept in
+    /// (valid only during the call; object members in sorted order), or with why there is
+    /// none; a `Get` reply copies it as it is. `body` runs under the store's lock: it must be
+    /// short and must not call the store. Never blocks on I/O.
+    public func withValueJSON(_ domain: Domain, _ key: Key, _ body: (ValueJSON) -> Void) {
+        state.withLock { state in
+            guard let entries = state.domains[domain]?.entries else { return body(.missing) }
+            entries.withValueJSON(key) { stored in
+                switch stored {
+                case .value(let json, let revision): body(.value(json, revision: revision))
+                case .missing: body(.missing)
+                case .unreadable(let reason): body(.unreadable(reason: reason))
+                }
+            }
+        }
     }
 
     /// A consistent copy of `domain`, or nil if it does not exist (has no key a request can

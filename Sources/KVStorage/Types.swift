@@ -54,6 +54,24 @@ public enum KeyLookup: Sendable, Equatable {
     case unreadable(reason: String)
 }
 
+/// The answer to ``Store/withValueJSON(_:_:_:)``: ``KeyLookup`` with the value as the
+/// compact typed JSON the store keeps it in, valid only during the call.
+public enum ValueJSON {
+    /// The value's typed JSON and the revision at which the key last changed.
+    case value(UnsafeBufferPointer<UInt8>, revision: Int64)
+    case missing
+    /// The key exists on disk but its stored JSON is not a valid typed value; it is kept verbatim.
+    case unreadable(reason: String)
+}
+
+/// A ``KeyLookup`` whose value is still its stored typed JSON (copied out of the store's lock,
+/// decoded outside it).
+enum RawLookup: Sendable {
+    case value([UInt8], revision: Int64)
+    case missing
+    case unreadable(reason: String)
+}
+
 /// A consistent copy of one domain, as of one committed revision.
 public struct DomainSnapshot: Sendable, Equatable {
     /// The readable values.
