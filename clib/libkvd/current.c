@@ -62,21 +62,21 @@ static bool skip_value(cursor *c) {
     return c->p > from;
 }
 
+/* The bytes that end a plain string: 1 its '"', 2 what makes it not plain (an escape, a control byte). */
+static const unsigned char PLAIN_STOP[256] = {
+    2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, ['"'] = 1, ['\\'] = 2};
+
 /* A plain string (no escape, no control byte) at the cursor: its bytes, not copied. */
 static bool plain_string(cursor *c, const char **bytes, size_t *len) {
     skip_space(c);
     if (c->p >= c->end || *c->p != '"') return false;
-    for (const char *p = c->p + 1; p < c->end; p++) {
-        unsigned char b = (unsigned char)*p;
-        if (b == '"') {
-            *bytes = c->p + 1;
-            *len = (size_t)(p - *bytes);
-            c->p = p + 1;
-            return true;
-        }
-        if (b < 0x20 || b == '\\') return false;
-    }
-    return false;
+    const char *p = c->p + 1;
+    while (p < c->end && !PLAIN_STOP[(unsigned char)*p]) p++;
+    if (p >= c->end || PLAIN_STOP[(unsigned char)*p] != 1) return false;
+    *bytes = c->p + 1;
+    *len = (size_t)(p - *bytes);
+    c->p = p + 1;
+    return true;
 }
 
 /* A member's name and the ':' after it. */
