@@ -49,11 +49,15 @@
 
 /* A watch event of a domain being read, kept until the read is taken (then replayed in order); or
  * an untouched domain's stored values (`stored`: the changes at the (revision, system revision) of
- * the last event taken, a value NULL only for a key locked without one). */
+ * the last event taken, a value NULL only for a key locked without one). A domain's stored values
+ * from the stream's current state stay the JSON kvd sent (`raw`) until it is touched or an event of
+ * it comes: then they are decoded (held_decode), before anything is taken into them. */
 typedef struct {
     int64_t revision, system_revision;
     size_t count;
     kvd_change *changes; /* keys and values owned */
+    char *raw;           /* NULL, or the changes not decoded yet (JSON, raw_len bytes) */
+    size_t raw_len;
 } Held;
 
 typedef struct {
@@ -141,7 +145,30 @@ static void held_free(gpointer data) {
         kvd_value_free((kvd_value *)held->changes[i].value);
     }
     g_free(held->changes);
+    g_free(held->raw);
     g_free(held);
+}
+
+/* Decodes a stored domain's JSON into its changes (kvd_changes_from_json's: keys and values
+ * malloc'd, which g_free and kvd_value_free free); FALSE when kvd sent changes that do not decode
+ * (then the domain is read apart). */
+static gboolean held_decode(Held *held) {
+    if (held->raw == NULL) return TRUE;
+    kvd_error error = KVD_ERROR_INIT;
+    kvd_change *changes = NULL;
+    size_t count = 0;
+    kvd_status status = kvd_changes_from_json(held->raw, held->raw_len, &changes, &count, &error);
+    if (status != KVD_OK) {
+        g_debug("kvd GSettings backend: the current state of a domain does not decode: %s", error.message);
+        kvd_error_clear(&error);
+        return FALSE;
+    }
+    g_free(held->changes);
+    held->changes = changes;
+    held->count = count;
+    g_clear_pointer(&held->raw, g_free);
+    held->raw_len = 0;
+    return TRUE;
 }
 
 static void domain_free(Domain *domain) {
@@ -300,7 +327,7 @@ static gsize value_cost(const kvd_value *value) {
 
 /* What a stored domain takes in memory, about. */
 static gsize stored_cost(const Held *held) {
-    gsize cost = sizeof *held;
+    gsize cost = sizeof *held + held->raw_len;
     for (size_t i = 0; i < held->count; i++)
         cost += sizeof held->changes[i] + strlen(held->changes[i].key) + 1 + value_cost(held->changes[i].value);
     return cost;
@@ -330,11 +357,12 @@ static Held *stored_with(const Held *stored, const kvd_watch_all_event *event) {
 static void store_event(KvdSettingsBackend *self, const kvd_watch_all_event *event) {
     if (!self->known || g_hash_table_contains(self->withheld, event->domain)) return;
     Held *old = g_hash_table_lookup(self->stored, event->domain);
-    Held *now = stored_with(old, event);
-    gsize before = old ? stored_cost(old) : 0, after = stored_cost(now);
+    gsize before = old ? stored_cost(old) : 0;
+    Held *now = old && !held_decode(old) ? NULL : stored_with(old, event); /* the event after what it follows */
+    gsize after = now ? stored_cost(now) : 0;
     self->stored_bytes -= before;
-    if (self->stored_bytes + after > STORED_MAX) {
-        held_free(now);
+    if (now == NULL || self->stored_bytes + after > STORED_MAX) {
+        if (now) held_free(now);
         g_hash_table_remove(self->stored, event->domain);
         g_hash_table_add(self->withheld, g_strdup(event->domain));
         return;
@@ -390,15 +418,20 @@ static void notes_free(gpointer data) {
 
 static gboolean stream_ready(gint fd, GIOCondition condition, gpointer user_data);
 
-/* kvd_watch_all_current_new's callback, as the stream is made (without the lock): one domain's
- * current values, copied into the Start, or a domain withheld. */
-static void on_current(const kvd_current_domain *domain, void *user_data) {
+/* kvd_watch_all_current_raw_new's callback, as the stream is made (without the lock): one domain's
+ * current values, their JSON copied into the Start (decoded when the domain is touched), or a
+ * domain withheld. */
+static void on_current(const kvd_current_raw *domain, void *user_data) {
     Start *start = ((Notes *)user_data)->start;
     if (domain->withheld) {
         g_hash_table_add(start->withheld, g_strdup(domain->domain));
         return;
     }
-    Held *held = held_copy(domain->revision, domain->system_revision, domain->changes, domain->count);
+    Held *held = g_new0(Held, 1);
+    held->revision = domain->revision;
+    held->system_revision = domain->system_revision;
+    held->raw = g_memdup2(domain->changes_json, domain->changes_json_len + 1);
+    held->raw_len = domain->changes_json_len;
     start->bytes += stored_cost(held);
     g_hash_table_replace(start->stored, g_strdup(domain->domain), held);
 }
@@ -410,7 +443,7 @@ static kvd_status make_stream(KvdSettingsBackend *self, kvd_client *client, Star
     start->withheld = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     Notes *notes = self->stream_notes; /* no stream dispatches meanwhile: there is none */
     notes->start = start;
-    kvd_status status = kvd_watch_all_current_new(client, NULL, on_current, on_stream_event, notes, complete, stream, error);
+    kvd_status status = kvd_watch_all_current_raw_new(client, NULL, on_current, on_stream_event, notes, complete, stream, error);
     notes->start = NULL;
     return status;
 }
@@ -422,13 +455,19 @@ static gboolean take_stored(KvdSettingsBackend *self, Domain *domain, Notes *not
     if (!self->known || g_hash_table_contains(self->withheld, domain->name)) return FALSE;
     gpointer name = NULL, value = NULL;
     Held *held = g_hash_table_steal_extended(self->stored, domain->name, &name, &value) ? value : NULL;
+    gsize cost = held ? stored_cost(held) : 0; /* what it was counted as (decoding changes it) */
+    self->stored_bytes -= cost;
+    if (held && !held_decode(held)) { /* kvd sent values that do not decode: read the domain apart */
+        held_free(held);
+        g_hash_table_add(self->withheld, name);
+        return FALSE;
+    }
     Notes *own = notes ? notes : notes_new(self, domain);
     own->domain = domain;
     take_current(own, held ? held->changes : NULL, held ? held->count : 0, held ? held->revision : self->start_revision);
     domain->revision = held ? held->revision : self->start_revision;
     domain->system_revision = held ? held->system_revision : self->start_system_revision;
     domain->loaded = TRUE;
-    if (held) self->stored_bytes -= stored_cost(held);
     if (own != notes) notes_free(own);
     g_free(name);
     if (held) held_free(held);

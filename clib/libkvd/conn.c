@@ -195,6 +195,7 @@ void kvdi_conn_close(conn *c) {
     free(c->buffer);
     c->buffer = NULL;
     c->start = c->len = c->cap = c->scanned = 0;
+    c->drained = false;
 }
 
 bool kvdi_conn_forked(const conn *c) { return c->fd >= 0 && c->pid != getpid(); }
@@ -236,25 +237,32 @@ kvd_status kvdi_conn_send(conn *c, const char *bytes, size_t len, int64_t deadli
     return KVD_OK;
 }
 
-/* Takes the first whole message out of the buffer, if there is one (the bytes after it stay where
- * they are: many messages read at once cost no copy each). */
-static kvd_status take_message(conn *c, json_node **reply, kvd_error *error) {
+/* Takes the first whole message out of the buffer, if there is one, as its bytes (`*bytes` NULL
+ * when none has arrived whole), valid until the next receive (the bytes after it stay where they
+ * are: many messages read at once cost no copy each). */
+static kvd_status take_bytes(conn *c, const char **bytes, size_t *len, kvd_error *error) {
     size_t from = c->scanned > c->start ? c->scanned : c->start;
     char *nul = c->len > from ? memchr(c->buffer + from, '\0', c->len - from) : NULL;
+    *bytes = NULL;
     if (!nul) {
         c->scanned = c->len;
         if (c->len - c->start > (size_t)KVD_MESSAGE_LIMIT)
             return lost(c, KVD_ERROR_PROTOCOL, error, "kvd sent an invalid reply: a message longer than 16 MiB");
-        *reply = NULL;
         return KVD_OK;
     }
-    size_t n = (size_t)(nul - (c->buffer + c->start));
+    *bytes = c->buffer + c->start;
+    *len = (size_t)(nul - (c->buffer + c->start));
+    c->start += *len + 1;
+    c->scanned = c->start;
+    /* An emptied buffer starts over at the next receive (not here: the bytes are the caller's until then). */
+    c->drained = c->start == c->len;
+    return KVD_OK;
+}
+
+kvd_status kvdi_conn_parse(conn *c, const char *bytes, size_t n, json_node **reply, kvd_error *error) {
     char message[256];
     json_node *node = NULL;
-    int parsed = kvdi_json_parse(c->buffer + c->start, n, KVD_MESSAGE_DEPTH, &node, message, sizeof message);
-    c->start += n + 1;
-    c->scanned = c->start;
-    if (c->start == c->len) c->start = c->len = c->scanned = 0;
+    int parsed = kvdi_json_parse(bytes, n, KVD_MESSAGE_DEPTH, &node, message, sizeof message);
     if (parsed == -2) return lost(c, KVD_ERROR_NO_MEMORY, error, "out of memory");
     if (parsed || node->type != JSON_OBJECT) {
         kvdi_json_free(node);
@@ -267,9 +275,20 @@ static kvd_status take_message(conn *c, json_node **reply, kvd_error *error) {
 }
 
 kvd_status kvdi_conn_receive(conn *c, int64_t deadline, json_node **reply, kvd_error *error) {
+    const char *bytes = NULL;
+    size_t len = 0;
+    *reply = NULL;
+    kvd_status status = kvdi_conn_receive_bytes(c, deadline, &bytes, &len, error);
+    if (status || !bytes) return status;
+    return kvdi_conn_parse(c, bytes, len, reply, error);
+}
+
+kvd_status kvdi_conn_receive_bytes(conn *c, int64_t deadline, const char **bytes, size_t *len, kvd_error *error) {
+    if (c->drained) c->start = c->len = c->scanned = 0;
+    c->drained = false;
     for (;;) {
-        kvd_status status = take_message(c, reply, error);
-        if (status || *reply) return status;
+        kvd_status status = take_bytes(c, bytes, len, error);
+        if (status || *bytes) return status;
         if (c->cap - c->len < 65536 && c->start > 0) { /* the taken bytes make room first */
             memmove(c->buffer, c->buffer + c->start, c->len - c->start);
             c->len -= c->start;

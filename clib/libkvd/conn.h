@@ -26,9 +26,10 @@ typedef struct conn {
     size_t len, cap;
     size_t scanned; /* the bytes of buffer before it hold no NUL but in taken messages */
     pid_t pid;      /* the process that opened fd */
+    bool drained;   /* every byte received was taken: the buffer starts over at the next receive */
 } conn;
 
-#define CONN_INIT {-1, NULL, 0, 0, 0, 0, 0}
+#define CONN_INIT {-1, NULL, 0, 0, 0, 0, 0, false}
 
 /* Resolves `options` and the environment into `config` (free with kvdi_conn_config_free). */
 kvd_status kvdi_conn_config_init(conn_config *config, const kvd_connect_options *options, kvd_error *error);
@@ -56,6 +57,12 @@ kvd_status kvdi_conn_send(conn *c, const char *bytes, size_t len, int64_t deadli
  * `*reply` is NULL when no whole message has arrived) and parses it into `*reply`. On failure
  * closes `c`. */
 kvd_status kvdi_conn_receive(conn *c, int64_t deadline, json_node **reply, kvd_error *error);
+
+/* As kvdi_conn_receive, the message left unparsed: `*bytes` (NULL when none has arrived whole
+ * with INT64_MIN) and `*len` (its NUL not counted) are valid until the next receive on `c`. */
+kvd_status kvdi_conn_receive_bytes(conn *c, int64_t deadline, const char **bytes, size_t *len, kvd_error *error);
+/* Parses a message received as bytes into `*reply` (an object); on failure closes `c`. */
+kvd_status kvdi_conn_parse(conn *c, const char *bytes, size_t len, json_node **reply, kvd_error *error);
 
 /* Checks a reply: its error (set into `error`, returned) or KVD_OK with its parameters (an empty
  * object's worth: NULL when it has none) in `*parameters`. */

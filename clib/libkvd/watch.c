@@ -6,21 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "calls.h"
+#include "watch.h"
 
-struct kvd_watch {
-    conn connection;
-    kvd_watch_callback callback;
-    /* A WatchAll's or kvd_read_domain's callback (then callback is NULL). */
-    kvd_watch_all_callback all_callback;
-    /* kvd_read_domain's domain, named in its event. */
-    const char *domain;
-    void *user_data;
-    /* While a WatchAll's current state is read: the all_callback and user_data that follow it. */
-    kvd_watch_all_callback callback_after;
-    void *user_data_after;
-    bool ended;
-};
 
 /* Calls the watch's callback with `event`, as a kvd_watch_all_event when it has an all_callback:
  * the domain (the reply's, or kvd_read_domain's) and the system instance's revision added. */
@@ -41,15 +28,29 @@ static kvd_status call_back(kvd_watch *w, const kvd_watch_event *event, const js
     return KVD_OK;
 }
 
+kvd_status kvdi_decode_change(const json_node *item, kvd_change *change, kvd_error *error) {
+    const json_node *key = kvdi_json_get(item, "key"), *value = kvdi_json_get(item, "value");
+    if (!key || key->type != JSON_STRING)
+        return kvdi_set_error(error, KVD_ERROR_PROTOCOL, "kvd sent an invalid reply: a Watch change without a \"key\"");
+    change->key = key->u.string.bytes;
+    kvd_status status = kvdi_decode_source(kvdi_json_get(item, "source"), &change->source, error);
+    if (!status && value && value->type != JSON_NULL) {
+        kvd_value *v = NULL;
+        status = kvdi_decode_value(value, "changes.value", &v, error);
+        change->value = v;
+    }
+    return status;
+}
+
 /* Whether `reply` is a piece of the first reply with more pieces to come ("partial": true). */
-static bool is_partial(const json_node *reply) {
+bool kvdi_watch_is_partial(const json_node *reply) {
     const json_node *partial = kvdi_json_get(kvdi_json_get(reply, "parameters"), "partial");
     return partial && partial->type == JSON_BOOL && partial->u.flag;
 }
 
 /* Decodes one event, from `count` replies of the stream (the pieces of the first reply, whose
  * changes are gathered into one initial event; else one reply), and calls the callback with it. */
-static kvd_status deliver(kvd_watch *w, json_node *const *replies, size_t count, kvd_error *error) {
+kvd_status kvdi_watch_deliver(kvd_watch *w, json_node *const *replies, size_t count, kvd_error *error) {
     const json_node *p = NULL;
     kvd_watch_event event = {0};
     size_t n = 0;
@@ -73,18 +74,7 @@ static kvd_status deliver(kvd_watch *w, json_node *const *replies, size_t count,
     for (size_t r = 0; r < count && !status; r++) {
         const json_node *changes = kvdi_json_get(kvdi_json_get(replies[r], "parameters"), "changes");
         for (size_t i = 0; i < changes->u.array.count && !status; i++, filled++) {
-            const json_node *item = changes->u.array.items[i], *key = kvdi_json_get(item, "key"), *value = kvdi_json_get(item, "value");
-            if (!key || key->type != JSON_STRING) {
-                status = kvdi_set_error(error, KVD_ERROR_PROTOCOL, "kvd sent an invalid reply: a Watch change without a \"key\"");
-                break;
-            }
-            list[filled].key = key->u.string.bytes;
-            status = kvdi_decode_source(kvdi_json_get(item, "source"), &list[filled].source, error);
-            if (!status && value && value->type != JSON_NULL) {
-                kvd_value *v = NULL;
-                status = kvdi_decode_value(value, "changes.value", &v, error);
-                list[filled].value = v;
-            }
+            status = kvdi_decode_change(changes->u.array.items[i], &list[filled], error);
         }
     }
     if (!status) {
@@ -118,7 +108,7 @@ static kvd_status watch_start(kvd_client *client, json_buffer *b, kvd_watch *w, 
     } else if (!status) {
         pieces[count++] = reply;
     }
-    while (!status && is_partial(pieces[count - 1])) {
+    while (!status && kvdi_watch_is_partial(pieces[count - 1])) {
         json_node *next = NULL;
         status = kvdi_conn_receive(&w->connection, kvdi_conn_deadline(config->timeout_ms), &next, error);
         if (status) break;
@@ -131,7 +121,7 @@ static kvd_status watch_start(kvd_client *client, json_buffer *b, kvd_watch *w, 
         pieces = more;
         pieces[count++] = next;
     }
-    if (!status) status = deliver(w, pieces, count, error);
+    if (!status) status = kvdi_watch_deliver(w, pieces, count, error);
     for (size_t i = 0; i < count; i++) kvdi_json_free(pieces[i]);
     free(pieces);
     if (!status && w->ended) status = kvdi_set_error(error, KVD_ERROR_PROTOCOL, "kvd sent an invalid reply: a Watch that ended at once");
@@ -139,7 +129,7 @@ static kvd_status watch_start(kvd_client *client, json_buffer *b, kvd_watch *w, 
     return status;
 }
 
-static kvd_watch *watch_alloc(kvd_watch_callback callback, kvd_watch_all_callback all_callback, void *user_data) {
+kvd_watch *kvdi_watch_alloc(kvd_watch_callback callback, kvd_watch_all_callback all_callback, void *user_data) {
     kvd_watch *w = calloc(1, sizeof *w);
     if (!w) return NULL;
     w->connection = (conn)CONN_INIT;
@@ -167,7 +157,7 @@ KVD_EXPORT kvd_status kvd_watch_new(kvd_client *client, const char *domain, cons
     json_buffer b = {0};
     kvd_status status = watch_call(&b, domain, key, error);
     if (status) return status;
-    kvd_watch *w = watch_alloc(callback, NULL, user_data);
+    kvd_watch *w = kvdi_watch_alloc(callback, NULL, user_data);
     if (!w) return free(b.data), kvdi_set_error(error, KVD_ERROR_NO_MEMORY, "out of memory");
     if ((status = watch_start(client, &b, w, error))) return status;
     *out = w;
@@ -184,7 +174,7 @@ KVD_EXPORT kvd_status kvd_watch_all_new(kvd_client *client, const char *prefix, 
     kvdi_call_begin(&b, "io.kvd.Defaults.WatchAll");
     if (prefix) kvdi_call_string(&b, "prefix", prefix);
     if ((status = kvdi_call_end(&b, true, error))) return free(b.data), status;
-    kvd_watch *w = watch_alloc(NULL, callback, user_data);
+    kvd_watch *w = kvdi_watch_alloc(NULL, callback, user_data);
     if (!w) return free(b.data), kvdi_set_error(error, KVD_ERROR_NO_MEMORY, "out of memory");
     if ((status = watch_start(client, &b, w, error))) return status;
     *out = w;
@@ -209,7 +199,7 @@ static void to_current(const kvd_watch_all_event *event, void *user_data) {
 
 /* Hands the gathered pieces of one domain to `current` (through deliver) and frees them. */
 static kvd_status current_flush(kvd_watch *w, current_read *read, kvd_error *error) {
-    kvd_status status = read->count ? deliver(w, read->pieces, read->count, error) : KVD_OK;
+    kvd_status status = read->count ? kvdi_watch_deliver(w, read->pieces, read->count, error) : KVD_OK;
     for (size_t i = 0; i < read->count; i++) kvdi_json_free(read->pieces[i]);
     read->count = 0;
     return status;
@@ -246,7 +236,7 @@ static kvd_status current_piece(kvd_watch *w, current_read *read, json_node *rep
         const json_node *gathered = kvdi_json_get(kvdi_json_get(read->pieces[0], "parameters"), "domain");
         if (!named || strcmp(gathered->u.string.bytes, domain->u.string.bytes) != 0) status = current_flush(w, read, error);
     }
-    if (!status && named && is_partial(reply)) {
+    if (!status && named && kvdi_watch_is_partial(reply)) {
         json_node **more = realloc(read->pieces, (read->count + 1) * sizeof *more);
         if (!more) status = kvdi_set_error(error, KVD_ERROR_NO_MEMORY, "out of memory");
         else (read->pieces = more)[read->count++] = reply;
@@ -254,11 +244,11 @@ static kvd_status current_piece(kvd_watch *w, current_read *read, json_node *rep
     }
     if (!status && named) status = kvdi_set_error(error, KVD_ERROR_PROTOCOL, "kvd sent an invalid reply: the current state ended with a domain");
     if (!status) status = current_withheld(p, read, complete, error);
-    if (!status && !is_partial(reply)) {
+    if (!status && !kvdi_watch_is_partial(reply)) {
         *done = true;
         w->all_callback = w->callback_after;
         w->user_data = w->user_data_after;
-        status = deliver(w, &reply, 1, error);
+        status = kvdi_watch_deliver(w, &reply, 1, error);
     }
     kvdi_json_free(reply);
     return status;
@@ -300,7 +290,7 @@ KVD_EXPORT kvd_status kvd_watch_all_current_new(kvd_client *client, const char *
     kvdi_buffer_append_str(&b, "true");
     if ((status = kvdi_call_end(&b, true, error))) return free(b.data), status;
     current_read read = {current, user_data, NULL, 0};
-    kvd_watch *w = watch_alloc(NULL, to_current, &read);
+    kvd_watch *w = kvdi_watch_alloc(NULL, to_current, &read);
     if (!w) return free(b.data), kvdi_set_error(error, KVD_ERROR_NO_MEMORY, "out of memory");
     w->callback_after = callback;
     w->user_data_after = user_data;
@@ -322,7 +312,7 @@ static kvd_status snapshot(kvd_client *client, kvd_watch *w, bool *fallback, kvd
     kvd_error own = KVD_ERROR_INIT;
     status = kvdi_client_call(client, &b, &reply, &p, &own);
     *fallback = status == KVD_ERROR_TOO_LARGE || status == KVD_ERROR_REMOTE;
-    if (!status) status = deliver(w, &reply, 1, &own);
+    if (!status) status = kvdi_watch_deliver(w, &reply, 1, &own);
     if (status && !*fallback) kvdi_set_error(error, status, "%s", own.message);
     kvd_error_clear(&own);
     kvdi_json_free(reply);
@@ -341,7 +331,7 @@ KVD_EXPORT kvd_status kvd_read_domain(kvd_client *client, const char *domain, kv
     json_buffer b = {0};
     status = watch_call(&b, domain, NULL, error);
     if (status) return status;
-    kvd_watch *w = watch_alloc(NULL, callback, user_data);
+    kvd_watch *w = kvdi_watch_alloc(NULL, callback, user_data);
     if (!w) return free(b.data), kvdi_set_error(error, KVD_ERROR_NO_MEMORY, "out of memory");
     w->domain = domain;
     if ((status = watch_start(client, &b, w, error))) return status;
@@ -363,7 +353,7 @@ KVD_EXPORT kvd_status kvd_watch_dispatch(kvd_watch *w, kvd_error *error) {
         json_node *reply = NULL;
         kvd_status status = kvdi_conn_receive(&w->connection, INT64_MIN, &reply, error);
         if (status || !reply) return status;
-        status = deliver(w, &reply, 1, error);
+        status = kvdi_watch_deliver(w, &reply, 1, error);
         kvdi_json_free(reply);
         if (status) return kvdi_conn_close(&w->connection), status;
     }

@@ -57,6 +57,9 @@ def set_values(kvctl):
     def set_call(domain, key, value):
         return {"method": "io.kvd.Defaults.Set", "parameters": {"domain": domain, "key": key, "value": value}}
     call_all([set_call(f"io.kvd.first.p{i}", "name", f"first-{i}") for i in range(COUNT)])
+    # in the stream's current state, untouched until after events of them came
+    call_all([set_call("io.kvd.first.raw", "name", "raw-before"), set_call("io.kvd.first.raw", "other", 7),
+              set_call("io.kvd.first.gone", "name", "gone-before")])
     # over kvd's per-domain budget for the stream's start: 300 keys of 1 KiB
     call_all([set_call("io.kvd.first.big", f"a{i:03d}", "b" * 1024) for i in range(300)]
              + [set_call("io.kvd.first.big", "name", "big-name")])
@@ -95,11 +98,14 @@ def read(kvctl):
     if (big, system, empty) != ("big-name", "from-system", "unnamed"):
         fail(f"the withheld domain, the system-only one, an empty one read {(big, system, empty)!r}")
     print(f"ok {COUNT} relocatable objects, a domain over the budget, a system-only one and a locked key read right")
-    # A domain made afterwards, untouched: its event is kept (the stream's events come in commit
-    # order, so it has come once p0's change has).
+    # A domain made afterwards, and two of the current state, untouched: their events are kept
+    # (the stream's events come in commit order, so they have come once p0's change has), and a
+    # domain's values decoded only when it is touched never undo them.
     loop = GLib.MainLoop()
     objects[0].connect("changed::name", lambda _s, _k: loop.quit())
     subprocess.run([kvctl, "set", "io.kvd.first.later", "name", "made-later"], check=True)
+    subprocess.run([kvctl, "set", "io.kvd.first.raw", "name", "raw-after"], check=True)
+    subprocess.run([kvctl, "delete", "io.kvd.first.gone", "name"], check=True)
     subprocess.run([kvctl, "set", "io.kvd.first.p0", "name", "sentinel"], check=True)
     timeout = GLib.timeout_add_seconds(20, lambda: fail("timed out waiting for changed::name of p0"))
     loop.run()
@@ -107,7 +113,11 @@ def read(kvctl):
     later = Gio.Settings.new_with_path(SCHEMA, "/io/kvd/first/later/").get_string("name")
     if later != "made-later":
         fail(f"a domain made after the stream began reads {later!r}")
-    print("ok a domain made after the stream began reads right")
+    raw = Gio.Settings.new_with_path(SCHEMA, "/io/kvd/first/raw/").get_string("name")
+    gone = Gio.Settings.new_with_path(SCHEMA, "/io/kvd/first/gone/").get_string("name")
+    if (raw, gone) != ("raw-after", "unnamed"):
+        fail(f"untouched domains of the current state, changed after the start, read {(raw, gone)!r}, not ('raw-after', 'unnamed')")
+    print("ok a domain made after the stream began, and changes of untouched ones after it, read right")
 
 
 def count(trace, socket_path):

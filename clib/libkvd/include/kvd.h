@@ -810,6 +810,63 @@ kvd_status kvd_watch_all_current_new(kvd_client *client, const char *prefix, kvd
                                      kvd_watch_all_callback callback, void *user_data, bool *complete, kvd_watch **watch,
                                      kvd_error *error);
 
+/** One domain of the current state as kvd_watch_all_current_raw_new gives it: its changes as the
+ * JSON kvd sent, not decoded. Valid only during the callback. Since 0.3. */
+typedef struct kvd_current_raw {
+    int64_t revision;          /**< the store revision the whole current state is at */
+    int64_t system_revision;   /**< the system instance's revision it reflects; -1 when kvd follows none */
+    const char *domain;        /**< the domain */
+    bool withheld;             /**< kvd left its values out (too large): read it apart (kvd_read_domain) */
+    const char *changes_json;  /**< its changes, one JSON array (NUL-terminated), unchecked until kvd_changes_from_json; NULL when withheld */
+    size_t changes_json_len;   /**< its length in bytes */
+} kvd_current_raw;
+
+/** Called once per domain of the current state, before kvd_watch_all_current_raw_new returns. Since 0.3. */
+typedef void (*kvd_current_raw_callback)(const kvd_current_raw *domain, void *user_data);
+
+/**
+ * kvd_watch_all_current_raw_new:
+ * @client, @prefix, @callback, @user_data, @complete, @watch, @error: as kvd_watch_all_current_new's
+ * @current: called, before this returns, once per domain with something to read, with its changes
+ *   as JSON, and once per domain kvd withheld
+ *
+ * kvd_watch_all_current_new, each domain's values left as the JSON array kvd sent (the pieces of
+ * one domain joined into one array): finding them costs one scan of the bytes, no value is
+ * decoded, so a process that starts with every domain's values pays for decoding only the ones
+ * it uses (kvd_changes_from_json, which checks them as kvd_watch_all_current_new would have).
+ * The rest of each reply is checked as kvd_watch_all_current_new checks it. Since 0.3.
+ *
+ * Returns: as kvd_watch_all_current_new.
+ */
+kvd_status kvd_watch_all_current_raw_new(kvd_client *client, const char *prefix, kvd_current_raw_callback current,
+                                         kvd_watch_all_callback callback, void *user_data, bool *complete, kvd_watch **watch,
+                                         kvd_error *error);
+
+/**
+ * kvd_changes_from_json:
+ * @json: a domain's changes from kvd_current_raw (`len` bytes)
+ * @len: their length
+ * @changes: (out) (transfer full): the changes, keys and values owned (free with kvd_changes_free)
+ * @count: (out): their number
+ * @error: (nullable): filled on failure
+ *
+ * Checks and decodes the changes as a Watch's first event gives them (keys, sources, values;
+ * a value NULL for a key locked without one). Since 0.3.
+ *
+ * Returns: KVD_OK; KVD_ERROR_PROTOCOL (not JSON, not an array of changes) or
+ * KVD_ERROR_INVALID_VALUE (a value against the contract), nothing filled; KVD_ERROR_INVALID_ARGUMENT.
+ */
+kvd_status kvd_changes_from_json(const char *json, size_t len, kvd_change **changes, size_t *count, kvd_error *error);
+
+/**
+ * kvd_changes_free:
+ * @changes: (nullable) (transfer full): from kvd_changes_from_json
+ * @count: their number
+ *
+ * Frees the changes, their keys and values. NULL does nothing. Since 0.3.
+ */
+void kvd_changes_free(kvd_change *changes, size_t count);
+
 /**
  * kvd_read_domain:
  * @client: a client whose socket, autostart and timeout the read's own connection takes

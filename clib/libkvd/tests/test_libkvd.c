@@ -660,6 +660,92 @@ static void a_watch_all_starts_with_every_domains_values(kvd_client *client) {
     kvd_value_free(big);
 }
 
+/* kvd_watch_all_current_raw_new: each domain's changes as JSON that kvd_changes_from_json decodes
+ * to the values set (strings holding quotes, brackets and escapes that a scan must skip, a second
+ * key); a domain over the budget named; then the stream's events; kvd_changes_from_json refuses
+ * what is not an array of changes, with nothing filled. */
+typedef struct raw_seen {
+    int domains, withheld, wrong, first_events;
+    char wrong_domain[80];
+} raw_seen;
+
+static const char *const RAW_TRICKY = "a]\"}[{\\ \"changes\":[] \xc3\xa9\t";
+
+static void on_raw(const kvd_current_raw *domain, void *user_data) {
+    raw_seen *s = user_data;
+    if (strncmp(domain->domain, "org.libkvd.raw.", 15) != 0) return;
+    if (domain->withheld) {
+        s->withheld += !strcmp(domain->domain, "org.libkvd.raw.zbig");
+        return;
+    }
+    s->domains++;
+    kvd_change *changes = NULL;
+    size_t count = 0;
+    char expected[64];
+    snprintf(expected, sizeof expected, "value-%s", domain->domain + 15);
+    bool right = domain->changes_json[domain->changes_json_len] == '\0' &&
+                 kvd_changes_from_json(domain->changes_json, domain->changes_json_len, &changes, &count, NULL) == KVD_OK && count == 2;
+    const char *k = right ? kvd_value_get_string(changes[0].value, NULL) : NULL;
+    const char *tricky = right ? kvd_value_get_string(changes[1].value, NULL) : NULL;
+    right = right && !strcmp(changes[0].key, "k") && k && !strcmp(k, expected) && !strcmp(changes[1].key, "t\"]") && tricky &&
+            !strcmp(tricky, RAW_TRICKY);
+    if (!right) s->wrong++, snprintf(s->wrong_domain, sizeof s->wrong_domain, "%s: %s", domain->domain, domain->changes_json);
+    kvd_changes_free(changes, count);
+}
+
+static void on_raw_event(const kvd_watch_all_event *event, void *user_data) { ((raw_seen *)user_data)->first_events += event->domain == NULL; }
+
+static void a_raw_current_state_decodes_when_asked(kvd_client *client) {
+    kvd_error error = KVD_ERROR_INIT;
+    enum { DOMAINS = 50, BIG_KEYS = 300 };
+    char domain[64], value[64];
+    kvd_value *tricky = kvd_value_new_string(RAW_TRICKY);
+    for (int i = 0; i < DOMAINS; i++) {
+        snprintf(domain, sizeof domain, "org.libkvd.raw.d%03d", i);
+        snprintf(value, sizeof value, "value-d%03d", i);
+        kvd_value *v = kvd_value_new_string(value);
+        kvd_change both[2] = {{"k", v, KVD_SOURCE_USER}, {"t\"]", tricky, KVD_SOURCE_USER}};
+        CHECK_OK(kvd_apply(client, domain, both, 2, KVD_ANY_REVISION, NULL, &error), &error);
+        kvd_value_free(v);
+    }
+    char filler[1025];
+    memset(filler, 'b', 1024);
+    filler[1024] = '\0';
+    kvd_value *big = kvd_value_new_string(filler);
+    for (int i = 0; i < BIG_KEYS; i++) {
+        snprintf(value, sizeof value, "a%03d", i);
+        CHECK_OK(kvd_set(client, "org.libkvd.raw.zbig", value, big, KVD_ANY_REVISION, NULL, &error), &error);
+    }
+    raw_seen s = {0};
+    kvd_watch *watch = NULL;
+    bool complete = false;
+    CHECK_OK(kvd_watch_all_current_raw_new(client, "org.libkvd.raw.", on_raw, on_raw_event, &s, &complete, &watch, &error), &error);
+    CHECK(complete && s.domains == DOMAINS && s.wrong == 0 && s.withheld == 1 && s.first_events == 1,
+          "every domain's JSON decodes to its values (complete %d, %d domains, %d wrong: %s; %d withheld, %d first events)", complete,
+          s.domains, s.wrong, s.wrong_domain, s.withheld, s.first_events);
+    kvd_watch_free(watch);
+    static const char *const bad[] = {"[", "{}", "[{\"value\":1}]", "[{\"key\":\"k\",\"value\":1,\"source\":\"elsewhere\"}]",
+                                      "[{\"key\":\"k\",\"value\":{\"$date\":\"x\"}}]", "[1]"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        kvd_change *changes = (kvd_change *)1;
+        size_t count = 7;
+        kvd_status status = kvd_changes_from_json(bad[i], strlen(bad[i]), &changes, &count, &error);
+        CHECK(status != KVD_OK && changes == NULL && count == 0 && error.message, "%s is refused with nothing filled (%s)", bad[i],
+              kvd_status_name(status));
+        kvd_error_clear(&error);
+    }
+    CHECK(kvd_watch_all_current_raw_new(client, NULL, NULL, on_raw_event, &s, &complete, &watch, NULL) == KVD_ERROR_INVALID_ARGUMENT &&
+              kvd_changes_from_json(NULL, 0, NULL, NULL, NULL) == KVD_ERROR_INVALID_ARGUMENT,
+          "NULL arguments are refused");
+    for (int i = 0; i < DOMAINS; i++) {
+        snprintf(domain, sizeof domain, "org.libkvd.raw.d%03d", i);
+        kvd_delete(client, domain, NULL, NULL, NULL);
+    }
+    kvd_delete(client, "org.libkvd.raw.zbig", NULL, NULL, NULL);
+    kvd_value_free(big);
+    kvd_value_free(tricky);
+}
+
 /* ---- big values ---- */
 
 static void values_up_to_the_message_limit(kvd_client *client) {
@@ -973,6 +1059,7 @@ int main(int argc, char **argv) {
         {"a_forked_child_gets_its_own_connection", a_forked_child_gets_its_own_connection},
         {"a_large_domain_comes_whole_in_the_initial_event", a_large_domain_comes_whole_in_the_initial_event},
         {"a_watch_all_starts_with_every_domains_values", a_watch_all_starts_with_every_domains_values},
+        {"a_raw_current_state_decodes_when_asked", a_raw_current_state_decodes_when_asked},
         {"values_up_to_the_message_limit", small ? NULL : values_up_to_the_message_limit},
     };
     values_are_built_read_and_refused_locally();

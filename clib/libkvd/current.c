@@ -1,0 +1,366 @@
+/* current.c — kvd_watch_all_current_raw_new: a WatchAll's current state with each domain's
+ * changes kept as the JSON kvd sent, found by one scan of the message that skips strings and
+ * matches brackets (no value decoded, nothing allocated per value), so that a process pays for the
+ * domains it reads, not for the whole store; and kvd_changes_from_json, which checks and decodes
+ * one such array when the domain is first needed. A message the scan does not take (any member
+ * it does not know, an escape in a name, a number it does not read at a glance) is parsed whole,
+ * as kvd_watch_all_current_new parses it: the fast path never decides what a message means. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "watch.h"
+
+/* A cursor over one message's bytes. */
+typedef struct {
+    const char *p, *end;
+} cursor;
+
+static void skip_space(cursor *c) {
+    while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\n' || *c->p == '\r')) c->p++;
+}
+
+static bool take(cursor *c, char byte) {
+    skip_space(c);
+    if (c->p >= c->end || *c->p != byte) return false;
+    c->p++;
+    return true;
+}
+
+/* Past a string (the cursor at its '"'). */
+static bool skip_string(cursor *c) {
+    for (const char *p = c->p + 1; p < c->end; p++) {
+        if (*p == '"') return c->p = p + 1, true;
+        if (*p == '\\') p++; /* the escaped byte, maybe a '"', is no end */
+    }
+    return false;
+}
+
+/* The bytes skip_value stops at inside a container: 1 a string, 2 an opening, 3 a closing bracket. */
+static const unsigned char BRACKETS[256] = {['"'] = 1, ['['] = 2, ['{'] = 2, [']'] = 3, ['}'] = 3};
+
+/* Past one value: a string, a container (brackets matched, strings inside skipped; the rest is
+ * checked when the value is parsed) or a literal. */
+static bool skip_value(cursor *c) {
+    skip_space(c);
+    if (c->p < c->end && *c->p == '"') return skip_string(c);
+    if (c->p < c->end && BRACKETS[(unsigned char)*c->p] == 2) {
+        size_t depth = 0;
+        while (c->p < c->end) {
+            unsigned char kind = BRACKETS[(unsigned char)*c->p];
+            if (kind == 1) {
+                if (!skip_string(c)) return false;
+                continue;
+            }
+            c->p++;
+            if (kind == 2) depth++;
+            else if (kind == 3 && --depth == 0) return true;
+        }
+        return false;
+    }
+    const char *from = c->p;
+    while (c->p < c->end && !strchr(",]} \t\n\r", *c->p)) c->p++;
+    return c->p > from;
+}
+
+/* The bytes that end a plain string: 1 its '"', 2 what makes it not plain (an escape, a control byte). */
+static const unsigned char PLAIN_STOP[256] = {
+    2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, ['"'] = 1, ['\\'] = 2};
+
+/* A plain string (no escape, no control byte) at the cursor: its bytes, not copied. */
+static bool plain_string(cursor *c, const char **bytes, size_t *len) {
+    skip_space(c);
+    if (c->p >= c->end || *c->p != '"') return false;
+    const char *p = c->p + 1;
+    while (p < c->end && !PLAIN_STOP[(unsigned char)*p]) p++;
+    if (p >= c->end || PLAIN_STOP[(unsigned char)*p] != 1) return false;
+    *bytes = c->p + 1;
+    *len = (size_t)(p - *bytes);
+    c->p = p + 1;
+    return true;
+}
+
+/* A member's name and the ':' after it. */
+static bool member_name(cursor *c, const char **name, size_t *len) { return plain_string(c, name, len) && take(c, ':'); }
+
+#define IS_NAME(name, len, expected) ((len) == sizeof(expected) - 1 && !memcmp((name), (expected), (len)))
+
+/* An integer of at most 18 digits (no fraction, no exponent). */
+static bool small_integer(cursor *c, int64_t *out) {
+    skip_space(c);
+    bool negative = c->p < c->end && *c->p == '-';
+    const char *from = c->p += negative;
+    int64_t value = 0;
+    while (c->p < c->end && *c->p >= '0' && *c->p <= '9' && c->p - from < 18) value = value * 10 + (*c->p++ - '0');
+    if (c->p == from || (c->p < c->end && strchr("0123456789.eE", *c->p)) || (*from == '0' && c->p - from > 1)) return false;
+    *out = negative ? -value : value;
+    return true;
+}
+
+static bool literal(cursor *c, bool *flag) {
+    skip_space(c);
+    size_t left = (size_t)(c->end - c->p);
+    if (left >= 4 && !memcmp(c->p, "true", 4)) return *flag = true, c->p += 4, true;
+    if (left >= 5 && !memcmp(c->p, "false", 5)) return *flag = false, c->p += 5, true;
+    return false;
+}
+
+/* One piece of a domain's current values, as the scan found it (pointers into the message). */
+typedef struct {
+    const char *domain, *changes;
+    size_t domain_len, changes_len;
+    int64_t revision, system_revision;
+    bool partial;
+} piece;
+
+/* One member of "parameters" into `out`; false for a member the scan does not take. */
+static bool piece_member(cursor *c, const char *name, size_t len, piece *out, unsigned *seen) {
+    static const struct {
+        const char *name;
+        size_t len;
+    } names[] = {{"revision", 8}, {"systemRevision", 14}, {"domain", 6}, {"changes", 7}, {"initial", 7}, {"partial", 7}};
+    unsigned which = 0;
+    while (which < 6 && (len != names[which].len || memcmp(name, names[which].name, len))) which++;
+    if (which == 6 || (*seen & (1u << which))) return false;
+    *seen |= 1u << which;
+    bool flag;
+    const char *from;
+    switch (which) {
+    case 0: return small_integer(c, &out->revision);
+    case 1: return small_integer(c, &out->system_revision);
+    case 2: return plain_string(c, &out->domain, &out->domain_len) && kvdi_utf8_valid(out->domain, out->domain_len);
+    case 3: skip_space(c), from = c->p;
+        if (c->p >= c->end || *c->p != '[' || !skip_value(c)) return false;
+        out->changes = from, out->changes_len = (size_t)(c->p - from);
+        return true;
+    case 4: return literal(c, &flag);
+    default: return literal(c, &out->partial);
+    }
+}
+
+/* The scan: a reply {"parameters": {...}, "continues": ...} naming a domain, whose every member
+ * it takes; false sends the message to the parser. */
+static bool scan_piece(const char *bytes, size_t len, piece *out) {
+    cursor c = {bytes, bytes + len};
+    *out = (piece){.system_revision = -1};
+    unsigned seen = 0;
+    bool parameters = false, continues;
+    const char *name;
+    size_t name_len;
+    if (!take(&c, '{')) return false;
+    do {
+        if (!member_name(&c, &name, &name_len)) return false;
+        if (IS_NAME(name, name_len, "parameters") && !parameters) {
+            parameters = true;
+            if (!take(&c, '{')) return false;
+            if (take(&c, '}')) continue;
+            do {
+                if (!member_name(&c, &name, &name_len) || !piece_member(&c, name, name_len, out, &seen)) return false;
+            } while (take(&c, ','));
+            if (!take(&c, '}')) return false;
+        } else if (!IS_NAME(name, name_len, "continues") || !literal(&c, &continues)) {
+            return false;
+        }
+    } while (take(&c, ','));
+    if (!take(&c, '}')) return false;
+    skip_space(&c);
+    return c.p == c.end && out->domain && out->changes && (seen & 1u) && out->partial;
+}
+
+/* The current state being read: the domain whose pieces are being gathered into one array. */
+typedef struct {
+    kvd_current_raw_callback current;
+    void *user_data;
+    char *domain; /* NULL: none; else points into `name` */
+    char *name;   /* the domain's name, NUL-terminated; kept for the next */
+    size_t name_len, name_cap;
+    int64_t revision, system_revision;
+    json_buffer changes; /* "[" and the items so far; "]" added when handed over */
+    bool items;
+} raw_read;
+
+/* Hands the domain gathered to `current`. */
+static kvd_status raw_flush(raw_read *read, kvd_error *error) {
+    if (!read->domain) return KVD_OK;
+    kvdi_buffer_append(&read->changes, "]", 2); /* and a NUL */
+    kvd_status status = read->changes.failed ? kvdi_set_error(error, KVD_ERROR_NO_MEMORY, "out of memory") : KVD_OK;
+    kvd_current_raw raw = {read->revision, read->system_revision, read->domain, false, read->changes.data, read->changes.len - 1};
+    if (!status) read->current(&raw, read->user_data);
+    read->domain = NULL;
+    read->changes.len = 0;
+    read->changes.failed = false;
+    read->items = false;
+    return status;
+}
+
+/* Adds a piece's changes (one JSON array) to its domain's, handing over the one before if it
+ * named another domain. */
+static kvd_status raw_gather(raw_read *read, const piece *p, kvd_error *error) {
+    kvd_status status = KVD_OK;
+    if (read->domain && (read->name_len != p->domain_len || memcmp(read->domain, p->domain, p->domain_len)))
+        status = raw_flush(read, error);
+    if (!status && !read->domain) {
+        if (read->name_cap <= p->domain_len) {
+            char *bigger = realloc(read->name, p->domain_len + 1);
+            if (!bigger) return kvdi_set_error(error, KVD_ERROR_NO_MEMORY, "out of memory");
+            read->name = bigger;
+            read->name_cap = p->domain_len + 1;
+        }
+        memcpy(read->name, p->domain, p->domain_len);
+        read->name[p->domain_len] = '\0';
+        read->name_len = p->domain_len;
+        read->domain = read->name;
+        read->revision = p->revision;
+        read->system_revision = p->system_revision;
+        kvdi_buffer_append_byte(&read->changes, '[');
+    }
+    cursor inner = {p->changes + 1, p->changes + p->changes_len - 1};
+    skip_space(&inner);
+    if (status || inner.p == inner.end) return status;
+    if (read->items) kvdi_buffer_append_byte(&read->changes, ',');
+    kvdi_buffer_append(&read->changes, inner.p, (size_t)(inner.end - inner.p));
+    read->items = true;
+    return KVD_OK;
+}
+
+/* A piece the scan did not take, parsed: as kvd_watch_all_current_new's current_piece, the
+ * domain's changes written back as JSON. */
+static kvd_status parsed_domain(raw_read *read, const json_node *p, const json_node *domain, kvd_error *error) {
+    const json_node *changes = kvdi_json_get(p, "changes"), *system = kvdi_json_get(p, "systemRevision");
+    piece one = {domain->u.string.bytes, NULL, domain->u.string.len, 0, 0, system && system->type == JSON_INT ? system->u.integer : -1, true};
+    kvd_status status = kvdi_decode_revision(p, &one.revision, error);
+    if (!status && (!changes || changes->type != JSON_ARRAY))
+        return kvdi_set_error(error, KVD_ERROR_PROTOCOL, "kvd sent an invalid reply: Watch without a \"changes\" array");
+    json_buffer text = {0};
+    if (!status) kvdi_buffer_append_json(&text, changes);
+    if (!status && text.failed) status = kvdi_set_error(error, KVD_ERROR_NO_MEMORY, "out of memory");
+    one.changes = text.data;
+    one.changes_len = text.len;
+    if (!status) status = raw_gather(read, &one, error);
+    free(text.data);
+    return status;
+}
+
+/* Calls `current` for each name of the reply's "withheld"; sets `*listed` when the member is there. */
+static kvd_status raw_withheld(const json_node *p, raw_read *read, bool *listed, kvd_error *error) {
+    const json_node *withheld = kvdi_json_get(p, "withheld"), *revision = kvdi_json_get(p, "revision");
+    const json_node *system = kvdi_json_get(p, "systemRevision");
+    if (!withheld || withheld->type == JSON_NULL) return KVD_OK;
+    if (withheld->type != JSON_ARRAY) return kvdi_set_error(error, KVD_ERROR_PROTOCOL, "kvd sent an invalid reply: a \"withheld\" that is not an array");
+    *listed = true;
+    kvd_current_raw raw = {revision && revision->type == JSON_INT ? revision->u.integer : 0,
+                           system && system->type == JSON_INT ? system->u.integer : -1, NULL, true, NULL, 0};
+    for (size_t i = 0; i < withheld->u.array.count; i++) {
+        const json_node *name = withheld->u.array.items[i];
+        if (name->type != JSON_STRING) return kvdi_set_error(error, KVD_ERROR_PROTOCOL, "kvd sent an invalid reply: a withheld domain that is not a string");
+        raw.domain = name->u.string.bytes;
+        read->current(&raw, read->user_data);
+    }
+    return KVD_OK;
+}
+
+/* One reply of the current state, parsed (the scan did not take it): a domain's piece, a list of
+ * withheld domains, or the last (not partial), the stream's first event. Sets `*done` after it. */
+static kvd_status parsed_piece(kvd_watch *w, raw_read *read, json_node *reply, bool *complete, bool *done, kvd_error *error) {
+    const json_node *p = NULL;
+    kvd_status status = kvdi_reply_check(reply, &p, error);
+    const json_node *domain = status ? NULL : kvdi_json_get(p, "domain");
+    bool named = domain && domain->type == JSON_STRING;
+    if (!status && named && kvdi_watch_is_partial(reply)) return parsed_domain(read, p, domain, error);
+    if (!status) status = raw_flush(read, error);
+    if (!status && named) status = kvdi_set_error(error, KVD_ERROR_PROTOCOL, "kvd sent an invalid reply: the current state ended with a domain");
+    if (!status) status = raw_withheld(p, read, complete, error);
+    if (!status && !kvdi_watch_is_partial(reply)) {
+        *done = true;
+        status = kvdi_watch_deliver(w, &reply, 1, error);
+    }
+    return status;
+}
+
+/* Sends the WatchAll in `b` on the watch's own connection and reads the current state, every
+ * piece within the timeout, then the first event. */
+static kvd_status raw_start(kvd_client *client, const json_buffer *b, kvd_watch *w, raw_read *read, bool *complete, kvd_error *error) {
+    const conn_config *config = kvdi_client_config(client);
+    kvd_status status = kvdi_conn_open(&w->connection, config, error);
+    if (!status) status = kvdi_conn_send(&w->connection, b->data, b->len, kvdi_conn_deadline(config->timeout_ms), error);
+    bool done = false;
+    while (!status && !done) {
+        const char *bytes = NULL;
+        size_t len = 0;
+        piece one;
+        status = kvdi_conn_receive_bytes(&w->connection, kvdi_conn_deadline(config->timeout_ms), &bytes, &len, error);
+        if (status) break;
+        if (scan_piece(bytes, len, &one)) {
+            status = raw_gather(read, &one, error);
+            continue;
+        }
+        json_node *reply = NULL;
+        status = kvdi_conn_parse(&w->connection, bytes, len, &reply, error);
+        if (!status) status = parsed_piece(w, read, reply, complete, &done, error);
+        kvdi_json_free(reply);
+    }
+    if (!status && w->ended) status = kvdi_set_error(error, KVD_ERROR_PROTOCOL, "kvd sent an invalid reply: a Watch that ended at once");
+    return status;
+}
+
+KVD_EXPORT kvd_status kvd_watch_all_current_raw_new(kvd_client *client, const char *prefix, kvd_current_raw_callback current,
+                                                    kvd_watch_all_callback callback, void *user_data, bool *complete, kvd_watch **out,
+                                                    kvd_error *error) {
+    if (!client || !current || !callback || !complete || !out)
+        return kvdi_set_error(error, KVD_ERROR_INVALID_ARGUMENT,
+                              "kvd_watch_all_current_raw_new: client, current, callback, complete or watch is NULL");
+    *complete = false;
+    kvd_status status = prefix ? kvdi_check_name("domain", prefix, error) : KVD_OK;
+    if (status) return status;
+    json_buffer b = {0};
+    kvdi_call_begin(&b, "io.kvd.Defaults.WatchAll");
+    if (prefix) kvdi_call_string(&b, "prefix", prefix);
+    kvdi_call_member(&b, "current");
+    kvdi_buffer_append_str(&b, "true");
+    if ((status = kvdi_call_end(&b, true, error))) return free(b.data), status;
+    kvd_watch *w = kvdi_watch_alloc(NULL, callback, user_data);
+    if (!w) return free(b.data), kvdi_set_error(error, KVD_ERROR_NO_MEMORY, "out of memory");
+    raw_read read = {.current = current, .user_data = user_data};
+    status = raw_start(client, &b, w, &read, complete, error);
+    free(b.data);
+    free(read.name);
+    free(read.changes.data);
+    if (status) return kvd_watch_free(w), status;
+    *out = w;
+    return KVD_OK;
+}
+
+KVD_EXPORT kvd_status kvd_changes_from_json(const char *json, size_t len, kvd_change **changes, size_t *count, kvd_error *error) {
+    if (!json || !changes || !count) return kvdi_set_error(error, KVD_ERROR_INVALID_ARGUMENT, "kvd_changes_from_json: json, changes or count is NULL");
+    *changes = NULL;
+    *count = 0;
+    char message[256];
+    json_node *root = NULL;
+    int parsed = kvdi_json_parse(json, len, KVD_MESSAGE_DEPTH, &root, message, sizeof message);
+    if (parsed == -2) return kvdi_set_error(error, KVD_ERROR_NO_MEMORY, "out of memory");
+    if (parsed) return kvdi_set_error(error, KVD_ERROR_PROTOCOL, "kvd sent an invalid reply: %s", message);
+    kvd_status status = root->type == JSON_ARRAY ? KVD_OK : kvdi_set_error(error, KVD_ERROR_PROTOCOL, "kvd sent an invalid reply: changes that are not an array");
+    size_t n = status ? 0 : root->u.array.count;
+    kvd_change *list = calloc(n ? n : 1, sizeof *list);
+    if (!status && !list) status = kvdi_set_error(error, KVD_ERROR_NO_MEMORY, "out of memory");
+    size_t filled = 0;
+    for (; !status && filled < n; filled++) {
+        status = kvdi_decode_change(root->u.array.items[filled], &list[filled], error);
+        char *key = status ? NULL : strdup(list[filled].key);
+        if (!status && !key) status = kvdi_set_error(error, KVD_ERROR_NO_MEMORY, "out of memory");
+        list[filled].key = key;
+    }
+    kvdi_json_free(root);
+    if (status) return kvd_changes_free(list, filled), status;
+    *changes = list;
+    *count = n;
+    return KVD_OK;
+}
+
+KVD_EXPORT void kvd_changes_free(kvd_change *changes, size_t count) {
+    if (!changes) return;
+    for (size_t i = 0; i < count; i++) {
+        free((char *)changes[i].key);
+        kvd_value_free((kvd_value *)changes[i].value);
+    }
+    free(changes);
+}

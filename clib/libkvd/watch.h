@@ -1,0 +1,32 @@
+/* watch.h — kvd_watch's state and the parts of watch.c that current.c (the current state kept as
+ * raw JSON, kvd_watch_all_current_raw_new) shares (internal). */
+#ifndef KVD_WATCH_H
+#define KVD_WATCH_H
+
+#include "calls.h"
+
+struct kvd_watch {
+    conn connection;
+    kvd_watch_callback callback;
+    /* A WatchAll's or kvd_read_domain's callback (then callback is NULL). */
+    kvd_watch_all_callback all_callback;
+    /* kvd_read_domain's domain, named in its event. */
+    const char *domain;
+    void *user_data;
+    /* While a WatchAll's current state is read: the all_callback and user_data that follow it. */
+    kvd_watch_all_callback callback_after;
+    void *user_data_after;
+    bool ended;
+};
+
+kvd_watch *kvdi_watch_alloc(kvd_watch_callback callback, kvd_watch_all_callback all_callback, void *user_data);
+/* Whether `reply` is a piece of the first reply with more pieces to come ("partial": true). */
+bool kvdi_watch_is_partial(const json_node *reply);
+/* Decodes one event, from `count` replies of the stream (the pieces of the first reply, whose
+ * changes are gathered into one initial event; else one reply), and calls the callback with it. */
+kvd_status kvdi_watch_deliver(kvd_watch *w, json_node *const *replies, size_t count, kvd_error *error);
+/* One change of a Watch reply: its key (the node's bytes, not copied), source and value (decoded,
+ * the caller's to free; NULL when it has none). */
+kvd_status kvdi_decode_change(const json_node *item, kvd_change *change, kvd_error *error);
+
+#endif
