@@ -76,10 +76,14 @@ extension RequestHandler {
     func initialMirrorStream(revision: Int64, for peer: DropInPeer? = nil) -> ReplyStream {
         let stamp = MirrorSnapshots.Stamp(
             profile: dropIns.profile(of: peer), revision: store.revision, replacements: dropIns.replacements)
-        let runs = mirrorSnapshots.runs(at: stamp) { mirrorRuns(for: peer) }
-        return ReplyStream(runs: runs) { run, slice, _, last in
-            Self.mirrorReply(revision: revision, domain: run.domain, changes: Array(slice), synced: last)
+        let stream = {
+            ReplyStream(runs: mirrorRuns(for: peer)) { run, slice, _, last in
+                Self.mirrorReply(revision: revision, domain: run.domain, changes: Array(slice), synced: last)
+            }
         }
+        // Pieces name `revision`: shared only when it is the store's (a new `Mirror`'s).
+        guard revision == stamp.revision else { return stream() }
+        return ReplyStream(sharing: mirrorSnapshots.pieces(at: stamp, make: stream))
     }
 
     /// A `Mirror` snapshot's runs for `peer`: every mirrored domain's values and locks, in
