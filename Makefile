@@ -118,7 +118,7 @@ dconf-layer-test: giokvd
 	$(SWIFT) build --product kvd
 	$(SWIFT) build --product kvctl
 	scripts/dconf-layer-test.sh "$(GIOKVD_OUT)" "$$($(SWIFT) build --show-bin-path)"
-	for script in attack/38-0[123478]-*.sh; do sh "$$script" "$$($(SWIFT) build --show-bin-path)" || exit 1; done  # the attack's findings stay fixed (attack/38-dconf-layer.md; 05 and 06 are slow, their unit tests in KVDaemonTests)
+	for script in attack/38-0[123478]-*.sh attack/38b/0[36]-*.sh; do sh "$$script" "$$($(SWIFT) build --show-bin-path)" || exit 1; done  # the attack's findings stay fixed (attack/38-dconf-layer.md, attack/38b-report.md; 38-05, 38-06 and the 38b floods are slow, their unit tests in KVDaemonTests)
 
 ## make docs: KVClient's DocC archive (.build/docs/KVClient.doccarchive) with the toolchain's
 ## docc; fails on a DocC warning or an undocumented public symbol. `make test` runs it.

@@ -50,6 +50,16 @@ final class DropInLayer {
     private var loadProblem: DropIns.Problem?
     private var saveProblem: DropIns.Problem?
 
+    /// How many times ``current`` was replaced: with ``profile(of:)``, what names a combination
+    /// (a `Mirror` snapshot made of it is shared while both are unchanged, ``MirrorSnapshots``).
+    private(set) var replacements = 0
+
+    /// Which of ``current``'s files apply to `peer` (and its dconf profile): peers with the same
+    /// profile get the same combination.
+    func profile(of peer: DropInPeer?) -> [Bool] {
+        current.profile(of: peer)
+    }
+
     /// The combination `peer` gets now (nil: the files for everyone only).
     func combination(for peer: DropInPeer?) -> DropIns {
         let profile = current.profile(of: peer)
@@ -62,6 +72,7 @@ final class DropInLayer {
     private func replace(with set: DropInSet) {
         current = set
         combinations = [:]
+        replacements += 1
     }
 
     /// Reads the folders and looks up the names of every `"for"`; then keeps the last good

@@ -174,8 +174,8 @@ struct DropInReader {
         let sorted = names.sorted { Array($0.utf8).lexicographicallyPrecedes($1.utf8) }
         let wanted = sorted.filter { Self.isRead($0, kind) }
         for name in sorted
-        where !Self.isRead(name, kind) && !Self.isQuiet(name) && !(kind == .dconfKeyfile && name == "locks")
-            && skipped.count < Self.maxSkipped
+        where !Self.isRead(name, kind) && !Self.isQuietlySkipped(name, kind)
+            && !(kind == .dconfKeyfile && name == "locks") && skipped.count < Self.maxSkipped
         {
             skipped.append(folder + "/" + name)
         }
@@ -204,12 +204,13 @@ struct DropInReader {
     /// Whether a file named `name` is read: `NAME` in `locks.d`, `NAME.json` in `defaults.d`,
     /// NAME of `A-Z a-z 0-9 _ -` only, not of digits only (vim probes a folder with `4913`) and
     /// not of capital letters only (`README`, `NOTES`: a document about the folder). In dconf's
-    /// folders, every name `dconf update` reads: all but hidden ones (and a database's `locks`
-    /// folder), digits only, editors' backups and package managers' leftovers too, since dconf
-    /// applies them.
+    /// folders, every name `dconf update` reads (digits only too) but hidden ones, a database's
+    /// `locks` folder, and editors' and package managers' leftovers (``isLeftover(_:)``): dconf
+    /// applies those, kvd skips them and names each in status, so that a backup never overrides
+    /// the admin's edit nor keeps a lock the admin removed (docs/drop-in-rules.md).
     static func isRead(_ name: String, _ kind: DropInFile.Kind) -> Bool {
         if kind == .dconfKeyfile || kind == .dconfLocks {
-            return !name.hasPrefix(".") && !(kind == .dconfKeyfile && name == "locks")
+            return !name.hasPrefix(".") && !(kind == .dconfKeyfile && name == "locks") && !isLeftover(name)
         }
         var stem = Substring(name)
         if kind == .defaults {
@@ -232,10 +233,24 @@ struct DropInReader {
     /// `#name#`, vim's digits-only probe), a backup or a package manager's (`.bak`, `.orig`,
     /// `.rej`, `.tmp`, `.rpmnew`, `.rpmsave`, holding `.dpkg-` or `.ucf-`).
     static func isQuiet(_ name: String) -> Bool {
-        if name.hasPrefix(".") || name.hasSuffix("~") || (name.hasPrefix("#") && name.hasSuffix("#")) { return true }
-        if name.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) { return true }
+        if name.hasPrefix(".") || isLeftover(name) { return true }
+        return name.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) })
+    }
+
+    /// Whether `name` is an editor's or a package manager's leftover: ending in `~`, `.swp`,
+    /// `.swo`, `.swx`, `#name#`, `.bak`, `.orig`, `.rej`, `.tmp`, `.rpmnew`, `.rpmsave`, or
+    /// holding `.dpkg-` or `.ucf-`.
+    static func isLeftover(_ name: String) -> Bool {
+        if name.hasSuffix("~") || (name.hasPrefix("#") && name.hasSuffix("#")) { return true }
         let suffixes = [".swp", ".swo", ".swx", ".bak", ".orig", ".rej", ".tmp", ".rpmnew", ".rpmsave"]
         return suffixes.contains(where: name.hasSuffix) || name.contains(".dpkg-") || name.contains(".ucf-")
+    }
+
+    /// Whether a name not read goes unnamed in status: a quiet one (``isQuiet(_:)``) in kvd's
+    /// own folders; in dconf's, only a hidden one (a leftover there is named, since dconf
+    /// would apply it and the admin may expect it to count).
+    static func isQuietlySkipped(_ name: String, _ kind: DropInFile.Kind) -> Bool {
+        kind == .dconfKeyfile || kind == .dconfLocks ? name.hasPrefix(".") : isQuiet(name)
     }
 
     /// The bytes of the regular file at `path` (following a link), at most `limit` of them, if

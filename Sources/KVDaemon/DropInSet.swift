@@ -12,8 +12,9 @@ struct DropInSet: Equatable, Sendable {
 
     var files: [File] = []
     var problems: [DropIns.Problem] = []
-    /// The names in the folders not read, neither hidden nor an editor's or a package
-    /// manager's leftovers (``DropInReader/isQuiet(_:)``), as paths.
+    /// The names in the folders not read, as paths: in kvd's folders, neither hidden nor an
+    /// editor's or a package manager's leftovers (``DropInReader/isQuiet(_:)``); in dconf's,
+    /// every one not hidden (a leftover there is named: ``DropInReader/isQuietlySkipped(_:_:)``).
     var skipped: [String] = []
     /// dconf's profiles: which of dconf's files each peer gets, in which order (nil: none read).
     var dconf: DconfSelection?

@@ -66,8 +66,33 @@ final class ReplyStream {
         self.make = make
     }
 
-    /// Whether every piece was made.
-    var isDone: Bool { current == nil }
+    /// Whether every piece was made (or, sharing, taken).
+    var isDone: Bool { sharing.map { $0.isComplete(at: sharedIndex) } ?? (current == nil) }
+
+    /// Pieces encoded once and shared with other streams of the same replies (a `Mirror`
+    /// snapshot, ``MirrorSnapshots``); nil: this stream makes its own.
+    private var sharing: SharedPieces?
+    private var sharedIndex = 0
+
+    /// A stream of the pieces `pieces` makes once for every stream that shares them.
+    convenience init(sharing pieces: SharedPieces) {
+        self.init(runs: [], make: { _, _, _, _ in preconditionFailure("a shared stream makes no piece") })
+        sharing = pieces
+    }
+
+    /// One piece to send: a reply of this stream's own, or one encoded once and shared.
+    enum Piece {
+        case own(VarlinkReply)
+        case shared(SharedReply)
+    }
+
+    /// The next piece to send, or nil when every piece was sent.
+    func nextPiece() -> Piece? {
+        guard let sharing else { return next().map(Piece.own) }
+        guard let piece = sharing.piece(sharedIndex) else { return nil }
+        sharedIndex += 1
+        return .shared(piece)
+    }
 
     /// The next piece, or nil when every piece was made. A piece takes changes while they fit
     /// in ``pieceBytes`` (at least one, however large).

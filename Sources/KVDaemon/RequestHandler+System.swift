@@ -70,8 +70,25 @@ extension RequestHandler {
 
     /// The first replies of a `Mirror`, made piece by piece (``ReplyStream``): each domain's
     /// values and locks (the admins' over the drop-in files' for `peer`, ``DropInLayer``), in replies of about ``ReplyStream/pieceBytes``
-    /// (several for one domain when it is larger), then `synced`. All at `revision`.
+    /// (several for one domain when it is larger), then `synced`. All at `revision`. The
+    /// snapshot is made once per profile and state (``MirrorSnapshots``): a flood of `Mirror`
+    /// calls costs the loop one snapshot, then only the pieces, a turn at a time.
     func initialMirrorStream(revision: Int64, for peer: DropInPeer? = nil) -> ReplyStream {
+        let stamp = MirrorSnapshots.Stamp(
+            profile: dropIns.profile(of: peer), revision: store.revision, replacements: dropIns.replacements)
+        let stream = {
+            ReplyStream(runs: mirrorRuns(for: peer)) { run, slice, _, last in
+                Self.mirrorReply(revision: revision, domain: run.domain, changes: Array(slice), synced: last)
+            }
+        }
+        // Pieces name `revision`: shared only when it is the store's (a new `Mirror`'s).
+        guard revision == stamp.revision else { return stream() }
+        return ReplyStream(sharing: mirrorSnapshots.pieces(at: stamp, make: stream))
+    }
+
+    /// A `Mirror` snapshot's runs for `peer`: every mirrored domain's values and locks, in
+    /// domain order, then an empty run (the end).
+    private func mirrorRuns(for peer: DropInPeer?) -> [ReplyStream.Run] {
         var runs: [ReplyStream.Run] = []
         let files = dropIns.combination(for: peer)
         var domains = Set(store.domains().filter(\.isMirrored))
@@ -91,9 +108,7 @@ extension RequestHandler {
                     changes: values.map { Change(key: $0.key, value: $0.value) }.sorted { $0.key < $1.key }))
         }
         runs.append(.init(domain: nil, changes: []))
-        return ReplyStream(runs: runs) { run, slice, _, last in
-            Self.mirrorReply(revision: revision, domain: run.domain, changes: Array(slice), synced: last)
-        }
+        return runs
     }
 
     /// A `Mirror` reply: the changes of `domain` (values; for a lock domain, locks of the domain

@@ -23,6 +23,8 @@ struct RequestHandler {
     let fleet: FleetLayout?
     /// The system instance's drop-in files, beneath what admins set (unused in a user's kvd).
     let dropIns = DropInLayer()
+    /// `Mirror` snapshots shared by every caller with the same profile (system instance only).
+    let mirrorSnapshots = MirrorSnapshots()
 
     init(store: Store, follower: SystemFollower = SystemFollower(), isSystem: Bool = false, fleet: FleetLayout? = nil) {
         self.store = store

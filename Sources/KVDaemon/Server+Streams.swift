@@ -30,7 +30,12 @@ extension Server {
     /// streaming client); with `settle`, handles them and queues the connection to be settled.
     private func refill(_ connection: ClientConnection, _ stream: ReplyStream, settle: Bool) {
         guard connection.pendingOutput < ReplyStream.lowWater else { return }
-        while connection.pendingOutput < ReplyStream.lowWater, let piece = stream.next() { connection.send(piece) }
+        while connection.pendingOutput < ReplyStream.lowWater, let piece = stream.nextPiece() {
+            switch piece {
+            case .own(let reply): connection.send(reply)
+            case .shared(let reply): connection.send(shared: reply)
+            }
+        }
         if stream.isDone {
             table.endStream(connection.id)
             connection.streamEnded()

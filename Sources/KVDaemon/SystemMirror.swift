@@ -55,8 +55,9 @@ final class SystemMirror: Sendable {
     }
 
     private let dconfProfile: String?
-    /// How much longer ``start(waitingAtMost:)`` waits for the first snapshot while connected
-    /// (a system instance answers, its layer is on the way) with no saved layer.
+    /// How long ``start(waitingAtMost:)`` waits for the first snapshot once connected (the
+    /// system instance answers, its layer is on the way): short, since no call is answered
+    /// meanwhile.
     private let firstSyncWait: Duration
     private let state = Mutex(State())
     /// A connection to the system instance is open (from the connect to the end of its stream).
@@ -66,11 +67,11 @@ final class SystemMirror: Sendable {
     private let firstAttempt = DispatchSemaphore(value: 0)
 
     /// `dconfProfile`: the user's `DCONF_PROFILE`, sent with the Mirror call (which of dconf's
-    /// profiles the system instance gives this user; nil: `user`). `firstSyncWait`: how much
-    /// longer ``start(waitingAtMost:)`` waits for a first snapshot that is on the way.
+    /// profiles the system instance gives this user; nil: `user`). `firstSyncWait`: how long
+    /// ``start(waitingAtMost:)`` waits for a first snapshot that is on the way.
     init(
         path: String, system: any SystemCalls, log: Logger, file: SystemLayerFile? = nil,
-        dconfProfile: String? = nil, firstSyncWait: Duration = .seconds(10), wake: @escaping @Sendable () -> Void
+        dconfProfile: String? = nil, firstSyncWait: Duration = .milliseconds(500), wake: @escaping @Sendable () -> Void
     ) {
         self.dconfProfile = dconfProfile
         self.firstSyncWait = firstSyncWait
@@ -81,32 +82,35 @@ final class SystemMirror: Sendable {
         self.wake = wake
     }
 
-    /// Queues the saved layer (if any) as the first update, starts the thread and waits (at
-    /// most `timeout`) for its first snapshot or first failure, so that the first client of a
-    /// freshly started kvd already sees the system layer. With no saved layer, while connected
-    /// to the system instance (its snapshot on the way: a large one takes seconds), it waits up
-    /// to `firstSyncWait` longer: clients wait rather than have their writes refused
+    /// Queues the saved layer (if any) as the first update, starts the thread and waits for its
+    /// first snapshot or first failure, so that the first client of a freshly started kvd
+    /// already sees the system layer: at most `timeout` while the system instance does not
+    /// answer, and at most `firstSyncWait` (short) once it took the connection, since a large
+    /// layer takes seconds to come and no call is answered meanwhile. Then kvd serves: reads
+    /// from the user's own values (and the saved layer, if any) until the layer arrives and is
+    /// announced to watchers; writes refused while no layer was ever given
     /// (``SystemFollower/awaitsFirstLayer``).
     func start(waitingAtMost timeout: Duration) {
         let saved = loadSaved()
         DispatchQueue(label: "kvd.system-mirror").async { [self] in run() }
-        var answered = firstAttempt.wait(timeout: .now() + Self.milliseconds(timeout)) == .success
-        var waited = timeout
-        if !answered, !saved, isConnected {
-            log.info(
-                "the system instance at \(path) took the connection but has not sent its layer yet; waiting at most \(firstSyncWait) more"
-            )
-            answered = firstAttempt.wait(timeout: .now() + Self.milliseconds(firstSyncWait)) == .success
-            waited += firstSyncWait
+        let started = ContinuousClock.now
+        var answered = false
+        while !answered {
+            let limit = isConnected ? min(timeout, firstSyncWait) : timeout
+            let left = limit - (ContinuousClock.now - started)
+            if left <= .zero { break }
+            answered = firstAttempt.wait(timeout: .now() + Self.milliseconds(min(left, .milliseconds(20)))) == .success
         }
         guard !answered else { return }
         let serving =
             saved
             ? "serving the saved layer until it does"
             : isConnected
-                ? "serving without its layer, and refusing writes until it arrives"
+                ? "serving reads without its layer, and refusing writes until it arrives"
                 : "serving without its layer until it does"
-        log.warning("the system instance at \(path) has not answered in \(waited); \(serving)")
+        let what = isConnected ? "sent its layer" : "answered"
+        log.warning(
+            "the system instance at \(path) has not \(what) in \(ContinuousClock.now - started); \(serving)")
     }
 
     private static func milliseconds(_ duration: Duration) -> DispatchTimeInterval {

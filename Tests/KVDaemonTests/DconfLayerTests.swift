@@ -99,6 +99,7 @@ import Testing
             let selection = DconfSelection(root: dconf, profiles: profiles)
             var set = DropInSet.read(found.files, keeping: previous.parsed) { selection.rank($0, profile: "user") }
             set.dconf = selection
+            set.skipped = found.skipped
             return set
         }
     }

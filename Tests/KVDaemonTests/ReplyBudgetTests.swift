@@ -88,7 +88,12 @@ import Testing
     /// Every piece of a stream, made at once.
     static func pieces(of stream: ReplyStream) -> [VarlinkReply] {
         var pieces: [VarlinkReply] = []
-        while let piece = stream.next() { pieces.append(piece) }
+        while let piece = stream.nextPiece() {
+            switch piece {
+            case .own(let reply): pieces.append(reply)
+            case .shared(let reply): pieces.append(try! VarlinkReply(message: reply.bytes.dropLast()))
+            }
+        }
         return pieces
     }
 

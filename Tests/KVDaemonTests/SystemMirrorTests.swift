@@ -153,6 +153,45 @@ import Testing
         #expect(locked.error == DefaultsInterface.Error.keyLocked)
     }
 
+    /// First login to a large site (attack/38b-report.md, finding 3): the system instance takes
+    /// the connection but its layer is slow to come. kvd starts serving after a short wait
+    /// (not the start's whole timeout): a read is answered from the user's own values, a write
+    /// is refused until the layer arrives.
+    @Test func readsAreServedSoonWhileTheFirstLayerIsOnItsWay() throws {
+        let folder = Folder()
+        let release = DispatchSemaphore(value: 0)
+        let instance = FakeVarlinkServer(prefix: folder.prefix) { call, send in
+            guard call.method == DefaultsRequest.mirror(dconfProfile: nil).call.method else { return false }
+            release.wait()
+            _ = send(RequestHandler.mirrorReply(revision: 1, domain: nil, changes: [], synced: true))
+            return true
+        }
+        let mirror = SystemMirror(path: instance.path, system: LinuxSystem(), log: Logger(toJournal: false), wake: {})
+        let follower = SystemFollower(mirror: mirror)
+        let temp = try RequestHandlerTests.TempStore()
+        let handler = RequestHandler(store: temp.store, follower: follower)
+        let started = ContinuousClock.now
+        follower.start(waitingAtMost: .seconds(6))
+        let waited = ContinuousClock.now - started
+        defer {
+            release.signal()
+            mirror.stop()
+        }
+        #expect(waited < .seconds(3), "kvd answered nothing for \(waited) while the layer was on its way")
+        #expect(mirror.isConnected && follower.awaitsFirstLayer)
+        guard case .reply(let read) = handler.handle(.get(Self.domain, Self.key)) else {
+            Issue.record("a read was not answered at once")
+            return
+        }
+        #expect(read.error != DefaultsInterface.Error.storageFailure, "\(read)")
+        guard case .reply(let refused) = handler.handle(.set(Self.domain, Self.key, .integer(1), ifRevision: nil))
+        else {
+            Issue.record("a write before the first layer was taken")
+            return
+        }
+        #expect(refused.error == DefaultsInterface.Error.storageFailure)
+    }
+
     /// A user's kvd with no system instance at all serves writes at once.
     @Test func withNoSystemInstanceWritesGoAtOnce() throws {
         let folder = Folder()
