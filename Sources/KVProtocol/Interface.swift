@@ -254,8 +254,8 @@ public enum SystemInterface {
         # the files applied at the last read in the order they combine (the later wins), those
         # that could not be read or were refused with why (one that was good before keeps its
         # last good content, kept durably across restarts), the generation of the combination,
-        # and the names in the folders that are not read (skipped; hidden names and editors' and
-        # package managers' leftovers are left out).
+        # and the names in the folders that are not read (skipped; hidden names are left out, and
+        # so are editors' and package managers' leftovers in kvd's own folders, not in dconf's).
         # A reason never quotes a file's content.
         type DropInProblem (file: string, reason: string)
         type DropInStatus (
