@@ -22,7 +22,8 @@ public func fuzzDomainFile(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
 
 private func check(_ loaded: LoadedDomain) {
     let domain = loaded.domain
-    for (_, entry) in loaded.state.entries where entry.revision > max(loaded.state.revision, 1) {
+    loaded.state.entries.forEachEntry { _, entry in
+        guard entry.revision > max(loaded.state.revision, 1) else { return }
         fail("a key's revision \(entry.revision) is above its domain's \(loaded.state.revision)")
     }
     let savedAt = Date(timeIntervalSince1970: 0)
