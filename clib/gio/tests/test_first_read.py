@@ -14,16 +14,16 @@ read its own value while the process makes at most 3 requests and 3 connections 
 WatchAll, and one Snapshot, of the domain over the budget only. A domain kvctl makes afterwards
 (seen on the stream before a change of a touched one) is then read with no request either.
 """
-import json
 import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+from pipelined import call_all
 
 signal.alarm(180)  # a hang fails the test instead of stalling make test
 COUNT = 1500
@@ -37,32 +37,16 @@ def fail(message):
     sys.exit(1)
 
 
-def call_all(calls):
-    """Sends varlink calls on one connection, pipelined; fails on an error reply."""
-    with socket.socket(socket.AF_UNIX) as conn:
-        conn.connect(os.environ["KVD_SOCKET"])
-        conn.sendall(b"".join(json.dumps(call).encode() + b"\0" for call in calls))
-        data = b""
-        while data.count(b"\0") < len(calls):
-            chunk = conn.recv(1 << 16)
-            if not chunk:
-                fail("kvd closed the connection while setting the values")
-            data += chunk
-        errors = [r for r in data.split(b"\0") if r and b'"error"' in r]
-        if errors:
-            fail(f"setting the values: {errors[0]!r}")
-
-
 def set_values(kvctl):
     def set_call(domain, key, value):
         return {"method": "io.kvd.Defaults.Set", "parameters": {"domain": domain, "key": key, "value": value}}
-    call_all([set_call(f"io.kvd.first.p{i}", "name", f"first-{i}") for i in range(COUNT)])
+    call_all([set_call(f"io.kvd.first.p{i}", "name", f"first-{i}") for i in range(COUNT)], fail)
     # in the stream's current state, untouched until after events of them came
     call_all([set_call("io.kvd.first.raw", "name", "raw-before"), set_call("io.kvd.first.raw", "other", 7),
-              set_call("io.kvd.first.gone", "name", "gone-before")])
+              set_call("io.kvd.first.gone", "name", "gone-before")], fail)
     # over kvd's per-domain budget for the stream's start: 300 keys of 1 KiB
     call_all([set_call("io.kvd.first.big", f"a{i:03d}", "b" * 1024) for i in range(300)]
-             + [set_call("io.kvd.first.big", "name", "big-name")])
+             + [set_call("io.kvd.first.big", "name", "big-name")], fail)
     for args in (["set", "io.kvd.first.sys", "name", "from-system"], ["set", "io.kvd.first.p3", "name", "admin-3"],
                  ["lock", "io.kvd.first.p3", "name"]):
         subprocess.run([kvctl, "--system", *args], check=True)

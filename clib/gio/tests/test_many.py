@@ -10,15 +10,15 @@ connection, pipelined Sets), then, with RLIMIT_NOFILE at 1024, 1,500 objects on 
 are made and read; every one must read its own value, the process must hold at most 8 sockets,
 and a later kvctl change of the last one must arrive as `changed`.
 """
-import json
 import os
 import resource
 import signal
-import socket
 import subprocess
 import sys
 
 from gi.repository import Gio, GLib
+
+from pipelined import call_all
 
 signal.alarm(120)  # a hang fails the test instead of stalling make test
 COUNT = 1500
@@ -32,21 +32,8 @@ def fail(message):
 
 def set_values():
     """name = "profile-N" in domain io.kvd.many.pN, for every N, over one connection."""
-    with socket.socket(socket.AF_UNIX) as conn:
-        conn.connect(os.environ["KVD_SOCKET"])
-        calls = b"".join(json.dumps({"method": "io.kvd.Defaults.Set", "parameters": {
-            "domain": f"io.kvd.many.p{i}", "key": "name", "value": f"profile-{i}"}}).encode() + b"\0"
-            for i in range(COUNT))
-        conn.sendall(calls)
-        data = b""
-        while data.count(b"\0") < COUNT:
-            chunk = conn.recv(1 << 16)
-            if not chunk:
-                fail("kvd closed the connection while setting the values")
-            data += chunk
-        errors = [r for r in data.split(b"\0") if r and b'"error"' in r]
-        if errors:
-            fail(f"setting the values: {errors[0]!r}")
+    call_all([{"method": "io.kvd.Defaults.Set", "parameters": {
+        "domain": f"io.kvd.many.p{i}", "key": "name", "value": f"profile-{i}"}} for i in range(COUNT)], fail)
 
 
 def sockets():
