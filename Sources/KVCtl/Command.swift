@@ -79,6 +79,12 @@ public enum Command: Sendable, Equatable {
     case history(Domain, Key?, limit: Int?, json: Bool)
     /// `blame DOMAIN [KEY]`: who set each current value.
     case blame(Domain, Key?)
+    /// `permit APPID PATTERN [--read-only]`: grants a sandboxed app more domains.
+    case permit(Permit)
+    /// `permit --revoke APPID PATTERN`: takes a grant back.
+    case revoke(AppID, DomainPattern)
+    /// `permits [APPID]`: the grants, one a line.
+    case permits(AppID?)
     /// `history --forget DOMAIN [KEY]`: the past values removed from every file kvd keeps.
     case forgetHistory(Domain, Key?)
     /// `history --keep-none DOMAIN [KEY]` (keep false) and `history --keep DOMAIN [KEY]`.
@@ -215,6 +221,7 @@ extension Invocation {
             command = .gnome(action)
         case "apply": return try parseApply(reader.remaining())
         case "history", "restore": command = try parseHistoryCommand(name, &reader)
+        case "permit", "permits": command = try parsePermitCommand(name, &reader)
         case "backup", "restore-backup": command = try parseBackupCommand(name, &reader)
         case "completion": command = try parseCompletion(&reader)
         case "help": command = try parseHelp(&reader)

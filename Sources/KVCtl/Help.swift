@@ -248,6 +248,26 @@ enum Help {
                 system instance, like history, for root and members of group kvd-admin only.
                 """),
         Entry(
+            name: "permit", aliases: [], usage: "permit [--revoke] APPID DOMAIN-PATTERN [--read-only]",
+            summary: "let a sandboxed app reach more domains, or take that back",
+            details: """
+                A sandboxed app (Flatpak, snap; APPID such as org.example.App) reaches only its own
+                domains (APPID and APPID.*), NSGlobalDomain and the public desktop settings (kvd
+                --sandbox-readable). This lets it read and write the domains DOMAIN-PATTERN reaches
+                too: a domain, the start of one then '*' (org.example.shared.*), or '*' (every
+                domain: everything you have). --read-only: read them only. --revoke takes the grant
+                back. Prints the revision; kvd keeps grants durably, and no sandboxed app can read
+                or change them. See docs/sandboxes.md.
+                """),
+        Entry(
+            name: "permits", aliases: [], usage: "permits [APPID]",
+            summary: "list what sandboxed apps were permitted",
+            details: """
+                Prints each grant (every app's, or APPID's only), one a line: APPID, the
+                pattern, and read-write or read-only. --json prints an array of {"app",
+                "pattern", "readOnly"} objects.
+                """),
+        Entry(
             name: "restore", aliases: [], usage: "restore DOMAIN [KEY] --revision N",
             summary: "put a key, or a whole domain, back as it was after revision N",
             details: """

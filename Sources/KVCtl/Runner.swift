@@ -70,6 +70,8 @@ struct Runner {
         case .source, .lock, .unlock, .locks, .status, .history, .blame, .forgetHistory, .keepHistory, .restore,
             .backup, .restoreBackup, .reload:
             try performAdministration(command, on: connection)
+        case .permit, .revoke, .permits:
+            try performPermits(command, on: connection)
         case .help, .version, .completion, .gnome:  // answered without kvd (KVCtl.run)
             break
         }
@@ -199,7 +201,7 @@ struct Runner {
     }
 
     /// With `--json`, a write prints `{"revision": N}`; otherwise nothing.
-    private func printRevision(_ revision: Int64?) {
+    func printRevision(_ revision: Int64?) {
         guard options.json, let revision else { return }
         console.out("{\"revision\":\(revision)}\n")
     }
@@ -351,6 +353,9 @@ struct Runner {
                 "permission denied: only root and members of group \($0) may change the system instance"
             }
                 ?? Self.message(for: error)
+        case (.permissionDenied, _):
+            "permission denied: kvd lets a sandboxed app (Flatpak, snap) reach only its own settings, the public ones "
+                + "and what its user permitted it (kvctl permits, run outside the sandbox)"
         case (.keyLocked(let domain, let key), _) where !options.system:
             lockHint(domain, key) ?? Self.message(for: error)
         case (.cannotConnect(let path, let reason), _) where options.system:

@@ -73,14 +73,25 @@ final class ClientConnection {
         var since: Int64
         /// A `WatchAll`'s domain prefix ("" for every domain); nil for a `Watch` or `Mirror`.
         var prefix: String? = nil
+        /// A sandboxed connection's: what it may read (taken again when a grant changes); nil
+        /// for a connection that reaches everything.
+        var access: SandboxAccess? = nil
 
         /// A `Mirror`: neither a domain nor a prefix.
         var isMirror: Bool { domain == nil && prefix == nil }
 
-        /// Whether the watch follows `domain`'s changes (a `Watch` of it, or a `WatchAll` over it).
+        /// Whether the watch follows `domain`'s changes (a `Watch` of it, or a `WatchAll` over it)
+        /// and may read it.
         func follows(_ domain: Domain) -> Bool {
+            if let access, !access.mayRead(domain) { return false }
             if let prefix { return !domain.isInternal && domain.name.hasPrefix(prefix) }
             return self.domain == domain
+        }
+
+        /// False for a sandboxed `Watch` whose domain it may no longer read (a grant taken back).
+        var followsItsDomain: Bool {
+            guard let access, let domain else { return true }
+            return access.mayRead(domain)
         }
     }
 
@@ -147,20 +158,29 @@ final class ClientConnection {
     func chooseDconfProfile(_ profile: String?) { dconfProfile = profile }
     /// Whether the peer may change anything: fixed at accept, never looked up again.
     @exclusivity(unchecked) private(set) var mayWrite = true
-    /// Who the peer is, once ``writer()`` has read it (`.some(nil)`: it could not be).
-    @exclusivity(unchecked) private var identified: Writer??
+    /// Who the peer is, as history records the changes it asks for (``identifyPeer(recordsWriter:)``);
+    /// nil when it could not be read, or is not recorded.
+    @exclusivity(unchecked) private(set) var writer: Writer?
+    /// How far the peer reaches (a sandboxed app: ``SandboxAccess``), fixed at accept by
+    /// ``identifyPeer(recordsWriter:)``; until then, nothing is served.
+    @exclusivity(unchecked) private(set) var reach: PeerReach = .sandboxed(app: nil, label: "a process not yet identified")
+    /// How many calls of a sandboxed peer were refused (for the log's rate).
+    @exclusivity(unchecked) private var refusals = 0
 
-    /// Who the peer is, as history records the changes it asks for: read once, the first time
-    /// it is asked for (the connection's first write), from the kernel and `/proc`
+    /// Reads who the peer is, once, at accept, from the kernel and `/proc`
     /// (``PeerProcess/identify(_:system:)``: the process that connected, never another that took
-    /// its pid), then kept for the connection's life. Nil when even its credentials cannot be
-    /// read; with `readsProcess` false (``DaemonOptions/recordsWriters``, for the benchmark's
-    /// comparison), nothing is read and nil is kept.
-    func writer(readsProcess: Bool = true) -> Writer? {
-        if let identified { return identified }
-        let found = readsProcess ? (try? PeerProcess.identify(fd, system: system)).map(Writer.init(peer:)) : nil
-        identified = .some(found)
-        return found
+    /// its pid): its ``reach`` and, with `recordsWriter` (``DaemonOptions/recordsWriters``, off
+    /// only for the benchmark's comparison), its ``writer``; kept for the connection's life.
+    func identifyPeer(recordsWriter: Bool) {
+        let peer = try? PeerProcess.identify(fd, system: system)
+        reach = PeerReach(peer)
+        writer = recordsWriter ? peer.map(Writer.init(peer:)) : nil
+    }
+
+    /// Counts one more refused call; returns how many were.
+    func noteRefusal() -> Int {
+        refusals += 1
+        return refusals
     }
 
     init(id: Int, fd: Int32, memory: ClientMemory, system: any SystemCalls) {

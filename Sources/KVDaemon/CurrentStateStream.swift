@@ -32,21 +32,22 @@ struct CurrentStateStream {
     /// The replies of the domains whose names start with `prefix`, encoded one after the other
     /// (each a message and its NUL), and the store revision they are at (the `since` of the watch
     /// that follows). At most about ``totalBytes`` and the names: sent as one shared reply.
-    func encoded(prefix: String) -> (bytes: [UInt8], revision: Int64) {
-        let (stream, revision) = make(prefix: prefix)
+    func encoded(prefix: String, where included: (Domain) -> Bool = { _ in true }) -> (bytes: [UInt8], revision: Int64) {
+        let (stream, revision) = make(prefix: prefix, where: included)
         var bytes: [UInt8] = []
         while let piece = stream.next() { piece.encode(into: &bytes) }
         return (bytes, revision)
     }
 
-    /// The stream of the domains whose names start with `prefix`, and the store revision it is
-    /// at.
-    func make(prefix: String) -> (stream: ReplyStream, revision: Int64) {
+    /// The stream of the domains whose names start with `prefix` (those `included` takes: a
+    /// sandboxed caller's; the others are not named, not even as withheld), and the store
+    /// revision it is at.
+    func make(prefix: String, where included: (Domain) -> Bool = { _ in true }) -> (stream: ReplyStream, revision: Int64) {
         let snapshot = handler.store.snapshotAll()
         let layer = handler.layer
         let systemRevision = layer.revision
-        var names = Set(snapshot.domains.lazy.filter { Self.follows($0, prefix) })
-        names.formUnion(layer.domains.keys.lazy.filter { Self.follows($0, prefix) })
+        var names = Set(snapshot.domains.filter { Self.follows($0, prefix) && included($0) })
+        names.formUnion(layer.domains.keys.filter { Self.follows($0, prefix) && included($0) })
         var runs: [ReplyStream.Run] = []
         var sources: [Domain: [Key: ValueSource]] = [:]
         var withheld: [Domain] = []

@@ -25,6 +25,9 @@ public struct DaemonOptions: Sendable, Equatable {
     /// for history's writer records. Off only for `make bench`'s comparison
     /// (`KVD_BENCH_NO_WRITERS=1`); not an option for users.
     public var recordsWriters = true
+    /// The domains every sandboxed app (Flatpak, snap) may read besides its own and
+    /// `NSGlobalDomain` (`--sandbox-readable`; docs/sandboxes.md).
+    public var sandboxReadable = SandboxDefaults.readable
 
     /// Whether this is the system instance.
     public var isSystem: Bool {
@@ -43,7 +46,8 @@ public struct DaemonOptions: Sendable, Equatable {
 
     public static let usage = """
         usage: kvd [--socket PATH] [--state-dir DIR] [--system-socket PATH | --no-system-layer]
-                   [--idle-exit SECONDS] [--max-client-memory SIZE] [--history-keep N] [--history-days D] [--verbose]
+                   [--idle-exit SECONDS] [--max-client-memory SIZE] [--history-keep N] [--history-days D]
+                   [--sandbox-readable PATTERN[,PATTERN...]] [--verbose]
                kvd --system [--socket PATH] [--state-dir DIR] [--config-dir DIR] [--admin-group NAME]
                    [--max-connections-per-uid N] [--idle-exit SECONDS] [--max-client-memory SIZE]
                    [--history-keep N] [--history-days D] [--verbose]
@@ -84,6 +88,13 @@ public struct DaemonOptions: Sendable, Equatable {
                                 0 to 1000000);
                                 --history-keep 0 --history-days 0 turns history off (and
                                 removes the history files at start)
+          --sandbox-readable PATTERN[,PATTERN...]
+                                the domains every sandboxed app (Flatpak, snap) may read
+                                besides its own and NSGlobalDomain: domain names, or a
+                                name's start then '*'; repeat for more; '' for none
+                                (default org.gnome.desktop.interface,org.gnome.desktop.a11y*,
+                                org.gnome.desktop.wm.preferences,org.gnome.desktop.sound,
+                                org.gnome.desktop.privacy)
           --verbose             log every connection and commit
 
         the system instance (--system):
@@ -185,6 +196,8 @@ public struct DaemonOptions: Sendable, Equatable {
         var userOnly: [String] = []
         var systemOnly: [String] = []
         var history: [String: Int] = [:]
+        /// `--sandbox-readable`'s patterns, nil when not given.
+        var sandboxReadable: [DomainPattern]?
 
         /// Takes `flag` and, when it has one, its value from the front of `rest`.
         mutating func take(_ flag: String, from rest: inout ArraySlice<String>) throws(UsageError) {
@@ -207,6 +220,7 @@ public struct DaemonOptions: Sendable, Equatable {
                 idleSet = true
                 idle = try idleExit(try value())
             case "--max-client-memory": clientMemory = try byteCount(try value(), for: flag)
+            case "--sandbox-readable": sandboxReadable = (sandboxReadable ?? []) + (try patterns(try value(), for: flag))
             case "--history-keep", "--history-days":
                 let text = try value()
                 guard let number = Int(text), number >= 0, number <= 1_000_000 else {
@@ -265,6 +279,7 @@ public struct DaemonOptions: Sendable, Equatable {
             options.historyKeep = history["--history-keep"] ?? options.historyKeep
             options.historyDays = history["--history-days"] ?? options.historyDays
             options.recordsWriters = environment["KVD_BENCH_NO_WRITERS"] != "1"
+            options.sandboxReadable = sandboxReadable ?? options.sandboxReadable
             return options
         }
     }
@@ -277,6 +292,17 @@ public struct DaemonOptions: Sendable, Equatable {
                 "--idle-exit needs a number of seconds from 0 (never) to \(Int(maxIdleExitSeconds)), not \"\(text)\"")
         }
         return seconds == 0 ? nil : .milliseconds(Int64((seconds * 1000).rounded(.up)))
+    }
+
+    /// `--sandbox-readable`'s comma-separated ``DomainPattern``s (none for '').
+    static func patterns(_ text: String, for flag: String) throws(UsageError) -> [DomainPattern] {
+        var patterns: [DomainPattern] = []
+        for part in text.split(separator: ",") {
+            do { patterns.append(try DomainPattern(validating: String(part))) } catch {
+                throw UsageError("\(flag): \(error)")
+            }
+        }
+        return patterns
     }
 
     /// `1048576`, `512K`, `256M`, `1G` (binary units) as bytes, from 1 MiB to 1 TiB.

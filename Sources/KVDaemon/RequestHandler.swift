@@ -92,6 +92,8 @@ struct RequestHandler {
             return handleHistory(request)
         case .backup:
             return .stream(backupStream())
+        case .permit, .revoke, .permits:
+            return handlePermits(request)
         case .lock, .unlock, .locks, .mirror, .status, .reload, .systemSource:
             guard isSystem else {
                 return .reply(.failure(ServiceInterface.Error.methodNotFound, ["method": .string(request.call.method)]))
@@ -105,11 +107,12 @@ struct RequestHandler {
     }
 
     /// `Domains`: the user's domains (not the internal ones) and the system layer's domains
-    /// that hold a value, sorted. A system domain that holds only locks has nothing to read: not
-    /// listed (`Get` and `List` of it are NotFound).
-    private func domainNames() -> VarlinkReply {
-        var names = Set(store.domains().filter { !$0.isInternal })
-        names.formUnion(layer.domains.lazy.filter { !$0.value.values.isEmpty }.map(\.key))
+    /// that hold a value, sorted; only those `included` takes (a sandboxed caller's). A system
+    /// domain that holds only locks has nothing to read: not listed (`Get` and `List` of it are
+    /// NotFound).
+    func domainNames(where included: (Domain) -> Bool = { _ in true }) -> VarlinkReply {
+        var names = Set(store.domains().filter { !$0.isInternal && included($0) })
+        names.formUnion(layer.domains.filter { !$0.value.values.isEmpty && included($0.key) }.map(\.key))
         return VarlinkReply(parameters: ["domains": .array(names.sorted().map { .string($0.name) })])
     }
 

@@ -10,18 +10,20 @@ extension Server {
     /// Answers one call of `connection` (a read, at once), queues it for this pass's commit (a
     /// write: the connection then awaits it), or makes the connection a watcher.
     func handle(_ message: ArraySlice<UInt8>, from connection: ClientConnection) {
-        if answerFastGet(message, connection) { return }
+        if connection.reach == .everything, answerFastGet(message, connection) { return }
         guard let (request, oneway) = parseCall(message, connection) else { return }
         if refuseUnprivileged(request, oneway, connection) { return }
+        if confineSandboxed(request, oneway, connection) { return }
         if answerShared(request, oneway, connection) { return }
         switch handler.handle(request) {
         case .reply(let reply):
             if !oneway { connection.send(reply) }
         case .commit(let domain, let mutation):
-            let writer = connection.writer(readsProcess: limits.identifiesWriters)
+            let writer = connection.writer
             _ = commits.submit(.write(domain, mutation, writer: writer), for: connection, oneway: oneway)
         case .watch(let domain, let key):
-            startWatch(ClientConnection.Watch(domain: domain, key: key, since: store.revision), connection)
+            let access = sandboxAccess(connection)
+            startWatch(ClientConnection.Watch(domain: domain, key: key, since: store.revision, access: access), connection)
         case .watchAll(let prefix, let current):
             startWatchAll(prefix: prefix?.name ?? "", current: current, connection)
         case .fleetWrite(let change):
@@ -61,10 +63,20 @@ extension Server {
 
     /// Makes `connection` a `WatchAll` of the domains under `prefix`: its first reply, or with
     /// `current` their current values first (``CurrentStateStream``, kept in ``Server/replies``
-    /// while nothing changes; sent as one shared reply), then every change after.
-    private func startWatchAll(prefix: String, current: Bool, _ connection: ClientConnection) {
-        guard current else {
-            return startWatch(ClientConnection.Watch(domain: nil, since: store.revision, prefix: prefix), connection)
+    /// while nothing changes; sent as one shared reply), then every change after. With `access`
+    /// (a sandboxed connection), only of the domains it may read, its current values made for it.
+    func startWatchAll(
+        prefix: String, current: Bool, access: SandboxAccess? = nil, _ connection: ClientConnection
+    ) {
+        let all = ClientConnection.Watch(domain: nil, since: store.revision, prefix: prefix, access: access)
+        guard current else { return startWatch(all, connection) }
+        if let access {
+            let (bytes, revision) = CurrentStateStream(
+                handler: handler, domainBytes: limits.currentDomainBytes, totalBytes: limits.currentTotalBytes
+            ).encoded(prefix: prefix, where: access.mayRead)
+            connection.startWatching(ClientConnection.Watch(domain: nil, since: revision, prefix: prefix, access: access))
+            table.addWatcher(connection)
+            return connection.send(shared: SharedReply(bytes))
         }
         let stamp = GetReplyCache.Stamp(revision: store.revision, layerVersion: handler.layer.version)
         let (reply, revision) = replies.currentState(prefix, at: stamp) {
@@ -175,6 +187,8 @@ extension Server {
             if item.notify, case .success(let commit) = item.result {
                 if commit.domain == .dropInState {
                     deliverDropIns(commit)
+                } else if commit.domain == .permits {
+                    refreshSandboxedWatches()
                 } else {
                     var news = fanOut.news(of: commit)
                     notifyWatchers(&news)
@@ -209,7 +223,7 @@ extension Server {
     /// it a commit or the system layer's. A shared reply is encoded once for all who get it.
     private func notifyWatchers(_ news: inout WatchFanOut.News) {
         for connection in table.watchers.values {
-            guard case .watching(let watch) = connection.phase,
+            guard case .watching(let watch) = connection.phase, watch.followsItsDomain,
                 let reply = news.reply(for: watch, peer: connection.dropInPeer, seesWriter: seesWriter(connection))
             else { continue }
             deliver(reply, to: connection)

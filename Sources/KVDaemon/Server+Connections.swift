@@ -31,6 +31,7 @@ extension Server {
                 system.close(fd)
                 continue
             }
+            connection.identifyPeer(recordsWriter: limits.identifiesWriters)
             table.add(connection)
             log.log(.debug, "client \(connection.id) connected (\(table.connections.count) open)")
         }

@@ -65,6 +65,8 @@ public final class Server {
         /// Whether a connection's process is read for history's writer records
         /// (``DaemonOptions/recordsWriters``; off only for the benchmark's comparison).
         public var identifiesWriters = true
+        /// The domains every sandboxed app may read (``DaemonOptions/sandboxReadable``).
+        public var sandboxReadable = SandboxDefaults.readable
         public init() {}
     }
 

@@ -150,6 +150,25 @@ public enum DefaultsInterface {
         # defaults, not the locks.
         method Backup() -> (revision: int, domain: ?string, values: [string]object, unreadable: ?[string]string)
 
+        # What a user granted a sandboxed app (kvctl permit) beyond its own domains: the domains
+        # pattern reaches (a domain name; the start of one then "*"; "*" alone: every domain),
+        # to read, and to write unless readOnly.
+        type AppPermit (app: string, pattern: string, readOnly: bool)
+
+        # Grants the sandboxed app app (a Flatpak or snap app id) the domains pattern reaches,
+        # replacing what it was granted for that pattern. Durable when answered. A sandboxed
+        # caller gets org.varlink.service.PermissionDenied (so do all three methods); on the
+        # system instance, writes' rules apply.
+        method Permit(app: string, pattern: string, readOnly: ?bool) -> (revision: int)
+
+        # Takes back what Permit granted app for pattern; NotFound (domain: the pattern, key:
+        # the app id) when it granted nothing. Durable when answered.
+        method Revoke(app: string, pattern: string) -> (revision: int)
+
+        # What users granted: every app's, or only app's, sorted by app and pattern. On the
+        # system instance, for admins only.
+        method Permits(app: ?string) -> (permits: []AppPermit)
+
         error NotFound (domain: string, key: ?string)
         error InvalidName (name: string, reason: string)
         error InvalidValue (reason: string)

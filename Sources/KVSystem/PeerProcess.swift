@@ -17,6 +17,10 @@ public struct PeerProcess: Sendable, Equatable {
     public var unit: String?
     /// The application, where the system names one (``AppIdentity``), nil otherwise.
     public var app: AppIdentity?
+    /// Whether what `/proc` says was read from the process that connected, still running once it
+    /// was read; false when it could not be (the process exited, no pidfd): then ``program``,
+    /// ``command``, ``unit`` and ``app`` are nil, and nobody can tell whether it ran in a sandbox.
+    public var isConfirmed = false
 
     /// The most bytes kept of any text.
     public static let maxTextBytes = 256
@@ -77,7 +81,10 @@ extension PeerProcess {
         found.unit = cgroup.flatMap(Self.unit(inCgroup:)).map(bounded)
         found.app = Self.flatpakApp(read(folder + "/root/.flatpak-info", system)) ?? cgroup.flatMap(Self.app(inCgroup:))
         // Read after the process may have exited: only what the connection's own process said.
-        if system.processIsRunning(pidfd) { peer = found }
+        if system.processIsRunning(pidfd) {
+            peer = found
+            peer.isConfirmed = true
+        }
         return peer
     }
 

@@ -119,6 +119,10 @@ extension Domain {
     /// (their generation and digest): a reload is one durable commit at one revision.
     public static let dropInState = Domain(unchecked: "-dropins")
 
+    /// The internal domain where kvd keeps what users granted sandboxed apps (`kvctl permit`):
+    /// each key `APPID PATTERN`, its value `"read"` or `"write"`. Never mirrored, never listed.
+    public static let permits = Domain(unchecked: "-permits")
+
     /// Whether this is one of kvd's internal domains (locks, fleet state), which no client names.
     public var isInternal: Bool { name.utf8.first == UInt8(ascii: "-") }
 
@@ -127,12 +131,14 @@ extension Domain {
     public var isMirrored: Bool { !isInternal || lockedDomain != nil }
 
     /// A name read back from kvd's own files (a file name, a log record): an ordinary domain
-    /// name, ``lockPrefix`` followed by one, ``fleetState``'s or ``dropInState``'s.
+    /// name, ``lockPrefix`` followed by one, ``fleetState``'s, ``dropInState``'s or ``permits``'.
     public init(stored name: String) throws(NameError) {
         if name == Self.fleetState.name {
             self = Self.fleetState
         } else if name == Self.dropInState.name {
             self = Self.dropInState
+        } else if name == Self.permits.name {
+            self = Self.permits
         } else if name.hasPrefix(Self.lockPrefix) {
             let rest = String(name.dropFirst(Self.lockPrefix.count))
             self = Self.locks(of: try Domain(validating: rest))

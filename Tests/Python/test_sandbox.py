@@ -1,0 +1,260 @@
+#!/usr/bin/env python3
+"""Sandboxed apps reach only their own settings: the real kvd, with clients run by bubblewrap in a
+sandbox laid out as Flatpak lays it (/.flatpak-info at the sandbox's root, kvd's socket bound in):
+the Python varlink client (the `varlink` package), the real kvctl and, when built, the real
+gsettings with kvd's GIO module. Skipped with the reason when bwrap is missing or cannot run.
+Usage: test_sandbox.py BIN_DIR [GIO_MODULE_DIR]
+"""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import varlink
+
+BIN_DIR = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else ".build/debug")
+HERE = os.path.dirname(os.path.abspath(__file__))
+CLIENT = os.path.join(HERE, "sandbox_client.py")
+APP = "org.example.App"
+FLATPAK_INFO = f"""[Application]
+name={APP}
+runtime=runtime/org.freedesktop.Platform/x86_64/23.08
+
+[Instance]
+instance-id=1234567890
+app-path=/var/lib/flatpak/app/{APP}/x86_64/master/active/files
+flatpak-version=1.14.4
+
+[Context]
+shared=ipc;
+sockets=wayland;
+filesystems=xdg-run/kvd;
+"""
+
+
+def bwrap_works():
+    if shutil.which("bwrap") is None:
+        return "needs bwrap (Debian's bubblewrap; scripts/install-deps.sh installs it)"
+    probe = subprocess.run(["bwrap", "--ro-bind", "/", "/", "true"], capture_output=True)
+    return None if probe.returncode == 0 else "bwrap cannot make a sandbox here: " + probe.stderr.decode()
+
+
+SKIP = bwrap_works()
+
+
+def wait_for_file(path, deadline=20):
+    end = time.time() + deadline
+    while not os.path.exists(path):
+        if time.time() > end:
+            raise AssertionError(f"{path} never appeared")
+        time.sleep(0.01)
+
+
+@unittest.skipIf(SKIP is not None, SKIP or "")
+class SandboxedClients(unittest.TestCase):
+    def setUp(self):
+        self.root = tempfile.mkdtemp(prefix="kvd-sandbox-")
+        self.sock = os.path.join(self.root, "kvd.sock")
+        self.info = os.path.join(self.root, "flatpak-info")
+        with open(self.info, "w") as file:
+            file.write(FLATPAK_INFO)
+        self.daemon = subprocess.Popen(
+            [os.path.join(BIN_DIR, "kvd"), "--socket", self.sock, "--state-dir", os.path.join(self.root, "state"),
+             "--idle-exit", "0", "--no-system-layer", "--sandbox-readable", "org.gnome.desktop.interface,org.gnome.desktop.a11y*"],
+            stderr=subprocess.PIPE)
+        end = time.time() + 10
+        while True:
+            try:
+                with socket.socket(socket.AF_UNIX) as probe:
+                    probe.connect(self.sock)
+                break
+            except OSError:
+                if time.time() > end:
+                    raise
+                time.sleep(0.02)
+        self.client = varlink.Client(address="unix:" + self.sock)
+        with self.client.open("io.kvd.Defaults") as kv:
+            for domain in ["org.example.App", "org.example.App.window", "org.other.App", "org.example.AppEvil",
+                           "org.gnome.desktop.interface", "org.gnome.desktop.a11y.keyboard", "NSGlobalDomain",
+                           "org.example.shared", "com.secret.tokens"]:
+                kv.Set(domain, "k", "v-" + domain, None)
+
+    def tearDown(self):
+        self.client.cleanup()
+        self.daemon.send_signal(signal.SIGCONT)
+        self.daemon.send_signal(signal.SIGTERM)
+        _, self.log = self.daemon.communicate(timeout=20)
+        shutil.rmtree(self.root)
+
+    def bwrap(self, argv, app=APP):
+        """argv run in a sandbox as Flatpak makes one: / a fresh tmpfs holding the system's folders
+        read-only, /.flatpak-info naming `app`, kvd's folder bound in."""
+        info = self.info
+        if app != APP:
+            info = os.path.join(self.root, "info-" + app)
+            with open(info, "w") as file:
+                file.write(FLATPAK_INFO.replace(APP, app))
+        command = ["bwrap", "--die-with-parent", "--unshare-pid", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        for name in sorted(os.listdir("/")):
+            path = "/" + name
+            if name in ("proc", "dev", "tmp", "sys", "run") or not os.path.exists(path):
+                continue
+            command += ["--symlink", os.readlink(path), path] if os.path.islink(path) else ["--ro-bind", path, path]
+        return command + ["--bind", self.root, self.root, "--ro-bind", info, "/.flatpak-info"] + argv
+
+    def calls(self, calls, sandboxed=True, app=APP):
+        argv = [sys.executable, CLIENT, self.sock, json.dumps(calls)]
+        result = subprocess.run(self.bwrap(argv, app) if sandboxed else argv, capture_output=True, timeout=60)
+        self.assertEqual(result.returncode, 0, result.stderr.decode())
+        return [json.loads(line) for line in result.stdout.decode().splitlines()]
+
+    def kvctl(self, *arguments, sandboxed=False):
+        argv = [os.path.join(BIN_DIR, "kvctl"), "--socket", self.sock, "--no-autostart", *arguments]
+        return subprocess.run(self.bwrap(argv) if sandboxed else argv, capture_output=True, timeout=60)
+
+    DENIED = {"error": "org.varlink.service.PermissionDenied"}
+
+    def test_a_sandboxed_app_reaches_its_own_domains_and_is_refused_another_apps(self):
+        results = self.calls([
+            ["Get", {"domain": "org.example.App", "key": "k"}],
+            ["Set", {"domain": "org.example.App.window", "key": "k", "value": 1}],
+            ["Set", {"domain": "org.example.App.new", "key": "k", "value": 2}],
+            ["Get", {"domain": "org.other.App", "key": "k"}],
+            ["Set", {"domain": "org.other.App", "key": "k", "value": 3}],
+            ["Get", {"domain": "org.example.AppEvil", "key": "k"}],
+            ["Get", {"domain": "org.example.app", "key": "k"}],
+            ["List", {"domain": "com.secret.tokens"}],
+            ["Delete", {"domain": "org.other.App"}],
+            ["History", {"domain": "org.other.App"}],
+            ["Blame", {"domain": "org.other.App"}],
+            ["Snapshot", {"domain": "org.other.App"}],
+            ["Backup", {}],
+        ])
+        self.assertEqual(results[0]["reply"]["value"], "v-org.example.App")
+        self.assertIn("reply", results[1])
+        self.assertIn("reply", results[2])
+        self.assertEqual(results[3:12], [self.DENIED] * 9)
+        self.assertIn("error", results[12])  # Backup without more: ExpectedMore, never data
+        with self.client.open("io.kvd.Defaults") as kv:
+            self.assertEqual(kv.Get("org.other.App", "k")["value"], "v-org.other.App")  # nothing changed
+        self.assertIn(f"{APP} (flatpak)", self.stop_and_read_log())
+
+    def stop_and_read_log(self):
+        self.daemon.send_signal(signal.SIGTERM)
+        _, log = self.daemon.communicate(timeout=20)
+        self.daemon = subprocess.Popen(["true"], stderr=subprocess.PIPE)
+        return log.decode()
+
+    def test_a_sandboxed_app_reads_the_global_and_public_domains_only_to_read(self):
+        results = self.calls([
+            ["Get", {"domain": "NSGlobalDomain", "key": "k"}],
+            ["Get", {"domain": "org.gnome.desktop.interface", "key": "k"}],
+            ["List", {"domain": "org.gnome.desktop.a11y.keyboard"}],
+            ["Set", {"domain": "org.gnome.desktop.interface", "key": "k", "value": "mine"}],
+            ["Set", {"domain": "NSGlobalDomain", "key": "k", "value": "mine"}],
+        ])
+        self.assertEqual(results[0]["reply"]["value"], "v-NSGlobalDomain")
+        self.assertEqual(results[1]["reply"]["value"], "v-org.gnome.desktop.interface")
+        self.assertIn("reply", results[2])
+        self.assertEqual(results[3:], [self.DENIED] * 2)
+
+    def test_domains_and_watch_all_name_only_what_it_may_read(self):
+        [reply] = self.calls([["Domains", {}]])
+        self.assertEqual(reply["reply"]["domains"], [
+            "NSGlobalDomain", "org.example.App", "org.example.App.window", "org.gnome.desktop.a11y.keyboard",
+            "org.gnome.desktop.interface"])
+        watcher = subprocess.Popen(
+            self.bwrap([sys.executable, CLIENT, self.sock, "--watch-all", APP]), stdout=subprocess.PIPE)
+        seen = []
+        for line in watcher.stdout:
+            seen.append(json.loads(line))
+            if seen[-1] == "watching":
+                break
+        with self.client.open("io.kvd.Defaults") as kv:
+            kv.Set("org.other.App", "k", "secret", None)
+            kv.Set("com.secret.tokens", "k", "secret", None)
+            kv.Set(APP, "k", "last", None)
+        seen += [json.loads(line) for line in watcher.stdout]
+        self.assertEqual(watcher.wait(timeout=30), 0)
+        named = {entry.get("initial") or entry.get("event") for entry in seen if isinstance(entry, dict)}
+        named |= {name for entry in seen if isinstance(entry, dict) for name in entry.get("withheld") or []}
+        self.assertNotIn("org.other.App", named)
+        self.assertNotIn("com.secret.tokens", named)
+        self.assertNotIn("org.example.AppEvil", named)
+        self.assertIn({"event": APP}, seen)
+
+    def test_what_a_user_permits_is_reached_and_a_read_only_permit_refuses_writes(self):
+        self.assertEqual(self.kvctl("permit", APP, "org.example.shared*").returncode, 0)
+        self.assertEqual(self.kvctl("permit", APP, "org.other.App", "--read-only").returncode, 0)
+        listed = self.kvctl("permits").stdout.decode()
+        self.assertEqual(listed, f"{APP} org.example.shared* read-write\n{APP} org.other.App read-only\n")
+        results = self.calls([
+            ["Set", {"domain": "org.example.shared", "key": "k", "value": "from the app"}],
+            ["Get", {"domain": "org.other.App", "key": "k"}],
+            ["Set", {"domain": "org.other.App", "key": "k", "value": "no"}],
+            ["Permit", {"app": APP, "pattern": "*"}],
+            ["Permits", {}],
+            ["Revoke", {"app": APP, "pattern": "org.other.App"}],
+        ])
+        self.assertIn("reply", results[0])
+        self.assertEqual(results[1]["reply"]["value"], "v-org.other.App")
+        self.assertEqual(results[2:], [self.DENIED] * 4)
+        # Another app gets none of it.
+        self.assertEqual(self.calls([["Get", {"domain": "org.other.App", "key": "k"}]], app="org.example.Other"),
+                         [self.DENIED])
+        self.assertEqual(self.kvctl("permit", "--revoke", APP, "org.other.App").returncode, 0)
+        self.assertEqual(self.calls([["Get", {"domain": "org.other.App", "key": "k"}]]), [self.DENIED])
+        refused = self.kvctl("permit", "--revoke", APP, "org.other.App")
+        self.assertEqual(refused.returncode, 1)
+
+    def test_kvctl_inside_the_sandbox(self):
+        mine = self.kvctl("set", APP, "color", "blue", sandboxed=True)
+        self.assertEqual(mine.returncode, 0, mine.stderr.decode())
+        self.assertEqual(self.kvctl("get", APP, "color", sandboxed=True).stdout, b"blue\n")
+        other = self.kvctl("get", "org.other.App", "k", sandboxed=True)
+        self.assertEqual(other.returncode, 1)
+        self.assertIn(b"permission denied: kvd lets a sandboxed app", other.stderr)
+        permit = self.kvctl("permit", APP, "*", sandboxed=True)
+        self.assertEqual(permit.returncode, 1)
+        self.assertEqual(self.kvctl("permits").stdout, b"")
+
+    def test_an_unsandboxed_client_is_unchanged(self):
+        results = self.calls([
+            ["Get", {"domain": "org.other.App", "key": "k"}],
+            ["Set", {"domain": "com.secret.tokens", "key": "k", "value": "mine"}],
+            ["Domains", {}],
+            ["Permits", {}],
+        ], sandboxed=False)
+        self.assertEqual(results[0]["reply"]["value"], "v-org.other.App")
+        self.assertIn("reply", results[1])
+        self.assertIn("org.other.App", results[2]["reply"]["domains"])
+        self.assertEqual(results[3]["reply"]["permits"], [])
+
+    def test_a_connection_whose_process_exited_before_kvd_knew_it_reaches_only_public_domains(self):
+        """The escape a fork would be: connect, hand the socket to a child, exit before kvd reads /proc."""
+        folder = tempfile.mkdtemp(dir=self.root)
+        calls = [["Get", {"domain": APP, "key": "k"}], ["Get", {"domain": "org.gnome.desktop.interface", "key": "k"}]]
+        child = subprocess.Popen(
+            self.bwrap([sys.executable, CLIENT, self.sock, "--fork-exit", folder, json.dumps(calls)]),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        wait_for_file(os.path.join(folder, "described"))
+        self.daemon.send_signal(signal.SIGSTOP)
+        open(os.path.join(folder, "stopped"), "w").close()
+        wait_for_file(os.path.join(folder, "ready"))
+        self.daemon.send_signal(signal.SIGCONT)
+        open(os.path.join(folder, "go"), "w").close()
+        output, errors = child.communicate(timeout=60)
+        self.assertEqual(child.returncode, 0, errors.decode())
+        results = [json.loads(line) for line in output.decode().splitlines()]
+        self.assertEqual(results[0], self.DENIED)
+        self.assertEqual(results[1]["reply"]["value"], "v-org.gnome.desktop.interface")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
