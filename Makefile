@@ -31,7 +31,7 @@ FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
 FUZZ_SECONDS ?= 60
 SMOKE_SECONDS ?= 10
 
-.PHONY: dconf-layer-test all build release deps check test demo install uninstall clean help fuzz fuzz-smoke fuzz-build test-sanitize
+.PHONY: sandbox-test dconf-layer-test all build release deps check test demo install uninstall clean help fuzz fuzz-smoke fuzz-build test-sanitize
 .PHONY: bench bench-smoke format format-check deb docs
 
 ## The toolchain's swift-format with the repository's .swift-format (4 spaces, lines up to 120)
@@ -100,6 +100,7 @@ test: check
 	$(SWIFT) test --skip-build --filter 'EndToEndTests|KVFleetTests'  # what check skipped
 	SWIFT=$(SWIFT) scripts/check-consumer.sh  # an app taking KVClient by .upToNextMinor(from: VERSION), as README.md recommends, builds in debug and release and runs against kvd
 	$(PYTHON) Tests/Python/test_varlink.py "$$($(SWIFT) build --show-bin-path)"
+	$(MAKE) sandbox-test  # sandboxed apps (Flatpak as bubblewrap lays it out) reach only their own settings
 	$(MAKE) libkvd-test  # the C client library against the real kvd and kvctl, natively and under valgrind
 	$(MAKE) abi-check  # libkvd.so's ABI against clib/libkvd/abi/libkvd.abi (abidiff)
 	$(MAKE) giokvd-test  # the GSettings backend: the gsettings CLI and PyGObject on a real kvd
@@ -110,6 +111,13 @@ test: check
 	$(SWIFT) build $(RELEASE_FLAGS)  # what make install, make deb and make bench build: every target, release
 	KVD_BIN_DIR="$$($(SWIFT) build $(RELEASE_FLAGS) --show-bin-path)" $(SWIFT) test --skip-build --filter EndToEndTests  # the end-to-end suite again, on the programs the .deb ships (one to two minutes)
 	scripts/test-deb.sh "$$($(SWIFT) build $(RELEASE_FLAGS) --show-bin-path)"  # the .deb: lintian, install, use, remove, purge
+
+## make sandbox-test: the real kvd with clients run by bubblewrap in a sandbox laid out as
+## Flatpak lays it (/.flatpak-info, kvd's socket bound in): the Python varlink client, the real
+## kvctl, and gsettings with the GIO module (Tests/Python/test_sandbox.py; docs/sandboxes.md).
+sandbox-test: giokvd
+	$(SWIFT) build
+	KVD_GIO_MODULE_DIR="$(CURDIR)/.build/clib/gio" $(PYTHON) Tests/Python/test_sandbox.py "$$($(SWIFT) build --show-bin-path)"
 
 ## make dconf-layer-test: dconf's admin files (profile, keyfiles, locks) read by the system
 ## instance, checked with the real gsettings on kvd and against dconf itself (scripts/dconf-layer-test.sh),

@@ -2,7 +2,7 @@
 # Installs what building and testing kvd needs and this machine lacks: libsystemd-dev (the
 # daemon links libsystemd), libcurl4-openssl-dev (the etcd client links libcurl), systemd's
 # tools (systemd-socket-activate, systemd-analyze), mandoc (the man pages' lint), zsh and fish
-# (the completion tests), gcc, meson, ninja, valgrind and abigail-tools (libkvd's build, test and ABI check), the Python varlink client (an independent
+# (the completion tests), bubblewrap (the sandboxed-app tests), gcc, meson, ninja, valgrind and abigail-tools (libkvd's build, test and ABI check), the Python varlink client (an independent
 # check of the protocol), and etcd (server and etcdctl: the fleet's tests start their own
 # members on high ports). Quiet when all is there.
 set -euo pipefail
@@ -19,6 +19,7 @@ command -v objdump >/dev/null || need+=(binutils)          # build-deb.sh: strip
 command -v mandoc >/dev/null || need+=(mandoc)  # scripts/check-man.sh lints the man pages
 command -v zsh >/dev/null || need+=(zsh)        # the completion tests load kvctl's zsh and fish scripts
 command -v fish >/dev/null || need+=(fish)
+command -v bwrap >/dev/null || need+=(bubblewrap)  # make sandbox-test runs clients in a Flatpak-like sandbox
 command -v setfacl >/dev/null || need+=(acl)  # the drop-in tests give a folder an access control list
 command -v cc >/dev/null || need+=(gcc)              # libkvd, the C client library (clib/)
 command -v valgrind >/dev/null || need+=(valgrind)  # make libkvd-test runs its test under valgrind

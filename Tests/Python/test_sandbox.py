@@ -19,6 +19,10 @@ import unittest
 import varlink
 
 BIN_DIR = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else ".build/debug")
+# The GIO module's folder (make giokvd), for the gsettings test; skipped without it.
+GIO_MODULE_DIR = os.environ.get("KVD_GIO_MODULE_DIR", "")
+SCHEMA = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                      "clib", "gio", "tests", "io.kvd.test.gschema.xml")
 HERE = os.path.dirname(os.path.abspath(__file__))
 CLIENT = os.path.join(HERE, "sandbox_client.py")
 APP = "org.example.App"
@@ -223,6 +227,32 @@ class SandboxedClients(unittest.TestCase):
         permit = self.kvctl("permit", APP, "*", sandboxed=True)
         self.assertEqual(permit.returncode, 1)
         self.assertEqual(self.kvctl("permits").stdout, b"")
+
+    @unittest.skipUnless(os.path.exists(os.path.join(GIO_MODULE_DIR, "libgiokvd.so")) and shutil.which("gsettings"),
+                         "needs gsettings and the GIO module (make giokvd; KVD_GIO_MODULE_DIR)")
+    def test_gsettings_inside_the_sandbox_reaches_its_own_schema_only(self):
+        schemas = os.path.join(self.root, "schemas")
+        os.mkdir(schemas)
+        subprocess.run(["glib-compile-schemas", "--targetdir=" + schemas, os.path.dirname(SCHEMA)], check=True)
+        environment = dict(os.environ, GSETTINGS_SCHEMA_DIR=schemas, GIO_EXTRA_MODULES=GIO_MODULE_DIR,
+                           GSETTINGS_BACKEND="kvd", KVD_SOCKET=self.sock, KVD_NO_AUTOSTART="1", GIO_USE_VFS="local",
+                           XDG_CONFIG_HOME=os.path.join(self.root, "config"))
+
+        def gsettings(app, *arguments):
+            return subprocess.run(self.bwrap(["gsettings", *arguments], app), env=environment, capture_output=True,
+                                  timeout=60)
+
+        # The app io.kvd.test owns its schema's path /io/kvd/test/: domain io.kvd.test.
+        mine = gsettings("io.kvd.test", "set", "io.kvd.test", "text", "'from the sandbox'")
+        self.assertEqual(mine.returncode, 0, mine.stderr.decode())
+        self.assertEqual(self.kvctl("get", "io.kvd.test", "text").stdout, b"from the sandbox\n")
+        blame = self.kvctl("--json", "blame", "io.kvd.test", "text").stdout.decode()
+        self.assertIn('"app":"io.kvd.test"', blame)
+        self.assertEqual(gsettings("io.kvd.test", "get", "io.kvd.test", "text").stdout, b"'from the sandbox'\n")
+        # Another app reads the schema's default, and its write is refused and reverted.
+        self.assertNotEqual(gsettings(APP, "get", "io.kvd.test", "text").stdout, b"'from the sandbox'\n")
+        gsettings(APP, "set", "io.kvd.test", "text", "'overwritten'")
+        self.assertEqual(self.kvctl("get", "io.kvd.test", "text").stdout, b"from the sandbox\n")
 
     def test_an_unsandboxed_client_is_unchanged(self):
         results = self.calls([
