@@ -50,13 +50,7 @@ extension Runner {
         case .permits(let app):
             let permits = try connection.permits(of: app)
             guard options.json else { return console.out(permits.map { "\($0)\n" }.joined()) }
-            let items = permits.map { permit -> JSON in
-                .object([
-                    "app": .string(permit.app.name), "pattern": .string(permit.pattern.text),
-                    "readOnly": .bool(permit.readOnly),
-                ])
-            }
-            console.out(JSONWriter(sortKeys: true).string(.array(items)) + "\n")
+            console.out(JSONWriter(sortKeys: true).string(.array(permits.map(\.json))) + "\n")
         default:
             preconditionFailure("performPermits(_:on:) takes only permit, revoke and permits")
         }

@@ -68,10 +68,8 @@ struct Runner {
         case .apply(let file, let check, let diff, let prune):
             try apply(file: file, check: check, diff: diff, prune: prune, on: connection)
         case .source, .lock, .unlock, .locks, .status, .history, .blame, .forgetHistory, .keepHistory, .restore,
-            .backup, .restoreBackup, .reload:
+            .backup, .restoreBackup, .reload, .permit, .revoke, .permits:
             try performAdministration(command, on: connection)
-        case .permit, .revoke, .permits:
-            try performPermits(command, on: connection)
         case .help, .version, .completion, .gnome:  // answered without kvd (KVCtl.run)
             break
         }
@@ -82,7 +80,7 @@ struct Runner {
         console.out((options.json ? Format.json(value) : Format.plain(value)) + "\n")
     }
 
-    /// The commands about layers, history and backups rather than one domain's values.
+    /// The commands about layers, history, backups and grants rather than one domain's values.
     private func performAdministration(_ command: Command, on connection: Connection) throws {
         switch command {
         case .source(let domain, let key) where options.system:
@@ -114,6 +112,8 @@ struct Runner {
             try backup(to: file, on: connection)
         case .restoreBackup(let file, let yes):
             try restoreBackup(from: file, yes: yes, on: connection)
+        case .permit, .revoke, .permits:
+            try performPermits(command, on: connection)
         default:
             preconditionFailure("perform(_:on:) sends only these commands here")
         }

@@ -158,21 +158,22 @@ final class ClientConnection {
     func chooseDconfProfile(_ profile: String?) { dconfProfile = profile }
     /// Whether the peer may change anything: fixed at accept, never looked up again.
     @exclusivity(unchecked) private(set) var mayWrite = true
-    /// Who the peer is, as history records the changes it asks for (``identifyPeer(recordsWriter:)``);
+    /// Who the peer is, as history records the changes it asks for (``identifyPeer(_:recordsWriter:)``);
     /// nil when it could not be read, or is not recorded.
     @exclusivity(unchecked) private(set) var writer: Writer?
     /// How far the peer reaches (a sandboxed app: ``SandboxAccess``), fixed at accept by
-    /// ``identifyPeer(recordsWriter:)``; until then, nothing is served.
-    @exclusivity(unchecked) private(set) var reach: PeerReach = .sandboxed(app: nil, label: "a process not yet identified")
+    /// ``identifyPeer(_:recordsWriter:)``; until then, it reaches only the public domains.
+    @exclusivity(unchecked) private(set) var reach: PeerReach = .sandboxed(
+        app: nil, label: "a process not yet identified")
     /// How many calls of a sandboxed peer were refused (for the log's rate).
     @exclusivity(unchecked) private var refusals = 0
 
-    /// Reads who the peer is, once, at accept, from the kernel and `/proc`
+    /// Takes who the peer is, read once, at accept, from the kernel and `/proc`
     /// (``PeerProcess/identify(_:system:)``: the process that connected, never another that took
-    /// its pid): its ``reach`` and, with `recordsWriter` (``DaemonOptions/recordsWriters``, off
-    /// only for the benchmark's comparison), its ``writer``; kept for the connection's life.
-    func identifyPeer(recordsWriter: Bool) {
-        let peer = try? PeerProcess.identify(fd, system: system)
+    /// its pid; nil when even its credentials could not be read): its ``reach`` and, with
+    /// `recordsWriter` (``DaemonOptions/recordsWriters``, off only for the benchmark's
+    /// comparison), its ``writer``; kept for the connection's life.
+    func identifyPeer(_ peer: PeerProcess?, recordsWriter: Bool) {
         reach = PeerReach(peer)
         writer = recordsWriter ? peer.map(Writer.init(peer:)) : nil
     }

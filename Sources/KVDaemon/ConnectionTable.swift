@@ -66,11 +66,11 @@ final class ConnectionTable {
     /// ``DaemonOptions/SystemPolicy/maxReaderMessageBytes``), and checks its uid's cap. Returns
     /// false when the connection is refused (the caller closes it). A user's kvd admits
     /// everyone: only its user can reach its socket. The uid is counted at ``add(_:)``.
-    func admit(_ connection: ClientConnection) -> Bool {
+    func admit(_ connection: ClientConnection, credentials: Result<PeerCredentials, Errno>) -> Bool {
         guard let policy else { return true }
         let peer: PeerCredentials
         do {
-            peer = try system.peerCredentials(connection.fd)
+            peer = try credentials.get()
         } catch {
             noteRefusal("cannot tell who connected (getsockopt SO_PEERCRED: \(error))")
             return false

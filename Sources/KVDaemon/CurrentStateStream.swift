@@ -32,7 +32,8 @@ struct CurrentStateStream {
     /// The replies of the domains whose names start with `prefix`, encoded one after the other
     /// (each a message and its NUL), and the store revision they are at (the `since` of the watch
     /// that follows). At most about ``totalBytes`` and the names: sent as one shared reply.
-    func encoded(prefix: String, where included: (Domain) -> Bool = { _ in true }) -> (bytes: [UInt8], revision: Int64) {
+    func encoded(prefix: String, where included: (Domain) -> Bool = { _ in true }) -> (bytes: [UInt8], revision: Int64)
+    {
         let (stream, revision) = make(prefix: prefix, where: included)
         var bytes: [UInt8] = []
         while let piece = stream.next() { piece.encode(into: &bytes) }
@@ -42,7 +43,9 @@ struct CurrentStateStream {
     /// The stream of the domains whose names start with `prefix` (those `included` takes: a
     /// sandboxed caller's; the others are not named, not even as withheld), and the store
     /// revision it is at.
-    func make(prefix: String, where included: (Domain) -> Bool = { _ in true }) -> (stream: ReplyStream, revision: Int64) {
+    func make(prefix: String, where included: (Domain) -> Bool = { _ in true }) -> (
+        stream: ReplyStream, revision: Int64
+    ) {
         let snapshot = handler.store.snapshotAll()
         let layer = handler.layer
         let systemRevision = layer.revision

@@ -220,7 +220,8 @@ public struct DaemonOptions: Sendable, Equatable {
                 idleSet = true
                 idle = try idleExit(try value())
             case "--max-client-memory": clientMemory = try byteCount(try value(), for: flag)
-            case "--sandbox-readable": sandboxReadable = (sandboxReadable ?? []) + (try patterns(try value(), for: flag))
+            case "--sandbox-readable":
+                sandboxReadable = (sandboxReadable ?? []) + (try patterns(try value(), for: flag))
             case "--history-keep", "--history-days":
                 let text = try value()
                 guard let number = Int(text), number >= 0, number <= 1_000_000 else {

@@ -99,7 +99,8 @@ struct SandboxAccess: Equatable {
 /// (`--sandbox-readable`): the desktop's look, accessibility and window manager settings,
 /// which GTK reads in every app.
 enum SandboxDefaults {
-    static let readable: [DomainPattern] = ["org.gnome.desktop.interface", "org.gnome.desktop.a11y*",
+    static let readable: [DomainPattern] = [
+        "org.gnome.desktop.interface", "org.gnome.desktop.a11y*",
         "org.gnome.desktop.wm.preferences", "org.gnome.desktop.sound", "org.gnome.desktop.privacy",
     ].map { text in
         do { return try DomainPattern(validating: text) } catch { preconditionFailure("\(error)") }

@@ -23,7 +23,8 @@ extension Server {
             _ = commits.submit(.write(domain, mutation, writer: writer), for: connection, oneway: oneway)
         case .watch(let domain, let key):
             let access = sandboxAccess(connection)
-            startWatch(ClientConnection.Watch(domain: domain, key: key, since: store.revision, access: access), connection)
+            startWatch(
+                ClientConnection.Watch(domain: domain, key: key, since: store.revision, access: access), connection)
         case .watchAll(let prefix, let current):
             startWatchAll(prefix: prefix?.name ?? "", current: current, connection)
         case .fleetWrite(let change):
@@ -74,7 +75,8 @@ extension Server {
             let (bytes, revision) = CurrentStateStream(
                 handler: handler, domainBytes: limits.currentDomainBytes, totalBytes: limits.currentTotalBytes
             ).encoded(prefix: prefix, where: access.mayRead)
-            connection.startWatching(ClientConnection.Watch(domain: nil, since: revision, prefix: prefix, access: access))
+            connection.startWatching(
+                ClientConnection.Watch(domain: nil, since: revision, prefix: prefix, access: access))
             table.addWatcher(connection)
             return connection.send(shared: SharedReply(bytes))
         }

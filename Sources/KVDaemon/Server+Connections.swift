@@ -20,7 +20,9 @@ extension Server {
                 return log.warning("\(error)")
             }
             let connection = ClientConnection(id: table.nextID, fd: fd, memory: memory, system: system)
-            guard table.admit(connection) else {
+            // Who connected, read once (its credentials, then /proc through its pidfd).
+            let peer = Result { () throws(Errno) in try PeerProcess.identify(fd, system: system) }
+            guard table.admit(connection, credentials: peer.map(\.credentials)) else {
                 system.close(fd)
                 continue
             }
@@ -31,7 +33,7 @@ extension Server {
                 system.close(fd)
                 continue
             }
-            connection.identifyPeer(recordsWriter: limits.identifiesWriters)
+            connection.identifyPeer(try? peer.get(), recordsWriter: limits.identifiesWriters)
             table.add(connection)
             log.log(.debug, "client \(connection.id) connected (\(table.connections.count) open)")
         }

@@ -53,17 +53,16 @@ extension Parameters {
 extension VarlinkReply {
     /// The reply to `Permits`: `permits`, each `{"app", "pattern", "readOnly"}`, sorted.
     public static func permits(_ permits: [Permit]) -> VarlinkReply {
-        let list = permits.sorted().map { permit -> JSON in
-            .object([
-                "app": .string(permit.app.name), "pattern": .string(permit.pattern.text),
-                "readOnly": .bool(permit.readOnly),
-            ])
-        }
-        return VarlinkReply(parameters: ["permits": .array(list)])
+        VarlinkReply(parameters: ["permits": .array(permits.sorted().map(\.json))])
     }
 }
 
 extension Permit {
+    /// The `AppPermit` varlink object: `{"app": ..., "pattern": ..., "readOnly": ...}`.
+    public var json: JSON {
+        .object(["app": .string(app.name), "pattern": .string(pattern.text), "readOnly": .bool(readOnly)])
+    }
+
     /// The grants a `Permits` reply lists; nil when it is not one (a member missing or invalid).
     public static func list(decoding reply: VarlinkReply) -> [Permit]? {
         guard case .array(let items)? = reply.parameters["permits"] else { return nil }

@@ -172,17 +172,26 @@ public enum DefaultsRequest: Sendable, Equatable {
             self = .watchAll(prefix: try p.optionalDomain("prefix"), current: try p.optionalBool("current") ?? false)
         case "io.kvd.Defaults.Permit", "io.kvd.Defaults.Revoke", "io.kvd.Defaults.Permits":
             self = try Self.permits(call.method, p)
-        case "io.kvd.System.Lock": self = .lock(try p.domain(), try p.key())
-        case "io.kvd.System.Unlock": self = .unlock(try p.domain(), try p.key())
-        case "io.kvd.System.Locks": self = .locks(try p.optionalDomain())
-        case "io.kvd.System.Mirror":
-            guard call.more else { throw RequestError(.failure(ServiceInterface.Error.expectedMore)) }
-            self = .mirror(dconfProfile: try p.optionalString("dconfProfile"))
-        case "io.kvd.System.Status": self = .status
-        case "io.kvd.System.Reload": self = .reload
-        case "io.kvd.System.Source": self = .systemSource(try p.domain(), try p.key())
+        case let method where method.hasPrefix("io.kvd.System."): self = try Self.system(call, p)
         case "org.varlink.service.GetInfo": self = .getInfo
         case "org.varlink.service.GetInterfaceDescription": self = .getInterfaceDescription(try p.string("interface"))
+        default:
+            throw RequestError(.failure(ServiceInterface.Error.methodNotFound, ["method": .string(call.method)]))
+        }
+    }
+
+    /// A call of `io.kvd.System`.
+    private static func system(_ call: VarlinkCall, _ p: Parameters) throws(RequestError) -> DefaultsRequest {
+        switch call.method {
+        case "io.kvd.System.Lock": return .lock(try p.domain(), try p.key())
+        case "io.kvd.System.Unlock": return .unlock(try p.domain(), try p.key())
+        case "io.kvd.System.Locks": return .locks(try p.optionalDomain())
+        case "io.kvd.System.Mirror":
+            guard call.more else { throw RequestError(.failure(ServiceInterface.Error.expectedMore)) }
+            return .mirror(dconfProfile: try p.optionalString("dconfProfile"))
+        case "io.kvd.System.Status": return .status
+        case "io.kvd.System.Reload": return .reload
+        case "io.kvd.System.Source": return .systemSource(try p.domain(), try p.key())
         default:
             throw RequestError(.failure(ServiceInterface.Error.methodNotFound, ["method": .string(call.method)]))
         }

@@ -161,7 +161,8 @@ final class FakeDaemon: Sendable {
             }
             return VarlinkReply(parameters: ["locks": .array(items)])
         // history, backup: tested against the real kvd
-        case .getInfo, .getInterfaceDescription, .mirror, .status, .history, .blame, .backup, .permit, .revoke, .permits, .forgetHistory,
+        case .getInfo, .getInterfaceDescription, .mirror, .status, .history, .blame, .backup, .permit, .revoke,
+            .permits, .forgetHistory,
             .keepHistory,
             .reload, .systemSource:
             throw RequestError(.failure(ServiceInterface.Error.methodNotImplemented))

@@ -56,13 +56,15 @@ import Testing
         let other = Self.domain("org.other.App")
         let key = try! Key(validating: "k")
         let allowed: [DefaultsRequest] = [
-            .get(mine, key), .list(mine), .listAll(mine), .snapshot(mine), .watch(mine, nil), .set(mine, key, .integer(1), ifRevision: nil),
+            .get(mine, key), .list(mine), .listAll(mine), .snapshot(mine), .watch(mine, nil),
+            .set(mine, key, .integer(1), ifRevision: nil),
             .delete(mine, nil), .apply(mine, [], ifRevision: nil), .history(mine, nil, limit: nil, atRevision: nil),
             .blame(mine, nil), .forgetHistory(mine, nil), .keepHistory(mine, nil, keep: false), .get(other, key),
             .locks(other), .systemSource(other, key), .getInfo, .getInterfaceDescription("io.kvd.Defaults"),
         ]
         let denied: [DefaultsRequest] = [
-            .set(other, key, .integer(1), ifRevision: nil), .delete(other, nil), .history(other, nil, limit: nil, atRevision: nil),
+            .set(other, key, .integer(1), ifRevision: nil), .delete(other, nil),
+            .history(other, nil, limit: nil, atRevision: nil),
             .blame(other, nil), .forgetHistory(other, nil), .get(Self.domain("com.secret"), key), .backup,
             .mirror(dconfProfile: nil), .status, .reload, .lock(mine, key), .unlock(mine, key), .locks(nil),
         ]
@@ -77,7 +79,8 @@ import Testing
         #expect(watch.follows(Self.domain("org.example.App")))
         #expect(!watch.follows(Self.domain("org.example.AppEvil")))
         let revoked = ClientConnection.Watch(
-            domain: Self.domain("org.other.App"), since: 0, access: SandboxAccess(app: Self.app, readable: [], permits: []))
+            domain: Self.domain("org.other.App"), since: 0,
+            access: SandboxAccess(app: Self.app, readable: [], permits: []))
         #expect(!revoked.followsItsDomain)
         #expect(ClientConnection.Watch(domain: Self.domain("org.other.App"), since: 0).followsItsDomain)
     }
@@ -94,14 +97,21 @@ import Testing
         #expect(
             PeerReach(peer(AppIdentity(id: "org.example.App", source: .flatpak)))
                 == .sandboxed(app: Self.app, label: "org.example.App (flatpak)"))
-        #expect(PeerReach(peer(AppIdentity(id: "firefox", source: .snap))) == .sandboxed(app: try! AppID(validating: "firefox"), label: "firefox (snap)"))
+        #expect(
+            PeerReach(peer(AppIdentity(id: "firefox", source: .snap)))
+                == .sandboxed(app: try! AppID(validating: "firefox"), label: "firefox (snap)"))
         // Gone before kvd read it, or unreadable: no app, only the public domains.
-        #expect(PeerReach(peer(nil, confirmed: false)) == .sandboxed(app: nil, label: "a process kvd could not identify"))
+        #expect(
+            PeerReach(peer(nil, confirmed: false)) == .sandboxed(app: nil, label: "a process kvd could not identify"))
         #expect(PeerReach(nil) == .sandboxed(app: nil, label: "a process kvd could not identify"))
         // An id no app can have (cut at 256 bytes, an empty element) owns nothing.
         let long = "org.example." + String(repeating: "a", count: 244)
-        #expect(PeerReach(peer(AppIdentity(id: long, source: .flatpak))) == .sandboxed(app: nil, label: "\(long) (flatpak)"))
-        #expect(PeerReach(peer(AppIdentity(id: "org..App", source: .flatpak))) == .sandboxed(app: nil, label: "org..App (flatpak)"))
+        #expect(
+            PeerReach(peer(AppIdentity(id: long, source: .flatpak))) == .sandboxed(app: nil, label: "\(long) (flatpak)")
+        )
+        #expect(
+            PeerReach(peer(AppIdentity(id: "org..App", source: .flatpak)))
+                == .sandboxed(app: nil, label: "org..App (flatpak)"))
     }
 
     @Test func namesAreValidatedAtTheEdge() {
@@ -128,11 +138,18 @@ import Testing
 
     @Test func theOptionTakesPatternsAndNoneForEmpty() throws {
         let none = try DaemonOptions.parse(["--sandbox-readable", ""], environment: [:])
-        guard case .run(let options) = none else { Issue.record("not run"); return }
+        guard case .run(let options) = none else {
+            Issue.record("not run")
+            return
+        }
         #expect(options.sandboxReadable.isEmpty)
         #expect(throws: UsageError.self) { try DaemonOptions.parse(["--sandbox-readable", "a*b"], environment: [:]) }
-        let two = try DaemonOptions.parse(["--sandbox-readable", "a.b,c*", "--sandbox-readable", "d"], environment: [:])
-        guard case .run(let given) = two else { Issue.record("not run"); return }
+        let two = try DaemonOptions.parse(
+            ["--sandbox-readable", "a.b,c*", "--sandbox-readable", "d"], environment: [:])
+        guard case .run(let given) = two else {
+            Issue.record("not run")
+            return
+        }
         #expect(given.sandboxReadable.map(\.text) == ["a.b", "c*", "d"])
     }
 }
