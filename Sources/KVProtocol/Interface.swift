@@ -95,7 +95,7 @@ public enum DefaultsInterface {
         type HistoryEntry (revision: int, time: ?string, key: string, value: ?object, uid: ?int, writer: ?Writer)
 
         # Who made a change: the process on the other end of the connection that asked for it,
-        # as the kernel and /proc named it when the connection first wrote: its uid, pid,
+        # as the kernel and /proc named it when kvd accepted the connection: its uid, pid,
         # program (the executable's path, else its command name; at most 255 bytes) and app id
         # (Flatpak, snap, or an XDG app unit's; at most 255 bytes). Each part only when known.
         type Writer (uid: ?int, pid: ?int, program: ?string, app: ?string)

@@ -1,6 +1,7 @@
 /// Who is on the other end of a connection: the process the kernel names when it connected, and
 /// what the system says about it: what history records as a change's writer (KVDaemon's
-/// `ClientConnection.writer`, once per connection, at its first write).
+/// `ClientConnection.writer`) and whether it runs in a sandboxed app (`ClientConnection.reach`),
+/// once per connection, when kvd accepts it.
 ///
 /// Everything but the credentials is read from `/proc/PID` after the connection was made, and
 /// kept only if the process the connection's pidfd names is still running once it was read: a
