@@ -7,9 +7,9 @@ import KVValues
 /// and one system-layer revision, so that a client needs no read per domain and nothing to
 /// reconcile: the stream's later replies are the commits after that revision.
 ///
-/// Bounded: a domain is sent only while it takes at most ``domainBytes`` and all sent take at
+/// Bounded: a domain is sent only if it takes at most ``domainBytes`` and all sent take at
 /// most ``totalBytes`` (as ``DomainBudget`` counts them; 256 KiB and 4 MiB, from
-/// ``Server/Limits``); the others are only named, in
+/// ``Server/Limits``), the smallest first; the others are only named, in
 /// `withheld`, for the client to read apart. A domain with nothing to read is not sent (absent
 /// is empty). The replies: one run per domain sent (`initial`, `partial`, its `domain` and
 /// values, in pieces of ``ReplyStream/pieceBytes``), then the withheld names in runs of at
@@ -47,21 +47,30 @@ struct CurrentStateStream {
         let systemRevision = layer.revision
         var names = Set(snapshot.domains.lazy.filter { Self.follows($0, prefix) })
         names.formUnion(layer.domains.keys.lazy.filter { Self.follows($0, prefix) })
+        let empty = DomainSnapshot(values: [:], revisions: [:], unreadable: [:], revision: 0)
+        let sizes = names.map { domain in
+            guard let system = layer.layer(domain) else { return (domain, snapshot.budgetBytes(of: domain)) }
+            return (domain, handler.combinedBudget(snapshot.snapshot(of: domain) ?? empty, system))
+        }
+        // The budget goes to the smallest domains first, so that one large domain early in name
+        // order does not leave many small ones to be read apart.
+        var sent = Set<Domain>()
+        var total = 0
+        for (domain, bytes) in sizes.sorted(by: { ($0.1, $0.0) < ($1.1, $1.0) }) {
+            guard bytes <= domainBytes, total + bytes <= totalBytes else { break }
+            total += bytes
+            sent.insert(domain)
+        }
         var runs: [ReplyStream.Run] = []
         var sources: [Domain: [Key: ValueSource]] = [:]
         var withheld: [Domain] = []
-        var total = 0
         for domain in names.sorted() {
-            let user = snapshot.snapshot(of: domain)
-            let empty = DomainSnapshot(values: [:], revisions: [:], unreadable: [:], revision: 0)
-            let bytes = handler.combinedBudget(user ?? empty, layer.layer(domain))
-            guard bytes <= domainBytes, total + bytes <= totalBytes else {
+            guard sent.contains(domain) else {
                 withheld.append(domain)
                 continue
             }
-            let current = handler.currentChanges(domain, nil, user: user)
+            let current = handler.currentChanges(domain, nil, user: snapshot.snapshot(of: domain))
             guard !current.changes.isEmpty else { continue }
-            total += bytes
             runs.append(.init(domain: domain, changes: current.changes))
             if !current.sources.isEmpty { sources[domain] = current.sources }
         }

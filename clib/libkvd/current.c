@@ -1,10 +1,13 @@
 /* current.c — kvd_watch_all_current_raw_new: a WatchAll's current state with each domain's
- * changes kept as the JSON kvd sent, found by one scan of the message that skips strings and
- * matches brackets (no value decoded, nothing allocated per value), so that a process pays for the
- * domains it reads, not for the whole store; and kvd_changes_from_json, which checks and decodes
+ * changes kept as the JSON kvd sent, found by a scan of the message's other members (kvd writes
+ * "changes" last: the array ends where the message's fixed end begins; a message written in
+ * another order is scanned whole, strings skipped and brackets matched), no value decoded and
+ * nothing allocated per value, so that a process pays for the domains it reads, not for the whole
+ * store; and kvd_changes_from_json, which checks and decodes
  * one such array when the domain is first needed. A message the scan does not take (any member
  * it does not know, an escape in a name, a number it does not read at a glance) is parsed whole,
  * as kvd_watch_all_current_new parses it: the fast path never decides what a message means. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -104,6 +107,21 @@ static bool literal(cursor *c, bool *flag) {
     return false;
 }
 
+/* What kvd writes after a current-state piece's "changes", the last member of its parameters. */
+static const char AFTER_LAST[] = "},\"continues\":true}";
+
+/* The changes array at the cursor ('[') as kvd writes it, last: its end found from the message's
+ * end (the array's ']' and AFTER_LAST), its values not scanned; the cursor past it. Whether the
+ * bytes between are one JSON array is checked when they are decoded (kvd_changes_from_json): the
+ * message is valid JSON exactly when they are, since the rest of it is scanned. */
+static bool changes_last(cursor *c) {
+    size_t after = sizeof AFTER_LAST - 1;
+    if ((size_t)(c->end - c->p) < after + 2 || memcmp(c->end - after, AFTER_LAST, after) || c->end[-(ptrdiff_t)after - 1] != ']')
+        return false;
+    c->p = c->end - after;
+    return true;
+}
+
 /* One piece of a domain's current values, as the scan found it (pointers into the message). */
 typedef struct {
     const char *domain, *changes;
@@ -129,7 +147,8 @@ static bool piece_member(cursor *c, const char *name, size_t len, piece *out, un
     case 1: return small_integer(c, &out->system_revision);
     case 2: return plain_string(c, &out->domain, &out->domain_len) && kvdi_utf8_valid(out->domain, out->domain_len);
     case 3: skip_space(c), from = c->p;
-        if (c->p >= c->end || *c->p != '[' || !skip_value(c)) return false;
+        if (c->p >= c->end || *c->p != '[') return false;
+        if (!changes_last(c) && !skip_value(c)) return false;
         out->changes = from, out->changes_len = (size_t)(c->p - from);
         return true;
     case 4: return literal(c, &flag);
@@ -137,9 +156,37 @@ static bool piece_member(cursor *c, const char *name, size_t len, piece *out, un
     }
 }
 
+/* Takes `text` (a constant) at the cursor, exactly. */
+static bool exactly(cursor *c, const char *text, size_t len) {
+    if ((size_t)(c->end - c->p) < len || memcmp(c->p, text, len)) return false;
+    c->p += len;
+    return true;
+}
+
+#define EXACTLY(c, text) exactly((c), (text), sizeof(text) - 1)
+
+/* A piece exactly as kvd writes it, read at a glance: {"parameters":{"domain":"NAME",
+ * "revision":R[,"systemRevision":S],"initial":true,"partial":true,"changes":[...]},
+ * "continues":true} with no space, a plain name, the changes last. False for anything else
+ * (scan_piece then reads the members in any order). */
+static bool kvd_layout(const char *bytes, size_t len, piece *out) {
+    cursor c = {bytes, bytes + len};
+    *out = (piece){.system_revision = -1, .partial = true};
+    if (!EXACTLY(&c, "{\"parameters\":{\"domain\":")) return false;
+    if (!plain_string(&c, &out->domain, &out->domain_len) || !kvdi_utf8_valid(out->domain, out->domain_len)) return false;
+    if (!EXACTLY(&c, ",\"revision\":") || !small_integer(&c, &out->revision)) return false;
+    if (EXACTLY(&c, ",\"systemRevision\":") && !small_integer(&c, &out->system_revision)) return false;
+    if (!EXACTLY(&c, ",\"initial\":true,\"partial\":true,\"changes\":")) return false;
+    out->changes = c.p;
+    if (c.p >= c.end || *c.p != '[' || !changes_last(&c)) return false;
+    out->changes_len = (size_t)(c.p - out->changes);
+    return true;
+}
+
 /* The scan: a reply {"parameters": {...}, "continues": ...} naming a domain, whose every member
  * it takes; false sends the message to the parser. */
 static bool scan_piece(const char *bytes, size_t len, piece *out) {
+    if (kvd_layout(bytes, len, out)) return true;
     cursor c = {bytes, bytes + len};
     *out = (piece){.system_revision = -1};
     unsigned seen = 0;
