@@ -47,20 +47,7 @@ struct CurrentStateStream {
         let systemRevision = layer.revision
         var names = Set(snapshot.domains.lazy.filter { Self.follows($0, prefix) })
         names.formUnion(layer.domains.keys.lazy.filter { Self.follows($0, prefix) })
-        let empty = DomainSnapshot(values: [:], revisions: [:], unreadable: [:], revision: 0)
-        let sizes = names.map { domain in
-            guard let system = layer.layer(domain) else { return (domain, snapshot.budgetBytes(of: domain)) }
-            return (domain, handler.combinedBudget(snapshot.snapshot(of: domain) ?? empty, system))
-        }
-        // The budget goes to the smallest domains first, so that one large domain early in name
-        // order does not leave many small ones to be read apart.
-        var sent = Set<Domain>()
-        var total = 0
-        for (domain, bytes) in sizes.sorted(by: { ($0.1, $0.0) < ($1.1, $1.0) }) {
-            guard bytes <= domainBytes, total + bytes <= totalBytes else { break }
-            total += bytes
-            sent.insert(domain)
-        }
+        let sent = fitting(names, snapshot, layer)
         var runs: [ReplyStream.Run] = []
         var sources: [Domain: [Key: ValueSource]] = [:]
         var withheld: [Domain] = []
@@ -85,6 +72,25 @@ struct CurrentStateStream {
             ).reply
         }
         return (stream, revision)
+    }
+
+    /// The domains the budget takes, the smallest first, so that one large domain early in name
+    /// order does not leave many small ones to be read apart. Decodes only the domains the
+    /// system layer changes (their size as the layers combine).
+    private func fitting(_ names: Set<Domain>, _ snapshot: StoreSnapshot, _ layer: SystemLayer) -> Set<Domain> {
+        let empty = DomainSnapshot(values: [:], revisions: [:], unreadable: [:], revision: 0)
+        let sizes = names.map { domain in
+            guard let system = layer.layer(domain) else { return (domain, snapshot.budgetBytes(of: domain)) }
+            return (domain, handler.combinedBudget(snapshot.snapshot(of: domain) ?? empty, system))
+        }
+        var sent = Set<Domain>()
+        var total = 0
+        for (domain, bytes) in sizes.sorted(by: { ($0.1, $0.0) < ($1.1, $1.0) }) {
+            guard bytes <= domainBytes, total + bytes <= totalBytes else { break }
+            total += bytes
+            sent.insert(domain)
+        }
+        return sent
     }
 
     /// The withheld names in runs of at most ``namesPerReply`` (one, maybe empty, at least).

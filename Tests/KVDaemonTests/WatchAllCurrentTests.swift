@@ -215,7 +215,9 @@ import Testing
         let sent = start.compactMap(\.domain)
         let withheld = Set(start.flatMap { $0.withheld ?? [] })
         #expect(small.allSatisfy { sent.contains($0) }, "every small domain is sent; withheld: \(withheld)")
-        #expect(withheld.count >= 2 && withheld.isSubset(of: Set(wide)), "the large ones past the budget are named: \(withheld)")
+        #expect(
+            withheld.count >= 2 && withheld.isSubset(of: Set(wide)),
+            "the large ones past the budget are named: \(withheld)")
         #expect(sent == sent.sorted(), "in name order")
     }
 }
