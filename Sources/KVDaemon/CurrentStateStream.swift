@@ -7,9 +7,9 @@ import KVValues
 /// and one system-layer revision, so that a client needs no read per domain and nothing to
 /// reconcile: the stream's later replies are the commits after that revision.
 ///
-/// Bounded: a domain is sent only while it takes at most ``domainBytes`` and all sent take at
+/// Bounded: a domain is sent only if it takes at most ``domainBytes`` and all sent take at
 /// most ``totalBytes`` (as ``DomainBudget`` counts them; 256 KiB and 4 MiB, from
-/// ``Server/Limits``); the others are only named, in
+/// ``Server/Limits``), the smallest first; the others are only named, in
 /// `withheld`, for the client to read apart. A domain with nothing to read is not sent (absent
 /// is empty). The replies: one run per domain sent (`initial`, `partial`, its `domain` and
 /// values, in pieces of ``ReplyStream/pieceBytes``), then the withheld names in runs of at
@@ -32,8 +32,9 @@ struct CurrentStateStream {
     /// The replies of the domains whose names start with `prefix`, encoded one after the other
     /// (each a message and its NUL), and the store revision they are at (the `since` of the watch
     /// that follows). At most about ``totalBytes`` and the names: sent as one shared reply.
-    func encoded(prefix: String, where included: (Domain) -> Bool = { _ in true }) -> (bytes: [UInt8], revision: Int64)
-    {
+    func encoded(prefix: String, where included: (Domain) -> Bool = { _ in true }) -> (
+        bytes: [UInt8], revision: Int64
+    ) {
         let (stream, revision) = make(prefix: prefix, where: included)
         var bytes: [UInt8] = []
         while let piece = stream.next() { piece.encode(into: &bytes) }
@@ -51,21 +52,17 @@ struct CurrentStateStream {
         let systemRevision = layer.revision
         var names = Set(snapshot.domains.filter { Self.follows($0, prefix) && included($0) })
         names.formUnion(layer.domains.keys.filter { Self.follows($0, prefix) && included($0) })
+        let sent = fitting(names, snapshot, layer)
         var runs: [ReplyStream.Run] = []
         var sources: [Domain: [Key: ValueSource]] = [:]
         var withheld: [Domain] = []
-        var total = 0
         for domain in names.sorted() {
-            let user = snapshot.snapshot(of: domain)
-            let empty = DomainSnapshot(values: [:], revisions: [:], unreadable: [:], revision: 0)
-            let bytes = handler.combinedBudget(user ?? empty, layer.layer(domain))
-            guard bytes <= domainBytes, total + bytes <= totalBytes else {
+            guard sent.contains(domain) else {
                 withheld.append(domain)
                 continue
             }
-            let current = handler.currentChanges(domain, nil, user: user)
+            let current = handler.currentChanges(domain, nil, user: snapshot.snapshot(of: domain))
             guard !current.changes.isEmpty else { continue }
-            total += bytes
             runs.append(.init(domain: domain, changes: current.changes))
             if !current.sources.isEmpty { sources[domain] = current.sources }
         }
@@ -80,6 +77,25 @@ struct CurrentStateStream {
             ).reply
         }
         return (stream, revision)
+    }
+
+    /// The domains the budget takes, the smallest first, so that one large domain early in name
+    /// order does not leave many small ones to be read apart. Decodes only the domains the
+    /// system layer changes (their size as the layers combine).
+    private func fitting(_ names: Set<Domain>, _ snapshot: StoreSnapshot, _ layer: SystemLayer) -> Set<Domain> {
+        let empty = DomainSnapshot(values: [:], revisions: [:], unreadable: [:], revision: 0)
+        let sizes = names.map { domain in
+            guard let system = layer.layer(domain) else { return (domain, snapshot.budgetBytes(of: domain)) }
+            return (domain, handler.combinedBudget(snapshot.snapshot(of: domain) ?? empty, system))
+        }
+        var sent = Set<Domain>()
+        var total = 0
+        for (domain, bytes) in sizes.sorted(by: { ($0.1, $0.0) < ($1.1, $1.0) }) {
+            guard bytes <= domainBytes, total + bytes <= totalBytes else { break }
+            total += bytes
+            sent.insert(domain)
+        }
+        return sent
     }
 
     /// The withheld names in runs of at most ``namesPerReply`` (one, maybe empty, at least).

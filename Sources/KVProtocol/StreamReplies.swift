@@ -46,21 +46,21 @@ public struct WatchReply: Sendable, Equatable {
     }
 
     /// The reply as it goes on the wire (more replies follow). ``DomainBudget`` counts what
-    /// one costs, per key.
+    /// one costs, per key. Its members in one order, `changes` last: a reader may find the end
+    /// of a `WatchAll` current state's values from the message's end, without scanning them
+    /// (libkvd's `kvd_watch_all_current_raw_new` does).
     public var reply: VarlinkReply {
         let items = sources.isEmpty ? changes.map(\.json) : changes.map { $0.json(source: sources[$0.key] ?? .user) }
-        var parameters: [String: JSON] = [
-            "revision": .integer(revision), "changes": .array(items), "initial": .bool(initial),
-        ]
-        if let systemRevision { parameters["systemRevision"] = .integer(systemRevision) }
-        if let domain { parameters["domain"] = .string(domain.name) }
-        if let writer { parameters["writer"] = writer.json }
-        var reply = VarlinkReply(parameters: parameters, continues: true)
-        if partial { reply.parameterMembers.pairs.append((name: "partial", value: .bool(true))) }
-        if let withheld {
-            reply.parameterMembers.pairs.append((name: "withheld", value: .array(withheld.map { .string($0.name) })))
-        }
-        return reply
+        var members = JSONMembers()
+        if let domain { members.pairs.append((name: "domain", value: .string(domain.name))) }
+        members.pairs.append((name: "revision", value: .integer(revision)))
+        if let systemRevision { members.pairs.append((name: "systemRevision", value: .integer(systemRevision))) }
+        members.pairs.append((name: "initial", value: .bool(initial)))
+        if partial { members.pairs.append((name: "partial", value: .bool(true))) }
+        if let writer { members.pairs.append((name: "writer", value: writer.json)) }
+        if let withheld { members.pairs.append((name: "withheld", value: .array(withheld.map { .string($0.name) }))) }
+        members.pairs.append((name: "changes", value: .array(items)))
+        return VarlinkReply(members: members, continues: true)
     }
 
     /// Reads a `Watch` reply; throws what is wrong with it. `initial` and `partial` absent (or

@@ -25,6 +25,12 @@ public struct StoreSnapshot: Sendable {
     public func snapshot(of domain: Domain) -> DomainSnapshot? {
         states[domain].flatMap { $0.entries.isEmpty ? nil : $0.snapshot }
     }
+
+    /// What the domain takes as ``DomainSnapshot/budgetBytes`` counts (0: no such domain),
+    /// without a snapshot of it (nothing decoded).
+    public func budgetBytes(of domain: Domain) -> Int {
+        states[domain].map { $0.entries.isEmpty ? 0 : $0.budgetBytes } ?? 0
+    }
 }
 
 extension Store {

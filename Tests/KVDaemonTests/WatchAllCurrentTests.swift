@@ -191,4 +191,33 @@ import Testing
             ]
                 && afterLayer.last?.systemRevision == 3, "\(afterLayer)")
     }
+
+    /// The budget goes to the smallest domains first: large domains early in name order leave
+    /// none of the many small ones after them to be read apart (each named is a round trip for
+    /// the client); the replies still come in name order.
+    @Test func theBudgetGoesToTheSmallestDomainsFirst() throws {
+        var limits = Server.Limits()  // a domain over 4 KiB, or past 16 KiB in all, only named
+        (limits.currentDomainBytes, limits.currentTotalBytes) = (4 << 10, 16 << 10)
+        let loop = try EventLoopTests.Loop(limits: limits)
+        let k = try Key(validating: "k")
+        let wide = try (0..<6).map { try Domain(validating: "app.a\($0)") }
+        for domain in wide {
+            _ = try loop.store.commit(domain, .set(k, .string(String(repeating: "w", count: 3_700)), ifRevision: nil))
+        }
+        let small = try (0..<100).map { try Domain(validating: "app.z\(1000 + $0)") }
+        for (index, domain) in small.enumerated() {
+            _ = try loop.store.commit(domain, .set(k, .integer(Int64(index)), ifRevision: nil))
+        }
+        let watcher = loop.connect()
+        watcher.send(Self.watchAllCurrent)
+        loop.run("the current state did not come") { Self.started(watcher) }
+        let start = try #require(try Self.start(watcher.replies))
+        let sent = start.compactMap(\.domain)
+        let withheld = Set(start.flatMap { $0.withheld ?? [] })
+        #expect(small.allSatisfy { sent.contains($0) }, "every small domain is sent; withheld: \(withheld)")
+        #expect(
+            withheld.count >= 2 && withheld.isSubset(of: Set(wide)),
+            "the large ones past the budget are named: \(withheld)")
+        #expect(sent == sent.sorted(), "in name order")
+    }
 }

@@ -26,6 +26,25 @@ import Testing
         #expect(try WatchReply(decoding: try Self.wire(plain.reply)) == plain)
     }
 
+    /// libkvd reads a `WatchAll` current state's piece at a glance when it is in exactly this
+    /// layout (clib/libkvd/current.c, kvd_layout): the members in this order, `changes` last.
+    @Test func aCurrentStatePieceIsWrittenInTheLayoutLibkvdReadsAtAGlance() throws {
+        let piece = WatchReply(
+            revision: 12, changes: [Change(key: Self.key("a"), value: .integer(1))], initial: true, systemRevision: 4,
+            partial: true, domain: try Domain(validating: "org.example.app"))
+        let bytes = String(decoding: piece.reply.encoded().dropLast(), as: UTF8.self)
+        #expect(
+            bytes.hasPrefix(
+                #"{"parameters":{"domain":"org.example.app","revision":12,"systemRevision":4,"initial":true,"partial":true,"changes":["#
+            ), "\(bytes)")
+        #expect(bytes.hasSuffix(#"]},"continues":true}"#), "\(bytes)")
+        let plain = WatchReply(revision: 12, changes: [], initial: true, partial: true, domain: piece.domain)
+        #expect(
+            String(decoding: plain.reply.encoded().dropLast(), as: UTF8.self)
+                == #"{"parameters":{"domain":"org.example.app","revision":12,"initial":true,"partial":true,"changes":[]},"continues":true}"#
+        )
+    }
+
     @Test func aWatchReplyWithoutWhatTheContractRequiresIsRefused() {
         #expect(throws: StreamReplyError.noChanges) { try WatchReply(decoding: VarlinkReply(parameters: [:])) }
         #expect(throws: StreamReplyError.noRevision) {

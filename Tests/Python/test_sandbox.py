@@ -254,6 +254,20 @@ class SandboxedClients(unittest.TestCase):
         gsettings(APP, "set", "io.kvd.test", "text", "'overwritten'")
         self.assertEqual(self.kvctl("get", "io.kvd.test", "text").stdout, b"from the sandbox\n")
 
+    @unittest.skipUnless(os.path.exists(os.path.join(BIN_DIR, "kvclient-probe")), "needs kvclient-probe (swift build)")
+    def test_a_kvclient_program_inside_the_sandbox(self):
+        def probe(domain, commands):
+            argv = [os.path.join(BIN_DIR, "kvclient-probe"), "--socket", self.sock, "--domain", domain]
+            result = subprocess.run(self.bwrap(argv), input="".join(line + "\n" for line in commands + ["quit"]).encode(),
+                                    capture_output=True, timeout=60)
+            return result.stdout.decode().splitlines()
+
+        self.assertEqual(probe(APP, ["set volume 0.5", "get volume"]), ["ok", "0.5"])
+        self.assertEqual(self.kvctl("get", APP, "volume").stdout, b"0.5\n")
+        other = probe("org.other.App", ["set k \"mine\"", "get k"])
+        self.assertTrue(other[0].startswith("error"), other)
+        self.assertEqual(self.kvctl("get", "org.other.App", "k").stdout, b"v-org.other.App\n")
+
     def test_an_unsandboxed_client_is_unchanged(self):
         results = self.calls([
             ["Get", {"domain": "org.other.App", "key": "k"}],

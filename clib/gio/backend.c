@@ -56,8 +56,9 @@ typedef struct {
     int64_t revision, system_revision;
     size_t count;
     kvd_change *changes; /* keys and values owned */
-    char *raw;           /* NULL, or the changes not decoded yet (JSON, raw_len bytes) */
+    char *raw;           /* NULL, or the changes not decoded yet (JSON, raw_len bytes), maybe inline_raw */
     size_t raw_len;
+    char inline_raw[];   /* the current state's JSON, in the Held's own allocation (on_current) */
 } Held;
 
 typedef struct {
@@ -145,7 +146,7 @@ static void held_free(gpointer data) {
         kvd_value_free((kvd_value *)held->changes[i].value);
     }
     g_free(held->changes);
-    g_free(held->raw);
+    if (held->raw != held->inline_raw) g_free(held->raw);
     g_free(held);
 }
 
@@ -166,7 +167,8 @@ static gboolean held_decode(Held *held) {
     g_free(held->changes);
     held->changes = changes;
     held->count = count;
-    g_clear_pointer(&held->raw, g_free);
+    if (held->raw != held->inline_raw) g_free(held->raw);
+    held->raw = NULL;
     held->raw_len = 0;
     return TRUE;
 }
@@ -427,11 +429,9 @@ static void on_current(const kvd_current_raw *domain, void *user_data) {
         g_hash_table_add(start->withheld, g_strdup(domain->domain));
         return;
     }
-    Held *held = g_new0(Held, 1);
-    held->revision = domain->revision;
-    held->system_revision = domain->system_revision;
-    held->raw = g_memdup2(domain->changes_json, domain->changes_json_len + 1);
-    held->raw_len = domain->changes_json_len;
+    Held *held = g_malloc(sizeof *held + domain->changes_json_len + 1); /* one allocation a domain */
+    *held = (Held){.revision = domain->revision, .system_revision = domain->system_revision, .raw_len = domain->changes_json_len};
+    held->raw = memcpy(held->inline_raw, domain->changes_json, domain->changes_json_len + 1);
     start->bytes += stored_cost(held);
     g_hash_table_replace(start->stored, g_strdup(domain->domain), held);
 }

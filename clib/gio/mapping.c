@@ -5,52 +5,49 @@
 
 #define DOMAIN_MAX 255
 
-static void escape_segment(GString *out, const char *segment, size_t length, gboolean domain_start) {
-    for (size_t i = 0; i < length; i++) {
-        unsigned char c = (unsigned char)segment[i];
-        gboolean plain = g_ascii_isalnum(c) || (c == '-' && !(domain_start && i == 0));
-        if (plain) {
-            g_string_append_c(out, (char)c);
+/* Whether E keeps the byte as it is (`leading`: the domain's first byte). */
+static gboolean plain_byte(unsigned char c, gboolean leading) { return g_ascii_isalnum(c) || (c == '-' && !leading); }
+
+/* The domain's bytes for the segment [from, to) escaped (E), its '.' before it unless it is the
+ * first, appended to `out` (`*len` bytes so far) when they fit in DOMAIN_MAX; FALSE when not. */
+static gboolean append_segment(char *out, size_t *len, const char *from, const char *to) {
+    gboolean first = *len == 0;
+    size_t needed = first ? 0 : 1;
+    for (const char *c = from; c < to; c++) needed += plain_byte((unsigned char)*c, first && c == from) ? 1 : 3;
+    if (*len + needed > DOMAIN_MAX) return FALSE;
+    static const char HEX[] = "0123456789ABCDEF";
+    if (!first) out[(*len)++] = '.';
+    for (const char *c = from; c < to; c++) {
+        unsigned char byte = (unsigned char)*c;
+        if (plain_byte(byte, first && c == from)) {
+            out[(*len)++] = (char)byte;
         } else {
-            g_string_append_printf(out, "_%02X", c);
+            out[(*len)++] = '_';
+            out[(*len)++] = HEX[byte >> 4];
+            out[(*len)++] = HEX[byte & 15];
         }
     }
+    return TRUE;
 }
 
 gboolean giokvd_map_key(const char *gsettings_key, char **domain, char **key, char **prefix) {
     if (gsettings_key == NULL || gsettings_key[0] != '/') return FALSE;
     const char *name = strrchr(gsettings_key, '/') + 1;
     if (*name == '\0' || !g_utf8_validate(gsettings_key, -1, NULL)) return FALSE;
-    GString *dom = g_string_new(NULL);
-    GString *path = g_string_new("/");
+    char mapped[DOMAIN_MAX];
+    size_t len = 0;
     const char *cursor = gsettings_key + 1;
-    /* Whole segments into the domain while they fit. */
-    for (;;) {
-        const char *slash = strchr(cursor, '/');
-        if (slash == NULL || slash >= name) break;
-        GString *piece = g_string_new(NULL);
-        escape_segment(piece, cursor, (size_t)(slash - cursor), dom->len == 0);
-        size_t needed = piece->len + (dom->len ? 1 : 0);
-        if (slash == cursor || dom->len + needed > DOMAIN_MAX) {
-            g_string_free(piece, TRUE);
-            break;
-        }
-        if (dom->len) g_string_append_c(dom, '.');
-        g_string_append_len(dom, piece->str, (gssize)piece->len);
-        g_string_free(piece, TRUE);
-        g_string_append_len(path, cursor, slash - cursor + 1);
-        cursor = slash + 1;
-    }
-    if (dom->len == 0) {
-        g_string_assign(dom, "_");
-        g_string_assign(path, "/");
+    /* Whole segments into the domain while they fit (an empty one ends it). */
+    for (const char *slash; (slash = strchr(cursor, '/')) != NULL && slash < name && slash > cursor; cursor = slash + 1)
+        if (!append_segment(mapped, &len, cursor, slash)) break;
+    if (len == 0) {
+        mapped[len++] = '_';
         cursor = gsettings_key + 1;
     }
-    if (domain) *domain = g_string_free(dom, FALSE);
-    else g_string_free(dom, TRUE);
+    if (domain) *domain = g_strndup(mapped, len);
     if (key) *key = g_strdup(cursor);
-    if (prefix) *prefix = g_string_free(path, FALSE);
-    else g_string_free(path, TRUE);
+    /* The path the domain stands for: the key's own bytes up to the segments taken. */
+    if (prefix) *prefix = g_strndup(gsettings_key, (gsize)(cursor - gsettings_key));
     return TRUE;
 }
 

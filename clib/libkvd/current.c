@@ -1,10 +1,14 @@
-/* current.c — kvd_watch_all_current_raw_new: a WatchAll's current state with each domain's
- * changes kept as the JSON kvd sent, found by one scan of the message that skips strings and
- * matches brackets (no value decoded, nothing allocated per value), so that a process pays for the
- * domains it reads, not for the whole store; and kvd_changes_from_json, which checks and decodes
- * one such array when the domain is first needed. A message the scan does not take (any member
- * it does not know, an escape in a name, a number it does not read at a glance) is parsed whole,
- * as kvd_watch_all_current_new parses it: the fast path never decides what a message means. */
+/* current.c — a WatchAll's current state. kvd_watch_all_current_raw_new keeps each domain's
+ * changes as the JSON kvd sent, found by a scan of the message's other members (kvd writes
+ * "changes" last: the array ends where the message's fixed end begins; a message written in
+ * another order is scanned whole, strings skipped and brackets matched), no value decoded and
+ * nothing allocated per value, so that a process pays for the domains it reads, not for the whole
+ * store. kvd_changes_from_json checks and decodes one such array when the domain is first needed:
+ * a message is valid exactly when its scanned members are and its array decodes. A message the
+ * scan does not take (any member it does not know, an escape in a name, a number it does not
+ * read at a glance) is parsed whole. kvd_watch_all_current_new is the raw one with every domain
+ * decoded for its callback. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -104,6 +108,21 @@ static bool literal(cursor *c, bool *flag) {
     return false;
 }
 
+/* What kvd writes after a current-state piece's "changes", the last member of its parameters. */
+static const char AFTER_LAST[] = "},\"continues\":true}";
+
+/* The changes array at the cursor ('[') as kvd writes it, last: its end found from the message's
+ * end (the array's ']' and AFTER_LAST), its values not scanned; the cursor past it. Whether the
+ * bytes between are one JSON array is checked when they are decoded (kvd_changes_from_json): the
+ * message is valid JSON exactly when they are, since the rest of it is scanned. */
+static bool changes_last(cursor *c) {
+    size_t after = sizeof AFTER_LAST - 1;
+    if ((size_t)(c->end - c->p) < after + 2 || memcmp(c->end - after, AFTER_LAST, after) || c->end[-(ptrdiff_t)after - 1] != ']')
+        return false;
+    c->p = c->end - after;
+    return true;
+}
+
 /* One piece of a domain's current values, as the scan found it (pointers into the message). */
 typedef struct {
     const char *domain, *changes;
@@ -129,7 +148,8 @@ static bool piece_member(cursor *c, const char *name, size_t len, piece *out, un
     case 1: return small_integer(c, &out->system_revision);
     case 2: return plain_string(c, &out->domain, &out->domain_len) && kvdi_utf8_valid(out->domain, out->domain_len);
     case 3: skip_space(c), from = c->p;
-        if (c->p >= c->end || *c->p != '[' || !skip_value(c)) return false;
+        if (c->p >= c->end || *c->p != '[') return false;
+        if (!changes_last(c) && !skip_value(c)) return false;
         out->changes = from, out->changes_len = (size_t)(c->p - from);
         return true;
     case 4: return literal(c, &flag);
@@ -137,9 +157,37 @@ static bool piece_member(cursor *c, const char *name, size_t len, piece *out, un
     }
 }
 
+/* Takes `text` (a constant) at the cursor, exactly. */
+static bool exactly(cursor *c, const char *text, size_t len) {
+    if ((size_t)(c->end - c->p) < len || memcmp(c->p, text, len)) return false;
+    c->p += len;
+    return true;
+}
+
+#define EXACTLY(c, text) exactly((c), (text), sizeof(text) - 1)
+
+/* A piece exactly as kvd writes it, read at a glance: {"parameters":{"domain":"NAME",
+ * "revision":R[,"systemRevision":S],"initial":true,"partial":true,"changes":[...]},
+ * "continues":true} with no space, a plain name, the changes last. False for anything else
+ * (scan_piece then reads the members in any order). */
+static bool kvd_layout(const char *bytes, size_t len, piece *out) {
+    cursor c = {bytes, bytes + len};
+    *out = (piece){.system_revision = -1, .partial = true};
+    if (!EXACTLY(&c, "{\"parameters\":{\"domain\":")) return false;
+    if (!plain_string(&c, &out->domain, &out->domain_len) || !kvdi_utf8_valid(out->domain, out->domain_len)) return false;
+    if (!EXACTLY(&c, ",\"revision\":") || !small_integer(&c, &out->revision)) return false;
+    if (EXACTLY(&c, ",\"systemRevision\":") && !small_integer(&c, &out->system_revision)) return false;
+    if (!EXACTLY(&c, ",\"initial\":true,\"partial\":true,\"changes\":")) return false;
+    out->changes = c.p;
+    if (c.p >= c.end || *c.p != '[' || !changes_last(&c)) return false;
+    out->changes_len = (size_t)(c.p - out->changes);
+    return true;
+}
+
 /* The scan: a reply {"parameters": {...}, "continues": ...} naming a domain, whose every member
  * it takes; false sends the message to the parser. */
 static bool scan_piece(const char *bytes, size_t len, piece *out) {
+    if (kvd_layout(bytes, len, out)) return true;
     cursor c = {bytes, bytes + len};
     *out = (piece){.system_revision = -1};
     unsigned seen = 0;
@@ -176,7 +224,11 @@ typedef struct {
     int64_t revision, system_revision;
     json_buffer changes; /* "[" and the items so far; "]" added when handed over */
     bool items;
+    const kvd_status *stop; /* NULL, or set by `current` to stop the read (kvd_watch_all_current_new) */
 } raw_read;
+
+/* Whether `current` stopped the read: nothing more is read or delivered. */
+static bool stopped(const raw_read *read) { return read->stop && *read->stop; }
 
 /* Hands the domain gathered to `current`. */
 static kvd_status raw_flush(raw_read *read, kvd_error *error) {
@@ -267,6 +319,7 @@ static kvd_status parsed_piece(kvd_watch *w, raw_read *read, json_node *reply, b
     bool named = domain && domain->type == JSON_STRING;
     if (!status && named && kvdi_watch_is_partial(reply)) return parsed_domain(read, p, domain, error);
     if (!status) status = raw_flush(read, error);
+    if (!status && stopped(read)) return KVD_OK;
     if (!status && named) status = kvdi_set_error(error, KVD_ERROR_PROTOCOL, "kvd sent an invalid reply: the current state ended with a domain");
     if (!status) status = raw_withheld(p, read, complete, error);
     if (!status && !kvdi_watch_is_partial(reply)) {
@@ -283,7 +336,7 @@ static kvd_status raw_start(kvd_client *client, const json_buffer *b, kvd_watch 
     kvd_status status = kvdi_conn_open(&w->connection, config, error);
     if (!status) status = kvdi_conn_send(&w->connection, b->data, b->len, kvdi_conn_deadline(config->timeout_ms), error);
     bool done = false;
-    while (!status && !done) {
+    while (!status && !done && !stopped(read)) {
         const char *bytes = NULL;
         size_t len = 0;
         piece one;
@@ -298,16 +351,18 @@ static kvd_status raw_start(kvd_client *client, const json_buffer *b, kvd_watch 
         if (!status) status = parsed_piece(w, read, reply, complete, &done, error);
         kvdi_json_free(reply);
     }
-    if (!status && w->ended) status = kvdi_set_error(error, KVD_ERROR_PROTOCOL, "kvd sent an invalid reply: a Watch that ended at once");
+    if (!status && !stopped(read) && w->ended) status = kvdi_set_error(error, KVD_ERROR_PROTOCOL, "kvd sent an invalid reply: a Watch that ended at once");
     return status;
 }
 
-KVD_EXPORT kvd_status kvd_watch_all_current_raw_new(kvd_client *client, const char *prefix, kvd_current_raw_callback current,
-                                                    kvd_watch_all_callback callback, void *user_data, bool *complete, kvd_watch **out,
-                                                    kvd_error *error) {
+/* kvd_watch_all_current_raw_new, `current` called with `current_data` and the stream's events with
+ * `user_data`; `name` is the public function's, for its message. When `current` sets `*stop`,
+ * nothing more is read or delivered and a watch is returned (the caller frees it). */
+static kvd_status watch_all_current(kvd_client *client, const char *name, const char *prefix, kvd_current_raw_callback current,
+                                    void *current_data, const kvd_status *stop, kvd_watch_all_callback callback, void *user_data,
+                                    bool *complete, kvd_watch **out, kvd_error *error) {
     if (!client || !current || !callback || !complete || !out)
-        return kvdi_set_error(error, KVD_ERROR_INVALID_ARGUMENT,
-                              "kvd_watch_all_current_raw_new: client, current, callback, complete or watch is NULL");
+        return kvdi_set_error(error, KVD_ERROR_INVALID_ARGUMENT, "%s: client, current, callback, complete or watch is NULL", name);
     *complete = false;
     kvd_status status = prefix ? kvdi_check_name("domain", prefix, error) : KVD_OK;
     if (status) return status;
@@ -319,7 +374,7 @@ KVD_EXPORT kvd_status kvd_watch_all_current_raw_new(kvd_client *client, const ch
     if ((status = kvdi_call_end(&b, true, error))) return free(b.data), status;
     kvd_watch *w = kvdi_watch_alloc(NULL, callback, user_data);
     if (!w) return free(b.data), kvdi_set_error(error, KVD_ERROR_NO_MEMORY, "out of memory");
-    raw_read read = {.current = current, .user_data = user_data};
+    raw_read read = {.current = current, .user_data = current_data, .stop = stop};
     status = raw_start(client, &b, w, &read, complete, error);
     free(b.data);
     free(read.name);
@@ -327,6 +382,49 @@ KVD_EXPORT kvd_status kvd_watch_all_current_raw_new(kvd_client *client, const ch
     if (status) return kvd_watch_free(w), status;
     *out = w;
     return KVD_OK;
+}
+
+KVD_EXPORT kvd_status kvd_watch_all_current_raw_new(kvd_client *client, const char *prefix, kvd_current_raw_callback current,
+                                                    kvd_watch_all_callback callback, void *user_data, bool *complete, kvd_watch **out,
+                                                    kvd_error *error) {
+    return watch_all_current(client, "kvd_watch_all_current_raw_new", prefix, current, user_data, NULL, callback, user_data, complete,
+                             out, error);
+}
+
+/* kvd_watch_all_current_new's current state: each domain's JSON decoded for its callback, until
+ * one does not decode (then the call fails with that error). */
+typedef struct {
+    kvd_current_callback current;
+    void *user_data;
+    kvd_status status;
+    kvd_error error;
+} decoding;
+
+static void decode_current(const kvd_current_raw *raw, void *data) {
+    decoding *d = data;
+    if (d->status) return;
+    kvd_current_domain domain = {raw->revision, raw->system_revision, raw->domain, raw->withheld, 0, NULL};
+    kvd_change *changes = NULL;
+    if (!raw->withheld && (d->status = kvd_changes_from_json(raw->changes_json, raw->changes_json_len, &changes, &domain.count, &d->error)))
+        return;
+    domain.changes = changes;
+    d->current(&domain, d->user_data);
+    kvd_changes_free(changes, domain.count);
+}
+
+KVD_EXPORT kvd_status kvd_watch_all_current_new(kvd_client *client, const char *prefix, kvd_current_callback current,
+                                                kvd_watch_all_callback callback, void *user_data, bool *complete, kvd_watch **out,
+                                                kvd_error *error) {
+    decoding d = {current, user_data, KVD_OK, KVD_ERROR_INIT};
+    kvd_status status = watch_all_current(client, "kvd_watch_all_current_new", prefix, current ? decode_current : NULL, &d, &d.status,
+                                          callback, user_data, complete, out, error);
+    if (status || !d.status) return kvd_error_clear(&d.error), status;
+    kvd_watch_free(*out);
+    *out = NULL;
+    *complete = false;
+    if (error) kvd_error_clear(error), *error = d.error;
+    else kvd_error_clear(&d.error);
+    return d.status;
 }
 
 KVD_EXPORT kvd_status kvd_changes_from_json(const char *json, size_t len, kvd_change **changes, size_t *count, kvd_error *error) {

@@ -1,5 +1,5 @@
-/* watch.h — kvd_watch's state and the parts of watch.c that current.c (the current state kept as
- * raw JSON, kvd_watch_all_current_raw_new) shares (internal). */
+/* watch.h — kvd_watch's state and the parts of watch.c that current.c (a WatchAll's current
+ * state, kvd_watch_all_current_new and kvd_watch_all_current_raw_new) shares (internal). */
 #ifndef KVD_WATCH_H
 #define KVD_WATCH_H
 
@@ -13,9 +13,6 @@ struct kvd_watch {
     /* kvd_read_domain's domain, named in its event. */
     const char *domain;
     void *user_data;
-    /* While a WatchAll's current state is read: the all_callback and user_data that follow it. */
-    kvd_watch_all_callback callback_after;
-    void *user_data_after;
     bool ended;
 };
 

@@ -831,10 +831,11 @@ typedef void (*kvd_current_raw_callback)(const kvd_current_raw *domain, void *us
  *   as JSON, and once per domain kvd withheld
  *
  * kvd_watch_all_current_new, each domain's values left as the JSON array kvd sent (the pieces of
- * one domain joined into one array): finding them costs one scan of the bytes, no value is
- * decoded, so a process that starts with every domain's values pays for decoding only the ones
- * it uses (kvd_changes_from_json, which checks them as kvd_watch_all_current_new would have).
- * The rest of each reply is checked as kvd_watch_all_current_new checks it. Since 0.3.
+ * one domain joined into one array): no value is decoded, and where kvd writes the values last
+ * (as it does) they are not even scanned, so a process that starts with every domain's values
+ * pays for decoding only the ones it uses (kvd_changes_from_json, which checks them as
+ * kvd_watch_all_current_new does: it is this function with each domain decoded). The rest of
+ * each reply is checked here. Since 0.3.
  *
  * Returns: as kvd_watch_all_current_new.
  */

@@ -870,6 +870,109 @@ static void nothing_listening_is_a_clear_error(void) {
     close(listener);
 }
 
+/* A kvd that takes a client's own connection (kvd_connect's, never used here) and answers the
+ * call on its next one with `replies` (each a message without its NUL), then waits for the client
+ * to go. */
+typedef struct canned_kvd {
+    int listener;
+    const char *const *replies;
+    size_t count;
+} canned_kvd;
+
+static void *serve_canned(void *data) {
+    canned_kvd *kvd = data;
+    int own = accept(kvd->listener, NULL, NULL);
+    int s = accept(kvd->listener, NULL, NULL);
+    char byte;
+    while (s >= 0 && read(s, &byte, 1) == 1 && byte != '\0') {}
+    for (size_t i = 0; s >= 0 && i < kvd->count; i++)
+        if (write(s, kvd->replies[i], strlen(kvd->replies[i]) + 1) < 0) break;
+    while (s >= 0 && read(s, &byte, 1) > 0) {}
+    if (s >= 0) close(s);
+    if (own >= 0) close(own);
+    return NULL;
+}
+
+typedef struct layout_seen {
+    int decoded, undecodable, first_events;
+    char order[16];
+} layout_seen;
+
+static void on_layout(const kvd_current_raw *domain, void *user_data) {
+    layout_seen *s = user_data;
+    kvd_change *changes = NULL;
+    size_t count = 0;
+    kvd_status status = kvd_changes_from_json(domain->changes_json, domain->changes_json_len, &changes, &count, NULL);
+    bool right = status == KVD_OK && count == 1 && !strcmp(changes[0].key, "k") && kvd_value_get_int(changes[0].value) == domain->revision;
+    if (status != KVD_OK) s->undecodable++;
+    else s->decoded += right;
+    size_t n = strlen(s->order);
+    if (n + 1 < sizeof s->order) s->order[n] = domain->domain[0];
+    kvd_changes_free(changes, count);
+}
+
+static void on_layout_event(const kvd_watch_all_event *event, void *user_data) { ((layout_seen *)user_data)->first_events += event->domain == NULL; }
+
+static void on_layout_decoded(const kvd_current_domain *domain, void *user_data) {
+    layout_seen *s = user_data;
+    s->decoded += !domain->withheld && domain->count == 1 && !strcmp(domain->changes[0].key, "k") &&
+                  kvd_value_get_int(domain->changes[0].value) == domain->revision;
+}
+
+/* kvd_watch_all_current_raw_new reads a current state in kvd's own layout ("changes" last: its end
+ * found from the message's) and in any other (members in another order, spaces): the same values.
+ * A message in kvd's layout whose changes are not one array is taken, and its JSON does not decode
+ * (the GSettings module then reads the domain apart); a domain's pieces are one array.
+ * kvd_watch_all_current_new, decoding each domain, fails on it with no watch. */
+static void a_current_state_reads_in_any_layout(void) {
+    static const char *const replies[] = {
+        "{\"parameters\":{\"domain\":\"a\",\"revision\":7,\"initial\":true,\"partial\":true,\"changes\":[{\"key\":\"k\",\"value\":7}]},\"continues\":true}",
+        "{\"parameters\":{\"domain\":\"b\",\"revision\":8,\"systemRevision\":3,\"initial\":true,\"partial\":true,\"changes\":[]},\"continues\":true}",
+        "{\"parameters\":{\"domain\":\"b\",\"revision\":8,\"systemRevision\":3,\"initial\":true,\"partial\":true,\"changes\":[{\"key\":\"k\",\"value\":8}]},\"continues\":true}",
+        "{ \"continues\": true, \"parameters\": { \"changes\": [ {\"value\": 9, \"key\": \"k\"} ], \"partial\": true, \"initial\": true, \"revision\": 9, \"domain\": \"c\" } }",
+        "{\"parameters\":{\"domain\":\"d\",\"revision\":10,\"initial\":true,\"partial\":true,\"changes\":[{\"key\":\"k\",\"value\":10}],\"x\":[1]},\"continues\":true}",
+        "{\"parameters\":{\"revision\":11,\"initial\":true,\"withheld\":[],\"changes\":[]},\"continues\":true}",
+    };
+    char path[512];
+    snprintf(path, sizeof path, "%s/canned.sock", test_dir);
+    unlink(path);
+    canned_kvd kvd = {socket(AF_UNIX, SOCK_STREAM, 0), replies, sizeof replies / sizeof *replies};
+    struct sockaddr_un address = {.sun_family = AF_UNIX};
+    snprintf(address.sun_path, sizeof address.sun_path, "%s", path);
+    CHECK(bind(kvd.listener, (struct sockaddr *)&address, sizeof address) == 0 && listen(kvd.listener, 4) == 0, "listen: %s", strerror(errno));
+    kvd_connect_options options = KVD_CONNECT_OPTIONS_INIT;
+    options.socket_path = path;
+    options.no_autostart = 1;
+    for (int decoded = 0; decoded < 2; decoded++) {
+        pthread_t server;
+        pthread_create(&server, NULL, serve_canned, &kvd);
+        kvd_client *client = NULL;
+        kvd_error error = KVD_ERROR_INIT;
+        CHECK_OK(kvd_connect(&options, &client, &error), &error);
+        layout_seen s = {0};
+        kvd_watch *watch = NULL;
+        bool complete = false;
+        if (client && !decoded) {
+            CHECK_OK(kvd_watch_all_current_raw_new(client, NULL, on_layout, on_layout_event, &s, &complete, &watch, &error), &error);
+            CHECK(complete && s.decoded == 3 && s.undecodable == 1 && s.first_events == 1 && !strcmp(s.order, "abcd"),
+                  "a, b (two pieces) and c decode to their values, d does not (complete %d, %d decoded, %d undecodable, order %s, %d first events)",
+                  complete, s.decoded, s.undecodable, s.order, s.first_events);
+        } else if (client) {
+            kvd_status status = kvd_watch_all_current_new(client, NULL, on_layout_decoded, on_layout_event, &s, &complete, &watch, &error);
+            CHECK(status == KVD_ERROR_PROTOCOL && !watch && !complete && s.decoded == 3 && s.first_events == 0 && error.message &&
+                      strstr(error.message, "invalid reply"),
+                  "decoded: a, b and c, then d fails the call (%s: %s; %d decoded, %d first events)", kvd_status_name(status),
+                  error.message ? error.message : "", s.decoded, s.first_events);
+            kvd_error_clear(&error);
+        }
+        kvd_watch_free(watch);
+        kvd_client_free(client);
+        pthread_join(server, NULL);
+    }
+    close(kvd.listener);
+    unlink(path);
+}
+
 /* The pid of whoever listens on `path` (SO_PEERCRED), or 0. */
 static pid_t listener_pid(const char *path) {
     int s = socket(AF_UNIX, SOCK_STREAM, 0);
@@ -1053,7 +1156,6 @@ int main(int argc, char **argv) {
         {"writes_lists_deletes_and_errors", writes_lists_deletes_and_errors},
         {"watch_sees_kvctl_and_libkvd_changes", watch_sees_kvctl_and_libkvd_changes},
         {"blame_names_this_program", blame_names_this_program},
-        {"blame_names_this_program", blame_names_this_program},
         {"one_client_is_shared_by_threads", one_client_is_shared_by_threads},
         {"null_arguments_are_refused", null_arguments_are_refused},
         {"a_forked_child_gets_its_own_connection", a_forked_child_gets_its_own_connection},
@@ -1077,6 +1179,9 @@ int main(int argc, char **argv) {
     int before = failures;
     nothing_listening_is_a_clear_error();
     printf("%s nothing_listening_is_a_clear_error\n", failures > before ? "FAIL" : "ok");
+    before = failures;
+    a_current_state_reads_in_any_layout();
+    printf("%s a_current_state_reads_in_any_layout\n", failures > before ? "FAIL" : "ok");
     before = failures;
     autostart_starts_kvd_and_a_lost_connection_reconnects();
     printf("%s autostart_starts_kvd_and_a_lost_connection_reconnects\n", failures > before ? "FAIL" : "ok");
