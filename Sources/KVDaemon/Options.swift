@@ -21,9 +21,9 @@ public struct DaemonOptions: Sendable, Equatable {
     /// History keeps every value of the last this many days (`--history-days`); 0 and a
     /// ``historyKeep`` of 0 turn history off.
     public var historyDays = 30
-    /// Whether each write's connection is identified (``ClientConnection/writer(readsProcess:)``)
-    /// for history's writer records. Off only for `make bench`'s comparison
-    /// (`KVD_BENCH_NO_WRITERS=1`); not an option for users.
+    /// Whether history records each change's writer (``ClientConnection/writer``). Off only for
+    /// `make bench`'s comparison (`KVD_BENCH_NO_WRITERS=1`); not an option for users. Off or on,
+    /// every connection's process is identified at accept: what it may reach depends on it.
     public var recordsWriters = true
     /// The domains every sandboxed app (Flatpak, snap) may read besides its own and
     /// `NSGlobalDomain` (`--sandbox-readable`; docs/sandboxes.md).

@@ -62,7 +62,7 @@ public final class Server {
         /// ...and while all sent take at most this many (``CurrentStateStream``).
         public var currentTotalBytes = 4 << 20
         public var shutdownGrace: Duration = .seconds(10)
-        /// Whether a connection's process is read for history's writer records
+        /// Whether history records the writer of a connection's changes
         /// (``DaemonOptions/recordsWriters``; off only for the benchmark's comparison).
         public var identifiesWriters = true
         /// The domains every sandboxed app may read (``DaemonOptions/sandboxReadable``).
