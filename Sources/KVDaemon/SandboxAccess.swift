@@ -23,7 +23,10 @@ enum PeerReach: Equatable {
             self = .everything
             return
         }
-        self = .sandboxed(app: try? AppID(validating: app.id), label: "\(app.id) (\(app.source.rawValue))")
+        // The label goes to the journal: only a valid id (no newline, no escape sequence) is named.
+        let valid = try? AppID(validating: app.id)
+        let name = valid?.name ?? "an app whose id is not valid"
+        self = .sandboxed(app: valid, label: "\(name) (\(app.source.rawValue))")
     }
 }
 

@@ -104,14 +104,13 @@ import Testing
         #expect(
             PeerReach(peer(nil, confirmed: false)) == .sandboxed(app: nil, label: "a process kvd could not identify"))
         #expect(PeerReach(nil) == .sandboxed(app: nil, label: "a process kvd could not identify"))
-        // An id no app can have (cut at 256 bytes, an empty element) owns nothing.
+        // An id no app can have (cut at 256 bytes, an empty element, a newline) owns nothing,
+        // and is never written to the journal.
+        let invalid = PeerReach.sandboxed(app: nil, label: "an app whose id is not valid (flatpak)")
         let long = "org.example." + String(repeating: "a", count: 244)
-        #expect(
-            PeerReach(peer(AppIdentity(id: long, source: .flatpak))) == .sandboxed(app: nil, label: "\(long) (flatpak)")
-        )
-        #expect(
-            PeerReach(peer(AppIdentity(id: "org..App", source: .flatpak)))
-                == .sandboxed(app: nil, label: "org..App (flatpak)"))
+        #expect(PeerReach(peer(AppIdentity(id: long, source: .flatpak))) == invalid)
+        #expect(PeerReach(peer(AppIdentity(id: "org..App", source: .flatpak))) == invalid)
+        #expect(PeerReach(peer(AppIdentity(id: "org.App\nkvd: error: forged", source: .flatpak))) == invalid)
     }
 
     @Test func namesAreValidatedAtTheEdge() {
