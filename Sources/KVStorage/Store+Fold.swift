@@ -193,8 +193,8 @@ extension Store {
     /// (``FileSystem/releaseFreedMemory()``) once the fold's task is let go: its job holds the
     /// commits it folded and the domains' states it shared (which commits meanwhile copied),
     /// freed only when the commit queue's work that ended the fold returns. Hence the hop
-    /// through the commit queue: given back earlier, 8 MB of those stayed resident at 100,000
-    /// keys. Then off the commit queue, as the walk of the heap takes milliseconds no writer
+    /// through the commit queue: given back before that, about 8 MB of them stay resident at
+    /// 100,000 keys. Then off the commit queue, as the walk of the whole heap is work no writer
     /// should wait for. Not through ``foldRunner``: a test's runner steps folds alone.
     private func releaseFreedMemory() {
         queue.async { [foldQueue, fileSystem = files.folder.fileSystem] in

@@ -144,9 +144,9 @@ public protocol FileSystem: Sendable {
     func sleep(microseconds: UInt32)
     /// Gives the pages the allocator holds free back to the system, so they stop counting in
     /// the process's resident memory: the store calls it on its fold thread after a fold (whose
-    /// buffers, and the commits it folded, were freed). Walks the heap under the allocator's
-    /// locks, a few milliseconds for tens of megabytes. Part of this seam because the storage
-    /// engine sees no other. C: `malloc_trim(0)`.
+    /// buffers, and the commits it folded, were freed). Walks the whole heap under the
+    /// allocator's locks: call it off any thread that must answer quickly. Part of this seam
+    /// because the storage engine sees no other. C: `malloc_trim(0)`.
     func releaseFreedMemory()
 }
 
