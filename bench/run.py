@@ -609,10 +609,11 @@ class Bench:
         empty = rss_kib(kvd.pid)
         self.populate(sock, "varlink", keys, "bench.mem", domains=domains)
         mine, mine_anon = rss_kib(kvd.pid), rss_kib(kvd.pid, "RssAnon")
+        settled = self.settled_rss(kvd.pid, self.path(f"mem-kvd-{keys}-state"))
         self.stop(kvd)
         self.rows.append({"row": "memory", "subject": f"kvd RSS, {keys:,} keys of 100 B", "rss_kib": mine, "rss_empty_kib": empty,
-                          "rss_anon_kib": mine_anon})
-        print(f"  memory: kvd {empty} KiB empty, {mine} KiB with {keys} keys", flush=True)
+                          "rss_anon_kib": mine_anon, "rss_settled_kib": settled})
+        print(f"  memory: kvd {empty} KiB empty, {mine} KiB with {keys} keys, {settled} KiB once no fold runs", flush=True)
         redis = self.start_redis(f"mem-redis-{keys}", durable=False)
         if redis is None:
             self.target("memory", f"RSS kvd/Redis, {keys:,} keys", None, goal, "<=", "peer skipped")
@@ -625,7 +626,19 @@ class Bench:
                           "rss_anon_kib": peer_anon})
         print(f"  memory: Redis {empty} KiB empty, {peer} KiB with {keys} keys", flush=True)
         self.target("memory", f"RSS kvd/Redis, {keys:,} keys", mine / peer, goal, "<=",
-                    f"anonymous memory (RssAnon: the heap, not the programs' mapped files) kvd/Redis {mine_anon / peer_anon:.2f}")
+                    f"anonymous memory (RssAnon: the heap, not the programs' mapped files) kvd/Redis {mine_anon / peer_anon:.2f}; "
+                    f"once no fold runs {settled / peer:.2f}")
+
+    def settled_rss(self, pid, state):
+        """kvd's RSS once the fold running as the populate ended (if any) has ended: `kvd.wal.next`
+        gone (it is renamed over `kvd.wal` at a fold's end), then 0.2 s for the freed memory to be
+        given back; at most 10 s. The row's target is on the RSS right after the populate, which
+        often falls during a fold (its commits not folded yet and its buffers still held)."""
+        deadline = time.monotonic() + 10
+        while os.path.exists(os.path.join(state, "kvd.wal.next")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.2)
+        return rss_kib(pid)
 
     # ---- output ----------------------------------------------------------------------
 

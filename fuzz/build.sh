@@ -33,8 +33,13 @@ target log KVStorage -I Sources/CLinux fuzz/FuzzLog.swift Sources/KVStorage/*.sw
 target commit KVStorage -I Sources/CLinux fuzz/FuzzCommit.swift Sources/KVStorage/*.swift "$OUT/lib/libKVProtocol.a" "$OUT/lib/libKVValues.a" "$OUT/lib/libKVSystem.a"
 target value-parser KVCtl fuzz/FuzzValueParser.swift Sources/KVCtl/ValueParser.swift "$OUT/lib/libKVValues.a"
 target plist KVCtlPlist fuzz/FuzzPlist.swift Sources/kvctl-plist/PlistRefusal.swift Sources/kvctl-plist/BinaryPlistReader.swift Sources/kvctl-plist/XMLPlistReader.swift Sources/kvctl-plist/PlistWriter.swift "$OUT/lib/libKVValues.a"
-# libkvd's JSON reader and writer (C), with the toolchain's clang and its libFuzzer.
-echo "fuzz: target libkvd-json"
-${CLANG:-$(dirname "$(command -v "$SWIFTC")")/clang} -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fuse-ld=lld -O1 -g -D_GNU_SOURCE \
-    -DKVD_DAEMON_PATH='"kvd"' -Iclib/libkvd/include -Iclib/libkvd -o "$OUT/bin/libkvd-json" clib/fuzz/fuzz_json.c \
-    clib/libkvd/json.c clib/libkvd/value.c clib/libkvd/encoding.c clib/libkvd/error.c
+# libkvd's C targets, with the toolchain's clang and its libFuzzer: its JSON reader and writer, and
+# the scan of a WatchAll's current state (linked with the rest of libkvd, which current.c calls).
+clang_target() {  # NAME SOURCES...
+    name=$1; shift
+    echo "fuzz: target $name"
+    ${CLANG:-$(dirname "$(command -v "$SWIFTC")")/clang} -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fuse-ld=lld -O1 -g \
+        -D_GNU_SOURCE -DKVD_DAEMON_PATH='"kvd"' -Iclib/libkvd/include -Iclib/libkvd -o "$OUT/bin/$name" "$@" -lpthread
+}
+clang_target libkvd-json clib/fuzz/fuzz_json.c clib/libkvd/json.c clib/libkvd/value.c clib/libkvd/encoding.c clib/libkvd/error.c
+clang_target libkvd-current clib/fuzz/fuzz_current.c clib/libkvd/*.c

@@ -6,7 +6,7 @@ set -eu
 cd "$(dirname "$0")/.."
 OUT=${FUZZ_BUILD:-.build/fuzz}
 SECONDS_EACH=${FUZZ_SECONDS:-60}
-TARGETS=${FUZZ_TARGETS:-"typed-json varlink domain-file log commit value-parser plist libkvd-json"}
+TARGETS=${FUZZ_TARGETS:-"typed-json varlink domain-file log commit value-parser plist libkvd-json libkvd-current"}
 mkdir -p "$OUT/crashes"
 # Swift's own crash handler would catch the fault before AddressSanitizer reports it.
 export SWIFT_BACKTRACE=enable=no

@@ -9,6 +9,8 @@
 #include <sys/socket.h>
 #include <spawn.h>
 #include <sys/xattr.h>
+/* malloc_trim, for FileSystem.releaseFreedMemory: the Glibc module leaves malloc.h out. */
+#include <malloc.h>
 
 /* accept4 is declared only under _GNU_SOURCE, which the Glibc module is built without. */
 int accept4(int sockfd, struct sockaddr *addr, socklen_t *addrlen, int flags);

@@ -132,19 +132,23 @@ struct DomainState: Sendable, Equatable {
     /// Applies absolute changes made at `revision`, each of `entryBytes` (as
     /// ``LogFormat/append(_:to:entryBytes:)`` measures them), leaving the domain at `budgetBytes` (as
     /// ``budgetBytes(_:after:entryBytes:entry:)`` computed it). Idempotent: replaying a log
-    /// record twice gives the same state.
+    /// record twice gives the same state. With `json` (for one change only), its value is
+    /// stored as those bytes (its compact typed JSON, keys sorted: the log record's), not
+    /// encoded again.
     /// Returns whether the domain is empty afterwards.
     @discardableResult
-    mutating func apply(_ changes: [Change], entryBytes: ArraySlice<Int>, budgetBytes: Int, at revision: Int64) -> Bool
-    {
+    mutating func apply(
+        _ changes: [Change], entryBytes: ArraySlice<Int>, budgetBytes: Int, at revision: Int64,
+        json: UnsafeRawBufferPointer? = nil
+    ) -> Bool {
+        precondition(json == nil || changes.count == 1, "the JSON of one change's value")
         defer { self.revision = revision }
         for index in changes.indices {
             let change = changes[index]
+            let bytes = entryBytes[entryBytes.startIndex + index]
             if let value = change.value {
-                entries.set(
-                    change.key,
-                    StoredEntry(
-                        content: .value(value), revision: revision, bytes: entryBytes[entryBytes.startIndex + index]))
+                let entry = StoredEntry(content: .value(value), revision: revision, bytes: bytes)
+                entries.set(change.key, entry, json: json)
             } else {
                 entries.remove(change.key)
             }

@@ -92,11 +92,13 @@ struct EntryTable: Sendable {
         }
     }
 
-    /// Stores `entry` under `key`, replacing any.
-    mutating func set(_ key: Key, _ entry: StoredEntry) {
+    /// Stores `entry` under `key`, replacing any. With `json`, a value is stored as those bytes:
+    /// its compact typed JSON with keys sorted, as the table would write it (a log record's
+    /// bytes, ``RecordSizes/soleValue``), copied, not encoded again.
+    mutating func set(_ key: Key, _ entry: StoredEntry, json: UnsafeRawBufferPointer? = nil) {
         var name = key.name
         name.withUTF8 { keyBytes in
-            let offset = append(UnsafeRawBufferPointer(keyBytes), entry)
+            let offset = append(UnsafeRawBufferPointer(keyBytes), entry, json: json)
             growSlotsIfNeeded()
             let (slot, found) = find(UnsafeRawBufferPointer(keyBytes))
             if let found {
@@ -238,7 +240,9 @@ extension EntryTable {
 
     /// Appends the record of `key` and `entry` to the records, growing them by a quarter when
     /// full (an array's own growth would double them), and returns its offset.
-    private mutating func append(_ key: UnsafeRawBufferPointer, _ entry: StoredEntry) -> Int {
+    private mutating func append(_ key: UnsafeRawBufferPointer, _ entry: StoredEntry, json: UnsafeRawBufferPointer?)
+        -> Int
+    {
         // a value's JSON is at most its entry's size (which counts the key too): room enough
         let contentBound: Int
         switch entry.content {
@@ -254,10 +258,12 @@ extension EntryTable {
         records.append((entry.content.isValue ? Kind.value : .unreadable).rawValue)
         records.append(contentsOf: key)
         let contentStart = records.count
-        switch entry.content {
-        case .value(let value):
+        switch (entry.content, json) {
+        case (.value, let json?):
+            records.append(contentsOf: json)
+        case (.value(let value), nil):
             JSONWriter(sortKeys: true).write(value.typedJSON, into: &records)  // straight in: no copy
-        case .unreadable(let raw, _):
+        case (.unreadable(let raw, _), _):
             records.append(contentsOf: raw)
         }
         let contentCount = UInt32(records.count - contentStart).littleEndian

@@ -93,6 +93,10 @@ struct RecordSizes {
     /// The bytes of the `changes` array's members: what a `Watch` reply of this commit carries
     /// (of a group: the largest part's, as each domain's watchers get their own part).
     var changesBytes: Int
+    /// Where the value of a record's sole change lies in the encoded bytes, as compact typed
+    /// JSON with keys sorted (as ``EntryTable`` stores it): a `Set` stores those bytes, its
+    /// value encoded once. Nil for a record of several changes or a removal.
+    var soleValue: Range<Int>? = nil
 }
 
 /// Encodes and scans `kvd.wal`. Pure functions; thread-safe.
@@ -137,6 +141,7 @@ enum LogFormat {
         let payloadStart = out.count
         openStamped(revision: record.revision, time: record.time, writer: record.writer, into: &out)
         var changesBytes = 0
+        var lastValue: Range<Int>?
         if record.isGroup {
             out.append(contentsOf: #","kind":"#.utf8)
             JSONWriter.writeString(record.kind, into: &out)
@@ -145,7 +150,8 @@ enum LogFormat {
                 out.append(contentsOf: (index == 0 ? #"{"domain":"# : #",{"domain":"#).utf8)
                 JSONWriter.writeString(part.domain.name, into: &out)
                 out.append(contentsOf: #","changes":["#.utf8)
-                changesBytes = max(changesBytes, appendChanges(part.changes, to: &out, entryBytes: &entryBytes))
+                changesBytes = max(
+                    changesBytes, appendChanges(part.changes, to: &out, entryBytes: &entryBytes, &lastValue))
                 out.append(contentsOf: "]}".utf8)
             }
             out.append(UInt8(ascii: "]"))
@@ -155,30 +161,36 @@ enum LogFormat {
             out.append(contentsOf: #","kind":"#.utf8)
             JSONWriter.writeString(record.kind, into: &out)
             out.append(contentsOf: #","changes":["#.utf8)
-            changesBytes = appendChanges(record.first.changes, to: &out, entryBytes: &entryBytes)
+            changesBytes = appendChanges(record.first.changes, to: &out, entryBytes: &entryBytes, &lastValue)
             out.append(UInt8(ascii: "]"))
         }
         out.append(UInt8(ascii: "}"))
         let payloadBytes = out.count - payloadStart
         finishLine(in: &out, from: lineStart)
-        return RecordSizes(payloadBytes: payloadBytes, changesBytes: changesBytes)
+        let sole = record.parts.count == 1 && record.first.changes.count == 1
+        return RecordSizes(payloadBytes: payloadBytes, changesBytes: changesBytes, soleValue: sole ? lastValue : nil)
     }
 
     /// Appends the members of a `changes` array; returns their bytes (what a `Watch` reply of
-    /// that domain's changes carries).
-    private static func appendChanges(_ changes: [Change], to out: inout [UInt8], entryBytes: inout [Int]) -> Int {
+    /// that domain's changes carries). `lastValue` becomes where the last change's value lies
+    /// (nil for a removal).
+    private static func appendChanges(
+        _ changes: [Change], to out: inout [UInt8], entryBytes: inout [Int], _ lastValue: inout Range<Int>?
+    ) -> Int {
         let changesStart = out.count
-        let writer = JSONWriter()
+        let writer = JSONWriter(sortKeys: true)  // as EntryTable stores values
         for (index, change) in changes.enumerated() {
             out.append(contentsOf: (index == 0 ? #"{"key":"# : #",{"key":"#).utf8)
             var start = out.count
             JSONWriter.writeString(change.key.name, into: &out)
             var bytes = out.count - start
+            lastValue = nil
             if let value = change.value {
                 out.append(contentsOf: #","value":"#.utf8)
                 start = out.count
                 writer.write(value.typedJSON, into: &out)
                 bytes += out.count - start
+                lastValue = start..<out.count
             }
             entryBytes.append(bytes)
             out.append(UInt8(ascii: "}"))

@@ -29,6 +29,9 @@ extension Store {
         var budgetBytes: Int
         var revision: Int64
         var writer: Writer?
+        /// Where the value of its sole change lies in ``Batch/records`` (``RecordSizes/soleValue``):
+        /// publishing stores those bytes. Nil for several changes (their values are encoded again).
+        var soleValue: Range<Int>? = nil
     }
 
     /// Commits batches until nothing is queued; each batch is all that was queued when it
@@ -125,20 +128,20 @@ extension Store {
         return .success(
             take(
                 domain, changes.changes, entryBytes: entryBytes, budget: budget, at: revision, writer: writer,
-                into: &batch))
+                soleValue: sizes.soleValue, into: &batch))
     }
 
     /// Takes one domain's planned changes, accepted by the limits, into `batch` at `revision`:
     /// its view (in place: no copy of the overlay) and what publishing will apply.
     private func take(
         _ domain: Domain, _ changes: [Change], entryBytes: Range<Int>, budget: Int, at revision: Int64,
-        writer: Writer? = nil, into batch: inout Batch
+        writer: Writer? = nil, soleValue: Range<Int>? = nil, into batch: inout Batch
     ) -> Commit {
         batch.views[domain]!.apply(changes, entryBytes: batch.entryBytes[entryBytes], budgetBytes: budget, at: revision)
         batch.planned.append(
             PlannedCommit(
                 domain: domain, changes: changes, entryBytes: entryBytes, budgetBytes: budget, revision: revision,
-                writer: writer))
+                writer: writer, soleValue: soleValue))
         return Commit(revision: revision, domain: domain, changes: changes, writer: writer)
     }
 

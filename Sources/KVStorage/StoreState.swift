@@ -71,24 +71,33 @@ extension Store {
         /// at this point, so no copy is made) and drops emptied domains; with `keepsHistory`,
         /// keeps its commits of what `exclusions` let keep history in ``recent``.
         mutating func publish(_ batch: Batch, keepsHistory: Bool, exclusions: HistoryExclusions) {
-            for commit in batch.planned {
-                let emptied = domains[commit.domain, default: DomainState()]
-                    .apply(
-                        commit.changes, entryBytes: batch.entryBytes[commit.entryBytes],
-                        budgetBytes: commit.budgetBytes, at: commit.revision)
-                if emptied { domains[commit.domain] = nil }
-                if keepsHistory {
-                    // the same array when nothing is excluded
-                    let changes = exclusions.filter(commit.changes, of: commit.domain)
-                    if !changes.isEmpty {
-                        recent[commit.domain, default: []].append(
-                            RecentCommit(
-                                revision: commit.revision, time: batch.time, writer: commit.writer, changes: changes)
-                        )
-                    }
+            batch.records.withUnsafeBytes { records in
+                for commit in batch.planned {
+                    let json = commit.soleValue.map { UnsafeRawBufferPointer(rebasing: records[$0]) }
+                    publish(commit, of: batch, json: json, keepsHistory: keepsHistory, exclusions: exclusions)
                 }
             }
             revision = batch.revision
+        }
+
+        /// Applies one commit of `batch` (its sole value stored as `json`, when given); with `keepsHistory`,
+        /// keeps it in ``recent`` unless `exclusions` keep its changes from history.
+        private mutating func publish(
+            _ commit: PlannedCommit, of batch: Batch, json: UnsafeRawBufferPointer?, keepsHistory: Bool,
+            exclusions: HistoryExclusions
+        ) {
+            let emptied = domains[commit.domain, default: DomainState()]
+                .apply(
+                    commit.changes, entryBytes: batch.entryBytes[commit.entryBytes], budgetBytes: commit.budgetBytes,
+                    at: commit.revision, json: json)
+            if emptied { domains[commit.domain] = nil }
+            guard keepsHistory else { return }
+            // the same array when nothing is excluded
+            let changes = exclusions.filter(commit.changes, of: commit.domain)
+            if !changes.isEmpty {
+                recent[commit.domain, default: []].append(
+                    RecentCommit(revision: commit.revision, time: batch.time, writer: commit.writer, changes: changes))
+            }
         }
 
         /// Forgets every commit kept for history: they are in the history files now.

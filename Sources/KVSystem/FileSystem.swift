@@ -142,6 +142,12 @@ public protocol FileSystem: Sendable {
     func contentsOfDirectory(_ path: String) throws(SystemError) -> [String]
     /// Sleeps the calling thread (a brief wait before trying a held lock again). C: `usleep`.
     func sleep(microseconds: UInt32)
+    /// Gives the pages the allocator holds free back to the system, so they stop counting in
+    /// the process's resident memory: the store calls it on its fold thread after a fold (whose
+    /// buffers, and the commits it folded, were freed). Walks the whole heap under the
+    /// allocator's locks: call it off any thread that must answer quickly. Part of this seam
+    /// because the storage engine sees no other. C: `malloc_trim(0)`.
+    func releaseFreedMemory()
 }
 
 /// Why ``FileSystem/readRegularFile(_:limit:)`` did not read a file.

@@ -347,6 +347,10 @@ public struct LinuxSystem: SystemCalls {
     public func sleep(microseconds: UInt32) {
         usleep(microseconds)
     }
+
+    public func releaseFreedMemory() {
+        _ = malloc_trim(0)
+    }
 }
 
 extension FileStatus {

@@ -80,6 +80,7 @@ import Testing
             try real.contentsOfDirectory(path)
         }
         func sleep(microseconds: UInt32) { real.sleep(microseconds: microseconds) }
+        func releaseFreedMemory() { real.releaseFreedMemory() }
     }
 
     static func set(_ value: String) -> String {

@@ -193,4 +193,31 @@ import Testing
         #expect(handed == beside, "handed to the runner: \(handed), with \(available) bytes free")
         #expect(folder.read("app.json") != nil || beside, "the fold did not run on the commit queue")
     }
+
+    /// Once a fold has ended (`kvd.wal.next` renamed over `kvd.wal`, the folded commits dropped
+    /// from memory), the fold queue gives the allocator's free pages back to the system, once a
+    /// fold; commits alone never do (at 100,000 keys they were a fifth of kvd's resident memory).
+    @Test func aFoldsEndGivesTheFreedMemoryBack() throws {
+        let folder = TemporaryFolder()
+        defer { folder.remove() }
+        let folds = SteppedFolds()
+        let disk = RecordingFileSystem()
+        let store = try Self.open(folder, folds, fileSystem: disk)
+        defer { store.close() }
+        var values: [String: Int] = [:]
+        let fold = try commitUntilAFoldStarts(store, folds, values: &values)
+        store.foldQueue.sync {}
+        #expect(disk.releases.isEmpty, "memory given back before any fold ended")
+        for work in fold { work() }
+        store.foldQueue.sync {}
+        #expect(disk.releases.isEmpty, "memory given back before the commit queue ended the fold")
+        store.queue.sync {}  // ends the fold: renames kvd.wal.next over kvd.wal
+        store.queue.sync {}  // the fold's task let go
+        store.foldQueue.sync {}
+        let calls = disk.calls
+        let end = try #require(calls.lastIndex(of: "rename \(StorageFormat.logFileName)"), "\(calls)")
+        #expect(disk.releases.count == 1, "\(disk.releases)")
+        #expect(
+            disk.releases.allSatisfy { $0 > end }, "given back before the fold's end (call \(end)): \(disk.releases)")
+    }
 }

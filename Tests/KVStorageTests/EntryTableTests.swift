@@ -162,6 +162,8 @@ import Testing
         .date(Date(timeIntervalSince1970: 1_700_000_000.25)), .data(Data([0, 255, 7])),
         .array([.integer(1), .array([]), .dictionary([:])]),
         .dictionary(["z": .integer(1), "a": .dictionary(["$x": .string("y")]), "m": .array([.bool(true)])]),
+        // stored as the log record's bytes: in any other order than sorted, the check sees it
+        .dictionary(Dictionary(uniqueKeysWithValues: (0..<8).map { ("m\($0)", Value.integer(Int64($0))) })),
     ]
 
     static func check(_ store: Store, _ app: Domain) {

@@ -348,6 +348,8 @@ final class SimulatedFileSystem: FileSystem {
 
     /// Really sleeps: a lock held on the simulated disk is held by another handle of this process.
     func sleep(microseconds: UInt32) { usleep(microseconds) }
+    /// Nothing to give back: the simulated disk is no allocator.
+    func releaseFreedMemory() {}
 
     // MARK: Helpers
 

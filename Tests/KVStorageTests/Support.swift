@@ -56,6 +56,9 @@ final class RecordingFileSystem: FileSystem {
         var paths: [Int32: String] = [:]
         var syncs = 0
         var bytesWritten: [String: Int] = [:]
+        /// For each ``releaseFreedMemory()``, how many calls ``calls`` held then (not a call
+        /// of its own there: it comes from the fold queue, at no fixed place among them).
+        var releases: [Int] = []
     }
 
     let base = LinuxSystem()
@@ -94,6 +97,7 @@ final class RecordingFileSystem: FileSystem {
             $0.syncs = 0
             $0.bytesWritten = [:]
             $0.calls = []
+            $0.releases = []
         }
     }
 
@@ -185,6 +189,13 @@ final class RecordingFileSystem: FileSystem {
 
     func contentsOfDirectory(_ path: String) throws(SystemError) -> [String] { try base.contentsOfDirectory(path) }
     func sleep(microseconds: UInt32) { base.sleep(microseconds: microseconds) }
+    func releaseFreedMemory() {
+        counts.withLock { $0.releases.append($0.calls.count) }
+        base.releaseFreedMemory()
+    }
+
+    /// For each ``releaseFreedMemory()`` so far, how many calls ``calls`` held then.
+    var releases: [Int] { counts.withLock { $0.releases } }
 }
 
 /// Collects what a store logs.

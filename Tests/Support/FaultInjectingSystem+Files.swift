@@ -46,4 +46,5 @@ extension FaultInjectingSystem {
         try real.contentsOfDirectory(path)
     }
     public func sleep(microseconds: UInt32) { real.sleep(microseconds: microseconds) }
+    public func releaseFreedMemory() { real.releaseFreedMemory() }
 }

@@ -4,7 +4,7 @@
  * another order is scanned whole, strings skipped and brackets matched), no value decoded and
  * nothing allocated per value, so that a process pays for the domains it reads, not for the whole
  * store. kvd_changes_from_json checks and decodes one such array when the domain is first needed:
- * a message is valid exactly when its scanned members are and its array decodes. A message the
+ * an array that decodes came in a valid message that means what the scan read. A message the
  * scan does not take (any member it does not know, an escape in a name, a number it does not
  * read at a glance) is parsed whole. kvd_watch_all_current_new is the raw one with every domain
  * decoded for its callback. */
@@ -113,8 +113,9 @@ static const char AFTER_LAST[] = "},\"continues\":true}";
 
 /* The changes array at the cursor ('[') as kvd writes it, last: its end found from the message's
  * end (the array's ']' and AFTER_LAST), its values not scanned; the cursor past it. Whether the
- * bytes between are one JSON array is checked when they are decoded (kvd_changes_from_json): the
- * message is valid JSON exactly when they are, since the rest of it is scanned. */
+ * bytes between are one JSON array is checked when they are decoded (kvd_changes_from_json): when
+ * they are, the message is valid JSON, since the rest of it is scanned; a valid message with a
+ * member after "changes" gives bytes that are not, and its domain is read apart. */
 static bool changes_last(cursor *c) {
     size_t after = sizeof AFTER_LAST - 1;
     if ((size_t)(c->end - c->p) < after + 2 || memcmp(c->end - after, AFTER_LAST, after) || c->end[-(ptrdiff_t)after - 1] != ']')
@@ -123,16 +124,8 @@ static bool changes_last(cursor *c) {
     return true;
 }
 
-/* One piece of a domain's current values, as the scan found it (pointers into the message). */
-typedef struct {
-    const char *domain, *changes;
-    size_t domain_len, changes_len;
-    int64_t revision, system_revision;
-    bool partial;
-} piece;
-
 /* One member of "parameters" into `out`; false for a member the scan does not take. */
-static bool piece_member(cursor *c, const char *name, size_t len, piece *out, unsigned *seen) {
+static bool piece_member(cursor *c, const char *name, size_t len, kvdi_current_piece *out, unsigned *seen) {
     static const struct {
         const char *name;
         size_t len;
@@ -149,7 +142,7 @@ static bool piece_member(cursor *c, const char *name, size_t len, piece *out, un
     case 2: return plain_string(c, &out->domain, &out->domain_len) && kvdi_utf8_valid(out->domain, out->domain_len);
     case 3: skip_space(c), from = c->p;
         if (c->p >= c->end || *c->p != '[') return false;
-        if (!changes_last(c) && !skip_value(c)) return false;
+        if (!changes_last(c) && (!skip_value(c) || c->p[-1] != ']')) return false; /* skip_value matches brackets of any kind */
         out->changes = from, out->changes_len = (size_t)(c->p - from);
         return true;
     case 4: return literal(c, &flag);
@@ -169,10 +162,10 @@ static bool exactly(cursor *c, const char *text, size_t len) {
 /* A piece exactly as kvd writes it, read at a glance: {"parameters":{"domain":"NAME",
  * "revision":R[,"systemRevision":S],"initial":true,"partial":true,"changes":[...]},
  * "continues":true} with no space, a plain name, the changes last. False for anything else
- * (scan_piece then reads the members in any order). */
-static bool kvd_layout(const char *bytes, size_t len, piece *out) {
+ * (kvdi_scan_current_piece then reads the members in any order). */
+static bool kvd_layout(const char *bytes, size_t len, kvdi_current_piece *out) {
     cursor c = {bytes, bytes + len};
-    *out = (piece){.system_revision = -1, .partial = true};
+    *out = (kvdi_current_piece){.system_revision = -1, .partial = true};
     if (!EXACTLY(&c, "{\"parameters\":{\"domain\":")) return false;
     if (!plain_string(&c, &out->domain, &out->domain_len) || !kvdi_utf8_valid(out->domain, out->domain_len)) return false;
     if (!EXACTLY(&c, ",\"revision\":") || !small_integer(&c, &out->revision)) return false;
@@ -184,12 +177,11 @@ static bool kvd_layout(const char *bytes, size_t len, piece *out) {
     return true;
 }
 
-/* The scan: a reply {"parameters": {...}, "continues": ...} naming a domain, whose every member
- * it takes; false sends the message to the parser. */
-static bool scan_piece(const char *bytes, size_t len, piece *out) {
+/* watch.h says what it promises; fuzz_current.c checks it. */
+bool kvdi_scan_current_piece(const char *bytes, size_t len, kvdi_current_piece *out) {
     if (kvd_layout(bytes, len, out)) return true;
     cursor c = {bytes, bytes + len};
-    *out = (piece){.system_revision = -1};
+    *out = (kvdi_current_piece){.system_revision = -1};
     unsigned seen = 0;
     bool parameters = false, continues;
     const char *name;
@@ -246,7 +238,7 @@ static kvd_status raw_flush(raw_read *read, kvd_error *error) {
 
 /* Adds a piece's changes (one JSON array) to its domain's, handing over the one before if it
  * named another domain. */
-static kvd_status raw_gather(raw_read *read, const piece *p, kvd_error *error) {
+static kvd_status raw_gather(raw_read *read, const kvdi_current_piece *p, kvd_error *error) {
     kvd_status status = KVD_OK;
     if (read->domain && (read->name_len != p->domain_len || memcmp(read->domain, p->domain, p->domain_len)))
         status = raw_flush(read, error);
@@ -274,11 +266,10 @@ static kvd_status raw_gather(raw_read *read, const piece *p, kvd_error *error) {
     return KVD_OK;
 }
 
-/* A piece the scan did not take, parsed: as kvd_watch_all_current_new's current_piece, the
- * domain's changes written back as JSON. */
+/* A piece the scan did not take, parsed: the domain's changes written back as JSON. */
 static kvd_status parsed_domain(raw_read *read, const json_node *p, const json_node *domain, kvd_error *error) {
     const json_node *changes = kvdi_json_get(p, "changes"), *system = kvdi_json_get(p, "systemRevision");
-    piece one = {domain->u.string.bytes, NULL, domain->u.string.len, 0, 0, system && system->type == JSON_INT ? system->u.integer : -1, true};
+    kvdi_current_piece one = {domain->u.string.bytes, NULL, domain->u.string.len, 0, 0, system && system->type == JSON_INT ? system->u.integer : -1, true};
     kvd_status status = kvdi_decode_revision(p, &one.revision, error);
     if (!status && (!changes || changes->type != JSON_ARRAY))
         return kvdi_set_error(error, KVD_ERROR_PROTOCOL, "kvd sent an invalid reply: Watch without a \"changes\" array");
@@ -339,10 +330,10 @@ static kvd_status raw_start(kvd_client *client, const json_buffer *b, kvd_watch 
     while (!status && !done && !stopped(read)) {
         const char *bytes = NULL;
         size_t len = 0;
-        piece one;
+        kvdi_current_piece one;
         status = kvdi_conn_receive_bytes(&w->connection, kvdi_conn_deadline(config->timeout_ms), &bytes, &len, error);
         if (status) break;
-        if (scan_piece(bytes, len, &one)) {
+        if (kvdi_scan_current_piece(bytes, len, &one)) {
             status = raw_gather(read, &one, error);
             continue;
         }

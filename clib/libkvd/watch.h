@@ -26,4 +26,20 @@ kvd_status kvdi_watch_deliver(kvd_watch *w, json_node *const *replies, size_t co
  * the caller's to free; NULL when it has none). */
 kvd_status kvdi_decode_change(const json_node *item, kvd_change *change, kvd_error *error);
 
+/* One piece of a domain's current values, as kvdi_scan_current_piece found it (pointers into the
+ * message; `changes` is its "changes" array, unchecked). */
+typedef struct {
+    const char *domain, *changes;
+    size_t domain_len, changes_len;
+    int64_t revision, system_revision; /* system_revision -1 when absent */
+    bool partial;
+} kvdi_current_piece;
+
+/* The scan of one reply of a WatchAll's current state (current.c): true when it is a piece
+ * naming a domain ({"parameters": {...}, "continues": ...}) whose every member the scan takes;
+ * then, when `changes` is one JSON array, the message is valid JSON and means what `out` says
+ * (when it is not, kvd_changes_from_json refuses it and the domain is read apart). False sends
+ * the message to the parser. clib/fuzz/fuzz_current.c checks this. */
+bool kvdi_scan_current_piece(const char *bytes, size_t len, kvdi_current_piece *out);
+
 #endif
