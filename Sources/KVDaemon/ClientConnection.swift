@@ -158,11 +158,11 @@ final class ClientConnection {
     func chooseDconfProfile(_ profile: String?) { dconfProfile = profile }
     /// Whether the peer may change anything: fixed at accept, never looked up again.
     @exclusivity(unchecked) private(set) var mayWrite = true
-    /// Who the peer is, as history records the changes it asks for (``identifyPeer(_:recordsWriter:)``);
+    /// Who the peer is, as history records the changes it asks for (``identifyPeer(_:recordsWriter:confines:)``);
     /// nil when it could not be read, or is not recorded.
     @exclusivity(unchecked) private(set) var writer: Writer?
     /// How far the peer reaches (a sandboxed app: ``SandboxAccess``), fixed at accept by
-    /// ``identifyPeer(_:recordsWriter:)``; until then, it reaches only the public domains.
+    /// ``identifyPeer(_:recordsWriter:confines:)``; until then, it reaches only the public domains.
     @exclusivity(unchecked) private(set) var reach: PeerReach = .sandboxed(
         app: nil, label: "a process not yet identified")
     /// How many calls of a sandboxed peer were refused (for the log's rate).
@@ -172,9 +172,10 @@ final class ClientConnection {
     /// (``PeerProcess/identify(_:system:)``: the process that connected, never another that took
     /// its pid; nil when even its credentials could not be read): its ``reach`` and, with
     /// `recordsWriter` (``DaemonOptions/recordsWriters``, off only for the benchmark's
-    /// comparison), its ``writer``; kept for the connection's life.
-    func identifyPeer(_ peer: PeerProcess?, recordsWriter: Bool) {
-        reach = PeerReach(peer)
+    /// comparison), its ``writer``; kept for the connection's life. Without `confines` (the
+    /// benchmark's comparison too) it reaches everything.
+    func identifyPeer(_ peer: PeerProcess?, recordsWriter: Bool, confines: Bool = true) {
+        reach = confines ? PeerReach(peer) : .everything
         writer = recordsWriter ? peer.map(Writer.init(peer:)) : nil
     }
 

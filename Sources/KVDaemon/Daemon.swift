@@ -88,6 +88,7 @@ public enum Daemon {
         var limits = Server.Limits()
         limits.maxClientMemory = options.maxClientMemory
         limits.identifiesWriters = options.recordsWriters
+        limits.identifiesPeers = options.recordsWriters
         limits.sandboxReadable = options.sandboxReadable
         let server: Server
         do {

@@ -21,9 +21,11 @@ public struct DaemonOptions: Sendable, Equatable {
     /// History keeps every value of the last this many days (`--history-days`); 0 and a
     /// ``historyKeep`` of 0 turn history off.
     public var historyDays = 30
-    /// Whether history records each change's writer (``ClientConnection/writer``). Off only for
-    /// `make bench`'s comparison (`KVD_BENCH_NO_WRITERS=1`); not an option for users. Off or on,
-    /// every connection's process is identified at accept: what it may reach depends on it.
+    /// Whether history records each change's writer (``ClientConnection/writer``) and each
+    /// connection's process is identified at accept (what it may reach depends on it). Off only
+    /// for `make bench`'s comparison of kvd with and without knowing its peers
+    /// (`KVD_BENCH_NO_WRITERS=1`: credentials alone, no writer, no sandbox confined); not an
+    /// option for users.
     public var recordsWriters = true
     /// The domains every sandboxed app (Flatpak, snap) may read besides its own and
     /// `NSGlobalDomain` (`--sandbox-readable`; docs/sandboxes.md).

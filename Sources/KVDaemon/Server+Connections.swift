@@ -21,7 +21,11 @@ extension Server {
             }
             let connection = ClientConnection(id: table.nextID, fd: fd, memory: memory, system: system)
             // Who connected, read once (its credentials, then /proc through its pidfd).
-            let peer = Result { () throws(Errno) in try PeerProcess.identify(fd, system: system) }
+            let peer = Result { () throws(Errno) in
+                limits.identifiesPeers
+                    ? try PeerProcess.identify(fd, system: system)
+                    : PeerProcess(credentials: try system.peerCredentials(fd))
+            }
             guard table.admit(connection, credentials: peer.map(\.credentials)) else {
                 system.close(fd)
                 continue
@@ -33,7 +37,8 @@ extension Server {
                 system.close(fd)
                 continue
             }
-            connection.identifyPeer(try? peer.get(), recordsWriter: limits.identifiesWriters)
+            connection.identifyPeer(
+                try? peer.get(), recordsWriter: limits.identifiesWriters, confines: limits.identifiesPeers)
             table.add(connection)
             log.log(.debug, "client \(connection.id) connected (\(table.connections.count) open)")
         }

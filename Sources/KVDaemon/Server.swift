@@ -65,6 +65,11 @@ public final class Server {
         /// Whether history records the writer of a connection's changes
         /// (``DaemonOptions/recordsWriters``; off only for the benchmark's comparison).
         public var identifiesWriters = true
+        /// Whether each connection's process is identified at accept beyond its credentials
+        /// (pidfd, `/proc`: its program and app) and a sandboxed one confined. Off only for the
+        /// benchmark's comparison (``DaemonOptions/recordsWriters`` off): then every connection
+        /// reaches everything, as before kvd knew its peers.
+        public var identifiesPeers = true
         /// The domains every sandboxed app may read (``DaemonOptions/sandboxReadable``).
         public var sandboxReadable = SandboxDefaults.readable
         public init() {}
