@@ -1,9 +1,11 @@
 /// The parts of ``PeerProcess`` read from `/proc` text: pure functions of that text.
 extension PeerProcess {
     /// The unified hierarchy's path of a `/proc/PID/cgroup` text (its `0::PATH` line).
-    static func cgroupPath(_ text: String) -> String? {
-        for line in text.split(separator: "\n") where line.hasPrefix("0::") {
-            return String(line.dropFirst(3))
+    /// Read as bytes, not Characters: kvd reads it for every connection it accepts.
+    static func cgroupPath(_ text: String) -> Substring.UTF8View? {
+        for line in Substring(text).utf8.split(separator: UInt8(ascii: "\n"))
+        where line.starts(with: "0::".utf8) {
+            return line.dropFirst(3)
         }
         return nil
     }
@@ -11,8 +13,11 @@ extension PeerProcess {
     /// The last `.service` or `.scope` of the cgroup path: the unit the process runs in.
     static func unit(inCgroup text: String) -> String? {
         guard let path = cgroupPath(text) else { return nil }
-        return path.split(separator: "/").last(where: { $0.hasSuffix(".service") || $0.hasSuffix(".scope") })
-            .map(String.init)
+        func ends(_ part: Substring.UTF8View, _ suffix: String) -> Bool {
+            part.count >= suffix.utf8.count && part.suffix(suffix.utf8.count).elementsEqual(suffix.utf8)
+        }
+        let unit = path.split(separator: UInt8(ascii: "/")).last { ends($0, ".service") || ends($0, ".scope") }
+        return unit.map { String(decoding: $0, as: UTF8.self) }
     }
 
     /// The application a cgroup names: a snap (`snap.NAME.APP.service`, `snap.NAME.HOOK.scope`,
@@ -20,7 +25,11 @@ extension PeerProcess {
     /// `app[-LAUNCHER]-APPID[@RANDOM].service` and `app[-LAUNCHER]-APPID-RANDOM.scope`, the app id
     /// holding a dot (reverse DNS) where a launcher's name does not; units' `\x2d` escapes undone.
     static func app(inCgroup text: String) -> AppIdentity? {
-        guard let unit = unit(inCgroup: text) else { return nil }
+        unit(inCgroup: text).flatMap(app(inUnit:))
+    }
+
+    /// ``app(inCgroup:)`` of the unit already found (``unit(inCgroup:)``).
+    static func app(inUnit unit: String) -> AppIdentity? {
         if unit.hasPrefix("snap.") {
             let parts = unit.split(separator: ".")
             guard parts.count >= 3, !parts[1].isEmpty else { return nil }

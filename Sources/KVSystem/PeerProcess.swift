@@ -78,9 +78,9 @@ extension PeerProcess {
         found.command = read(folder + "/comm", system).map {
             bounded(String(decoding: $0, as: UTF8.self).trimmingSpaceAtEnd)
         }
-        let cgroup = read(folder + "/cgroup", system).map { String(decoding: $0, as: UTF8.self) }
-        found.unit = cgroup.flatMap(Self.unit(inCgroup:)).map(bounded)
-        found.app = Self.flatpakApp(read(folder + "/root/.flatpak-info", system)) ?? cgroup.flatMap(Self.app(inCgroup:))
+        let unit = read(folder + "/cgroup", system).flatMap { Self.unit(inCgroup: String(decoding: $0, as: UTF8.self)) }
+        found.unit = unit.map(bounded)
+        found.app = Self.flatpakApp(read(folder + "/root/.flatpak-info", system)) ?? unit.flatMap(Self.app(inUnit:))
         // Read after the process may have exited: only what the connection's own process said.
         if system.processIsRunning(pidfd) {
             peer = found
@@ -89,11 +89,13 @@ extension PeerProcess {
         return peer
     }
 
-    /// At most 64 KiB of the file at `path`, nil when it cannot be read.
+    /// About the first 4 KiB of the file at `path` (`comm` and `cgroup` take a few hundred
+    /// bytes, `.flatpak-info` names its app in its first group; a connection's accept pays for
+    /// the buffer), nil when it cannot be read.
     static func read(_ path: String, _ system: any SystemCalls) -> [UInt8]? {
         guard let fd = try? system.openReadOnly(path) else { return nil }
         defer { system.close(fd) }
-        return try? system.readToEnd(fd, limit: 1 << 16)
+        return try? system.readToEnd(fd, limit: 1 << 12)
     }
 
     static func bounded(_ text: String) -> String {

@@ -108,7 +108,7 @@ extension SystemCalls {
     /// holds more than `limit` bytes (the caller sees more than `limit` and refuses). C: `read`.
     public func readToEnd(_ fd: Int32, limit: Int = .max) throws(SystemError) -> [UInt8] {
         var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65_536)
+        var chunk = [UInt8](repeating: 0, count: min(65_536, limit == .max ? 65_536 : limit + 1))
         while bytes.count <= limit {
             let count = try chunk.withUnsafeMutableBytes { raw in
                 Result { () throws(SystemError) in try receive(fd, into: raw) }
