@@ -26,6 +26,12 @@ extension Server {
                     ? try PeerProcess.identify(fd, system: system)
                     : PeerProcess(credentials: try system.peerCredentials(fd))
             }
+            if case .failure(let error) = peer, error.isOutOfDescriptors {
+                // No descriptor left to learn who it is: refused as a connection over the limit
+                // is (closed at once; the client retries), never served unidentified.
+                system.close(fd)
+                continue
+            }
             guard table.admit(connection, credentials: peer.map(\.credentials)) else {
                 system.close(fd)
                 continue

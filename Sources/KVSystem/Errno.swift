@@ -54,6 +54,8 @@ public struct Errno: RawRepresentable, Error, Hashable, Sendable, CustomStringCo
 
     /// Whether this means nobody listens at a socket path (no socket file, or nothing behind it).
     public var meansNobodyListens: Bool { self == .noSuchFileOrDirectory || self == .connectionRefused }
+    /// The process or the system has no file descriptor left (`EMFILE`, `ENFILE`).
+    public var isOutOfDescriptors: Bool { self == .tooManyOpenFiles || self == .tooManyOpenFilesInSystem }
 }
 
 /// Runs `body` until it does not fail with `EINTR` (a signal arrived before the call did

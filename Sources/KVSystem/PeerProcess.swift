@@ -67,10 +67,18 @@ public struct AppIdentity: Sendable, Equatable {
 
 extension PeerProcess {
     /// The peer of the connected Unix socket `fd`: its credentials (which must be read), then
-    /// what `/proc` says, each part nil where it cannot be read.
+    /// what `/proc` says. The program and command are nil where they cannot be read; when what
+    /// decides a sandbox (`cgroup`, `root/.flatpak-info`) cannot be read, the peer is not
+    /// confirmed (``isConfirmed``: confined), never taken as outside any sandbox. Throws when
+    /// kvd has no descriptor left to learn it (`EMFILE`, `ENFILE`: the caller refuses the
+    /// connection, as one over its limit), or the credentials cannot be read.
     public static func identify(_ fd: Int32, system: any SystemCalls) throws(Errno) -> PeerProcess {
         var peer = PeerProcess(credentials: try system.peerCredentials(fd))
-        guard let pidfd = try? system.peerProcessDescriptor(fd) else { return peer }
+        let pidfd: Int32
+        do { pidfd = try system.peerProcessDescriptor(fd) } catch {
+            if error.isOutOfDescriptors { throw error }
+            return peer
+        }
         defer { system.close(pidfd) }
         let folder = "/proc/\(peer.credentials.pid)"
         var found = peer
@@ -78,9 +86,18 @@ extension PeerProcess {
         found.command = read(folder + "/comm", system).map {
             bounded(String(decoding: $0, as: UTF8.self).trimmingSpaceAtEnd)
         }
-        let unit = read(folder + "/cgroup", system).flatMap { Self.unit(inCgroup: String(decoding: $0, as: UTF8.self)) }
+        let cgroup: [UInt8]?
+        let info: [UInt8]?
+        do {
+            cgroup = try readIfPresent(folder + "/cgroup", system)
+            info = try readIfPresent(folder + "/root/.flatpak-info", system)
+        } catch {
+            if error.isOutOfDescriptors { throw error }
+            return peer
+        }
+        let unit = cgroup.flatMap { Self.unit(inCgroup: String(decoding: $0, as: UTF8.self)) }
         found.unit = unit.map(bounded)
-        found.app = Self.flatpakApp(read(folder + "/root/.flatpak-info", system)) ?? unit.flatMap(Self.app(inUnit:))
+        found.app = Self.flatpakApp(info) ?? unit.flatMap(Self.app(inUnit:))
         // Read after the process may have exited: only what the connection's own process said.
         if system.processIsRunning(pidfd) {
             peer = found
@@ -93,9 +110,15 @@ extension PeerProcess {
     /// bytes, `.flatpak-info` names its app in its first group; a connection's accept pays for
     /// the buffer), nil when it cannot be read.
     static func read(_ path: String, _ system: any SystemCalls) -> [UInt8]? {
-        guard let fd = try? system.openReadOnly(path) else { return nil }
+        try? readIfPresent(path, system)
+    }
+
+    /// ``read(_:_:)``, nil only when the file does not exist; throws why it cannot be read.
+    static func readIfPresent(_ path: String, _ system: any SystemCalls) throws(Errno) -> [UInt8]? {
+        let fd: Int32
+        do { fd = try system.openReadOnly(path) } catch  where error == .noSuchFileOrDirectory { return nil }
         defer { system.close(fd) }
-        return try? system.readToEnd(fd, limit: 1 << 12)
+        do { return try system.readToEnd(fd, limit: 1 << 12) } catch { throw error.errno }
     }
 
     static func bounded(_ text: String) -> String {
