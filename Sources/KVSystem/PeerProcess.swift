@@ -67,11 +67,10 @@ public struct AppIdentity: Sendable, Equatable {
 
 extension PeerProcess {
     /// The peer of the connected Unix socket `fd`: its credentials (which must be read), then
-    /// what `/proc` says. The program and command are nil where they cannot be read; when what
-    /// decides a sandbox (`cgroup`, `root/.flatpak-info`) cannot be read, the peer is not
-    /// confirmed (``isConfirmed``: confined), never taken as outside any sandbox. Throws when
-    /// kvd has no descriptor left to learn it (`EMFILE`, `ENFILE`: the caller refuses the
-    /// connection, as one over its limit), or the credentials cannot be read.
+    /// what `/proc` says, each part nil where it cannot be read. Throws when kvd has no
+    /// descriptor left to learn it (`EMFILE`, `ENFILE`: the caller refuses the connection, as
+    /// one over its limit; a sandbox's file unopened for want of one is never read as no
+    /// sandbox), or when the credentials cannot be read.
     public static func identify(_ fd: Int32, system: any SystemCalls) throws(Errno) -> PeerProcess {
         var peer = PeerProcess(credentials: try system.peerCredentials(fd))
         let pidfd: Int32
@@ -86,15 +85,8 @@ extension PeerProcess {
         found.command = read(folder + "/comm", system).map {
             bounded(String(decoding: $0, as: UTF8.self).trimmingSpaceAtEnd)
         }
-        let cgroup: [UInt8]?
-        let info: [UInt8]?
-        do {
-            cgroup = try readIfPresent(folder + "/cgroup", system)
-            info = try readIfPresent(folder + "/root/.flatpak-info", system)
-        } catch {
-            if error.isOutOfDescriptors { throw error }
-            return peer
-        }
+        let cgroup = try readIfPresent(folder + "/cgroup", system)
+        let info = try readIfPresent(folder + "/root/.flatpak-info", system)
         let unit = cgroup.flatMap { Self.unit(inCgroup: String(decoding: $0, as: UTF8.self)) }
         found.unit = unit.map(bounded)
         found.app = Self.flatpakApp(info) ?? unit.flatMap(Self.app(inUnit:))
@@ -113,12 +105,16 @@ extension PeerProcess {
         try? readIfPresent(path, system)
     }
 
-    /// ``read(_:_:)``, nil only when the file does not exist; throws why it cannot be read.
+    /// ``read(_:_:)``, but throws when kvd has no descriptor left to open it (`EMFILE`,
+    /// `ENFILE`): then nothing may be concluded from its absence.
     static func readIfPresent(_ path: String, _ system: any SystemCalls) throws(Errno) -> [UInt8]? {
         let fd: Int32
-        do { fd = try system.openReadOnly(path) } catch  where error == .noSuchFileOrDirectory { return nil }
+        do { fd = try system.openReadOnly(path) } catch {
+            if error.isOutOfDescriptors { throw error }
+            return nil
+        }
         defer { system.close(fd) }
-        do { return try system.readToEnd(fd, limit: 1 << 12) } catch { throw error.errno }
+        return try? system.readToEnd(fd, limit: 1 << 12)
     }
 
     static func bounded(_ text: String) -> String {
