@@ -21,8 +21,8 @@ import varlink
 BIN_DIR = os.path.abspath(sys.argv.pop(1) if len(sys.argv) > 1 else ".build/debug")
 # The GIO module's folder (make giokvd), for the gsettings test; skipped without it.
 GIO_MODULE_DIR = os.environ.get("KVD_GIO_MODULE_DIR", "")
-SCHEMA = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                      "clib", "gio", "tests", "io.kvd.test.gschema.xml")
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCHEMA = os.path.join(REPO, "clib", "gio", "tests", "io.kvd.test.gschema.xml")
 HERE = os.path.dirname(os.path.abspath(__file__))
 CLIENT = os.path.join(HERE, "sandbox_client.py")
 APP = "org.example.App"
@@ -110,6 +110,11 @@ class SandboxedClients(unittest.TestCase):
             if name in ("proc", "dev", "tmp", "sys", "run") or not os.path.exists(path):
                 continue
             command += ["--symlink", os.readlink(path), path] if os.path.islink(path) else ["--ro-bind", path, path]
+        # The sandbox's /tmp is its own: what the commands run from (the repository, the binaries,
+        # the GIO module) is bound back read-only, as a checkout under /tmp (CI's clean clone) needs.
+        for path in sorted({REPO, BIN_DIR, GIO_MODULE_DIR} - {""}):
+            if os.path.exists(path) and path.startswith("/tmp/"):
+                command += ["--ro-bind", path, path]
         return command + ["--bind", self.root, self.root, "--ro-bind", info, "/.flatpak-info"] + argv
 
     def calls(self, calls, sandboxed=True, app=APP):
@@ -186,6 +191,7 @@ class SandboxedClients(unittest.TestCase):
             kv.Set(APP, "k", "last", None)
         seen += [json.loads(line) for line in watcher.stdout]
         self.assertEqual(watcher.wait(timeout=30), 0)
+        watcher.stdout.close()
         named = {entry.get("initial") or entry.get("event") for entry in seen if isinstance(entry, dict)}
         named |= {name for entry in seen if isinstance(entry, dict) for name in entry.get("withheld") or []}
         self.assertNotIn("org.other.App", named)
