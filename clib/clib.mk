@@ -73,10 +73,11 @@ libkvd: clib-configure
 	rm -f $(LIBKVD_OUT)/libkvd.a && ar rcs $(LIBKVD_OUT)/libkvd.a $$(ar t $(CLIB_BUILD)/libkvd/libkvd.a)
 
 giokvd: libkvd
-	$(MESON) compile -C $(CLIB_BUILD) gio/giokvd tools/kvd-dconf-import gio/tests/test_mapping gio/tests/test_values
+	$(MESON) compile -C $(CLIB_BUILD) gio/giokvd tools/kvd-dconf-import gio/tests/test_mapping gio/tests/test_values \
+	  gio/tests/test_start
 	@mkdir -p $(GIOKVD_OUT)
 	cp $(CLIB_BUILD)/gio/libgiokvd.so $(CLIB_BUILD)/tools/kvd-dconf-import $(CLIB_BUILD)/gio/tests/test_mapping \
-	  $(CLIB_BUILD)/gio/tests/test_values $(GIOKVD_OUT)/
+	  $(CLIB_BUILD)/gio/tests/test_values $(CLIB_BUILD)/gio/tests/test_start $(GIOKVD_OUT)/
 
 ## The test program against the real kvd and kvctl of `swift build`, then the contract cases.
 libkvd-test: libkvd
@@ -101,6 +102,7 @@ libkvd-uninstall:
 giokvd-test: giokvd
 	$(GIOKVD_OUT)/test_mapping
 	$(GIOKVD_OUT)/test_values
+	$(GIOKVD_OUT)/test_start
 	if command -v valgrind >/dev/null; then GIOKVD_ROUNDS=2000 valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite $(GIOKVD_OUT)/test_values; fi
 	$(SWIFT) build --product kvd
 	$(SWIFT) build --product kvctl

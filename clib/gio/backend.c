@@ -3,11 +3,12 @@
  * Reads come from an in-process cache kept current by ONE kvd WatchAll for the whole process (every
  * domain's changes on one descriptor), dispatched on a worker thread with its own GMainContext (a
  * GSource on kvd_watch_fd), whatever the app's main loop does. The stream starts with the current
- * values of every domain (kvd_watch_all_current_new), all at one (revision, system revision), kept
- * compact (`stored`: one array of changes per domain) until a GSettings object first touches the
- * domain, which then takes them with no round trip; the stream's events of an untouched domain
- * update its stored values (a domain created later starts there), while they take at most
- * STORED_MAX bytes (past it, the domain is only named, as kvd names those it withholds). A domain
+ * values of every domain (kvd_watch_all_current_raw_new), all at one (revision, system revision),
+ * kept as the JSON kvd sent (`current`: a few large chunks and an index by name, start.c) until a
+ * GSettings object first touches the domain, which then decodes and takes them with no round
+ * trip; the stream's events of an untouched domain update its stored values (decoded then, into
+ * `stored`; a domain created later starts there), while they take at most STORED_MAX bytes (past
+ * it, the domain is only named, as kvd names those it withholds). A domain
  * kvd withheld (too large for its budget), or any domain when kvd is older than the current state,
  * is read once when first touched (kvd_read_domain: a Snapshot on the request connection; a domain
  * too large for one reply in pieces by a Watch on a connection closed after); the stream's events
@@ -49,16 +50,12 @@
 
 /* A watch event of a domain being read, kept until the read is taken (then replayed in order); or
  * an untouched domain's stored values (`stored`: the changes at the (revision, system revision) of
- * the last event taken, a value NULL only for a key locked without one). A domain's stored values
- * from the stream's current state stay the JSON kvd sent (`raw`) until it is touched or an event of
- * it comes: then they are decoded (held_decode), before anything is taken into them. */
+ * the last event taken, a value NULL only for a key locked without one; or the stream's current
+ * state of it, decoded when it is touched: take_untouched). */
 typedef struct {
     int64_t revision, system_revision;
     size_t count;
     kvd_change *changes; /* keys and values owned */
-    char *raw;           /* NULL, or the changes not decoded yet (JSON, raw_len bytes), maybe inline_raw */
-    size_t raw_len;
-    char inline_raw[];   /* the current state's JSON, in the Held's own allocation (on_current) */
 } Held;
 
 typedef struct {
@@ -96,7 +93,8 @@ typedef struct {
     GiokvdWriter *writer;    /* the writes, queued and sent (writer.c); guarded by `lock` */
     /* The current stream's current state of the domains not touched yet (under lock): */
     gboolean known;          /* it came: an untouched domain neither stored nor withheld is empty */
-    GHashTable *stored;      /* name -> Held*: its values */
+    GiokvdStart *current;    /* the values kvd sent as it began, of those its events have not changed */
+    GHashTable *stored;      /* name -> Held*: the values of those its events changed (or made) */
     GHashTable *withheld;    /* name -> 1: to be read when touched (too large for kvd's or our budget) */
     gsize stored_bytes;      /* what `stored` takes, about */
     int64_t start_revision, start_system_revision; /* the (revision, system revision) it was at */
@@ -123,9 +121,8 @@ G_DEFINE_DYNAMIC_TYPE(KvdSettingsBackend, kvd_settings_backend, G_TYPE_SETTINGS_
 
 /* The current state a stream starts with, gathered (without the lock) as it is made. */
 typedef struct {
-    GHashTable *stored;   /* name -> Held* */
+    GiokvdStart *current; /* the values of each domain kvd sent */
     GHashTable *withheld; /* name -> 1 */
-    gsize bytes;          /* what `stored` takes, about */
     int64_t revision, system_revision;
 } Start;
 
@@ -146,31 +143,7 @@ static void held_free(gpointer data) {
         kvd_value_free((kvd_value *)held->changes[i].value);
     }
     g_free(held->changes);
-    if (held->raw != held->inline_raw) g_free(held->raw);
     g_free(held);
-}
-
-/* Decodes a stored domain's JSON into its changes (kvd_changes_from_json's: keys and values
- * malloc'd, which g_free and kvd_value_free free); FALSE when kvd sent changes that do not decode
- * (then the domain is read apart). */
-static gboolean held_decode(Held *held) {
-    if (held->raw == NULL) return TRUE;
-    kvd_error error = KVD_ERROR_INIT;
-    kvd_change *changes = NULL;
-    size_t count = 0;
-    kvd_status status = kvd_changes_from_json(held->raw, held->raw_len, &changes, &count, &error);
-    if (status != KVD_OK) {
-        g_debug("kvd GSettings backend: the current state of a domain does not decode: %s", error.message);
-        kvd_error_clear(&error);
-        return FALSE;
-    }
-    g_free(held->changes);
-    held->changes = changes;
-    held->count = count;
-    if (held->raw != held->inline_raw) g_free(held->raw);
-    held->raw = NULL;
-    held->raw_len = 0;
-    return TRUE;
 }
 
 static void domain_free(Domain *domain) {
@@ -329,7 +302,7 @@ static gsize value_cost(const kvd_value *value) {
 
 /* What a stored domain takes in memory, about. */
 static gsize stored_cost(const Held *held) {
-    gsize cost = sizeof *held + held->raw_len;
+    gsize cost = sizeof *held;
     for (size_t i = 0; i < held->count; i++)
         cost += sizeof held->changes[i] + strlen(held->changes[i].key) + 1 + value_cost(held->changes[i].value);
     return cost;
@@ -354,28 +327,52 @@ static Held *stored_with(const Held *stored, const kvd_watch_all_event *event) {
     return held;
 }
 
+/* Needs the lock: the stored values of a domain not touched yet, taken out into `*held` (NULL: it
+ * has none, it is empty): those its events made (`stored`), else the stream's current state of
+ * it, decoded now (kvd_changes_from_json's keys and values are malloc'd, which g_free and
+ * kvd_value_free free). FALSE when kvd sent values that do not decode (then it is read apart). */
+static gboolean take_untouched(KvdSettingsBackend *self, const char *name, Held **held) {
+    gpointer key = NULL;
+    *held = NULL;
+    if (g_hash_table_steal_extended(self->stored, name, &key, (gpointer *)held)) {
+        self->stored_bytes -= stored_cost(*held);
+        g_free(key);
+        return TRUE;
+    }
+    kvd_current_raw raw;
+    if (!giokvd_start_take(self->current, name, &raw)) return TRUE;
+    kvd_error error = KVD_ERROR_INIT;
+    Held decoded = {raw.revision, raw.system_revision, 0, NULL};
+    if (kvd_changes_from_json(raw.changes_json, raw.changes_json_len, &decoded.changes, &decoded.count, &error) != KVD_OK) {
+        g_debug("kvd GSettings backend: the current state of %s does not decode: %s", name, error.message);
+        kvd_error_clear(&error);
+        return FALSE;
+    }
+    *held = g_new(Held, 1);
+    **held = decoded;
+    return TRUE;
+}
+
 /* Needs the lock: an event of a domain not touched yet, taken into its stored values (while they
  * stay under STORED_MAX: past it, the domain is named to be read when touched). */
 static void store_event(KvdSettingsBackend *self, const kvd_watch_all_event *event) {
     if (!self->known || g_hash_table_contains(self->withheld, event->domain)) return;
-    Held *old = g_hash_table_lookup(self->stored, event->domain);
-    gsize before = old ? stored_cost(old) : 0;
-    Held *now = old && !held_decode(old) ? NULL : stored_with(old, event); /* the event after what it follows */
+    Held *old = NULL;
+    gboolean decoded = take_untouched(self, event->domain, &old);
+    Held *now = decoded ? stored_with(old, event) : NULL; /* the event after what it follows */
     gsize after = now ? stored_cost(now) : 0;
-    self->stored_bytes -= before;
-    if (now == NULL || self->stored_bytes + after > STORED_MAX) {
+    if (old) held_free(old);
+    if (now == NULL || self->stored_bytes + giokvd_start_bytes(self->current) + after > STORED_MAX) {
         if (now) held_free(now);
-        g_hash_table_remove(self->stored, event->domain);
         g_hash_table_add(self->withheld, g_strdup(event->domain));
         return;
     }
-    self->stored_bytes += after;
-    if (now->count) g_hash_table_replace(self->stored, g_strdup(event->domain), now);
-    else {
-        self->stored_bytes -= after;
+    if (now->count == 0) {
         held_free(now);
-        g_hash_table_remove(self->stored, event->domain);
+        return;
     }
+    self->stored_bytes += after;
+    g_hash_table_insert(self->stored, g_strdup(event->domain), now);
 }
 
 /* The stream's callback (the worker): a loaded domain takes the event, a domain being read holds
@@ -425,21 +422,14 @@ static gboolean stream_ready(gint fd, GIOCondition condition, gpointer user_data
  * domain withheld. */
 static void on_current(const kvd_current_raw *domain, void *user_data) {
     Start *start = ((Notes *)user_data)->start;
-    if (domain->withheld) {
-        g_hash_table_add(start->withheld, g_strdup(domain->domain));
-        return;
-    }
-    Held *held = g_malloc(sizeof *held + domain->changes_json_len + 1); /* one allocation a domain */
-    *held = (Held){.revision = domain->revision, .system_revision = domain->system_revision, .raw_len = domain->changes_json_len};
-    held->raw = memcpy(held->inline_raw, domain->changes_json, domain->changes_json_len + 1);
-    start->bytes += stored_cost(held);
-    g_hash_table_replace(start->stored, g_strdup(domain->domain), held);
+    if (domain->withheld) g_hash_table_add(start->withheld, g_strdup(domain->domain));
+    else giokvd_start_add(start->current, domain);
 }
 
 /* Makes the stream (without the lock), its current state gathered into `start`. */
 static kvd_status make_stream(KvdSettingsBackend *self, kvd_client *client, Start *start, bool *complete, kvd_watch **stream,
                               kvd_error *error) {
-    start->stored = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, held_free);
+    start->current = giokvd_start_new();
     start->withheld = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     Notes *notes = self->stream_notes; /* no stream dispatches meanwhile: there is none */
     notes->start = start;
@@ -453,13 +443,9 @@ static kvd_status make_stream(KvdSettingsBackend *self, kvd_client *client, Star
  * kvd sent no current state). What changed is noted in `notes` (NULL: not announced). */
 static gboolean take_stored(KvdSettingsBackend *self, Domain *domain, Notes *notes) {
     if (!self->known || g_hash_table_contains(self->withheld, domain->name)) return FALSE;
-    gpointer name = NULL, value = NULL;
-    Held *held = g_hash_table_steal_extended(self->stored, domain->name, &name, &value) ? value : NULL;
-    gsize cost = held ? stored_cost(held) : 0; /* what it was counted as (decoding changes it) */
-    self->stored_bytes -= cost;
-    if (held && !held_decode(held)) { /* kvd sent values that do not decode: read the domain apart */
-        held_free(held);
-        g_hash_table_add(self->withheld, name);
+    Held *held = NULL;
+    if (!take_untouched(self, domain->name, &held)) { /* kvd sent values that do not decode: read the domain apart */
+        g_hash_table_add(self->withheld, g_strdup(domain->name));
         return FALSE;
     }
     Notes *own = notes ? notes : notes_new(self, domain);
@@ -469,7 +455,6 @@ static gboolean take_stored(KvdSettingsBackend *self, Domain *domain, Notes *not
     domain->system_revision = held ? held->system_revision : self->start_system_revision;
     domain->loaded = TRUE;
     if (own != notes) notes_free(own);
-    g_free(name);
     if (held) held_free(held);
     return TRUE;
 }
@@ -478,11 +463,12 @@ static gboolean take_stored(KvdSettingsBackend *self, Domain *domain, Notes *not
  * read before take theirs now (what differs noted in `notes`), but those to be read again; the
  * others take it when retry or lock_domain gets to them. */
 static void take_start(KvdSettingsBackend *self, Start *start, bool complete, Notes *notes) {
-    g_hash_table_unref(self->stored);
+    giokvd_start_free(self->current);
     g_hash_table_unref(self->withheld);
-    self->stored = g_steal_pointer(&start->stored);
+    self->current = g_steal_pointer(&start->current);
     self->withheld = g_steal_pointer(&start->withheld);
-    self->stored_bytes = start->bytes;
+    g_hash_table_remove_all(self->stored);
+    self->stored_bytes = 0;
     self->known = complete;
     self->start_revision = start->revision;
     self->start_system_revision = start->system_revision;
@@ -525,7 +511,7 @@ static gboolean ensure_stream(KvdSettingsBackend *self) {
     }
     g_mutex_unlock(&self->lock);
     g_mutex_unlock(&self->stream_lock);
-    if (start.stored) g_hash_table_unref(start.stored);
+    giokvd_start_free(start.current);
     if (start.withheld) g_hash_table_unref(start.withheld);
     announce(notes);
     notes_free(notes);
@@ -562,6 +548,8 @@ static void drop_stream(KvdSettingsBackend *self) {
     kvd_watch_free(self->stream);
     self->stream = NULL;
     self->known = FALSE;
+    giokvd_start_free(self->current);
+    self->current = NULL;
     g_hash_table_remove_all(self->stored);
     g_hash_table_remove_all(self->withheld);
     self->stored_bytes = 0;
@@ -926,6 +914,7 @@ static void kvd_settings_backend_finalize(GObject *object) {
     notes_free(self->stream_notes);
     g_hash_table_unref(self->keys);
     g_hash_table_unref(self->domains);
+    giokvd_start_free(self->current);
     g_hash_table_unref(self->stored);
     g_hash_table_unref(self->withheld);
     g_main_loop_unref(self->loop);

@@ -48,6 +48,22 @@ char *giokvd_guess_type(const kvd_value *value);
 /* The value read back as `type` (a new reference, not floating), or NULL when it does not convert. */
 GVariant *giokvd_from_kvd(const kvd_value *value, const GVariantType *type);
 
+/* The current state a stream starts with (start.c): each domain's values as the JSON kvd sent
+ * (kvd_watch_all_current_raw_new), copied into a few large chunks and found by name (binary
+ * search), so that the domains of the store cost no allocation each and only those used are
+ * decoded. Not thread-safe. */
+typedef struct GiokvdStart GiokvdStart;
+GiokvdStart *giokvd_start_new(void);
+/* NULL does nothing. */
+void giokvd_start_free(GiokvdStart *start);
+/* Copies in a domain's values (`domain` not withheld); a domain added twice keeps the last. */
+void giokvd_start_add(GiokvdStart *start, const kvd_current_raw *domain);
+/* Takes a domain's values out: TRUE, `*domain` filled (its strings valid until the start is
+ * freed), unless `start` is NULL, has no values of `name` or gave them already. */
+gboolean giokvd_start_take(GiokvdStart *start, const char *name, kvd_current_raw *domain);
+/* What the values not taken yet take in memory, about; 0 for NULL. */
+gsize giokvd_start_bytes(GiokvdStart *start);
+
 /* The writer (writer.c): the backend's writes, queued and sent on a thread of its own.
  *
  * A write is queued (giokvd_writer_queue) and the caller returns at once; until it is settled,

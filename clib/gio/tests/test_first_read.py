@@ -13,6 +13,11 @@ what it really sends to kvd) makes 1,500 relocatable objects and a few more, and
 read its own value while the process makes at most 3 requests and 3 connections to kvd: one
 WatchAll, and one Snapshot, of the domain over the budget only. A domain kvctl makes afterwards
 (seen on the stream before a change of a touched one) is then read with no request either.
+
+The module keeps the start's domains in one index sorted by name (clib/gio/start.c): the store
+also has domains first and last in that order, whose names are prefixes of one another (EDGES);
+the middle ones are read at once, the first and the last only after an event of them came (the
+event's domain is found in the index, and the key it did not change is kept).
 """
 import os
 import re
@@ -30,6 +35,8 @@ COUNT = 1500
 MAX_REQUESTS = 3
 MAX_CONNECTIONS = 3
 SCHEMA = "io.kvd.test.profile"
+# Domains first and last in name order (byte order: '-' < '.' < '0' < 'z'), by GSettings path.
+EDGES = {"0": "/0/", "0-": "/0-/", "0.0": "/0/0/", "0.00": "/0/00/", "zz": "/zz/", "zz.z": "/zz/z/", "zz.zz": "/zz/zz/"}
 
 
 def fail(message):
@@ -44,6 +51,7 @@ def set_values(kvctl):
     # in the stream's current state, untouched until after events of them came
     call_all([set_call("io.kvd.first.raw", "name", "raw-before"), set_call("io.kvd.first.raw", "other", 7),
               set_call("io.kvd.first.gone", "name", "gone-before")], fail)
+    call_all([set_call(domain, key, f"{key}-{domain}") for domain in EDGES for key in ("name", "note")], fail)
     # over kvd's per-domain budget for the stream's start: 300 keys of 1 KiB
     call_all([set_call("io.kvd.first.big", f"a{i:03d}", "b" * 1024) for i in range(300)]
              + [set_call("io.kvd.first.big", "name", "big-name")], fail)
@@ -82,6 +90,11 @@ def read(kvctl):
     if (big, system, empty) != ("big-name", "from-system", "unnamed"):
         fail(f"the withheld domain, the system-only one, an empty one read {(big, system, empty)!r}")
     print(f"ok {COUNT} relocatable objects, a domain over the budget, a system-only one and a locked key read right")
+    middle = {domain: Gio.Settings.new_with_path(SCHEMA, path).get_string("name")
+              for domain, path in EDGES.items() if domain not in ("0", "zz.zz")}  # the first and last: below
+    between = Gio.Settings.new_with_path(SCHEMA, "/0/000/").get_string("name")  # "0.000": after "0.00", not in the store
+    if middle != {domain: f"name-{domain}" for domain in middle} or between != "unnamed":
+        fail(f"domains whose names are prefixes of one another read {middle!r}, and one not in the store {between!r}")
     # A domain made afterwards, and two of the current state, untouched: their events are kept
     # (the stream's events come in commit order, so they have come once p0's change has), and a
     # domain's values decoded only when it is touched never undo them.
@@ -90,6 +103,8 @@ def read(kvctl):
     subprocess.run([kvctl, "set", "io.kvd.first.later", "name", "made-later"], check=True)
     subprocess.run([kvctl, "set", "io.kvd.first.raw", "name", "raw-after"], check=True)
     subprocess.run([kvctl, "delete", "io.kvd.first.gone", "name"], check=True)
+    subprocess.run([kvctl, "set", "0", "name", "first-after"], check=True)
+    subprocess.run([kvctl, "set", "zz.zz", "name", "last-after"], check=True)
     subprocess.run([kvctl, "set", "io.kvd.first.p0", "name", "sentinel"], check=True)
     timeout = GLib.timeout_add_seconds(20, lambda: fail("timed out waiting for changed::name of p0"))
     loop.run()
@@ -101,7 +116,12 @@ def read(kvctl):
     gone = Gio.Settings.new_with_path(SCHEMA, "/io/kvd/first/gone/").get_string("name")
     if (raw, gone) != ("raw-after", "unnamed"):
         fail(f"untouched domains of the current state, changed after the start, read {(raw, gone)!r}, not ('raw-after', 'unnamed')")
-    print("ok a domain made after the stream began, and changes of untouched ones after it, read right")
+    ends = [(settings.get_string("name"), settings.get_string("note"))
+            for settings in (Gio.Settings.new_with_path(SCHEMA, EDGES[domain]) for domain in ("0", "zz.zz"))]
+    if ends != [("first-after", "note-0"), ("last-after", "note-zz.zz")]:
+        fail(f"the first and last domains of the start, changed before they were touched, read {ends!r}")
+    print("ok a domain made after the stream began, and changes of untouched ones after it (the first and last in name order "
+          "too), read right")
 
 
 def count(trace, socket_path):
