@@ -57,11 +57,11 @@ struct CurrentStateStream {
         var sources: [Domain: [Key: ValueSource]] = [:]
         var withheld: [Domain] = []
         for domain in names.sorted() {
-            guard sent.contains(domain) else {
+            guard let user = sent[domain] else {
                 withheld.append(domain)
                 continue
             }
-            let current = handler.currentChanges(domain, nil, user: snapshot.snapshot(of: domain))
+            let current = handler.currentChanges(domain, nil, user: user ?? snapshot.snapshot(of: domain))
             guard !current.changes.isEmpty else { continue }
             runs.append(.init(domain: domain, changes: current.changes))
             if !current.sources.isEmpty { sources[domain] = current.sources }
@@ -81,19 +81,23 @@ struct CurrentStateStream {
 
     /// The domains the budget takes, the smallest first, so that one large domain early in name
     /// order does not leave many small ones to be read apart. Decodes only the domains the
-    /// system layer changes (their size as the layers combine).
-    private func fitting(_ names: Set<Domain>, _ snapshot: StoreSnapshot, _ layer: SystemLayer) -> Set<Domain> {
+    /// system layer changes (their size as the layers combine); of those, the user's snapshot
+    /// taken to measure them is the value, so that it is taken once (nil: none taken yet).
+    private func fitting(_ names: Set<Domain>, _ snapshot: StoreSnapshot, _ layer: SystemLayer) -> [Domain:
+        DomainSnapshot?]
+    {
         let empty = DomainSnapshot(values: [:], revisions: [:], unreadable: [:], revision: 0)
-        let sizes = names.map { domain in
-            guard let system = layer.layer(domain) else { return (domain, snapshot.budgetBytes(of: domain)) }
-            return (domain, handler.combinedBudget(snapshot.snapshot(of: domain) ?? empty, system))
+        let sizes = names.map { domain -> (Domain, Int, DomainSnapshot?) in
+            guard let system = layer.layer(domain) else { return (domain, snapshot.budgetBytes(of: domain), nil) }
+            let user = snapshot.snapshot(of: domain)
+            return (domain, handler.combinedBudget(user ?? empty, system), user)
         }
-        var sent = Set<Domain>()
+        var sent: [Domain: DomainSnapshot?] = [:]
         var total = 0
-        for (domain, bytes) in sizes.sorted(by: { ($0.1, $0.0) < ($1.1, $1.0) }) {
+        for (domain, bytes, user) in sizes.sorted(by: { ($0.1, $0.0) < ($1.1, $1.0) }) {
             guard bytes <= domainBytes, total + bytes <= totalBytes else { break }
             total += bytes
-            sent.insert(domain)
+            sent[domain] = .some(user)
         }
         return sent
     }
