@@ -66,7 +66,7 @@ clib-configure:
 
 libkvd: clib-configure
 	$(MESON) compile -C $(CLIB_BUILD) libkvd/kvd:shared_library libkvd/kvd:static_library libkvd/tests/test_libkvd \
-	  libkvd/tests/contract_cases
+	  libkvd/tests/contract_cases libkvd/tests/test_changes
 	cp -P $(CLIB_BUILD)/libkvd/$(LIBKVD_FILE) $(CLIB_BUILD)/libkvd/$(LIBKVD_SONAME) $(CLIB_BUILD)/libkvd/libkvd.so \
 	  $(CLIB_BUILD)/libkvd/kvd.pc $(CLIB_BUILD)/libkvd/tests/test_libkvd $(LIBKVD_OUT)/
 	@# meson's libkvd.a in its folder is a thin archive (names its objects): a real one here
@@ -79,8 +79,10 @@ giokvd: libkvd
 	cp $(CLIB_BUILD)/gio/libgiokvd.so $(CLIB_BUILD)/tools/kvd-dconf-import $(CLIB_BUILD)/gio/tests/test_mapping \
 	  $(CLIB_BUILD)/gio/tests/test_values $(CLIB_BUILD)/gio/tests/test_start $(GIOKVD_OUT)/
 
-## The test program against the real kvd and kvctl of `swift build`, then the contract cases.
+## kvd_changes_from_json's two paths against each other, the test program against the real kvd
+## and kvctl of `swift build`, then the contract cases.
 libkvd-test: libkvd
+	$(CLIB_BUILD)/libkvd/tests/test_changes
 	$(SWIFT) build --product kvd
 	$(SWIFT) build --product kvctl
 	clib/libkvd/tests/run.sh "$(LIBKVD_OUT)/test_libkvd" "$$($(SWIFT) build --show-bin-path)"

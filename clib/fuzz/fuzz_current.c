@@ -6,7 +6,9 @@
  * when the scan takes the message, its changes are the bytes of one '[' ... ']' inside it, and
  * when those bytes parse as JSON, the message parses too and is a partial reply whose parameters
  * name the domain, revision, system revision (or none) and changes the scan found. (When they do
- * not, the domain is read apart: a valid message with a member after "changes" is one.) */
+ * not, the domain is read apart: a valid message with a member after "changes" is one.) And, the
+ * input taken as a domain's changes (kvd_changes_from_json, changes.c): when its quick path takes
+ * them, its general path decodes them to the same keys, values and sources. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,8 +45,23 @@ static void agrees(const json_node *message, const json_node *changes, const kvd
     free(b.data);
 }
 
+/* The quick path of kvd_changes_from_json against its general path, on the input as a changes array. */
+static void changes_agree(const char *bytes, size_t size) {
+    kvd_change *quick = NULL, *parsed = NULL;
+    size_t quick_count = 0, parsed_count = 0;
+    if (!kvdi_changes_quick(bytes, size, &quick, &quick_count)) return;
+    if (kvdi_changes_parsed(bytes, size, &parsed, &parsed_count, NULL) != KVD_OK) broken("the quick path took changes the general path refuses", size);
+    if (quick_count != parsed_count) broken("the two paths give different counts of changes", size);
+    for (size_t i = 0; i < quick_count; i++)
+        if (strcmp(quick[i].key, parsed[i].key) || quick[i].source != parsed[i].source || !kvd_value_equal(quick[i].value, parsed[i].value))
+            broken("the two paths give different changes", size);
+    kvd_changes_free(quick, quick_count);
+    kvd_changes_free(parsed, parsed_count);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *bytes = (const char *)data;
+    changes_agree(bytes, size);
     if (memchr(bytes, '\0', size)) return 0; /* a NUL ends a message: never inside one */
     kvdi_current_piece p;
     if (!kvdi_scan_current_piece(bytes, size, &p)) return 0;

@@ -62,6 +62,7 @@ typedef struct {
     char *name;        /* the kvd domain */
     char *prefix;      /* the GSettings path it stands for, "/org/gnome/a/" */
     GHashTable *values; /* kvd key -> kvd_value* */
+    /* Made when first needed (most domains have none; has_key, add_key, remove_key): */
     GHashTable *locked; /* kvd key -> 1 for keys the system layer locks */
     GHashTable *system; /* kvd key -> 1 for values from the system layer */
     GHashTable *own;    /* kvd key -> gint64*: the revision of an own commit of it the cache has but its reads and
@@ -148,14 +149,29 @@ static void held_free(gpointer data) {
 
 static void domain_free(Domain *domain) {
     g_hash_table_unref(domain->values);
-    g_hash_table_unref(domain->locked);
-    g_hash_table_unref(domain->system);
-    g_hash_table_unref(domain->own);
+    g_clear_pointer(&domain->locked, g_hash_table_unref);
+    g_clear_pointer(&domain->system, g_hash_table_unref);
+    g_clear_pointer(&domain->own, g_hash_table_unref);
     g_ptr_array_unref(domain->held);
     g_free(domain->name);
     g_free(domain->prefix);
     g_free(domain);
 }
+
+/* A domain's set of keys (locked, system; `own` is a map), NULL until a key is added: whether it
+ * has `key`. */
+static gboolean has_key(GHashTable *set, const char *key) { return set != NULL && g_hash_table_contains(set, key); }
+
+static void add_key(GHashTable **set, const char *key) {
+    if (*set == NULL) *set = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    g_hash_table_add(*set, g_strdup(key));
+}
+
+static void remove_key(GHashTable *set, const char *key) {
+    if (set != NULL && g_hash_table_size(set) > 0) g_hash_table_remove(set, key);
+}
+
+static guint key_count(GHashTable *set) { return set ? g_hash_table_size(set) : 0; }
 
 /* Needs the lock. */
 static kvd_status ensure_client(KvdSettingsBackend *self, kvd_error *error) {
@@ -179,7 +195,7 @@ static void announce(Notes *notes) {
  * arrive in commit order, and a read at `revision` was made before the commit). News at or after it
  * ends the wait. */
 static gboolean own_commit_is_newer(Domain *domain, const char *key, int64_t revision) {
-    const gint64 *own = g_hash_table_lookup(domain->own, key);
+    const gint64 *own = domain->own ? g_hash_table_lookup(domain->own, key) : NULL;
     if (own && *own > revision) return TRUE;
     if (own) g_hash_table_remove(domain->own, key);
     return FALSE;
@@ -191,7 +207,7 @@ static gboolean own_commit_is_newer(Domain *domain, const char *key, int64_t rev
 static void take_change(Notes *notes, const char *key, const kvd_value *value, kvd_source source, int64_t revision) {
     Domain *domain = notes->domain;
     const kvd_value *old = g_hash_table_lookup(domain->values, key);
-    gboolean was_locked = g_hash_table_contains(domain->locked, key);
+    gboolean was_locked = has_key(domain->locked, key);
     gboolean is_locked = source == KVD_SOURCE_LOCKED;
     gboolean same = (old == NULL && value == NULL) || (old && value && kvd_value_equal(old, value));
     gboolean older = own_commit_is_newer(domain, key, revision);
@@ -201,11 +217,11 @@ static void take_change(Notes *notes, const char *key, const kvd_value *value, k
         if (!giokvd_writer_lookup(notes->backend->writer, domain->name, key, NULL))
             g_ptr_array_add(notes->changed, g_strconcat(domain->prefix, key, NULL));
     }
-    if (!older && source == KVD_SOURCE_SYSTEM && value) g_hash_table_add(domain->system, g_strdup(key));
-    else if (!older) g_hash_table_remove(domain->system, key);
+    if (!older && source == KVD_SOURCE_SYSTEM && value) add_key(&domain->system, key);
+    else if (!older) remove_key(domain->system, key);
     if (is_locked != was_locked) {
-        if (is_locked) g_hash_table_add(domain->locked, g_strdup(key));
-        else g_hash_table_remove(domain->locked, key);
+        if (is_locked) add_key(&domain->locked, key);
+        else remove_key(domain->locked, key);
         g_ptr_array_add(notes->writable, g_strconcat(domain->prefix, key, NULL));
     }
 }
@@ -221,9 +237,11 @@ static void take_current(Notes *notes, const kvd_change *changes, size_t count, 
     g_hash_table_iter_init(&iter, notes->domain->values);
     while (g_hash_table_iter_next(&iter, &key, NULL))
         if (!g_hash_table_contains(present, key)) g_ptr_array_add(gone, g_strdup(key));
-    g_hash_table_iter_init(&iter, notes->domain->locked);
-    while (g_hash_table_iter_next(&iter, &key, NULL))
-        if (!g_hash_table_contains(present, key)) g_ptr_array_add(gone, g_strdup(key));
+    if (notes->domain->locked) {
+        g_hash_table_iter_init(&iter, notes->domain->locked);
+        while (g_hash_table_iter_next(&iter, &key, NULL))
+            if (!g_hash_table_contains(present, key)) g_ptr_array_add(gone, g_strdup(key));
+    }
     for (guint i = 0; i < gone->len; i++) take_change(notes, gone->pdata[i], NULL, KVD_SOURCE_USER, revision);
     g_ptr_array_unref(gone);
     g_hash_table_unref(present);
@@ -438,6 +456,32 @@ static kvd_status make_stream(KvdSettingsBackend *self, kvd_client *client, Star
     return status;
 }
 
+/* Needs the lock: whether the domain caches nothing yet (no value, lock, system value or own
+ * commit): then take_current of its values would only add them, announcing nothing to a domain
+ * just made. */
+static gboolean caches_nothing(const Domain *domain) {
+    return g_hash_table_size(domain->values) == 0 && key_count(domain->locked) == 0 && key_count(domain->system) == 0 &&
+           key_count(domain->own) == 0;
+}
+
+/* Needs the lock: take_current into a domain that caches nothing, not announced: `held`'s keys
+ * and values moved in (none copied; `held` keeps none), each change taken in order as
+ * take_change takes it (a key named twice ends as the last says). */
+static void take_into_empty(Domain *domain, Held *held) {
+    for (size_t i = 0; i < held->count; i++) {
+        char *key = (char *)held->changes[i].key;
+        kvd_value *value = (kvd_value *)held->changes[i].value;
+        kvd_source source = held->changes[i].source;
+        held->changes[i] = (kvd_change){NULL, NULL, KVD_SOURCE_USER};
+        if (source == KVD_SOURCE_SYSTEM && value) add_key(&domain->system, key);
+        else remove_key(domain->system, key);
+        if (source == KVD_SOURCE_LOCKED) add_key(&domain->locked, key);
+        else remove_key(domain->locked, key);
+        if (value) g_hash_table_replace(domain->values, key, value);
+        else g_hash_table_remove(domain->values, key), g_free(key);
+    }
+}
+
 /* Needs the lock: a domain touched now (or again, on a new stream) takes its values from the
  * current stream's current state, with no round trip; FALSE when it has to be read (withheld, or
  * kvd sent no current state). What changed is noted in `notes` (NULL: not announced). */
@@ -448,13 +492,17 @@ static gboolean take_stored(KvdSettingsBackend *self, Domain *domain, Notes *not
         g_hash_table_add(self->withheld, g_strdup(domain->name));
         return FALSE;
     }
-    Notes *own = notes ? notes : notes_new(self, domain);
-    own->domain = domain;
-    take_current(own, held ? held->changes : NULL, held ? held->count : 0, held ? held->revision : self->start_revision);
+    if (notes == NULL && caches_nothing(domain)) {
+        if (held) take_into_empty(domain, held);
+    } else {
+        Notes *own = notes ? notes : notes_new(self, domain);
+        own->domain = domain;
+        take_current(own, held ? held->changes : NULL, held ? held->count : 0, held ? held->revision : self->start_revision);
+        if (own != notes) notes_free(own);
+    }
     domain->revision = held ? held->revision : self->start_revision;
     domain->system_revision = held ? held->system_revision : self->start_system_revision;
     domain->loaded = TRUE;
-    if (own != notes) notes_free(own);
     if (held) held_free(held);
     return TRUE;
 }
@@ -490,17 +538,21 @@ static gboolean ensure_stream(KvdSettingsBackend *self) {
     kvd_status status = up ? KVD_OK : ensure_client(self, &error);
     kvd_client *client = self->client;
     g_mutex_unlock(&self->lock);
+    if (up) {
+        g_mutex_unlock(&self->stream_lock);
+        return TRUE;
+    }
     kvd_watch *stream = NULL;
     Start start = {0};
     bool complete = false;
-    if (!up && status == KVD_OK) status = make_stream(self, client, &start, &complete, &stream, &error);
+    if (status == KVD_OK) status = make_stream(self, client, &start, &complete, &stream, &error);
     Notes *notes = notes_new(self, NULL);
     g_mutex_lock(&self->lock);
-    if (!up && status != KVD_OK) {
+    if (status != KVD_OK) {
         self->quiet_until = g_get_monotonic_time() + RETRY_SECONDS * G_USEC_PER_SEC;
         g_debug("kvd GSettings backend: cannot watch kvd: %s", error.message);
         kvd_error_clear(&error);
-    } else if (!up) {
+    } else {
         self->stream = stream;
         self->stream_generation++;
         self->stream_source = g_unix_fd_source_new(kvd_watch_fd(stream), G_IO_IN | G_IO_HUP | G_IO_ERR);
@@ -621,28 +673,26 @@ static Domain *domain_new(char *name, char *prefix) {
     domain->name = name;
     domain->prefix = prefix;
     domain->values = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, (GDestroyNotify)kvd_value_free);
-    domain->locked = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
-    domain->system = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
-    domain->own = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
     domain->held = g_ptr_array_new_with_free_func(held_free);
     domain->revision = -1;
     domain->system_revision = -1;
     return domain;
 }
 
-/* The domain of a GSettings key, made (and read, unless kvd failed a moment ago) when new.
- * Returns with the lock held; NULL when the key cannot be mapped. */
-static Domain *lock_domain(KvdSettingsBackend *self, const char *gsettings_key, char **kvd_key) {
-    char *name = NULL, *prefix = NULL;
-    if (!giokvd_map_key(gsettings_key, &name, kvd_key, &prefix)) {
+/* The domain of a GSettings key, made (and read, unless kvd failed a moment ago) when new, and
+ * `*kvd_key` the key's kvd key (its bytes in `gsettings_key`). Returns with the lock held; NULL
+ * when the key cannot be mapped. */
+static Domain *lock_domain(KvdSettingsBackend *self, const char *gsettings_key, const char **kvd_key) {
+    char name[GIOKVD_DOMAIN_SIZE];
+    if (!giokvd_map_key_in_place(gsettings_key, name, kvd_key)) {
         g_mutex_lock(&self->lock);
         return NULL;
     }
     g_mutex_lock(&self->lock);
     Domain *domain = g_hash_table_lookup(self->domains, name);
     if (domain == NULL) {
-        domain = domain_new(name, prefix);
-        g_hash_table_insert(self->domains, name, domain);
+        domain = domain_new(g_strdup(name), g_strndup(gsettings_key, (gsize)(*kvd_key - gsettings_key)));
+        g_hash_table_insert(self->domains, domain->name, domain);
         if (g_get_monotonic_time() >= self->quiet_until) {
             g_mutex_unlock(&self->lock);
             gboolean up = ensure_stream(self); /* before the read: what follows the read is on it */
@@ -654,9 +704,6 @@ static Domain *lock_domain(KvdSettingsBackend *self, const char *gsettings_key, 
                 g_mutex_lock(&self->lock);
             }
         }
-    } else {
-        g_free(name);
-        g_free(prefix);
     }
     return domain;
 }
@@ -671,14 +718,14 @@ static Domain *lock_key(KvdSettingsBackend *self, const char *gsettings_key, con
         return ref->domain;
     }
     g_mutex_unlock(&self->lock);
-    char *mapped = NULL;
+    const char *mapped = NULL;
     Domain *domain = lock_domain(self, gsettings_key, &mapped);
     *kvd_key = NULL;
     if (domain == NULL) return NULL;
     if (g_hash_table_size(self->keys) >= KEY_CACHE_MAX) g_hash_table_remove_all(self->keys);
     ref = g_new(KeyRef, 1);
     ref->domain = domain;
-    ref->kvd_key = mapped;
+    ref->kvd_key = g_strdup(mapped);
     g_hash_table_insert(self->keys, g_strdup(gsettings_key), ref);
     *kvd_key = ref->kvd_key;
     return domain;
@@ -697,7 +744,7 @@ static GVariant *kvd_backend_read(GSettingsBackend *backend, const gchar *key, c
     } else if (domain) {
         const kvd_value *value = g_hash_table_lookup(domain->values, kvd_key);
         /* The default layer is the system layer's value; a user's own value hides it from us. */
-        gboolean system = g_hash_table_contains(domain->system, kvd_key);
+        gboolean system = has_key(domain->system, kvd_key);
         if (value && (!default_value || system)) result = giokvd_from_kvd(value, expected_type);
     }
     g_mutex_unlock(&self->lock);
@@ -712,7 +759,7 @@ static GVariant *kvd_backend_read_user_value(GSettingsBackend *backend, const gc
     const kvd_value *written = NULL;
     if (domain && giokvd_writer_lookup(self->writer, domain->name, kvd_key, &written)) {
         if (written) result = giokvd_from_kvd(written, expected_type);
-    } else if (domain && !g_hash_table_contains(domain->system, kvd_key) && !g_hash_table_contains(domain->locked, kvd_key)) {
+    } else if (domain && !has_key(domain->system, kvd_key) && !has_key(domain->locked, kvd_key)) {
         const kvd_value *value = g_hash_table_lookup(domain->values, kvd_key);
         if (value) result = giokvd_from_kvd(value, expected_type);
     }
@@ -724,7 +771,7 @@ static gboolean kvd_backend_get_writable(GSettingsBackend *backend, const gchar 
     KvdSettingsBackend *self = KVD_SETTINGS_BACKEND(backend);
     const char *kvd_key = NULL;
     Domain *domain = lock_key(self, key, &kvd_key);
-    gboolean writable = domain != NULL && !g_hash_table_contains(domain->locked, kvd_key);
+    gboolean writable = domain != NULL && !has_key(domain->locked, kvd_key);
     g_mutex_unlock(&self->lock);
     return writable;
 }
@@ -743,9 +790,10 @@ static void settle_write(gpointer data, const char *domain_name, const GiokvdCha
     if (revision >= 0 && revision > domain->revision) {
         if (change->value) g_hash_table_replace(domain->values, g_strdup(change->kvd_key), kvd_value_copy(change->value));
         else g_hash_table_remove(domain->values, change->kvd_key);
-        g_hash_table_remove(domain->system, change->kvd_key);
+        remove_key(domain->system, change->kvd_key);
         gint64 *own = g_new(gint64, 1);
         *own = revision;
+        if (domain->own == NULL) domain->own = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
         g_hash_table_replace(domain->own, g_strdup(change->kvd_key), own);
     }
     if (giokvd_writer_lookup(self->writer, domain_name, change->kvd_key, NULL)) return;
@@ -762,7 +810,7 @@ static void announce_write(gpointer data, const char *gsettings_key) {
  * fails without a warning, as dconf's (g_debug). */
 static gboolean writable(Domain *domain, const char *gsettings_key, const char *kvd_key) {
     if (domain == NULL) return FALSE;
-    if (!g_hash_table_contains(domain->locked, kvd_key)) return TRUE;
+    if (!has_key(domain->locked, kvd_key)) return TRUE;
     g_debug("kvd GSettings backend: cannot write %s: the system administrator locked it", gsettings_key);
     return FALSE;
 }
@@ -862,10 +910,9 @@ static void kvd_backend_sync(GSettingsBackend *backend) {
 static void kvd_backend_subscribe(GSettingsBackend *backend, const gchar *name) {
     KvdSettingsBackend *self = KVD_SETTINGS_BACKEND(backend);
     char *probe = g_strconcat(name, "k", NULL); /* a path "/a/b/" names the domain of its keys */
-    char *kvd_key = NULL;
+    const char *kvd_key = NULL;
     lock_domain(self, probe, &kvd_key);
     g_mutex_unlock(&self->lock);
-    g_free(kvd_key);
     g_free(probe);
 }
 

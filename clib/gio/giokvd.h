@@ -32,6 +32,11 @@
  * `prefix` (if not NULL) gets the GSettings path the domain stands for ("/org/gnome/a/"). */
 gboolean giokvd_map_key(const char *gsettings_key, char **domain, char **key, char **prefix);
 
+/* giokvd_map_key with nothing allocated: the domain into `domain` (NUL-terminated), `*key` the
+ * key's bytes in `gsettings_key` (the prefix is the bytes before them). */
+#define GIOKVD_DOMAIN_SIZE 256
+gboolean giokvd_map_key_in_place(const char *gsettings_key, char domain[GIOKVD_DOMAIN_SIZE], const char **key);
+
 /* The reverse: the GSettings key of a kvd domain and key (a new string), NULL when the domain
  * is not one the mapping makes (a '_' without two hex digits). */
 char *giokvd_unmap_key(const char *domain, const char *key);

@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#define DOMAIN_MAX 255
+#define DOMAIN_MAX (GIOKVD_DOMAIN_SIZE - 1)
 
 /* Whether E keeps the byte as it is (`leading`: the domain's first byte). */
 static gboolean plain_byte(unsigned char c, gboolean leading) { return g_ascii_isalnum(c) || (c == '-' && !leading); }
@@ -30,21 +30,29 @@ static gboolean append_segment(char *out, size_t *len, const char *from, const c
     return TRUE;
 }
 
-gboolean giokvd_map_key(const char *gsettings_key, char **domain, char **key, char **prefix) {
+gboolean giokvd_map_key_in_place(const char *gsettings_key, char domain[GIOKVD_DOMAIN_SIZE], const char **key) {
     if (gsettings_key == NULL || gsettings_key[0] != '/') return FALSE;
     const char *name = strrchr(gsettings_key, '/') + 1;
     if (*name == '\0' || !g_utf8_validate(gsettings_key, -1, NULL)) return FALSE;
-    char mapped[DOMAIN_MAX];
     size_t len = 0;
     const char *cursor = gsettings_key + 1;
     /* Whole segments into the domain while they fit (an empty one ends it). */
     for (const char *slash; (slash = strchr(cursor, '/')) != NULL && slash < name && slash > cursor; cursor = slash + 1)
-        if (!append_segment(mapped, &len, cursor, slash)) break;
+        if (!append_segment(domain, &len, cursor, slash)) break;
     if (len == 0) {
-        mapped[len++] = '_';
+        domain[len++] = '_';
         cursor = gsettings_key + 1;
     }
-    if (domain) *domain = g_strndup(mapped, len);
+    domain[len] = '\0';
+    *key = cursor;
+    return TRUE;
+}
+
+gboolean giokvd_map_key(const char *gsettings_key, char **domain, char **key, char **prefix) {
+    char mapped[GIOKVD_DOMAIN_SIZE];
+    const char *cursor = NULL;
+    if (!giokvd_map_key_in_place(gsettings_key, mapped, &cursor)) return FALSE;
+    if (domain) *domain = g_strdup(mapped);
     if (key) *key = g_strdup(cursor);
     /* The path the domain stands for: the key's own bytes up to the segments taken. */
     if (prefix) *prefix = g_strndup(gsettings_key, (gsize)(cursor - gsettings_key));

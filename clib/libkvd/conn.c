@@ -259,6 +259,14 @@ static kvd_status take_bytes(conn *c, const char **bytes, size_t *len, kvd_error
     return KVD_OK;
 }
 
+bool kvdi_conn_has_message(conn *c) {
+    if (c->drained) return false; /* nothing left: the next receive starts the buffer over */
+    size_t from = c->scanned > c->start ? c->scanned : c->start;
+    char *nul = c->len > from ? memchr(c->buffer + from, '\0', c->len - from) : NULL;
+    c->scanned = nul ? (size_t)(nul - c->buffer) : c->len; /* no NUL before it: take_bytes starts there */
+    return nul != NULL;
+}
+
 kvd_status kvdi_conn_parse(conn *c, const char *bytes, size_t n, json_node **reply, kvd_error *error) {
     char message[256];
     json_node *node = NULL;

@@ -59,8 +59,12 @@ kvd_status kvdi_conn_send(conn *c, const char *bytes, size_t len, int64_t deadli
 kvd_status kvdi_conn_receive(conn *c, int64_t deadline, json_node **reply, kvd_error *error);
 
 /* As kvdi_conn_receive, the message left unparsed: `*bytes` (NULL when none has arrived whole
- * with INT64_MIN) and `*len` (its NUL not counted) are valid until the next receive on `c`. */
+ * with INT64_MIN) and `*len` (its NUL not counted) are valid until the next receive on `c` that
+ * kvdi_conn_has_message did not promise; they are the caller's to write over meanwhile. */
 kvd_status kvdi_conn_receive_bytes(conn *c, int64_t deadline, const char **bytes, size_t *len, kvd_error *error);
+/* Whether the next message has been received whole: then the next receive takes it with no read
+ * and moves no byte (the bytes of the messages taken before stay valid through it). */
+bool kvdi_conn_has_message(conn *c);
 /* Parses a message received as bytes into `*reply` (an object); on failure closes `c`. */
 kvd_status kvdi_conn_parse(conn *c, const char *bytes, size_t len, json_node **reply, kvd_error *error);
 

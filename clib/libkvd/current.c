@@ -3,32 +3,17 @@
  * "changes" last: the array ends where the message's fixed end begins; a message written in
  * another order is scanned whole, strings skipped and brackets matched), no value decoded and
  * nothing allocated per value, so that a process pays for the domains it reads, not for the whole
- * store. kvd_changes_from_json checks and decodes one such array when the domain is first needed:
- * an array that decodes came in a valid message that means what the scan read. A message the
- * scan does not take (any member it does not know, an escape in a name, a number it does not
- * read at a glance) is parsed whole. kvd_watch_all_current_new is the raw one with every domain
+ * store. kvd_changes_from_json (changes.c) checks and decodes one such array when the domain is
+ * first needed: an array that decodes came in a valid message that means what the scan read. A
+ * message the scan does not take (any member it does not know, an escape in a name, a number it
+ * does not read at a glance) is parsed whole. kvd_watch_all_current_new is the raw one with every domain
  * decoded for its callback. */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cursor.h"
 #include "watch.h"
-
-/* A cursor over one message's bytes. */
-typedef struct {
-    const char *p, *end;
-} cursor;
-
-static void skip_space(cursor *c) {
-    while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\n' || *c->p == '\r')) c->p++;
-}
-
-static bool take(cursor *c, char byte) {
-    skip_space(c);
-    if (c->p >= c->end || *c->p != byte) return false;
-    c->p++;
-    return true;
-}
 
 /* Past a string (the cursor at its '"'). */
 static bool skip_string(cursor *c) {
@@ -66,48 +51,6 @@ static bool skip_value(cursor *c) {
     return c->p > from;
 }
 
-/* The bytes that end a plain string: 1 its '"', 2 what makes it not plain (an escape, a control byte). */
-static const unsigned char PLAIN_STOP[256] = {
-    2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, ['"'] = 1, ['\\'] = 2};
-
-/* A plain string (no escape, no control byte) at the cursor: its bytes, not copied. */
-static bool plain_string(cursor *c, const char **bytes, size_t *len) {
-    skip_space(c);
-    if (c->p >= c->end || *c->p != '"') return false;
-    const char *p = c->p + 1;
-    while (p < c->end && !PLAIN_STOP[(unsigned char)*p]) p++;
-    if (p >= c->end || PLAIN_STOP[(unsigned char)*p] != 1) return false;
-    *bytes = c->p + 1;
-    *len = (size_t)(p - *bytes);
-    c->p = p + 1;
-    return true;
-}
-
-/* A member's name and the ':' after it. */
-static bool member_name(cursor *c, const char **name, size_t *len) { return plain_string(c, name, len) && take(c, ':'); }
-
-#define IS_NAME(name, len, expected) ((len) == sizeof(expected) - 1 && !memcmp((name), (expected), (len)))
-
-/* An integer of at most 18 digits (no fraction, no exponent). */
-static bool small_integer(cursor *c, int64_t *out) {
-    skip_space(c);
-    bool negative = c->p < c->end && *c->p == '-';
-    const char *from = c->p += negative;
-    int64_t value = 0;
-    while (c->p < c->end && *c->p >= '0' && *c->p <= '9' && c->p - from < 18) value = value * 10 + (*c->p++ - '0');
-    if (c->p == from || (c->p < c->end && strchr("0123456789.eE", *c->p)) || (*from == '0' && c->p - from > 1)) return false;
-    *out = negative ? -value : value;
-    return true;
-}
-
-static bool literal(cursor *c, bool *flag) {
-    skip_space(c);
-    size_t left = (size_t)(c->end - c->p);
-    if (left >= 4 && !memcmp(c->p, "true", 4)) return *flag = true, c->p += 4, true;
-    if (left >= 5 && !memcmp(c->p, "false", 5)) return *flag = false, c->p += 5, true;
-    return false;
-}
-
 /* What kvd writes after a current-state piece's "changes", the last member of its parameters. */
 static const char AFTER_LAST[] = "},\"continues\":true}";
 
@@ -139,7 +82,7 @@ static bool piece_member(cursor *c, const char *name, size_t len, kvdi_current_p
     switch (which) {
     case 0: return small_integer(c, &out->revision);
     case 1: return small_integer(c, &out->system_revision);
-    case 2: return plain_string(c, &out->domain, &out->domain_len) && kvdi_utf8_valid(out->domain, out->domain_len);
+    case 2: return plain_utf8_string(c, &out->domain, &out->domain_len);
     case 3: skip_space(c), from = c->p;
         if (c->p >= c->end || *c->p != '[') return false;
         if (!changes_last(c) && (!skip_value(c) || c->p[-1] != ']')) return false; /* skip_value matches brackets of any kind */
@@ -167,7 +110,7 @@ static bool kvd_layout(const char *bytes, size_t len, kvdi_current_piece *out) {
     cursor c = {bytes, bytes + len};
     *out = (kvdi_current_piece){.system_revision = -1, .partial = true};
     if (!EXACTLY(&c, "{\"parameters\":{\"domain\":")) return false;
-    if (!plain_string(&c, &out->domain, &out->domain_len) || !kvdi_utf8_valid(out->domain, out->domain_len)) return false;
+    if (!plain_utf8_string(&c, &out->domain, &out->domain_len)) return false;
     if (!EXACTLY(&c, ",\"revision\":") || !small_integer(&c, &out->revision)) return false;
     if (EXACTLY(&c, ",\"systemRevision\":") && !small_integer(&c, &out->system_revision)) return false;
     if (!EXACTLY(&c, ",\"initial\":true,\"partial\":true,\"changes\":")) return false;
@@ -206,15 +149,22 @@ bool kvdi_scan_current_piece(const char *bytes, size_t len, kvdi_current_piece *
     return c.p == c.end && out->domain && out->changes && (seen & 1u) && out->partial;
 }
 
-/* The current state being read: the domain whose pieces are being gathered into one array. */
+/* The current state being read: the domain whose pieces are being gathered into one array. Its
+ * first piece stays where it was received (`borrowed`: the name and the array NUL-terminated in
+ * the message's own bytes, over the '"' and the byte after the ']'), handed over with no copy when
+ * the next message names another domain and is already received whole (kvdi_conn_has_message:
+ * its receive moves no byte); else it is copied out (spill) before the next receive. */
 typedef struct {
     kvd_current_raw_callback current;
     void *user_data;
-    char *domain; /* NULL: none; else points into `name` */
-    char *name;   /* the domain's name, NUL-terminated; kept for the next */
+    const char *domain; /* NULL: none; else in the message (borrowed) or `name` */
+    const char *json;   /* borrowed: the array, in the message */
+    size_t json_len;
+    bool borrowed;
+    char *name; /* the domain's name, NUL-terminated; kept for the next */
     size_t name_len, name_cap;
     int64_t revision, system_revision;
-    json_buffer changes; /* "[" and the items so far; "]" added when handed over */
+    json_buffer changes; /* not borrowed: "[" and the items so far; "]" added when handed over */
     bool items;
     const kvd_status *stop; /* NULL, or set by `current` to stop the read (kvd_watch_all_current_new) */
 } raw_read;
@@ -225,45 +175,83 @@ static bool stopped(const raw_read *read) { return read->stop && *read->stop; }
 /* Hands the domain gathered to `current`. */
 static kvd_status raw_flush(raw_read *read, kvd_error *error) {
     if (!read->domain) return KVD_OK;
-    kvdi_buffer_append(&read->changes, "]", 2); /* and a NUL */
-    kvd_status status = read->changes.failed ? kvdi_set_error(error, KVD_ERROR_NO_MEMORY, "out of memory") : KVD_OK;
-    kvd_current_raw raw = {read->revision, read->system_revision, read->domain, false, read->changes.data, read->changes.len - 1};
+    kvd_current_raw raw = {read->revision, read->system_revision, read->domain, false, read->json, read->json_len};
+    kvd_status status = KVD_OK;
+    if (!read->borrowed) {
+        kvdi_buffer_append(&read->changes, "]", 2); /* and a NUL */
+        status = read->changes.failed ? kvdi_set_error(error, KVD_ERROR_NO_MEMORY, "out of memory") : KVD_OK;
+        raw.changes_json = read->changes.data;
+        raw.changes_json_len = read->changes.len - 1;
+    }
     if (!status) read->current(&raw, read->user_data);
     read->domain = NULL;
+    read->borrowed = false;
     read->changes.len = 0;
     read->changes.failed = false;
     read->items = false;
     return status;
 }
 
-/* Adds a piece's changes (one JSON array) to its domain's, handing over the one before if it
- * named another domain. */
-static kvd_status raw_gather(raw_read *read, const kvdi_current_piece *p, kvd_error *error) {
-    kvd_status status = KVD_OK;
-    if (read->domain && (read->name_len != p->domain_len || memcmp(read->domain, p->domain, p->domain_len)))
-        status = raw_flush(read, error);
-    if (!status && !read->domain) {
-        if (read->name_cap <= p->domain_len) {
-            char *bigger = realloc(read->name, p->domain_len + 1);
-            if (!bigger) return kvdi_set_error(error, KVD_ERROR_NO_MEMORY, "out of memory");
-            read->name = bigger;
-            read->name_cap = p->domain_len + 1;
-        }
-        memcpy(read->name, p->domain, p->domain_len);
-        read->name[p->domain_len] = '\0';
-        read->name_len = p->domain_len;
-        read->domain = read->name;
-        read->revision = p->revision;
-        read->system_revision = p->system_revision;
-        kvdi_buffer_append_byte(&read->changes, '[');
-    }
-    cursor inner = {p->changes + 1, p->changes + p->changes_len - 1};
+/* Appends the items of an array of `len` bytes to the domain's (copied, not borrowed). */
+static void append_items(raw_read *read, const char *array, size_t len) {
+    cursor inner = {array + 1, array + len - 1};
     skip_space(&inner);
-    if (status || inner.p == inner.end) return status;
+    if (inner.p == inner.end) return;
     if (read->items) kvdi_buffer_append_byte(&read->changes, ',');
     kvdi_buffer_append(&read->changes, inner.p, (size_t)(inner.end - inner.p));
     read->items = true;
+}
+
+/* Starts a domain copied: its name into `name`, "[" into `changes`. */
+static kvd_status copy_name(raw_read *read, const char *domain, size_t len, kvd_error *error) {
+    if (read->name_cap <= len) {
+        char *bigger = realloc(read->name, len + 1);
+        if (!bigger) return kvdi_set_error(error, KVD_ERROR_NO_MEMORY, "out of memory");
+        read->name = bigger;
+        read->name_cap = len + 1;
+    }
+    memmove(read->name, domain, len);
+    read->name[len] = '\0';
+    read->name_len = len;
+    read->domain = read->name;
+    kvdi_buffer_append_byte(&read->changes, '[');
     return KVD_OK;
+}
+
+/* Copies a borrowed domain out of its message, before a receive that may move it. */
+static kvd_status spill(raw_read *read, kvd_error *error) {
+    if (!read->borrowed) return KVD_OK;
+    read->borrowed = false;
+    kvd_status status = copy_name(read, read->domain, read->name_len, error);
+    if (status) return read->domain = NULL, status;
+    append_items(read, read->json, read->json_len);
+    return KVD_OK;
+}
+
+/* Adds a piece's changes (one JSON array) to its domain's, handing over the one before if it
+ * named another domain. `in_message`: the piece's bytes are the received message's (the caller's
+ * to write over until the next receive), so that a domain's first piece can be borrowed. */
+static kvd_status raw_gather(raw_read *read, const kvdi_current_piece *p, bool in_message, kvd_error *error) {
+    kvd_status status = KVD_OK;
+    if (read->domain && (read->name_len != p->domain_len || memcmp(read->domain, p->domain, p->domain_len)))
+        status = raw_flush(read, error);
+    if (!status && !read->domain && in_message) {
+        ((char *)p->domain)[p->domain_len] = '\0';  /* its closing '"' */
+        ((char *)p->changes)[p->changes_len] = '\0'; /* what follows the ']' in the message */
+        read->domain = p->domain, read->name_len = p->domain_len;
+        read->json = p->changes, read->json_len = p->changes_len;
+        read->borrowed = true;
+        read->revision = p->revision, read->system_revision = p->system_revision;
+        return KVD_OK;
+    }
+    if (!status && read->borrowed) status = spill(read, error);
+    if (!status && !read->domain) {
+        status = copy_name(read, p->domain, p->domain_len, error);
+        read->revision = p->revision;
+        read->system_revision = p->system_revision;
+    }
+    if (!status) append_items(read, p->changes, p->changes_len);
+    return status;
 }
 
 /* A piece the scan did not take, parsed: the domain's changes written back as JSON. */
@@ -278,7 +266,7 @@ static kvd_status parsed_domain(raw_read *read, const json_node *p, const json_n
     if (!status && text.failed) status = kvdi_set_error(error, KVD_ERROR_NO_MEMORY, "out of memory");
     one.changes = text.data;
     one.changes_len = text.len;
-    if (!status) status = raw_gather(read, &one, error);
+    if (!status) status = raw_gather(read, &one, false, error);
     free(text.data);
     return status;
 }
@@ -331,10 +319,11 @@ static kvd_status raw_start(kvd_client *client, const json_buffer *b, kvd_watch 
         const char *bytes = NULL;
         size_t len = 0;
         kvdi_current_piece one;
-        status = kvdi_conn_receive_bytes(&w->connection, kvdi_conn_deadline(config->timeout_ms), &bytes, &len, error);
+        if (read->borrowed && !kvdi_conn_has_message(&w->connection)) status = spill(read, error);
+        if (!status) status = kvdi_conn_receive_bytes(&w->connection, kvdi_conn_deadline(config->timeout_ms), &bytes, &len, error);
         if (status) break;
         if (kvdi_scan_current_piece(bytes, len, &one)) {
-            status = raw_gather(read, &one, error);
+            status = raw_gather(read, &one, true, error);
             continue;
         }
         json_node *reply = NULL;
@@ -416,40 +405,4 @@ KVD_EXPORT kvd_status kvd_watch_all_current_new(kvd_client *client, const char *
     if (error) kvd_error_clear(error), *error = d.error;
     else kvd_error_clear(&d.error);
     return d.status;
-}
-
-KVD_EXPORT kvd_status kvd_changes_from_json(const char *json, size_t len, kvd_change **changes, size_t *count, kvd_error *error) {
-    if (!json || !changes || !count) return kvdi_set_error(error, KVD_ERROR_INVALID_ARGUMENT, "kvd_changes_from_json: json, changes or count is NULL");
-    *changes = NULL;
-    *count = 0;
-    char message[256];
-    json_node *root = NULL;
-    int parsed = kvdi_json_parse(json, len, KVD_MESSAGE_DEPTH, &root, message, sizeof message);
-    if (parsed == -2) return kvdi_set_error(error, KVD_ERROR_NO_MEMORY, "out of memory");
-    if (parsed) return kvdi_set_error(error, KVD_ERROR_PROTOCOL, "kvd sent an invalid reply: %s", message);
-    kvd_status status = root->type == JSON_ARRAY ? KVD_OK : kvdi_set_error(error, KVD_ERROR_PROTOCOL, "kvd sent an invalid reply: changes that are not an array");
-    size_t n = status ? 0 : root->u.array.count;
-    kvd_change *list = calloc(n ? n : 1, sizeof *list);
-    if (!status && !list) status = kvdi_set_error(error, KVD_ERROR_NO_MEMORY, "out of memory");
-    size_t filled = 0;
-    for (; !status && filled < n; filled++) {
-        status = kvdi_decode_change(root->u.array.items[filled], &list[filled], error);
-        char *key = status ? NULL : strdup(list[filled].key);
-        if (!status && !key) status = kvdi_set_error(error, KVD_ERROR_NO_MEMORY, "out of memory");
-        list[filled].key = key;
-    }
-    kvdi_json_free(root);
-    if (status) return kvd_changes_free(list, filled), status;
-    *changes = list;
-    *count = n;
-    return KVD_OK;
-}
-
-KVD_EXPORT void kvd_changes_free(kvd_change *changes, size_t count) {
-    if (!changes) return;
-    for (size_t i = 0; i < count; i++) {
-        free((char *)changes[i].key);
-        kvd_value_free((kvd_value *)changes[i].value);
-    }
-    free(changes);
 }

@@ -24,6 +24,9 @@ kvd_status kvdi_value_from_json(const json_node *node, kvd_value **out, char *me
 /* Appends the typed JSON of `value`; false if it is deeper than KVD_VALUE_MAX_DEPTH. */
 bool kvdi_value_write(json_buffer *buffer, const kvd_value *value);
 
+/* A string value of `length` bytes already known to be valid UTF-8 (copied); NULL when out of memory. */
+kvd_value *kvdi_value_new_checked_string(const char *text, size_t length);
+
 /* Adds `key` (copied) with `element` (taken, also on failure) to `dict` without looking for the
  * key: for keys known to be distinct (a parsed object's). */
 bool kvdi_value_dict_add(kvd_value *dict, const char *key, size_t key_len, kvd_value *element);

@@ -61,6 +61,13 @@ KVD_EXPORT kvd_value *kvd_value_new_string_len(const char *text, size_t length) 
     return v;
 }
 
+kvd_value *kvdi_value_new_checked_string(const char *text, size_t length) {
+    kvd_value *v = make(KVD_TYPE_STRING);
+    if (v && !(v->u.blob.bytes = copy_bytes(text, length))) return free(v), NULL;
+    if (v) v->u.blob.len = length;
+    return v;
+}
+
 KVD_EXPORT kvd_value *kvd_value_new_string(const char *text) { return text ? kvd_value_new_string_len(text, strlen(text)) : NULL; }
 
 KVD_EXPORT kvd_value *kvd_value_new_bool(bool flag) {

@@ -26,6 +26,12 @@ kvd_status kvdi_watch_deliver(kvd_watch *w, json_node *const *replies, size_t co
  * the caller's to free; NULL when it has none). */
 kvd_status kvdi_decode_change(const json_node *item, kvd_change *change, kvd_error *error);
 
+/* kvd_changes_from_json's two paths (changes.c, which says how they agree): the quick one, true
+ * with `*changes` and `*count` filled when it takes the array, false with nothing filled for
+ * anything else; the general one, for any array. */
+bool kvdi_changes_quick(const char *json, size_t len, kvd_change **changes, size_t *count);
+kvd_status kvdi_changes_parsed(const char *json, size_t len, kvd_change **changes, size_t *count, kvd_error *error);
+
 /* One piece of a domain's current values, as kvdi_scan_current_piece found it (pointers into the
  * message; `changes` is its "changes" array, unchecked). */
 typedef struct {

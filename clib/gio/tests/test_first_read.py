@@ -7,8 +7,9 @@ test_first_read.py KVCTL            against a running user kvd (KVD_SOCKET) foll
 Issue 38: the backend once read each domain with a request of its own the first time a GSettings
 object touched it (1,500 Snapshots for 1,500 relocatable objects). Now the process's one stream
 starts with every domain's current values. Here: 1,500 domains with values, one over kvd's
-per-domain budget (256 KiB: only named, read apart), one with only a system default, one with an
-admin default and a lock; then a fresh process (under `strace -f -e connect,sendto`, which counts
+per-domain budget (256 KiB: only named, read apart), one with only a system default (its user and
+default values read apart), one with an admin default and a lock, one whose user value a lock
+without a value hides; then a fresh process (under `strace -f -e connect,sendto`, which counts
 what it really sends to kvd) makes 1,500 relocatable objects and a few more, and every one must
 read its own value while the process makes at most 3 requests and 3 connections to kvd: one
 WatchAll, and one Snapshot, of the domain over the budget only. A domain kvctl makes afterwards
@@ -55,14 +56,16 @@ def set_values(kvctl):
     # over kvd's per-domain budget for the stream's start: 300 keys of 1 KiB
     call_all([set_call("io.kvd.first.big", f"a{i:03d}", "b" * 1024) for i in range(300)]
              + [set_call("io.kvd.first.big", "name", "big-name")], fail)
+    # p5: its user value hidden by a lock without a value (the schema default shows, not writable)
     for args in (["set", "io.kvd.first.sys", "name", "from-system"], ["set", "io.kvd.first.p3", "name", "admin-3"],
-                 ["lock", "io.kvd.first.p3", "name"]):
+                 ["lock", "io.kvd.first.p3", "name"], ["lock", "io.kvd.first.p5", "name"]):
         subprocess.run([kvctl, "--system", *args], check=True)
     deadline = time.monotonic() + 20
     while True:  # the user's kvd follows the system instance: wait until it has the lock
         out = subprocess.run([kvctl, "--json", "get", "io.kvd.first.p3", "name"], capture_output=True, text=True)
         system = subprocess.run([kvctl, "get", "io.kvd.first.sys", "name"], capture_output=True, text=True)
-        if out.stdout.strip() == '"admin-3"' and system.stdout.strip() == "from-system":
+        hidden = subprocess.run([kvctl, "get", "io.kvd.first.p5", "name"], capture_output=True, text=True)
+        if out.stdout.strip() == '"admin-3"' and system.stdout.strip() == "from-system" and hidden.returncode != 0:
             break
         if time.monotonic() > deadline:
             fail(f"the user's kvd did not get the system layer: {out.stdout!r} {system.stdout!r}")
@@ -77,19 +80,24 @@ def read(kvctl):
         fail(f"GLib chose {type(backend).__gtype__.name}, not kvd's backend")
     objects = [Gio.Settings.new_with_path(SCHEMA, f"/io/kvd/first/p{i}/") for i in range(COUNT)]
     expected = [f"first-{i}" for i in range(COUNT)]
-    expected[3] = "admin-3"
+    expected[3], expected[5] = "admin-3", "unnamed"
     wrong = [i for i, s in enumerate(objects) if s.get_string("name") != expected[i]]
     if wrong:
         fail(f"{len(wrong)} of {COUNT} objects read wrong (the first: p{wrong[0]} = "
              f"{objects[wrong[0]].get_string('name')!r})")
-    if objects[3].is_writable("name") or not objects[4].is_writable("name"):
-        fail("the admin's lock of p3 name is not seen (or p4 is not writable)")
+    if objects[3].is_writable("name") or not objects[4].is_writable("name") or objects[5].is_writable("name"):
+        fail("the admin's locks of p3 and p5 name are not seen (or p4 is not writable)")
     big = Gio.Settings.new_with_path(SCHEMA, "/io/kvd/first/big/").get_string("name")
-    system = Gio.Settings.new_with_path(SCHEMA, "/io/kvd/first/sys/").get_string("name")
+    sys_settings = Gio.Settings.new_with_path(SCHEMA, "/io/kvd/first/sys/")
+    system = sys_settings.get_string("name")
+    layers = (sys_settings.get_user_value("name"), sys_settings.get_default_value("name").get_string(),
+              objects[4].get_user_value("name").get_string(), objects[4].get_default_value("name").get_string())
+    if layers != (None, "from-system", "first-4", "unnamed"):
+        fail(f"the system-only domain's user and default values, and p4's, read {layers!r}")
     empty = Gio.Settings.new_with_path(SCHEMA, "/io/kvd/first/nothing/").get_string("name")
     if (big, system, empty) != ("big-name", "from-system", "unnamed"):
         fail(f"the withheld domain, the system-only one, an empty one read {(big, system, empty)!r}")
-    print(f"ok {COUNT} relocatable objects, a domain over the budget, a system-only one and a locked key read right")
+    print(f"ok {COUNT} relocatable objects, a domain over the budget, a system-only one and locked keys read right")
     middle = {domain: Gio.Settings.new_with_path(SCHEMA, path).get_string("name")
               for domain, path in EDGES.items() if domain not in ("0", "zz.zz")}  # the first and last: below
     between = Gio.Settings.new_with_path(SCHEMA, "/0/000/").get_string("name")  # "0.000": after "0.00", not in the store
