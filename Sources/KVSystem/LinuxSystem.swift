@@ -195,9 +195,12 @@ public struct LinuxSystem: SystemCalls {
     public func peerProcessDescriptor(_ fd: Int32) throws(Errno) -> Int32 {
         var pidfd: Int32 = -1
         var length = socklen_t(MemoryLayout<Int32>.size)
-        if getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &length) == 0 { return pidfd }
-        guard Errno.current.rawValue == ENOPROTOOPT else { throw Errno.current }
-        return try check(kvd_pidfd_open(try peerCredentials(fd).pid))
+        _ = try check(getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &length))
+        return pidfd
+    }
+
+    public func processDescriptor(_ pid: Int32) throws(Errno) -> Int32 {
+        try check(kvd_pidfd_open(pid))
     }
 
     public func processIsRunning(_ pidfd: Int32) -> Bool {

@@ -47,6 +47,17 @@ extension PeerProcess {
         return AppIdentity(id: bounded(id), source: .appUnit)
     }
 
+    /// The uids of a `/proc/PID/status` text (its `Uid:` line: real, effective, saved, file
+    /// system); none when it has no such line.
+    static func uids(inStatus bytes: [UInt8]) -> [UInt32] {
+        for line in bytes.split(separator: UInt8(ascii: "\n")) where line.starts(with: "Uid:".utf8) {
+            return line.dropFirst(4).split { $0 == UInt8(ascii: "\t") || $0 == UInt8(ascii: " ") }.compactMap {
+                UInt32(String(decoding: $0, as: UTF8.self))
+            }
+        }
+        return []
+    }
+
     /// The `[Application] name=` of a `/.flatpak-info` keyfile (nil when absent or it names none).
     static func flatpakApp(_ bytes: [UInt8]?) -> AppIdentity? {
         guard let bytes else { return nil }
