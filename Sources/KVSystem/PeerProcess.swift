@@ -101,7 +101,7 @@ extension PeerProcess {
             if error == .permissionDenied, try isOwnUsers(folder, peer.credentials, system) { return peer }
             info = nil  // absent: no Flatpak; another user's process: kvd may not tell
         }
-        let unit = cgroup.flatMap { Self.unit(inCgroup: String(decoding: $0, as: UTF8.self)) }
+        let unit = cgroup.flatMap { Self.unit(inCgroup: $0) }
         found.unit = unit.map(bounded)
         found.app = Self.flatpakApp(info) ?? unit.flatMap(Self.app(inUnit:))
         // Read after the process may have exited: only what the connection's own process said.
@@ -192,6 +192,7 @@ extension PeerProcess {
     }
 
     static func bounded(_ text: String) -> String {
+        guard text.utf8.count > maxTextBytes else { return text }
         var bytes = Array(text.utf8.prefix(maxTextBytes))
         while !bytes.isEmpty, String(validating: bytes, as: UTF8.self) == nil { bytes.removeLast() }
         return String(decoding: bytes, as: UTF8.self)

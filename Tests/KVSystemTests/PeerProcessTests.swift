@@ -211,6 +211,19 @@ import Testing
         #expect(PeerProcess.app(inCgroup: "0::/user.slice/app-.scope\n") == nil)
     }
 
+    /// The cgroup text is read byte by byte: any line order, any path shape.
+    @Test func cgroupPathsOfAnyShape() {
+        #expect(
+            PeerProcess.unit(inCgroup: "0::/a.slice/b.scope/inner\n") == "b.scope", "the last unit, not the last part")
+        #expect(PeerProcess.unit(inCgroup: "0::/x.service/\n") == "x.service", "a trailing slash")
+        #expect(PeerProcess.unit(inCgroup: "0::x.service") == "x.service", "no slash, no newline")
+        #expect(PeerProcess.unit(inCgroup: "0::/.scope\n") == ".scope")
+        #expect(PeerProcess.unit(inCgroup: "0::\n1:cpu:/y.service\n") == nil, "only the unified line counts")
+        #expect(PeerProcess.unit(inCgroup: "10::/y.service\n0:") == nil)
+        #expect(PeerProcess.unit(inCgroup: "") == nil && PeerProcess.unit(inCgroup: "\n\n") == nil)
+        #expect(PeerProcess.cgroupPath(Array("1:a:/b\n0::/c\n".utf8)).map(Array.init) == Array("/c".utf8))
+    }
+
     @Test func flatpakInfoNamesTheApplication() {
         let info = """
             [Application]
