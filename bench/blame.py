@@ -1,9 +1,10 @@
 """The blame rows of make bench: what knowing who made each change costs.
 
-kvd reads who is on the other end of a connection once, when it accepts it
-(`PeerProcess.identify`: `SO_PEERCRED`, a pidfd, `/proc/PID/exe`, `comm`, `cgroup` and
-`root/.flatpak-info`, then a check that the pidfd's process still runs; what a sandboxed app may
-reach depends on it), and writes it into the log record and the history line of every change
+kvd reads who is on the other end of a connection once: when it accepts it, what a sandboxed
+app's confinement depends on (`PeerProcess.identify`: `SO_PEERCRED`, a pidfd, `cgroup` and
+`root/.flatpak-info`, then a check that the pidfd's process still runs), and at the connection's
+first write its program (`PeerProcess.nameProgram`: `/proc/PID/exe`, else `comm`, through the
+pidfd taken again); it writes that into the log record and the history line of every change
 (`Writer`, Sources/KVValues/Writer.swift). Two fresh kvds alike but for that, one started with
 `KVD_BENCH_NO_WRITERS=1` (read nowhere else; it exists for this comparison: that kvd reads the
 credentials alone, as before it knew its peers, records no writer and confines no sandbox), take

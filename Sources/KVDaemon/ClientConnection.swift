@@ -158,9 +158,8 @@ final class ClientConnection {
     func chooseDconfProfile(_ profile: String?) { dconfProfile = profile }
     /// Whether the peer may change anything: fixed at accept, never looked up again.
     @exclusivity(unchecked) private(set) var mayWrite = true
-    /// Who the peer is, as history records the changes it asks for (``identifyPeer(_:recordsWriter:confines:)``);
-    /// nil when it could not be read, or is not recorded.
-    @exclusivity(unchecked) private(set) var writer: Writer?
+    /// Who the peer is, as history records the changes it asks for (``writer()``).
+    @exclusivity(unchecked) private var peerWriter = PeerWriter(nil, records: false)
     /// How far the peer reaches (a sandboxed app: ``SandboxAccess``), fixed at accept by
     /// ``identifyPeer(_:recordsWriter:confines:)``; until then, it reaches only the public domains.
     @exclusivity(unchecked) private(set) var reach: PeerReach = .sandboxed(
@@ -168,16 +167,21 @@ final class ClientConnection {
     /// How many calls of a sandboxed peer were refused (for the log's rate).
     @exclusivity(unchecked) private var refusals = 0
 
-    /// Takes who the peer is, read once, at accept, from the kernel and `/proc`
+    /// Takes who the peer is, read at accept from the kernel and `/proc`
     /// (``PeerProcess/identify(_:system:)``: the process that connected, never another that took
-    /// its pid; nil when even its credentials could not be read): its ``reach`` and, with
-    /// `recordsWriter` (``DaemonOptions/recordsWriters``, off only for the benchmark's
-    /// comparison), its ``writer``; kept for the connection's life. Without `confines` (the
+    /// its pid; nil when even its credentials could not be read): its ``reach``, kept for the
+    /// connection's life, and, with `recordsWriter` (``DaemonOptions/recordsWriters``, off only
+    /// for the benchmark's comparison), what ``writer()`` completes. Without `confines` (the
     /// benchmark's comparison too) it reaches everything.
     func identifyPeer(_ peer: PeerProcess?, recordsWriter: Bool, confines: Bool = true) {
         reach = confines ? PeerReach(peer) : .everything
-        writer = recordsWriter ? peer.map(Writer.init(peer:)) : nil
+        peerWriter = PeerWriter(peer, records: recordsWriter)
     }
+
+    /// Who the peer is, as history records the changes it asks for: its program read the first
+    /// time this is asked (its first write; ``PeerWriter``), then kept for the connection's life.
+    /// Nil when its credentials could not be read, or writers are not recorded.
+    func writer() -> Writer? { peerWriter.writer(of: fd, system: system) }
 
     /// Counts one more refused call; returns how many were.
     func noteRefusal() -> Int {

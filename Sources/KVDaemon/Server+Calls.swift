@@ -19,7 +19,7 @@ extension Server {
         case .reply(let reply):
             if !oneway { connection.send(reply) }
         case .commit(let domain, let mutation):
-            let writer = connection.writer
+            let writer = connection.writer()
             _ = commits.submit(.write(domain, mutation, writer: writer), for: connection, oneway: oneway)
         case .watch(let domain, let key):
             let access = sandboxAccess(connection)

@@ -20,7 +20,8 @@ extension Server {
                 return log.warning("\(error)")
             }
             let connection = ClientConnection(id: table.nextID, fd: fd, memory: memory, system: system)
-            // Who connected, read once (its credentials, then /proc through its pidfd).
+            // Who connected, as its confinement needs (its credentials, then /proc through its pidfd;
+            // its program is read at its first write).
             let peer = Result { () throws(Errno) in
                 limits.identifiesPeers
                     ? try PeerProcess.identify(fd, system: system)

@@ -155,14 +155,18 @@ public struct LinuxSystem: SystemCalls {
     }
 
     public func linkTarget(_ path: String) throws(Errno) -> String? {
-        var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
-        let count = buffer.withUnsafeMutableBytes { readlink(path, $0.baseAddress!, $0.count - 1) }
-        guard count >= 0 else {
-            let error = Errno.current
-            if error.rawValue == EINVAL { return nil }
-            throw error
+        // Uninitialized, on the stack: kvd reads a link for each connection's first write.
+        let target = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Int(PATH_MAX)) { buffer in
+            let count = readlink(path, buffer.baseAddress!, buffer.count)
+            return count < 0
+                ? Result.failure(Errno.current)
+                : .success(String(decoding: UnsafeBufferPointer(rebasing: buffer[..<count]), as: UTF8.self))
         }
-        return String(decoding: buffer[..<count], as: UTF8.self)
+        switch target {
+        case .success(let text): return text
+        case .failure(let error) where error.rawValue == EINVAL: return nil
+        case .failure(let error): throw error
+        }
     }
 
     public func hasAccessControlList(_ path: String) -> Bool {
@@ -195,9 +199,12 @@ public struct LinuxSystem: SystemCalls {
     public func peerProcessDescriptor(_ fd: Int32) throws(Errno) -> Int32 {
         var pidfd: Int32 = -1
         var length = socklen_t(MemoryLayout<Int32>.size)
-        if getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &length) == 0 { return pidfd }
-        guard Errno.current.rawValue == ENOPROTOOPT else { throw Errno.current }
-        return try check(kvd_pidfd_open(try peerCredentials(fd).pid))
+        _ = try check(getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &length))
+        return pidfd
+    }
+
+    public func processDescriptor(_ pid: Int32) throws(Errno) -> Int32 {
+        try check(kvd_pidfd_open(pid))
     }
 
     public func processIsRunning(_ pidfd: Int32) -> Bool {

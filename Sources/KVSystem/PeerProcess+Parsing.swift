@@ -1,24 +1,41 @@
 /// The parts of ``PeerProcess`` read from `/proc` text: pure functions of that text.
 extension PeerProcess {
-    /// The unified hierarchy's path of a `/proc/PID/cgroup` text (its `0::PATH` line).
-    /// Read as bytes, not Characters: kvd reads it for every connection it accepts.
-    static func cgroupPath(_ text: String) -> Substring.UTF8View? {
-        for line in Substring(text).utf8.split(separator: UInt8(ascii: "\n"))
-        where line.starts(with: "0::".utf8) {
-            return line.dropFirst(3)
+    /// The unified hierarchy's path of a `/proc/PID/cgroup` text (its `0::PATH` line). Byte by
+    /// byte, with no `String` or array made: kvd reads it for every connection it accepts.
+    static func cgroupPath(_ text: [UInt8]) -> ArraySlice<UInt8>? {
+        var start = text.startIndex
+        while start < text.endIndex {
+            let end = text[start...].firstIndex(of: UInt8(ascii: "\n")) ?? text.endIndex
+            if end - start >= 3, text[start] == UInt8(ascii: "0"), text[start + 1] == UInt8(ascii: ":"),
+                text[start + 2] == UInt8(ascii: ":")
+            {
+                return text[(start + 3)..<end]
+            }
+            start = end + 1
         }
         return nil
     }
 
     /// The last `.service` or `.scope` of the cgroup path: the unit the process runs in.
-    static func unit(inCgroup text: String) -> String? {
+    static func unit(inCgroup text: [UInt8]) -> String? {
         guard let path = cgroupPath(text) else { return nil }
-        func ends(_ part: Substring.UTF8View, _ suffix: String) -> Bool {
-            part.count >= suffix.utf8.count && part.suffix(suffix.utf8.count).elementsEqual(suffix.utf8)
+        func ends(_ part: ArraySlice<UInt8>, _ suffix: StaticString) -> Bool {
+            let count = suffix.utf8CodeUnitCount
+            guard part.count >= count else { return false }
+            return suffix.withUTF8Buffer { part.suffix(count).elementsEqual($0) }
         }
-        let unit = path.split(separator: UInt8(ascii: "/")).last { ends($0, ".service") || ends($0, ".scope") }
-        return unit.map { String(decoding: $0, as: UTF8.self) }
+        var end = path.endIndex
+        while true {
+            let start = path[..<end].lastIndex(of: UInt8(ascii: "/")).map { $0 + 1 } ?? path.startIndex
+            let part = path[start..<end]
+            if ends(part, ".service") || ends(part, ".scope") { return String(decoding: part, as: UTF8.self) }
+            guard start > path.startIndex else { return nil }
+            end = start - 1
+        }
     }
+
+    /// ``unit(inCgroup:)-([UInt8])`` of a text.
+    static func unit(inCgroup text: String) -> String? { unit(inCgroup: Array(text.utf8)) }
 
     /// The application a cgroup names: a snap (`snap.NAME.APP.service`, `snap.NAME.HOOK.scope`,
     /// `snap.NAME.APP-UUID.scope`) or a launcher's XDG app unit, per systemd's convention
@@ -45,6 +62,17 @@ extension PeerProcess {
         let id = parts.joined(separator: "-").replacingEscapes
         guard !id.isEmpty else { return nil }
         return AppIdentity(id: bounded(id), source: .appUnit)
+    }
+
+    /// The uids of a `/proc/PID/status` text (its `Uid:` line: real, effective, saved, file
+    /// system); none when it has no such line.
+    static func uids(inStatus bytes: [UInt8]) -> [UInt32] {
+        for line in bytes.split(separator: UInt8(ascii: "\n")) where line.starts(with: "Uid:".utf8) {
+            return line.dropFirst(4).split { $0 == UInt8(ascii: "\t") || $0 == UInt8(ascii: " ") }.compactMap {
+                UInt32(String(decoding: $0, as: UTF8.self))
+            }
+        }
+        return []
     }
 
     /// The `[Application] name=` of a `/.flatpak-info` keyfile (nil when absent or it names none).

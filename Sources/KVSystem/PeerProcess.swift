@@ -1,7 +1,9 @@
 /// Who is on the other end of a connection: the process the kernel names when it connected, and
-/// what the system says about it: what history records as a change's writer (KVDaemon's
-/// `ClientConnection.writer`) and whether it runs in a sandboxed app (`ClientConnection.reach`),
-/// once per connection, when kvd accepts it.
+/// what the system says about it, read in two steps. When kvd accepts the connection, what its
+/// confinement needs (``identify(_:system:)``): whether it runs in a sandboxed app
+/// (KVDaemon's `ClientConnection.reach`). At the connection's first write, what only history
+/// needs (``nameProgram(connection:system:)``): the program KVDaemon's `ClientConnection.writer()`
+/// records.
 ///
 /// Everything but the credentials is read from `/proc/PID` after the connection was made, and
 /// kept only if the process the connection's pidfd names is still running once it was read: a
@@ -19,9 +21,14 @@ public struct PeerProcess: Sendable, Equatable {
     /// The application, where the system names one (``AppIdentity``), nil otherwise.
     public var app: AppIdentity?
     /// Whether what `/proc` says was read from the process that connected, still running once it
-    /// was read; false when it could not be (the process exited, no pidfd): then ``program``,
-    /// ``command``, ``unit`` and ``app`` are nil, and nobody can tell whether it ran in a sandbox.
+    /// was read; false when it could not be (the process exited, no pidfd, or kvd's own user's
+    /// process whose root kvd may not look into): then ``program``, ``command``, ``unit`` and
+    /// ``app`` are nil, and nobody can tell whether it ran in a sandbox.
     public var isConfirmed = false
+    /// Whether ``program`` and ``command`` are still to be read, by
+    /// ``nameProgram(connection:system:)``: true after ``identify(_:system:)`` confirmed the peer
+    /// through a pidfd that names the connection's own process whenever it is taken again.
+    public internal(set) var programIsPending = false
 
     /// The most bytes kept of any text.
     public static let maxTextBytes = 256
@@ -66,28 +73,35 @@ public struct AppIdentity: Sendable, Equatable {
 }
 
 extension PeerProcess {
-    /// The peer of the connected Unix socket `fd`: its credentials (which must be read), then
-    /// what `/proc` says, each part nil where it cannot be read. Throws when kvd has no
-    /// descriptor left to learn it (`EMFILE`, `ENFILE`: the caller refuses the connection, as
+    /// The peer of the connected Unix socket `fd`, as far as its confinement needs: its
+    /// credentials (which must be read), then its cgroup's unit and its app (`/proc/PID/cgroup`,
+    /// `/proc/PID/root/.flatpak-info`), each nil where it cannot be read; its program is left to
+    /// ``nameProgram(connection:system:)`` (``programIsPending``), but read now where only
+    /// `pidfd_open` names the process (before Linux 6.5: a pidfd taken later might name another).
+    /// `EACCES` opening `.flatpak-info` of a process of kvd's own user (one that made itself not
+    /// dumpable) leaves it unconfirmed: what decides its sandbox is unknown. Throws when kvd has
+    /// no descriptor left to learn it (`EMFILE`, `ENFILE`: the caller refuses the connection, as
     /// one over its limit; a sandbox's file unopened for want of one is never read as no
     /// sandbox), or when the credentials cannot be read.
     public static func identify(_ fd: Int32, system: any SystemCalls) throws(Errno) -> PeerProcess {
         var peer = PeerProcess(credentials: try system.peerCredentials(fd))
-        let pidfd: Int32
-        do { pidfd = try system.peerProcessDescriptor(fd) } catch {
-            if error.isOutOfDescriptors { throw error }
-            return peer
-        }
+        guard let (pidfd, isExact) = try processDescriptor(fd, pid: peer.credentials.pid, system) else { return peer }
         defer { system.close(pidfd) }
-        let folder = "/proc/\(peer.credentials.pid)"
+        let folder = peer.folder
         var found = peer
-        found.program = (try? system.linkTarget(folder + "/exe")).flatMap { $0 }.map(bounded)
-        found.command = read(folder + "/comm", system).map {
-            bounded(String(decoding: $0, as: UTF8.self).trimmingSpaceAtEnd)
+        if isExact {
+            found.programIsPending = true
+        } else {
+            (found.program, found.command) = program(inFolder: folder, system)
         }
         let cgroup = try readIfPresent(folder + "/cgroup", system)
-        let info = try readIfPresent(folder + "/root/.flatpak-info", system)
-        let unit = cgroup.flatMap { Self.unit(inCgroup: String(decoding: $0, as: UTF8.self)) }
+        let info: [UInt8]?
+        do { info = try readOnce(folder + "/root/.flatpak-info", system) } catch {
+            if error.isOutOfDescriptors { throw error }
+            if error == .permissionDenied, try isOwnUsers(folder, peer.credentials, system) { return peer }
+            info = nil  // absent: no Flatpak; another user's process: kvd may not tell
+        }
+        let unit = cgroup.flatMap { Self.unit(inCgroup: $0) }
         found.unit = unit.map(bounded)
         found.app = Self.flatpakApp(info) ?? unit.flatMap(Self.app(inUnit:))
         // Read after the process may have exited: only what the connection's own process said.
@@ -98,26 +112,87 @@ extension PeerProcess {
         return peer
     }
 
-    /// About the first 4 KiB of the file at `path` (`comm` and `cgroup` take a few hundred
-    /// bytes, `.flatpak-info` names its app in its first group; a connection's accept pays for
-    /// the buffer), nil when it cannot be read.
-    static func read(_ path: String, _ system: any SystemCalls) -> [UInt8]? {
-        try? readIfPresent(path, system)
+    /// Reads the program while ``programIsPending`` (after that, does nothing): `/proc/PID/exe`'s
+    /// target, else its command name (`comm`), through a pidfd of the connection `fd`'s own
+    /// process taken again, and kept only if that process is still running once they were read.
+    /// A process that exited since kvd accepted its connection (its pid perhaps another's by now)
+    /// stays unnamed, as does one kvd has no descriptor left to check (`EMFILE`, `ENFILE`).
+    public mutating func nameProgram(connection fd: Int32, system: any SystemCalls) {
+        guard programIsPending else { return }
+        programIsPending = false
+        guard let pidfd = try? system.peerProcessDescriptor(fd) else { return }
+        defer { system.close(pidfd) }
+        let named = Self.program(inFolder: folder, system)
+        if system.processIsRunning(pidfd) { (program, command) = named }
     }
 
-    /// ``read(_:_:)``, but throws when kvd has no descriptor left to open it (`EMFILE`,
-    /// `ENFILE`): then nothing may be concluded from its absence.
-    static func readIfPresent(_ path: String, _ system: any SystemCalls) throws(Errno) -> [UInt8]? {
-        let fd: Int32
-        do { fd = try system.openReadOnly(path) } catch {
+    /// Whether the process of `folder` is one of kvd's own user's (`credentials`, and every uid of
+    /// its `status`: real, effective, saved, file system), so that `EACCES` from its root means it
+    /// made itself not dumpable; not so for a process of another user (root's, say) that
+    /// connected from a thread that took kvd's user's uid, which kvd may not look into either. A
+    /// `status` that cannot be read counts as kvd's own user's (its peer then stays unconfirmed).
+    static func isOwnUsers(_ folder: String, _ credentials: PeerCredentials, _ system: any SystemCalls) throws(Errno)
+        -> Bool
+    {
+        guard credentials.uid == system.userID else { return false }
+        guard let status = try readIfPresent(folder + "/status", system) else { return true }
+        return uids(inStatus: status).allSatisfy { $0 == system.userID }
+    }
+
+    /// `/proc/PID` of the peer's pid.
+    var folder: String { "/proc/\(credentials.pid)" }
+
+    /// A pidfd of the peer on `fd` whose pid is `pid`, and whether it names the connection's own
+    /// process however late it is taken (`SO_PEERPIDFD`), or whichever has its pid now
+    /// (`pidfd_open`, before Linux 6.5); nil when none can be had. Throws only `EMFILE`, `ENFILE`.
+    static func processDescriptor(_ fd: Int32, pid: Int32, _ system: any SystemCalls) throws(Errno)
+        -> (fd: Int32, isExact: Bool)?
+    {
+        do { return (try system.peerProcessDescriptor(fd), true) } catch {
+            if error.isOutOfDescriptors { throw error }
+            guard error == .protocolOptionUnknown else { return nil }
+        }
+        do { return (try system.processDescriptor(pid), false) } catch {
             if error.isOutOfDescriptors { throw error }
             return nil
         }
+    }
+
+    /// The program of the process whose `/proc` folder is `folder`: the executable's path, else
+    /// (unreadable: a process not dumpable, another user's) its command name; each nil when unknown.
+    static func program(inFolder folder: String, _ system: any SystemCalls) -> (path: String?, command: String?) {
+        if let path = (try? system.linkTarget(folder + "/exe")).flatMap({ $0 }) { return (bounded(path), nil) }
+        let command = try? readOnce(folder + "/comm", system)
+        return (nil, command.map { bounded(String(decoding: $0, as: UTF8.self).trimmingSpaceAtEnd) })
+    }
+
+    /// The most bytes read of a file of `/proc`: `comm` takes 16, `cgroup` a few hundred,
+    /// `.flatpak-info` names its app in its first group.
+    static let maxFileBytes = 4096
+
+    /// The file at `path` (at most ``maxFileBytes``), nil when it cannot be read, but throws when
+    /// kvd has no descriptor left to open it (`EMFILE`, `ENFILE`): then nothing may be concluded
+    /// from its absence.
+    static func readIfPresent(_ path: String, _ system: any SystemCalls) throws(Errno) -> [UInt8]? {
+        do { return try readOnce(path, system) } catch {
+            if error.isOutOfDescriptors { throw error }
+            return nil
+        }
+    }
+
+    /// The first ``maxFileBytes`` of the file at `path`, with one `read`: all of a `/proc` text
+    /// that fits (the kernel makes it whole for each read from its start), the start of a
+    /// longer file. Throws why it cannot be opened or read. C: `open`, `read`, `close`.
+    static func readOnce(_ path: String, _ system: any SystemCalls) throws(Errno) -> [UInt8] {
+        let fd = try system.openReadOnly(path)
         defer { system.close(fd) }
-        return try? system.readToEnd(fd, limit: 1 << 12)
+        return try withUnsafeTemporaryAllocation(byteCount: maxFileBytes, alignment: 1) { buffer in
+            Result { () throws(SystemError) in Array(buffer[..<(try system.receive(fd, into: buffer))]) }
+        }.mapError(\.errno).get()
     }
 
     static func bounded(_ text: String) -> String {
+        guard text.utf8.count > maxTextBytes else { return text }
         var bytes = Array(text.utf8.prefix(maxTextBytes))
         while !bytes.isEmpty, String(validating: bytes, as: UTF8.self) == nil { bytes.removeLast() }
         return String(decoding: bytes, as: UTF8.self)

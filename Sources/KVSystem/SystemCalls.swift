@@ -57,9 +57,11 @@ public protocol SystemCalls: FileSystem {
     func peerCredentials(_ fd: Int32) throws(Errno) -> PeerCredentials
     /// A process descriptor (pidfd) of the process that connected on `fd`: it names that process
     /// and no other, even once it exits and its pid is given to another. Closed by the caller.
-    /// C: `getsockopt(SO_PEERPIDFD)` (Linux 6.5+), else `pidfd_open` of `SO_PEERCRED`'s pid
-    /// (which may already name another process: ``processIsRunning(_:)`` after the reads tells).
+    /// Fails with `ENOPROTOOPT` before Linux 6.5. C: `getsockopt(SO_PEERPIDFD)`.
     func peerProcessDescriptor(_ fd: Int32) throws(Errno) -> Int32
+    /// A process descriptor (pidfd) of whichever process has `pid` now: once the process that had
+    /// it exited, another. Closed by the caller. C: `pidfd_open(pid, 0)`.
+    func processDescriptor(_ pid: Int32) throws(Errno) -> Int32
     /// Whether the process of the pidfd `pidfd` is still running. C: `pidfd_send_signal(0)`.
     func processIsRunning(_ pidfd: Int32) -> Bool
     /// Shuts both directions. On a listening socket, later connects are refused while

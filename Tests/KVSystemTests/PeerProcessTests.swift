@@ -14,7 +14,7 @@ import Testing
         return (try system.listenUnix(path, nonBlocking: false), path)
     }
 
-    @Test func aLivePeerIsNamedByItsProgramCommandAndUnit() throws {
+    @Test func aLivePeerIsConfirmedAtAcceptAndNamedByItsProgramAtItsFirstWrite() throws {
         let (listening, path) = try listener()
         defer {
             system.close(listening)
@@ -24,11 +24,68 @@ import Testing
         defer { system.close(client) }
         let accepted = try system.accept(listening)
         defer { system.close(accepted) }
-        let peer = try PeerProcess.identify(accepted, system: system)
+        var peer = try PeerProcess.identify(accepted, system: system)
         #expect(peer.credentials.pid == getpid() && peer.credentials.uid == getuid())
+        #expect(peer.isConfirmed && peer.programIsPending)
+        #expect(peer.program == nil && peer.command == nil, "what only history needs is not read at accept")
+        peer.nameProgram(connection: accepted, system: system)
         #expect(peer.program == system.executablePath())
-        #expect(peer.command?.isEmpty == false)
-        #expect(peer.command.map { $0.utf8.count <= 15 } == true, "comm holds at most 15 bytes")
+        #expect(peer.command == nil, "comm is read only where the executable's path is unknown")
+        #expect(!peer.programIsPending)
+    }
+
+    /// Where the executable's path cannot be read (a process not dumpable, another user's), the
+    /// command name stands for it; `comm` is read only then.
+    @Test func theCommandNamesAProgramWhoseExecutableIsUnreadable() throws {
+        let folder = "/proc/\(getpid())"
+        let named = PeerProcess.program(inFolder: folder, system)
+        #expect(named.path == system.executablePath() && named.command == nil)
+        let faulty = FaultInjectingSystem()
+        faulty.failPaths(endingWith: "/exe", with: .permissionDenied)
+        let command = PeerProcess.program(inFolder: folder, faulty)
+        #expect(command.path == nil && command.command?.isEmpty == false, "\(command)")
+        #expect(command.command.map { $0.utf8.count <= 15 } == true, "comm holds at most 15 bytes")
+        #expect(PeerProcess.program(inFolder: "/proc/0", system) == (nil, nil))
+    }
+
+    /// `.flatpak-info` that kvd may not open (`EACCES`) in a process of its own user (one that
+    /// made itself not dumpable, as a sandboxed app could to pass for unsandboxed): its sandbox
+    /// is unknown, so it is not confirmed (and so confined). Another user's process (the system
+    /// instance's peers) is one kvd may not look into at all: read as before, no Flatpak.
+    @Test func aFlatpakInfoKvdMayNotOpenLeavesItsOwnUsersPeerUnconfirmed() throws {
+        let (listening, path) = try listener()
+        defer {
+            system.close(listening)
+            unlink(path)
+        }
+        let client = try system.connectUnix(path)
+        defer { system.close(client) }
+        let accepted = try system.accept(listening)
+        defer { system.close(accepted) }
+        let faulty = FaultInjectingSystem()
+        faulty.failPaths(endingWith: "/root/.flatpak-info", with: .permissionDenied)
+        let own = try PeerProcess.identify(accepted, system: faulty)
+        #expect(own.credentials.uid == getuid() && !own.isConfirmed && own.app == nil, "\(own)")
+        faulty.pretendPeers([PeerCredentials(pid: getpid(), uid: getuid() &+ 1, gid: getgid(), groups: [])])
+        let another = try PeerProcess.identify(accepted, system: faulty)
+        #expect(another.isConfirmed && another.app == nil, "\(another)")
+        let absent = try PeerProcess.identify(accepted, system: system)
+        #expect(absent.isConfirmed && absent.app == nil, "no .flatpak-info: no Flatpak")
+    }
+
+    /// Whose a process is, by its `status`: a process of another user (root's) whose connecting
+    /// thread took kvd's user's uid is not kvd's user's own (the system tests' clients are such).
+    @Test func statusNamesEveryUidOfTheProcess() throws {
+        let status = "Name:\tpython3\nUmask:\t0022\nState:\tS (sleeping)\nUid:\t1000\t1000\t0\t1000\nGid:\t1\t1\t1\t1\n"
+        #expect(PeerProcess.uids(inStatus: Array(status.utf8)) == [1000, 1000, 0, 1000])
+        #expect(PeerProcess.uids(inStatus: Array("Name:\tx\n".utf8)) == [])
+        let own = try PeerProcess.readOnce("/proc/self/status", system)
+        #expect(PeerProcess.uids(inStatus: own) == [getuid(), geteuid(), getuid(), geteuid()])
+        let credentials = PeerCredentials(pid: getpid(), uid: getuid(), gid: getgid(), groups: [])
+        #expect(try PeerProcess.isOwnUsers("/proc/self", credentials, system))
+        let faulty = FaultInjectingSystem()
+        faulty.failPaths(endingWith: "/status", with: .permissionDenied)
+        #expect(try PeerProcess.isOwnUsers("/proc/self", credentials, faulty), "unreadable: confined, to be safe")
     }
 
     /// A peer that exited before it was looked at: its pid may already be another's, so nothing
@@ -46,13 +103,43 @@ import Testing
         #expect(try system.waitForExit(child) == 0)
         let accepted = try system.accept(listening)
         defer { system.close(accepted) }
-        let peer = try PeerProcess.identify(accepted, system: system)
-        #expect(peer.credentials.pid == child)
+        var peer = try PeerProcess.identify(accepted, system: system)
+        #expect(peer.credentials.pid == child && !peer.isConfirmed)
+        peer.nameProgram(connection: accepted, system: system)
         #expect(peer.program == nil && peer.command == nil && peer.unit == nil && peer.app == nil, "\(peer)")
     }
 
+    /// The peer was running when kvd accepted its connection and exited before its first write:
+    /// its program is not read (its pid may be another's by then), and it stays unnamed.
+    @Test func aPeerThatExitedBeforeItsFirstWriteIsNotNamed() throws {
+        let (listening, path) = try listener()
+        defer {
+            system.close(listening)
+            unlink(path)
+        }
+        let go = try system.makePipe()
+        let child = try system.spawn(
+            "/usr/bin/python3",
+            arguments: [
+                "-c",
+                "import os, socket, sys; s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); os.read(0, 1)",
+                path,
+            ], input: go.read, output: 1, error: 2)
+        system.close(go.read)
+        let accepted = try system.accept(listening)
+        defer { system.close(accepted) }
+        var peer = try PeerProcess.identify(accepted, system: system)
+        #expect(peer.isConfirmed && peer.programIsPending, "running at accept")
+        system.close(go.write)  // it reads the end of its input and exits
+        #expect(try system.waitForExit(child) == 0)
+        peer.nameProgram(connection: accepted, system: system)
+        #expect(peer.program == nil && peer.command == nil, "\(peer)")
+        #expect(peer.isConfirmed && peer.credentials.pid == child, "what accept confirmed stays")
+    }
+
     /// The pid the kernel gave is looked up, but the connection's own process (its pidfd) exited
-    /// meanwhile: what `/proc` says is of whoever has the pid now (here, this test), and is dropped.
+    /// meanwhile: what `/proc` says is of whoever has the pid now (here, this test), and is dropped,
+    /// at accept and at the first write alike.
     @Test func aPidTakenByAnotherProcessIsNotTakenForThePeer() throws {
         let faulty = FaultInjectingSystem()
         let (listening, path) = try listener()
@@ -64,11 +151,27 @@ import Testing
         defer { system.close(client) }
         let accepted = try system.accept(listening)
         defer { system.close(accepted) }
-        #expect(try PeerProcess.identify(accepted, system: faulty).program == system.executablePath())
+        var named = try PeerProcess.identify(accepted, system: faulty)
+        named.nameProgram(connection: accepted, system: faulty)
+        #expect(named.program == system.executablePath())
+        var accepting = try PeerProcess.identify(accepted, system: faulty)
         faulty.pretendPeersExited()
-        let peer = try PeerProcess.identify(accepted, system: faulty)
-        #expect(peer.credentials.pid == getpid())
+        accepting.nameProgram(connection: accepted, system: faulty)
+        #expect(accepting.isConfirmed && accepting.program == nil && accepting.command == nil, "\(accepting)")
+        var peer = try PeerProcess.identify(accepted, system: faulty)
+        #expect(peer.credentials.pid == getpid() && !peer.isConfirmed && !peer.programIsPending)
+        peer.nameProgram(connection: accepted, system: faulty)
         #expect(peer.program == nil && peer.command == nil && peer.unit == nil && peer.app == nil, "\(peer)")
+    }
+
+    /// `/proc`'s small files are read with one `read` each, whole.
+    @Test func aProcFileIsReadWholeWithOneRead() throws {
+        let cgroup = try PeerProcess.readOnce("/proc/self/cgroup", system)
+        #expect(!cgroup.isEmpty && cgroup.last == UInt8(ascii: "\n"))
+        let status = try PeerProcess.readOnce("/proc/self/status", system)
+        #expect(String(decoding: status, as: UTF8.self).contains("\nPid:\t"), "the text starts whole")
+        #expect(throws: Errno.noSuchFileOrDirectory) { try PeerProcess.readOnce("/proc/self/no-such-file", system) }
+        #expect(try PeerProcess.readIfPresent("/proc/self/no-such-file", system) == nil)
     }
 
     @Test(arguments: [
@@ -106,6 +209,19 @@ import Testing
         #expect(PeerProcess.app(inCgroup: text) == nil)
         #expect(PeerProcess.unit(inCgroup: "0::/\n") == nil)
         #expect(PeerProcess.app(inCgroup: "0::/user.slice/app-.scope\n") == nil)
+    }
+
+    /// The cgroup text is read byte by byte: any line order, any path shape.
+    @Test func cgroupPathsOfAnyShape() {
+        #expect(
+            PeerProcess.unit(inCgroup: "0::/a.slice/b.scope/inner\n") == "b.scope", "the last unit, not the last part")
+        #expect(PeerProcess.unit(inCgroup: "0::/x.service/\n") == "x.service", "a trailing slash")
+        #expect(PeerProcess.unit(inCgroup: "0::x.service") == "x.service", "no slash, no newline")
+        #expect(PeerProcess.unit(inCgroup: "0::/.scope\n") == ".scope")
+        #expect(PeerProcess.unit(inCgroup: "0::\n1:cpu:/y.service\n") == nil, "only the unified line counts")
+        #expect(PeerProcess.unit(inCgroup: "10::/y.service\n0:") == nil)
+        #expect(PeerProcess.unit(inCgroup: "") == nil && PeerProcess.unit(inCgroup: "\n\n") == nil)
+        #expect(PeerProcess.cgroupPath(Array("1:a:/b\n0::/c\n".utf8)).map(Array.init) == Array("/c".utf8))
     }
 
     @Test func flatpakInfoNamesTheApplication() {

@@ -210,6 +210,63 @@ class KvdUnderPythonVarlink(unittest.TestCase):
             taker.kill()
             taker.wait()
 
+    def test_a_pid_taken_after_accept_is_not_blamed_at_the_first_write(self):
+        """A connects and makes a read (kvd has accepted and identified it: an unsandboxed
+        process), forks C (who keeps the connection) and exits; its pid goes to B (a `sleep`,
+        placed there through ns_last_pid); then C writes. kvd reads the program at a connection's
+        first write, through the connection's own pidfd: A is gone, so the change is C's to serve
+        (its reach was fixed at accept) and is recorded with A's pid and uid, its program unknown:
+        neither B's nor anyone's."""
+        if os.getuid() != 0 or not os.path.exists("/proc/sys/kernel/ns_last_pid"):
+            self.skipTest("needs root: places a process at a pid through /proc/sys/kernel/ns_last_pid")
+        go_read, go_write = os.pipe()
+        out = os.path.join(self.root, "reused-later.out")
+        script = (
+            "import os, socket, sys\n"
+            "def call(s, m):\n"
+            "    s.sendall(m + b'\\0')\n"
+            "    reply = b''\n"
+            "    while not reply.endswith(b'\\0'): reply += s.recv(4096)\n"
+            "    return reply\n"
+            "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
+            "call(s, b'{\"method\":\"io.kvd.Defaults.Domains\"}')\n"
+            "if os.fork() == 0:\n"
+            "    os.read(int(sys.argv[2]), 1)\n"
+            "    open(sys.argv[3], 'wb').write(call(s, b'{\"method\":\"io.kvd.Defaults.Set\",\"parameters\":"
+            "{\"domain\":\"com.example.reused.later\",\"key\":\"k\",\"value\":1}}'))\n"
+            "os._exit(0)\n")
+        first = subprocess.Popen([sys.executable, "-c", script, self.sock, str(go_read), out], pass_fds=(go_read,))
+        self.assertEqual(first.wait(timeout=20), 0)  # reaped: its pid is free
+        os.close(go_read)
+        taker = None
+        for _ in range(200):  # others fork too on a busy machine: try again
+            with open("/proc/sys/kernel/ns_last_pid", "w") as last:
+                last.write(str(first.pid - 1))
+            taker = subprocess.Popen(["sleep", "60"])
+            if taker.pid == first.pid:
+                break
+            taker.kill()
+            taker.wait()
+            taker = None
+        if taker is None:
+            os.close(go_write)
+            self.skipTest(f"could not place a process at pid {first.pid}")
+        try:
+            os.write(go_write, b"x")
+            deadline = time.time() + 20
+            while not (os.path.exists(out) and os.path.getsize(out) > 0) and time.time() < deadline:
+                time.sleep(0.02)
+            with open(out, "rb") as reply:
+                self.assertIn(b'"revision"', reply.read())
+            with self.client.open("io.kvd.Defaults") as kv:
+                writer = kv.Blame("com.example.reused.later", "k")["entries"][0]["writer"]
+            self.assertEqual((writer["pid"], writer["uid"]), (first.pid, os.getuid()))
+            self.assertNotIn("program", writer, "nobody is named: A exited before its first write")
+        finally:
+            os.close(go_write)
+            taker.kill()
+            taker.wait()
+
 if __name__ == "__main__":
     result = unittest.main(exit=False, verbosity=2).result
     failed = len(result.failures) + len(result.errors)

@@ -41,6 +41,10 @@ public final class FaultInjectingSystem: SystemCalls {
         var queued: [Int32] = []
         /// Who the peers of accepted connections are, in accept order (then the real answer).
         var peers: [PeerCredentials] = []
+        /// The pids of every peer pretended: no such process is there to read (``failIfPlanned(_:)``).
+        var pretendedPIDs: Set<Int32> = []
+        /// Paths, by how they end, whose open and link read fail, and how (``failPaths(endingWith:with:)``).
+        var pathFaults: [(suffix: String, errno: Errno)] = []
         /// Whether every pidfd's process reads as exited (its pid then may name another).
         var peersExited = false
         /// Group names and ids that replace the real group database (empty: the real one).
@@ -74,6 +78,12 @@ public final class FaultInjectingSystem: SystemCalls {
     /// thread's work landing between two of its steps).
     public func beforeNext(_ call: Call, on fd: Int32, run action: @escaping @Sendable () -> Void) {
         state.withLock { $0.actions[Planned(call: call, fd: fd), default: []].append(action) }
+    }
+
+    /// From now on, opening a path that ends with `suffix`, or reading it as a link, fails with
+    /// `errno` (`/root/.flatpak-info` with `EACCES`: a process that made itself not dumpable).
+    public func failPaths(endingWith suffix: String, with errno: Errno) {
+        state.withLock { $0.pathFaults.append((suffix, errno)) }
     }
 
     /// Removes every planned fault.
@@ -189,6 +199,7 @@ public final class FaultInjectingSystem: SystemCalls {
     }
 
     public func openReadOnly(_ path: String) throws(Errno) -> Int32 {
+        try failIfPlanned(path)
         try takeDescriptor()
         return try real.openReadOnly(path)
     }
@@ -258,7 +269,10 @@ public final class FaultInjectingSystem: SystemCalls {
         try real.status(path, followingLinks: followingLinks)
     }
     public func resolvedPath(_ path: String) throws(Errno) -> String { try real.resolvedPath(path) }
-    public func linkTarget(_ path: String) throws(Errno) -> String? { try real.linkTarget(path) }
+    public func linkTarget(_ path: String) throws(Errno) -> String? {
+        try failIfPlanned(path)
+        return try real.linkTarget(path)
+    }
     public func hasAccessControlList(_ path: String) -> Bool { real.hasAccessControlList(path) }
     public func changeOwner(_ descriptor: FileDescriptor, owner: UInt32, group: UInt32) throws(Errno) {
         try real.changeOwner(descriptor, owner: owner, group: group)
@@ -310,6 +324,8 @@ public final class FaultInjectingSystem: SystemCalls {
         try real.peerProcessDescriptor(fd)
     }
 
+    public func processDescriptor(_ pid: Int32) throws(Errno) -> Int32 { try real.processDescriptor(pid) }
+
     public func processIsRunning(_ pidfd: Int32) -> Bool {
         !state.withLock { $0.peersExited } && real.processIsRunning(pidfd)
     }
@@ -323,6 +339,16 @@ public final class FaultInjectingSystem: SystemCalls {
         return try real.peerCredentials(fd)
     }
 
+    /// Throws the fault planned for `path` (``failPaths(endingWith:with:)``), else `ENOENT` for a
+    /// path under `/proc/PID/` of a pretended peer's pid.
+    private func failIfPlanned(_ path: String) throws(Errno) {
+        if let fault = state.withLock({ $0.pathFaults.first { path.hasSuffix($0.suffix) } }) { throw fault.errno }
+        guard path.hasPrefix("/proc/") else { return }
+        let pid = path.utf8.dropFirst(6).prefix { $0 != UInt8(ascii: "/") }
+        guard let pid = Int32(String(decoding: pid, as: UTF8.self)) else { return }
+        if state.withLock({ $0.pretendedPIDs.contains(pid) }) { throw .noSuchFileOrDirectory }
+    }
+
     public func userID(named name: String) -> UInt32? { real.userID(named: name) }
     public func groupID(named name: String) -> UInt32? {
         let groups = state.withLock { $0.groups }
@@ -330,10 +356,14 @@ public final class FaultInjectingSystem: SystemCalls {
     }
 
     /// The next connections' peers are these users, in order (a socket pair's peer is always
-    /// this process): so the system instance's decisions can be tested for any uid.
+    /// this process): so the system instance's decisions can be tested for any uid. Their pids
+    /// name no process kvd may look at: `/proc/PID` reads as absent (``failIfPlanned(_:)``), as
+    /// another user's does for the system instance (`ProtectProc=invisible`), whatever process
+    /// has that pid on the test's machine.
     public func pretendPeers(_ peers: [PeerCredentials], groups: [String: UInt32] = [:]) {
         state.withLock {
             $0.peers += peers
+            $0.pretendedPIDs.formUnion(peers.map(\.pid))
             $0.groups = groups
         }
     }
