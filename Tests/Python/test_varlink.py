@@ -20,6 +20,26 @@ import varlink
 BIN_DIR = sys.argv.pop(1) if len(sys.argv) > 1 else ".build/debug"
 
 
+def place_sleep_at(pid):
+    """A `sleep 60` started at `pid` (free: its process was reaped) through
+    /proc/sys/kernel/ns_last_pid, or None when other forks kept taking it (200 tries)."""
+    for _ in range(200):  # others fork too on a busy machine: try again
+        with open("/proc/sys/kernel/ns_last_pid", "w") as last:
+            last.write(str(pid - 1))
+        taker = subprocess.Popen(["sleep", "60"])
+        if taker.pid == pid:
+            return taker
+        taker.kill()
+        taker.wait()
+    return None
+
+
+def wait_for_content(path, seconds=20):
+    """Waits until the file at `path` holds something, at most `seconds`."""
+    deadline = time.time() + seconds
+    while not (os.path.exists(path) and os.path.getsize(path) > 0) and time.time() < deadline:
+        time.sleep(0.02)
+
 class KvdUnderPythonVarlink(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -181,25 +201,14 @@ class KvdUnderPythonVarlink(unittest.TestCase):
             self.daemon.send_signal(signal.SIGCONT)
             raise
         os.close(go_read)
-        taker = None
-        for _ in range(200):  # others fork too on a busy machine: try again
-            with open("/proc/sys/kernel/ns_last_pid", "w") as last:
-                last.write(str(first.pid - 1))
-            taker = subprocess.Popen(["sleep", "60"])
-            if taker.pid == first.pid:
-                break
-            taker.kill()
-            taker.wait()
-            taker = None
+        taker = place_sleep_at(first.pid)
         self.daemon.send_signal(signal.SIGCONT)
         if taker is None:
             os.close(go_write)
             self.skipTest(f"could not place a process at pid {first.pid}")
         try:
             os.write(go_write, b"x")
-            deadline = time.time() + 20
-            while not (os.path.exists(out) and os.path.getsize(out) > 0) and time.time() < deadline:
-                time.sleep(0.02)
+            wait_for_content(out)
             with open(out, "rb") as reply:
                 self.assertIn(b'"error":"org.varlink.service.PermissionDenied"', reply.read())
             with self.client.open("io.kvd.Defaults") as kv:
@@ -238,24 +247,13 @@ class KvdUnderPythonVarlink(unittest.TestCase):
         first = subprocess.Popen([sys.executable, "-c", script, self.sock, str(go_read), out], pass_fds=(go_read,))
         self.assertEqual(first.wait(timeout=20), 0)  # reaped: its pid is free
         os.close(go_read)
-        taker = None
-        for _ in range(200):  # others fork too on a busy machine: try again
-            with open("/proc/sys/kernel/ns_last_pid", "w") as last:
-                last.write(str(first.pid - 1))
-            taker = subprocess.Popen(["sleep", "60"])
-            if taker.pid == first.pid:
-                break
-            taker.kill()
-            taker.wait()
-            taker = None
+        taker = place_sleep_at(first.pid)
         if taker is None:
             os.close(go_write)
             self.skipTest(f"could not place a process at pid {first.pid}")
         try:
             os.write(go_write, b"x")
-            deadline = time.time() + 20
-            while not (os.path.exists(out) and os.path.getsize(out) > 0) and time.time() < deadline:
-                time.sleep(0.02)
+            wait_for_content(out)
             with open(out, "rb") as reply:
                 self.assertIn(b'"revision"', reply.read())
             with self.client.open("io.kvd.Defaults") as kv:
