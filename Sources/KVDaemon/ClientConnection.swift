@@ -159,7 +159,7 @@ final class ClientConnection {
     /// Whether the peer may change anything: fixed at accept, never looked up again.
     @exclusivity(unchecked) private(set) var mayWrite = true
     /// Who the peer is, as history records the changes it asks for (``writer()``).
-    @exclusivity(unchecked) private var peerWriter = PeerWriter(nil, records: false)
+    @exclusivity(unchecked) private var writerRecord: Writer?
     /// How far the peer reaches (a sandboxed app: ``SandboxAccess``), fixed at accept by
     /// ``identifyPeer(_:recordsWriter:confines:)``; until then, it reaches only the public domains.
     @exclusivity(unchecked) private(set) var reach: PeerReach = .sandboxed(
@@ -171,17 +171,16 @@ final class ClientConnection {
     /// (``PeerProcess/identify(_:system:)``: the process that connected, never another that took
     /// its pid; nil when even its credentials could not be read): its ``reach``, kept for the
     /// connection's life, and, with `recordsWriter` (``DaemonOptions/recordsWriters``, off only
-    /// for the benchmark's comparison), what ``writer()`` completes. Without `confines` (the
+    /// for the benchmark's comparison), what ``writer()`` returns. Without `confines` (the
     /// benchmark's comparison too) it reaches everything.
     func identifyPeer(_ peer: PeerProcess?, recordsWriter: Bool, confines: Bool = true) {
         reach = confines ? PeerReach(peer) : .everything
-        peerWriter = PeerWriter(peer, records: recordsWriter)
+        writerRecord = recordsWriter ? peer.map(Writer.init(peer:)) : nil
     }
 
-    /// Who the peer is, as history records the changes it asks for: its program read the first
-    /// time this is asked (its first write; ``PeerWriter``), then kept for the connection's life.
-    /// Nil when its credentials could not be read, or writers are not recorded.
-    func writer() -> Writer? { peerWriter.writer(of: fd, system: system) }
+    /// Who the peer is, as history records the changes it asks for, as read at accept, for the
+    /// connection's life. Nil when its credentials could not be read, or writers are not recorded.
+    func writer() -> Writer? { writerRecord }
 
     /// Counts one more refused call; returns how many were.
     func noteRefusal() -> Int {

@@ -20,11 +20,11 @@ extension Server {
                 return log.warning("\(error)")
             }
             let connection = ClientConnection(id: table.nextID, fd: fd, memory: memory, system: system)
-            // Who connected, as its confinement needs (its credentials, then /proc through its pidfd;
-            // its program is read at its first write).
+            // Who connected: its credentials, then /proc through its pidfd (its confinement and
+            // the program history records).
             let peer = Result { () throws(Errno) in
                 limits.identifiesPeers
-                    ? try PeerProcess.identify(fd, system: system)
+                    ? try table.identify(fd)
                     : PeerProcess(credentials: try system.peerCredentials(fd))
             }
             if case .failure(let error) = peer, error.isOutOfDescriptors {

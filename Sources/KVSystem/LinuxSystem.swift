@@ -155,7 +155,7 @@ public struct LinuxSystem: SystemCalls {
     }
 
     public func linkTarget(_ path: String) throws(Errno) -> String? {
-        // Uninitialized, on the stack: kvd reads a link for each connection's first write.
+        // Uninitialized, on the stack: kvd reads a link for each connection it accepts.
         let target = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Int(PATH_MAX)) { buffer in
             let count = readlink(path, buffer.baseAddress!, buffer.count)
             return count < 0
@@ -210,6 +210,22 @@ public struct LinuxSystem: SystemCalls {
     public func processIsRunning(_ pidfd: Int32) -> Bool {
         kvd_pidfd_send_signal(pidfd, 0) == 0 || Errno.current.rawValue == EPERM
     }
+
+    public func processIdentity(_ pidfd: Int32) -> UInt64? {
+        guard Self.pidfdsArePidfs else { return nil }
+        var status = stat()
+        guard fstat(pidfd, &status) == 0 else { return nil }
+        return UInt64(status.st_ino)
+    }
+
+    /// Whether pidfds live in pidfs (Linux 6.9 on), whose inodes name one process each: asked
+    /// once, of a pidfd of kvd's own process.
+    private static let pidfdsArePidfs: Bool = {
+        let pidfd = kvd_pidfd_open(getpid())
+        guard pidfd >= 0 else { return false }
+        defer { Glibc.close(pidfd) }
+        return kvd_pidfd_is_pidfs(pidfd) == 1
+    }()
 
     public func peerCredentials(_ fd: Int32) throws(Errno) -> PeerCredentials {
         var credentials = kvd_peer_credentials()

@@ -1,9 +1,8 @@
 /// Who is on the other end of a connection: the process the kernel names when it connected, and
-/// what the system says about it, read in two steps. When kvd accepts the connection, what its
-/// confinement needs (``identify(_:system:)``): whether it runs in a sandboxed app
-/// (KVDaemon's `ClientConnection.reach`). At the connection's first write, what only history
-/// needs (``nameProgram(connection:system:)``): the program KVDaemon's `ClientConnection.writer()`
-/// records.
+/// what the system says about it, read once, when kvd accepts the connection
+/// (``identify(_:system:known:)``): what its confinement needs (whether it runs in a sandboxed
+/// app: KVDaemon's `ClientConnection.reach`) and what history records of its changes (its
+/// program: KVDaemon's `ClientConnection.writer()`).
 ///
 /// Everything but the credentials is read from `/proc/PID` after the connection was made, and
 /// kept only if the process the connection's pidfd names is still running once it was read: a
@@ -25,10 +24,6 @@ public struct PeerProcess: Sendable, Equatable {
     /// process whose root kvd may not look into): then ``program``, ``command``, ``unit`` and
     /// ``app`` are nil, and nobody can tell whether it ran in a sandbox.
     public var isConfirmed = false
-    /// Whether ``program`` and ``command`` are still to be read, by
-    /// ``nameProgram(connection:system:)``: true after ``identify(_:system:)`` confirmed the peer
-    /// through a pidfd that names the connection's own process whenever it is taken again.
-    public internal(set) var programIsPending = false
 
     /// The most bytes kept of any text.
     public static let maxTextBytes = 256
@@ -73,57 +68,57 @@ public struct AppIdentity: Sendable, Equatable {
 }
 
 extension PeerProcess {
-    /// The peer of the connected Unix socket `fd`, as far as its confinement needs: its
-    /// credentials (which must be read), then its cgroup's unit and its app (`/proc/PID/cgroup`,
-    /// `/proc/PID/root/.flatpak-info`), each nil where it cannot be read; its program is left to
-    /// ``nameProgram(connection:system:)`` (``programIsPending``), but read now where only
-    /// `pidfd_open` names the process (before Linux 6.5: a pidfd taken later might name another).
-    /// `EACCES` opening `.flatpak-info` of a process of kvd's own user (one that made itself not
-    /// dumpable) leaves it unconfirmed: what decides its sandbox is unknown. Throws when kvd has
-    /// no descriptor left to learn it (`EMFILE`, `ENFILE`: the caller refuses the connection, as
-    /// one over its limit; a sandbox's file unopened for want of one is never read as no
-    /// sandbox), or when the credentials cannot be read.
-    public static func identify(_ fd: Int32, system: any SystemCalls) throws(Errno) -> PeerProcess {
+    /// The peer of the connected Unix socket `fd`: its credentials (which must be read), then its
+    /// program (`/proc/PID/exe`, else `comm`), its cgroup's unit and its app (`/proc/PID/cgroup`,
+    /// `/proc/PID/root/.flatpak-info`), each nil where it cannot be read. `EACCES` opening
+    /// `.flatpak-info` of a process of kvd's own user (one that made itself not dumpable) leaves
+    /// it unconfirmed: what decides its sandbox is unknown. Throws when kvd has no descriptor left
+    /// to learn it (`EMFILE`, `ENFILE`: the caller refuses the connection, as one over its limit;
+    /// a sandbox's file unopened for want of one is never read as no sandbox), or when the
+    /// credentials cannot be read.
+    ///
+    /// `known`: what earlier connections of the same processes said (``KnownPeers``). A process
+    /// the kernel numbers for the boot (``SystemCalls/processIdentity(_:)``) and found there with
+    /// the program it runs now is taken as it was (its unit and app: neither `cgroup` nor
+    /// `.flatpak-info` is read again); any other confirmed peer is added to it.
+    public static func identify(_ fd: Int32, system: any SystemCalls, known: inout KnownPeers) throws(Errno)
+        -> PeerProcess
+    {
         var peer = PeerProcess(credentials: try system.peerCredentials(fd))
         guard let (pidfd, isExact) = try processDescriptor(fd, pid: peer.credentials.pid, system) else { return peer }
         defer { system.close(pidfd) }
         let folder = peer.folder
         var found = peer
-        if isExact {
-            found.programIsPending = true
+        (found.program, found.command) = program(inFolder: folder, system)
+        // Only a pidfd of the connection's own process names the process it numbers.
+        let identity = isExact ? system.processIdentity(pidfd) : nil
+        if let identity, let program = found.program, let earlier = known[identity, running: program] {
+            (found.unit, found.app) = (earlier.unit, earlier.app)
         } else {
-            (found.program, found.command) = program(inFolder: folder, system)
+            let cgroup = try readIfPresent(folder + "/cgroup", system)
+            let info: [UInt8]?
+            do { info = try readOnce(folder + "/root/.flatpak-info", system) } catch {
+                if error.isOutOfDescriptors { throw error }
+                if error == .permissionDenied, try isOwnUsers(folder, peer.credentials, system) { return peer }
+                info = nil  // absent: no Flatpak; another user's process: kvd may not tell
+            }
+            let unit = cgroup.flatMap { Self.unit(inCgroup: $0) }
+            found.unit = unit.map(bounded)
+            found.app = Self.flatpakApp(info) ?? unit.flatMap(Self.app(inUnit:))
         }
-        let cgroup = try readIfPresent(folder + "/cgroup", system)
-        let info: [UInt8]?
-        do { info = try readOnce(folder + "/root/.flatpak-info", system) } catch {
-            if error.isOutOfDescriptors { throw error }
-            if error == .permissionDenied, try isOwnUsers(folder, peer.credentials, system) { return peer }
-            info = nil  // absent: no Flatpak; another user's process: kvd may not tell
-        }
-        let unit = cgroup.flatMap { Self.unit(inCgroup: $0) }
-        found.unit = unit.map(bounded)
-        found.app = Self.flatpakApp(info) ?? unit.flatMap(Self.app(inUnit:))
         // Read after the process may have exited: only what the connection's own process said.
-        if system.processIsRunning(pidfd) {
-            peer = found
-            peer.isConfirmed = true
+        guard system.processIsRunning(pidfd) else { return peer }
+        found.isConfirmed = true
+        if let identity, let program = found.program {
+            known.note(identity, KnownPeers.Entry(program: program, unit: found.unit, app: found.app))
         }
-        return peer
+        return found
     }
 
-    /// Reads the program while ``programIsPending`` (after that, does nothing): `/proc/PID/exe`'s
-    /// target, else its command name (`comm`), through a pidfd of the connection `fd`'s own
-    /// process taken again, and kept only if that process is still running once they were read.
-    /// A process that exited since kvd accepted its connection (its pid perhaps another's by now)
-    /// stays unnamed, as does one kvd has no descriptor left to check (`EMFILE`, `ENFILE`).
-    public mutating func nameProgram(connection fd: Int32, system: any SystemCalls) {
-        guard programIsPending else { return }
-        programIsPending = false
-        guard let pidfd = try? system.peerProcessDescriptor(fd) else { return }
-        defer { system.close(pidfd) }
-        let named = Self.program(inFolder: folder, system)
-        if system.processIsRunning(pidfd) { (program, command) = named }
+    /// The peer of `fd` (``identify(_:system:known:)``), with nothing known of earlier connections.
+    public static func identify(_ fd: Int32, system: any SystemCalls) throws(Errno) -> PeerProcess {
+        var known = KnownPeers()
+        return try identify(fd, system: system, known: &known)
     }
 
     /// Whether the process of `folder` is one of kvd's own user's (`credentials`, and every uid of

@@ -64,6 +64,10 @@ public protocol SystemCalls: FileSystem {
     func processDescriptor(_ pid: Int32) throws(Errno) -> Int32
     /// Whether the process of the pidfd `pidfd` is still running. C: `pidfd_send_signal(0)`.
     func processIsRunning(_ pidfd: Int32) -> Bool
+    /// The number the kernel gave the process of `pidfd` for this boot, never given to another
+    /// (its pidfs inode); nil where pidfds have no such number (before Linux 6.9: their file
+    /// system is not pidfs). C: `fstatfs` (`PIDFS_MAGIC`, once per process) and `fstat`.
+    func processIdentity(_ pidfd: Int32) -> UInt64?
     /// Shuts both directions. On a listening socket, later connects are refused while
     /// connections already queued can still be accepted. C: `shutdown(fd, SHUT_RDWR)`.
     func shutdown(_ fd: Int32) throws(Errno)

@@ -7,7 +7,7 @@ import Testing
 @testable import KVDaemon
 
 /// Who history records as a change's writer, over the event loop: the peer is identified when
-/// kvd accepts it (its reach), its program read at its first write, from its own process only.
+/// kvd accepts it (its reach and its program), from its own process only.
 @Suite struct PeerWriterTests {
     static let set = #"{"method":"io.kvd.Defaults.Set","parameters":{"domain":"com.example.w","key":"k","value":1}}"#
     static let blame = #"{"method":"io.kvd.Defaults.Blame","parameters":{"domain":"com.example.w"}}"#
@@ -38,22 +38,39 @@ import Testing
         #expect(reply.contains(#""pid":\#(getpid())"#) && reply.contains(#""uid":\#(getuid())"#), "\(reply)")
     }
 
-    /// The process that connected was running when kvd accepted it (so it is served as itself)
-    /// and is gone at its first write (here: its pidfd reads as exited, as when its pid went to
-    /// another process): the change is recorded with its uid and pid, its program as unknown.
-    @Test func aProcessGoneBeforeItsFirstWriteIsNotNamed() throws {
+    /// The process that connected was running when kvd accepted it, and is gone at its first
+    /// write (here: its pidfd reads as exited, as when its pid went to another process): the
+    /// change is recorded as the process kvd accepted, with the program it read then.
+    @Test func aProcessGoneBeforeItsFirstWriteIsNamedAsAccepted() throws {
         let (loop, client, reader) = try Self.accepted()
         loop.system.pretendPeersExited()
         client.send(Self.set)
         loop.run("the Set was not answered") { client.replies.count == 1 }
         #expect(client.replies.first?.contains("revision") == true, "served as accepted: \(client.replies)")
         let reply = Self.blamedWriter(loop, reader)
-        #expect(reply.contains(#""writer":{"#) && reply.contains(#""pid":\#(getpid())"#), "\(reply)")
-        #expect(!reply.contains(#""program""#), "a process that exited is not named: \(reply)")
+        let program = try #require(LinuxSystem().executablePath())
+        #expect(reply.contains(#""program":"\#(program)""#) && reply.contains(#""pid":\#(getpid())"#), "\(reply)")
     }
 
-    /// The program is read once per connection, at its first write: a later write of the
-    /// process, gone by then, is still named as the first was.
+    /// A process's next connection is accepted as its first was (``KnownPeers``: of `/proc`, only
+    /// its executable's link is read again), its changes named alike. Here its `.flatpak-info`
+    /// now reads as one kvd may not open, which would leave it unconfirmed, so confined: not read.
+    @Test func aProcessConnectingAgainIsTakenAsBefore() throws {
+        let (loop, client, reader) = try Self.accepted()
+        loop.system.failPaths(endingWith: "/.flatpak-info", with: .permissionDenied)
+        let again = loop.connect()
+        loop.run("the third connection was not accepted") { loop.server.table.connections.count == 3 }
+        again.send(Self.set)
+        loop.run("the Set was not answered") { again.replies.count == 1 }
+        client.send(Self.set.replacingOccurrences(of: #""value":1"#, with: #""value":2"#))
+        loop.run("the second Set was not answered") { client.replies.count == 1 }
+        #expect(again.replies.first?.contains("revision") == true, "\(again.replies)")
+        let program = try #require(LinuxSystem().executablePath())
+        #expect(Self.blamedWriter(loop, reader).contains(#""program":"\#(program)""#))
+    }
+
+    /// The program is read once per connection, at accept: a later write of the process, gone
+    /// by then, is still named as the first was.
     @Test func theProgramIsReadOncePerConnection() throws {
         let (loop, client, reader) = try Self.accepted()
         client.send(Self.set)

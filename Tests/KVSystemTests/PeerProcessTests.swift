@@ -14,7 +14,7 @@ import Testing
         return (try system.listenUnix(path, nonBlocking: false), path)
     }
 
-    @Test func aLivePeerIsConfirmedAtAcceptAndNamedByItsProgramAtItsFirstWrite() throws {
+    @Test func aLivePeerIsConfirmedAndNamedByItsProgramAtAccept() throws {
         let (listening, path) = try listener()
         defer {
             system.close(listening)
@@ -24,14 +24,11 @@ import Testing
         defer { system.close(client) }
         let accepted = try system.accept(listening)
         defer { system.close(accepted) }
-        var peer = try PeerProcess.identify(accepted, system: system)
+        let peer = try PeerProcess.identify(accepted, system: system)
         #expect(peer.credentials.pid == getpid() && peer.credentials.uid == getuid())
-        #expect(peer.isConfirmed && peer.programIsPending)
-        #expect(peer.program == nil && peer.command == nil, "what only history needs is not read at accept")
-        peer.nameProgram(connection: accepted, system: system)
+        #expect(peer.isConfirmed)
         #expect(peer.program == system.executablePath())
         #expect(peer.command == nil, "comm is read only where the executable's path is unknown")
-        #expect(!peer.programIsPending)
     }
 
     /// Where the executable's path cannot be read (a process not dumpable, another user's), the
@@ -103,45 +100,15 @@ import Testing
         #expect(try system.waitForExit(child) == 0)
         let accepted = try system.accept(listening)
         defer { system.close(accepted) }
-        var peer = try PeerProcess.identify(accepted, system: system)
+        let peer = try PeerProcess.identify(accepted, system: system)
         #expect(peer.credentials.pid == child && !peer.isConfirmed)
-        peer.nameProgram(connection: accepted, system: system)
         #expect(peer.program == nil && peer.command == nil && peer.unit == nil && peer.app == nil, "\(peer)")
     }
 
-    /// The peer was running when kvd accepted its connection and exited before its first write:
-    /// its program is not read (its pid may be another's by then), and it stays unnamed.
-    @Test func aPeerThatExitedBeforeItsFirstWriteIsNotNamed() throws {
-        let (listening, path) = try listener()
-        defer {
-            system.close(listening)
-            unlink(path)
-        }
-        let go = try system.makePipe()
-        let child = try system.spawn(
-            "/usr/bin/python3",
-            arguments: [
-                "-c",
-                "import os, socket, sys; s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); os.read(0, 1)",
-                path,
-            ], input: go.read, output: 1, error: 2)
-        system.close(go.read)
-        let accepted = try system.accept(listening)
-        defer { system.close(accepted) }
-        var peer = try PeerProcess.identify(accepted, system: system)
-        #expect(peer.isConfirmed && peer.programIsPending, "running at accept")
-        system.close(go.write)  // it reads the end of its input and exits
-        #expect(try system.waitForExit(child) == 0)
-        peer.nameProgram(connection: accepted, system: system)
-        #expect(peer.program == nil && peer.command == nil, "\(peer)")
-        #expect(peer.isConfirmed && peer.credentials.pid == child, "what accept confirmed stays")
-    }
-
-    /// The pid the kernel gave is looked up, but the connection's own process (its pidfd) exited
-    /// meanwhile: what `/proc` says is of whoever has the pid now (here, this test), and is dropped,
-    /// at accept and at the first write alike.
-    @Test func aPidTakenByAnotherProcessIsNotTakenForThePeer() throws {
-        let faulty = FaultInjectingSystem()
+    /// A process's next connection is identified from what its last one said (``KnownPeers``),
+    /// found by the number the kernel gave the process, never by its pid, and only while it runs
+    /// the program it ran then: one that runs another (it `exec`ed one) is read anew.
+    @Test func aKnownProcessIsTakenAsItWasWhileItRunsTheSameProgram() throws {
         let (listening, path) = try listener()
         defer {
             system.close(listening)
@@ -151,17 +118,35 @@ import Testing
         defer { system.close(client) }
         let accepted = try system.accept(listening)
         defer { system.close(accepted) }
-        var named = try PeerProcess.identify(accepted, system: faulty)
-        named.nameProgram(connection: accepted, system: faulty)
-        #expect(named.program == system.executablePath())
-        var accepting = try PeerProcess.identify(accepted, system: faulty)
-        faulty.pretendPeersExited()
-        accepting.nameProgram(connection: accepted, system: faulty)
-        #expect(accepting.isConfirmed && accepting.program == nil && accepting.command == nil, "\(accepting)")
-        var peer = try PeerProcess.identify(accepted, system: faulty)
-        #expect(peer.credentials.pid == getpid() && !peer.isConfirmed && !peer.programIsPending)
-        peer.nameProgram(connection: accepted, system: faulty)
-        #expect(peer.program == nil && peer.command == nil && peer.unit == nil && peer.app == nil, "\(peer)")
+        let pidfd = try system.peerProcessDescriptor(accepted)
+        let identity = try #require(system.processIdentity(pidfd), "this kernel's pidfds are pidfs (Linux 6.9 on)")
+        system.close(pidfd)
+        var known = KnownPeers()
+        let first = try PeerProcess.identify(accepted, system: system, known: &known)
+        let program = try #require(first.program)
+        #expect(
+            known[identity, running: program] == KnownPeers.Entry(program: program, unit: first.unit, app: first.app))
+        // What the known entry says is taken as it is (here planted, to tell it from /proc's).
+        let planted = AppIdentity(id: "org.example.Planted", source: .flatpak)
+        known.note(identity, KnownPeers.Entry(program: program, unit: "planted.scope", app: planted))
+        let again = try PeerProcess.identify(accepted, system: system, known: &known)
+        #expect(again.isConfirmed && again.unit == "planted.scope" && again.app == planted, "\(again)")
+        // Known as running another program: read anew from /proc, and kept so.
+        known.note(identity, KnownPeers.Entry(program: "/usr/bin/other", unit: "planted.scope", app: planted))
+        let anew = try PeerProcess.identify(accepted, system: system, known: &known)
+        #expect(anew == first, "\(anew)")
+        #expect(known[identity, running: program]?.app == first.app && known.count == 1)
+    }
+
+    /// Full, the known processes drop their older half; the newest stay.
+    @Test func knownPeersAreBounded() {
+        var known = KnownPeers()
+        for identity in 0..<UInt64(KnownPeers.capacity + 1) {
+            known.note(identity, KnownPeers.Entry(program: "/p\(identity)", unit: nil, app: nil))
+        }
+        #expect(known.count == KnownPeers.capacity / 2 + 1)
+        #expect(known[UInt64(KnownPeers.capacity), running: "/p\(KnownPeers.capacity)"] != nil)
+        #expect(known[0, running: "/p0"] == nil)
     }
 
     /// `/proc`'s small files are read with one `read` each, whole.

@@ -172,6 +172,29 @@ class KvdUnderPythonVarlink(unittest.TestCase):
                              [("a", revision, python)])
             history = kv.History("com.example.blame", "a", None, None, None)["entries"]
             self.assertEqual([e["writer"]["program"] for e in history], [python, python])
+    def test_a_process_that_execs_another_program_is_named_anew(self):
+        """kvd takes a process's next connection as its last one was (what its cgroup and root
+        said) only while it runs the same program: a python process writes, then `exec`s kvctl
+        (same pid, same process to the kernel), which writes in turn and is named kvctl."""
+        kvctl = os.path.realpath(os.path.join(BIN_DIR, "kvctl"))
+        script = (
+            "import os, socket, sys\n"
+            "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
+            "s.sendall(b'{\"method\":\"io.kvd.Defaults.Set\",\"parameters\":"
+            "{\"domain\":\"com.example.exec\",\"key\":\"k\",\"value\":1}}\\0')\n"
+            "reply = b''\n"
+            "while not reply.endswith(b'\\0'): reply += s.recv(4096)\n"
+            "assert b'revision' in reply, reply\n"
+            "s.close()\n"
+            "os.execv(sys.argv[2], [sys.argv[2], '--socket', sys.argv[1], 'write', 'com.example.exec', 'k', '-int', '2'])\n")
+        process = subprocess.Popen([sys.executable, "-c", script, self.sock, kvctl], stderr=subprocess.PIPE, text=True)
+        _, errors = process.communicate(timeout=30)
+        self.assertEqual(process.returncode, 0, errors)
+        with self.client.open("io.kvd.Defaults") as kv:
+            history = kv.History("com.example.exec", "k", None, None, None)["entries"]
+        self.assertEqual([(e["value"], e["writer"]["pid"], e["writer"]["program"]) for e in history],
+                         [(2, process.pid, kvctl), (1, process.pid, os.path.realpath(sys.executable))])
+
     def test_a_pid_taken_by_another_process_is_not_blamed(self):
         """A connects and forks C (who keeps the connection) and exits; its pid goes to B (a
         `sleep`, placed there through ns_last_pid); kvd, stopped meanwhile, goes on and accepts
@@ -221,11 +244,10 @@ class KvdUnderPythonVarlink(unittest.TestCase):
 
     def test_a_pid_taken_after_accept_is_not_blamed_at_the_first_write(self):
         """A connects and makes a read (kvd has accepted and identified it: an unsandboxed
-        process), forks C (who keeps the connection) and exits; its pid goes to B (a `sleep`,
-        placed there through ns_last_pid); then C writes. kvd reads the program at a connection's
-        first write, through the connection's own pidfd: A is gone, so the change is C's to serve
-        (its reach was fixed at accept) and is recorded with A's pid and uid, its program unknown:
-        neither B's nor anyone's."""
+        process running python), forks C (who keeps the connection) and exits; its pid goes to B
+        (a `sleep`, placed there through ns_last_pid); then C writes. kvd read who is asking when
+        it accepted the connection, through its own pidfd: the change is C's to serve (its reach
+        was fixed at accept) and is recorded as A, with A's pid, uid and program: never B's."""
         if os.getuid() != 0 or not os.path.exists("/proc/sys/kernel/ns_last_pid"):
             self.skipTest("needs root: places a process at a pid through /proc/sys/kernel/ns_last_pid")
         go_read, go_write = os.pipe()
@@ -259,7 +281,7 @@ class KvdUnderPythonVarlink(unittest.TestCase):
             with self.client.open("io.kvd.Defaults") as kv:
                 writer = kv.Blame("com.example.reused.later", "k")["entries"][0]["writer"]
             self.assertEqual((writer["pid"], writer["uid"]), (first.pid, os.getuid()))
-            self.assertNotIn("program", writer, "nobody is named: A exited before its first write")
+            self.assertEqual(writer.get("program"), os.path.realpath(sys.executable), "A, as accepted")
         finally:
             os.close(go_write)
             taker.kill()

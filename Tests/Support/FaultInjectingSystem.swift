@@ -330,6 +330,8 @@ public final class FaultInjectingSystem: SystemCalls {
         !state.withLock { $0.peersExited } && real.processIsRunning(pidfd)
     }
 
+    public func processIdentity(_ pidfd: Int32) -> UInt64? { real.processIdentity(pidfd) }
+
     /// From now on every peer's process reads as exited once looked at (``processIsRunning(_:)``):
     /// the case of a pid that another process took meanwhile.
     public func pretendPeersExited() { state.withLock { $0.peersExited = true } }
