@@ -3,17 +3,13 @@
 kvd reads who is on the other end of a connection once, when it accepts it: what a sandboxed
 app's confinement depends on and what history records (`PeerProcess.identify`: `SO_PEERCRED`, a
 pidfd, `/proc/PID/exe`, `cgroup` and `root/.flatpak-info`, then a check that the pidfd's process
-still runs; a process that connected before and runs the same program has its `cgroup` and root
-taken as they were, `KnownPeers`); it writes that into the log record and the history line of
-every change (`Writer`, Sources/KVValues/Writer.swift). Two fresh kvds alike but for that, one started with
+still runs); it writes that into the log record and the history line of every change (`Writer`, Sources/KVValues/Writer.swift). Two fresh kvds alike but for that, one started with
 `KVD_BENCH_NO_WRITERS=1` (read nowhere else; it exists for this comparison: that kvd reads the
 credentials alone, as before it knew its peers, records no writer and confines no sandbox), take
 in turn:
 
 - connection setup: a fresh connection, one durable Set on it, close (the Set pays the
-  identification, once per connection), driven by this process, one connection after another
-  (so from the second on, its process is known: the row is a process's next connections; its
-  first pays `cgroup` and `.flatpak-info` too, measured in bench/README.md);
+  identification, once per connection), driven by this process, one connection after another;
 - durable Set, 1 client: kvbench's `set` on one connection (identified once, then free).
 
 Targets: each within 1.1x (with blame / without, in time per operation). And the history bytes per

@@ -32,17 +32,11 @@ int posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *actions
 #ifndef SO_PEERPIDFD
 #define SO_PEERPIDFD 77
 #endif
+/* O_PATH, declared only under _GNU_SOURCE too: a descriptor that finds, never reads. */
+#define KVD_O_PATH 010000000
 #include <sys/syscall.h>
 #include <unistd.h>
 /* pidfd_open(2) and pidfd_send_signal(2), which glibc 2.36 wraps only under _GNU_SOURCE. */
 static inline int kvd_pidfd_open(int pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
 static inline int kvd_pidfd_send_signal(int pidfd, int sig) { return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, (void *)0, 0); }
-#include <sys/vfs.h>
-/* Whether the pidfd `pidfd` lives in pidfs (Linux 6.9+), whose inodes number one process each
-   for the boot: 1 yes, 0 no (an older kernel's anonymous inode), -1 with errno. */
-static inline int kvd_pidfd_is_pidfs(int pidfd) {
-    struct statfs system;
-    if (fstatfs(pidfd, &system) != 0) return -1;
-    return system.f_type == 0x50494446 /* PIDFS_MAGIC */;
-}
 #endif

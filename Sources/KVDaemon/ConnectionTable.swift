@@ -41,8 +41,6 @@ final class ConnectionTable {
     private var spareFD: Int32 = -1
     private var refusedSinceLog = 0
     private var lastRefusalLog: ContinuousClock.Instant?
-    /// What earlier connections of the peers' processes said (``KnownPeers``).
-    @exclusivity(unchecked) private var knownPeers = KnownPeers()
 
     init(
         memory: ClientMemory, policy: DaemonOptions.SystemPolicy?, readChunk: Int, system: any SystemCalls, log: Logger
@@ -61,13 +59,6 @@ final class ConnectionTable {
     }
 
     // MARK: Joining and leaving
-
-    /// Who is on the other end of the new connection `fd` (``PeerProcess/identify(_:system:known:)``:
-    /// a process that connected before and still runs the same program is taken as it was then).
-    /// Throws as that does.
-    func identify(_ fd: Int32) throws(Errno) -> PeerProcess {
-        try PeerProcess.identify(fd, system: system, known: &knownPeers)
-    }
 
     /// The system instance: learns the new connection's peer from the kernel (`SO_PEERCRED`,
     /// `SO_PEERGROUPS`, as they were when it connected), fixes whether it may write (root, or

@@ -24,7 +24,7 @@ extension Server {
             // the program history records).
             let peer = Result { () throws(Errno) in
                 limits.identifiesPeers
-                    ? try table.identify(fd)
+                    ? try PeerProcess.identify(fd, system: system)
                     : PeerProcess(credentials: try system.peerCredentials(fd))
             }
             if case .failure(let error) = peer, error.isOutOfDescriptors {

@@ -38,6 +38,20 @@ public struct LinuxSystem: SystemCalls {
         try check(Glibc.open(path, O_RDONLY | O_CLOEXEC))
     }
 
+    public func openDirectory(_ path: String, in directory: Int32?) throws(Errno) -> Int32 {
+        try check(openat(directory ?? AT_FDCWD, path, KVD_O_PATH | O_DIRECTORY | O_CLOEXEC))
+    }
+
+    public func openRegularFile(_ name: String, in directory: Int32) throws(Errno) -> Int32? {
+        precondition(!name.contains("/") && name != "." && name != "..", "one component: \(name)")
+        let found = try check(openat(directory, name, KVD_O_PATH | O_NOFOLLOW | O_CLOEXEC))
+        defer { Glibc.close(found) }
+        var status = stat()
+        _ = try check(fstat(found, &status))
+        guard status.st_mode & S_IFMT == S_IFREG else { return nil }
+        return try check(Glibc.open("/proc/self/fd/\(found)", O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC))
+    }
+
     public func statusFlags(_ fd: Int32) throws(Errno) -> Int32 {
         try check(fcntl(fd, F_GETFL))
     }
@@ -210,22 +224,6 @@ public struct LinuxSystem: SystemCalls {
     public func processIsRunning(_ pidfd: Int32) -> Bool {
         kvd_pidfd_send_signal(pidfd, 0) == 0 || Errno.current.rawValue == EPERM
     }
-
-    public func processIdentity(_ pidfd: Int32) -> UInt64? {
-        guard Self.pidfdsArePidfs else { return nil }
-        var status = stat()
-        guard fstat(pidfd, &status) == 0 else { return nil }
-        return UInt64(status.st_ino)
-    }
-
-    /// Whether pidfds live in pidfs (Linux 6.9 on), whose inodes name one process each: asked
-    /// once, of a pidfd of kvd's own process.
-    private static let pidfdsArePidfs: Bool = {
-        let pidfd = kvd_pidfd_open(getpid())
-        guard pidfd >= 0 else { return false }
-        defer { Glibc.close(pidfd) }
-        return kvd_pidfd_is_pidfs(pidfd) == 1
-    }()
 
     public func peerCredentials(_ fd: Int32) throws(Errno) -> PeerCredentials {
         var credentials = kvd_peer_credentials()

@@ -1,6 +1,6 @@
 /// Who is on the other end of a connection: the process the kernel names when it connected, and
 /// what the system says about it, read once, when kvd accepts the connection
-/// (``identify(_:system:known:)``): what its confinement needs (whether it runs in a sandboxed
+/// (``identify(_:system:)``): what its confinement needs (whether it runs in a sandboxed
 /// app: KVDaemon's `ClientConnection.reach`) and what history records of its changes (its
 /// program: KVDaemon's `ClientConnection.writer()`).
 ///
@@ -70,55 +70,84 @@ public struct AppIdentity: Sendable, Equatable {
 extension PeerProcess {
     /// The peer of the connected Unix socket `fd`: its credentials (which must be read), then its
     /// program (`/proc/PID/exe`, else `comm`), its cgroup's unit and its app (`/proc/PID/cgroup`,
-    /// `/proc/PID/root/.flatpak-info`), each nil where it cannot be read. `EACCES` opening
-    /// `.flatpak-info` of a process of kvd's own user (one that made itself not dumpable) leaves
-    /// it unconfirmed: what decides its sandbox is unknown. Throws when kvd has no descriptor left
-    /// to learn it (`EMFILE`, `ENFILE`: the caller refuses the connection, as one over its limit;
-    /// a sandbox's file unopened for want of one is never read as no sandbox), or when the
-    /// credentials cannot be read.
-    ///
-    /// `known`: what earlier connections of the same processes said (``KnownPeers``). A process
-    /// the kernel numbers for the boot (``SystemCalls/processIdentity(_:)``) and found there with
-    /// the program it runs now is taken as it was (its unit and app: neither `cgroup` nor
-    /// `.flatpak-info` is read again); any other confirmed peer is added to it.
-    public static func identify(_ fd: Int32, system: any SystemCalls, known: inout KnownPeers) throws(Errno)
-        -> PeerProcess
-    {
+    /// and Flatpak's `/.flatpak-info` in its root: ``sandboxFile(_:_:_:)``), each nil where it
+    /// cannot be read, and all of them only if the process the connection's pidfd names still
+    /// runs once they were read. A process whose root cannot be seen while its `/proc` folder can
+    /// (its thread group's leader exited), or whose `/.flatpak-info` kvd may not open though it is
+    /// kvd's own user's (it made itself not dumpable) or is not a regular file, is left
+    /// unconfirmed: what decides its sandbox is unknown. Throws when kvd has no descriptor left to
+    /// learn it (`EMFILE`, `ENFILE`: the caller refuses the connection, as one over its limit; a
+    /// sandbox's file unopened for want of one is never read as no sandbox), or when the
+    /// credentials cannot be read. Before Linux 6.5 the pidfd is of whichever process has the pid
+    /// (`pidfd_open`).
+    public static func identify(_ fd: Int32, system: any SystemCalls) throws(Errno) -> PeerProcess {
         var peer = PeerProcess(credentials: try system.peerCredentials(fd))
-        guard let (pidfd, isExact) = try processDescriptor(fd, pid: peer.credentials.pid, system) else { return peer }
+        guard let (pidfd, _) = try processDescriptor(fd, pid: peer.credentials.pid, system) else { return peer }
         defer { system.close(pidfd) }
         let folder = peer.folder
         var found = peer
         (found.program, found.command) = program(inFolder: folder, system)
-        // Only a pidfd of the connection's own process names the process it numbers.
-        let identity = isExact ? system.processIdentity(pidfd) : nil
-        if let identity, let program = found.program, let earlier = known[identity, running: program] {
-            (found.unit, found.app) = (earlier.unit, earlier.app)
-        } else {
-            let cgroup = try readIfPresent(folder + "/cgroup", system)
-            let info: [UInt8]?
-            do { info = try readOnce(folder + "/root/.flatpak-info", system) } catch {
-                if error.isOutOfDescriptors { throw error }
-                if error == .permissionDenied, try isOwnUsers(folder, peer.credentials, system) { return peer }
-                info = nil  // absent: no Flatpak; another user's process: kvd may not tell
-            }
-            let unit = cgroup.flatMap { Self.unit(inCgroup: $0) }
-            found.unit = unit.map(bounded)
-            found.app = Self.flatpakApp(info) ?? unit.flatMap(Self.app(inUnit:))
+        let cgroup = try readIfPresent(folder + "/cgroup", system)
+        let info: [UInt8]?
+        switch try sandboxFile(folder, peer.credentials, system) {
+        case .read(let bytes): info = bytes
+        case .absent: info = nil
+        case .unknown: return peer
         }
+        let unit = cgroup.flatMap { Self.unit(inCgroup: $0) }
+        found.unit = unit.map(bounded)
+        found.app = Self.flatpakApp(info) ?? unit.flatMap(Self.app(inUnit:))
         // Read after the process may have exited: only what the connection's own process said.
         guard system.processIsRunning(pidfd) else { return peer }
         found.isConfirmed = true
-        if let identity, let program = found.program {
-            known.note(identity, KnownPeers.Entry(program: program, unit: found.unit, app: found.app))
-        }
         return found
     }
 
-    /// The peer of `fd` (``identify(_:system:known:)``), with nothing known of earlier connections.
-    public static func identify(_ fd: Int32, system: any SystemCalls) throws(Errno) -> PeerProcess {
-        var known = KnownPeers()
-        return try identify(fd, system: system, known: &known)
+    /// What Flatpak's `/.flatpak-info` in a process's root says.
+    enum SandboxFile: Equatable {
+        /// Its first ``maxFileBytes``.
+        case read([UInt8])
+        /// There is none, or kvd may not look (another user's process, whose `/proc` folder kvd
+        /// cannot see or whose root it may not enter): no Flatpak, as far as kvd can tell.
+        case absent
+        /// What is there cannot be told: the process's root is gone while its folder is there (its
+        /// leader exited), kvd's own user's process kvd may not look into, a `/.flatpak-info` that
+        /// is not a regular file (a link, a FIFO, a device) or cannot be read.
+        case unknown
+    }
+
+    /// `/.flatpak-info` of the process whose `/proc` folder is `folder`, found in its root
+    /// (`folder/root`, entered once) and never beyond it: a symbolic link is not followed, and a
+    /// FIFO or a device is never opened (``SystemCalls/openRegularFile(_:in:)``). Throws only
+    /// `EMFILE` and `ENFILE`.
+    static func sandboxFile(_ folder: String, _ credentials: PeerCredentials, _ system: any SystemCalls)
+        throws(Errno) -> SandboxFile
+    {
+        let process: Int32
+        do { process = try system.openDirectory(folder, in: nil) } catch {
+            if error.isOutOfDescriptors { throw error }
+            return .absent  // exited (its pidfd says so), or another user's kvd may not see
+        }
+        defer { system.close(process) }
+        let root: Int32
+        do { root = try system.openDirectory("root", in: process) } catch {
+            if error.isOutOfDescriptors { throw error }
+            if error == .permissionDenied, !(try isOwnUsers(folder, credentials, system)) { return .absent }
+            return .unknown  // its folder is there but not its root: its leader exited
+        }
+        defer { system.close(root) }
+        let file: Int32?
+        do { file = try system.openRegularFile(".flatpak-info", in: root) } catch {
+            if error.isOutOfDescriptors { throw error }
+            if error == .noSuchFileOrDirectory { return .absent }
+            if error == .permissionDenied, !(try isOwnUsers(folder, credentials, system)) { return .absent }
+            return .unknown
+        }
+        guard let file else { return .unknown }
+        defer { system.close(file) }
+        return withUnsafeTemporaryAllocation(byteCount: maxFileBytes, alignment: 1) { buffer in
+            (try? system.receive(file, into: buffer)).map { .read(Array(buffer[..<$0])) } ?? .unknown
+        }
     }
 
     /// Whether the process of `folder` is one of kvd's own user's (`credentials`, and every uid of

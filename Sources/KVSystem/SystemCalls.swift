@@ -30,6 +30,15 @@ public protocol SystemCalls: FileSystem {
     func close(_ fd: Int32)
     /// Opens `path` read-only and close-on-exec. C: `open(path, O_RDONLY | O_CLOEXEC)`.
     func openReadOnly(_ path: String) throws(Errno) -> Int32
+    /// A descriptor of the directory `path` (relative to `directory`, a descriptor this gave,
+    /// when not nil), to find files in, never to read: a last symbolic link is followed, as
+    /// `/proc/PID/root` leads to a process's root. C: `openat(O_PATH | O_DIRECTORY | O_CLOEXEC)`.
+    func openDirectory(_ path: String, in directory: Int32?) throws(Errno) -> Int32
+    /// The regular file `name` (one component) of `directory`, opened read-only; nil when `name`
+    /// is anything else: a symbolic link is not followed, and a FIFO, a device or a directory
+    /// never opened (an open that could block, or act). C: `openat(O_PATH | O_NOFOLLOW)`,
+    /// `fstat`, then `open("/proc/self/fd/N", O_RDONLY | O_NONBLOCK | O_NOCTTY)` of that file.
+    func openRegularFile(_ name: String, in directory: Int32) throws(Errno) -> Int32?
     /// The status flags of `fd`. C: `fcntl(fd, F_GETFL)`.
     func statusFlags(_ fd: Int32) throws(Errno) -> Int32
     /// Sets the status flags of `fd`. C: `fcntl(fd, F_SETFL, flags)`.
@@ -64,10 +73,6 @@ public protocol SystemCalls: FileSystem {
     func processDescriptor(_ pid: Int32) throws(Errno) -> Int32
     /// Whether the process of the pidfd `pidfd` is still running. C: `pidfd_send_signal(0)`.
     func processIsRunning(_ pidfd: Int32) -> Bool
-    /// The number the kernel gave the process of `pidfd` for this boot, never given to another
-    /// (its pidfs inode); nil where pidfds have no such number (before Linux 6.9: their file
-    /// system is not pidfs). C: `fstatfs` (`PIDFS_MAGIC`, once per process) and `fstat`.
-    func processIdentity(_ pidfd: Int32) -> UInt64?
     /// Shuts both directions. On a listening socket, later connects are refused while
     /// connections already queued can still be accepted. C: `shutdown(fd, SHUT_RDWR)`.
     func shutdown(_ fd: Int32) throws(Errno)

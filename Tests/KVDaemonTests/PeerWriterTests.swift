@@ -52,23 +52,6 @@ import Testing
         #expect(reply.contains(#""program":"\#(program)""#) && reply.contains(#""pid":\#(getpid())"#), "\(reply)")
     }
 
-    /// A process's next connection is accepted as its first was (``KnownPeers``: of `/proc`, only
-    /// its executable's link is read again), its changes named alike. Here its `.flatpak-info`
-    /// now reads as one kvd may not open, which would leave it unconfirmed, so confined: not read.
-    @Test func aProcessConnectingAgainIsTakenAsBefore() throws {
-        let (loop, client, reader) = try Self.accepted()
-        loop.system.failPaths(endingWith: "/.flatpak-info", with: .permissionDenied)
-        let again = loop.connect()
-        loop.run("the third connection was not accepted") { loop.server.table.connections.count == 3 }
-        again.send(Self.set)
-        loop.run("the Set was not answered") { again.replies.count == 1 }
-        client.send(Self.set.replacingOccurrences(of: #""value":1"#, with: #""value":2"#))
-        loop.run("the second Set was not answered") { client.replies.count == 1 }
-        #expect(again.replies.first?.contains("revision") == true, "\(again.replies)")
-        let program = try #require(LinuxSystem().executablePath())
-        #expect(Self.blamedWriter(loop, reader).contains(#""program":"\#(program)""#))
-    }
-
     /// The program is read once per connection, at accept: a later write of the process, gone
     /// by then, is still named as the first was.
     @Test func theProgramIsReadOncePerConnection() throws {

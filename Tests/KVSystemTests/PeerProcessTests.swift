@@ -105,48 +105,114 @@ import Testing
         #expect(peer.program == nil && peer.command == nil && peer.unit == nil && peer.app == nil, "\(peer)")
     }
 
-    /// A process's next connection is identified from what its last one said (``KnownPeers``),
-    /// found by the number the kernel gave the process, never by its pid, and only while it runs
-    /// the program it ran then: one that runs another (it `exec`ed one) is read anew.
-    @Test func aKnownProcessIsTakenAsItWasWhileItRunsTheSameProgram() throws {
+    /// A child (python) that connects to `path` as `script` says (`SOCKET` its path), then
+    /// prints a line and waits for its input to end; the test's end of that input.
+    func child(_ script: String, _ path: String) throws -> (pid: pid_t, input: Int32, ready: Int32) {
+        let (input, output) = (try system.makePipe(), try system.makePipe())
+        let child = try system.spawn(
+            "/usr/bin/python3", arguments: ["-c", script, path], input: input.read, output: output.write, error: 2)
+        system.close(input.read)
+        system.close(output.write)
+        return (child, input.write, output.read)
+    }
+
+    /// Waits for the child's line (it is ready).
+    func awaitLine(_ fd: Int32) throws {
+        var byte: UInt8 = 0
+        while true {
+            let count = read(fd, &byte, 1)
+            try #require(count == 1, "the child ended before it was ready")
+            if byte == UInt8(ascii: "\n") { return }
+        }
+    }
+
+    /// A process whose thread group's leader exited on its own while another thread runs on (and
+    /// connected): `/proc/PID/root` cannot be followed, so its `/.flatpak-info` cannot be looked
+    /// for, and it is left unconfirmed (a Flatpak app could escape its sandbox so before).
+    @Test func aProcessWhoseLeaderExitedIsUnconfirmed() throws {
         let (listening, path) = try listener()
         defer {
             system.close(listening)
             unlink(path)
         }
-        let client = try system.connectUnix(path)
-        defer { system.close(client) }
+        let script = """
+            import ctypes, os, socket, sys, threading, time
+            def second():
+                while "State:\\tZ" not in open("/proc/self/task/%d/status" % os.getpid()).read(): time.sleep(0.01)
+                s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+                print("ready", flush=True); os.read(0, 1); os._exit(0)
+            threading.Thread(target=second).start()
+            ctypes.CDLL(None).syscall(60, 0)
+            """
+        let (pid, input, ready) = try child(script, path)
+        defer {
+            system.close(input)
+            system.close(ready)
+            _ = try? system.waitForExit(pid)
+        }
+        try awaitLine(ready)
         let accepted = try system.accept(listening)
         defer { system.close(accepted) }
-        let pidfd = try system.peerProcessDescriptor(accepted)
-        let identity = try #require(system.processIdentity(pidfd), "this kernel's pidfds are pidfs (Linux 6.9 on)")
-        system.close(pidfd)
-        var known = KnownPeers()
-        let first = try PeerProcess.identify(accepted, system: system, known: &known)
-        let program = try #require(first.program)
-        #expect(
-            known[identity, running: program] == KnownPeers.Entry(program: program, unit: first.unit, app: first.app))
-        // What the known entry says is taken as it is (here planted, to tell it from /proc's).
-        let planted = AppIdentity(id: "org.example.Planted", source: .flatpak)
-        known.note(identity, KnownPeers.Entry(program: program, unit: "planted.scope", app: planted))
-        let again = try PeerProcess.identify(accepted, system: system, known: &known)
-        #expect(again.isConfirmed && again.unit == "planted.scope" && again.app == planted, "\(again)")
-        // Known as running another program: read anew from /proc, and kept so.
-        known.note(identity, KnownPeers.Entry(program: "/usr/bin/other", unit: "planted.scope", app: planted))
-        let anew = try PeerProcess.identify(accepted, system: system, known: &known)
-        #expect(anew == first, "\(anew)")
-        #expect(known[identity, running: program]?.app == first.app && known.count == 1)
+        let peer = try PeerProcess.identify(accepted, system: system)
+        #expect(peer.credentials.pid == pid && kill(pid, 0) == 0, "it still runs")
+        #expect(!peer.isConfirmed && peer.app == nil, "\(peer)")
+        let faulty = FaultInjectingSystem()
+        faulty.failPaths(endingWith: "/root", with: .noSuchFileOrDirectory)
+        #expect(try PeerProcess.sandboxFile("/proc/self", peer.credentials, faulty) == .unknown)
     }
 
-    /// Full, the known processes drop their older half; the newest stay.
-    @Test func knownPeersAreBounded() {
-        var known = KnownPeers()
-        for identity in 0..<UInt64(KnownPeers.capacity + 1) {
-            known.note(identity, KnownPeers.Entry(program: "/p\(identity)", unit: nil, app: nil))
+    /// A `/.flatpak-info` in a process's root that is not a regular file is never opened: a FIFO
+    /// (whose open would wait for a writer, stalling kvd's loop: every user's calls) and a
+    /// symbolic link (which kvd would follow in its own root, to any file of the machine). Its
+    /// process is left unconfirmed. Needs root (the child chroots).
+    @Test(.enabled(if: getuid() == 0, "needs root: the child chroots"))
+    func aFlatpakInfoThatIsNotARegularFileIsNeverOpened() throws {
+        var template = Array("/tmp/kvd-peer-roots-XXXXXX".utf8CString)
+        let folder = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+        let (listening, path) = try listener()
+        defer {
+            system.close(listening)
+            unlink(path)
+            _ = try? system.spawn("/bin/rm", arguments: ["-rf", folder], input: 0, output: 1, error: 2)
         }
-        #expect(known.count == KnownPeers.capacity / 2 + 1)
-        #expect(known[UInt64(KnownPeers.capacity), running: "/p\(KnownPeers.capacity)"] != nil)
-        #expect(known[0, running: "/p0"] == nil)
+        let outside = folder + "/outside-info"
+        let text = "[Application]\nname=org.from.kvds.own.root\n"
+        let file = fopen(outside, "w")
+        fputs(text, file)
+        fclose(file)
+        for kind in ["fifo", "link"] {
+            let root = folder + "/root-" + kind
+            mkdir(root, 0o755)
+            if kind == "fifo" {
+                mkfifo(root + "/.flatpak-info", 0o644)
+            } else {
+                symlink(outside, root + "/.flatpak-info")
+            }
+            // Connected, then in its root: after 5 s it opens and closes the FIFO itself, which
+            // lets a blocked reader go (so a regression fails the timing below, not hangs).
+            let script = """
+                import os, socket, sys, time
+                s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+                os.chroot("\(root)"); print("ready", flush=True)
+                import select
+                if not select.select([0], [], [], 5)[0] and os.path.lexists("/.flatpak-info"):
+                    os.close(os.open("/.flatpak-info", os.O_RDWR | os.O_NONBLOCK))
+                os.read(0, 1)
+                """
+            let (pid, input, ready) = try child(script, path)
+            defer {
+                system.close(input)
+                system.close(ready)
+                _ = try? system.waitForExit(pid)
+            }
+            try awaitLine(ready)
+            let accepted = try system.accept(listening)
+            defer { system.close(accepted) }
+            let started = ContinuousClock.now
+            let peer = try PeerProcess.identify(accepted, system: system)
+            #expect(ContinuousClock.now - started < .seconds(3), "\(kind): identified without waiting")
+            #expect(!peer.isConfirmed && peer.app == nil, "\(kind): \(peer)")
+        }
     }
 
     /// `/proc`'s small files are read with one `read` each, whole.

@@ -10,6 +10,9 @@ Usage: sandbox_client.py SOCKET CALLS_JSON
   (kvd stopped meanwhile: the client creates DIR/described and waits for DIR/stopped before it
   connects) the child, once the parent is gone, creates DIR/ready, waits for DIR/go, then makes the calls on
   the connection its parent made.
+  sandbox_client.py SOCKET --leader-exits CALLS_JSON: the main thread (the thread group's leader)
+  exits on its own (`exit(2)`), so that `/proc/PID/root` can no longer be followed; another thread
+  of the process, still running, then connects and makes the calls.
 """
 import json
 import os
@@ -69,9 +72,30 @@ def fork_exit(client, folder, calls):
         time.sleep(0.01)
 
 
+def leader_exits(client, calls):
+    """Connects from a second thread once the first (the leader) has exited alone."""
+    import ctypes
+    import threading
+
+    def second():
+        status = "/proc/self/task/%d/status" % os.getpid()
+        while "State:\tZ" not in open(status).read():  # the leader is a zombie: the process goes on
+            time.sleep(0.01)
+        with client.open("io.kvd.Defaults") as kv:
+            call_all(kv, calls)
+        sys.stdout.flush()
+        os._exit(0)
+
+    threading.Thread(target=second).start()
+    ctypes.CDLL(None).syscall(60, 0)  # SYS_exit: this thread only
+
+
 def main():
     socket, rest = sys.argv[1], sys.argv[2:]
     client = varlink.Client(address="unix:" + socket)
+    if rest[0] == "--leader-exits":
+        leader_exits(client, json.loads(rest[1]))
+        return
     if rest[0] == "--fork-exit":
         fork_exit(client, rest[1], json.loads(rest[2]))
         return

@@ -305,6 +305,19 @@ class SandboxedClients(unittest.TestCase):
         self.assertEqual(results[0], self.DENIED)
         self.assertEqual(results[1]["reply"]["value"], "v-org.gnome.desktop.interface")
 
+    def test_an_app_whose_main_thread_exited_reaches_only_public_domains(self):
+        """The escape an exited leader would be: its /proc/PID/root can no longer be followed, so a
+        /.flatpak-info looked up through it reads as absent while the process still runs."""
+        calls = [["Get", {"domain": "org.other.App", "key": "k"}],
+                 ["Set", {"domain": "org.other.App", "key": "k", "value": 3}],
+                 ["Get", {"domain": "org.gnome.desktop.interface", "key": "k"}]]
+        result = subprocess.run(self.bwrap([sys.executable, CLIENT, self.sock, "--leader-exits", json.dumps(calls)]),
+                                capture_output=True, timeout=60)
+        self.assertEqual(result.returncode, 0, result.stderr.decode())
+        results = [json.loads(line) for line in result.stdout.decode().splitlines()]
+        self.assertEqual(results[:2], [self.DENIED] * 2)
+        self.assertEqual(results[2]["reply"]["value"], "v-org.gnome.desktop.interface")
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -43,6 +43,8 @@ public final class FaultInjectingSystem: SystemCalls {
         var peers: [PeerCredentials] = []
         /// The pids of every peer pretended: no such process is there to read (``failIfPlanned(_:)``).
         var pretendedPIDs: Set<Int32> = []
+        /// The path each directory descriptor of ``openDirectory(_:in:)`` names, for its faults.
+        var directories: [Int32: String] = [:]
         /// Paths, by how they end, whose open and link read fail, and how (``failPaths(endingWith:with:)``).
         var pathFaults: [(suffix: String, errno: Errno)] = []
         /// Whether every pidfd's process reads as exited (its pid then may name another).
@@ -204,6 +206,21 @@ public final class FaultInjectingSystem: SystemCalls {
         return try real.openReadOnly(path)
     }
 
+    public func openDirectory(_ path: String, in directory: Int32?) throws(Errno) -> Int32 {
+        let full = directory.map { fd in state.withLock { $0.directories[fd] ?? "?" } + "/" + path } ?? path
+        try failIfPlanned(full)
+        try takeDescriptor()
+        let fd = try real.openDirectory(path, in: directory)
+        state.withLock { $0.directories[fd] = full }
+        return fd
+    }
+
+    public func openRegularFile(_ name: String, in directory: Int32) throws(Errno) -> Int32? {
+        try failIfPlanned(state.withLock { $0.directories[directory] ?? "?" } + "/" + name)
+        try takeDescriptor()
+        return try real.openRegularFile(name, in: directory)
+    }
+
     public func statusFlags(_ fd: Int32) throws(Errno) -> Int32 { try real.statusFlags(fd) }
     public func setStatusFlags(_ fd: Int32, _ flags: Int32) throws(Errno) { try real.setStatusFlags(fd, flags) }
     public func openDescriptors() -> [Int32] { real.openDescriptors() }
@@ -329,8 +346,6 @@ public final class FaultInjectingSystem: SystemCalls {
     public func processIsRunning(_ pidfd: Int32) -> Bool {
         !state.withLock { $0.peersExited } && real.processIsRunning(pidfd)
     }
-
-    public func processIdentity(_ pidfd: Int32) -> UInt64? { real.processIdentity(pidfd) }
 
     /// From now on every peer's process reads as exited once looked at (``processIsRunning(_:)``):
     /// the case of a pid that another process took meanwhile.
