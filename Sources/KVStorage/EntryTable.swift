@@ -100,7 +100,7 @@ struct EntryTable: Sendable {
         name.withUTF8 { keyBytes in
             let offset = append(UnsafeRawBufferPointer(keyBytes), entry, json: json)
             growSlotsIfNeeded()
-            let (slot, found) = find(UnsafeRawBufferPointer(keyBytes))
+            let (slot, found) = find(UnsafeRawBufferPointer(keyBytes), hash: key.nameHash)
             if let found {
                 garbage += recordBytes(at: found)
             } else {
@@ -117,7 +117,9 @@ struct EntryTable: Sendable {
     mutating func remove(_ key: Key) -> Bool {
         var name = key.name
         let removed: Bool = name.withUTF8 { keyBytes in
-            guard !slots.isEmpty, case (let slot, let found?) = find(UnsafeRawBufferPointer(keyBytes)) else {
+            guard !slots.isEmpty,
+                case (let slot, let found?) = find(UnsafeRawBufferPointer(keyBytes), hash: key.nameHash)
+            else {
                 return false
             }
             garbage += recordBytes(at: found)
@@ -143,7 +145,7 @@ extension EntryTable: Equatable {
             guard equal else { return }
             let mine = lhs.records.withUnsafeBufferPointer { Layout($0, offset) }
             let key = lhs.records[mine.key]
-            guard let other = key.withUnsafeBytes({ rhs.find($0).found }) else {
+            guard let other = key.withUnsafeBytes({ rhs.find($0, hash: NameHash.of($0)).found }) else {
                 equal = false
                 return
             }
@@ -251,11 +253,16 @@ extension EntryTable {
         }
         makeRoom(for: Self.headerBytes + key.count + contentBound)
         let offset = records.count
-        appendInteger(UInt64(bitPattern: entry.revision), bytes: 8)
-        appendInteger(UInt64(entry.bytes), bytes: 4)
-        appendInteger(0, bytes: 4)  // the content's length, once written
-        appendInteger(UInt64(key.count), bytes: 4)
-        records.append((entry.content.isValue ? Kind.value : .unreadable).rawValue)
+        records.append(contentsOf: Self.blankHeader)  // filled in place: one append, not 21
+        records.withUnsafeMutableBytes { raw in
+            raw.storeBytes(of: UInt64(bitPattern: entry.revision).littleEndian, toByteOffset: offset, as: UInt64.self)
+            raw.storeBytes(
+                of: UInt32(truncatingIfNeeded: entry.bytes).littleEndian, toByteOffset: offset + 8, as: UInt32.self)
+            // offset + 12: the content's length, once written
+            raw.storeBytes(
+                of: UInt32(truncatingIfNeeded: key.count).littleEndian, toByteOffset: offset + 16, as: UInt32.self)
+            raw[offset + 20] = (entry.content.isValue ? Kind.value : .unreadable).rawValue
+        }
         records.append(contentsOf: key)
         let contentStart = records.count
         switch (entry.content, json) {
@@ -269,7 +276,9 @@ extension EntryTable {
         let contentCount = UInt32(records.count - contentStart).littleEndian
         records.withUnsafeMutableBytes { $0.storeBytes(of: contentCount, toByteOffset: offset + 12, as: UInt32.self) }
         if case .unreadable(_, let reason) = entry.content {
-            appendInteger(UInt64(reason.utf8.count), bytes: 4)
+            withUnsafeBytes(of: UInt32(truncatingIfNeeded: reason.utf8.count).littleEndian) {
+                records.append(contentsOf: $0)
+            }
             records.append(contentsOf: reason.utf8)
         }
         precondition(records.count < Int(UInt32.max) - 1, "a domain's entries take at most 4 GiB")
@@ -287,32 +296,26 @@ extension EntryTable {
         }
     }
 
-    private mutating func appendInteger(_ value: UInt64, bytes: Int) {
-        for index in 0..<bytes { records.append(UInt8(truncatingIfNeeded: value >> (8 * index))) }
-    }
+    /// A record's header before it is filled in.
+    private static let blankHeader = [UInt8](repeating: 0, count: headerBytes)
 }
 
 // MARK: - Slots
 
 extension EntryTable {
-    private static func hash(_ key: UnsafeRawBufferPointer) -> Int {
-        var hasher = Hasher()
-        hasher.combine(bytes: key)
-        return hasher.finalize()
-    }
-
     private func offset(of key: Key) -> Int? {
         guard !slots.isEmpty else { return nil }
         var name = key.name
-        return name.withUTF8 { find(UnsafeRawBufferPointer($0)).found }
+        return name.withUTF8 { find(UnsafeRawBufferPointer($0), hash: key.nameHash).found }
     }
 
-    /// The slot holding `key`'s record and its offset; when there is none, the slot to put it
-    /// in (the first removed one probed, else the empty one that ended the probe). The table
-    /// always has an empty slot.
-    private func find(_ key: UnsafeRawBufferPointer) -> (slot: Int, found: Int?) {
+    /// The slot holding the record of the key whose UTF-8 is `key` and whose ``NameHash`` is
+    /// `hash` (``Key/nameHash``: the key is not hashed again), and its offset; when there is
+    /// none, the slot to put it in (the first removed one probed, else the empty one that ended
+    /// the probe). The table always has an empty slot.
+    private func find(_ key: UnsafeRawBufferPointer, hash: Int) -> (slot: Int, found: Int?) {
         let mask = slots.count - 1
-        var slot = Self.hash(key) & mask
+        var slot = hash & mask
         var free: Int?
         return records.withUnsafeBytes { records in
             while true {
@@ -362,7 +365,7 @@ extension EntryTable {
                 let keyCount = Int(
                     UInt32(littleEndian: records.loadUnaligned(fromByteOffset: offset + 16, as: UInt32.self)))
                 let start = offset + Self.headerBytes
-                var slot = Self.hash(UnsafeRawBufferPointer(rebasing: records[start..<(start + keyCount)])) & mask
+                var slot = NameHash.of(UnsafeRawBufferPointer(rebasing: records[start..<(start + keyCount)])) & mask
                 while slots[slot] != 0 { slot = (slot + 1) & mask }
                 slots[slot] = UInt32(offset + 1)
             }

@@ -137,37 +137,37 @@ enum LogFormat {
     @discardableResult
     static func append(_ record: LogRecord, to out: inout [UInt8], entryBytes: inout [Int]) -> RecordSizes {
         let lineStart = out.count
-        out.append(contentsOf: "00000000 ".utf8)  // the checksum, filled in below
+        out.appendLiteral("00000000 ")  // the checksum, filled in below
         let payloadStart = out.count
         openStamped(revision: record.revision, time: record.time, writer: record.writer, into: &out)
         var changesBytes = 0
         var lastValue: Range<Int>?
         if record.isGroup {
-            out.append(contentsOf: #","kind":"#.utf8)
+            out.appendLiteral(#","kind":"#)
             JSONWriter.writeString(record.kind, into: &out)
-            out.append(contentsOf: #","parts":["#.utf8)
+            out.appendLiteral(#","parts":["#)
             for (index, part) in record.parts.enumerated() {
-                out.append(contentsOf: (index == 0 ? #"{"domain":"# : #",{"domain":"#).utf8)
+                out.appendLiteral(index == 0 ? #"{"domain":"# : #",{"domain":"#)
                 JSONWriter.writeString(part.domain.name, into: &out)
-                out.append(contentsOf: #","changes":["#.utf8)
+                out.appendLiteral(#","changes":["#)
                 changesBytes = max(
                     changesBytes, appendChanges(part.changes, to: &out, entryBytes: &entryBytes, &lastValue))
-                out.append(contentsOf: "]}".utf8)
+                out.appendLiteral("]}")
             }
             out.append(UInt8(ascii: "]"))
         } else {
-            out.append(contentsOf: #","domain":"#.utf8)
+            out.appendLiteral(#","domain":"#)
             JSONWriter.writeString(record.first.domain.name, into: &out)
-            out.append(contentsOf: #","kind":"#.utf8)
+            out.appendLiteral(#","kind":"#)
             JSONWriter.writeString(record.kind, into: &out)
-            out.append(contentsOf: #","changes":["#.utf8)
+            out.appendLiteral(#","changes":["#)
             changesBytes = appendChanges(record.first.changes, to: &out, entryBytes: &entryBytes, &lastValue)
             out.append(UInt8(ascii: "]"))
         }
         out.append(UInt8(ascii: "}"))
         let payloadBytes = out.count - payloadStart
         finishLine(in: &out, from: lineStart)
-        let sole = record.parts.count == 1 && record.first.changes.count == 1
+        let sole = !record.isGroup && record.first.changes.count == 1
         return RecordSizes(payloadBytes: payloadBytes, changesBytes: changesBytes, soleValue: sole ? lastValue : nil)
     }
 
@@ -180,13 +180,13 @@ enum LogFormat {
         let changesStart = out.count
         let writer = JSONWriter(sortKeys: true)  // as EntryTable stores values
         for (index, change) in changes.enumerated() {
-            out.append(contentsOf: (index == 0 ? #"{"key":"# : #",{"key":"#).utf8)
+            out.appendLiteral(index == 0 ? #"{"key":"# : #",{"key":"#)
             var start = out.count
             JSONWriter.writeString(change.key.name, into: &out)
             var bytes = out.count - start
             lastValue = nil
             if let value = change.value {
-                out.append(contentsOf: #","value":"#.utf8)
+                out.appendLiteral(#","value":"#)
                 start = out.count
                 writer.write(value.typedJSON, into: &out)
                 bytes += out.count - start
@@ -201,10 +201,10 @@ enum LogFormat {
     /// Opens the object of a log record or history entry: `{"revision":N`, then `,"time":T`
     /// and the writer's members (``Writer/appendMembers(to:)``) when present.
     static func openStamped(revision: Int64, time: Int64?, writer: Writer?, into out: inout [UInt8]) {
-        out.append(contentsOf: #"{"revision":"#.utf8)
+        out.appendLiteral(#"{"revision":"#)
         JSONWriter.writeInteger(revision, into: &out)
         if let time {
-            out.append(contentsOf: #","time":"#.utf8)
+            out.appendLiteral(#","time":"#)
             JSONWriter.writeInteger(time, into: &out)
         }
         writer?.appendMembers(to: &out)

@@ -168,3 +168,11 @@ public struct JSONWriter {
         }
     }
 }
+
+extension Array where Element == UInt8 {
+    /// Appends the UTF-8 of `text`, a literal, in one copy (`append(contentsOf: "…".utf8)` goes
+    /// through the string's views: several times the instructions, on every log record).
+    public mutating func appendLiteral(_ text: StaticString) {
+        text.withUTF8Buffer { append(contentsOf: $0) }
+    }
+}

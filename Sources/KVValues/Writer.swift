@@ -57,19 +57,19 @@ extension Writer {
     /// `,"uid":U,"pid":P,"program":"…","app":"…"` (what the log, history and replies carry).
     public func appendMembers(to out: inout [UInt8]) {
         if let uid {
-            out.append(contentsOf: #","uid":"#.utf8)
+            out.appendLiteral(#","uid":"#)
             JSONWriter.writeInteger(Int64(uid), into: &out)
         }
         if let pid {
-            out.append(contentsOf: #","pid":"#.utf8)
+            out.appendLiteral(#","pid":"#)
             JSONWriter.writeInteger(Int64(pid), into: &out)
         }
         if let program {
-            out.append(contentsOf: #","program":"#.utf8)
+            out.appendLiteral(#","program":"#)
             JSONWriter.writeString(program, into: &out)
         }
         if let app {
-            out.append(contentsOf: #","app":"#.utf8)
+            out.appendLiteral(#","app":"#)
             JSONWriter.writeString(app, into: &out)
         }
     }
