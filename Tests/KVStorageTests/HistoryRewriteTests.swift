@@ -82,9 +82,12 @@ import Testing
         try! LinuxSystem().readRegularFile(path, limit: .max)!
     }
 
-    /// Random files (entries, `since` lines, a header's since) pruned by count, days and bytes:
-    /// the copied file holds what the full rewrite's holds, and is as long. Keys with escapes
-    /// are declined by the scan, and only those.
+    /// Random files (entries, `since` lines, a header's since) pruned by count, days and bytes
+    /// (a third of them at a bound that a run of the newest lines fills exactly or but a byte,
+    /// where "fits" and "does not fit" meet): the copied
+    /// file holds what the full rewrite's holds, and is as long. Keys with escapes are declined
+    /// by the scan, and only those. [Seen failing with a file line measured one byte short, and
+    /// trapping with the copy starting one byte late.]
     @Test func theCopiedFileEqualsTheFullRewrite() {
         var generator = SeededGenerator.forTest()
         let folder = TemporaryFolder()
@@ -107,8 +110,16 @@ import Testing
             let keep = Int.random(in: 0...4, using: &generator)
             let days = keep == 0 ? Int.random(in: 1...3, using: &generator) : Int.random(in: 0...3, using: &generator)
             let now = (entries.last?.revision ?? 0) * 3_600_000 * 6
-            let maxBytes =
+            var maxBytes =
                 Bool.random(using: &generator) ? Int.max : Int.random(in: 0...(file.count + 4000), using: &generator)
+            if round % 3 == 0 {  // a bound a run of the newest lines fills exactly, or but a byte
+                var scratch: [UInt8] = []
+                var sums = [0]
+                for entry in entries.reversed() {
+                    sums.append(sums.last! + HistoryRetention.lineBytes(entry, scratch: &scratch))
+                }
+                maxBytes = max(sums.randomElement(using: &generator)! - Int.random(in: 0...1, using: &generator), 0)
+            }
             Self.write(file, to: rewrite.path)
             let expected = Self.fullRewrite(file, adding: adding, keep: keep, days: days, now: now, maxBytes: maxBytes)
             guard let scan = rewrite.scan() else {
