@@ -17,6 +17,12 @@ Two numbers a call:
   (with several clients a batch of two or more writes commits on the commit queue's thread).
   The log never reaches its 4 MiB fold threshold in LARGE Sets of 100 bytes, so no fold is in it.
 
+`--calls SMALL LARGE` (default 200 1200) counts other calls. With enough Sets to pass the log's
+4 MiB several times (about 21,000 durable Sets of 100 bytes a fold, history on as kvd's
+default keeps it), the difference holds folds: `--op set --clients 50 --calls 2000 62000 --runs 1`
+is a durable Set with its share of the folds, each history file at its bound (1 MiB, rewritten
+down to 768 KiB at every fold from the second on).
+
 `--clients N` (default 1) keeps N connections, sends one call on each and then reads the N
 replies, round after round: a fixed small group commit (the count of calls is still SMALL and
 LARGE in all). Compare binaries built side by side (for example before and after a change) in
@@ -121,16 +127,16 @@ def totals(path):
     raise RuntimeError(f"no totals in {path}")
 
 
-def measure(kvd, op, clients, folder):
+def measure(kvd, op, clients, folder, small=SMALL, large=LARGE, runs=2):
     """Instructions per call of `op` (loop thread, all threads), each count the fewer of two runs:
     a run now and then takes an extra pass of the loop (about 20,000 instructions a Set more,
     over the whole run) as its timing falls."""
-    small = [instructions(kvd, op, SMALL, clients, folder, run) for run in (1, 2)]
-    large = [instructions(kvd, op, LARGE, clients, folder, run) for run in (1, 2)]
-    loop = (min(r[0] for r in large) - min(r[0] for r in small)) / (LARGE - SMALL)
-    every = (min(r[1] for r in large) - min(r[1] for r in small)) / (LARGE - SMALL)
+    small_runs = [instructions(kvd, op, small, clients, folder, run) for run in range(1, runs + 1)]
+    large_runs = [instructions(kvd, op, large, clients, folder, run) for run in range(1, runs + 1)]
+    loop = (min(r[0] for r in large_runs) - min(r[0] for r in small_runs)) / (large - small)
+    every = (min(r[1] for r in large_runs) - min(r[1] for r in small_runs)) / (large - small)
     return {"kvd": kvd, "op": op, "clients": clients, "loop_per_call": loop, "all_threads_per_call": every,
-            "loop_whole_run": min(r[0] for r in large), "calls": LARGE}
+            "loop_whole_run": min(r[0] for r in large_runs), "calls": large}
 
 
 def main():
@@ -139,17 +145,20 @@ def main():
     parser.add_argument("--op", choices=("get", "set"), action="append", help="only these (default: get and set)")
     parser.add_argument("--clients", type=int, default=1, help="connections, one call in flight on each (default 1)")
     parser.add_argument("--json", action="store_true", help="one JSON object a binary and op")
+    parser.add_argument("--calls", type=int, nargs=2, metavar=("SMALL", "LARGE"), default=[SMALL, LARGE],
+                        help=f"the two counts of calls whose difference is measured (default {SMALL} {LARGE})")
+    parser.add_argument("--runs", type=int, default=2, help="runs of each count, the fewer instructions kept (default 2)")
     args = parser.parse_args()
     ops = args.op or ["get", "set"]
     with tempfile.TemporaryDirectory(prefix="kvd-callgrind-") as folder:
         for kvd in args.kvd:
-            results = [measure(kvd, op, max(args.clients, 1), folder) for op in ops]
+            results = [measure(kvd, op, max(args.clients, 1), folder, *args.calls, args.runs) for op in ops]
             if args.json:
                 for result in results:
                     print(json.dumps(result), flush=True)
                 continue
             cells = [f"{r['op']} {r['loop_per_call']:,.0f} on the loop, {r['all_threads_per_call']:,.0f} in all threads"
-                     f" (loop's whole run of {LARGE}: {r['loop_whole_run']:,})" for r in results]
+                     f" (loop's whole run of {r['calls']}: {r['loop_whole_run']:,})" for r in results]
             print(f"{kvd}: instructions per call, {results[0]['clients']} client(s): " + "; ".join(cells), flush=True)
 
 

@@ -19,6 +19,13 @@ struct HistoryMark: Sendable {
         lastKeys = Set(entries.lazy.filter { [lastRevision] in $0.revision == lastRevision }.map(\.key))
     }
 
+    /// The mark of a file to which every entry up to `lastRevision` was folded, whole commits
+    /// (as ``markWhole()`` after ``init(_:)``).
+    init(wholeAt lastRevision: Int64) {
+        self.lastRevision = lastRevision
+        wholeAtLast = true
+    }
+
     /// Whether the file holds `entry` (or newer ones).
     func holds(_ entry: HistoryEntry) -> Bool {
         entry.revision < lastRevision

@@ -62,6 +62,17 @@ struct HistoryFileInfo {
         pruneAbove = Self.bound(keeping: lines)
     }
 
+    /// What a file rewritten with `kept` lines (`validLength` bytes) knows, its entries up to
+    /// `lastRevision` folded (the pruned ones too).
+    init(kept: [HistoryLine], validLength: Int64, lastRevision: Int64) {
+        mark = HistoryMark(wholeAt: lastRevision)
+        self.validLength = validLength
+        torn = false
+        lines = kept.count
+        oldestTime = kept.lazy.map { $0.time ?? .min }.min() ?? .max
+        pruneAbove = Self.bound(keeping: lines)
+    }
+
     /// Whether a rewrite could drop anything at `now` (see ``oldestTime``).
     func mayPrune(_ options: StoreOptions, now: Int64) -> Bool {
         options.historyDays == 0 || oldestTime < now - Int64(options.historyDays) * 86_400_000

@@ -129,6 +129,27 @@ final class HistoryFiles: @unchecked Sendable {
     private func rewrite(_ domain: Domain, adding: [HistoryEntry], current: DomainState?, revision: Int64)
         throws(SystemError)
     {
+        if cache[domain] == nil, histories[domain] != nil, !exclusions.excludes(domain) {
+            // The common prune: the lines it keeps copied, nothing decoded (else the general way).
+            let maxBytes = HistoryRetention.pruneTarget(
+                HistoryRetention.maxBytes(domainBytes: current?.budgetBytes ?? 0))
+            do {
+                let exclusions = self.exclusions
+                if let info = try HistoryRewrite(folder, domain).prune(
+                    adding: adding, options!, maxBytes: maxBytes,
+                    {
+                        !exclusions.excludes(domain, $0)
+                    })
+                {
+                    try fileSystem.syncDirectory(folder.directory)
+                    (histories[domain], _) = (info, loaded.insert(domain))
+                    return
+                }
+            } catch {
+                (histories[domain], loaded) = (nil, loaded.subtracting([domain]))  // as write(...) does
+                throw error
+            }
+        }
         var (entries, since): ([HistoryEntry], Int64) = ([], 0)
         if let kept = cache[domain] {
             (entries, since) = (kept.entries, kept.since)

@@ -99,6 +99,28 @@ enum HistoryFormat {
     /// ends it (``HistoryContent/tornTail``); any other line that cannot be used, or a header
     /// that is not a kvd history of `domain`, throws (the file is then set aside whole).
     static func read(_ bytes: [UInt8], domain: Domain) throws(HistoryFileError) -> HistoryContent {
+        let (since, start) = try readHeader(bytes, domain: domain)
+        var content = HistoryContent(since: since, validLength: start)
+        var position = start
+        while position < bytes.count {
+            guard let (payload, next) = LogFormat.line(in: bytes, at: position) else {
+                guard LogFormat.nextValidLine(in: bytes, after: position) == nil else {
+                    throw HistoryFileError(
+                        reason: "the line at byte \(position) fails its checksum, and lines follow it")
+                }
+                content.tornTail = "the line at byte \(position) is torn"
+                break
+            }
+            try readLine(bytes[payload], at: position, into: &content)
+            content.validLength = next
+            position = next
+        }
+        return content
+    }
+
+    /// The header line at the start of `bytes` (a history file of `domain`, or its first
+    /// part): its `since`, and where the first line after it starts. Throws as ``read(_:domain:)``.
+    static func readHeader(_ bytes: [UInt8], domain: Domain) throws(HistoryFileError) -> (since: Int64, next: Int) {
         guard let (headerRange, start) = LogFormat.line(in: bytes, at: 0),
             let header = try? JSONParser.parse(bytes[headerRange])
         else {
@@ -116,22 +138,7 @@ enum HistoryFormat {
         guard header["domain"] == .string(domain.name) else {
             throw HistoryFileError(reason: "the header names another domain")
         }
-        var content = HistoryContent(since: since, validLength: start)
-        var position = start
-        while position < bytes.count {
-            guard let (payload, next) = LogFormat.line(in: bytes, at: position) else {
-                guard LogFormat.nextValidLine(in: bytes, after: position) == nil else {
-                    throw HistoryFileError(
-                        reason: "the line at byte \(position) fails its checksum, and lines follow it")
-                }
-                content.tornTail = "the line at byte \(position) is torn"
-                break
-            }
-            try readLine(bytes[payload], at: position, into: &content)
-            content.validLength = next
-            position = next
-        }
-        return content
+        return (since, start)
     }
 
     /// Reads one checksummed line: a `since` line or an entry.

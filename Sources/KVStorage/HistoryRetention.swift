@@ -80,7 +80,7 @@ enum HistoryRetention {
     }
 
     /// Whether `entries` rise by revision with no key twice at one revision.
-    private static func isNormalized(_ entries: [HistoryEntry]) -> Bool {
+    static func isNormalized(_ entries: [some RetainedLine]) -> Bool {
         var keysAtRevision: Set<Key> = []
         var previous: Int64 = .min
         for entry in entries {
@@ -107,6 +107,20 @@ enum HistoryRetention {
     static func prune(
         _ entries: [HistoryEntry], since: Int64, keep: Int, days: Int, now: Int64, maxBytes: Int = .max
     ) -> (entries: [HistoryEntry], since: Int64) {
+        var scratch: [UInt8] = []
+        let kept = prune(entries, since: since, keep: keep, days: days, now: now, maxBytes: maxBytes) {
+            lineBytes(entries[$0], scratch: &scratch)
+        }
+        return (kept.indices.map { entries[$0] }, kept.since)
+    }
+
+    /// ``prune(_:since:keep:days:now:maxBytes:)`` of any lines: the indices of what it keeps,
+    /// rising. `lineBytes` gives the bytes of the line at an index; it is asked only of lines
+    /// the size bound measures (what is kept, and the first line that no longer fits).
+    static func prune<Line: RetainedLine>(
+        _ entries: [Line], since: Int64, keep: Int, days: Int, now: Int64, maxBytes: Int,
+        lineBytes: (Int) -> Int
+    ) -> (indices: [Int], since: Int64) {
         let cutoff = days > 0 ? now - Int64(days) * 86_400_000 : Int64.max
         var byKey: [Key: [Int]] = [:]
         for (index, entry) in entries.enumerated() { byKey[entry.key, default: []].append(index) }
@@ -120,16 +134,16 @@ enum HistoryRetention {
                 count += 1
             }
         }
-        if maxBytes < .max { bound(entries, &kept, byKey: byKey, maxBytes: maxBytes) }
+        if maxBytes < .max { bound(entries, &kept, byKey: byKey, maxBytes: maxBytes, lineBytes: lineBytes) }
         for indices in byKey.values where !kept[indices[0]] {
             if let oldest = indices.first(where: { kept[$0] }) {
                 newSince = max(newSince, entries[oldest].revision)  // from there on, this key's values are all kept
             } else if let newest = indices.last {
                 newSince = max(newSince, entries[newest].revision)
-                if entries[newest].value != nil { kept[newest] = true }  // the value it still has
+                if entries[newest].isValue { kept[newest] = true }  // the value it still has
             }
         }
-        return (entries.indices.filter { kept[$0] }.map { entries[$0] }, newSince)
+        return (entries.indices.filter { kept[$0] }, newSince)
     }
 
     /// Unmarks the oldest kept entries of `entries` (normalized: in revision order) until the
@@ -137,18 +151,19 @@ enum HistoryRetention {
     /// the newest entry back and stops measuring at the first that no longer fits: a fold that
     /// brings a large history down encodes only what it keeps (and the keys' newest values),
     /// never the entries it drops.
-    private static func bound(_ entries: [HistoryEntry], _ kept: inout [Bool], byKey: [Key: [Int]], maxBytes: Int) {
-        var scratch: [UInt8] = []
+    private static func bound<Line: RetainedLine>(
+        _ entries: [Line], _ kept: inout [Bool], byKey: [Key: [Int]], maxBytes: Int, lineBytes: (Int) -> Int
+    ) {
         var current = Set<Int>()
         var total = 0
-        for indices in byKey.values where entries[indices.last!].value != nil && kept[indices.last!] {
+        for indices in byKey.values where entries[indices.last!].isValue && kept[indices.last!] {
             current.insert(indices.last!)
-            total += lineBytes(entries[indices.last!], scratch: &scratch)
+            total += lineBytes(indices.last!)
         }
         var index = entries.count - 1
         while index >= 0 {
             if kept[index] && !current.contains(index) {
-                let bytes = lineBytes(entries[index], scratch: &scratch)
+                let bytes = lineBytes(index)
                 guard total + bytes <= maxBytes else { break }
                 total += bytes
             }
@@ -175,4 +190,19 @@ enum HistoryRetention {
 struct HistoryPoint: Hashable {
     var revision: Int64
     var key: Key
+}
+
+/// What retention reads of a history line: an entry, or a line of a file not decoded
+/// (``HistoryLine``).
+protocol RetainedLine {
+    var revision: Int64 { get }
+    /// Nil for a value older than history (it counts as old).
+    var time: Int64? { get }
+    var key: Key { get }
+    /// It holds a value (not a removal).
+    var isValue: Bool { get }
+}
+
+extension HistoryEntry: RetainedLine {
+    var isValue: Bool { value != nil }
 }
