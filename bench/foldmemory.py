@@ -25,20 +25,14 @@ import sys
 import tempfile
 import time
 
+from callgrind import message, read_reply
+
 PAYLOAD = "x" * 100
 
 
 def call(sock, method, parameters):
-    text = json.dumps({"method": "io.kvd.Defaults." + method, "parameters": parameters}, separators=(",", ":"))
-    sock.sendall(text.encode() + b"\0")
-    reply = b""
-    while not reply.endswith(b"\0"):
-        chunk = sock.recv(65536)
-        if not chunk:
-            raise RuntimeError("kvd closed the connection")
-        reply += chunk
-    if b'"error"' in reply[:200]:
-        raise RuntimeError(reply[:300])
+    sock.sendall(message(method, parameters))
+    read_reply(sock, method)
 
 
 def status(pid):

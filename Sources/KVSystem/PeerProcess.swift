@@ -81,8 +81,8 @@ extension PeerProcess {
     /// credentials cannot be read. Before Linux 6.5 the pidfd is of whichever process has the pid
     /// (`pidfd_open`).
     public static func identify(_ fd: Int32, system: any SystemCalls) throws(Errno) -> PeerProcess {
-        var peer = PeerProcess(credentials: try system.peerCredentials(fd))
-        guard let (pidfd, _) = try processDescriptor(fd, pid: peer.credentials.pid, system) else { return peer }
+        let peer = PeerProcess(credentials: try system.peerCredentials(fd))
+        guard let pidfd = try processDescriptor(fd, pid: peer.credentials.pid, system) else { return peer }
         defer { system.close(pidfd) }
         let folder = peer.folder
         var found = peer
@@ -166,17 +166,15 @@ extension PeerProcess {
     /// `/proc/PID` of the peer's pid.
     var folder: String { "/proc/\(credentials.pid)" }
 
-    /// A pidfd of the peer on `fd` whose pid is `pid`, and whether it names the connection's own
-    /// process however late it is taken (`SO_PEERPIDFD`), or whichever has its pid now
-    /// (`pidfd_open`, before Linux 6.5); nil when none can be had. Throws only `EMFILE`, `ENFILE`.
-    static func processDescriptor(_ fd: Int32, pid: Int32, _ system: any SystemCalls) throws(Errno)
-        -> (fd: Int32, isExact: Bool)?
-    {
-        do { return (try system.peerProcessDescriptor(fd), true) } catch {
+    /// A pidfd of the peer on `fd` whose pid is `pid`: of the connection's own process
+    /// (`SO_PEERPIDFD`), or before Linux 6.5 of whichever has its pid now (`pidfd_open`, taken
+    /// right after the credentials); nil when none can be had. Throws only `EMFILE`, `ENFILE`.
+    static func processDescriptor(_ fd: Int32, pid: Int32, _ system: any SystemCalls) throws(Errno) -> Int32? {
+        do { return try system.peerProcessDescriptor(fd) } catch {
             if error.isOutOfDescriptors { throw error }
             guard error == .protocolOptionUnknown else { return nil }
         }
-        do { return (try system.processDescriptor(pid), false) } catch {
+        do { return try system.processDescriptor(pid) } catch {
             if error.isOutOfDescriptors { throw error }
             return nil
         }

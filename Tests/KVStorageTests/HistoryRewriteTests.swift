@@ -10,6 +10,14 @@ import Testing
 /// it cannot read that way to the full read.
 @Suite struct HistoryRewriteTests {
     static let domain = KVStorageTests.domain("com.example.rewrite")
+
+    /// A rewrite of `x.history` in `folder`'s state folder (made here).
+    static func rewrite(in folder: TemporaryFolder) -> HistoryRewrite {
+        try! LinuxSystem().makeDirectory(folder.state, permissions: 0o700)
+        return HistoryRewrite(
+            fileSystem: LinuxSystem(), domain: domain, path: folder.file("x.history"),
+            temporary: folder.file(".x.history.tmp"))
+    }
     static let names = ["a", "b", "ключ", "k.with.dots", "emoji😀", "q\"uote", "back\\slash", "tab\tkey"]
 
     static func randomValue(_ generator: inout SeededGenerator, depth: Int = 0) -> Value {
@@ -92,10 +100,7 @@ import Testing
         var generator = SeededGenerator.forTest()
         let folder = TemporaryFolder()
         defer { folder.remove() }
-        try! LinuxSystem().makeDirectory(folder.state, permissions: 0o700)
-        let rewrite = HistoryRewrite(
-            fileSystem: LinuxSystem(), domain: Self.domain, path: folder.file("x.history"),
-            temporary: folder.file(".x.history.tmp"))
+        let rewrite = Self.rewrite(in: folder)
         var declined = 0
         for round in 0..<300 {
             let names = Array(Self.names.shuffled(using: &generator).prefix(Int.random(in: 1...6, using: &generator)))
@@ -150,10 +155,7 @@ import Testing
         var generator = SeededGenerator.forTest()
         let folder = TemporaryFolder()
         defer { folder.remove() }
-        try! LinuxSystem().makeDirectory(folder.state, permissions: 0o700)
-        let rewrite = HistoryRewrite(
-            fileSystem: LinuxSystem(), domain: Self.domain, path: folder.file("x.history"),
-            temporary: folder.file(".x.history.tmp"))
+        let rewrite = Self.rewrite(in: folder)
         var file = HistoryFormat.header(Self.domain, since: 0)
         var entries: [HistoryEntry] = []
         for revision in Int64(1)...6000 {
@@ -184,10 +186,7 @@ import Testing
     @Test func aTornOrUnreadableFileIsLeftToTheFullRead() {
         let folder = TemporaryFolder()
         defer { folder.remove() }
-        try! LinuxSystem().makeDirectory(folder.state, permissions: 0o700)
-        let rewrite = HistoryRewrite(
-            fileSystem: LinuxSystem(), domain: Self.domain, path: folder.file("x.history"),
-            temporary: folder.file(".x.history.tmp"))
+        let rewrite = Self.rewrite(in: folder)
         var whole = HistoryFormat.header(Self.domain, since: 0)
         for revision in Int64(1)...5 {
             HistoryFormat.append(

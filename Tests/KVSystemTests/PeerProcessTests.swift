@@ -105,24 +105,38 @@ import Testing
         #expect(peer.program == nil && peer.command == nil && peer.unit == nil && peer.app == nil, "\(peer)")
     }
 
-    /// A child (python) that connects to `path` as `script` says (`SOCKET` its path), then
-    /// prints a line and waits for its input to end; the test's end of that input.
-    func child(_ script: String, _ path: String) throws -> (pid: pid_t, input: Int32, ready: Int32) {
-        let (input, output) = (try system.makePipe(), try system.makePipe())
-        let child = try system.spawn(
-            "/usr/bin/python3", arguments: ["-c", script, path], input: input.read, output: output.write, error: 2)
-        system.close(input.read)
-        system.close(output.write)
-        return (child, input.write, output.read)
-    }
+    /// A child (python) that connected to `listening` (at `path`) as `script` says (`sys.argv[1]`
+    /// the socket's path), printed a line and waits for its input to end; its connection accepted.
+    struct Child {
+        let pid: pid_t
+        let accepted: Int32
+        let input: Int32
+        let system: LinuxSystem
 
-    /// Waits for the child's line (it is ready).
-    func awaitLine(_ fd: Int32) throws {
-        var byte: UInt8 = 0
-        while true {
-            let count = read(fd, &byte, 1)
-            try #require(count == 1, "the child ended before it was ready")
-            if byte == UInt8(ascii: "\n") { return }
+        init(_ script: String, listening: Int32, path: String, system: LinuxSystem) throws {
+            let (input, output) = (try system.makePipe(), try system.makePipe())
+            pid = try system.spawn(
+                "/usr/bin/python3", arguments: ["-c", script, path], input: input.read, output: output.write, error: 2)
+            system.close(input.read)
+            system.close(output.write)
+            defer { system.close(output.read) }
+            var byte: UInt8 = 0
+            while byte != UInt8(ascii: "\n") {
+                guard read(output.read, &byte, 1) == 1 else {
+                    system.close(input.write)
+                    _ = try? system.waitForExit(pid)
+                    throw Errno.noSuchFileOrDirectory  // it ended before it was ready
+                }
+            }
+            (self.input, self.system) = (input.write, system)
+            accepted = try system.accept(listening)
+        }
+
+        /// Closes its input and the connection, and waits for it to end.
+        func finish() {
+            system.close(accepted)
+            system.close(input)
+            _ = try? system.waitForExit(pid)
         }
     }
 
@@ -144,17 +158,10 @@ import Testing
             threading.Thread(target=second).start()
             ctypes.CDLL(None).syscall(60, 0)
             """
-        let (pid, input, ready) = try child(script, path)
-        defer {
-            system.close(input)
-            system.close(ready)
-            _ = try? system.waitForExit(pid)
-        }
-        try awaitLine(ready)
-        let accepted = try system.accept(listening)
-        defer { system.close(accepted) }
-        let peer = try PeerProcess.identify(accepted, system: system)
-        #expect(peer.credentials.pid == pid && kill(pid, 0) == 0, "it still runs")
+        let child = try Child(script, listening: listening, path: path, system: system)
+        defer { child.finish() }
+        let peer = try PeerProcess.identify(child.accepted, system: system)
+        #expect(peer.credentials.pid == child.pid && kill(child.pid, 0) == 0, "it still runs")
         #expect(!peer.isConfirmed && peer.app == nil, "\(peer)")
         let faulty = FaultInjectingSystem()
         faulty.failPaths(endingWith: "/root", with: .noSuchFileOrDirectory)
@@ -199,17 +206,10 @@ import Testing
                     os.close(os.open("/.flatpak-info", os.O_RDWR | os.O_NONBLOCK))
                 os.read(0, 1)
                 """
-            let (pid, input, ready) = try child(script, path)
-            defer {
-                system.close(input)
-                system.close(ready)
-                _ = try? system.waitForExit(pid)
-            }
-            try awaitLine(ready)
-            let accepted = try system.accept(listening)
-            defer { system.close(accepted) }
+            let child = try Child(script, listening: listening, path: path, system: system)
+            defer { child.finish() }
             let started = ContinuousClock.now
-            let peer = try PeerProcess.identify(accepted, system: system)
+            let peer = try PeerProcess.identify(child.accepted, system: system)
             #expect(ContinuousClock.now - started < .seconds(3), "\(kind): identified without waiting")
             #expect(!peer.isConfirmed && peer.app == nil, "\(kind): \(peer)")
         }
