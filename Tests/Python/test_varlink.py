@@ -173,9 +173,9 @@ class KvdUnderPythonVarlink(unittest.TestCase):
             history = kv.History("com.example.blame", "a", None, None, None)["entries"]
             self.assertEqual([e["writer"]["program"] for e in history], [python, python])
     def test_a_process_that_execs_another_program_is_named_anew(self):
-        """kvd takes a process's next connection as its last one was (what its cgroup and root
-        said) only while it runs the same program: a python process writes, then `exec`s kvctl
-        (same pid, same process to the kernel), which writes in turn and is named kvctl."""
+        """kvd reads who is asking for each connection, never from an earlier one of the same
+        process: a python process writes, then `exec`s kvctl (same pid, same process to the
+        kernel), which writes in turn and is named kvctl."""
         kvctl = os.path.realpath(os.path.join(BIN_DIR, "kvctl"))
         script = (
             "import os, socket, sys\n"
