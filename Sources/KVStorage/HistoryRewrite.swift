@@ -43,22 +43,26 @@ struct HistoryRewrite {
         guard let (since, start) = try? HistoryFormat.readHeader(reader.buffer, domain: domain) else { return nil }
         var scan = Scan(since: since)
         var position = start  // in the buffer
+        // No line end in buffer[position..<searched]: a line longer than a piece is looked
+        // through once, not again at each piece read (a 1 MiB line is four).
+        var searched = position
         while true {
-            if let (payload, next) = LogFormat.line(in: reader.buffer, at: position) {
-                guard let parsed = HistoryLineParser.parse(reader.buffer, payload) else { return nil }
-                switch parsed {
-                case .since(let since): scan.since = max(scan.since, since)
-                case .entry(let entry):
-                    scan.lines.append(
-                        HistoryLine(entry, offset: reader.base + Int64(position), length: next - position))
-                }
-                position = next
+            guard LogFormat.lineEnd(in: reader.buffer, from: searched) != nil else {
+                position -= reader.drop(before: reader.base + Int64(position))
+                searched = reader.buffer.count  // all it holds: no line end in it
+                guard let more = try? reader.fill() else { return nil }
+                if !more { return reader.buffer.isEmpty ? scan : nil }  // bytes after the last line: torn
                 continue
             }
-            guard !reader.buffer[position...].contains(UInt8(ascii: "\n")) else { return nil }  // corrupt
-            position -= reader.drop(before: reader.base + Int64(position))
-            guard let more = try? reader.fill() else { return nil }
-            if !more { return reader.buffer.isEmpty ? scan : nil }  // bytes after the last line: torn
+            guard let (payload, next) = LogFormat.line(in: reader.buffer, at: position),
+                let parsed = HistoryLineParser.parse(reader.buffer, payload)
+            else { return nil }  // corrupt, or not read so
+            switch parsed {
+            case .since(let since): scan.since = max(scan.since, since)
+            case .entry(let entry):
+                scan.lines.append(HistoryLine(entry, offset: reader.base + Int64(position), length: next - position))
+            }
+            (position, searched) = (next, next)
         }
     }
 

@@ -1,3 +1,4 @@
+import Glibc
 import KVValues
 
 /// One commit as the log keeps it: absolute changes at one revision (see ``StorageFormat``),
@@ -236,10 +237,21 @@ enum LogFormat {
         out.append(UInt8(ascii: "\n"))
     }
 
+    /// The index of the first LF in `bytes` at or after `start`, nil if none (`memchr`: a
+    /// history line may be megabytes long).
+    static func lineEnd(in bytes: [UInt8], from start: Int) -> Int? {
+        bytes.withUnsafeBufferPointer { buffer in
+            guard start < buffer.count,
+                let found = memchr(buffer.baseAddress! + start, 0x0A, buffer.count - start)
+            else { return nil }
+            return buffer.baseAddress!.distance(to: found.assumingMemoryBound(to: UInt8.self))
+        }
+    }
+
     /// The line starting at `start`, if it is whole and its checksum holds: where its JSON
     /// payload lies and where the next line starts. Nil for a torn or corrupt line.
     static func line(in bytes: [UInt8], at start: Int) -> (payload: Range<Int>, next: Int)? {
-        guard let end = bytes[start...].firstIndex(of: UInt8(ascii: "\n")), end - start > 9,
+        guard let end = lineEnd(in: bytes, from: start), end - start > 9,
             bytes[start + 8] == UInt8(ascii: " "),
             let crc = UInt32(String(decoding: bytes[start..<start + 8], as: UTF8.self), radix: 16),
             CRC32.checksum(bytes[(start + 9)..<end]) == crc
