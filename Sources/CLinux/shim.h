@@ -39,4 +39,18 @@ int posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *actions
 /* pidfd_open(2) and pidfd_send_signal(2), which glibc 2.36 wraps only under _GNU_SOURCE. */
 static inline int kvd_pidfd_open(int pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
 static inline int kvd_pidfd_send_signal(int pidfd, int sig) { return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, (void *)0, 0); }
+/* statx(2) (glibc declares it only under _GNU_SOURCE) asking for nothing and AT_STATX_DONT_SYNC:
+   the device and inode the kernel already holds, never a request to a FUSE daemon or a network
+   server. Follows a last symbolic link. 0, or -1 and errno. */
+#include <linux/stat.h>
+static inline int kvd_file_identity(int directory, const char *path, unsigned long long *device,
+                                    unsigned long long *inode) {
+    struct statx status;
+    int result = (int)syscall(SYS_statx, directory, path, 0x4000 /* AT_STATX_DONT_SYNC */, 0u, &status);
+    if (result == 0) {
+        *device = ((unsigned long long)status.stx_dev_major << 32) | status.stx_dev_minor;
+        *inode = status.stx_ino;
+    }
+    return result;
+}
 #endif

@@ -21,11 +21,11 @@ extension Server {
             }
             let connection = ClientConnection(id: table.nextID, fd: fd, memory: memory, system: system)
             // Who connected: its credentials, then /proc through its pidfd (its confinement and
-            // the program history records).
+            // the program history records); in a root of its own, its sandbox off the loop.
             let peer = Result { () throws(Errno) in
                 limits.identifiesPeers
-                    ? try PeerProcess.identify(fd, system: system)
-                    : PeerProcess(credentials: try system.peerCredentials(fd))
+                    ? try PeerProcess.begin(fd, system: system, ownRoot: ownRoot)
+                    : .identified(PeerProcess(credentials: try system.peerCredentials(fd)))
             }
             if case .failure(let error) = peer, error.isOutOfDescriptors {
                 // No descriptor left to learn who it is: refused as a connection over the limit
@@ -34,26 +34,57 @@ extension Server {
                 continue
             }
             guard table.admit(connection, credentials: peer.map(\.credentials)) else {
+                if case .success(.lookingInRoot(let lookup)) = peer { lookup.abandon(system) }
                 system.close(fd)
                 continue
             }
-            do {
-                try poller.watch(fd, readable: true, writable: false, adding: true)
-            } catch {
-                log.warning("cannot watch a new connection: \(error)")
-                system.close(fd)
-                continue
-            }
-            connection.identifyPeer(
-                try? peer.get(), recordsWriter: limits.identifiesWriters, confines: limits.identifiesPeers)
             table.add(connection)
-            log.log(.debug, "client \(connection.id) connected (\(table.connections.count) open)")
+            switch peer {
+            case .success(.lookingInRoot(let lookup)):
+                // Unwatched until its peer is known: none of its calls is read before.
+                rootLookups.start(lookup, connection: connection.id)
+            case .success(.identified(let identified)): admit(connection, identified: identified)
+            case .failure: admit(connection, identified: nil)
+            }
+        }
+    }
+
+    /// Serves `connection` from now on, its peer `identified` (nil: even its credentials are
+    /// unknown): watched, its reach and writer set (``ClientConnection/identifyPeer(_:recordsWriter:confines:)``).
+    private func admit(_ connection: ClientConnection, identified: PeerProcess?) {
+        do {
+            try poller.watch(connection.fd, readable: true, writable: false, adding: true)
+        } catch {
+            log.warning("cannot watch a new connection: \(error)")
+            return close(connection)
+        }
+        connection.identifyPeer(
+            identified, recordsWriter: limits.identifiesWriters, confines: limits.identifiesPeers)
+        log.log(.debug, "client \(connection.id) connected (\(table.connections.count) open)")
+    }
+
+    /// Serves the connections whose peer's root was looked into (``RootLookups``), or whose
+    /// patience ran out (unidentified: confined). One whose look found kvd out of descriptors
+    /// is closed, as at accept.
+    func admitLookedUp() {
+        for outcome in rootLookups.takeIdentified() {
+            guard let connection = table.byID[outcome.connection] else { continue }
+            if outcome.tookTooLong, case .success(let peer) = outcome.peer {
+                log.warning(
+                    "client \(connection.id) (uid \(peer.credentials.uid), pid \(peer.credentials.pid)): its root did not answer within \(rootLookups.patience) (a FUSE or network file system that hangs?): taken as a process kvd could not identify, so confined"
+                )
+            }
+            switch outcome.peer {
+            case .success(let identified): admit(connection, identified: identified)
+            case .failure: close(connection)
+            }
         }
     }
 
     /// Closes `connection` and forgets it (``ConnectionTable/remove(_:)``); what it held is
     /// given back.
     func close(_ connection: ClientConnection) {
+        rootLookups.cancel(connection.id)
         connection.markClosed()
         connection.releaseMemory()
         poller.forget(connection.fd)

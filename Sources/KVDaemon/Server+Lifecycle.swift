@@ -62,6 +62,8 @@ extension Server {
     }
 
     func nextTimeout() -> Int32 {
-        lifecycle.timeout(idle: table.connections.isEmpty, committing: commits.inFlight > 0)
+        let timeout = lifecycle.timeout(idle: table.connections.isEmpty, committing: commits.inFlight > 0)
+        guard let lookup = rootLookups.millisecondsToNextDeadline() else { return timeout }
+        return timeout < 0 ? lookup : min(timeout, lookup)
     }
 }

@@ -70,6 +70,9 @@ public final class Server {
         /// benchmark's comparison (``DaemonOptions/recordsWriters`` off): then every connection
         /// reaches everything, as before kvd knew its peers.
         public var identifiesPeers = true
+        /// How long a connection whose peer has a root of its own waits for the look into it
+        /// (``RootLookups``) before its peer is taken as unidentified (confined).
+        public var rootLookupPatience: Duration = .seconds(3)
         /// The domains every sandboxed app may read (``DaemonOptions/sandboxReadable``).
         public var sandboxReadable = SandboxDefaults.readable
         public init() {}
@@ -96,6 +99,10 @@ public final class Server {
     let replies: KeptReplies
     /// The loop's timers and listening descriptors: when it waits, wakes and stops.
     let lifecycle: Lifecycle
+    /// The connections whose peer's root is not kvd's, waiting while a thread looks there.
+    let rootLookups: RootLookups
+    /// kvd's own root (`/`), to tell a peer in it (no Flatpak) at once; nil if unknown.
+    let ownRoot: FileIdentity?
 
     enum IdleExitStep { case deciding, exiting }
 
@@ -155,6 +162,9 @@ public final class Server {
         self.replies = KeptReplies(maxListBytes: min(64 << 20, limits.maxClientMemory / 4))
         self.lifecycle = Lifecycle(idleExit: idleExit, watchdog: Systemd.watchdogInterval(), socket: socket)
         self.fanOut = WatchFanOut(handler: handler)
+        self.rootLookups = RootLookups(system: system, patience: limits.rootLookupPatience) { [poller] in poller.wake()
+        }
+        self.ownRoot = try? system.fileIdentity("/", in: nil)
         try watchListeners()
         if follower.followsSystem {
             follower.start(waitingAtMost: .seconds(3))
@@ -189,6 +199,7 @@ public final class Server {
         // wake-up would be lost and the update wait for some other event; SystemWakeTests).
         if events.contains(where: { $0.fd == poller.wakeFD }) { poller.drainWake() }
         if handler.follower.followsSystem { applySystemUpdates() }
+        if !rootLookups.isEmpty { admitLookedUp() }
         turns.beginPass()
         serveReady()  // those that waited longest first
         for event in events { dispatch(event) }

@@ -160,3 +160,24 @@ private func systemFlock(_ descriptor: Int32, _ operation: Int32) -> Int32
 /// C `fallocate` (Linux), which Glibc declares only under `_GNU_SOURCE`.
 @_silgen_name("fallocate")
 private func systemFallocate(_ descriptor: Int32, _ mode: Int32, _ offset: off_t, _ length: off_t) -> Int32
+
+extension FileStatus {
+    /// The status `stat`, `lstat` or `fstat` filled in.
+    init(_ info: stat) {
+        let kind: Kind =
+            switch info.st_mode & S_IFMT {
+            case S_IFREG: .regular
+            case S_IFDIR: .directory
+            case S_IFLNK: .symbolicLink
+            case S_IFIFO: .fifo
+            case S_IFSOCK: .socket
+            case S_IFCHR: .characterDevice
+            case S_IFBLK: .blockDevice
+            default: .unknown
+            }
+        self.init(
+            kind: kind, size: Int64(info.st_size), owner: info.st_uid, group: info.st_gid,
+            permissions: UInt32(info.st_mode & 0o7777), inode: UInt64(info.st_ino),
+            device: UInt64(info.st_dev))
+    }
+}

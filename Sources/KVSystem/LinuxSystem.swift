@@ -38,6 +38,10 @@ public struct LinuxSystem: SystemCalls {
         try check(Glibc.open(path, O_RDONLY | O_CLOEXEC))
     }
 
+    public func openReadOnly(_ name: String, in directory: Int32) throws(Errno) -> Int32 {
+        try check(openat(directory, name, O_RDONLY | O_CLOEXEC))
+    }
+
     public func openDirectory(_ path: String, in directory: Int32?) throws(Errno) -> Int32 {
         try check(openat(directory ?? AT_FDCWD, path, KVD_O_PATH | O_DIRECTORY | O_CLOEXEC))
     }
@@ -169,9 +173,17 @@ public struct LinuxSystem: SystemCalls {
     }
 
     public func linkTarget(_ path: String) throws(Errno) -> String? {
+        try linkTarget(AT_FDCWD, path)
+    }
+
+    public func linkTarget(_ name: String, in directory: Int32) throws(Errno) -> String? {
+        try linkTarget(directory, name)
+    }
+
+    private func linkTarget(_ directory: Int32, _ path: String) throws(Errno) -> String? {
         // Uninitialized, on the stack: kvd reads a link for each connection it accepts.
         let target = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Int(PATH_MAX)) { buffer in
-            let count = readlink(path, buffer.baseAddress!, buffer.count)
+            let count = readlinkat(directory, path, buffer.baseAddress!, buffer.count)
             return count < 0
                 ? Result.failure(Errno.current)
                 : .success(String(decoding: UnsafeBufferPointer(rebasing: buffer[..<count]), as: UTF8.self))
@@ -181,6 +193,12 @@ public struct LinuxSystem: SystemCalls {
         case .failure(let error) where error.rawValue == EINVAL: return nil
         case .failure(let error): throw error
         }
+    }
+
+    public func fileIdentity(_ name: String, in directory: Int32?) throws(Errno) -> FileIdentity {
+        var identity = FileIdentity(device: 0, inode: 0)
+        _ = try check(kvd_file_identity(directory ?? AT_FDCWD, name, &identity.device, &identity.inode))
+        return identity
     }
 
     public func hasAccessControlList(_ path: String) -> Bool {
@@ -371,26 +389,5 @@ public struct LinuxSystem: SystemCalls {
 
     public func releaseFreedMemory() {
         _ = malloc_trim(0)
-    }
-}
-
-extension FileStatus {
-    /// The status `stat`, `lstat` or `fstat` filled in.
-    init(_ info: stat) {
-        let kind: Kind =
-            switch info.st_mode & S_IFMT {
-            case S_IFREG: .regular
-            case S_IFDIR: .directory
-            case S_IFLNK: .symbolicLink
-            case S_IFIFO: .fifo
-            case S_IFSOCK: .socket
-            case S_IFCHR: .characterDevice
-            case S_IFBLK: .blockDevice
-            default: .unknown
-            }
-        self.init(
-            kind: kind, size: Int64(info.st_size), owner: info.st_uid, group: info.st_gid,
-            permissions: UInt32(info.st_mode & 0o7777), inode: UInt64(info.st_ino),
-            device: UInt64(info.st_dev))
     }
 }

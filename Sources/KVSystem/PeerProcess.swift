@@ -1,6 +1,7 @@
 /// Who is on the other end of a connection: the process the kernel names when it connected, and
 /// what the system says about it, read once, when kvd accepts the connection
-/// (``identify(_:system:)``): what its confinement needs (whether it runs in a sandboxed
+/// (``begin(_:system:ownRoot:)``, and for a process in a root of its own, off kvd's loop,
+/// ``RootLookup/finish(_:)``): what its confinement needs (whether it runs in a sandboxed
 /// app: KVDaemon's `ClientConnection.reach`) and what history records of its changes (its
 /// program: KVDaemon's `ClientConnection.writer()`).
 ///
@@ -68,47 +69,180 @@ public struct AppIdentity: Sendable, Equatable {
 }
 
 extension PeerProcess {
-    /// The peer of the connected Unix socket `fd`: its credentials (which must be read), then its
-    /// program (`/proc/PID/exe`, else `comm`), its cgroup's unit and its app (`/proc/PID/cgroup`,
-    /// and Flatpak's `/.flatpak-info` in its root: ``sandboxFile(_:_:_:)``), each nil where it
-    /// cannot be read, and all of them only if the process the connection's pidfd names still
-    /// runs once they were read. A process whose root cannot be seen while its `/proc` folder can
-    /// (its thread group's leader exited), or whose `/.flatpak-info` kvd may not open though it is
-    /// kvd's own user's (it made itself not dumpable) or is not a regular file, is left
-    /// unconfirmed: what decides its sandbox is unknown. Throws when kvd has no descriptor left to
-    /// learn it (`EMFILE`, `ENFILE`: the caller refuses the connection, as one over its limit; a
-    /// sandbox's file unopened for want of one is never read as no sandbox), or when the
-    /// credentials cannot be read. Before Linux 6.5 the pidfd is of whichever process has the pid
-    /// (`pidfd_open`).
-    public static func identify(_ fd: Int32, system: any SystemCalls) throws(Errno) -> PeerProcess {
+    /// What kvd knows of a connection's peer once it accepted it (``begin(_:system:ownRoot:)``).
+    public enum Identification: Sendable {
+        /// All there is to know.
+        case identified(PeerProcess)
+        /// All but whether it runs in a Flatpak sandbox: its root is not kvd's, and what lies
+        /// there is read by ``RootLookup/finish(_:)``, which waits as long as the file system of
+        /// that root does (FUSE, a network file system: possibly forever).
+        case lookingInRoot(RootLookup)
+
+        /// Its credentials, as the kernel recorded them when it connected.
+        public var credentials: PeerCredentials {
+            switch self {
+            case .identified(let peer): peer.credentials
+            case .lookingInRoot(let lookup): lookup.credentials
+            }
+        }
+    }
+
+    /// The peer of the connected Unix socket `fd`, as far as kvd can tell without waiting on
+    /// anything but `/proc`: its credentials (which must be read), then, through one descriptor
+    /// of its `/proc` folder, its program (`exe`, else `comm`), its cgroup's unit and app
+    /// (`cgroup`), and whether its root is kvd's own (`ownRoot`; nil: unknown, as if not). A
+    /// process in kvd's own root runs in no Flatpak sandbox and is identified now; a process
+    /// in a root of its own (Flatpak's, a container's, a `chroot`) is identified but for the
+    /// `/.flatpak-info` there (``Identification/lookingInRoot(_:)``). All of it is kept only if
+    /// the process the connection's pidfd names still runs once it was read. A process whose
+    /// root cannot be seen while its `/proc` folder can (its thread group's leader exited), or
+    /// kvd's own user's process whose root kvd may not see (it made itself not dumpable), is
+    /// left unconfirmed: what decides its sandbox is unknown. Throws when kvd has no descriptor
+    /// left to learn it (`EMFILE`, `ENFILE`: the caller refuses the connection, as one over its
+    /// limit), or when the credentials cannot be read. Before Linux 6.5 the pidfd is of
+    /// whichever process has the pid (`pidfd_open`).
+    public static func begin(_ fd: Int32, system: any SystemCalls, ownRoot: FileIdentity?) throws(Errno)
+        -> Identification
+    {
         let peer = PeerProcess(credentials: try system.peerCredentials(fd))
-        guard let pidfd = try processDescriptor(fd, pid: peer.credentials.pid, system) else { return peer }
-        defer { system.close(pidfd) }
-        let folder = peer.folder
+        guard let pidfd = try processDescriptor(fd, pid: peer.credentials.pid, system) else {
+            return .identified(peer)
+        }
+        let process: Int32
+        do { process = try system.openDirectory(peer.folder, in: nil) } catch {
+            defer { system.close(pidfd) }
+            if error.isOutOfDescriptors { throw error }
+            // Another user's process kvd may not see (`hidepid`, `ProtectProc`), or one that
+            // exited (then its pidfd says so): nothing to read, no Flatpak as far as kvd can tell.
+            return .identified(confirmed(peer, else: peer, pidfd, system))
+        }
         var found = peer
-        (found.program, found.command) = program(inFolder: folder, system)
-        let cgroup = try readIfPresent(folder + "/cgroup", system)
-        let info: [UInt8]?
-        switch try sandboxFile(folder, peer.credentials, system) {
-        case .read(let bytes): info = bytes
-        case .absent: info = nil
-        case .unknown: return peer
+        let cgroup: [UInt8]?
+        do {
+            (found.program, found.command) = program(in: process, system)
+            cgroup = try readIfPresent("cgroup", in: process, system)
+        } catch {
+            system.close(process)
+            system.close(pidfd)
+            throw error
         }
         let unit = cgroup.flatMap { Self.unit(inCgroup: $0) }
         found.unit = unit.map(bounded)
-        found.app = Self.flatpakApp(info) ?? unit.flatMap(Self.app(inUnit:))
-        // Read after the process may have exited: only what the connection's own process said.
-        guard system.processIsRunning(pidfd) else { return peer }
-        found.isConfirmed = true
-        return found
+        found.app = unit.flatMap(Self.app(inUnit:))
+        let lookup = RootLookup(found: found, process: process, pidfd: pidfd)
+        switch rootOf(process, peer.credentials, ownRoot: ownRoot, system) {
+        case .own, .unseen: return .identified(lookup.finish(sandboxFile: nil, system))
+        case .unknown:
+            lookup.abandon(system)
+            return .identified(peer)
+        case .another: return .lookingInRoot(lookup)
+        }
+    }
+
+    /// ``begin(_:system:ownRoot:)``, then in a root of the peer's own ``RootLookup/finish(_:)`` at
+    /// once: blocks as long as that root's file system does. For tests and tools, never kvd's loop.
+    public static func identify(_ fd: Int32, system: any SystemCalls, ownRoot: FileIdentity? = nil) throws(Errno)
+        -> PeerProcess
+    {
+        switch try begin(fd, system: system, ownRoot: ownRoot) {
+        case .identified(let peer): return peer
+        case .lookingInRoot(let lookup): return try lookup.finish(system)
+        }
+    }
+
+    /// What a process's root is to kvd.
+    enum Root: Equatable {
+        /// kvd's own: the process sees kvd's `/`, where there is no Flatpak's file.
+        case own
+        /// Another: a sandbox's, a container's, a `chroot`'s, where `/.flatpak-info` may be.
+        case another
+        /// Another user's process whose root kvd may not see, as it may not see its files: no
+        /// Flatpak, as far as kvd can tell.
+        case unseen
+        /// Cannot be told: its folder is there but not its root (its leader exited), or kvd's
+        /// own user's process kvd may not look into.
+        case unknown
+    }
+
+    /// The root of the process whose `/proc` folder is `process`, told by its device and inode
+    /// alone, so that no file system is asked (``SystemCalls/fileIdentity(_:in:)``).
+    static func rootOf(
+        _ process: Int32, _ credentials: PeerCredentials, ownRoot: FileIdentity?, _ system: any SystemCalls
+    )
+        -> Root
+    {
+        do {
+            let root = try system.fileIdentity("root", in: process)
+            return root == ownRoot ? .own : .another
+        } catch {
+            return error == .permissionDenied && !isOwnUsers(process, credentials, system) ? .unseen : .unknown
+        }
+    }
+
+    /// The part of identifying a peer that looks into its root (``Identification/lookingInRoot(_:)``):
+    /// what was read at accept, and the descriptors of its `/proc` folder and of its process,
+    /// which ``finish(_:)`` or ``abandon(_:)`` closes (exactly one of them, once).
+    public struct RootLookup: Sendable {
+        /// What was read at accept: all but its root's `/.flatpak-info`.
+        var found: PeerProcess
+        /// Its `/proc` folder.
+        let process: Int32
+        let pidfd: Int32
+
+        /// Its credentials, as the kernel recorded them when it connected.
+        public var credentials: PeerCredentials { found.credentials }
+
+        /// The peer, with what its root's `/.flatpak-info` says (``sandboxFile(in:_:_:)``); waits
+        /// as long as that root's file system does. Closes the descriptors. Throws only when kvd
+        /// has no descriptor left to open the file (`EMFILE`, `ENFILE`): nothing may be concluded.
+        public func finish(_ system: any SystemCalls) throws(Errno) -> PeerProcess {
+            let file: SandboxFile
+            do { file = try sandboxFile(in: process, found.credentials, system) } catch {
+                abandon(system)
+                throw error
+            }
+            switch file {
+            case .read(let bytes): return finish(sandboxFile: bytes, system)
+            case .absent: return finish(sandboxFile: nil, system)
+            case .unknown:
+                abandon(system)
+                return PeerProcess(credentials: found.credentials)
+            }
+        }
+
+        /// The peer with `info` (nil: no Flatpak), confirmed if its process still runs. Closes
+        /// the descriptors.
+        func finish(sandboxFile info: [UInt8]?, _ system: any SystemCalls) -> PeerProcess {
+            defer { abandon(system) }
+            var peer = found
+            peer.app = PeerProcess.flatpakApp(info) ?? found.app
+            return PeerProcess.confirmed(peer, else: PeerProcess(credentials: found.credentials), pidfd, system)
+        }
+
+        /// Closes the descriptors: the lookup is given up, or done.
+        public func abandon(_ system: any SystemCalls) {
+            system.close(process)
+            system.close(pidfd)
+        }
+    }
+
+    /// `found`, confirmed, if the process of `pidfd` still runs; else `unknown` (read after the
+    /// process may have exited: only what the connection's own process said is kept).
+    static func confirmed(_ found: PeerProcess, else unknown: PeerProcess, _ pidfd: Int32, _ system: any SystemCalls)
+        -> PeerProcess
+    {
+        guard system.processIsRunning(pidfd) else { return unknown }
+        var peer = found
+        peer.isConfirmed = true
+        return peer
     }
 
     /// What Flatpak's `/.flatpak-info` in a process's root says.
     enum SandboxFile: Equatable {
         /// Its first ``maxFileBytes``.
         case read([UInt8])
-        /// There is none, or kvd may not look (another user's process, whose `/proc` folder kvd
-        /// cannot see or whose root it may not enter): no Flatpak, as far as kvd can tell.
+        /// There is none, or kvd may not look (another user's process, whose root it may not
+        /// enter): no Flatpak, as far as kvd can tell.
         case absent
         /// What is there cannot be told: the process's root is gone while its folder is there (its
         /// leader exited), kvd's own user's process kvd may not look into, a `/.flatpak-info` that
@@ -116,23 +250,17 @@ extension PeerProcess {
         case unknown
     }
 
-    /// `/.flatpak-info` of the process whose `/proc` folder is `folder`, found in its root
-    /// (`folder/root`, entered once) and never beyond it: a symbolic link is not followed, and a
-    /// FIFO or a device is never opened (``SystemCalls/openRegularFile(_:in:)``). Throws only
-    /// `EMFILE` and `ENFILE`.
-    static func sandboxFile(_ folder: String, _ credentials: PeerCredentials, _ system: any SystemCalls)
+    /// `/.flatpak-info` of the process whose `/proc` folder is `process`, found in its root
+    /// (`root`, entered once) and never beyond it: a symbolic link is not followed, and a FIFO or
+    /// a device is never opened (``SystemCalls/openRegularFile(_:in:)``). Waits as long as the
+    /// root's file system does. Throws only `EMFILE` and `ENFILE`.
+    static func sandboxFile(in process: Int32, _ credentials: PeerCredentials, _ system: any SystemCalls)
         throws(Errno) -> SandboxFile
     {
-        let process: Int32
-        do { process = try system.openDirectory(folder, in: nil) } catch {
-            if error.isOutOfDescriptors { throw error }
-            return .absent  // exited (its pidfd says so), or another user's kvd may not see
-        }
-        defer { system.close(process) }
         let root: Int32
         do { root = try system.openDirectory("root", in: process) } catch {
             if error.isOutOfDescriptors { throw error }
-            if error == .permissionDenied, !(try isOwnUsers(folder, credentials, system)) { return .absent }
+            if error == .permissionDenied, !isOwnUsers(process, credentials, system) { return .absent }
             return .unknown  // its folder is there but not its root: its leader exited
         }
         defer { system.close(root) }
@@ -140,7 +268,7 @@ extension PeerProcess {
         do { file = try system.openRegularFile(".flatpak-info", in: root) } catch {
             if error.isOutOfDescriptors { throw error }
             if error == .noSuchFileOrDirectory { return .absent }
-            if error == .permissionDenied, !(try isOwnUsers(folder, credentials, system)) { return .absent }
+            if error == .permissionDenied, !isOwnUsers(process, credentials, system) { return .absent }
             return .unknown
         }
         guard let file else { return .unknown }
@@ -150,16 +278,15 @@ extension PeerProcess {
         }
     }
 
-    /// Whether the process of `folder` is one of kvd's own user's (`credentials`, and every uid of
-    /// its `status`: real, effective, saved, file system), so that `EACCES` from its root means it
-    /// made itself not dumpable; not so for a process of another user (root's, say) that
-    /// connected from a thread that took kvd's user's uid, which kvd may not look into either. A
-    /// `status` that cannot be read counts as kvd's own user's (its peer then stays unconfirmed).
-    static func isOwnUsers(_ folder: String, _ credentials: PeerCredentials, _ system: any SystemCalls) throws(Errno)
-        -> Bool
-    {
+    /// Whether the process of the `/proc` folder `process` is one of kvd's own user's
+    /// (`credentials`, and every uid of its `status`: real, effective, saved, file system), so
+    /// that `EACCES` from its root means it made itself not dumpable; not so for a process of
+    /// another user (root's, say) that connected from a thread that took kvd's user's uid, which
+    /// kvd may not look into either. A `status` that cannot be read (for want of a descriptor,
+    /// too) counts as kvd's own user's (its peer then stays unconfirmed).
+    static func isOwnUsers(_ process: Int32, _ credentials: PeerCredentials, _ system: any SystemCalls) -> Bool {
         guard credentials.uid == system.userID else { return false }
-        guard let status = try readIfPresent(folder + "/status", system) else { return true }
+        guard let status = try? readOnce("status", in: process, system) else { return true }
         return uids(inStatus: status).allSatisfy { $0 == system.userID }
     }
 
@@ -180,11 +307,11 @@ extension PeerProcess {
         }
     }
 
-    /// The program of the process whose `/proc` folder is `folder`: the executable's path, else
+    /// The program of the process whose `/proc` folder is `process`: the executable's path, else
     /// (unreadable: a process not dumpable, another user's) its command name; each nil when unknown.
-    static func program(inFolder folder: String, _ system: any SystemCalls) -> (path: String?, command: String?) {
-        if let path = (try? system.linkTarget(folder + "/exe")).flatMap({ $0 }) { return (bounded(path), nil) }
-        let command = try? readOnce(folder + "/comm", system)
+    static func program(in process: Int32, _ system: any SystemCalls) -> (path: String?, command: String?) {
+        if let path = (try? system.linkTarget("exe", in: process)).flatMap({ $0 }) { return (bounded(path), nil) }
+        let command = try? readOnce("comm", in: process, system)
         return (nil, command.map { bounded(String(decoding: $0, as: UTF8.self).trimmingSpaceAtEnd) })
     }
 
@@ -192,21 +319,29 @@ extension PeerProcess {
     /// `.flatpak-info` names its app in its first group.
     static let maxFileBytes = 4096
 
-    /// The file at `path` (at most ``maxFileBytes``), nil when it cannot be read, but throws when
-    /// kvd has no descriptor left to open it (`EMFILE`, `ENFILE`): then nothing may be concluded
-    /// from its absence.
-    static func readIfPresent(_ path: String, _ system: any SystemCalls) throws(Errno) -> [UInt8]? {
-        do { return try readOnce(path, system) } catch {
+    /// The file `name` of `directory` (at most ``maxFileBytes``; `directory` nil: `name` is a
+    /// path), nil when it cannot be read, but throws when kvd has no descriptor left to open it
+    /// (`EMFILE`, `ENFILE`): then nothing may be concluded from its absence.
+    static func readIfPresent(_ name: String, in directory: Int32?, _ system: any SystemCalls) throws(Errno)
+        -> [UInt8]?
+    {
+        do { return try readOnce(name, in: directory, system) } catch {
             if error.isOutOfDescriptors { throw error }
             return nil
         }
     }
 
-    /// The first ``maxFileBytes`` of the file at `path`, with one `read`: all of a `/proc` text
-    /// that fits (the kernel makes it whole for each read from its start), the start of a
-    /// longer file. Throws why it cannot be opened or read. C: `open`, `read`, `close`.
-    static func readOnce(_ path: String, _ system: any SystemCalls) throws(Errno) -> [UInt8] {
-        let fd = try system.openReadOnly(path)
+    /// The first ``maxFileBytes`` of the file `name` of `directory` (nil: `name` is a path), with
+    /// one `read`: all of a `/proc` text that fits (the kernel makes it whole for each read from
+    /// its start), the start of a longer file. Throws why it cannot be opened or read. C:
+    /// `openat`, `read`, `close`.
+    static func readOnce(_ name: String, in directory: Int32?, _ system: any SystemCalls) throws(Errno) -> [UInt8] {
+        let fd: Int32
+        if let directory {
+            fd = try system.openReadOnly(name, in: directory)
+        } else {
+            fd = try system.openReadOnly(name)
+        }
         defer { system.close(fd) }
         return try withUnsafeTemporaryAllocation(byteCount: maxFileBytes, alignment: 1) { buffer in
             Result { () throws(SystemError) in Array(buffer[..<(try system.receive(fd, into: buffer))]) }

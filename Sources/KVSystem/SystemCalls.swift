@@ -30,6 +30,9 @@ public protocol SystemCalls: FileSystem {
     func close(_ fd: Int32)
     /// Opens `path` read-only and close-on-exec. C: `open(path, O_RDONLY | O_CLOEXEC)`.
     func openReadOnly(_ path: String) throws(Errno) -> Int32
+    /// Opens `name` of `directory` (a descriptor ``openDirectory(_:in:)`` gave) read-only and
+    /// close-on-exec, following a last symbolic link. C: `openat(directory, name, O_RDONLY | O_CLOEXEC)`.
+    func openReadOnly(_ name: String, in directory: Int32) throws(Errno) -> Int32
     /// A descriptor of the directory `path` (relative to `directory`, a descriptor this gave,
     /// when not nil), to find files in, never to read: a last symbolic link is followed, as
     /// `/proc/PID/root` leads to a process's root. C: `openat(O_PATH | O_DIRECTORY | O_CLOEXEC)`.
@@ -115,6 +118,15 @@ public protocol SystemCalls: FileSystem {
     /// What the symbolic link at `path` holds, or nil when `path` is not a link (`EINVAL`).
     /// C: `readlink`.
     func linkTarget(_ path: String) throws(Errno) -> String?
+    /// What the symbolic link `name` of `directory` (a descriptor ``openDirectory(_:in:)`` gave)
+    /// holds, or nil when it is not a link. C: `readlinkat`.
+    func linkTarget(_ name: String, in directory: Int32) throws(Errno) -> String?
+    /// The device and inode of what `name` is (relative to `directory`, a descriptor
+    /// ``openDirectory(_:in:)`` gave, when not nil; a last symbolic link followed, as
+    /// `/proc/PID/root` leads to a process's root), as the kernel already holds them: no file
+    /// system is asked (a FUSE daemon or a network server that never answers cannot make this
+    /// wait). C: `statx(directory, name, AT_STATX_DONT_SYNC, 0)`.
+    func fileIdentity(_ name: String, in directory: Int32?) throws(Errno) -> FileIdentity
     /// Whether `path` (following links) carries a POSIX access control list granting more than
     /// its mode bits say (`system.posix_acl_access`; for a folder `system.posix_acl_default`
     /// too). C: `getxattr`.
@@ -239,5 +251,16 @@ public struct LocalTime: Sendable, Equatable {
         self.hour = hour
         self.minute = minute
         self.second = second
+    }
+}
+
+/// Which file a path leads to: its device and inode, equal for two paths to one file.
+public struct FileIdentity: Sendable, Hashable {
+    public var device: UInt64
+    public var inode: UInt64
+
+    public init(device: UInt64, inode: UInt64) {
+        self.device = device
+        self.inode = inode
     }
 }

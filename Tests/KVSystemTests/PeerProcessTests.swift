@@ -34,15 +34,17 @@ import Testing
     /// Where the executable's path cannot be read (a process not dumpable, another user's), the
     /// command name stands for it; `comm` is read only then.
     @Test func theCommandNamesAProgramWhoseExecutableIsUnreadable() throws {
-        let folder = "/proc/\(getpid())"
-        let named = PeerProcess.program(inFolder: folder, system)
-        #expect(named.path == system.executablePath() && named.command == nil)
         let faulty = FaultInjectingSystem()
+        let folder = try faulty.openDirectory("/proc/\(getpid())", in: nil)
+        defer { faulty.close(folder) }
+        let named = PeerProcess.program(in: folder, system)
+        #expect(named.path == system.executablePath() && named.command == nil)
         faulty.failPaths(endingWith: "/exe", with: .permissionDenied)
-        let command = PeerProcess.program(inFolder: folder, faulty)
+        let command = PeerProcess.program(in: folder, faulty)
         #expect(command.path == nil && command.command?.isEmpty == false, "\(command)")
         #expect(command.command.map { $0.utf8.count <= 15 } == true, "comm holds at most 15 bytes")
-        #expect(PeerProcess.program(inFolder: "/proc/0", system) == (nil, nil))
+        faulty.failPaths(endingWith: "/comm", with: .permissionDenied)
+        #expect(PeerProcess.program(in: folder, faulty) == (nil, nil))
     }
 
     /// `.flatpak-info` that kvd may not open (`EACCES`) in a process of its own user (one that
@@ -70,19 +72,55 @@ import Testing
         #expect(absent.isConfirmed && absent.app == nil, "no .flatpak-info: no Flatpak")
     }
 
+    /// A process in kvd's own root runs in no Flatpak: identified at accept, its root's
+    /// `/.flatpak-info` never looked for (it would be kvd's own); only a root of its own is
+    /// looked into, and that off the loop (``PeerProcess/Identification/lookingInRoot(_:)``).
+    @Test func aPeerInKvdsOwnRootIsIdentifiedWithoutLookingIntoIt() throws {
+        let (listening, path) = try listener()
+        defer {
+            system.close(listening)
+            unlink(path)
+        }
+        let client = try system.connectUnix(path)
+        defer { system.close(client) }
+        let accepted = try system.accept(listening)
+        defer { system.close(accepted) }
+        let faulty = FaultInjectingSystem()
+        faulty.failPaths(endingWith: "/root/.flatpak-info", with: .permissionDenied)
+        let ownRoot = try system.fileIdentity("/", in: nil)
+        guard case .identified(let peer) = try PeerProcess.begin(accepted, system: faulty, ownRoot: ownRoot) else {
+            Issue.record("kvd's own root: identified at once")
+            return
+        }
+        #expect(peer.isConfirmed && peer.program == system.executablePath(), "\(peer)")
+        let elsewhere = FileIdentity(device: ownRoot.device, inode: ownRoot.inode &+ 1)
+        guard case .lookingInRoot(let lookup) = try PeerProcess.begin(accepted, system: faulty, ownRoot: elsewhere)
+        else {
+            Issue.record("a root that is not kvd's: looked into")
+            return
+        }
+        #expect(lookup.credentials.pid == getpid())
+        let looked = try lookup.finish(faulty)
+        #expect(!looked.isConfirmed, "its .flatpak-info could not be opened: \(looked)")
+        faulty.failPaths(endingWith: "/root", with: .noSuchFileOrDirectory)
+        #expect(!(try PeerProcess.identify(accepted, system: faulty, ownRoot: ownRoot).isConfirmed), "leader gone")
+    }
+
     /// Whose a process is, by its `status`: a process of another user (root's) whose connecting
     /// thread took kvd's user's uid is not kvd's user's own (the system tests' clients are such).
     @Test func statusNamesEveryUidOfTheProcess() throws {
         let status = "Name:\tpython3\nUmask:\t0022\nState:\tS (sleeping)\nUid:\t1000\t1000\t0\t1000\nGid:\t1\t1\t1\t1\n"
         #expect(PeerProcess.uids(inStatus: Array(status.utf8)) == [1000, 1000, 0, 1000])
         #expect(PeerProcess.uids(inStatus: Array("Name:\tx\n".utf8)) == [])
-        let own = try PeerProcess.readOnce("/proc/self/status", system)
+        let own = try PeerProcess.readOnce("/proc/self/status", in: nil, system)
         #expect(PeerProcess.uids(inStatus: own) == [getuid(), geteuid(), getuid(), geteuid()])
         let credentials = PeerCredentials(pid: getpid(), uid: getuid(), gid: getgid(), groups: [])
-        #expect(try PeerProcess.isOwnUsers("/proc/self", credentials, system))
         let faulty = FaultInjectingSystem()
+        let folder = try faulty.openDirectory("/proc/self", in: nil)
+        defer { faulty.close(folder) }
+        #expect(PeerProcess.isOwnUsers(folder, credentials, system))
         faulty.failPaths(endingWith: "/status", with: .permissionDenied)
-        #expect(try PeerProcess.isOwnUsers("/proc/self", credentials, faulty), "unreadable: confined, to be safe")
+        #expect(PeerProcess.isOwnUsers(folder, credentials, faulty), "unreadable: confined, to be safe")
     }
 
     /// A peer that exited before it was looked at: its pid may already be another's, so nothing
@@ -164,8 +202,11 @@ import Testing
         #expect(peer.credentials.pid == child.pid && kill(child.pid, 0) == 0, "it still runs")
         #expect(!peer.isConfirmed && peer.app == nil, "\(peer)")
         let faulty = FaultInjectingSystem()
+        let folder = try faulty.openDirectory("/proc/self", in: nil)
+        defer { faulty.close(folder) }
         faulty.failPaths(endingWith: "/root", with: .noSuchFileOrDirectory)
-        #expect(try PeerProcess.sandboxFile("/proc/self", peer.credentials, faulty) == .unknown)
+        #expect(try PeerProcess.sandboxFile(in: folder, peer.credentials, faulty) == .unknown)
+        #expect(PeerProcess.rootOf(folder, peer.credentials, ownRoot: nil, faulty) == .unknown)
     }
 
     /// A `/.flatpak-info` in a process's root that is not a regular file is never opened: a FIFO
@@ -208,8 +249,17 @@ import Testing
                 """
             let child = try Child(script, listening: listening, path: path, system: system)
             defer { child.finish() }
+            let ownRoot = try system.fileIdentity("/", in: nil)
+            guard
+                case .lookingInRoot(let lookup) = try PeerProcess.begin(
+                    child.accepted, system: system, ownRoot: ownRoot)
+            else {
+                Issue.record("\(kind): a root of its own is looked into off the loop")
+                continue
+            }
+            lookup.abandon(system)
             let started = ContinuousClock.now
-            let peer = try PeerProcess.identify(child.accepted, system: system)
+            let peer = try PeerProcess.identify(child.accepted, system: system, ownRoot: ownRoot)
             #expect(ContinuousClock.now - started < .seconds(3), "\(kind): identified without waiting")
             #expect(!peer.isConfirmed && peer.app == nil, "\(kind): \(peer)")
         }
@@ -217,12 +267,14 @@ import Testing
 
     /// `/proc`'s small files are read with one `read` each, whole.
     @Test func aProcFileIsReadWholeWithOneRead() throws {
-        let cgroup = try PeerProcess.readOnce("/proc/self/cgroup", system)
+        let cgroup = try PeerProcess.readOnce("/proc/self/cgroup", in: nil, system)
         #expect(!cgroup.isEmpty && cgroup.last == UInt8(ascii: "\n"))
-        let status = try PeerProcess.readOnce("/proc/self/status", system)
+        let folder = try system.openDirectory("/proc/self", in: nil)
+        defer { system.close(folder) }
+        let status = try PeerProcess.readOnce("status", in: folder, system)
         #expect(String(decoding: status, as: UTF8.self).contains("\nPid:\t"), "the text starts whole")
-        #expect(throws: Errno.noSuchFileOrDirectory) { try PeerProcess.readOnce("/proc/self/no-such-file", system) }
-        #expect(try PeerProcess.readIfPresent("/proc/self/no-such-file", system) == nil)
+        #expect(throws: Errno.noSuchFileOrDirectory) { try PeerProcess.readOnce("no-such-file", in: folder, system) }
+        #expect(try PeerProcess.readIfPresent("/proc/self/no-such-file", in: nil, system) == nil)
     }
 
     @Test(arguments: [

@@ -60,6 +60,24 @@ def wait_for_file(path, deadline=20):
         time.sleep(0.01)
 
 
+def start_kvd(root, sock):
+    """The real kvd on `sock`, its state in `root`, once it answers."""
+    daemon = subprocess.Popen(
+        [os.path.join(BIN_DIR, "kvd"), "--socket", sock, "--state-dir", os.path.join(root, "state"),
+         "--idle-exit", "0", "--no-system-layer", "--sandbox-readable", "org.gnome.desktop.interface,org.gnome.desktop.a11y*"],
+        stderr=subprocess.PIPE)
+    end = time.time() + 10
+    while True:
+        try:
+            with socket.socket(socket.AF_UNIX) as probe:
+                probe.connect(sock)
+            return daemon
+        except OSError:
+            if time.time() > end:
+                raise
+            time.sleep(0.02)
+
+
 @unittest.skipIf(SKIP is not None, SKIP or "")
 class SandboxedClients(unittest.TestCase):
     def setUp(self):
@@ -68,20 +86,7 @@ class SandboxedClients(unittest.TestCase):
         self.info = os.path.join(self.root, "flatpak-info")
         with open(self.info, "w") as file:
             file.write(FLATPAK_INFO)
-        self.daemon = subprocess.Popen(
-            [os.path.join(BIN_DIR, "kvd"), "--socket", self.sock, "--state-dir", os.path.join(self.root, "state"),
-             "--idle-exit", "0", "--no-system-layer", "--sandbox-readable", "org.gnome.desktop.interface,org.gnome.desktop.a11y*"],
-            stderr=subprocess.PIPE)
-        end = time.time() + 10
-        while True:
-            try:
-                with socket.socket(socket.AF_UNIX) as probe:
-                    probe.connect(self.sock)
-                break
-            except OSError:
-                if time.time() > end:
-                    raise
-                time.sleep(0.02)
+        self.daemon = start_kvd(self.root, self.sock)
         self.client = varlink.Client(address="unix:" + self.sock)
         with self.client.open("io.kvd.Defaults") as kv:
             for domain in ["org.example.App", "org.example.App.window", "org.other.App", "org.example.AppEvil",
@@ -317,6 +322,70 @@ class SandboxedClients(unittest.TestCase):
         results = [json.loads(line) for line in result.stdout.decode().splitlines()]
         self.assertEqual(results[:2], [self.DENIED] * 2)
         self.assertEqual(results[2]["reply"]["value"], "v-org.gnome.desktop.interface")
+
+
+def fuse_works():
+    if os.geteuid() != 0:
+        return "needs root (mounts a FUSE file system and chroots into it)"
+    if not os.path.exists("/dev/fuse"):
+        return "needs /dev/fuse"
+    return None
+
+
+@unittest.skipIf(fuse_works() is not None, fuse_works() or "")
+class HungRoots(unittest.TestCase):
+    """A process whose root is a FUSE file system that never answers (attack/39-sandbox.md,
+    finding 25): kvd looks for /.flatpak-info there off its loop, so every other client is served
+    meanwhile, and once its patience (3 s) runs out the process is taken as unidentified: it
+    reaches the public domains only, as a process whose sandbox cannot be told does."""
+
+    def setUp(self):
+        self.root = tempfile.mkdtemp(prefix="kvd-hung-")
+        self.sock = os.path.join(self.root, "kvd.sock")
+        self.mountpoint = os.path.join(self.root, "mnt")
+        os.mkdir(self.mountpoint)
+        self.daemon = start_kvd(self.root, self.sock)
+        self.client = varlink.Client(address="unix:" + self.sock)
+        self.hung = None
+
+    def tearDown(self):
+        self.client.cleanup()
+        if self.hung is not None and self.hung.poll() is None:
+            self.hung.kill()
+            self.hung.wait()
+        subprocess.run(["umount", "-l", self.mountpoint], capture_output=True)
+        if self.daemon.poll() is None:
+            self.daemon.send_signal(signal.SIGTERM)
+            self.daemon.communicate(timeout=20)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def test_a_root_that_never_answers_stalls_nobody_and_reaches_only_public_domains(self):
+        with self.client.open("io.kvd.Defaults") as kv:
+            kv.Set("org.example.private", "k", "secret", None)
+            kv.Set("NSGlobalDomain", "k", "public", None)
+        calls = [["Get", {"domain": "org.example.private", "key": "k"}], ["Get", {"domain": "NSGlobalDomain", "key": "k"}]]
+        self.hung = subprocess.Popen([sys.executable, os.path.join(HERE, "hung_fuse_root.py"), self.sock, self.mountpoint,
+                                      json.dumps(calls)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.assertEqual(json.loads(self.hung.stdout.readline() or b'"no line"'), "connected",
+                         self.hung.stderr.read().decode() if self.hung.poll() is not None else "")
+        # Its first call is sent, and kvd's lookup in its root waits for the FUSE daemon. Every
+        # other connection is served meanwhile (with the lookup on the loop, the first of these
+        # waited forever: a socket timeout turns that into a failure, not a hang).
+        for n in range(20):
+            with socket.socket(socket.AF_UNIX) as other:
+                other.settimeout(30)
+                other.connect(self.sock)
+                other.sendall(b'{"method":"io.kvd.Defaults.Get","parameters":{"domain":"org.example.private","key":"k"}}\0')
+                self.assertIn(b'"secret"', other.recv(65536), f"call {n}")
+        self.assertIsNone(self.hung.poll(), "the hung root's calls were answered before its patience ran out")
+        out, err = self.hung.communicate(timeout=60)
+        self.assertEqual(self.hung.returncode, 0, err.decode())
+        results = [json.loads(line) for line in out.decode().splitlines()]
+        self.assertEqual(results[0], {"error": "org.varlink.service.PermissionDenied"})
+        self.assertEqual(results[1]["reply"]["value"], "public")
+        self.daemon.send_signal(signal.SIGTERM)
+        _, log = self.daemon.communicate(timeout=20)
+        self.assertIn("its root did not answer within 3.0 seconds", log.decode())
 
 
 if __name__ == "__main__":

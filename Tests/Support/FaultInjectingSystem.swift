@@ -41,12 +41,6 @@ public final class FaultInjectingSystem: SystemCalls {
         var queued: [Int32] = []
         /// Who the peers of accepted connections are, in accept order (then the real answer).
         var peers: [PeerCredentials] = []
-        /// The pids of every peer pretended: no such process is there to read (``failIfPlanned(_:)``).
-        var pretendedPIDs: Set<Int32> = []
-        /// The path each directory descriptor of ``openDirectory(_:in:)`` names, for its faults.
-        var directories: [Int32: String] = [:]
-        /// Paths, by how they end, whose open and link read fail, and how (``failPaths(endingWith:with:)``).
-        var pathFaults: [(suffix: String, errno: Errno)] = []
         /// Whether every pidfd's process reads as exited (its pid then may name another).
         var peersExited = false
         /// Group names and ids that replace the real group database (empty: the real one).
@@ -57,6 +51,8 @@ public final class FaultInjectingSystem: SystemCalls {
 
     let real = LinuxSystem()
     private let state = Mutex(State())
+    /// What paths fail or wait, and which path each directory descriptor stands for.
+    private let paths = PathFaults()
 
     public init() {}
 
@@ -84,9 +80,17 @@ public final class FaultInjectingSystem: SystemCalls {
 
     /// From now on, opening a path that ends with `suffix`, or reading it as a link, fails with
     /// `errno` (`/root/.flatpak-info` with `EACCES`: a process that made itself not dumpable).
-    public func failPaths(endingWith suffix: String, with errno: Errno) {
-        state.withLock { $0.pathFaults.append((suffix, errno)) }
-    }
+    public func failPaths(endingWith suffix: String, with errno: Errno) { paths.fail(endingWith: suffix, with: errno) }
+
+    /// Opens of paths ending with `suffix` (of ``openDirectory(_:in:)`` and
+    /// ``openRegularFile(_:in:)``) wait until ``releaseHeldPaths()``: a file system that does not
+    /// answer (FUSE's daemon, a network server).
+    public func holdPaths(endingWith suffix: String) { paths.hold(endingWith: suffix) }
+
+    /// Lets every held open go on, and holds none from now on.
+    public func releaseHeldPaths() { paths.release() }
+    /// How many opens wait now (``holdPaths(endingWith:)``).
+    public var heldOpens: Int { paths.heldOpens }
 
     /// Removes every planned fault.
     public func clearFaults() {
@@ -197,26 +201,45 @@ public final class FaultInjectingSystem: SystemCalls {
 
     public func close(_ fd: Int32) {
         state.withLock { state in state.freeDescriptors = state.freeDescriptors.map { $0 + 1 } }
+        paths.closed(fd)
         real.close(fd)
     }
 
     public func openReadOnly(_ path: String) throws(Errno) -> Int32 {
-        try failIfPlanned(path)
+        try paths.failIfPlanned(path)
         try takeDescriptor()
         return try real.openReadOnly(path)
     }
 
+    public func openReadOnly(_ name: String, in directory: Int32) throws(Errno) -> Int32 {
+        try paths.failIfPlanned(paths.path(name, in: directory))
+        try takeDescriptor()
+        return try real.openReadOnly(name, in: directory)
+    }
+
+    public func linkTarget(_ name: String, in directory: Int32) throws(Errno) -> String? {
+        try paths.failIfPlanned(paths.path(name, in: directory))
+        return try real.linkTarget(name, in: directory)
+    }
+
+    public func fileIdentity(_ name: String, in directory: Int32?) throws(Errno) -> FileIdentity {
+        try paths.failIfPlanned(paths.path(name, in: directory))
+        return try real.fileIdentity(name, in: directory)
+    }
+
     public func openDirectory(_ path: String, in directory: Int32?) throws(Errno) -> Int32 {
-        let full = directory.map { fd in state.withLock { $0.directories[fd] ?? "?" } + "/" + path } ?? path
-        try failIfPlanned(full)
+        let full = paths.path(path, in: directory)
+        paths.waitIfHeld(full)
+        try paths.failIfPlanned(full)
         try takeDescriptor()
         let fd = try real.openDirectory(path, in: directory)
-        state.withLock { $0.directories[fd] = full }
+        paths.opened(fd, full)
         return fd
     }
 
     public func openRegularFile(_ name: String, in directory: Int32) throws(Errno) -> Int32? {
-        try failIfPlanned(state.withLock { $0.directories[directory] ?? "?" } + "/" + name)
+        paths.waitIfHeld(paths.path(name, in: directory))
+        try paths.failIfPlanned(paths.path(name, in: directory))
         try takeDescriptor()
         return try real.openRegularFile(name, in: directory)
     }
@@ -287,7 +310,7 @@ public final class FaultInjectingSystem: SystemCalls {
     }
     public func resolvedPath(_ path: String) throws(Errno) -> String { try real.resolvedPath(path) }
     public func linkTarget(_ path: String) throws(Errno) -> String? {
-        try failIfPlanned(path)
+        try paths.failIfPlanned(path)
         return try real.linkTarget(path)
     }
     public func hasAccessControlList(_ path: String) -> Bool { real.hasAccessControlList(path) }
@@ -356,16 +379,6 @@ public final class FaultInjectingSystem: SystemCalls {
         return try real.peerCredentials(fd)
     }
 
-    /// Throws the fault planned for `path` (``failPaths(endingWith:with:)``), else `ENOENT` for a
-    /// path under `/proc/PID/` of a pretended peer's pid.
-    private func failIfPlanned(_ path: String) throws(Errno) {
-        if let fault = state.withLock({ $0.pathFaults.first { path.hasSuffix($0.suffix) } }) { throw fault.errno }
-        guard path.hasPrefix("/proc/") else { return }
-        let pid = path.utf8.dropFirst(6).prefix { $0 != UInt8(ascii: "/") }
-        guard let pid = Int32(String(decoding: pid, as: UTF8.self)) else { return }
-        if state.withLock({ $0.pretendedPIDs.contains(pid) }) { throw .noSuchFileOrDirectory }
-    }
-
     public func userID(named name: String) -> UInt32? { real.userID(named: name) }
     public func groupID(named name: String) -> UInt32? {
         let groups = state.withLock { $0.groups }
@@ -374,14 +387,14 @@ public final class FaultInjectingSystem: SystemCalls {
 
     /// The next connections' peers are these users, in order (a socket pair's peer is always
     /// this process): so the system instance's decisions can be tested for any uid. Their pids
-    /// name no process kvd may look at: `/proc/PID` reads as absent (``failIfPlanned(_:)``), as
+    /// name no process kvd may look at: `/proc/PID` reads as absent (``PathFaults/failIfPlanned(_:)``), as
     /// another user's does for the system instance (`ProtectProc=invisible`), whatever process
     /// has that pid on the test's machine.
     public func pretendPeers(_ peers: [PeerCredentials], groups: [String: UInt32] = [:]) {
         state.withLock {
             $0.peers += peers
-            $0.pretendedPIDs.formUnion(peers.map(\.pid))
             $0.groups = groups
         }
+        paths.pretend(pids: peers.map(\.pid))
     }
 }
