@@ -43,6 +43,21 @@ static inline int kvd_pidfd_send_signal(int pidfd, int sig) { return (int)syscal
    the device and inode the kernel already holds, never a request to a FUSE daemon or a network
    server. Follows a last symbolic link. 0, or -1 and errno. */
 #include <linux/stat.h>
+/* PIDFD_GET_INFO (Linux 6.13; its first layout, which later kernels still take): the id of the
+   process's cgroup in the unified hierarchy. Fails with ESRCH once the process exited, ENOTTY or
+   EINVAL before 6.13. 0 with *id set (0: no cgroup id given), or -1 and errno. */
+#include <stdint.h>
+#include <sys/ioctl.h>
+struct kvd_pidfd_info {
+    uint64_t mask, cgroupid;
+    uint32_t pid, tgid, ppid, ruid, rgid, euid, egid, suid, sgid, fsuid, fsgid, spare0;
+};
+static inline int kvd_pidfd_cgroup_id(int pidfd, unsigned long long *id) {
+    struct kvd_pidfd_info info = { .mask = 1u << 2 /* PIDFD_INFO_CGROUPID */ };
+    if (ioctl(pidfd, _IOWR(0xFF, 11, struct kvd_pidfd_info), &info) != 0) return -1;
+    *id = (info.mask & (1u << 2)) ? info.cgroupid : 0;
+    return 0;
+}
 static inline int kvd_file_identity(int directory, const char *path, unsigned long long *device,
                                     unsigned long long *inode) {
     struct statx status;

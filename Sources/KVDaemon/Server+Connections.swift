@@ -24,7 +24,7 @@ extension Server {
             // the program history records); in a root of its own, its sandbox off the loop.
             let peer = Result { () throws(Errno) in
                 limits.identifiesPeers
-                    ? try PeerProcess.begin(fd, system: system, ownRoot: ownRoot)
+                    ? try peers.begin(fd)
                     : .identified(PeerProcess(credentials: try system.peerCredentials(fd)))
             }
             if case .failure(let error) = peer, error.isOutOfDescriptors {

@@ -101,8 +101,8 @@ public final class Server {
     let lifecycle: Lifecycle
     /// The connections whose peer's root is not kvd's, waiting while a thread looks there.
     let rootLookups: RootLookups
-    /// kvd's own root (`/`), to tell a peer in it (no Flatpak) at once; nil if unknown.
-    let ownRoot: FileIdentity?
+    /// Who each accepted connection's peer is, as far as the loop may wait to learn it.
+    let peers: PeerIdentifier
 
     enum IdleExitStep { case deciding, exiting }
 
@@ -164,7 +164,7 @@ public final class Server {
         self.fanOut = WatchFanOut(handler: handler)
         self.rootLookups = RootLookups(system: system, patience: limits.rootLookupPatience) { [poller] in poller.wake()
         }
-        self.ownRoot = try? system.fileIdentity("/", in: nil)
+        self.peers = PeerIdentifier(system: system)
         try watchListeners()
         if follower.followsSystem {
             follower.start(waitingAtMost: .seconds(3))

@@ -47,14 +47,14 @@ struct HistoryRewrite {
         // through once, not again at each piece read (a 1 MiB line is four).
         var searched = position
         while true {
-            guard LogFormat.lineEnd(in: reader.buffer, from: searched) != nil else {
+            guard let end = LogFormat.lineEnd(in: reader.buffer, from: searched) else {
                 position -= reader.drop(before: reader.base + Int64(position))
                 searched = reader.buffer.count  // all it holds: no line end in it
                 guard let more = try? reader.fill() else { return nil }
                 if !more { return reader.buffer.isEmpty ? scan : nil }  // bytes after the last line: torn
                 continue
             }
-            guard let (payload, next) = LogFormat.line(in: reader.buffer, at: position),
+            guard let (payload, next) = LogFormat.line(in: reader.buffer, at: position, end: end),
                 let parsed = HistoryLineParser.parse(reader.buffer, payload)
             else { return nil }  // corrupt, or not read so
             switch parsed {

@@ -251,7 +251,12 @@ enum LogFormat {
     /// The line starting at `start`, if it is whole and its checksum holds: where its JSON
     /// payload lies and where the next line starts. Nil for a torn or corrupt line.
     static func line(in bytes: [UInt8], at start: Int) -> (payload: Range<Int>, next: Int)? {
-        guard let end = lineEnd(in: bytes, from: start), end - start > 9,
+        lineEnd(in: bytes, from: start).flatMap { line(in: bytes, at: start, end: $0) }
+    }
+
+    /// ``line(in:at:)`` of the line whose LF is at `end` (``lineEnd(in:from:)``: found once).
+    static func line(in bytes: [UInt8], at start: Int, end: Int) -> (payload: Range<Int>, next: Int)? {
+        guard end - start > 9,
             bytes[start + 8] == UInt8(ascii: " "),
             let crc = UInt32(String(decoding: bytes[start..<start + 8], as: UTF8.self), radix: 16),
             CRC32.checksum(bytes[(start + 9)..<end]) == crc

@@ -47,6 +47,8 @@ public struct Errno: RawRepresentable, Error, Hashable, Sendable, CustomStringCo
     public static let notASocket = Errno(rawValue: ENOTSOCK)
     /// `ENOPROTOOPT`: a socket option the kernel does not know (`SO_PEERPIDFD` before Linux 6.5).
     public static let protocolOptionUnknown = Errno(rawValue: ENOPROTOOPT)
+    /// `ESRCH`: no such process (it exited).
+    public static let noSuchProcess = Errno(rawValue: ESRCH)
 
     /// `ERANGE`: a buffer is too small.
     public static let outOfRange = Errno(rawValue: ERANGE)

@@ -239,6 +239,12 @@ public struct LinuxSystem: SystemCalls {
         try check(kvd_pidfd_open(pid))
     }
 
+    public func processCgroupID(_ pidfd: Int32) throws(Errno) -> UInt64? {
+        var id: UInt64 = 0
+        _ = try check(kvd_pidfd_cgroup_id(pidfd, &id))
+        return id == 0 ? nil : id
+    }
+
     public func processIsRunning(_ pidfd: Int32) -> Bool {
         kvd_pidfd_send_signal(pidfd, 0) == 0 || Errno.current.rawValue == EPERM
     }

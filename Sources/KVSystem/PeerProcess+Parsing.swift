@@ -2,7 +2,7 @@
 extension PeerProcess {
     /// The unified hierarchy's path of a `/proc/PID/cgroup` text (its `0::PATH` line). Byte by
     /// byte, with no `String` or array made: kvd reads it for every connection it accepts.
-    static func cgroupPath(_ text: [UInt8]) -> ArraySlice<UInt8>? {
+    static func cgroupPath(_ text: ArraySlice<UInt8>) -> ArraySlice<UInt8>? {
         var start = text.startIndex
         while start < text.endIndex {
             let end = text[start...].firstIndex(of: UInt8(ascii: "\n")) ?? text.endIndex
@@ -16,9 +16,14 @@ extension PeerProcess {
         return nil
     }
 
-    /// The last `.service` or `.scope` of the cgroup path: the unit the process runs in.
+    /// The last `.service` or `.scope` of the cgroup path of a `/proc/PID/cgroup` text: the unit
+    /// the process runs in.
     static func unit(inCgroup text: [UInt8]) -> String? {
-        guard let path = cgroupPath(text) else { return nil }
+        cgroupPath(text[...]).flatMap(unit(inPath:))
+    }
+
+    /// The last `.service` or `.scope` of a cgroup path.
+    static func unit(inPath path: ArraySlice<UInt8>) -> String? {
         func ends(_ part: ArraySlice<UInt8>, _ suffix: StaticString) -> Bool {
             let count = suffix.utf8CodeUnitCount
             guard part.count >= count else { return false }

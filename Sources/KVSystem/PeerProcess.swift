@@ -89,21 +89,21 @@ extension PeerProcess {
 
     /// The peer of the connected Unix socket `fd`, as far as kvd can tell without waiting on
     /// anything but `/proc`: its credentials (which must be read), then, through one descriptor
-    /// of its `/proc` folder, its program (`exe`, else `comm`), its cgroup's unit and app
-    /// (`cgroup`), and whether its root is kvd's own (`ownRoot`; nil: unknown, as if not). A
-    /// process in kvd's own root runs in no Flatpak sandbox and is identified now; a process
-    /// in a root of its own (Flatpak's, a container's, a `chroot`) is identified but for the
-    /// `/.flatpak-info` there (``Identification/lookingInRoot(_:)``). All of it is kept only if
-    /// the process the connection's pidfd names still runs once it was read. A process whose
-    /// root cannot be seen while its `/proc` folder can (its thread group's leader exited), or
-    /// kvd's own user's process whose root kvd may not see (it made itself not dumpable), is
-    /// left unconfirmed: what decides its sandbox is unknown. Throws when kvd has no descriptor
-    /// left to learn it (`EMFILE`, `ENFILE`: the caller refuses the connection, as one over its
-    /// limit), or when the credentials cannot be read. Before Linux 6.5 the pidfd is of
+    /// of its `/proc` folder, its program (`exe`, else `comm`), whether its root is kvd's own
+    /// (`ownRoot`; nil: unknown, as if not), and its cgroup's unit and app (``cgroupNamed(_:_:_:_:)``,
+    /// through `cgroups`). A process in kvd's own root runs in no Flatpak sandbox and is
+    /// identified now; a process in a root of its own (Flatpak's, a container's, a `chroot`) is
+    /// identified but for the `/.flatpak-info` there (``Identification/lookingInRoot(_:)``). All of
+    /// it is kept only if the process the connection's pidfd names still runs once it was read. A
+    /// process whose root cannot be seen while its `/proc` folder can (its thread group's leader
+    /// exited), or kvd's own user's process whose root kvd may not see (it made itself not
+    /// dumpable), is left unconfirmed: what decides its sandbox is unknown. Throws when kvd has no
+    /// descriptor left to learn it (`EMFILE`, `ENFILE`: the caller refuses the connection, as one
+    /// over its limit), or when the credentials cannot be read. Before Linux 6.5 the pidfd is of
     /// whichever process has the pid (`pidfd_open`).
-    public static func begin(_ fd: Int32, system: any SystemCalls, ownRoot: FileIdentity?) throws(Errno)
-        -> Identification
-    {
+    public static func begin(
+        _ fd: Int32, system: any SystemCalls, ownRoot: FileIdentity?, cgroups: inout CgroupNames
+    ) throws(Errno) -> Identification {
         let peer = PeerProcess(credentials: try system.peerCredentials(fd))
         guard let pidfd = try processDescriptor(fd, pid: peer.credentials.pid, system) else {
             return .identified(peer)
@@ -116,38 +116,67 @@ extension PeerProcess {
             // exited (then its pidfd says so): nothing to read, no Flatpak as far as kvd can tell.
             return .identified(confirmed(peer, else: peer, pidfd, system))
         }
-        var found = peer
-        let cgroup: [UInt8]?
-        do {
-            (found.program, found.command) = program(in: process, system)
-            cgroup = try readIfPresent("cgroup", in: process, system)
-        } catch {
-            system.close(process)
-            system.close(pidfd)
+        var lookup = RootLookup(found: peer, process: process, pidfd: pidfd)
+        (lookup.found.program, lookup.found.command) = program(in: process, system)
+        let root = rootOf(process, peer.credentials, ownRoot: ownRoot, system)
+        let named: CgroupNames.Named?
+        do { named = root == .unknown ? nil : try cgroupNamed(process, pidfd, &cgroups, system) } catch {
+            lookup.abandon(system)
             throw error
         }
-        let unit = cgroup.flatMap { Self.unit(inCgroup: $0) }
-        found.unit = unit.map(bounded)
-        found.app = unit.flatMap(Self.app(inUnit:))
-        let lookup = RootLookup(found: found, process: process, pidfd: pidfd)
-        switch rootOf(process, peer.credentials, ownRoot: ownRoot, system) {
-        case .own, .unseen: return .identified(lookup.finish(sandboxFile: nil, system))
-        case .unknown:
+        guard let named else {  // it exited, or its sandbox cannot be told
             lookup.abandon(system)
             return .identified(peer)
-        case .another: return .lookingInRoot(lookup)
         }
+        (lookup.found.unit, lookup.found.app) = (named.unit, named.app)
+        guard root == .another else {
+            lookup.abandon(system)
+            lookup.found.isConfirmed = true  // it ran once all of it was read
+            return .identified(lookup.found)
+        }
+        return .lookingInRoot(lookup)
     }
 
-    /// ``begin(_:system:ownRoot:)``, then in a root of the peer's own ``RootLookup/finish(_:)`` at
-    /// once: blocks as long as that root's file system does. For tests and tools, never kvd's loop.
+    /// ``begin(_:system:ownRoot:cgroups:)``, then in a root of the peer's own
+    /// ``RootLookup/finish(_:)`` at once: blocks as long as that root's file system does. No
+    /// cgroup's name is kept. For tests and tools, never kvd's loop.
     public static func identify(_ fd: Int32, system: any SystemCalls, ownRoot: FileIdentity? = nil) throws(Errno)
         -> PeerProcess
     {
-        switch try begin(fd, system: system, ownRoot: ownRoot) {
+        var cgroups = CgroupNames(hierarchy: nil)
+        return try identify(fd, system: system, ownRoot: ownRoot, cgroups: &cgroups)
+    }
+
+    /// ``identify(_:system:ownRoot:)`` keeping the names of the cgroups it sees in `cgroups`.
+    public static func identify(
+        _ fd: Int32, system: any SystemCalls, ownRoot: FileIdentity? = nil, cgroups: inout CgroupNames
+    ) throws(Errno) -> PeerProcess {
+        switch try begin(fd, system: system, ownRoot: ownRoot, cgroups: &cgroups) {
         case .identified(let peer): return peer
         case .lookingInRoot(let lookup): return try lookup.finish(system)
         }
+    }
+
+    /// The unit and app of the cgroup the process of `pidfd` (whose `/proc` folder is
+    /// `process`) is in, nil once it exited: asked last, so that a name means everything read
+    /// of its folder before was its own. The cgroup's id from the pidfd says both, and its name
+    /// is kept in `cgroups` (``CgroupNames``); otherwise (a cgroup not seen yet, or before Linux
+    /// 6.13) its `cgroup` is read, then the pidfd asked whether it still runs. Throws only
+    /// `EMFILE`, `ENFILE`.
+    static func cgroupNamed(_ process: Int32, _ pidfd: Int32, _ cgroups: inout CgroupNames, _ system: any SystemCalls)
+        throws(Errno) -> CgroupNames.Named?
+    {
+        var id: UInt64?
+        do { id = try system.processCgroupID(pidfd) } catch {
+            if error == .noSuchProcess { return nil }
+            id = nil  // before Linux 6.13
+        }
+        if let id, let named = cgroups.named(id) { return named }
+        let path = try readIfPresent("cgroup", in: process, system).flatMap { cgroupPath($0[...]) }
+        let unit = path.flatMap(Self.unit(inPath:))
+        let named = CgroupNames.Named(unit: unit.map(bounded), app: unit.flatMap(Self.app(inUnit:)))
+        if let id, let path { cgroups.keep(named, path: path, id: id, system) }
+        return system.processIsRunning(pidfd) ? named : nil
     }
 
     /// What a process's root is to kvd.

@@ -76,6 +76,11 @@ public protocol SystemCalls: FileSystem {
     func processDescriptor(_ pid: Int32) throws(Errno) -> Int32
     /// Whether the process of the pidfd `pidfd` is still running. C: `pidfd_send_signal(0)`.
     func processIsRunning(_ pidfd: Int32) -> Bool
+    /// The id of the cgroup the process of `pidfd` is in now (the unified hierarchy's: its
+    /// folder's inode there), nil when the kernel gives none; throws `ESRCH` once the process
+    /// exited, so a success also says it still runs, and `ENOTTY` or `EINVAL` before Linux 6.13.
+    /// C: `ioctl(pidfd, PIDFD_GET_INFO)` asking `PIDFD_INFO_CGROUPID`.
+    func processCgroupID(_ pidfd: Int32) throws(Errno) -> UInt64?
     /// Shuts both directions. On a listening socket, later connects are refused while
     /// connections already queued can still be accepted. C: `shutdown(fd, SHUT_RDWR)`.
     func shutdown(_ fd: Int32) throws(Errno)

@@ -21,11 +21,14 @@ import Testing
             unlink(path)
         }
         let elsewhere = FileIdentity(device: 0, inode: 0)
+        var cgroups = CgroupNames(hierarchy: nil)
         return try (0..<count).map { _ in
             let client = try system.connectUnix(path)
             defer { system.close(client) }
             let accepted = try system.accept(listening)
-            guard case .lookingInRoot(let lookup) = try PeerProcess.begin(accepted, system: faulty, ownRoot: elsewhere)
+            guard
+                case .lookingInRoot(let lookup) = try PeerProcess.begin(
+                    accepted, system: faulty, ownRoot: elsewhere, cgroups: &cgroups)
             else { throw Errno.noSuchFileOrDirectory }
             return (accepted, lookup)
         }

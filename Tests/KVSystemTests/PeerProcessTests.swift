@@ -88,13 +88,19 @@ import Testing
         let faulty = FaultInjectingSystem()
         faulty.failPaths(endingWith: "/root/.flatpak-info", with: .permissionDenied)
         let ownRoot = try system.fileIdentity("/", in: nil)
-        guard case .identified(let peer) = try PeerProcess.begin(accepted, system: faulty, ownRoot: ownRoot) else {
+        var cgroups = CgroupNames(hierarchy: nil)
+        guard
+            case .identified(let peer) = try PeerProcess.begin(
+                accepted, system: faulty, ownRoot: ownRoot, cgroups: &cgroups)
+        else {
             Issue.record("kvd's own root: identified at once")
             return
         }
         #expect(peer.isConfirmed && peer.program == system.executablePath(), "\(peer)")
         let elsewhere = FileIdentity(device: ownRoot.device, inode: ownRoot.inode &+ 1)
-        guard case .lookingInRoot(let lookup) = try PeerProcess.begin(accepted, system: faulty, ownRoot: elsewhere)
+        guard
+            case .lookingInRoot(let lookup) = try PeerProcess.begin(
+                accepted, system: faulty, ownRoot: elsewhere, cgroups: &cgroups)
         else {
             Issue.record("a root that is not kvd's: looked into")
             return
@@ -250,9 +256,10 @@ import Testing
             let child = try Child(script, listening: listening, path: path, system: system)
             defer { child.finish() }
             let ownRoot = try system.fileIdentity("/", in: nil)
+            var cgroups = CgroupNames(hierarchy: nil)
             guard
                 case .lookingInRoot(let lookup) = try PeerProcess.begin(
-                    child.accepted, system: system, ownRoot: ownRoot)
+                    child.accepted, system: system, ownRoot: ownRoot, cgroups: &cgroups)
             else {
                 Issue.record("\(kind): a root of its own is looked into off the loop")
                 continue
@@ -324,7 +331,7 @@ import Testing
         #expect(PeerProcess.unit(inCgroup: "0::\n1:cpu:/y.service\n") == nil, "only the unified line counts")
         #expect(PeerProcess.unit(inCgroup: "10::/y.service\n0:") == nil)
         #expect(PeerProcess.unit(inCgroup: "") == nil && PeerProcess.unit(inCgroup: "\n\n") == nil)
-        #expect(PeerProcess.cgroupPath(Array("1:a:/b\n0::/c\n".utf8)).map(Array.init) == Array("/c".utf8))
+        #expect(PeerProcess.cgroupPath(Array("1:a:/b\n0::/c\n".utf8)[...]).map(Array.init) == Array("/c".utf8))
     }
 
     @Test func flatpakInfoNamesTheApplication() {

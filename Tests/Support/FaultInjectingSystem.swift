@@ -41,8 +41,6 @@ public final class FaultInjectingSystem: SystemCalls {
         var queued: [Int32] = []
         /// Who the peers of accepted connections are, in accept order (then the real answer).
         var peers: [PeerCredentials] = []
-        /// Whether every pidfd's process reads as exited (its pid then may name another).
-        var peersExited = false
         /// Group names and ids that replace the real group database (empty: the real one).
         var groups: [String: UInt32] = [:]
         /// What to do just before the next call of a kind on a descriptor (``beforeNext(_:on:run:)``).
@@ -366,13 +364,15 @@ public final class FaultInjectingSystem: SystemCalls {
 
     public func processDescriptor(_ pid: Int32) throws(Errno) -> Int32 { try real.processDescriptor(pid) }
 
-    public func processIsRunning(_ pidfd: Int32) -> Bool {
-        !state.withLock { $0.peersExited } && real.processIsRunning(pidfd)
+    public func processIsRunning(_ pidfd: Int32) -> Bool { !paths.peersExited && real.processIsRunning(pidfd) }
+    public func processCgroupID(_ pidfd: Int32) throws(Errno) -> UInt64? {
+        if paths.peersExited { throw .noSuchProcess }
+        return try real.processCgroupID(pidfd)
     }
 
     /// From now on every peer's process reads as exited once looked at (``processIsRunning(_:)``):
     /// the case of a pid that another process took meanwhile.
-    public func pretendPeersExited() { state.withLock { $0.peersExited = true } }
+    public func pretendPeersExited() { paths.pretendExited() }
 
     public func peerCredentials(_ fd: Int32) throws(Errno) -> PeerCredentials {
         if let peer = state.withLock({ $0.peers.isEmpty ? nil : $0.peers.removeFirst() }) { return peer }

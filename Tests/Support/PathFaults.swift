@@ -2,9 +2,9 @@ import Glibc
 import KVSystem
 import Synchronization
 
-/// ``FaultInjectingSystem``'s faults by path: paths that fail (by how they end), paths whose
-/// open waits as on a file system that does not answer, the pretended peers' `/proc` folders
-/// (absent), and the path each directory descriptor stands for, so that a name opened in it
+/// ``FaultInjectingSystem``'s faults by path and process: paths that fail (by how they end), paths
+/// whose open waits as on a file system that does not answer, the pretended peers' `/proc`
+/// folders (absent) and processes (exited), and the path each directory descriptor stands for, so that a name opened in it
 /// (`openat`) is matched as its whole path. Thread-safe.
 final class PathFaults: Sendable {
     private struct State {
@@ -16,6 +16,8 @@ final class PathFaults: Sendable {
         var waiting = 0
         /// The pids of every peer pretended: no such process is there to read.
         var pretendedPIDs: Set<Int32> = []
+        /// Whether every pidfd's process reads as exited (its pid then may name another).
+        var peersExited = false
         /// The path each directory descriptor of `openDirectory` names, until it is closed.
         var directories: [Int32: String] = [:]
     }
@@ -35,6 +37,12 @@ final class PathFaults: Sendable {
     }
 
     var heldOpens: Int { state.withLock { $0.waiting } }
+
+    var peersExited: Bool { state.withLock { $0.peersExited } }
+
+    func pretendExited() {
+        state.withLock { $0.peersExited = true }
+    }
 
     func pretend(pids: [Int32]) {
         state.withLock { $0.pretendedPIDs.formUnion(pids) }

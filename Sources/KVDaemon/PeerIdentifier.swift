@@ -1,0 +1,28 @@
+import KVSystem
+
+/// How the loop learns who is on the other end of a connection it accepts
+/// (``PeerProcess/begin(_:system:ownRoot:cgroups:)``): it owns what that reads once, kvd's own
+/// root (a peer that sees it runs in no Flatpak sandbox), and what it keeps across connections,
+/// the names of the cgroups seen (``CgroupNames``). Loop thread only.
+final class PeerIdentifier {
+    let system: any SystemCalls
+    /// kvd's own root (`/`); nil if unknown (then every peer's root is looked into).
+    let ownRoot: FileIdentity?
+    private var cgroups: CgroupNames
+
+    init(system: any SystemCalls) {
+        self.system = system
+        self.ownRoot = try? system.fileIdentity("/", in: nil)
+        let mountinfo = Result { () throws(SystemError) in
+            let fd = try system.retrying("open") { () throws(Errno) in try system.openReadOnly("/proc/self/mountinfo") }
+            defer { system.close(fd) }
+            return try system.readToEnd(fd, limit: 4 << 20)
+        }
+        self.cgroups = CgroupNames(hierarchy: (try? mountinfo.get()).flatMap(CgroupNames.unifiedHierarchy))
+    }
+
+    /// Who is on the other end of `fd`, as far as the loop may wait to learn it.
+    func begin(_ fd: Int32) throws(Errno) -> PeerProcess.Identification {
+        try PeerProcess.begin(fd, system: system, ownRoot: ownRoot, cgroups: &cgroups)
+    }
+}
