@@ -41,7 +41,8 @@ static inline int kvd_pidfd_open(int pid) { return (int)syscall(SYS_pidfd_open, 
 static inline int kvd_pidfd_send_signal(int pidfd, int sig) { return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, (void *)0, 0); }
 /* statx(2) (glibc declares it only under _GNU_SOURCE) asking for nothing and AT_STATX_DONT_SYNC:
    the device and inode the kernel already holds, never a request to a FUSE daemon or a network
-   server. Follows a last symbolic link. 0, or -1 and errno. */
+   server. Follows a last symbolic link; an empty path is `directory` itself (AT_EMPTY_PATH).
+   0, or -1 and errno. */
 #include <linux/stat.h>
 /* PIDFD_GET_INFO (Linux 6.13; its first layout, which later kernels still take): the id of the
    process's cgroup in the unified hierarchy. Fails with ESRCH once the process exited, ENOTTY or
@@ -61,7 +62,8 @@ static inline int kvd_pidfd_cgroup_id(int pidfd, unsigned long long *id) {
 static inline int kvd_file_identity(int directory, const char *path, unsigned long long *device,
                                     unsigned long long *inode) {
     struct statx status;
-    int result = (int)syscall(SYS_statx, directory, path, 0x4000 /* AT_STATX_DONT_SYNC */, 0u, &status);
+    int flags = 0x4000 /* AT_STATX_DONT_SYNC */ | (path[0] == 0 ? 0x1000 /* AT_EMPTY_PATH */ : 0);
+    int result = (int)syscall(SYS_statx, directory, path, flags, 0u, &status);
     if (result == 0) {
         *device = ((unsigned long long)status.stx_dev_major << 32) | status.stx_dev_minor;
         *inode = status.stx_ino;

@@ -168,7 +168,7 @@ final class ClientConnection {
     @exclusivity(unchecked) private var refusals = 0
 
     /// Takes who the peer is, read at accept from the kernel and `/proc`
-    /// (``PeerProcess/begin(_:system:ownRoot:)``: the process that connected, never another that took
+    /// (``PeerProcess/begin(_:system:ownRoot:cgroups:)``: the process that connected, never another that took
     /// its pid; nil when even its credentials could not be read): its ``reach``, kept for the
     /// connection's life, and, with `recordsWriter` (``DaemonOptions/recordsWriters``, off only
     /// for the benchmark's comparison), what ``writer()`` returns. Without `confines` (the

@@ -6,13 +6,13 @@ import KVSystem
 /// the names of the cgroups seen (``CgroupNames``). Loop thread only.
 final class PeerIdentifier {
     let system: any SystemCalls
-    /// kvd's own root (`/`); nil if unknown (then every peer's root is looked into).
-    let ownRoot: FileIdentity?
+    /// kvd's own root (`/`) and mounts; nil if unknown (then every peer's root is looked into).
+    let ownRoot: RootView?
     private var cgroups: CgroupNames
 
     init(system: any SystemCalls) {
         self.system = system
-        self.ownRoot = try? system.fileIdentity("/", in: nil)
+        self.ownRoot = try? RootView.own(system)
         let mountinfo = Result { () throws(SystemError) in
             let fd = try system.retrying("open") { () throws(Errno) in try system.openReadOnly("/proc/self/mountinfo") }
             defer { system.close(fd) }

@@ -80,6 +80,20 @@ extension PeerProcess {
         return []
     }
 
+    /// The file system type of the mount of `device` (`major << 32 | minor`) in a
+    /// `/proc/PID/mountinfo` text; nil when no mount is of that device.
+    static func fileSystemType(ofDevice device: UInt64, inMountinfo text: [UInt8]) -> String? {
+        let wanted = Array("\(device >> 32):\(device & 0xFFFF_FFFF)".utf8)
+        for line in text.split(separator: UInt8(ascii: "\n")) {
+            let fields = line.split(separator: UInt8(ascii: " "))
+            guard fields.count > 2, fields[2].elementsEqual(wanted),
+                let dash = fields.firstIndex(where: { $0.elementsEqual("-".utf8) }), dash + 1 < fields.count
+            else { continue }
+            return String(decoding: fields[dash + 1], as: UTF8.self)
+        }
+        return nil
+    }
+
     /// The `[Application] name=` of a `/.flatpak-info` keyfile (nil when absent or it names none).
     static func flatpakApp(_ bytes: [UInt8]?) -> AppIdentity? {
         guard let bytes else { return nil }

@@ -90,7 +90,7 @@ extension PeerProcess {
     /// The peer of the connected Unix socket `fd`, as far as kvd can tell without waiting on
     /// anything but `/proc`: its credentials (which must be read), then, through one descriptor
     /// of its `/proc` folder, its program (`exe`, else `comm`), whether its root is kvd's own
-    /// (`ownRoot`; nil: unknown, as if not), and its cgroup's unit and app (``cgroupNamed(_:_:_:_:)``,
+    /// (`ownRoot`, seen through the same mounts; nil: unknown, as if not), and its cgroup's unit and app (``cgroupNamed(_:_:_:_:)``,
     /// through `cgroups`). A process in kvd's own root runs in no Flatpak sandbox and is
     /// identified now; a process in a root of its own (Flatpak's, a container's, a `chroot`) is
     /// identified but for the `/.flatpak-info` there (``Identification/lookingInRoot(_:)``). All of
@@ -102,7 +102,7 @@ extension PeerProcess {
     /// over its limit), or when the credentials cannot be read. Before Linux 6.5 the pidfd is of
     /// whichever process has the pid (`pidfd_open`).
     public static func begin(
-        _ fd: Int32, system: any SystemCalls, ownRoot: FileIdentity?, cgroups: inout CgroupNames
+        _ fd: Int32, system: any SystemCalls, ownRoot: RootView?, cgroups: inout CgroupNames
     ) throws(Errno) -> Identification {
         let peer = PeerProcess(credentials: try system.peerCredentials(fd))
         guard let pidfd = try processDescriptor(fd, pid: peer.credentials.pid, system) else {
@@ -134,13 +134,23 @@ extension PeerProcess {
             lookup.found.isConfirmed = true  // it ran once all of it was read
             return .identified(lookup.found)
         }
+        let opened: (fd: Int32, device: UInt64)?
+        do { opened = try openRoot(process, system) } catch {
+            lookup.abandon(system)
+            throw error
+        }
+        guard let opened else {  // gone since: what it is cannot be told
+            lookup.abandon(system)
+            return .identified(peer)
+        }
+        (lookup.root, lookup.rootDevice) = opened
         return .lookingInRoot(lookup)
     }
 
     /// ``begin(_:system:ownRoot:cgroups:)``, then in a root of the peer's own
     /// ``RootLookup/finish(_:)`` at once: blocks as long as that root's file system does. No
     /// cgroup's name is kept. For tests and tools, never kvd's loop.
-    public static func identify(_ fd: Int32, system: any SystemCalls, ownRoot: FileIdentity? = nil) throws(Errno)
+    public static func identify(_ fd: Int32, system: any SystemCalls, ownRoot: RootView? = nil) throws(Errno)
         -> PeerProcess
     {
         var cgroups = CgroupNames(hierarchy: nil)
@@ -149,7 +159,7 @@ extension PeerProcess {
 
     /// ``identify(_:system:ownRoot:)`` keeping the names of the cgroups it sees in `cgroups`.
     public static func identify(
-        _ fd: Int32, system: any SystemCalls, ownRoot: FileIdentity? = nil, cgroups: inout CgroupNames
+        _ fd: Int32, system: any SystemCalls, ownRoot: RootView? = nil, cgroups: inout CgroupNames
     ) throws(Errno) -> PeerProcess {
         switch try begin(fd, system: system, ownRoot: ownRoot, cgroups: &cgroups) {
         case .identified(let peer): return peer
@@ -177,134 +187,6 @@ extension PeerProcess {
         let named = CgroupNames.Named(unit: unit.map(bounded), app: unit.flatMap(Self.app(inUnit:)))
         if let id, let path { cgroups.keep(named, path: path, id: id, system) }
         return system.processIsRunning(pidfd) ? named : nil
-    }
-
-    /// What a process's root is to kvd.
-    enum Root: Equatable {
-        /// kvd's own: the process sees kvd's `/`, where there is no Flatpak's file.
-        case own
-        /// Another: a sandbox's, a container's, a `chroot`'s, where `/.flatpak-info` may be.
-        case another
-        /// Another user's process whose root kvd may not see, as it may not see its files: no
-        /// Flatpak, as far as kvd can tell.
-        case unseen
-        /// Cannot be told: its folder is there but not its root (its leader exited), or kvd's
-        /// own user's process kvd may not look into.
-        case unknown
-    }
-
-    /// The root of the process whose `/proc` folder is `process`, told by its device and inode
-    /// alone, so that no file system is asked (``SystemCalls/fileIdentity(_:in:)``).
-    static func rootOf(
-        _ process: Int32, _ credentials: PeerCredentials, ownRoot: FileIdentity?, _ system: any SystemCalls
-    )
-        -> Root
-    {
-        do {
-            let root = try system.fileIdentity("root", in: process)
-            return root == ownRoot ? .own : .another
-        } catch {
-            return error == .permissionDenied && !isOwnUsers(process, credentials, system) ? .unseen : .unknown
-        }
-    }
-
-    /// The part of identifying a peer that looks into its root (``Identification/lookingInRoot(_:)``):
-    /// what was read at accept, and the descriptors of its `/proc` folder and of its process,
-    /// which ``finish(_:)`` or ``abandon(_:)`` closes (exactly one of them, once).
-    public struct RootLookup: Sendable {
-        /// What was read at accept: all but its root's `/.flatpak-info`.
-        var found: PeerProcess
-        /// Its `/proc` folder.
-        let process: Int32
-        let pidfd: Int32
-
-        /// Its credentials, as the kernel recorded them when it connected.
-        public var credentials: PeerCredentials { found.credentials }
-
-        /// The peer, with what its root's `/.flatpak-info` says (``sandboxFile(in:_:_:)``); waits
-        /// as long as that root's file system does. Closes the descriptors. Throws only when kvd
-        /// has no descriptor left to open the file (`EMFILE`, `ENFILE`): nothing may be concluded.
-        public func finish(_ system: any SystemCalls) throws(Errno) -> PeerProcess {
-            let file: SandboxFile
-            do { file = try sandboxFile(in: process, found.credentials, system) } catch {
-                abandon(system)
-                throw error
-            }
-            switch file {
-            case .read(let bytes): return finish(sandboxFile: bytes, system)
-            case .absent: return finish(sandboxFile: nil, system)
-            case .unknown:
-                abandon(system)
-                return PeerProcess(credentials: found.credentials)
-            }
-        }
-
-        /// The peer with `info` (nil: no Flatpak), confirmed if its process still runs. Closes
-        /// the descriptors.
-        func finish(sandboxFile info: [UInt8]?, _ system: any SystemCalls) -> PeerProcess {
-            defer { abandon(system) }
-            var peer = found
-            peer.app = PeerProcess.flatpakApp(info) ?? found.app
-            return PeerProcess.confirmed(peer, else: PeerProcess(credentials: found.credentials), pidfd, system)
-        }
-
-        /// Closes the descriptors: the lookup is given up, or done.
-        public func abandon(_ system: any SystemCalls) {
-            system.close(process)
-            system.close(pidfd)
-        }
-    }
-
-    /// `found`, confirmed, if the process of `pidfd` still runs; else `unknown` (read after the
-    /// process may have exited: only what the connection's own process said is kept).
-    static func confirmed(_ found: PeerProcess, else unknown: PeerProcess, _ pidfd: Int32, _ system: any SystemCalls)
-        -> PeerProcess
-    {
-        guard system.processIsRunning(pidfd) else { return unknown }
-        var peer = found
-        peer.isConfirmed = true
-        return peer
-    }
-
-    /// What Flatpak's `/.flatpak-info` in a process's root says.
-    enum SandboxFile: Equatable {
-        /// Its first ``maxFileBytes``.
-        case read([UInt8])
-        /// There is none, or kvd may not look (another user's process, whose root it may not
-        /// enter): no Flatpak, as far as kvd can tell.
-        case absent
-        /// What is there cannot be told: the process's root is gone while its folder is there (its
-        /// leader exited), kvd's own user's process kvd may not look into, a `/.flatpak-info` that
-        /// is not a regular file (a link, a FIFO, a device) or cannot be read.
-        case unknown
-    }
-
-    /// `/.flatpak-info` of the process whose `/proc` folder is `process`, found in its root
-    /// (`root`, entered once) and never beyond it: a symbolic link is not followed, and a FIFO or
-    /// a device is never opened (``SystemCalls/openRegularFile(_:in:)``). Waits as long as the
-    /// root's file system does. Throws only `EMFILE` and `ENFILE`.
-    static func sandboxFile(in process: Int32, _ credentials: PeerCredentials, _ system: any SystemCalls)
-        throws(Errno) -> SandboxFile
-    {
-        let root: Int32
-        do { root = try system.openDirectory("root", in: process) } catch {
-            if error.isOutOfDescriptors { throw error }
-            if error == .permissionDenied, !isOwnUsers(process, credentials, system) { return .absent }
-            return .unknown  // its folder is there but not its root: its leader exited
-        }
-        defer { system.close(root) }
-        let file: Int32?
-        do { file = try system.openRegularFile(".flatpak-info", in: root) } catch {
-            if error.isOutOfDescriptors { throw error }
-            if error == .noSuchFileOrDirectory { return .absent }
-            if error == .permissionDenied, !isOwnUsers(process, credentials, system) { return .absent }
-            return .unknown
-        }
-        guard let file else { return .unknown }
-        defer { system.close(file) }
-        return withUnsafeTemporaryAllocation(byteCount: maxFileBytes, alignment: 1) { buffer in
-            (try? system.receive(file, into: buffer)).map { .read(Array(buffer[..<$0])) } ?? .unknown
-        }
     }
 
     /// Whether the process of the `/proc` folder `process` is one of kvd's own user's

@@ -127,8 +127,9 @@ public protocol SystemCalls: FileSystem {
     /// holds, or nil when it is not a link. C: `readlinkat`.
     func linkTarget(_ name: String, in directory: Int32) throws(Errno) -> String?
     /// The device and inode of what `name` is (relative to `directory`, a descriptor
-    /// ``openDirectory(_:in:)`` gave, when not nil; a last symbolic link followed, as
-    /// `/proc/PID/root` leads to a process's root), as the kernel already holds them: no file
+    /// ``openDirectory(_:in:)`` gave, when not nil; `directory` itself when `name` is empty; a
+    /// last symbolic link followed, as `/proc/PID/root` leads to a process's root), as the
+    /// kernel already holds them: no file
     /// system is asked (a FUSE daemon or a network server that never answers cannot make this
     /// wait). C: `statx(directory, name, AT_STATX_DONT_SYNC, 0)`.
     func fileIdentity(_ name: String, in directory: Int32?) throws(Errno) -> FileIdentity

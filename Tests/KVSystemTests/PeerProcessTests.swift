@@ -87,7 +87,7 @@ import Testing
         defer { system.close(accepted) }
         let faulty = FaultInjectingSystem()
         faulty.failPaths(endingWith: "/root/.flatpak-info", with: .permissionDenied)
-        let ownRoot = try system.fileIdentity("/", in: nil)
+        let ownRoot = try RootView.own(system)
         var cgroups = CgroupNames(hierarchy: nil)
         guard
             case .identified(let peer) = try PeerProcess.begin(
@@ -97,7 +97,7 @@ import Testing
             return
         }
         #expect(peer.isConfirmed && peer.program == system.executablePath(), "\(peer)")
-        let elsewhere = FileIdentity(device: ownRoot.device, inode: ownRoot.inode &+ 1)
+        let elsewhere = RootView(root: ownRoot.root, mounts: FileIdentity(device: 0, inode: 0))
         guard
             case .lookingInRoot(let lookup) = try PeerProcess.begin(
                 accepted, system: faulty, ownRoot: elsewhere, cgroups: &cgroups)
@@ -147,129 +147,6 @@ import Testing
         let peer = try PeerProcess.identify(accepted, system: system)
         #expect(peer.credentials.pid == child && !peer.isConfirmed)
         #expect(peer.program == nil && peer.command == nil && peer.unit == nil && peer.app == nil, "\(peer)")
-    }
-
-    /// A child (python) that connected to `listening` (at `path`) as `script` says (`sys.argv[1]`
-    /// the socket's path), printed a line and waits for its input to end; its connection accepted.
-    struct Child {
-        let pid: pid_t
-        let accepted: Int32
-        let input: Int32
-        let system: LinuxSystem
-
-        init(_ script: String, listening: Int32, path: String, system: LinuxSystem) throws {
-            let (input, output) = (try system.makePipe(), try system.makePipe())
-            pid = try system.spawn(
-                "/usr/bin/python3", arguments: ["-c", script, path], input: input.read, output: output.write, error: 2)
-            system.close(input.read)
-            system.close(output.write)
-            defer { system.close(output.read) }
-            var byte: UInt8 = 0
-            while byte != UInt8(ascii: "\n") {
-                guard read(output.read, &byte, 1) == 1 else {
-                    system.close(input.write)
-                    _ = try? system.waitForExit(pid)
-                    throw Errno.noSuchFileOrDirectory  // it ended before it was ready
-                }
-            }
-            (self.input, self.system) = (input.write, system)
-            accepted = try system.accept(listening)
-        }
-
-        /// Closes its input and the connection, and waits for it to end.
-        func finish() {
-            system.close(accepted)
-            system.close(input)
-            _ = try? system.waitForExit(pid)
-        }
-    }
-
-    /// A process whose thread group's leader exited on its own while another thread runs on (and
-    /// connected): `/proc/PID/root` cannot be followed, so its `/.flatpak-info` cannot be looked
-    /// for, and it is left unconfirmed (a Flatpak app could escape its sandbox so before).
-    @Test func aProcessWhoseLeaderExitedIsUnconfirmed() throws {
-        let (listening, path) = try listener()
-        defer {
-            system.close(listening)
-            unlink(path)
-        }
-        let script = """
-            import ctypes, os, socket, sys, threading, time
-            def second():
-                while "State:\\tZ" not in open("/proc/self/task/%d/status" % os.getpid()).read(): time.sleep(0.01)
-                s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
-                print("ready", flush=True); os.read(0, 1); os._exit(0)
-            threading.Thread(target=second).start()
-            ctypes.CDLL(None).syscall(60, 0)
-            """
-        let child = try Child(script, listening: listening, path: path, system: system)
-        defer { child.finish() }
-        let peer = try PeerProcess.identify(child.accepted, system: system)
-        #expect(peer.credentials.pid == child.pid && kill(child.pid, 0) == 0, "it still runs")
-        #expect(!peer.isConfirmed && peer.app == nil, "\(peer)")
-        let faulty = FaultInjectingSystem()
-        let folder = try faulty.openDirectory("/proc/self", in: nil)
-        defer { faulty.close(folder) }
-        faulty.failPaths(endingWith: "/root", with: .noSuchFileOrDirectory)
-        #expect(try PeerProcess.sandboxFile(in: folder, peer.credentials, faulty) == .unknown)
-        #expect(PeerProcess.rootOf(folder, peer.credentials, ownRoot: nil, faulty) == .unknown)
-    }
-
-    /// A `/.flatpak-info` in a process's root that is not a regular file is never opened: a FIFO
-    /// (whose open would wait for a writer, stalling kvd's loop: every user's calls) and a
-    /// symbolic link (which kvd would follow in its own root, to any file of the machine). Its
-    /// process is left unconfirmed. Needs root (the child chroots).
-    @Test(.enabled(if: getuid() == 0, "needs root: the child chroots"))
-    func aFlatpakInfoThatIsNotARegularFileIsNeverOpened() throws {
-        var template = Array("/tmp/kvd-peer-roots-XXXXXX".utf8CString)
-        let folder = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
-        let (listening, path) = try listener()
-        defer {
-            system.close(listening)
-            unlink(path)
-            _ = try? system.spawn("/bin/rm", arguments: ["-rf", folder], input: 0, output: 1, error: 2)
-        }
-        let outside = folder + "/outside-info"
-        let text = "[Application]\nname=org.from.kvds.own.root\n"
-        let file = fopen(outside, "w")
-        fputs(text, file)
-        fclose(file)
-        for kind in ["fifo", "link"] {
-            let root = folder + "/root-" + kind
-            mkdir(root, 0o755)
-            if kind == "fifo" {
-                mkfifo(root + "/.flatpak-info", 0o644)
-            } else {
-                symlink(outside, root + "/.flatpak-info")
-            }
-            // Connected, then in its root: after 5 s it opens and closes the FIFO itself, which
-            // lets a blocked reader go (so a regression fails the timing below, not hangs).
-            let script = """
-                import os, socket, sys, time
-                s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
-                os.chroot("\(root)"); print("ready", flush=True)
-                import select
-                if not select.select([0], [], [], 5)[0] and os.path.lexists("/.flatpak-info"):
-                    os.close(os.open("/.flatpak-info", os.O_RDWR | os.O_NONBLOCK))
-                os.read(0, 1)
-                """
-            let child = try Child(script, listening: listening, path: path, system: system)
-            defer { child.finish() }
-            let ownRoot = try system.fileIdentity("/", in: nil)
-            var cgroups = CgroupNames(hierarchy: nil)
-            guard
-                case .lookingInRoot(let lookup) = try PeerProcess.begin(
-                    child.accepted, system: system, ownRoot: ownRoot, cgroups: &cgroups)
-            else {
-                Issue.record("\(kind): a root of its own is looked into off the loop")
-                continue
-            }
-            lookup.abandon(system)
-            let started = ContinuousClock.now
-            let peer = try PeerProcess.identify(child.accepted, system: system, ownRoot: ownRoot)
-            #expect(ContinuousClock.now - started < .seconds(3), "\(kind): identified without waiting")
-            #expect(!peer.isConfirmed && peer.app == nil, "\(kind): \(peer)")
-        }
     }
 
     /// `/proc`'s small files are read with one `read` each, whole.

@@ -334,10 +334,10 @@ def fuse_works():
 
 @unittest.skipIf(fuse_works() is not None, fuse_works() or "")
 class HungRoots(unittest.TestCase):
-    """A process whose root is a FUSE file system that never answers (attack/39-sandbox.md,
-    finding 25): kvd looks for /.flatpak-info there off its loop, so every other client is served
-    meanwhile, and once its patience (3 s) runs out the process is taken as unidentified: it
-    reaches the public domains only, as a process whose sandbox cannot be told does."""
+    """A process whose root is a FUSE file system that never answers a lookup (attack/39-sandbox.md,
+    findings 25 and 27): kvd never asks FUSE (the process is unidentified at once, confined); and
+    where a lookup does reach it (an overlay over FUSE), kvd looks off its loop, serves every other
+    client meanwhile, and takes the process as unidentified once its patience (3 s) runs out."""
 
     def setUp(self):
         self.root = tempfile.mkdtemp(prefix="kvd-hung-")
@@ -347,45 +347,69 @@ class HungRoots(unittest.TestCase):
         self.daemon = start_kvd(self.root, self.sock)
         self.client = varlink.Client(address="unix:" + self.sock)
         self.hung = None
+        with self.client.open("io.kvd.Defaults") as kv:
+            kv.Set("org.example.private", "k", "secret", None)
+            kv.Set("NSGlobalDomain", "k", "public", None)
 
     def tearDown(self):
         self.client.cleanup()
         if self.hung is not None and self.hung.poll() is None:
             self.hung.kill()
             self.hung.wait()
-        subprocess.run(["umount", "-l", self.mountpoint], capture_output=True)
+        for mount in (self.mountpoint + ".merged", self.mountpoint):
+            subprocess.run(["umount", "-l", mount], capture_output=True)
         if self.daemon.poll() is None:
             self.daemon.send_signal(signal.SIGTERM)
             self.daemon.communicate(timeout=20)
         shutil.rmtree(self.root, ignore_errors=True)
 
-    def test_a_root_that_never_answers_stalls_nobody_and_reaches_only_public_domains(self):
-        with self.client.open("io.kvd.Defaults") as kv:
-            kv.Set("org.example.private", "k", "secret", None)
-            kv.Set("NSGlobalDomain", "k", "public", None)
-        calls = [["Get", {"domain": "org.example.private", "key": "k"}], ["Get", {"domain": "NSGlobalDomain", "key": "k"}]]
-        self.hung = subprocess.Popen([sys.executable, os.path.join(HERE, "hung_fuse_root.py"), self.sock, self.mountpoint,
-                                      json.dumps(calls)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    CALLS = [["Get", {"domain": "org.example.private", "key": "k"}], ["Get", {"domain": "NSGlobalDomain", "key": "k"}]]
+
+    def start_hung(self, *options):
+        self.hung = subprocess.Popen([sys.executable, os.path.join(HERE, "hung_fuse_root.py"), *options, self.sock,
+                                      self.mountpoint, json.dumps(self.CALLS)],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.assertEqual(json.loads(self.hung.stdout.readline() or b'"no line"'), "connected",
                          self.hung.stderr.read().decode() if self.hung.poll() is not None else "")
-        # Its first call is sent, and kvd's lookup in its root waits for the FUSE daemon. Every
-        # other connection is served meanwhile (with the lookup on the loop, the first of these
-        # waited forever: a socket timeout turns that into a failure, not a hang).
-        for n in range(20):
+
+    def served_meanwhile(self, count=20):
+        """Other connections are served (with a lookup on the loop, the first waited forever: a
+        socket timeout turns that into a failure, not a hang)."""
+        for n in range(count):
             with socket.socket(socket.AF_UNIX) as other:
                 other.settimeout(30)
                 other.connect(self.sock)
                 other.sendall(b'{"method":"io.kvd.Defaults.Get","parameters":{"domain":"org.example.private","key":"k"}}\0')
                 self.assertIn(b'"secret"', other.recv(65536), f"call {n}")
-        self.assertIsNone(self.hung.poll(), "the hung root's calls were answered before its patience ran out")
+
+    def hung_results(self):
         out, err = self.hung.communicate(timeout=60)
         self.assertEqual(self.hung.returncode, 0, err.decode())
-        results = [json.loads(line) for line in out.decode().splitlines()]
-        self.assertEqual(results[0], {"error": "org.varlink.service.PermissionDenied"})
-        self.assertEqual(results[1]["reply"]["value"], "public")
+        return [json.loads(line) for line in out.decode().splitlines()]
+
+    def stop_and_read_log(self):
         self.daemon.send_signal(signal.SIGTERM)
         _, log = self.daemon.communicate(timeout=20)
-        self.assertIn("its root did not answer within 3.0 seconds", log.decode())
+        return log.decode()
+
+    def test_a_root_on_fuse_is_never_looked_into_and_reaches_only_public_domains(self):
+        self.start_hung()
+        self.served_meanwhile()
+        results = self.hung_results()
+        self.assertEqual(results[0], {"error": "org.varlink.service.PermissionDenied"})
+        self.assertEqual(results[1]["reply"]["value"], "public")
+        self.assertFalse(os.path.exists(self.mountpoint + ".lookups"), "kvd asked the FUSE daemon for a lookup")
+        self.assertNotIn("did not answer", self.stop_and_read_log())
+
+    def test_a_root_whose_lookup_hangs_stalls_nobody_and_is_confined_after_its_patience(self):
+        self.start_hung("--overlay")  # a local file system whose lower layer is the FUSE one
+        self.served_meanwhile()
+        self.assertIsNone(self.hung.poll(), "the hung root's calls were answered before its patience ran out")
+        results = self.hung_results()  # it kills its FUSE daemon at the end: kvd's look ends
+        self.assertEqual(results[0], {"error": "org.varlink.service.PermissionDenied"})
+        self.assertEqual(results[1]["reply"]["value"], "public")
+        self.assertTrue(os.path.exists(self.mountpoint + ".lookups"), "the lookup reached FUSE")
+        self.assertIn("its root did not answer within 3.0 seconds", self.stop_and_read_log())
 
 
 if __name__ == "__main__":
