@@ -40,7 +40,7 @@ int posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *actions
 static inline int kvd_pidfd_open(int pid) { return (int)syscall(SYS_pidfd_open, pid, 0); }
 static inline int kvd_pidfd_send_signal(int pidfd, int sig) { return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, (void *)0, 0); }
 /* statx(2) (glibc declares it only under _GNU_SOURCE) asking for nothing and AT_STATX_DONT_SYNC:
-   the device and inode the kernel already holds, never a request to a FUSE daemon or a network
+   the device, inode and mount id the kernel already holds, never a request to a FUSE daemon or a network
    server. Follows a last symbolic link; an empty path is `directory` itself (AT_EMPTY_PATH).
    0, or -1 and errno. */
 #include <linux/stat.h>
@@ -60,13 +60,14 @@ static inline int kvd_pidfd_cgroup_id(int pidfd, unsigned long long *id) {
     return 0;
 }
 static inline int kvd_file_identity(int directory, const char *path, unsigned long long *device,
-                                    unsigned long long *inode) {
+                                    unsigned long long *inode, unsigned long long *mount) {
     struct statx status;
     int flags = 0x4000 /* AT_STATX_DONT_SYNC */ | (path[0] == 0 ? 0x1000 /* AT_EMPTY_PATH */ : 0);
     int result = (int)syscall(SYS_statx, directory, path, flags, 0u, &status);
     if (result == 0) {
         *device = ((unsigned long long)status.stx_dev_major << 32) | status.stx_dev_minor;
         *inode = status.stx_ino;
+        *mount = (status.stx_mask & 0x1000 /* STATX_MNT_ID, given asked or not */) ? status.stx_mnt_id : 0;
     }
     return result;
 }

@@ -197,7 +197,8 @@ public struct LinuxSystem: SystemCalls {
 
     public func fileIdentity(_ name: String, in directory: Int32?) throws(Errno) -> FileIdentity {
         var identity = FileIdentity(device: 0, inode: 0)
-        _ = try check(kvd_file_identity(directory ?? AT_FDCWD, name, &identity.device, &identity.inode))
+        _ = try check(
+            kvd_file_identity(directory ?? AT_FDCWD, name, &identity.device, &identity.inode, &identity.mount))
         return identity
     }
 

@@ -3,20 +3,19 @@
 /// own root for Flatpak's `/.flatpak-info` (``PeerProcess/RootLookup``), which kvd's loop leaves
 /// to a thread.
 
-/// What a process sees as `/`: its root's device and inode, and its mount namespace's.
+/// What a process sees as `/`: its root's device and inode, and the mount of its namespace it is
+/// reached through (a process in another mount namespace, where other files can be mounted on
+/// what is there, reaches the same folder through a mount of its own).
 public struct RootView: Sendable, Equatable {
     public var root: FileIdentity
-    public var mounts: FileIdentity
 
-    public init(root: FileIdentity, mounts: FileIdentity) {
+    public init(root: FileIdentity) {
         self.root = root
-        self.mounts = mounts
     }
 
     /// This process's own.
     public static func own(_ system: any SystemCalls) throws(Errno) -> RootView {
-        RootView(
-            root: try system.fileIdentity("/", in: nil), mounts: try system.fileIdentity("/proc/self/ns/mnt", in: nil))
+        RootView(root: try system.fileIdentity("/", in: nil))
     }
 }
 
@@ -37,19 +36,16 @@ extension PeerProcess {
         case unknown
     }
 
-    /// The root of the process whose `/proc` folder is `process`, told by the device and inode
-    /// of its root and of its mount namespace alone, so that no file system is asked
-    /// (``SystemCalls/fileIdentity(_:in:)``): kvd's own root with mounts of its own (a file bound
-    /// on `/.flatpak-info`) is another.
+    /// The root of the process whose `/proc` folder is `process`, told by its device, inode and
+    /// mount alone, so that no file system is asked (``SystemCalls/fileIdentity(_:in:)``): kvd's
+    /// own root reached through another mount namespace's mounts (where a file can be bound on
+    /// `/.flatpak-info`) is another.
     static func rootOf(_ process: Int32, _ credentials: PeerCredentials, ownRoot: RootView?, _ system: any SystemCalls)
         -> Root
     {
         do {
             let root = try system.fileIdentity("root", in: process)
-            guard root == ownRoot?.root, try system.fileIdentity("ns/mnt", in: process) == ownRoot?.mounts else {
-                return .another
-            }
-            return .own
+            return root.mount != 0 && root == ownRoot?.root ? .own : .another
         } catch {
             return error == .permissionDenied && !isOwnUsers(process, credentials, system) ? .unseen : .unknown
         }

@@ -126,7 +126,7 @@ public protocol SystemCalls: FileSystem {
     /// What the symbolic link `name` of `directory` (a descriptor ``openDirectory(_:in:)`` gave)
     /// holds, or nil when it is not a link. C: `readlinkat`.
     func linkTarget(_ name: String, in directory: Int32) throws(Errno) -> String?
-    /// The device and inode of what `name` is (relative to `directory`, a descriptor
+    /// The device and inode of what `name` is, and the mount it is reached through (relative to `directory`, a descriptor
     /// ``openDirectory(_:in:)`` gave, when not nil; `directory` itself when `name` is empty; a
     /// last symbolic link followed, as `/proc/PID/root` leads to a process's root), as the
     /// kernel already holds them: no file
@@ -260,13 +260,17 @@ public struct LocalTime: Sendable, Equatable {
     }
 }
 
-/// Which file a path leads to: its device and inode, equal for two paths to one file.
+/// Which file a path leads to: its device and inode, equal for two paths to one file, and the
+/// mount it was reached through (0: unknown), which differs between mount namespaces (each has
+/// mounts of its own).
 public struct FileIdentity: Sendable, Hashable {
     public var device: UInt64
     public var inode: UInt64
+    public var mount: UInt64
 
-    public init(device: UInt64, inode: UInt64) {
+    public init(device: UInt64, inode: UInt64, mount: UInt64 = 0) {
         self.device = device
         self.inode = inode
+        self.mount = mount
     }
 }

@@ -20,7 +20,7 @@ import Testing
             system.close(listening)
             unlink(path)
         }
-        let elsewhere = RootView(root: FileIdentity(device: 0, inode: 0), mounts: FileIdentity(device: 0, inode: 0))
+        let elsewhere = RootView(root: FileIdentity(device: 0, inode: 0))
         var cgroups = CgroupNames(hierarchy: nil)
         return try (0..<count).map { _ in
             let client = try system.connectUnix(path)

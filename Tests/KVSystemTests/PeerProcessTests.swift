@@ -97,7 +97,8 @@ import Testing
             return
         }
         #expect(peer.isConfirmed && peer.program == system.executablePath(), "\(peer)")
-        let elsewhere = RootView(root: ownRoot.root, mounts: FileIdentity(device: 0, inode: 0))
+        let elsewhere = RootView(
+            root: FileIdentity(device: ownRoot.root.device, inode: ownRoot.root.inode, mount: ownRoot.root.mount &+ 1))
         guard
             case .lookingInRoot(let lookup) = try PeerProcess.begin(
                 accepted, system: faulty, ownRoot: elsewhere, cgroups: &cgroups)
