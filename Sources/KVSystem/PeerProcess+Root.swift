@@ -36,31 +36,34 @@ extension PeerProcess {
         case unknown
     }
 
-    /// The root of the process whose `/proc` folder is `process`, told by its device, inode and
+    /// The root of the process whose `/proc` folder is `folder`, told by its device, inode and
     /// mount alone, so that no file system is asked (``SystemCalls/fileIdentity(_:in:)``): kvd's
     /// own root reached through another mount namespace's mounts (where a file can be bound on
-    /// `/.flatpak-info`) is another.
-    static func rootOf(_ process: Int32, _ credentials: PeerCredentials, ownRoot: RootView?, _ system: any SystemCalls)
+    /// `/.flatpak-info`) is another. A process whose folder kvd cannot see at all (another
+    /// user's, under `hidepid` or `ProtectProc`; or one that exited, which its pidfd tells) is
+    /// unseen.
+    static func rootOf(_ folder: String, _ credentials: PeerCredentials, ownRoot: RootView?, _ system: any SystemCalls)
         -> Root
     {
         do {
-            let root = try system.fileIdentity("root", in: process)
+            let root = try system.fileIdentity(folder + "/root", in: nil)
             return root.mount != 0 && root == ownRoot?.root ? .own : .another
         } catch {
-            return error == .permissionDenied && !isOwnUsers(process, credentials, system) ? .unseen : .unknown
+            if error == .noSuchFileOrDirectory, (try? system.fileIdentity(folder, in: nil)) == nil { return .unseen }
+            return error == .permissionDenied && !isOwnUsers(folder, credentials, system) ? .unseen : .unknown
         }
     }
 
     /// The part of identifying a peer that looks into its root (``Identification/lookingInRoot(_:)``):
-    /// what was read at accept, and the descriptors of its `/proc` folder, of its process and of
-    /// its root as it was at accept (``openRoot(_:_:)``: a process that changes its root after
+    /// what was read at accept, and the descriptors of its process and of its root as it was at
+    /// accept (``openRoot(_:_:)``: a process that changes its root after
     /// it connected is looked into where it was), which ``finish(_:)`` or ``abandon(_:)`` closes
     /// (exactly one of them, once).
     public struct RootLookup: Sendable {
         /// What was read at accept: all but its root's `/.flatpak-info`.
         var found: PeerProcess
         /// Its `/proc` folder.
-        let process: Int32
+        let folder: String
         let pidfd: Int32
         /// Its root, -1 until opened.
         var root: Int32 = -1
@@ -79,8 +82,8 @@ extension PeerProcess {
             let file: SandboxFile
             do {
                 file =
-                    try PeerProcess.rootIsLocal(process, device: rootDevice, system)
-                    ? sandboxFile(in: root, process, found.credentials, system) : .unknown
+                    try PeerProcess.rootIsLocal(folder, device: rootDevice, system)
+                    ? sandboxFile(in: root, folder, found.credentials, system) : .unknown
             } catch {
                 abandon(system)
                 throw error
@@ -106,17 +109,16 @@ extension PeerProcess {
         /// Closes the descriptors: the lookup is given up, or done.
         public func abandon(_ system: any SystemCalls) {
             if root >= 0 { system.close(root) }
-            system.close(process)
             system.close(pidfd)
         }
     }
 
-    /// The root of the process whose `/proc` folder is `process`, opened (to find files in) and
+    /// The root of the process whose `/proc` folder is `folder`, opened (to find files in) and
     /// its device; nil when it cannot be (it is gone, kvd may not). Asks no file system but
     /// through `/proc`. Throws only `EMFILE`, `ENFILE`.
-    static func openRoot(_ process: Int32, _ system: any SystemCalls) throws(Errno) -> (fd: Int32, device: UInt64)? {
+    static func openRoot(_ folder: String, _ system: any SystemCalls) throws(Errno) -> (fd: Int32, device: UInt64)? {
         let root: Int32
-        do { root = try system.openDirectory("root", in: process) } catch {
+        do { root = try system.openDirectory(folder + "/root", in: nil) } catch {
             if error.isOutOfDescriptors { throw error }
             return nil
         }
@@ -151,18 +153,18 @@ extension PeerProcess {
         case unknown
     }
 
-    /// `/.flatpak-info` in `root`, the root of the process whose `/proc` folder is `process`,
+    /// `/.flatpak-info` in `root`, the root of the process whose `/proc` folder is `folder`,
     /// never beyond it: a symbolic link is not followed, and a FIFO or a device is never opened
     /// (``SystemCalls/openRegularFile(_:in:)``). Waits as long as the root's file system does.
     /// Throws only `EMFILE` and `ENFILE`.
     static func sandboxFile(
-        in root: Int32, _ process: Int32, _ credentials: PeerCredentials, _ system: any SystemCalls
+        in root: Int32, _ folder: String, _ credentials: PeerCredentials, _ system: any SystemCalls
     ) throws(Errno) -> SandboxFile {
         let file: Int32?
         do { file = try system.openRegularFile(".flatpak-info", in: root) } catch {
             if error.isOutOfDescriptors { throw error }
             if error == .noSuchFileOrDirectory { return .absent }
-            if error == .permissionDenied, !isOwnUsers(process, credentials, system) { return .absent }
+            if error == .permissionDenied, !isOwnUsers(folder, credentials, system) { return .absent }
             return .unknown
         }
         guard let file else { return .unknown }
@@ -181,11 +183,11 @@ extension PeerProcess {
     ]
 
     /// Whether the file system of the device `device` (a root's), as the process of the `/proc`
-    /// folder `process` has it mounted (its `mountinfo`), is one of ``localFileSystems``; false
+    /// folder `folder` has it mounted (its `mountinfo`), is one of ``localFileSystems``; false
     /// when it cannot be told.
-    static func rootIsLocal(_ process: Int32, device: UInt64, _ system: any SystemCalls) throws(Errno) -> Bool {
+    static func rootIsLocal(_ folder: String, device: UInt64, _ system: any SystemCalls) throws(Errno) -> Bool {
         let fd: Int32
-        do { fd = try system.openReadOnly("mountinfo", in: process) } catch {
+        do { fd = try system.openReadOnly(folder + "/mountinfo") } catch {
             if error.isOutOfDescriptors { throw error }
             return false
         }

@@ -88,8 +88,8 @@ extension PeerProcess {
     }
 
     /// The peer of the connected Unix socket `fd`, as far as kvd can tell without waiting on
-    /// anything but `/proc`: its credentials (which must be read), then, through one descriptor
-    /// of its `/proc` folder, its program (`exe`, else `comm`), whether its root is kvd's own
+    /// anything but `/proc`: its credentials (which must be read), then, from its `/proc`
+    /// folder, its program (`exe`, else `comm`), whether its root is kvd's own
     /// (`ownRoot`, seen through the same mounts; nil: unknown, as if not), and its cgroup's unit and app (``cgroupNamed(_:_:_:_:)``,
     /// through `cgroups`). A process in kvd's own root runs in no Flatpak sandbox and is
     /// identified now; a process in a root of its own (Flatpak's, a container's, a `chroot`) is
@@ -108,19 +108,12 @@ extension PeerProcess {
         guard let pidfd = try processDescriptor(fd, pid: peer.credentials.pid, system) else {
             return .identified(peer)
         }
-        let process: Int32
-        do { process = try system.openDirectory(peer.folder, in: nil) } catch {
-            defer { system.close(pidfd) }
-            if error.isOutOfDescriptors { throw error }
-            // Another user's process kvd may not see (`hidepid`, `ProtectProc`), or one that
-            // exited (then its pidfd says so): nothing to read, no Flatpak as far as kvd can tell.
-            return .identified(confirmed(peer, else: peer, pidfd, system))
-        }
-        var lookup = RootLookup(found: peer, process: process, pidfd: pidfd)
-        (lookup.found.program, lookup.found.command) = program(in: process, system)
-        let root = rootOf(process, peer.credentials, ownRoot: ownRoot, system)
+        let folder = peer.folder
+        var lookup = RootLookup(found: peer, folder: folder, pidfd: pidfd)
+        (lookup.found.program, lookup.found.command) = program(inFolder: folder, system)
+        let root = rootOf(folder, peer.credentials, ownRoot: ownRoot, system)
         let named: CgroupNames.Named?
-        do { named = root == .unknown ? nil : try cgroupNamed(process, pidfd, &cgroups, system) } catch {
+        do { named = root == .unknown ? nil : try cgroupNamed(folder, pidfd, &cgroups, system) } catch {
             lookup.abandon(system)
             throw error
         }
@@ -135,7 +128,7 @@ extension PeerProcess {
             return .identified(lookup.found)
         }
         let opened: (fd: Int32, device: UInt64)?
-        do { opened = try openRoot(process, system) } catch {
+        do { opened = try openRoot(folder, system) } catch {
             lookup.abandon(system)
             throw error
         }
@@ -168,12 +161,12 @@ extension PeerProcess {
     }
 
     /// The unit and app of the cgroup the process of `pidfd` (whose `/proc` folder is
-    /// `process`) is in, nil once it exited: asked last, so that a name means everything read
+    /// `folder`) is in, nil once it exited: asked last, so that a name means everything read
     /// of its folder before was its own. The cgroup's id from the pidfd says both, and its name
     /// is kept in `cgroups` (``CgroupNames``); otherwise (a cgroup not seen yet, or before Linux
     /// 6.13) its `cgroup` is read, then the pidfd asked whether it still runs. Throws only
     /// `EMFILE`, `ENFILE`.
-    static func cgroupNamed(_ process: Int32, _ pidfd: Int32, _ cgroups: inout CgroupNames, _ system: any SystemCalls)
+    static func cgroupNamed(_ folder: String, _ pidfd: Int32, _ cgroups: inout CgroupNames, _ system: any SystemCalls)
         throws(Errno) -> CgroupNames.Named?
     {
         var id: UInt64?
@@ -182,22 +175,22 @@ extension PeerProcess {
             id = nil  // before Linux 6.13
         }
         if let id, let named = cgroups.named(id) { return named }
-        let path = try readIfPresent("cgroup", in: process, system).flatMap { cgroupPath($0[...]) }
+        let path = try readIfPresent(folder + "/cgroup", in: nil, system).flatMap { cgroupPath($0[...]) }
         let unit = path.flatMap(Self.unit(inPath:))
         let named = CgroupNames.Named(unit: unit.map(bounded), app: unit.flatMap(Self.app(inUnit:)))
         if let id, let path { cgroups.keep(named, path: path, id: id, system) }
         return system.processIsRunning(pidfd) ? named : nil
     }
 
-    /// Whether the process of the `/proc` folder `process` is one of kvd's own user's
+    /// Whether the process of the `/proc` folder `folder` is one of kvd's own user's
     /// (`credentials`, and every uid of its `status`: real, effective, saved, file system), so
     /// that `EACCES` from its root means it made itself not dumpable; not so for a process of
     /// another user (root's, say) that connected from a thread that took kvd's user's uid, which
     /// kvd may not look into either. A `status` that cannot be read (for want of a descriptor,
     /// too) counts as kvd's own user's (its peer then stays unconfirmed).
-    static func isOwnUsers(_ process: Int32, _ credentials: PeerCredentials, _ system: any SystemCalls) -> Bool {
+    static func isOwnUsers(_ folder: String, _ credentials: PeerCredentials, _ system: any SystemCalls) -> Bool {
         guard credentials.uid == system.userID else { return false }
-        guard let status = try? readOnce("status", in: process, system) else { return true }
+        guard let status = try? readOnce(folder + "/status", in: nil, system) else { return true }
         return uids(inStatus: status).allSatisfy { $0 == system.userID }
     }
 
@@ -218,11 +211,11 @@ extension PeerProcess {
         }
     }
 
-    /// The program of the process whose `/proc` folder is `process`: the executable's path, else
+    /// The program of the process whose `/proc` folder is `folder`: the executable's path, else
     /// (unreadable: a process not dumpable, another user's) its command name; each nil when unknown.
-    static func program(in process: Int32, _ system: any SystemCalls) -> (path: String?, command: String?) {
-        if let path = (try? system.linkTarget("exe", in: process)).flatMap({ $0 }) { return (bounded(path), nil) }
-        let command = try? readOnce("comm", in: process, system)
+    static func program(inFolder folder: String, _ system: any SystemCalls) -> (path: String?, command: String?) {
+        if let path = (try? system.linkTarget(folder + "/exe")).flatMap({ $0 }) { return (bounded(path), nil) }
+        let command = try? readOnce(folder + "/comm", in: nil, system)
         return (nil, command.map { bounded(String(decoding: $0, as: UTF8.self).trimmingSpaceAtEnd) })
     }
 

@@ -35,16 +35,15 @@ import Testing
     /// command name stands for it; `comm` is read only then.
     @Test func theCommandNamesAProgramWhoseExecutableIsUnreadable() throws {
         let faulty = FaultInjectingSystem()
-        let folder = try faulty.openDirectory("/proc/\(getpid())", in: nil)
-        defer { faulty.close(folder) }
-        let named = PeerProcess.program(in: folder, system)
+        let folder = "/proc/\(getpid())"
+        let named = PeerProcess.program(inFolder: folder, system)
         #expect(named.path == system.executablePath() && named.command == nil)
         faulty.failPaths(endingWith: "/exe", with: .permissionDenied)
-        let command = PeerProcess.program(in: folder, faulty)
+        let command = PeerProcess.program(inFolder: folder, faulty)
         #expect(command.path == nil && command.command?.isEmpty == false, "\(command)")
         #expect(command.command.map { $0.utf8.count <= 15 } == true, "comm holds at most 15 bytes")
         faulty.failPaths(endingWith: "/comm", with: .permissionDenied)
-        #expect(PeerProcess.program(in: folder, faulty) == (nil, nil))
+        #expect(PeerProcess.program(inFolder: folder, faulty) == (nil, nil))
     }
 
     /// `.flatpak-info` that kvd may not open (`EACCES`) in a process of its own user (one that
@@ -123,8 +122,7 @@ import Testing
         #expect(PeerProcess.uids(inStatus: own) == [getuid(), geteuid(), getuid(), geteuid()])
         let credentials = PeerCredentials(pid: getpid(), uid: getuid(), gid: getgid(), groups: [])
         let faulty = FaultInjectingSystem()
-        let folder = try faulty.openDirectory("/proc/self", in: nil)
-        defer { faulty.close(folder) }
+        let folder = "/proc/self"
         #expect(PeerProcess.isOwnUsers(folder, credentials, system))
         faulty.failPaths(endingWith: "/status", with: .permissionDenied)
         #expect(PeerProcess.isOwnUsers(folder, credentials, faulty), "unreadable: confined, to be safe")
