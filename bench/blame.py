@@ -2,7 +2,7 @@
 
 kvd reads who is on the other end of a connection once, when it accepts it: what a sandboxed
 app's confinement depends on and what history records (`PeerProcess.begin`: `SO_PEERCRED`, a
-pidfd, `/proc/PID` opened once for its `exe` and its root's device and inode, then the pidfd's
+pidfd, `/proc/PID/exe` and its root's device, inode and mount, then the pidfd's
 cgroup id, which also says the process still runs; `cgroup` read once a cgroup, and
 `/.flatpak-info` looked for only in a root that is not kvd's, off the loop); it writes that into the log record and the history line of every change (`Writer`, Sources/KVValues/Writer.swift). Two fresh kvds alike but for that, one started with
 `KVD_BENCH_NO_WRITERS=1` (read nowhere else; it exists for this comparison: that kvd reads the

@@ -38,10 +38,6 @@ public struct LinuxSystem: SystemCalls {
         try check(Glibc.open(path, O_RDONLY | O_CLOEXEC))
     }
 
-    public func openReadOnly(_ name: String, in directory: Int32) throws(Errno) -> Int32 {
-        try check(openat(directory, name, O_RDONLY | O_CLOEXEC))
-    }
-
     public func openDirectory(_ path: String, in directory: Int32?) throws(Errno) -> Int32 {
         try check(openat(directory ?? AT_FDCWD, path, KVD_O_PATH | O_DIRECTORY | O_CLOEXEC))
     }
@@ -173,17 +169,9 @@ public struct LinuxSystem: SystemCalls {
     }
 
     public func linkTarget(_ path: String) throws(Errno) -> String? {
-        try linkTarget(AT_FDCWD, path)
-    }
-
-    public func linkTarget(_ name: String, in directory: Int32) throws(Errno) -> String? {
-        try linkTarget(directory, name)
-    }
-
-    private func linkTarget(_ directory: Int32, _ path: String) throws(Errno) -> String? {
         // Uninitialized, on the stack: kvd reads a link for each connection it accepts.
         let target = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Int(PATH_MAX)) { buffer in
-            let count = readlinkat(directory, path, buffer.baseAddress!, buffer.count)
+            let count = readlink(path, buffer.baseAddress!, buffer.count)
             return count < 0
                 ? Result.failure(Errno.current)
                 : .success(String(decoding: UnsafeBufferPointer(rebasing: buffer[..<count]), as: UTF8.self))

@@ -175,7 +175,7 @@ extension PeerProcess {
             id = nil  // before Linux 6.13
         }
         if let id, let named = cgroups.named(id) { return named }
-        let path = try readIfPresent(folder + "/cgroup", in: nil, system).flatMap { cgroupPath($0[...]) }
+        let path = try readIfPresent(folder + "/cgroup", system).flatMap { cgroupPath($0[...]) }
         let unit = path.flatMap(Self.unit(inPath:))
         let named = CgroupNames.Named(unit: unit.map(bounded), app: unit.flatMap(Self.app(inUnit:)))
         if let id, let path { cgroups.keep(named, path: path, id: id, system) }
@@ -190,7 +190,7 @@ extension PeerProcess {
     /// too) counts as kvd's own user's (its peer then stays unconfirmed).
     static func isOwnUsers(_ folder: String, _ credentials: PeerCredentials, _ system: any SystemCalls) -> Bool {
         guard credentials.uid == system.userID else { return false }
-        guard let status = try? readOnce(folder + "/status", in: nil, system) else { return true }
+        guard let status = try? readOnce(folder + "/status", system) else { return true }
         return uids(inStatus: status).allSatisfy { $0 == system.userID }
     }
 
@@ -215,7 +215,7 @@ extension PeerProcess {
     /// (unreadable: a process not dumpable, another user's) its command name; each nil when unknown.
     static func program(inFolder folder: String, _ system: any SystemCalls) -> (path: String?, command: String?) {
         if let path = (try? system.linkTarget(folder + "/exe")).flatMap({ $0 }) { return (bounded(path), nil) }
-        let command = try? readOnce(folder + "/comm", in: nil, system)
+        let command = try? readOnce(folder + "/comm", system)
         return (nil, command.map { bounded(String(decoding: $0, as: UTF8.self).trimmingSpaceAtEnd) })
     }
 
@@ -223,29 +223,21 @@ extension PeerProcess {
     /// `.flatpak-info` names its app in its first group.
     static let maxFileBytes = 4096
 
-    /// The file `name` of `directory` (at most ``maxFileBytes``; `directory` nil: `name` is a
-    /// path), nil when it cannot be read, but throws when kvd has no descriptor left to open it
-    /// (`EMFILE`, `ENFILE`): then nothing may be concluded from its absence.
-    static func readIfPresent(_ name: String, in directory: Int32?, _ system: any SystemCalls) throws(Errno)
-        -> [UInt8]?
-    {
-        do { return try readOnce(name, in: directory, system) } catch {
+    /// The file at `path` (at most ``maxFileBytes``), nil when it cannot be read, but throws when
+    /// kvd has no descriptor left to open it (`EMFILE`, `ENFILE`): then nothing may be concluded
+    /// from its absence.
+    static func readIfPresent(_ path: String, _ system: any SystemCalls) throws(Errno) -> [UInt8]? {
+        do { return try readOnce(path, system) } catch {
             if error.isOutOfDescriptors { throw error }
             return nil
         }
     }
 
-    /// The first ``maxFileBytes`` of the file `name` of `directory` (nil: `name` is a path), with
-    /// one `read`: all of a `/proc` text that fits (the kernel makes it whole for each read from
-    /// its start), the start of a longer file. Throws why it cannot be opened or read. C:
-    /// `openat`, `read`, `close`.
-    static func readOnce(_ name: String, in directory: Int32?, _ system: any SystemCalls) throws(Errno) -> [UInt8] {
-        let fd: Int32
-        if let directory {
-            fd = try system.openReadOnly(name, in: directory)
-        } else {
-            fd = try system.openReadOnly(name)
-        }
+    /// The first ``maxFileBytes`` of the file at `path`, with one `read`: all of a `/proc` text
+    /// that fits (the kernel makes it whole for each read from its start), the start of a
+    /// longer file. Throws why it cannot be opened or read. C: `open`, `read`, `close`.
+    static func readOnce(_ path: String, _ system: any SystemCalls) throws(Errno) -> [UInt8] {
+        let fd = try system.openReadOnly(path)
         defer { system.close(fd) }
         return try withUnsafeTemporaryAllocation(byteCount: maxFileBytes, alignment: 1) { buffer in
             Result { () throws(SystemError) in Array(buffer[..<(try system.receive(fd, into: buffer))]) }

@@ -30,9 +30,6 @@ public protocol SystemCalls: FileSystem {
     func close(_ fd: Int32)
     /// Opens `path` read-only and close-on-exec. C: `open(path, O_RDONLY | O_CLOEXEC)`.
     func openReadOnly(_ path: String) throws(Errno) -> Int32
-    /// Opens `name` of `directory` (a descriptor ``openDirectory(_:in:)`` gave) read-only and
-    /// close-on-exec, following a last symbolic link. C: `openat(directory, name, O_RDONLY | O_CLOEXEC)`.
-    func openReadOnly(_ name: String, in directory: Int32) throws(Errno) -> Int32
     /// A descriptor of the directory `path` (relative to `directory`, a descriptor this gave,
     /// when not nil), to find files in, never to read: a last symbolic link is followed, as
     /// `/proc/PID/root` leads to a process's root. C: `openat(O_PATH | O_DIRECTORY | O_CLOEXEC)`.
@@ -123,9 +120,6 @@ public protocol SystemCalls: FileSystem {
     /// What the symbolic link at `path` holds, or nil when `path` is not a link (`EINVAL`).
     /// C: `readlink`.
     func linkTarget(_ path: String) throws(Errno) -> String?
-    /// What the symbolic link `name` of `directory` (a descriptor ``openDirectory(_:in:)`` gave)
-    /// holds, or nil when it is not a link. C: `readlinkat`.
-    func linkTarget(_ name: String, in directory: Int32) throws(Errno) -> String?
     /// The device and inode of what `name` is, and the mount it is reached through (relative to `directory`, a descriptor
     /// ``openDirectory(_:in:)`` gave, when not nil; `directory` itself when `name` is empty; a
     /// last symbolic link followed, as `/proc/PID/root` leads to a process's root), as the

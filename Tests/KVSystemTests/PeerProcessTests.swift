@@ -118,7 +118,7 @@ import Testing
         let status = "Name:\tpython3\nUmask:\t0022\nState:\tS (sleeping)\nUid:\t1000\t1000\t0\t1000\nGid:\t1\t1\t1\t1\n"
         #expect(PeerProcess.uids(inStatus: Array(status.utf8)) == [1000, 1000, 0, 1000])
         #expect(PeerProcess.uids(inStatus: Array("Name:\tx\n".utf8)) == [])
-        let own = try PeerProcess.readOnce("/proc/self/status", in: nil, system)
+        let own = try PeerProcess.readOnce("/proc/self/status", system)
         #expect(PeerProcess.uids(inStatus: own) == [getuid(), geteuid(), getuid(), geteuid()])
         let credentials = PeerCredentials(pid: getpid(), uid: getuid(), gid: getgid(), groups: [])
         let faulty = FaultInjectingSystem()
@@ -150,14 +150,12 @@ import Testing
 
     /// `/proc`'s small files are read with one `read` each, whole.
     @Test func aProcFileIsReadWholeWithOneRead() throws {
-        let cgroup = try PeerProcess.readOnce("/proc/self/cgroup", in: nil, system)
+        let cgroup = try PeerProcess.readOnce("/proc/self/cgroup", system)
         #expect(!cgroup.isEmpty && cgroup.last == UInt8(ascii: "\n"))
-        let folder = try system.openDirectory("/proc/self", in: nil)
-        defer { system.close(folder) }
-        let status = try PeerProcess.readOnce("status", in: folder, system)
+        let status = try PeerProcess.readOnce("/proc/self/status", system)
         #expect(String(decoding: status, as: UTF8.self).contains("\nPid:\t"), "the text starts whole")
-        #expect(throws: Errno.noSuchFileOrDirectory) { try PeerProcess.readOnce("no-such-file", in: folder, system) }
-        #expect(try PeerProcess.readIfPresent("/proc/self/no-such-file", in: nil, system) == nil)
+        #expect(throws: Errno.noSuchFileOrDirectory) { try PeerProcess.readOnce("/proc/self/no-such-file", system) }
+        #expect(try PeerProcess.readIfPresent("/proc/self/no-such-file", system) == nil)
     }
 
     @Test(arguments: [

@@ -209,17 +209,6 @@ public final class FaultInjectingSystem: SystemCalls {
         return try real.openReadOnly(path)
     }
 
-    public func openReadOnly(_ name: String, in directory: Int32) throws(Errno) -> Int32 {
-        try paths.failIfPlanned(paths.path(name, in: directory))
-        try takeDescriptor()
-        return try real.openReadOnly(name, in: directory)
-    }
-
-    public func linkTarget(_ name: String, in directory: Int32) throws(Errno) -> String? {
-        try paths.failIfPlanned(paths.path(name, in: directory))
-        return try real.linkTarget(name, in: directory)
-    }
-
     public func fileIdentity(_ name: String, in directory: Int32?) throws(Errno) -> FileIdentity {
         try paths.failIfPlanned(paths.path(name, in: directory))
         return try real.fileIdentity(name, in: directory)
