@@ -14,16 +14,32 @@ import Testing
         return (try system.listenUnix(path, nonBlocking: false), path)
     }
 
-    @Test func aLivePeerIsConfirmedAndNamedByItsProgramAtAccept() throws {
-        let (listening, path) = try listener()
-        defer {
-            system.close(listening)
+    /// A connection of this process to itself, accepted; ``finish()`` closes it and its listener.
+    struct Connected {
+        let listening: Int32
+        let path: String
+        let client: Int32
+        let accepted: Int32
+        let system: LinuxSystem
+
+        init(_ system: LinuxSystem) throws {
+            path = "/tmp/kvd-peer-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock"
+            listening = try system.listenUnix(path, nonBlocking: false)
+            client = try system.connectUnix(path)
+            accepted = try system.accept(listening)
+            self.system = system
+        }
+
+        func finish() {
+            for fd in [accepted, client, listening] { system.close(fd) }
             unlink(path)
         }
-        let client = try system.connectUnix(path)
-        defer { system.close(client) }
-        let accepted = try system.accept(listening)
-        defer { system.close(accepted) }
+    }
+
+    @Test func aLivePeerIsConfirmedAndNamedByItsProgramAtAccept() throws {
+        let connected = try Connected(system)
+        defer { connected.finish() }
+        let accepted = connected.accepted
         let peer = try PeerProcess.identify(accepted, system: system)
         #expect(peer.credentials.pid == getpid() && peer.credentials.uid == getuid())
         #expect(peer.isConfirmed)
@@ -51,15 +67,9 @@ import Testing
     /// is unknown, so it is not confirmed (and so confined). Another user's process (the system
     /// instance's peers) is one kvd may not look into at all: read as before, no Flatpak.
     @Test func aFlatpakInfoKvdMayNotOpenLeavesItsOwnUsersPeerUnconfirmed() throws {
-        let (listening, path) = try listener()
-        defer {
-            system.close(listening)
-            unlink(path)
-        }
-        let client = try system.connectUnix(path)
-        defer { system.close(client) }
-        let accepted = try system.accept(listening)
-        defer { system.close(accepted) }
+        let connected = try Connected(system)
+        defer { connected.finish() }
+        let accepted = connected.accepted
         let faulty = FaultInjectingSystem()
         faulty.failPaths(endingWith: "/root/.flatpak-info", with: .permissionDenied)
         let own = try PeerProcess.identify(accepted, system: faulty)
@@ -75,15 +85,9 @@ import Testing
     /// `/.flatpak-info` never looked for (it would be kvd's own); only a root of its own is
     /// looked into, and that off the loop (``PeerProcess/Identification/lookingInRoot(_:)``).
     @Test func aPeerInKvdsOwnRootIsIdentifiedWithoutLookingIntoIt() throws {
-        let (listening, path) = try listener()
-        defer {
-            system.close(listening)
-            unlink(path)
-        }
-        let client = try system.connectUnix(path)
-        defer { system.close(client) }
-        let accepted = try system.accept(listening)
-        defer { system.close(accepted) }
+        let connected = try Connected(system)
+        defer { connected.finish() }
+        let accepted = connected.accepted
         let faulty = FaultInjectingSystem()
         faulty.failPaths(endingWith: "/root/.flatpak-info", with: .permissionDenied)
         let ownRoot = try RootView.own(system)

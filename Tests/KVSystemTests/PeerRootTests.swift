@@ -14,6 +14,29 @@ import Testing
         return (try system.listenUnix(path, nonBlocking: false), path)
     }
 
+    /// The look into the root of `accepted`'s peer, nil when kvd takes its root for its own (or
+    /// cannot tell).
+    func lookingInRoot(_ accepted: Int32) throws -> PeerProcess.RootLookup? {
+        var cgroups = CgroupNames(hierarchy: nil)
+        let begun = try PeerProcess.begin(
+            accepted, system: system, ownRoot: try RootView.own(system), cgroups: &cgroups)
+        guard case .lookingInRoot(let lookup) = begun else { return nil }
+        return lookup
+    }
+
+    /// A new empty folder whose path starts with `prefix`.
+    func temporaryFolder(_ prefix: String) throws -> String {
+        var template = Array((prefix + "-XXXXXX").utf8CString)
+        guard let made = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
+            throw Errno.current
+        }
+        return String(cString: made)
+    }
+
+    func removeFolder(_ folder: String) {
+        _ = try? system.spawn("/bin/rm", arguments: ["-rf", folder], input: 0, output: 1, error: 2)
+    }
+
     /// A process with kvd's root but mounts of its own (`unshare --mount`, where a file can be
     /// bound on `/.flatpak-info`, as `bwrap --bind / /` does) is looked into (attack/39-sandbox.md,
     /// finding 27). Needs root (the child makes a mount namespace).
@@ -31,10 +54,7 @@ import Testing
             """
         let child = try Child(script, listening: listening, path: path, system: system)
         defer { child.finish() }
-        var cgroups = CgroupNames(hierarchy: nil)
-        let begun = try PeerProcess.begin(
-            child.accepted, system: system, ownRoot: try RootView.own(system), cgroups: &cgroups)
-        guard case .lookingInRoot(let lookup) = begun else {
+        guard let lookup = try lookingInRoot(child.accepted) else {
             Issue.record("kvd's root through other mounts: looked into, not taken as kvd's own")
             return
         }
@@ -47,13 +67,12 @@ import Testing
     /// its sandbox (the look runs later, off kvd's loop). Needs root (the child chroots).
     @Test(.enabled(if: getuid() == 0, "needs root: the child chroots"))
     func aRootLeftAfterConnectingIsLookedIntoAsItWasAtAccept() throws {
-        var template = Array("/tmp/kvd-peer-moves-XXXXXX".utf8CString)
-        let folder = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+        let folder = try temporaryFolder("/tmp/kvd-peer-moves")
         let (listening, path) = try listener()
         defer {
             system.close(listening)
             unlink(path)
-            _ = try? system.spawn("/bin/rm", arguments: ["-rf", folder], input: 0, output: 1, error: 2)
+            removeFolder(folder)
         }
         let info = fopen(folder + "/.flatpak-info", "w")
         fputs("[Application]\nname=org.example.Moving\n", info)
@@ -67,10 +86,7 @@ import Testing
             """
         let child = try Child(script, listening: listening, path: path, system: system)
         defer { child.finish() }
-        var cgroups = CgroupNames(hierarchy: nil)
-        let begun = try PeerProcess.begin(
-            child.accepted, system: system, ownRoot: try RootView.own(system), cgroups: &cgroups)
-        guard case .lookingInRoot(let lookup) = begun else {
+        guard let lookup = try lookingInRoot(child.accepted) else {
             Issue.record("a root of its own: looked into")
             return
         }
@@ -152,13 +168,12 @@ import Testing
     /// process is left unconfirmed. Needs root (the child chroots).
     @Test(.enabled(if: getuid() == 0, "needs root: the child chroots"))
     func aFlatpakInfoThatIsNotARegularFileIsNeverOpened() throws {
-        var template = Array("/tmp/kvd-peer-roots-XXXXXX".utf8CString)
-        let folder = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+        let folder = try temporaryFolder("/tmp/kvd-peer-roots")
         let (listening, path) = try listener()
         defer {
             system.close(listening)
             unlink(path)
-            _ = try? system.spawn("/bin/rm", arguments: ["-rf", folder], input: 0, output: 1, error: 2)
+            removeFolder(folder)
         }
         let outside = folder + "/outside-info"
         let text = "[Application]\nname=org.from.kvds.own.root\n"
