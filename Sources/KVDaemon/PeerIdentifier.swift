@@ -6,7 +6,8 @@ import KVSystem
 /// the names of the cgroups seen (``CgroupNames``). Loop thread only.
 final class PeerIdentifier {
     let system: any SystemCalls
-    /// kvd's own root (`/`) and mounts; nil if unknown (then every peer's root is looked into).
+    /// kvd's own root (`/`, with the mount it is reached through); nil if unknown (then every
+    /// peer's root is looked into).
     let ownRoot: RootView?
     private var cgroups: CgroupNames
 

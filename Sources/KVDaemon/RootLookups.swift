@@ -3,9 +3,10 @@ import Synchronization
 
 /// The part of identifying a peer that may wait without end, done off the loop thread: looking
 /// for `/.flatpak-info` in the root of a process whose root is not kvd's
-/// (``PeerProcess/RootLookup``). A root on a FUSE file system whose daemon never answers, or on
-/// a hung network file system, makes that lookup wait as long as it does; on the loop it would
-/// stall every user's calls. So a connection whose peer has a root of its own is accepted
+/// (``PeerProcess/RootLookup``). Only a root on a local file system is looked into, but a local
+/// one can still wait on another (an `overlay` whose lower layer is a FUSE file system whose
+/// daemon never answers), and the lookup waits as long as it does; on the loop it would stall
+/// every user's calls. So a connection whose peer has a root of its own is accepted
 /// unwatched, and its lookup is run by a thread of its uid; the loop takes what each lookup
 /// found (``takeIdentified(now:)``), or, once ``patience`` has passed, takes the peer as
 /// unidentified: confined, as a peer whose sandbox cannot be told is (the thread, stuck in the
@@ -15,8 +16,8 @@ import Synchronization
 /// accept order (a uid whose lookups are stuck delays only its own later lookups, each of them
 /// no longer than ``patience``), and at most ``Shared/maxThreads`` in all (past it, lookups wait
 /// for a thread that is done: their patience counts meanwhile). A lookup waiting for a thread
-/// holds two descriptors (its process's `/proc` folder and pidfd) as its connection holds one;
-/// a thread stuck in a file system holds them until it returns.
+/// holds two descriptors (its process's pidfd and its root) as its connection holds one; a
+/// thread stuck in a file system holds them until it returns.
 ///
 /// Loop thread only, but for the threads it starts, which share ``Shared``.
 final class RootLookups {

@@ -56,8 +56,8 @@ extension PeerProcess {
 
     /// The part of identifying a peer that looks into its root (``Identification/lookingInRoot(_:)``):
     /// what was read at accept, and the descriptors of its process and of its root as it was at
-    /// accept (``openRoot(_:_:)``: a process that changes its root after
-    /// it connected is looked into where it was), which ``finish(_:)`` or ``abandon(_:)`` closes
+    /// accept (``openRoot(_:_:)``: a process that changes its root after it connected is looked
+    /// into where it was), which ``finish(_:)`` or ``abandon(_:)`` closes
     /// (exactly one of them, once).
     public struct RootLookup: Sendable {
         /// What was read at accept: all but its root's `/.flatpak-info`.

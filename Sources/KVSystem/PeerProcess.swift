@@ -1,6 +1,6 @@
 /// Who is on the other end of a connection: the process the kernel names when it connected, and
 /// what the system says about it, read once, when kvd accepts the connection
-/// (``begin(_:system:ownRoot:)``, and for a process in a root of its own, off kvd's loop,
+/// (``begin(_:system:ownRoot:cgroups:)``, and for a process in a root of its own, off kvd's loop,
 /// ``RootLookup/finish(_:)``): what its confinement needs (whether it runs in a sandboxed
 /// app: KVDaemon's `ClientConnection.reach`) and what history records of its changes (its
 /// program: KVDaemon's `ClientConnection.writer()`).
@@ -69,13 +69,13 @@ public struct AppIdentity: Sendable, Equatable {
 }
 
 extension PeerProcess {
-    /// What kvd knows of a connection's peer once it accepted it (``begin(_:system:ownRoot:)``).
+    /// What kvd knows of a connection's peer once it accepted it (``begin(_:system:ownRoot:cgroups:)``).
     public enum Identification: Sendable {
         /// All there is to know.
         case identified(PeerProcess)
         /// All but whether it runs in a Flatpak sandbox: its root is not kvd's, and what lies
         /// there is read by ``RootLookup/finish(_:)``, which waits as long as the file system of
-        /// that root does (FUSE, a network file system: possibly forever).
+        /// that root does (a local one, but which may wait on another: possibly forever).
         case lookingInRoot(RootLookup)
 
         /// Its credentials, as the kernel recorded them when it connected.
@@ -89,9 +89,9 @@ extension PeerProcess {
 
     /// The peer of the connected Unix socket `fd`, as far as kvd can tell without waiting on
     /// anything but `/proc`: its credentials (which must be read), then, from its `/proc`
-    /// folder, its program (`exe`, else `comm`), whether its root is kvd's own
-    /// (`ownRoot`, seen through the same mounts; nil: unknown, as if not), and its cgroup's unit and app (``cgroupNamed(_:_:_:_:)``,
-    /// through `cgroups`). A process in kvd's own root runs in no Flatpak sandbox and is
+    /// folder, its program (`exe`, else `comm`), whether its root is kvd's own (`ownRoot`,
+    /// reached through the same mount; nil: unknown, as if not), and its cgroup's unit and app
+    /// (``cgroupNamed(_:_:_:_:)``, through `cgroups`). A process in kvd's own root runs in no Flatpak sandbox and is
     /// identified now; a process in a root of its own (Flatpak's, a container's, a `chroot`) is
     /// identified but for the `/.flatpak-info` there (``Identification/lookingInRoot(_:)``). All of
     /// it is kept only if the process the connection's pidfd names still runs once it was read. A

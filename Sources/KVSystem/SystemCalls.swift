@@ -120,12 +120,12 @@ public protocol SystemCalls: FileSystem {
     /// What the symbolic link at `path` holds, or nil when `path` is not a link (`EINVAL`).
     /// C: `readlink`.
     func linkTarget(_ path: String) throws(Errno) -> String?
-    /// The device and inode of what `name` is, and the mount it is reached through (relative to `directory`, a descriptor
-    /// ``openDirectory(_:in:)`` gave, when not nil; `directory` itself when `name` is empty; a
-    /// last symbolic link followed, as `/proc/PID/root` leads to a process's root), as the
-    /// kernel already holds them: no file
-    /// system is asked (a FUSE daemon or a network server that never answers cannot make this
-    /// wait). C: `statx(directory, name, AT_STATX_DONT_SYNC, 0)`.
+    /// The device and inode of what `name` is, and the mount it is reached through (relative to
+    /// `directory`, a descriptor ``openDirectory(_:in:)`` gave, when not nil; `directory` itself
+    /// when `name` is empty; a last symbolic link followed, as `/proc/PID/root` leads to a
+    /// process's root), as the kernel already holds them: no file system is asked (a FUSE daemon
+    /// or a network server that never answers cannot make this wait). C: `statx(directory, name,
+    /// AT_STATX_DONT_SYNC, 0)`.
     func fileIdentity(_ name: String, in directory: Int32?) throws(Errno) -> FileIdentity
     /// Whether `path` (following links) carries a POSIX access control list granting more than
     /// its mode bits say (`system.posix_acl_access`; for a folder `system.posix_acl_default`
