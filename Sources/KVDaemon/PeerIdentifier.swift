@@ -14,12 +14,7 @@ final class PeerIdentifier {
     init(system: any SystemCalls) {
         self.system = system
         self.ownRoot = try? RootView.own(system)
-        let mountinfo = Result { () throws(SystemError) in
-            let fd = try system.retrying("open") { () throws(Errno) in try system.openReadOnly("/proc/self/mountinfo") }
-            defer { system.close(fd) }
-            return try system.readToEnd(fd, limit: 4 << 20)
-        }
-        self.cgroups = CgroupNames(hierarchy: (try? mountinfo.get()).flatMap(CgroupNames.unifiedHierarchy))
+        self.cgroups = CgroupNames(system: system)
     }
 
     /// Who is on the other end of `fd`, as far as the loop may wait to learn it.

@@ -48,15 +48,16 @@ public struct CgroupNames: Sendable {
     /// Where the unified (v2) cgroup hierarchy is mounted with its root at the mount point, from
     /// a `/proc/self/mountinfo` text; nil when it is not, or its mount point is escaped.
     public static func unifiedHierarchy(_ mountinfo: [UInt8]) -> String? {
-        for line in mountinfo.split(separator: UInt8(ascii: "\n")) {
-            let fields = line.split(separator: UInt8(ascii: " "))
-            guard let dash = fields.firstIndex(where: { $0.elementsEqual("-".utf8) }), dash >= 5,
-                fields.count > dash + 1, fields[dash + 1].elementsEqual("cgroup2".utf8),
-                fields[3].elementsEqual("/".utf8), !fields[4].contains(UInt8(ascii: "\\"))
-            else { continue }
-            let point = String(decoding: fields[4], as: UTF8.self)
-            return point == "/" ? "" : point
+        let mount = Mountinfo.mounts(mountinfo).first {
+            $0.type.elementsEqual("cgroup2".utf8) && $0.root.elementsEqual("/".utf8)
+                && !$0.point.contains(UInt8(ascii: "\\"))
         }
-        return nil
+        return mount.map { String(decoding: $0.point, as: UTF8.self) }.map { $0 == "/" ? "" : $0 }
+    }
+
+    /// Names kept for the unified hierarchy as `/proc/self/mountinfo` places it (``unifiedHierarchy(_:)``).
+    public init(system: any SystemCalls) {
+        let mountinfo = try? Mountinfo.read("/proc/self/mountinfo", system)
+        self.init(hierarchy: mountinfo.flatMap { $0 }.flatMap(Self.unifiedHierarchy))
     }
 }

@@ -84,14 +84,9 @@ extension PeerProcess {
     /// `/proc/PID/mountinfo` text; nil when no mount is of that device.
     static func fileSystemType(ofDevice device: UInt64, inMountinfo text: [UInt8]) -> String? {
         let wanted = Array("\(device >> 32):\(device & 0xFFFF_FFFF)".utf8)
-        for line in text.split(separator: UInt8(ascii: "\n")) {
-            let fields = line.split(separator: UInt8(ascii: " "))
-            guard fields.count > 2, fields[2].elementsEqual(wanted),
-                let dash = fields.firstIndex(where: { $0.elementsEqual("-".utf8) }), dash + 1 < fields.count
-            else { continue }
-            return String(decoding: fields[dash + 1], as: UTF8.self)
+        return Mountinfo.mounts(text).first { $0.device.elementsEqual(wanted) }.map {
+            String(decoding: $0.type, as: UTF8.self)
         }
-        return nil
     }
 
     /// The `[Application] name=` of a `/.flatpak-info` keyfile (nil when absent or it names none).

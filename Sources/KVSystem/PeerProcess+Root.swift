@@ -186,18 +186,9 @@ extension PeerProcess {
     /// folder `folder` has it mounted (its `mountinfo`), is one of ``localFileSystems``; false
     /// when it cannot be told.
     static func rootIsLocal(_ folder: String, device: UInt64, _ system: any SystemCalls) throws(Errno) -> Bool {
-        let fd: Int32
-        do { fd = try system.openReadOnly(folder + "/mountinfo") } catch {
-            if error.isOutOfDescriptors { throw error }
-            return false
-        }
-        defer { system.close(fd) }
-        guard let text = try? system.readToEnd(fd, limit: maxMountinfoBytes), text.count <= maxMountinfoBytes,
+        guard let text = try Mountinfo.read(folder + "/mountinfo", system),
             let type = fileSystemType(ofDevice: device, inMountinfo: text)
         else { return false }
         return localFileSystems.contains(type)
     }
-
-    /// The most of a `mountinfo` read (past it, a root's file system is not told).
-    static let maxMountinfoBytes = 4 << 20
 }
