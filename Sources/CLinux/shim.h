@@ -44,6 +44,7 @@ static inline int kvd_pidfd_send_signal(int pidfd, int sig) { return (int)syscal
    server. Follows a last symbolic link; an empty path is `directory` itself (AT_EMPTY_PATH).
    0, or -1 and errno. */
 #include <linux/stat.h>
+#include <fcntl.h>
 /* PIDFD_GET_INFO (Linux 6.13; its first layout, which later kernels still take): the id of the
    process's cgroup in the unified hierarchy. Fails with ESRCH once the process exited, ENOTTY or
    EINVAL before 6.13. 0 with *id set (0: no cgroup id given), or -1 and errno. */
@@ -70,5 +71,30 @@ static inline int kvd_file_identity(int directory, const char *path, unsigned lo
         *mount = (status.stx_mask & 0x1000 /* STATX_MNT_ID, given asked or not */) ? status.stx_mnt_id : 0;
     }
     return result;
+}
+/* What kvd reads of a peer's process at accept beyond its credentials, in one call: the target of
+   /proc/PID/exe into `program` (at most `capacity` bytes, truncated as readlink(2) truncates;
+   *length set), then /proc/PID/root's device, inode and mount as kvd_file_identity gives them,
+   then the cgroup id of `pidfd` (a pidfd of that process) as kvd_pidfd_cgroup_id gives it: asked
+   last, since it fails with ESRCH once the process exited, so what was read before is that
+   process's own. 0 when all three were read, or -1 and the errno of the first that failed (those
+   after it are not asked). */
+static inline int kvd_peer_process_facts(int pid, int pidfd, char *program, int capacity, int *length,
+                                         unsigned long long *device, unsigned long long *inode,
+                                         unsigned long long *mount, unsigned long long *cgroup) {
+    char path[32] = "/proc/";
+    char digits[12];
+    int count = 0, at = 6;
+    unsigned int rest = (unsigned int)pid;
+    do { digits[count++] = (char)('0' + rest % 10); rest /= 10; } while (rest != 0 && count < 11);
+    while (count > 0) path[at++] = digits[--count];
+    const char exe[] = "/exe", root[] = "/root";
+    for (unsigned int i = 0; i < sizeof exe; i++) path[at + i] = exe[i];
+    ssize_t read = readlink(path, program, (size_t)capacity);
+    if (read < 0) return -1;
+    *length = (int)read;
+    for (unsigned int i = 0; i < sizeof root; i++) path[at + i] = root[i];
+    if (kvd_file_identity(AT_FDCWD, path, device, inode, mount) != 0) return -1;
+    return kvd_pidfd_cgroup_id(pidfd, cgroup);
 }
 #endif

@@ -3,13 +3,16 @@ import KVSystem
 /// How the loop learns who is on the other end of a connection it accepts
 /// (``PeerProcess/begin(_:system:ownRoot:cgroups:)``): it owns what that reads once, kvd's own
 /// root (a peer that sees it runs in no Flatpak sandbox), and what it keeps across connections,
-/// the names of the cgroups seen (``CgroupNames``). Loop thread only.
+/// the names of the cgroups seen (``CgroupNames``), and the pidfds it is done with until the
+/// loop has sent its replies (``closeSpent()``). Loop thread only.
 final class PeerIdentifier {
     let system: any SystemCalls
     /// kvd's own root (`/`, with the mount it is reached through); nil if unknown (then every
     /// peer's root is looked into).
     let ownRoot: RootView?
     private var cgroups: CgroupNames
+    /// The pidfds of the peers identified since ``closeSpent()`` last ran.
+    private var spent: [Int32] = []
 
     init(system: any SystemCalls) {
         self.system = system
@@ -19,6 +22,15 @@ final class PeerIdentifier {
 
     /// Who is on the other end of `fd`, as far as the loop may wait to learn it.
     func begin(_ fd: Int32) throws(Errno) -> PeerProcess.Identification {
-        try PeerProcess.begin(fd, system: system, ownRoot: ownRoot, cgroups: &cgroups)
+        try PeerProcess.begin(fd, system: system, ownRoot: ownRoot, cgroups: &cgroups, spent: &spent)
     }
+
+    /// Closes the pidfds of the peers identified since it last ran: called once a pass's replies
+    /// are out, so that closing them (which frees the kernel's file of each) delays none.
+    func closeSpent() {
+        for pidfd in spent { system.close(pidfd) }
+        spent.removeAll(keepingCapacity: true)
+    }
+
+    deinit { closeSpent() }
 }

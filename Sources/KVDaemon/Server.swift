@@ -209,6 +209,7 @@ public final class Server {
         commits.commitQueued()
         deliverCompletions()
         settleAll()
+        peers.closeSpent()  // once the replies are out
         lifecycle.pingWatchdog()
         return stopReason()
     }

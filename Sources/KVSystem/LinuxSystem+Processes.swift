@@ -1,6 +1,8 @@
+import CLinux
 import Glibc
 
-/// The real process-starting calls of ``SystemCalls``: `posix_spawn`, each as its C call and
+/// The real process calls of ``SystemCalls``: starting one (`posix_spawn`), and learning who a
+/// connection's peer is (its credentials, pidfd and `/proc` folder), each as its C call and
 /// nothing else (no retry).
 extension LinuxSystem {
     public func spawn(_ path: String, arguments: [String], environment: [String: String], standardError: Int32?)
@@ -49,4 +51,67 @@ extension LinuxSystem {
 
     /// `POSIX_SPAWN_SETSID` from glibc's spawn.h (a macro Swift does not import).
     private static let setsidFlag: Int32 = 0x80
+
+    // MARK: peers
+
+    public func peerProcessDescriptor(_ fd: Int32) throws(Errno) -> Int32 {
+        var pidfd: Int32 = -1
+        var length = socklen_t(MemoryLayout<Int32>.size)
+        _ = try check(getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &length))
+        return pidfd
+    }
+
+    public func processDescriptor(_ pid: Int32) throws(Errno) -> Int32 {
+        try check(kvd_pidfd_open(pid))
+    }
+
+    public func processCgroupID(_ pidfd: Int32) throws(Errno) -> UInt64? {
+        var id: UInt64 = 0
+        _ = try check(kvd_pidfd_cgroup_id(pidfd, &id))
+        return id == 0 ? nil : id
+    }
+
+    public func peerProcessFacts(pid: Int32, pidfd: Int32) -> PeerProcessFacts? {
+        // One C call, a buffer on the stack: kvd makes it for each connection it accepts.
+        withUnsafeTemporaryAllocation(of: CChar.self, capacity: Int(PATH_MAX)) { buffer in
+            var length: Int32 = 0
+            var root = FileIdentity(device: 0, inode: 0)
+            var cgroup: UInt64 = 0
+            guard
+                kvd_peer_process_facts(
+                    pid, pidfd, buffer.baseAddress, Int32(buffer.count), &length, &root.device, &root.inode,
+                    &root.mount, &cgroup) == 0
+            else { return nil }
+            let program = UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: buffer[..<Int(length)]))
+            return PeerProcessFacts(
+                program: String(decoding: program, as: UTF8.self), root: root, cgroupID: cgroup == 0 ? nil : cgroup)
+        }
+    }
+
+    public func processIsRunning(_ pidfd: Int32) -> Bool {
+        kvd_pidfd_send_signal(pidfd, 0) == 0 || Errno.current.rawValue == EPERM
+    }
+
+    public func peerCredentials(_ fd: Int32) throws(Errno) -> PeerCredentials {
+        var credentials = kvd_peer_credentials()
+        var length = socklen_t(MemoryLayout<kvd_peer_credentials>.size)
+        _ = try check(getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length))
+        var groups = [gid_t](repeating: 0, count: 64)
+        while true {
+            var size = socklen_t(groups.count * MemoryLayout<gid_t>.size)
+            if getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, &groups, &size) == 0 {
+                groups.removeLast(groups.count - Int(size) / MemoryLayout<gid_t>.size)
+                break
+            }
+            let error = Errno.current
+            // ERANGE: `size` says how much is needed. Any other failure (an old kernel): no
+            // supplementary groups are known, so none grant anything.
+            guard error == .outOfRange, Int(size) > groups.count * MemoryLayout<gid_t>.size else {
+                groups = []
+                break
+            }
+            groups = [gid_t](repeating: 0, count: Int(size) / MemoryLayout<gid_t>.size)
+        }
+        return PeerCredentials(pid: credentials.pid, uid: credentials.uid, gid: credentials.gid, groups: groups)
+    }
 }

@@ -215,52 +215,6 @@ public struct LinuxSystem: SystemCalls {
         return (ends[0], ends[1])
     }
 
-    // MARK: processes
-
-    public func peerProcessDescriptor(_ fd: Int32) throws(Errno) -> Int32 {
-        var pidfd: Int32 = -1
-        var length = socklen_t(MemoryLayout<Int32>.size)
-        _ = try check(getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &length))
-        return pidfd
-    }
-
-    public func processDescriptor(_ pid: Int32) throws(Errno) -> Int32 {
-        try check(kvd_pidfd_open(pid))
-    }
-
-    public func processCgroupID(_ pidfd: Int32) throws(Errno) -> UInt64? {
-        var id: UInt64 = 0
-        _ = try check(kvd_pidfd_cgroup_id(pidfd, &id))
-        return id == 0 ? nil : id
-    }
-
-    public func processIsRunning(_ pidfd: Int32) -> Bool {
-        kvd_pidfd_send_signal(pidfd, 0) == 0 || Errno.current.rawValue == EPERM
-    }
-
-    public func peerCredentials(_ fd: Int32) throws(Errno) -> PeerCredentials {
-        var credentials = kvd_peer_credentials()
-        var length = socklen_t(MemoryLayout<kvd_peer_credentials>.size)
-        _ = try check(getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length))
-        var groups = [gid_t](repeating: 0, count: 64)
-        while true {
-            var size = socklen_t(groups.count * MemoryLayout<gid_t>.size)
-            if getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, &groups, &size) == 0 {
-                groups.removeLast(groups.count - Int(size) / MemoryLayout<gid_t>.size)
-                break
-            }
-            let error = Errno.current
-            // ERANGE: `size` says how much is needed. Any other failure (an old kernel): no
-            // supplementary groups are known, so none grant anything.
-            guard error == .outOfRange, Int(size) > groups.count * MemoryLayout<gid_t>.size else {
-                groups = []
-                break
-            }
-            groups = [gid_t](repeating: 0, count: Int(size) / MemoryLayout<gid_t>.size)
-        }
-        return PeerCredentials(pid: credentials.pid, uid: credentials.uid, gid: credentials.gid, groups: groups)
-    }
-
     public func executablePath() -> String? {
         var buffer = [UInt8](repeating: 0, count: Int(PATH_MAX) + 1)
         let count = buffer.withUnsafeMutableBytes { readlink("/proc/self/exe", $0.baseAddress!, $0.count - 1) }

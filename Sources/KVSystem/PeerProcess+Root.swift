@@ -34,6 +34,12 @@ extension PeerProcess {
         /// Cannot be told: its folder is there but not its root (its leader exited), or kvd's
         /// own user's process kvd may not look into.
         case unknown
+
+        /// A root seen as `root` (its device, inode and mount): kvd's own (`ownRoot`; nil:
+        /// unknown, so another) only when reached through kvd's own mount too.
+        init(_ root: FileIdentity, ownRoot: RootView?) {
+            self = root.mount != 0 && root == ownRoot?.root ? .own : .another
+        }
     }
 
     /// The root of the process whose `/proc` folder is `folder`, told by its device, inode and
@@ -45,10 +51,7 @@ extension PeerProcess {
     static func rootOf(_ folder: String, _ credentials: PeerCredentials, ownRoot: RootView?, _ system: any SystemCalls)
         -> Root
     {
-        do {
-            let root = try system.fileIdentity(folder + "/root", in: nil)
-            return root.mount != 0 && root == ownRoot?.root ? .own : .another
-        } catch {
+        do { return Root(try system.fileIdentity(folder + "/root", in: nil), ownRoot: ownRoot) } catch {
             if error == .noSuchFileOrDirectory, (try? system.fileIdentity(folder, in: nil)) == nil { return .unseen }
             return error == .permissionDenied && !isOwnUsers(folder, credentials, system) ? .unseen : .unknown
         }
@@ -61,14 +64,14 @@ extension PeerProcess {
     /// (exactly one of them, once).
     public struct RootLookup: Sendable {
         /// What was read at accept: all but its root's `/.flatpak-info`.
-        var found: PeerProcess
+        let found: PeerProcess
         /// Its `/proc` folder.
         let folder: String
         let pidfd: Int32
-        /// Its root, -1 until opened.
-        var root: Int32 = -1
+        /// Its root, opened at accept.
+        let root: Int32
         /// The device its root is on (``SystemCalls/fileIdentity(_:in:)``).
-        var rootDevice: UInt64 = 0
+        let rootDevice: UInt64
 
         /// Its credentials, as the kernel recorded them when it connected.
         public var credentials: PeerCredentials { found.credentials }
@@ -108,7 +111,7 @@ extension PeerProcess {
 
         /// Closes the descriptors: the lookup is given up, or done.
         public func abandon(_ system: any SystemCalls) {
-            if root >= 0 { system.close(root) }
+            system.close(root)
             system.close(pidfd)
         }
     }

@@ -104,40 +104,69 @@ extension PeerProcess {
     public static func begin(
         _ fd: Int32, system: any SystemCalls, ownRoot: RootView?, cgroups: inout CgroupNames
     ) throws(Errno) -> Identification {
+        var spent: [Int32] = []
+        defer { for pidfd in spent { system.close(pidfd) } }
+        return try begin(fd, system: system, ownRoot: ownRoot, cgroups: &cgroups, spent: &spent)
+    }
+
+    /// ``begin(_:system:ownRoot:cgroups:)``, leaving the pidfd it no longer needs once it
+    /// identified the peer to the caller, in `spent`, to close when it likes (kvd's loop: once
+    /// the pass's replies are out, so that no reply waits for it).
+    public static func begin(
+        _ fd: Int32, system: any SystemCalls, ownRoot: RootView?, cgroups: inout CgroupNames, spent: inout [Int32]
+    ) throws(Errno) -> Identification {
         let peer = PeerProcess(credentials: try system.peerCredentials(fd))
         guard let pidfd = try processDescriptor(fd, pid: peer.credentials.pid, system) else {
             return .identified(peer)
         }
-        let folder = peer.folder
-        var lookup = RootLookup(found: peer, folder: folder, pidfd: pidfd)
-        (lookup.found.program, lookup.found.command) = program(inFolder: folder, system)
-        let root = rootOf(folder, peer.credentials, ownRoot: ownRoot, system)
-        let named: CgroupNames.Named?
-        do { named = root == .unknown ? nil : try cgroupNamed(folder, pidfd, &cgroups, system) } catch {
-            lookup.abandon(system)
+        var found = peer
+        let (root, named): (Root, CgroupNames.Named?)
+        do { (root, named) = try read(into: &found, pidfd, ownRoot, &cgroups, system) } catch {
+            system.close(pidfd)
             throw error
         }
         guard let named else {  // it exited, or its sandbox cannot be told
-            lookup.abandon(system)
+            spent.append(pidfd)
             return .identified(peer)
         }
-        (lookup.found.unit, lookup.found.app) = (named.unit, named.app)
+        (found.unit, found.app) = (named.unit, named.app)
         guard root == .another else {
-            lookup.abandon(system)
-            lookup.found.isConfirmed = true  // it ran once all of it was read
-            return .identified(lookup.found)
+            spent.append(pidfd)
+            found.isConfirmed = true  // it ran once all of it was read
+            return .identified(found)
         }
+        let folder = peer.folder
         let opened: (fd: Int32, device: UInt64)?
         do { opened = try openRoot(folder, system) } catch {
-            lookup.abandon(system)
+            system.close(pidfd)
             throw error
         }
         guard let opened else {  // gone since: what it is cannot be told
-            lookup.abandon(system)
+            system.close(pidfd)
             return .identified(peer)
         }
-        (lookup.root, lookup.rootDevice) = opened
-        return .lookingInRoot(lookup)
+        return .lookingInRoot(
+            RootLookup(found: found, folder: folder, pidfd: pidfd, root: opened.fd, rootDevice: opened.device))
+    }
+
+    /// What `/proc` says of the process of `pidfd` whose credentials `peer` holds: its program
+    /// into `peer`, what its root is, and its cgroup's unit and app (nil: it exited, or its root
+    /// is unknown), in one call (``SystemCalls/peerProcessFacts(pid:pidfd:)``), else (something
+    /// could not be read) one by one, to learn what. Throws only `EMFILE`, `ENFILE`.
+    private static func read(
+        into peer: inout PeerProcess, _ pidfd: Int32, _ ownRoot: RootView?, _ cgroups: inout CgroupNames,
+        _ system: any SystemCalls
+    ) throws(Errno) -> (Root, CgroupNames.Named?) {
+        if let facts = system.peerProcessFacts(pid: peer.credentials.pid, pidfd: pidfd) {
+            peer.program = bounded(facts.program)
+            return (
+                Root(facts.root, ownRoot: ownRoot),
+                try cgroupNamed(facts.cgroupID, peer.folder, pidfd, &cgroups, system)
+            )
+        }
+        (peer.program, peer.command) = program(inFolder: peer.folder, system)
+        let root = rootOf(peer.folder, peer.credentials, ownRoot: ownRoot, system)
+        return (root, root == .unknown ? nil : try cgroupNamed(peer.folder, pidfd, &cgroups, system))
     }
 
     /// ``begin(_:system:ownRoot:cgroups:)``, then in a root of the peer's own
@@ -162,10 +191,9 @@ extension PeerProcess {
 
     /// The unit and app of the cgroup the process of `pidfd` (whose `/proc` folder is
     /// `folder`) is in, nil once it exited: asked last, so that a name means everything read
-    /// of its folder before was its own. The cgroup's id from the pidfd says both, and its name
-    /// is kept in `cgroups` (``CgroupNames``); otherwise (a cgroup not seen yet, or before Linux
-    /// 6.13) its `cgroup` is read, then the pidfd asked whether it still runs. Throws only
-    /// `EMFILE`, `ENFILE`.
+    /// of its folder before was its own. The cgroup's id from the pidfd says both
+    /// (``cgroupNamed(_:_:_:_:_:)-(UInt64?,_,_,_,_)``); before Linux 6.13 there is none. Throws
+    /// only `EMFILE`, `ENFILE`.
     static func cgroupNamed(_ folder: String, _ pidfd: Int32, _ cgroups: inout CgroupNames, _ system: any SystemCalls)
         throws(Errno) -> CgroupNames.Named?
     {
@@ -174,8 +202,20 @@ extension PeerProcess {
             if error == .noSuchProcess { return nil }
             id = nil  // before Linux 6.13
         }
+        return try cgroupNamed(id, folder, pidfd, &cgroups, system)
+    }
+
+    /// The unit and app of the cgroup `id` (nil: unknown) that the process of `pidfd` (whose
+    /// `/proc` folder is `folder`) was in when it was last seen running, nil once it exited. Its
+    /// name is kept in `cgroups` (``CgroupNames``); otherwise (a cgroup not seen yet, or no id)
+    /// its `cgroup` is read, then the pidfd asked whether it still runs. Throws only `EMFILE`,
+    /// `ENFILE`.
+    static func cgroupNamed(
+        _ id: UInt64?, _ folder: @autoclosure () -> String, _ pidfd: Int32, _ cgroups: inout CgroupNames,
+        _ system: any SystemCalls
+    ) throws(Errno) -> CgroupNames.Named? {
         if let id, let named = cgroups.named(id) { return named }
-        let path = try readIfPresent(folder + "/cgroup", system).flatMap { cgroupPath($0[...]) }
+        let path = try readIfPresent(folder() + "/cgroup", system).flatMap { cgroupPath($0[...]) }
         let unit = path.flatMap(Self.unit(inPath:))
         let named = CgroupNames.Named(unit: unit.map(bounded), app: unit.flatMap(Self.app(inUnit:)))
         if let id, let path { cgroups.keep(named, path: path, id: id, system) }

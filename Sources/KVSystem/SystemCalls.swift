@@ -78,6 +78,14 @@ public protocol SystemCalls: FileSystem {
     /// exited, so a success also says it still runs, and `ENOTTY` or `EINVAL` before Linux 6.13.
     /// C: `ioctl(pidfd, PIDFD_GET_INFO)` asking `PIDFD_INFO_CGROUPID`.
     func processCgroupID(_ pidfd: Int32) throws(Errno) -> UInt64?
+    /// What kvd reads of a connection's peer at accept beyond its credentials, in one call, in
+    /// this order: the program (`/proc/PID/exe`'s target, as ``linkTarget(_:)`` reads it), the
+    /// root's identity (`/proc/PID/root`, as ``fileIdentity(_:in:)`` reads it), then the cgroup id
+    /// of `pidfd`, a pidfd of that process (as ``processCgroupID(_:)`` reads it: asked last, it
+    /// says the process still runs, so all before is its own). Nil when any of them cannot be
+    /// read (those after it are not asked): the caller asks them one by one to learn why.
+    /// C: `readlink`, `statx`, `ioctl(PIDFD_GET_INFO)`, in one C function.
+    func peerProcessFacts(pid: Int32, pidfd: Int32) -> PeerProcessFacts?
     /// Shuts both directions. On a listening socket, later connects are refused while
     /// connections already queued can still be accepted. C: `shutdown(fd, SHUT_RDWR)`.
     func shutdown(_ fd: Int32) throws(Errno)
@@ -266,5 +274,22 @@ public struct FileIdentity: Sendable, Hashable {
         self.device = device
         self.inode = inode
         self.mount = mount
+    }
+}
+
+/// What ``SystemCalls/peerProcessFacts(pid:pidfd:)`` reads of a peer's process, all of it before
+/// it was seen still running.
+public struct PeerProcessFacts: Sendable, Equatable {
+    /// `/proc/PID/exe`'s target, whole (not yet bounded).
+    public var program: String
+    /// `/proc/PID/root`'s device, inode and mount.
+    public var root: FileIdentity
+    /// The id of its cgroup, nil when the kernel gives none.
+    public var cgroupID: UInt64?
+
+    public init(program: String, root: FileIdentity, cgroupID: UInt64?) {
+        self.program = program
+        self.root = root
+        self.cgroupID = cgroupID
     }
 }

@@ -47,6 +47,40 @@ import Testing
         #expect(peer.command == nil, "comm is read only where the executable's path is unknown")
     }
 
+    /// kvd reads a peer's program, root and cgroup id in one C call (``SystemCalls/peerProcessFacts(pid:pidfd:)``):
+    /// what the calls one by one read, and so the same peer as when they are made one by one
+    /// (as ``FaultInjectingSystem`` makes them).
+    @Test func theFactsReadInOneCallAreWhatTheCallsOneByOneRead() throws {
+        let connected = try Connected(system)
+        defer { connected.finish() }
+        let pid = getpid()
+        let pidfd = try system.peerProcessDescriptor(connected.accepted)
+        defer { system.close(pidfd) }
+        let facts = try #require(system.peerProcessFacts(pid: pid, pidfd: pidfd))
+        #expect(facts.program == (try system.linkTarget("/proc/\(pid)/exe")))
+        #expect(facts.root == (try system.fileIdentity("/proc/\(pid)/root", in: nil)))
+        #expect(facts.cgroupID == (try system.processCgroupID(pidfd)))
+        #expect(facts == FaultInjectingSystem().peerProcessFacts(pid: pid, pidfd: pidfd))
+        let ownRoot = try RootView.own(system)
+        #expect(
+            try PeerProcess.identify(connected.accepted, system: system, ownRoot: ownRoot)
+                == PeerProcess.identify(connected.accepted, system: FaultInjectingSystem(), ownRoot: ownRoot))
+    }
+
+    /// A process that exited has no facts to read (the caller learns why one call at a time).
+    @Test func anExitedProcessHasNoFactsInOneCall() throws {
+        let child = try system.spawn("/bin/true", arguments: [], environment: [:], standardError: nil)
+        let pidfd = try system.processDescriptor(child)
+        defer { system.close(pidfd) }
+        func exited() -> Bool {  // a zombie: its `stat` says `Z` after its command
+            (try? PeerProcess.readOnce("/proc/\(child)/stat", system)).map { $0.contains(UInt8(ascii: "Z")) } ?? false
+        }
+        for _ in 0..<5_000 where !exited() { usleep(1000) }
+        #expect(exited())
+        #expect(system.peerProcessFacts(pid: child, pidfd: pidfd) == nil, "not reaped yet: its pid is still its")
+        _ = try system.waitForExit(child, blocking: true)
+    }
+
     /// Where the executable's path cannot be read (a process not dumpable, another user's), the
     /// command name stands for it; `comm` is read only then.
     @Test func theCommandNamesAProgramWhoseExecutableIsUnreadable() throws {

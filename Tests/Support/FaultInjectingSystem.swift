@@ -359,6 +359,17 @@ public final class FaultInjectingSystem: SystemCalls {
         return try real.processCgroupID(pidfd)
     }
 
+    /// As the real one reads them, but each through this system's own call (and its faults).
+    public func peerProcessFacts(pid: Int32, pidfd: Int32) -> PeerProcessFacts? {
+        let folder = "/proc/\(pid)"
+        guard let program = (try? linkTarget(folder + "/exe")).flatMap({ $0 }),
+            let root = try? fileIdentity(folder + "/root", in: nil)
+        else { return nil }
+        do { return PeerProcessFacts(program: program, root: root, cgroupID: try processCgroupID(pidfd)) } catch {
+            return nil
+        }
+    }
+
     /// From now on every peer's process reads as exited once looked at (``processIsRunning(_:)``):
     /// the case of a pid that another process took meanwhile.
     public func pretendPeersExited() { paths.pretendExited() }
