@@ -90,9 +90,9 @@ static inline int kvd_peer_process_facts(int pid, int pidfd, char *program, int 
     while (count > 0) path[at++] = digits[--count];
     const char exe[] = "/exe", root[] = "/root";
     for (unsigned int i = 0; i < sizeof exe; i++) path[at + i] = exe[i];
-    ssize_t read = readlink(path, program, (size_t)capacity);
-    if (read < 0) return -1;
-    *length = (int)read;
+    ssize_t got = readlink(path, program, (size_t)capacity);
+    if (got < 0) return -1;
+    *length = (int)got;
     for (unsigned int i = 0; i < sizeof root; i++) path[at + i] = root[i];
     if (kvd_file_identity(AT_FDCWD, path, device, inode, mount) != 0) return -1;
     return kvd_pidfd_cgroup_id(pidfd, cgroup);

@@ -15,6 +15,7 @@ extension Server {
                 guard let accepted = try system.acceptWaiting(listener) else { return }
                 fd = accepted
             } catch  where error.errno == .tooManyOpenFiles || error.errno == .tooManyOpenFilesInSystem {
+                if peers.closeSpent() { continue }  // the pidfds kept for this pass first
                 return table.refuseOne(from: listener)
             } catch {
                 return log.warning("\(error)")

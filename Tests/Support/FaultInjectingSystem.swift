@@ -100,7 +100,8 @@ public final class FaultInjectingSystem: SystemCalls {
         state.withLock { $0.counts[call, default: 0] }
     }
 
-    /// From now on, only `free` more descriptors may be opened (by `accept`, `open`, `socket`, `pipe2`)
+    /// From now on, only `free` more descriptors may be opened (by `accept`, `open`, `socket`, `pipe2`,
+    /// a peer's pidfd)
     /// until some are closed, as in a process at its descriptor limit; `nil` lifts the limit.
     /// Past it, those calls fail with `EMFILE`.
     public func limitDescriptors(free: Int?) {
@@ -348,7 +349,8 @@ public final class FaultInjectingSystem: SystemCalls {
         real.symbol(name, in: library)
     }
     public func peerProcessDescriptor(_ fd: Int32) throws(Errno) -> Int32 {
-        try real.peerProcessDescriptor(fd)
+        try takeDescriptor()
+        return try real.peerProcessDescriptor(fd)
     }
 
     public func processDescriptor(_ pid: Int32) throws(Errno) -> Int32 { try real.processDescriptor(pid) }
@@ -361,13 +363,11 @@ public final class FaultInjectingSystem: SystemCalls {
 
     /// As the real one reads them, but each through this system's own call (and its faults).
     public func peerProcessFacts(pid: Int32, pidfd: Int32) -> PeerProcessFacts? {
-        let folder = "/proc/\(pid)"
-        guard let program = (try? linkTarget(folder + "/exe")).flatMap({ $0 }),
-            let root = try? fileIdentity(folder + "/root", in: nil)
+        guard let program = (try? linkTarget("/proc/\(pid)/exe")).flatMap({ $0 }),
+            let root = try? fileIdentity("/proc/\(pid)/root", in: nil),
+            case .success(let id) = Result(catching: { () throws(Errno) in try processCgroupID(pidfd) })
         else { return nil }
-        do { return PeerProcessFacts(program: program, root: root, cgroupID: try processCgroupID(pidfd)) } catch {
-            return nil
-        }
+        return PeerProcessFacts(program: program, root: root, cgroupID: id)
     }
 
     /// From now on every peer's process reads as exited once looked at (``processIsRunning(_:)``):
