@@ -12,7 +12,8 @@ in turn:
 - connection setup: a fresh connection, one durable Set on it, close (the Set pays the
   identification, once per connection), driven by this process, one connection after another,
   to the two kvds in turn connection by connection (so that the disk's drift falls on both);
-- durable Set, 1 client: kvbench's `set` on one connection (identified once, then free).
+- durable Set, 1 client: one connection to each kvd (identified once, then free), durable Sets
+  driven by this process to the two in turn, Set by Set, for the same reason.
 
 Targets: each within 1.1x (with blame / without, in time per operation). And the history bytes per
 change: a fresh pair of kvds gets CHANGES Sets of distinct keys from this process, is stopped (a
@@ -56,11 +57,12 @@ class BlameRows:
             servers.append((proc, sock, self.bench.path(name + "-state")))
         return servers
 
-    def connection_setups(self, on_sock, off_sock):
-        """Both subjects at once, connection by connection in turn (fresh connection, one durable
-        Set, close), for `seconds` a run: the disk's drift (an fdatasync's time varies by the
-        second here) falls on both alike. Per run and subject: its rate in the time it took, p50
-        and p99."""
+    def alternated(self, on_sock, off_sock, fresh):
+        """Both subjects at once, one operation to each in turn, for `seconds` a run: the disk's
+        drift (an fdatasync's time varies by the second here) falls on both alike. An operation
+        is one durable Set: on a fresh connection, closed after it (`fresh`: connection setup),
+        or on one connection to each kvd kept for the run. Per subject: its rate in the time it
+        took, p50 and p99."""
         latencies = ([], [])
         # This process is the client here: on the clients' core, as kvbench is (the servers have
         # theirs), then back where it was.
@@ -68,7 +70,7 @@ class BlameRows:
         if self.bench.client_cpus:
             os.sched_setaffinity(0, self.bench.client_cpus)
         try:
-            self.drive(on_sock, off_sock, latencies)
+            self.drive(on_sock, off_sock, latencies, fresh)
         finally:
             os.sched_setaffinity(0, allowed)
         runs = []
@@ -79,23 +81,33 @@ class BlameRows:
                          "p99_us": taken[min(len(taken) - 1, int(len(taken) * 0.99))]})
         return runs
 
-    def drive(self, on_sock, off_sock, latencies):
-        """Connections in turn to the two kvds for `seconds`, each one's time in µs appended to
-        `latencies` (with writers, without)."""
-        start, n = time.monotonic(), 0
-        while time.monotonic() - start < self.bench.seconds:
-            for index in ((0, 1) if n % 2 else (1, 0)):
-                began = time.monotonic_ns()
-                with socket.socket(socket.AF_UNIX) as conn:
-                    conn.connect((on_sock, off_sock)[index])
-                    varlink_set(conn, "bench.blame", "k", n)
-                latencies[index].append((time.monotonic_ns() - began) / 1000)
-            n += 1
+    def drive(self, on_sock, off_sock, latencies, fresh):
+        """Operations in turn to the two kvds for `seconds` (see `alternated`), each one's time in
+        µs appended to `latencies` (with writers, without)."""
+        kept = [] if fresh else [socket.socket(socket.AF_UNIX) for _ in range(2)]
+        try:
+            for conn, sock in zip(kept, (on_sock, off_sock)):
+                conn.connect(sock)
+            start, n = time.monotonic(), 0
+            while time.monotonic() - start < self.bench.seconds:
+                for index in ((0, 1) if n % 2 else (1, 0)):
+                    began = time.monotonic_ns()
+                    if fresh:
+                        with socket.socket(socket.AF_UNIX) as conn:
+                            conn.connect((on_sock, off_sock)[index])
+                            varlink_set(conn, "bench.blame", "k", n)
+                    else:
+                        varlink_set(kept[index], "bench.blame-set", "k", n)
+                    latencies[index].append((time.monotonic_ns() - began) / 1000)
+                n += 1
+        finally:
+            for conn in kept:
+                conn.close()
 
     def run(self):
         bench = self.bench
         (on, on_sock, _), (off, off_sock, _) = self.start_pair("speed")
-        both = [self.connection_setups(on_sock, off_sock) for _ in range(bench.runs)]
+        both = [self.alternated(on_sock, off_sock, fresh=True) for _ in range(bench.runs)]
         setup_on = bench.summarize("connection setup + Set", "kvd, writers recorded", [run[0] for run in both])
         setup_off = bench.summarize("connection setup + Set", "kvd, writers off", [run[1] for run in both])
         bench.target("blame: connection setup", "time per connection+Set, writers on/off",
@@ -107,9 +119,9 @@ class BlameRows:
                 f"+{setup_on['p50_us'] - setup_off['p50_us']:.0f} µs a connection)")
         bench.notes.append(note)
         print(f"  {note}", flush=True)
-        set_on, set_off = bench.interleave("durable set, blame", [
-            ("kvd Set (fsync), writers recorded", bench.kvbench(on_sock, "varlink", "set", 1, "bench.blame-set")),
-            ("kvd Set (fsync), writers off", bench.kvbench(off_sock, "varlink", "set", 1, "bench.blame-set"))])
+        sets = [self.alternated(on_sock, off_sock, fresh=False) for _ in range(bench.runs)]
+        set_on = bench.summarize("durable set, blame", "kvd Set (fsync), writers recorded", [run[0] for run in sets])
+        set_off = bench.summarize("durable set, blame", "kvd Set (fsync), writers off", [run[1] for run in sets])
         bench.target("blame: durable set", "time per Set, writers on/off",
                      set_off["ops_per_s"] / set_on["ops_per_s"], GOAL, "<=")
         bench.stop(on)
