@@ -100,10 +100,9 @@ public final class FaultInjectingSystem: SystemCalls {
         state.withLock { $0.counts[call, default: 0] }
     }
 
-    /// From now on, only `free` more descriptors may be opened (by `accept`, `open`, `socket`, `pipe2`,
-    /// a peer's pidfd)
-    /// until some are closed, as in a process at its descriptor limit; `nil` lifts the limit.
-    /// Past it, those calls fail with `EMFILE`.
+    /// From now on, only `free` more descriptors may be opened (by `accept`, `open`, `socket`,
+    /// `pipe2`, a pidfd) until some are closed, as in a process at its descriptor limit; `nil`
+    /// lifts the limit. Past it, those calls fail with `EMFILE`.
     public func limitDescriptors(free: Int?) {
         state.withLock { $0.freeDescriptors = free }
     }
@@ -352,9 +351,10 @@ public final class FaultInjectingSystem: SystemCalls {
         try takeDescriptor()
         return try real.peerProcessDescriptor(fd)
     }
-
-    public func processDescriptor(_ pid: Int32) throws(Errno) -> Int32 { try real.processDescriptor(pid) }
-
+    public func processDescriptor(_ pid: Int32) throws(Errno) -> Int32 {
+        try takeDescriptor()
+        return try real.processDescriptor(pid)
+    }
     public func processIsRunning(_ pidfd: Int32) -> Bool { !paths.peersExited && real.processIsRunning(pidfd) }
     public func processCgroupID(_ pidfd: Int32) throws(Errno) -> UInt64? {
         if paths.peersExited { throw .noSuchProcess }
